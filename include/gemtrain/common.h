@@ -1,0 +1,45 @@
+/* gemtrain: result codes and the per-context error message.
+ *
+ * Every fallible function returns a gt_rc. When it fails it also writes one
+ * line for the user into a gt_err the caller owns (never a global), naming the
+ * key, file or tensor, what was expected and what was found. */
+#ifndef GEMTRAIN_COMMON_H
+#define GEMTRAIN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gt_rc {
+  GT_OK = 0,
+  GT_ERR_ARG,     /* bad argument to an API call */
+  GT_ERR_CONFIG,  /* configuration refused */
+  GT_ERR_IO,      /* file system */
+  GT_ERR_FORMAT,  /* a file's contents are malformed */
+  GT_ERR_NOMEM,   /* allocation failed */
+  GT_ERR_PLAN,    /* the memory plan does not fit */
+  GT_ERR_NUMERIC, /* non-finite loss or gradient */
+  GT_ERR_INTERNAL
+} gt_rc;
+
+#define GT_ERR_MSG_MAX 1024
+
+typedef struct gt_err {
+  gt_rc rc;
+  char msg[GT_ERR_MSG_MAX];
+} gt_err;
+
+/* Record an error (printf-style) and return rc. err may be NULL. */
+gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gt_err_clear(gt_err *err);
+const char *gt_rc_name(gt_rc rc);
+const char *gt_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

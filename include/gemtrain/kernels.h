@@ -1,0 +1,171 @@
+/* gemtrain compute kernels: forward/backward pairs, float32.
+ *
+ * Conventions (after llm.c): arguments go outputs, saved, inputs, weights,
+ * dims. Forward functions overwrite their outputs. Backward functions ADD into
+ * every gradient buffer they are given (the caller zeroes them), and any
+ * gradient pointer may be NULL when that gradient is not needed.
+ *
+ * Every kernel has a plain scalar reference `*_ref` with the same signature;
+ * tests compare the fast version against it, and the framework only ever calls
+ * the fast one. Fast kernels split work over OpenMP with static partitioning,
+ * so results are the same run to run; inside an enclosing parallel region
+ * (one worker thread per device) they run on the calling thread.
+ *
+ * Layouts: activations are row-major [tokens, features]. Weight matrices are
+ * stored as Hugging Face does, [out_features, in_features]. */
+#ifndef GEMTRAIN_KERNELS_H
+#define GEMTRAIN_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- matmul (OpenBLAS sgemm) ----
+ * out[n,out_dim] = inp[n,in_dim] . w[out_dim,in_dim]^T  (overwrites out)
+ * backward: dinp[n,in_dim] += dout . w ;  dw[out_dim,in_dim] += dout^T . inp */
+void gt_matmul_forward(float *out, const float *inp, const float *w,
+                       int64_t n, int64_t in_dim, int64_t out_dim);
+void gt_matmul_backward(float *dinp, float *dw, const float *dout,
+                        const float *inp, const float *w,
+                        int64_t n, int64_t in_dim, int64_t out_dim);
+void gt_matmul_forward_ref(float *out, const float *inp, const float *w,
+                           int64_t n, int64_t in_dim, int64_t out_dim);
+void gt_matmul_backward_ref(float *dinp, float *dw, const float *dout,
+                            const float *inp, const float *w,
+                            int64_t n, int64_t in_dim, int64_t out_dim);
+
+/* ---- RMSNorm over the last dim ----
+ * out = x * rstd * (w_offset + w), rstd[r] = 1/sqrt(mean(x_r^2) + eps).
+ * Gemma 3 stores w and uses (1 + w): w_offset = 1. Gemma 4 stores the scale
+ * itself: w_offset = 0. w == NULL means no learnable scale (multiplier 1).
+ * All math in float32; rstd is saved for backward. */
+void gt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
+                        int64_t rows, int dim, float eps, float w_offset);
+void gt_rmsnorm_backward(float *dx, float *dw, const float *dout,
+                         const float *x, const float *rstd, const float *w,
+                         int64_t rows, int dim, float w_offset);
+void gt_rmsnorm_forward_ref(float *out, float *rstd, const float *x, const float *w,
+                            int64_t rows, int dim, float eps, float w_offset);
+void gt_rmsnorm_backward_ref(float *dx, float *dw, const float *dout,
+                             const float *x, const float *rstd, const float *w,
+                             int64_t rows, int dim, float w_offset);
+
+/* ---- RoPE, rotate-half convention ----
+ * Table: cos/sin are [max_pos, head_dim/2]. Pair i (i < head_dim/2) rotates
+ * dims (i, i + head_dim/2) by angle pos * inv_freq[i] with
+ * inv_freq[i] = 1 / (base^(2i/head_dim) * scale) for i < rot_pairs and 0
+ * (identity) after, rot_pairs = (int)(fraction * head_dim / 2). Computed in
+ * float32 the way HF does. fraction = 1 is standard RoPE; Gemma 4 global
+ * layers use 0.25 ("proportional": the denominator stays head_dim). */
+void gt_rope_table_fill(float *cos_tab, float *sin_tab, int max_pos, int head_dim,
+                        double base, double scale, double fraction);
+/* In place on x[ntok, nheads, head_dim]; pos[ntok] indexes the table. */
+void gt_rope_forward(float *x, const int32_t *pos, const float *cos_tab,
+                     const float *sin_tab, int64_t ntok, int nheads, int head_dim);
+/* In place: on entry dx holds d(out), on return d(in) (the inverse rotation). */
+void gt_rope_backward(float *dx, const int32_t *pos, const float *cos_tab,
+                      const float *sin_tab, int64_t ntok, int nheads, int head_dim);
+void gt_rope_forward_ref(float *x, const int32_t *pos, const float *cos_tab,
+                         const float *sin_tab, int64_t ntok, int nheads, int head_dim);
+void gt_rope_backward_ref(float *dx, const int32_t *pos, const float *cos_tab,
+                          const float *sin_tab, int64_t ntok, int nheads, int head_dim);
+
+/* ---- causal attention with GQA and an optional sliding window ----
+ * q: [B,T,H,hd]; k, v: [B,T,K,hd]; out: [B,T,H,hd]; lse: [B,H,T] (log-sum-exp
+ * of the scaled scores of each query row, saved for backward).
+ * Query head h reads kv head h / (H/K). Key j is visible to query i iff
+ * j <= i, and i - j < window when window > 0 (window == 0: plain causal), and
+ * seg[b,i] == seg[b,j] when seg != NULL (packed sequences).
+ * score = scale * q.k. The fast version is tiled (online softmax forward,
+ * recompute in backward) and never builds a T x T matrix; tiles that the mask
+ * removes entirely are skipped, so a window-W layer costs O(T*W). */
+typedef struct gt_attn_dims {
+  int B, T, H, K, hd;
+  int window;  /* 0 = global (causal only) */
+  float scale;
+} gt_attn_dims;
+
+void gt_attention_forward(float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *seg, const gt_attn_dims *d);
+void gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                           const float *out, const float *lse, const float *q,
+                           const float *k, const float *v, const int32_t *seg,
+                           const gt_attn_dims *d);
+void gt_attention_forward_ref(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const int32_t *seg, const gt_attn_dims *d);
+void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q,
+                               const float *k, const float *v, const int32_t *seg,
+                               const gt_attn_dims *d);
+
+/* ---- GeGLU: out = gelu_tanh(gate) * up, elementwise over n ----
+ * gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n);
+void gt_geglu_backward(float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, int64_t n);
+void gt_geglu_forward_ref(float *out, const float *gate, const float *up, int64_t n);
+void gt_geglu_backward_ref(float *dgate, float *dup, const float *dout,
+                           const float *gate, const float *up, int64_t n);
+
+/* ---- embedding lookup, scaled ----
+ * out[i,:] = table[tok[i],:] * scale ; backward dtable[tok[i],:] += scale*dout[i,:]
+ * (backward is deterministic: each thread owns a range of columns). */
+void gt_embedding_forward(float *out, const int32_t *tok, const float *table,
+                          int64_t n, int dim, float scale);
+void gt_embedding_backward(float *dtable, const float *dout, const int32_t *tok,
+                           int64_t n, int dim, float scale);
+void gt_embedding_forward_ref(float *out, const int32_t *tok, const float *table,
+                              int64_t n, int dim, float scale);
+void gt_embedding_backward_ref(float *dtable, const float *dout, const int32_t *tok,
+                               int64_t n, int dim, float scale);
+
+/* ---- softmax cross-entropy over rows of logits [rows, V] ----
+ * loss[r] = logsumexp(logits[r]) - logits[r, target[r]] (float32 math with a
+ * float64-free max-subtracted sum); lse[r] saved. target[r] < 0 masks the row:
+ * loss 0. Backward OVERWRITES dlogits (it may alias logits):
+ * dlogits[r] = (softmax(logits[r]) - onehot(target[r])) * row_weight[r],
+ * and 0 for masked rows. */
+void gt_xent_forward(float *loss, float *lse, const float *logits,
+                     const int32_t *target, int64_t rows, int64_t V);
+void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
+                      const int32_t *target, const float *row_weight,
+                      int64_t rows, int64_t V);
+void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
+                         const int32_t *target, int64_t rows, int64_t V);
+void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
+                          const int32_t *target, const float *row_weight,
+                          int64_t rows, int64_t V);
+
+/* ---- logit soft-cap: y = cap * tanh(x / cap), in place ----
+ * backward in place: on entry dx holds dy, y is the forward output. */
+void gt_softcap_forward(float *x, int64_t n, float cap);
+void gt_softcap_backward(float *dx, const float *y, int64_t n, float cap);
+void gt_softcap_forward_ref(float *x, int64_t n, float cap);
+void gt_softcap_backward_ref(float *dx, const float *y, int64_t n, float cap);
+
+/* ---- AdamW (optax.adamw semantics), fused, in place ----
+ * g' = g * grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * mh = m / (1 - b1^t); vh = v / (1 - b2^t);
+ * p -= lr * ( mh / (sqrt(vh + eps_root) + eps) + weight_decay * p ) */
+typedef struct gt_adamw_hparams {
+  float lr, b1, b2, eps, eps_root, weight_decay;
+  int64_t t;         /* 1-based step count for bias correction */
+  float grad_scale;  /* clipping factor applied to g (1 = none) */
+} gt_adamw_hparams;
+void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
+                     const gt_adamw_hparams *h);
+void gt_adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n,
+                         const gt_adamw_hparams *h);
+
+/* ---- reductions ----
+ * Sum of squares accumulated in double with a fixed partition (deterministic
+ * whatever the thread timing); used for the global gradient norm. */
+double gt_sumsq(const float *x, int64_t n);
+double gt_sumsq_ref(const float *x, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
