@@ -1,0 +1,131 @@
+/* gemtrain configuration: MaxText-style keys, layered loading, validation.
+ *
+ * Layers, each overriding the one before:
+ *   configs/base.json  ->  configs/models/<model_name>.json  ->  user JSON file
+ *   ->  key=value overrides (command line or API).
+ * configs/base.json defines every key (it is the table of defaults); the key
+ * table in config.c gives each key its type, valid range and description.
+ * model_name is resolved first (from the later layers if they set it) so the
+ * right preset is loaded. */
+#ifndef GEMTRAIN_CONFIG_H
+#define GEMTRAIN_CONFIG_H
+
+#include <stdio.h>
+
+#include "gemtrain/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_STR_SHORT 64
+#define GT_STR_PATH 1024
+
+typedef struct gt_config {
+  /* run */
+  char model_name[GT_STR_SHORT];
+  char run_name[GT_STR_PATH];
+  char base_output_directory[GT_STR_PATH];
+  int dump_config;
+  int init_weights_seed;
+  int data_shuffle_seed;
+  long long steps;
+  /* model */
+  char decoder_block[GT_STR_SHORT];
+  long long vocab_size;
+  long long base_emb_dim;
+  long long base_num_query_heads;
+  long long base_num_kv_heads;
+  long long head_dim;
+  long long base_mlp_dim;
+  long long base_num_decoder_layers;
+  long long sliding_window_size;
+  char layer_pattern[GT_STR_SHORT];
+  double query_pre_attn_scalar;
+  double rope_max_timescale;
+  double local_rope_max_timescale;
+  double rope_linear_scaling_factor;
+  double normalization_layer_epsilon;
+  double final_logits_soft_cap;
+  double weight_init_scale;
+  char dtype[GT_STR_SHORT];
+  char weight_dtype[GT_STR_SHORT];
+  /* batch and sequence */
+  double per_device_batch_size;
+  long long max_target_length;
+  long long num_vocab_tiling;
+  long long gradient_accumulation_steps;
+  /* optimizer */
+  char opt_type[GT_STR_SHORT];
+  double learning_rate;
+  char lr_schedule_type[GT_STR_SHORT];
+  double warmup_steps_fraction;
+  long long learning_rate_schedule_steps;
+  double learning_rate_final_fraction;
+  double adam_b1;
+  double adam_b2;
+  double adam_eps;
+  double adam_eps_root;
+  double adam_weight_decay;
+  double gradient_clipping_threshold;
+  /* data */
+  char dataset_type[GT_STR_SHORT];
+  char dataset_path[GT_STR_PATH];
+  double eval_split_fraction;
+  long long eval_interval;
+  long long eval_steps;
+  long long sample_tokens;
+  /* devices */
+  long long num_devices;
+  long long threads_per_device;
+  long long ici_data_parallelism;
+  long long ici_fsdp_parallelism;
+} gt_config;
+
+typedef enum gt_key_type { GT_KEY_INT, GT_KEY_FLOAT, GT_KEY_BOOL, GT_KEY_STR, GT_KEY_ENUM } gt_key_type;
+
+typedef struct gt_key_spec {
+  const char *name;
+  gt_key_type type;
+  size_t offset;      /* into gt_config */
+  size_t size;        /* of the field (strings) */
+  double min, max;    /* numbers: inclusive range */
+  const char *choices; /* enums: "a|b|c" */
+  const char *desc;
+} gt_key_spec;
+
+int gt_config_num_keys(void);
+const gt_key_spec *gt_config_key_at(int i);
+const gt_key_spec *gt_config_key(const char *name);
+
+/* The directory holding base.json and models/: $GEMTRAIN_CONFIG_DIR, else
+ * the source tree's configs/, else the installed share/gemtrain/configs. */
+const char *gt_config_default_dir(void);
+
+/* Load and validate. config_dir NULL = gt_config_default_dir(). user_file and
+ * overrides may be NULL/0. Each override is "key=value". */
+gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file,
+                     int n_overrides, const char *const *overrides, gt_err *err);
+/* Set one key from its text form (type-checked and range-checked, not
+ * cross-validated). `source` names where it came from, for messages. */
+gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value,
+                    const char *source, gt_err *err);
+/* Cross-key consistency checks. */
+gt_rc gt_config_validate(const gt_config *cfg, gt_err *err);
+
+/* The resolved config as pretty JSON (heap string, caller frees) and to a file. */
+char *gt_config_to_json(const gt_config *cfg);
+gt_rc gt_config_write_json(const gt_config *cfg, const char *path, gt_err *err);
+/* Read a value as text (for messages, sweeps): writes into buf. */
+gt_rc gt_config_get_text(const gt_config *cfg, const char *key, char *buf, size_t n, gt_err *err);
+/* Print every key with its value, type, range and description. */
+void gt_config_print_help(FILE *f, const gt_config *defaults);
+
+/* Derived quantities. */
+long long gt_config_global_batch(const gt_config *cfg); /* sequences per step */
+int gt_config_layer_is_global(const gt_config *cfg, long long layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

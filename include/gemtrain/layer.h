@@ -1,0 +1,71 @@
+/* One decoder layer, forward and backward, over named activation slots.
+ *
+ * The forward writes every intermediate into the slot buffers it is given;
+ * which of them outlive the forward (saved) and which are dropped and
+ * recomputed in backward is the remat policy's business, not the layer's.
+ * The slot names follow MaxText's checkpoint names where MaxText has one
+ * (query_proj, key_proj, value_proj, context, out_proj, mlpwi_0, mlpwi_1,
+ * mlpwo); the rest are the small statistics backward needs. */
+#ifndef GEMTRAIN_LAYER_H
+#define GEMTRAIN_LAYER_H
+
+#include <stdint.h>
+
+#include "gemtrain/common.h"
+#include "gemtrain/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gt_act {
+  GT_A_X_IN = 0, /* [N,d]  decoder_layer_input: the carry, always kept */
+  GT_A_A_RSTD,   /* [N]    input norm statistics */
+  GT_A_A,        /* [N,d]  normalized input */
+  GT_A_Q_RAW,    /* [N,H*hd] q before q_norm */
+  GT_A_K_RAW,    /* [N,K*hd] k before k_norm */
+  GT_A_Q_RSTD,   /* [N*H] */
+  GT_A_K_RSTD,   /* [N*K] */
+  GT_A_Q,        /* [N,H*hd] query_proj (after norm and RoPE) */
+  GT_A_K,        /* [N,K*hd] key_proj */
+  GT_A_V,        /* [N,K*hd] value_proj */
+  GT_A_CTX,      /* [N,H*hd] context */
+  GT_A_LSE,      /* [B*H*T]  attention log-sum-exp */
+  GT_A_O,        /* [N,d]  out_proj */
+  GT_A_O_RSTD,   /* [N] */
+  GT_A_X1,       /* [N,d]  residual after attention */
+  GT_A_M_RSTD,   /* [N] */
+  GT_A_M,        /* [N,d]  pre-FFW normalized */
+  GT_A_GATE,     /* [N,F]  mlpwi_0 */
+  GT_A_UP,       /* [N,F]  mlpwi_1 */
+  GT_A_ACT,      /* [N,F]  gelu(gate) * up */
+  GT_A_F,        /* [N,d]  mlpwo */
+  GT_A_F_RSTD,   /* [N] */
+  GT_A_NSLOTS
+} gt_act;
+
+const char *gt_act_name(gt_act a);
+/* Elements of one slot for a layer at batch B, length T. */
+int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_t B, int64_t T);
+
+typedef struct gt_layer_io {
+  const gt_model *m;
+  const gt_layer_desc *L;
+  int B, T;
+  const int32_t *pos; /* [B*T] positions (RoPE) */
+  const int32_t *seg; /* [B*T] segment ids or NULL */
+  const float *params; /* flat parameter buffer the layer's offsets index */
+} gt_layer_io;
+
+/* acts[s] must point at a buffer of gt_act_numel floats for every slot;
+ * acts[GT_A_X_IN] is read, the rest written; x_out [N,d] is written. */
+void gt_layer_forward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], float *x_out);
+/* Adds d(loss)/d(x_in) into dx_in and the parameter gradients into grads
+ * (indexed by the same offsets as params). Temporaries come from m->mem. */
+gt_rc gt_layer_backward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], const float *dx_out,
+                        float *dx_in, float *grads, gt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,117 @@
+/* gemtrain model graph: a list of layer descriptors built from the config,
+ * and the parameter layout (every tensor named, in one flat buffer per state
+ * class: params, grads, and later optimizer moments).
+ *
+ * A layer kind is data, not code paths in the executor: each descriptor
+ * carries its own head counts, window, RoPE table and parameter range, so new
+ * kinds (other head dims, shared K/V, MoE) add descriptors, not special cases.
+ * Each layer's parameters are contiguous, so a layer can be gathered, saved or
+ * sharded as one range. Matrices use Hugging Face's [out, in] layout. */
+#ifndef GEMTRAIN_MODEL_H
+#define GEMTRAIN_MODEL_H
+
+#include <stdint.h>
+
+#include "gemtrain/alloc.h"
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gt_layer_kind { GT_LAYER_LOCAL = 0, GT_LAYER_GLOBAL = 1 } gt_layer_kind;
+
+/* Per-layer parameter slots. A kind that lacks a tensor leaves it at -1. */
+typedef enum gt_lparam {
+  GT_P_INPUT_NORM = 0, /* [d]        input_layernorm */
+  GT_P_WQ,             /* [H*hd, d]  self_attn.q_proj */
+  GT_P_WK,             /* [K*hd, d]  self_attn.k_proj */
+  GT_P_WV,             /* [K*hd, d]  self_attn.v_proj */
+  GT_P_Q_NORM,         /* [hd]       self_attn.q_norm */
+  GT_P_K_NORM,         /* [hd]       self_attn.k_norm */
+  GT_P_WO,             /* [d, H*hd]  self_attn.o_proj */
+  GT_P_POST_ATTN_NORM, /* [d]        post_attention_layernorm */
+  GT_P_PRE_FFW_NORM,   /* [d]        pre_feedforward_layernorm */
+  GT_P_W_GATE,         /* [F, d]     mlp.gate_proj */
+  GT_P_W_UP,           /* [F, d]     mlp.up_proj */
+  GT_P_W_DOWN,         /* [d, F]     mlp.down_proj */
+  GT_P_POST_FFW_NORM,  /* [d]        post_feedforward_layernorm */
+  GT_P_NSLOTS
+} gt_lparam;
+
+typedef struct gt_layer_desc {
+  int index;
+  gt_layer_kind kind;
+  int window;           /* keys visible per query; 0 = global (causal only) */
+  int n_heads, n_kv_heads, head_dim, mlp_dim;
+  float q_scale;        /* query_pre_attn_scalar^-0.5 */
+  int rope;             /* index of this layer's RoPE table in the model */
+  int64_t param_offset; /* first element of this layer's range */
+  int64_t param_count;
+  int64_t slot_offset[GT_P_NSLOTS]; /* absolute offsets into the flat buffer, -1 if absent */
+} gt_layer_desc;
+
+typedef struct gt_rope_desc {
+  double base, scale, fraction;
+} gt_rope_desc;
+
+typedef struct gt_tensor_info {
+  char name[96];     /* Hugging Face name without the "model." prefix */
+  int ndim;
+  int64_t shape[4];
+  int64_t offset;    /* element offset into the flat buffer */
+  int64_t numel;
+  int layer;         /* -1 for embedding and final norm */
+} gt_tensor_info;
+
+#define GT_MAX_ROPE 4
+
+typedef struct gt_model {
+  /* dimensions */
+  int64_t vocab, d, n_layers;
+  float eps;
+  float norm_offset;  /* 1: Gemma 3 (1 + w); 0: Gemma 4 (stored scale) */
+  float emb_scale;    /* sqrt(d) in the compute dtype */
+  float softcap;      /* 0 = off */
+  int64_t max_pos;    /* RoPE tables cover positions [0, max_pos) */
+  /* graph */
+  gt_layer_desc *layers;
+  int n_rope;
+  gt_rope_desc rope[GT_MAX_ROPE];
+  /* layout */
+  int n_tensors;
+  gt_tensor_info *tensors;
+  int64_t n_params;
+  int64_t embed_offset, final_norm_offset;
+  /* storage (NULL until gt_model_alloc) */
+  gt_mem *mem;
+  float *params;
+  float *grads;
+  float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE];
+} gt_model;
+
+/* Build the graph and the layout from a validated config; allocates only the
+ * small descriptor tables (plain malloc), no tensors. */
+gt_rc gt_model_build(gt_model *m, const gt_config *cfg, gt_err *err);
+/* Allocate params, grads and RoPE tables through the tracked allocator. */
+gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
+/* Deterministic initialisation from a seed (see weight_init_scale). */
+void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+void gt_model_zero_grads(gt_model *m);
+void gt_model_free(gt_model *m);
+
+/* Parameter count of a config without building anything large. */
+int64_t gt_model_count_params(const gt_config *cfg);
+const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
+
+/* Pointer to a layer's slot in a flat buffer (params or grads); NULL if the
+ * kind has no such tensor. */
+static inline float *gt_layer_slot(const gt_layer_desc *L, float *base, gt_lparam s) {
+  return L->slot_offset[s] < 0 ? (float *)0 : base + L->slot_offset[s];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

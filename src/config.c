@@ -1,0 +1,668 @@
+#define _POSIX_C_SOURCE 200809L
+#include "gemtrain/config.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define F(field) offsetof(gt_config, field), sizeof(((gt_config *)0)->field)
+#define BIG 1e12
+
+/* The key table: the one place that knows every key's type, range and
+ * meaning. Defaults live in configs/base.json, which must set every key. */
+static const gt_key_spec gt__keys[] = {
+    /* run */
+    {"model_name", GT_KEY_STR, F(model_name), 0, 0, NULL,
+     "preset to load from configs/models/<model_name>.json (empty: none)"},
+    {"run_name", GT_KEY_STR, F(run_name), 0, 0, NULL,
+     "run directory name under base_output_directory (empty: <model_name>-<date>-<time>)"},
+    {"base_output_directory", GT_KEY_STR, F(base_output_directory), 0, 0, NULL,
+     "where run directories are created"},
+    {"dump_config", GT_KEY_BOOL, F(dump_config), 0, 1, NULL,
+     "print the resolved configuration as JSON and exit"},
+    {"init_weights_seed", GT_KEY_INT, F(init_weights_seed), 0, 2147483647, NULL,
+     "seed of the parameter initialisation"},
+    {"data_shuffle_seed", GT_KEY_INT, F(data_shuffle_seed), 0, 2147483647, NULL,
+     "seed of the data order (and of synthetic data)"},
+    {"steps", GT_KEY_INT, F(steps), 1, BIG, NULL, "number of training steps"},
+    /* model */
+    {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3",
+     "layer family of the decoder"},
+    {"vocab_size", GT_KEY_INT, F(vocab_size), 4, 1e8, NULL, "vocabulary size (rows of the tied embedding)"},
+    {"base_emb_dim", GT_KEY_INT, F(base_emb_dim), 1, 1 << 20, NULL, "hidden size d"},
+    {"base_num_query_heads", GT_KEY_INT, F(base_num_query_heads), 1, 4096, NULL, "query heads H"},
+    {"base_num_kv_heads", GT_KEY_INT, F(base_num_kv_heads), 1, 4096, NULL,
+     "key/value heads K (GQA: H must be a multiple of K)"},
+    {"head_dim", GT_KEY_INT, F(head_dim), 2, 8192, NULL, "per-head dimension (even, for RoPE)"},
+    {"base_mlp_dim", GT_KEY_INT, F(base_mlp_dim), 1, 1 << 24, NULL, "GeGLU intermediate size F"},
+    {"base_num_decoder_layers", GT_KEY_INT, F(base_num_decoder_layers), 1, 4096, NULL,
+     "number of decoder layers L"},
+    {"sliding_window_size", GT_KEY_INT, F(sliding_window_size), 1, BIG, NULL,
+     "keys visible to a query on local layers (i-W < j <= i)"},
+    {"layer_pattern", GT_KEY_STR, F(layer_pattern), 0, 0, NULL,
+     "attention kind per layer, repeated: L = local (sliding window), G = global"},
+    {"query_pre_attn_scalar", GT_KEY_FLOAT, F(query_pre_attn_scalar), 1e-9, BIG, NULL,
+     "queries are scaled by query_pre_attn_scalar^-0.5"},
+    {"rope_max_timescale", GT_KEY_FLOAT, F(rope_max_timescale), 1, BIG, NULL,
+     "RoPE base of global layers"},
+    {"local_rope_max_timescale", GT_KEY_FLOAT, F(local_rope_max_timescale), 1, BIG, NULL,
+     "RoPE base of local layers"},
+    {"rope_linear_scaling_factor", GT_KEY_FLOAT, F(rope_linear_scaling_factor), 1e-6, 1e6, NULL,
+     "linear RoPE position scaling on global layers (local layers always use 1)"},
+    {"normalization_layer_epsilon", GT_KEY_FLOAT, F(normalization_layer_epsilon), 0, 1, NULL,
+     "RMSNorm epsilon"},
+    {"final_logits_soft_cap", GT_KEY_FLOAT, F(final_logits_soft_cap), 0, 1e6, NULL,
+     "cap * tanh(logits / cap) on the output logits (0: off, as in Gemma 3)"},
+    {"weight_init_scale", GT_KEY_FLOAT, F(weight_init_scale), 0, 1e3, NULL,
+     "matrices start as normal(0, scale / sqrt(fan_in)); the embedding as normal(0, 1/sqrt(d))"},
+    {"dtype", GT_KEY_ENUM, F(dtype), 0, 0, "float32",
+     "activation dtype (this CPU runtime computes in float32)"},
+    {"weight_dtype", GT_KEY_ENUM, F(weight_dtype), 0, 0, "float32",
+     "parameter and optimizer-state dtype"},
+    /* batch and sequence */
+    {"per_device_batch_size", GT_KEY_FLOAT, F(per_device_batch_size), 1e-9, 1e6, NULL,
+     "sequences per device per step; global batch = this x num_devices"},
+    {"max_target_length", GT_KEY_INT, F(max_target_length), 1, 1 << 24, NULL,
+     "sequence length T"},
+    {"num_vocab_tiling", GT_KEY_INT, F(num_vocab_tiling), 1, 1 << 20, NULL,
+     "compute logits and loss in this many row tiles, so [B*T, V] never exists at once"},
+    {"gradient_accumulation_steps", GT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20, NULL,
+     "micro-batches summed into one optimizer step"},
+    /* optimizer */
+    {"opt_type", GT_KEY_ENUM, F(opt_type), 0, 0, "adamw", "optimizer"},
+    {"learning_rate", GT_KEY_FLOAT, F(learning_rate), 0, 1e3, NULL, "peak learning rate"},
+    {"lr_schedule_type", GT_KEY_ENUM, F(lr_schedule_type), 0, 0, "cosine",
+     "linear warmup then cosine decay"},
+    {"warmup_steps_fraction", GT_KEY_FLOAT, F(warmup_steps_fraction), 0, 1, NULL,
+     "fraction of learning_rate_schedule_steps spent warming up"},
+    {"learning_rate_schedule_steps", GT_KEY_INT, F(learning_rate_schedule_steps), -1, BIG, NULL,
+     "length of the schedule (-1: steps); the rate is 0 after it"},
+    {"learning_rate_final_fraction", GT_KEY_FLOAT, F(learning_rate_final_fraction), 0, 1e3, NULL,
+     "the cosine ends at learning_rate x this"},
+    {"adam_b1", GT_KEY_FLOAT, F(adam_b1), 0, 0.999999999, NULL, "AdamW first-moment decay"},
+    {"adam_b2", GT_KEY_FLOAT, F(adam_b2), 0, 0.999999999, NULL, "AdamW second-moment decay"},
+    {"adam_eps", GT_KEY_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon outside the sqrt"},
+    {"adam_eps_root", GT_KEY_FLOAT, F(adam_eps_root), 0, 1, NULL, "AdamW epsilon inside the sqrt"},
+    {"adam_weight_decay", GT_KEY_FLOAT, F(adam_weight_decay), 0, 1e3, NULL,
+     "decoupled weight decay (applied to every parameter, as MaxText's empty mask)"},
+    {"gradient_clipping_threshold", GT_KEY_FLOAT, F(gradient_clipping_threshold), 0, 1e12, NULL,
+     "clip the global gradient norm to this (0: off)"},
+    /* data */
+    {"dataset_type", GT_KEY_ENUM, F(dataset_type), 0, 0, "synthetic|text|tokens",
+     "synthetic (uniform ids, as MaxText), text (a UTF-8 file, byte tokens), tokens (gemtrain shards)"},
+    {"dataset_path", GT_KEY_STR, F(dataset_path), 0, 0, NULL,
+     "corpus file (text) or shard file/directory (tokens)"},
+    {"eval_split_fraction", GT_KEY_FLOAT, F(eval_split_fraction), 0, 0.5, NULL,
+     "fraction of the corpus held out for eval (taken from its end)"},
+    {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,
+     "run eval every this many steps (-1: never; 0: only at the end)"},
+    {"eval_steps", GT_KEY_INT, F(eval_steps), 1, 1 << 20, NULL, "batches per eval"},
+    {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
+     "tokens of text generated from the trained model at the end (0: none)"},
+    /* devices */
+    {"num_devices", GT_KEY_INT, F(num_devices), 1, 1024, NULL,
+     "worker threads standing in for devices"},
+    {"threads_per_device", GT_KEY_INT, F(threads_per_device), 0, 1024, NULL,
+     "compute threads per device (0: cores / num_devices)"},
+    {"ici_data_parallelism", GT_KEY_INT, F(ici_data_parallelism), -1, 1024, NULL,
+     "data-parallel axis of the mesh (-1: fill in)"},
+    {"ici_fsdp_parallelism", GT_KEY_INT, F(ici_fsdp_parallelism), -1, 1024, NULL,
+     "FSDP axis of the mesh (-1: fill in); product of axes = num_devices"},
+};
+
+#define GT__NKEYS ((int)(sizeof gt__keys / sizeof gt__keys[0]))
+
+int gt_config_num_keys(void) { return GT__NKEYS; }
+const gt_key_spec *gt_config_key_at(int i) { return i >= 0 && i < GT__NKEYS ? &gt__keys[i] : NULL; }
+
+const gt_key_spec *gt_config_key(const char *name) {
+  for (int i = 0; i < GT__NKEYS; i++)
+    if (strcmp(gt__keys[i].name, name) == 0) return &gt__keys[i];
+  return NULL;
+}
+
+/* ---------- did you mean ---------- */
+
+static int gt__edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 99;
+  int d[64][64];
+  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int c = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+      int v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (d[i - 1][j - 1] + c < v) v = d[i - 1][j - 1] + c;
+      /* a swap of two neighbours counts as one edit */
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+        v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
+    }
+  return d[la][lb];
+}
+
+static const char *gt__nearest_key(const char *name) {
+  const char *best = NULL;
+  int bestd = 1 << 30;
+  for (int i = 0; i < GT__NKEYS; i++) {
+    int dd = gt__edit_distance(name, gt__keys[i].name);
+    if (dd < bestd) {
+      bestd = dd;
+      best = gt__keys[i].name;
+    }
+  }
+  int limit = (int)strlen(name) / 3;
+  if (limit < 2) limit = 2;
+  return bestd <= limit ? best : NULL;
+}
+
+static gt_rc gt__unknown_key(const char *key, const char *source, gt_err *err) {
+  const char *near = gt__nearest_key(key);
+  if (near)
+    return gt_err_set(err, GT_ERR_CONFIG, "config: unknown key '%s' (in %s); did you mean '%s'?",
+                      key, source, near);
+  return gt_err_set(err, GT_ERR_CONFIG,
+                    "config: unknown key '%s' (in %s); 'gemtrain train --help' lists the keys", key,
+                    source);
+}
+
+/* ---------- set one key ---------- */
+
+static int gt__parse_ll(const char *s, long long *out) {
+  char *end;
+  errno = 0;
+  while (isspace((unsigned char)*s)) s++;
+  if (!*s) return 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno == 0 && *end == '\0') {
+    *out = v;
+    return 1;
+  }
+  /* accept integral floats such as 1e6 or 2048.0 */
+  errno = 0;
+  double d = strtod(s, &end);
+  if (errno || *end || !isfinite(d) || d != floor(d) || fabs(d) > 9e15) return 0;
+  *out = (long long)d;
+  return 1;
+}
+
+static int gt__parse_double(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  while (isspace((unsigned char)*s)) s++;
+  if (!*s) return 0;
+  double d = strtod(s, &end);
+  if (errno || *end || !isfinite(d)) return 0;
+  *out = d;
+  return 1;
+}
+
+static int gt__parse_bool(const char *s, int *out) {
+  if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "1")) return *out = 1, 1;
+  if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "0")) return *out = 0, 1;
+  return 0;
+}
+
+static int gt__enum_has(const char *choices, const char *v) {
+  size_t n = strlen(v);
+  const char *p = choices;
+  while (*p) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && strncmp(p, v, n) == 0) return 1;
+    if (!bar) break;
+    p = bar + 1;
+  }
+  return 0;
+}
+
+static void gt__choices_text(const char *choices, char *buf, size_t n) {
+  size_t j = 0;
+  for (const char *p = choices; *p && j + 3 < n; p++) {
+    if (*p == '|') {
+      buf[j++] = ',';
+      buf[j++] = ' ';
+    } else {
+      buf[j++] = *p;
+    }
+  }
+  buf[j] = '\0';
+}
+
+static void gt__num_text(double v, char *buf, size_t n) {
+  if (fabs(v) >= 1e12)
+    snprintf(buf, n, "%g", v);
+  else
+    snprintf(buf, n, "%.10g", v);
+}
+
+gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const char *source,
+                    gt_err *err) {
+  const gt_key_spec *k = gt_config_key(key);
+  if (!k) return gt__unknown_key(key, source, err);
+  char *field = (char *)cfg + k->offset;
+  char lo[32], hi[32];
+  gt__num_text(k->min, lo, sizeof lo);
+  gt__num_text(k->max, hi, sizeof hi);
+  switch (k->type) {
+    case GT_KEY_INT: {
+      long long v;
+      if (!gt__parse_ll(value, &v))
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects an integer, got '%s' (in %s)",
+                          key, value, source);
+      if ((double)v < k->min || (double)v > k->max)
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' = %lld is out of range (in %s); allowed: %s .. %s", key, v,
+                          source, lo, hi);
+      if (k->size == sizeof(int))
+        *(int *)field = (int)v;
+      else
+        *(long long *)field = v;
+      return GT_OK;
+    }
+    case GT_KEY_FLOAT: {
+      double v;
+      if (!gt__parse_double(value, &v))
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects a number, got '%s' (in %s)",
+                          key, value, source);
+      if (v < k->min || v > k->max)
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' = %s is out of range (in %s); allowed: %s .. %s", key,
+                          value, source, lo, hi);
+      *(double *)field = v;
+      return GT_OK;
+    }
+    case GT_KEY_BOOL: {
+      int v;
+      if (!gt__parse_bool(value, &v))
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' expects true or false, got '%s' (in %s)", key, value,
+                          source);
+      *(int *)field = v;
+      return GT_OK;
+    }
+    case GT_KEY_ENUM: {
+      if (!gt__enum_has(k->choices, value)) {
+        char c[256];
+        gt__choices_text(k->choices, c, sizeof c);
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' = '%s' is not allowed (in %s); allowed: %s", key, value,
+                          source, c);
+      }
+    } /* fall through: stored as a string */
+    /* FALLTHRU */
+    case GT_KEY_STR:
+      if (strlen(value) >= k->size)
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' is too long (%zu characters, in %s); at most %zu", key,
+                          strlen(value), source, k->size - 1);
+      memcpy(field, value, strlen(value) + 1);
+      return GT_OK;
+  }
+  return gt_err_set(err, GT_ERR_INTERNAL, "config: key '%s' has no type", key);
+}
+
+gt_rc gt_config_get_text(const gt_config *cfg, const char *key, char *buf, size_t n, gt_err *err) {
+  const gt_key_spec *k = gt_config_key(key);
+  if (!k) return gt__unknown_key(key, "a lookup", err);
+  const char *field = (const char *)cfg + k->offset;
+  switch (k->type) {
+    case GT_KEY_INT:
+      snprintf(buf, n, "%lld",
+               k->size == sizeof(int) ? (long long)*(const int *)field : *(const long long *)field);
+      break;
+    case GT_KEY_FLOAT:
+      snprintf(buf, n, "%.17g", *(const double *)field);
+      break;
+    case GT_KEY_BOOL:
+      snprintf(buf, n, "%s", *(const int *)field ? "true" : "false");
+      break;
+    default:
+      snprintf(buf, n, "%s", field);
+  }
+  return GT_OK;
+}
+
+/* ---------- JSON layers ---------- */
+
+static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return gt_err_set(err, GT_ERR_IO, "config: cannot open '%s': %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  if (!buf) {
+    fclose(f);
+    return gt_err_set(err, GT_ERR_NOMEM, "config: no memory to read '%s'", path);
+  }
+  size_t got = fread(buf, 1, (size_t)n, f);
+  fclose(f);
+  buf[got] = '\0';
+  const char *where = NULL;
+  cJSON *j = cJSON_ParseWithOpts(buf, &where, 1);
+  if (!j) {
+    long off = where ? (long)(where - buf) : 0;
+    int line = 1;
+    for (long i = 0; i < off && buf[i]; i++) line += buf[i] == '\n';
+    free(buf);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' is not valid JSON (near line %d)", path, line);
+  }
+  free(buf);
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' must hold a JSON object of key: value", path);
+  }
+  *out = j;
+  return GT_OK;
+}
+
+static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, size_t n, gt_err *err) {
+  if (cJSON_IsString(it)) {
+    snprintf(buf, n, "%s", it->valuestring);
+  } else if (cJSON_IsBool(it)) {
+    snprintf(buf, n, "%s", cJSON_IsTrue(it) ? "true" : "false");
+  } else if (cJSON_IsNumber(it)) {
+    snprintf(buf, n, "%.17g", it->valuedouble);
+  } else {
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key '%s' in '%s' must be a number, string or boolean", it->string, path);
+  }
+  return GT_OK;
+}
+
+static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, uint8_t *seen,
+                            gt_err *err) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, obj) {
+    char text[GT_STR_PATH + 32];
+    gt_rc rc = gt__json_value_text(it, path, text, sizeof text, err);
+    if (rc) return rc;
+    rc = gt_config_set(cfg, it->string, text, path, err);
+    if (rc) return rc;
+    if (seen) seen[gt_config_key(it->string) - gt__keys] = 1;
+  }
+  return GT_OK;
+}
+
+static int gt__is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *gt_config_default_dir(void) {
+  const char *env = getenv("GEMTRAIN_CONFIG_DIR");
+  if (env && *env) return env;
+  if (gt__is_dir(GT_SOURCE_CONFIG_DIR)) return GT_SOURCE_CONFIG_DIR;
+  return GT_INSTALL_CONFIG_DIR;
+}
+
+static void gt__list_presets(const char *dir, char *buf, size_t n) {
+  char path[GT_STR_PATH + 16];
+  snprintf(path, sizeof path, "%s/models", dir);
+  buf[0] = '\0';
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  /* sorted insertion keeps the message stable */
+  char names[64][GT_STR_SHORT];
+  int cnt = 0;
+  while ((e = readdir(d)) && cnt < 64) {
+    size_t l = strlen(e->d_name);
+    if (l > 5 && l - 5 < GT_STR_SHORT && !strcmp(e->d_name + l - 5, ".json")) {
+      memcpy(names[cnt], e->d_name, l - 5);
+      names[cnt][l - 5] = '\0';
+      int i = cnt++;
+      while (i > 0 && strcmp(names[i - 1], names[i]) > 0) {
+        char t[GT_STR_SHORT];
+        memcpy(t, names[i], sizeof t);
+        memcpy(names[i], names[i - 1], sizeof t);
+        memcpy(names[i - 1], t, sizeof t);
+        i--;
+      }
+    }
+  }
+  closedir(d);
+  size_t j = 0;
+  for (int i = 0; i < cnt; i++) {
+    int w = snprintf(buf + j, n - j, "%s%s", i ? ", " : "", names[i]);
+    if (w < 0 || (size_t)w >= n - j) break;
+    j += (size_t)w;
+  }
+}
+
+static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char **value, gt_err *err) {
+  const char *eq = strchr(ov, '=');
+  if (!eq || eq == ov)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: argument '%s' is not key=value (or a .json config file)", ov);
+  size_t len = (size_t)(eq - ov);
+  if (len >= kn) return gt__unknown_key(ov, "the command line", err);
+  memcpy(key, ov, len);
+  key[len] = '\0';
+  *value = eq + 1;
+  return GT_OK;
+}
+
+gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
+                     const char *const *overrides, gt_err *err) {
+  memset(cfg, 0, sizeof *cfg);
+  if (!config_dir) config_dir = gt_config_default_dir();
+  char path[GT_STR_PATH + 64];
+  cJSON *base = NULL, *user = NULL, *model = NULL;
+  uint8_t seen[GT__NKEYS];
+  memset(seen, 0, sizeof seen);
+  gt_rc rc;
+
+  snprintf(path, sizeof path, "%s/base.json", config_dir);
+  if ((rc = gt__read_json(path, &base, err))) goto done;
+  if ((rc = gt__apply_json(cfg, base, path, seen, err))) goto done;
+  for (int i = 0; i < GT__NKEYS; i++)
+    if (!seen[i]) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "config: '%s' does not set key '%s' (it must set every key)",
+                      path, gt__keys[i].name);
+      goto done;
+    }
+
+  /* model_name decides which preset loads, so resolve it from the later
+   * layers first, exactly as they will be applied. */
+  if (user_file) {
+    if ((rc = gt__read_json(user_file, &user, err))) goto done;
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(user, "model_name");
+    if (mn) {
+      char text[GT_STR_PATH];
+      if ((rc = gt__json_value_text(mn, user_file, text, sizeof text, err))) goto done;
+      if ((rc = gt_config_set(cfg, "model_name", text, user_file, err))) goto done;
+    }
+  }
+  for (int i = 0; i < n_overrides; i++) {
+    char key[128];
+    const char *value;
+    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, err))) goto done;
+    if (!strcmp(key, "model_name") &&
+        (rc = gt_config_set(cfg, key, value, "the command line", err)))
+      goto done;
+  }
+
+  if (cfg->model_name[0]) {
+    snprintf(path, sizeof path, "%s/models/%s.json", config_dir, cfg->model_name);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+      char list[1024];
+      gt__list_presets(config_dir, list, sizeof list);
+      rc = gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'model_name' = '%s' has no preset (%s not found); presets: %s",
+                      cfg->model_name, path, list);
+      goto done;
+    }
+    if ((rc = gt__read_json(path, &model, err))) goto done;
+    if ((rc = gt__apply_json(cfg, model, path, NULL, err))) goto done;
+  }
+  if (user && (rc = gt__apply_json(cfg, user, user_file, NULL, err))) goto done;
+  for (int i = 0; i < n_overrides; i++) {
+    char key[128];
+    const char *value;
+    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, err))) goto done;
+    if ((rc = gt_config_set(cfg, key, value, "the command line", err))) goto done;
+  }
+  rc = gt_config_validate(cfg, err);
+done:
+  cJSON_Delete(base);
+  cJSON_Delete(user);
+  cJSON_Delete(model);
+  return rc;
+}
+
+/* ---------- cross-key validation ---------- */
+
+long long gt_config_global_batch(const gt_config *cfg) {
+  return llround(cfg->per_device_batch_size * (double)cfg->num_devices);
+}
+
+int gt_config_layer_is_global(const gt_config *cfg, long long layer) {
+  size_t n = strlen(cfg->layer_pattern);
+  return n && cfg->layer_pattern[layer % (long long)n] == 'G';
+}
+
+gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
+  if (c->base_num_query_heads % c->base_num_kv_heads)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'base_num_kv_heads' = %lld does not divide base_num_query_heads = "
+                      "%lld; the query heads must be a multiple of the kv heads",
+                      c->base_num_kv_heads, c->base_num_query_heads);
+  if (c->head_dim % 2)
+    return gt_err_set(err, GT_ERR_CONFIG, "config: key 'head_dim' = %lld must be even (RoPE pairs dims)",
+                      c->head_dim);
+  size_t pl = strlen(c->layer_pattern);
+  if (pl == 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'layer_pattern' is empty; expected letters L (local) and G (global)");
+  for (size_t i = 0; i < pl; i++)
+    if (c->layer_pattern[i] != 'L' && c->layer_pattern[i] != 'G')
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key 'layer_pattern' = '%s' has '%c' at position %zu; expected only L "
+                        "(local) and G (global)",
+                        c->layer_pattern, c->layer_pattern[i], i);
+  /* mesh axes: at most one -1, filled so the product equals num_devices */
+  long long dp = c->ici_data_parallelism, fs = c->ici_fsdp_parallelism;
+  if (dp == 0 || fs == 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key '%s' = 0; mesh axes are positive or -1 (fill in)",
+                      dp == 0 ? "ici_data_parallelism" : "ici_fsdp_parallelism");
+  if (dp == -1 && fs == -1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: keys 'ici_data_parallelism' and 'ici_fsdp_parallelism' are both -1; at "
+                      "most one axis may be filled in");
+  long long known = (dp > 0 ? dp : 1) * (fs > 0 ? fs : 1);
+  if (dp == -1 || fs == -1) {
+    if (c->num_devices % known)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key '%s' = %lld does not divide num_devices = %lld, so the -1 axis "
+                        "cannot be filled in",
+                        dp == -1 ? "ici_fsdp_parallelism" : "ici_data_parallelism", known,
+                        c->num_devices);
+  } else if (known != c->num_devices) {
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: ici_data_parallelism x ici_fsdp_parallelism = %lld x %lld = %lld, but "
+                      "key 'num_devices' = %lld; the product of the mesh axes must equal num_devices",
+                      dp, fs, known, c->num_devices);
+  }
+  double gb = c->per_device_batch_size * (double)c->num_devices;
+  if (fabs(gb - llround(gb)) > 1e-9 || llround(gb) < 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'per_device_batch_size' = %g gives a global batch of %g sequences "
+                      "with num_devices = %lld; it must be a whole number >= 1",
+                      c->per_device_batch_size, gb, c->num_devices);
+  double rows = c->per_device_batch_size * (double)c->max_target_length;
+  if (fabs(rows - llround(rows)) > 1e-9 || llround(rows) % c->num_vocab_tiling)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'num_vocab_tiling' = %lld does not divide per_device_batch_size x "
+                      "max_target_length = %g x %lld = %g tokens",
+                      c->num_vocab_tiling, c->per_device_batch_size, c->max_target_length, rows);
+  if (c->learning_rate_schedule_steps == 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "
+                      "count");
+  if (strcmp(c->dataset_type, "synthetic") && !c->dataset_path[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'dataset_path' is empty but dataset_type = '%s' needs a file",
+                      c->dataset_type);
+  return GT_OK;
+}
+
+/* ---------- output ---------- */
+
+char *gt_config_to_json(const gt_config *cfg) {
+  cJSON *o = cJSON_CreateObject();
+  for (int i = 0; i < GT__NKEYS; i++) {
+    const gt_key_spec *k = &gt__keys[i];
+    const char *field = (const char *)cfg + k->offset;
+    switch (k->type) {
+      case GT_KEY_INT:
+        cJSON_AddNumberToObject(o, k->name,
+                                k->size == sizeof(int) ? (double)*(const int *)field
+                                                       : (double)*(const long long *)field);
+        break;
+      case GT_KEY_FLOAT:
+        cJSON_AddNumberToObject(o, k->name, *(const double *)field);
+        break;
+      case GT_KEY_BOOL:
+        cJSON_AddBoolToObject(o, k->name, *(const int *)field);
+        break;
+      default:
+        cJSON_AddStringToObject(o, k->name, field);
+    }
+  }
+  char *s = cJSON_Print(o);
+  cJSON_Delete(o);
+  return s;
+}
+
+gt_rc gt_config_write_json(const gt_config *cfg, const char *path, gt_err *err) {
+  char *s = gt_config_to_json(cfg);
+  if (!s) return gt_err_set(err, GT_ERR_NOMEM, "config: no memory to print the config");
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    free(s);
+    return gt_err_set(err, GT_ERR_IO, "config: cannot write '%s': %s", path, strerror(errno));
+  }
+  int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+  ok = (fclose(f) == 0) && ok;
+  free(s);
+  if (!ok) return gt_err_set(err, GT_ERR_IO, "config: writing '%s' failed: %s", path, strerror(errno));
+  return GT_OK;
+}
+
+void gt_config_print_help(FILE *f, const gt_config *defaults) {
+  static const char *tn[] = {"int", "float", "bool", "string", "enum"};
+  for (int i = 0; i < GT__NKEYS; i++) {
+    const gt_key_spec *k = &gt__keys[i];
+    char val[GT_STR_PATH + 32] = "";
+    if (defaults) gt_config_get_text(defaults, k->name, val, sizeof val, NULL);
+    if (k->type == GT_KEY_FLOAT) {
+      double v = defaults ? *(const double *)((const char *)defaults + k->offset) : 0;
+      snprintf(val, sizeof val, "%g", v);
+    }
+    char range[300] = "";
+    if (k->type == GT_KEY_INT || k->type == GT_KEY_FLOAT) {
+      char lo[32], hi[32];
+      gt__num_text(k->min, lo, sizeof lo);
+      gt__num_text(k->max, hi, sizeof hi);
+      snprintf(range, sizeof range, " [%s .. %s]", lo, hi);
+    } else if (k->type == GT_KEY_ENUM) {
+      char c[256];
+      gt__choices_text(k->choices, c, sizeof c);
+      snprintf(range, sizeof range, " {%s}", c);
+    }
+    fprintf(f, "  %-30s %-6s = %-16s%s\n      %s\n", k->name, tn[k->type],
+            val[0] ? val : "\"\"", range, k->desc);
+  }
+}

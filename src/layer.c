@@ -1,0 +1,147 @@
+#include "gemtrain/layer.h"
+
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+
+const char *gt_act_name(gt_act a) {
+  static const char *names[GT_A_NSLOTS] = {
+      "decoder_layer_input", "input_norm_rstd", "input_norm", "query_raw", "key_raw",
+      "query_norm_rstd", "key_norm_rstd", "query_proj", "key_proj", "value_proj", "context",
+      "attention_lse", "out_proj", "out_norm_rstd", "attention_residual", "ffw_norm_rstd",
+      "ffw_norm", "mlpwi_0", "mlpwi_1", "mlp_activation", "mlpwo", "mlpwo_norm_rstd"};
+  return (int)a >= 0 && a < GT_A_NSLOTS ? names[a] : "?";
+}
+
+int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_t B, int64_t T) {
+  int64_t N = B * T, d = m->d;
+  int64_t qd = (int64_t)L->n_heads * L->head_dim, kd = (int64_t)L->n_kv_heads * L->head_dim;
+  switch (a) {
+    case GT_A_X_IN: case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: case GT_A_F:
+      return N * d;
+    case GT_A_A_RSTD: case GT_A_O_RSTD: case GT_A_M_RSTD: case GT_A_F_RSTD:
+      return N;
+    case GT_A_Q_RAW: case GT_A_Q: case GT_A_CTX:
+      return N * qd;
+    case GT_A_K_RAW: case GT_A_K: case GT_A_V:
+      return N * kd;
+    case GT_A_Q_RSTD: return N * L->n_heads;
+    case GT_A_K_RSTD: return N * L->n_kv_heads;
+    case GT_A_LSE: return B * L->n_heads * T;
+    case GT_A_GATE: case GT_A_UP: case GT_A_ACT:
+      return N * L->mlp_dim;
+    case GT_A_NSLOTS: break;
+  }
+  return 0;
+}
+
+static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
+  const gt_layer_desc *L = io->L;
+  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale};
+  return d;
+}
+
+#define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
+
+void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float *x_out) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
+  int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim;
+  float eps = m->eps, off = m->norm_offset;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+
+  gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off);
+  gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd);
+  gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd);
+  gt_matmul_forward(a[GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd);
+  gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off);
+  gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off);
+  gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd);
+  gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd);
+  gt_attn_dims ad = gt__attn_dims(io);
+  gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V], io->seg, &ad);
+  gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d);
+  /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
+  gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off);
+  for (int64_t i = 0; i < N * d; i++) a[GT_A_X1][i] += a[GT_A_X_IN][i];
+  gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off);
+  gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F);
+  gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F);
+  gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F);
+  gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d);
+  gt_rmsnorm_forward(x_out, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off);
+  for (int64_t i = 0; i < N * d; i++) x_out[i] += a[GT_A_X1][i];
+}
+
+#define G(slot) (gt_layer_slot(L, grads, (slot)))
+
+gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dx_out,
+                        float *dx_in, float *grads, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
+  int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim;
+  float off = m->norm_offset;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  gt_mem *mem = m->mem;
+
+  /* Temporaries, zeroed by the allocator (backward kernels accumulate). The
+   * FFW and attention halves reuse one region each to keep the peak low. */
+  int64_t n_dx1 = N * d, n_ffw = N * d + 3 * N * F, n_attn = N * d + 2 * N * qd + 3 * N * kd;
+  float *dx1 = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float));
+  float *ffw = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float));
+  if (!dx1 || !ffw) {
+    gt_mem_free(mem, dx1);
+    gt_mem_free(mem, ffw);
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
+  }
+  memcpy(dx1, dx_out, (size_t)n_dx1 * sizeof(float));
+  float *dF = ffw, *dACT = dF + N * d, *dGATE = dACT + N * F, *dUP = dGATE + N * F;
+
+  /* x_out = x1 + norm(f) */
+  gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx_out, a[GT_A_F], a[GT_A_F_RSTD],
+                      W(GT_P_POST_FFW_NORM), N, (int)d, off);
+  gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d);
+  gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F);
+  float *dM = dF; /* dF is consumed: reuse it for dM */
+  memset(dM, 0, (size_t)(N * d) * sizeof(float));
+  gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F);
+  gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F);
+  gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
+                      W(GT_P_PRE_FFW_NORM), N, (int)d, off);
+  gt_mem_free(mem, ffw);
+
+  /* x1 = x_in + norm(o) */
+  for (int64_t i = 0; i < N * d; i++) dx_in[i] += dx1[i];
+  float *attn = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float));
+  if (!attn) {
+    gt_mem_free(mem, dx1);
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
+  }
+  float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd, *dK = dQ + N * qd, *dV = dK + N * kd;
+  float *dKR = dV + N * kd, *dQR = dCTX; /* dCTX is consumed before dQR is written */
+  gt_rmsnorm_backward(dO, G(GT_P_POST_ATTN_NORM), dx1, a[GT_A_O], a[GT_A_O_RSTD],
+                      W(GT_P_POST_ATTN_NORM), N, (int)d, off);
+  gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d);
+  gt_attn_dims ad = gt__attn_dims(io);
+  gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V],
+                        io->seg, &ad);
+  gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd);
+  gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd);
+  memset(dQR, 0, (size_t)(N * qd) * sizeof(float));
+  gt_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), N * H,
+                      (int)hd, off);
+  gt_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM), N * K,
+                      (int)hd, off);
+  float *dA = dO; /* dO is consumed */
+  memset(dA, 0, (size_t)(N * d) * sizeof(float));
+  gt_matmul_backward(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd);
+  gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd);
+  gt_matmul_backward(dA, G(GT_P_WV), dV, a[GT_A_A], W(GT_P_WV), N, d, kd);
+  gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
+                      N, (int)d, off);
+  gt_mem_free(mem, attn);
+  gt_mem_free(mem, dx1);
+  return GT_OK;
+}
