@@ -1,0 +1,122 @@
+/* GeGLU: out = gelu_tanh(gate) * up.
+ *
+ * The fast version uses 0.5 (1 + tanh u) = sigmoid(2u), so gelu = x / (1 +
+ * e^(-2u)): one vectorizable exp and no cancellation for negative x, where
+ * 1 + tanh(u) loses all its bits in float. The reference keeps the literal
+ * formula; the two agree to a few 1e-7 absolute and the fast one is closer to
+ * the exact value. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+
+#define GT__PAR_MIN 32768
+#define GT__K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GT__K1 0.044715f
+
+static inline int gt__par(int64_t work) {
+  return work >= GT__PAR_MIN && !omp_in_parallel();
+}
+
+/* On "parallel for simd" a bare if() also governs the simd part, and there it
+ * is evaluated inside the team, where omp_in_parallel() is true: the loop
+ * silently ran scalar (8x slower). Hence "if (parallel : ...)" below. */
+
+/* expf that GCC can vectorize (libm's cannot be without -ffast-math, and
+ * fast-math would reorder the sums we rely on). Cody-Waite reduction to
+ * r in [-ln2/2, ln2/2], Cephes' degree-7 polynomial, then 2^n applied as two
+ * factors so that n = 128 and n = -126 both stay normal. Within about 2 ulp
+ * of expf; NaN propagates, overflow gives +inf, below FLT_MIN gives 0.
+ * (The same helper lives in geglu.c, softcap.c and xent.c: it has to be
+ * inlined into their simd loops, and the kernels share no private header.) */
+static inline __attribute__((always_inline)) float gt__expf(float x) {
+  const float hi = 88.72283f, lo = -87.33654f;
+  const int over = x > hi, under = x < lo;
+  float xc = over ? hi : x;
+  xc = under ? lo : xc;
+  /* Adding 1.5 * 2^23 rounds to an integer held in the low mantissa bits. */
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float nf = t - 12582912.0f;
+  float r = xc - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  const int32_t n = (int32_t)(tb - 0x4B400000u);
+  const int32_t n1 = n / 2, n2 = n - n1;
+  const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, sizeof s1);
+  memcpy(&s2, &b2, sizeof s2);
+  float y = p * s1 * s2;
+  y = over ? INFINITY : y;
+  y = under ? 0.0f : y;
+  return y;
+}
+
+void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
+  if (n <= 0) return;
+#pragma omp parallel for simd schedule(static) if (parallel : gt__par(n))
+  for (int64_t i = 0; i < n; i++) {
+    const float x = gate[i];
+    const float u = GT__K0 * (x + GT__K1 * (x * x * x));
+    const float s = 1.0f / (1.0f + gt__expf(-2.0f * u));
+    out[i] = (x * s) * up[i];
+  }
+}
+
+/* d gelu/dx = s + x * 2 s (1 - s) * K0 (1 + 3 K1 x^2) with s = sigmoid(2u).
+ * 1 - s is formed as e * s (e = e^(-2u)) to avoid cancellation; e is capped
+ * so that e * s never becomes inf * 0 (the capped terms are below 1e-34).
+ * want_* are constants at each call site, so every variant is a branch-free
+ * vector loop. */
+static inline __attribute__((always_inline)) void
+gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
+              const float *up, int64_t i0, int64_t i1, const int want_gate,
+              const int want_up) {
+#pragma omp simd
+  for (int64_t i = i0; i < i1; i++) {
+    const float x = gate[i];
+    const float x2 = x * x;
+    const float u = GT__K0 * (x + GT__K1 * (x2 * x));
+    float a = -2.0f * u;
+    a = a > 80.0f ? 80.0f : a;
+    const float e = gt__expf(a);
+    const float s = 1.0f / (1.0f + e);
+    if (want_gate) {
+      const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
+      dgate[i] += dout[i] * up[i] * dg;
+    }
+    if (want_up) dup[i] += dout[i] * (x * s);
+  }
+}
+
+void gt_geglu_backward(float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, int64_t n) {
+  if (n <= 0 || (!dgate && !dup)) return;
+  /* The region is split by hand (static, 16-element aligned) because OpenMP
+   * outlines it before inlining: only calls made inside it see constant
+   * want_* flags. */
+#pragma omp parallel if (gt__par(n))
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t nblk = (n + 15) / 16;
+    const int64_t i0 = nblk * t / nt * 16;
+    int64_t i1 = nblk * (t + 1) / nt * 16;
+    if (i1 > n) i1 = n;
+    if (dgate && dup)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1);
+    else if (dgate)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0);
+    else
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1);
+  }
+}

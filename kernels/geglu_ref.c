@@ -1,0 +1,29 @@
+/* Scalar GeGLU reference: the literal tanh formula in float32. */
+#include <math.h>
+
+#include "gemtrain/kernels.h"
+
+#define GT__K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GT__K1 0.044715f
+
+void gt_geglu_forward_ref(float *out, const float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const float x = gate[i];
+    const float u = GT__K0 * (x + GT__K1 * (x * x * x));
+    out[i] = (0.5f * x * (1.0f + tanhf(u))) * up[i];
+  }
+}
+
+void gt_geglu_backward_ref(float *dgate, float *dup, const float *dout,
+                           const float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const float x = gate[i];
+    const float u = GT__K0 * (x + GT__K1 * (x * x * x));
+    const float t = tanhf(u);
+    const float gelu = 0.5f * x * (1.0f + t);
+    const float dgelu = 0.5f * (1.0f + t) +
+                        0.5f * x * (1.0f - t * t) * GT__K0 * (1.0f + 3.0f * GT__K1 * x * x);
+    if (dgate) dgate[i] += dout[i] * up[i] * dgelu;
+    if (dup) dup[i] += dout[i] * gelu;
+  }
+}

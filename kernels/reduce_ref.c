@@ -1,0 +1,8 @@
+/* Plain sequential double sum of squares. */
+#include "gemtrain/kernels.h"
+
+double gt_sumsq_ref(const float *x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}

@@ -1,0 +1,1037 @@
+/* Kernel suite (everything in kernels.h but attention).
+ *
+ * Three kinds of check:
+ *  - fast against the scalar reference over awkward sizes (0, 1, 3, 17, 1000+
+ *    rows; dims 1, 5, 33, 257), sizes large enough to take the threaded path;
+ *  - every backward against central differences of a double-precision forward
+ *    written here, with loss = sum(out * R) for a random R;
+ *  - determinism where the header promises it (bit-identical for 1 and 2
+ *    OpenMP threads).
+ * Errors are measured as max|a - b| / max|b| (relative to the scale of the
+ * result) unless a check says otherwise. Set GT_TEST_VERBOSE=1 to print the
+ * largest error of every check. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+#include "gt_testutil.h"
+
+/* ---------- helpers ---------- */
+
+static int gt__verbose(void) {
+  const char *v = getenv("GT_TEST_VERBOSE");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+static void gt__check(const char *what, double err, double tol) {
+  if (gt__verbose()) printf("  %-58s %10.3g (tol %.1g)\n", what, err, tol);
+  ck_assert_msg(err <= tol, "%s: error %.4g above %.4g", what, err, tol);
+}
+
+/* max|a - b| / max|b|; NaN anywhere counts as infinitely wrong. */
+static double gt__err(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = fabs((double)a[i] - (double)b[i]);
+    if (!(d <= num)) num = d;
+    if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+  }
+  if (num == 0) return 0;
+  return den > 0 ? num / den : num;
+}
+
+static double gt__err_d(const float *a, const double *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = fabs((double)a[i] - b[i]);
+    if (!(d <= num)) num = d;
+    if (fabs(b[i]) > den) den = fabs(b[i]);
+  }
+  if (num == 0) return 0;
+  return den > 0 ? num / den : num;
+}
+
+static float *gt__copy(const float *x, int64_t n) {
+  float *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (n > 0) memcpy(y, x, (size_t)n * sizeof(float));
+  return y;
+}
+
+static double *gt__to_d(const float *x, int64_t n) {
+  double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+  for (int64_t i = 0; i < n; i++) y[i] = x[i];
+  return y;
+}
+
+static float *gt__zeros(int64_t n) {
+  return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+}
+
+static int gt__same(const float *a, const float *b, int64_t n) {
+  return n <= 0 || memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+typedef double (*gt__loss_fn)(void *ctx);
+
+/* Central differences of f w.r.t. every element of p (which f reads). */
+static void gt__fd(double *grad, double *p, int64_t n, gt__loss_fn f, void *ctx) {
+  const double h = 1e-4;
+  for (int64_t i = 0; i < n; i++) {
+    const double save = p[i];
+    p[i] = save + h;
+    const double lp = f(ctx);
+    p[i] = save - h;
+    const double lm = f(ctx);
+    p[i] = save;
+    grad[i] = (lp - lm) / (2 * h);
+  }
+}
+
+/* Tolerances. Fast kernels reorder float sums; FD gradients are exact to
+ * about 1e-8, so the FD tolerance is all float rounding in the kernel. */
+#define TOL_REF 2e-6
+#define TOL_FD 2e-5
+
+/* ---------- matmul ---------- */
+
+typedef struct {
+  int64_t n, k, m;
+} gt__mm_case;
+
+START_TEST(test_matmul_vs_ref) {
+  const gt__mm_case cases[] = {{0, 5, 3},  {1, 1, 1},    {3, 5, 7},   {17, 33, 5},
+                               {5, 257, 33}, {1000, 17, 3}, {4, 0, 3}, {4, 3, 0},
+                               {129, 65, 47}};
+  uint64_t seed = 11;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t n = cases[c].n, k = cases[c].k, m = cases[c].m;
+    char what[96];
+    float *x = gt_test_alloc_fill(n * k, &seed, -1, 1);
+    float *w = gt_test_alloc_fill(m * k, &seed, -1, 1);
+    float *dy = gt_test_alloc_fill(n * m, &seed, -1, 1);
+    float *y = gt_test_alloc_fill(n * m, &seed, -1, 1); /* garbage: overwritten */
+    float *yr = gt__zeros(n * m);
+    gt_matmul_forward(y, x, w, n, k, m);
+    gt_matmul_forward_ref(yr, x, w, n, k, m);
+    snprintf(what, sizeof what, "matmul fwd n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
+    gt__check(what, gt__err(y, yr, n * m), TOL_REF);
+
+    /* backward accumulates onto whatever is there */
+    float *dx = gt_test_alloc_fill(n * k, &seed, -1, 1), *dxr = gt__copy(dx, n * k);
+    float *dw = gt_test_alloc_fill(m * k, &seed, -1, 1), *dwr = gt__copy(dw, m * k);
+    gt_matmul_backward(dx, dw, dy, x, w, n, k, m);
+    gt_matmul_backward_ref(dxr, dwr, dy, x, w, n, k, m);
+    snprintf(what, sizeof what, "matmul bwd dinp n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
+    gt__check(what, gt__err(dx, dxr, n * k), TOL_REF);
+    snprintf(what, sizeof what, "matmul bwd dw n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
+    gt__check(what, gt__err(dw, dwr, m * k), TOL_REF);
+
+    /* NULL gradients are skipped, the other one is unchanged in meaning */
+    float *dx2 = gt__zeros(n * k), *dw2 = gt__zeros(m * k);
+    float *dx2r = gt__zeros(n * k), *dw2r = gt__zeros(m * k);
+    gt_matmul_backward(dx2, NULL, dy, x, w, n, k, m);
+    gt_matmul_backward(NULL, dw2, dy, x, w, n, k, m);
+    gt_matmul_backward_ref(dx2r, NULL, dy, x, w, n, k, m);
+    gt_matmul_backward_ref(NULL, dw2r, dy, x, w, n, k, m);
+    gt__check("matmul bwd dinp only", gt__err(dx2, dx2r, n * k), TOL_REF);
+    gt__check("matmul bwd dw only", gt__err(dw2, dw2r, m * k), TOL_REF);
+    free(x); free(w); free(dy); free(y); free(yr); free(dx); free(dxr); free(dw);
+    free(dwr); free(dx2); free(dw2); free(dx2r); free(dw2r);
+  }
+}
+END_TEST
+
+typedef struct {
+  double *x, *w, *R;
+  int64_t n, k, m;
+} gt__mm_ctx;
+
+static double gt__mm_loss(void *p) {
+  const gt__mm_ctx *c = p;
+  double L = 0;
+  for (int64_t i = 0; i < c->n; i++)
+    for (int64_t o = 0; o < c->m; o++) {
+      double s = 0;
+      for (int64_t j = 0; j < c->k; j++) s += c->x[i * c->k + j] * c->w[o * c->k + j];
+      L += s * c->R[i * c->m + o];
+    }
+  return L;
+}
+
+START_TEST(test_matmul_fd) {
+  const int64_t n = 3, k = 5, m = 4;
+  uint64_t seed = 12;
+  float *x = gt_test_alloc_fill(n * k, &seed, -1, 1), *w = gt_test_alloc_fill(m * k, &seed, -1, 1);
+  float *R = gt_test_alloc_fill(n * m, &seed, -1, 1);
+  float *dx = gt__zeros(n * k), *dw = gt__zeros(m * k);
+  gt_matmul_backward(dx, dw, R, x, w, n, k, m);
+  gt__mm_ctx c = {gt__to_d(x, n * k), gt__to_d(w, m * k), gt__to_d(R, n * m), n, k, m};
+  double *gx = malloc(n * k * sizeof(double)), *gw = malloc(m * k * sizeof(double));
+  gt__fd(gx, c.x, n * k, gt__mm_loss, &c);
+  gt__fd(gw, c.w, m * k, gt__mm_loss, &c);
+  gt__check("matmul dinp vs FD", gt__err_d(dx, gx, n * k), TOL_FD);
+  gt__check("matmul dw vs FD", gt__err_d(dw, gw, m * k), TOL_FD);
+  free(x); free(w); free(R); free(dx); free(dw); free(c.x); free(c.w); free(c.R);
+  free(gx); free(gw);
+}
+END_TEST
+
+/* ---------- rmsnorm ---------- */
+
+/* variant 0: Gemma 3 (w, offset 1); 1: Gemma 4 (w, offset 0); 2: no weight */
+static const float gt__rms_off[3] = {1.0f, 0.0f, 0.0f};
+static const char *gt__rms_name[3] = {"w_offset=1", "w_offset=0", "w=NULL"};
+
+static float *gt__rms_weight(int variant, int dim, uint64_t *seed) {
+  if (variant == 2) return NULL;
+  /* offset 1 stores a small delta; offset 0 stores the scale itself */
+  return variant == 0 ? gt_test_alloc_fill(dim, seed, -0.5f, 0.5f)
+                      : gt_test_alloc_fill(dim, seed, 0.5f, 1.5f);
+}
+
+START_TEST(test_rmsnorm_vs_ref) {
+  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  uint64_t seed = 21;
+  const float eps = 1e-6f;
+  for (int variant = 0; variant < 3; variant++)
+    for (size_t a = 0; a < 5; a++)
+      for (size_t b = 0; b < 4; b++) {
+        const int64_t rows = rows_list[a];
+        const int dim = dims[b];
+        const int64_t n = rows * dim;
+        const float off = gt__rms_off[variant];
+        char what[128];
+        float *x = gt_test_alloc_fill(n, &seed, -2, 2);
+        float *w = gt__rms_weight(variant, dim, &seed);
+        float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
+        float *y = gt__zeros(n), *yr = gt__zeros(n);
+        float *rs = gt__zeros(rows), *rsr = gt__zeros(rows);
+        gt_rmsnorm_forward(y, rs, x, w, rows, dim, eps, off);
+        gt_rmsnorm_forward_ref(yr, rsr, x, w, rows, dim, eps, off);
+        snprintf(what, sizeof what, "rmsnorm fwd %s rows=%ld dim=%d", gt__rms_name[variant],
+                 (long)rows, dim);
+        gt__check(what, gt__err(y, yr, n), TOL_REF);
+        gt__check("rmsnorm rstd", gt__err(rs, rsr, rows), TOL_REF);
+
+        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt__copy(dx, n);
+        float *dw = gt_test_alloc_fill(dim, &seed, -1, 1), *dwr = gt__copy(dw, dim);
+        gt_rmsnorm_backward(dx, dw, dy, x, rsr, w, rows, dim, off);
+        gt_rmsnorm_backward_ref(dxr, dwr, dy, x, rsr, w, rows, dim, off);
+        snprintf(what, sizeof what, "rmsnorm bwd dx %s rows=%ld dim=%d", gt__rms_name[variant],
+                 (long)rows, dim);
+        gt__check(what, gt__err(dx, dxr, n), TOL_REF);
+        snprintf(what, sizeof what, "rmsnorm bwd dw %s rows=%ld dim=%d", gt__rms_name[variant],
+                 (long)rows, dim);
+        gt__check(what, gt__err(dw, dwr, dim), TOL_REF);
+        if (variant == 2)
+          ck_assert_msg(gt__same(dw, dwr, dim), "dw must be untouched without a weight");
+
+        /* each gradient alone */
+        float *dx1 = gt__zeros(n), *dx1r = gt__zeros(n), *dw1 = gt__zeros(dim), *dw1r = gt__zeros(dim);
+        gt_rmsnorm_backward(dx1, NULL, dy, x, rsr, w, rows, dim, off);
+        gt_rmsnorm_backward(NULL, dw1, dy, x, rsr, w, rows, dim, off);
+        gt_rmsnorm_backward_ref(dx1r, NULL, dy, x, rsr, w, rows, dim, off);
+        gt_rmsnorm_backward_ref(NULL, dw1r, dy, x, rsr, w, rows, dim, off);
+        gt__check("rmsnorm bwd dx only", gt__err(dx1, dx1r, n), TOL_REF);
+        gt__check("rmsnorm bwd dw only", gt__err(dw1, dw1r, dim), TOL_REF);
+        free(x); free(w); free(dy); free(y); free(yr); free(rs); free(rsr); free(dx);
+        free(dxr); free(dw); free(dwr); free(dx1); free(dx1r); free(dw1); free(dw1r);
+      }
+}
+END_TEST
+
+typedef struct {
+  double *x, *w, *R;
+  int64_t rows;
+  int dim;
+  double eps, off;
+} gt__rms_ctx;
+
+static double gt__rms_loss(void *p) {
+  const gt__rms_ctx *c = p;
+  double L = 0;
+  for (int64_t r = 0; r < c->rows; r++) {
+    const double *x = c->x + r * c->dim;
+    double ss = 0;
+    for (int j = 0; j < c->dim; j++) ss += x[j] * x[j];
+    const double rs = 1.0 / sqrt(ss / c->dim + c->eps);
+    for (int j = 0; j < c->dim; j++) {
+      const double s = c->w ? c->off + c->w[j] : 1.0;
+      L += x[j] * rs * s * c->R[r * c->dim + j];
+    }
+  }
+  return L;
+}
+
+START_TEST(test_rmsnorm_fd) {
+  const int dims[] = {5, 17};
+  uint64_t seed = 22;
+  for (int variant = 0; variant < 3; variant++)
+    for (int d = 0; d < 2; d++) {
+      const int64_t rows = 3;
+      const int dim = dims[d];
+      const int64_t n = rows * dim;
+      const float off = gt__rms_off[variant], eps = 1e-6f;
+      char what[96];
+      float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__rms_weight(variant, dim, &seed);
+      float *R = gt_test_alloc_fill(n, &seed, -1, 1);
+      float *y = gt__zeros(n), *rs = gt__zeros(rows), *dx = gt__zeros(n), *dw = gt__zeros(dim);
+      gt_rmsnorm_forward(y, rs, x, w, rows, dim, eps, off);
+      gt_rmsnorm_backward(dx, dw, R, x, rs, w, rows, dim, off);
+      gt__rms_ctx c = {gt__to_d(x, n), w ? gt__to_d(w, dim) : NULL, gt__to_d(R, n), rows, dim,
+                       eps, off};
+      double *gx = malloc(n * sizeof(double)), *gw = malloc(dim * sizeof(double));
+      gt__fd(gx, c.x, n, gt__rms_loss, &c);
+      snprintf(what, sizeof what, "rmsnorm dx vs FD %s dim=%d", gt__rms_name[variant], dim);
+      gt__check(what, gt__err_d(dx, gx, n), TOL_FD);
+      if (w) {
+        gt__fd(gw, c.w, dim, gt__rms_loss, &c);
+        snprintf(what, sizeof what, "rmsnorm dw vs FD %s dim=%d", gt__rms_name[variant], dim);
+        gt__check(what, gt__err_d(dw, gw, dim), TOL_FD);
+      }
+      free(x); free(w); free(R); free(y); free(rs); free(dx); free(dw); free(c.x); free(c.w);
+      free(c.R); free(gx); free(gw);
+    }
+}
+END_TEST
+
+START_TEST(test_rmsnorm_deterministic) {
+  /* big enough for the threaded path */
+  const int64_t rows = 1000;
+  const int dim = 257;
+  const int64_t n = rows * dim;
+  uint64_t seed = 23;
+  float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
+  float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *y = gt__zeros(n), *rs = gt__zeros(rows);
+  gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
+  float *dx[2], *dw[2], *yy[2];
+  for (int t = 0; t < 2; t++) {
+    omp_set_num_threads(t + 1);
+    yy[t] = gt__zeros(n);
+    float *rs2 = gt__zeros(rows);
+    gt_rmsnorm_forward(yy[t], rs2, x, w, rows, dim, 1e-6f, 1.0f);
+    free(rs2);
+    dx[t] = gt__zeros(n);
+    dw[t] = gt__zeros(dim);
+    gt_rmsnorm_backward(dx[t], dw[t], dy, x, rs, w, rows, dim, 1.0f);
+  }
+  ck_assert_msg(gt__same(yy[0], yy[1], n), "rmsnorm forward differs between 1 and 2 threads");
+  ck_assert_msg(gt__same(dx[0], dx[1], n), "rmsnorm dx differs between 1 and 2 threads");
+  ck_assert_msg(gt__same(dw[0], dw[1], dim), "rmsnorm dw differs between 1 and 2 threads");
+  /* and run to run */
+  float *dw3 = gt__zeros(dim);
+  gt_rmsnorm_backward(NULL, dw3, dy, x, rs, w, rows, dim, 1.0f);
+  ck_assert(gt__same(dw3, dw[1], dim));
+  for (int t = 0; t < 2; t++) {
+    free(dx[t]); free(dw[t]); free(yy[t]);
+  }
+  free(x); free(w); free(dy); free(y); free(rs); free(dw3);
+}
+END_TEST
+
+START_TEST(test_rmsnorm_in_parallel_region) {
+  /* Called from inside a parallel region (one worker per device), a kernel
+   * runs on the calling thread and still gives the same answer. */
+  const int64_t rows = 300;
+  const int dim = 257;
+  const int64_t n = rows * dim;
+  uint64_t seed = 24;
+  float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
+  float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *y = gt__zeros(n), *rs = gt__zeros(rows), *dx = gt__zeros(n), *dw = gt__zeros(dim);
+  gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
+  gt_rmsnorm_backward(dx, dw, dy, x, rs, w, rows, dim, 1.0f);
+  int bad = 0;
+  omp_set_num_threads(2);
+#pragma omp parallel reduction(+ : bad)
+  {
+    float *y2 = gt__zeros(n), *rs2 = gt__zeros(rows), *dx2 = gt__zeros(n), *dw2 = gt__zeros(dim);
+    gt_rmsnorm_forward(y2, rs2, x, w, rows, dim, 1e-6f, 1.0f);
+    gt_rmsnorm_backward(dx2, dw2, dy, x, rs2, w, rows, dim, 1.0f);
+    bad += !gt__same(y, y2, n) + !gt__same(dx, dx2, n) + !gt__same(dw, dw2, dim);
+    bad += gt_sumsq(x, n) != gt_sumsq(x, n);
+    free(y2); free(rs2); free(dx2); free(dw2);
+  }
+  ck_assert_int_eq(bad, 0);
+  free(x); free(w); free(dy); free(y); free(rs); free(dx); free(dw);
+}
+END_TEST
+
+/* ---------- rope ---------- */
+
+START_TEST(test_rope_table) {
+  /* standard RoPE */
+  {
+    const int P = 50, hd = 64, half = hd / 2;
+    float *c = gt__zeros(P * half), *s = gt__zeros(P * half);
+    gt_rope_table_fill(c, s, P, hd, 10000.0, 1.0, 1.0);
+    double worst = 0;
+    for (int p = 0; p < P; p++)
+      for (int i = 0; i < half; i++) {
+        const double ang = p / pow(10000.0, 2.0 * i / hd);
+        /* the float angle is off by a few ulp of itself */
+        const double tol = 1e-6 + 4e-7 * ang;
+        const double e = fmax(fabs(c[p * half + i] - cos(ang)), fabs(s[p * half + i] - sin(ang)));
+        if (e / tol > worst) worst = e / tol;
+      }
+    gt__check("rope table (fraction 1) error / tolerance", worst, 1.0);
+    ck_assert(c[0] == 1.0f && s[0] == 0.0f);
+    free(c); free(s);
+  }
+  /* Gemma 4 proportional partial RoPE with linear scaling */
+  {
+    const int P = 40, hd = 32, half = hd / 2, rot = 4; /* (int)(0.25 * 32 / 2) */
+    float *c = gt__zeros(P * half), *s = gt__zeros(P * half);
+    gt_rope_table_fill(c, s, P, hd, 1e6, 8.0, 0.25);
+    double worst = 0;
+    for (int p = 0; p < P; p++)
+      for (int i = 0; i < half; i++) {
+        if (i >= rot) {
+          ck_assert_msg(c[p * half + i] == 1.0f && s[p * half + i] == 0.0f,
+                        "pair %d beyond rot_pairs must be the identity", i);
+          continue;
+        }
+        /* the denominator stays head_dim, and the scale divides the angle */
+        const double ang = p / (pow(1e6, 2.0 * i / hd) * 8.0);
+        const double tol = 1e-6 + 4e-7 * ang;
+        const double e = fmax(fabs(c[p * half + i] - cos(ang)), fabs(s[p * half + i] - sin(ang)));
+        if (e / tol > worst) worst = e / tol;
+      }
+    gt__check("rope table (fraction 0.25, scale 8) error / tolerance", worst, 1.0);
+    free(c); free(s);
+  }
+}
+END_TEST
+
+typedef struct {
+  int hd;
+  double base, scale, frac;
+} gt__rope_cfg;
+
+static const gt__rope_cfg gt__rope_cfgs[] = {
+    {2, 10000.0, 1.0, 1.0},  {34, 10000.0, 1.0, 1.0}, {64, 10000.0, 1.0, 1.0},
+    {64, 1e6, 8.0, 0.25},    {16, 1e6, 8.0, 0.25},
+};
+
+START_TEST(test_rope_vs_ref) {
+  const int64_t ntoks[] = {0, 1, 3, 17, 700};
+  const int heads[] = {1, 3};
+  const int P = 64;
+  uint64_t seed = 31;
+  for (size_t ci = 0; ci < sizeof gt__rope_cfgs / sizeof gt__rope_cfgs[0]; ci++) {
+    const gt__rope_cfg *cf = &gt__rope_cfgs[ci];
+    const int half = cf->hd / 2;
+    float *ct = gt__zeros(P * half), *st = gt__zeros(P * half);
+    gt_rope_table_fill(ct, st, P, cf->hd, cf->base, cf->scale, cf->frac);
+    for (size_t a = 0; a < 5; a++)
+      for (size_t b = 0; b < 2; b++) {
+        const int64_t T = ntoks[a];
+        const int H = heads[b];
+        const int64_t n = T * H * cf->hd;
+        char what[96];
+        int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+        for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(gt_test_rand_u64(&seed) % P);
+        float *x = gt_test_alloc_fill(n, &seed, -2, 2);
+        float *y = gt__copy(x, n), *yr = gt__copy(x, n);
+        gt_rope_forward(y, pos, ct, st, T, H, cf->hd);
+        gt_rope_forward_ref(yr, pos, ct, st, T, H, cf->hd);
+        snprintf(what, sizeof what, "rope fwd hd=%d frac=%.2f T=%ld H=%d", cf->hd, cf->frac,
+                 (long)T, H);
+        gt__check(what, gt__err(y, yr, n), TOL_REF);
+        float *g = gt__copy(x, n), *gr = gt__copy(x, n);
+        gt_rope_backward(g, pos, ct, st, T, H, cf->hd);
+        gt_rope_backward_ref(gr, pos, ct, st, T, H, cf->hd);
+        gt__check("rope bwd vs ref", gt__err(g, gr, n), TOL_REF);
+        /* backward is the inverse rotation: it undoes the forward */
+        gt_rope_backward(y, pos, ct, st, T, H, cf->hd);
+        gt__check("rope bwd(fwd(x)) == x", gt__err(y, x, n), TOL_REF);
+        free(pos); free(x); free(y); free(yr); free(g); free(gr);
+      }
+    free(ct); free(st);
+  }
+}
+END_TEST
+
+typedef struct {
+  double *x, *R;
+  const float *ct, *st;
+  const int32_t *pos;
+  int64_t T;
+  int H, hd;
+} gt__rope_ctx;
+
+static double gt__rope_loss(void *p) {
+  const gt__rope_ctx *c = p;
+  const int half = c->hd / 2;
+  double L = 0;
+  for (int64_t t = 0; t < c->T; t++)
+    for (int h = 0; h < c->H; h++) {
+      const int64_t o = (t * c->H + h) * c->hd;
+      for (int i = 0; i < half; i++) {
+        const double cs = c->ct[c->pos[t] * half + i], sn = c->st[c->pos[t] * half + i];
+        const double x1 = c->x[o + i], x2 = c->x[o + i + half];
+        L += (x1 * cs - x2 * sn) * c->R[o + i] + (x2 * cs + x1 * sn) * c->R[o + i + half];
+      }
+    }
+  return L;
+}
+
+START_TEST(test_rope_fd) {
+  const int P = 32;
+  uint64_t seed = 32;
+  const gt__rope_cfg cfgs[] = {{8, 10000.0, 1.0, 1.0}, {16, 1e6, 8.0, 0.25}};
+  for (int ci = 0; ci < 2; ci++) {
+    const gt__rope_cfg *cf = &cfgs[ci];
+    const int half = cf->hd / 2, H = 2;
+    const int64_t T = 3, n = T * H * cf->hd;
+    float *ct = gt__zeros(P * half), *st = gt__zeros(P * half);
+    gt_rope_table_fill(ct, st, P, cf->hd, cf->base, cf->scale, cf->frac);
+    const int32_t pos[3] = {0, 7, 31};
+    float *x = gt_test_alloc_fill(n, &seed, -2, 2), *R = gt_test_alloc_fill(n, &seed, -1, 1);
+    float *g = gt__copy(R, n);
+    gt_rope_backward(g, pos, ct, st, T, H, cf->hd);
+    gt__rope_ctx c = {gt__to_d(x, n), gt__to_d(R, n), ct, st, pos, T, H, cf->hd};
+    double *gx = malloc(n * sizeof(double));
+    gt__fd(gx, c.x, n, gt__rope_loss, &c);
+    gt__check(ci == 0 ? "rope dx vs FD (fraction 1)" : "rope dx vs FD (fraction 0.25, scale 8)",
+              gt__err_d(g, gx, n), TOL_FD);
+    free(ct); free(st); free(x); free(R); free(g); free(c.x); free(c.R); free(gx);
+  }
+}
+END_TEST
+
+/* ---------- geglu ---------- */
+
+/* 0.5 x (1 + tanh u) written as x * sigmoid(2u): the literal form cancels
+ * even in double once x < -6 or so. */
+static double gt__gelu_d(double x) {
+  const double u = sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
+  return x / (1.0 + exp(-2.0 * u));
+}
+
+START_TEST(test_geglu_vs_ref) {
+  const int64_t ns[] = {0, 1, 3, 17, 1000, 4099, 70001};
+  uint64_t seed = 41;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    const int64_t n = ns[a];
+    char what[96];
+    float *g = gt_test_alloc_fill(n, &seed, -8, 8), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+    float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
+    float *y = gt__zeros(n), *yr = gt__zeros(n);
+    gt_geglu_forward(y, g, u, n);
+    gt_geglu_forward_ref(yr, g, u, n);
+    /* The reference loses every bit of 1 + tanh(u) for x << 0; compare with an
+     * absolute floor of 1 (relative above it). */
+    snprintf(what, sizeof what, "geglu fwd vs ref n=%ld (rel, floor 1)", (long)n);
+    gt__check(what, gt_test_max_rel_err(y, yr, n, 1.0), TOL_REF);
+    /* and the fast one is accurate elementwise against double. For x << 0
+     * gelu ~ x e^(-2u), whose relative error is |2u| times that of u (up to
+     * 50 float ulp at x = -8, in any float code): below |y| = 1e-3 the
+     * comparison is absolute. */
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const double ex = gt__gelu_d(g[i]) * u[i];
+      const double e = fabs(y[i] - ex) / fmax(fabs(ex), 1e-3);
+      if (e > worst) worst = e;
+    }
+    snprintf(what, sizeof what, "geglu fwd vs double n=%ld (rel, floor 1e-3)", (long)n);
+    gt__check(what, worst, 2e-6);
+
+    float *dg = gt_test_alloc_fill(n, &seed, -1, 1), *dgr = gt__copy(dg, n);
+    float *du = gt_test_alloc_fill(n, &seed, -1, 1), *dur = gt__copy(du, n);
+    gt_geglu_backward(dg, du, dy, g, u, n);
+    gt_geglu_backward_ref(dgr, dur, dy, g, u, n);
+    snprintf(what, sizeof what, "geglu bwd dgate vs ref n=%ld (rel, floor 1)", (long)n);
+    gt__check(what, gt_test_max_rel_err(dg, dgr, n, 1.0), 4e-6);
+    snprintf(what, sizeof what, "geglu bwd dup vs ref n=%ld (rel, floor 1)", (long)n);
+    gt__check(what, gt_test_max_rel_err(du, dur, n, 1.0), TOL_REF);
+
+    float *dg1 = gt__zeros(n), *du1 = gt__zeros(n), *dg1r = gt__zeros(n), *du1r = gt__zeros(n);
+    gt_geglu_backward(dg1, NULL, dy, g, u, n);
+    gt_geglu_backward(NULL, du1, dy, g, u, n);
+    gt_geglu_backward_ref(dg1r, NULL, dy, g, u, n);
+    gt_geglu_backward_ref(NULL, du1r, dy, g, u, n);
+    gt__check("geglu bwd dgate only", gt_test_max_rel_err(dg1, dg1r, n, 1.0), 4e-6);
+    gt__check("geglu bwd dup only", gt_test_max_rel_err(du1, du1r, n, 1.0), TOL_REF);
+    free(g); free(u); free(dy); free(y); free(yr); free(dg); free(dgr); free(du); free(dur);
+    free(dg1); free(du1); free(dg1r); free(du1r);
+  }
+  /* extremes: no NaN from inf * 0 inside the fast formula */
+  const float xs[] = {-1e4f, -200.0f, -30.0f, -10.0f, 0.0f, 1e-20f, 10.0f, 200.0f, 1e4f};
+  const int64_t m = sizeof xs / sizeof xs[0];
+  float ones[9], y[9], yr[9], dg[9] = {0}, dgr[9] = {0};
+  for (int i = 0; i < m; i++) ones[i] = 1.0f;
+  gt_geglu_forward(y, xs, ones, m);
+  gt_geglu_forward_ref(yr, xs, ones, m);
+  gt_geglu_backward(dg, NULL, ones, xs, ones, m);
+  gt_geglu_backward_ref(dgr, NULL, ones, xs, ones, m);
+  for (int i = 0; i < m; i++) {
+    ck_assert_msg(isfinite(y[i]) && isfinite(dg[i]), "geglu extreme x=%g: %g %g", xs[i], y[i], dg[i]);
+    ck_assert_msg(fabsf(y[i] - yr[i]) <= 1e-6f * fmaxf(1.0f, fabsf(yr[i])), "geglu x=%g", xs[i]);
+    ck_assert_msg(fabsf(dg[i] - dgr[i]) <= 1e-6f, "geglu' x=%g: %g vs %g", xs[i], dg[i], dgr[i]);
+  }
+}
+END_TEST
+
+typedef struct {
+  double *g, *u, *R;
+  int64_t n;
+} gt__geglu_ctx;
+
+static double gt__geglu_loss(void *p) {
+  const gt__geglu_ctx *c = p;
+  double L = 0;
+  for (int64_t i = 0; i < c->n; i++) L += gt__gelu_d(c->g[i]) * c->u[i] * c->R[i];
+  return L;
+}
+
+START_TEST(test_geglu_fd) {
+  const int64_t n = 33;
+  uint64_t seed = 42;
+  float *g = gt_test_alloc_fill(n, &seed, -5, 5), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+  float *R = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *dg = gt__zeros(n), *du = gt__zeros(n);
+  gt_geglu_backward(dg, du, R, g, u, n);
+  gt__geglu_ctx c = {gt__to_d(g, n), gt__to_d(u, n), gt__to_d(R, n), n};
+  double *gg = malloc(n * sizeof(double)), *gu = malloc(n * sizeof(double));
+  gt__fd(gg, c.g, n, gt__geglu_loss, &c);
+  gt__fd(gu, c.u, n, gt__geglu_loss, &c);
+  gt__check("geglu dgate vs FD", gt__err_d(dg, gg, n), TOL_FD);
+  gt__check("geglu dup vs FD", gt__err_d(du, gu, n), TOL_FD);
+  /* the reference too */
+  float *dgr = gt__zeros(n), *dur = gt__zeros(n);
+  gt_geglu_backward_ref(dgr, dur, R, g, u, n);
+  gt__check("geglu ref dgate vs FD", gt__err_d(dgr, gg, n), TOL_FD);
+  gt__check("geglu ref dup vs FD", gt__err_d(dur, gu, n), TOL_FD);
+  free(g); free(u); free(R); free(dg); free(du); free(c.g); free(c.u); free(c.R); free(gg);
+  free(gu); free(dgr); free(dur);
+}
+END_TEST
+
+/* ---------- embedding ---------- */
+
+START_TEST(test_embedding_vs_ref) {
+  const int64_t ns[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  const int Vocab = 7; /* small, so tokens repeat */
+  uint64_t seed = 51;
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 4; b++) {
+      const int64_t n = ns[a];
+      const int dim = dims[b];
+      const float scale = 33.941125f;
+      char what[96];
+      int32_t *tok = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+      for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+      float *tab = gt_test_alloc_fill((int64_t)Vocab * dim, &seed, -1, 1);
+      float *y = gt__zeros(n * dim), *yr = gt__zeros(n * dim);
+      gt_embedding_forward(y, tok, tab, n, dim, scale);
+      gt_embedding_forward_ref(yr, tok, tab, n, dim, scale);
+      ck_assert_msg(gt__same(y, yr, n * dim), "embedding forward n=%ld dim=%d", (long)n, dim);
+      float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
+      float *dt = gt_test_alloc_fill((int64_t)Vocab * dim, &seed, -1, 1);
+      float *dtr = gt__copy(dt, (int64_t)Vocab * dim);
+      gt_embedding_backward(dt, dy, tok, n, dim, scale);
+      gt_embedding_backward_ref(dtr, dy, tok, n, dim, scale);
+      snprintf(what, sizeof what, "embedding bwd n=%ld dim=%d", (long)n, dim);
+      gt__check(what, gt__err(dt, dtr, (int64_t)Vocab * dim), TOL_REF);
+      free(tok); free(tab); free(y); free(yr); free(dy); free(dt); free(dtr);
+    }
+}
+END_TEST
+
+typedef struct {
+  double *tab, *R;
+  const int32_t *tok;
+  int64_t n;
+  int dim;
+  double scale;
+} gt__emb_ctx;
+
+static double gt__emb_loss(void *p) {
+  const gt__emb_ctx *c = p;
+  double L = 0;
+  for (int64_t i = 0; i < c->n; i++)
+    for (int j = 0; j < c->dim; j++)
+      L += c->tab[c->tok[i] * c->dim + j] * c->scale * c->R[i * c->dim + j];
+  return L;
+}
+
+START_TEST(test_embedding_fd) {
+  const int64_t n = 9;
+  const int dim = 5, Vocab = 4;
+  const int32_t tok[9] = {1, 3, 1, 0, 1, 3, 2, 2, 1}; /* repeats on purpose */
+  uint64_t seed = 52;
+  float *tab = gt_test_alloc_fill(Vocab * dim, &seed, -1, 1), *R = gt_test_alloc_fill(n * dim, &seed, -1, 1);
+  float *dt = gt__zeros(Vocab * dim);
+  gt_embedding_backward(dt, R, tok, n, dim, 2.5f);
+  gt__emb_ctx c = {gt__to_d(tab, Vocab * dim), gt__to_d(R, n * dim), tok, n, dim, 2.5};
+  double *gt = malloc(Vocab * dim * sizeof(double));
+  gt__fd(gt, c.tab, Vocab * dim, gt__emb_loss, &c);
+  gt__check("embedding dtable vs FD", gt__err_d(dt, gt, Vocab * dim), TOL_FD);
+  free(tab); free(R); free(dt); free(c.tab); free(c.R); free(gt);
+}
+END_TEST
+
+START_TEST(test_embedding_deterministic) {
+  const int64_t n = 2000;
+  const int dim = 257, Vocab = 11;
+  uint64_t seed = 53;
+  int32_t *tok = malloc(n * sizeof(int32_t));
+  for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+  float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
+  float *dt[3];
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t == 0 ? 1 : 2);
+    dt[t] = gt__zeros((int64_t)Vocab * dim);
+    gt_embedding_backward(dt[t], dy, tok, n, dim, 1.5f);
+  }
+  ck_assert_msg(gt__same(dt[0], dt[1], (int64_t)Vocab * dim), "embedding bwd: 1 vs 2 threads");
+  ck_assert_msg(gt__same(dt[1], dt[2], (int64_t)Vocab * dim), "embedding bwd: run to run");
+  for (int t = 0; t < 3; t++) free(dt[t]);
+  free(tok); free(dy);
+}
+END_TEST
+
+/* ---------- cross-entropy ---------- */
+
+static void gt__xent_d(double *loss, double *lse, const float *l, const int32_t *tg,
+                       int64_t rows, int64_t V) {
+  for (int64_t r = 0; r < rows; r++) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < V; j++) mx = fmax(mx, l[r * V + j]);
+    for (int64_t j = 0; j < V; j++) s += exp((double)l[r * V + j] - mx);
+    lse[r] = mx + log(s);
+    loss[r] = tg[r] < 0 ? 0.0 : lse[r] - l[r * V + tg[r]];
+  }
+}
+
+START_TEST(test_xent_vs_double_and_ref) {
+  const int64_t rows_list[] = {1, 3, 17, 300};
+  const int64_t Vs[] = {1, 5, 33, 257, 4099};
+  uint64_t seed = 61;
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 5; b++) {
+      const int64_t rows = rows_list[a], V = Vs[b];
+      char what[96];
+      float *l = gt_test_alloc_fill(rows * V, &seed, -20, 20);
+      int32_t *tg = malloc(rows * sizeof(int32_t));
+      for (int64_t r = 0; r < rows; r++)
+        tg[r] = (r % 3 == 2) ? -1 : (int32_t)(gt_test_rand_u64(&seed) % V);
+      if (rows >= 3) /* far-off logits: the max must be subtracted */
+        for (int64_t j = 0; j < V; j++) l[1 * V + j] += 10000.0f;
+      float *loss = gt__zeros(rows), *lse = gt__zeros(rows);
+      float *lossr = gt__zeros(rows), *lser = gt__zeros(rows);
+      double *ld = malloc(rows * sizeof(double)), *lsed = malloc(rows * sizeof(double));
+      gt_xent_forward(loss, lse, l, tg, rows, V);
+      gt_xent_forward_ref(lossr, lser, l, tg, rows, V);
+      gt__xent_d(ld, lsed, l, tg, rows, V);
+      /* absolute error against double, per unit of |lse| (float spacing) */
+      double wl = 0, wlr = 0, wlse = 0;
+      for (int64_t r = 0; r < rows; r++) {
+        const double sc = 1.0 + fabs(lsed[r]);
+        wl = fmax(wl, fabs(loss[r] - ld[r]) / sc);
+        wlr = fmax(wlr, fabs(lossr[r] - ld[r]) / sc);
+        wlse = fmax(wlse, fabs(lse[r] - lsed[r]) / sc);
+        if (tg[r] < 0) {
+          ck_assert_msg(loss[r] == 0.0f && lossr[r] == 0.0f, "masked row %ld has a loss", (long)r);
+        }
+      }
+      snprintf(what, sizeof what, "xent loss vs double rows=%ld V=%ld", (long)rows, (long)V);
+      gt__check(what, wl, 1e-6);
+      gt__check("xent ref loss vs double", wlr, 1e-6);
+      gt__check("xent lse vs double", wlse, 1e-6);
+
+      float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
+      float *d = gt_test_alloc_fill(rows * V, &seed, -1, 1), *dr = gt__zeros(rows * V);
+      gt_xent_backward(d, l, lse, tg, w, rows, V);
+      gt_xent_backward_ref(dr, l, lse, tg, w, rows, V);
+      snprintf(what, sizeof what, "xent bwd vs ref rows=%ld V=%ld", (long)rows, (long)V);
+      gt__check(what, gt__err(d, dr, rows * V), TOL_REF);
+      for (int64_t r = 0; r < rows; r++)
+        if (tg[r] < 0)
+          for (int64_t j = 0; j < V; j++)
+            ck_assert_msg(d[r * V + j] == 0.0f, "masked row %ld: dlogits not 0", (long)r);
+
+      /* in place: dlogits aliases logits */
+      float *inplace = gt__copy(l, rows * V);
+      gt_xent_backward(inplace, inplace, lse, tg, w, rows, V);
+      ck_assert_msg(gt__same(inplace, d, rows * V), "xent bwd in place differs");
+      float *inplace_r = gt__copy(l, rows * V);
+      gt_xent_backward_ref(inplace_r, inplace_r, lse, tg, w, rows, V);
+      ck_assert_msg(gt__same(inplace_r, dr, rows * V), "xent ref bwd in place differs");
+
+      /* row_weight NULL means weight 1 */
+      float *ones = malloc(rows * sizeof(float));
+      for (int64_t r = 0; r < rows; r++) ones[r] = 1.0f;
+      float *d1 = gt__zeros(rows * V), *d2 = gt__zeros(rows * V);
+      gt_xent_backward(d1, l, lse, tg, NULL, rows, V);
+      gt_xent_backward(d2, l, lse, tg, ones, rows, V);
+      ck_assert(gt__same(d1, d2, rows * V));
+      free(l); free(tg); free(loss); free(lse); free(lossr); free(lser); free(ld); free(lsed);
+      free(w); free(d); free(dr); free(inplace); free(inplace_r); free(ones); free(d1); free(d2);
+    }
+}
+END_TEST
+
+typedef struct {
+  double *l, *w;
+  const int32_t *tg;
+  int64_t rows, V;
+} gt__xent_ctx;
+
+static double gt__xent_loss(void *p) {
+  const gt__xent_ctx *c = p;
+  double L = 0;
+  for (int64_t r = 0; r < c->rows; r++) {
+    if (c->tg[r] < 0) continue;
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < c->V; j++) mx = fmax(mx, c->l[r * c->V + j]);
+    for (int64_t j = 0; j < c->V; j++) s += exp(c->l[r * c->V + j] - mx);
+    L += c->w[r] * (mx + log(s) - c->l[r * c->V + c->tg[r]]);
+  }
+  return L;
+}
+
+START_TEST(test_xent_fd) {
+  const int64_t rows = 4, V = 7;
+  const int32_t tg[4] = {3, -1, 0, 6};
+  uint64_t seed = 62;
+  float *l = gt_test_alloc_fill(rows * V, &seed, -3, 3), *w = gt_test_alloc_fill(rows, &seed, 0.5f, 2);
+  float *loss = gt__zeros(rows), *lse = gt__zeros(rows), *d = gt__zeros(rows * V);
+  gt_xent_forward(loss, lse, l, tg, rows, V);
+  gt_xent_backward(d, l, lse, tg, w, rows, V);
+  gt__xent_ctx c = {gt__to_d(l, rows * V), gt__to_d(w, rows), tg, rows, V};
+  double *gl = malloc(rows * V * sizeof(double));
+  gt__fd(gl, c.l, rows * V, gt__xent_loss, &c);
+  gt__check("xent dlogits vs FD (one row masked)", gt__err_d(d, gl, rows * V), TOL_FD);
+  /* the weighted loss itself */
+  double L = 0;
+  for (int64_t r = 0; r < rows; r++) L += (double)w[r] * loss[r];
+  gt__check("xent weighted loss vs double", fabs(L - gt__xent_loss(&c)) / fabs(gt__xent_loss(&c)), 1e-6);
+  free(l); free(w); free(loss); free(lse); free(d); free(c.l); free(c.w); free(gl);
+}
+END_TEST
+
+/* ---------- softcap ---------- */
+
+START_TEST(test_softcap_vs_ref) {
+  const int64_t ns[] = {0, 1, 3, 17, 1000, 70001};
+  const float caps[] = {30.0f, 50.0f};
+  const float ranges[] = {100.0f, 1.0f, 1e-3f}; /* big, moderate, near 0 */
+  uint64_t seed = 71;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int ci = 0; ci < 2; ci++)
+      for (int ri = 0; ri < 3; ri++) {
+        const int64_t n = ns[a];
+        const float cap = caps[ci];
+        char what[96];
+        float *x = gt_test_alloc_fill(n, &seed, -ranges[ri], ranges[ri]);
+        float *y = gt__copy(x, n), *yr = gt__copy(x, n);
+        gt_softcap_forward(y, n, cap);
+        gt_softcap_forward_ref(yr, n, cap);
+        double worst = 0, worst_r = 0;
+        for (int64_t i = 0; i < n; i++) {
+          const double ex = cap * tanh((double)x[i] / cap);
+          worst = fmax(worst, fabs(y[i] - ex) / fmax(fabs(ex), 1e-30));
+          worst_r = fmax(worst_r, fabs(y[i] - yr[i]) / fmax(fabs(yr[i]), 1e-30));
+        }
+        snprintf(what, sizeof what, "softcap fwd vs double n=%ld cap=%g |x|<%g (elem rel)",
+                 (long)n, cap, ranges[ri]);
+        gt__check(what, worst, 1e-6);
+        gt__check("softcap fwd vs ref (elementwise rel)", worst_r, TOL_REF);
+        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt__copy(dx, n);
+        gt_softcap_backward(dx, yr, n, cap);
+        gt_softcap_backward_ref(dxr, yr, n, cap);
+        gt__check("softcap bwd vs ref", gt__err(dx, dxr, n), TOL_REF);
+        free(x); free(y); free(yr); free(dx); free(dxr);
+      }
+  float ex[5] = {INFINITY, -INFINITY, NAN, 1e30f, -0.0f};
+  gt_softcap_forward(ex, 5, 30.0f);
+  ck_assert(ex[0] == 30.0f && ex[1] == -30.0f && isnan(ex[2]) && ex[3] == 30.0f && ex[4] == 0.0f);
+}
+END_TEST
+
+typedef struct {
+  double *x, *R;
+  int64_t n;
+  double cap;
+} gt__sc_ctx;
+
+static double gt__sc_loss(void *p) {
+  const gt__sc_ctx *c = p;
+  double L = 0;
+  for (int64_t i = 0; i < c->n; i++) L += c->cap * tanh(c->x[i] / c->cap) * c->R[i];
+  return L;
+}
+
+START_TEST(test_softcap_fd) {
+  const int64_t n = 17;
+  const float cap = 5.0f;
+  uint64_t seed = 72;
+  float *x = gt_test_alloc_fill(n, &seed, -15, 15), *R = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *y = gt__copy(x, n), *d = gt__copy(R, n);
+  gt_softcap_forward(y, n, cap);
+  gt_softcap_backward(d, y, n, cap);
+  gt__sc_ctx c = {gt__to_d(x, n), gt__to_d(R, n), n, cap};
+  double *gx = malloc(n * sizeof(double));
+  gt__fd(gx, c.x, n, gt__sc_loss, &c);
+  gt__check("softcap dx vs FD", gt__err_d(d, gx, n), TOL_FD);
+  free(x); free(R); free(y); free(d); free(c.x); free(c.R); free(gx);
+}
+END_TEST
+
+/* ---------- AdamW ---------- */
+
+START_TEST(test_adamw_by_hand) {
+  /* Step 1 from zero state: the bias corrections make mh = g and vh = g^2,
+   * so the Adam direction is g / (|g| + eps), i.e. about sign(g):
+   *   p = {1, -2, 0.5}, g = {0.1, -0.2, 0}, lr 0.1, b1 0.9, b2 0.999,
+   *   eps 1e-8, wd 0.01
+   *   m = (1 - b1) g   = {0.01, -0.02, 0}
+   *   v = (1 - b2) g^2 = {1e-5, 4e-5, 0}
+   *   u = g/(|g|+1e-8) + 0.01 p = {1.0099999, -1.01999995, 0.005}
+   *   p - 0.1 u        = {0.89900001, -1.898000005, 0.4995}
+   * The hyperparameters are floats, so 1 - b2 is 1 - 0.999f = 0.00099998713
+   * (optax, with Python's double 0.999, gets 0.001f): v is 1.3e-5 below the
+   * decimal value. At t = 1 the bias correction (formed from the same float
+   * b2) cancels it, so p comes out as written. */
+  for (int fast = 0; fast < 2; fast++) {
+    float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.1f, -0.2f, 0.0f}, m[3] = {0}, v[3] = {0};
+    const gt_adamw_hparams h = {.lr = 0.1f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
+                                .eps_root = 0.0f, .weight_decay = 0.01f, .t = 1, .grad_scale = 1.0f};
+    (fast ? gt_adamw_update : gt_adamw_update_ref)(p, g, m, v, 3, &h);
+    const double pe[3] = {0.89900001, -1.898000005, 0.4995};
+    const double me[3] = {0.01, -0.02, 0.0};
+    const double ve[3] = {0.99998713e-5, 3.9999485e-5, 0.0}; /* (1 - 0.999f) g^2 */
+    for (int i = 0; i < 3; i++) {
+      ck_assert_msg(fabs(p[i] - pe[i]) <= 1.5e-7, "%s p[%d] = %.9g, want %.9g",
+                    fast ? "fast" : "ref", i, p[i], pe[i]);
+      ck_assert_msg(fabs(m[i] - me[i]) <= 5e-7 * fabs(me[i]) && fabs(v[i] - ve[i]) <= 5e-7 * ve[i],
+                    "m[%d] = %.9g, v[%d] = %.9g", i, m[i], i, v[i]);
+    }
+  }
+  /* Step 2 from a nonzero state, with clipping scale and eps_root:
+   *   p 2, g 0.4, grad_scale 0.5 -> g' = 0.2; m 0.05, v 0.001; t = 2;
+   *   lr 0.01, b1 0.9, b2 0.99, eps 1e-8, eps_root 1e-6, wd 0.1
+   *   m  = 0.9*0.05 + 0.1*0.2       = 0.065
+   *   v  = 0.99*0.001 + 0.01*0.04   = 0.00139
+   *   mh = 0.065 / (1 - 0.81)       = 0.34210526
+   *   vh = 0.00139 / (1 - 0.9801)   = 0.069849246
+   *   u  = mh / (sqrt(vh + 1e-6) + 1e-8) + 0.1*2 = 1.2944217 + 0.2 = 1.4944217
+   *   p  = 2 - 0.01 u               = 1.98505578 */
+  for (int fast = 0; fast < 2; fast++) {
+    float p = 2.0f, g = 0.4f, m = 0.05f, v = 0.001f;
+    const gt_adamw_hparams h = {.lr = 0.01f, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f,
+                                .eps_root = 1e-6f, .weight_decay = 0.1f, .t = 2, .grad_scale = 0.5f};
+    (fast ? gt_adamw_update : gt_adamw_update_ref)(&p, &g, &m, &v, 1, &h);
+    /* float b1, b2: 1 - 0.9f and 1 - 0.99f are off the decimals by 2.4e-7
+     * and 9.5e-7 relative, hence the tolerances */
+    ck_assert_msg(fabs(m - 0.065) <= 5e-7 * 0.065 && fabs(v - 0.00139) <= 5e-7 * 0.00139,
+                  "m %.9g v %.9g", m, v);
+    ck_assert_msg(fabs(p - 1.98505578) <= 2.5e-7, "%s p = %.9g", fast ? "fast" : "ref", p);
+  }
+}
+END_TEST
+
+START_TEST(test_adamw_vs_ref) {
+  const int64_t ns[] = {0, 1, 3, 17, 1000, 100003};
+  uint64_t seed = 81;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    const int64_t n = ns[a];
+    char what[96];
+    float *p = gt_test_alloc_fill(n, &seed, -1, 1), *pr = gt__copy(p, n);
+    float *m = gt__zeros(n), *mr = gt__zeros(n), *v = gt__zeros(n), *vr = gt__zeros(n);
+    for (int step = 1; step <= 3; step++) {
+      float *g = gt_test_alloc_fill(n, &seed, -1e-2f, 1e-2f);
+      const gt_adamw_hparams h = {.lr = 3e-4f, .b1 = 0.9f, .b2 = 0.95f, .eps = 1e-8f,
+                                  .eps_root = 0.0f, .weight_decay = 0.1f, .t = step,
+                                  .grad_scale = step == 2 ? 0.25f : 1.0f};
+      gt_adamw_update(p, g, m, v, n, &h);
+      gt_adamw_update_ref(pr, g, mr, vr, n, &h);
+      free(g);
+    }
+    snprintf(what, sizeof what, "adamw 3 steps n=%ld: p", (long)n);
+    gt__check(what, gt_test_max_rel_err(p, pr, n, 1e-30), 1e-6);
+    gt__check("adamw 3 steps: m", gt_test_max_rel_err(m, mr, n, 1e-30), 1e-6);
+    gt__check("adamw 3 steps: v", gt_test_max_rel_err(v, vr, n, 1e-30), 1e-6);
+    free(p); free(pr); free(m); free(mr); free(v); free(vr);
+  }
+}
+END_TEST
+
+/* ---------- sum of squares ---------- */
+
+START_TEST(test_sumsq) {
+  const float three[3] = {1.0f, 2.0f, 3.0f};
+  ck_assert(gt_sumsq(three, 3) == 14.0 && gt_sumsq_ref(three, 3) == 14.0);
+  ck_assert(gt_sumsq(three, 0) == 0.0 && gt_sumsq_ref(three, 0) == 0.0);
+  /* across the 64K chunk size and the 256-chunk batch */
+  const int64_t ns[] = {1, 3, 17, 1000, 65536, 65537, 200003, 256 * 65536 + 70001};
+  uint64_t seed = 91;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    const int64_t n = ns[a];
+    char what[96];
+    float *x = gt_test_alloc_fill(n, &seed, -3, 3);
+    omp_set_num_threads(1);
+    const double s1 = gt_sumsq(x, n);
+    omp_set_num_threads(2);
+    const double s2 = gt_sumsq(x, n);
+    const double s2b = gt_sumsq(x, n);
+    const double sr = gt_sumsq_ref(x, n);
+    long double sl = 0;
+    for (int64_t i = 0; i < n; i++) sl += (long double)x[i] * x[i];
+    ck_assert_msg(s1 == s2 && s2 == s2b, "sumsq n=%ld: %.17g (1 thread) vs %.17g (2)", (long)n, s1, s2);
+    /* one long sequential double sum drifts by up to n * 1e-16: the
+     * reference is the less accurate of the two */
+    snprintf(what, sizeof what, "sumsq n=%ld vs ref (rel)", (long)n);
+    gt__check(what, fabs(s1 - sr) / sr, 1e-10);
+    snprintf(what, sizeof what, "sumsq n=%ld vs long double (rel)", (long)n);
+    gt__check(what, (double)(fabsl(s1 - sl) / sl), 1e-13);
+    free(x);
+  }
+}
+END_TEST
+
+static Suite *gt__suite(void) {
+  Suite *s = suite_create("kernels");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_matmul_vs_ref);
+  tcase_add_test(tc, test_matmul_fd);
+  tcase_add_test(tc, test_rmsnorm_vs_ref);
+  tcase_add_test(tc, test_rmsnorm_fd);
+  tcase_add_test(tc, test_rmsnorm_deterministic);
+  tcase_add_test(tc, test_rmsnorm_in_parallel_region);
+  tcase_add_test(tc, test_rope_table);
+  tcase_add_test(tc, test_rope_vs_ref);
+  tcase_add_test(tc, test_rope_fd);
+  tcase_add_test(tc, test_geglu_vs_ref);
+  tcase_add_test(tc, test_geglu_fd);
+  tcase_add_test(tc, test_embedding_vs_ref);
+  tcase_add_test(tc, test_embedding_fd);
+  tcase_add_test(tc, test_embedding_deterministic);
+  tcase_add_test(tc, test_xent_vs_double_and_ref);
+  tcase_add_test(tc, test_xent_fd);
+  tcase_add_test(tc, test_softcap_vs_ref);
+  tcase_add_test(tc, test_softcap_fd);
+  tcase_add_test(tc, test_adamw_by_hand);
+  tcase_add_test(tc, test_adamw_vs_ref);
+  tcase_add_test(tc, test_sumsq);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(gt__suite());
+  srunner_run_all(sr, CK_NORMAL);
+  const int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
