@@ -105,6 +105,8 @@ static const gt_key_spec gt__keys[] = {
     {"eval_steps", GT_KEY_INT, F(eval_steps), 1, 1 << 20, NULL, "batches per eval"},
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
+    {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
+     "text the end-of-run sample continues (byte tokens)"},
     /* devices */
     {"num_devices", GT_KEY_INT, F(num_devices), 1, 1024, NULL,
      "worker threads standing in for devices"},

@@ -1,3 +1,40 @@
 #include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
 #include "gemtrain/common.h"
-int main(void) { printf("gemtrain %s\n", gt_version()); return 0; }
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gemtrain <command> [config.json] [key=value ...]\n"
+          "\n"
+          "commands:\n"
+          "  train    train a model (default: configs/base.json, the gemma3-small preset on the\n"
+          "           King James Bible, byte tokens); 'gemtrain train --help' lists every key\n"
+          "\n"
+          "options:\n"
+          "  --help     this text\n"
+          "  --version  print the version\n"
+          "\n"
+          "Configs layer as configs/base.json -> configs/models/<model_name>.json -> config.json\n"
+          "-> key=value (later wins). Set GEMTRAIN_CONFIG_DIR to use another configs directory.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("gemtrain %s\n", gt_version());
+    return 0;
+  }
+  if (!strcmp(cmd, "train")) return gt_cmd_train(argc - 2, argv + 2);
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected train (see gemtrain --help)\n", cmd);
+  return 2;
+}

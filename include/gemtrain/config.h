@@ -75,6 +75,7 @@ typedef struct gt_config {
   long long eval_interval;
   long long eval_steps;
   long long sample_tokens;
+  char sample_prompt[GT_STR_PATH];
   /* devices */
   long long num_devices;
   long long threads_per_device;

@@ -1,0 +1,25 @@
+/* Analytic FLOPs per training step per device, MaxText's formula
+ * (maxtext_utils calculate_mixed_attention_model_tflops_training_per_device):
+ * forward + backward = 3 x forward; the embedding lookup is free and the tied
+ * logits matmul counts once; local layers count the exact banded triangle. */
+#ifndef GEMTRAIN_FLOPS_H
+#define GEMTRAIN_FLOPS_H
+
+#include "gemtrain/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gt_flops {
+  double learnable_tflops; /* weight matmuls incl. the logits */
+  double attention_tflops; /* q.k and p.v */
+  double total_tflops;
+} gt_flops;
+
+gt_flops gt_flops_per_step_per_device(const gt_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+#include "gemtrain/flops.h"
+
+#include <string.h>
+
+gt_flops gt_flops_per_step_per_device(const gt_config *c) {
+  double B = c->per_device_batch_size, T = (double)c->max_target_length;
+  double d = (double)c->base_emb_dim, H = (double)c->base_num_query_heads;
+  double K = (double)c->base_num_kv_heads, hd = (double)c->head_dim, F = (double)c->base_mlp_dim;
+  double V = (double)c->vocab_size;
+  long long L = c->base_num_decoder_layers;
+  double ffn = 2 * B * T * F * d * 2 + 2 * B * T * F * d; /* GeGLU: two up matmuls + down */
+  double qkv = 2 * B * T * d * (H + 2 * K) * hd;
+  double proj = 2 * B * T * d * H * hd;
+  double emb = 2 * B * T * d * V;
+  double W = (double)c->sliding_window_size < T ? (double)c->sliding_window_size : T;
+  double glob = 2 * B * T * T * H * hd;            /* causal: half of 4 B T^2 H hd */
+  double loc = 4 * B * (T * W - 0.5 * W * W) * H * hd; /* exact band */
+  double n_glob = 0;
+  for (long long l = 0; l < L; l++) n_glob += gt_config_layer_is_global(c, l);
+  double n_loc = (double)L - n_glob;
+  gt_flops f;
+  double ga = (double)c->gradient_accumulation_steps;
+  f.attention_tflops = ga * 3 * (n_glob * glob + n_loc * loc) / 1e12;
+  f.learnable_tflops = ga * 3 * ((double)L * ffn + (double)L * (qkv + proj) + emb) / 1e12;
+  f.total_tflops = f.attention_tflops + f.learnable_tflops;
+  return f;
+}

@@ -1,0 +1,131 @@
+#include "gemtrain/metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
+  snprintf(buf, n,
+           "completed step: %lld, seconds: %.3f, TFLOP/s/device: %.3f, Tokens/s/device: %.3f, "
+           "total_weights: %lld, loss: %.3f, lm_loss: %.3f, perplexity: %.3f",
+           (long long)s->step, s->seconds, s->tflops_per_s_per_device, s->tokens_per_s_per_device,
+           (long long)s->total_weights, s->loss, s->lm_loss, s->perplexity);
+}
+
+void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
+  /* %.9g keeps float32 values exact so two runs compare bit for bit */
+  fprintf(f,
+          "{\"step\": %lld, \"loss\": %.9g, \"lm_loss\": %.9g, \"perplexity\": %.9g, \"seconds\": %.6f, "
+          "\"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, \"total_weights\": %lld, "
+          "\"learning_rate\": %.9g, \"grad_norm\": %.9g, \"peak_memory_bytes\": %lld",
+          (long long)s->step, s->loss, s->lm_loss, s->perplexity, s->seconds, s->tokens_per_s_per_device,
+          s->tflops_per_s_per_device, (long long)s->total_weights, s->learning_rate, s->grad_norm,
+          (long long)s->peak_memory_bytes);
+  if (s->has_eval)
+    fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
+            (long long)s->eval_total_weights);
+  fputs("}\n", f);
+  fflush(f);
+}
+
+/* ---------- SVG ---------- */
+
+static const char *gt__colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+
+static double gt__nice_step(double range) {
+  double raw = range / 5, mag = pow(10, floor(log10(raw))), r = raw / mag;
+  return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+}
+
+static void gt__xml_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') fputs("&lt;", f);
+    else if (*s == '>') fputs("&gt;", f);
+    else if (*s == '&') fputs("&amp;", f);
+    else fputc(*s, f);
+  }
+}
+
+static void gt__chart(FILE *f, const gt_chart *c, double oy) {
+  const double W = 760, H = 300, L = 70, R = 20, T = 36, B = 44;
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  for (int s = 0; s < c->n_series; s++)
+    for (int i = 0; i < c->series[s].n; i++) {
+      double x = c->series[s].x[i], y = c->series[s].y[i];
+      if (!isfinite(y) || !isfinite(x) || (c->log_y && y <= 0)) continue;
+      if (c->log_y) y = log10(y);
+      xmin = fmin(xmin, x), xmax = fmax(xmax, x), ymin = fmin(ymin, y), ymax = fmax(ymax, y);
+    }
+  fprintf(f, "<text x='%.0f' y='%.0f' font-size='15' font-weight='bold'>", L, oy + 22);
+  gt__xml_text(f, c->title);
+  fputs("</text>\n", f);
+  if (!isfinite(xmin)) {
+    fprintf(f, "<text x='%.0f' y='%.0f'>no data</text>\n", L, oy + H / 2);
+    return;
+  }
+  if (xmax == xmin) xmax = xmin + 1;
+  if (ymax == ymin) ymax = ymin + 1, ymin -= 1;
+  double pad = 0.05 * (ymax - ymin);
+  ymin -= pad, ymax += pad;
+  double pw = W - L - R, ph = H - T - B;
+#define PX(x) (L + ((x) - xmin) / (xmax - xmin) * pw)
+#define PY(y) (oy + T + ph - ((y) - ymin) / (ymax - ymin) * ph)
+  fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='white' stroke='#444'/>\n", L,
+          oy + T, pw, ph);
+  double ys = gt__nice_step(ymax - ymin);
+  for (double y = ceil(ymin / ys) * ys; y <= ymax; y += ys) {
+    fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#ddd'/>", L, L + pw, PY(y), PY(y));
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%.4g</text>\n", L - 4,
+            PY(y) + 4, c->log_y ? pow(10, y) : y);
+  }
+  double xs = gt__nice_step(xmax - xmin);
+  for (double x = ceil(xmin / xs) * xs; x <= xmax; x += xs)
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%.6g</text>\n", PX(x),
+            oy + T + ph + 15, x);
+  fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>", L + pw / 2, oy + H - 8);
+  gt__xml_text(f, c->xlabel);
+  fprintf(f, "</text>\n<text x='14' y='%.1f' font-size='12' text-anchor='middle' "
+             "transform='rotate(-90 14 %.1f)'>", oy + T + ph / 2, oy + T + ph / 2);
+  gt__xml_text(f, c->ylabel);
+  fputs("</text>\n", f);
+  for (int s = 0; s < c->n_series; s++) {
+    const gt_series *se = &c->series[s];
+    const char *col = gt__colors[s % 6];
+    fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.6' points='", col);
+    int pts = 0;
+    for (int i = 0; i < se->n; i++) {
+      double y = se->y[i];
+      if (!isfinite(y) || (c->log_y && y <= 0)) continue;
+      if (c->log_y) y = log10(y);
+      fprintf(f, "%.1f,%.1f ", PX(se->x[i]), PY(y));
+      pts++;
+    }
+    fputs("'/>\n", f);
+    if (pts <= 20) /* sparse series (eval): mark the points */
+      for (int i = 0; i < se->n; i++) {
+        double y = se->y[i];
+        if (!isfinite(y) || (c->log_y && y <= 0)) continue;
+        if (c->log_y) y = log10(y);
+        fprintf(f, "<circle cx='%.1f' cy='%.1f' r='3' fill='%s'/>", PX(se->x[i]), PY(y), col);
+      }
+    fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='3' fill='%s'/>", L + pw - 150,
+            oy + T + 12 + 16 * s, col);
+    fprintf(f, "<text x='%.0f' y='%.0f' font-size='12'>", L + pw - 132, oy + T + 17 + 16 * s);
+    gt__xml_text(f, se->label);
+    fputs("</text>\n", f);
+  }
+#undef PX
+#undef PY
+}
+
+gt_rc gt_plot_svg(const char *path, int n_charts, const gt_chart *charts, gt_err *err) {
+  FILE *f = fopen(path, "w");
+  if (!f) return gt_err_set(err, GT_ERR_IO, "plot: cannot write '%s': %s", path, strerror(errno));
+  fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='760' height='%d' "
+             "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='#fafafa'/>\n",
+          300 * n_charts);
+  for (int i = 0; i < n_charts; i++) gt__chart(f, &charts[i], 300.0 * i);
+  fputs("</svg>\n", f);
+  if (fclose(f)) return gt_err_set(err, GT_ERR_IO, "plot: writing '%s' failed", path);
+  return GT_OK;
+}

@@ -1,0 +1,324 @@
+#define _POSIX_C_SOURCE 200809L
+#include "gemtrain/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gemtrain/data.h"
+#include "gemtrain/exec.h"
+#include "gemtrain/flops.h"
+#include "gemtrain/metrics.h"
+#include "gemtrain/model.h"
+#include "gemtrain/optim.h"
+
+static double gt__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static gt_rc gt__mkdirs(const char *path, gt_err *err) {
+  char tmp[2048];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(tmp, 0755) && errno != EEXIST)
+        return gt_err_set(err, GT_ERR_IO, "train: cannot create directory '%s': %s", tmp, strerror(errno));
+      *p = '/';
+    }
+  if (mkdir(tmp, 0755) && errno != EEXIST)
+    return gt_err_set(err, GT_ERR_IO, "train: cannot create run directory '%s': %s", tmp, strerror(errno));
+  struct stat st;
+  if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
+    return gt_err_set(err, GT_ERR_IO, "train: run directory '%s' is not a directory", tmp);
+  return GT_OK;
+}
+
+static void gt__fmt_time(double s, char *buf, size_t n) {
+  if (s < 0 || !isfinite(s)) s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600)
+    snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else
+    snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+static void gt__progress(FILE *tty, long long done, long long total, double elapsed) {
+  if (!tty) return;
+  int w = 30, fill = total ? (int)(w * done / total) : w;
+  char eta[32], el[32];
+  gt__fmt_time(done ? elapsed / (double)done * (double)(total - done) : 0, eta, sizeof eta);
+  gt__fmt_time(elapsed, el, sizeof el);
+  fprintf(tty, "\r\033[K[");
+  for (int i = 0; i < w; i++) fputc(i < fill ? '=' : (i == fill ? '>' : ' '), tty);
+  fprintf(tty, "] step %lld/%lld  elapsed %s  ETA %s", done, total, el, eta);
+  fflush(tty);
+}
+
+static void gt__clear_progress(FILE *tty) {
+  if (tty) fprintf(tty, "\r\033[K"), fflush(tty);
+}
+
+static gt_rc gt__eval(gt_model *m, gt_data *d, const gt_config *c, double *loss, int64_t *tw, gt_err *err) {
+  gt_loss_stats st = {0, 0};
+  gt_data_eval_reset(d);
+  for (long long i = 0; i < c->eval_steps; i++) {
+    gt_batch b;
+    gt_data_next_eval(d, &b);
+    gt_rc rc = gt_exec_forward_loss(m, &b, (int)c->num_vocab_tiling, &st, err);
+    if (rc) return rc;
+  }
+  *loss = st.xent_sum / (double)st.total_weights;
+  *tw = st.total_weights;
+  return GT_OK;
+}
+
+/* Continue the prompt by sampling (temperature 0.7, seeded) with the full
+ * forward pass over the last T tokens; decoding with a KV cache is
+ * `gemtrain decode`'s job. */
+static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err) {
+  int T = (int)c->max_target_length;
+  long long n_new = c->sample_tokens;
+  size_t plen = strlen(c->sample_prompt);
+  int64_t cap = (int64_t)plen + 1 + n_new;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
+  int32_t *tg = malloc(sizeof(int32_t) * (size_t)T), *pos = malloc(sizeof(int32_t) * (size_t)T);
+  float *logits = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
+  unsigned char *text = malloc((size_t)cap + 1);
+  gt_rc rc = GT_OK;
+  if (!ids || !tg || !pos || !logits || !text) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "sample: no memory");
+    goto done;
+  }
+  int64_t n = 0;
+  ids[n++] = GT_TOK_BOS;
+  n += gt_bytes_encode((const unsigned char *)c->sample_prompt, (int64_t)plen, ids + n);
+  for (int t = 0; t < T; t++) tg[t] = -1, pos[t] = t;
+  uint64_t rng = 0x5EED0000ull + (uint64_t)c->init_weights_seed;
+  for (long long k = 0; k < n_new; k++) {
+    int64_t len = n < T ? n : T;
+    gt_batch b = {1, (int)len, ids + n - len, tg, pos, NULL};
+    if ((rc = gt_exec_forward_logits(m, &b, logits, err))) goto done;
+    const float *row = logits + (len - 1) * m->vocab;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < m->vocab; v++) mx = fmax(mx, row[v]);
+    for (int64_t v = 0; v < m->vocab; v++) sum += exp((row[v] - mx) / 0.7);
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(rng >> 11) / 9007199254740992.0 * sum, acc = 0;
+    int32_t pick = (int32_t)m->vocab - 1;
+    for (int64_t v = 0; v < m->vocab; v++) {
+      acc += exp((row[v] - mx) / 0.7);
+      if (acc >= u) {
+        pick = (int32_t)v;
+        break;
+      }
+    }
+    ids[n++] = pick;
+    if (pick == GT_TOK_EOS) break;
+  }
+  int64_t nb = gt_bytes_decode(ids, n, text);
+  text[nb] = '\0';
+  if (out) fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)(n - 1 - (int64_t)plen), text);
+done:
+  free(ids);
+  free(tg);
+  free(pos);
+  free(logits);
+  free(text);
+  return rc;
+}
+
+gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
+  gt_config cfg = *cfg_in;
+  gt_train_opts none = {NULL, NULL};
+  if (!o) o = &none;
+  FILE *out = o->out;
+  memset(res, 0, sizeof *res);
+  res->last_eval_loss = NAN;
+  gt_rc rc = gt_config_validate(&cfg, err);
+  if (rc) return rc;
+  if (cfg.num_devices > 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: num_devices = %lld needs the sharded executor, which is not built yet; "
+                      "expected num_devices=1",
+                      cfg.num_devices);
+  int threads = gt_threads_configure(&cfg);
+
+  if (!cfg.run_name[0]) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(cfg.run_name, sizeof cfg.run_name, "%s-%s", cfg.model_name[0] ? cfg.model_name : "model", stamp);
+  }
+  snprintf(res->run_dir, sizeof res->run_dir, "%s/%s", cfg.base_output_directory, cfg.run_name);
+  if ((rc = gt__mkdirs(res->run_dir, err))) return rc;
+  char path[2200];
+  snprintf(path, sizeof path, "%s/config.json", res->run_dir);
+  if ((rc = gt_config_write_json(&cfg, path, err))) return rc;
+  snprintf(path, sizeof path, "%s/metrics.jsonl", res->run_dir);
+  FILE *mf = fopen(path, "w");
+  if (!mf) return gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
+
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_optim opt = {0};
+  gt_data data;
+  memset(&data, 0, sizeof data);
+  int64_t n_steps = cfg.steps;
+  double *xs = calloc((size_t)n_steps, sizeof(double)), *ls = calloc((size_t)n_steps, sizeof(double));
+  double *es = calloc((size_t)n_steps, sizeof(double)), *tps = calloc((size_t)n_steps, sizeof(double));
+  if ((rc = gt_model_build(&m, &cfg, err))) goto out_nomodel;
+  if (!xs || !ls || !es || !tps) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "train: no memory for the metrics history");
+    goto out;
+  }
+  if ((rc = gt_data_open(&data, &cfg, &mem, err))) goto out;
+  if ((rc = gt_model_alloc(&m, &mem, err))) goto out;
+  gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+  if ((rc = gt_optim_init(&opt, m.n_params, &mem, err))) goto out;
+
+  gt_flops fl = gt_flops_per_step_per_device(&cfg);
+  int B = (int)gt_config_global_batch(&cfg), T = (int)cfg.max_target_length;
+  if (out) {
+    int nglob = 0;
+    for (int64_t l = 0; l < m.n_layers; l++) nglob += m.layers[l].kind == GT_LAYER_GLOBAL;
+    fprintf(out, "gemtrain %s: %s, %lld layers (%lld local with window %lld, %d global), d=%lld, H=%lld, "
+                 "K=%lld, head_dim=%lld, F=%lld, vocab=%lld\n",
+            gt_version(), cfg.model_name, (long long)m.n_layers, (long long)m.n_layers - nglob,
+            cfg.sliding_window_size, nglob, cfg.base_emb_dim, cfg.base_num_query_heads,
+            cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size);
+    fprintf(out, "number parameters: %.3f billion (%lld)\n", (double)m.n_params / 1e9, (long long)m.n_params);
+    fprintf(out, "Per train step:\n Total TFLOPs: %.4f \n split as %.2f%% learnable weight flops and %.2f%% "
+                 "attention flops\n",
+            fl.total_tflops, 100 * fl.learnable_tflops / fl.total_tflops,
+            100 * fl.attention_tflops / fl.total_tflops);
+    if (data.kind == 1)
+      fprintf(out, "data: %s '%s', %lld tokens (%lld train, %lld eval); global batch %d x %d tokens\n",
+              cfg.dataset_type, cfg.dataset_path, (long long)data.n_stream, (long long)data.n_train,
+              (long long)(data.n_stream - data.n_train), B, T);
+    else
+      fprintf(out, "data: synthetic, one fixed batch of %d x %d uniform ids\n", B, T);
+    fprintf(out, "devices: %lld, threads: %d; run directory: %s\n", cfg.num_devices, threads, res->run_dir);
+    fflush(out);
+  }
+
+  double t_start = gt__now();
+  for (int64_t step = 0; step < n_steps; step++) {
+    double t0 = gt__now();
+    gt_mem_reset_peaks(&mem);
+    gt_model_zero_grads(&m);
+    gt_loss_stats st = {0, 0};
+    int ga = (int)cfg.gradient_accumulation_steps;
+    for (int micro = 0; micro < ga; micro++) {
+      gt_batch b;
+      gt_data_next_train(&data, &b);
+      /* with accumulation, sum raw per-token gradients and divide once by
+       * the step's total weight (MaxText's raw-sum convention) */
+      float w = ga == 1 ? 1.0f / (float)gt_batch_total_weights(&b) : 1.0f;
+      if ((rc = gt_exec_forward_backward(&m, &b, (int)cfg.num_vocab_tiling, w, &st, err))) goto out;
+    }
+    if (ga > 1) {
+      float inv = 1.0f / (float)st.total_weights;
+      for (int64_t i = 0; i < m.n_params; i++) m.grads[i] *= inv;
+    }
+    double loss = st.xent_sum / (double)st.total_weights;
+    gt_update_info ui;
+    gt_optim_step(&opt, m.params, m.grads, &cfg, &ui);
+    if (!isfinite(loss) || !isfinite(ui.grad_norm)) {
+      rc = gt_err_set(err, GT_ERR_NUMERIC, "train: step %lld has loss %g and gradient norm %g; stopping",
+                      (long long)step, loss, ui.grad_norm);
+      goto out;
+    }
+    double secs = gt__now() - t0;
+    gt_step_metrics sm = {0};
+    sm.step = step;
+    sm.seconds = secs;
+    sm.tflops_per_s_per_device = fl.total_tflops / secs;
+    sm.tokens_per_s_per_device = (double)T * cfg.per_device_batch_size * ga / secs;
+    sm.total_weights = st.total_weights;
+    sm.loss = sm.lm_loss = loss;
+    sm.perplexity = exp(loss);
+    sm.learning_rate = ui.lr;
+    sm.grad_norm = ui.grad_norm;
+    sm.peak_memory_bytes = gt_mem_total_peak(&mem);
+    int last = step == n_steps - 1;
+    if (data.kind == 1 && cfg.eval_interval >= 0 &&
+        ((cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0) || last)) {
+      if ((rc = gt__eval(&m, &data, &cfg, &sm.eval_loss, &sm.eval_total_weights, err))) goto out;
+      sm.has_eval = 1;
+      res->last_eval_loss = sm.eval_loss;
+    }
+    if (out) {
+      char line[512];
+      gt_metrics_format_line(&sm, line, sizeof line);
+      gt__clear_progress(o->progress);
+      fprintf(out, "%s\n", line);
+      if (sm.has_eval)
+        fprintf(out, "eval metrics after step: %lld, loss=%.3f, perplexity=%.3f, total_weights=%lld\n",
+                (long long)step, sm.eval_loss, exp(sm.eval_loss), (long long)sm.eval_total_weights);
+      fflush(out);
+    }
+    gt__progress(o->progress, step + 1, n_steps, gt__now() - t_start);
+    gt_metrics_write_jsonl(mf, &sm);
+    xs[step] = (double)step;
+    ls[step] = loss;
+    es[step] = sm.has_eval ? sm.eval_loss : NAN;
+    tps[step] = sm.tokens_per_s_per_device;
+    if (step == 0) res->first_loss = loss;
+    res->last_loss = loss;
+    res->steps_done = step + 1;
+    if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
+  }
+  gt__clear_progress(o->progress);
+
+  /* plot: loss (train and eval) and throughput against the step */
+  {
+    int ne = 0;
+    for (int64_t i = 0; i < n_steps; i++) ne += !isnan(es[i]);
+    double *ex = malloc(sizeof(double) * (size_t)(ne + 1)), *ey = malloc(sizeof(double) * (size_t)(ne + 1));
+    int k = 0;
+    for (int64_t i = 0; i < n_steps; i++)
+      if (!isnan(es[i])) ex[k] = xs[i], ey[k++] = es[i];
+    gt_series loss_s[2] = {{"train loss", xs, ls, (int)n_steps}, {"eval loss", ex, ey, ne}};
+    gt_series tp_s[1] = {{"tokens/s/device", xs, tps, (int)n_steps}};
+    char title[1100];
+    snprintf(title, sizeof title, "%s: loss", cfg.run_name);
+    gt_chart charts[2] = {{title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0},
+                          {"throughput", "step", "tokens/s/device", 1, tp_s, 0}};
+    snprintf(path, sizeof path, "%s/loss.svg", res->run_dir);
+    rc = gt_plot_svg(path, 2, charts, err);
+    free(ex);
+    free(ey);
+    if (rc) goto out;
+  }
+  if (out) {
+    fprintf(out, "peak memory: %.1f MiB measured (params %.1f, grads %.1f, optimizer %.1f, saved activations "
+                 "%.1f, temporaries %.1f, logits %.1f MiB)\n",
+            (double)res->peak_memory_bytes / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_PARAMS) / 1048576.0,
+            (double)gt_mem_peak(&mem, GT_MEM_GRADS) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_OPTIM) / 1048576.0,
+            (double)gt_mem_peak(&mem, GT_MEM_SAVED) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_TEMP) / 1048576.0,
+            (double)gt_mem_peak(&mem, GT_MEM_LOGITS) / 1048576.0);
+    fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
+  }
+  if (cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
+    rc = gt__sample(&m, &cfg, out, err);
+out:
+  gt_optim_free(&opt);
+  gt_data_close(&data);
+out_nomodel:
+  gt_model_free(&m);
+  free(xs);
+  free(ls);
+  free(es);
+  free(tps);
+  fclose(mf);
+  return rc;
+}

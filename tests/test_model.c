@@ -1,0 +1,238 @@
+/* The Gemma 3 model as a whole: gradients of the full forward/backward
+ * against finite differences (local and global layers, window smaller than,
+ * equal to and larger than the sequence), vocab tiling invariance and its
+ * logits memory, and the layer graph built from the config. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/config.h"
+#include "gemtrain/exec.h"
+#include "gemtrain/model.h"
+#include "gt_testutil.h"
+
+#define CFG_DIR GT_SOURCE_DIR "/configs"
+
+typedef struct fixture {
+  gt_config cfg;
+  gt_mem mem;
+  gt_model m;
+  int32_t *in, *tg, *pos;
+  gt_batch b;
+} fixture;
+
+static void setup(fixture *f, int n, const char *const *ov, uint64_t seed) {
+  gt_err e;
+  ck_assert_msg(gt_config_load(&f->cfg, CFG_DIR, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_mem_init(&f->mem);
+  ck_assert_msg(gt_model_build(&f->m, &f->cfg, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_model_alloc(&f->m, &f->mem, &e) == GT_OK, "%s", e.msg);
+  gt_model_init_params(&f->m, seed, 1.0);
+  /* give the norm weights non-zero values so the (1 + w) path is exercised */
+  uint64_t s = seed + 17;
+  for (int i = 0; i < f->m.n_tensors; i++)
+    if (f->m.tensors[i].ndim == 1)
+      gt_test_fill(f->m.params + f->m.tensors[i].offset, f->m.tensors[i].numel, &s, -0.3f, 0.3f);
+  int B = (int)gt_config_global_batch(&f->cfg), T = (int)f->cfg.max_target_length;
+  f->in = malloc(sizeof(int32_t) * B * T);
+  f->tg = malloc(sizeof(int32_t) * B * T);
+  f->pos = malloc(sizeof(int32_t) * B * T);
+  for (int i = 0; i < B * T; i++) {
+    f->in[i] = (int32_t)(gt_test_rand_u64(&s) % (uint64_t)f->m.vocab);
+    f->tg[i] = (int32_t)(gt_test_rand_u64(&s) % (uint64_t)f->m.vocab);
+    f->pos[i] = i % T;
+  }
+  f->tg[1] = -1; /* one masked target */
+  f->b = (gt_batch){B, T, f->in, f->tg, f->pos, NULL};
+}
+
+static void teardown(fixture *f) {
+  gt_model_free(&f->m);
+  free(f->in);
+  free(f->tg);
+  free(f->pos);
+  ck_assert_int_eq(gt_mem_total_cur(&f->mem), 0); /* nothing leaked in the tracker */
+}
+
+static double loss_of(fixture *f) {
+  gt_loss_stats st = {0, 0};
+  gt_err e;
+  ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
+  return st.xent_sum / (double)st.total_weights;
+}
+
+static void grads_of(fixture *f, int tiles, double *loss) {
+  gt_loss_stats st = {0, 0};
+  gt_err e;
+  gt_model_zero_grads(&f->m);
+  int64_t tw = gt_batch_total_weights(&f->b);
+  ck_assert_msg(gt_exec_forward_backward(&f->m, &f->b, tiles, 1.0f / (float)tw, &st, &e) == GT_OK,
+                "%s", e.msg);
+  ck_assert_int_eq(st.total_weights, tw);
+  *loss = st.xent_sum / (double)st.total_weights;
+}
+
+/* Directional derivative along a random direction, plus a few single
+ * entries of every tensor kind, against central differences. float32
+ * forward passes limit the precision, so h is large and tolerances are a
+ * few percent; the 1e-4 check against the float64 PyTorch reference is in
+ * test_reference. */
+static void check_fd(int n, const char *const *ov) {
+  fixture f;
+  setup(&f, n, ov, 5);
+  double loss;
+  grads_of(&f, 1, &loss);
+  ck_assert(fabs(loss - loss_of(&f)) < 1e-5 * fabs(loss));
+  int64_t P = f.m.n_params;
+  float *g = malloc(sizeof(float) * P), *p0 = malloc(sizeof(float) * P);
+  float *dir = malloc(sizeof(float) * P);
+  memcpy(g, f.m.grads, sizeof(float) * P);
+  memcpy(p0, f.m.params, sizeof(float) * P);
+  uint64_t s = 99;
+  gt_test_fill(dir, P, &s, -1, 1);
+  double gd = 0;
+  for (int64_t i = 0; i < P; i++) gd += (double)g[i] * dir[i];
+  double h = 1e-2;
+  for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] + (float)h * dir[i];
+  double lp = loss_of(&f);
+  for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] - (float)h * dir[i];
+  double lm = loss_of(&f);
+  memcpy(f.m.params, p0, sizeof(float) * P);
+  double fd = (lp - lm) / (2 * h);
+  ck_assert_msg(fabs(fd - gd) <= 0.02 * fabs(gd) + 1e-4, "directional: fd %.6g vs analytic %.6g", fd, gd);
+
+  /* the largest-gradient entry of each tensor */
+  int checked = 0;
+  for (int t = 0; t < f.m.n_tensors; t++) {
+    const gt_tensor_info *ti = &f.m.tensors[t];
+    int64_t best = ti->offset;
+    for (int64_t i = ti->offset; i < ti->offset + ti->numel; i++)
+      if (fabsf(g[i]) > fabsf(g[best])) best = i;
+    if (fabsf(g[best]) < 1e-3f) continue;
+    double hh = 3e-3;
+    f.m.params[best] = p0[best] + (float)hh;
+    double a = loss_of(&f);
+    f.m.params[best] = p0[best] - (float)hh;
+    double bb = loss_of(&f);
+    f.m.params[best] = p0[best];
+    double fde = (a - bb) / (2 * hh);
+    ck_assert_msg(fabs(fde - g[best]) <= 0.05 * fabs(g[best]) + 2e-4, "%s[%lld]: fd %.6g vs analytic %.6g",
+                  ti->name, (long long)(best - ti->offset), fde, g[best]);
+    checked++;
+  }
+  ck_assert_int_ge(checked, f.m.n_tensors / 2);
+  free(g);
+  free(p0);
+  free(dir);
+  teardown(&f);
+}
+
+START_TEST(test_fd_window_smaller) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=12", "sliding_window_size=4",
+                      "per_device_batch_size=2", "base_num_decoder_layers=6"};
+  check_fd(5, ov);
+}
+END_TEST
+
+START_TEST(test_fd_window_equal) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=9", "sliding_window_size=9",
+                      "per_device_batch_size=2", "layer_pattern=LG", "base_num_decoder_layers=2"};
+  check_fd(6, ov);
+}
+END_TEST
+
+START_TEST(test_fd_window_larger_gqa) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=10", "sliding_window_size=40",
+                      "per_device_batch_size=1", "layer_pattern=GL", "base_num_decoder_layers=2",
+                      "base_num_query_heads=4", "base_num_kv_heads=1"};
+  check_fd(8, ov);
+}
+END_TEST
+
+START_TEST(test_fd_softcap) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=8", "per_device_batch_size=1",
+                      "layer_pattern=LG", "base_num_decoder_layers=2", "final_logits_soft_cap=3"};
+  check_fd(6, ov);
+}
+END_TEST
+
+START_TEST(test_vocab_tiling_invariance) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=16", "per_device_batch_size=2"};
+  fixture f;
+  setup(&f, 3, ov, 11);
+  int64_t P = f.m.n_params, N = 32, V = f.m.vocab;
+  double l1;
+  gt_mem_reset_peaks(&f.mem);
+  grads_of(&f, 1, &l1);
+  ck_assert_int_eq(gt_mem_peak(&f.mem, GT_MEM_LOGITS), N * V * 4);
+  float *g1 = malloc(sizeof(float) * P);
+  memcpy(g1, f.m.grads, sizeof(float) * P);
+  int tiles[] = {2, 4, 8};
+  for (int i = 0; i < 3; i++) {
+    double l;
+    gt_mem_reset_peaks(&f.mem);
+    grads_of(&f, tiles[i], &l);
+    /* only one tile of logits ever exists */
+    ck_assert_int_eq(gt_mem_peak(&f.mem, GT_MEM_LOGITS), N / tiles[i] * V * 4);
+    ck_assert_msg(fabs(l - l1) <= 1e-6 * fabs(l1), "tiles %d: loss %.9g vs %.9g", tiles[i], l, l1);
+    double err = gt_test_norm_rel_err(f.m.grads, g1, P);
+    ck_assert_msg(err <= 1e-6, "tiles %d: gradient rel err %.3g", tiles[i], err);
+  }
+  free(g1);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_deterministic) {
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=16", "per_device_batch_size=2"};
+  fixture f;
+  setup(&f, 3, ov, 3);
+  double l1, l2;
+  grads_of(&f, 1, &l1);
+  float *g1 = malloc(sizeof(float) * f.m.n_params);
+  memcpy(g1, f.m.grads, sizeof(float) * f.m.n_params);
+  grads_of(&f, 1, &l2);
+  ck_assert(l1 == l2);
+  ck_assert(memcmp(g1, f.m.grads, sizeof(float) * f.m.n_params) == 0);
+  free(g1);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_initial_loss_near_uniform) {
+  /* fresh weights: logits are O(1), so the loss sits near ln V */
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=32", "per_device_batch_size=2"};
+  fixture f;
+  setup(&f, 3, ov, 1);
+  gt_model_init_params(&f.m, 1, 1.0);
+  double l = loss_of(&f);
+  ck_assert_msg(fabs(l - log((double)f.m.vocab)) < 1.0, "initial loss %.4f vs ln V %.4f", l,
+                log((double)f.m.vocab));
+  teardown(&f);
+}
+END_TEST
+
+Suite *model_suite(void) {
+  Suite *s = suite_create("model");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_fd_window_smaller);
+  tcase_add_test(tc, test_fd_window_equal);
+  tcase_add_test(tc, test_fd_window_larger_gqa);
+  tcase_add_test(tc, test_fd_softcap);
+  tcase_add_test(tc, test_vocab_tiling_invariance);
+  tcase_add_test(tc, test_deterministic);
+  tcase_add_test(tc, test_initial_loss_near_uniform);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(model_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,26 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
+  const char *user = NULL;
+  int first = 0;
+  if (argc > 0 && !strchr(argv[0], '=')) {
+    size_t n = strlen(argv[0]);
+    if (n > 5 && !strcmp(argv[0] + n - 5, ".json")) {
+      user = argv[0];
+      first = 1;
+    } else {
+      fprintf(stderr, "gemtrain: argument '%s' is neither a .json config file nor key=value\n", argv[0]);
+      return 2;
+    }
+  }
+  gt_err err;
+  gt_err_clear(&err);
+  if (gt_config_load(cfg, NULL, user, argc - first, (const char *const *)argv + first, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    return 2;
+  }
+  return 0;
+}
