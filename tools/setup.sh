@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what gemtrain needs on Debian 12 (as root) and makes the default
+# corpus data/kjv.txt. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+tools/kjv.sh data/kjv.txt
