@@ -1,0 +1,55 @@
+/* MaxText's TFLOPs formula against the worked numbers of
+ * ../shared/spec/gemma.md section 5.2 (B=1, T=2048) and a hand count. */
+#include <check.h>
+#include <math.h>
+
+#include "gemtrain/config.h"
+#include "gemtrain/flops.h"
+
+static gt_flops for_model(const char *name, int tl) {
+  gt_config c;
+  gt_err e;
+  char mn[64], t[64];
+  snprintf(mn, sizeof mn, "model_name=%s", name);
+  snprintf(t, sizeof t, "max_target_length=%d", tl);
+  const char *ov[] = {mn, "per_device_batch_size=1", t};
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 3, ov, &e) == GT_OK, "%s", e.msg);
+  return gt_flops_per_step_per_device(&c);
+}
+
+START_TEST(test_spec_worked_numbers) {
+  gt_flops f = for_model("gemma3-4b", 2048);
+  ck_assert_msg(fabs(f.learnable_tflops - 47.67) < 0.01, "4b learnable %.4f", f.learnable_tflops);
+  ck_assert_msg(fabs(f.attention_tflops - 1.38) < 0.01, "4b attention %.4f", f.attention_tflops);
+  ck_assert_msg(fabs(f.total_tflops - 49.05) < 0.01, "4b total %.4f", f.total_tflops);
+  f = for_model("gemma3-1b", 2048);
+  ck_assert_msg(fabs(f.total_tflops - 12.64) < 0.01, "1b total %.4f", f.total_tflops);
+  f = for_model("gemma3-270m", 2048);
+  ck_assert_msg(fabs(f.total_tflops - 3.54) < 0.01, "270m total %.4f", f.total_tflops);
+}
+END_TEST
+
+START_TEST(test_hand_count_tiny) {
+  /* gemma3-tiny at T=64, B=1: d=64 H=4 K=2 hd=16 F=128 V=260 L=6, W=16 */
+  gt_flops f = for_model("gemma3-tiny", 64);
+  double B = 1, T = 64, d = 64, H = 4, K = 2, hd = 16, F = 128, V = 260, W = 16;
+  double per_layer = 6 * B * T * F * d + 2 * B * T * d * (H + 2 * K) * hd + 2 * B * T * d * H * hd;
+  double learn = 3 * (6 * per_layer + 2 * B * T * d * V) / 1e12;
+  double attn = 3 * (1 * 2 * B * T * T * H * hd + 5 * 4 * B * (T * W - 0.5 * W * W) * H * hd) / 1e12;
+  ck_assert(fabs(f.learnable_tflops - learn) < 1e-15);
+  ck_assert(fabs(f.attention_tflops - attn) < 1e-15);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("flops");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_spec_worked_numbers);
+  tcase_add_test(tc, test_hand_count_tiny);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
