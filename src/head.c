@@ -32,16 +32,16 @@ gt_rc gt__head_run(gt_model *m, const float *x, const int32_t *targets, int64_t 
                     (long long)R, (long long)V);
     goto done;
   }
-  gt_rmsnorm_forward(h, rstd, x, wn, N, (int)d, m->eps, m->norm_offset);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(h, rstd, x, wn, N, (int)d, m->eps, m->norm_offset));
   if (roww)
     for (int64_t r = 0; r < R; r++) roww[r] = row_weight;
   for (int t = 0; t < n_tiles; t++) {
     const float *ht = h + (int64_t)t * R * d;
     const int32_t *tt = targets + (int64_t)t * R;
-    gt_matmul_forward(logits, ht, E, R, d, V);
-    if (cap) gt_softcap_forward(logits, R * V, m->softcap);
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(logits, ht, E, R, d, V));
+    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
     if (logits_out) memcpy(logits_out + (int64_t)t * R * V, logits, (size_t)(R * V) * sizeof(float));
-    gt_xent_forward(loss, lse, logits, tt, R, V);
+    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_forward(loss, lse, logits, tt, R, V));
     for (int64_t r = 0; r < R; r++)
       if (tt[r] >= 0) {
         st->xent_sum += loss[r];
@@ -49,9 +49,9 @@ gt_rc gt__head_run(gt_model *m, const float *x, const int32_t *targets, int64_t 
       }
     if (!bwd) continue;
     if (cap) memcpy(capped, logits, (size_t)(R * V) * sizeof(float));
-    gt_xent_backward(logits, logits, lse, tt, roww, R, V);
-    if (cap) gt_softcap_backward(logits, capped, R * V, m->softcap);
-    gt_matmul_backward(dh + (int64_t)t * R * d, m->grads + m->embed_offset, logits, ht, E, R, d, V);
+    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
+    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_backward(logits, capped, R * V, m->softcap));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, m->grads + m->embed_offset, logits, ht, E, R, d, V));
   }
   if (bwd) gt_rmsnorm_backward(dx, m->grads + m->final_norm_offset, dh, x, rstd, wn, N, (int)d, m->norm_offset);
 done:

@@ -51,26 +51,26 @@ void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float 
   float eps = m->eps, off = m->norm_offset;
   const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
 
-  gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off);
-  gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd);
-  gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd);
-  gt_matmul_forward(a[GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd);
-  gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off);
-  gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off);
-  gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd);
-  gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd));
   gt_attn_dims ad = gt__attn_dims(io);
-  gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V], io->seg, &ad);
-  gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d);
+  GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V], io->seg, &ad));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
-  gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off));
   for (int64_t i = 0; i < N * d; i++) a[GT_A_X1][i] += a[GT_A_X_IN][i];
-  gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off);
-  gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F);
-  gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F);
-  gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F);
-  gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d);
-  gt_rmsnorm_forward(x_out, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(x_out, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
   for (int64_t i = 0; i < N * d; i++) x_out[i] += a[GT_A_X1][i];
 }
 
@@ -100,16 +100,16 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float *dF = ffw, *dACT = dF + N * d, *dGATE = dACT + N * F, *dUP = dGATE + N * F;
 
   /* x_out = x1 + norm(f) */
-  gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx_out, a[GT_A_F], a[GT_A_F_RSTD],
-                      W(GT_P_POST_FFW_NORM), N, (int)d, off);
-  gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d);
-  gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx_out, a[GT_A_F], a[GT_A_F_RSTD],
+                      W(GT_P_POST_FFW_NORM), N, (int)d, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
   float *dM = dF; /* dF is consumed: reuse it for dM */
   memset(dM, 0, (size_t)(N * d) * sizeof(float));
-  gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F);
-  gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F);
-  gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
-                      W(GT_P_PRE_FFW_NORM), N, (int)d, off);
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
+                      W(GT_P_PRE_FFW_NORM), N, (int)d, off));
   gt_mem_free(mem, ffw);
 
   /* x1 = x_in + norm(o) */
@@ -121,26 +121,26 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd, *dK = dQ + N * qd, *dV = dK + N * kd;
   float *dKR = dV + N * kd, *dQR = dCTX; /* dCTX is consumed before dQR is written */
-  gt_rmsnorm_backward(dO, G(GT_P_POST_ATTN_NORM), dx1, a[GT_A_O], a[GT_A_O_RSTD],
-                      W(GT_P_POST_ATTN_NORM), N, (int)d, off);
-  gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dO, G(GT_P_POST_ATTN_NORM), dx1, a[GT_A_O], a[GT_A_O_RSTD],
+                      W(GT_P_POST_ATTN_NORM), N, (int)d, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   gt_attn_dims ad = gt__attn_dims(io);
-  gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V],
-                        io->seg, &ad);
-  gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd);
-  gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd);
+  GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V],
+                        io->seg, &ad));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd));
   memset(dQR, 0, (size_t)(N * qd) * sizeof(float));
-  gt_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), N * H,
-                      (int)hd, off);
-  gt_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM), N * K,
-                      (int)hd, off);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), N * H,
+                      (int)hd, off));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM), N * K,
+                      (int)hd, off));
   float *dA = dO; /* dO is consumed */
   memset(dA, 0, (size_t)(N * d) * sizeof(float));
-  gt_matmul_backward(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd);
-  gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd);
-  gt_matmul_backward(dA, G(GT_P_WV), dV, a[GT_A_A], W(GT_P_WV), N, d, kd);
-  gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
-                      N, (int)d, off);
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dV, a[GT_A_A], W(GT_P_WV), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
+                      N, (int)d, off));
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);
   return GT_OK;

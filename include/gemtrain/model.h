@@ -15,6 +15,7 @@
 #include "gemtrain/alloc.h"
 #include "gemtrain/common.h"
 #include "gemtrain/config.h"
+#include "gemtrain/prof.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,7 @@ typedef struct gt_model {
   float *params;
   float *grads;
   float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE];
+  gt_prof *prof; /* optional time accounting (NULL: off) */
 } gt_model;
 
 /* Build the graph and the layout from a validated config; allocates only the
