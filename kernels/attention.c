@@ -1,0 +1,558 @@
+/* Fast causal GQA attention (optional sliding window, optional packed
+ * segments), flash-attention style, 64 x 64 tiles.
+ *
+ * Forward: one work item per (b, kv head, query tile); the query heads of the
+ * GQA group share each key tile. Keys are visited in tiles that start at the
+ * first key any row of the query tile can see, so tiles the mask removes
+ * entirely are never touched and a window-W layer costs O(T*W). Softmax is
+ * online (running max m and sum l per row); the rows of `out` double as the
+ * accumulator.
+ *
+ * Backward recomputes P = exp(S - lse) tile by tile. To stay deterministic
+ * without atomics it runs two passes that each own their output rows:
+ *   pass 1, per (b, kv head, key tile): dK, dV over every query head of the
+ *           GQA group and every query tile that can see the key tile;
+ *   pass 2, per (b, kv head, query tile): dQ.
+ * Each item sums in a fixed order and writes rows no other item writes, so
+ * the result depends neither on the thread count nor on timing. Items pair
+ * tile t with tile n-1-t so a static partition is balanced under the causal
+ * mask.
+ *
+ * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
+ * of one key tile (2 * hd * BK floats), and per-row state of one GQA group. */
+#include "gemtrain/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef GT_ATTN_BQ
+#define GT_ATTN_BQ 64
+#endif
+#ifndef GT_ATTN_BK
+#define GT_ATTN_BK 64
+#endif
+
+enum { GT__BQ = GT_ATTN_BQ, GT__BK = GT_ATTN_BK };
+
+#if defined(__AVX512F__) && !defined(GT_ATTN_USE_BLAS)
+#include <immintrin.h>
+#define GT__HAND 1
+#endif
+
+/* expf in a form gcc vectorizes under `omp simd` (libm's expf is a call).
+ * Cephes polynomial, about 2 ulp on the range we use (x <= 0). Anything below
+ * the smallest normal's log, including the -INFINITY of masked scores, maps
+ * to exactly 0 so masked entries contribute nothing. Rounding to n uses the
+ * 1.5 * 2^23 trick and the 2^n bits are built in uint32 arithmetic: no
+ * float-to-int conversion, so a NaN input is just NaN out, never UB. */
+#pragma omp declare simd notinbranch
+static inline float gt__expf(float x) {
+  const float lo = -87.33654f, hi = 88.3762626647949f, magic = 12582912.0f;
+  float xc = x < lo ? lo : (x > hi ? hi : x);
+  float t = xc * 1.44269504088896341f + magic;
+  float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t tb, eb;
+  memcpy(&tb, &t, sizeof tb);
+  eb = (tb - 0x4B400000u + 127u) << 23;
+  float scale;
+  memcpy(&scale, &eb, sizeof scale);
+  return x < lo ? 0.0f : p * scale;
+}
+
+static inline int gt__imin(int a, int b) { return a < b ? a : b; }
+static inline int gt__imax(int a, int b) { return a > b ? a : b; }
+
+/* Overwrite the masked entries of one score row with -INFINITY. Column c is
+ * key j0 + c; row is query i. Returns the number of visible columns. */
+static int gt__mask_row(float *s, int nk, int i, int j0, int window,
+                        const int32_t *seg_b) {
+  int chi = gt__imin(nk - 1, i - j0);
+  int clo = window > 0 ? gt__imax(0, i - window + 1 - j0) : 0;
+  for (int c = 0; c < clo && c < nk; c++) s[c] = -INFINITY;
+  for (int c = gt__imax(chi + 1, 0); c < nk; c++) s[c] = -INFINITY;
+  if (clo > chi) return 0;
+  int nvis = chi - clo + 1;
+  if (seg_b) {
+    const int32_t si = seg_b[i];
+    for (int c = clo; c <= chi; c++) {
+      if (seg_b[j0 + c] != si) {
+        s[c] = -INFINITY;
+        nvis--;
+      }
+    }
+  }
+  return nvis;
+}
+
+/* True when no (query, key) pair of the tile shares a segment: the score
+ * products can be skipped. Only consulted with packed segments, where whole
+ * tiles of other documents fall inside the causal band. */
+static int gt__seg_disjoint(const int32_t *seg_b, int i0, int nq, int j0, int nk) {
+  /* Segments are normally runs; compare ranges of ids first, then fall back
+   * to the exact check only when the id ranges overlap. */
+  int32_t qlo = seg_b[i0], qhi = seg_b[i0], klo = seg_b[j0], khi = seg_b[j0];
+  for (int r = 1; r < nq; r++) {
+    int32_t s = seg_b[i0 + r];
+    qlo = s < qlo ? s : qlo;
+    qhi = s > qhi ? s : qhi;
+  }
+  for (int c = 1; c < nk; c++) {
+    int32_t s = seg_b[j0 + c];
+    klo = s < klo ? s : klo;
+    khi = s > khi ? s : khi;
+  }
+  if (qhi < klo || khi < qlo) return 1;
+  for (int r = 0; r < nq; r++)
+    for (int c = 0; c < nk; c++)
+      if (seg_b[i0 + r] == seg_b[j0 + c]) return 0;
+  return 1;
+}
+
+/* ----------------------------------------------------------- tile products
+ * Two shapes cover every product of forward and backward:
+ *   gt__mm_nt:  C[m, BK] = alpha * A[m, k] . B[n, k]^T   (scores, dP)
+ *   gt__mm_acc: C[m, n] += alpha * X[m, kk] . Y[kk, n]     (P.V, dS.K, and
+ *               with X read transposed, P^T.dO and dS^T.Q)
+ * where A, B, Y, C address [B,T,heads,hd] rows in place through their strides.
+ * With AVX-512 these are register-blocked micro-kernels: at 64 x 64 tiles
+ * they beat OpenBLAS's sgemm, whose per-call packing and dispatch cost is a
+ * large share of such small products (and OpenBLAS 0.3.21 does not recognise
+ * every AVX-512 CPU and may fall back to an SSE3 kernel). Without AVX-512 the
+ * same products go to cblas_sgemm. */
+
+/* B^T of one key tile, packed [k][GT__BK] for gt__mm_nt; columns n..BK-1 are
+ * zero so the micro-kernel can always run full width. */
+static void gt__pack_t(float *pk, const float *B, int ldb, int n, int k) {
+#ifdef GT__HAND
+  for (int c = 0; c < n; c++) {
+    const float *b = B + (size_t)c * ldb;
+    for (int d = 0; d < k; d++) pk[(size_t)d * GT__BK + c] = b[d];
+  }
+  if (n < GT__BK)
+    for (int d = 0; d < k; d++)
+      memset(pk + (size_t)d * GT__BK + n, 0, (size_t)(GT__BK - n) * sizeof(float));
+#else
+  (void)pk, (void)B, (void)ldb, (void)n, (void)k;
+#endif
+}
+
+#ifdef GT__HAND
+enum { GT__NV = GT__BK / 16 };
+_Static_assert(GT__BK % 16 == 0, "hand kernels need BK to be a multiple of 16");
+
+/* 4 rows x GT__NV vectors of accumulators: 16 zmm at BK = 64, leaving room
+ * for the B vectors and the broadcast. */
+#define GT__NT_ROWS 4
+
+/* The d loop runs in chunks so the slice of packed B it streams through
+ * (GT__NT_CHUNK x GT__BK floats, 32 KB) stays in L1 across row blocks; with
+ * head_dim 256 or 512 the whole packed tile would not. */
+#define GT__NT_CHUNK 128
+
+/* Rows [r, r + R) of gt__mm_nt over d in [d0, d1). */
+#define GT__NT_BODY(R)                                                        \
+  do {                                                                        \
+    __m512 acc[R][GT__NV];                                                    \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+        acc[i][v] = d0 == 0 ? _mm512_setzero_ps()                             \
+                            : _mm512_loadu_ps(C + (size_t)(r + i) * GT__BK + 16 * v); \
+    for (int d = d0; d < d1; d++) {                                           \
+      const float *p = pk + (size_t)d * GT__BK;                               \
+      __m512 y[GT__NV];                                                       \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+        y[v] = _mm512_loadu_ps(p + 16 * v);                                   \
+      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                \
+        const __m512 x = _mm512_set1_ps(A[(size_t)(r + i) * lda + d]);        \
+        _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)             \
+          acc[i][v] = _mm512_fmadd_ps(x, y[v], acc[i][v]);                    \
+      }                                                                       \
+    }                                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + 16 * v,               \
+                         d1 == k ? _mm512_mul_ps(va, acc[i][v]) : acc[i][v]); \
+  } while (0)
+#endif
+
+/* C (leading dim GT__BK) = alpha * A . B^T; pk is B packed by gt__pack_t. */
+static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
+                      const float *B, int ldb, const float *pk, int n, int k) {
+#ifdef GT__HAND
+  (void)B, (void)ldb, (void)n;
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int d0 = 0; d0 < k; d0 += GT__NT_CHUNK) {
+    const int d1 = gt__imin(k, d0 + GT__NT_CHUNK);
+    int r = 0;
+    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BODY(GT__NT_ROWS);
+    for (; r < m; r++) GT__NT_BODY(1);
+  }
+#else
+  (void)pk;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, A, lda, B, ldb,
+              0.0f, C, GT__BK);
+#endif
+}
+
+#ifdef GT__HAND
+/* Rows [r, r + R) of gt__mm_acc, NV 16-wide vectors from column j; the last
+ * vector is masked by `tail`. */
+#define GT__ACC_BODY(R, NV)                                                    \
+  do {                                                                         \
+    __m512 acc[R][NV];                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
+        acc[i][v] = _mm512_setzero_ps();                                       \
+    for (int c = 0; c < kk; c++) {                                             \
+      const float *y = Y + (size_t)c * ldy + j;                                \
+      __m512 yv[NV];                                                           \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
+        yv[v] = _mm512_maskz_loadu_ps(v == (NV)-1 ? tail : (__mmask16)0xFFFF,  \
+                                      y + 16 * v);                             \
+      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
+        const __m512 x = _mm512_set1_ps(X[(size_t)(r + i) * xr + (size_t)c * xc]); \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                \
+          acc[i][v] = _mm512_fmadd_ps(x, yv[v], acc[i][v]);                    \
+      }                                                                        \
+    }                                                                          \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
+      float *o = C + (size_t)(r + i) * ldc + j;                                \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
+        const __mmask16 mk = v == (NV)-1 ? tail : (__mmask16)0xFFFF;           \
+        const __m512 cur = _mm512_maskz_loadu_ps(mk, o + 16 * v);              \
+        _mm512_mask_storeu_ps(o + 16 * v, mk, _mm512_fmadd_ps(va, acc[i][v], cur)); \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+#endif
+
+/* C[r, 0:n] += alpha * sum_c X[r*xr + c*xc] * Y[c*ldy + 0:n], r < m, c < kk.
+ * Either xc == 1 (X row-major [m, kk]) or xr == 1 (X stored as [kk, m]). */
+static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, int xc,
+                       int m, int kk, const float *Y, int ldy, int n) {
+#ifdef GT__HAND
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int j = 0; j < n; j += 64) {
+    const int w = gt__imin(64, n - j);
+    const int nv = (w + 15) / 16;
+    const __mmask16 tail = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1u : 0xFFFFu);
+    int r = 0;
+    if (nv == 4) {
+      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 4);
+      for (; r < m; r++) GT__ACC_BODY(1, 4);
+    } else if (nv == 3) {
+      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 3);
+      for (; r < m; r++) GT__ACC_BODY(1, 3);
+    } else if (nv == 2) {
+      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 2);
+      for (; r < m; r++) GT__ACC_BODY(1, 2);
+    } else {
+      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 1);
+      for (; r < m; r++) GT__ACC_BODY(1, 1);
+    }
+  }
+#else
+  if (xc == 1)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, alpha, X, xr, Y, ldy,
+                1.0f, C, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, kk, alpha, X, xc, Y, ldy,
+                1.0f, C, ldc);
+#endif
+}
+
+/* Per-thread scratch: score and dP tiles, the packed K^T / V^T tiles, and
+ * per-row softmax state for every query head of one GQA group. */
+typedef struct gt__scratch {
+  float S[GT__BQ * GT__BK], dP[GT__BQ * GT__BK];
+  float *kt, *vt;   /* [hd][GT__BK] each */
+  float *m, *l, *D; /* [group][GT__BQ] each */
+} gt__scratch;
+
+static gt__scratch *gt__scratch_new(int hd, int group) {
+  const size_t nfl = 2 * (size_t)hd * GT__BK + 3 * (size_t)group * GT__BQ;
+  gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float));
+  if (!w) abort(); /* a few hundred KB at most; nothing sensible to do */
+  w->kt = (float *)(w + 1);
+  w->vt = w->kt + (size_t)hd * GT__BK;
+  w->m = w->vt + (size_t)hd * GT__BK;
+  w->l = w->m + (size_t)group * GT__BQ;
+  w->D = w->l + (size_t)group * GT__BQ;
+  return w;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* Query rows [i0, i0 + BQ) of every head of kv group kh: the heads share
+ * each packed key tile. */
+static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *seg, const gt_attn_dims *d,
+                          int b, int kh, int i0, gt__scratch *w) {
+  const int T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
+  const int group = H / K;
+  const int nq = gt__imin(GT__BQ, T - i0);
+  const int ldq = H * hd, ldk = K * hd;
+  const int32_t *seg_b = seg ? seg + (size_t)b * T : NULL;
+  const size_t qoff = (((size_t)b * T + i0) * H + (size_t)kh * group) * hd;
+  const float *kb = k + ((size_t)b * T * K + kh) * hd;
+  const float *vb = v + ((size_t)b * T * K + kh) * hd;
+  float *S = w->S;
+
+  for (int g = 0; g < group; g++)
+    for (int r = 0; r < nq; r++) {
+      memset(out + qoff + (size_t)r * ldq + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
+      w->m[g * GT__BQ + r] = -INFINITY;
+      w->l[g * GT__BQ + r] = 0.0f;
+    }
+  const int jlo = W > 0 ? gt__imax(0, i0 - W + 1) : 0;
+  const int jend = i0 + nq;
+  for (int j0 = jlo; j0 < jend; j0 += GT__BK) {
+    const int nk = gt__imin(GT__BK, jend - j0);
+    if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
+    const float *kj = kb + (size_t)j0 * ldk;
+    gt__pack_t(w->kt, kj, ldk, nk, hd);
+    for (int g = 0; g < group; g++) {
+      const float *qt = q + qoff + (size_t)g * hd;
+      float *ot = out + qoff + (size_t)g * hd;
+      float *m = w->m + g * GT__BQ, *l = w->l + g * GT__BQ;
+      gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd);
+      for (int r = 0; r < nq; r++) {
+        float *s = S + (size_t)r * GT__BK;
+        if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
+          /* Zero, not exp(-inf): P.V below must add nothing for this row. */
+          memset(s, 0, (size_t)nk * sizeof(float));
+          continue;
+        }
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int c = 0; c < nk; c++) mx = s[c] > mx ? s[c] : mx;
+        const float mnew = mx > m[r] ? mx : m[r];
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < nk; c++) {
+          s[c] = gt__expf(s[c] - mnew);
+          sum += s[c];
+        }
+        if (mnew != m[r]) {
+          /* m[r] == -inf on the row's first visible tile: alpha is 0 and the
+           * accumulator is still zero, so the rescale can be skipped. */
+          if (m[r] != -INFINITY) {
+            const float alpha = gt__expf(m[r] - mnew);
+            float *o = ot + (size_t)r * ldq;
+#pragma omp simd
+            for (int c = 0; c < hd; c++) o[c] *= alpha;
+            l[r] *= alpha;
+          }
+          m[r] = mnew;
+        }
+        l[r] += sum;
+      }
+      gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd);
+    }
+  }
+  for (int g = 0; g < group; g++) {
+    float *lse_t = lse + ((size_t)b * H + (size_t)kh * group + g) * T + i0;
+    for (int r = 0; r < nq; r++) {
+      const float L = w->l[g * GT__BQ + r];
+      const float inv = 1.0f / L;
+      float *o = out + qoff + (size_t)r * ldq + (size_t)g * hd;
+#pragma omp simd
+      for (int c = 0; c < hd; c++) o[c] *= inv;
+      lse_t[r] = w->m[g * GT__BQ + r] + logf(L);
+    }
+  }
+}
+
+/* Work items pair tile t with tile n-1-t so every item costs about the same
+ * under the causal mask and a static partition stays balanced. */
+static int gt__npairs(int ntiles) { return (ntiles + 1) / 2; }
+
+void gt_attention_forward(float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K;
+  if (B <= 0 || T <= 0 || H <= 0) return;
+  const int nqt = (T + GT__BQ - 1) / GT__BQ;
+  const int np = gt__npairs(nqt);
+  const int64_t nitems = (int64_t)B * K * np;
+#pragma omp parallel
+  {
+    gt__scratch *w = gt__scratch_new(d->hd, H / K);
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < nitems; it++) {
+      const int p = (int)(it % np);
+      const int kh = (int)((it / np) % K);
+      const int b = (int)(it / ((int64_t)np * K));
+      gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, p * GT__BQ, w);
+      const int t2 = nqt - 1 - p;
+      if (t2 != p) gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t2 * GT__BQ, w);
+    }
+    free(w);
+  }
+}
+
+/* --------------------------------------------------------------- backward */
+
+/* P = exp(S - lse) on visible entries, 0 elsewhere; S holds the scaled scores
+ * on entry. Returns 0 when the whole tile is masked. */
+static int gt__probs(float *S, int nq, int nk, int i0, int j0, const float *lse_t,
+                     int window, const int32_t *seg_b) {
+  int any = 0;
+  for (int r = 0; r < nq; r++) {
+    float *s = S + (size_t)r * GT__BK;
+    if (gt__mask_row(s, nk, i0 + r, j0, window, seg_b) == 0) {
+      memset(s, 0, (size_t)nk * sizeof(float));
+      continue;
+    }
+    any = 1;
+    const float L = lse_t[r];
+#pragma omp simd
+    for (int c = 0; c < nk; c++) s[c] = gt__expf(s[c] - L);
+  }
+  return any;
+}
+
+/* dS = P * (dP - D) in place in dP. Masked entries come out as exact zeros
+ * whatever dP holds there. */
+static void gt__dscores(float *dP, const float *P, int nq, int nk, const float *D) {
+  for (int r = 0; r < nq; r++) {
+    float *dp = dP + (size_t)r * GT__BK;
+    const float *p = P + (size_t)r * GT__BK;
+    const float Dr = D[r];
+#pragma omp simd
+    for (int c = 0; c < nk; c++) dp[c] = p[c] == 0.0f ? 0.0f : p[c] * (dp[c] - Dr);
+  }
+}
+
+static void gt__rowdot(float *D, const float *a, const float *b, int n, int ld, int hd) {
+  for (int r = 0; r < n; r++) {
+    const float *x = a + (size_t)r * ld, *y = b + (size_t)r * ld;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < hd; c++) s += x[c] * y[c];
+    D[r] = s;
+  }
+}
+
+typedef struct gt__bwd_args {
+  float *dq, *dk, *dv;
+  const float *dout, *out, *lse, *q, *k, *v;
+  const int32_t *seg;
+  const gt_attn_dims *d;
+} gt__bwd_args;
+
+/* dK, dV for keys [j0, j0 + nk) of kv head kh. */
+static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scratch *w) {
+  const gt_attn_dims *d = a->d;
+  const int T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
+  const int group = H / K;
+  const int nk = gt__imin(GT__BK, T - j0);
+  const int ldq = H * hd, ldk = K * hd;
+  const int32_t *seg_b = a->seg ? a->seg + (size_t)b * T : NULL;
+  const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
+  const float *kt = a->k + koff, *vt = a->v + koff;
+  float *S = w->S, *dP = w->dP, *D = w->D;
+  gt__pack_t(w->kt, kt, ldk, nk, hd);
+  if (a->dk) gt__pack_t(w->vt, vt, ldk, nk, hd);
+  const int iend = W > 0 ? gt__imin(T, j0 + nk - 1 + W) : T;
+  for (int h = kh * group; h < (kh + 1) * group; h++) {
+    const float *lse_bh = a->lse + ((size_t)b * H + h) * T;
+    for (int i0 = j0; i0 < iend; i0 += GT__BQ) {
+      const int nq = gt__imin(GT__BQ, iend - i0);
+      if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
+      const size_t qoff = (((size_t)b * T + i0) * H + h) * hd;
+      const float *qt = a->q + qoff, *dot = a->dout + qoff;
+      gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd);
+      if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
+      if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd);
+      if (a->dk) {
+        gt__rowdot(D, dot, a->out + qoff, nq, ldq, hd);
+        gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd);
+        gt__dscores(dP, S, nq, nk, D);
+        gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd);
+      }
+    }
+  }
+}
+
+/* dQ for query rows [i0, i0 + BQ) of every head of kv group kh. */
+static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scratch *w) {
+  const gt_attn_dims *d = a->d;
+  const int T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
+  const int group = H / K;
+  const int nq = gt__imin(GT__BQ, T - i0);
+  const int ldq = H * hd, ldk = K * hd;
+  const int32_t *seg_b = a->seg ? a->seg + (size_t)b * T : NULL;
+  const size_t qoff = (((size_t)b * T + i0) * H + (size_t)kh * group) * hd;
+  const float *kb = a->k + ((size_t)b * T * K + kh) * hd;
+  const float *vb = a->v + ((size_t)b * T * K + kh) * hd;
+  float *S = w->S, *dP = w->dP;
+  for (int g = 0; g < group; g++)
+    gt__rowdot(w->D + g * GT__BQ, a->dout + qoff + (size_t)g * hd,
+               a->out + qoff + (size_t)g * hd, nq, ldq, hd);
+  const int jlo = W > 0 ? gt__imax(0, i0 - W + 1) : 0;
+  const int jend = i0 + nq;
+  for (int j0 = jlo; j0 < jend; j0 += GT__BK) {
+    const int nk = gt__imin(GT__BK, jend - j0);
+    if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
+    const float *kj = kb + (size_t)j0 * ldk, *vj = vb + (size_t)j0 * ldk;
+    gt__pack_t(w->kt, kj, ldk, nk, hd);
+    gt__pack_t(w->vt, vj, ldk, nk, hd);
+    for (int g = 0; g < group; g++) {
+      const size_t off = qoff + (size_t)g * hd;
+      const float *lse_t = a->lse + ((size_t)b * H + (size_t)kh * group + g) * T + i0;
+      gt__mm_nt(S, d->scale, a->q + off, ldq, nq, kj, ldk, w->kt, nk, hd);
+      if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
+      gt__mm_nt(dP, 1.0f, a->dout + off, ldq, nq, vj, ldk, w->vt, nk, hd);
+      gt__dscores(dP, S, nq, nk, w->D + g * GT__BQ);
+      gt__mm_acc(a->dq + off, ldq, d->scale, dP, GT__BK, 1, nq, nk, kj, ldk, hd);
+    }
+  }
+}
+
+void gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                           const float *out, const float *lse, const float *q,
+                           const float *k, const float *v, const int32_t *seg,
+                           const gt_attn_dims *d) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K;
+  if (B <= 0 || T <= 0 || H <= 0) return;
+  const gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, seg, d};
+  const int nkt = (T + GT__BK - 1) / GT__BK, nqt = (T + GT__BQ - 1) / GT__BQ;
+  const int npk = gt__npairs(nkt), npq = gt__npairs(nqt);
+  const int64_t nk_items = (dk || dv) ? (int64_t)B * K * npk : 0;
+  const int64_t nq_items = dq ? (int64_t)B * K * npq : 0;
+#pragma omp parallel
+  {
+    gt__scratch *w = gt__scratch_new(d->hd, H / K);
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < nk_items; it++) {
+      const int p = (int)(it % npk);
+      const int kh = (int)((it / npk) % K);
+      const int b = (int)(it / ((int64_t)npk * K));
+      gt__bwd_ktile(&a, b, kh, p * GT__BK, w);
+      const int t2 = nkt - 1 - p;
+      if (t2 != p) gt__bwd_ktile(&a, b, kh, t2 * GT__BK, w);
+    }
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < nq_items; it++) {
+      const int p = (int)(it % npq);
+      const int kh = (int)((it / npq) % K);
+      const int b = (int)(it / ((int64_t)npq * K));
+      gt__bwd_qtile(&a, b, kh, p * GT__BQ, w);
+      const int t2 = nqt - 1 - p;
+      if (t2 != p) gt__bwd_qtile(&a, b, kh, t2 * GT__BQ, w);
+    }
+    free(w);
+  }
+}

@@ -1,0 +1,437 @@
+/* Attention kernels: fast vs reference, reference vs finite differences in
+ * double, masked keys never read, and run-to-run determinism. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+#include "gt_testutil.h"
+
+/* Fast vs reference: both are float32 with different summation orders, and
+ * against a float64 evaluation each is off by about the same amount: up to
+ * ~7e-5 elementwise (with a floor of 1% of the largest magnitude) at hd=256,
+ * ~1e-6 in norm. So elementwise they may differ by twice that; in norm they
+ * must agree to 1e-5. */
+#define ELEM_TOL 3e-4
+#define NORM_TOL 1e-5
+
+typedef struct attn_case {
+  int B, T, H, K, hd, window;
+  int seg; /* 0 none, 1 packed runs, 2 ids that repeat non-contiguously */
+} attn_case;
+
+static const attn_case cases[] = {
+    {1, 1, 1, 1, 8, 0, 0},     {1, 1, 2, 1, 20, 4, 1},    {2, 7, 2, 1, 8, 3, 1},
+    {1, 7, 4, 4, 20, 0, 0},    {1, 63, 4, 2, 20, 0, 0},   {3, 65, 4, 1, 64, 16, 1},
+    {2, 65, 4, 4, 8, 1, 0},    {1, 130, 2, 2, 20, 64, 0}, {1, 130, 1, 1, 64, 500, 1},
+    {2, 200, 4, 2, 64, 0, 1},  {1, 200, 4, 1, 8, 200, 0}, {1, 200, 2, 1, 20, 65, 1},
+    {2, 130, 4, 2, 8, 7, 2},   {1, 200, 2, 2, 64, 0, 0},  {3, 129, 2, 1, 20, 128, 0},
+    {1, 200, 4, 1, 64, 63, 0},  {1, 70, 2, 1, 136, 0, 1},  {1, 100, 4, 2, 256, 33, 0},
+};
+#define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
+
+/* Packed-sequence ids: runs of random length. Mode 2 reuses ids so equal
+ * segments are not contiguous, which the mask must still honour exactly. */
+static int32_t *make_seg(int B, int T, int mode, uint64_t *st) {
+  if (!mode) return NULL;
+  int32_t *seg = malloc((size_t)B * T * sizeof(int32_t));
+  for (int b = 0; b < B; b++) {
+    int id = 0, left = 0;
+    for (int t = 0; t < T; t++) {
+      if (left == 0) {
+        left = 1 + (int)(gt_test_rand_u64(st) % 40);
+        id++;
+      }
+      seg[(size_t)b * T + t] = mode == 2 ? id % 3 : id;
+      left--;
+    }
+  }
+  return seg;
+}
+
+static double max_abs(const float *x, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (fabs(x[i]) > m) m = fabs(x[i]);
+  return m;
+}
+
+/* Relative error with a floor of 1e-2 of the largest reference magnitude:
+ * gradients have entries near zero from cancellation. */
+static double rel_err(const float *a, const float *ref, int64_t n) {
+  double fl = 1e-2 * max_abs(ref, n);
+  if (fl < 1e-6) fl = 1e-6;
+  return gt_test_max_rel_err(a, ref, n, fl);
+}
+
+static double worst_elem, worst_norm;
+
+/* Worst of the elementwise and whole-vector errors of one output; fails the
+ * test when either is out of bounds. */
+static void check_close(const char *what, const attn_case *c, const float *a,
+                        const float *ref, int64_t n) {
+  double e = rel_err(a, ref, n), en = gt_test_norm_rel_err(a, ref, n);
+  if (e > worst_elem) worst_elem = e;
+  if (en > worst_norm) worst_norm = en;
+  ck_assert_msg(e < ELEM_TOL && en < NORM_TOL,
+                "B=%d T=%d H=%d K=%d hd=%d W=%d seg=%d: %s elementwise err %g, norm err %g",
+                c->B, c->T, c->H, c->K, c->hd, c->window, c->seg, what, e, en);
+}
+
+static void run_case(const attn_case *c, uint64_t seed) {
+  uint64_t st = seed;
+  const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd;
+  const int64_t nk = (int64_t)c->B * c->T * c->K * c->hd;
+  const int64_t nl = (int64_t)c->B * c->H * c->T;
+  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd)};
+  float *q = gt_test_alloc_fill(nq, &st, -2, 2);
+  float *k = gt_test_alloc_fill(nk, &st, -2, 2);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+  int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
+  float *out_r = malloc(nq * sizeof(float)), *out_f = malloc(nq * sizeof(float));
+  float *lse_r = malloc(nl * sizeof(float)), *lse_f = malloc(nl * sizeof(float));
+  /* Gradients start from the same nonzero values to check they are added to. */
+  float *dq_r = gt_test_alloc_fill(nq, &st, -0.1f, 0.1f);
+  float *dk_r = gt_test_alloc_fill(nk, &st, -0.1f, 0.1f);
+  float *dv_r = gt_test_alloc_fill(nk, &st, -0.1f, 0.1f);
+  float *dq_f = malloc(nq * sizeof(float)), *dk_f = malloc(nk * sizeof(float));
+  float *dv_f = malloc(nk * sizeof(float));
+  memcpy(dq_f, dq_r, nq * sizeof(float));
+  memcpy(dk_f, dk_r, nk * sizeof(float));
+  memcpy(dv_f, dv_r, nk * sizeof(float));
+
+  gt_attention_forward_ref(out_r, lse_r, q, k, v, seg, &d);
+  memset(out_f, 0xff, nq * sizeof(float)); /* NaN: every element must be written */
+  memset(lse_f, 0xff, nl * sizeof(float));
+  gt_attention_forward(out_f, lse_f, q, k, v, seg, &d);
+  check_close("out", c, out_f, out_r, nq);
+  check_close("lse", c, lse_f, lse_r, nl);
+  /* Both backward passes consume the reference forward so only the backward
+   * kernels differ. */
+  gt_attention_backward_ref(dq_r, dk_r, dv_r, dout, out_r, lse_r, q, k, v, seg, &d);
+  gt_attention_backward(dq_f, dk_f, dv_f, dout, out_r, lse_r, q, k, v, seg, &d);
+  check_close("dq", c, dq_f, dq_r, nq);
+  check_close("dk", c, dk_f, dk_r, nk);
+  check_close("dv", c, dv_f, dv_r, nk);
+
+  /* NULL gradients are skipped and leave the others unchanged. */
+  float *dk2 = gt_test_alloc_fill(nk, &st, 0, 0);
+  float *dk3 = gt_test_alloc_fill(nk, &st, 0, 0);
+  gt_attention_backward(NULL, dk2, NULL, dout, out_r, lse_r, q, k, v, seg, &d);
+  gt_attention_backward(NULL, dk3, dv_f, dout, out_r, lse_r, q, k, v, seg, &d);
+  ck_assert(memcmp(dk2, dk3, nk * sizeof(float)) == 0);
+
+  free(q), free(k), free(v), free(dout), free(seg), free(out_r), free(out_f);
+  free(lse_r), free(lse_f), free(dq_r), free(dk_r), free(dv_r), free(dq_f);
+  free(dk_f), free(dv_f), free(dk2), free(dk3);
+}
+
+START_TEST(test_fast_vs_ref) {
+  run_case(&cases[_i], 1000 + (uint64_t)_i);
+  printf("case %2d: worst elementwise rel err %.3g, norm rel err %.3g\n", _i, worst_elem,
+         worst_norm);
+}
+END_TEST
+
+/* ---- reference vs central differences, in double ---- */
+
+static void attn_double(double *out, const double *q, const double *k, const double *v,
+                        const int32_t *seg, const gt_attn_dims *d) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
+  double s[64];
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < T; i++) {
+        const int kh = h / (H / K);
+        const double *qi = q + (((size_t)b * T + i) * H + h) * hd;
+        double mx = -INFINITY;
+        for (int j = 0; j < T; j++) {
+          int vis = j <= i && (W == 0 || i - j < W) &&
+                    (!seg || seg[b * T + i] == seg[b * T + j]);
+          s[j] = -INFINITY;
+          if (!vis) continue;
+          const double *kj = k + (((size_t)b * T + j) * K + kh) * hd;
+          double dot = 0;
+          for (int c = 0; c < hd; c++) dot += qi[c] * kj[c];
+          s[j] = d->scale * dot;
+          if (s[j] > mx) mx = s[j];
+        }
+        double sum = 0;
+        for (int j = 0; j < T; j++) sum += (s[j] = exp(s[j] - mx));
+        double *oi = out + (((size_t)b * T + i) * H + h) * hd;
+        for (int c = 0; c < hd; c++) oi[c] = 0;
+        for (int j = 0; j < T; j++) {
+          const double *vj = v + (((size_t)b * T + j) * K + kh) * hd;
+          for (int c = 0; c < hd; c++) oi[c] += s[j] / sum * vj[c];
+        }
+      }
+}
+
+static double loss_double(const double *q, const double *k, const double *v,
+                          const double *R, const int32_t *seg, const gt_attn_dims *d,
+                          double *scratch) {
+  attn_double(scratch, q, k, v, seg, d);
+  const int64_t n = (int64_t)d->B * d->T * d->H * d->hd;
+  double L = 0;
+  for (int64_t i = 0; i < n; i++) L += scratch[i] * R[i];
+  return L;
+}
+
+/* d loss / d x by central differences over every element of x (double). */
+static void fd_grad(double *g, double *x, int64_t n, const double *q, const double *k,
+                    const double *v, const double *R, const int32_t *seg,
+                    const gt_attn_dims *d, double *scratch) {
+  const double eps = 1e-5;
+  for (int64_t i = 0; i < n; i++) {
+    const double x0 = x[i];
+    x[i] = x0 + eps;
+    double lp = loss_double(q, k, v, R, seg, d, scratch);
+    x[i] = x0 - eps;
+    double lm = loss_double(q, k, v, R, seg, d, scratch);
+    x[i] = x0;
+    g[i] = (lp - lm) / (2 * eps);
+  }
+}
+
+static double err_vs_double(const float *a, const double *ref, int64_t n) {
+  double m = 0, worst = 0;
+  for (int64_t i = 0; i < n; i++) m = fabs(ref[i]) > m ? fabs(ref[i]) : m;
+  for (int64_t i = 0; i < n; i++) {
+    double den = fabs(ref[i]) > 1e-2 * m ? fabs(ref[i]) : 1e-2 * m;
+    double e = fabs(a[i] - ref[i]) / den;
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
+}
+
+static void to_double(double *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static void run_fd(int B, int T, int H, int K, int hd, int W, int segmode, uint64_t seed) {
+  uint64_t st = seed;
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.7f};
+  const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
+  const int64_t nl = (int64_t)B * H * T;
+  float *q = gt_test_alloc_fill(nq, &st, -1.5f, 1.5f);
+  float *k = gt_test_alloc_fill(nk, &st, -1.5f, 1.5f);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *R = gt_test_alloc_fill(nq, &st, -1, 1);
+  int32_t *seg = make_seg(B, T, segmode, &st);
+  if (seg) /* short runs so this tiny T still has several segments */
+    for (int i = 0; i < B * T; i++) seg[i] = (i % T) / 3 + (i % T == 7);
+  double *qd = malloc(nq * sizeof(double)), *kd = malloc(nk * sizeof(double));
+  double *vd = malloc(nk * sizeof(double)), *Rd = malloc(nq * sizeof(double));
+  double *od = malloc(nq * sizeof(double)), *scratch = malloc(nq * sizeof(double));
+  double *gq = malloc(nq * sizeof(double)), *gk = malloc(nk * sizeof(double));
+  double *gv = malloc(nk * sizeof(double));
+  to_double(qd, q, nq), to_double(kd, k, nk), to_double(vd, v, nk), to_double(Rd, R, nq);
+  fd_grad(gq, qd, nq, qd, kd, vd, Rd, seg, &d, scratch);
+  fd_grad(gk, kd, nk, qd, kd, vd, Rd, seg, &d, scratch);
+  fd_grad(gv, vd, nk, qd, kd, vd, Rd, seg, &d, scratch);
+  attn_double(od, qd, kd, vd, seg, &d);
+
+  float *out = malloc(nq * sizeof(float)), *lse = malloc(nl * sizeof(float));
+  for (int fast = 0; fast < 2; fast++) {
+    float *dq = gt_test_alloc_fill(nq, &st, 0, 0), *dk = gt_test_alloc_fill(nk, &st, 0, 0);
+    float *dv = gt_test_alloc_fill(nk, &st, 0, 0);
+    if (fast) {
+      gt_attention_forward(out, lse, q, k, v, seg, &d);
+      gt_attention_backward(dq, dk, dv, R, out, lse, q, k, v, seg, &d);
+    } else {
+      gt_attention_forward_ref(out, lse, q, k, v, seg, &d);
+      gt_attention_backward_ref(dq, dk, dv, R, out, lse, q, k, v, seg, &d);
+    }
+    double eo = err_vs_double(out, od, nq);
+    double eq = err_vs_double(dq, gq, nq), ek = err_vs_double(dk, gk, nk);
+    double ev = err_vs_double(dv, gv, nk);
+    printf("fd W=%d seg=%d %s: out %.3g dq %.3g dk %.3g dv %.3g\n", W, segmode,
+           fast ? "fast" : "ref ", eo, eq, ek, ev);
+    ck_assert_msg(eo < 1e-5, "out vs double: %g", eo);
+    ck_assert_msg(eq < 1e-4 && ek < 1e-4 && ev < 1e-4, "%s grads vs FD: dq %g dk %g dv %g",
+                  fast ? "fast" : "ref", eq, ek, ev);
+    free(dq), free(dk), free(dv);
+  }
+  free(q), free(k), free(v), free(R), free(seg), free(qd), free(kd), free(vd), free(Rd);
+  free(od), free(scratch), free(gq), free(gk), free(gv), free(out), free(lse);
+}
+
+START_TEST(test_fd_causal) { run_fd(2, 9, 4, 2, 5, 0, 0, 77); }
+END_TEST
+
+START_TEST(test_fd_window_seg) { run_fd(1, 11, 2, 1, 6, 4, 1, 78); }
+END_TEST
+
+START_TEST(test_fd_window_gqa) { run_fd(2, 10, 4, 1, 3, 3, 0, 79); }
+END_TEST
+
+/* ---- masked keys are never read ----
+ * Keys [0, P) get NaN in k and v. A query i >= P + W - 1 cannot see them, but
+ * it shares a query tile (and so the P.V product, where 0 * NaN = NaN) with
+ * earlier rows that can; tiles are at most MAX_TILE rows and keys, so rows
+ * and keys from P + W - 1 + MAX_TILE on sit in tiles whose key range starts
+ * past the poison. Those must match the clean run bit for bit, which only
+ * holds if tiles entirely outside the band are skipped, never mixed in. */
+#define MAX_TILE 128
+
+static void run_poison(int W, int segmode) {
+  uint64_t st = 4242 + (uint64_t)W;
+  const int B = 2, T = 420, H = 2, K = 1, hd = 16, P = 97;
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.25f};
+  const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
+  const int64_t nl = (int64_t)B * H * T;
+  float *q = gt_test_alloc_fill(nq, &st, -1, 1);
+  float *k = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+  int32_t *seg = make_seg(B, T, segmode, &st);
+  float *kp = malloc(nk * sizeof(float)), *vp = malloc(nk * sizeof(float));
+  memcpy(kp, k, nk * sizeof(float));
+  memcpy(vp, v, nk * sizeof(float));
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < P; t++)
+      for (int c = 0; c < K * hd; c++) {
+        kp[((size_t)b * T + t) * K * hd + c] = NAN;
+        vp[((size_t)b * T + t) * K * hd + c] = NAN;
+      }
+  float *o1 = malloc(nq * sizeof(float)), *o2 = malloc(nq * sizeof(float));
+  float *l1 = malloc(nl * sizeof(float)), *l2 = malloc(nl * sizeof(float));
+  float *g1[3], *g2[3];
+  for (int i = 0; i < 3; i++) {
+    g1[i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
+    g2[i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
+  }
+  gt_attention_forward(o1, l1, q, k, v, seg, &d);
+  gt_attention_forward(o2, l2, q, kp, vp, seg, &d);
+  gt_attention_backward(g1[0], g1[1], g1[2], dout, o1, l1, q, k, v, seg, &d);
+  gt_attention_backward(g2[0], g2[1], g2[2], dout, o2, l2, q, kp, vp, seg, &d);
+  const int first = P + W - 1 + MAX_TILE;
+  ck_assert_int_lt(first, T);
+  for (int b = 0; b < B; b++) {
+    const size_t qo = ((size_t)b * T + first) * H * hd, ko = ((size_t)b * T + first) * K * hd;
+    const size_t qn = (size_t)(T - first) * H * hd, kn = (size_t)(T - first) * K * hd;
+    for (size_t i = 0; i < qn; i++) ck_assert(isfinite(o2[qo + i]) && isfinite(g2[0][qo + i]));
+    ck_assert(memcmp(o1 + qo, o2 + qo, qn * sizeof(float)) == 0);
+    ck_assert(memcmp(g1[0] + qo, g2[0] + qo, qn * sizeof(float)) == 0);
+    ck_assert(memcmp(g1[1] + ko, g2[1] + ko, kn * sizeof(float)) == 0);
+    ck_assert(memcmp(g1[2] + ko, g2[2] + ko, kn * sizeof(float)) == 0);
+    for (int h = 0; h < H; h++) {
+      const size_t lo = ((size_t)b * H + h) * T + first;
+      ck_assert(memcmp(l1 + lo, l2 + lo, (size_t)(T - first) * sizeof(float)) == 0);
+    }
+  }
+  /* The poison did reach rows that can see it: the test is not vacuous. */
+  ck_assert(isnan(o2[0]));
+  free(q), free(k), free(v), free(dout), free(seg), free(kp), free(vp);
+  free(o1), free(o2), free(l1), free(l2);
+  for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
+}
+
+START_TEST(test_poison_window) { run_poison(32, 0); }
+END_TEST
+
+START_TEST(test_poison_window_seg) { run_poison(70, 1); }
+END_TEST
+
+/* A NaN key that is outside a query's own window must not reach that query
+ * even when it sits in a tile the query reads: the score is replaced, not
+ * added to. Only k is poisoned (v stays finite), so every row i >= P + W - 1
+ * must be exact, whatever the tile size. */
+START_TEST(test_poison_k_exact) {
+  uint64_t st = 99;
+  const int B = 1, T = 150, H = 2, K = 2, hd = 8, W = 10, P = 37;
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.3f};
+  const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
+  float *q = gt_test_alloc_fill(nq, &st, -1, 1);
+  float *k = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *kp = malloc(nk * sizeof(float));
+  memcpy(kp, k, nk * sizeof(float));
+  for (int c = 0; c < P * K * hd; c++) kp[c] = NAN;
+  float *o1 = malloc(nq * sizeof(float)), *o2 = malloc(nq * sizeof(float));
+  float *l1 = malloc(B * H * T * sizeof(float)), *l2 = malloc(B * H * T * sizeof(float));
+  gt_attention_forward(o1, l1, q, k, v, NULL, &d);
+  gt_attention_forward(o2, l2, q, kp, v, NULL, &d);
+  const size_t off = (size_t)(P + W - 1) * H * hd;
+  ck_assert(memcmp(o1 + off, o2 + off, (nq - off) * sizeof(float)) == 0);
+  ck_assert(isnan(o2[0]));
+  free(q), free(k), free(v), free(kp), free(o1), free(o2), free(l1), free(l2);
+}
+END_TEST
+
+/* ---- determinism ---- */
+
+START_TEST(test_deterministic) {
+  uint64_t st = 5;
+  const int B = 2, T = 333, H = 4, K = 2, hd = 40;
+  const int windows[2] = {0, 100};
+  const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
+  const int64_t nl = (int64_t)B * H * T;
+  float *q = gt_test_alloc_fill(nq, &st, -2, 2);
+  float *k = gt_test_alloc_fill(nk, &st, -2, 2);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+  int32_t *seg = make_seg(B, T, 1, &st);
+  for (int wi = 0; wi < 2; wi++) {
+    gt_attn_dims d = {B, T, H, K, hd, windows[wi], 0.15f};
+    float *o[3], *l[3], *g[3][3];
+    const int threads[3] = {2, 2, 1};
+    for (int r = 0; r < 3; r++) {
+      omp_set_num_threads(threads[r]);
+      o[r] = malloc(nq * sizeof(float));
+      l[r] = malloc(nl * sizeof(float));
+      for (int i = 0; i < 3; i++) g[r][i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
+      gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+      gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v,
+                            wi ? seg : NULL, &d);
+    }
+    /* Two runs with 2 threads, and the 1-thread run too: the partition into
+     * work items fixes every sum, so the thread count must not matter. */
+    for (int r = 1; r < 3; r++) {
+      ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
+      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
+      ck_assert(memcmp(g[0][0], g[r][0], nq * sizeof(float)) == 0);
+      ck_assert(memcmp(g[0][1], g[r][1], nk * sizeof(float)) == 0);
+      ck_assert(memcmp(g[0][2], g[r][2], nk * sizeof(float)) == 0);
+    }
+    for (int r = 0; r < 3; r++) {
+      free(o[r]), free(l[r]);
+      for (int i = 0; i < 3; i++) free(g[r][i]);
+    }
+  }
+  free(q), free(k), free(v), free(dout), free(seg);
+}
+END_TEST
+
+static Suite *attention_suite(void) {
+  Suite *s = suite_create("attention");
+  TCase *tc = tcase_create("fast_vs_ref");
+  tcase_add_loop_test(tc, test_fast_vs_ref, 0, NCASES);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("finite_differences");
+  tcase_add_test(tc, test_fd_causal);
+  tcase_add_test(tc, test_fd_window_seg);
+  tcase_add_test(tc, test_fd_window_gqa);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("masking");
+  tcase_add_test(tc, test_poison_window);
+  tcase_add_test(tc, test_poison_window_seg);
+  tcase_add_test(tc, test_poison_k_exact);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("determinism");
+  tcase_add_test(tc, test_deterministic);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(attention_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed != 0;
+}
