@@ -1,6 +1,5 @@
-/* Linear layers through OpenBLAS sgemm. Weights are [out, in] (HF layout), so
- * the forward product takes w transposed and no copy is ever made. */
-#include <cblas.h>
+/* Linear layers through gt_sgemm (kernels/gemm.c). Weights are [out, in] (HF
+ * layout), so the forward product takes w transposed and no copy is made. */
 #include <limits.h>
 #include <string.h>
 
@@ -22,10 +21,8 @@ void gt_matmul_forward(float *out, const float *inp, const float *w,
   }
   for (int64_t r0 = 0; r0 < n; r0 += GT__ROW_BLOCK) {
     const int64_t m = gt__min64(GT__ROW_BLOCK, n - r0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m,
-                (blasint)out_dim, (blasint)in_dim, 1.0f, inp + r0 * in_dim,
-                (blasint)in_dim, w, (blasint)in_dim, 0.0f, out + r0 * out_dim,
-                (blasint)out_dim);
+    gt_sgemm(0, 1, m, out_dim, in_dim, 1.0f, inp + r0 * in_dim, in_dim, w, in_dim, 0.0f,
+             out + r0 * out_dim, out_dim);
   }
 }
 
@@ -37,14 +34,10 @@ void gt_matmul_backward(float *dinp, float *dw, const float *dout,
   for (int64_t r0 = 0; r0 < n; r0 += GT__ROW_BLOCK) {
     const int64_t m = gt__min64(GT__ROW_BLOCK, n - r0);
     if (dinp)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m,
-                  (blasint)in_dim, (blasint)out_dim, 1.0f, dout + r0 * out_dim,
-                  (blasint)out_dim, w, (blasint)in_dim, 1.0f,
-                  dinp + r0 * in_dim, (blasint)in_dim);
+      gt_sgemm(0, 0, m, in_dim, out_dim, 1.0f, dout + r0 * out_dim, out_dim, w, in_dim, 1.0f,
+               dinp + r0 * in_dim, in_dim);
     if (dw)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)out_dim,
-                  (blasint)in_dim, (blasint)m, 1.0f, dout + r0 * out_dim,
-                  (blasint)out_dim, inp + r0 * in_dim, (blasint)in_dim, 1.0f,
-                  dw, (blasint)in_dim);
+      gt_sgemm(1, 0, out_dim, in_dim, m, 1.0f, dout + r0 * out_dim, out_dim, inp + r0 * in_dim,
+               in_dim, 1.0f, dw, in_dim);
   }
 }

@@ -8,5 +8,6 @@
  * overrides, load and validate. Prints the error and returns non-zero. */
 int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
 int gt_cmd_train(int argc, char **argv);
+int gt_cmd_bench(int argc, char **argv);
 
 #endif

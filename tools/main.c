@@ -35,6 +35,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "train")) return gt_cmd_train(argc - 2, argv + 2);
-  fprintf(stderr, "gemtrain: unknown command '%s'; expected train (see gemtrain --help)\n", cmd);
+  if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected train or bench (see gemtrain --help)\n", cmd);
   return 2;
 }

@@ -22,7 +22,17 @@
 extern "C" {
 #endif
 
-/* ---- matmul (OpenBLAS sgemm) ----
+/* ---- general matrix product, row-major ----
+ * C[M,N] = alpha * op(A) . op(B) + beta * C; op(A)(i,k) = A[i*lda+k], or
+ * A[k*lda+i] when transA; op(B)(k,j) = B[k*ldb+j], or B[j*ldb+k] when transB.
+ * beta == 0 never reads C. Our own packed AVX-512 kernel (kernels/gemm.c),
+ * OpenBLAS where AVX-512 is missing; the reference sums in double. */
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void gt_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* ---- matmul (projections: gt_sgemm) ----
  * out[n,out_dim] = inp[n,in_dim] . w[out_dim,in_dim]^T  (overwrites out)
  * backward: dinp[n,in_dim] += dout . w ;  dw[out_dim,in_dim] += dout^T . inp */
 void gt_matmul_forward(float *out, const float *inp, const float *w,

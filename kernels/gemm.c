@@ -1,0 +1,198 @@
+/* gt_sgemm: our own packed sgemm (BLIS layout: packed panels, one register-
+ * blocked micro-kernel), because the OpenBLAS 0.3.21 that Debian ships does
+ * not recognise every CPU we run on and then falls back to its generic SSE3
+ * ("Prescott") kernel at a tenth of the machine's speed; the kernel is chosen
+ * when the library loads, so a program cannot fix that for itself.
+ *
+ * Loops (BLIS): jc over N by NC, pc over K by KC (pack B: KC x NC into NR-wide
+ * panels), ic over M by MC (pack A: MC x KC into MR-tall panels), jr over NR
+ * panels, ir over MR panels -> micro-kernel MR x NR over kc.
+ * Threads split the ic loop (or the jr loop when M is small). Each element of
+ * C is summed by one thread in a fixed k order, so the result does not depend
+ * on the thread count. Without AVX-512 the call goes to cblas_sgemm. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#include <omp.h>
+
+enum { MR = 12, NR = 32, KC = 256, MC = 192, NC = 2048 };
+
+/* element (i,k) of op(A), (k,j) of op(B) */
+#define OPA(i, k) (transA ? A[(int64_t)(k) * lda + (i)] : A[(int64_t)(i) * lda + (k)])
+
+static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc,
+                       int64_t k0, int64_t kc) {
+  if (transA) {
+    /* k outer: each k reads one contiguous row segment. Walking panels first
+     * would read columns at a stride of lda, and a power-of-two lda maps every
+     * row to the same L1 set. */
+    int64_t mcp = (mc + MR - 1) / MR * MR;
+    for (int64_t k = 0; k < kc; k++) {
+      const float *src = A + (k0 + k) * lda + i0;
+      for (int64_t i = 0; i < mcp; i++) dst[(i / MR) * MR * kc + k * MR + i % MR] = i < mc ? src[i] : 0.0f;
+    }
+    return;
+  }
+  for (int64_t p = 0; p < mc; p += MR) {
+    float *d = dst + p * kc;
+    int64_t mr = mc - p < MR ? mc - p : MR;
+    for (int64_t r = 0; r < MR; r++) {
+      if (r < mr) {
+        const float *src = A + (i0 + p + r) * lda + k0;
+        for (int64_t k = 0; k < kc; k++) d[k * MR + r] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; k++) d[k * MR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
+                             int64_t j0, int64_t nr) {
+  if (!transB) {
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+    for (int64_t k = 0; k < kc; k++) {
+      const float *src = B + (k0 + k) * ldb + j0;
+      _mm512_storeu_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_storeu_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+  } else {
+    for (int64_t c = 0; c < NR; c++) {
+      if (c < nr) {
+        const float *src = B + (j0 + c) * ldb + k0;
+        for (int64_t k = 0; k < kc; k++) d[k * NR + c] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; k++) d[k * NR + c] = 0.0f;
+      }
+    }
+  }
+}
+
+/* C[mr, nr] = alpha * Ap . Bp + beta * C (beta == 0: C is not read). */
+static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int64_t mr,
+                      int64_t nr, float alpha, float beta) {
+  __m512 c[MR][2];
+  for (int r = 0; r < MR; r++) c[r][0] = _mm512_setzero_ps(), c[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = _mm512_loadu_ps(Bp + k * NR), b1 = _mm512_loadu_ps(Bp + k * NR + 16);
+    const float *a = Ap + k * MR;
+#define GT__ROW(r)                                   \
+  {                                                  \
+    __m512 ar = _mm512_set1_ps(a[r]);                \
+    c[r][0] = _mm512_fmadd_ps(ar, b0, c[r][0]);      \
+    c[r][1] = _mm512_fmadd_ps(ar, b1, c[r][1]);      \
+  }
+    GT__ROW(0) GT__ROW(1) GT__ROW(2) GT__ROW(3) GT__ROW(4) GT__ROW(5)
+    GT__ROW(6) GT__ROW(7) GT__ROW(8) GT__ROW(9) GT__ROW(10) GT__ROW(11)
+#undef GT__ROW
+  }
+  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < mr; r++) {
+    float *cr = C + r * ldc;
+    __m512 x0 = _mm512_mul_ps(va, c[r][0]), x1 = _mm512_mul_ps(va, c[r][1]);
+    if (beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  int64_t nc_max = gt__min(NC, (N + NR - 1) / NR * NR);
+  int64_t kc_max = gt__min(KC, K);
+  float *Bp = aligned_alloc(64, (size_t)(nc_max * kc_max) * sizeof(float) + 64);
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  /* split rows when there are enough of them, else the NR panels of B */
+  int64_t mc_t = (M + nt - 1) / nt;
+  mc_t = (mc_t + MR - 1) / MR * MR;
+  int split_rows = M >= (int64_t)nt * MR * 2 || nt == 1;
+  int64_t mc = split_rows ? gt__min(MC, mc_t) : gt__min(MC, (M + MR - 1) / MR * MR);
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = gt__min(NC, N - jc);
+    int64_t npanels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      int64_t kc = gt__min(KC, K - pc);
+      float bta = pc == 0 ? beta : 1.0f;
+#pragma omp parallel num_threads(nt)
+      {
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < npanels; q++)
+          gt__pack_b_panel(Bp + q * NR * kc, transB, B, ldb, pc, kc, jc + q * NR, gt__min(NR, nc - q * NR));
+        float *Ap = aligned_alloc(64, (size_t)(mc * kc) * sizeof(float) + 64);
+        if (split_rows) {
+#pragma omp for schedule(static)
+          for (int64_t ic = 0; ic < M; ic += mc) {
+            int64_t m = gt__min(mc, M - ic);
+            gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
+            for (int64_t q = 0; q < npanels; q++)
+              for (int64_t ir = 0; ir < m; ir += MR)
+                gt__micro(kc, Ap + ir * kc, Bp + q * NR * kc, C + (ic + ir) * ldc + jc + q * NR, ldc,
+                          gt__min(MR, m - ir), gt__min(NR, nc - q * NR), alpha, bta);
+          }
+        } else {
+          for (int64_t ic = 0; ic < M; ic += mc) {
+            int64_t m = gt__min(mc, M - ic);
+            gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
+#pragma omp for schedule(static)
+            for (int64_t q = 0; q < npanels; q++)
+              for (int64_t ir = 0; ir < m; ir += MR)
+                gt__micro(kc, Ap + ir * kc, Bp + q * NR * kc, C + (ic + ir) * ldc + jc + q * NR, ldc,
+                          gt__min(MR, m - ir), gt__min(NR, nc - q * NR), alpha, bta);
+          }
+        }
+        free(Ap);
+      }
+    }
+  }
+  free(Bp);
+}
+
+#else /* no AVX-512: OpenBLAS */
+
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C,
+              (blasint)ldc);
+}
+#endif
+
+void gt_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0;
+      for (int64_t k = 0; k < K; k++) {
+        float a = transA ? A[k * lda + i] : A[i * lda + k];
+        float b = transB ? B[j * ldb + k] : B[k * ldb + j];
+        s += (double)a * b;
+      }
+      float prev = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+      C[i * ldc + j] = (float)(alpha * s) + prev;
+    }
+}
