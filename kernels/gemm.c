@@ -31,23 +31,29 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
     /* k outer: each k reads one contiguous row segment. Walking panels first
      * would read columns at a stride of lda, and a power-of-two lda maps every
      * row to the same L1 set. */
-    int64_t mcp = (mc + MR - 1) / MR * MR;
     for (int64_t k = 0; k < kc; k++) {
       const float *src = A + (k0 + k) * lda + i0;
-      for (int64_t i = 0; i < mcp; i++) dst[(i / MR) * MR * kc + k * MR + i % MR] = i < mc ? src[i] : 0.0f;
+      int64_t p = 0;
+      for (; p + MR <= mc; p += MR) memcpy(dst + p * kc + k * MR, src + p, MR * sizeof(float));
+      if (p < mc) {
+        float *d = dst + p * kc + k * MR;
+        int64_t r = 0;
+        for (; r < mc - p; r++) d[r] = src[p + r];
+        for (; r < MR; r++) d[r] = 0.0f;
+      }
     }
     return;
   }
   for (int64_t p = 0; p < mc; p += MR) {
     float *d = dst + p * kc;
     int64_t mr = mc - p < MR ? mc - p : MR;
-    for (int64_t r = 0; r < MR; r++) {
-      if (r < mr) {
-        const float *src = A + (i0 + p + r) * lda + k0;
-        for (int64_t k = 0; k < kc; k++) d[k * MR + r] = src[k];
-      } else {
-        for (int64_t k = 0; k < kc; k++) d[k * MR + r] = 0.0f;
-      }
+    const float *rows[MR];
+    for (int64_t r = 0; r < MR; r++) rows[r] = A + (i0 + p + (r < mr ? r : 0)) * lda + k0;
+    /* k outer so each written 12-float group is contiguous; the 12 source
+     * rows stream in parallel */
+    for (int64_t k = 0; k < kc; k++) {
+      float *dk = d + k * MR;
+      for (int64_t r = 0; r < MR; r++) dk[r] = r < mr ? rows[r][k] : 0.0f;
     }
   }
 }
@@ -122,10 +128,8 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   float *Bp = aligned_alloc(64, (size_t)(nc_max * kc_max) * sizeof(float) + 64);
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   /* split rows when there are enough of them, else the NR panels of B */
-  int64_t mc_t = (M + nt - 1) / nt;
-  mc_t = (mc_t + MR - 1) / MR * MR;
   int split_rows = M >= (int64_t)nt * MR * 2 || nt == 1;
-  int64_t mc = split_rows ? gt__min(MC, mc_t) : gt__min(MC, (M + MR - 1) / MR * MR);
+  int64_t mc = gt__min(MC, (M + MR - 1) / MR * MR);
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = gt__min(NC, N - jc);
     int64_t npanels = (nc + NR - 1) / NR;
@@ -139,9 +143,13 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
           gt__pack_b_panel(Bp + q * NR * kc, transB, B, ldb, pc, kc, jc + q * NR, gt__min(NR, nc - q * NR));
         float *Ap = aligned_alloc(64, (size_t)(mc * kc) * sizeof(float) + 64);
         if (split_rows) {
-#pragma omp for schedule(static)
-          for (int64_t ic = 0; ic < M; ic += mc) {
-            int64_t m = gt__min(mc, M - ic);
+          /* each thread owns an equal run of MR panels (balanced to one panel),
+           * walked in blocks of at most mc rows */
+          int64_t panels = (M + MR - 1) / MR, tid = omp_get_thread_num(), nth = omp_get_num_threads();
+          int64_t p0 = panels * tid / nth, p1 = panels * (tid + 1) / nth;
+          int64_t row_end = gt__min(M, p1 * MR);
+          for (int64_t ic = p0 * MR; ic < row_end; ic += mc) {
+            int64_t m = gt__min(mc, row_end - ic);
             gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
             for (int64_t q = 0; q < npanels; q++)
               for (int64_t ir = 0; ir < m; ir += MR)

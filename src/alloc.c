@@ -33,13 +33,13 @@ void gt_mem_init(gt_mem *m) {
   atomic_init(&m->n_allocs, 0);
 }
 
-void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes) {
+static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero) {
   if ((int)cat < 0 || cat >= GT_MEM_NCAT) return NULL;
   size_t rounded = (bytes + 63) & ~(size_t)63;
   if (rounded < bytes) return NULL; /* overflow */
   void *raw = NULL;
   if (posix_memalign(&raw, 64, GT__HDR + rounded) != 0) return NULL;
-  memset(raw, 0, GT__HDR + rounded);
+  if (zero) memset(raw, 0, GT__HDR + rounded);
   gt__hdr *h = raw;
   h->magic = GT__MAGIC;
   h->bytes = bytes;
@@ -51,6 +51,9 @@ void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes) {
   atomic_fetch_add(&m->n_allocs, 1);
   return (char *)raw + GT__HDR;
 }
+
+void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 1); }
+void *gt_mem_alloc_uninit(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 0); }
 
 void gt_mem_free(gt_mem *m, void *p) {
   if (!p) return;

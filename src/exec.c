@@ -59,7 +59,7 @@ static gt_rc gt__forward(gt_model *m, const gt_batch *b, int keep_acts, gt__fwd_
                         (long long)m->max_pos);
     }
   gt_mem_cat keep = keep_acts ? GT_MEM_SAVED : GT_MEM_TEMP;
-  s->carry[0] = gt_mem_alloc(m->mem, keep, (size_t)(N * d) * sizeof(float));
+  s->carry[0] = gt_mem_alloc_uninit(m->mem, keep, (size_t)(N * d) * sizeof(float));
   if (!s->carry[0]) goto nomem;
   gt_embedding_forward(s->carry[0], b->inputs, m->params + m->embed_offset, N, (int)d, m->emb_scale);
   for (int64_t l = 0; l < L; l++) {
@@ -67,10 +67,10 @@ static gt_rc gt__forward(gt_model *m, const gt_batch *b, int keep_acts, gt__fwd_
     float **a = s->acts[l];
     a[GT_A_X_IN] = s->carry[l];
     for (int k = 1; k < GT_A_NSLOTS; k++) {
-      a[k] = gt_mem_alloc(m->mem, keep, (size_t)gt_act_numel(m, io.L, (gt_act)k, b->B, b->T) * sizeof(float));
+      a[k] = gt_mem_alloc_uninit(m->mem, keep, (size_t)gt_act_numel(m, io.L, (gt_act)k, b->B, b->T) * sizeof(float));
       if (!a[k]) goto nomem;
     }
-    s->carry[l + 1] = gt_mem_alloc(m->mem, keep, (size_t)(N * d) * sizeof(float));
+    s->carry[l + 1] = gt_mem_alloc_uninit(m->mem, keep, (size_t)(N * d) * sizeof(float));
     if (!s->carry[l + 1]) goto nomem;
     gt_layer_forward(&io, a, s->carry[l + 1]);
     if (!keep_acts) {

@@ -41,6 +41,9 @@ void gt_mem_init(gt_mem *m);
 /* 64-byte aligned, zero-filled. Returns NULL on failure (or bytes == 0 gives a
  * valid minimal block). */
 void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes);
+/* The same without zero-filling, for buffers that are written in full before
+ * they are read (activations): zeroing them would be pure memory traffic. */
+void *gt_mem_alloc_uninit(gt_mem *m, gt_mem_cat cat, size_t bytes);
 void gt_mem_free(gt_mem *m, void *p);
 /* Forget the peaks (keep current usage): used to measure one step. */
 void gt_mem_reset_peaks(gt_mem *m);
