@@ -115,6 +115,12 @@ static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, in
 
 static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* C11 aligned_alloc wants the size to be a multiple of the alignment. */
+static float *gt__alloc64(int64_t nfloats) {
+  size_t bytes = ((size_t)nfloats * sizeof(float) + 127) & ~(size_t)63;
+  return aligned_alloc(64, bytes);
+}
+
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
@@ -125,7 +131,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   }
   int64_t nc_max = gt__min(NC, (N + NR - 1) / NR * NR);
   int64_t kc_max = gt__min(KC, K);
-  float *Bp = aligned_alloc(64, (size_t)(nc_max * kc_max) * sizeof(float) + 64);
+  float *Bp = gt__alloc64(nc_max * kc_max);
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   /* split rows when there are enough of them, else the NR panels of B */
   int split_rows = M >= (int64_t)nt * MR * 2 || nt == 1;
@@ -141,7 +147,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
 #pragma omp for schedule(static)
         for (int64_t q = 0; q < npanels; q++)
           gt__pack_b_panel(Bp + q * NR * kc, transB, B, ldb, pc, kc, jc + q * NR, gt__min(NR, nc - q * NR));
-        float *Ap = aligned_alloc(64, (size_t)(mc * kc) * sizeof(float) + 64);
+        float *Ap = gt__alloc64(mc * kc);
         if (split_rows) {
           /* each thread owns an equal run of MR panels (balanced to one panel),
            * walked in blocks of at most mc rows */

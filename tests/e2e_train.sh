@@ -68,6 +68,8 @@ refuse "neither a .json config file nor key=value" bogus
 # dump_config prints the resolved JSON and trains nothing
 "$bin" train model_name=gemma3-4b dump_config=true > "$work/dump.json"
 grep -q '"base_emb_dim":[[:space:]]*2560' "$work/dump.json" || fail "dump_config does not show the preset"
-"$bin" --version | grep -q '^gemtrain ' || fail "--version"
-"$bin" train --help | grep -q 'per_device_batch_size' || fail "train --help lists no keys"
+"$bin" --version > "$work/version.txt"
+grep -q '^gemtrain ' "$work/version.txt" || fail "--version"
+"$bin" train --help > "$work/help.txt"
+grep -q 'per_device_batch_size' "$work/help.txt" || fail "train --help lists no keys"
 echo "e2e_train: 1 passed, 0 failed"
