@@ -46,8 +46,10 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero) {
   h->cat = (int32_t)cat;
   int64_t c = atomic_fetch_add(&m->cur[cat], (int64_t)bytes) + (int64_t)bytes;
   gt__raise_peak(&m->peak[cat], c);
-  int64_t t = atomic_fetch_add(&m->total_cur, (int64_t)bytes) + (int64_t)bytes;
-  gt__raise_peak(&m->total_peak, t);
+  if (cat != GT_MEM_HOST) { /* the host pool is counted apart from the device */
+    int64_t t = atomic_fetch_add(&m->total_cur, (int64_t)bytes) + (int64_t)bytes;
+    gt__raise_peak(&m->total_peak, t);
+  }
   atomic_fetch_add(&m->n_allocs, 1);
   return (char *)raw + GT__HDR;
 }
@@ -61,7 +63,7 @@ void gt_mem_free(gt_mem *m, void *p) {
   if (h->magic != GT__MAGIC) abort(); /* not ours: a bug, stop loudly */
   h->magic = 0;
   atomic_fetch_sub(&m->cur[h->cat], (int64_t)h->bytes);
-  atomic_fetch_sub(&m->total_cur, (int64_t)h->bytes);
+  if (h->cat != GT_MEM_HOST) atomic_fetch_sub(&m->total_cur, (int64_t)h->bytes);
   atomic_fetch_sub(&m->n_allocs, 1);
   free(h);
 }

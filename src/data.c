@@ -307,6 +307,16 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     gt_data_close(d);
     return rc;
   }
+  /* the stream lives in tracked memory (category data) like every large buffer */
+  int32_t *tracked = gt_mem_alloc_uninit(mem, GT_MEM_DATA, (size_t)d->n_stream * sizeof(int32_t));
+  if (!tracked) {
+    gt_data_close(d);
+    return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for %lld tokens", (long long)d->n_stream);
+  }
+  memcpy(tracked, d->stream, (size_t)d->n_stream * sizeof(int32_t));
+  free(d->stream);
+  d->stream = tracked;
+  d->stream_tracked = 1;
   int64_t n_eval = (int64_t)((double)d->n_stream * c->eval_split_fraction);
   d->n_train = d->n_stream - n_eval;
   d->n_train_windows = (d->n_train - 1) / d->T;
@@ -325,7 +335,7 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
                       "eval sequence of %d; raise it or set eval_interval=-1",
                       c->eval_split_fraction, c->dataset_path, (long long)n_eval, d->T + 1);
   }
-  d->perm = malloc(sizeof(int64_t) * (size_t)d->n_train_windows);
+  d->perm = gt_mem_alloc_uninit(mem, GT_MEM_DATA, sizeof(int64_t) * (size_t)d->n_train_windows);
   if (!d->perm) {
     gt_data_close(d);
     return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for the window order");
@@ -340,8 +350,11 @@ void gt_data_close(gt_data *d) {
     gt_mem_free(d->mem, d->tg);
     gt_mem_free(d->mem, d->pos);
   }
-  free(d->stream);
-  free(d->perm);
+  if (d->stream_tracked)
+    gt_mem_free(d->mem, d->stream);
+  else
+    free(d->stream);
+  if (d->mem) gt_mem_free(d->mem, d->perm);
   memset(d, 0, sizeof *d);
 }
 

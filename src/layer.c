@@ -1,5 +1,6 @@
 #include "gemtrain/layer.h"
 
+#include <omp.h>
 #include <string.h>
 
 #include "gemtrain/kernels.h"
@@ -43,35 +44,97 @@ static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
 
 #define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
 
-void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float *x_out) {
+/* y += x, split over threads by fixed ranges */
+static void gt__add(float *y, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* The forward as a list of ops, each writing its output slots. Recompute
+ * after remat runs exactly the ops whose outputs were not kept, with the same
+ * kernels on the same inputs, so recomputed values are bit-identical. */
+enum {
+  OP_IN_NORM, OP_MM_Q, OP_MM_K, OP_MM_V, OP_Q_NORM_ROPE, OP_K_NORM_ROPE, OP_ATTN, OP_MM_O,
+  OP_ATTN_RESID, OP_FFW_NORM, OP_MM_GATE, OP_MM_UP, OP_GEGLU, OP_MM_DOWN, OP_FFW_RESID, OP_N
+};
+
+static const gt_act gt__op_out[OP_N][2] = {
+    [OP_IN_NORM] = {GT_A_A, GT_A_A_RSTD},     [OP_MM_Q] = {GT_A_Q_RAW, GT_A_NSLOTS},
+    [OP_MM_K] = {GT_A_K_RAW, GT_A_NSLOTS},    [OP_MM_V] = {GT_A_V, GT_A_NSLOTS},
+    [OP_Q_NORM_ROPE] = {GT_A_Q, GT_A_Q_RSTD}, [OP_K_NORM_ROPE] = {GT_A_K, GT_A_K_RSTD},
+    [OP_ATTN] = {GT_A_CTX, GT_A_LSE},         [OP_MM_O] = {GT_A_O, GT_A_NSLOTS},
+    [OP_ATTN_RESID] = {GT_A_X1, GT_A_O_RSTD}, [OP_FFW_NORM] = {GT_A_M, GT_A_M_RSTD},
+    [OP_MM_GATE] = {GT_A_GATE, GT_A_NSLOTS},  [OP_MM_UP] = {GT_A_UP, GT_A_NSLOTS},
+    [OP_GEGLU] = {GT_A_ACT, GT_A_NSLOTS},     [OP_MM_DOWN] = {GT_A_F, GT_A_NSLOTS},
+    [OP_FFW_RESID] = {GT_A_F_RSTD, GT_A_NSLOTS}, /* and x_out */
+};
+
+uint32_t gt_layer_recompute_ops(const uint8_t have[GT_A_NSLOTS]) {
+  uint32_t ops = 0;
+  for (int op = 0; op < OP_N; op++)
+    for (int k = 0; k < 2; k++) {
+      gt_act s = gt__op_out[op][k];
+      if (s != GT_A_NSLOTS && !have[s]) ops |= 1u << op;
+    }
+  return ops;
+}
+
+uint32_t gt_layer_all_ops(void) { return (1u << OP_N) - 1; }
+uint32_t gt_layer_output_op(void) { return 1u << OP_FFW_RESID; }
+
+void gt_layer_ops_outputs(uint32_t ops, uint8_t out[GT_A_NSLOTS]) {
+  memset(out, 0, GT_A_NSLOTS);
+  for (int op = 0; op < OP_N; op++)
+    if (ops & (1u << op))
+      for (int k = 0; k < 2; k++)
+        if (gt__op_out[op][k] != GT_A_NSLOTS) out[gt__op_out[op][k]] = 1;
+}
+
+void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
   int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
   int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim;
   float eps = m->eps, off = m->norm_offset;
   const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+#define RUN(op) if (ops & (1u << (op)))
 
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd));
-  gt_attn_dims ad = gt__attn_dims(io);
-  GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V], io->seg, &ad));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
+  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
+  RUN(OP_Q_NORM_ROPE) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
+  }
+  RUN(OP_K_NORM_ROPE) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd));
+  }
+  RUN(OP_ATTN) {
+    gt_attn_dims ad = gt__attn_dims(io);
+    GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], a[GT_A_K], a[GT_A_V], io->seg, &ad));
+  }
+  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off));
-  for (int64_t i = 0; i < N * d; i++) a[GT_A_X1][i] += a[GT_A_X_IN][i];
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(x_out, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
-  for (int64_t i = 0; i < N * d; i++) x_out[i] += a[GT_A_X1][i];
+  RUN(OP_ATTN_RESID) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off));
+    gt__add(a[GT_A_X1], a[GT_A_X_IN], N * d);
+  }
+  RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
+  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  RUN(OP_FFW_RESID) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(x_out, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
+    gt__add(x_out, a[GT_A_X1], N * d);
+  }
+#undef RUN
+}
+
+void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float *x_out) {
+  gt_layer_forward_ops(io, a, gt_layer_all_ops(), x_out);
 }
 
 #define G(slot) (gt_layer_slot(L, grads, (slot)))
@@ -113,7 +176,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   gt_mem_free(mem, ffw);
 
   /* x1 = x_in + norm(o) */
-  for (int64_t i = 0; i < N * d; i++) dx_in[i] += dx1[i];
+  gt__add(dx_in, dx1, N * d);
   float *attn = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float));
   if (!attn) {
     gt_mem_free(mem, dx1);

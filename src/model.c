@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gemtrain/kernels.h"
+#include "gemtrain/remat.h"
 
 static int gt__rope_index(gt_model *m, double base, double scale, double fraction) {
   for (int i = 0; i < m->n_rope; i++)
@@ -44,6 +45,8 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   m->emb_scale = sqrtf((float)m->d);
   m->softcap = (float)c->final_logits_soft_cap;
   m->max_pos = c->max_target_length;
+  gt_rc rc = gt_remat_from_config(&m->remat, c, err);
+  if (rc) return rc;
 
   int64_t L = m->n_layers, d = m->d;
   m->layers = calloc((size_t)L, sizeof *m->layers);

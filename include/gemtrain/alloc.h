@@ -49,6 +49,7 @@ void gt_mem_free(gt_mem *m, void *p);
 void gt_mem_reset_peaks(gt_mem *m);
 int64_t gt_mem_cur(const gt_mem *m, gt_mem_cat cat);
 int64_t gt_mem_peak(const gt_mem *m, gt_mem_cat cat);
+/* Totals cover the device categories: everything but GT_MEM_HOST. */
 int64_t gt_mem_total_cur(const gt_mem *m);
 int64_t gt_mem_total_peak(const gt_mem *m);
 const char *gt_mem_cat_name(gt_mem_cat cat);

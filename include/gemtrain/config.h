@@ -55,6 +55,18 @@ typedef struct gt_config {
   long long max_target_length;
   long long num_vocab_tiling;
   long long gradient_accumulation_steps;
+  /* remat and memory */
+  char remat_policy[GT_STR_SHORT];
+  char remat_scope[GT_STR_SHORT];
+  char query_proj[GT_STR_SHORT];
+  char key_proj[GT_STR_SHORT];
+  char value_proj[GT_STR_SHORT];
+  char context[GT_STR_SHORT];
+  char out_proj[GT_STR_SHORT];
+  char mlpwi_0[GT_STR_SHORT];
+  char mlpwi_1[GT_STR_SHORT];
+  char mlpwo[GT_STR_SHORT];
+  long long memory_limit_bytes;
   /* optimizer */
   char opt_type[GT_STR_SHORT];
   double learning_rate;

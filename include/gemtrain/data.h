@@ -53,6 +53,7 @@ typedef struct gt_data {
   int kind; /* 0 synthetic, 1 stream (text or tokens) */
   int B, T;
   int32_t *stream;       /* whole token stream */
+  int stream_tracked;    /* stream came from the tracked allocator */
   int64_t n_stream, n_train; /* train = [0, n_train), eval = the rest */
   int64_t n_train_windows, n_eval_windows;
   int64_t *perm;         /* permutation of train windows for the current epoch */

@@ -44,6 +44,8 @@ typedef enum gt_act {
   GT_A_NSLOTS
 } gt_act;
 
+_Static_assert(GT_A_NSLOTS <= GT_MAX_ACT_SLOTS, "gt_remat.slot is too small");
+
 const char *gt_act_name(gt_act a);
 /* Elements of one slot for a layer at batch B, length T. */
 int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_t B, int64_t T);
@@ -60,6 +62,17 @@ typedef struct gt_layer_io {
 /* acts[s] must point at a buffer of gt_act_numel floats for every slot;
  * acts[GT_A_X_IN] is read, the rest written; x_out [N,d] is written. */
 void gt_layer_forward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], float *x_out);
+/* Run only the ops in `ops` (a bit set over the forward's ops, in forward
+ * order). The op that produces the layer output also writes x_out. */
+void gt_layer_forward_ops(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], uint32_t ops, float *x_out);
+uint32_t gt_layer_all_ops(void);
+/* The op that writes x_out (it also writes the last norm's statistic). */
+uint32_t gt_layer_output_op(void);
+/* The ops to re-run when only the slots with have[s] = 1 were kept: every op
+ * with a missing output (its inputs are then kept or re-run before it). */
+uint32_t gt_layer_recompute_ops(const uint8_t have[GT_A_NSLOTS]);
+/* The slots those ops write. */
+void gt_layer_ops_outputs(uint32_t ops, uint8_t out[GT_A_NSLOTS]);
 /* Adds d(loss)/d(x_in) into dx_in and the parameter gradients into grads
  * (indexed by the same offsets as params). Temporaries come from m->mem. */
 gt_rc gt_layer_backward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], const float *dx_out,

@@ -68,6 +68,18 @@ typedef struct gt_tensor_info {
 
 #define GT_MAX_ROPE 4
 
+/* Remat policy in executable form (src/remat.c builds it; see remat.h).
+ * slot[s] says what becomes of activation slot s (gt_act in layer.h) after
+ * a layer's forward: recomputed in backward, kept, or kept in the host pool. */
+#define GT_MAX_ACT_SLOTS 32
+typedef enum gt_save_mode { GT_SAVE_REMAT = 0, GT_SAVE_DEVICE = 1, GT_SAVE_OFFLOAD = 2 } gt_save_mode;
+typedef struct gt_remat {
+  gt_save_mode slot[GT_MAX_ACT_SLOTS];
+  int block_scope; /* 1: one boundary per layer_pattern block */
+  int period;      /* layers per block */
+  int none;        /* remat_policy=none: keep everything, recompute nothing */
+} gt_remat;
+
 typedef struct gt_model {
   /* dimensions */
   int64_t vocab, d, n_layers;
@@ -91,6 +103,11 @@ typedef struct gt_model {
   float *grads;
   float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE];
   gt_prof *prof; /* optional time accounting (NULL: off) */
+  /* execution: the remat policy (gt_model_build sets it from the config)
+   * and what offloading cost */
+  gt_remat remat;
+  long long offload_bytes;  /* bytes copied to and from the host pool */
+  double offload_seconds;   /* time spent copying them */
 } gt_model;
 
 /* Build the graph and the layout from a validated config; allocates only the

@@ -1,0 +1,350 @@
+#define _POSIX_C_SOURCE 200809L
+#include "gemtrain/plan.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gemtrain/data.h"
+#include "gemtrain/layer.h"
+#include "gemtrain/model.h"
+#include "gemtrain/remat.h"
+
+/* ---------- the virtual tracker ---------- */
+
+typedef struct gt__vbuf {
+  char name[64];
+  gt_mem_cat cat;
+  int64_t bytes;
+  int live;
+} gt__vbuf;
+
+typedef struct gt__sim {
+  gt_plan *p;
+  int64_t cur[GT_MEM_NCAT];
+  int64_t total;
+  gt__vbuf *bufs;
+  int n, cap;
+  const char *phase;
+  char phase_buf[96];
+} gt__sim;
+
+static int gt__cmp_buf(const void *a, const void *b) {
+  int64_t x = ((const gt_plan_buf *)a)->bytes, y = ((const gt_plan_buf *)b)->bytes;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void gt__snapshot(gt__sim *s) {
+  gt_plan *p = s->p;
+  memcpy(p->at_peak, s->cur, sizeof p->at_peak);
+  snprintf(p->peak_where, sizeof p->peak_where, "%s", s->phase);
+  /* the largest live buffers */
+  p->n_top = 0;
+  for (int i = 0; i < s->n; i++) {
+    if (!s->bufs[i].live || s->bufs[i].cat == GT_MEM_HOST) continue;
+    gt_plan_buf b;
+    snprintf(b.name, sizeof b.name, "%s", s->bufs[i].name);
+    b.cat = s->bufs[i].cat;
+    b.bytes = s->bufs[i].bytes;
+    if (p->n_top < GT_PLAN_TOP) {
+      p->top[p->n_top++] = b;
+    } else if (b.bytes > p->top[GT_PLAN_TOP - 1].bytes) {
+      p->top[GT_PLAN_TOP - 1] = b;
+    } else {
+      continue;
+    }
+    qsort(p->top, (size_t)p->n_top, sizeof p->top[0], gt__cmp_buf);
+  }
+}
+
+static int gt__alloc(gt__sim *s, gt_mem_cat cat, int64_t bytes, const char *fmt, long long a) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 256;
+    s->bufs = realloc(s->bufs, sizeof *s->bufs * (size_t)s->cap);
+  }
+  gt__vbuf *b = &s->bufs[s->n];
+  snprintf(b->name, sizeof b->name, fmt, a);
+  b->cat = cat;
+  b->bytes = bytes;
+  b->live = 1;
+  s->cur[cat] += bytes;
+  if (s->cur[cat] > s->p->cat_peak[cat]) s->p->cat_peak[cat] = s->cur[cat];
+  if (cat == GT_MEM_HOST) {
+    if (s->cur[cat] > s->p->host_peak) s->p->host_peak = s->cur[cat];
+  } else {
+    s->total += bytes;
+    if (s->total > s->p->peak_total) {
+      s->p->peak_total = s->total;
+      gt__snapshot(s);
+    }
+  }
+  return s->n++;
+}
+
+static void gt__free(gt__sim *s, int id) {
+  if (id < 0 || !s->bufs[id].live) return;
+  gt__vbuf *b = &s->bufs[id];
+  b->live = 0;
+  s->cur[b->cat] -= b->bytes;
+  if (b->cat != GT_MEM_HOST) s->total -= b->bytes;
+}
+
+static void gt__phase(gt__sim *s, const char *fmt, long long a) {
+  snprintf(s->phase_buf, sizeof s->phase_buf, fmt, a);
+  s->phase = s->phase_buf;
+}
+
+/* ---------- the data source's own buffers ---------- */
+
+static int64_t gt__stream_tokens(const gt_config *c) {
+  struct stat st;
+  if (!strcmp(c->dataset_type, "text")) return stat(c->dataset_path, &st) ? 0 : (int64_t)st.st_size + 1;
+  if (!strcmp(c->dataset_type, "tokens") && !stat(c->dataset_path, &st) && S_ISREG(st.st_mode)) {
+    FILE *f = fopen(c->dataset_path, "rb");
+    unsigned char h[24];
+    int64_t n = 0;
+    if (f && fread(h, 1, sizeof h, f) == sizeof h)
+      for (int i = 0; i < 8; i++) n |= (int64_t)h[16 + i] << (8 * i);
+    if (f) fclose(f);
+    return n;
+  }
+  return 0; /* synthetic, or a shard directory (not planned) */
+}
+
+/* ---------- the step ---------- */
+
+gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
+  memset(p, 0, sizeof *p);
+  gt_model m;
+  gt_rc rc = gt_model_build(&m, c, err);
+  if (rc) return rc;
+  p->n_params = m.n_params;
+  p->n_layers = m.n_layers;
+  p->flops = gt_flops_per_step_per_device(c);
+  p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
+  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", ""};
+  const gt_remat *rm = &m.remat;
+  int64_t B = gt_config_global_batch(c), T = c->max_target_length, N = B * T, d = m.d, L = m.n_layers;
+  int64_t f4 = 4, xbytes = N * d * f4;
+
+  /* persistent: the order gt_train allocates in */
+  int64_t ns = gt__stream_tokens(c);
+  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch inputs", 0);
+  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch targets", 0);
+  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch positions", 0);
+  if (ns > 0) {
+    gt__alloc(&s, GT_MEM_DATA, ns * 4, "token stream", 0);
+    int64_t n_eval = (int64_t)((double)ns * c->eval_split_fraction);
+    gt__alloc(&s, GT_MEM_DATA, ((ns - n_eval - 1) / T) * 8, "window order", 0);
+  }
+  gt__alloc(&s, GT_MEM_PARAMS, m.n_params * f4, "params", 0);
+  gt__alloc(&s, GT_MEM_GRADS, m.n_params * f4, "grads", 0);
+  for (int r = 0; r < m.n_rope; r++) {
+    int hd = 0;
+    for (int64_t l = 0; l < L; l++)
+      if (m.layers[l].rope == r) hd = m.layers[l].head_dim;
+    gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope cos %lld", r);
+    gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope sin %lld", r);
+  }
+  gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam mu", 0);
+  gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam nu", 0);
+
+  /* forward */
+  int *slot_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
+  for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) slot_id[i] = -1;
+#define SID(l, k) slot_id[(l) * GT_A_NSLOTS + (k)]
+  int *host_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
+  for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) host_id[i] = -1;
+  int x = gt__alloc(&s, GT_MEM_SAVED, xbytes, "layer 0 input (carry)", 0);
+  for (int64_t l = 0; l < L; l++) {
+    gt__phase(&s, "forward, layer %lld", l);
+    const gt_layer_desc *ld = &m.layers[l];
+    SID(l, GT_A_X_IN) = x;
+    for (int k = 1; k < GT_A_NSLOTS; k++) {
+      char nm[64];
+      snprintf(nm, sizeof nm, "layer %%lld %s", gt_act_name((gt_act)k));
+      SID(l, k) = gt__alloc(&s, rm->slot[k] == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP,
+                            gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
+    }
+    int xn = gt__alloc(&s, l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP, xbytes,
+                       l + 1 < L ? "layer %lld input (carry)" : "final hidden state", l + 1);
+    for (int k = 0; k < GT_A_NSLOTS; k++) {
+      gt_save_mode mode = k == GT_A_X_IN ? (gt_remat_block_start(rm, l) || rm->none ? GT_SAVE_DEVICE : GT_SAVE_REMAT)
+                                         : rm->slot[k];
+      int64_t nb = s.bufs[SID(l, k)].bytes;
+      if (mode == GT_SAVE_DEVICE) {
+        p->saved_per_layer[l] += nb;
+        continue;
+      }
+      if (mode == GT_SAVE_OFFLOAD) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "layer %%lld %s (host)", gt_act_name((gt_act)k));
+        host_id[l * GT_A_NSLOTS + k] = gt__alloc(&s, GT_MEM_HOST, nb, nm, l);
+      }
+      gt__free(&s, SID(l, k));
+      SID(l, k) = -1;
+    }
+    p->saved_total += p->saved_per_layer[l];
+    x = xn;
+  }
+
+  /* head: residual gradients, then the tiled logits */
+  gt__phase(&s, "output head (logits and loss)", 0);
+  int dx = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient", 0);
+  int dprev = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient (other)", 0);
+  int64_t R = N / c->num_vocab_tiling, V = m.vocab;
+  int hb[8];
+  int nh = 0;
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "final norm output", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * f4, "final norm rstd", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "head input gradient", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_LOGITS, R * V * f4, "logits tile", 0);
+  if (m.softcap > 0) hb[nh++] = gt__alloc(&s, GT_MEM_LOGITS, R * V * f4, "capped logits tile", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile losses", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile log-sum-exp", 0);
+  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile row weights", 0);
+  for (int i = 0; i < nh; i++) gt__free(&s, hb[i]);
+  gt__free(&s, x);
+
+  /* backward, one remat boundary at a time */
+  int period = rm->block_scope ? rm->period : 1;
+  uint32_t out_op = gt_layer_output_op();
+  for (int64_t end = L; end > 0;) {
+    int64_t start = ((end - 1) / period) * period;
+    for (int64_t l = start; l < end; l++) {
+      gt__phase(&s, "backward, recomputing layer %lld", l);
+      const gt_layer_desc *ld = &m.layers[l];
+      uint8_t have[GT_A_NSLOTS];
+      for (int k = 0; k < GT_A_NSLOTS; k++) {
+        int h = host_id[l * GT_A_NSLOTS + k];
+        if (h >= 0) {
+          SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, s.bufs[h].bytes, "layer %lld offloaded slot, back", l);
+          gt__free(&s, h);
+        }
+        have[k] = SID(l, k) >= 0;
+      }
+      int want_out = l + 1 < end && SID(l + 1, GT_A_X_IN) < 0;
+      uint32_t ops = gt_layer_recompute_ops(have);
+      if (want_out) ops |= out_op;
+      if (ops) {
+        uint8_t outs[GT_A_NSLOTS];
+        gt_layer_ops_outputs(ops, outs);
+        for (int k = 1; k < GT_A_NSLOTS; k++)
+          if (outs[k] && SID(l, k) < 0) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "layer %%lld %s (recomputed)", gt_act_name((gt_act)k));
+            SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
+          }
+        int xo = (ops & out_op) ? gt__alloc(&s, GT_MEM_TEMP, xbytes, "layer %lld output (recomputed)", l) : -1;
+        if (want_out)
+          SID(l + 1, GT_A_X_IN) = xo;
+        else
+          gt__free(&s, xo);
+      }
+    }
+    for (int64_t l = end - 1; l >= start; l--) {
+      gt__phase(&s, "backward, layer %lld", l);
+      const gt_layer_desc *ld = &m.layers[l];
+      int64_t F = ld->mlp_dim, qd = (int64_t)ld->n_heads * ld->head_dim, kd = (int64_t)ld->n_kv_heads * ld->head_dim;
+      int dx1 = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "layer %lld d(attention residual)", l);
+      int ffw = gt__alloc(&s, GT_MEM_TEMP, (N * d + 3 * N * F) * f4, "layer %lld MLP gradients", l);
+      gt__free(&s, ffw);
+      int at = gt__alloc(&s, GT_MEM_TEMP, (N * d + 2 * N * qd + 3 * N * kd) * f4, "layer %lld attention gradients", l);
+      gt__free(&s, at);
+      gt__free(&s, dx1);
+      for (int k = 0; k < GT_A_NSLOTS; k++) {
+        gt__free(&s, SID(l, k));
+        SID(l, k) = -1;
+      }
+    }
+    end = start;
+  }
+  gt__free(&s, dx);
+  gt__free(&s, dprev);
+#undef SID
+  free(slot_id);
+  free(host_id);
+  free(s.bufs);
+  gt_model_free(&m);
+  return GT_OK;
+}
+
+void gt_plan_free(gt_plan *p) {
+  free(p->saved_per_layer);
+  p->saved_per_layer = NULL;
+}
+
+int64_t gt_plan_memory_limit(const gt_config *c) {
+  if (c->memory_limit_bytes > 0) return c->memory_limit_bytes;
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb > 0 ? kb * 1024 : INT64_MAX;
+}
+
+static double gt__mib(int64_t b) { return (double)b / 1048576.0; }
+
+void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
+  int64_t persistent = p->at_peak[GT_MEM_PARAMS] + p->at_peak[GT_MEM_GRADS] + p->at_peak[GT_MEM_OPTIM];
+  fprintf(f, "memory plan: %s, remat_policy=%s remat_scope=%s, batch %lld x %lld, num_vocab_tiling=%lld\n",
+          c->model_name[0] ? c->model_name : "(no preset)", c->remat_policy, c->remat_scope,
+          gt_config_global_batch(c), c->max_target_length, c->num_vocab_tiling);
+  fprintf(f, "  parameters: %lld (%.3f billion)\n", (long long)p->n_params, (double)p->n_params / 1e9);
+  fprintf(f, "  Per train step: Total TFLOPs: %.4f, split as %.2f%% learnable weight flops and %.2f%% attention flops\n",
+          p->flops.total_tflops, 100 * p->flops.learnable_tflops / p->flops.total_tflops,
+          100 * p->flops.attention_tflops / p->flops.total_tflops);
+  fprintf(f, "  params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (%.1f MiB together)\n",
+          gt__mib(p->at_peak[GT_MEM_PARAMS]), gt__mib(p->at_peak[GT_MEM_GRADS]), gt__mib(p->at_peak[GT_MEM_OPTIM]),
+          gt__mib(persistent));
+  fprintf(f, "  saved activations: %.1f MiB in all, %.2f MiB per layer (layer 0: %.2f MiB)\n",
+          gt__mib(p->saved_total), gt__mib(p->saved_total / (p->n_layers ? p->n_layers : 1)),
+          gt__mib(p->n_layers ? p->saved_per_layer[0] : 0));
+  fprintf(f, "  peak: %.1f MiB (%lld bytes) during %s\n", gt__mib(p->peak_total), (long long)p->peak_total,
+          p->peak_where);
+  fprintf(f, "    at the peak:");
+  for (int k = 0; k < GT_MEM_NCAT; k++)
+    if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
+  fprintf(f, "\n");
+  if (p->host_peak) fprintf(f, "  host pool (offloaded activations): %.1f MiB peak, not in the device peak\n", gt__mib(p->host_peak));
+  fprintf(f, "  largest buffers live at the peak:\n");
+  for (int i = 0; i < p->n_top; i++)
+    fprintf(f, "    %10.2f MiB  %-18s %s\n", gt__mib(p->top[i].bytes), gt_mem_cat_name(p->top[i].cat), p->top[i].name);
+}
+
+char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model_name", c->model_name);
+  cJSON_AddStringToObject(o, "remat_policy", c->remat_policy);
+  cJSON_AddStringToObject(o, "remat_scope", c->remat_scope);
+  cJSON_AddNumberToObject(o, "parameters", (double)p->n_params);
+  cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
+  cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
+  cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);
+  cJSON_AddNumberToObject(o, "peak_bytes", (double)p->peak_total);
+  cJSON_AddStringToObject(o, "peak_during", p->peak_where);
+  cJSON_AddNumberToObject(o, "host_pool_peak_bytes", (double)p->host_peak);
+  cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)p->saved_total);
+  cJSON *pl = cJSON_AddArrayToObject(o, "saved_activation_bytes_per_layer");
+  for (int64_t l = 0; l < p->n_layers; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber((double)p->saved_per_layer[l]));
+  cJSON *cp = cJSON_AddObjectToObject(o, "category_peak_bytes");
+  cJSON *ap = cJSON_AddObjectToObject(o, "bytes_at_peak");
+  for (int k = 0; k < GT_MEM_NCAT; k++) {
+    cJSON_AddNumberToObject(cp, gt_mem_cat_name((gt_mem_cat)k), (double)p->cat_peak[k]);
+    cJSON_AddNumberToObject(ap, gt_mem_cat_name((gt_mem_cat)k), (double)p->at_peak[k]);
+  }
+  cJSON *top = cJSON_AddArrayToObject(o, "largest_buffers_at_peak");
+  for (int i = 0; i < p->n_top; i++) {
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "name", p->top[i].name);
+    cJSON_AddStringToObject(b, "category", gt_mem_cat_name(p->top[i].cat));
+    cJSON_AddNumberToObject(b, "bytes", (double)p->top[i].bytes);
+    cJSON_AddItemToArray(top, b);
+  }
+  char *s = cJSON_Print(o);
+  cJSON_Delete(o);
+  return s;
+}

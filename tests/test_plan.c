@@ -1,0 +1,130 @@
+/* The plan is the truth: for several presets, lengths, policies, scopes and
+ * vocab tilings, the tracked allocator's measured peak of every category
+ * during a real training step equals what gemtrain plan predicted (the test
+ * allows 5%, the replay is exact). And the 4b plan matches the spec. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/config.h"
+#include "gemtrain/data.h"
+#include "gemtrain/exec.h"
+#include "gemtrain/model.h"
+#include "gemtrain/optim.h"
+#include "gemtrain/plan.h"
+
+static void measure_vs_plan(int n, const char *const *ov) {
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_plan p;
+  ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_model m;
+  gt_optim o;
+  ck_assert(gt_data_open(&d, &c, &mem, &e) == GT_OK);
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
+  gt_model_init_params(&m, 1, 1.0);
+  ck_assert(gt_optim_init(&o, m.n_params, &mem, &e) == GT_OK);
+  gt_batch b;
+  gt_data_next_train(&d, &b);
+  gt_loss_stats st = {0, 0};
+  ck_assert(gt_exec_forward_backward(&m, &b, (int)c.num_vocab_tiling, 1.0f / (float)(b.B * b.T), &st, &e) == GT_OK);
+  gt_optim_step(&o, m.params, m.grads, &c, NULL);
+  char what[256];
+  snprintf(what, sizeof what, "%s %s/%s T=%lld tiles=%lld", c.model_name, c.remat_policy, c.remat_scope,
+           c.max_target_length, c.num_vocab_tiling);
+  for (int k = 0; k < GT_MEM_NCAT; k++) {
+    int64_t got = gt_mem_peak(&mem, (gt_mem_cat)k), want = p.cat_peak[k];
+    ck_assert_msg(llabs(got - want) <= want / 20, "%s: %s peak measured %lld, planned %lld", what,
+                  gt_mem_cat_name((gt_mem_cat)k), (long long)got, (long long)want);
+  }
+  ck_assert_msg(llabs(gt_mem_total_peak(&mem) - p.peak_total) <= p.peak_total / 20,
+                "%s: total peak measured %lld, planned %lld", what, (long long)gt_mem_total_peak(&mem),
+                (long long)p.peak_total);
+  /* the replay is exact, not just within 5% */
+  ck_assert_int_eq(gt_mem_total_peak(&mem), p.peak_total);
+  gt_optim_free(&o);
+  gt_model_free(&m);
+  gt_data_close(&d);
+  gt_plan_free(&p);
+}
+
+START_TEST(test_measured_equals_plan) {
+  const char *models[] = {"model_name=gemma3-tiny", "model_name=gemma3-small"};
+  const char *lens[] = {"max_target_length=64", "max_target_length=128"};
+  const char *pols[] = {"remat_policy=none", "remat_policy=full", "remat_policy=minimal",
+                        "remat_policy=save_dot_except_mlp", "remat_policy=minimal_offloaded"};
+  const char *scopes[] = {"remat_scope=layer", "remat_scope=block"};
+  for (int mi = 0; mi < 2; mi++)
+    for (int li = 0; li < 2; li++)
+      for (int pi = 0; pi < 5; pi++)
+        for (int si = 0; si < 2; si++) {
+          const char *ov[] = {models[mi], lens[li], pols[pi], scopes[si], "dataset_type=synthetic",
+                              "per_device_batch_size=2", li ? "num_vocab_tiling=4" : "num_vocab_tiling=1"};
+          measure_vs_plan(7, ov);
+        }
+}
+END_TEST
+
+START_TEST(test_block_scope_costs_more) {
+  const char *a[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=layer", "dataset_type=synthetic"};
+  const char *b[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=block", "dataset_type=synthetic"};
+  gt_config ca, cb;
+  gt_err e;
+  ck_assert(gt_config_load(&ca, GT_SOURCE_DIR "/configs", NULL, 4, a, &e) == GT_OK);
+  ck_assert(gt_config_load(&cb, GT_SOURCE_DIR "/configs", NULL, 4, b, &e) == GT_OK);
+  gt_plan pa, pb;
+  ck_assert(gt_plan_compute(&pa, &ca, &e) == GT_OK);
+  ck_assert(gt_plan_compute(&pb, &cb, &e) == GT_OK);
+  ck_assert_msg(pb.peak_total > pa.peak_total, "block %lld vs layer %lld", (long long)pb.peak_total,
+                (long long)pa.peak_total);
+  ck_assert(strstr(pb.peak_where, "backward"));
+  gt_plan_free(&pa);
+  gt_plan_free(&pb);
+}
+END_TEST
+
+START_TEST(test_4b_plan_matches_spec) {
+  const char *ov[] = {"model_name=gemma3-4b", "per_device_batch_size=1", "max_target_length=2048",
+                      "dataset_type=synthetic"};
+  gt_config c;
+  gt_err e;
+  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 4, ov, &e) == GT_OK);
+  gt_plan p;
+  ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
+  ck_assert_int_eq(p.n_params, 3880099328LL);
+  ck_assert(fabs(p.flops.total_tflops - 49.05) < 0.01);
+  /* params + grads + 2 moments, 4 bytes each */
+  ck_assert_int_eq(p.cat_peak[GT_MEM_PARAMS] + p.cat_peak[GT_MEM_GRADS] + p.cat_peak[GT_MEM_OPTIM],
+                   16LL * 3880099328LL);
+  /* full remat (base.json) keeps 34 carries of [2048, 2560] floats */
+  ck_assert_int_eq(p.saved_total, 34LL * 2048 * 2560 * 4);
+  ck_assert_int_gt(p.peak_total, 16LL * 3880099328LL);
+  char *js = gt_plan_to_json(&p, &c);
+  ck_assert(strstr(js, "\"peak_bytes\""));
+  free(js);
+  gt_plan_free(&p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("plan");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 200);
+  tcase_add_test(tc, test_measured_equals_plan);
+  tcase_add_test(tc, test_block_scope_costs_more);
+  tcase_add_test(tc, test_4b_plan_matches_spec);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

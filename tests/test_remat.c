@@ -1,0 +1,145 @@
+/* Remat changes memory, never math: every policy and both scopes give loss
+ * and gradients bit-identical to remat_policy=none, and keep exactly what the
+ * policy names (full + layer scope keeps L carries). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/config.h"
+#include "gemtrain/exec.h"
+#include "gemtrain/layer.h"
+#include "gemtrain/model.h"
+#include "gt_testutil.h"
+
+static const char *policies[] = {"none", "minimal", "minimal_with_context", "save_dot_with_context_except_mlp",
+                                 "save_dot_except_mlpwi", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj",
+                                 "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
+#define NPOL ((int)(sizeof policies / sizeof policies[0]))
+
+typedef struct run {
+  double loss;
+  float *grads;
+  int64_t n;
+  int64_t saved_peak, host_peak;
+} run;
+
+static run run_step(const char *policy, const char *scope, int layers, const char *pattern) {
+  char p[96], s[64], l[64], pat[64];
+  snprintf(p, sizeof p, "remat_policy=%s", policy);
+  snprintf(s, sizeof s, "remat_scope=%s", scope);
+  snprintf(l, sizeof l, "base_num_decoder_layers=%d", layers);
+  snprintf(pat, sizeof pat, "layer_pattern=%s", pattern);
+  /* custom: keep q and context on the device, offload mlpwo */
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
+                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload"};
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
+  gt_model_init_params(&m, 3, 1.0);
+  int B = 2, T = 24;
+  int32_t in[48], tg[48], pos[48];
+  uint64_t st = 77;
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)(gt_test_rand_u64(&st) % 260);
+    tg[i] = (int32_t)(gt_test_rand_u64(&st) % 260);
+    pos[i] = i % T;
+  }
+  gt_batch b = {B, T, in, tg, pos, NULL};
+  gt_loss_stats ls = {0, 0};
+  ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / 48, &ls, &e) == GT_OK);
+  run r;
+  r.loss = ls.xent_sum;
+  r.n = m.n_params;
+  r.grads = malloc(sizeof(float) * (size_t)m.n_params);
+  memcpy(r.grads, m.grads, sizeof(float) * (size_t)m.n_params);
+  r.saved_peak = gt_mem_peak(&mem, GT_MEM_SAVED);
+  r.host_peak = gt_mem_peak(&mem, GT_MEM_HOST);
+  int64_t params_only = gt_mem_total_cur(&mem);
+  gt_model_free(&m);
+  ck_assert(params_only > 0);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  ck_assert_int_eq(gt_mem_cur(&mem, GT_MEM_HOST), 0);
+  return r;
+}
+
+START_TEST(test_every_policy_bit_identical) {
+  const char *scopes[] = {"layer", "block"};
+  for (int lay = 0; lay < 2; lay++) {
+    int layers = lay ? 5 : 6;
+    const char *pattern = lay ? "LLG" : "LLLLLG"; /* 5 layers in blocks of 3: a partial last block */
+    run ref = run_step("none", "layer", layers, pattern);
+    for (int sc = 0; sc < 2; sc++)
+      for (int i = 0; i < NPOL; i++) {
+        run r = run_step(policies[i], scopes[sc], layers, pattern);
+        ck_assert_msg(r.loss == ref.loss, "%s/%s: loss differs", policies[i], scopes[sc]);
+        ck_assert_msg(memcmp(r.grads, ref.grads, sizeof(float) * (size_t)r.n) == 0, "%s/%s: gradients differ",
+                      policies[i], scopes[sc]);
+        if (strstr(policies[i], "offloaded") || !strcmp(policies[i], "custom"))
+          ck_assert_msg(r.host_peak > 0, "%s keeps nothing in the host pool", policies[i]);
+        else
+          ck_assert_int_eq(r.host_peak, 0);
+        free(r.grads);
+      }
+    free(ref.grads);
+  }
+}
+END_TEST
+
+START_TEST(test_full_keeps_only_carries) {
+  /* layer scope: the L layer inputs (the final hidden state is a temporary) */
+  run r = run_step("full", "layer", 6, "LLLLLG");
+  ck_assert_int_eq(r.saved_peak, 6LL * 48 * 64 * 4);
+  free(r.grads);
+  /* block scope, blocks of 3: only the 2 block inputs */
+  r = run_step("full", "block", 6, "LLG");
+  ck_assert_int_eq(r.saved_peak, 2LL * 48 * 64 * 4);
+  free(r.grads);
+  /* save_out_proj adds one [N,d] per layer */
+  r = run_step("save_out_proj", "layer", 6, "LLLLLG");
+  ck_assert_int_eq(r.saved_peak, 6LL * 2 * 48 * 64 * 4);
+  free(r.grads);
+}
+END_TEST
+
+START_TEST(test_recompute_ops) {
+  uint8_t have[GT_A_NSLOTS];
+  memset(have, 1, sizeof have);
+  ck_assert_int_eq(gt_layer_recompute_ops(have), 0);
+  /* only the carry: every op runs */
+  memset(have, 0, sizeof have);
+  have[GT_A_X_IN] = 1;
+  ck_assert_int_eq(gt_layer_recompute_ops(have), gt_layer_all_ops());
+  /* everything but the context: only attention runs again */
+  memset(have, 1, sizeof have);
+  have[GT_A_CTX] = 0;
+  uint32_t ops = gt_layer_recompute_ops(have);
+  uint8_t outs[GT_A_NSLOTS];
+  gt_layer_ops_outputs(ops, outs);
+  ck_assert(outs[GT_A_CTX] && outs[GT_A_LSE]);
+  int n = 0;
+  for (int k = 0; k < GT_A_NSLOTS; k++) n += outs[k];
+  ck_assert_int_eq(n, 2);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("remat");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_every_policy_bit_identical);
+  tcase_add_test(tc, test_full_keeps_only_carries);
+  tcase_add_test(tc, test_recompute_ops);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
