@@ -14,6 +14,7 @@
 #include "gemtrain/metrics.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
+#include "gemtrain/plan.h"
 
 static double gt__now(void) {
   struct timespec ts;
@@ -148,6 +149,24 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
                       "expected num_devices=1",
                       cfg.num_devices);
   int threads = gt_threads_configure(&cfg);
+  /* the plan decides before anything large is allocated */
+  gt_plan plan;
+  if ((rc = gt_plan_compute(&plan, &cfg, err))) return rc;
+  int64_t limit = gt_plan_memory_limit(&cfg);
+  if (plan.peak_total + plan.host_peak > limit) {
+    if (out) gt_plan_print(out, &plan, &cfg);
+    rc = gt_err_set(err, GT_ERR_PLAN,
+                    "train: the plan needs %.1f MiB (device %.1f + host pool %.1f) but the limit is %.1f MiB "
+                    "(%s): over by %.1f MiB",
+                    (double)(plan.peak_total + plan.host_peak) / 1048576.0, (double)plan.peak_total / 1048576.0,
+                    (double)plan.host_peak / 1048576.0, (double)limit / 1048576.0,
+                    cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM",
+                    (double)(plan.peak_total + plan.host_peak - limit) / 1048576.0);
+    gt_plan_free(&plan);
+    return rc;
+  }
+  int64_t planned_peak = plan.peak_total;
+  gt_plan_free(&plan);
 
   if (!cfg.run_name[0]) {
     time_t now = time(NULL);
@@ -206,7 +225,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
               (long long)(data.n_stream - data.n_train), B, T);
     else
       fprintf(out, "data: synthetic, one fixed batch of %d x %d uniform ids\n", B, T);
-    fprintf(out, "devices: %lld, threads: %d; run directory: %s\n", cfg.num_devices, threads, res->run_dir);
+    fprintf(out, "devices: %lld, threads: %d; remat_policy=%s remat_scope=%s, planned peak %.1f MiB; run directory: %s\n",
+            cfg.num_devices, threads, cfg.remat_policy, cfg.remat_scope, (double)planned_peak / 1048576.0,
+            res->run_dir);
     fflush(out);
   }
 
@@ -300,9 +321,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (rc) goto out;
   }
   if (out) {
-    fprintf(out, "peak memory: %.1f MiB measured (params %.1f, grads %.1f, optimizer %.1f, saved activations "
+    fprintf(out, "peak memory: %.1f MiB planned, %.1f MiB measured (params %.1f, grads %.1f, optimizer %.1f, saved activations "
                  "%.1f, temporaries %.1f, logits %.1f MiB)\n",
-            (double)res->peak_memory_bytes / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_PARAMS) / 1048576.0,
+            (double)planned_peak / 1048576.0, (double)res->peak_memory_bytes / 1048576.0,
+            (double)gt_mem_peak(&mem, GT_MEM_PARAMS) / 1048576.0,
             (double)gt_mem_peak(&mem, GT_MEM_GRADS) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_OPTIM) / 1048576.0,
             (double)gt_mem_peak(&mem, GT_MEM_SAVED) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_TEMP) / 1048576.0,
             (double)gt_mem_peak(&mem, GT_MEM_LOGITS) / 1048576.0);

@@ -11,6 +11,7 @@
 #include "gemtrain/flops.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
+#include "gemtrain/plan.h"
 #include "gemtrain/prof.h"
 #include "gemtrain/train.h"
 
@@ -19,17 +20,125 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+typedef struct bench_result {
+  double fb_s, step_s; /* medians */
+  int64_t peak, planned;
+  gt_prof prof;
+  double total_s;
+  double offload_s;
+  long long offload_bytes;
+} bench_result;
+
+/* Times `steps` training steps after one warm-up step. */
+static int bench_config(gt_config *cfg, int steps, bench_result *br) {
+  gt_err err;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_data data;
+  gt_optim opt = {0};
+  gt_plan plan;
+  memset(br, 0, sizeof *br);
+  if (gt_plan_compute(&plan, cfg, &err) || gt_model_build(&m, cfg, &err) || gt_model_alloc(&m, &mem, &err) ||
+      gt_data_open(&data, cfg, &mem, &err) || gt_optim_init(&opt, m.n_params, &mem, &err)) {
+    fprintf(stderr, "gemtrain bench: %s\n", err.msg);
+    return 1;
+  }
+  br->planned = plan.peak_total;
+  gt_plan_free(&plan);
+  gt_model_init_params(&m, 0, 1.0);
+  int B = (int)gt_config_global_batch(cfg), T = (int)cfg->max_target_length;
+  double *fb = malloc(sizeof(double) * steps), *full = malloc(sizeof(double) * steps);
+  for (int s = -1; s < steps; s++) {
+    if (s == 0) {
+      memset(&br->prof, 0, sizeof br->prof);
+      m.prof = &br->prof;
+      m.offload_seconds = 0;
+      m.offload_bytes = 0;
+    }
+    double t0 = gt_prof_now();
+    gt_batch b;
+    gt_data_next_train(&data, &b);
+    gt_model_zero_grads(&m);
+    gt_loss_stats st = {0, 0};
+    if (gt_exec_forward_backward(&m, &b, (int)cfg->num_vocab_tiling, 1.0f / (float)(B * T), &st, &err)) {
+      fprintf(stderr, "gemtrain bench: %s\n", err.msg);
+      return 1;
+    }
+    double t1 = gt_prof_now();
+    GT_PROF(m.prof, GT_PROF_OPTIM, gt_optim_step(&opt, m.params, m.grads, cfg, NULL));
+    double t2 = gt_prof_now();
+    if (s >= 0) fb[s] = t1 - t0, full[s] = t2 - t0, br->total_s += t2 - t0;
+  }
+  qsort(fb, (size_t)steps, sizeof(double), cmp_d);
+  qsort(full, (size_t)steps, sizeof(double), cmp_d);
+  br->fb_s = fb[steps / 2];
+  br->step_s = full[steps / 2];
+  br->peak = gt_mem_total_peak(&mem);
+  br->offload_s = m.offload_seconds / steps;
+  br->offload_bytes = m.offload_bytes / steps;
+  free(fb);
+  free(full);
+  gt_optim_free(&opt);
+  gt_data_close(&data);
+  gt_model_free(&m);
+  return 0;
+}
+
+static const char *remat_policies[] = {"none", "minimal", "minimal_with_context", "save_dot_with_context_except_mlp",
+                                       "save_dot_except_mlpwi", "save_dot_except_mlp", "save_qkv_proj",
+                                       "save_out_proj", "qkv_proj_offloaded", "minimal_offloaded", "full"};
+
+static int bench_remat(int argc, char **argv, int steps) {
+  gt_config cfg;
+  int rc = gt_cli_load_config(argc, argv, &cfg);
+  if (rc) return rc;
+  snprintf(cfg.dataset_type, sizeof cfg.dataset_type, "synthetic");
+  int threads = gt_threads_configure(&cfg);
+  printf("remat benchmark: %s, %lld layers, batch %lld x %lld, %d threads, median of %d steps\n\n",
+         cfg.model_name, cfg.base_num_decoder_layers, gt_config_global_batch(&cfg), cfg.max_target_length, threads,
+         steps);
+  printf("| remat_policy | scope | planned peak MiB | measured peak MiB | step s | vs none | host copies MiB/step, s |\n");
+  printf("|---|---|---|---|---|---|---|\n");
+  double base = 0;
+  int npol = (int)(sizeof remat_policies / sizeof remat_policies[0]);
+  for (int i = 0; i < npol; i++)
+    for (int sc = 0; sc < 2; sc++) {
+      if (i == 0 && sc == 1) continue; /* none has no boundary */
+      gt_config c = cfg;
+      snprintf(c.remat_policy, sizeof c.remat_policy, "%s", remat_policies[i]);
+      snprintf(c.remat_scope, sizeof c.remat_scope, "%s", sc ? "block" : "layer");
+      gt_err e;
+      if (gt_config_validate(&c, &e)) {
+        fprintf(stderr, "gemtrain bench: %s\n", e.msg);
+        return 2;
+      }
+      bench_result br;
+      if (bench_config(&c, steps, &br)) return 1;
+      if (i == 0) base = br.step_s;
+      char host[64] = "-";
+      if (br.offload_bytes) snprintf(host, sizeof host, "%.1f, %.3f", (double)br.offload_bytes / 1048576.0, br.offload_s);
+      printf("| %s | %s | %.1f | %.1f | %.3f | %.2fx | %s |\n", c.remat_policy, c.remat_scope,
+             (double)br.planned / 1048576.0, (double)br.peak / 1048576.0, br.step_s, br.step_s / base, host);
+      fflush(stdout);
+    }
+  return 0;
+}
+
 int gt_cmd_bench(int argc, char **argv) {
-  int steps = 5, warmup = 1;
-  int first = 0;
+  int steps = 5;
+  int first = 0, remat = 0;
+  if (argc > 0 && !strcmp(argv[0], "remat")) remat = 1, first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);
       first += 2;
     } else if (!strcmp(argv[first], "--help")) {
-      printf("usage: gemtrain bench [--steps N] [config.json] [key=value ...]\n"
+      printf("usage: gemtrain bench [remat] [--steps N] [config.json] [key=value ...]\n"
              "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic\n"
-             "data and prints tokens/s and the share of time per kind of work.\n");
+             "data and prints tokens/s and the share of time per kind of work. 'bench remat' does\n"
+             "it for every remat policy and scope and prints a table of planned and measured peak\n"
+             "memory and step time relative to remat_policy=none.\n");
       return 0;
     } else {
       fprintf(stderr, "gemtrain bench: unknown option '%s'\n", argv[first]);
@@ -37,67 +146,32 @@ int gt_cmd_bench(int argc, char **argv) {
     }
   }
   if (steps < 1) steps = 1;
+  if (remat) return bench_remat(argc - first, argv + first, steps);
   gt_config cfg;
   int rc = gt_cli_load_config(argc - first, argv + first, &cfg);
   if (rc) return rc;
   snprintf(cfg.dataset_type, sizeof cfg.dataset_type, "synthetic");
   int threads = gt_threads_configure(&cfg);
-  gt_err err;
-  gt_mem mem;
-  gt_mem_init(&mem);
-  gt_model m;
-  gt_data data;
-  gt_optim opt = {0};
-  gt_prof prof;
-  if (gt_model_build(&m, &cfg, &err) || gt_model_alloc(&m, &mem, &err) ||
-      gt_data_open(&data, &cfg, &mem, &err) || gt_optim_init(&opt, m.n_params, &mem, &err)) {
-    fprintf(stderr, "gemtrain bench: %s\n", err.msg);
-    return 1;
-  }
-  gt_model_init_params(&m, 0, 1.0);
   int B = (int)gt_config_global_batch(&cfg), T = (int)cfg.max_target_length;
-  printf("bench: %s d=%lld L=%lld H=%lld K=%lld hd=%lld F=%lld V=%lld W=%lld, batch %d x %d, %d threads\n",
+  printf("bench: %s d=%lld L=%lld H=%lld K=%lld hd=%lld F=%lld V=%lld W=%lld, batch %d x %d, remat %s/%s, %d threads\n",
          cfg.model_name, cfg.base_emb_dim, cfg.base_num_decoder_layers, cfg.base_num_query_heads,
          cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.sliding_window_size, B, T,
-         threads);
-  double *fb = malloc(sizeof(double) * steps), *full = malloc(sizeof(double) * steps);
-  for (int s = -warmup; s < steps; s++) {
-    if (s == 0) memset(&prof, 0, sizeof prof), m.prof = &prof;
-    double t0 = gt_prof_now();
-    gt_batch b;
-    gt_data_next_train(&data, &b);
-    gt_model_zero_grads(&m);
-    gt_loss_stats st = {0, 0};
-    if (gt_exec_forward_backward(&m, &b, (int)cfg.num_vocab_tiling, 1.0f / (float)(B * T), &st, &err)) {
-      fprintf(stderr, "gemtrain bench: %s\n", err.msg);
-      return 1;
-    }
-    double t1 = gt_prof_now();
-    GT_PROF(m.prof, GT_PROF_OPTIM, gt_optim_step(&opt, m.params, m.grads, &cfg, NULL));
-    double t2 = gt_prof_now();
-    if (s >= 0) fb[s] = t1 - t0, full[s] = t2 - t0;
-  }
-  double total = 0;
-  for (int s = 0; s < steps; s++) total += full[s];
-  qsort(fb, (size_t)steps, sizeof(double), cmp_d);
-  qsort(full, (size_t)steps, sizeof(double), cmp_d);
+         cfg.remat_policy, cfg.remat_scope, threads);
+  bench_result br;
+  if (bench_config(&cfg, steps, &br)) return 1;
   double tok = (double)B * T;
   gt_flops fl = gt_flops_per_step_per_device(&cfg);
-  printf("forward+backward: %.1f tokens/s (median %.3f s of %d steps)\n", tok / fb[steps / 2], fb[steps / 2], steps);
+  printf("forward+backward: %.1f tokens/s (median %.3f s of %d steps)\n", tok / br.fb_s, br.fb_s, steps);
   printf("train step (with clipping and AdamW): %.1f tokens/s, %.1f GFLOP/s (MaxText count %.4f TFLOPs/step)\n",
-         tok / full[steps / 2], fl.total_tflops * 1e3 / full[steps / 2], fl.total_tflops);
+         tok / br.step_s, fl.total_tflops * 1e3 / br.step_s, fl.total_tflops);
   printf("time shares:");
   double acc = 0;
   for (int c = 0; c < GT_PROF_NCAT; c++) {
-    printf(" %s %.1f%%,", gt_prof_cat_name((gt_prof_cat)c), 100 * prof.seconds[c] / total);
-    acc += prof.seconds[c];
+    printf(" %s %.1f%%,", gt_prof_cat_name((gt_prof_cat)c), 100 * br.prof.seconds[c] / br.total_s);
+    acc += br.prof.seconds[c];
   }
-  printf(" other (allocation, copies, residual adds) %.1f%%\n", 100 * (total - acc) / total);
-  printf("peak memory: %.1f MiB\n", (double)gt_mem_total_peak(&mem) / 1048576.0);
-  free(fb);
-  free(full);
-  gt_optim_free(&opt);
-  gt_data_close(&data);
-  gt_model_free(&m);
+  printf(" other (allocation, copies, residual adds) %.1f%%\n", 100 * (br.total_s - acc) / br.total_s);
+  printf("peak memory: %.1f MiB measured, %.1f MiB planned\n", (double)br.peak / 1048576.0,
+         (double)br.planned / 1048576.0);
   return 0;
 }

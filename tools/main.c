@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "train")) return gt_cmd_train(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
-  fprintf(stderr, "gemtrain: unknown command '%s'; expected train or bench (see gemtrain --help)\n", cmd);
+  if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan or bench (see gemtrain --help)\n", cmd);
   return 2;
 }
