@@ -1,9 +1,10 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr */
 #include "gemtrain/config.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -424,11 +425,31 @@ static int gt__is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-const char *gt_config_default_dir(void) {
+/* Where an installed library or binary finds its configs: next to itself,
+ * at the install layout's relative path (so a staged or relocated install
+ * works), found through the address of this very function. */
+static int gt__dir_near_self(char *buf, size_t n) {
+  Dl_info info;
+  if (!dladdr((void *)gt__dir_near_self, &info) || !info.dli_fname) return 0;
+  char self[GT_STR_PATH];
+  snprintf(self, sizeof self, "%s", info.dli_fname);
+  char *slash = strrchr(self, '/');
+  if (!slash) return 0;
+  *slash = '\0';
+  const char *rel[] = {GT_CONFIG_REL_FROM_LIB, GT_CONFIG_REL_FROM_BIN};
+  for (int i = 0; i < 2; i++) {
+    snprintf(buf, n, "%s/%s", self, rel[i]);
+    if (gt__is_dir(buf)) return 1;
+  }
+  return 0;
+}
+
+const char *gt_config_default_dir(char *buf, size_t n) {
   const char *env = getenv("GEMTRAIN_CONFIG_DIR");
-  if (env && *env) return env;
-  if (gt__is_dir(GT_SOURCE_CONFIG_DIR)) return GT_SOURCE_CONFIG_DIR;
-  return GT_INSTALL_CONFIG_DIR;
+  if (env && *env) return snprintf(buf, n, "%s", env), buf;
+  if (gt__dir_near_self(buf, n)) return buf;
+  if (gt__is_dir(GT_SOURCE_CONFIG_DIR)) return snprintf(buf, n, "%s", GT_SOURCE_CONFIG_DIR), buf;
+  return snprintf(buf, n, "%s", GT_INSTALL_CONFIG_DIR), buf;
 }
 
 static void gt__list_presets(const char *dir, char *buf, size_t n) {
@@ -481,7 +502,8 @@ static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char
 gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
                      const char *const *overrides, gt_err *err) {
   memset(cfg, 0, sizeof *cfg);
-  if (!config_dir) config_dir = gt_config_default_dir();
+  char dirbuf[GT_STR_PATH];
+  if (!config_dir) config_dir = gt_config_default_dir(dirbuf, sizeof dirbuf);
   char path[GT_STR_PATH + 64];
   cJSON *base = NULL, *user = NULL, *model = NULL;
   uint8_t seen[GT__NKEYS];

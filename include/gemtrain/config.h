@@ -111,9 +111,11 @@ int gt_config_num_keys(void);
 const gt_key_spec *gt_config_key_at(int i);
 const gt_key_spec *gt_config_key(const char *name);
 
-/* The directory holding base.json and models/: $GEMTRAIN_CONFIG_DIR, else
- * the source tree's configs/, else the installed share/gemtrain/configs. */
-const char *gt_config_default_dir(void);
+/* The directory holding base.json and models/, written into buf (returned):
+ * $GEMTRAIN_CONFIG_DIR, else share/gemtrain/configs beside the installed
+ * library or binary, else the source tree's configs/, else the configured
+ * install prefix's. */
+const char *gt_config_default_dir(char *buf, size_t n);
 
 /* Load and validate. config_dir NULL = gt_config_default_dir(). user_file and
  * overrides may be NULL/0. Each override is "key=value". */

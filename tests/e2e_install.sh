@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# End-to-end: `cmake --install` into a staging prefix, then
+# examples/ci-consumer (a separate CMake project) finds it with
+# find_package(gemtrain), builds its Check test and passes it; a plain C file
+# builds with `pkg-config --cflags --libs gemtrain`; the installed command
+# finds its configs. Usage: e2e_install.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+build=$(dirname "$bin")
+work=$(mktemp -d /tmp/gt_e2e_install.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cmake --install "$build" --prefix "$work/stage" > "$work/install.log" || { cat "$work/install.log"; fail "install"; }
+for f in include/gemtrain/gemtrain.h share/gemtrain/configs/base.json bin/gemtrain; do
+  [ -e "$work/stage/$f" ] || fail "missing $f"
+done
+ls "$work"/stage/lib*/libgemtrain.so* "$work"/stage/lib*/libgemtrain.a > /dev/null 2>&1 || \
+  ls "$work"/stage/lib/*/libgemtrain.so > /dev/null || fail "no libraries installed"
+
+cmake -S "$src/examples/ci-consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/stage" > "$work/c.log" 2>&1 \
+  || { cat "$work/c.log"; fail "consumer configure"; }
+cmake --build "$work/consumer" > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "consumer build"; }
+# the installed library must find the installed configs, not the source tree's
+ctest --test-dir "$work/consumer" --output-on-failure > "$work/t.log" 2>&1 || { cat "$work/t.log"; fail "consumer test"; }
+
+pc=$(dirname "$(find "$work/stage" -name gemtrain.pc | head -1)")
+cat > "$work/hello.c" <<'C'
+#include <gemtrain/gemtrain.h>
+#include <stdio.h>
+int main(void) {
+  gt_ctx *c = gt_ctx_new();
+  const char *ov[] = {"dataset_type=synthetic"};
+  if (gt_ctx_configure(c, "gemma3-tiny", 1, ov) || gt_ctx_init(c)) { printf("%s\n", gt_ctx_error(c)); return 1; }
+  double l; int rc = gt_ctx_train(c, 1, &l);
+  printf("params %lld loss %.3f\n", (long long)gt_ctx_num_params(c), l);
+  gt_ctx_free(c);
+  return rc;
+}
+C
+# shellcheck disable=SC2046
+cc -o "$work/hello" "$work/hello.c" $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs gemtrain) \
+  -Wl,-rpath,"$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir gemtrain)" || fail "pkg-config build"
+"$work/hello" | grep -q '^params [0-9]* loss ' || fail "pkg-config program did not train"
+# the installed command finds the installed configs
+GEMTRAIN_CONFIG_DIR= "$work/stage/bin/gemtrain" train model_name=gemma3-4b dump_config=true > "$work/dump.json"
+grep -q '"base_emb_dim":[[:space:]]*2560' "$work/dump.json" || fail "installed gemtrain lacks its configs"
+echo "e2e_install: 1 passed, 0 failed"
