@@ -1,11 +1,12 @@
-/* Train gemma3-tiny for 20 steps in a unit test and check that it learned. */
+/* Train a 2-layer gemma3-tiny for 20 steps in a unit test and check that it learned. */
 #include <check.h>
 #include <gemtrain/gemtrain.h>
 
 START_TEST(test_tiny_gemma_learns) {
   gt_ctx *c = gt_ctx_new();
-  const char *ov[] = {"dataset_type=synthetic", "learning_rate=0.01", "max_target_length=32"};
-  ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", 3, ov) == GT_OK, "%s", gt_ctx_error(c));
+  const char *ov[] = {"dataset_type=synthetic", "base_num_decoder_layers=2", "layer_pattern=LG",
+                      "learning_rate=0.01", "max_target_length=32"};
+  ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", 5, ov) == GT_OK, "%s", gt_ctx_error(c));
   ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
   double loss[20];
   ck_assert_msg(gt_ctx_train(c, 20, loss) == GT_OK, "%s", gt_ctx_error(c));
