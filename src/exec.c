@@ -34,7 +34,33 @@ typedef struct gt__run {
   gt_model *m;
   const gt_batch *b;
   gt__lstate *ls; /* [L] */
+  const float **lp; /* [L] each layer's parameter block while acquired */
+  float **lg;       /* [L] its gradient block (backward) */
 } gt__run;
+
+static gt_rc gt__acquire(gt_model *m, int64_t u, int phase, const float **p, float **g, gt_err *err) {
+  if (m->view) return m->view->acquire(m->view->ctx, u, phase, p, g, err);
+  int64_t off, cnt;
+  gt_model_unit(m, u, &off, &cnt);
+  *p = m->params + off;
+  if (g) *g = m->grads + off;
+  return GT_OK;
+}
+
+static void gt__drop_params(gt_model *m, int64_t u) {
+  if (m->view && m->view->drop_params) m->view->drop_params(m->view->ctx, u);
+}
+
+static void gt__release(gt_model *m, int64_t u, int phase) {
+  if (m->view) m->view->release(m->view->ctx, u, phase);
+}
+
+/* The units of the remat boundary holding layer l: [*start, *end). */
+static void gt__block_of(const gt_model *m, int64_t l, int64_t *start, int64_t *end) {
+  int64_t period = m->remat.block_scope ? m->remat.period : 1;
+  *start = l / period * period;
+  *end = *start + period < m->n_layers ? *start + period : m->n_layers;
+}
 
 static size_t gt__bytes(const gt_model *m, const gt_batch *b, int64_t l, int k) {
   return (size_t)gt_act_numel(m, &m->layers[l], (gt_act)k, b->B, b->T) * sizeof(float);
@@ -52,11 +78,15 @@ static void gt__free_run(gt__run *r) {
   if (r->ls)
     for (int64_t l = 0; l < r->m->n_layers; l++) gt__free_layer(r, l);
   free(r->ls);
+  free(r->lp);
+  free(r->lg);
   r->ls = NULL;
+  r->lp = NULL;
+  r->lg = NULL;
 }
 
-static gt_layer_io gt__io(gt_model *m, const gt_batch *b, int64_t l) {
-  gt_layer_io io = {m, &m->layers[l], b->B, b->T, b->positions, b->segments, m->params};
+static gt_layer_io gt__io(gt__run *r, int64_t l) {
+  gt_layer_io io = {r->m, &r->m->layers[l], r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l]};
   return io;
 }
 
@@ -90,15 +120,37 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
   const gt_remat *rm = &m->remat;
   size_t xbytes = (size_t)(N * d) * sizeof(float);
+  gt_rc rc;
   r->ls = calloc((size_t)L, sizeof *r->ls);
-  if (!r->ls) return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
+  r->lp = calloc((size_t)L, sizeof *r->lp);
+  r->lg = calloc((size_t)L, sizeof *r->lg);
+  if (!r->ls || !r->lp || !r->lg) {
+    gt__free_run(r);
+    return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
+  }
   gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) ? GT_MEM_SAVED : GT_MEM_TEMP;
   float *x = gt_mem_alloc_uninit(m->mem, carry_cat, xbytes);
   if (!x) goto nomem;
-  GT_PROF(m->prof, GT_PROF_ELEMWISE,
-          gt_embedding_forward(x, b->inputs, m->params + m->embed_offset, N, (int)d, m->emb_scale));
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err))) {
+    gt_mem_free(m->mem, x);
+    gt__free_run(r);
+    return rc;
+  }
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+  gt__release(m, 0, 0);
   for (int64_t l = 0; l < L; l++) {
-    gt_layer_io io = gt__io(m, b, l);
+    int64_t bs, be;
+    gt__block_of(m, l, &bs, &be);
+    if (l == bs) /* a boundary's weights arrive together (all of a block's, with block scope) */
+      for (int64_t u = bs; u < be; u++)
+        if ((rc = gt__acquire(m, 1 + u, 0, &r->lp[u], NULL, err))) {
+          for (int64_t v = bs; v < u; v++) gt__release(m, 1 + v, 0);
+          gt_mem_free(m->mem, x);
+          gt__free_run(r);
+          return rc;
+        }
+    gt_layer_io io = gt__io(r, l);
     float **a = r->ls[l].a;
     a[GT_A_X_IN] = x;
     for (int k = 1; k < GT_A_NSLOTS; k++) {
@@ -122,6 +174,8 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       a[k] = NULL;
     }
     x = xn;
+    if (l == be - 1)
+      for (int64_t u = bs; u < be; u++) gt__release(m, 1 + u, 0);
   }
   *x_out = x;
   return GT_OK;
@@ -161,7 +215,7 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
       if (outs[k] && !s->a[k] && !(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k))))
         goto nomem;
     if ((ops & gt_layer_output_op()) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
-    gt_layer_io io = gt__io(m, b, l);
+    gt_layer_io io = gt__io(r, l);
     gt_layer_forward_ops(&io, s->a, ops, xo);
   }
   if (want_out)
@@ -178,8 +232,11 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL};
   float *x = NULL, *dx = NULL, *dprev = NULL;
+  const float *hp = NULL;
+  float *hg = NULL;
+  int head_held = 0;
   if ((rc = gt__forward(&r, 1, &x, err))) return rc;
   size_t xbytes = (size_t)(N * d) * sizeof(float);
   dx = gt_mem_alloc(m->mem, GT_MEM_TEMP, xbytes);
@@ -188,34 +245,52 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the residual gradient");
     goto done;
   }
-  rc = gt__head_run(m, x, b->targets, N, n_tiles, row_weight, dx, NULL, st, err);
+  if ((rc = gt__acquire(m, 0, 1, &hp, &hg, err))) goto done;
+  head_held = 1;
+  rc = gt__head_run(m, hp, hg, x, b->targets, N, n_tiles, row_weight, dx, NULL, st, err);
+  gt__drop_params(m, 0); /* the embedding's gradient stays until the lookup's backward */
   gt_mem_free(m->mem, x);
   x = NULL;
   if (rc) goto done;
-  int period = m->remat.block_scope ? m->remat.period : 1;
   for (int64_t end = L; end > 0;) {
-    int64_t start = ((end - 1) / period) * period;
+    int64_t start, be;
+    gt__block_of(m, end - 1, &start, &be);
+    /* one gather per layer serves both its recompute and its backward */
+    for (int64_t l = start; l < end; l++)
+      if ((rc = gt__acquire(m, 1 + l, 1, &r.lp[l], &r.lg[l], err))) {
+        for (int64_t v = l + 1; v < end; v++) r.lp[v] = NULL;
+        end = l; /* release what was acquired below */
+        for (int64_t v = start; v < l; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
     /* recompute the boundary's layers in forward order */
     float *carry = NULL;
     for (int64_t l = start; l < end; l++) {
       float *next = NULL;
-      if ((rc = gt__restore(&r, l, carry, l + 1 < end && !r.ls[l + 1].a[GT_A_X_IN], &next, err))) goto done;
+      if ((rc = gt__restore(&r, l, carry, l + 1 < end && !r.ls[l + 1].a[GT_A_X_IN], &next, err))) {
+        for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
       carry = next;
     }
     for (int64_t l = end - 1; l >= start; l--) {
-      gt_layer_io io = gt__io(m, b, l);
+      gt_layer_io io = gt__io(&r, l);
       memset(dprev, 0, xbytes);
-      if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, m->grads, err))) goto done;
+      if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
+        for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
       gt__free_layer(&r, l);
+      gt__release(m, 1 + l, 1); /* its gradient leaves as soon as its backward is done */
       float *t = dx;
       dx = dprev;
       dprev = t;
     }
     end = start;
   }
-  GT_PROF(m->prof, GT_PROF_ELEMWISE,
-          gt_embedding_backward(m->grads + m->embed_offset, dx, b->inputs, N, (int)d, m->emb_scale));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
 done:
+  if (head_held) gt__release(m, 0, 1);
   gt_mem_free(m->mem, x);
   gt_mem_free(m->mem, dx);
   gt_mem_free(m->mem, dprev);
@@ -226,10 +301,14 @@ done:
 gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_stats *st, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
-  rc = gt__head_run(m, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
+    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
+    gt__release(m, 0, 0);
+  }
   gt_mem_free(m->mem, x);
   gt__free_run(&r);
   return rc;
@@ -238,11 +317,15 @@ gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_
 gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
   gt_loss_stats st = {0, 0};
-  rc = gt__head_run(m, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
+    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);
+    gt__release(m, 0, 0);
+  }
   gt_mem_free(m->mem, x);
   gt__free_run(&r);
   return rc;

@@ -4,16 +4,16 @@
 
 #include "gemtrain/kernels.h"
 
-gt_rc gt__head_run(gt_model *m, const float *x, const int32_t *targets, int64_t N, int n_tiles,
-                   float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
+gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
+                   int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
   gt_mem *mem = m->mem;
   int64_t d = m->d, V = m->vocab;
   if (n_tiles < 1 || N % n_tiles)
     return gt_err_set(err, GT_ERR_ARG, "head: %lld tokens do not split into %d vocab tiles",
                       (long long)N, n_tiles);
   int64_t R = N / n_tiles;
-  const float *E = m->params + m->embed_offset;
-  const float *wn = m->params + m->final_norm_offset;
+  const float *E = hp;
+  const float *wn = hp + V * d;
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
 
@@ -51,9 +51,9 @@ gt_rc gt__head_run(gt_model *m, const float *x, const int32_t *targets, int64_t 
     if (cap) memcpy(capped, logits, (size_t)(R * V) * sizeof(float));
     GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
     if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_backward(logits, capped, R * V, m->softcap));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, m->grads + m->embed_offset, logits, ht, E, R, d, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
   }
-  if (bwd) gt_rmsnorm_backward(dx, m->grads + m->final_norm_offset, dh, x, rstd, wn, N, (int)d, m->norm_offset);
+  if (bwd) gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset);
 done:
   gt_mem_free(mem, h);
   gt_mem_free(mem, rstd);

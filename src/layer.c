@@ -137,7 +137,7 @@ void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float 
   gt_layer_forward_ops(io, a, gt_layer_all_ops(), x_out);
 }
 
-#define G(slot) (gt_layer_slot(L, grads, (slot)))
+#define G(slot) (gt_layer_slot(L, grads, (slot)))  /* grads: this layer's block */
 
 gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dx_out,
                         float *dx_in, float *grads, gt_err *err) {

@@ -55,9 +55,13 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
     gt_model_free(m);
     return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for %lld layer descriptors", (long long)L);
   }
+  /* The head unit (embedding, final norm) first, then the layers: every
+   * unit is one contiguous range, the grain of gathering and sharding. */
   int64_t cur = 0;
   m->embed_offset = cur;
   gt__add_tensor(m, &cur, -1, "embed_tokens.weight", 2, m->vocab, d);
+  m->final_norm_offset = cur;
+  gt__add_tensor(m, &cur, -1, "norm.weight", 1, d, 0);
   for (int64_t l = 0; l < L; l++) {
     gt_layer_desc *ld = &m->layers[l];
     int global = gt_config_layer_is_global(c, l);
@@ -108,10 +112,18 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
     }
     ld->param_count = cur - ld->param_offset;
   }
-  m->final_norm_offset = cur;
-  gt__add_tensor(m, &cur, -1, "norm.weight", 1, d, 0);
   m->n_params = cur;
   return GT_OK;
+}
+
+void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count) {
+  if (u == 0) {
+    *offset = m->embed_offset;
+    *count = m->vocab * m->d + m->d;
+  } else {
+    *offset = m->layers[u - 1].param_offset;
+    *count = m->layers[u - 1].param_count;
+  }
 }
 
 int64_t gt_model_count_params(const gt_config *cfg) {

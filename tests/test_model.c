@@ -94,7 +94,7 @@ static void check_fd(int n, const char *const *ov) {
   gt_test_fill(dir, P, &s, -1, 1);
   double gd = 0;
   for (int64_t i = 0; i < P; i++) gd += (double)g[i] * dir[i];
-  double h = 1e-2;
+  double h = 2e-3;
   for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] + (float)h * dir[i];
   double lp = loss_of(&f);
   for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] - (float)h * dir[i];

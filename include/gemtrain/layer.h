@@ -56,7 +56,7 @@ typedef struct gt_layer_io {
   int B, T;
   const int32_t *pos; /* [B*T] positions (RoPE) */
   const int32_t *seg; /* [B*T] segment ids or NULL */
-  const float *params; /* flat parameter buffer the layer's offsets index */
+  const float *params; /* this layer's own parameter block (its unit) */
 } gt_layer_io;
 
 /* acts[s] must point at a buffer of gt_act_numel floats for every slot;
@@ -74,7 +74,7 @@ uint32_t gt_layer_recompute_ops(const uint8_t have[GT_A_NSLOTS]);
 /* The slots those ops write. */
 void gt_layer_ops_outputs(uint32_t ops, uint8_t out[GT_A_NSLOTS]);
 /* Adds d(loss)/d(x_in) into dx_in and the parameter gradients into grads
- * (indexed by the same offsets as params). Temporaries come from m->mem. */
+ * (this layer's own gradient block). Temporaries come from m->mem. */
 gt_rc gt_layer_backward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], const float *dx_out,
                         float *dx_in, float *grads, gt_err *err);
 

@@ -80,6 +80,22 @@ typedef struct gt_remat {
   int none;        /* remat_policy=none: keep everything, recompute nothing */
 } gt_remat;
 
+/* Where the executor finds each unit's parameters and puts its gradients
+ * (see gt_model_unit). NULL in gt_model.view: the model's own flat buffers.
+ * The sharded executor installs one that all-gathers a unit's shards on
+ * acquire and reduce-scatters its gradients on release. */
+typedef struct gt_param_view {
+  void *ctx;
+  /* phase 0: forward (params only); 1: backward (params, and a zeroed
+   * gradient block the backward adds into). */
+  gt_rc (*acquire)(void *ctx, int64_t unit, int phase, const float **params, float **grads, gt_err *err);
+  /* The unit's parameters are no longer needed (its gradients may be). */
+  void (*drop_params)(void *ctx, int64_t unit);
+  /* Done with the unit: forward frees the gathered copy; backward also
+   * reduce-scatters and frees the gradient block. */
+  void (*release)(void *ctx, int64_t unit, int phase);
+} gt_param_view;
+
 typedef struct gt_model {
   /* dimensions */
   int64_t vocab, d, n_layers;
@@ -106,6 +122,7 @@ typedef struct gt_model {
   /* execution: the remat policy (gt_model_build sets it from the config)
    * and what offloading cost */
   gt_remat remat;
+  gt_param_view *view; /* NULL: own buffers */
   long long offload_bytes;  /* bytes copied to and from the host pool */
   double offload_seconds;   /* time spent copying them */
 } gt_model;
@@ -120,14 +137,20 @@ void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
 void gt_model_zero_grads(gt_model *m);
 void gt_model_free(gt_model *m);
 
+/* Units: the ranges the executor gathers and shards. Unit 0 is the head
+ * (embedding, then the final norm: [V*d + d]); unit 1 + l is layer l. */
+static inline int64_t gt_model_n_units(const gt_model *m) { return m->n_layers + 1; }
+void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count);
+
 /* Parameter count of a config without building anything large. */
 int64_t gt_model_count_params(const gt_config *cfg);
 const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
 
-/* Pointer to a layer's slot in a flat buffer (params or grads); NULL if the
- * kind has no such tensor. */
-static inline float *gt_layer_slot(const gt_layer_desc *L, float *base, gt_lparam s) {
-  return L->slot_offset[s] < 0 ? (float *)0 : base + L->slot_offset[s];
+/* Pointer to a layer's slot given the start of that layer's own block of
+ * params or grads (wherever it lives: the flat buffer or a gathered copy);
+ * NULL if the kind has no such tensor. */
+static inline float *gt_layer_slot(const gt_layer_desc *L, float *layer_base, gt_lparam s) {
+  return L->slot_offset[s] < 0 ? (float *)0 : layer_base + (L->slot_offset[s] - L->param_offset);
 }
 
 #ifdef __cplusplus
