@@ -1,0 +1,81 @@
+/* gemtrain mesh: num_devices worker threads standing in for devices, and the
+ * collectives between them over shared memory.
+ *
+ * SPMD: gt_mesh_run runs one function on every device's worker thread; inside
+ * it each device calls the collectives with its own buffers, like an MPI rank.
+ * A device reads another device's memory only inside a collective.
+ *
+ * Sharding of an n-element buffer over N devices: device d owns elements
+ * [gt_shard_begin(n, N, d), gt_shard_begin(n, N, d + 1)), so shards differ by
+ * at most one element and any n (0, 1, prime, ...) works.
+ *
+ * Reductions follow a chunked ring: the sum of chunk c is accumulated in the
+ * fixed device order c+1, c+2, ..., c (mod N), so results are the same run to
+ * run (not across device counts, whose order differs). Each collective counts
+ * the bytes a ring would send per device and the time it takes. */
+#ifndef GEMTRAIN_MESH_H
+#define GEMTRAIN_MESH_H
+
+#include <stdint.h>
+
+#include "gemtrain/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gt_mesh gt_mesh;
+
+typedef struct gt_comm_stats {
+  int64_t bytes_sent; /* per device, as a ring would send them */
+  int64_t calls;
+  double seconds;     /* wall time inside collectives */
+} gt_comm_stats;
+
+static inline int64_t gt_shard_begin(int64_t n, int n_dev, int d) { return n * d / n_dev; }
+static inline int64_t gt_shard_len(int64_t n, int n_dev, int d) {
+  return gt_shard_begin(n, n_dev, d + 1) - gt_shard_begin(n, n_dev, d);
+}
+
+/* n_devices >= 1 worker threads (created once, reused by every run). Each
+ * device thread computes with max(1, omp_get_num_procs() / n_devices) OpenMP
+ * threads (set per thread before every run), so devices never oversubscribe
+ * the cores. GT_ERR_ARG for n_devices outside 1..1024. */
+gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err);
+void gt_mesh_destroy(gt_mesh *m);
+int gt_mesh_size(const gt_mesh *m);
+/* Runs fn(device, arg) once on every device's thread and waits for all.
+ * Not from inside fn (it would deadlock); concurrent callers are serialised. */
+void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
+
+/* Collectives: every device of the mesh calls the same one with the same n.
+ * all_gather: out[n] = concatenation of every device's shard (in = its own
+ *   shard, gt_shard_len(n, N, d) elements). in may alias out's own range.
+ * reduce_scatter: out (own shard) = sum over devices of in[n]'s shard range.
+ * all_reduce: buf[n] = sum over devices, in place.
+ * broadcast: buf[n] of every device = root's.
+ * barrier: waits for every device.
+ * They are called only inside gt_mesh_run, dev = the device fn was given, by
+ * every device in the same order with the same n (and root); each device's
+ * buffers are its own. reduce_scatter never writes `in` (accumulators live in
+ * a per-device scratch grown on demand). Every collective ends with a barrier,
+ * so on return no other device still reads this device's buffers. Misuse
+ * (bad dev, n < 0, bad root) and a failed scratch allocation abort: these
+ * return nothing. bytes_sent per device: reduce_scatter n - len(d), all_gather
+ * and broadcast n - len(d+1 mod N), all_reduce both, times the element size. */
+void gt_all_gather(gt_mesh *m, int dev, const float *in, float *out, int64_t n);
+void gt_reduce_scatter(gt_mesh *m, int dev, const float *in, float *out, int64_t n);
+void gt_all_reduce(gt_mesh *m, int dev, float *buf, int64_t n);
+void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n);
+void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root);
+void gt_barrier(gt_mesh *m, int dev);
+
+/* Per-device counters (since creation or the last reset). Read them, and
+ * reset, between runs (a device may read its own inside a run). */
+gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev);
+void gt_mesh_reset_stats(gt_mesh *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
