@@ -141,6 +141,8 @@ static const gt_key_spec gt__keys[] = {
      "data-parallel axis of the mesh (-1: fill in)"},
     {"ici_fsdp_parallelism", GT_KEY_INT, F(ici_fsdp_parallelism), -1, 1024, NULL,
      "FSDP axis of the mesh (-1: fill in); product of axes = num_devices"},
+    {"prefetch", GT_KEY_BOOL, F(prefetch), 0, 1, NULL,
+     "sharded runs: gather the next layer's weights together with the current one's"},
 };
 
 #define GT__NKEYS ((int)(sizeof gt__keys / sizeof gt__keys[0]))

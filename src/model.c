@@ -140,14 +140,8 @@ const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name) 
   return NULL;
 }
 
-gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
+gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err) {
   m->mem = mem;
-  size_t bytes = (size_t)m->n_params * sizeof(float);
-  m->params = gt_mem_alloc(mem, GT_MEM_PARAMS, bytes);
-  m->grads = gt_mem_alloc(mem, GT_MEM_GRADS, bytes);
-  if (!m->params || !m->grads)
-    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate %lld parameters (%.1f MiB each for "
-                      "params and grads)", (long long)m->n_params, (double)bytes / 1048576.0);
   for (int r = 0; r < m->n_rope; r++) {
     int hd = 0;
     for (int64_t l = 0; l < m->n_layers; l++)
@@ -161,6 +155,17 @@ gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
                        m->rope[r].scale, m->rope[r].fraction);
   }
   return GT_OK;
+}
+
+gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
+  m->mem = mem;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  m->params = gt_mem_alloc(mem, GT_MEM_PARAMS, bytes);
+  m->grads = gt_mem_alloc(mem, GT_MEM_GRADS, bytes);
+  if (!m->params || !m->grads)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate %lld parameters (%.1f MiB each for "
+                      "params and grads)", (long long)m->n_params, (double)bytes / 1048576.0);
+  return gt_model_alloc_tables(m, mem, err);
 }
 
 /* splitmix64 drives a Box-Muller normal: cheap, seeded, identical everywhere. */

@@ -8,6 +8,7 @@
 
 #include "gemtrain/data.h"
 #include "gemtrain/layer.h"
+#include "gemtrain/mesh.h"
 #include "gemtrain/model.h"
 #include "gemtrain/remat.h"
 
@@ -263,6 +264,33 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt__free(&s, dx);
   gt__free(&s, dprev);
 #undef SID
+  /* sharded runs: what each device holds of the state, its gathered weights
+   * and what it sends per step. A unit is gathered twice per micro-batch
+   * (forward and backward; the head for the lookup and for the logits) and
+   * its gradient reduce-scattered once; a ring sends (N-1)/N of a buffer. */
+  p->n_devices = (int)c->num_devices;
+  if (p->n_devices > 1) {
+    int N = p->n_devices;
+    int64_t nu = gt_model_n_units(&m), umax = 0, block_max = 0, sent = 0;
+    for (int64_t u = 0; u < nu; u++) {
+      int64_t off, cnt;
+      gt_model_unit(&m, u, &off, &cnt);
+      if (cnt > umax) umax = cnt;
+      p->shard_state_bytes += 4 * 4 * gt_shard_len(cnt, N, 0);
+      sent += 3 * (cnt - gt_shard_len(cnt, N, 0)) * 4; /* 2 gathers + 1 reduce-scatter */
+    }
+    int period = rm->block_scope ? rm->period : 1;
+    for (int64_t l0 = 0; l0 < L; l0 += period) {
+      int64_t sum = 0;
+      for (int64_t l = l0; l < l0 + period && l < L; l++) sum += m.layers[l].param_count;
+      if (sum > block_max) block_max = sum;
+    }
+    int64_t head = m.vocab * m.d + m.d;
+    int64_t g = rm->block_scope ? block_max : umax;
+    if (c->prefetch && !rm->block_scope) g = 2 * umax;
+    p->gathered_peak = 4 * (g > head ? g : head);
+    p->comm_bytes_per_step = sent * c->gradient_accumulation_steps;
+  }
   free(slot_id);
   free(host_id);
   free(s.bufs);
@@ -310,6 +338,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
     if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
   fprintf(f, "\n");
   if (p->host_peak) fprintf(f, "  host pool (offloaded activations): %.1f MiB peak, not in the device peak\n", gt__mib(p->host_peak));
+  if (p->n_devices > 1)
+    fprintf(f, "  sharded over %d devices, per device: state shards %.1f MiB, gathered weights up to %.1f MiB (%s%s), "
+               "about %.1f MiB sent per step; the peak above is one device's without sharding (an upper bound)\n",
+            p->n_devices, gt__mib(p->shard_state_bytes), gt__mib(p->gathered_peak), c->remat_scope,
+            c->prefetch ? ", prefetch" : "", gt__mib(p->comm_bytes_per_step));
   fprintf(f, "  largest buffers live at the peak:\n");
   for (int i = 0; i < p->n_top; i++)
     fprintf(f, "    %10.2f MiB  %-18s %s\n", gt__mib(p->top[i].bytes), gt_mem_cat_name(p->top[i].cat), p->top[i].name);
@@ -328,6 +361,10 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "peak_during", p->peak_where);
   cJSON_AddNumberToObject(o, "host_pool_peak_bytes", (double)p->host_peak);
   cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)p->saved_total);
+  cJSON_AddNumberToObject(o, "num_devices", p->n_devices);
+  cJSON_AddNumberToObject(o, "shard_state_bytes_per_device", (double)p->shard_state_bytes);
+  cJSON_AddNumberToObject(o, "gathered_weight_bytes_per_device", (double)p->gathered_peak);
+  cJSON_AddNumberToObject(o, "comm_bytes_per_step_per_device", (double)p->comm_bytes_per_step);
   cJSON *pl = cJSON_AddArrayToObject(o, "saved_activation_bytes_per_layer");
   for (int64_t l = 0; l < p->n_layers; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber((double)p->saved_per_layer[l]));
   cJSON *cp = cJSON_AddObjectToObject(o, "category_peak_bytes");

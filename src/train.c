@@ -11,6 +11,7 @@
 #include "gemtrain/data.h"
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
+#include "gemtrain/fsdp.h"
 #include "gemtrain/metrics.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
@@ -65,14 +66,34 @@ static void gt__clear_progress(FILE *tty) {
   if (tty) fprintf(tty, "\r\033[K"), fflush(tty);
 }
 
-static gt_rc gt__eval(gt_model *m, gt_data *d, const gt_config *c, double *loss, int64_t *tw, gt_err *err) {
+/* Copies the next train (or eval) batch out of the data source's buffers. */
+static void gt__copy_batch(gt_batch *dst, gt_data *d, int eval) {
+  gt_batch b;
+  if (eval)
+    gt_data_next_eval(d, &b);
+  else
+    gt_data_next_train(d, &b);
+  size_t n = (size_t)b.B * (size_t)b.T * sizeof(int32_t);
+  memcpy((int32_t *)dst->inputs, b.inputs, n);
+  memcpy((int32_t *)dst->targets, b.targets, n);
+  memcpy((int32_t *)dst->positions, b.positions, n);
+}
+
+static gt_rc gt__eval(gt_model *m, gt_fsdp *fs, gt_batch *mb, gt_data *d, const gt_config *c, double *loss,
+                      int64_t *tw, gt_err *err) {
   gt_loss_stats st = {0, 0};
   gt_data_eval_reset(d);
-  for (long long i = 0; i < c->eval_steps; i++) {
-    gt_batch b;
-    gt_data_next_eval(d, &b);
-    gt_rc rc = gt_exec_forward_loss(m, &b, (int)c->num_vocab_tiling, &st, err);
+  if (fs) {
+    for (long long i = 0; i < c->eval_steps; i++) gt__copy_batch(&mb[i], d, 1);
+    gt_rc rc = gt_fsdp_eval(fs, mb, (int)c->eval_steps, &st, err);
     if (rc) return rc;
+  } else {
+    for (long long i = 0; i < c->eval_steps; i++) {
+      gt_batch b;
+      gt_data_next_eval(d, &b);
+      gt_rc rc = gt_exec_forward_loss(m, &b, (int)c->num_vocab_tiling, &st, err);
+      if (rc) return rc;
+    }
   }
   *loss = st.xent_sum / (double)st.total_weights;
   *tw = st.total_weights;
@@ -143,11 +164,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   res->last_eval_loss = NAN;
   gt_rc rc = gt_config_validate(&cfg, err);
   if (rc) return rc;
-  if (cfg.num_devices > 1)
+  if (cfg.num_devices > 1 && cfg.per_device_batch_size != floor(cfg.per_device_batch_size))
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "train: num_devices = %lld needs the sharded executor, which is not built yet; "
-                      "expected num_devices=1",
-                      cfg.num_devices);
+                      "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "
+                      "(each device takes its own rows of the global batch)",
+                      cfg.per_device_batch_size, cfg.num_devices);
   int threads = gt_threads_configure(&cfg);
   /* the plan decides before anything large is allocated */
   gt_plan plan;
@@ -189,6 +210,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_mem_init(&mem);
   gt_model m;
   gt_optim opt = {0};
+  gt_fsdp *fs = NULL;
+  gt_batch *mb = NULL;
+  int32_t *mbuf = NULL;
   gt_data data;
   memset(&data, 0, sizeof data);
   int64_t n_steps = cfg.steps;
@@ -200,9 +224,27 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     goto out;
   }
   if ((rc = gt_data_open(&data, &cfg, &mem, err))) goto out;
-  if ((rc = gt_model_alloc(&m, &mem, err))) goto out;
-  gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
-  if ((rc = gt_optim_init(&opt, m.n_params, &mem, err))) goto out;
+  int ga = (int)cfg.gradient_accumulation_steps;
+  if (cfg.num_devices > 1) {
+    /* sharded: the devices own parameters and optimizer state; the host keeps
+     * copies of the micro-batches the devices read their rows from */
+    if ((rc = gt_fsdp_create(&fs, &cfg, err))) goto out;
+    int64_t nb = gt_config_global_batch(&cfg) * cfg.max_target_length;
+    int nbuf = ga > (int)cfg.eval_steps ? ga : (int)cfg.eval_steps;
+    mb = calloc((size_t)nbuf, sizeof *mb);
+    mbuf = gt_mem_alloc_uninit(&mem, GT_MEM_DATA, (size_t)(3 * nbuf) * (size_t)nb * sizeof(int32_t));
+    if (!mb || !mbuf) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "train: no memory for %d batches", nbuf);
+      goto out;
+    }
+    for (int i = 0; i < nbuf; i++)
+      mb[i] = (gt_batch){(int)gt_config_global_batch(&cfg), (int)cfg.max_target_length, mbuf + (3 * i) * nb,
+                         mbuf + (3 * i + 1) * nb, mbuf + (3 * i + 2) * nb, NULL};
+  } else {
+    if ((rc = gt_model_alloc(&m, &mem, err))) goto out;
+    gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+    if ((rc = gt_optim_init(&opt, m.n_params, &mem, err))) goto out;
+  }
 
   gt_flops fl = gt_flops_per_step_per_device(&cfg);
   int B = (int)gt_config_global_batch(&cfg), T = (int)cfg.max_target_length;
@@ -235,9 +277,19 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   for (int64_t step = 0; step < n_steps; step++) {
     double t0 = gt__now();
     gt_mem_reset_peaks(&mem);
-    gt_model_zero_grads(&m);
     gt_loss_stats st = {0, 0};
-    int ga = (int)cfg.gradient_accumulation_steps;
+    double loss;
+    gt_update_info ui;
+    if (fs) {
+      for (int micro = 0; micro < ga; micro++) gt__copy_batch(&mb[micro], &data, 0);
+      gt_fsdp_step_info fi;
+      if ((rc = gt_fsdp_step(fs, mb, ga, &fi, err))) goto out;
+      loss = fi.loss;
+      st.total_weights = fi.total_weights;
+      ui = fi.update;
+      goto step_done;
+    }
+    gt_model_zero_grads(&m);
     for (int micro = 0; micro < ga; micro++) {
       gt_batch b;
       gt_data_next_train(&data, &b);
@@ -250,9 +302,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       float inv = 1.0f / (float)st.total_weights;
       for (int64_t i = 0; i < m.n_params; i++) m.grads[i] *= inv;
     }
-    double loss = st.xent_sum / (double)st.total_weights;
-    gt_update_info ui;
+    loss = st.xent_sum / (double)st.total_weights;
     gt_optim_step(&opt, m.params, m.grads, &cfg, &ui);
+  step_done:
     if (!isfinite(loss) || !isfinite(ui.grad_norm)) {
       rc = gt_err_set(err, GT_ERR_NUMERIC, "train: step %lld has loss %g and gradient norm %g; stopping",
                       (long long)step, loss, ui.grad_norm);
@@ -270,10 +322,15 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     sm.learning_rate = ui.lr;
     sm.grad_norm = ui.grad_norm;
     sm.peak_memory_bytes = gt_mem_total_peak(&mem);
+    if (fs) /* per device, as MaxText reports device memory: the largest */
+      for (int dv = 0; dv < gt_fsdp_devices(fs); dv++) {
+        int64_t p = gt_mem_total_peak(gt_fsdp_device_mem(fs, dv));
+        if (p > sm.peak_memory_bytes) sm.peak_memory_bytes = p;
+      }
     int last = step == n_steps - 1;
     if (data.kind == 1 && cfg.eval_interval >= 0 &&
         ((cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0) || last)) {
-      if ((rc = gt__eval(&m, &data, &cfg, &sm.eval_loss, &sm.eval_total_weights, err))) goto out;
+      if ((rc = gt__eval(fs ? NULL : &m, fs, mb, &data, &cfg, &sm.eval_loss, &sm.eval_total_weights, err))) goto out;
       sm.has_eval = 1;
       res->last_eval_loss = sm.eval_loss;
     }
@@ -330,9 +387,16 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
             (double)gt_mem_peak(&mem, GT_MEM_LOGITS) / 1048576.0);
     fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
   }
-  if (cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
+  if (cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens")) {
+    if (fs) { /* sample on the host from the gathered parameters */
+      if ((rc = gt_model_alloc(&m, &mem, err)) || (rc = gt_fsdp_full_params(fs, m.params, err))) goto out;
+    }
     rc = gt__sample(&m, &cfg, out, err);
+  }
 out:
+  gt_fsdp_destroy(fs);
+  free(mb);
+  gt_mem_free(&mem, mbuf);
   gt_optim_free(&opt);
   gt_data_close(&data);
 out_nomodel:

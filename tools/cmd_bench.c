@@ -9,6 +9,7 @@
 #include "gemtrain/data.h"
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
+#include "gemtrain/fsdp.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/plan.h"
@@ -125,20 +126,108 @@ static int bench_remat(int argc, char **argv, int steps) {
   return 0;
 }
 
+/* Sharded steps on synthetic data: tokens/s, bytes sent per device per step,
+ * gathered-weight peak per device. */
+static int bench_fsdp(gt_config *cfg, int steps, double *step_s, int64_t *comm, int64_t *gathered) {
+  gt_err err;
+  gt_fsdp *f;
+  gt_mem host;
+  gt_mem_init(&host);
+  gt_data data;
+  if (gt_data_open(&data, cfg, &host, &err) || gt_fsdp_create(&f, cfg, &err)) {
+    fprintf(stderr, "gemtrain bench: %s\n", err.msg);
+    return 1;
+  }
+  double *t = malloc(sizeof(double) * steps);
+  for (int s = -1; s < steps; s++) {
+    gt_batch b;
+    gt_data_next_train(&data, &b);
+    gt_fsdp_step_info fi;
+    double t0 = gt_prof_now();
+    if (gt_fsdp_step(f, &b, 1, &fi, &err)) {
+      fprintf(stderr, "gemtrain bench: %s\n", err.msg);
+      return 1;
+    }
+    if (s >= 0) t[s] = gt_prof_now() - t0;
+    *comm = fi.comm_bytes;
+  }
+  qsort(t, (size_t)steps, sizeof(double), cmp_d);
+  *step_s = t[steps / 2];
+  *gathered = 0;
+  for (int d = 0; d < gt_fsdp_devices(f); d++) {
+    int64_t g = gt_mem_peak(gt_fsdp_device_mem(f, d), GT_MEM_GATHERED);
+    if (g > *gathered) *gathered = g;
+  }
+  free(t);
+  gt_fsdp_destroy(f);
+  gt_data_close(&data);
+  return 0;
+}
+
+static int bench_devices(int argc, char **argv, int steps) {
+  gt_config cfg;
+  int rc = gt_cli_load_config(argc, argv, &cfg);
+  if (rc) return rc;
+  snprintf(cfg.dataset_type, sizeof cfg.dataset_type, "synthetic");
+  long long gb = gt_config_global_batch(&cfg);
+  double tok = (double)gb * cfg.max_target_length;
+  printf("devices benchmark: %s, %lld layers, global batch %lld x %lld, median of %d steps\n\n", cfg.model_name,
+         cfg.base_num_decoder_layers, gb, cfg.max_target_length, steps);
+  printf("| setup | tokens/s | vs 1 device, 1 thread | sent per device per step | gathered weights peak |\n");
+  printf("|---|---|---|---|---|\n");
+  double base = 0;
+  struct { int dev, threads; const char *scope; int prefetch; } runs[] = {
+      {1, 1, "layer", 1}, {1, 2, "layer", 1}, {2, 1, "layer", 1}, {2, 1, "layer", 0}, {2, 1, "block", 0}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    gt_config c = cfg;
+    c.num_devices = runs[i].dev;
+    c.per_device_batch_size = (double)gb / runs[i].dev;
+    c.threads_per_device = runs[i].threads;
+    c.prefetch = runs[i].prefetch;
+    snprintf(c.remat_scope, sizeof c.remat_scope, "%s", runs[i].scope);
+    gt_err e;
+    if (gt_config_validate(&c, &e)) {
+      fprintf(stderr, "gemtrain bench: %s\n", e.msg);
+      return 2;
+    }
+    double st;
+    int64_t comm = 0, gathered = 0;
+    if (runs[i].dev == 1) {
+      gt_threads_configure(&c);
+      bench_result br;
+      if (bench_config(&c, steps, &br)) return 1;
+      st = br.step_s;
+    } else if (bench_fsdp(&c, steps, &st, &comm, &gathered)) {
+      return 1;
+    }
+    if (i == 0) base = st;
+    char desc[128];
+    snprintf(desc, sizeof desc, "%d device%s x %d BLAS/OpenMP thread%s%s%s", runs[i].dev, runs[i].dev > 1 ? "s" : "",
+             runs[i].threads, runs[i].threads > 1 ? "s" : "", runs[i].dev > 1 ? (runs[i].prefetch ? ", prefetch" : ", no prefetch") : "",
+             runs[i].dev > 1 ? (strcmp(runs[i].scope, "block") ? ", layer scope" : ", block scope") : "");
+    printf("| %s | %.1f | %.2fx | %s%.1f MiB | %s%.2f MiB |\n", desc, tok / st, base / st, "", (double)comm / 1048576.0,
+           "", (double)gathered / 1048576.0);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 int gt_cmd_bench(int argc, char **argv) {
   int steps = 5;
-  int first = 0, remat = 0;
+  int first = 0, remat = 0, devices = 0;
   if (argc > 0 && !strcmp(argv[0], "remat")) remat = 1, first = 1;
+  if (argc > 0 && !strcmp(argv[0], "devices")) devices = 1, first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);
       first += 2;
     } else if (!strcmp(argv[first], "--help")) {
-      printf("usage: gemtrain bench [remat] [--steps N] [config.json] [key=value ...]\n"
+      printf("usage: gemtrain bench [remat|devices] [--steps N] [config.json] [key=value ...]\n"
              "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic\n"
              "data and prints tokens/s and the share of time per kind of work. 'bench remat' does\n"
              "it for every remat policy and scope and prints a table of planned and measured peak\n"
-             "memory and step time relative to remat_policy=none.\n");
+             "memory and step time relative to remat_policy=none. 'bench devices' compares 1 and 2\n"
+             "devices (same global batch) with bytes sent and the gathered-weight peak.\n");
       return 0;
     } else {
       fprintf(stderr, "gemtrain bench: unknown option '%s'\n", argv[first]);
@@ -147,6 +236,7 @@ int gt_cmd_bench(int argc, char **argv) {
   }
   if (steps < 1) steps = 1;
   if (remat) return bench_remat(argc - first, argv + first, steps);
+  if (devices) return bench_devices(argc - first, argv + first, steps);
   gt_config cfg;
   int rc = gt_cli_load_config(argc - first, argv + first, &cfg);
   if (rc) return rc;

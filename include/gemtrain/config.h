@@ -93,6 +93,7 @@ typedef struct gt_config {
   long long threads_per_device;
   long long ici_data_parallelism;
   long long ici_fsdp_parallelism;
+  int prefetch;
 } gt_config;
 
 typedef enum gt_key_type { GT_KEY_INT, GT_KEY_FLOAT, GT_KEY_BOOL, GT_KEY_STR, GT_KEY_ENUM } gt_key_type;

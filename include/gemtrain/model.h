@@ -132,6 +132,8 @@ typedef struct gt_model {
 gt_rc gt_model_build(gt_model *m, const gt_config *cfg, gt_err *err);
 /* Allocate params, grads and RoPE tables through the tracked allocator. */
 gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
+/* Only the RoPE tables (a sharded device keeps its parameters elsewhere). */
+gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
 void gt_model_zero_grads(gt_model *m);

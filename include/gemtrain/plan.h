@@ -39,6 +39,11 @@ typedef struct gt_plan {
   int64_t *saved_per_layer;        /* [n_layers] bytes a layer keeps after its forward (device) */
   int64_t saved_total;
   gt_flops flops;
+  /* sharded runs (num_devices > 1), per device */
+  int n_devices;
+  int64_t shard_state_bytes;  /* this device's shards of params, grads and both moments */
+  int64_t gathered_peak;      /* all-gathered weights live at once */
+  int64_t comm_bytes_per_step; /* sent per device per step (ring model) */
 } gt_plan;
 
 /* Plans one training step of cfg (validated). */

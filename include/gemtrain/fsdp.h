@@ -1,0 +1,54 @@
+/* Sharded training over a gt_mesh (FSDP, as MaxText runs a layer scan over
+ * devices): every device holds a shard of every unit's parameters, gradients
+ * and AdamW moments (gt_shard_begin/len of each unit), all-gathers a unit just
+ * before using it (the next one too with `prefetch`), and reduce-scatters the
+ * unit's gradient as soon as its backward is done. Each device runs the
+ * ordinary executor on its slice of the global batch through a gt_param_view.
+ * The global batch is the same whatever the device count; losses and the
+ * gradient norm are summed across devices, so only reduction order differs. */
+#ifndef GEMTRAIN_FSDP_H
+#define GEMTRAIN_FSDP_H
+
+#include <stdint.h>
+
+#include "gemtrain/alloc.h"
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+#include "gemtrain/exec.h"
+#include "gemtrain/mesh.h"
+#include "gemtrain/model.h"
+#include "gemtrain/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gt_fsdp gt_fsdp;
+
+typedef struct gt_fsdp_step_info {
+  double loss;            /* mean over the global batch */
+  int64_t total_weights;
+  gt_update_info update;  /* global gradient norm, lr, clip scale */
+  int64_t comm_bytes;     /* per device, this step */
+  double comm_seconds;    /* per device (max), this step */
+} gt_fsdp_step_info;
+
+/* Builds the mesh and every device's shards, initialised exactly as the
+ * single-device model would be (same seed, same values). */
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err);
+void gt_fsdp_destroy(gt_fsdp *f);
+/* One optimizer step over `n_micro` global micro-batches. */
+gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err);
+/* Loss of global batches without training. */
+gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err);
+/* The full parameters (gathered) into a flat buffer of the model layout. */
+gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
+int64_t gt_fsdp_num_params(const gt_fsdp *f);
+int gt_fsdp_devices(const gt_fsdp *f);
+/* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
+gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

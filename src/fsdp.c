@@ -1,0 +1,354 @@
+#include "gemtrain/fsdp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+
+typedef struct gt__dev {
+  gt_fsdp *f;
+  int dev;
+  gt_mem mem;
+  gt_model model;     /* descriptors and RoPE tables; parameters come through the view */
+  gt_param_view view;
+  float *pshard, *gshard, *mu, *nu, *rs_tmp;
+  int64_t shard_n;
+  int64_t *shard_off; /* [units] */
+  float **gathered;   /* [units] live gathered copies */
+  float **ugrad;      /* [units] live full-size gradient blocks */
+  /* per run */
+  gt_rc rc;
+  gt_err err;
+  gt_loss_stats st;
+} gt__dev;
+
+struct gt_fsdp {
+  gt_config cfg;
+  int N;
+  gt_mesh *mesh;
+  gt__dev *devs;
+  int64_t n_units, n_params;
+  int64_t *unit_off, *unit_cnt;
+  int prefetch;
+  float **full_scatter; /* init / export: the host's full buffer */
+  /* per run arguments */
+  const gt_batch *batches;
+  int n_batches;
+  int train;
+  float *full_out;
+  int64_t step_t;
+  gt_fsdp_step_info *info;
+};
+
+/* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
+
+static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
+  gt_fsdp *f = d->f;
+  if (d->gathered[u]) return GT_OK;
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)f->unit_cnt[u] * sizeof(float));
+  if (!d->gathered[u])
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
+                      (long long)u, (long long)f->unit_cnt[u]);
+  gt_all_gather(f->mesh, d->dev, d->pshard + d->shard_off[u], d->gathered[u], f->unit_cnt[u]);
+  return GT_OK;
+}
+
+static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float **g, gt_err *err) {
+  gt__dev *d = ctx;
+  gt_fsdp *f = d->f;
+  gt_rc rc = gt__gather(d, u, err);
+  if (rc) return rc;
+  /* prefetch: issue the next unit's gather now, so the next layer finds its
+   * weights ready (forward walks up, backward down) */
+  if (f->prefetch) {
+    int64_t next = phase == 0 ? u + 1 : u - 1;
+    if (next >= 1 && next < f->n_units && (rc = gt__gather(d, next, err))) return rc;
+  }
+  *p = d->gathered[u];
+  if (phase == 1 && g) {
+    if (!d->ugrad[u]) {
+      d->ugrad[u] = gt_mem_alloc(&d->mem, GT_MEM_GRADS, (size_t)f->unit_cnt[u] * sizeof(float));
+      if (!d->ugrad[u])
+        return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for unit %lld's gradient", d->dev,
+                          (long long)u);
+    }
+    *g = d->ugrad[u];
+  }
+  return GT_OK;
+}
+
+static void gt__drop(void *ctx, int64_t u) {
+  gt__dev *d = ctx;
+  gt_mem_free(&d->mem, d->gathered[u]);
+  d->gathered[u] = NULL;
+}
+
+static void gt__release(void *ctx, int64_t u, int phase) {
+  gt__dev *d = ctx;
+  gt_fsdp *f = d->f;
+  gt__drop(ctx, u);
+  if (phase == 1 && d->ugrad[u]) {
+    int64_t n = gt_shard_len(f->unit_cnt[u], f->N, d->dev);
+    gt_reduce_scatter(f->mesh, d->dev, d->ugrad[u], d->rs_tmp, f->unit_cnt[u]);
+    float *gs = d->gshard + d->shard_off[u];
+    for (int64_t i = 0; i < n; i++) gs[i] += d->rs_tmp[i];
+    gt_mem_free(&d->mem, d->ugrad[u]);
+    d->ugrad[u] = NULL;
+  }
+}
+
+/* ---------- setup ---------- */
+
+static void gt__scatter_init(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  /* each device copies its own shard of each unit out of the host's full
+   * initial buffer (the host is not a device) */
+  for (int64_t u = 0; u < f->n_units; u++) {
+    int64_t b = gt_shard_begin(f->unit_cnt[u], f->N, dev), n = gt_shard_len(f->unit_cnt[u], f->N, dev);
+    memcpy(d->pshard + d->shard_off[u], *f->full_scatter + f->unit_off[u] + b, (size_t)n * sizeof(float));
+  }
+}
+
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
+  gt_fsdp *f = calloc(1, sizeof *f);
+  if (!f) return gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory");
+  f->cfg = *cfg;
+  f->N = (int)cfg->num_devices;
+  f->prefetch = cfg->prefetch;
+  gt_rc rc;
+  gt_model layout;
+  if ((rc = gt_model_build(&layout, cfg, err))) {
+    free(f);
+    return rc;
+  }
+  f->n_units = gt_model_n_units(&layout);
+  f->n_params = layout.n_params;
+  f->unit_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
+  f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
+  for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
+  if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
+  f->devs = calloc((size_t)f->N, sizeof *f->devs);
+  for (int i = 0; i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    d->f = f;
+    d->dev = i;
+    gt_mem_init(&d->mem);
+    if ((rc = gt_model_build(&d->model, cfg, err)) || (rc = gt_model_alloc_tables(&d->model, &d->mem, err))) goto fail;
+    d->shard_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
+    d->gathered = calloc((size_t)f->n_units, sizeof(float *));
+    d->ugrad = calloc((size_t)f->n_units, sizeof(float *));
+    int64_t maxs = 0;
+    for (int64_t u = 0; u < f->n_units; u++) {
+      d->shard_off[u] = d->shard_n;
+      int64_t n = gt_shard_len(f->unit_cnt[u], f->N, i);
+      d->shard_n += n;
+      if (n > maxs) maxs = n;
+    }
+    size_t sb = (size_t)d->shard_n * sizeof(float);
+    d->pshard = gt_mem_alloc(&d->mem, GT_MEM_PARAMS, sb);
+    d->gshard = gt_mem_alloc(&d->mem, GT_MEM_GRADS, sb);
+    d->mu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
+    d->nu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
+    d->rs_tmp = gt_mem_alloc(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float));
+    if (!d->pshard || !d->gshard || !d->mu || !d->nu || !d->rs_tmp) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld parameters", i,
+                      (long long)d->shard_n);
+      goto fail;
+    }
+    d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
+    d->model.view = &d->view;
+  }
+  /* the same initial values as one device: initialise the full model once */
+  {
+    gt_model full;
+    gt_mem host;
+    gt_mem_init(&host);
+    if ((rc = gt_model_build(&full, cfg, err))) goto fail;
+    full.params = malloc((size_t)full.n_params * sizeof(float));
+    if (!full.params) {
+      gt_model_free(&full);
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to initialise %lld parameters", (long long)f->n_params);
+      goto fail;
+    }
+    gt_model_init_params(&full, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale);
+    f->full_scatter = &full.params;
+    gt_mesh_run(f->mesh, gt__scatter_init, f);
+    f->full_scatter = NULL;
+    free(full.params);
+    full.params = NULL;
+    gt_model_free(&full);
+  }
+  gt_model_free(&layout);
+  *out = f;
+  return GT_OK;
+fail:
+  gt_model_free(&layout);
+  gt_fsdp_destroy(f);
+  return rc;
+}
+
+void gt_fsdp_destroy(gt_fsdp *f) {
+  if (!f) return;
+  for (int i = 0; f->devs && i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    for (int64_t u = 0; d->gathered && u < f->n_units; u++) {
+      gt_mem_free(&d->mem, d->gathered[u]);
+      gt_mem_free(&d->mem, d->ugrad[u]);
+    }
+    gt_mem_free(&d->mem, d->pshard);
+    gt_mem_free(&d->mem, d->gshard);
+    gt_mem_free(&d->mem, d->mu);
+    gt_mem_free(&d->mem, d->nu);
+    gt_mem_free(&d->mem, d->rs_tmp);
+    free(d->shard_off);
+    free(d->gathered);
+    free(d->ugrad);
+    gt_model_free(&d->model);
+  }
+  free(f->devs);
+  if (f->mesh) gt_mesh_destroy(f->mesh);
+  free(f->unit_off);
+  free(f->unit_cnt);
+  free(f);
+}
+
+int64_t gt_fsdp_num_params(const gt_fsdp *f) { return f->n_params; }
+int gt_fsdp_devices(const gt_fsdp *f) { return f->N; }
+gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d) { return &f->devs[d].mem; }
+
+/* ---------- steps ---------- */
+
+/* device d's rows of a global batch */
+static gt_batch gt__slice(const gt_batch *g, int N, int d) {
+  int rows = g->B / N;
+  int64_t off = (int64_t)d * rows * g->T;
+  gt_batch b = {rows, g->T, g->inputs + off, g->targets + off, g->positions + off,
+                g->segments ? g->segments + off : NULL};
+  return b;
+}
+
+static void gt__run_step(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  const gt_config *c = &f->cfg;
+  d->rc = GT_OK;
+  gt_err_clear(&d->err);
+  memset(&d->st, 0, sizeof d->st);
+  memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
+  gt_mem_reset_peaks(&d->mem);
+  int ga = f->n_batches;
+  /* the global token count decides every token's weight */
+  int64_t tw = 0;
+  for (int i = 0; i < ga; i++) tw += gt_batch_total_weights(&f->batches[i]);
+  for (int i = 0; i < ga; i++) {
+    gt_batch b = gt__slice(&f->batches[i], f->N, dev);
+    float w = ga == 1 ? 1.0f / (float)tw : 1.0f;
+    if (f->train)
+      d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
+    else
+      d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
+    /* a failed device cannot leave the others waiting in a collective: all
+     * devices run the same sequence, so an error is an allocation failure
+     * that strikes all of them alike here (same sizes everywhere) */
+    if (d->rc) return;
+  }
+  double sums[3] = {d->st.xent_sum, (double)d->st.total_weights, 0};
+  if (!f->train) {
+    gt_all_reduce_f64(f->mesh, dev, sums, 2);
+    d->st.xent_sum = sums[0];
+    d->st.total_weights = (int64_t)sums[1];
+    return;
+  }
+  if (ga > 1) {
+    float inv = 1.0f / (float)tw;
+    for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
+  }
+  sums[2] = gt_sumsq(d->gshard, d->shard_n);
+  gt_all_reduce_f64(f->mesh, dev, sums, 3);
+  double norm = sqrt(sums[2]);
+  double scale = 1.0;
+  if (c->gradient_clipping_threshold > 0 && norm >= c->gradient_clipping_threshold)
+    scale = c->gradient_clipping_threshold / norm;
+  double lr = gt_lr_at(c, f->step_t);
+  gt_adamw_hparams h = {(float)lr, (float)c->adam_b1, (float)c->adam_b2, (float)c->adam_eps,
+                        (float)c->adam_eps_root, (float)c->adam_weight_decay, f->step_t + 1, (float)scale};
+  gt_adamw_update(d->pshard, d->gshard, d->mu, d->nu, d->shard_n, &h);
+  if (dev == 0) {
+    f->info->loss = sums[0] / sums[1];
+    f->info->total_weights = (int64_t)sums[1];
+    f->info->update = (gt_update_info){norm, lr, scale};
+  }
+}
+
+static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
+  for (int i = 0; i < f->N; i++)
+    if (f->devs[i].rc) {
+      gt_err_set(err, f->devs[i].rc, "device %d: %s", i, f->devs[i].err.msg);
+      return f->devs[i].rc;
+    }
+  return GT_OK;
+}
+
+static gt_rc gt__check_batches(gt_fsdp *f, const gt_batch *b, int n, gt_err *err) {
+  for (int i = 0; i < n; i++)
+    if (b[i].B % f->N)
+      return gt_err_set(err, GT_ERR_CONFIG, "fsdp: a global batch of %d sequences does not split over %d devices",
+                        b[i].B, f->N);
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err) {
+  gt_rc rc = gt__check_batches(f, micro, n_micro, err);
+  if (rc) return rc;
+  memset(info, 0, sizeof *info);
+  gt_mesh_reset_stats(f->mesh);
+  f->batches = micro;
+  f->n_batches = n_micro;
+  f->train = 1;
+  f->info = info;
+  gt_mesh_run(f->mesh, gt__run_step, f);
+  if ((rc = gt__collect(f, err))) return rc;
+  f->step_t++;
+  for (int i = 0; i < f->N; i++) {
+    gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
+    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = cs.bytes_sent;
+    if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
+  }
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err) {
+  gt_rc rc = gt__check_batches(f, batches, n, err);
+  if (rc) return rc;
+  f->batches = batches;
+  f->n_batches = n;
+  f->train = 0;
+  gt_mesh_run(f->mesh, gt__run_step, f);
+  if ((rc = gt__collect(f, err))) return rc;
+  st->xent_sum += f->devs[0].st.xent_sum;
+  st->total_weights += f->devs[0].st.total_weights;
+  return GT_OK;
+}
+
+static void gt__run_export(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  /* every device gathers each unit; device 0 writes it out */
+  for (int64_t u = 0; u < f->n_units; u++) {
+    float *buf = dev == 0 ? f->full_out + f->unit_off[u] : NULL;
+    float *tmp = NULL;
+    if (!buf) buf = tmp = malloc((size_t)(f->unit_cnt[u] > 0 ? f->unit_cnt[u] : 1) * sizeof(float));
+    gt_all_gather(f->mesh, dev, d->pshard + d->shard_off[u], buf, f->unit_cnt[u]);
+    free(tmp);
+  }
+}
+
+gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) {
+  (void)err;
+  f->full_out = out;
+  gt_mesh_run(f->mesh, gt__run_export, f);
+  f->full_out = NULL;
+  return GT_OK;
+}
