@@ -129,6 +129,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
   f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
   for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
+  if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   for (int i = 0; i < f->N; i++) {
     gt__dev *d = &f->devs[i];

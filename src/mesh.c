@@ -545,3 +545,8 @@ void gt_mesh_reset_stats(gt_mesh *m) {
   if (!m) return;
   for (int d = 0; d < m->n; d++) m->dev[d].stats = (gt_comm_stats){0, 0, 0.0};
 }
+
+void gt_mesh_set_threads(gt_mesh *m, int threads_per_device) {
+  /* applied by each device thread at the start of its next run */
+  if (threads_per_device > 0) m->threads_per_device = threads_per_device;
+}

@@ -44,6 +44,9 @@ static inline int64_t gt_shard_len(int64_t n, int n_dev, int d) {
 gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err);
 void gt_mesh_destroy(gt_mesh *m);
 int gt_mesh_size(const gt_mesh *m);
+/* OpenMP threads each device computes with (default: cores / devices, at
+ * least 1); the config's threads_per_device when it is set. Call between runs. */
+void gt_mesh_set_threads(gt_mesh *m, int threads_per_device);
 /* Runs fn(device, arg) once on every device's thread and waits for all.
  * Not from inside fn (it would deadlock); concurrent callers are serialised. */
 void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
