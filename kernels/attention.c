@@ -21,6 +21,7 @@
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
  * of one key tile (2 * hd * BK floats), and per-row state of one GQA group. */
 #include "gemtrain/kernels.h"
+#include "simd_exp.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -42,34 +43,6 @@ enum { GT__BQ = GT_ATTN_BQ, GT__BK = GT_ATTN_BK };
 #define GT__HAND 1
 #endif
 
-/* expf in a form gcc vectorizes under `omp simd` (libm's expf is a call).
- * Cephes polynomial, about 2 ulp on the range we use (x <= 0). Anything below
- * the smallest normal's log, including the -INFINITY of masked scores, maps
- * to exactly 0 so masked entries contribute nothing. Rounding to n uses the
- * 1.5 * 2^23 trick and the 2^n bits are built in uint32 arithmetic: no
- * float-to-int conversion, so a NaN input is just NaN out, never UB. */
-#pragma omp declare simd notinbranch
-static inline float gt__expf(float x) {
-  const float lo = -87.33654f, hi = 88.3762626647949f, magic = 12582912.0f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
-  float t = xc * 1.44269504088896341f + magic;
-  float n = t - magic;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t tb, eb;
-  memcpy(&tb, &t, sizeof tb);
-  eb = (tb - 0x4B400000u + 127u) << 23;
-  float scale;
-  memcpy(&scale, &eb, sizeof scale);
-  return x < lo ? 0.0f : p * scale;
-}
 
 static inline int gt__imin(int a, int b) { return a < b ? a : b; }
 static inline int gt__imax(int a, int b) { return a > b ? a : b; }
