@@ -32,8 +32,10 @@ void gt_rope_table_fill(float *cos_tab, float *sin_tab, int max_pos, int head_di
   }
 }
 
-void gt_rope_forward(float *x, const int32_t *pos, const float *cos_tab,
-                     const float *sin_tab, int64_t ntok, int nheads, int head_dim) {
+/* Rotates every (i, i + half) pair of x by +angle (dir = 1: forward) or
+ * -angle (dir = -1: backward, the transpose of a rotation is its inverse). */
+static void gt__rotate(float *x, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok,
+                       int nheads, int head_dim, float dir) {
   const int half = head_dim / 2;
   if (ntok <= 0 || nheads <= 0 || half <= 0) return;
 #pragma omp parallel for schedule(static) if (gt__par(ntok * nheads * head_dim))
@@ -44,30 +46,20 @@ void gt_rope_forward(float *x, const int32_t *pos, const float *cos_tab,
       float *a = x + (t * nheads + h) * head_dim, *b = a + half;
 #pragma omp simd
       for (int i = 0; i < half; i++) {
-        const float x1 = a[i], x2 = b[i];
-        a[i] = x1 * c[i] - x2 * s[i];
-        b[i] = x2 * c[i] + x1 * s[i];
+        const float x1 = a[i], x2 = b[i], sn = dir * s[i];
+        a[i] = x1 * c[i] - x2 * sn;
+        b[i] = x2 * c[i] + x1 * sn;
       }
     }
   }
 }
 
+void gt_rope_forward(float *x, const int32_t *pos, const float *cos_tab,
+                     const float *sin_tab, int64_t ntok, int nheads, int head_dim) {
+  gt__rotate(x, pos, cos_tab, sin_tab, ntok, nheads, head_dim, 1.0f);
+}
+
 void gt_rope_backward(float *dx, const int32_t *pos, const float *cos_tab,
                       const float *sin_tab, int64_t ntok, int nheads, int head_dim) {
-  const int half = head_dim / 2;
-  if (ntok <= 0 || nheads <= 0 || half <= 0) return;
-#pragma omp parallel for schedule(static) if (gt__par(ntok * nheads * head_dim))
-  for (int64_t t = 0; t < ntok; t++) {
-    const float *c = cos_tab + (int64_t)pos[t] * half;
-    const float *s = sin_tab + (int64_t)pos[t] * half;
-    for (int h = 0; h < nheads; h++) {
-      float *a = dx + (t * nheads + h) * head_dim, *b = a + half;
-#pragma omp simd
-      for (int i = 0; i < half; i++) {
-        const float g1 = a[i], g2 = b[i];
-        a[i] = g1 * c[i] + g2 * s[i];
-        b[i] = g2 * c[i] - g1 * s[i];
-      }
-    }
-  }
+  gt__rotate(dx, pos, cos_tab, sin_tab, ntok, nheads, head_dim, -1.0f);
 }

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "gt_testutil.h"
 
+#include <check.h>
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,4 +105,13 @@ char *gt_test_read_file(const char *path, long *len) {
   fclose(f);
   if (len) *len = n;
   return buf;
+}
+
+int gt_test_run_suite(Suite *s, int nofork) {
+  SRunner *sr = srunner_create(s);
+  if (nofork) srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
 }

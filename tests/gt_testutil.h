@@ -25,4 +25,9 @@ int gt_test_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a whole file into a NUL-terminated heap buffer (NULL if missing). */
 char *gt_test_read_file(const char *path, long *len);
 
+/* Runs a Check suite (forking each test unless nofork) and returns the
+ * process exit status: 0 when every test passed. */
+struct Suite;
+int gt_test_run_suite(struct Suite *s, int nofork);
+
 #endif

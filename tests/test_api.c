@@ -155,11 +155,6 @@ int main(void) {
   tcase_add_test(tc, test_tokens_logits_save_load);
   tcase_add_test(tc, test_create_train_free_cycles);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
   /* no fork: leaks of every test are the process's, seen by LeakSanitizer */
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(s, 1);
 }

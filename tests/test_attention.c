@@ -429,9 +429,5 @@ static Suite *attention_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(attention_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return gt_test_run_suite(attention_suite(), 0);
 }

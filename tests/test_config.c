@@ -362,9 +362,5 @@ Suite *config_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(config_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(config_suite(), 0);
 }

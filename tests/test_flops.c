@@ -5,6 +5,7 @@
 
 #include "gemtrain/config.h"
 #include "gemtrain/flops.h"
+#include "gt_testutil.h"
 
 static gt_flops for_model(const char *name, int tl) {
   gt_config c;
@@ -47,9 +48,5 @@ int main(void) {
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(s, 0);
 }

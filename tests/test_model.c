@@ -230,9 +230,5 @@ Suite *model_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(model_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(model_suite(), 0);
 }

@@ -9,6 +9,7 @@
 
 #include "gemtrain/config.h"
 #include "gemtrain/optim.h"
+#include "gt_testutil.h"
 
 static gt_config base_cfg(void) {
   gt_config c;
@@ -144,9 +145,5 @@ Suite *optim_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(optim_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(optim_suite(), 0);
 }

@@ -15,6 +15,7 @@
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/plan.h"
+#include "gt_testutil.h"
 
 static void measure_vs_plan(int n, const char *const *ov) {
   gt_config c;
@@ -122,9 +123,5 @@ int main(void) {
   tcase_add_test(tc, test_block_scope_costs_more);
   tcase_add_test(tc, test_4b_plan_matches_spec);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(s, 0);
 }

@@ -137,9 +137,5 @@ int main(void) {
   tcase_add_test(tc, test_full_keeps_only_carries);
   tcase_add_test(tc, test_recompute_ops);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(s, 0);
 }

@@ -1159,9 +1159,5 @@ static Suite *st_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(st_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return gt_test_run_suite(st_suite(), 0);
 }
