@@ -10,5 +10,6 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_plan(int argc, char **argv);
+int gt_cmd_sweep(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ static void usage(FILE *f) {
           "commands:\n"
           "  train    train a model (default: configs/base.json, the gemma3-small preset on the\n"
           "           King James Bible, byte tokens); 'gemtrain train --help' lists every key\n"
+          "  sweep    run every point of a sweep file (gemtrain sweep <sweep.json> [key=value ...]),\n"
+          "           each as its own train process; writes results.jsonl, results.md and plot.svg\n"
           "\n"
           "options:\n"
           "  --help     this text\n"
@@ -44,6 +46,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return gt_cmd_train(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
+  if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
   fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan or bench (see gemtrain --help)\n", cmd);
   return 2;
 }

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# End-to-end: gemtrain sweep runs a small real sweep on gemma3-tiny (a 2 x 2
+# grid that trains, one point over memory_limit_bytes, one refused
+# override), records every status in results.jsonl, writes the table and the
+# plot, and a rerun runs nothing twice; an interrupted sweep runs only what
+# is missing; a hung point is killed at point_timeout_s while another runs
+# beside it; a bad sweep file is refused with one line.
+# Usage: e2e_sweep.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+work=$(mktemp -d /tmp/gt_e2e_sweep.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > "$work/tiny.json" <<'EOF'
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "synthetic", "eval_interval": -1, "threads_per_device": 1}},
+  "grid": {"remat_policy": ["full", "none"], "num_vocab_tiling": [1, 2]},
+  "points": [{"memory_limit_bytes": 1000000}, {"steps": 0}],
+  "steps": 3,
+  "metrics": ["median_step_seconds", "tokens_per_s_per_device", "final_loss", "planned_peak_bytes", "measured_peak_bytes"],
+  "sort_by": "planned_peak_bytes",
+  "plot": {"x": "num_vocab_tiling", "y": "median_step_seconds"}
+}
+EOF
+# the command line reaches every point (and wins over the file): 2 steps
+# would be a different sweep, so learning_rate is what it sets here
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/first.txt" \
+  || { cat "$work/first.txt"; fail "the sweep failed"; }
+d="$work/out/tiny"
+for f in results.jsonl results.md plot.svg runs/point-1.log runs/point-4/metrics.jsonl; do
+  [ -s "$d/$f" ] || fail "missing $f"
+done
+grep -q '^point 6/6: steps=0 -> config_error' "$work/first.txt" || { cat "$work/first.txt"; fail "no progress line for point 6"; }
+grep -q '^point 1/6: remat_policy=full num_vocab_tiling=1 -> ok ([0-9.]* s), ETA [0-9][0-9]:[0-9][0-9]$' "$work/first.txt" \
+  || { cat "$work/first.txt"; fail "progress line format"; }
+grep -q 'ran 4, skipped 0; 4 of 6 points ok' "$work/first.txt" || { cat "$work/first.txt"; fail "first summary"; }
+
+python3 - "$d/results.jsonl" <<'EOF' || fail "results.jsonl"
+import json, sys
+recs = {r["point"]: r for r in map(json.loads, open(sys.argv[1]))}
+assert sorted(recs) == [1, 2, 3, 4, 5, 6], sorted(recs)
+want = {1: "ok", 2: "ok", 3: "ok", 4: "ok", 5: "does_not_fit", 6: "config_error"}
+for k, s in want.items():
+    assert recs[k]["status"] == s, (k, recs[k]["status"], recs[k]["reason"])
+for k in (1, 2, 3, 4):
+    r = recs[k]
+    assert r["steps_done"] == 3 and r["median_step_seconds"] > 0 and r["tokens_per_s_per_device"] > 0, r
+    assert r["tflops_per_s_per_device"] > 0 and r["final_loss"] > 0, r
+    # the plan is exact: measured peak = planned peak
+    assert r["measured_peak_bytes"] == r["planned_peak_bytes"] > 0, r
+    assert r["overrides"]["learning_rate"] == "0.003" and r["overrides"]["steps"] == "3", r["overrides"]
+    assert r["log"] == "runs/point-%d.log" % k
+# remat never changes the numbers (vocab tiling only the summation order)
+losses = [recs[k]["final_loss"] for k in (1, 2, 3, 4)]
+assert recs[1]["final_loss"] == recs[3]["final_loss"] and max(losses) - min(losses) < 1e-5, losses
+# remat_policy=none keeps more than full
+assert recs[3]["planned_peak_bytes"] > recs[1]["planned_peak_bytes"]
+r = recs[5]
+assert r["planned_peak_bytes"] > 1000000 and r["measured_peak_bytes"] is None, r
+assert "memory_limit_bytes" in r["reason"] and "the plan needs" in r["reason"], r["reason"]
+assert "'steps' = 0" in recs[6]["reason"], recs[6]["reason"]
+EOF
+# points 5 and 6 never ran: no log
+[ ! -e "$d/runs/point-5.log" ] && [ ! -e "$d/runs/point-6.log" ] || fail "a point that was not run has a log"
+
+# the table: one row per point, sorted by planned peak (missing last)
+md="$d/results.md"
+grep -q '^| point | remat_policy | num_vocab_tiling | memory_limit_bytes | steps | status | median_step_seconds | tokens_per_s_per_device | final_loss | planned_peak MiB | measured_peak MiB | note |$' "$md" \
+  || { cat "$md"; fail "table header"; }
+[ "$(grep -c '^| [0-9]' "$md")" = 6 ] || { cat "$md"; fail "table rows"; }
+grep -q '^| 1 | full | 1 | 0 | 3 | ok | ' "$md" || { cat "$md"; fail "row 1"; }
+grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | - | - | - | [0-9.]* | - | the plan needs' "$md" || { cat "$md"; fail "row 5"; }
+grep -q "^| 6 | - | - | - | 0 | config_error | .*'steps' = 0 is out of range" "$md" || { cat "$md"; fail "row 6"; }
+# ascending planned peak, the row without one (point 6) last
+python3 - "$md" <<'EOF' || { cat "$md"; fail "table order"; }
+import sys
+rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| ") and l[2].isdigit()]
+planned = [r[9].strip() for r in rows]
+assert rows[-1][0].strip() == "6" and planned[-1] == "-", rows[-1]
+vals = [float(p) for p in planned[:-1]]
+assert vals == sorted(vals), vals
+EOF
+grep -q '<svg' "$d/plot.svg" && grep -q 'polyline' "$d/plot.svg" && grep -q 'remat_policy=none' "$d/plot.svg" \
+  || fail "plot.svg has no series per remat_policy"
+
+# a rerun runs nothing twice
+stamp() { stat -c '%y %n' "$d"/runs/*.log "$d"/runs/*/metrics.jsonl; }
+stamp > "$work/stamps1"
+sleep 1
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/second.txt"
+grep -q 'ran 0, skipped 6; 4 of 6 points ok' "$work/second.txt" || { cat "$work/second.txt"; fail "the rerun ran points"; }
+grep -q '^point ' "$work/second.txt" && fail "the rerun reported points"
+stamp > "$work/stamps2"
+cmp -s "$work/stamps1" "$work/stamps2" || fail "the rerun touched a point's log or metrics"
+[ "$(wc -l < "$d/results.jsonl")" = 6 ] || fail "the rerun appended records"
+[ "$(grep -c '^| [0-9]' "$d/results.md")" = 6 ] || fail "the rerun's table lost rows"
+
+# a sweep directory moved elsewhere still knows its points
+cp -r "$work/out" "$work/moved"
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=moved learning_rate=0.003) > "$work/moved.txt"
+grep -q 'ran 0, skipped 6' "$work/moved.txt" || { cat "$work/moved.txt"; fail "the moved sweep ran points"; }
+
+# an interrupted sweep (its last record missing) runs only that point
+head -n 5 "$d/results.jsonl" > "$work/r" && mv "$work/r" "$d/results.jsonl"
+missing=$(python3 -c "import json,sys; print(sorted({1,2,3,4,5,6} - {json.loads(l)['point'] for l in open(sys.argv[1])})[0])" "$d/results.jsonl")
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/third.txt"
+grep -q 'ran [01], skipped 5; 4 of 6 points ok' "$work/third.txt" || { cat "$work/third.txt"; fail "the restart"; }
+grep -q "^point $missing/6: " "$work/third.txt" || { cat "$work/third.txt"; fail "the restart did not redo point $missing"; }
+[ "$(grep -c '^point ' "$work/third.txt")" = 1 ] || fail "the restart redid more than one point"
+# other command-line keys are another sweep: every point runs again
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.004) > "$work/fourth.txt"
+grep -q "ran 4, skipped 0" "$work/fourth.txt" || { cat "$work/fourth.txt"; fail "changed overrides were skipped"; }
+
+# a hung point is killed at point_timeout_s while another runs beside it;
+# a failing run keeps its last error line
+cat > "$work/hang.json" <<'EOF'
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "synthetic", "eval_interval": -1}},
+  "points": [{"steps": 10000000}, {"steps": 2}, {"dataset_type": "text", "dataset_path": "/nonexistent/corpus.txt"}],
+  "max_parallel": 2, "point_timeout_s": 2,
+  "output_directory": "hang_out"
+}
+EOF
+t0=$(date +%s)
+(cd "$work" && "$bin" sweep hang.json) > "$work/hang.txt"
+t1=$(date +%s)
+[ $((t1 - t0)) -lt 10 ] || fail "the timeout did not stop the hung point"
+python3 - "$work/hang_out/results.jsonl" <<'EOF' || { cat "$work/hang.txt"; fail "hang results"; }
+import json, sys
+recs = {r["point"]: r for r in map(json.loads, open(sys.argv[1]))}
+assert recs[1]["status"] == "timeout" and "point_timeout_s" in recs[1]["reason"], recs[1]
+assert recs[2]["status"] == "ok", recs[2]
+assert recs[3]["status"] == "failed" and "/nonexistent/corpus.txt" in recs[3]["reason"], recs[3]
+EOF
+# parallel points share the cores instead of each taking all of them
+cores=$(getconf _NPROCESSORS_ONLN); per=$((cores / 2)); [ $per -ge 1 ] || per=1
+grep -q "\"threads_per_device\":[[:space:]]*$per," "$work/hang_out/runs/point-2/config.json" \
+  || fail "a parallel point does not run with threads_per_device=$per"
+
+# refusals: one line, naming the file and the problem, exit 2, nothing run
+refuse() { # expected-substring sweep-text [args]
+  local want="$1" text="$2"; shift 2
+  printf '%s' "$text" > "$work/bad.json"
+  set +e; (cd "$work" && "$bin" sweep bad.json "$@") > "$work/out.log" 2> "$work/err.log"; local rc=$?; set -e
+  [ $rc = 2 ] || fail "'$text' exit $rc"
+  [ "$(wc -l < "$work/err.log")" = 1 ] || { cat "$work/err.log"; fail "'$text' printed more than one error line"; }
+  grep -q -- "$want" "$work/err.log" || { cat "$work/err.log"; fail "'$text' error lacks '$want'"; }
+}
+refuse "'bad.json' is not valid JSON" '{"grid": '
+refuse "grid key 'steps' must be a list of values" '{"grid": {"steps": 3}}'
+refuse "unknown key 'gird'; did you mean 'grid'?" '{"gird": {"steps": [3]}}'
+refuse "'bad.json' defines no points" '{"steps": 3}'
+refuse "the base configuration (before any point's keys) is refused: config: unknown key 'learnin_rate'" \
+  '{"points": [{}]}' learnin_rate=1
+refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
+[ ! -e "$work/runs" ] || fail "a refused sweep created its directory"
+"$bin" sweep --help | grep -q 'gemtrain sweep' || fail "sweep --help"
+echo "e2e_sweep: 1 passed, 0 failed"

@@ -1,0 +1,468 @@
+/* Sweep files: grid expansion order (the file's key order, last key
+ * fastest), the union of grids without duplicates, explicit points after
+ * them, the precedence of a point's layers, every refusal naming what is
+ * wrong, result records round-tripping through results.jsonl, the medians
+ * read from a run's metrics.jsonl, log classification and the table's
+ * order. Running real points is e2e_sweep.sh's job. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/sweep.h"
+#include "gt_testutil.h"
+
+static void parse_ok(gt_sweep *s, const char *text) {
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_sweep_parse(s, text, "/some/dir/my_sweep.json", &e) == GT_OK, "%s", e.msg);
+}
+
+/* point k's keys joined with spaces */
+static const char *point_text(const gt_sweep *s, int k) {
+  static char buf[1024];
+  buf[0] = '\0';
+  for (int i = 0; i < s->points[k].n; i++) {
+    if (i) strcat(buf, " ");
+    strcat(buf, s->points[k].kv[i]);
+  }
+  return buf;
+}
+
+static void refused(const char *text, const char *want) {
+  gt_sweep s;
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_sweep_parse(&s, text, "bad.json", &e) != GT_OK, "accepted: %s", text);
+  ck_assert_msg(strstr(e.msg, want) != NULL, "for %s\nexpected '%s' in: %s", text, want, e.msg);
+  ck_assert_msg(strstr(e.msg, "bad.json") != NULL, "the message does not name the file: %s", e.msg);
+  ck_assert_msg(!strchr(e.msg, '\n'), "more than one line: %s", e.msg);
+}
+
+START_TEST(test_grid_order) {
+  gt_sweep s;
+  parse_ok(&s,
+           "{\"grid\": {\"remat_policy\": [\"full\", \"none\"], \"max_target_length\": [64, 128, 256]},"
+           " \"steps\": 3}");
+  ck_assert_int_eq(s.n_points, 6);
+  const char *want[] = {"remat_policy=full max_target_length=64",  "remat_policy=full max_target_length=128",
+                        "remat_policy=full max_target_length=256", "remat_policy=none max_target_length=64",
+                        "remat_policy=none max_target_length=128", "remat_policy=none max_target_length=256"};
+  for (int k = 0; k < 6; k++) ck_assert_str_eq(point_text(&s, k), want[k]);
+  ck_assert_int_eq(s.n_keys, 2);
+  ck_assert_str_eq(s.keys[0], "remat_policy");
+  ck_assert_str_eq(s.keys[1], "max_target_length");
+  ck_assert_int_eq(s.steps, 3);
+  ck_assert_str_eq(s.name, "my_sweep");
+  /* defaults: one process at a time, 600 s, the plot's x the first key */
+  ck_assert_int_eq(s.max_parallel, 1);
+  ck_assert(s.point_timeout_s == 600);
+  ck_assert_str_eq(s.plot_x, "remat_policy");
+  ck_assert_str_eq(s.plot_y, s.metrics[0]);
+  gt_sweep_free(&s);
+
+  /* the order is the file's, not alphabetical */
+  parse_ok(&s, "{\"grid\": {\"b\": [1, 2], \"a\": [3, 4]}}");
+  ck_assert_str_eq(point_text(&s, 0), "b=1 a=3");
+  ck_assert_str_eq(point_text(&s, 1), "b=1 a=4");
+  ck_assert_str_eq(point_text(&s, 2), "b=2 a=3");
+  gt_sweep_free(&s);
+}
+END_TEST
+
+START_TEST(test_values_as_text) {
+  gt_sweep s;
+  parse_ok(&s,
+           "{\"points\": [{\"learning_rate\": 0.1, \"adam_eps\": 1e-8, \"per_device_batch_size\": 4.0,"
+           " \"dump_config\": false, \"remat_policy\": \"minimal\", \"memory_limit_bytes\": 68719476736}]}");
+  ck_assert_int_eq(s.n_points, 1);
+  ck_assert_str_eq(point_text(&s, 0),
+                   "learning_rate=0.1 adam_eps=1e-08 per_device_batch_size=4 dump_config=false "
+                   "remat_policy=minimal memory_limit_bytes=68719476736");
+  gt_sweep_free(&s);
+}
+END_TEST
+
+START_TEST(test_grids_union_and_points) {
+  gt_sweep s;
+  /* the two grids share a=2 b=x: it is one point, kept where it first came */
+  parse_ok(&s,
+           "{\"grids\": [{\"a\": [1, 2], \"b\": [\"x\"]}, {\"a\": [2, 3], \"b\": [\"x\", \"y\"]}],"
+           " \"points\": [{\"c\": true}, {\"a\": 1, \"b\": \"x\"}, {}]}");
+  const char *want[] = {"a=1 b=x", "a=2 b=x", "a=2 b=y", "a=3 b=x", "a=3 b=y", "c=true", ""};
+  ck_assert_int_eq(s.n_points, 7);
+  for (int k = 0; k < 7; k++) ck_assert_str_eq(point_text(&s, k), want[k]);
+  ck_assert_int_eq(s.n_keys, 3);
+  ck_assert_str_eq(s.keys[2], "c");
+  gt_sweep_free(&s);
+
+  /* grid, then explicit points, whatever order the file writes them in */
+  parse_ok(&s, "{\"points\": [{\"a\": 9}], \"grid\": {\"a\": [1, 2]}}");
+  ck_assert_int_eq(s.n_points, 3);
+  gt_sweep_free(&s);
+}
+END_TEST
+
+START_TEST(test_all_keys) {
+  gt_sweep s;
+  parse_ok(&s,
+           "{\"base\": {\"config\": \"cfg/user.json\", \"overrides\": {\"model_name\": \"gemma3-tiny\","
+           " \"steps\": 50}},"
+           " \"grid\": {\"remat_policy\": [\"full\"], \"num_vocab_tiling\": [1, 2]},"
+           " \"steps\": 3, \"metrics\": [\"tokens_per_s_per_device\", \"measured_peak_bytes\"],"
+           " \"sort_by\": \"tokens_per_s_per_device\", \"sort_desc\": true,"
+           " \"plot\": {\"x\": \"num_vocab_tiling\", \"y\": \"measured_peak_bytes\"},"
+           " \"max_parallel\": 2, \"point_timeout_s\": 30, \"output_directory\": \"sweeps/x\","
+           " \"description\": \"what this sweep asks\"}");
+  /* base.config is relative to the sweep file */
+  ck_assert_str_eq(s.base_config, "/some/dir/cfg/user.json");
+  ck_assert_int_eq(s.n_base, 2);
+  ck_assert_str_eq(s.base[0], "model_name=gemma3-tiny");
+  ck_assert_int_eq(s.n_metrics, 2);
+  ck_assert_str_eq(s.metrics[1], "measured_peak_bytes");
+  ck_assert_str_eq(s.sort_by, "tokens_per_s_per_device");
+  ck_assert_int_eq(s.sort_desc, 1);
+  ck_assert_str_eq(s.plot_x, "num_vocab_tiling");
+  ck_assert_str_eq(s.plot_y, "measured_peak_bytes");
+  ck_assert_int_eq(s.max_parallel, 2);
+  ck_assert(s.point_timeout_s == 30);
+  ck_assert_str_eq(s.output_directory, "sweeps/x");
+
+  /* precedence: base overrides < steps < the point's keys < command line */
+  const char *cli[] = {"learning_rate=0.01", "num_vocab_tiling=4"};
+  gt_sweep_kvs ov;
+  gt_err e;
+  ck_assert(gt_sweep_point_overrides(&s, 1, 2, cli, &ov, &e) == GT_OK);
+  ck_assert_str_eq(gt_sweep_kvs_get(&ov, "model_name"), "gemma3-tiny");
+  ck_assert_str_eq(gt_sweep_kvs_get(&ov, "steps"), "3");
+  ck_assert_str_eq(gt_sweep_kvs_get(&ov, "remat_policy"), "full");
+  ck_assert_str_eq(gt_sweep_kvs_get(&ov, "num_vocab_tiling"), "4");
+  ck_assert_str_eq(gt_sweep_kvs_get(&ov, "learning_rate"), "0.01");
+  ck_assert_ptr_null(gt_sweep_kvs_get(&ov, "steps_x"));
+  ck_assert_int_eq(ov.n, 5); /* one entry per key */
+  gt_sweep_kvs_free(&ov);
+  gt_sweep_free(&s);
+
+  /* an absolute config path stays as written */
+  parse_ok(&s, "{\"base\": {\"config\": \"/etc/x.json\"}, \"points\": [{}]}");
+  ck_assert_str_eq(s.base_config, "/etc/x.json");
+  gt_sweep_free(&s);
+}
+END_TEST
+
+START_TEST(test_refusals) {
+  refused("{\"grid\": {\"a\": [1, 2]},\n \"steps\": 3,,}", "is not valid JSON (near line 2)");
+  refused("not json at all", "is not valid JSON");
+  refused("[1, 2]", "must hold a JSON object");
+  refused("{\"grid\": {\"remat_policy\": \"full\"}}",
+          "grid key 'remat_policy' must be a list of values, found a string");
+  refused("{\"grid\": {\"a\": []}}", "grid key 'a' has an empty list");
+  refused("{\"grid\": {\"a\": [1, [2]]}}", "grid key 'a' value 1 must be a number, string or boolean, found a list");
+  refused("{\"grid\": {}}", "grid is empty");
+  refused("{\"grid\": [1, 2]}", "grid must be an object of key: [values], found a list");
+  refused("{\"grids\": {\"a\": [1]}}", "grids must be a list of grids");
+  refused("{\"grids\": [{\"a\": [1]}, {\"b\": 2}]}", "grids[1] key 'b' must be a list of values, found a number");
+  refused("{\"gird\": {\"a\": [1]}}", "unknown key 'gird'; did you mean 'grid'?");
+  refused("{\"grid\": {\"a\": [1]}, \"colour\": 1}", "unknown key 'colour'; expected base, grid");
+  refused("{}", "defines no points");
+  refused("{\"steps\": 3, \"metrics\": [\"final_loss\"]}", "defines no points");
+  refused("{\"points\": []}", "defines no points");
+  refused("{\"points\": [1]}", "points[0] must be an object");
+  refused("{\"points\": [{\"a\": [1, 2]}]}", "points[0] key 'a' is a list; a point takes one value");
+  refused("{\"points\": [{\"a\": null}]}", "key 'a' must be a number, string or boolean, found null");
+  refused("{\"points\": [{}], \"steps\": 0}", "steps must be a whole number >= 1");
+  refused("{\"points\": [{}], \"steps\": \"3\"}", "steps must be a whole number >= 1, found a string");
+  refused("{\"points\": [{}], \"metrics\": [\"tokens_per_s\"]}",
+          "metrics[0] = 'tokens_per_s' is not a metric; did you mean");
+  refused("{\"points\": [{}], \"metrics\": []}", "metrics must be a non-empty list");
+  refused("{\"points\": [{}], \"sort_by\": \"speed\"}", "sort_by = 'speed' is not a metric");
+  refused("{\"points\": [{}], \"sort_desc\": 1}", "sort_desc must be true or false");
+  refused("{\"grid\": {\"a\": [1]}, \"plot\": {\"x\": \"b\"}}", "plot.x = 'b' is not a swept key; swept keys: a");
+  refused("{\"grid\": {\"a\": [1]}, \"plot\": {\"x\": \"a\", \"y\": \"loss\"}}", "plot.y = 'loss' is not a metric");
+  refused("{\"grid\": {\"a\": [1]}, \"plot\": {\"z\": \"a\"}}", "unknown key 'plot.z'");
+  refused("{\"points\": [{}], \"max_parallel\": 0}", "max_parallel must be a whole number in 1 .. 256");
+  refused("{\"points\": [{}], \"point_timeout_s\": -1}", "point_timeout_s must be a number of seconds > 0");
+  refused("{\"points\": [{}], \"base\": {\"config\": \"x.yaml\"}}", "base.config must be the path of a .json");
+  refused("{\"points\": [{}], \"base\": {\"overides\": {}}}", "unknown key 'base.overides'; did you mean 'overrides'?");
+  refused("{\"points\": [{}], \"base\": {\"overrides\": {\"steps\": [1]}}}",
+          "base.overrides: key 'steps' must be a number, string or boolean, found a list");
+  /* the sweep names each run itself */
+  refused("{\"points\": [{\"run_name\": \"x\"}]}", "sets 'run_name', which the sweep sets for each point");
+  refused("{\"grid\": {\"base_output_directory\": [\"a\"]}}", "sets 'base_output_directory'");
+}
+END_TEST
+
+START_TEST(test_load_missing_file) {
+  gt_sweep s;
+  gt_err e;
+  ck_assert(gt_sweep_load(&s, "/nonexistent/sweep.json", &e) == GT_ERR_IO);
+  ck_assert(strstr(e.msg, "/nonexistent/sweep.json"));
+}
+END_TEST
+
+START_TEST(test_result_round_trip) {
+  gt_sweep_result r, back;
+  gt_err e;
+  gt_sweep_result_init(&r);
+  ck_assert(isnan(r.final_loss) && isnan(r.median_step_seconds));
+  r.point = 3;
+  snprintf(r.status, sizeof r.status, "ok");
+  gt_sweep_kvs_set(&r.overrides, "steps=3", &e);
+  gt_sweep_kvs_set(&r.overrides, "remat_policy=full", &e);
+  gt_sweep_kvs_set(&r.values, "remat_policy=full", &e);
+  r.median_step_seconds = 0.0123;
+  r.planned_peak_bytes = 5923840;
+  r.final_loss = 4.25;
+  r.steps_done = 3;
+  snprintf(r.log, sizeof r.log, "runs/point-3.log");
+  char *line = gt_sweep_result_to_json(&r);
+  ck_assert(!strchr(line, '\n'));
+  ck_assert(strstr(line, "\"tokens_per_s_per_device\":null")); /* not measured */
+  ck_assert(gt_sweep_result_from_json(&back, line, &e) == GT_OK);
+  ck_assert_int_eq(back.point, 3);
+  ck_assert_str_eq(back.status, "ok");
+  ck_assert(gt_sweep_kvs_equal(&back.overrides, &r.overrides));
+  ck_assert(back.median_step_seconds == 0.0123 && back.final_loss == 4.25 && back.planned_peak_bytes == 5923840);
+  ck_assert(isnan(back.tokens_per_s_per_device));
+  ck_assert_int_eq(back.steps_done, 3);
+  ck_assert_str_eq(back.log, "runs/point-3.log");
+  /* equality ignores order, not values */
+  gt_sweep_kvs other = {0, 0, NULL};
+  gt_sweep_kvs_set(&other, "remat_policy=full", &e);
+  gt_sweep_kvs_set(&other, "steps=3", &e);
+  ck_assert(gt_sweep_kvs_equal(&other, &r.overrides));
+  gt_sweep_kvs_set(&other, "steps=4", &e);
+  ck_assert(!gt_sweep_kvs_equal(&other, &r.overrides));
+  gt_sweep_kvs_free(&other);
+  free(line);
+  gt_sweep_result_free(&back);
+  gt_sweep_result_free(&r);
+  ck_assert(gt_sweep_result_from_json(&back, "{\"point\": 1, \"status\": \"ok\"", &e) != GT_OK);
+  ck_assert(gt_sweep_result_from_json(&back, "{\"point\": 1}", &e) != GT_OK);
+}
+END_TEST
+
+START_TEST(test_run_metrics) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char path[512];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  FILE *f = fopen(path, "w");
+  /* step 0 is slow (first touch) and is left out of the medians */
+  fprintf(f,
+          "{\"step\": 0, \"loss\": 6.0, \"seconds\": 9.0, \"tokens_per_s_per_device\": 10, "
+          "\"tflops_per_s_per_device\": 0.001, \"peak_memory_bytes\": 100}\n");
+  fprintf(f,
+          "{\"step\": 1, \"loss\": 5.0, \"seconds\": 0.3, \"tokens_per_s_per_device\": 300, "
+          "\"tflops_per_s_per_device\": 0.3, \"peak_memory_bytes\": 300}\n");
+  fprintf(f,
+          "{\"step\": 2, \"loss\": 4.0, \"seconds\": 0.1, \"tokens_per_s_per_device\": 900, "
+          "\"tflops_per_s_per_device\": 0.9, \"peak_memory_bytes\": 200, \"eval_loss\": 4.5}\n");
+  fprintf(f,
+          "{\"step\": 3, \"loss\": 3.5, \"seconds\": 0.2, \"tokens_per_s_per_device\": 450, "
+          "\"tflops_per_s_per_device\": 0.45, \"peak_memory_bytes\": 200}\n");
+  fclose(f);
+  gt_sweep_result r;
+  gt_err e;
+  gt_sweep_result_init(&r);
+  ck_assert_msg(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK, "%s", e.msg);
+  ck_assert(fabs(r.median_step_seconds - 0.2) < 1e-12);
+  ck_assert(fabs(r.tokens_per_s_per_device - 450) < 1e-9);
+  ck_assert(fabs(r.tflops_per_s_per_device - 0.45) < 1e-12);
+  ck_assert(r.final_loss == 3.5);
+  ck_assert(r.final_eval_loss == 4.5);
+  ck_assert(r.measured_peak_bytes == 300);
+  ck_assert_int_eq(r.steps_done, 4);
+
+  /* with two steps, both count */
+  f = fopen(path, "w");
+  fprintf(f, "{\"step\": 0, \"loss\": 6.0, \"seconds\": 1.0, \"peak_memory_bytes\": 100}\n");
+  fprintf(f, "{\"step\": 1, \"loss\": 5.0, \"seconds\": 0.5, \"peak_memory_bytes\": 100}\n");
+  fclose(f);
+  ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK);
+  ck_assert(fabs(r.median_step_seconds - 0.75) < 1e-12);
+  f = fopen(path, "w");
+  fclose(f);
+  ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_ERR_FORMAT);
+  ck_assert(strstr(e.msg, "holds no steps"));
+  snprintf(path, sizeof path, "%s/none.jsonl", dir);
+  ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_ERR_IO);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_log_classification) {
+  ck_assert(gt_sweep_log_diverged(
+      "completed step: 0\ngemtrain: train: step 3 has loss nan and gradient norm nan; stopping\n"));
+  ck_assert(gt_sweep_log_diverged("completed step: 5, loss: -nan, lm_loss: -nan\n"));
+  ck_assert(gt_sweep_log_diverged("loss: inf\n"));
+  ck_assert(gt_sweep_log_diverged("gemtrain: non-finite gradient in layer 3\n"));
+  ck_assert(!gt_sweep_log_diverged("completed step: 0, loss: 5.98, perplexity: inf\n"));
+  ck_assert(!gt_sweep_log_diverged("gemtrain: data: dataset_path 'x' cannot be opened\n"));
+  ck_assert(!gt_sweep_log_diverged(NULL));
+  char buf[256];
+  gt_sweep_log_last_error("gemtrain 0.1.0: gemma3-tiny\ncompleted step: 0\ngemtrain: data: cannot open 'x'\n\n", buf,
+                          sizeof buf);
+  ck_assert_str_eq(buf, "data: cannot open 'x'");
+  gt_sweep_log_last_error("line one\nline two\n", buf, sizeof buf);
+  ck_assert_str_eq(buf, "line two");
+  gt_sweep_log_last_error("[====>   ] step 3/9\r\033[Klast words\n", buf, sizeof buf);
+  ck_assert_str_eq(buf, "last words");
+  gt_sweep_log_last_error("", buf, sizeof buf);
+  ck_assert_str_eq(buf, "");
+}
+END_TEST
+
+START_TEST(test_table_order) {
+  gt_sweep s;
+  parse_ok(&s,
+           "{\"grid\": {\"per_device_batch_size\": [1, 2, 4, 8]}, \"metrics\": [\"tokens_per_s_per_device\"],"
+           " \"sort_by\": \"tokens_per_s_per_device\", \"sort_desc\": true}");
+  gt_sweep_result res[4];
+  const double tps[4] = {100, NAN, 400, 200};
+  const char *status[4] = {"ok", "does_not_fit", "ok", "ok"};
+  gt_err e;
+  for (int i = 0; i < 4; i++) {
+    gt_sweep_result_init(&res[i]);
+    res[i].point = i + 1;
+    res[i].tokens_per_s_per_device = tps[i];
+    snprintf(res[i].status, sizeof res[i].status, "%s", status[i]);
+    char kv[64];
+    snprintf(kv, sizeof kv, "per_device_batch_size=%d", 1 << i);
+    gt_sweep_kvs_set(&res[i].values, kv, &e);
+  }
+  snprintf(res[1].reason, sizeof res[1].reason, "the plan needs 9 MiB | more");
+  char *dir = gt_test_mkdtemp("sweep");
+  char path[512];
+  snprintf(path, sizeof path, "%s/results.md", dir);
+  ck_assert(gt_sweep_write_table(&s, res, path, &e) == GT_OK);
+  char *md = gt_test_read_file(path, NULL);
+  ck_assert(md);
+  ck_assert(strstr(md, "| point | per_device_batch_size | status | tokens_per_s_per_device | note |"));
+  /* descending, the point without the metric last; '|' in a cell escaped */
+  const char *r3 = strstr(md, "| 3 | 4 | ok | 400 |"), *r4 = strstr(md, "| 4 | 8 | ok | 200 |"),
+             *r1 = strstr(md, "| 1 | 1 | ok | 100 |"),
+             *r2 = strstr(md, "| 2 | 2 | does_not_fit | - | the plan needs 9 MiB \\| more |");
+  ck_assert_msg(r3 && r4 && r1 && r2, "%s", md);
+  ck_assert(r3 < r4 && r4 < r1 && r1 < r2);
+  free(md);
+  snprintf(path, sizeof path, "%s/plot.svg", dir);
+  ck_assert(gt_sweep_write_plot(&s, res, path, &e) == GT_OK);
+  char *svg = gt_test_read_file(path, NULL);
+  ck_assert(svg && strstr(svg, "<svg") && strstr(svg, "polyline"));
+  free(svg);
+  for (int i = 0; i < 4; i++) gt_sweep_result_free(&res[i]);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* The runner's classification, with a stand-in for `gemtrain train`: a
+ * script that crashes, diverges, exits 0 without metrics, succeeds, refuses
+ * its config, hangs or fails, as init_weights_seed tells it. */
+START_TEST(test_runner_statuses) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  FILE *f = fopen(exe, "w");
+  fputs(
+      "#!/bin/sh\n"
+      "for a in \"$@\"; do case \"$a\" in init_weights_seed=*) mode=${a#*=};; "
+      "base_output_directory=*) out=${a#*=};; run_name=*) run=${a#*=};; esac; done\n"
+      "[ \"$1\" = train ] || exit 9\n"
+      "case $mode in\n"
+      "1) echo 'completed step: 0'; kill -SEGV $$ ;;\n"
+      "2) echo 'completed step: 0, loss: 5.0'; echo 'gemtrain: train: step 1 has loss nan and gradient norm nan; "
+      "stopping' >&2; exit 1 ;;\n"
+      "3) exit 0 ;;\n"
+      "4) mkdir -p \"$out/$run\"; for s in 0 1 2; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 5.$s, "
+      "\\\"seconds\\\": 0.$((s+1)), \\\"peak_memory_bytes\\\": 7}\"; done > \"$out/$run/metrics.jsonl\"; exit 0 ;;\n"
+      "5) echo 'gemtrain: config: key x refused' >&2; exit 2 ;;\n"
+      "6) exec sleep 30 ;;\n"
+      "7) echo 'gemtrain: data: boom' >&2; exit 3 ;;\n"
+      "esac\n",
+      f);
+  fclose(f);
+  ck_assert_int_eq(gt_test_system("chmod +x '%s'", exe), 0);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"grid\": {\"init_weights_seed\": [1, 2, 3, 4, 5, 6, 7]}, \"steps\": 3, \"max_parallel\": 3,"
+           " \"point_timeout_s\": 1, \"output_directory\": \"%s/out\"}",
+           dir);
+  gt_sweep s;
+  parse_ok(&s, text);
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(sum.n_points, 7);
+  ck_assert_int_eq(sum.n_ran, 7);
+  ck_assert_int_eq(sum.n_ok, 1);
+  char path[600];
+  snprintf(path, sizeof path, "%s/out/results.jsonl", dir);
+  FILE *jf = fopen(path, "r");
+  ck_assert(jf);
+  const char *want[8] = {NULL, "crashed (signal 11)", "diverged", "failed", "ok", "config_error", "timeout", "failed"};
+  const char *reason[8] = {NULL, "signal 11",     "has loss nan",    "exited 0 but cannot read",
+                           "",   "key x refused", "point_timeout_s", "data: boom"};
+  char line[4096];
+  int seen = 0;
+  while (fgets(line, sizeof line, jf)) {
+    gt_sweep_result r;
+    ck_assert(gt_sweep_result_from_json(&r, line, &e) == GT_OK);
+    int mode = atoi(gt_sweep_kvs_get(&r.overrides, "init_weights_seed"));
+    ck_assert_int_eq(r.point, mode);
+    ck_assert_msg(!strcmp(r.status, want[mode]), "mode %d: %s (%s)", mode, r.status, r.reason);
+    ck_assert_msg(strstr(r.reason, reason[mode]) != NULL, "mode %d reason: %s", mode, r.reason);
+    if (mode == 4) {
+      ck_assert(fabs(r.median_step_seconds - 0.25) < 1e-12); /* steps 1 and 2 */
+      ck_assert(r.final_loss == 5.2 && r.measured_peak_bytes == 7 && r.steps_done == 3);
+    } else {
+      ck_assert(isnan(r.median_step_seconds));
+    }
+    ck_assert(r.planned_peak_bytes > 0);
+    seen |= 1 << mode;
+    gt_sweep_result_free(&r);
+  }
+  fclose(jf);
+  ck_assert_int_eq(seen, 0xfe);
+
+  /* a rerun runs nothing; --retry-failed reruns all but the ok point */
+  ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
+  ck_assert_int_eq(sum.n_ran, 0);
+  ck_assert_int_eq(sum.n_skipped, 7);
+  o.retry_failed = 1;
+  ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
+  ck_assert_int_eq(sum.n_ran, 6);
+  ck_assert_int_eq(sum.n_skipped, 1);
+  /* a dry run checks and writes nothing */
+  o.retry_failed = 0;
+  o.dry_run = 1;
+  ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
+  ck_assert_int_eq(sum.n_ran, 0);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sweep");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_grid_order);
+  tcase_add_test(tc, test_values_as_text);
+  tcase_add_test(tc, test_grids_union_and_points);
+  tcase_add_test(tc, test_all_keys);
+  tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_load_missing_file);
+  tcase_add_test(tc, test_result_round_trip);
+  tcase_add_test(tc, test_run_metrics);
+  tcase_add_test(tc, test_log_classification);
+  tcase_add_test(tc, test_table_order);
+  tcase_add_test(tc, test_runner_statuses);
+  suite_add_tcase(s, tc);
+  return gt_test_run_suite(s, 0);
+}
