@@ -47,6 +47,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
   if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
-  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan or bench (see gemtrain --help)\n", cmd);
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan, bench or sweep (see gemtrain --help)\n", cmd);
   return 2;
 }
