@@ -73,6 +73,36 @@ void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n);
 void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root);
 void gt_barrier(gt_mesh *m, int dev);
 
+/* ---- mesh axes and group collectives ----
+ * The devices form a data x fsdp grid: device d has data index d / fsdp and
+ * fsdp index d % fsdp (MaxText's ici_data_parallelism x ici_fsdp_parallelism;
+ * the default is 1 x N). A group collective runs among the devices of the
+ * caller's fsdp group (same data index; ranks = fsdp index) or data group
+ * (same fsdp index; ranks = data index), with shards by gt_shard_begin over
+ * the group size and the same ring order and byte accounting as above.
+ * Every device calls the same group collectives in the same order (groups
+ * of the same kind run concurrently). GT_GROUP_ALL is the whole mesh. */
+typedef enum gt_group { GT_GROUP_ALL = 0, GT_GROUP_FSDP = 1, GT_GROUP_DATA = 2 } gt_group;
+/* data * fsdp must equal the mesh size; call between runs. */
+gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err);
+int gt_mesh_group_size(const gt_mesh *m, gt_group g);
+int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev);
+void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
+void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
+void gt_all_reduce_g(gt_mesh *m, int dev, gt_group g, float *buf, int64_t n);
+void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n);
+
+/* ---- asynchronous all-gather (prefetch) ----
+ * Hands the gather to the device's communication thread and returns at once
+ * with a ticket; gt_mesh_wait returns when `out` is complete. The
+ * communication threads of a group run the same ring as gt_all_gather_g, so
+ * the result is bit-identical to it, while the device thread computes. Every
+ * device issues the same async gathers in the same order; `in` and `out` must
+ * stay valid until the wait. Synchronous collectives issued while an async
+ * one is in flight are allowed (they use the device threads). */
+int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
+void gt_mesh_wait(gt_mesh *m, int dev, int ticket);
+
 /* Per-device counters (since creation or the last reset). Read them, and
  * reset, between runs (a device may read its own inside a run). */
 gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev);
