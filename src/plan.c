@@ -115,32 +115,83 @@ static int64_t gt__stream_tokens(const gt_config *c) {
 
 /* ---------- the step ---------- */
 
-gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
-  memset(p, 0, sizeof *p);
-  gt_model m;
-  gt_rc rc = gt_model_build(&m, c, err);
-  if (rc) return rc;
-  p->n_params = m.n_params;
-  p->n_layers = m.n_layers;
-  p->flops = gt_flops_per_step_per_device(c);
-  p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
+/* ---------- the sharded view: gathers and unit gradients ---------- */
+
+typedef struct gt__view {
+  gt__sim *s;
+  int sharded, prefetch;
+  int64_t n_units;
+  const int64_t *cnt; /* [units] elements */
+  int *gathered, *ugrad; /* [units] buffer ids or -1 */
+} gt__view;
+
+static void gt__gather(gt__view *v, int64_t u) {
+  if (v->gathered[u] < 0)
+    v->gathered[u] = gt__alloc(v->s, GT_MEM_GATHERED, v->cnt[u] * 4, u ? "layer %lld weights (gathered)" : "head weights (gathered)", u - 1);
+}
+
+/* mirrors src/fsdp.c: acquire gathers the unit and, with prefetch, the next
+ * one (forward up, backward down); backward also allocates its gradient */
+static void gt__acq(gt__view *v, int64_t u, int phase) {
+  if (!v->sharded) return;
+  gt__gather(v, u);
+  if (v->prefetch) {
+    int64_t next = phase == 0 ? u + 1 : u - 1;
+    if (next >= 1 && next < v->n_units) gt__gather(v, next);
+  }
+  if (phase == 1 && v->ugrad[u] < 0)
+    v->ugrad[u] = gt__alloc(v->s, GT_MEM_GRADS, v->cnt[u] * 4, u ? "layer %lld gradient (unsharded)" : "head gradient (unsharded)", u - 1);
+}
+
+static void gt__drop(gt__view *v, int64_t u) {
+  if (!v->sharded) return;
+  gt__free(v->s, v->gathered[u]);
+  v->gathered[u] = -1;
+}
+
+static void gt__rel(gt__view *v, int64_t u, int phase) {
+  if (!v->sharded) return;
+  gt__drop(v, u);
+  if (phase == 1) {
+    gt__free(v->s, v->ugrad[u]);
+    v->ugrad[u] = -1;
+  }
+}
+
+/* One device's training step: dev = -1 is the unsharded model. */
+static void gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev) {
+  gt_model m = *mm;
   gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", ""};
   const gt_remat *rm = &m.remat;
-  int64_t B = gt_config_global_batch(c), T = c->max_target_length, N = B * T, d = m.d, L = m.n_layers;
+  int n_dev = (int)c->num_devices;
+  int64_t Bg = gt_config_global_batch(c), T = c->max_target_length, L = m.n_layers, d = m.d;
+  int64_t B = dev < 0 ? Bg : Bg / n_dev, N = B * T;
   int64_t f4 = 4, xbytes = N * d * f4;
-
-  /* persistent: the order gt_train allocates in */
-  int64_t ns = gt__stream_tokens(c);
-  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch inputs", 0);
-  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch targets", 0);
-  gt__alloc(&s, GT_MEM_DATA, N * 4, "batch positions", 0);
-  if (ns > 0) {
-    gt__alloc(&s, GT_MEM_DATA, ns * 4, "token stream", 0);
-    int64_t n_eval = (int64_t)((double)ns * c->eval_split_fraction);
-    gt__alloc(&s, GT_MEM_DATA, ((ns - n_eval - 1) / T) * 8, "window order", 0);
+  int period = rm->block_scope ? rm->period : 1;
+  int64_t nu = gt_model_n_units(&m);
+  int64_t *cnt = malloc(sizeof(int64_t) * (size_t)nu);
+  int *gathered = malloc(sizeof(int) * (size_t)nu), *ugrad = malloc(sizeof(int) * (size_t)nu);
+  for (int64_t u = 0; u < nu; u++) {
+    int64_t off;
+    gt_model_unit(&m, u, &off, &cnt[u]);
+    gathered[u] = ugrad[u] = -1;
   }
-  gt__alloc(&s, GT_MEM_PARAMS, m.n_params * f4, "params", 0);
-  gt__alloc(&s, GT_MEM_GRADS, m.n_params * f4, "grads", 0);
+  gt__view v = {&s, dev >= 0, c->prefetch, nu, cnt, gathered, ugrad};
+
+  if (dev < 0) {
+    /* persistent: the order gt_train allocates in */
+    int64_t ns = gt__stream_tokens(c);
+    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch inputs", 0);
+    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch targets", 0);
+    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch positions", 0);
+    if (ns > 0) {
+      gt__alloc(&s, GT_MEM_DATA, ns * 4, "token stream", 0);
+      int64_t n_eval = (int64_t)((double)ns * c->eval_split_fraction);
+      gt__alloc(&s, GT_MEM_DATA, ((ns - n_eval - 1) / T) * 8, "window order", 0);
+    }
+    gt__alloc(&s, GT_MEM_PARAMS, m.n_params * f4, "params", 0);
+    gt__alloc(&s, GT_MEM_GRADS, m.n_params * f4, "grads", 0);
+  }
   for (int r = 0; r < m.n_rope; r++) {
     int hd = 0;
     for (int64_t l = 0; l < L; l++)
@@ -148,8 +199,23 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope cos %lld", r);
     gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope sin %lld", r);
   }
-  gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam mu", 0);
-  gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam nu", 0);
+  if (dev < 0) {
+    gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam mu", 0);
+    gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam nu", 0);
+  } else { /* src/fsdp.c: the device's shards and its reduce-scatter buffer */
+    int64_t sh = 0, maxs = 0;
+    for (int64_t u = 0; u < nu; u++) {
+      int64_t n = gt_shard_len(cnt[u], n_dev, dev);
+      sh += n;
+      if (n > maxs) maxs = n;
+    }
+    gt__alloc(&s, GT_MEM_PARAMS, sh * f4, "params (shard)", 0);
+    gt__alloc(&s, GT_MEM_GRADS, sh * f4, "grads (shard)", 0);
+    gt__alloc(&s, GT_MEM_OPTIM, sh * f4, "adam mu (shard)", 0);
+    gt__alloc(&s, GT_MEM_OPTIM, sh * f4, "adam nu (shard)", 0);
+    gt__alloc(&s, GT_MEM_TEMP, (maxs > 0 ? maxs : 1) * f4, "reduce-scatter buffer", 0);
+    p->shard_state_bytes = 4 * sh * f4;
+  }
 
   /* forward */
   int *slot_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
@@ -158,8 +224,13 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   int *host_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
   for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) host_id[i] = -1;
   int x = gt__alloc(&s, GT_MEM_SAVED, xbytes, "layer 0 input (carry)", 0);
+  gt__acq(&v, 0, 0);
+  gt__rel(&v, 0, 0);
   for (int64_t l = 0; l < L; l++) {
     gt__phase(&s, "forward, layer %lld", l);
+    int64_t bs0 = l / period * period, be0 = bs0 + period < L ? bs0 + period : L;
+    if (l == bs0)
+      for (int64_t u = bs0; u < be0; u++) gt__acq(&v, 1 + u, 0);
     const gt_layer_desc *ld = &m.layers[l];
     SID(l, GT_A_X_IN) = x;
     for (int k = 1; k < GT_A_NSLOTS; k++) {
@@ -188,12 +259,15 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     }
     p->saved_total += p->saved_per_layer[l];
     x = xn;
+    if (l == be0 - 1)
+      for (int64_t u = bs0; u < be0; u++) gt__rel(&v, 1 + u, 0);
   }
 
   /* head: residual gradients, then the tiled logits */
   gt__phase(&s, "output head (logits and loss)", 0);
   int dx = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient", 0);
   int dprev = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient (other)", 0);
+  gt__acq(&v, 0, 1);
   int64_t R = N / c->num_vocab_tiling, V = m.vocab;
   int hb[8];
   int nh = 0;
@@ -206,13 +280,14 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile log-sum-exp", 0);
   hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile row weights", 0);
   for (int i = 0; i < nh; i++) gt__free(&s, hb[i]);
+  gt__drop(&v, 0);
   gt__free(&s, x);
 
   /* backward, one remat boundary at a time */
-  int period = rm->block_scope ? rm->period : 1;
   uint32_t out_op = gt_layer_output_op();
   for (int64_t end = L; end > 0;) {
     int64_t start = ((end - 1) / period) * period;
+    for (int64_t l = start; l < end; l++) gt__acq(&v, 1 + l, 1);
     for (int64_t l = start; l < end; l++) {
       gt__phase(&s, "backward, recomputing layer %lld", l);
       const gt_layer_desc *ld = &m.layers[l];
@@ -258,42 +333,79 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         gt__free(&s, SID(l, k));
         SID(l, k) = -1;
       }
+      gt__rel(&v, 1 + l, 1);
     }
     end = start;
   }
+  gt__rel(&v, 0, 1);
   gt__free(&s, dx);
   gt__free(&s, dprev);
 #undef SID
-  /* sharded runs: what each device holds of the state, its gathered weights
-   * and what it sends per step. A unit is gathered twice per micro-batch
-   * (forward and backward; the head for the lookup and for the logits) and
-   * its gradient reduce-scattered once; a ring sends (N-1)/N of a buffer. */
-  p->n_devices = (int)c->num_devices;
-  if (p->n_devices > 1) {
-    int N = p->n_devices;
-    int64_t nu = gt_model_n_units(&m), umax = 0, block_max = 0, sent = 0;
-    for (int64_t u = 0; u < nu; u++) {
-      int64_t off, cnt;
-      gt_model_unit(&m, u, &off, &cnt);
-      if (cnt > umax) umax = cnt;
-      p->shard_state_bytes += 4 * 4 * gt_shard_len(cnt, N, 0);
-      sent += 3 * (cnt - gt_shard_len(cnt, N, 0)) * 4; /* 2 gathers + 1 reduce-scatter */
-    }
-    int period = rm->block_scope ? rm->period : 1;
-    for (int64_t l0 = 0; l0 < L; l0 += period) {
-      int64_t sum = 0;
-      for (int64_t l = l0; l < l0 + period && l < L; l++) sum += m.layers[l].param_count;
-      if (sum > block_max) block_max = sum;
-    }
-    int64_t head = m.vocab * m.d + m.d;
-    int64_t g = rm->block_scope ? block_max : umax;
-    if (c->prefetch && !rm->block_scope) g = 2 * umax;
-    p->gathered_peak = 4 * (g > head ? g : head);
-    p->comm_bytes_per_step = sent * c->gradient_accumulation_steps;
-  }
   free(slot_id);
   free(host_id);
+  for (int64_t u = 0; u < nu; u++)
+    if (gathered[u] >= 0 || ugrad[u] >= 0) abort(); /* the replay must end as it began */
+  free(cnt);
+  free(gathered);
+  free(ugrad);
   free(s.bufs);
+}
+
+gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
+  memset(p, 0, sizeof *p);
+  gt_model m;
+  gt_rc rc = gt_model_build(&m, c, err);
+  if (rc) return rc;
+  p->n_params = m.n_params;
+  p->n_layers = m.n_layers;
+  p->flops = gt_flops_per_step_per_device(c);
+  p->n_devices = (int)c->num_devices;
+  p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
+  if (p->n_devices <= 1) {
+    gt__replay(p, c, &m, -1);
+  } else {
+    /* every device, keeping the one with the highest peak */
+    gt_plan best;
+    memset(&best, 0, sizeof best);
+    for (int dv = 0; dv < p->n_devices; dv++) {
+      gt_plan q = *p;
+      memset(q.cat_peak, 0, sizeof q.cat_peak);
+      memset(q.at_peak, 0, sizeof q.at_peak);
+      q.peak_total = q.host_peak = q.saved_total = 0;
+      memset(q.saved_per_layer, 0, sizeof(int64_t) * (size_t)m.n_layers);
+      gt__replay(&q, c, &m, dv);
+      if (dv == 0 || q.peak_total > best.peak_total) {
+        int64_t *keep = best.saved_per_layer;
+        best = q;
+        best.saved_per_layer = keep;
+        if (!best.saved_per_layer) best.saved_per_layer = malloc(sizeof(int64_t) * (size_t)m.n_layers);
+        memcpy(best.saved_per_layer, q.saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
+      }
+    }
+    int64_t *mine = p->saved_per_layer;
+    *p = best;
+    memcpy(mine, best.saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
+    free(best.saved_per_layer);
+    p->saved_per_layer = mine;
+    /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
+     * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
+     * twice (forward and backward; the head for the lookup and the logits)
+     * and its gradient reduce-scattered once; per step 3 doubles (loss, token
+     * count, squared norm) are all-reduced. The busiest device counts. */
+    int N = p->n_devices;
+    for (int dv = 0; dv < N; dv++) {
+      int64_t sent = 0;
+      for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
+        int64_t off, cnt;
+        gt_model_unit(&m, u, &off, &cnt);
+        sent += 2 * (cnt - gt_shard_len(cnt, N, (dv + 1) % N)) * 4 + (cnt - gt_shard_len(cnt, N, dv)) * 4;
+      }
+      sent *= c->gradient_accumulation_steps;
+      sent += ((3 - gt_shard_len(3, N, dv)) + (3 - gt_shard_len(3, N, (dv + 1) % N))) * 8;
+      if (sent > p->comm_bytes_per_step) p->comm_bytes_per_step = sent;
+    }
+    p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
+  }
   gt_model_free(&m);
   return GT_OK;
 }
@@ -301,6 +413,10 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
 void gt_plan_free(gt_plan *p) {
   free(p->saved_per_layer);
   p->saved_per_layer = NULL;
+}
+
+int64_t gt_plan_total_bytes(const gt_plan *p) {
+  return (p->n_devices > 1 ? p->n_devices : 1) * (p->peak_total + p->host_peak);
 }
 
 int64_t gt_plan_memory_limit(const gt_config *c) {
@@ -339,10 +455,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   fprintf(f, "\n");
   if (p->host_peak) fprintf(f, "  host pool (offloaded activations): %.1f MiB peak, not in the device peak\n", gt__mib(p->host_peak));
   if (p->n_devices > 1)
-    fprintf(f, "  sharded over %d devices, per device: state shards %.1f MiB, gathered weights up to %.1f MiB (%s%s), "
-               "about %.1f MiB sent per step; the peak above is one device's without sharding (an upper bound)\n",
+    fprintf(f, "  sharded over %d devices; the figures above are per device (the busiest): state shards %.1f MiB, "
+               "gathered weights up to %.1f MiB (%s scope%s), %.1f MiB sent per step; all devices together %.1f MiB\n",
             p->n_devices, gt__mib(p->shard_state_bytes), gt__mib(p->gathered_peak), c->remat_scope,
-            c->prefetch ? ", prefetch" : "", gt__mib(p->comm_bytes_per_step));
+            c->prefetch ? ", prefetch" : "", gt__mib(p->comm_bytes_per_step),
+            gt__mib(p->n_devices * (p->peak_total + p->host_peak)));
   fprintf(f, "  largest buffers live at the peak:\n");
   for (int i = 0; i < p->n_top; i++)
     fprintf(f, "    %10.2f MiB  %-18s %s\n", gt__mib(p->top[i].bytes), gt_mem_cat_name(p->top[i].cat), p->top[i].name);

@@ -1383,13 +1383,14 @@ static pid_t gt__start(gt__runner *r, int k) {
   }
   res->planned_peak_bytes = (double)plan.peak_total;
   res->planned_host_bytes = (double)plan.host_peak;
-  int64_t need = plan.peak_total + plan.host_peak, limit = gt_plan_memory_limit(&cfg);
+  int64_t need = gt_plan_total_bytes(&plan), limit = gt_plan_memory_limit(&cfg);
   gt_plan_free(&plan);
   if (need > limit) {
     snprintf(res->status, sizeof res->status, "does_not_fit");
     snprintf(res->reason, sizeof res->reason,
-             "the plan needs %.1f MiB (device %.1f + host pool %.1f) but the limit is %.1f MiB (%s)",
-             (double)need / 1048576.0, res->planned_peak_bytes / 1048576.0, res->planned_host_bytes / 1048576.0,
+             "the plan needs %.1f MiB (%lld x (device %.1f + host pool %.1f)) but the limit is %.1f MiB (%s)",
+             (double)need / 1048576.0, cfg.num_devices, res->planned_peak_bytes / 1048576.0,
+             res->planned_host_bytes / 1048576.0,
              (double)limit / 1048576.0, cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM");
     gt_sweep_kvs_free(&args);
     return 0;

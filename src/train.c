@@ -174,15 +174,16 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_plan plan;
   if ((rc = gt_plan_compute(&plan, &cfg, err))) return rc;
   int64_t limit = gt_plan_memory_limit(&cfg);
-  if (plan.peak_total + plan.host_peak > limit) {
+  int64_t need = gt_plan_total_bytes(&plan);
+  if (need > limit) {
     if (out) gt_plan_print(out, &plan, &cfg);
     rc = gt_err_set(err, GT_ERR_PLAN,
-                    "train: the plan needs %.1f MiB (device %.1f + host pool %.1f) but the limit is %.1f MiB "
-                    "(%s): over by %.1f MiB",
-                    (double)(plan.peak_total + plan.host_peak) / 1048576.0, (double)plan.peak_total / 1048576.0,
-                    (double)plan.host_peak / 1048576.0, (double)limit / 1048576.0,
-                    cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM",
-                    (double)(plan.peak_total + plan.host_peak - limit) / 1048576.0);
+                    "train: the plan needs %.1f MiB (%lld device%s x (%.1f + host pool %.1f)) but the limit is "
+                    "%.1f MiB (%s): over by %.1f MiB",
+                    (double)need / 1048576.0, cfg.num_devices, cfg.num_devices > 1 ? "s" : "",
+                    (double)plan.peak_total / 1048576.0, (double)plan.host_peak / 1048576.0,
+                    (double)limit / 1048576.0, cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM",
+                    (double)(need - limit) / 1048576.0);
     gt_plan_free(&plan);
     return rc;
   }

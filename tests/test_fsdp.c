@@ -14,6 +14,7 @@
 #include "gemtrain/data.h"
 #include "gemtrain/fsdp.h"
 #include "gemtrain/model.h"
+#include "gemtrain/plan.h"
 #include "gt_testutil.h"
 
 #define GLOBAL_B 8
@@ -117,6 +118,51 @@ START_TEST(test_gathered_weights_bounded) {
 }
 END_TEST
 
+START_TEST(test_device_peaks_equal_plan) {
+  /* the plan replays one sharded device's step: each device's measured peak
+   * of every category equals the planned one (the largest device's) */
+  const char *scopes[] = {"remat_scope=layer", "remat_scope=block"};
+  const char *pfs[] = {"prefetch=true", "prefetch=false"};
+  const char *nds[] = {"num_devices=2", "num_devices=3"};
+  const char *pds[] = {"per_device_batch_size=4", "per_device_batch_size=2"};
+  for (int si = 0; si < 2; si++)
+    for (int pi = 0; pi < 2; pi++)
+      for (int ni = 0; ni < 2; ni++) {
+        const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=16",
+                            nds[ni], pds[ni], pfs[pi], scopes[si], "remat_policy=minimal"};
+        gt_config c;
+        gt_err e;
+        ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 8, ov, &e) == GT_OK, "%s", e.msg);
+        gt_plan p;
+        ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
+        gt_mem host;
+        gt_mem_init(&host);
+        gt_data d;
+        ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
+        gt_fsdp *f;
+        ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
+        gt_batch b;
+        gt_data_next_train(&d, &b);
+        gt_fsdp_step_info fi;
+        ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
+        ck_assert_int_eq(fi.comm_bytes, p.comm_bytes_per_step);
+        int64_t worst = 0;
+        for (int dv = 0; dv < gt_fsdp_devices(f); dv++) {
+          gt_mem *m = gt_fsdp_device_mem(f, dv);
+          if (gt_mem_total_peak(m) > worst) worst = gt_mem_total_peak(m);
+          ck_assert_msg(gt_mem_total_peak(m) <= p.peak_total, "%s %s %s: device %d peak %lld > plan %lld", nds[ni],
+                        pfs[pi], scopes[si], dv, (long long)gt_mem_total_peak(m), (long long)p.peak_total);
+          ck_assert_int_eq(gt_mem_peak(m, GT_MEM_GATHERED) <= p.cat_peak[GT_MEM_GATHERED], 1);
+        }
+        ck_assert_msg(worst == p.peak_total, "%s %s %s: largest device peak %lld, plan %lld", nds[ni], pfs[pi],
+                      scopes[si], (long long)worst, (long long)p.peak_total);
+        gt_fsdp_destroy(f);
+        gt_data_close(&d);
+        gt_plan_free(&p);
+      }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp");
   TCase *tc = tcase_create("core");
@@ -124,6 +170,7 @@ int main(void) {
   tcase_add_test(tc, test_device_counts_agree);
   tcase_add_test(tc, test_same_count_bit_identical);
   tcase_add_test(tc, test_gathered_weights_bounded);
+  tcase_add_test(tc, test_device_peaks_equal_plan);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -43,7 +43,7 @@ int gt_cmd_plan(int argc, char **argv) {
     int64_t limit = gt_plan_memory_limit(&cfg);
     printf("  memory limit: %.1f MiB (%s): %s\n", (double)limit / 1048576.0,
            cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM",
-           p.peak_total + p.host_peak <= limit ? "fits" : "DOES NOT FIT");
+           gt_plan_total_bytes(&p) <= limit ? "fits" : "DOES NOT FIT");
   }
   gt_plan_free(&p);
   return 0;

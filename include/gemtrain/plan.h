@@ -31,7 +31,8 @@ typedef struct gt_plan {
   int64_t n_layers;
   int64_t cat_peak[GT_MEM_NCAT];   /* peak of each category on its own */
   int64_t at_peak[GT_MEM_NCAT];    /* each category's bytes at the moment of the device peak */
-  int64_t peak_total;              /* device peak (all categories but the host pool) */
+  int64_t peak_total;              /* device peak (all categories but the host pool); with
+                                      num_devices > 1, the busiest device's */
   int64_t host_peak;               /* host pool peak (offloaded activations) */
   char peak_where[96];             /* the phase of the step where the device peak happens */
   int n_top;
@@ -51,6 +52,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *cfg, gt_err *err);
 void gt_plan_free(gt_plan *p);
 void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *cfg);
 char *gt_plan_to_json(const gt_plan *p, const gt_config *cfg);
+/* What the run needs of this machine: every device's peak and host pool. */
+int64_t gt_plan_total_bytes(const gt_plan *p);
 /* memory_limit_bytes, or the machine's available RAM when it is 0. */
 int64_t gt_plan_memory_limit(const gt_config *cfg);
 
