@@ -255,6 +255,10 @@ static void gt__run_step(int dev, void *arg) {
      * that strikes all of them alike here (same sizes everywhere) */
     if (d->rc) return;
   }
+  /* a forward-only pass ends at the head, whose acquire prefetched layer 0
+   * for a forward that does not follow: drop it, so no gathered copy
+   * outlives the pass */
+  for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
   double sums[3] = {d->st.xent_sum, (double)d->st.total_weights, 0};
   if (!f->train) {
     gt_all_reduce_f64(f->mesh, dev, sums, 2);
