@@ -95,8 +95,8 @@ gt_rc gt_ctx_init(gt_ctx *c) {
   gt_err_clear(&c->err);
   gt__release(c);
   if (c->cfg.num_devices > 1)
-    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: num_devices = %lld needs the sharded executor, which is not "
-                      "built yet; expected num_devices=1", c->cfg.num_devices);
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: num_devices = %lld: a gt_ctx trains on one device (sharded "
+                      "training is `gemtrain train` and gt_fsdp); expected num_devices=1", c->cfg.num_devices);
   gt_threads_configure(&c->cfg);
   if ((rc = gt_model_build(&c->model, &c->cfg, &c->err))) return rc;
   if ((rc = gt_model_alloc(&c->model, &c->mem, &c->err)) ||
