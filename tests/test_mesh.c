@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -580,6 +581,591 @@ START_TEST(test_mixed_sequence) {
 }
 END_TEST
 
+/* ---- mesh axes and groups ------------------------------------------------- */
+
+static const gt_group GROUPS[] = {GT_GROUP_ALL, GT_GROUP_FSDP, GT_GROUP_DATA};
+static const char *const GROUP_NAME[] = {"all", "fsdp", "data"};
+static const int64_t GSIZES[] = {0, 1, 7, 1000003};
+#define N_GSIZES ((int)(sizeof GSIZES / sizeof GSIZES[0]))
+
+/* Every data x fsdp factorisation of N; returns how many, data values out. */
+static int factorisations(int N, int *data) {
+  int k = 0;
+  for (int a = 1; a <= N; a++)
+    if (N % a == 0) data[k++] = a;
+  return k;
+}
+
+static void set_axes_ok(gt_mesh *m, int data, int fsdp) {
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_mesh_set_axes(m, data, fsdp, &e) == GT_OK, "%s", e.msg);
+}
+
+/* The group of device d re-derived from the grid definition (data index
+ * d / fsdp, fsdp index d % fsdp), independently of mesh.c: members in rank
+ * order; returns the size and d's rank in *rank. */
+static int ref_group(int N, int fsdp, gt_group g, int d, int *mem, int *rank) {
+  int G = 0;
+  for (int e = 0; e < N; e++) {
+    bool same = g == GT_GROUP_ALL || (g == GT_GROUP_FSDP && e / fsdp == d / fsdp) ||
+                (g == GT_GROUP_DATA && e % fsdp == d % fsdp);
+    if (!same) continue;
+    if (e == d) *rank = G;
+    mem[G++] = e; /* increasing e is increasing rank for every kind */
+  }
+  return G;
+}
+
+START_TEST(test_axes_group_sizes_and_ranks) {
+  for (int N = 1; N <= MAX_DEV; N++) {
+    gt_mesh *m = make_mesh(N);
+    /* Default 1 x N: fsdp is the whole mesh, data groups are singletons. */
+    ck_assert_int_eq(gt_mesh_group_size(m, GT_GROUP_ALL), N);
+    ck_assert_int_eq(gt_mesh_group_size(m, GT_GROUP_FSDP), N);
+    ck_assert_int_eq(gt_mesh_group_size(m, GT_GROUP_DATA), 1);
+    int datas[MAX_DEV];
+    int nf = factorisations(N, datas);
+    for (int f = 0; f < nf; f++) {
+      int data = datas[f], fsdp = N / data;
+      set_axes_ok(m, data, fsdp);
+      for (int gi = 0; gi < 3; gi++) {
+        gt_group g = GROUPS[gi];
+        int want_G = g == GT_GROUP_ALL ? N : g == GT_GROUP_FSDP ? fsdp : data;
+        ck_assert_int_eq(gt_mesh_group_size(m, g), want_G);
+        for (int d = 0; d < N; d++) {
+          int mem[MAX_DEV], rank = -1;
+          int G = ref_group(N, fsdp, g, d, mem, &rank);
+          ck_assert_msg(G == want_G && gt_mesh_group_rank(m, g, d) == rank,
+                        "N=%d %dx%d %s device %d: rank %d, want %d (group size %d)", N, data, fsdp,
+                        GROUP_NAME[gi], d, gt_mesh_group_rank(m, g, d), rank, G);
+          /* Ranks within the group are 0..G-1, each once. */
+          int seen = 0;
+          for (int k = 0; k < G; k++) seen |= 1 << gt_mesh_group_rank(m, g, mem[k]);
+          ck_assert_int_eq(seen, (1 << G) - 1);
+        }
+      }
+      ck_assert_int_eq(gt_mesh_group_rank(m, GT_GROUP_FSDP, N), -1);
+    }
+    gt_mesh_destroy(m);
+  }
+}
+END_TEST
+
+START_TEST(test_set_axes_rejects_wrong_product) {
+  gt_mesh *m = make_mesh(6);
+  set_axes_ok(m, 3, 2);
+  static const int bad[][2] = {{4, 2}, {2, 2}, {6, 6}, {0, 6}, {6, 0}, {-2, -3}, {1, 5}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    gt_err e;
+    gt_err_clear(&e);
+    ck_assert_int_eq(gt_mesh_set_axes(m, bad[i][0], bad[i][1], &e), GT_ERR_CONFIG);
+    char want[64];
+    snprintf(want, sizeof want, "data %d x fsdp %d", bad[i][0], bad[i][1]);
+    ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "6") && !strchr(e.msg, '\n'),
+                  "unclear message: %s", e.msg);
+    /* A refused call leaves the axes as they were. */
+    ck_assert_int_eq(gt_mesh_group_size(m, GT_GROUP_DATA), 3);
+    ck_assert_int_eq(gt_mesh_group_size(m, GT_GROUP_FSDP), 2);
+  }
+  ck_assert_int_eq(gt_mesh_set_axes(m, 4, 2, NULL), GT_ERR_CONFIG);
+  gt_mesh_destroy(m);
+}
+END_TEST
+
+/* ---- group collectives against serial ring-order references -------------- */
+
+typedef struct gjob {
+  gt_mesh *m;
+  int64_t n;
+  gt_group g;
+  float *x[MAX_DEV]; /* every device's n inputs */
+  double *x64[MAX_DEV];
+  float *rs[MAX_DEV], *ag[MAX_DEV], *ar[MAX_DEV];
+  double *ar64[MAX_DEV];
+} gjob;
+
+static void gjob_fn(int d, void *arg) {
+  gjob *j = arg;
+  int G = gt_mesh_group_size(j->m, j->g), r = gt_mesh_group_rank(j->m, j->g, d);
+  gt_reduce_scatter_g(j->m, d, j->g, j->x[d], j->rs[d], j->n);
+  gt_all_gather_g(j->m, d, j->g, j->x[d] + gt_shard_begin(j->n, G, r), j->ag[d], j->n);
+  gt_all_reduce_g(j->m, d, j->g, j->ar[d], j->n);
+  gt_all_reduce_f64_g(j->m, d, j->g, j->ar64[d], j->n);
+}
+
+/* Checks one group instance (members mem[0..G-1]) of a finished gjob. */
+static void check_group_instance(gjob *j, int N, int data, int fsdp, int gi, const int *mem, int G, float *ref,
+                                 double *ref64, float *want_ag) {
+  const int64_t n = j->n;
+  float *xs[MAX_DEV];
+  double *xs64[MAX_DEV];
+  for (int k = 0; k < G; k++) {
+    xs[k] = j->x[mem[k]];
+    xs64[k] = j->x64[mem[k]];
+    int64_t b = gt_shard_begin(n, G, k), len = gt_shard_len(n, G, k);
+    if (len) memcpy(want_ag + b, xs[k] + b, (size_t)len * 4);
+  }
+  ring_sum_f32(xs, G, n, ref);
+  ring_sum_f64(xs64, G, n, ref64);
+  for (int k = 0; k < G; k++) {
+    int d = mem[k];
+    int64_t b = gt_shard_begin(n, G, k), len = gt_shard_len(n, G, k);
+    bool rs_ok = len == 0 || memcmp(j->rs[d], ref + b, (size_t)len * 4) == 0;
+    bool ag_ok = n == 0 || memcmp(j->ag[d], want_ag, (size_t)n * 4) == 0;
+    bool ar_ok = n == 0 || memcmp(j->ar[d], ref, (size_t)n * 4) == 0;
+    bool ar64_ok = n == 0 || memcmp(j->ar64[d], ref64, (size_t)n * 8) == 0;
+    ck_assert_msg(rs_ok && ag_ok && ar_ok && ar64_ok,
+                  "N=%d axes %dx%d group %s n=%lld device %d (rank %d of %d): reduce_scatter %s, "
+                  "all_gather %s, all_reduce %s, all_reduce_f64 %s",
+                  N, data, fsdp, GROUP_NAME[gi], (long long)n, d, k, G, rs_ok ? "ok" : "WRONG",
+                  ag_ok ? "ok" : "WRONG", ar_ok ? "ok" : "WRONG", ar64_ok ? "ok" : "WRONG");
+    /* Bytes as a ring of G would send them, for the four calls. */
+    int64_t rsb = n - gt_shard_len(n, G, k), agb = n - gt_shard_len(n, G, (k + 1) % G);
+    gt_comm_stats st = gt_mesh_stats(j->m, d);
+    ck_assert_msg(st.bytes_sent == 4 * rsb + 4 * agb + 12 * (rsb + agb) && st.calls == 4,
+                  "N=%d %dx%d %s n=%lld device %d: %lld bytes in %lld calls", N, data, fsdp, GROUP_NAME[gi],
+                  (long long)n, d, (long long)st.bytes_sent, (long long)st.calls);
+  }
+}
+
+/* Every factorisation of every N, every group kind, every size: the groups
+ * of one kind run concurrently (e.g. `data` fsdp groups at once), each must
+ * give exactly its own serial ring-order result. */
+START_TEST(test_group_collectives) {
+  for (int N = 1; N <= MAX_DEV; N++) {
+    gt_mesh *m = make_mesh(N);
+    int datas[MAX_DEV];
+    int nf = factorisations(N, datas);
+    for (int si = 0; si < N_GSIZES; si++) {
+      int64_t n = GSIZES[si];
+      gjob j = {.m = m, .n = n};
+      for (int d = 0; d < N; d++) {
+        uint64_t s = seed_for(N, n, d, 30);
+        j.x[d] = gt_test_alloc_fill(n, &s, -1.f, 1.f);
+        j.x64[d] = malloc(nbytes(n, 8));
+        for (int64_t i = 0; i < n; i++) j.x64[d][i] = rand_f64(&s);
+        j.rs[d] = malloc(nbytes(n, 4)); /* room for the largest shard of any G */
+        j.ag[d] = malloc(nbytes(n, 4));
+        j.ar[d] = malloc(nbytes(n, 4));
+        j.ar64[d] = malloc(nbytes(n, 8));
+      }
+      float *ref = malloc(nbytes(n, 4)), *want_ag = malloc(nbytes(n, 4));
+      double *ref64 = malloc(nbytes(n, 8));
+      for (int f = 0; f < nf; f++) {
+        int data = datas[f], fsdp = N / data;
+        set_axes_ok(m, data, fsdp);
+        for (int gi = 0; gi < 3; gi++) {
+          j.g = GROUPS[gi];
+          for (int d = 0; d < N; d++) {
+            if (n) memcpy(j.ar[d], j.x[d], (size_t)n * 4);
+            if (n) memcpy(j.ar64[d], j.x64[d], (size_t)n * 8);
+          }
+          gt_mesh_reset_stats(m);
+          gt_mesh_run(m, gjob_fn, &j);
+          /* One check per group instance, led by its rank-0 member. */
+          for (int d = 0; d < N; d++) {
+            int mem[MAX_DEV], rank = -1;
+            int G = ref_group(N, fsdp, j.g, d, mem, &rank);
+            if (rank == 0) check_group_instance(&j, N, data, fsdp, gi, mem, G, ref, ref64, want_ag);
+          }
+        }
+      }
+      /* The whole-mesh functions are the GT_GROUP_ALL ones, bit for bit:
+       * last run was data groups; now the old API on fresh copies. */
+      j.g = GT_GROUP_ALL;
+      job oj = {.m = m, .n_dev = N, .n = n};
+      for (int d = 0; d < N; d++) {
+        oj.out[d] = malloc(nbytes(n, 4));
+        if (n) memcpy(oj.out[d], j.x[d], (size_t)n * 4);
+      }
+      run_job(&oj, OP_AR);
+      for (int d = 0; d < N; d++) {
+        if (n) memcpy(j.ar[d], j.x[d], (size_t)n * 4);
+        if (n) memcpy(j.ar64[d], j.x64[d], (size_t)n * 8);
+      }
+      gt_mesh_run(m, gjob_fn, &j);
+      for (int d = 0; d < N; d++)
+        ck_assert_msg(n == 0 || memcmp(oj.out[d], j.ar[d], (size_t)n * 4) == 0,
+                      "N=%d n=%lld: gt_all_reduce differs from gt_all_reduce_g(ALL)", N, (long long)n);
+      free_job(&oj);
+      for (int d = 0; d < N; d++) {
+        free(j.x[d]);
+        free(j.x64[d]);
+        free(j.rs[d]);
+        free(j.ag[d]);
+        free(j.ar[d]);
+        free(j.ar64[d]);
+      }
+      free(ref);
+      free(ref64);
+      free(want_ag);
+    }
+    gt_mesh_destroy(m);
+  }
+}
+END_TEST
+
+/* Two (or more) groups of a kind at once, many times, with one group made
+ * late now and then: small integer data distinct per group, so any
+ * cross-talk between instances (a shared slot or barrier) changes a sum. */
+#define GROUPS_ITERS 200
+
+typedef struct groups_job {
+  gt_mesh *m;
+  int fsdp;
+  atomic_int bad;
+} groups_job;
+
+static float grp_val(int it, int d, int64_t i) { return (float)((it * 5 + d * 17 + (int)i * 3) % 29 - 14); }
+
+static void groups_fn(int d, void *arg) {
+  groups_job *j = arg;
+  const int F = j->fsdp;
+  float buf[97], in[97], out[97];
+  for (int it = 0; it < GROUPS_ITERS; it++) {
+    int64_t n = (it * 13) % 97;
+    gt_group g = it % 2 ? GT_GROUP_FSDP : GT_GROUP_DATA;
+    int G = gt_mesh_group_size(j->m, g), r = gt_mesh_group_rank(j->m, g, d);
+    /* Now and then make the same rank late in EVERY group of the kind: the
+     * others of all groups arrive together, so a barrier shared between
+     * instances would release them before their own late peer published. */
+    if (it % 5 == 0 && r == (it / 5) % G) nanosleep(&(struct timespec){0, 300000}, NULL);
+    for (int64_t i = 0; i < n; i++) buf[i] = in[i] = grp_val(it, d, i);
+    gt_all_reduce_g(j->m, d, g, buf, n);
+    for (int64_t i = 0; i < n; i++) {
+      float want = 0;
+      for (int k = 0; k < G; k++) want += grp_val(it, g == GT_GROUP_FSDP ? d - r + k : d % F + k * F, i);
+      if (buf[i] != want) atomic_fetch_add(&j->bad, 1);
+    }
+    int64_t b = gt_shard_begin(n, G, r), len = gt_shard_len(n, G, r);
+    gt_reduce_scatter_g(j->m, d, g, in, out, n);
+    for (int64_t i = 0; i < len; i++)
+      if (out[i] != buf[b + i]) atomic_fetch_add(&j->bad, 1);
+    gt_all_gather_g(j->m, d, g, out, in, n);
+    for (int64_t i = 0; i < n; i++)
+      if (in[i] != buf[i]) atomic_fetch_add(&j->bad, 1);
+  }
+}
+
+START_TEST(test_two_groups_at_once) {
+  static const int axes[][2] = {{2, 2}, {2, 4}, {4, 2}, {2, 3}, {3, 2}};
+  for (size_t a = 0; a < sizeof axes / sizeof axes[0]; a++) {
+    int data = axes[a][0], fsdp = axes[a][1];
+    groups_job j = {.m = make_mesh(data * fsdp), .fsdp = fsdp};
+    atomic_init(&j.bad, 0);
+    set_axes_ok(j.m, data, fsdp);
+    gt_mesh_run(j.m, groups_fn, &j);
+    ck_assert_msg(atomic_load(&j.bad) == 0, "axes %dx%d: %d wrong elements", data, fsdp, atomic_load(&j.bad));
+    gt_mesh_destroy(j.m);
+  }
+}
+END_TEST
+
+/* ---- asynchronous all-gather ---------------------------------------------- */
+
+typedef struct ajob {
+  gt_mesh *m;
+  int64_t n;
+  gt_group g;
+  float *x[MAX_DEV];
+  float *sync_out[MAX_DEV], *async_out[MAX_DEV];
+} ajob;
+
+/* The sync gather runs on the device threads while the async one of the same
+ * data runs on the comm threads. */
+static void ajob_fn(int d, void *arg) {
+  ajob *j = arg;
+  int G = gt_mesh_group_size(j->m, j->g), r = gt_mesh_group_rank(j->m, j->g, d);
+  const float *in = j->x[d] + gt_shard_begin(j->n, G, r);
+  int t = gt_all_gather_async(j->m, d, j->g, in, j->async_out[d], j->n);
+  gt_all_gather_g(j->m, d, j->g, in, j->sync_out[d], j->n);
+  gt_mesh_wait(j->m, d, t);
+}
+
+START_TEST(test_async_equals_sync) {
+  for (int N = 1; N <= MAX_DEV; N++) {
+    gt_mesh *m = make_mesh(N);
+    int datas[MAX_DEV];
+    int nf = factorisations(N, datas);
+    for (int si = 0; si < N_GSIZES; si++) {
+      int64_t n = GSIZES[si];
+      ajob j = {.m = m, .n = n};
+      for (int d = 0; d < N; d++) {
+        uint64_t s = seed_for(N, n, d, 40);
+        j.x[d] = gt_test_alloc_fill(n, &s, -1.f, 1.f);
+        j.sync_out[d] = malloc(nbytes(n, 4));
+        j.async_out[d] = malloc(nbytes(n, 4));
+      }
+      float *want = malloc(nbytes(n, 4));
+      for (int f = 0; f < nf; f++) {
+        int data = datas[f], fsdp = N / data;
+        set_axes_ok(m, data, fsdp);
+        for (int gi = 0; gi < 3; gi++) {
+          j.g = GROUPS[gi];
+          for (int d = 0; d < N; d++) {
+            for (int64_t i = 0; i < n; i++) j.async_out[d][i] = NAN;
+          }
+          gt_mesh_reset_stats(m);
+          gt_mesh_run(m, ajob_fn, &j);
+          for (int d = 0; d < N; d++) {
+            int mem[MAX_DEV], rank = -1;
+            int G = ref_group(N, fsdp, j.g, d, mem, &rank);
+            for (int k = 0; k < G; k++) {
+              int64_t b = gt_shard_begin(n, G, k), len = gt_shard_len(n, G, k);
+              if (len) memcpy(want + b, j.x[mem[k]] + b, (size_t)len * 4);
+            }
+            ck_assert_msg(n == 0 || (memcmp(j.async_out[d], j.sync_out[d], (size_t)n * 4) == 0 &&
+                                     memcmp(j.async_out[d], want, (size_t)n * 4) == 0),
+                          "N=%d %dx%d %s n=%lld device %d: async gather differs", N, data, fsdp,
+                          GROUP_NAME[gi], (long long)n, d);
+            /* Both gathers counted in the same per-device stats. */
+            int64_t agb = n - gt_shard_len(n, G, (rank + 1) % G);
+            gt_comm_stats st = gt_mesh_stats(m, d);
+            ck_assert_msg(st.calls == 2 && st.bytes_sent == 2 * 4 * agb && st.seconds >= 0.0,
+                          "N=%d %s n=%lld device %d: %lld bytes in %lld calls", N, GROUP_NAME[gi],
+                          (long long)n, d, (long long)st.bytes_sent, (long long)st.calls);
+          }
+        }
+      }
+      for (int d = 0; d < N; d++) {
+        free(j.x[d]);
+        free(j.sync_out[d]);
+        free(j.async_out[d]);
+      }
+      free(want);
+    }
+    gt_mesh_destroy(m);
+  }
+}
+END_TEST
+
+/* Three gathers in flight per device (fsdp, data, all: different groups,
+ * so the comm threads switch barriers in between), waited in order, only on
+ * the last, and out of order; while they fly the device threads run
+ * synchronous all-reduces that must still be bit-exact. */
+#define FLY_N 200003
+#define FLY_AR_N 100003
+
+typedef struct fly_job {
+  gt_mesh *m;
+  int mode; /* 0: wait 1,2,3; 1: wait 3 only (then 1, 2: no-ops); 2: wait 2,1,3 */
+  float *x[MAX_DEV];
+  float *out[3][MAX_DEV];
+  float *want[3][MAX_DEV]; /* per device, per gather */
+  float *ar_in[MAX_DEV], *ar[MAX_DEV], *ar_ref, *arf[MAX_DEV], *arf_ref[MAX_DEV];
+  int tickets[MAX_DEV][3];
+  atomic_int bad;
+} fly_job;
+
+static const gt_group FLY_G[3] = {GT_GROUP_FSDP, GT_GROUP_DATA, GT_GROUP_ALL};
+
+static bool fly_ok(fly_job *j, int k, int d) { return memcmp(j->out[k][d], j->want[k][d], FLY_N * 4) == 0; }
+
+static void fly_fn(int d, void *arg) {
+  fly_job *j = arg;
+  int *t = j->tickets[d];
+  for (int k = 0; k < 3; k++) {
+    gt_group g = FLY_G[k];
+    int G = gt_mesh_group_size(j->m, g), r = gt_mesh_group_rank(j->m, g, d);
+    t[k] = gt_all_gather_async(j->m, d, g, j->x[d] + gt_shard_begin(FLY_N, G, r), j->out[k][d], FLY_N);
+  }
+  /* Synchronous collectives on the device threads meanwhile. */
+  memcpy(j->ar[d], j->ar_in[d], FLY_AR_N * 4);
+  gt_all_reduce(j->m, d, j->ar[d], FLY_AR_N);
+  memcpy(j->arf[d], j->ar_in[d], FLY_AR_N * 4);
+  gt_all_reduce_g(j->m, d, GT_GROUP_FSDP, j->arf[d], FLY_AR_N);
+  if (memcmp(j->ar[d], j->ar_ref, FLY_AR_N * 4) != 0 || memcmp(j->arf[d], j->arf_ref[d], FLY_AR_N * 4) != 0)
+    atomic_fetch_add(&j->bad, 1000);
+  switch (j->mode) {
+  case 0:
+    for (int k = 0; k < 3; k++) {
+      gt_mesh_wait(j->m, d, t[k]);
+      if (!fly_ok(j, k, d)) atomic_fetch_add(&j->bad, 1);
+    }
+    break;
+  case 1:
+    /* The last ticket completes every earlier one of this device. */
+    gt_mesh_wait(j->m, d, t[2]);
+    for (int k = 0; k < 3; k++)
+      if (!fly_ok(j, k, d)) atomic_fetch_add(&j->bad, 1);
+    gt_mesh_wait(j->m, d, t[0]);
+    gt_mesh_wait(j->m, d, t[1]);
+    break;
+  default:
+    gt_mesh_wait(j->m, d, t[1]);
+    if (!fly_ok(j, 0, d) || !fly_ok(j, 1, d)) atomic_fetch_add(&j->bad, 1);
+    gt_mesh_wait(j->m, d, t[0]);
+    gt_mesh_wait(j->m, d, t[2]);
+    if (!fly_ok(j, 2, d)) atomic_fetch_add(&j->bad, 1);
+    break;
+  }
+}
+
+START_TEST(test_async_in_flight_with_sync) {
+  static const int axes[][2] = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {2, 2}, {3, 2}, {2, 4}, {4, 2}, {8, 1}};
+  for (size_t a = 0; a < sizeof axes / sizeof axes[0]; a++) {
+    int data = axes[a][0], fsdp = axes[a][1], N = data * fsdp;
+    fly_job *j = calloc(1, sizeof *j);
+    j->m = make_mesh(N);
+    atomic_init(&j->bad, 0);
+    set_axes_ok(j->m, data, fsdp);
+    for (int d = 0; d < N; d++) {
+      uint64_t s = seed_for(N, FLY_N, d, 50);
+      j->x[d] = gt_test_alloc_fill(FLY_N, &s, -1.f, 1.f);
+      j->ar_in[d] = gt_test_alloc_fill(FLY_AR_N, &s, -1.f, 1.f);
+      j->ar[d] = malloc(FLY_AR_N * 4);
+      j->arf[d] = malloc(FLY_AR_N * 4);
+      j->arf_ref[d] = malloc(FLY_AR_N * 4);
+      for (int k = 0; k < 3; k++) {
+        j->out[k][d] = malloc(FLY_N * 4);
+        j->want[k][d] = malloc(FLY_N * 4);
+      }
+    }
+    j->ar_ref = malloc(FLY_AR_N * 4);
+    ring_sum_f32(j->ar_in, N, FLY_AR_N, j->ar_ref);
+    for (int d = 0; d < N; d++) {
+      int mem[MAX_DEV], rank = -1;
+      int G = ref_group(N, fsdp, GT_GROUP_FSDP, d, mem, &rank);
+      float *xs[MAX_DEV];
+      for (int k = 0; k < G; k++) xs[k] = j->ar_in[mem[k]];
+      ring_sum_f32(xs, G, FLY_AR_N, j->arf_ref[d]);
+      for (int k = 0; k < 3; k++) {
+        G = ref_group(N, fsdp, FLY_G[k], d, mem, &rank);
+        for (int q = 0; q < G; q++) {
+          int64_t b = gt_shard_begin(FLY_N, G, q), len = gt_shard_len(FLY_N, G, q);
+          memcpy(j->want[k][d] + b, j->x[mem[q]] + b, (size_t)len * 4);
+        }
+      }
+    }
+    for (int mode = 0; mode < 3; mode++) {
+      j->mode = mode;
+      for (int k = 0; k < 3; k++)
+        for (int d = 0; d < N; d++) memset(j->out[k][d], 0xff, FLY_N * 4);
+      gt_mesh_run(j->m, fly_fn, j);
+      ck_assert_msg(atomic_load(&j->bad) == 0, "axes %dx%d wait mode %d: %d failures (>= 1000: sync all_reduce)",
+                    data, fsdp, mode, atomic_load(&j->bad));
+      /* Tickets are monotonic per device, 1, 2, 3, then 4, 5, 6, ... */
+      for (int d = 0; d < N; d++)
+        for (int k = 0; k < 3; k++) ck_assert_int_eq(j->tickets[d][k], 3 * mode + k + 1);
+    }
+    gt_mesh_destroy(j->m);
+    for (int d = 0; d < N; d++) {
+      free(j->x[d]);
+      free(j->ar_in[d]);
+      free(j->ar[d]);
+      free(j->arf[d]);
+      free(j->arf_ref[d]);
+      for (int k = 0; k < 3; k++) {
+        free(j->out[k][d]);
+        free(j->want[k][d]);
+      }
+    }
+    free(j->ar_ref);
+    free(j);
+  }
+}
+END_TEST
+
+/* 100 runs reusing the device and comm threads: each issues two small async
+ * gathers (n varies, including n < G), checks them, and the stats add up. */
+#define ASYNC_RUNS 100
+
+typedef struct reuse_job {
+  gt_mesh *m;
+  int run;
+  atomic_int bad;
+} reuse_job;
+
+static float reuse_val(int run, int64_t i) { return (float)(run * 1000 + i); }
+
+static void reuse_fn(int d, void *arg) {
+  reuse_job *j = arg;
+  int64_t n = (j->run * 37) % 150;
+  float out1[150], out2[150], in1[150], in2[150];
+  int G1 = gt_mesh_group_size(j->m, GT_GROUP_FSDP), r1 = gt_mesh_group_rank(j->m, GT_GROUP_FSDP, d);
+  int G2 = gt_mesh_group_size(j->m, GT_GROUP_ALL), r2 = d;
+  /* Each device supplies its shard of the same global vector. */
+  int64_t b1 = gt_shard_begin(n, G1, r1), b2 = gt_shard_begin(n, G2, r2);
+  for (int64_t i = 0; i < n; i++) in1[i] = in2[i] = reuse_val(j->run, i);
+  int t1 = gt_all_gather_async(j->m, d, GT_GROUP_FSDP, in1 + b1, out1, n);
+  int t2 = gt_all_gather_async(j->m, d, GT_GROUP_ALL, in2 + b2, out2, n);
+  if (t2 != t1 + 1 || t1 != 2 * j->run + 1) atomic_fetch_add(&j->bad, 1);
+  gt_mesh_wait(j->m, d, t2);
+  for (int64_t i = 0; i < n; i++)
+    if (out1[i] != reuse_val(j->run, i) || out2[i] != reuse_val(j->run, i)) atomic_fetch_add(&j->bad, 1);
+}
+
+START_TEST(test_async_reuse_runs) {
+  static const int axes[][2] = {{1, 1}, {1, 2}, {1, 3}, {2, 2}, {3, 2}, {2, 4}};
+  for (size_t a = 0; a < sizeof axes / sizeof axes[0]; a++) {
+    int data = axes[a][0], fsdp = axes[a][1], N = data * fsdp;
+    reuse_job j = {.m = make_mesh(N)};
+    atomic_init(&j.bad, 0);
+    set_axes_ok(j.m, data, fsdp);
+    int64_t want_bytes[MAX_DEV] = {0};
+    for (int run = 0; run < ASYNC_RUNS; run++) {
+      j.run = run;
+      gt_mesh_run(j.m, reuse_fn, &j);
+      int64_t n = (run * 37) % 150;
+      for (int d = 0; d < N; d++)
+        want_bytes[d] += 4 * (n - gt_shard_len(n, fsdp, (d % fsdp + 1) % fsdp)) +
+                         4 * (n - gt_shard_len(n, N, (d + 1) % N));
+    }
+    ck_assert_msg(atomic_load(&j.bad) == 0, "axes %dx%d: %d failures", data, fsdp, atomic_load(&j.bad));
+    for (int d = 0; d < N; d++) {
+      gt_comm_stats st = gt_mesh_stats(j.m, d);
+      ck_assert_msg(st.calls == 2 * ASYNC_RUNS && st.bytes_sent == want_bytes[d] && st.seconds > 0.0,
+                    "axes %dx%d device %d: %lld calls, %lld bytes (want %lld)", data, fsdp, d, (long long)st.calls,
+                    (long long)st.bytes_sent, (long long)want_bytes[d]);
+    }
+    gt_mesh_destroy(j.m);
+  }
+}
+END_TEST
+
+/* Gathers issued and never waited for: destroy drains them (on every peer)
+ * before joining, so the outputs are complete and nothing leaks or hangs;
+ * set_axes refuses while they are in flight. */
+typedef struct nowait_job {
+  gt_mesh *m;
+  float *in[4], *out[4];
+} nowait_job;
+
+#define NOWAIT_N 300007
+
+static void nowait_fn(int d, void *arg) {
+  nowait_job *j = arg;
+  for (int k = 0; k < 3; k++)
+    gt_all_gather_async(j->m, d, GT_GROUP_ALL, j->in[d], j->out[d], NOWAIT_N);
+}
+
+START_TEST(test_async_destroy_drains) {
+  nowait_job j = {.m = make_mesh(4)};
+  float *want = malloc(NOWAIT_N * 4);
+  for (int d = 0; d < 4; d++) {
+    int64_t b = gt_shard_begin(NOWAIT_N, 4, d), len = gt_shard_len(NOWAIT_N, 4, d);
+    uint64_t s = seed_for(4, NOWAIT_N, d, 60);
+    j.in[d] = gt_test_alloc_fill(len, &s, -1.f, 1.f);
+    memcpy(want + b, j.in[d], (size_t)len * 4);
+    j.out[d] = calloc(NOWAIT_N, 4);
+  }
+  gt_mesh_run(j.m, nowait_fn, &j);
+  gt_err e;
+  gt_err_clear(&e);
+  gt_rc rc = gt_mesh_set_axes(j.m, 2, 2, &e);
+  /* Either they already finished (fine) or set_axes must refuse. */
+  ck_assert_msg(rc == GT_OK || (rc == GT_ERR_ARG && strstr(e.msg, "in flight")), "%d: %s", rc, e.msg);
+  gt_mesh_destroy(j.m);
+  for (int d = 0; d < 4; d++) {
+    ck_assert_msg(memcmp(j.out[d], want, NOWAIT_N * 4) == 0, "device %d: gather not drained", d);
+    free(j.in[d]);
+    free(j.out[d]);
+  }
+  free(want);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mesh");
   TCase *tc = tcase_create("core");
@@ -596,6 +1182,14 @@ int main(void) {
   tcase_add_test(tc, test_broadcast_every_root);
   tcase_add_test(tc, test_stats_ring_bytes);
   tcase_add_test(tc, test_mixed_sequence);
+  tcase_add_test(tc, test_axes_group_sizes_and_ranks);
+  tcase_add_test(tc, test_set_axes_rejects_wrong_product);
+  tcase_add_test(tc, test_group_collectives);
+  tcase_add_test(tc, test_two_groups_at_once);
+  tcase_add_test(tc, test_async_equals_sync);
+  tcase_add_test(tc, test_async_in_flight_with_sync);
+  tcase_add_test(tc, test_async_reuse_runs);
+  tcase_add_test(tc, test_async_destroy_drains);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

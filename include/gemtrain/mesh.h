@@ -83,7 +83,9 @@ void gt_barrier(gt_mesh *m, int dev);
  * Every device calls the same group collectives in the same order (groups
  * of the same kind run concurrently). GT_GROUP_ALL is the whole mesh. */
 typedef enum gt_group { GT_GROUP_ALL = 0, GT_GROUP_FSDP = 1, GT_GROUP_DATA = 2 } gt_group;
-/* data * fsdp must equal the mesh size; call between runs. */
+/* data * fsdp must equal the mesh size (else GT_ERR_CONFIG, one line naming
+ * both axes and the device count; the axes stay as they were); call between
+ * runs with no async gather in flight (else GT_ERR_ARG). */
 gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err);
 int gt_mesh_group_size(const gt_mesh *m, gt_group g);
 int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev);
@@ -99,7 +101,16 @@ void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n
  * the result is bit-identical to it, while the device thread computes. Every
  * device issues the same async gathers in the same order; `in` and `out` must
  * stay valid until the wait. Synchronous collectives issued while an async
- * one is in flight are allowed (they use the device threads). */
+ * one is in flight are allowed (they use the device threads).
+ * Tickets are 1, 2, 3, ... per device, across runs. Gathers complete in
+ * issue order, so waiting on a ticket also completes every earlier one of
+ * the device; waiting on a ticket never issued by this device aborts, and a
+ * device must not wait on a ticket its group peers never issue (it would
+ * block forever). Each async gather counts in gt_mesh_stats like a
+ * synchronous one (bytes, one call); its seconds are the comm thread's time
+ * running it (queueing excluded), so they may overlap the device's own.
+ * gt_mesh_destroy first finishes every queued gather, then joins the comm
+ * threads. */
 int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket);
 
