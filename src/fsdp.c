@@ -17,6 +17,8 @@ typedef struct gt__dev {
   int64_t *shard_off; /* [units] */
   float **gathered;   /* [units] live gathered copies */
   float **ugrad;      /* [units] live full-size gradient blocks */
+  int *pending;       /* [units] ticket of an asynchronous gather in flight, or -1 */
+  int rank;           /* index in the fsdp group: which shard this device holds */
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -31,6 +33,7 @@ struct gt_fsdp {
   int64_t n_units, n_params;
   int64_t *unit_off, *unit_cnt;
   int prefetch;
+  int dp, fs;           /* mesh axes: data x fsdp */
   float **full_scatter; /* init / export: the host's full buffer */
   /* per run arguments */
   const gt_batch *batches;
@@ -45,12 +48,30 @@ struct gt_fsdp {
 
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
+  if (d->pending[u] >= 0) { /* prefetched: wait for the communication thread */
+    gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
+    d->pending[u] = -1;
+  }
   if (d->gathered[u]) return GT_OK;
   d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)f->unit_cnt[u] * sizeof(float));
   if (!d->gathered[u])
     return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
                       (long long)u, (long long)f->unit_cnt[u]);
-  gt_all_gather(f->mesh, d->dev, d->pshard + d->shard_off[u], d->gathered[u], f->unit_cnt[u]);
+  gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], f->unit_cnt[u]);
+  return GT_OK;
+}
+
+/* Starts the next unit's gather on the communication threads, so it runs
+ * while this device computes the current unit. */
+static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
+  gt_fsdp *f = d->f;
+  if (d->gathered[u] || d->pending[u] >= 0) return GT_OK;
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)f->unit_cnt[u] * sizeof(float));
+  if (!d->gathered[u])
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
+                      (long long)u, (long long)f->unit_cnt[u]);
+  d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
+                                      f->unit_cnt[u]);
   return GT_OK;
 }
 
@@ -63,7 +84,7 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
    * weights ready (forward walks up, backward down) */
   if (f->prefetch) {
     int64_t next = phase == 0 ? u + 1 : u - 1;
-    if (next >= 1 && next < f->n_units && (rc = gt__gather(d, next, err))) return rc;
+    if (next >= 1 && next < f->n_units && (rc = gt__prefetch(d, next, err))) return rc;
   }
   *p = d->gathered[u];
   if (phase == 1 && g) {
@@ -80,6 +101,10 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
 
 static void gt__drop(void *ctx, int64_t u) {
   gt__dev *d = ctx;
+  if (d->pending[u] >= 0) { /* never free a buffer a gather still writes */
+    gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]);
+    d->pending[u] = -1;
+  }
   gt_mem_free(&d->mem, d->gathered[u]);
   d->gathered[u] = NULL;
 }
@@ -89,8 +114,10 @@ static void gt__release(void *ctx, int64_t u, int phase) {
   gt_fsdp *f = d->f;
   gt__drop(ctx, u);
   if (phase == 1 && d->ugrad[u]) {
-    int64_t n = gt_shard_len(f->unit_cnt[u], f->N, d->dev);
-    gt_reduce_scatter(f->mesh, d->dev, d->ugrad[u], d->rs_tmp, f->unit_cnt[u]);
+    int64_t n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
+    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, f->unit_cnt[u]);
+    /* replicas of this shard (the data axis) sum their gradients */
+    if (f->dp > 1) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_DATA, d->rs_tmp, n);
     float *gs = d->gshard + d->shard_off[u];
     for (int64_t i = 0; i < n; i++) gs[i] += d->rs_tmp[i];
     gt_mem_free(&d->mem, d->ugrad[u]);
@@ -106,7 +133,7 @@ static void gt__scatter_init(int dev, void *arg) {
   /* each device copies its own shard of each unit out of the host's full
    * initial buffer (the host is not a device) */
   for (int64_t u = 0; u < f->n_units; u++) {
-    int64_t b = gt_shard_begin(f->unit_cnt[u], f->N, dev), n = gt_shard_len(f->unit_cnt[u], f->N, dev);
+    int64_t b = gt_shard_begin(f->unit_cnt[u], f->fs, d->rank), n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
     memcpy(d->pshard + d->shard_off[u], *f->full_scatter + f->unit_off[u] + b, (size_t)n * sizeof(float));
   }
 }
@@ -128,7 +155,12 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
   f->unit_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
   f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
   for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
+  f->dp = (int)cfg->ici_data_parallelism;
+  f->fs = (int)cfg->ici_fsdp_parallelism;
+  if (f->dp == -1) f->dp = f->N / f->fs;
+  if (f->fs == -1) f->fs = f->N / f->dp;
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
+  if ((rc = gt_mesh_set_axes(f->mesh, f->dp, f->fs, err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   for (int i = 0; i < f->N; i++) {
@@ -137,13 +169,16 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
     d->dev = i;
     gt_mem_init(&d->mem);
     if ((rc = gt_model_build(&d->model, cfg, err)) || (rc = gt_model_alloc_tables(&d->model, &d->mem, err))) goto fail;
+    d->rank = i % f->fs;
     d->shard_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
+    d->pending = malloc(sizeof(int) * (size_t)f->n_units);
+    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
     d->gathered = calloc((size_t)f->n_units, sizeof(float *));
     d->ugrad = calloc((size_t)f->n_units, sizeof(float *));
     int64_t maxs = 0;
     for (int64_t u = 0; u < f->n_units; u++) {
       d->shard_off[u] = d->shard_n;
-      int64_t n = gt_shard_len(f->unit_cnt[u], f->N, i);
+      int64_t n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
       d->shard_n += n;
       if (n > maxs) maxs = n;
     }
@@ -195,6 +230,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
   for (int i = 0; f->devs && i < f->N; i++) {
     gt__dev *d = &f->devs[i];
     for (int64_t u = 0; d->gathered && u < f->n_units; u++) {
+      if (d->pending && d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
       gt_mem_free(&d->mem, d->gathered[u]);
       gt_mem_free(&d->mem, d->ugrad[u]);
     }
@@ -204,6 +240,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     gt_mem_free(&d->mem, d->nu);
     gt_mem_free(&d->mem, d->rs_tmp);
     free(d->shard_off);
+    free(d->pending);
     free(d->gathered);
     free(d->ugrad);
     gt_model_free(&d->model);
@@ -270,7 +307,8 @@ static void gt__run_step(int dev, void *arg) {
     float inv = 1.0f / (float)tw;
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
-  sums[2] = gt_sumsq(d->gshard, d->shard_n);
+  /* each shard lives on dp devices: count it once */
+  sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
   gt_all_reduce_f64(f->mesh, dev, sums, 3);
   double norm = sqrt(sums[2]);
   double scale = 1.0;
@@ -345,7 +383,7 @@ static void gt__run_export(int dev, void *arg) {
     float *buf = dev == 0 ? f->full_out + f->unit_off[u] : NULL;
     float *tmp = NULL;
     if (!buf) buf = tmp = malloc((size_t)(f->unit_cnt[u] > 0 ? f->unit_cnt[u] : 1) * sizeof(float));
-    gt_all_gather(f->mesh, dev, d->pshard + d->shard_off[u], buf, f->unit_cnt[u]);
+    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], buf, f->unit_cnt[u]);
     free(tmp);
   }
 }

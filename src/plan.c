@@ -158,6 +158,13 @@ static void gt__rel(gt__view *v, int64_t u, int phase) {
   }
 }
 
+/* The fsdp axis of the mesh (the data axis replicates what it shards). */
+static int gt__fsdp_size(const gt_config *c) {
+  long long dp = c->ici_data_parallelism, fs = c->ici_fsdp_parallelism;
+  if (fs == -1) fs = c->num_devices / dp;
+  return (int)fs;
+}
+
 /* One device's training step: dev = -1 is the unsharded model. */
 static void gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev) {
   gt_model m = *mm;
@@ -205,7 +212,7 @@ static void gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev) {
   } else { /* src/fsdp.c: the device's shards and its reduce-scatter buffer */
     int64_t sh = 0, maxs = 0;
     for (int64_t u = 0; u < nu; u++) {
-      int64_t n = gt_shard_len(cnt[u], n_dev, dev);
+      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), dev % gt__fsdp_size(c));
       sh += n;
       if (n > maxs) maxs = n;
     }
@@ -392,13 +399,16 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
      * twice (forward and backward; the head for the lookup and the logits)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. The busiest device counts. */
-    int N = p->n_devices;
+    int N = p->n_devices, F = gt__fsdp_size(c), D = N / F;
     for (int dv = 0; dv < N; dv++) {
       int64_t sent = 0;
+      int r = dv % F, dr = dv / F;
       for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
         int64_t off, cnt;
         gt_model_unit(&m, u, &off, &cnt);
-        sent += 2 * (cnt - gt_shard_len(cnt, N, (dv + 1) % N)) * 4 + (cnt - gt_shard_len(cnt, N, dv)) * 4;
+        int64_t ns = gt_shard_len(cnt, F, r);
+        sent += 2 * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
+        if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
       }
       sent *= c->gradient_accumulation_steps;
       sent += ((3 - gt_shard_len(3, N, dv)) + (3 - gt_shard_len(3, N, (dv + 1) % N))) * 8;

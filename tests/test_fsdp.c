@@ -26,17 +26,24 @@ typedef struct result {
   int64_t gathered_peak, unit_max, block_units;
 } result;
 
+static result train_axes(int devices, int data, const char *prefetch, const char *scope, int steps);
+
 static result train(int devices, const char *prefetch, const char *scope, int steps) {
-  char nd[64], pd[64], pf[64], sc[64];
+  return train_axes(devices, 1, prefetch, scope, steps);
+}
+
+static result train_axes(int devices, int data, const char *prefetch, const char *scope, int steps) {
+  char nd[64], pd[64], pf[64], sc[64], dp[64];
   snprintf(nd, sizeof nd, "num_devices=%d", devices);
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", GLOBAL_B / devices);
   snprintf(pf, sizeof pf, "prefetch=%s", prefetch);
   snprintf(sc, sizeof sc, "remat_scope=%s", scope);
+  snprintf(dp, sizeof dp, "ici_data_parallelism=%d", data);
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=16",
-                      "learning_rate=0.01", nd, pd, pf, sc, "gradient_clipping_threshold=0.5"};
+                      "learning_rate=0.01", nd, pd, pf, sc, "gradient_clipping_threshold=0.5", dp};
   gt_config c;
   gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 10, ov, &e) == GT_OK, "%s", e.msg);
   gt_mem host;
   gt_mem_init(&host);
   gt_data d;
@@ -90,6 +97,24 @@ START_TEST(test_device_counts_agree) {
 }
 END_TEST
 
+START_TEST(test_data_axis_agrees) {
+  /* data x fsdp meshes: parameters replicated along the data axis, sharded
+   * along fsdp; the same training as one device */
+  result one = train(1, "true", "layer", 6);
+  int shapes[][2] = {{2, 2}, {4, 2}, {4, 4}, {8, 2}};
+  for (int i = 0; i < 4; i++) {
+    result r = train_axes(shapes[i][0], shapes[i][1], "true", "layer", 6);
+    for (int s = 0; s < 6; s++)
+      ck_assert_msg(fabs(r.loss[s] - one.loss[s]) <= 1e-5 * fabs(one.loss[s]), "%d devices, data %d, step %d: %.9g vs %.9g",
+                    shapes[i][0], shapes[i][1], s, r.loss[s], one.loss[s]);
+    double err = gt_test_norm_rel_err(r.params, one.params, one.n);
+    ck_assert_msg(err <= 1e-5, "%d devices, data %d: final weights differ by %.3g", shapes[i][0], shapes[i][1], err);
+    free(r.params);
+  }
+  free(one.params);
+}
+END_TEST
+
 START_TEST(test_same_count_bit_identical) {
   result a = train(2, "true", "layer", 4), b = train(2, "true", "layer", 4);
   ck_assert(memcmp(a.loss, b.loss, sizeof a.loss) == 0);
@@ -123,16 +148,17 @@ START_TEST(test_device_peaks_equal_plan) {
    * of every category equals the planned one (the largest device's) */
   const char *scopes[] = {"remat_scope=layer", "remat_scope=block"};
   const char *pfs[] = {"prefetch=true", "prefetch=false"};
-  const char *nds[] = {"num_devices=2", "num_devices=3"};
-  const char *pds[] = {"per_device_batch_size=4", "per_device_batch_size=2"};
+  const char *nds[] = {"num_devices=2", "num_devices=3", "num_devices=4"};
+  const char *pds[] = {"per_device_batch_size=4", "per_device_batch_size=2", "per_device_batch_size=2"};
+  const char *dps[] = {"ici_data_parallelism=1", "ici_data_parallelism=1", "ici_data_parallelism=2"};
   for (int si = 0; si < 2; si++)
     for (int pi = 0; pi < 2; pi++)
-      for (int ni = 0; ni < 2; ni++) {
+      for (int ni = 0; ni < 3; ni++) {
         const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=16",
-                            nds[ni], pds[ni], pfs[pi], scopes[si], "remat_policy=minimal"};
+                            nds[ni], pds[ni], pfs[pi], scopes[si], "remat_policy=minimal", dps[ni]};
         gt_config c;
         gt_err e;
-        ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 8, ov, &e) == GT_OK, "%s", e.msg);
+        ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
         gt_plan p;
         ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
         gt_mem host;
@@ -168,6 +194,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 200);
   tcase_add_test(tc, test_device_counts_agree);
+  tcase_add_test(tc, test_data_axis_agrees);
   tcase_add_test(tc, test_same_count_bit_identical);
   tcase_add_test(tc, test_gathered_weights_bounded);
   tcase_add_test(tc, test_device_peaks_equal_plan);
