@@ -3,7 +3,7 @@
 # corpus data/kjv.txt. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text"
+pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
