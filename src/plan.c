@@ -166,7 +166,7 @@ static int gt__fsdp_size(const gt_config *c) {
 }
 
 /* One device's training step: dev = -1 is the unsharded model. */
-static void gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev) {
+static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, gt_err *err) {
   gt_model m = *mm;
   gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", ""};
   const gt_remat *rm = &m.remat;
@@ -350,12 +350,16 @@ static void gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev) {
 #undef SID
   free(slot_id);
   free(host_id);
+  gt_rc rc = GT_OK;
   for (int64_t u = 0; u < nu; u++)
-    if (gathered[u] >= 0 || ugrad[u] >= 0) abort(); /* the replay must end as it began */
+    if (gathered[u] >= 0 || ugrad[u] >= 0) /* the replay must end as it began */
+      rc = gt_err_set(err, GT_ERR_INTERNAL, "plan: unit %lld is still gathered at the end of the step replay",
+                      (long long)u);
   free(cnt);
   free(gathered);
   free(ugrad);
   free(s.bufs);
+  return rc;
 }
 
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
@@ -369,7 +373,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   p->n_devices = (int)c->num_devices;
   p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
   if (p->n_devices <= 1) {
-    gt__replay(p, c, &m, -1);
+    rc = gt__replay(p, c, &m, -1, err);
   } else {
     /* every device, keeping the one with the highest peak */
     gt_plan best;
@@ -380,7 +384,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
       memset(q.at_peak, 0, sizeof q.at_peak);
       q.peak_total = q.host_peak = q.saved_total = 0;
       memset(q.saved_per_layer, 0, sizeof(int64_t) * (size_t)m.n_layers);
-      gt__replay(&q, c, &m, dv);
+      if ((rc = gt__replay(&q, c, &m, dv, err))) break;
       if (dv == 0 || q.peak_total > best.peak_total) {
         int64_t *keep = best.saved_per_layer;
         best = q;
@@ -388,6 +392,12 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         if (!best.saved_per_layer) best.saved_per_layer = malloc(sizeof(int64_t) * (size_t)m.n_layers);
         memcpy(best.saved_per_layer, q.saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
       }
+    }
+    if (rc) {
+      free(best.saved_per_layer);
+      gt_model_free(&m);
+      gt_plan_free(p);
+      return rc;
     }
     int64_t *mine = p->saved_per_layer;
     *p = best;
@@ -417,7 +427,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
   }
   gt_model_free(&m);
-  return GT_OK;
+  if (rc) gt_plan_free(p);
+  return rc;
 }
 
 void gt_plan_free(gt_plan *p) {
