@@ -158,7 +158,7 @@ const gt_key_spec *gt_config_key(const char *name) {
 
 /* ---------- did you mean ---------- */
 
-static int gt__edit_distance(const char *a, const char *b) {
+int gt_edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   if (la > 63 || lb > 63) return 99;
   int d[64][64];
@@ -182,7 +182,7 @@ static const char *gt__nearest_key(const char *name) {
   const char *best = NULL;
   int bestd = 1 << 30;
   for (int i = 0; i < GT__NKEYS; i++) {
-    int dd = gt__edit_distance(name, gt__keys[i].name);
+    int dd = gt_edit_distance(name, gt__keys[i].name);
     if (dd < bestd) {
       bestd = dd;
       best = gt__keys[i].name;

@@ -84,28 +84,12 @@ static gt_rc gt__scalar_kv(const char *key, const cJSON *it, const char *where, 
   return GT_OK;
 }
 
-static int gt__levenshtein(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63) return 99;
-  int d[64][64];
-  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
-      d[i][j] = c;
-    }
-  return d[la][lb];
-}
-
 /* ", did you mean 'x'" for the closest of names (NULL-terminated), or "". */
 static void gt__did_you_mean(const char *got, const char *const *names, char *buf, size_t n) {
   const char *best = NULL;
   int bd = 3;
   for (int i = 0; names[i]; i++) {
-    int d = gt__levenshtein(got, names[i]);
+    int d = gt_edit_distance(got, names[i]);
     /* a shortened name ("tokens_per_s") is a likely slip too */
     if (d >= bd && strlen(got) >= 4 && strstr(names[i], got)) d = bd - 1;
     if (d < bd) bd = d, best = names[i];
@@ -114,24 +98,6 @@ static void gt__did_you_mean(const char *got, const char *const *names, char *bu
     snprintf(buf, n, "; did you mean '%s'?", best);
   else
     buf[0] = '\0';
-}
-
-static gt_rc gt__mkdirs(const char *path, gt_err *err) {
-  char tmp[GT_STR_PATH + 64];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(tmp, 0755) && errno != EEXIST)
-        return gt_err_set(err, GT_ERR_IO, "sweep: cannot create directory '%s': %s", tmp, strerror(errno));
-      *p = '/';
-    }
-  if (mkdir(tmp, 0755) && errno != EEXIST)
-    return gt_err_set(err, GT_ERR_IO, "sweep: cannot create directory '%s': %s", tmp, strerror(errno));
-  struct stat st;
-  if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
-    return gt_err_set(err, GT_ERR_IO, "sweep: '%s' exists and is not a directory", tmp);
-  return GT_OK;
 }
 
 /* Whole file (or its last `tail` bytes when tail > 0) as a string; NULL if
@@ -1597,7 +1563,7 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   snprintf(sum->dir, sizeof sum->dir, "%s", r.dir);
   char path[GT_STR_PATH + 64];
   snprintf(path, sizeof path, "%s/runs", r.dir);
-  if (!o->dry_run && (rc = gt__mkdirs(path, err))) return rc;
+  if (!o->dry_run && (rc = gt_mkdirs(path, "sweep", err))) return rc;
 
   /* the sweep's own defaults, under every layer the user writes: a closing
    * text sample is not what a sweep measures, and parallel points share

@@ -137,6 +137,10 @@ gt_rc gt_config_get_text(const gt_config *cfg, const char *key, char *buf, size_
 /* Print every key with its value, type, range and description. */
 void gt_config_print_help(FILE *f, const gt_config *defaults);
 
+/* Edit distance for "did you mean" (case-insensitive; a swap of neighbours
+ * is one edit; names over 63 characters are "far"). */
+int gt_edit_distance(const char *a, const char *b);
+
 /* Derived quantities. */
 long long gt_config_global_batch(const gt_config *cfg); /* sequences per step */
 int gt_config_layer_is_global(const gt_config *cfg, long long layer);
