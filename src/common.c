@@ -1,4 +1,8 @@
+#define _POSIX_C_SOURCE 200809L
 #include "gemtrain/common.h"
+
+#include <errno.h>
+#include <sys/stat.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,3 +42,22 @@ const char *gt_rc_name(gt_rc rc) {
 }
 
 const char *gt_version(void) { return GT_VERSION; }
+
+gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp)
+    return gt_err_set(err, GT_ERR_IO, "%s: directory path '%s' is too long", who, path);
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(tmp, 0755) && errno != EEXIST)
+        return gt_err_set(err, GT_ERR_IO, "%s: cannot create directory '%s': %s", who, tmp, strerror(errno));
+      *p = '/';
+    }
+  if (mkdir(tmp, 0755) && errno != EEXIST)
+    return gt_err_set(err, GT_ERR_IO, "%s: cannot create directory '%s': %s", who, tmp, strerror(errno));
+  struct stat st;
+  if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
+    return gt_err_set(err, GT_ERR_IO, "%s: '%s' exists and is not a directory", who, tmp);
+  return GT_OK;
+}

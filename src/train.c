@@ -23,24 +23,6 @@ static double gt__now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static gt_rc gt__mkdirs(const char *path, gt_err *err) {
-  char tmp[2048];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(tmp, 0755) && errno != EEXIST)
-        return gt_err_set(err, GT_ERR_IO, "train: cannot create directory '%s': %s", tmp, strerror(errno));
-      *p = '/';
-    }
-  if (mkdir(tmp, 0755) && errno != EEXIST)
-    return gt_err_set(err, GT_ERR_IO, "train: cannot create run directory '%s': %s", tmp, strerror(errno));
-  struct stat st;
-  if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
-    return gt_err_set(err, GT_ERR_IO, "train: run directory '%s' is not a directory", tmp);
-  return GT_OK;
-}
-
 static void gt__fmt_time(double s, char *buf, size_t n) {
   if (s < 0 || !isfinite(s)) s = 0;
   long t = (long)(s + 0.5);
@@ -199,7 +181,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     snprintf(cfg.run_name, sizeof cfg.run_name, "%s-%s", cfg.model_name[0] ? cfg.model_name : "model", stamp);
   }
   snprintf(res->run_dir, sizeof res->run_dir, "%s/%s", cfg.base_output_directory, cfg.run_name);
-  if ((rc = gt__mkdirs(res->run_dir, err))) return rc;
+  if ((rc = gt_mkdirs(res->run_dir, "train", err))) return rc;
   char path[2200];
   snprintf(path, sizeof path, "%s/config.json", res->run_dir);
   if ((rc = gt_config_write_json(&cfg, path, err))) return rc;

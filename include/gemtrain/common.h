@@ -37,6 +37,9 @@ gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gt_err_clear(gt_err *err);
 const char *gt_rc_name(gt_rc rc);
+/* mkdir -p: creates path and its parents. `who` prefixes the error line
+ * ("train", "sweep"); a path that exists but is not a directory is refused. */
+gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err);
 const char *gt_version(void);
 
 #ifdef __cplusplus
