@@ -32,6 +32,23 @@ static const gt_key_spec gt__keys[] = {
     {"data_shuffle_seed", GT_KEY_INT, F(data_shuffle_seed), 0, 2147483647, NULL,
      "seed of the data order (and of synthetic data)"},
     {"steps", GT_KEY_INT, F(steps), 1, BIG, NULL, "number of training steps"},
+    /* checkpoints (see README "Checkpoints and resume") */
+    {"enable_checkpointing", GT_KEY_BOOL, F(enable_checkpointing), 0, 1, NULL,
+     "write full-state checkpoints into <run directory>/checkpoints and resume from them"},
+    {"checkpoint_period", GT_KEY_INT, F(checkpoint_period), 1, BIG, NULL,
+     "write a checkpoint every this many steps"},
+    {"save_checkpoint_on_completion", GT_KEY_BOOL, F(save_checkpoint_on_completion), 0, 1, NULL,
+     "write a checkpoint after the last step"},
+    {"max_num_checkpoints_to_keep", GT_KEY_INT, F(max_num_checkpoints_to_keep), 0, BIG, NULL,
+     "keep only the newest this many checkpoints (0: keep all)"},
+    {"checkpoint_compression", GT_KEY_INT, F(checkpoint_compression), 0, 9, NULL,
+     "zlib level for checkpoint tensors (0: stored raw)"},
+    {"load_parameters_path", GT_KEY_STR, F(load_parameters_path), 0, 0, NULL,
+     "start a new run from the parameters of this checkpoint (step, checkpoints or run directory)"},
+    {"load_full_state_path", GT_KEY_STR, F(load_full_state_path), 0, 0, NULL,
+     "continue from the full state (parameters, optimizer, step, data position) of this checkpoint"},
+    {"skip_nonfinite_steps", GT_KEY_BOOL, F(skip_nonfinite_steps), 0, 1, NULL,
+     "a step with a non-finite loss or gradient norm is skipped (true) or stops the run (false)"},
     /* model */
     {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3",
      "layer family of the decoder"},
@@ -637,6 +654,11 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                       "config: key 'num_vocab_tiling' = %lld does not divide per_device_batch_size x "
                       "max_target_length = %g x %lld = %g tokens",
                       c->num_vocab_tiling, c->per_device_batch_size, c->max_target_length, rows);
+  if (c->load_parameters_path[0] && c->load_full_state_path[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: keys 'load_parameters_path' = '%s' and 'load_full_state_path' = '%s' are both "
+                      "set; set at most one (parameters only, or the full training state)",
+                      c->load_parameters_path, c->load_full_state_path);
   if (c->learning_rate_schedule_steps == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "

@@ -30,6 +30,15 @@ typedef struct gt_config {
   int init_weights_seed;
   int data_shuffle_seed;
   long long steps;
+  /* checkpoints */
+  int enable_checkpointing;
+  long long checkpoint_period;
+  int save_checkpoint_on_completion;
+  long long max_num_checkpoints_to_keep;
+  long long checkpoint_compression;
+  char load_parameters_path[GT_STR_PATH];
+  char load_full_state_path[GT_STR_PATH];
+  int skip_nonfinite_steps;
   /* model */
   char decoder_block[GT_STR_SHORT];
   long long vocab_size;
