@@ -133,6 +133,24 @@ static void gt__gather(float *dst, const float *src, const gt_moe_saved *s, int 
     memcpy(dst + r * D, src + (int64_t)(s->slot_of[r] / K) * D, sizeof(float) * (size_t)D);
 }
 
+/* out[n] = sum over token n's owned slots, in slot order, of wt * rows[row]
+ * (wt NULL: weight 1); tokens with no owned slot get 0. */
+static void gt__combine(float *out, const float *rows, const float *wt, const gt_moe_saved *s,
+                        int64_t N, int K, int D) {
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+  for (int64_t n = 0; n < N; n++) {
+    float *o = out + n * D;
+    memset(o, 0, sizeof(float) * (size_t)D);
+    for (int j = 0; j < K; j++) {
+      const int32_t r = s->row_of[n * K + j];
+      if (r < 0) continue;
+      const float wj = wt ? wt[n * K + j] : 1.0f;
+      const float *yr = rows + (int64_t)r * D;
+      for (int c = 0; c < D; c++) o[c] += wj * yr[c];
+    }
+  }
+}
+
 /* Expert loops: parallel over experts when each thread gets a couple. */
 static int gt__experts_par(int EL, int64_t rows, int D, int F) {
   return EL >= 2 * omp_get_max_threads() && gt__par(rows * D * F / 64 + 1);
@@ -186,19 +204,7 @@ void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weight
     gt_sgemm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, wk.y + p.r0 * D, D);
   }
 
-  /* combine per token, slots in order */
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++) {
-    float *o = s->sum + n * D;
-    memset(o, 0, sizeof(float) * (size_t)D);
-    for (int j = 0; j < K; j++) {
-      const int32_t r = s->row_of[n * K + j];
-      if (r < 0) continue;
-      const float wj = s->topk_w[n * K + j];
-      const float *yr = wk.y + (int64_t)r * D;
-      for (int c = 0; c < D; c++) o[c] += wj * yr[c];
-    }
-  }
+  gt__combine(s->sum, wk.y, s->topk_w, s, N, K, D);
 }
 
 void gt_moe_forward_finish(float *out, gt_moe_saved *s, const gt_moe_weights *w,
@@ -335,17 +341,7 @@ void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float 
   gt__gather(wk.x, wk.a, s, K, D);
   gt__gather(wk.y, wk.b, s, K, D);
   gt__experts_backward(&wk, g, s, w, d);
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++) {
-    float *o = wk.c + n * D;
-    memset(o, 0, sizeof(float) * (size_t)D);
-    for (int j = 0; j < K; j++) {
-      const int32_t r = s->row_of[n * K + j];
-      if (r < 0) continue;
-      const float *yr = wk.y + (int64_t)r * D;
-      for (int c = 0; c < D; c++) o[c] += yr[c];
-    }
-  }
+  gt__combine(wk.c, wk.y, NULL, s, N, K, D);
   gt_rmsnorm_backward(dh, g->pre_norm, wk.c, h, s->rstd_pre, w->pre_norm, N, D, 0.0f);
 
   /* router: the load-balance term is rank 0's */

@@ -33,25 +33,14 @@ static void gt__check(const char *what, double err, double tol) {
   ck_assert_msg(err <= tol, "%s: error %.4g above %.4g", what, err, tol);
 }
 
-/* max|a - b| / max|b|; NaN counts as infinitely wrong */
+/* max|a - b| / max|b|; a non-finite a is infinitely wrong */
 static double gt__err(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
+  double den = 0;
   for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - (double)b[i]);
-    if (!(e <= num)) num = e;
-    if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    if (!isfinite(a[i])) return INFINITY;
+    den = fmax(den, fabs((double)b[i]));
   }
-  if (num == 0) return 0;
-  return den > 0 ? num / den : num;
-}
-
-static double gt__err_d(const float *a, const double *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= num)) num = e;
-    if (fabs(b[i]) > den) den = fabs(b[i]);
-  }
+  const double num = gt_test_max_abs_err(a, b, n);
   if (num == 0) return 0;
   return den > 0 ? num / den : num;
 }
@@ -232,6 +221,13 @@ START_TEST(test_vs_ref) {
   }
   /* 3 tokens with k = 1 reach at most 3 of 16 experts */
   ck_assert_int_ge(empty, 13);
+  /* eps = 1 breaks the post norm's scale invariance, which otherwise hides
+   * the gradient through w /= sum(w) (see test_fd) */
+  gt__moe m;
+  gt__moe_init(&m, 2, 6, 12, 6, 3, 7, 99);
+  m.d.eps = 1.0f;
+  gt__vs_ref(&m, "eps 1", &empty);
+  gt__moe_free(&m);
 }
 END_TEST
 
@@ -393,7 +389,7 @@ static double gt__fd_objective(gt__fd *c) {
 }
 
 static void gt__fd_tensor(gt__fd *c, double *p, int64_t n, const float *got, const char *name) {
-  double *fd = malloc(sizeof(double) * (size_t)n);
+  float *fd = malloc(sizeof(float) * (size_t)n); /* float: 6e-8 relative, far below the tolerance */
   const double step = 1e-5;
   for (int64_t i = 0; i < n; i++) {
     const double save = p[i];
@@ -402,12 +398,12 @@ static void gt__fd_tensor(gt__fd *c, double *p, int64_t n, const float *got, con
     p[i] = save - step;
     const double lm = gt__fd_objective(c);
     p[i] = save;
-    fd[i] = (lp - lm) / (2 * step);
+    fd[i] = (float)((lp - lm) / (2 * step));
   }
   ck_assert_msg(!c->moved, "%s: a finite-difference step changed the top-k choice", name);
   char what[128];
   snprintf(what, sizeof what, "fd grad %s", name);
-  gt__check(what, gt__err_d(got, fd, n), 2e-5);
+  gt__check(what, gt__err(got, fd, n), 2e-5);
   free(fd);
 }
 
@@ -418,25 +414,33 @@ static double *gt__to_d(const float *x, int64_t n) {
 }
 
 START_TEST(test_fd) {
-  gt__moe m;
-  gt__moe_init(&m, 2, 3, 6, 5, 2, 4, 31);
-  m.d.lb_weight = 0.3f; /* large enough that its gradient shows in the router's */
-  gt__run r;
-  gt__run_full(&r, &m, 0);
-  gt__fd c = {&m, {0}, gt__to_d(m.h, m.N * 6), r.s.topk, 0};
-  for (int i = 0; i < GT__NT; i++) c.t[i] = gt__to_d(m.t[i], m.n[i]);
-  /* the float forward against the double one */
-  double L = 0;
-  for (int64_t i = 0; i < m.N * 6; i++) L += (double)r.out[i] * m.dout[i];
-  L += (double)m.dlb * r.s.lb_loss;
-  ck_assert_msg(fabs(L - gt__fd_objective(&c)) < 1e-5 * fabs(L), "objective %.9g vs %.9g", L,
-                gt__fd_objective(&c));
-  gt__fd_tensor(&c, c.h, m.N * 6, r.dh, "h");
-  for (int i = 0; i < GT__NT; i++) gt__fd_tensor(&c, c.t[i], m.n[i], r.g[i], gt__names[i]);
-  for (int i = 0; i < GT__NT; i++) free(c.t[i]);
-  free(c.h);
-  gt__run_free(&r);
-  gt__moe_free(&m);
+  /* eps 1e-6 is the model's; with it the post norm is scale-invariant, so
+   * sum_j w_j dL/dw_j = dL/dsum . sum ~ 0 and the gradient through the top-k
+   * normalisation w /= sum(w) nearly vanishes. eps = 1 makes that term as
+   * large as the others, so both runs are needed. */
+  const float eps[2] = {1e-6f, 1.0f};
+  for (int ie = 0; ie < 2; ie++) {
+    gt__moe m;
+    gt__moe_init(&m, 2, 3, 6, 5, 2, 4, 31 + ie);
+    m.d.eps = eps[ie];
+    m.d.lb_weight = 0.3f; /* large enough that its gradient shows in the router's */
+    gt__run r;
+    gt__run_full(&r, &m, 0);
+    gt__fd c = {&m, {0}, gt__to_d(m.h, m.N * 6), r.s.topk, 0};
+    for (int i = 0; i < GT__NT; i++) c.t[i] = gt__to_d(m.t[i], m.n[i]);
+    /* the float forward against the double one */
+    double L = 0;
+    for (int64_t i = 0; i < m.N * 6; i++) L += (double)r.out[i] * m.dout[i];
+    L += (double)m.dlb * r.s.lb_loss;
+    ck_assert_msg(fabs(L - gt__fd_objective(&c)) < 1e-5 * fabs(L), "objective %.9g vs %.9g", L,
+                  gt__fd_objective(&c));
+    gt__fd_tensor(&c, c.h, m.N * 6, r.dh, "h");
+    for (int i = 0; i < GT__NT; i++) gt__fd_tensor(&c, c.t[i], m.n[i], r.g[i], gt__names[i]);
+    for (int i = 0; i < GT__NT; i++) free(c.t[i]);
+    free(c.h);
+    gt__run_free(&r);
+    gt__moe_free(&m);
+  }
 }
 END_TEST
 
@@ -452,14 +456,16 @@ static float *gt__read(const gt_st_file *f, const char *name, int64_t want) {
   return v;
 }
 
-/* tests/data/moe_ref.safetensors: made by `/usr/bin/python3 tools/ref_moe.py
- * make-fixture --seed 7 --out tests/data/moe_ref.safetensors`, float64
- * autograd of L = sum(out * dout) + dlb * lb on float32 inputs; B=2 T=5 d=16
- * E=16 k=3 F=12, lb_weight 0.1, dlb 1.5, three experts get no token. */
-START_TEST(test_fixture) {
+/* The fixtures were made by tools/ref_moe.py (float64 autograd of
+ * L = sum(out * dout) + dlb * lb on float32 inputs), B=2 T=5 d=16 E=16 k=3
+ * F=12, lb_weight 0.1, dlb 1.5:
+ *   moe_ref.safetensors       --seed 7 (eps 1e-6; experts 4, 7, 14 get no token)
+ *   moe_ref_eps1.safetensors  --eps 1 --seed 8 (the normalisation term, see test_fd)
+ * Each is checked on one device and as the sum of two expert-parallel ranks. */
+static void gt__check_fixture(const char *path) {
   gt_st_file f;
   gt_err e;
-  ck_assert_msg(gt_st_open(&f, GT_TEST_DATA_DIR "/moe_ref.safetensors", &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_st_open(&f, path, &e) == GT_OK, "%s", e.msg);
   const gt_st_tensor *dt = gt_st_find(&f, "dims");
   ck_assert(dt && dt->dtype == GT_DT_I32 && dt->numel == 6);
   int32_t dims[6];
@@ -508,22 +514,22 @@ START_TEST(test_fixture) {
     ck_assert_msg(memcmp(tk->data, r[0].s.topk, sizeof(int32_t) * (size_t)tk->numel) == 0, "top-k differs");
     char what[128];
     float *want = gt__read(&f, "expected.out", ND);
-    snprintf(what, sizeof what, "fixture P=%d out", P);
+    snprintf(what, sizeof what, "fixture eps %g P=%d out", (double)m.d.eps, P);
     gt__check(what, gt__err(out, want, ND), 1e-5);
     free(want);
     want = gt__read(&f, "expected.lb_loss", 1);
-    snprintf(what, sizeof what, "fixture P=%d lb loss", P);
+    snprintf(what, sizeof what, "fixture eps %g P=%d lb loss", (double)m.d.eps, P);
     gt__check(what, gt__err(&lb, want, 1), 1e-6);
     free(want);
     want = gt__read(&f, "grad.h", ND);
-    snprintf(what, sizeof what, "fixture P=%d grad h", P);
+    snprintf(what, sizeof what, "fixture eps %g P=%d grad h", (double)m.d.eps, P);
     gt__check(what, gt__err(dh, want, ND), 1e-5);
     free(want);
     for (int i = 0; i < GT__NT; i++) {
       char gname[96];
       snprintf(gname, sizeof gname, "grad.%s", gt__names[i]);
       want = gt__read(&f, gname, m.n[i]);
-      snprintf(what, sizeof what, "fixture P=%d %s", P, gname);
+      snprintf(what, sizeof what, "fixture eps %g P=%d %s", (double)m.d.eps, P, gname);
       gt__check(what, gt__err(g[i], want, m.n[i]), 1e-5);
       free(want);
     }
@@ -534,6 +540,11 @@ START_TEST(test_fixture) {
   free(hp);
   gt__moe_free(&m);
   gt_st_close(&f);
+}
+
+START_TEST(test_fixture) {
+  gt__check_fixture(GT_TEST_DATA_DIR "/moe_ref.safetensors");
+  gt__check_fixture(GT_TEST_DATA_DIR "/moe_ref_eps1.safetensors");
 }
 END_TEST
 

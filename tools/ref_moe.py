@@ -20,6 +20,11 @@ Math, h [N = B*T, d]:
             f = mean over the sequence of top-k membership, Pbar = mean of P
 Objective for the gradients: L = sum(out * dout) + dlb * lb (f held constant:
 top-k membership has no gradient).
+
+Why a second fixture with eps = 1: the post norm is scale-invariant up to
+eps, which makes the gradient through the top-k normalisation w /= sum(w)
+vanish (sum_j w_j dL/dw_j = dL/dsum . sum ~ 0). With eps = 1 that term is of
+the same order as the others, so the fixture checks it too.
 """
 
 import argparse
@@ -113,7 +118,7 @@ def min_gap(p, h, k, eps):
 
 def cmd_make_fixture(a):
     B, T, d, E, k, F = a.batch, a.seq, a.d, a.experts, a.k, a.ffw
-    eps, lbw, dlb = 1e-6, a.lb_weight, a.dlb
+    eps, lbw, dlb = a.eps, a.lb_weight, a.dlb
     p32, h32, dout32 = init(B, T, d, E, k, F, a.seed)
     p = {n: v.double().requires_grad_(True) for n, v in p32.items()}
     h = h32.double().requires_grad_(True)
@@ -212,6 +217,7 @@ def main():
     m.add_argument("--ffw", type=int, default=12)
     m.add_argument("--lb-weight", type=float, default=0.1)
     m.add_argument("--dlb", type=float, default=1.5)
+    m.add_argument("--eps", type=float, default=1e-6)
     m.add_argument("--seed", type=int, default=7)
     m.add_argument("--out", required=True)
     c = sub.add_parser("check-fixture")
