@@ -137,7 +137,8 @@ void gt_moe_forward(float *out, gt_moe_saved *s, const float *h, const gt_moe_we
                     const gt_moe_dims *d, void *work);
 /* dout: dL/d out [N, d]; dlb: dL/d lb_loss of this layer (train.py averages
  * the layers' losses, so 1/#MoE layers times the loss scale). Adds dL/dh into
- * dh and the gradients into g (partial sums when P > 1, see above). */
+ * dh (NULL: not wanted) and the gradients into g (partial sums when P > 1,
+ * see above). */
 void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float dlb,
                      const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
                      const gt_moe_dims *d, void *work);
