@@ -422,6 +422,17 @@ static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, 
   return GT_OK;
 }
 
+gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *source, gt_err *err) {
+  cJSON *j = json ? cJSON_Parse(json) : NULL;
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: %s does not hold a JSON object of key: value", source);
+  }
+  gt_rc rc = gt__apply_json(cfg, j, source, NULL, err);
+  cJSON_Delete(j);
+  return rc;
+}
+
 static int gt__is_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);

@@ -126,6 +126,9 @@ gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_fi
  * cross-validated). `source` names where it came from, for messages. */
 gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value,
                     const char *source, gt_err *err);
+/* Set every key of a JSON object given as text (as gt_config_set does, each
+ * checked; not cross-validated). `source` names it in messages. */
+gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *source, gt_err *err);
 /* Cross-key consistency checks. */
 gt_rc gt_config_validate(const gt_config *cfg, gt_err *err);
 
