@@ -128,6 +128,18 @@ static const gt_key_spec gt__keys[] = {
     {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,
      "run eval every this many steps (-1: never; 0: only at the end)"},
     {"eval_steps", GT_KEY_INT, F(eval_steps), 1, 1 << 20, NULL, "batches per eval"},
+    /* loading parameters and checking logits (gemtrain logit-check) */
+    {"load_parameters_path", GT_KEY_STR, F(load_parameters_path), 0, 0, NULL,
+     "parameters to load: a Hugging Face directory (config.json + *.safetensors; its config.json then defines "
+     "the model) or a gemtrain parameter file (its config is stored inside)"},
+    {"golden_logits_path", GT_KEY_STR, F(golden_logits_path), 0, 0, NULL,
+     "logit-check: JSONL of {\"tokens\": [ids], \"logits\": [[V floats] per position]} to compare against"},
+    {"max_kl_div", GT_KEY_FLOAT, F(max_kl_div), -1, 1e30, NULL,
+     "logit-check: fail when a token's KL(golden || model) exceeds this (-1: not checked)"},
+    {"atol", GT_KEY_FLOAT, F(atol), -1, 1e30, NULL,
+     "logit-check: fail when a logit differs from the golden one by more than this (-1: not checked)"},
+    {"output_logits_path", GT_KEY_STR, F(output_logits_path), 0, 0, NULL,
+     "logit-check: also write gemtrain's logits here, in the golden JSONL format (empty: no)"},
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,

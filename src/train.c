@@ -12,9 +12,11 @@
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
 #include "gemtrain/fsdp.h"
+#include "gemtrain/hf.h"
 #include "gemtrain/metrics.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
+#include "gemtrain/paramfile.h"
 #include "gemtrain/plan.h"
 
 static double gt__now(void) {
@@ -137,6 +139,25 @@ done:
   return rc;
 }
 
+/* The starting parameters: load_parameters_path (an HF directory, or a
+ * gemtrain parameter file of the same shapes), else the seeded init. */
+static gt_rc gt__initial_params(gt_model *m, const gt_config *cfg, int hf, gt_err *err) {
+  const char *path = cfg->load_parameters_path;
+  if (!path[0]) {
+    gt_model_init_params(m, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale);
+    return GT_OK;
+  }
+  if (!hf) return gt_paramfile_read(path, m, NULL, NULL, NULL, err);
+  gt_st_set set;
+  memset(&set, 0, sizeof set);
+  gt_rc rc = gt_st_set_open(&set, path, err);
+  char where[GT_STR_PATH + 8];
+  snprintf(where, sizeof where, "'%s'", path);
+  if (rc == GT_OK) rc = gt_hf_import_params(m, &set, where, NULL, err);
+  gt_st_set_close(&set);
+  return rc;
+}
+
 gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
   gt_config cfg = *cfg_in;
   gt_train_opts none = {NULL, NULL};
@@ -144,8 +165,17 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   FILE *out = o->out;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
-  gt_rc rc = gt_config_validate(&cfg, err);
-  if (rc) return rc;
+  gt_rc rc;
+  /* An HF directory defines the model: its config.json replaces the model
+   * keys before anything is planned. */
+  int hf = cfg.load_parameters_path[0] && gt_hf_is_dir(cfg.load_parameters_path);
+  if (hf && (rc = gt_hf_config_read(cfg.load_parameters_path, &cfg, NULL, err))) return rc;
+  if ((rc = gt_config_validate(&cfg, err))) return rc;
+  if (cfg.load_parameters_path[0] && cfg.num_devices > 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'load_parameters_path' is set with num_devices = %lld; loading parameters "
+                      "into a sharded run is not built yet (use num_devices=1)",
+                      cfg.num_devices);
   if (cfg.num_devices > 1 && cfg.per_device_batch_size != floor(cfg.per_device_batch_size))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "
@@ -225,7 +255,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
                          mbuf + (3 * i + 1) * nb, mbuf + (3 * i + 2) * nb, NULL};
   } else {
     if ((rc = gt_model_alloc(&m, &mem, err))) goto out;
-    gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+    if ((rc = gt__initial_params(&m, &cfg, hf, err))) goto out;
     if ((rc = gt_optim_init(&opt, m.n_params, &mem, err))) goto out;
   }
 

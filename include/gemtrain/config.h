@@ -86,6 +86,12 @@ typedef struct gt_config {
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;
+  /* loading parameters and checking logits */
+  char load_parameters_path[GT_STR_PATH];
+  char golden_logits_path[GT_STR_PATH];
+  double max_kl_div;
+  double atol;
+  char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
   /* devices */
