@@ -170,13 +170,7 @@ gt_rc gt_hf_load_model(const char *dir, gt_config *cfg, gt_model *m, gt_mem *mem
   memset(&set, 0, sizeof set);
   if ((rc = gt_st_set_open(&set, dir, err))) return rc;
   if ((rc = gt_model_build(m, cfg, err)) == GT_OK) {
-    m->mem = mem;
-    size_t bytes = (size_t)m->n_params * sizeof(float);
-    m->params = gt_mem_alloc_uninit(mem, GT_MEM_PARAMS, bytes);
-    if (!m->params)
-      rc = gt_err_set(err, GT_ERR_NOMEM, "hf: cannot allocate %lld parameters (%.1f MiB)", (long long)m->n_params,
-                      (double)bytes / 1048576.0);
-    if (rc == GT_OK) rc = gt_model_alloc_tables(m, mem, err);
+    rc = gt_model_alloc_inference(m, mem, err);
     char where[GT_STR_PATH + 8];
     snprintf(where, sizeof where, "'%s'", dir);
     if (rc == GT_OK) rc = gt_hf_import_params(m, &set, where, info, err);
