@@ -273,15 +273,18 @@ int gt_ckpt_present(const char *path) {
   return n > 0;
 }
 
-gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, float *mu, float *nu,
-                          gt_ckpt_loaded *out, gt_ckpt_log_fn log, void *log_ctx, gt_err *err) {
-  memset(out, 0, sizeof *out);
+/* Tries `attempt` on the checkpoint `latest` names, then on each older one,
+ * until one succeeds; refusals go to log. */
+typedef gt_rc (*gt__attempt_fn)(const char *dir, void *ctx, gt_err *err);
+
+static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *n_refused, gt_ckpt_log_fn log,
+                      void *log_ctx, gt_err *err) {
   gt_err local;
   if (!err) err = &local; /* the walk-back log quotes each refusal */
   char root[GT__PATH];
   int k = gt__resolve(path, root, sizeof root);
   if (!k) return gt_err_set(err, GT_ERR_IO, "checkpoint: '%s' does not exist", path);
-  if (k == 2) return gt_ckpt_load_dir(root, m, params, mu, nu, out, err);
+  if (k == 2) return attempt(root, ctx, err);
   /* `latest` is the commit point: start there, never above it */
   int64_t top = -1;
   char lp[GT__PATH + 16], line[128] = "";
@@ -307,9 +310,8 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, fl
     gt__step_name(steps[i], nm, sizeof nm);
     snprintf(dir, sizeof dir, "%s/%s", root, nm);
     tried++;
-    rc = gt_ckpt_load_dir(dir, m, params, mu, nu, out, err);
-    if (rc == GT_OK) {
-      out->n_refused = tried - 1;
+    if ((rc = attempt(dir, ctx, err)) == GT_OK) {
+      if (n_refused) *n_refused = tried - 1;
       free(steps);
       return GT_OK;
     }
@@ -326,4 +328,53 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, fl
   if (!tried) return gt_err_set(err, GT_ERR_IO, "checkpoint: no checkpoint in '%s'", root);
   return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: none of the %d checkpoint%s in '%s' is usable (see above)", tried,
                     tried > 1 ? "s" : "", root);
+}
+
+typedef struct gt__load_ctx {
+  const gt_model *m;
+  float *params, *mu, *nu;
+  gt_ckpt_loaded *out;
+} gt__load_ctx;
+
+static gt_rc gt__attempt_load(const char *dir, void *ctx, gt_err *err) {
+  gt__load_ctx *c = ctx;
+  return gt_ckpt_load_dir(dir, c->m, c->params, c->mu, c->nu, c->out, err);
+}
+
+gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, float *mu, float *nu,
+                          gt_ckpt_loaded *out, gt_ckpt_log_fn log, void *log_ctx, gt_err *err) {
+  memset(out, 0, sizeof *out);
+  gt__load_ctx c = {m, params, mu, nu, out};
+  int refused = 0;
+  gt_rc rc = gt__walk(path, gt__attempt_load, &c, &refused, log, log_ctx, err);
+  out->n_refused = refused;
+  return rc;
+}
+
+/* The config stored in shard 0's header. */
+static gt_rc gt__attempt_config(const char *dir, void *ctx, gt_err *err) {
+  char **json = ctx;
+  char file[GT__PATH + 64];
+  int S = -1;
+  DIR *d = opendir(dir);
+  if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, "shard_00000-of-", 15)) S = atoi(e->d_name + 15);
+  closedir(d);
+  if (S < 1) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no shard_00000-of-*.gtck file", dir);
+  snprintf(file, sizeof file, "%s/shard_00000-of-%05d.gtck", dir, S);
+  cJSON *h;
+  gt_rc rc = gt__ckpt_read_header(file, &h, err);
+  if (rc) return rc;
+  const cJSON *cj = cJSON_GetObjectItemCaseSensitive(h, "config");
+  *json = cj ? cJSON_PrintUnformatted(cj) : NULL;
+  cJSON_Delete(h);
+  if (!*json) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' stores no config", file);
+  return GT_OK;
+}
+
+gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err) {
+  *config_json = NULL;
+  return gt__walk(path, gt__attempt_config, config_json, NULL, NULL, NULL, err);
 }

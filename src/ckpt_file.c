@@ -375,62 +375,71 @@ static double gt__num(const cJSON *o, const char *k, int *ok) {
   return v->valuedouble;
 }
 
-gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int64_t step, float *params, float *mu,
-                          float *nu, cJSON **header, int *S_out, gt_err *err) {
-  *header = NULL;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+/* The preamble and header of a shard file: everything but the tensors. */
+static gt_rc gt__read_header(int fd, const char *path, cJSON **out, uint64_t *hoff_out, int *zipped, gt_err *err) {
+  *out = NULL;
   gt_rc rc = GT_OK;
   char *js = NULL;
-  cJSON *h = NULL;
   struct stat sb;
   unsigned char pre[GT__CKPT_PREAMBLE];
-  if (fstat(fd, &sb) || (uint64_t)sb.st_size < GT__CKPT_PREAMBLE) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is truncated: %lld bytes, a shard has at least %d", path,
-                    (long long)sb.st_size, GT__CKPT_PREAMBLE);
-    goto out;
-  }
+  if (fstat(fd, &sb) || (uint64_t)sb.st_size < GT__CKPT_PREAMBLE)
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is truncated: %lld bytes, a shard has at least %d", path,
+                      (long long)sb.st_size, GT__CKPT_PREAMBLE);
   uint64_t fsize = (uint64_t)sb.st_size;
-  if ((rc = gt__pread(fd, pre, sizeof pre, 0, path, err))) goto out;
-  if (memcmp(pre, GT__CKPT_MAGIC, 8)) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is not a gemtrain checkpoint shard (wrong magic)", path);
-    goto out;
-  }
-  if (gt__get32(pre + 36) != gt__crc((uint32_t)crc32(0, Z_NULL, 0), pre, 36)) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a damaged preamble (crc32 mismatch)", path);
-    goto out;
-  }
-  if (gt__get32(pre + 8) != GT_CKPT_VERSION) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has format version %u; this gemtrain reads version %d", path,
-                    gt__get32(pre + 8), GT_CKPT_VERSION);
-    goto out;
-  }
-  int zipped = gt__get32(pre + 12) & 1;
+  if ((rc = gt__pread(fd, pre, sizeof pre, 0, path, err))) return rc;
+  if (memcmp(pre, GT__CKPT_MAGIC, 8))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is not a gemtrain checkpoint shard (wrong magic)", path);
+  if (gt__get32(pre + 36) != gt__crc((uint32_t)crc32(0, Z_NULL, 0), pre, 36))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a damaged preamble (crc32 mismatch)", path);
+  if (gt__get32(pre + 8) != GT_CKPT_VERSION)
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has format version %u; this gemtrain reads version %d",
+                      path, gt__get32(pre + 8), GT_CKPT_VERSION);
+  *zipped = gt__get32(pre + 12) & 1;
   uint64_t hoff = gt__get64(pre + 16), hn = gt__get64(pre + 24);
-  if (hn == 0 || hn > GT__CKPT_MAX_HEADER || hoff < GT__CKPT_PREAMBLE || hoff + hn != fsize) {
-    rc = gt_err_set(err, GT_ERR_FORMAT,
-                    "checkpoint: '%s' is truncated or damaged: its header (%llu bytes at %llu) should end the file, "
-                    "which has %llu bytes",
-                    path, (unsigned long long)hn, (unsigned long long)hoff, (unsigned long long)fsize);
-    goto out;
-  }
-  js = malloc(hn + 1);
-  if (!js) {
-    rc = gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the header of '%s'", path);
-    goto out;
-  }
+  if (hn == 0 || hn > GT__CKPT_MAX_HEADER || hoff < GT__CKPT_PREAMBLE || hoff + hn != fsize)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' is truncated or damaged: its header (%llu bytes at %llu) should end the file, "
+                      "which has %llu bytes",
+                      path, (unsigned long long)hn, (unsigned long long)hoff, (unsigned long long)fsize);
+  if (!(js = malloc(hn + 1))) return gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the header of '%s'", path);
   if ((rc = gt__pread(fd, js, hn, hoff, path, err))) goto out;
   js[hn] = 0;
   if (gt__get32(pre + 32) != gt__crc((uint32_t)crc32(0, Z_NULL, 0), js, hn)) {
     rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a damaged header (crc32 mismatch)", path);
     goto out;
   }
-  h = cJSON_Parse(js);
+  if (!(*out = cJSON_Parse(js))) rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a header that is not JSON", path);
+  *hoff_out = hoff;
+out:
+  free(js);
+  return rc;
+}
+
+gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+  uint64_t hoff;
+  int zipped;
+  gt_rc rc = gt__read_header(fd, path, header, &hoff, &zipped, err);
+  close(fd);
+  return rc;
+}
+
+gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int64_t step, float *params, float *mu,
+                          float *nu, cJSON **header, int *S_out, gt_err *err) {
+  *header = NULL;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+  cJSON *h = NULL;
+  uint64_t hoff = 0;
+  int zipped = 0;
+  gt_rc rc = gt__read_header(fd, path, &h, &hoff, &zipped, err);
+  if (rc) goto out;
   int ok = 1;
   const cJSON *shard = cJSON_GetObjectItemCaseSensitive(h, "shard"), *state = cJSON_GetObjectItemCaseSensitive(h, "state");
   int hr = (int)gt__num(shard, "rank", &ok), hs = (int)gt__num(shard, "of", &ok);
   int64_t hstep = (int64_t)gt__num(state, "step", &ok);
-  if (!h || !ok) {
+  if (!ok) {
     rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a header without shard or state", path);
     goto out;
   }
@@ -493,7 +502,6 @@ gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int
   if (S_out) *S_out = S;
 out:
   cJSON_Delete(h);
-  free(js);
   close(fd);
   return rc;
 }

@@ -23,6 +23,9 @@ gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, co
 gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int64_t step, float *params, float *mu,
                           float *nu, cJSON **header, int *S_out, gt_err *err);
 
+/* Only the header of a shard file (preamble and header crc checked). */
+gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err);
+
 /* The model's tensor table as JSON [[name, [shape...]], ...], and a
  * comparison that names the first differences. */
 cJSON *gt__ckpt_model_table(const gt_model *m);

@@ -13,6 +13,7 @@
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
 #include "gemtrain/fsdp.h"
+#include "gemtrain/hf.h"
 #include "gemtrain/metrics.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
@@ -152,8 +153,12 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   FILE *out = o->out;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
-  gt_rc rc = gt_config_validate(&cfg, err);
-  if (rc) return rc;
+  gt_rc rc;
+  /* An HF directory defines the model: its config.json replaces the model
+   * keys before anything is planned. */
+  int hf = cfg.load_parameters_path[0] && gt_hf_is_dir(cfg.load_parameters_path);
+  if (hf && (rc = gt_hf_config_read(cfg.load_parameters_path, &cfg, NULL, err))) return rc;
+  if ((rc = gt_config_validate(&cfg, err))) return rc;
   if (cfg.num_devices > 1 && cfg.per_device_batch_size != floor(cfg.per_device_batch_size))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "

@@ -9,7 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+
 #include "gemtrain/ckpt.h"
+#include "gemtrain/hf.h"
+#include "gemtrain/paramfile.h"
 #include "train_internal.h"
 
 static double gt__secs(void) {
@@ -44,6 +48,20 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
             (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt__secs() - t0);
     fflush(s->out);
   }
+  return rc;
+}
+
+/* load_parameters_path that is not a checkpoint: an HF directory (already
+ * the model's definition, see gt_train) or a gt_ctx_save parameter file */
+static gt_rc gt__load_foreign_params(gt_model *m, const char *path, gt_err *err) {
+  if (!gt_hf_is_dir(path)) return gt_paramfile_read(path, m, NULL, NULL, NULL, err);
+  gt_st_set set;
+  memset(&set, 0, sizeof set);
+  char where[GT_STR_PATH + 8];
+  snprintf(where, sizeof where, "'%s'", path);
+  gt_rc rc = gt_st_set_open(&set, path, err);
+  if (rc == GT_OK) rc = gt_hf_import_params(m, &set, where, NULL, err);
+  gt_st_set_close(&set);
   return rc;
 }
 
@@ -110,7 +128,21 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     if (full) mu = s->opt->mu, nu = s->opt->nu;
   }
   gt_ckpt_loaded ld;
-  gt_rc rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
+  gt_rc rc;
+  struct stat sb;
+  if (!full && (gt_hf_is_dir(path) || (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)))) {
+    /* parameters from Hugging Face or a gemtrain parameter file; both fill
+     * m->params, which for a sharded run is the host buffer for a moment */
+    float *own = m->params;
+    m->params = p;
+    rc = gt__load_foreign_params(m, path, err);
+    m->params = own;
+    memset(&ld, 0, sizeof ld);
+    snprintf(ld.dir, sizeof ld.dir, "%s", path);
+    why = gt_hf_is_dir(path) ? "load_parameters_path, a Hugging Face directory" : "load_parameters_path, a parameter file";
+  } else {
+    rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
+  }
   if (rc) {
     char msg[GT_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
@@ -136,8 +168,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
               (long long)ld.state.data.cursor, (long long)ld.state.num_devices, ld.state.num_devices > 1 ? "s" : "",
               (long long)ld.state.n_shards, ld.state.n_shards > 1 ? "s" : "");
     else
-      fprintf(s->out, "loaded parameters from %s (%s, step %lld); optimizer and data start fresh\n", ld.dir, why,
-              (long long)ld.state.step);
+      fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
     if (full) gt__report_config_changes(s->out, ld.config_json, c);
     fflush(s->out);
   }

@@ -74,4 +74,14 @@ set -e
 [ "$status" = 2 ] || fail "a different model: exit $status, expected 2"
 grep -q "was written for a different model: layers.0.mlp.gate_proj.weight is \[128, 64\] there, \[96, 64\] here" "$work/d.err" \
   || fail "the refusal does not name the shapes: $(cat "$work/d.err")"
+# checkpoints and Hugging Face: to_hf from a run directory, from_hf into a
+# checkpoint, and back again byte for byte; a new run starts from it
+"$bin" convert to_hf "$work/runs/a" "$work/hf_a" > "$work/conv1.log"
+"$bin" convert from_hf "$work/hf_a" "$work/back" > "$work/conv2.log"
+[ -d "$work/back/checkpoints/step_00000000" ] || fail "from_hf wrote no checkpoint"
+"$bin" convert to_hf "$work/back" "$work/hf_b" > "$work/conv3.log"
+cmp "$work/hf_a/model.safetensors" "$work/hf_b/model.safetensors" || fail "to_hf(from_hf(to_hf(run))) differs"
+"$bin" train "${common[@]}" steps=2 run_name=ft "load_parameters_path=$work/back" > "$work/ft.log"
+grep -q "^loaded parameters from .*step_00000000 (load_parameters_path); optimizer and data start fresh" "$work/ft.log" \
+  || fail "no parameters-only start: $(head -2 "$work/ft.log")"
 echo "e2e_ckpt: ok"

@@ -87,6 +87,10 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *layout, float *params, f
 gt_rc gt_ckpt_load_latest(const char *path, const gt_model *layout, float *params, float *mu, float *nu,
                           gt_ckpt_loaded *out, gt_ckpt_log_fn log, void *log_ctx, gt_err *err);
 
+/* The resolved config stored in the checkpoint gt_ckpt_load_latest would
+ * pick (malloc'd JSON; free() it), to build the model before loading. */
+gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err);
+
 /* 1 when `path` (as for gt_ckpt_load_latest) holds at least one step
  * directory or a `latest` pointer. */
 int gt_ckpt_present(const char *path);
