@@ -413,7 +413,6 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
   }
   gt__clear_progress(o->progress);
-  (void)last_saved;
 
   /* plot: loss (train and eval) and throughput against the step */
   {
@@ -443,7 +442,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
             (double)gt_mem_peak(&mem, GT_MEM_GRADS) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_OPTIM) / 1048576.0,
             (double)gt_mem_peak(&mem, GT_MEM_SAVED) / 1048576.0, (double)gt_mem_peak(&mem, GT_MEM_TEMP) / 1048576.0,
             (double)gt_mem_peak(&mem, GT_MEM_LOGITS) / 1048576.0);
-    fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
+    if (last_saved >= 0)
+      fprintf(out, "wrote %s/config.json, metrics.jsonl, loss.svg and checkpoints/ (latest: step_%08lld)\n",
+              res->run_dir, (long long)last_saved);
+    else
+      fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
   }
   if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens")) {
     if (fs) { /* sample on the host from the gathered parameters */
