@@ -148,6 +148,15 @@ void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count
 int64_t gt_model_count_params(const gt_config *cfg);
 const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
 
+/* Parameter files: safetensors with the tensors' Hugging Face names (without
+ * "model."), float32, in the order of the layout. save writes every tensor of
+ * m->params (metadata_json: NULL or a flat string -> string JSON object);
+ * load fills m->params (allocated) from a file holding at least those
+ * tensors with the same shapes, F32, BF16 or F16 (other tensors, such as
+ * gt_ctx_save's optimizer moments, are ignored). */
+gt_rc gt_model_save_params(const gt_model *m, const char *path, const char *metadata_json, gt_err *err);
+gt_rc gt_model_load_params(gt_model *m, const char *path, gt_err *err);
+
 /* Pointer to a layer's slot given the start of that layer's own block of
  * params or grads (wherever it lives: the flat buffer or a gathered copy);
  * NULL if the kind has no such tensor. */
