@@ -44,21 +44,28 @@ static void model_line(const gt_model *m, const gt_config *cfg) {
 }
 
 int gt_cmd_decode(int argc, char **argv) {
-  int print_ids = 0, first = 0;
-  while (first < argc && !strncmp(argv[first], "--", 2)) {
-    if (!strcmp(argv[first], "--help")) {
+  /* options may stand anywhere among the config arguments */
+  int print_ids = 0, n = 0;
+  char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
+  if (!rest) return 1;
+  for (int i = 0; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2)) {
+      rest[n++] = argv[i];
+    } else if (!strcmp(argv[i], "--help")) {
       usage(stdout);
+      free(rest);
       return 0;
-    }
-    if (strcmp(argv[first], "--ids")) {
-      fprintf(stderr, "gemtrain decode: unknown option '%s'\n", argv[first]);
+    } else if (!strcmp(argv[i], "--ids")) {
+      print_ids = 1;
+    } else {
+      fprintf(stderr, "gemtrain decode: unknown option '%s'\n", argv[i]);
+      free(rest);
       return 2;
     }
-    print_ids = 1;
-    first++;
   }
   gt_config cfg;
-  int rc = gt_cli_load_config(argc - first, argv + first, &cfg);
+  int rc = gt_cli_load_config(n, rest, &cfg);
+  free(rest);
   if (rc) return rc;
   if (cfg.vocab_size < GT_BYTE_VOCAB) {
     fprintf(stderr, "gemtrain: decode: key 'vocab_size' = %lld; the byte tokenizer needs at least %d\n",
@@ -95,8 +102,9 @@ int gt_cmd_decode(int argc, char **argv) {
   int64_t wmax = 0;
   for (int64_t l = 0; l < m.n_layers; l++)
     if (dec.cache.layers[l].window > 0 && dec.cache.layers[l].cap > wmax) wmax = dec.cache.layers[l].cap;
-  printf("kv cache: %.3f MiB for %lld positions (local layers keep the last %lld, global layers all)\n",
-         (double)gt_mem_cur(&mem, GT_MEM_KVCACHE) / 1048576.0, (long long)max_len, (long long)wmax);
+  printf("kv cache: %lld bytes (%.3f MiB) for %lld positions (local layers keep the last %lld, global layers all)\n",
+         (long long)gt_mem_cur(&mem, GT_MEM_KVCACHE), (double)gt_mem_cur(&mem, GT_MEM_KVCACHE) / 1048576.0,
+         (long long)max_len, (long long)wmax);
   fflush(stdout);
   if ((r = gt_decode_generate(&dec, &smp, ids, n_prompt, max_new, ids + n_prompt, NULL, &st, &err))) goto out;
   printf("prefill: %lld tokens in %.4f s, %.1f tokens/s\n", (long long)st.n_prompt, st.prefill_seconds,
