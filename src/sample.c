@@ -7,13 +7,6 @@
 
 #include "gemtrain/decode.h"
 
-static uint64_t gt__splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 int32_t gt_sample_argmax(const float *logits, int64_t V) {
   int64_t best = 0;
   for (int64_t v = 1; v < V; v++)
@@ -123,7 +116,7 @@ int32_t gt_sampler_next(gt_sampler *s, const float *logits) {
   double mx = -INFINITY, sum = 0.0;
   for (int64_t i = 0; i < n; i++) mx = fmax(mx, (double)logits[s->cand[i]]);
   for (int64_t i = 0; i < n; i++) sum += (s->w[i] = exp(((double)logits[s->cand[i]] - mx) / s->temperature));
-  const double target = (double)(gt__splitmix(&s->rng) >> 11) / 9007199254740992.0 * sum;
+  const double target = (double)(gt_splitmix64(&s->rng) >> 11) / 9007199254740992.0 * sum;
   double acc = 0.0;
   int64_t last = 0;
   for (int64_t i = 0; i < n; i++) {
