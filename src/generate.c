@@ -1,9 +1,5 @@
-/* Generation: prefill the prompt, then sample, feed back, repeat; and the
- * loading of a model to decode with. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
+/* Generation: prefill the prompt, then sample, feed back, repeat. */
 #include <string.h>
-#include <sys/stat.h>
 
 #include "gemtrain/decode.h"
 #include "gemtrain/prof.h"
@@ -40,36 +36,5 @@ gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, in
   }
   st->generate_seconds = gt_prof_now() - t1;
   gt_mem_free(d->m->mem, logits);
-  return rc;
-}
-
-gt_rc gt_decode_load_params(gt_model *m, const char *path, gt_err *err) {
-  /* The checkpoint directories of the checkpoint work and Hugging Face model
-   * directories (config.json + model.safetensors) are meant to be told apart
-   * and read here; today a directory is a run directory whose final
-   * parameters `gemtrain train` wrote as params.safetensors. */
-  struct stat sb;
-  if (!path[0])
-    return gt_err_set(err, GT_ERR_CONFIG, "decode: key 'load_parameters_path' is empty; expected a parameters file or run directory");
-  if (stat(path, &sb) != 0)
-    return gt_err_set(err, GT_ERR_IO, "decode: load_parameters_path '%s' does not exist", path);
-  if (!S_ISDIR(sb.st_mode)) return gt_model_load_params(m, path, err);
-  char file[GT_STR_PATH + 32];
-  snprintf(file, sizeof file, "%s/params.safetensors", path);
-  if (stat(file, &sb) != 0)
-    return gt_err_set(err, GT_ERR_IO, "decode: load_parameters_path '%s' is a directory without params.safetensors", path);
-  return gt_model_load_params(m, file, err);
-}
-
-gt_rc gt_decode_load_model(gt_model *m, const gt_config *cfg, gt_mem *mem, gt_err *err) {
-  gt_rc rc = gt_model_build(m, cfg, err);
-  if (rc) return rc;
-  m->mem = mem;
-  m->params = gt_mem_alloc_uninit(mem, GT_MEM_PARAMS, (size_t)m->n_params * sizeof(float));
-  if (!m->params)
-    rc = gt_err_set(err, GT_ERR_NOMEM, "decode: cannot allocate %lld parameters", (long long)m->n_params);
-  if (!rc) rc = gt_model_alloc_tables(m, mem, err);
-  if (!rc) rc = gt_decode_load_params(m, cfg->load_parameters_path, err);
-  if (rc) gt_model_free(m);
   return rc;
 }

@@ -1,7 +1,7 @@
 /* Decoding: the KV cache, prefill and one-token steps against the full
  * forward pass; the decode attention kernel against its scalar reference and
  * the training attention; sampling on hand-made distributions; cache memory
- * against its formula; loading parameters.
+ * against its formula; decoding parameters saved by gt_ctx_save.
  *
  * The reference for every logit is the training forward (gt_exec_forward_
  * logits) over the whole token sequence, which test_model and test_reference
@@ -19,6 +19,7 @@
 #include "gemtrain/gemtrain.h"
 #include "gemtrain/kernels.h"
 #include "gemtrain/model.h"
+#include "gemtrain/paramfile.h"
 #include "gt_testutil.h"
 
 #define CFG_DIR GT_SOURCE_DIR "/configs"
@@ -500,53 +501,6 @@ END_TEST
 
 /* ---- loading ---- */
 
-START_TEST(test_load_params) {
-  char *dir = gt_test_mkdtemp("dec");
-  char path[512], *meta = "{\"format\":\"test\"}";
-  fixture f;
-  const char *ov[] = {"model_name=gemma3-tiny"};
-  setup(&f, 1, ov, 9);
-  gt_err e;
-  snprintf(path, sizeof path, "%s/params.safetensors", dir);
-  ck_assert_msg(gt_model_save_params(&f.m, path, meta, &e) == GT_OK, "%s", e.msg);
-  /* through the config, as gemtrain decode does: the file, then the directory */
-  gt_config c = f.cfg;
-  for (int k = 0; k < 2; k++) {
-    snprintf(c.load_parameters_path, sizeof c.load_parameters_path, "%s", k ? dir : path);
-    gt_mem mem;
-    gt_mem_init(&mem);
-    gt_model m2;
-    ck_assert_msg(gt_decode_load_model(&m2, &c, &mem, &e) == GT_OK, "%s", e.msg);
-    ck_assert_mem_eq(m2.params, f.m.params, (size_t)f.m.n_params * sizeof(float));
-    ck_assert_int_eq(gt_mem_cur(&mem, GT_MEM_GRADS), 0); /* no gradients to decode */
-    gt_model_free(&m2);
-    ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
-  }
-  /* a model of another shape is refused, naming the tensor and both shapes */
-  gt_config c2;
-  const char *ov2[] = {"model_name=gemma3-tiny", "base_mlp_dim=96"};
-  ck_assert(gt_config_load(&c2, CFG_DIR, NULL, 2, ov2, &e) == GT_OK);
-  snprintf(c2.load_parameters_path, sizeof c2.load_parameters_path, "%s", path);
-  gt_mem mem;
-  gt_mem_init(&mem);
-  gt_model m3;
-  ck_assert_int_eq(gt_decode_load_model(&m3, &c2, &mem, &e), GT_ERR_FORMAT);
-  ck_assert_msg(strstr(e.msg, "'layers.0.mlp.gate_proj.weight' has shape [128, 64], the configured model wants [96, 64]"),
-                "%s", e.msg);
-  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
-  /* missing path, directory without parameters */
-  snprintf(c2.load_parameters_path, sizeof c2.load_parameters_path, "%s/nope", dir);
-  ck_assert_int_eq(gt_decode_load_model(&m3, &c2, &mem, &e), GT_ERR_IO);
-  ck_assert_ptr_nonnull(strstr(e.msg, "does not exist"));
-  snprintf(c2.load_parameters_path, sizeof c2.load_parameters_path, "%s", GT_SOURCE_DIR);
-  ck_assert_int_eq(gt_decode_load_model(&m3, &c2, &mem, &e), GT_ERR_IO);
-  ck_assert_ptr_nonnull(strstr(e.msg, "without params.safetensors"));
-  teardown(&f);
-  gt_test_system("rm -rf '%s'", dir);
-  free(dir);
-}
-END_TEST
-
 /* A file written by the library's gt_ctx_save (parameters and optimizer
  * moments) decodes to the logits of the context that saved it. */
 START_TEST(test_load_ctx_save_file) {
@@ -562,13 +516,16 @@ START_TEST(test_load_ctx_save_file) {
   int32_t *ids = random_ids(12, 260, 91);
   float *ref = malloc(sizeof(float) * 12 * 260);
   ck_assert_msg(gt_ctx_forward_logits(ctx, ids, 1, 12, ref) == GT_OK, "%s", gt_ctx_error(ctx));
-  gt_config c = *gt_ctx_config(ctx);
-  snprintf(c.load_parameters_path, sizeof c.load_parameters_path, "%s", path);
+  /* the file describes its own model (paramfile.h), as gemtrain decode loads it */
+  gt_config c;
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
   gt_err e;
-  ck_assert_msg(gt_decode_load_model(&m, &c, &mem, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_paramfile_read_config(path, &c, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_paramfile_read(path, &m, NULL, NULL, NULL, &e) == GT_OK, "%s", e.msg);
   gt_decoder d;
   float got[260];
   ck_assert(gt_decoder_init(&d, &m, 12, &e) == GT_OK);
@@ -580,6 +537,7 @@ START_TEST(test_load_ctx_save_file) {
   }
   gt_decoder_free(&d);
   gt_model_free(&m);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   gt_ctx_free(ctx);
   free(ids);
   free(ref);
@@ -606,7 +564,6 @@ static Suite *decode_suite(void) {
   tcase_add_test(tc, test_greedy_matches_full_forward);
   tcase_add_test(tc, test_seeded_sampling_reproducible);
   tcase_add_test(tc, test_stops_at_eos);
-  tcase_add_test(tc, test_load_params);
   tcase_add_test(tc, test_load_ctx_save_file);
   suite_add_tcase(s, tc);
   return s;

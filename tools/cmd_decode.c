@@ -13,9 +13,9 @@ static void usage(FILE *f) {
           "usage: gemtrain decode [--ids] [config.json] load_parameters_path=PATH prompt=\"text\"\n"
           "                       max_decode_steps=N [key=value ...]\n"
           "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
-          "cache, until <eos> or max_decode_steps new tokens. The configuration describes the model\n"
-          "(the training run's config.json, a preset or keys); load_parameters_path is a parameters\n"
-          "file (gt_ctx_save's, or a run's params.safetensors) or a run directory. Sampling:\n"
+          "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
+          "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
+          "its model's configuration. Sampling:\n"
           "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
           "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed.\n"
           "  --ids  also print the new token ids as a JSON array\n");
@@ -34,13 +34,13 @@ static int64_t decode_text(const gt_config *cfg, const int32_t *ids, int64_t n, 
   return gt_bytes_decode(ids, n, out);
 }
 
-static void model_line(const gt_model *m, const gt_config *cfg) {
+static void model_line(const gt_model *m, const gt_config *cfg, const char *path) {
   int local = 0, window = 0;
   for (int64_t l = 0; l < m->n_layers; l++)
     if (m->layers[l].window > 0) local++, window = m->layers[l].window;
   printf("model: %s, %lld layers (%d local with window %d, %lld global), d=%lld, vocab=%lld; parameters from %s\n",
          cfg->model_name[0] ? cfg->model_name : "(no preset)", (long long)m->n_layers, local, window,
-         (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, cfg->load_parameters_path);
+         (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, path);
 }
 
 int gt_cmd_decode(int argc, char **argv) {
@@ -63,20 +63,20 @@ int gt_cmd_decode(int argc, char **argv) {
       return 2;
     }
   }
-  gt_config cfg;
-  int rc = gt_cli_load_config(n, rest, &cfg);
+  gt_config opt; /* the command line: prompt, sampling, threads */
+  int rc = gt_cli_load_config(n, rest, &opt);
   free(rest);
   if (rc) return rc;
-  if (cfg.vocab_size < GT_BYTE_VOCAB) {
-    fprintf(stderr, "gemtrain: decode: key 'vocab_size' = %lld; the byte tokenizer needs at least %d\n",
-            cfg.vocab_size, GT_BYTE_VOCAB);
+  if (!opt.load_parameters_path[0]) {
+    fprintf(stderr, "gemtrain: decode: key 'load_parameters_path' is not set; expected a run, checkpoint or Hugging "
+                    "Face directory or a parameter file\n");
     return 2;
   }
-  gt_threads_configure(&cfg);
   gt_err err;
   gt_err_clear(&err);
   gt_mem mem;
   gt_mem_init(&mem);
+  gt_config cfg;
   gt_model m;
   gt_decoder dec;
   gt_sampler smp;
@@ -84,21 +84,33 @@ int gt_cmd_decode(int argc, char **argv) {
   memset(&m, 0, sizeof m);
   memset(&dec, 0, sizeof dec);
   memset(&smp, 0, sizeof smp);
-  size_t plen = strlen(cfg.prompt);
-  int64_t max_new = cfg.max_decode_steps;
+  size_t plen = strlen(opt.prompt);
+  int64_t max_new = opt.max_decode_steps;
   int32_t *ids = malloc(sizeof(int32_t) * (plen + 1 + (size_t)max_new));
   unsigned char *text = malloc(plen + 2 + (size_t)max_new);
   gt_rc r = GT_OK;
   if (!ids || !text) {
-    r = gt_err_set(&err, GT_ERR_NOMEM, "decode: no memory for the prompt");
+    free(ids), free(text);
+    fprintf(stderr, "gemtrain: decode: no memory for the prompt\n");
+    return 1;
+  }
+  int64_t n_prompt = encode_prompt(&opt, opt.prompt, ids);
+  int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0);
+  /* the model comes with its own configuration; RoPE tables for the context */
+  if ((rc = gt_cli_load_params(opt.load_parameters_path, max_len, &cfg, &m, &mem, NULL))) {
+    free(ids), free(text);
+    return rc;
+  }
+  if (m.vocab < GT_BYTE_VOCAB) {
+    r = gt_err_set(&err, GT_ERR_CONFIG, "decode: the model's vocab_size is %lld; the byte tokenizer needs at least %d",
+                   (long long)m.vocab, GT_BYTE_VOCAB);
     goto out;
   }
-  if ((r = gt_sampler_from_config(&smp, &cfg, cfg.vocab_size, &err))) goto out;
-  if ((r = gt_decode_load_model(&m, &cfg, &mem, &err))) goto out;
-  int64_t n_prompt = encode_prompt(&cfg, cfg.prompt, ids);
-  int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0);
+  cfg.threads_per_device = opt.threads_per_device;
+  gt_threads_configure(&cfg);
+  if ((r = gt_sampler_from_config(&smp, &opt, m.vocab, &err))) goto out;
   if ((r = gt_decoder_init(&dec, &m, max_len, &err))) goto out;
-  model_line(&m, &cfg);
+  model_line(&m, &cfg, opt.load_parameters_path);
   int64_t wmax = 0;
   for (int64_t l = 0; l < m.n_layers; l++)
     if (dec.cache.layers[l].window > 0 && dec.cache.layers[l].cap > wmax) wmax = dec.cache.layers[l].cap;
@@ -117,7 +129,7 @@ int gt_cmd_decode(int argc, char **argv) {
     for (int64_t i = 0; i < st.n_new; i++) printf(i ? ", %d" : "%d", ids[n_prompt + i]);
     printf("]\n");
   }
-  int64_t nb = decode_text(&cfg, ids, n_prompt + st.n_new, text);
+  int64_t nb = decode_text(&opt, ids, n_prompt + st.n_new, text);
   text[nb] = '\0';
   printf("output: %s\n", text);
 out:

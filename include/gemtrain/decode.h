@@ -150,17 +150,6 @@ typedef struct gt_decode_stats {
 gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt, int64_t max_new,
                          int32_t *out, float *logits_out, gt_decode_stats *st, gt_err *err);
 
-/* ---- loading a model to decode with ---- */
-
-/* Builds the model cfg describes and allocates its parameters (no gradients)
- * and RoPE tables from mem, then fills them with gt_decode_load_params from
- * cfg->load_parameters_path. */
-gt_rc gt_decode_load_model(gt_model *m, const gt_config *cfg, gt_mem *mem, gt_err *err);
-/* The one place that knows where parameters come from: a safetensors file
- * with the model's tensor names (gt_ctx_save's file, or the params.safetensors
- * gemtrain train writes) or a run directory holding params.safetensors. */
-gt_rc gt_decode_load_params(gt_model *m, const char *path, gt_err *err);
-
 #ifdef __cplusplus
 }
 #endif

@@ -132,10 +132,16 @@ typedef struct gt_model {
 gt_rc gt_model_build(gt_model *m, const gt_config *cfg, gt_err *err);
 /* Allocate params, grads and RoPE tables through the tracked allocator. */
 gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
+/* Params and RoPE tables only, no gradient buffer (m->grads stays NULL):
+ * for forward passes and conversion. */
+gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err);
 /* Only the RoPE tables (a sharded device keeps its parameters elsewhere). */
 gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+/* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
+ * random model whose norms are not the identity, for tests and fixtures. */
+void gt_model_init_norms(gt_model *m, uint64_t seed, double std);
 void gt_model_zero_grads(gt_model *m);
 void gt_model_free(gt_model *m);
 
@@ -147,15 +153,6 @@ void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count
 /* Parameter count of a config without building anything large. */
 int64_t gt_model_count_params(const gt_config *cfg);
 const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
-
-/* Parameter files: safetensors with the tensors' Hugging Face names (without
- * "model."), float32, in the order of the layout. save writes every tensor of
- * m->params (metadata_json: NULL or a flat string -> string JSON object);
- * load fills m->params (allocated) from a file holding at least those
- * tensors with the same shapes, F32, BF16 or F16 (other tensors, such as
- * gt_ctx_save's optimizer moments, are ignored). */
-gt_rc gt_model_save_params(const gt_model *m, const char *path, const char *metadata_json, gt_err *err);
-gt_rc gt_model_load_params(gt_model *m, const char *path, gt_err *err);
 
 /* Pointer to a layer's slot given the start of that layer's own block of
  * params or grads (wherever it lives: the flat buffer or a gathered copy);
