@@ -43,6 +43,13 @@ const char *gt_rc_name(gt_rc rc) {
 
 const char *gt_version(void) { return GT_VERSION; }
 
+uint64_t gt_splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
   char tmp[4096];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp)

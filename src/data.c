@@ -251,19 +251,12 @@ static gt_rc gt__load_tokens(gt_data *d, const gt_config *c, gt_err *err) {
 
 /* ---------- batches ---------- */
 
-static uint64_t gt__rng(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* The permutation of an epoch depends only on (seed, epoch). */
 static void gt__permute(gt_data *d) {
   uint64_t s = d->seed * 0x100000001B3ull + (uint64_t)d->st.epoch * 0x9E3779B1ull + 7;
   for (int64_t i = 0; i < d->n_train_windows; i++) d->perm[i] = i;
   for (int64_t i = d->n_train_windows - 1; i > 0; i--) {
-    int64_t j = (int64_t)(gt__rng(&s) % (uint64_t)(i + 1));
+    int64_t j = (int64_t)(gt_splitmix64(&s) % (uint64_t)(i + 1));
     int64_t t = d->perm[i];
     d->perm[i] = d->perm[j];
     d->perm[j] = t;
@@ -291,9 +284,9 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     d->kind = 0;
     uint64_t s = d->seed + 1;
     for (int b = 0; b < d->B; b++) {
-      int32_t prev = (int32_t)(gt__rng(&s) % (uint64_t)c->vocab_size);
+      int32_t prev = (int32_t)(gt_splitmix64(&s) % (uint64_t)c->vocab_size);
       for (int t = 0; t < d->T; t++) {
-        int32_t next = (int32_t)(gt__rng(&s) % (uint64_t)c->vocab_size);
+        int32_t next = (int32_t)(gt_splitmix64(&s) % (uint64_t)c->vocab_size);
         d->in[b * d->T + t] = prev;
         d->tg[b * d->T + t] = next;
         prev = next;

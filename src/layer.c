@@ -81,6 +81,7 @@ uint32_t gt_layer_recompute_ops(const uint8_t have[GT_A_NSLOTS]) {
 
 uint32_t gt_layer_all_ops(void) { return (1u << OP_N) - 1; }
 uint32_t gt_layer_output_op(void) { return 1u << OP_FFW_RESID; }
+uint32_t gt_layer_attention_op(void) { return 1u << OP_ATTN; }
 
 void gt_layer_ops_outputs(uint32_t ops, uint8_t out[GT_A_NSLOTS]) {
   memset(out, 0, GT_A_NSLOTS);

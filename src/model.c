@@ -179,18 +179,11 @@ gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
 }
 
 /* splitmix64 drives a Box-Muller normal: cheap, seeded, identical everywhere. */
-static uint64_t gt__splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
   uint64_t s = seed;
   for (int64_t i = 0; i < n; i += 2) {
-    double u1 = ((double)(gt__splitmix(&s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(gt__splitmix(&s) >> 11) / 9007199254740992.0;
+    double u1 = ((double)(gt_splitmix64(&s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(gt_splitmix64(&s) >> 11) / 9007199254740992.0;
     double r = sqrt(-2.0 * log(u1));
     x[i] = (float)(std * r * cos(6.283185307179586 * u2));
     if (i + 1 < n) x[i + 1] = (float)(std * r * sin(6.283185307179586 * u2));

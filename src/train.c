@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gemtrain/data.h"
+#include "gemtrain/decode.h"
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
 #include "gemtrain/fsdp.h"
@@ -91,57 +92,37 @@ static gt_rc gt__eval(gt_model *m, gt_fsdp *fs, gt_batch *mb, gt_data *d, const 
   return GT_OK;
 }
 
-/* Continue the prompt by sampling (temperature 0.7, seeded) with the full
- * forward pass over the last T tokens; decoding with a KV cache is
- * `gemtrain decode`'s job. */
+/* Continue the prompt by sampling (temperature 0.7, seeded) with the cached
+ * decoder (decode.h): one pass over the prompt, then one token per step. */
 static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err) {
-  int T = (int)c->max_target_length;
-  long long n_new = c->sample_tokens;
-  size_t plen = strlen(c->sample_prompt);
-  int64_t cap = (int64_t)plen + 1 + n_new;
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-  int32_t *tg = malloc(sizeof(int32_t) * (size_t)T), *pos = malloc(sizeof(int32_t) * (size_t)T);
-  float *logits = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
-  unsigned char *text = malloc((size_t)cap + 1);
+  int64_t n_new = c->sample_tokens, plen = (int64_t)strlen(c->sample_prompt);
+  int64_t n_prompt = 1 + plen;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_prompt + n_new));
+  unsigned char *text = malloc((size_t)(n_prompt + n_new) + 1);
+  gt_decoder dec;
+  gt_sampler smp;
+  gt_decode_stats st;
+  memset(&dec, 0, sizeof dec);
+  memset(&smp, 0, sizeof smp);
   gt_rc rc = GT_OK;
-  if (!ids || !tg || !pos || !logits || !text) {
+  if (!ids || !text) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "sample: no memory");
     goto done;
   }
-  int64_t n = 0;
-  ids[n++] = GT_TOK_BOS;
-  n += gt_bytes_encode((const unsigned char *)c->sample_prompt, (int64_t)plen, ids + n);
-  for (int t = 0; t < T; t++) tg[t] = -1, pos[t] = t;
-  uint64_t rng = 0x5EED0000ull + (uint64_t)c->init_weights_seed;
-  for (long long k = 0; k < n_new; k++) {
-    int64_t len = n < T ? n : T;
-    gt_batch b = {1, (int)len, ids + n - len, tg, pos, NULL};
-    if ((rc = gt_exec_forward_logits(m, &b, logits, err))) goto done;
-    const float *row = logits + (len - 1) * m->vocab;
-    double mx = -INFINITY, sum = 0;
-    for (int64_t v = 0; v < m->vocab; v++) mx = fmax(mx, row[v]);
-    for (int64_t v = 0; v < m->vocab; v++) sum += exp((row[v] - mx) / 0.7);
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    double u = (double)(rng >> 11) / 9007199254740992.0 * sum, acc = 0;
-    int32_t pick = (int32_t)m->vocab - 1;
-    for (int64_t v = 0; v < m->vocab; v++) {
-      acc += exp((row[v] - mx) / 0.7);
-      if (acc >= u) {
-        pick = (int32_t)v;
-        break;
-      }
-    }
-    ids[n++] = pick;
-    if (pick == GT_TOK_EOS) break;
-  }
-  int64_t nb = gt_bytes_decode(ids, n, text);
+  ids[0] = GT_TOK_BOS;
+  gt_bytes_encode((const unsigned char *)c->sample_prompt, plen, ids + 1);
+  if ((rc = gt_decoder_init(&dec, m, n_prompt + n_new, err)) ||
+      (rc = gt_sampler_init(&smp, GT_SAMPLE_WEIGHTED, 0.7, 0, -1.0, 0x5EED0000ull + (uint64_t)c->init_weights_seed,
+                            m->vocab, err)) ||
+      (rc = gt_decode_generate(&dec, &smp, ids, n_prompt, n_new, ids + n_prompt, NULL, &st, err)))
+    goto done;
+  int64_t nb = gt_bytes_decode(ids, n_prompt + st.n_new, text);
   text[nb] = '\0';
-  if (out) fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)(n - 1 - (int64_t)plen), text);
+  if (out) fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)st.n_new, text);
 done:
+  gt_sampler_free(&smp);
+  gt_decoder_free(&dec);
   free(ids);
-  free(tg);
-  free(pos);
-  free(logits);
   free(text);
   return rc;
 }

@@ -21,5 +21,6 @@ int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);
 int gt_cmd_logit_check(int argc, char **argv);
+int gt_cmd_decode(int argc, char **argv);
 
 #endif

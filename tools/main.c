@@ -21,6 +21,8 @@ static void usage(FILE *f) {
           "           'convert from_hf <hf_dir> <out.safetensors>' (see gemtrain convert --help)\n"
           "  logit-check  compare the forward pass with golden logits (JSONL): per-token KL divergence,\n"
           "           top-10 agreement, largest difference; exits 1 past max_kl_div / atol\n"
+          "  decode   continue a prompt with trained parameters and a KV cache\n"
+          "           (gemtrain decode load_parameters_path=RUN_DIR prompt=\"...\" max_decode_steps=N)\n"
           "\n"
           "options:\n"
           "  --help     this text\n"
@@ -56,9 +58,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
   if (!strcmp(cmd, "convert")) return gt_cmd_convert(argc - 2, argv + 2);
   if (!strcmp(cmd, "logit-check")) return gt_cmd_logit_check(argc - 2, argv + 2);
+  if (!strcmp(cmd, "decode")) return gt_cmd_decode(argc - 2, argv + 2);
   fprintf(stderr,
-          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert or logit-check (see gemtrain "
-          "--help)\n",
+          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check or decode (see "
+          "gemtrain --help)\n",
           cmd);
   return 2;
 }

@@ -25,6 +25,7 @@ typedef enum gt_mem_cat {
   GT_MEM_GATHERED,    /* all-gathered weights (sharded runs) */
   GT_MEM_HOST,        /* the "host" pool of offloaded activations */
   GT_MEM_DATA,        /* token batches and dataset buffers */
+  GT_MEM_KVCACHE,     /* decoding: keys and values of past positions */
   GT_MEM_OTHER,
   GT_MEM_NCAT
 } gt_mem_cat;

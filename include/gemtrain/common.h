@@ -41,6 +41,9 @@ const char *gt_rc_name(gt_rc rc);
  * ("train", "sweep"); a path that exists but is not a directory is refused. */
 gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err);
 const char *gt_version(void);
+/* splitmix64: the next 64 random bits of a seeded stream (state advances).
+ * The one generator behind initialisation, data order and sampling. */
+uint64_t gt_splitmix64(uint64_t *state);
 
 #ifdef __cplusplus
 }

@@ -102,6 +102,14 @@ typedef struct gt_config {
   char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
+  /* decoding */
+  char prompt[GT_STR_PATH];
+  long long max_decode_steps;
+  char decode_sampling_strategy[GT_STR_SHORT];
+  double decode_sampling_temperature;
+  long long decode_sampling_top_k;
+  double decode_sampling_nucleus_p;
+  long long decode_seed;
   /* devices */
   long long num_devices;
   long long threads_per_device;

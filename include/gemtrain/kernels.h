@@ -110,6 +110,25 @@ void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dou
                                const float *k, const float *v, const int32_t *seg,
                                const gt_attn_dims *d);
 
+/* ---- one query row against a key/value cache (decoding) ----
+ * q: [H, hd], one token's queries; kc, vc: [cap, K, hd], a cache of past
+ * positions (a ring buffer when cap < the sequence). The visible keys are
+ * the n rows (start + i) % cap, i = 0 .. n-1, oldest first; the caller has
+ * already applied the causal mask and the window by choosing start and n.
+ * Query head h reads kv head h / (H/K); score = scale * q.k; out: [H, hd].
+ * The fast version streams the keys in blocks with an online softmax, so it
+ * needs no buffer of n scores; the reference builds the whole row. */
+typedef struct gt_attn_cache_dims {
+  int H, K, hd;
+  int64_t cap, start, n;
+  float scale;
+} gt_attn_cache_dims;
+
+void gt_attention_decode(float *out, const float *q, const float *kc, const float *vc,
+                         const gt_attn_cache_dims *d);
+void gt_attention_decode_ref(float *out, const float *q, const float *kc, const float *vc,
+                             const gt_attn_cache_dims *d);
+
 /* ---- GeGLU: out = gelu_tanh(gate) * up, elementwise over n ----
  * gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n);

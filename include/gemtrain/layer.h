@@ -68,6 +68,10 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const acts[GT_A_NSLOTS],
 uint32_t gt_layer_all_ops(void);
 /* The op that writes x_out (it also writes the last norm's statistic). */
 uint32_t gt_layer_output_op(void);
+/* The attention op (reads query_proj, key_proj, value_proj; writes context).
+ * The ops below its bit produce q, k and v; the ops above it consume the
+ * context. Decoding runs the two halves around its own cached attention. */
+uint32_t gt_layer_attention_op(void);
 /* The ops to re-run when only the slots with have[s] = 1 were kept: every op
  * with a missing output (its inputs are then kept or re-run before it). */
 uint32_t gt_layer_recompute_ops(const uint8_t have[GT_A_NSLOTS]);

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end: gemtrain train leaves a checkpoint in its run directory;
+# gemtrain decode loads it (the model's config comes with it) and continues a
+# prompt. The decoder, loading the checkpoint, reproduces the closing sample that the
+# training process drew in memory with the same sampler and seed (so saving,
+# loading and decoding lose nothing); greedy and seeded sampling repeat
+# exactly; top-k = 1 and temperature 0 are greedy; the report lines are there;
+# bad input is refused with one line. Usage: e2e_decode.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+work=$(mktemp -d /tmp/gt_e2e_decode.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+"$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
+head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$bin" train model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" steps=30 learning_rate=0.01 \
+  eval_interval=-1 sample_tokens=40 "sample_prompt=In the beginning" init_weights_seed=3 \
+  "base_output_directory=$work/runs" run_name=a > "$work/train.log"
+run=("load_parameters_path=$work/runs/a")
+dec() { "$bin" decode "${run[@]}" "$@"; }
+
+# 1. the training sample again: temperature 0.7, seed 0x5EED0000 + init_weights_seed
+dec "prompt=In the beginning" max_decode_steps=40 decode_sampling_strategy=weighted \
+  decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000 + 3)) > "$work/w.log"
+want=$(sed -n '/^sample (/,$p' "$work/train.log" | tail -n +2)
+got=$(sed -n '/^output: /,$p' "$work/w.log" | sed '1s/^output: //')
+[ -n "$want" ] || fail "no sample in the training log"
+[ "$got" = "$want" ] || fail "decode's sample '$got' is not the training sample '$want'"
+
+# 2. the report
+dec prompt="And God said" max_decode_steps=24 --ids > "$work/g1.log"
+grep -q '^model: gemma3-tiny, 6 layers (5 local with window 16, 1 global), d=64, vocab=260; parameters from ' "$work/g1.log" \
+  || fail "no model line"
+# 13 prompt tokens (<bos> + 12 bytes) + 23 fed back = 36 positions; kv rows of 2 heads x 16 floats
+# = 128 bytes: 5 local layers x 2 x 16 rows + 1 global x 2 x 36 rows = 29696 bytes
+grep -q '^kv cache: 29696 bytes (0.028 MiB) for 36 positions (local layers keep the last 16, global layers all)$' "$work/g1.log" \
+  || { cat "$work/g1.log"; fail "kv cache line"; }
+grep -Eq '^prefill: 13 tokens in [0-9.]+ s, [0-9.]+ tokens/s$' "$work/g1.log" || fail "no prefill tokens/s"
+grep -Eq '^generate: [0-9]+ tokens in [0-9.]+ s, [0-9.]+ tokens/s \((max_decode_steps reached|stopped at <eos>)\)$' "$work/g1.log" \
+  || fail "no generation tokens/s"
+grep -q '^output: And God said' "$work/g1.log" || fail "output does not start with the prompt"
+ids() { sed -n 's/^ids: //p' "$1"; }
+n=$(ids "$work/g1.log" | tr -cd ',' | wc -c)
+grep -q 'max_decode_steps reached' "$work/g1.log" && { [ "$n" = 23 ] || fail "24 steps gave $((n + 1)) ids"; }
+
+# 3. greedy repeats; top-k 1 and temperature 0 are greedy; seeded sampling repeats
+dec prompt="And God said" max_decode_steps=24 --ids > "$work/g2.log"
+[ "$(ids "$work/g1.log")" = "$(ids "$work/g2.log")" ] || fail "greedy decoding is not deterministic"
+dec prompt="And God said" max_decode_steps=24 --ids decode_sampling_strategy=topk decode_sampling_top_k=1 decode_seed=5 > "$work/k1.log"
+[ "$(ids "$work/k1.log")" = "$(ids "$work/g1.log")" ] || fail "top-k 1 differs from greedy"
+dec prompt="And God said" max_decode_steps=24 --ids decode_sampling_strategy=nucleus decode_sampling_nucleus_p=0.9 \
+  decode_sampling_temperature=0 > "$work/t0.log"
+[ "$(ids "$work/t0.log")" = "$(ids "$work/g1.log")" ] || fail "temperature 0 differs from greedy"
+for s in weighted topk nucleus; do
+  args=(prompt="And God said" max_decode_steps=24 --ids decode_sampling_strategy=$s decode_sampling_top_k=10
+        decode_sampling_nucleus_p=0.9 decode_sampling_temperature=1.2)
+  dec "${args[@]}" decode_seed=11 > "$work/s1.log"
+  dec "${args[@]}" decode_seed=11 > "$work/s2.log"
+  [ "$(ids "$work/s1.log")" = "$(ids "$work/s2.log")" ] || fail "$s sampling with one seed differs"
+done
+
+# 4. refusals: one line, naming the problem, non-zero exit
+refuse() { # expected-substring args...
+  local want="$1"; shift
+  set +e; "$bin" decode "$@" > "$work/out.log" 2> "$work/err.log"; local rc=$?; set -e
+  [ $rc -ne 0 ] || fail "'$*' was accepted"
+  [ "$(wc -l < "$work/err.log")" = 1 ] || { cat "$work/err.log"; fail "'$*' printed more than one error line"; }
+  grep -qF -- "$want" "$work/err.log" || { cat "$work/err.log"; fail "'$*' error lacks '$want'"; }
+}
+refuse "key 'load_parameters_path' is not set" prompt=x
+refuse "$work/none" "load_parameters_path=$work/none"
+echo "not safetensors" > "$work/junk.safetensors"
+refuse "$work/junk.safetensors" "load_parameters_path=$work/junk.safetensors"
+refuse "decode_sampling_top_k = 0; decode_sampling_strategy=topk needs 1 .. vocab_size (260)" \
+  "${run[@]}" decode_sampling_strategy=topk
+refuse "decode_sampling_nucleus_p = -1; decode_sampling_strategy=nucleus needs 0 < p <= 1" \
+  "${run[@]}" decode_sampling_strategy=nucleus
+refuse "key 'decode_sampling_strategy'" "${run[@]}" decode_sampling_strategy=beam
+refuse "unknown option '--bogus'" "${run[@]}" --bogus
+"$bin" decode --help | grep -q 'load_parameters_path' || fail "decode --help"
+"$bin" --help | grep -q '^  decode' || fail "gemtrain --help does not list decode"
+echo "e2e_decode: 1 passed, 0 failed"
