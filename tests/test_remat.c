@@ -108,24 +108,39 @@ START_TEST(test_full_keeps_only_carries) {
 }
 END_TEST
 
+static gt_model build(int n, const char *const *ov) {
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_model m;
+  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  return m;
+}
+
 START_TEST(test_recompute_ops) {
+  const char *ov[] = {"model_name=gemma3-tiny"};
+  gt_model m = build(1, ov);
+  const gt_layer_desc *L = &m.layers[0];
   uint8_t have[GT_A_NSLOTS];
   memset(have, 1, sizeof have);
-  ck_assert_int_eq(gt_layer_recompute_ops(have), 0);
+  ck_assert_int_eq(gt_layer_recompute_ops(L, have), 0);
   /* only the carry: every op runs */
   memset(have, 0, sizeof have);
   have[GT_A_X_IN] = 1;
-  ck_assert_int_eq(gt_layer_recompute_ops(have), gt_layer_all_ops());
+  ck_assert_int_eq(gt_layer_recompute_ops(L, have), gt_layer_all_ops(L));
   /* everything but the context: only attention runs again */
   memset(have, 1, sizeof have);
   have[GT_A_CTX] = 0;
-  uint32_t ops = gt_layer_recompute_ops(have);
+  uint32_t ops = gt_layer_recompute_ops(L, have);
   uint8_t outs[GT_A_NSLOTS];
-  gt_layer_ops_outputs(ops, outs);
+  gt_layer_ops_outputs(L, ops, outs);
   ck_assert(outs[GT_A_CTX] && outs[GT_A_LSE]);
   int n = 0;
   for (int k = 0; k < GT_A_NSLOTS; k++) n += outs[k];
   ck_assert_int_eq(n, 2);
+  /* a Gemma 3 layer has none of Gemma 4's slots */
+  for (int k = GT_A_V_RAW; k < GT_A_NSLOTS; k++) ck_assert(!gt_layer_has_slot(L, (gt_act)k));
+  gt_model_free(&m);
 }
 END_TEST
 
