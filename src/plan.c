@@ -442,7 +442,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->saved_per_layer = mine;
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
-     * twice (forward and backward; the head for the lookup and the logits)
+     * twice (forward and backward; the head for the lookup and the logits,
+     * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. The busiest device counts. */
     int N = p->n_devices, F = gt__fsdp_size(c), D = N / F;
@@ -453,7 +454,9 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         int64_t off, cnt;
         gt_model_unit(&m, u, &off, &cnt);
         int64_t ns = gt_shard_len(cnt, F, r);
-        sent += 2 * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
+        /* the head of a PLE model is gathered a third time, for the PLE backward */
+        int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
+        sent += gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
         if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
       }
       sent *= c->gradient_accumulation_steps;
