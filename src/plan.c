@@ -30,6 +30,7 @@ typedef struct gt__sim {
   int n, cap;
   const char *phase;
   char phase_buf[96];
+  int in_layers; /* the phase is a layer's forward or backward */
 } gt__sim;
 
 static int gt__cmp_buf(const void *a, const void *b) {
@@ -80,6 +81,13 @@ static int gt__alloc(gt__sim *s, gt_mem_cat cat, int64_t bytes, const char *fmt,
       s->p->peak_total = s->total;
       gt__snapshot(s);
     }
+    int64_t act = s->total - s->cur[GT_MEM_PARAMS] - s->cur[GT_MEM_GRADS] - s->cur[GT_MEM_OPTIM] -
+                  s->cur[GT_MEM_GATHERED] - s->cur[GT_MEM_DATA] - s->cur[GT_MEM_OTHER];
+    if (s->in_layers && act > s->p->layer_act_peak) {
+      s->p->layer_act_peak = act;
+      s->p->layer_act_saved = s->cur[GT_MEM_SAVED];
+      snprintf(s->p->layer_act_where, sizeof s->p->layer_act_where, "%s", s->phase);
+    }
   }
   return s->n++;
 }
@@ -95,6 +103,7 @@ static void gt__free(gt__sim *s, int id) {
 static void gt__phase(gt__sim *s, const char *fmt, long long a) {
   snprintf(s->phase_buf, sizeof s->phase_buf, fmt, a);
   s->phase = s->phase_buf;
+  s->in_layers = !strncmp(fmt, "forward", 7) || !strncmp(fmt, "backward", 8);
 }
 
 /* ---------- the data source's own buffers ---------- */
@@ -169,7 +178,7 @@ static int gt__fsdp_size(const gt_config *c) {
 /* One device's training step: dev = -1 is the unsharded model. */
 static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, gt_err *err) {
   gt_model m = *mm;
-  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", ""};
+  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", "", 0};
   const gt_remat *rm = &m.remat;
   int n_dev = (int)c->num_devices;
   int64_t Bg = gt_config_global_batch(c), T = c->max_target_length, L = m.n_layers, d = m.d;
@@ -418,7 +427,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
       gt_plan q = *p;
       memset(q.cat_peak, 0, sizeof q.cat_peak);
       memset(q.at_peak, 0, sizeof q.at_peak);
-      q.peak_total = q.host_peak = q.saved_total = 0;
+      q.peak_total = q.host_peak = q.saved_total = q.layer_act_peak = q.layer_act_saved = 0;
       memset(q.saved_per_layer, 0, sizeof(int64_t) * (size_t)m.n_layers);
       if ((rc = gt__replay(&q, c, &m, dv, err))) break;
       if (dv == 0 || q.peak_total > best.peak_total) {
@@ -509,6 +518,10 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
           gt__mib(p->n_layers ? p->saved_per_layer[0] : 0));
   fprintf(f, "  peak: %.1f MiB (%lld bytes) during %s\n", gt__mib(p->peak_total), (long long)p->peak_total,
           p->peak_where);
+  fprintf(f, "  activations over the layers: %.1f MiB at most (during %s) = %.1f MiB saved (carries and kept "
+             "tensors) + %.1f MiB of that layer's working set\n",
+          gt__mib(p->layer_act_peak), p->layer_act_where, gt__mib(p->layer_act_saved),
+          gt__mib(p->layer_act_peak - p->layer_act_saved));
   fprintf(f, "    at the peak:");
   for (int k = 0; k < GT_MEM_NCAT; k++)
     if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
@@ -538,6 +551,9 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "peak_during", p->peak_where);
   cJSON_AddNumberToObject(o, "host_pool_peak_bytes", (double)p->host_peak);
   cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)p->saved_total);
+  cJSON_AddNumberToObject(o, "layer_activation_peak_bytes", (double)p->layer_act_peak);
+  cJSON_AddNumberToObject(o, "layer_activation_peak_saved_bytes", (double)p->layer_act_saved);
+  cJSON_AddStringToObject(o, "layer_activation_peak_during", p->layer_act_where);
   cJSON_AddNumberToObject(o, "num_devices", p->n_devices);
   cJSON_AddNumberToObject(o, "shard_state_bytes_per_device", (double)p->shard_state_bytes);
   cJSON_AddNumberToObject(o, "gathered_weight_bytes_per_device", (double)p->gathered_peak);
