@@ -1,4 +1,4 @@
-/* Sum of squares in double over a fixed partition: 64K-element chunks, each
+/* Sum of squares (and dot products) in double over a fixed partition: 64K-element chunks, each
  * summed with 16 fixed lanes, chunk sums added in chunk order. The partition
  * never depends on the thread count, so neither does the result (the global
  * gradient norm, and through clipping every parameter, stays reproducible). */
@@ -11,20 +11,24 @@
 #define GT__BATCH 256
 #define GT__LANES 16
 
-static double gt__sumsq_chunk(const float *x, int64_t n) {
+static double gt__dot_chunk(const float *x, const float *y, int64_t n) {
   double acc[GT__LANES] = {0};
   int64_t i = 0;
   for (; i + GT__LANES <= n; i += GT__LANES) {
 #pragma omp simd
-    for (int k = 0; k < GT__LANES; k++) acc[k] += (double)x[i + k] * (double)x[i + k];
+    for (int k = 0; k < GT__LANES; k++) acc[k] += (double)x[i + k] * (double)y[i + k];
   }
-  for (int k = 0; i + k < n; k++) acc[k] += (double)x[i + k] * (double)x[i + k];
+  for (int k = 0; i + k < n; k++) acc[k] += (double)x[i + k] * (double)y[i + k];
   double s = 0.0;
   for (int k = 0; k < GT__LANES; k++) s += acc[k];
   return s;
 }
 
-double gt_sumsq(const float *x, int64_t n) {
+/* The sum of squares is the dot product of x with itself: the same lanes,
+ * chunks and order, so gt_sumsq's bits did not change when gt_dot came. */
+double gt_sumsq(const float *x, int64_t n) { return gt_dot(x, x, n); }
+
+double gt_dot(const float *x, const float *y, int64_t n) {
   if (n <= 0) return 0.0;
   const int64_t nchunks = (n + GT__CHUNK - 1) / GT__CHUNK;
   double total = 0.0;
@@ -35,7 +39,7 @@ double gt_sumsq(const float *x, int64_t n) {
     for (int64_t c = 0; c < nb; c++) {
       const int64_t i0 = (b0 + c) * GT__CHUNK;
       const int64_t len = n - i0 < GT__CHUNK ? n - i0 : GT__CHUNK;
-      part[c] = gt__sumsq_chunk(x + i0, len);
+      part[c] = gt__dot_chunk(x + i0, y + i0, len);
     }
     for (int64_t c = 0; c < nb; c++) total += part[c];
   }

@@ -51,8 +51,9 @@ static const gt_key_spec gt__keys[] = {
     {"skip_nonfinite_steps", GT_KEY_BOOL, F(skip_nonfinite_steps), 0, 1, NULL,
      "a step with a non-finite loss or gradient norm is skipped (true) or stops the run (false)"},
     /* model */
-    {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3",
-     "layer family of the decoder"},
+    {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3|gemma4|gemma4_small",
+     "layer family of the decoder: gemma3, or gemma4 / gemma4_small (same layer math here; "
+     "gemma4_small is MaxText's name for the PLE + KV-sharing models)"},
     {"vocab_size", GT_KEY_INT, F(vocab_size), 4, 1e8, NULL, "vocabulary size (rows of the tied embedding)"},
     {"base_emb_dim", GT_KEY_INT, F(base_emb_dim), 1, 1 << 20, NULL, "hidden size d"},
     {"base_num_query_heads", GT_KEY_INT, F(base_num_query_heads), 1, 4096, NULL, "query heads H"},
@@ -78,6 +79,29 @@ static const gt_key_spec gt__keys[] = {
      "RMSNorm epsilon"},
     {"final_logits_soft_cap", GT_KEY_FLOAT, F(final_logits_soft_cap), 0, 1e6, NULL,
      "cap * tanh(logits / cap) on the output logits (0: off, as in Gemma 3)"},
+    {"global_head_dim", GT_KEY_INT, F(global_head_dim), 0, 8192, NULL,
+     "Gemma 4: head dimension of global layers (0: head_dim)"},
+    {"global_num_kv_heads", GT_KEY_INT, F(global_num_kv_heads), 0, 4096, NULL,
+     "Gemma 4: key/value heads of global layers (0: base_num_kv_heads)"},
+    {"share_kv_projections", GT_KEY_BOOL, F(share_kv_projections), 0, 1, NULL,
+     "Gemma 4: K = V on global layers (no v_proj; v = v_norm of the raw key projection)"},
+    {"global_rope_proportion", GT_KEY_FLOAT, F(global_rope_proportion), 0, 1, NULL,
+     "fraction of a global head's rotary pairs that rotate (the rest pass through; "
+     "frequencies keep the full head dim, as Gemma 4's proportional RoPE)"},
+    {"local_rope_proportion", GT_KEY_FLOAT, F(local_rope_proportion), 0, 1, NULL,
+     "the same for local layers"},
+    {"v_norm_with_scale", GT_KEY_BOOL, F(v_norm_with_scale), 0, 1, NULL,
+     "Gemma 4: the value RMSNorm has a learnable scale (self_attn.v_norm.weight)"},
+    {"layer_scalar_trainable", GT_KEY_BOOL, F(layer_scalar_trainable), 0, 1, NULL,
+     "Gemma 4: layer_scalar is a trained parameter (MaxText) or the constant 1 (HF's buffer)"},
+    {"hidden_size_per_layer_input", GT_KEY_INT, F(hidden_size_per_layer_input), 0, 1 << 16, NULL,
+     "Gemma 4: per-layer embedding (PLE) width per layer (0: no PLE)"},
+    {"vocab_size_per_layer_input", GT_KEY_INT, F(vocab_size_per_layer_input), 0, 1e8, NULL,
+     "Gemma 4: rows of the PLE table embed_tokens_per_layer (0: vocab_size)"},
+    {"num_kv_shared_layers", GT_KEY_INT, F(num_kv_shared_layers), 0, 4096, NULL,
+     "Gemma 4: the last this-many layers reuse the K/V of the last earlier layer of their kind"},
+    {"use_double_wide_mlp", GT_KEY_BOOL, F(use_double_wide_mlp), 0, 1, NULL,
+     "Gemma 4: KV-shared layers use an MLP of width 2 x base_mlp_dim"},
     {"weight_init_scale", GT_KEY_FLOAT, F(weight_init_scale), 0, 1e3, NULL,
      "matrices start as normal(0, scale / sqrt(fan_in)); the embedding as normal(0, 1/sqrt(d))"},
     {"dtype", GT_KEY_ENUM, F(dtype), 0, 0, "float32",
@@ -633,6 +657,94 @@ int gt_config_layer_is_global(const gt_config *cfg, long long layer) {
   return n && cfg->layer_pattern[layer % (long long)n] == 'G';
 }
 
+int gt_config_is_gemma4(const gt_config *cfg) { return !strncmp(cfg->decoder_block, "gemma4", 6); }
+
+long long gt_config_first_kv_shared(const gt_config *cfg) {
+  return cfg->base_num_decoder_layers - cfg->num_kv_shared_layers;
+}
+
+long long gt_config_layer_kv_donor(const gt_config *cfg, long long layer) {
+  long long first = gt_config_first_kv_shared(cfg);
+  if (layer < first) return -1;
+  int g = gt_config_layer_is_global(cfg, layer);
+  for (long long j = first - 1; j >= 0; j--)
+    if (gt_config_layer_is_global(cfg, j) == g) return j;
+  return -2;
+}
+
+long long gt_config_layer_head_dim(const gt_config *cfg, long long layer) {
+  return gt_config_layer_is_global(cfg, layer) && cfg->global_head_dim > 0 ? cfg->global_head_dim : cfg->head_dim;
+}
+
+long long gt_config_layer_kv_heads(const gt_config *cfg, long long layer) {
+  return gt_config_layer_is_global(cfg, layer) && cfg->global_num_kv_heads > 0 ? cfg->global_num_kv_heads
+                                                                               : cfg->base_num_kv_heads;
+}
+
+long long gt_config_layer_mlp_dim(const gt_config *cfg, long long layer) {
+  int wide = cfg->use_double_wide_mlp && layer >= gt_config_first_kv_shared(cfg);
+  return cfg->base_mlp_dim * (wide ? 2 : 1);
+}
+
+int gt_config_layer_k_eq_v(const gt_config *cfg, long long layer) {
+  return cfg->share_kv_projections && gt_config_layer_is_global(cfg, layer);
+}
+
+/* Gemma 4 keys must stay at their defaults on a gemma3 decoder, so a
+ * reshaped preset never silently mixes the two families. */
+static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
+  if (!gt_config_is_gemma4(c)) {
+    struct {
+      const char *key;
+      int set;
+      const char *dflt;
+    } g4[] = {
+        {"global_head_dim", c->global_head_dim != 0, "0"},
+        {"global_num_kv_heads", c->global_num_kv_heads != 0, "0"},
+        {"share_kv_projections", c->share_kv_projections, "false"},
+        {"global_rope_proportion", c->global_rope_proportion != 1.0, "1"},
+        {"local_rope_proportion", c->local_rope_proportion != 1.0, "1"},
+        {"v_norm_with_scale", c->v_norm_with_scale, "false"},
+        {"hidden_size_per_layer_input", c->hidden_size_per_layer_input != 0, "0"},
+        {"vocab_size_per_layer_input", c->vocab_size_per_layer_input != 0, "0"},
+        {"num_kv_shared_layers", c->num_kv_shared_layers != 0, "0"},
+        {"use_double_wide_mlp", c->use_double_wide_mlp, "false"},
+    };
+    for (size_t i = 0; i < sizeof g4 / sizeof g4[0]; i++)
+      if (g4[i].set)
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' is a Gemma 4 setting, but decoder_block = '%s'; expected %s there "
+                          "(or decoder_block gemma4 / gemma4_small)",
+                          g4[i].key, c->decoder_block, g4[i].dflt);
+    return GT_OK;
+  }
+  long long ghd = c->global_head_dim;
+  if (ghd % 2)
+    return gt_err_set(err, GT_ERR_CONFIG, "config: key 'global_head_dim' = %lld must be even (RoPE pairs dims)", ghd);
+  if (c->global_num_kv_heads > 0 && c->base_num_query_heads % c->global_num_kv_heads)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'global_num_kv_heads' = %lld does not divide base_num_query_heads = %lld",
+                      c->global_num_kv_heads, c->base_num_query_heads);
+  if (c->num_kv_shared_layers >= c->base_num_decoder_layers)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'num_kv_shared_layers' = %lld must be below base_num_decoder_layers = %lld "
+                      "(a shared layer needs an earlier layer to share with)",
+                      c->num_kv_shared_layers, c->base_num_decoder_layers);
+  for (long long l = gt_config_first_kv_shared(c); l < c->base_num_decoder_layers; l++)
+    if (gt_config_layer_kv_donor(c, l) == -2)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key 'num_kv_shared_layers' = %lld leaves shared %s layer %lld without an earlier "
+                        "%s layer to take K/V from (layer_pattern '%s')",
+                        c->num_kv_shared_layers, gt_config_layer_is_global(c, l) ? "global" : "local", l,
+                        gt_config_layer_is_global(c, l) ? "global" : "local", c->layer_pattern);
+  if (c->vocab_size_per_layer_input > 0 && c->vocab_size_per_layer_input < c->vocab_size)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'vocab_size_per_layer_input' = %lld is below vocab_size = %lld; every token "
+                      "needs a per-layer embedding row",
+                      c->vocab_size_per_layer_input, c->vocab_size);
+  return GT_OK;
+}
+
 gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   if (c->base_num_query_heads % c->base_num_kv_heads)
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -693,6 +805,8 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                       "config: keys 'load_parameters_path' = '%s' and 'load_full_state_path' = '%s' are both "
                       "set; set at most one (parameters only, or the full training state)",
                       c->load_parameters_path, c->load_full_state_path);
+  gt_rc rc4 = gt__validate_gemma4(c, err);
+  if (rc4) return rc4;
   if (c->learning_rate_schedule_steps == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "

@@ -38,6 +38,13 @@ gt_rc gt_decoder_init(gt_decoder *d, gt_model *m, int64_t max_len, gt_err *err) 
   if (!m->params || m->view || !m->mem)
     return gt_err_set(err, GT_ERR_ARG, "decode: the model's parameters must be allocated in one place (not sharded)");
   if (max_len < 1) return gt_err_set(err, GT_ERR_ARG, "decode: a context of %lld positions", (long long)max_len);
+  /* Gemma 4 layers need per-layer inputs and K/V sharing in the cached
+   * step; until then they are refused rather than decoded wrongly */
+  for (int64_t l = 0; l < m->n_layers; l++)
+    if (m->layers[l].gemma4)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "decode: layer %lld is a Gemma 4 layer; cached decoding supports Gemma 3 models only so far",
+                        (long long)l);
   d->m = m;
   d->view = *m;
   gt_rc rc;
@@ -129,7 +136,7 @@ gt_rc gt_decoder_prefill(gt_decoder *d, const int32_t *ids, int64_t n, float *lo
         goto nomem;
     if (!(xn = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * dm) * sizeof(float)))) goto nomem;
     a[GT_A_X_IN] = x;
-    gt_layer_io io = {&d->view, L, 1, (int)n, pos, NULL, m->params + L->param_offset};
+    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = (int)n, .pos = pos, .params = m->params + L->param_offset};
     gt_layer_forward(&io, a, xn);
     gt__store(&d->cache, l, a[GT_A_K], a[GT_A_V], 0, n);
     for (int k = 1; k < GT_A_NSLOTS; k++) gt_mem_free(m->mem, a[k]), a[k] = NULL;
@@ -157,11 +164,11 @@ gt_rc gt_decoder_step(gt_decoder *d, int32_t id, float *logits, gt_err *err) {
   const int64_t p = d->cache.len;
   const int32_t pos = (int32_t)p;
   const uint32_t attn = gt_layer_attention_op(), before = attn - 1;
-  const uint32_t after = gt_layer_all_ops() & ~(attn | before);
   gt_embedding_forward(d->x, &id, m->params + m->embed_offset, 1, (int)m->d, m->emb_scale);
   for (int64_t l = 0; l < m->n_layers; l++) {
     const gt_layer_desc *L = &m->layers[l];
-    gt_layer_io io = {&d->view, L, 1, 1, &pos, NULL, m->params + L->param_offset};
+    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = 1, .pos = &pos, .params = m->params + L->param_offset};
+    const uint32_t after = gt_layer_all_ops(L) & ~(attn | before);
     d->acts[GT_A_X_IN] = d->x;
     /* (a KV-sharing layer would skip the k and v ops here) */
     gt_layer_forward_ops(&io, d->acts, before, d->xn);

@@ -18,6 +18,7 @@
 #include "gemtrain/prof.h"
 #include "gemtrain/remat.h"
 #include "head.h"
+#include "ple.h"
 
 int64_t gt_batch_total_weights(const gt_batch *b) {
   int64_t n = 0, N = (int64_t)b->B * b->T;
@@ -36,6 +37,8 @@ typedef struct gt__run {
   gt__lstate *ls; /* [L] */
   const float **lp; /* [L] each layer's parameter block while acquired */
   float **lg;       /* [L] its gradient block (backward) */
+  float **dkv;      /* [2L] a KV donor's accumulated K and V gradients (backward) */
+  float *ple, *dple; /* [N, L*P] per-layer inputs and their gradient (PLE models) */
 } gt__run;
 
 static gt_rc gt__acquire(gt_model *m, int64_t u, int phase, const float **p, float **g, gt_err *err) {
@@ -77,17 +80,47 @@ static void gt__free_layer(gt__run *r, int64_t l) {
 static void gt__free_run(gt__run *r) {
   if (r->ls)
     for (int64_t l = 0; l < r->m->n_layers; l++) gt__free_layer(r, l);
+  if (r->dkv)
+    for (int64_t i = 0; i < 2 * r->m->n_layers; i++) gt_mem_free(r->m->mem, r->dkv[i]);
+  gt_mem_free(r->m->mem, r->ple);
+  gt_mem_free(r->m->mem, r->dple);
   free(r->ls);
   free(r->lp);
   free(r->lg);
+  free(r->dkv);
   r->ls = NULL;
   r->lp = NULL;
   r->lg = NULL;
+  r->dkv = NULL;
+  r->ple = r->dple = NULL;
 }
 
 static gt_layer_io gt__io(gt__run *r, int64_t l) {
-  gt_layer_io io = {r->m, &r->m->layers[l], r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l]};
+  const gt_layer_desc *L = &r->m->layers[l];
+  gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l],
+                    NULL, NULL, NULL, NULL, NULL, NULL, 0};
+  /* KV sharing: a shared layer reads its donor's kept K/V; both send their
+   * K/V gradients through the donor's accumulators */
+  int64_t kv = L->kv_donor >= 0 ? L->kv_donor : l;
+  if (L->kv_donor >= 0) {
+    io.kv_k = r->ls[kv].a[GT_A_K];
+    io.kv_v = r->ls[kv].a[GT_A_V];
+  }
+  if (r->dkv) {
+    io.dkv_k = r->dkv[2 * kv];
+    io.dkv_v = r->dkv[2 * kv + 1];
+  }
+  if (L->ple_dim) {
+    io.ple_stride = r->m->n_layers * L->ple_dim;
+    io.ple = r->ple + l * L->ple_dim;
+    io.dple = r->dple ? r->dple + l * L->ple_dim : NULL;
+  }
   return io;
+}
+
+/* Is slot k of layer L one a later layer reads (a donor's K or V)? */
+static int gt__shared_kv(const gt_layer_desc *L, int k) {
+  return L->kv_last_reader >= 0 && (k == GT_A_K || k == GT_A_V);
 }
 
 static gt_rc gt__check_batch(gt_model *m, const gt_batch *b, gt_err *err) {
@@ -124,7 +157,8 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   r->ls = calloc((size_t)L, sizeof *r->ls);
   r->lp = calloc((size_t)L, sizeof *r->lp);
   r->lg = calloc((size_t)L, sizeof *r->lg);
-  if (!r->ls || !r->lp || !r->lg) {
+  r->dkv = calloc((size_t)(2 * L), sizeof *r->dkv);
+  if (!r->ls || !r->lp || !r->lg || !r->dkv) {
     gt__free_run(r);
     return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
   }
@@ -138,6 +172,19 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     return rc;
   }
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+  if (m->ple_dim) {
+    /* every layer reads its slice, through the backward too */
+    size_t pb = (size_t)(N * L * m->ple_dim) * sizeof(float);
+    r->ple = gt_mem_alloc_uninit(m->mem, train ? GT_MEM_SAVED : GT_MEM_TEMP, pb);
+    rc = r->ple ? gt__ple_forward(m, hp, x, b->inputs, N, r->ple, err)
+                : gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer inputs");
+    if (rc) {
+      gt__release(m, 0, 0);
+      gt_mem_free(m->mem, x);
+      gt__free_run(r);
+      return rc;
+    }
+  }
   gt__release(m, 0, 0);
   for (int64_t l = 0; l < L; l++) {
     int64_t bs, be;
@@ -151,10 +198,12 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
           return rc;
         }
     gt_layer_io io = gt__io(r, l);
+    const gt_layer_desc *ld = &m->layers[l];
     float **a = r->ls[l].a;
     a[GT_A_X_IN] = x;
     for (int k = 1; k < GT_A_NSLOTS; k++) {
-      gt_mem_cat cat = train && rm->slot[k] == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP;
+      if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
+      gt_mem_cat cat = train && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP;
       if (!(a[k] = gt_mem_alloc_uninit(m->mem, cat, gt__bytes(m, b, l, k)))) goto nomem;
     }
     gt_mem_cat next_cat = train && l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP;
@@ -162,9 +211,10 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     if (!xn) goto nomem;
     gt_layer_forward(&io, a, xn);
     for (int k = 0; k < GT_A_NSLOTS; k++) {
-      gt_save_mode mode = k == GT_A_X_IN ? (gt_remat_block_start(rm, l) || rm->none ? GT_SAVE_DEVICE : GT_SAVE_REMAT)
-                                         : rm->slot[k];
+      if (!a[k]) continue;
+      gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
       if (train && mode == GT_SAVE_DEVICE) continue;
+      if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
       if (train && mode == GT_SAVE_OFFLOAD) {
         size_t nb = gt__bytes(m, b, l, k);
         if (!(r->ls[l].host[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_HOST, nb))) goto nomem;
@@ -194,6 +244,7 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   gt__lstate *s = &r->ls[l];
   size_t xbytes = (size_t)((int64_t)b->B * b->T * m->d) * sizeof(float);
   if (!s->a[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
+  const gt_layer_desc *ld = &m->layers[l];
   uint8_t have[GT_A_NSLOTS];
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     if (s->host[k]) {
@@ -203,18 +254,18 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
       gt_mem_free(m->mem, s->host[k]);
       s->host[k] = NULL;
     }
-    have[k] = s->a[k] != NULL;
+    have[k] = s->a[k] != NULL || !gt_layer_has_slot(ld, (gt_act)k);
   }
-  uint32_t ops = gt_layer_recompute_ops(have);
-  if (want_out) ops |= gt_layer_output_op();
+  uint32_t ops = gt_layer_recompute_ops(ld, have);
+  if (want_out) ops |= gt_layer_output_op(ld);
   float *xo = NULL;
   if (ops) {
     uint8_t outs[GT_A_NSLOTS];
-    gt_layer_ops_outputs(ops, outs);
+    gt_layer_ops_outputs(ld, ops, outs);
     for (int k = 1; k < GT_A_NSLOTS; k++)
       if (outs[k] && !s->a[k] && !(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k))))
         goto nomem;
-    if ((ops & gt_layer_output_op()) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
+    if ((ops & gt_layer_output_op(ld)) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
     gt_layer_io io = gt__io(r, l);
     gt_layer_forward_ops(&io, s->a, ops, xo);
   }
@@ -232,7 +283,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
   float *x = NULL, *dx = NULL, *dprev = NULL;
   const float *hp = NULL;
   float *hg = NULL;
@@ -252,6 +303,10 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   gt_mem_free(m->mem, x);
   x = NULL;
   if (rc) goto done;
+  if (m->ple_dim && !(r.dple = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)(N * L * m->ple_dim) * sizeof(float)))) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer input gradient");
+    goto done;
+  }
   for (int64_t end = L; end > 0;) {
     int64_t start, be;
     gt__block_of(m, end - 1, &start, &be);
@@ -274,11 +329,44 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
       carry = next;
     }
     for (int64_t l = end - 1; l >= start; l--) {
+      const gt_layer_desc *ld = &m->layers[l];
+      /* the last reader of a donor's K/V (the first in backward order)
+       * opens the accumulators of their gradients; the donor closes them */
+      if (ld->kv_donor >= 0 && !r.dkv[2 * ld->kv_donor]) {
+        size_t kb = gt__bytes(m, b, ld->kv_donor, GT_A_K);
+        if (!(r.dkv[2 * ld->kv_donor] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb)) ||
+            !(r.dkv[2 * ld->kv_donor + 1] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb))) {
+          for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+          rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for layer %d's shared K/V gradients", ld->kv_donor);
+          goto done;
+        }
+      }
       gt_layer_io io = gt__io(&r, l);
       memset(dprev, 0, xbytes);
       if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
         for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
         goto done;
+      }
+      if (ld->kv_last_reader >= 0) {
+        gt_mem_free(m->mem, r.dkv[2 * l]);
+        gt_mem_free(m->mem, r.dkv[2 * l + 1]);
+        r.dkv[2 * l] = r.dkv[2 * l + 1] = NULL;
+      }
+      if (l == 0 && m->ple_dim) {
+        /* every layer has added its share of d(ple): back into the PLE
+         * parameters and into d(x0), with the head's weights once more */
+        const float *hp2;
+        float *hg2;
+        if (!(rc = gt__acquire(m, 0, 1, &hp2, &hg2, err)))
+          rc = gt__ple_backward(m, hp2, hg2, r.ls[0].a[GT_A_X_IN], b->inputs, N, r.dple, dprev, err);
+        gt__drop_params(m, 0);
+        gt_mem_free(m->mem, r.dple);
+        gt_mem_free(m->mem, r.ple);
+        r.dple = r.ple = NULL;
+        if (rc) {
+          gt__release(m, 1, 1);
+          goto done;
+        }
       }
       gt__free_layer(&r, l);
       gt__release(m, 1 + l, 1); /* its gradient leaves as soon as its backward is done */
@@ -301,7 +389,7 @@ done:
 gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_stats *st, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
   const float *hp;
@@ -317,7 +405,7 @@ gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_
 gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
   gt_loss_stats st = {0, 0};

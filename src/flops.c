@@ -2,7 +2,37 @@
 
 #include <string.h>
 
+/* MaxText calculate_gemma4_tflops_training_per_device, layer by layer:
+ * globals count their own head dim and kv heads (K = V: one projection),
+ * KV-shared layers no K/V projection, double-wide layers their own F, and
+ * PLE its model projection plus each layer's gate and projection. */
+static gt_flops gt__gemma4(const gt_config *c) {
+  double B = c->per_device_batch_size, T = (double)c->max_target_length;
+  double d = (double)c->base_emb_dim, H = (double)c->base_num_query_heads, V = (double)c->vocab_size;
+  double P = (double)c->hidden_size_per_layer_input;
+  double W = (double)c->sliding_window_size < T ? (double)c->sliding_window_size : T;
+  long long L = c->base_num_decoder_layers, first_shared = gt_config_first_kv_shared(c);
+  double learn = 2 * B * T * d * V, attn = 0;
+  if (P > 0) learn += 2 * B * T * d * ((double)L * P);
+  for (long long l = 0; l < L; l++) {
+    double hd = (double)gt_config_layer_head_dim(c, l), K = (double)gt_config_layer_kv_heads(c, l);
+    double F = (double)gt_config_layer_mlp_dim(c, l);
+    double kv_mult = l >= first_shared ? 0 : gt_config_layer_k_eq_v(c, l) ? 1 : 2;
+    learn += 2 * B * T * F * d * 2 + 2 * B * T * F * d;
+    learn += 2 * B * T * d * (H + kv_mult * K) * hd + 2 * B * T * d * H * hd;
+    if (P > 0) learn += 2 * B * T * d * P + 2 * B * T * P * d;
+    attn += gt_config_layer_is_global(c, l) ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;
+  }
+  double ga = (double)c->gradient_accumulation_steps;
+  gt_flops f;
+  f.attention_tflops = ga * 3 * attn / 1e12;
+  f.learnable_tflops = ga * 3 * learn / 1e12;
+  f.total_tflops = f.attention_tflops + f.learnable_tflops;
+  return f;
+}
+
 gt_flops gt_flops_per_step_per_device(const gt_config *c) {
+  if (gt_config_is_gemma4(c)) return gt__gemma4(c);
   double B = c->per_device_batch_size, T = (double)c->max_target_length;
   double d = (double)c->base_emb_dim, H = (double)c->base_num_query_heads;
   double K = (double)c->base_num_kv_heads, hd = (double)c->head_dim, F = (double)c->base_mlp_dim;

@@ -9,12 +9,13 @@
 #include "gemtrain/kernels.h"
 #include "gemtrain/remat.h"
 
-static int gt__rope_index(gt_model *m, double base, double scale, double fraction) {
+static int gt__rope_index(gt_model *m, double base, double scale, double fraction, int head_dim) {
   for (int i = 0; i < m->n_rope; i++)
-    if (m->rope[i].base == base && m->rope[i].scale == scale && m->rope[i].fraction == fraction)
+    if (m->rope[i].base == base && m->rope[i].scale == scale && m->rope[i].fraction == fraction &&
+        m->rope[i].head_dim == head_dim)
       return i;
   if (m->n_rope == GT_MAX_ROPE) return -1;
-  m->rope[m->n_rope] = (gt_rope_desc){base, scale, fraction};
+  m->rope[m->n_rope] = (gt_rope_desc){base, scale, fraction, head_dim};
   return m->n_rope++;
 }
 
@@ -31,87 +32,130 @@ static void gt__add_tensor(gt_model *m, int64_t *cursor, int layer, const char *
   *cursor += t->numel;
 }
 
+/* One layer's descriptor from the config (everything but its parameters). */
+static gt_rc gt__describe_layer(gt_model *m, const gt_config *c, int64_t l, gt_err *err) {
+  gt_layer_desc *ld = &m->layers[l];
+  int global = gt_config_layer_is_global(c, l), g4 = gt_config_is_gemma4(c);
+  ld->index = (int)l;
+  ld->kind = global ? GT_LAYER_GLOBAL : GT_LAYER_LOCAL;
+  ld->window = global ? 0 : (int)c->sliding_window_size;
+  ld->n_heads = (int)c->base_num_query_heads;
+  ld->n_kv_heads = (int)gt_config_layer_kv_heads(c, l);
+  ld->head_dim = (int)gt_config_layer_head_dim(c, l);
+  ld->mlp_dim = (int)gt_config_layer_mlp_dim(c, l);
+  ld->q_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
+  ld->gemma4 = g4;
+  ld->k_eq_v = g4 && gt_config_layer_k_eq_v(c, l);
+  ld->kv_donor = g4 ? (int)gt_config_layer_kv_donor(c, l) : -1;
+  ld->kv_last_reader = -1;
+  ld->ple_dim = g4 ? (int)c->hidden_size_per_layer_input : 0;
+  ld->layer_scalar = 1.0f;
+  /* Local layers never scale positions (MaxText forces 1 on gemma3 local). */
+  ld->rope = global ? gt__rope_index(m, c->rope_max_timescale, c->rope_linear_scaling_factor,
+                                     c->global_rope_proportion, ld->head_dim)
+                    : gt__rope_index(m, c->local_rope_max_timescale, 1.0, c->local_rope_proportion, ld->head_dim);
+  if (ld->rope < 0) return gt_err_set(err, GT_ERR_INTERNAL, "model: more than %d RoPE tables", GT_MAX_ROPE);
+  if (ld->kv_donor >= 0) m->layers[ld->kv_donor].kv_last_reader = (int)l;
+  return GT_OK;
+}
+
+/* The layer's tensors in Hugging Face's names; a kind lacks what it does not
+ * use (a KV-shared layer has no k/v projections or k_norm, a K=V layer no
+ * v_proj), so the layout holds exactly the parameters that train. */
+static void gt__layer_tensors(gt_model *m, const gt_config *c, int64_t l, int64_t *cur) {
+  gt_layer_desc *ld = &m->layers[l];
+  int64_t d = m->d, qd = (int64_t)ld->n_heads * ld->head_dim, kd = (int64_t)ld->n_kv_heads * ld->head_dim;
+  int64_t F = ld->mlp_dim, hd = ld->head_dim, P = ld->ple_dim;
+  int own_kv = ld->kv_donor < 0, g4 = ld->gemma4;
+  struct {
+    gt_lparam slot;
+    const char *name;
+    int ndim;
+    int64_t s0, s1;
+    int present;
+  } spec[] = {
+      {GT_P_INPUT_NORM, "input_layernorm.weight", 1, d, 0, 1},
+      {GT_P_WQ, "self_attn.q_proj.weight", 2, qd, d, 1},
+      {GT_P_WK, "self_attn.k_proj.weight", 2, kd, d, own_kv},
+      {GT_P_WV, "self_attn.v_proj.weight", 2, kd, d, own_kv && !ld->k_eq_v},
+      {GT_P_Q_NORM, "self_attn.q_norm.weight", 1, hd, 0, 1},
+      {GT_P_K_NORM, "self_attn.k_norm.weight", 1, hd, 0, own_kv},
+      {GT_P_WO, "self_attn.o_proj.weight", 2, d, qd, 1},
+      {GT_P_POST_ATTN_NORM, "post_attention_layernorm.weight", 1, d, 0, 1},
+      {GT_P_PRE_FFW_NORM, "pre_feedforward_layernorm.weight", 1, d, 0, 1},
+      {GT_P_W_GATE, "mlp.gate_proj.weight", 2, F, d, 1},
+      {GT_P_W_UP, "mlp.up_proj.weight", 2, F, d, 1},
+      {GT_P_W_DOWN, "mlp.down_proj.weight", 2, d, F, 1},
+      {GT_P_POST_FFW_NORM, "post_feedforward_layernorm.weight", 1, d, 0, 1},
+      {GT_P_V_NORM, "self_attn.v_norm.weight", 1, hd, 0, g4 && own_kv && c->v_norm_with_scale},
+      {GT_P_PLE_GATE, "per_layer_input_gate.weight", 2, P, d, P > 0},
+      {GT_P_PLE_PROJ, "per_layer_projection.weight", 2, d, P, P > 0},
+      {GT_P_PLE_NORM, "post_per_layer_input_norm.weight", 1, d, 0, P > 0},
+      {GT_P_LAYER_SCALAR, "layer_scalar", 1, 1, 0, g4 && c->layer_scalar_trainable},
+  };
+  for (int s = 0; s < GT_P_NSLOTS; s++) ld->slot_offset[s] = -1;
+  ld->param_offset = *cur;
+  for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+    if (!spec[i].present) continue;
+    char name[96];
+    snprintf(name, sizeof name, "layers.%lld.%s", (long long)l, spec[i].name);
+    ld->slot_offset[spec[i].slot] = *cur;
+    gt__add_tensor(m, cur, (int)l, name, spec[i].ndim, spec[i].s0, spec[i].s1);
+  }
+  ld->param_count = *cur - ld->param_offset;
+}
+
 gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   memset(m, 0, sizeof *m);
-  if (strcmp(c->decoder_block, "gemma3"))
-    return gt_err_set(err, GT_ERR_CONFIG, "model: decoder_block '%s' is not built yet; expected gemma3",
-                      c->decoder_block);
+  if (strcmp(c->decoder_block, "gemma3") && !gt_config_is_gemma4(c))
+    return gt_err_set(err, GT_ERR_CONFIG, "model: decoder_block '%s' is not built yet; expected gemma3, gemma4 or "
+                      "gemma4_small", c->decoder_block);
+  int g4 = gt_config_is_gemma4(c);
   m->vocab = c->vocab_size;
   m->d = c->base_emb_dim;
   m->n_layers = c->base_num_decoder_layers;
   m->eps = (float)c->normalization_layer_epsilon;
-  m->norm_offset = 1.0f;
+  /* Gemma 4 stores the norm scale itself (spec 3.2.1) */
+  m->norm_offset = g4 ? 0.0f : 1.0f;
   /* HF multiplies by sqrt(d) cast to the compute dtype; we compute in fp32. */
   m->emb_scale = sqrtf((float)m->d);
   m->softcap = (float)c->final_logits_soft_cap;
   m->max_pos = c->max_target_length;
+  m->ple_dim = g4 ? c->hidden_size_per_layer_input : 0;
+  m->ple_vocab = m->ple_dim ? (c->vocab_size_per_layer_input > 0 ? c->vocab_size_per_layer_input : c->vocab_size) : 0;
+  m->ple_embed_offset = m->ple_proj_offset = m->ple_norm_offset = -1;
   gt_rc rc = gt_remat_from_config(&m->remat, c, err);
   if (rc) return rc;
 
   int64_t L = m->n_layers, d = m->d;
   m->layers = calloc((size_t)L, sizeof *m->layers);
-  m->tensors = calloc((size_t)(L * GT_P_NSLOTS + 2), sizeof *m->tensors);
+  m->tensors = calloc((size_t)(L * GT_P_NSLOTS + 5), sizeof *m->tensors);
   if (!m->layers || !m->tensors) {
     gt_model_free(m);
     return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for %lld layer descriptors", (long long)L);
   }
-  /* The head unit (embedding, final norm) first, then the layers: every
+  for (int64_t l = 0; l < L; l++)
+    if ((rc = gt__describe_layer(m, c, l, err))) {
+      gt_model_free(m);
+      return rc;
+    }
+  /* The head unit (embedding, final norm, PLE) first, then the layers: every
    * unit is one contiguous range, the grain of gathering and sharding. */
   int64_t cur = 0;
   m->embed_offset = cur;
   gt__add_tensor(m, &cur, -1, "embed_tokens.weight", 2, m->vocab, d);
   m->final_norm_offset = cur;
   gt__add_tensor(m, &cur, -1, "norm.weight", 1, d, 0);
-  for (int64_t l = 0; l < L; l++) {
-    gt_layer_desc *ld = &m->layers[l];
-    int global = gt_config_layer_is_global(c, l);
-    ld->index = (int)l;
-    ld->kind = global ? GT_LAYER_GLOBAL : GT_LAYER_LOCAL;
-    ld->window = global ? 0 : (int)c->sliding_window_size;
-    ld->n_heads = (int)c->base_num_query_heads;
-    ld->n_kv_heads = (int)c->base_num_kv_heads;
-    ld->head_dim = (int)c->head_dim;
-    ld->mlp_dim = (int)c->base_mlp_dim;
-    ld->q_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
-    /* Local layers never scale positions (MaxText forces 1 on gemma3 local). */
-    ld->rope = global ? gt__rope_index(m, c->rope_max_timescale, c->rope_linear_scaling_factor, 1.0)
-                      : gt__rope_index(m, c->local_rope_max_timescale, 1.0, 1.0);
-    if (ld->rope < 0) {
-      gt_model_free(m);
-      return gt_err_set(err, GT_ERR_INTERNAL, "model: more than %d RoPE tables", GT_MAX_ROPE);
-    }
-    for (int s = 0; s < GT_P_NSLOTS; s++) ld->slot_offset[s] = -1;
-    ld->param_offset = cur;
-    int64_t qd = (int64_t)ld->n_heads * ld->head_dim, kd = (int64_t)ld->n_kv_heads * ld->head_dim;
-    int64_t F = ld->mlp_dim, hd = ld->head_dim;
-    struct {
-      gt_lparam slot;
-      const char *name;
-      int ndim;
-      int64_t s0, s1;
-    } spec[] = {
-        {GT_P_INPUT_NORM, "input_layernorm.weight", 1, d, 0},
-        {GT_P_WQ, "self_attn.q_proj.weight", 2, qd, d},
-        {GT_P_WK, "self_attn.k_proj.weight", 2, kd, d},
-        {GT_P_WV, "self_attn.v_proj.weight", 2, kd, d},
-        {GT_P_Q_NORM, "self_attn.q_norm.weight", 1, hd, 0},
-        {GT_P_K_NORM, "self_attn.k_norm.weight", 1, hd, 0},
-        {GT_P_WO, "self_attn.o_proj.weight", 2, d, qd},
-        {GT_P_POST_ATTN_NORM, "post_attention_layernorm.weight", 1, d, 0},
-        {GT_P_PRE_FFW_NORM, "pre_feedforward_layernorm.weight", 1, d, 0},
-        {GT_P_W_GATE, "mlp.gate_proj.weight", 2, F, d},
-        {GT_P_W_UP, "mlp.up_proj.weight", 2, F, d},
-        {GT_P_W_DOWN, "mlp.down_proj.weight", 2, d, F},
-        {GT_P_POST_FFW_NORM, "post_feedforward_layernorm.weight", 1, d, 0},
-    };
-    for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
-      char name[96];
-      snprintf(name, sizeof name, "layers.%lld.%s", (long long)l, spec[i].name);
-      ld->slot_offset[spec[i].slot] = cur;
-      gt__add_tensor(m, &cur, (int)l, name, spec[i].ndim, spec[i].s0, spec[i].s1);
-    }
-    ld->param_count = cur - ld->param_offset;
+  if (m->ple_dim) {
+    int64_t LP = L * m->ple_dim;
+    m->ple_embed_offset = cur;
+    gt__add_tensor(m, &cur, -1, "embed_tokens_per_layer.weight", 2, m->ple_vocab, LP);
+    m->ple_proj_offset = cur;
+    gt__add_tensor(m, &cur, -1, "per_layer_model_projection.weight", 2, LP, d);
+    m->ple_norm_offset = cur;
+    gt__add_tensor(m, &cur, -1, "per_layer_projection_norm.weight", 1, m->ple_dim, 0);
   }
+  for (int64_t l = 0; l < L; l++) gt__layer_tensors(m, c, l, &cur);
   m->n_params = cur;
   return GT_OK;
 }
@@ -119,7 +163,7 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
 void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count) {
   if (u == 0) {
     *offset = m->embed_offset;
-    *count = m->vocab * m->d + m->d;
+    *count = (m->n_layers > 0 ? m->layers[0].param_offset : m->n_params) - m->embed_offset;
   } else {
     *offset = m->layers[u - 1].param_offset;
     *count = m->layers[u - 1].param_count;
@@ -143,9 +187,7 @@ const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name) 
 gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err) {
   m->mem = mem;
   for (int r = 0; r < m->n_rope; r++) {
-    int hd = 0;
-    for (int64_t l = 0; l < m->n_layers; l++)
-      if (m->layers[l].rope == r) hd = m->layers[l].head_dim;
+    int hd = m->rope[r].head_dim;
     size_t tb = (size_t)m->max_pos * (size_t)(hd / 2) * sizeof(float);
     m->rope_cos[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
     m->rope_sin[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
@@ -197,11 +239,17 @@ void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
     gt_tensor_info *t = &m->tensors[i];
     float *p = m->params + t->offset;
     if (t->ndim == 1) {
-      memset(p, 0, (size_t)t->numel * sizeof(float)); /* (1 + w) with w = 0 */
+      /* norms start as the identity: (1 + w) with w = 0 on Gemma 3, a stored
+       * scale of 1 on Gemma 4 (and layer_scalar = 1) */
+      float one = 1.0f - m->norm_offset;
+      for (int64_t k = 0; k < t->numel; k++) p[k] = one;
       continue;
     }
-    double std = t->offset == m->embed_offset ? 1.0 / sqrt((double)m->d)
-                                              : init_scale / sqrt((double)t->shape[1]);
+    /* embeddings so a looked-up row is O(1) after its scale: the main table
+     * times sqrt(d), the PLE table times sqrt(ple_dim) */
+    double std = t->offset == m->embed_offset       ? 1.0 / sqrt((double)m->d)
+                 : t->offset == m->ple_embed_offset ? 1.0 / sqrt((double)m->ple_dim)
+                                                    : init_scale / sqrt((double)t->shape[1]);
     gt__fill_normal(p, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 1, std);
   }
 }

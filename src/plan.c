@@ -11,6 +11,7 @@
 #include "gemtrain/mesh.h"
 #include "gemtrain/model.h"
 #include "gemtrain/remat.h"
+#include "ple.h"
 
 /* ---------- the virtual tracker ---------- */
 
@@ -29,6 +30,7 @@ typedef struct gt__sim {
   int n, cap;
   const char *phase;
   char phase_buf[96];
+  int in_layers; /* the phase is a layer's forward or backward */
 } gt__sim;
 
 static int gt__cmp_buf(const void *a, const void *b) {
@@ -79,6 +81,13 @@ static int gt__alloc(gt__sim *s, gt_mem_cat cat, int64_t bytes, const char *fmt,
       s->p->peak_total = s->total;
       gt__snapshot(s);
     }
+    int64_t act = s->total - s->cur[GT_MEM_PARAMS] - s->cur[GT_MEM_GRADS] - s->cur[GT_MEM_OPTIM] -
+                  s->cur[GT_MEM_GATHERED] - s->cur[GT_MEM_DATA] - s->cur[GT_MEM_OTHER];
+    if (s->in_layers && act > s->p->layer_act_peak) {
+      s->p->layer_act_peak = act;
+      s->p->layer_act_saved = s->cur[GT_MEM_SAVED];
+      snprintf(s->p->layer_act_where, sizeof s->p->layer_act_where, "%s", s->phase);
+    }
   }
   return s->n++;
 }
@@ -94,6 +103,7 @@ static void gt__free(gt__sim *s, int id) {
 static void gt__phase(gt__sim *s, const char *fmt, long long a) {
   snprintf(s->phase_buf, sizeof s->phase_buf, fmt, a);
   s->phase = s->phase_buf;
+  s->in_layers = !strncmp(fmt, "forward", 7) || !strncmp(fmt, "backward", 8);
 }
 
 /* ---------- the data source's own buffers ---------- */
@@ -168,7 +178,7 @@ static int gt__fsdp_size(const gt_config *c) {
 /* One device's training step: dev = -1 is the unsharded model. */
 static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, gt_err *err) {
   gt_model m = *mm;
-  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", ""};
+  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", "", 0};
   const gt_remat *rm = &m.remat;
   int n_dev = (int)c->num_devices;
   int64_t Bg = gt_config_global_batch(c), T = c->max_target_length, L = m.n_layers, d = m.d;
@@ -200,9 +210,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
     gt__alloc(&s, GT_MEM_GRADS, m.n_params * f4, "grads", 0);
   }
   for (int r = 0; r < m.n_rope; r++) {
-    int hd = 0;
-    for (int64_t l = 0; l < L; l++)
-      if (m.layers[l].rope == r) hd = m.layers[l].head_dim;
+    int hd = m.rope[r].head_dim;
     gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope cos %lld", r);
     gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope sin %lld", r);
   }
@@ -232,6 +240,13 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) host_id[i] = -1;
   int x = gt__alloc(&s, GT_MEM_SAVED, xbytes, "layer 0 input (carry)", 0);
   gt__acq(&v, 0, 0);
+  int64_t ple_n = N * L * m.ple_dim, ple_fwd = 0, ple_cols = 0, ple_rows = 0;
+  int ple = -1;
+  if (m.ple_dim) { /* src/ple.c: the per-layer inputs, kept through the step */
+    gt__ple_temps(&m, N, &ple_fwd, &ple_cols, &ple_rows);
+    ple = gt__alloc(&s, GT_MEM_SAVED, ple_n * f4, "per-layer inputs (PLE)", 0);
+    gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, ple_fwd * f4, "per-layer projection", 0));
+  }
   gt__rel(&v, 0, 0);
   for (int64_t l = 0; l < L; l++) {
     gt__phase(&s, "forward, layer %lld", l);
@@ -241,16 +256,17 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
     const gt_layer_desc *ld = &m.layers[l];
     SID(l, GT_A_X_IN) = x;
     for (int k = 1; k < GT_A_NSLOTS; k++) {
+      if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
       char nm[64];
       snprintf(nm, sizeof nm, "layer %%lld %s", gt_act_name((gt_act)k));
-      SID(l, k) = gt__alloc(&s, rm->slot[k] == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP,
+      SID(l, k) = gt__alloc(&s, gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP,
                             gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
     }
     int xn = gt__alloc(&s, l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP, xbytes,
                        l + 1 < L ? "layer %lld input (carry)" : "final hidden state", l + 1);
     for (int k = 0; k < GT_A_NSLOTS; k++) {
-      gt_save_mode mode = k == GT_A_X_IN ? (gt_remat_block_start(rm, l) || rm->none ? GT_SAVE_DEVICE : GT_SAVE_REMAT)
-                                         : rm->slot[k];
+      if (SID(l, k) < 0) continue;
+      gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
       int64_t nb = s.bufs[SID(l, k)].bytes;
       if (mode == GT_SAVE_DEVICE) {
         p->saved_per_layer[l] += nb;
@@ -289,9 +305,11 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   for (int i = 0; i < nh; i++) gt__free(&s, hb[i]);
   gt__drop(&v, 0);
   gt__free(&s, x);
+  int dple = m.ple_dim ? gt__alloc(&s, GT_MEM_TEMP, ple_n * f4, "per-layer input gradient (PLE)", 0) : -1;
+  int *dkv = malloc(sizeof(int) * (size_t)(2 * L)); /* a donor's K/V gradient accumulators */
+  for (int64_t i = 0; i < 2 * L; i++) dkv[i] = -1;
 
   /* backward, one remat boundary at a time */
-  uint32_t out_op = gt_layer_output_op();
   for (int64_t end = L; end > 0;) {
     int64_t start = ((end - 1) / period) * period;
     for (int64_t l = start; l < end; l++) gt__acq(&v, 1 + l, 1);
@@ -305,14 +323,15 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
           SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, s.bufs[h].bytes, "layer %lld offloaded slot, back", l);
           gt__free(&s, h);
         }
-        have[k] = SID(l, k) >= 0;
+        have[k] = SID(l, k) >= 0 || !gt_layer_has_slot(ld, (gt_act)k);
       }
       int want_out = l + 1 < end && SID(l + 1, GT_A_X_IN) < 0;
-      uint32_t ops = gt_layer_recompute_ops(have);
+      uint32_t out_op = gt_layer_output_op(ld);
+      uint32_t ops = gt_layer_recompute_ops(ld, have);
       if (want_out) ops |= out_op;
       if (ops) {
         uint8_t outs[GT_A_NSLOTS];
-        gt_layer_ops_outputs(ops, outs);
+        gt_layer_ops_outputs(ld, ops, outs);
         for (int k = 1; k < GT_A_NSLOTS; k++)
           if (outs[k] && SID(l, k) < 0) {
             char nm[64];
@@ -329,13 +348,38 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
     for (int64_t l = end - 1; l >= start; l--) {
       gt__phase(&s, "backward, layer %lld", l);
       const gt_layer_desc *ld = &m.layers[l];
-      int64_t F = ld->mlp_dim, qd = (int64_t)ld->n_heads * ld->head_dim, kd = (int64_t)ld->n_kv_heads * ld->head_dim;
-      int dx1 = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "layer %lld d(attention residual)", l);
-      int ffw = gt__alloc(&s, GT_MEM_TEMP, (N * d + 3 * N * F) * f4, "layer %lld MLP gradients", l);
+      int64_t n_dx1, n_ple, n_ffw, n_attn;
+      gt_layer_backward_temps(&m, ld, N, &n_dx1, &n_ple, &n_ffw, &n_attn);
+      if (ld->kv_donor >= 0 && dkv[2 * ld->kv_donor] < 0) { /* src/exec.c: opened by the last reader */
+        int64_t kb = gt_act_numel(&m, &m.layers[ld->kv_donor], GT_A_K, B, T) * f4;
+        dkv[2 * ld->kv_donor] = gt__alloc(&s, GT_MEM_TEMP, kb, "layer %lld shared K gradient", ld->kv_donor);
+        dkv[2 * ld->kv_donor + 1] = gt__alloc(&s, GT_MEM_TEMP, kb, "layer %lld shared V gradient", ld->kv_donor);
+      }
+      int dx1 = gt__alloc(&s, GT_MEM_TEMP, n_dx1 * f4, "layer %lld d(attention residual)", l);
+      if (n_ple) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, n_ple * f4, "layer %lld per-layer input gradients", l));
+      int ffw = gt__alloc(&s, GT_MEM_TEMP, n_ffw * f4, "layer %lld MLP gradients", l);
       gt__free(&s, ffw);
-      int at = gt__alloc(&s, GT_MEM_TEMP, (N * d + 2 * N * qd + 3 * N * kd) * f4, "layer %lld attention gradients", l);
+      int at = gt__alloc(&s, GT_MEM_TEMP, n_attn * f4, "layer %lld attention gradients", l);
       gt__free(&s, at);
       gt__free(&s, dx1);
+      if (ld->kv_last_reader >= 0) {
+        gt__free(&s, dkv[2 * l]);
+        gt__free(&s, dkv[2 * l + 1]);
+        dkv[2 * l] = dkv[2 * l + 1] = -1;
+      }
+      if (l == 0 && m.ple_dim) { /* the PLE backward, with the head's weights once more */
+        gt__phase(&s, "backward, per-layer embeddings", 0);
+        gt__acq(&v, 0, 1);
+        int t1 = gt__alloc(&s, GT_MEM_TEMP, ple_cols * f4, "per-layer projection (recomputed)", 0);
+        int t2 = gt__alloc(&s, GT_MEM_TEMP, ple_cols * f4, "per-layer projection gradient", 0);
+        int t3 = gt__alloc(&s, GT_MEM_TEMP, ple_rows * f4, "per-layer norm rstd", 0);
+        gt__free(&s, t1);
+        gt__free(&s, t2);
+        gt__free(&s, t3);
+        gt__drop(&v, 0);
+        gt__free(&s, dple);
+        gt__free(&s, ple);
+      }
       for (int k = 0; k < GT_A_NSLOTS; k++) {
         gt__free(&s, SID(l, k));
         SID(l, k) = -1;
@@ -348,6 +392,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   gt__free(&s, dx);
   gt__free(&s, dprev);
 #undef SID
+  free(dkv);
   free(slot_id);
   free(host_id);
   gt_rc rc = GT_OK;
@@ -382,7 +427,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
       gt_plan q = *p;
       memset(q.cat_peak, 0, sizeof q.cat_peak);
       memset(q.at_peak, 0, sizeof q.at_peak);
-      q.peak_total = q.host_peak = q.saved_total = 0;
+      q.peak_total = q.host_peak = q.saved_total = q.layer_act_peak = q.layer_act_saved = 0;
       memset(q.saved_per_layer, 0, sizeof(int64_t) * (size_t)m.n_layers);
       if ((rc = gt__replay(&q, c, &m, dv, err))) break;
       if (dv == 0 || q.peak_total > best.peak_total) {
@@ -406,7 +451,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->saved_per_layer = mine;
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
-     * twice (forward and backward; the head for the lookup and the logits)
+     * twice (forward and backward; the head for the lookup and the logits,
+     * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. The busiest device counts. */
     int N = p->n_devices, F = gt__fsdp_size(c), D = N / F;
@@ -417,7 +463,9 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         int64_t off, cnt;
         gt_model_unit(&m, u, &off, &cnt);
         int64_t ns = gt_shard_len(cnt, F, r);
-        sent += 2 * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
+        /* the head of a PLE model is gathered a third time, for the PLE backward */
+        int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
+        sent += gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
         if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
       }
       sent *= c->gradient_accumulation_steps;
@@ -470,6 +518,10 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
           gt__mib(p->n_layers ? p->saved_per_layer[0] : 0));
   fprintf(f, "  peak: %.1f MiB (%lld bytes) during %s\n", gt__mib(p->peak_total), (long long)p->peak_total,
           p->peak_where);
+  fprintf(f, "  activations over the layers: %.1f MiB at most (during %s) = %.1f MiB saved (carries and kept "
+             "tensors) + %.1f MiB of that layer's working set\n",
+          gt__mib(p->layer_act_peak), p->layer_act_where, gt__mib(p->layer_act_saved),
+          gt__mib(p->layer_act_peak - p->layer_act_saved));
   fprintf(f, "    at the peak:");
   for (int k = 0; k < GT_MEM_NCAT; k++)
     if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
@@ -499,6 +551,9 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "peak_during", p->peak_where);
   cJSON_AddNumberToObject(o, "host_pool_peak_bytes", (double)p->host_peak);
   cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)p->saved_total);
+  cJSON_AddNumberToObject(o, "layer_activation_peak_bytes", (double)p->layer_act_peak);
+  cJSON_AddNumberToObject(o, "layer_activation_peak_saved_bytes", (double)p->layer_act_saved);
+  cJSON_AddStringToObject(o, "layer_activation_peak_during", p->layer_act_where);
   cJSON_AddNumberToObject(o, "num_devices", p->n_devices);
   cJSON_AddNumberToObject(o, "shard_state_bytes_per_device", (double)p->shard_state_bytes);
   cJSON_AddNumberToObject(o, "gathered_weight_bytes_per_device", (double)p->gathered_peak);

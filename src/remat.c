@@ -7,7 +7,7 @@ enum { N_QUERY, N_KEY, N_VALUE, N_CONTEXT, N_OUT, N_WI0, N_WI1, N_WO, N_NAMES };
 /* slot and the statistic kept with it */
 static const gt_act gt__name_slots[N_NAMES][2] = {
     [N_QUERY] = {GT_A_Q, GT_A_Q_RSTD},    [N_KEY] = {GT_A_K, GT_A_K_RSTD},
-    [N_VALUE] = {GT_A_V, GT_A_NSLOTS},    [N_CONTEXT] = {GT_A_CTX, GT_A_LSE},
+    [N_VALUE] = {GT_A_V, GT_A_V_RSTD},    [N_CONTEXT] = {GT_A_CTX, GT_A_LSE},
     [N_OUT] = {GT_A_O, GT_A_NSLOTS},      [N_WI0] = {GT_A_GATE, GT_A_NSLOTS},
     [N_WI1] = {GT_A_UP, GT_A_NSLOTS},     [N_WO] = {GT_A_F, GT_A_NSLOTS},
 };
@@ -73,4 +73,15 @@ gt_rc gt_remat_from_config(gt_remat *r, const gt_config *c, gt_err *err) {
 
 int gt_remat_block_start(const gt_remat *r, long long layer) {
   return !r->block_scope || layer % r->period == 0;
+}
+
+gt_save_mode gt_remat_slot_mode(const gt_remat *r, const gt_layer_desc *L, int k) {
+  if (k == GT_A_X_IN) return gt_remat_block_start(r, L->index) || r->none ? GT_SAVE_DEVICE : GT_SAVE_REMAT;
+  /* A donor's K and V are read by later layers' forward and backward, across
+   * their remat boundaries: they stay on the device until the donor's own
+   * backward, whatever the policy (recomputing them would need the donor's
+   * weights and input again, from inside another layer's boundary). */
+  if (L->kv_last_reader >= 0 && (k == GT_A_K || k == GT_A_K_RSTD || k == GT_A_V || k == GT_A_V_RSTD))
+    return GT_SAVE_DEVICE;
+  return r->slot[k];
 }

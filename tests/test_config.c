@@ -188,6 +188,31 @@ START_TEST(test_inconsistent_combinations) {
 }
 END_TEST
 
+START_TEST(test_gemma4_refusals) {
+  /* a Gemma 4 key on a Gemma 3 decoder */
+  const char *a[] = {"model_name=gemma3-tiny", "hidden_size_per_layer_input=8"};
+  const char *wa[] = {"'hidden_size_per_layer_input' is a Gemma 4 setting", "decoder_block = 'gemma3'", NULL};
+  expect_refused(2, a, wa);
+  /* every layer shared */
+  const char *b[] = {"model_name=gemma4-tiny-dense", "num_kv_shared_layers=6"};
+  const char *wb[] = {"'num_kv_shared_layers' = 6", "below base_num_decoder_layers = 6", NULL};
+  expect_refused(2, b, wb);
+  /* the one global layer shared: no earlier global to take K/V from */
+  const char *c[] = {"model_name=gemma4-tiny-dense", "num_kv_shared_layers=1"};
+  const char *wc[] = {"'num_kv_shared_layers' = 1", "shared global layer 5", "'LLLLLG'", NULL};
+  expect_refused(2, c, wc);
+  const char *d[] = {"model_name=gemma4-tiny-dense", "global_num_kv_heads=3"};
+  const char *wd[] = {"'global_num_kv_heads' = 3", "base_num_query_heads = 4", NULL};
+  expect_refused(2, d, wd);
+  const char *e[] = {"model_name=gemma4-tiny-ple", "vocab_size_per_layer_input=100"};
+  const char *we[] = {"'vocab_size_per_layer_input' = 100", "vocab_size = 260", NULL};
+  expect_refused(2, e, we);
+  const char *f[] = {"decoder_block=gemma5"};
+  const char *wf[] = {"'decoder_block' = 'gemma5'", "gemma3, gemma4, gemma4_small", NULL};
+  expect_refused(1, f, wf);
+}
+END_TEST
+
 START_TEST(test_unknown_preset_and_bad_files) {
   const char *a[] = {"model_name=gemma3-5b"};
   const char *wa[] = {"'model_name' = 'gemma3-5b'", "no preset", "gemma3-4b", NULL};
@@ -310,6 +335,99 @@ START_TEST(test_preset_exact_4b_and_structure) {
 }
 END_TEST
 
+/* Gemma 4 parameters by hand from spec 3.1-3.5 (the spec gives no totals):
+ *   embedding V*d and the final norm d;
+ *   PLE: table V*(L*P), projection (L*P)*d, its norm P;
+ *   each layer: input, post-attention, pre-FFW, post-FFW norms (4d, and a
+ *   fifth, post_per_layer_input_norm, with PLE), q_norm hd, q_proj and o_proj
+ *   2*d*H*hd, MLP 3*d*F, PLE gate and projection 2*P*d, layer_scalar 1;
+ *   layers with their own K/V add k_proj d*K*hd, v_proj d*K*hd (not with
+ *   K=V) and k_norm hd. Globals use hd_g and K_g; shared layers (the last
+ *   n_shared) own no K/V and use 2F with the double-wide MLP. */
+static int64_t g4_count(int64_t V, int64_t d, int64_t H, int64_t K, int64_t Kg, int64_t hd, int64_t hdg, int64_t F,
+                        int64_t L, int period, int64_t P, int64_t n_shared, int wide, int k_eq_v) {
+  int64_t n = V * d + d + (P ? V * L * P + L * P * d + P : 0);
+  for (int64_t l = 0; l < L; l++) {
+    int g = l % period == period - 1, own = l < L - n_shared;
+    int64_t h = g ? hdg : hd, k = g ? Kg : K, f = wide && !own ? 2 * F : F;
+    n += (P ? 5 : 4) * d + h + 2 * d * H * h + 3 * d * f + 2 * P * d + 1;
+    if (own) n += d * k * h * (g && k_eq_v ? 1 : 2) + h;
+  }
+  return n;
+}
+
+START_TEST(test_gemma4_presets_param_counts) {
+  struct {
+    const char *name;
+    int64_t want, by_hand;
+  } p[] = {
+      /* e2b: 402,653,184 embedding + 2,362,573,056 PLE (table 2,348,810,240,
+       * projection 13,762,560, norm 256) + 35 layers (15 with their own K/V,
+       * 20 shared with F = 12288; globals 4, 9, ..., 34 with hd 512) */
+      {"gemma4-e2b", 4628569379LL, g4_count(262144, 1536, 8, 1, 1, 256, 512, 6144, 35, 5, 256, 20, 1, 0)},
+      {"gemma4-e4b", 7463013418LL, g4_count(262144, 2560, 8, 2, 2, 256, 512, 10240, 42, 6, 256, 18, 0, 0)},
+      /* 31b: 1,409,286,144 embedding; globals K=V with 4 kv heads of 512 */
+      {"gemma4-31b", 30697345340LL, g4_count(262144, 5376, 32, 16, 4, 256, 512, 21504, 60, 6, 0, 0, 0, 1)},
+      {"gemma4-tiny-dense", 245798LL, g4_count(260, 64, 4, 2, 1, 16, 32, 128, 6, 6, 0, 0, 0, 1)},
+      {"gemma4-tiny-ple", 427074LL, g4_count(260, 64, 4, 1, 1, 16, 32, 96, 10, 5, 8, 4, 1, 0)},
+  };
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
+    gt_config c;
+    gt_err e;
+    char ov[96];
+    snprintf(ov, sizeof ov, "model_name=%s", p[i].name);
+    const char *o[] = {ov};
+    ck_assert_msg(load(&c, NULL, 1, o, &e) == GT_OK, "%s: %s", p[i].name, e.msg);
+    ck_assert_int_eq(p[i].by_hand, p[i].want);
+    ck_assert_msg(gt_model_count_params(&c) == p[i].want, "%s: %lld parameters, by hand %lld", p[i].name,
+                  (long long)gt_model_count_params(&c), (long long)p[i].want);
+  }
+}
+END_TEST
+
+START_TEST(test_gemma4_e2b_structure) {
+  /* spec 3.1, 3.5: 4 local + 1 global, globals hd 512 with 1 kv head and
+   * partial RoPE (1e6, a quarter), locals 1e4 full; layers 15..34 share,
+   * local donor 13, global donor 14; F doubles on the shared layers */
+  gt_config c;
+  gt_err e;
+  const char *o[] = {"model_name=gemma4-e2b"};
+  ck_assert_int_eq(load(&c, NULL, 1, o, &e), GT_OK);
+  gt_model m;
+  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  for (int l = 0; l < 35; l++) {
+    const gt_layer_desc *L = &m.layers[l];
+    int g = l % 5 == 4;
+    ck_assert_int_eq(L->kind == GT_LAYER_GLOBAL, g);
+    ck_assert_int_eq(L->head_dim, g ? 512 : 256);
+    ck_assert_int_eq(L->n_kv_heads, 1);
+    ck_assert_int_eq(L->window, g ? 0 : 512);
+    ck_assert_int_eq(L->kv_donor, l < 15 ? -1 : g ? 14 : 13);
+    ck_assert_int_eq(L->mlp_dim, l < 15 ? 6144 : 12288);
+    ck_assert(L->q_scale == 1.0f && !L->k_eq_v && L->ple_dim == 256);
+    gt_rope_desc r = m.rope[L->rope];
+    ck_assert(g ? (r.base == 1e6 && r.fraction == 0.25 && r.head_dim == 512)
+                : (r.base == 1e4 && r.fraction == 1.0 && r.head_dim == 256));
+  }
+  ck_assert_int_eq(m.layers[13].kv_last_reader, 33);
+  ck_assert_int_eq(m.layers[14].kv_last_reader, 34);
+  const gt_tensor_info *t = gt_model_find_tensor(&m, "embed_tokens_per_layer.weight");
+  ck_assert(t && t->shape[0] == 262144 && t->shape[1] == 35 * 256);
+  ck_assert(m.softcap == 30.0f && m.norm_offset == 0.0f);
+  gt_model_free(&m);
+  /* 31b: K = V on globals, which have 4 kv heads and no v_proj */
+  const char *o2[] = {"model_name=gemma4-31b"};
+  ck_assert_int_eq(load(&c, NULL, 1, o2, &e), GT_OK);
+  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  ck_assert(m.layers[5].k_eq_v && m.layers[5].n_kv_heads == 4 && !m.layers[4].k_eq_v && m.layers[4].n_kv_heads == 16);
+  ck_assert_ptr_null(gt_model_find_tensor(&m, "layers.5.self_attn.v_proj.weight"));
+  ck_assert_ptr_nonnull(gt_model_find_tensor(&m, "layers.4.self_attn.v_proj.weight"));
+  t = gt_model_find_tensor(&m, "layers.5.self_attn.k_proj.weight");
+  ck_assert(t && t->shape[0] == 4 * 512 && t->shape[1] == 5376);
+  gt_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_27b_query_scale) {
   gt_config c;
   gt_err e;
@@ -354,6 +472,9 @@ Suite *config_suite(void) {
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_every_key_documented);
   tcase_add_test(tc, test_presets_param_counts);
+  tcase_add_test(tc, test_gemma4_presets_param_counts);
+  tcase_add_test(tc, test_gemma4_e2b_structure);
+  tcase_add_test(tc, test_gemma4_refusals);
   tcase_add_test(tc, test_preset_exact_4b_and_structure);
   tcase_add_test(tc, test_27b_query_scale);
   tcase_add_test(tc, test_small_presets_same_structure);

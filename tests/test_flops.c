@@ -42,11 +42,43 @@ START_TEST(test_hand_count_tiny) {
 }
 END_TEST
 
+START_TEST(test_hand_count_gemma4) {
+  /* spec 5.2, Gemma 4 (small), at B=1 T=64 on gemma4-tiny-ple: d=64 H=4
+   * V=260 P=8 L=10, locals hd 16 K 1 W 16, globals (4, 9) hd 32 K 1, layers
+   * 6..9 KV-shared with F=192 (double-wide), the others F=96 */
+  gt_flops f = for_model("gemma4-tiny-ple", 64);
+  double B = 1, T = 64, d = 64, H = 4, V = 260, P = 8, W = 16, L = 10;
+  double learn = 2 * B * T * d * V + 2 * B * T * d * (L * P), attn = 0;
+  for (int l = 0; l < 10; l++) {
+    int g = l % 5 == 4, shared = l >= 6;
+    double hd = g ? 32 : 16, F = shared ? 192 : 96, kv = shared ? 0 : 2;
+    learn += 6 * B * T * F * d + 2 * B * T * d * (H + kv * 1) * hd + 2 * B * T * d * H * hd;
+    learn += 2 * B * T * d * P + 2 * B * T * P * d;
+    attn += g ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;
+  }
+  ck_assert(fabs(f.learnable_tflops - 3 * learn / 1e12) < 1e-15);
+  ck_assert(fabs(f.attention_tflops - 3 * attn / 1e12) < 1e-15);
+  /* gemma4-tiny-dense: K=V on the global (layer 5: hd 32, 1 kv head, one
+   * projection), locals hd 16 with 2 kv heads */
+  f = for_model("gemma4-tiny-dense", 64);
+  double learn2 = 2 * B * T * d * V, attn2 = 0;
+  for (int l = 0; l < 6; l++) {
+    int g = l == 5;
+    double hd = g ? 32 : 16, K = g ? 1 : 2, mult = g ? 1 : 2;
+    learn2 += 6 * B * T * 128 * d + 2 * B * T * d * (H + mult * K) * hd + 2 * B * T * d * H * hd;
+    attn2 += g ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;
+  }
+  ck_assert(fabs(f.learnable_tflops - 3 * learn2 / 1e12) < 1e-15);
+  ck_assert(fabs(f.attention_tflops - 3 * attn2 / 1e12) < 1e-15);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flops");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
+  tcase_add_test(tc, test_hand_count_gemma4);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -999,11 +999,84 @@ START_TEST(test_sumsq) {
 }
 END_TEST
 
+/* ---------- dot and scale (Gemma 4's layer_scalar) ---------- */
+
+START_TEST(test_dot) {
+  const float a[3] = {1.0f, 2.0f, 3.0f}, b[3] = {-4.0f, 0.5f, 2.0f};
+  ck_assert(gt_dot(a, b, 3) == 3.0 && gt_dot_ref(a, b, 3) == 3.0);
+  const int64_t ns[] = {1, 17, 65537, 3 * 65536 + 11};
+  uint64_t seed = 93;
+  for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    const int64_t n = ns[k];
+    float *x = gt_test_alloc_fill(n, &seed, -3, 3), *y = gt_test_alloc_fill(n, &seed, -3, 3);
+    omp_set_num_threads(1);
+    const double d1 = gt_dot(x, y, n);
+    omp_set_num_threads(2);
+    const double d2 = gt_dot(x, y, n);
+    long double dl = 0, al = 0;
+    for (int64_t i = 0; i < n; i++) dl += (long double)x[i] * y[i], al += fabsl((long double)x[i] * y[i]);
+    ck_assert_msg(d1 == d2, "dot n=%ld: %.17g (1 thread) vs %.17g (2)", (long)n, d1, d2);
+    /* relative to the sum of |terms|: the dot itself may nearly cancel */
+    gt__check("dot vs long double", (double)(fabsl(d1 - dl) / al), 1e-15);
+    gt__check("dot ref vs long double", (double)(fabsl(gt_dot_ref(x, y, n) - dl) / al), 1e-13);
+    /* the sum of squares is the dot of x with itself, bit for bit */
+    ck_assert(gt_sumsq(x, n) == gt_dot(x, x, n));
+    free(x);
+    free(y);
+  }
+}
+END_TEST
+
+typedef struct {
+  double *x, *R, s;
+  int64_t n;
+} gt__scale_ctx;
+
+static double gt__scale_loss(void *p) {
+  const gt__scale_ctx *c = p;
+  double L = 0;
+  for (int64_t i = 0; i < c->n; i++) L += c->s * c->x[i] * c->R[i];
+  return L;
+}
+
+START_TEST(test_scale_vs_ref_and_fd) {
+  const int64_t ns[] = {1, 19, 70001};
+  uint64_t seed = 94;
+  for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    const int64_t n = ns[k];
+    const float sc = 0.8125f;
+    float *x = gt_test_alloc_fill(n, &seed, -2, 2), *R = gt_test_alloc_fill(n, &seed, -1, 1);
+    float *y = gt__zeros(n), *yr = gt__zeros(n), *dx = gt__zeros(n), *dxr = gt__zeros(n);
+    float ds = 0.25f, dsr = 0.25f; /* backward adds */
+    gt_scale_forward(y, x, sc, n);
+    gt_scale_forward_ref(yr, x, sc, n);
+    ck_assert(gt__same(y, yr, n));
+    gt_scale_backward(dx, &ds, R, x, sc, n);
+    gt_scale_backward_ref(dxr, &dsr, R, x, sc, n);
+    gt__check("scale bwd dx vs ref", gt__err(dx, dxr, n), TOL_REF);
+    gt__check("scale bwd ds vs ref", fabs((double)ds - dsr) / fabs(dsr), TOL_REF);
+    gt_scale_backward(NULL, NULL, R, x, sc, n); /* NULL gradients are skipped */
+    if (n < 100) { /* against central differences in double */
+      gt__scale_ctx c = {gt__to_d(x, n), gt__to_d(R, n), sc, n};
+      double *gx = malloc((size_t)n * sizeof(double)), gs;
+      gt__fd(gx, c.x, n, gt__scale_loss, &c);
+      gt__fd(&gs, &c.s, 1, gt__scale_loss, &c);
+      gt__check("scale dx vs FD", gt__err_d(dx, gx, n), TOL_FD);
+      gt__check("scale ds vs FD", fabs((double)ds - 0.25 - gs) / fabs(gs), TOL_FD);
+      free(c.x), free(c.R), free(gx);
+    }
+    free(x), free(R), free(y), free(yr), free(dx), free(dxr);
+  }
+}
+END_TEST
+
 static Suite *gt__suite(void) {
   Suite *s = suite_create("kernels");
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_matmul_vs_ref);
+  tcase_add_test(tc, test_dot);
+  tcase_add_test(tc, test_scale_vs_ref_and_fd);
   tcase_add_test(tc, test_matmul_fd);
   tcase_add_test(tc, test_rmsnorm_vs_ref);
   tcase_add_test(tc, test_rmsnorm_fd);

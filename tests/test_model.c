@@ -1,7 +1,8 @@
-/* The Gemma 3 model as a whole: gradients of the full forward/backward
- * against finite differences (local and global layers, window smaller than,
- * equal to and larger than the sequence), vocab tiling invariance and its
- * logits memory, and the layer graph built from the config. */
+/* The model as a whole: gradients of the full forward/backward against
+ * finite differences (Gemma 3: local and global layers, window smaller than,
+ * equal to and larger than the sequence; Gemma 4: each new op switched on
+ * alone and the tiny presets whole), vocab tiling invariance and its logits
+ * memory, and the layer graph built from the config. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,8 +34,13 @@ static void setup(fixture *f, int n, const char *const *ov, uint64_t seed) {
   /* give the norm weights non-zero values so the (1 + w) path is exercised */
   uint64_t s = seed + 17;
   for (int i = 0; i < f->m.n_tensors; i++)
-    if (f->m.tensors[i].ndim == 1)
-      gt_test_fill(f->m.params + f->m.tensors[i].offset, f->m.tensors[i].numel, &s, -0.3f, 0.3f);
+    if (f->m.tensors[i].ndim == 1) {
+      float *p = f->m.params + f->m.tensors[i].offset;
+      gt_test_fill(p, f->m.tensors[i].numel, &s, -0.3f, 0.3f);
+      /* Gemma 4 stores the scale itself (and layer_scalar): around 1 */
+      if (f->m.norm_offset == 0.0f)
+        for (int64_t k = 0; k < f->m.tensors[i].numel; k++) p[k] += 1.0f;
+    }
   int B = (int)gt_config_global_batch(&f->cfg), T = (int)f->cfg.max_target_length;
   f->in = malloc(sizeof(int32_t) * B * T);
   f->tg = malloc(sizeof(int32_t) * B * T);
@@ -79,7 +85,12 @@ static void grads_of(fixture *f, int tiles, double *loss) {
  * forward passes limit the precision, so h is large and tolerances are a
  * few percent; the 1e-4 check against the float64 PyTorch reference is in
  * test_reference. */
-static void check_fd(int n, const char *const *ov) {
+static void check_fd_h(int n, const char *const *ov, double h, double hh);
+
+static void check_fd(int n, const char *const *ov) { check_fd_h(n, ov, 2e-3, 3e-3); }
+
+/* h: the step along the random direction; hh: the step of single entries */
+static void check_fd_h(int n, const char *const *ov, double h, double hh) {
   fixture f;
   setup(&f, n, ov, 5);
   double loss;
@@ -94,7 +105,6 @@ static void check_fd(int n, const char *const *ov) {
   gt_test_fill(dir, P, &s, -1, 1);
   double gd = 0;
   for (int64_t i = 0; i < P; i++) gd += (double)g[i] * dir[i];
-  double h = 2e-3;
   for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] + (float)h * dir[i];
   double lp = loss_of(&f);
   for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] - (float)h * dir[i];
@@ -111,7 +121,6 @@ static void check_fd(int n, const char *const *ov) {
     for (int64_t i = ti->offset; i < ti->offset + ti->numel; i++)
       if (fabsf(g[i]) > fabsf(g[best])) best = i;
     if (fabsf(g[best]) < 1e-3f) continue;
-    double hh = 3e-3;
     f.m.params[best] = p0[best] + (float)hh;
     double a = loss_of(&f);
     f.m.params[best] = p0[best] - (float)hh;
@@ -214,6 +223,111 @@ START_TEST(test_initial_loss_near_uniform) {
 }
 END_TEST
 
+/* ---- Gemma 4: one new op at a time, then the tiny presets whole ----
+ * Gemma 4 attends with scale 1 on RMS-normalised q and k, so at random
+ * weights the softmax is sharp and the loss curves within a step of 2e-3
+ * along a random direction of every parameter (the central difference then
+ * misses by 5-40%, converging as h^2 when h shrinks, checked by hand). The
+ * checks below soften the attention (query_pre_attn_scalar = 16, a scalar
+ * the kernel already takes) and step 5e-4: what they test is the new ops'
+ * gradients. Scale 1 itself is held to the float64 reference in
+ * test_reference, which needs no step at all. */
+static void check_fd_g4(int n, const char *const *ov) {
+  const char *all[16];
+  for (int i = 0; i < n; i++) all[i] = ov[i];
+  all[n] = "query_pre_attn_scalar=16";
+  check_fd_h(n + 1, all, 5e-4, 2e-3);
+}
+
+START_TEST(test_fd_gemma4_dense_k_eq_v) {
+  /* global layers: head dim 32, one kv head, K = V (v = v_norm of raw k),
+   * partial RoPE (a quarter of the pairs); layer_scalar trained; soft-cap 30 */
+  const char *ov[] = {"model_name=gemma4-tiny-dense", "max_target_length=12", "sliding_window_size=4",
+                      "per_device_batch_size=2"};
+  check_fd_g4(4, ov);
+}
+END_TEST
+
+START_TEST(test_fd_gemma4_own_v_scaled_vnorm) {
+  /* separate v_proj on globals, a v-norm with a learnable scale, and
+   * layer_scalar as the constant 1 (no parameter) */
+  const char *ov[] = {"model_name=gemma4-tiny-dense", "max_target_length=10", "sliding_window_size=3",
+                      "per_device_batch_size=2", "share_kv_projections=false", "v_norm_with_scale=true",
+                      "layer_scalar_trainable=false", "layer_pattern=LG", "base_num_decoder_layers=4"};
+  check_fd_g4(9, ov);
+}
+END_TEST
+
+START_TEST(test_fd_gemma4_ple_only) {
+  const char *ov[] = {"model_name=gemma4-tiny-ple", "max_target_length=9", "sliding_window_size=4",
+                      "per_device_batch_size=2", "num_kv_shared_layers=0", "base_num_decoder_layers=5"};
+  check_fd_g4(6, ov);
+}
+END_TEST
+
+START_TEST(test_fd_gemma4_kv_sharing_only) {
+  /* layers 3..5 read the K/V of layer 2 (local) and 1 (global) */
+  const char *ov[] = {"model_name=gemma4-tiny-dense", "max_target_length=11", "sliding_window_size=4",
+                      "per_device_batch_size=2", "layer_pattern=LGL", "base_num_decoder_layers=6",
+                      "num_kv_shared_layers=3"};
+  check_fd_g4(7, ov);
+}
+END_TEST
+
+START_TEST(test_fd_gemma4_tiny_ple_whole) {
+  /* PLE + KV sharing (layers 6..9; donors 5 and 4) + double-wide MLPs */
+  const char *ov[] = {"model_name=gemma4-tiny-ple", "max_target_length=10", "sliding_window_size=4",
+                      "per_device_batch_size=2"};
+  check_fd_g4(4, ov);
+}
+END_TEST
+
+START_TEST(test_gemma4_graph) {
+  /* the descriptors of gemma4-tiny-ple: pattern LLLLG, layers 6..9 shared */
+  const char *ov[] = {"model_name=gemma4-tiny-ple"};
+  fixture f;
+  setup(&f, 1, ov, 1);
+  int donors[10] = {-1, -1, -1, -1, -1, -1, 5, 5, 5, 4};
+  int last[10] = {-1, -1, -1, -1, 9, 8, -1, -1, -1, -1};
+  for (int l = 0; l < 10; l++) {
+    const gt_layer_desc *L = &f.m.layers[l];
+    ck_assert_int_eq(L->kind, l % 5 == 4 ? GT_LAYER_GLOBAL : GT_LAYER_LOCAL);
+    ck_assert_int_eq(L->head_dim, l % 5 == 4 ? 32 : 16);
+    ck_assert_int_eq(L->kv_donor, donors[l]);
+    ck_assert_int_eq(L->kv_last_reader, last[l]);
+    ck_assert_int_eq(L->mlp_dim, l >= 6 ? 192 : 96);
+    ck_assert_int_eq(L->slot_offset[GT_P_WK] < 0, l >= 6);
+    ck_assert_int_eq(L->slot_offset[GT_P_K_NORM] < 0, l >= 6);
+    ck_assert(L->slot_offset[GT_P_LAYER_SCALAR] >= 0 && L->slot_offset[GT_P_PLE_GATE] >= 0);
+    ck_assert(L->q_scale == 1.0f);
+  }
+  ck_assert(f.m.norm_offset == 0.0f);
+  ck_assert_ptr_nonnull(gt_model_find_tensor(&f.m, "embed_tokens_per_layer.weight"));
+  ck_assert_ptr_nonnull(gt_model_find_tensor(&f.m, "layers.9.layer_scalar"));
+  ck_assert_ptr_null(gt_model_find_tensor(&f.m, "layers.9.self_attn.k_proj.weight"));
+  /* fresh norms and layer scalars are 1 (a stored scale), not 0 */
+  gt_model_init_params(&f.m, 1, 1.0);
+  ck_assert(f.m.params[gt_model_find_tensor(&f.m, "layers.3.layer_scalar")->offset] == 1.0f);
+  ck_assert(f.m.params[gt_model_find_tensor(&f.m, "norm.weight")->offset] == 1.0f);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_gemma4_initial_loss_near_uniform) {
+  const char *names[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple"};
+  for (int i = 0; i < 2; i++) {
+    const char *ov[] = {names[i], "max_target_length=32", "per_device_batch_size=2"};
+    fixture f;
+    setup(&f, 3, ov, 1);
+    gt_model_init_params(&f.m, 1, 1.0);
+    double l = loss_of(&f);
+    ck_assert_msg(fabs(l - log((double)f.m.vocab)) < 1.0, "%s: initial loss %.4f vs ln V %.4f", names[i], l,
+                  log((double)f.m.vocab));
+    teardown(&f);
+  }
+}
+END_TEST
+
 Suite *model_suite(void) {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("core");
@@ -226,6 +340,16 @@ Suite *model_suite(void) {
   tcase_add_test(tc, test_deterministic);
   tcase_add_test(tc, test_initial_loss_near_uniform);
   suite_add_tcase(s, tc);
+  TCase *g4 = tcase_create("gemma4");
+  tcase_set_timeout(g4, 120);
+  tcase_add_test(g4, test_fd_gemma4_dense_k_eq_v);
+  tcase_add_test(g4, test_fd_gemma4_own_v_scaled_vnorm);
+  tcase_add_test(g4, test_fd_gemma4_ple_only);
+  tcase_add_test(g4, test_fd_gemma4_kv_sharing_only);
+  tcase_add_test(g4, test_fd_gemma4_tiny_ple_whole);
+  tcase_add_test(g4, test_gemma4_graph);
+  tcase_add_test(g4, test_gemma4_initial_loss_near_uniform);
+  suite_add_tcase(s, g4);
   return s;
 }
 

@@ -74,6 +74,24 @@ START_TEST(test_measured_equals_plan) {
 }
 END_TEST
 
+START_TEST(test_gemma4_measured_equals_plan) {
+  /* dense (K=V globals, hd 32) and small (PLE, KV sharing across
+   * boundaries, double-wide MLPs): the donors' kept K/V, their gradient
+   * accumulators, the per-layer inputs and the PLE backward are all planned */
+  const char *models[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple"};
+  const char *pols[] = {"remat_policy=none", "remat_policy=full", "remat_policy=minimal",
+                        "remat_policy=save_dot_except_mlp", "remat_policy=minimal_offloaded"};
+  const char *scopes[] = {"remat_scope=layer", "remat_scope=block"};
+  for (int mi = 0; mi < 2; mi++)
+    for (int pi = 0; pi < 5; pi++)
+      for (int si = 0; si < 2; si++) {
+        const char *ov[] = {models[mi], "max_target_length=64", pols[pi], scopes[si], "dataset_type=synthetic",
+                            "per_device_batch_size=2", pi == 1 ? "num_vocab_tiling=4" : "num_vocab_tiling=1"};
+        measure_vs_plan(7, ov);
+      }
+}
+END_TEST
+
 START_TEST(test_block_scope_costs_more) {
   const char *a[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=layer", "dataset_type=synthetic"};
   const char *b[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=block", "dataset_type=synthetic"};
@@ -120,6 +138,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 200);
   tcase_add_test(tc, test_measured_equals_plan);
+  tcase_add_test(tc, test_gemma4_measured_equals_plan);
   tcase_add_test(tc, test_block_scope_costs_more);
   tcase_add_test(tc, test_4b_plan_matches_spec);
   suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
-/* gemtrain's Gemma 3 against an independent reference: the fixtures in tests/data/
- * were written by tools/ref_gemma3.py, a PyTorch implementation of
- * ../shared/spec/gemma.md section 1 computed in float64 (tests/data/README.md
- * has the exact commands). Each file holds the parameters, a batch, and the
+/* gemtrain's Gemma 3 and Gemma 4 against independent references: the
+ * fixtures in tests/data/ were written by tools/ref_gemma3.py and
+ * tools/ref_gemma4.py, PyTorch implementations of ../shared/spec/gemma.md
+ * sections 1 and 3 computed in float64 (tests/data/README.md has the exact
+ * commands). Each file holds the parameters, a batch, and the
  * expected logits, loss and every parameter gradient. gemtrain runs the same
  * batch in float32 and must agree to 1e-4 relative. */
 #include <check.h>
@@ -36,7 +37,23 @@ static float *read_f32(const gt_st_file *f, const char *name, int64_t want) {
   return v;
 }
 
-static void check_fixture(const char *stem, int use_segments) {
+/* The largest |gradient| of the layer_scalar tensors of fixture f. */
+static double scalar_grad_max(const gt_st_file *f, const gt_model *m) {
+  double mx = 0;
+  for (int i = 0; i < m->n_tensors; i++)
+    if (strstr(m->tensors[i].name, "layer_scalar")) {
+      char gname[160];
+      snprintf(gname, sizeof gname, "grad.%s", m->tensors[i].name);
+      float v;
+      gt_err e;
+      ck_assert(gt_st_read_f32(gt_st_find(f, gname), &v, 1, &e) == GT_OK);
+      mx = fmax(mx, fabs(v));
+    }
+  return mx;
+}
+
+/* grad_tol: error allowed relative to a tensor's largest |gradient| */
+static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   char path[512], cfgpath[512];
   snprintf(path, sizeof path, "%s/%s.safetensors", GT_TEST_DATA_DIR, stem);
   snprintf(cfgpath, sizeof cfgpath, "%s/%s.json", GT_TEST_DATA_DIR, stem);
@@ -89,6 +106,12 @@ static void check_fixture(const char *stem, int use_segments) {
                 want_loss[0]);
   double worst = 0;
   const char *worst_name = "";
+  /* A layer_scalar is one number whose gradient is a dot product over the
+   * whole layer output that nearly cancels (the norms after it undo a scale
+   * but for their residual share): layer 1's is 1e-3 of layer 0's. Its
+   * float32 error is that of the sum's terms, so it is held to its largest
+   * sibling's magnitude, as any other tensor is held to its largest element. */
+  double scalar_max = scalar_grad_max(&f, &m);
   for (int i = 0; i < m.n_tensors; i++) {
     char gname[160];
     snprintf(gname, sizeof gname, "grad.%s", m.tensors[i].name);
@@ -96,9 +119,10 @@ static void check_fixture(const char *stem, int use_segments) {
     const float *got = m.grads + m.tensors[i].offset;
     double gmax = 0;
     for (int64_t k = 0; k < m.tensors[i].numel; k++) gmax = fmax(gmax, fabs(want[k]));
+    if (strstr(m.tensors[i].name, "layer_scalar")) gmax = scalar_max;
     double err = gt_test_max_abs_err(got, want, m.tensors[i].numel) / (gmax > 0 ? gmax : 1);
     if (err > worst) worst = err, worst_name = m.tensors[i].name;
-    ck_assert_msg(err <= 1e-4, "%s %s: max error %.3g of max |grad| %.3g", stem, gname, err, gmax);
+    ck_assert_msg(err <= grad_tol, "%s %s: max error %.3g of max |grad| %.3g", stem, gname, err, gmax);
     free(want);
   }
   fprintf(stderr, "%s: logits err %.2g (of %.2g), loss %.9g vs %.9g, worst grad err %.2g (%s)\n", stem,
@@ -109,10 +133,24 @@ static void check_fixture(const char *stem, int use_segments) {
   gt_st_close(&f);
 }
 
-START_TEST(test_small_six_layers_window_5) { check_fixture("gemma3_ref_small", 1); }
+START_TEST(test_small_six_layers_window_5) { check_fixture("gemma3_ref_small", 1, 1e-4); }
 END_TEST
 
-START_TEST(test_packed_segments_window_larger) { check_fixture("gemma3_ref_packed", 1); }
+START_TEST(test_packed_segments_window_larger) { check_fixture("gemma3_ref_packed", 1, 1e-4); }
+END_TEST
+
+/* Gemma 4 dense: K=V globals with head dim 16 and one kv head, partial RoPE,
+ * v-norm, stored norm scales, attention scale 1, layer_scalar, soft-cap 5.
+ * Gradients to 3e-4 (observed 1e-4 on the PLE fixture's norm weight, whose
+ * gradient sums over every (token, layer) row): scale-1 attention is sharper
+ * than Gemma 3's, so float32 rounding grows more on the way back; the
+ * fixtures' README expects up to 1e-3 from a different summation order. */
+START_TEST(test_gemma4_dense) { check_fixture("gemma4_ref_dense", 1, 3e-4); }
+END_TEST
+
+/* Gemma 4 small: PLE, layers 4..6 KV-shared (donors 3 and 2), double-wide
+ * MLPs on them, a v-norm with a scale, packed segments */
+START_TEST(test_gemma4_ple_kv_shared) { check_fixture("gemma4_ref_ple", 1, 3e-4); }
 END_TEST
 
 START_TEST(test_segments_matter) {
@@ -136,6 +174,8 @@ int main(void) {
   tcase_add_test(tc, test_small_six_layers_window_5);
   tcase_add_test(tc, test_packed_segments_window_larger);
   tcase_add_test(tc, test_segments_matter);
+  tcase_add_test(tc, test_gemma4_dense);
+  tcase_add_test(tc, test_gemma4_ple_kv_shared);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -1,6 +1,8 @@
 /* Remat changes memory, never math: every policy and both scopes give loss
- * and gradients bit-identical to remat_policy=none, and keep exactly what the
- * policy names (full + layer scope keeps L carries). */
+ * and gradients bit-identical to remat_policy=none, for Gemma 3 and every
+ * Gemma 4 kind (KV-shared layers and PLE included), and keep exactly what
+ * the policy names (full + layer scope keeps L carries; on a KV-sharing
+ * model also the donors' K/V and the per-layer inputs). */
 #define _GNU_SOURCE
 #include <check.h>
 #include <stdio.h>
@@ -25,18 +27,21 @@ typedef struct run {
   int64_t saved_peak, host_peak;
 } run;
 
-static run run_step(const char *policy, const char *scope, int layers, const char *pattern) {
-  char p[96], s[64], l[64], pat[64];
+static run run_model(const char *model, const char *policy, const char *scope, int layers, const char *pattern,
+                     int shared) {
+  char mn[96], p[96], s[64], l[64], pat[64], sh[64];
+  snprintf(mn, sizeof mn, "model_name=%s", model);
   snprintf(p, sizeof p, "remat_policy=%s", policy);
   snprintf(s, sizeof s, "remat_scope=%s", scope);
   snprintf(l, sizeof l, "base_num_decoder_layers=%d", layers);
   snprintf(pat, sizeof pat, "layer_pattern=%s", pattern);
+  snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
   /* custom: keep q and context on the device, offload mlpwo */
-  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
-                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload"};
+  const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
+                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
   gt_config c;
   gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 12, ov, &e) == GT_OK, "%s", e.msg);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
@@ -69,6 +74,26 @@ static run run_step(const char *policy, const char *scope, int layers, const cha
   return r;
 }
 
+static run run_step(const char *policy, const char *scope, int layers, const char *pattern) {
+  return run_model("gemma3-tiny", policy, scope, layers, pattern, 0);
+}
+
+/* Every policy and scope against none on one model shape. */
+static void check_policies(const char *model, int layers, const char *pattern, int shared) {
+  const char *scopes[] = {"layer", "block"};
+  run ref = run_model(model, "none", "layer", layers, pattern, shared);
+  for (int sc = 0; sc < 2; sc++)
+    for (int i = 0; i < NPOL; i++) {
+      run r = run_model(model, policies[i], scopes[sc], layers, pattern, shared);
+      ck_assert_msg(r.loss == ref.loss, "%s L=%d %s: %s/%s: loss differs", model, layers, pattern, policies[i],
+                    scopes[sc]);
+      ck_assert_msg(memcmp(r.grads, ref.grads, sizeof(float) * (size_t)r.n) == 0, "%s L=%d %s: %s/%s: gradients differ",
+                    model, layers, pattern, policies[i], scopes[sc]);
+      free(r.grads);
+    }
+  free(ref.grads);
+}
+
 START_TEST(test_every_policy_bit_identical) {
   const char *scopes[] = {"layer", "block"};
   for (int lay = 0; lay < 2; lay++) {
@@ -92,6 +117,35 @@ START_TEST(test_every_policy_bit_identical) {
 }
 END_TEST
 
+START_TEST(test_gemma4_dense_policies) {
+  check_policies("gemma4-tiny-dense", 6, "LLLLLG", 0);
+  check_policies("gemma4-tiny-dense", 5, "LLG", 0); /* a partial last block */
+}
+END_TEST
+
+START_TEST(test_gemma4_kv_shared_policies) {
+  /* PLE, layers 6..9 reading layers 5 and 4 (one block of five apart with
+   * block scope), double-wide MLPs */
+  check_policies("gemma4-tiny-ple", 10, "LLLLG", 4);
+  /* shared layers 4..6 (donors 3 and 2), blocks of three: a reader in the
+   * donor's own block, one in the next, and a partial last block */
+  check_policies("gemma4-tiny-ple", 7, "LLG", 3);
+}
+END_TEST
+
+START_TEST(test_gemma4_full_keeps_carries_donor_kv_and_ple) {
+  /* gemma4-tiny-ple, B=2 T=24 (N=48), d=64, P=8: full remat keeps the 10
+   * carries [N,d], the per-layer inputs [N, 10*8], and the K and V of the
+   * two donors with their norm statistics: layer 5 (local, 1 kv head of 16)
+   * and layer 4 (global, 1 kv head of 32): K, V [N,hd] and rstd [N] each */
+  run r = run_model("gemma4-tiny-ple", "full", "layer", 10, "LLLLG", 4);
+  int64_t N = 48;
+  int64_t want = 10 * N * 64 + N * 80 + 2 * (N * 16 + N) + 2 * (N * 32 + N);
+  ck_assert_int_eq(r.saved_peak, want * 4);
+  free(r.grads);
+}
+END_TEST
+
 START_TEST(test_full_keeps_only_carries) {
   /* layer scope: the L layer inputs (the final hidden state is a temporary) */
   run r = run_step("full", "layer", 6, "LLLLLG");
@@ -108,24 +162,39 @@ START_TEST(test_full_keeps_only_carries) {
 }
 END_TEST
 
+static gt_model build(int n, const char *const *ov) {
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_model m;
+  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  return m;
+}
+
 START_TEST(test_recompute_ops) {
+  const char *ov[] = {"model_name=gemma3-tiny"};
+  gt_model m = build(1, ov);
+  const gt_layer_desc *L = &m.layers[0];
   uint8_t have[GT_A_NSLOTS];
   memset(have, 1, sizeof have);
-  ck_assert_int_eq(gt_layer_recompute_ops(have), 0);
+  ck_assert_int_eq(gt_layer_recompute_ops(L, have), 0);
   /* only the carry: every op runs */
   memset(have, 0, sizeof have);
   have[GT_A_X_IN] = 1;
-  ck_assert_int_eq(gt_layer_recompute_ops(have), gt_layer_all_ops());
+  ck_assert_int_eq(gt_layer_recompute_ops(L, have), gt_layer_all_ops(L));
   /* everything but the context: only attention runs again */
   memset(have, 1, sizeof have);
   have[GT_A_CTX] = 0;
-  uint32_t ops = gt_layer_recompute_ops(have);
+  uint32_t ops = gt_layer_recompute_ops(L, have);
   uint8_t outs[GT_A_NSLOTS];
-  gt_layer_ops_outputs(ops, outs);
+  gt_layer_ops_outputs(L, ops, outs);
   ck_assert(outs[GT_A_CTX] && outs[GT_A_LSE]);
   int n = 0;
   for (int k = 0; k < GT_A_NSLOTS; k++) n += outs[k];
   ck_assert_int_eq(n, 2);
+  /* a Gemma 3 layer has none of Gemma 4's slots */
+  for (int k = GT_A_V_RAW; k < GT_A_NSLOTS; k++) ck_assert(!gt_layer_has_slot(L, (gt_act)k));
+  gt_model_free(&m);
 }
 END_TEST
 
@@ -135,6 +204,9 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_every_policy_bit_identical);
   tcase_add_test(tc, test_full_keeps_only_carries);
+  tcase_add_test(tc, test_gemma4_dense_policies);
+  tcase_add_test(tc, test_gemma4_kv_shared_policies);
+  tcase_add_test(tc, test_gemma4_full_keeps_carries_donor_kv_and_ple);
   tcase_add_test(tc, test_recompute_ops);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);

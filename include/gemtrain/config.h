@@ -56,6 +56,18 @@ typedef struct gt_config {
   double rope_linear_scaling_factor;
   double normalization_layer_epsilon;
   double final_logits_soft_cap;
+  /* Gemma 4 (decoder_block gemma4 / gemma4_small); gemma3 leaves them at base.json's defaults */
+  long long global_head_dim;             /* 0: head_dim */
+  long long global_num_kv_heads;         /* 0: base_num_kv_heads */
+  int share_kv_projections;              /* K = V on global layers (no v_proj) */
+  double global_rope_proportion;
+  double local_rope_proportion;
+  int v_norm_with_scale;
+  int layer_scalar_trainable;
+  long long hidden_size_per_layer_input; /* PLE dim; 0: no per-layer embeddings */
+  long long vocab_size_per_layer_input;  /* PLE table rows; 0: vocab_size */
+  long long num_kv_shared_layers;
+  int use_double_wide_mlp;
   double weight_init_scale;
   char dtype[GT_STR_SHORT];
   char weight_dtype[GT_STR_SHORT];
@@ -169,6 +181,21 @@ int gt_edit_distance(const char *a, const char *b);
 /* Derived quantities. */
 long long gt_config_global_batch(const gt_config *cfg); /* sequences per step */
 int gt_config_layer_is_global(const gt_config *cfg, long long layer);
+/* decoder_block is gemma4 or gemma4_small */
+int gt_config_is_gemma4(const gt_config *cfg);
+/* The first of the last num_kv_shared_layers layers (L when none share). */
+long long gt_config_first_kv_shared(const gt_config *cfg);
+/* A KV-shared layer's donor: the last layer of the same kind (local or
+ * global) before the shared ones; -1 for a layer with its own K/V, -2 when a
+ * shared layer has no donor (a config error). */
+long long gt_config_layer_kv_donor(const gt_config *cfg, long long layer);
+/* Per-layer shapes: head dim and kv heads (globals may differ on Gemma 4),
+ * and the MLP width (doubled on shared layers with use_double_wide_mlp). */
+long long gt_config_layer_head_dim(const gt_config *cfg, long long layer);
+long long gt_config_layer_kv_heads(const gt_config *cfg, long long layer);
+long long gt_config_layer_mlp_dim(const gt_config *cfg, long long layer);
+/* K = V on this layer (share_kv_projections applies to global layers). */
+int gt_config_layer_k_eq_v(const gt_config *cfg, long long layer);
 
 #ifdef __cplusplus
 }

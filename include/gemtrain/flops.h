@@ -1,7 +1,10 @@
 /* Analytic FLOPs per training step per device, MaxText's formula
  * (maxtext_utils calculate_mixed_attention_model_tflops_training_per_device):
  * forward + backward = 3 x forward; the embedding lookup is free and the tied
- * logits matmul counts once; local layers count the exact banded triangle. */
+ * logits matmul counts once; local layers count the exact banded triangle.
+ * Gemma 4 (calculate_gemma4_tflops_training_per_device) counts per layer:
+ * globals with their head dim and kv heads, K = V as one projection, no K/V
+ * projection on KV-shared layers, double-wide MLPs, and PLE's projections. */
 #ifndef GEMTRAIN_FLOPS_H
 #define GEMTRAIN_FLOPS_H
 

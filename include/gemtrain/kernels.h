@@ -189,10 +189,21 @@ void gt_adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n
                          const gt_adamw_hparams *h);
 
 /* ---- reductions ----
- * Sum of squares accumulated in double with a fixed partition (deterministic
- * whatever the thread timing); used for the global gradient norm. */
+ * Sum of squares and dot product accumulated in double with a fixed
+ * partition (deterministic whatever the thread timing); sumsq serves the
+ * global gradient norm, dot the gradient of a scalar factor. */
 double gt_sumsq(const float *x, int64_t n);
 double gt_sumsq_ref(const float *x, int64_t n);
+double gt_dot(const float *a, const float *b, int64_t n);
+double gt_dot_ref(const float *a, const float *b, int64_t n);
+
+/* ---- multiply by one scalar (Gemma 4's layer_scalar) ----
+ * out = s * x. Backward: dx += s * dout; *ds += sum(dout * x) (gt_dot, so
+ * the same bits for any thread count); dx or ds may be NULL. */
+void gt_scale_forward(float *out, const float *x, float s, int64_t n);
+void gt_scale_backward(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n);
+void gt_scale_forward_ref(float *out, const float *x, float s, int64_t n);
+void gt_scale_backward_ref(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n);
 
 #ifdef __cplusplus
 }

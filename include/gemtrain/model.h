@@ -38,6 +38,12 @@ typedef enum gt_lparam {
   GT_P_W_UP,           /* [F, d]     mlp.up_proj */
   GT_P_W_DOWN,         /* [d, F]     mlp.down_proj */
   GT_P_POST_FFW_NORM,  /* [d]        post_feedforward_layernorm */
+  /* Gemma 4 */
+  GT_P_V_NORM,         /* [hd]       self_attn.v_norm (v_norm_with_scale only) */
+  GT_P_PLE_GATE,       /* [P, d]     per_layer_input_gate */
+  GT_P_PLE_PROJ,       /* [d, P]     per_layer_projection */
+  GT_P_PLE_NORM,       /* [d]        post_per_layer_input_norm */
+  GT_P_LAYER_SCALAR,   /* [1]        layer_scalar (layer_scalar_trainable only) */
   GT_P_NSLOTS
 } gt_lparam;
 
@@ -47,6 +53,13 @@ typedef struct gt_layer_desc {
   int window;           /* keys visible per query; 0 = global (causal only) */
   int n_heads, n_kv_heads, head_dim, mlp_dim;
   float q_scale;        /* query_pre_attn_scalar^-0.5 */
+  /* Gemma 4 (all 0 / -1 on Gemma 3 layers) */
+  int gemma4;           /* stored norm scales, scale-free v-norm, layer_scalar on the output */
+  int k_eq_v;           /* v = v_norm(raw k): no v_proj */
+  int kv_donor;         /* KV-shared layer: the layer whose K/V it reads; -1: its own */
+  int kv_last_reader;   /* a donor: the last layer reading its K/V; -1: not a donor */
+  int ple_dim;          /* per-layer input width (0: no PLE) */
+  float layer_scalar;   /* the constant factor when layer_scalar is not trained */
   int rope;             /* index of this layer's RoPE table in the model */
   int64_t param_offset; /* first element of this layer's range */
   int64_t param_count;
@@ -55,6 +68,7 @@ typedef struct gt_layer_desc {
 
 typedef struct gt_rope_desc {
   double base, scale, fraction;
+  int head_dim;
 } gt_rope_desc;
 
 typedef struct gt_tensor_info {
@@ -113,6 +127,11 @@ typedef struct gt_model {
   gt_tensor_info *tensors;
   int64_t n_params;
   int64_t embed_offset, final_norm_offset;
+  /* per-layer embeddings (Gemma 4 small), in the head unit after the final
+   * norm: table [ple_vocab, L*ple_dim], projection [L*ple_dim, d], norm
+   * [ple_dim]; offsets -1 without PLE */
+  int64_t ple_dim, ple_vocab;
+  int64_t ple_embed_offset, ple_proj_offset, ple_norm_offset;
   /* storage (NULL until gt_model_alloc) */
   gt_mem *mem;
   float *params;
@@ -146,7 +165,8 @@ void gt_model_zero_grads(gt_model *m);
 void gt_model_free(gt_model *m);
 
 /* Units: the ranges the executor gathers and shards. Unit 0 is the head
- * (embedding, then the final norm: [V*d + d]); unit 1 + l is layer l. */
+ * (embedding, then the final norm: [V*d + d], then the PLE tensors when the
+ * model has them); unit 1 + l is layer l. */
 static inline int64_t gt_model_n_units(const gt_model *m) { return m->n_layers + 1; }
 void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count);
 

@@ -39,6 +39,12 @@ typedef struct gt_plan {
   gt_plan_buf top[GT_PLAN_TOP];    /* largest buffers live at the device peak */
   int64_t *saved_per_layer;        /* [n_layers] bytes a layer keeps after its forward (device) */
   int64_t saved_total;
+  /* the activation peak outside the output head (forward and backward over
+   * the layers): activations, carries and temporaries only, without the
+   * parameters, gradients, optimizer state and gathered weights */
+  int64_t layer_act_peak;
+  int64_t layer_act_saved;          /* of which saved activations (carries, kept tensors) */
+  char layer_act_where[96];
   gt_flops flops;
   /* sharded runs (num_devices > 1), per device */
   int n_devices;
