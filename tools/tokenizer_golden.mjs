@@ -47,6 +47,8 @@ try {
     const ids = lenml.encode(text, { add_special_tokens: false });
     const idsBos = lenml.encode(text, { add_special_tokens: true });
     const rec = { name, text, ids, ids_with_bos: idsBos };
+    // C reads JSON strings up to their first NUL: give such texts as bytes too
+    if (text.includes('\u0000')) rec.text_hex = Buffer.from(text, 'utf8').toString('hex');
     if (hf) {
       const h = (await hf.encode(text, null, { addSpecialTokens: false })).getIds();
       rec.hf_tokenizers_agrees = JSON.stringify(h) === JSON.stringify(ids);
