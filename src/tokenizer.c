@@ -306,6 +306,14 @@ gt_rc gt_tokenizer_encode(const gt_tokenizer *t, const char *text, size_t n, int
   return GT_OK;
 }
 
+size_t gt_tokenizer_split_point(const gt_tokenizer *t, const char *text, size_t n, size_t max) {
+  if (!t->newline_splits) return 0;
+  if (max > n) max = n;
+  for (size_t p = max; p > 0; p--)
+    if (text[p - 1] == '\n' && (p == n || text[p] != '\n')) return p;
+  return 0;
+}
+
 /* ---- decoding ---- */
 
 /* A list of strings: string i is p[off[i] .. off[i+1]). */

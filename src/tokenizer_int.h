@@ -63,6 +63,7 @@ struct gt_tokenizer {
   int32_t byte_id[256]; /* id of <0xNN>, or -1 */
   int32_t unk_id;       /* -1: none */
   int byte_fallback, fuse_unk, ignore_merges;
+  int newline_splits; /* see gt_tokenizer_split_point */
 
   gt__trie_node *trie;
   int32_t n_trie, cap_trie;

@@ -539,6 +539,19 @@ gt_rc gt_tokenizer_load_json(const char *json, size_t len, const char *name, gt_
     gt_tokenizer_free(t);
     return rc;
   }
+  /* newlines cut the text exactly when "\n" is an added token and every added
+   * token holding a newline is newlines only */
+  int nl_token = 0, mixed = 0;
+  for (int32_t i = 0; i < t->n_ids; i++) {
+    if (!(t->flags[i] & 1)) continue;
+    size_t len = (size_t)(t->tok[i] & 0xffffff);
+    const char *s = t->pool + (t->tok[i] >> 24);
+    size_t nl = 0;
+    for (size_t k = 0; k < len; k++) nl += s[k] == '\n';
+    nl_token |= len == 1 && nl == 1;
+    mixed |= nl > 0 && nl < len;
+  }
+  t->newline_splits = nl_token && !mixed;
   for (int32_t i = 0; i < t->n_ids; i++) t->byte_of[i] = -1;
   for (int b = 0; b < 256; b++)
     if (t->byte_id[b] >= 0) t->byte_of[t->byte_id[b]] = (int16_t)b;

@@ -16,6 +16,7 @@
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/plan.h"
+#include "gemtrain/tokenizer.h"
 
 static double gt__now(void) {
   struct timespec ts;
@@ -89,7 +90,19 @@ static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err)
   int T = (int)c->max_target_length;
   long long n_new = c->sample_tokens;
   size_t plen = strlen(c->sample_prompt);
-  int64_t cap = (int64_t)plen + 1 + n_new;
+  /* with tokenizer_path the prompt and the sample go through that tokenizer */
+  gt_tokenizer *tok = NULL;
+  int32_t *prompt = NULL;
+  int64_t np = (int64_t)plen;
+  if (c->tokenizer_path[0]) {
+    gt_rc r = gt_tokenizer_load(c->tokenizer_path, &tok, err);
+    if (!r) r = gt_tokenizer_encode(tok, c->sample_prompt, plen, 0, &prompt, &np, err);
+    if (r) {
+      gt_tokenizer_free(tok);
+      return r;
+    }
+  }
+  int64_t cap = np + 1 + n_new;
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
   int32_t *tg = malloc(sizeof(int32_t) * (size_t)T), *pos = malloc(sizeof(int32_t) * (size_t)T);
   float *logits = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
@@ -101,7 +114,12 @@ static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err)
   }
   int64_t n = 0;
   ids[n++] = GT_TOK_BOS;
-  n += gt_bytes_encode((const unsigned char *)c->sample_prompt, (int64_t)plen, ids + n);
+  if (tok) {
+    memcpy(ids + n, prompt, (size_t)np * sizeof(int32_t));
+    n += np;
+  } else {
+    n += gt_bytes_encode((const unsigned char *)c->sample_prompt, (int64_t)plen, ids + n);
+  }
   for (int t = 0; t < T; t++) tg[t] = -1, pos[t] = t;
   uint64_t rng = 0x5EED0000ull + (uint64_t)c->init_weights_seed;
   for (long long k = 0; k < n_new; k++) {
@@ -125,10 +143,21 @@ static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err)
     ids[n++] = pick;
     if (pick == GT_TOK_EOS) break;
   }
-  int64_t nb = gt_bytes_decode(ids, n, text);
-  text[nb] = '\0';
-  if (out) fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)(n - 1 - (int64_t)plen), text);
+  char *dec = NULL;
+  size_t nd = 0;
+  if (tok) {
+    if ((rc = gt_tokenizer_decode(tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, &dec, &nd, err)))
+      goto done;
+  } else {
+    int64_t nb = gt_bytes_decode(ids, n, text);
+    text[nb] = '\0';
+  }
+  if (out)
+    fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)(n - 1 - np), dec ? dec : (char *)text);
+  free(dec);
 done:
+  gt_tokenizer_free(tok);
+  free(prompt);
   free(ids);
   free(tg);
   free(pos);

@@ -293,6 +293,58 @@ START_TEST(test_long_word) {
 }
 END_TEST
 
+/* gt_tokenizer_split_point: the golden texts joined by newlines, encoded in
+ * pieces cut at the split points it gives (at most ~97 bytes each), equal the
+ * whole text encoded at once. */
+START_TEST(test_split_points) {
+  gt_tokenizer *t = load_gemma3();
+  cJSON *g = load_golden();
+  const cJSON *c;
+  char *all = NULL;
+  size_t n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(g, "cases")) {
+    size_t tn;
+    char *text = case_text(c, &tn);
+    all = realloc(all, n + tn + 2);
+    memcpy(all + n, text, tn);
+    n += tn;
+    all[n] = (n % 3) ? '\n' : 'x'; /* not always a newline between texts */
+    n++;
+    free(text);
+  }
+  int32_t *whole, *part;
+  int64_t nw, np, got = 0;
+  encode_ok(t, all, n, 0, &whole, &nw);
+  int32_t *joined = malloc(sizeof(int32_t) * (size_t)nw);
+  size_t at = 0;
+  int cuts = 0;
+  while (at < n) {
+    size_t cut = 0;
+    for (size_t max = 97; cut == 0 && max < n - at; max += 97) cut = gt_tokenizer_split_point(t, all + at, n - at, max);
+    if (cut == 0) cut = n - at;
+    ck_assert(all[at + cut - 1] == '\n' || at + cut == n);
+    encode_ok(t, all + at, cut, 0, &part, &np);
+    ck_assert_int_le(got + np, nw);
+    memcpy(joined + got, part, (size_t)np * sizeof(int32_t));
+    got += np;
+    free(part);
+    at += cut;
+    cuts++;
+  }
+  ck_assert_int_gt(cuts, 100);
+  ck_assert_int_eq(got, nw);
+  ck_assert(!memcmp(joined, whole, (size_t)nw * sizeof(int32_t)));
+  /* a cut never separates two newlines (a run is one added token) */
+  ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\n\nb", 4, 2), 0);
+  ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\n\nb", 4, 4), 3);
+  free(joined);
+  free(whole);
+  free(all);
+  cJSON_Delete(g);
+  gt_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- the hand-made tokenizer ---- */
 
 static char *small_json(const char *pre) {
@@ -416,6 +468,8 @@ START_TEST(test_small_decode) {
   ck_assert_int_eq(gt_tokenizer_token_id(t, "zz", 2), -1);
   ck_assert(gt_tokenizer_is_special(t, 1) && !gt_tokenizer_is_special(t, 18) && !gt_tokenizer_is_special(t, 3));
   ck_assert_int_eq(gt_tokenizer_n_ids(t), 19);
+  /* "\n" is not an added token here, so no cut is known to be exact */
+  ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\nb", 3, 3), 0);
   gt_tokenizer_free(t);
 }
 END_TEST
@@ -488,6 +542,7 @@ static Suite *tokenizer_suite(void) {
   tcase_add_test(g, test_decode_golden);
   tcase_add_test(g, test_invalid_utf8);
   tcase_add_test(g, test_long_word);
+  tcase_add_test(g, test_split_points);
   suite_add_tcase(s, g);
   TCase *h = tcase_create("small");
   tcase_add_test(h, test_small_merge_order);

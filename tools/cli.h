@@ -11,5 +11,6 @@ int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
+int gt_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -17,6 +17,8 @@ static void usage(FILE *f) {
           "           'bench remat' and 'bench devices' compare remat policies and device counts\n"
           "  sweep    run every point of a sweep file (gemtrain sweep <sweep.json> [key=value ...]),\n"
           "           each as its own train process; writes results.jsonl, results.md and plot.svg\n"
+          "  tokenize text files into .gtok token shards with a Hugging Face tokenizer.json\n"
+          "           (tokenizer_path=FILE output_path=DIR FILE...); --ids / --decode: stdin to ids / text\n"
           "\n"
           "options:\n"
           "  --help     this text\n"
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
   if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
-  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan, bench or sweep (see gemtrain --help)\n", cmd);
+  if (!strcmp(cmd, "tokenize")) return gt_cmd_tokenize(argc - 2, argv + 2);
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan, bench, sweep or tokenize (see gemtrain --help)\n", cmd);
   return 2;
 }

@@ -62,6 +62,16 @@ enum {
 gt_rc gt_tokenizer_encode(const gt_tokenizer *t, const char *text, size_t n, int flags, int32_t **ids,
                           int64_t *n_ids, gt_err *err);
 
+/* A position p in (0, max] (max <= n) where the text may be cut and its two
+ * parts encoded apart (flags 0) with the same ids as the whole: just after a
+ * newline that is not followed by another. It exists when "\n" is an added
+ * token and no added token mixes newlines with other characters (Gemma 3):
+ * added tokens cut the text before BPE sees it, and a run of newlines is
+ * matched from its first one. Returns 0 when there is no such point (or the
+ * tokenizer has no such guarantee); then encode the text whole. This lets a
+ * corpus of any size be encoded in bounded memory, exactly. */
+size_t gt_tokenizer_split_point(const gt_tokenizer *t, const char *text, size_t n, size_t max);
+
 enum {
   GT_TOK_DECODE_SKIP_SPECIAL = 1, /* drop special added tokens */
   GT_TOK_DECODE_REPLACE = 2       /* HF's U+FFFD per byte of an invalid byte-fallback run */
