@@ -1,6 +1,5 @@
 /* libgemtrain's small API: a context that owns one model's state. */
 #define _POSIX_C_SOURCE 200809L
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/prof.h"
-#include "gemtrain/safetensors.h"
+#include "gemtrain/paramfile.h"
 #include "gemtrain/train.h"
 
 struct gt_ctx {
@@ -250,80 +249,15 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  gt_model *m = &c->model;
-  int nt = m->n_tensors;
-  gt_st_wtensor *w = calloc((size_t)(3 * nt), sizeof *w);
-  char **names = calloc((size_t)(3 * nt), sizeof(char *));
-  if (!w || !names) {
-    free(w), free(names);
-    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save '%s'", path);
-  }
-  const float *bases[3] = {m->params, c->opt.mu, c->opt.nu};
-  const char *prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
-  for (int k = 0; k < 3; k++)
-    for (int i = 0; i < nt; i++) {
-      const gt_tensor_info *t = &m->tensors[i];
-      size_t len = strlen(prefix[k]) + strlen(t->name) + 1;
-      names[k * nt + i] = malloc(len);
-      snprintf(names[k * nt + i], len, "%s%s", prefix[k], t->name);
-      gt_st_wtensor *x = &w[k * nt + i];
-      x->name = names[k * nt + i];
-      x->dtype = GT_DT_F32;
-      x->ndim = t->ndim;
-      for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
-      x->data = bases[k] + t->offset;
-    }
-  char *cfg = gt_config_to_json(&c->cfg);
-  cJSON *meta = cJSON_CreateObject();
-  char step[32];
-  snprintf(step, sizeof step, "%lld", (long long)c->opt.t);
-  cJSON_AddStringToObject(meta, "format", "gemtrain params+optimizer v1");
-  cJSON_AddStringToObject(meta, "optimizer_step", step);
-  cJSON_AddStringToObject(meta, "config", cfg ? cfg : "{}");
-  char *meta_s = cJSON_PrintUnformatted(meta);
-  rc = gt_st_write(path, 3 * nt, w, meta_s, &c->err);
-  cJSON_Delete(meta);
-  free(meta_s), free(cfg);
-  for (int i = 0; i < 3 * nt; i++) free(names[i]);
-  free(names), free(w);
-  return rc;
+  return gt_paramfile_write(path, &c->model, &c->cfg, c->opt.mu, c->opt.nu, (int64_t)c->opt.t, &c->err);
 }
 
 gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  gt_st_file f;
-  if ((rc = gt_st_open(&f, path, &c->err))) return rc;
-  gt_model *m = &c->model;
-  float *bases[3] = {m->params, c->opt.mu, c->opt.nu};
-  const char *prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
-  for (int k = 0; k < 3 && rc == GT_OK; k++)
-    for (int i = 0; i < m->n_tensors && rc == GT_OK; i++) {
-      const gt_tensor_info *t = &m->tensors[i];
-      char name[300];
-      snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
-      const gt_st_tensor *s = gt_st_find(&f, name);
-      if (!s) {
-        rc = gt_err_set(&c->err, GT_ERR_FORMAT, "api: '%s' has no tensor '%s'", path, name);
-        break;
-      }
-      int same = s->ndim == t->ndim;
-      for (int d = 0; same && d < t->ndim; d++) same = s->shape[d] == t->shape[d];
-      if (!same) {
-        rc = gt_err_set(&c->err, GT_ERR_FORMAT, "api: '%s' tensor '%s' has shape [%lld%s%lld], the model wants [%lld, %lld]",
-                        path, name, (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
-                        (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
-        break;
-      }
-      rc = gt_st_read_f32(s, bases[k] + t->offset, t->numel, &c->err);
-    }
-  if (rc == GT_OK && f.metadata_json) {
-    cJSON *meta = cJSON_Parse(f.metadata_json);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(meta, "optimizer_step");
-    if (cJSON_IsString(st)) c->opt.t = atoll(st->valuestring);
-    cJSON_Delete(meta);
-  }
-  gt_st_close(&f);
+  int64_t step = 0;
+  rc = gt_paramfile_read(path, &c->model, c->opt.mu, c->opt.nu, &step, &c->err);
+  if (rc == GT_OK) c->opt.t = step;
   return rc;
 }

@@ -32,6 +32,24 @@ static const gt_key_spec gt__keys[] = {
     {"data_shuffle_seed", GT_KEY_INT, F(data_shuffle_seed), 0, 2147483647, NULL,
      "seed of the data order (and of synthetic data)"},
     {"steps", GT_KEY_INT, F(steps), 1, BIG, NULL, "number of training steps"},
+    /* checkpoints (see README "Checkpoints and resume") */
+    {"enable_checkpointing", GT_KEY_BOOL, F(enable_checkpointing), 0, 1, NULL,
+     "write full-state checkpoints into <run directory>/checkpoints and resume from them"},
+    {"checkpoint_period", GT_KEY_INT, F(checkpoint_period), 1, BIG, NULL,
+     "write a checkpoint every this many steps"},
+    {"save_checkpoint_on_completion", GT_KEY_BOOL, F(save_checkpoint_on_completion), 0, 1, NULL,
+     "write a checkpoint after the last step"},
+    {"max_num_checkpoints_to_keep", GT_KEY_INT, F(max_num_checkpoints_to_keep), 0, BIG, NULL,
+     "keep only the newest this many checkpoints (0: keep all)"},
+    {"checkpoint_compression", GT_KEY_INT, F(checkpoint_compression), 0, 9, NULL,
+     "zlib level for checkpoint tensors (0: stored raw)"},
+    {"load_parameters_path", GT_KEY_STR, F(load_parameters_path), 0, 0, NULL,
+     "start a new run from these parameters: a checkpoint (step, checkpoints or run directory), a Hugging Face "
+     "directory (config.json + *.safetensors; its config.json then defines the model) or a gemtrain parameter file"},
+    {"load_full_state_path", GT_KEY_STR, F(load_full_state_path), 0, 0, NULL,
+     "continue from the full state (parameters, optimizer, step, data position) of this checkpoint"},
+    {"skip_nonfinite_steps", GT_KEY_BOOL, F(skip_nonfinite_steps), 0, 1, NULL,
+     "a step with a non-finite loss or gradient norm is skipped (true) or stops the run (false)"},
     /* model */
     {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3",
      "layer family of the decoder"},
@@ -130,6 +148,15 @@ static const gt_key_spec gt__keys[] = {
     {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,
      "run eval every this many steps (-1: never; 0: only at the end)"},
     {"eval_steps", GT_KEY_INT, F(eval_steps), 1, 1 << 20, NULL, "batches per eval"},
+    /* loading parameters and checking logits (gemtrain logit-check) */
+    {"golden_logits_path", GT_KEY_STR, F(golden_logits_path), 0, 0, NULL,
+     "logit-check: JSONL of {\"tokens\": [ids], \"logits\": [[V floats] per position]} to compare against"},
+    {"max_kl_div", GT_KEY_FLOAT, F(max_kl_div), -1, 1e30, NULL,
+     "logit-check: fail when a token's KL(golden || model) exceeds this (-1: not checked)"},
+    {"atol", GT_KEY_FLOAT, F(atol), -1, 1e30, NULL,
+     "logit-check: fail when a logit differs from the golden one by more than this (-1: not checked)"},
+    {"output_logits_path", GT_KEY_STR, F(output_logits_path), 0, 0, NULL,
+     "logit-check: also write gemtrain's logits here, in the golden JSONL format (empty: no)"},
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
@@ -424,6 +451,17 @@ static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, 
   return GT_OK;
 }
 
+gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *source, gt_err *err) {
+  cJSON *j = json ? cJSON_Parse(json) : NULL;
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: %s does not hold a JSON object of key: value", source);
+  }
+  gt_rc rc = gt__apply_json(cfg, j, source, NULL, err);
+  cJSON_Delete(j);
+  return rc;
+}
+
 static int gt__is_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -639,6 +677,11 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                       "config: key 'num_vocab_tiling' = %lld does not divide per_device_batch_size x "
                       "max_target_length = %g x %lld = %g tokens",
                       c->num_vocab_tiling, c->per_device_batch_size, c->max_target_length, rows);
+  if (c->load_parameters_path[0] && c->load_full_state_path[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: keys 'load_parameters_path' = '%s' and 'load_full_state_path' = '%s' are both "
+                      "set; set at most one (parameters only, or the full training state)",
+                      c->load_parameters_path, c->load_full_state_path);
   if (c->learning_rate_schedule_steps == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "

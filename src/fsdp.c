@@ -42,6 +42,8 @@ struct gt_fsdp {
   float *full_out;
   int64_t step_t;
   gt_fsdp_step_info *info;
+  int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
+  const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
 };
 
 /* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
@@ -135,6 +137,8 @@ static void gt__scatter_init(int dev, void *arg) {
   for (int64_t u = 0; u < f->n_units; u++) {
     int64_t b = gt_shard_begin(f->unit_cnt[u], f->fs, d->rank), n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
     memcpy(d->pshard + d->shard_off[u], *f->full_scatter + f->unit_off[u] + b, (size_t)n * sizeof(float));
+    if (f->set_mu) memcpy(d->mu + d->shard_off[u], f->set_mu + f->unit_off[u] + b, (size_t)n * sizeof(float));
+    if (f->set_nu) memcpy(d->nu + d->shard_off[u], f->set_nu + f->unit_off[u] + b, (size_t)n * sizeof(float));
   }
 }
 
@@ -307,10 +311,21 @@ static void gt__run_step(int dev, void *arg) {
     float inv = 1.0f / (float)tw;
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
+  if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
   /* each shard lives on dp devices: count it once */
   sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
   gt_all_reduce_f64(f->mesh, dev, sums, 3);
   double norm = sqrt(sums[2]);
+  /* every device sees the same sums, so all skip together: a non-finite
+   * step updates nothing (as gt_optim_step) */
+  if (!isfinite(norm) || !isfinite(sums[0])) {
+    if (dev == 0) {
+      f->info->loss = sums[0] / sums[1];
+      f->info->total_weights = (int64_t)sums[1];
+      f->info->update = (gt_update_info){norm, gt_lr_at(c, f->step_t), 1.0, 1};
+    }
+    return;
+  }
   double scale = 1.0;
   if (c->gradient_clipping_threshold > 0 && norm >= c->gradient_clipping_threshold)
     scale = c->gradient_clipping_threshold / norm;
@@ -321,7 +336,7 @@ static void gt__run_step(int dev, void *arg) {
   if (dev == 0) {
     f->info->loss = sums[0] / sums[1];
     f->info->total_weights = (int64_t)sums[1];
-    f->info->update = (gt_update_info){norm, lr, scale};
+    f->info->update = (gt_update_info){norm, lr, scale, 0};
   }
 }
 
@@ -352,8 +367,9 @@ gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_
   f->train = 1;
   f->info = info;
   gt_mesh_run(f->mesh, gt__run_step, f);
+  f->poison_next = 0;
   if ((rc = gt__collect(f, err))) return rc;
-  f->step_t++;
+  if (!info->update.skipped) f->step_t++;
   for (int i = 0; i < f->N; i++) {
     gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
     if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = cs.bytes_sent;
@@ -395,3 +411,36 @@ gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) {
   f->full_out = NULL;
   return GT_OK;
 }
+
+/* ---------- state for checkpoints ---------- */
+
+int gt_fsdp_num_shards(const gt_fsdp *f) { return f->fs; }
+
+void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu) {
+  /* device r has data index 0 and fsdp index r (rank = device % fs) */
+  gt__dev *d = &f->devs[r];
+  *params = d->pshard;
+  *mu = d->mu;
+  *nu = d->nu;
+}
+
+int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
+
+gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err) {
+  (void)err;
+  f->full_scatter = &params;
+  f->set_mu = mu;
+  f->set_nu = nu;
+  gt_mesh_run(f->mesh, gt__scatter_init, f);
+  f->full_scatter = NULL;
+  f->set_mu = f->set_nu = NULL;
+  for (int i = 0; i < f->N; i++)
+    if (!mu || !nu) { /* parameters only: fresh moments */
+      memset(f->devs[i].mu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
+      memset(f->devs[i].nu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
+    }
+  f->step_t = opt_step;
+  return GT_OK;
+}
+
+void gt_fsdp_poison_next_step(gt_fsdp *f) { f->poison_next = 1; }

@@ -12,15 +12,28 @@ void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
            (long long)s->total_weights, s->loss, s->lm_loss, s->perplexity);
 }
 
+/* JSON has no NaN or infinity: a skipped step's values are null */
+static void gt__jnum(FILE *f, const char *key, double v) {
+  if (isfinite(v))
+    fprintf(f, ", \"%s\": %.9g", key, v);
+  else
+    fprintf(f, ", \"%s\": null", key);
+}
+
 void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
   /* %.9g keeps float32 values exact so two runs compare bit for bit */
+  fprintf(f, "{\"step\": %lld", (long long)s->step);
+  gt__jnum(f, "loss", s->loss);
+  gt__jnum(f, "lm_loss", s->lm_loss);
+  gt__jnum(f, "perplexity", s->perplexity);
   fprintf(f,
-          "{\"step\": %lld, \"loss\": %.9g, \"lm_loss\": %.9g, \"perplexity\": %.9g, \"seconds\": %.6f, "
-          "\"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, \"total_weights\": %lld, "
-          "\"learning_rate\": %.9g, \"grad_norm\": %.9g, \"peak_memory_bytes\": %lld",
-          (long long)s->step, s->loss, s->lm_loss, s->perplexity, s->seconds, s->tokens_per_s_per_device,
-          s->tflops_per_s_per_device, (long long)s->total_weights, s->learning_rate, s->grad_norm,
-          (long long)s->peak_memory_bytes);
+          ", \"seconds\": %.6f, \"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, "
+          "\"total_weights\": %lld, \"learning_rate\": %.9g",
+          s->seconds, s->tokens_per_s_per_device, s->tflops_per_s_per_device, (long long)s->total_weights,
+          s->learning_rate);
+  gt__jnum(f, "grad_norm", s->grad_norm);
+  fprintf(f, ", \"peak_memory_bytes\": %lld", (long long)s->peak_memory_bytes);
+  if (s->skipped) fprintf(f, ", \"skipped\": true");
   if (s->has_eval)
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
             (long long)s->eval_total_weights);

@@ -157,15 +157,25 @@ gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err) {
   return GT_OK;
 }
 
-gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
+gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err) {
   m->mem = mem;
   size_t bytes = (size_t)m->n_params * sizeof(float);
   m->params = gt_mem_alloc(mem, GT_MEM_PARAMS, bytes);
-  m->grads = gt_mem_alloc(mem, GT_MEM_GRADS, bytes);
-  if (!m->params || !m->grads)
-    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate %lld parameters (%.1f MiB each for "
-                      "params and grads)", (long long)m->n_params, (double)bytes / 1048576.0);
+  if (!m->params)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate %lld parameters (%.1f MiB)", (long long)m->n_params,
+                      (double)bytes / 1048576.0);
   return gt_model_alloc_tables(m, mem, err);
+}
+
+gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
+  gt_rc rc = gt_model_alloc_inference(m, mem, err);
+  if (rc) return rc;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  m->grads = gt_mem_alloc(mem, GT_MEM_GRADS, bytes);
+  if (!m->grads)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate the gradients of %lld parameters (%.1f MiB)",
+                      (long long)m->n_params, (double)bytes / 1048576.0);
+  return GT_OK;
 }
 
 /* splitmix64 drives a Box-Muller normal: cheap, seeded, identical everywhere. */
@@ -200,6 +210,13 @@ void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
     double std = t->offset == m->embed_offset ? 1.0 / sqrt((double)m->d)
                                               : init_scale / sqrt((double)t->shape[1]);
     gt__fill_normal(p, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 1, std);
+  }
+}
+
+void gt_model_init_norms(gt_model *m, uint64_t seed, double std) {
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    if (t->ndim == 1) gt__fill_normal(m->params + t->offset, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 2, std);
   }
 }
 

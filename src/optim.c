@@ -45,6 +45,10 @@ double gt_grad_norm(const float *g, int64_t n) { return sqrt(gt_sumsq(g, n)); }
 void gt_optim_step(gt_optim *o, float *params, const float *grads, const gt_config *c,
                    gt_update_info *info) {
   double norm = gt_grad_norm(grads, o->n);
+  if (!isfinite(norm)) {
+    if (info) *info = (gt_update_info){norm, gt_lr_at(c, o->t), 1.0, 1};
+    return;
+  }
   double scale = 1.0;
   /* optax.clip_by_global_norm: g / norm * max when norm >= max */
   if (c->gradient_clipping_threshold > 0 && norm >= c->gradient_clipping_threshold)
@@ -58,5 +62,6 @@ void gt_optim_step(gt_optim *o, float *params, const float *grads, const gt_conf
     info->grad_norm = norm;
     info->lr = lr;
     info->clip_scale = scale;
+    info->skipped = 0;
   }
 }

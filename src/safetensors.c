@@ -700,9 +700,19 @@ gt_rc gt_st_read_f32(const gt_st_tensor *t, float *out, int64_t n, gt_err *err) 
     return gt_err_set(err, GT_ERR_ARG,
                       "tensor '%s': asked for %" PRId64 " values but it holds %" PRId64, t->name, n,
                       t->numel);
+  return gt_st_read_f32_range(t, 0, n, out, err);
+}
+
+gt_rc gt_st_read_f32_range(const gt_st_tensor *t, int64_t first, int64_t n, float *out, gt_err *err) {
+  if (!t) return gt_err_set(err, GT_ERR_ARG, "gt_st_read_f32_range: tensor is NULL");
+  if (first < 0 || n < 0 || first > t->numel || n > t->numel - first)
+    return gt_err_set(err, GT_ERR_ARG,
+                      "tensor '%s': asked for values [%" PRId64 ", %" PRId64 ") but it holds %" PRId64,
+                      t->name, first, first + n, t->numel);
   if (n > 0 && !out)
     return gt_err_set(err, GT_ERR_ARG, "tensor '%s': output buffer is NULL", t->name);
-  const unsigned char *p = t->data;
+  int es = gt_dtype_size(t->dtype);
+  const unsigned char *p = (const unsigned char *)t->data + (es > 0 ? first * es : 0);
   switch (t->dtype) {
     case GT_DT_F32:
 #if GT__HOST_LE

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,11 +13,17 @@
 #include "gemtrain/exec.h"
 #include "gemtrain/flops.h"
 #include "gemtrain/fsdp.h"
+#include "gemtrain/hf.h"
 #include "gemtrain/metrics.h"
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/plan.h"
 #include "gemtrain/tokenizer.h"
+#include "train_internal.h"
+
+/* SIGINT/SIGTERM: the loop finishes its step, checkpoints and returns. */
+static volatile sig_atomic_t gt__stop_signal;
+static void gt__on_signal(int sig) { gt__stop_signal = sig; }
 
 static double gt__now(void) {
   struct timespec ts;
@@ -33,11 +40,13 @@ static void gt__fmt_time(double s, char *buf, size_t n) {
     snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
-static void gt__progress(FILE *tty, long long done, long long total, double elapsed) {
+/* first: the step this process started at (a resumed run's rate counts
+ * only its own steps) */
+static void gt__progress(FILE *tty, long long first, long long done, long long total, double elapsed) {
   if (!tty) return;
   int w = 30, fill = total ? (int)(w * done / total) : w;
   char eta[32], el[32];
-  gt__fmt_time(done ? elapsed / (double)done * (double)(total - done) : 0, eta, sizeof eta);
+  gt__fmt_time(done > first ? elapsed / (double)(done - first) * (double)(total - done) : 0, eta, sizeof eta);
   gt__fmt_time(elapsed, el, sizeof el);
   fprintf(tty, "\r\033[K[");
   for (int i = 0; i < w; i++) fputc(i < fill ? '=' : (i == fill ? '>' : ' '), tty);
@@ -168,13 +177,17 @@ done:
 
 gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
   gt_config cfg = *cfg_in;
-  gt_train_opts none = {NULL, NULL};
+  gt_train_opts none = {NULL, NULL, 0};
   if (!o) o = &none;
   FILE *out = o->out;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
-  gt_rc rc = gt_config_validate(&cfg, err);
-  if (rc) return rc;
+  gt_rc rc;
+  /* An HF directory defines the model: its config.json replaces the model
+   * keys before anything is planned. */
+  int hf = cfg.load_parameters_path[0] && gt_hf_is_dir(cfg.load_parameters_path);
+  if (hf && (rc = gt_hf_config_read(cfg.load_parameters_path, &cfg, NULL, err))) return rc;
+  if ((rc = gt_config_validate(&cfg, err))) return rc;
   if (cfg.num_devices > 1 && cfg.per_device_batch_size != floor(cfg.per_device_batch_size))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "
@@ -214,9 +227,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   char path[2200];
   snprintf(path, sizeof path, "%s/config.json", res->run_dir);
   if ((rc = gt_config_write_json(&cfg, path, err))) return rc;
-  snprintf(path, sizeof path, "%s/metrics.jsonl", res->run_dir);
-  FILE *mf = fopen(path, "w");
-  if (!mf) return gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
+  FILE *mf = NULL;
 
   gt_mem mem;
   gt_mem_init(&mem);
@@ -227,6 +238,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int32_t *mbuf = NULL;
   gt_data data;
   memset(&data, 0, sizeof data);
+  struct sigaction sa_old[2];
+  int sig_installed = 0;
   int64_t n_steps = cfg.steps;
   double *xs = calloc((size_t)n_steps, sizeof(double)), *ls = calloc((size_t)n_steps, sizeof(double));
   double *es = calloc((size_t)n_steps, sizeof(double)), *tps = calloc((size_t)n_steps, sizeof(double));
@@ -235,6 +248,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     rc = gt_err_set(err, GT_ERR_NOMEM, "train: no memory for the metrics history");
     goto out;
   }
+  for (int64_t i = 0; i < n_steps; i++) xs[i] = (double)i, ls[i] = es[i] = tps[i] = NAN;
   if ((rc = gt_data_open(&data, &cfg, &mem, err))) goto out;
   int ga = (int)cfg.gradient_accumulation_steps;
   if (cfg.num_devices > 1) {
@@ -257,6 +271,30 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
     if ((rc = gt_optim_init(&opt, m.n_params, &mem, err))) goto out;
   }
+
+  /* what the run starts from: its own checkpoint, another run's state or
+   * parameters, or the initialisation above */
+  int64_t start_step = 0;
+  int resumed = 0;
+  gt__tstate ts = {&m, &opt, fs, &data, &cfg, &mem, out};
+  if ((rc = gt__train_restore(&ts, res->run_dir, &start_step, &resumed, err))) goto out;
+  res->start_step = start_step;
+  snprintf(path, sizeof path, "%s/metrics.jsonl", res->run_dir);
+  if (!(mf = gt__metrics_reopen(path, resumed ? start_step : 0, xs, ls, es, tps, n_steps, err))) {
+    rc = err->rc;
+    goto out;
+  }
+  const char *nan_env = getenv("GEMTRAIN_TEST_NAN_STEP"); /* test hook: poison that step's gradient */
+  int64_t nan_step = nan_env ? atoll(nan_env) : -1;
+  const char *sig_env = getenv("GEMTRAIN_TEST_SIGNAL_STEP");
+  int64_t sig_step = sig_env ? atoll(sig_env) : -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = gt__on_signal;
+  sa.sa_flags = SA_RESETHAND; /* a second signal is not caught: it kills */
+  sigemptyset(&sa.sa_mask);
+  gt__stop_signal = 0;
+  if (o->handle_signals) sigaction(SIGINT, &sa, &sa_old[0]), sigaction(SIGTERM, &sa, &sa_old[1]), sig_installed = 1;
 
   gt_flops fl = gt_flops_per_step_per_device(&cfg);
   int B = (int)gt_config_global_batch(&cfg), T = (int)cfg.max_target_length;
@@ -285,8 +323,12 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     fflush(out);
   }
 
+  if (start_step >= n_steps && out)
+    fprintf(out, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start_step,
+            (long long)n_steps);
+  int64_t last_saved = resumed ? start_step : -1;
   double t_start = gt__now();
-  for (int64_t step = 0; step < n_steps; step++) {
+  for (int64_t step = start_step; step < n_steps; step++) {
     double t0 = gt__now();
     gt_mem_reset_peaks(&mem);
     gt_loss_stats st = {0, 0};
@@ -294,6 +336,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_update_info ui;
     if (fs) {
       for (int micro = 0; micro < ga; micro++) gt__copy_batch(&mb[micro], &data, 0);
+      if (step == nan_step) gt_fsdp_poison_next_step(fs);
       gt_fsdp_step_info fi;
       if ((rc = gt_fsdp_step(fs, mb, ga, &fi, err))) goto out;
       loss = fi.loss;
@@ -315,12 +358,26 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       for (int64_t i = 0; i < m.n_params; i++) m.grads[i] *= inv;
     }
     loss = st.xent_sum / (double)st.total_weights;
-    gt_optim_step(&opt, m.params, m.grads, &cfg, &ui);
+    if (step == nan_step) m.grads[0] = NAN;
+    if (isfinite(loss))
+      gt_optim_step(&opt, m.params, m.grads, &cfg, &ui); /* skips a non-finite norm itself */
+    else
+      ui = (gt_update_info){gt_grad_norm(m.grads, m.n_params), gt_lr_at(&cfg, opt.t), 1.0, 1};
   step_done:
-    if (!isfinite(loss) || !isfinite(ui.grad_norm)) {
-      rc = gt_err_set(err, GT_ERR_NUMERIC, "train: step %lld has loss %g and gradient norm %g; stopping",
-                      (long long)step, loss, ui.grad_norm);
-      goto out;
+    if (ui.skipped) {
+      /* nothing was updated; stop before anything is written, or go on */
+      if (!cfg.skip_nonfinite_steps) {
+        rc = gt_err_set(err, GT_ERR_NUMERIC,
+                        "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
+                        "checkpoint (skip_nonfinite_steps=true would skip such steps)",
+                        (long long)step, loss, ui.grad_norm);
+        goto out;
+      }
+      res->skipped_steps++;
+      if (out)
+        gt__clear_progress(o->progress),
+            fprintf(out, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
+                    (long long)step, loss, ui.grad_norm);
     }
     double secs = gt__now() - t0;
     gt_step_metrics sm = {0};
@@ -333,6 +390,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     sm.perplexity = exp(loss);
     sm.learning_rate = ui.lr;
     sm.grad_norm = ui.grad_norm;
+    sm.skipped = ui.skipped;
     sm.peak_memory_bytes = gt_mem_total_peak(&mem);
     if (fs) /* per device, as MaxText reports device memory: the largest */
       for (int dv = 0; dv < gt_fsdp_devices(fs); dv++) {
@@ -356,7 +414,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
                 (long long)step, sm.eval_loss, exp(sm.eval_loss), (long long)sm.eval_total_weights);
       fflush(out);
     }
-    gt__progress(o->progress, step + 1, n_steps, gt__now() - t_start);
+    gt__progress(o->progress, start_step, step + 1, n_steps, gt__now() - t_start);
     gt_metrics_write_jsonl(mf, &sm);
     xs[step] = (double)step;
     ls[step] = loss;
@@ -366,8 +424,25 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     res->last_loss = loss;
     res->steps_done = step + 1;
     if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
+    if (sig_installed && step == sig_step) raise(SIGTERM); /* test hook: a real signal, at a known step */
+    int stop = gt__stop_signal != 0;
+    if (cfg.enable_checkpointing &&
+        (stop || (step + 1) % cfg.checkpoint_period == 0 || (last && cfg.save_checkpoint_on_completion))) {
+      gt__clear_progress(o->progress);
+      if ((rc = gt__train_save(&ts, res->run_dir, step + 1, err))) goto out;
+      last_saved = step + 1;
+    }
+    if (stop) {
+      res->interrupted = 1;
+      if (out)
+        fprintf(out, "stopped by %s after step %lld%s\n", gt__stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)step,
+                cfg.enable_checkpointing ? "; run the same command again to resume" : " (enable_checkpointing=false: no checkpoint)");
+      break;
+    }
   }
   gt__clear_progress(o->progress);
+  (void)last_saved;
 
   /* plot: loss (train and eval) and throughput against the step */
   {
@@ -399,13 +474,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
             (double)gt_mem_peak(&mem, GT_MEM_LOGITS) / 1048576.0);
     fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
   }
-  if (cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens")) {
+  if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens")) {
     if (fs) { /* sample on the host from the gathered parameters */
       if ((rc = gt_model_alloc(&m, &mem, err)) || (rc = gt_fsdp_full_params(fs, m.params, err))) goto out;
     }
     rc = gt__sample(&m, &cfg, out, err);
   }
 out:
+  if (sig_installed) sigaction(SIGINT, &sa_old[0], NULL), sigaction(SIGTERM, &sa_old[1], NULL);
   gt_fsdp_destroy(fs);
   free(mb);
   gt_mem_free(&mem, mbuf);
@@ -417,6 +493,6 @@ out_nomodel:
   free(ls);
   free(es);
   free(tps);
-  fclose(mf);
+  if (mf) fclose(mf);
   return rc;
 }

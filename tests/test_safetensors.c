@@ -622,6 +622,21 @@ START_TEST(test_bad_sizes) {
   write_bytes(p, "", 0);
   expect_bad_file(p, "is 0 bytes, shorter than the 8-byte");
 
+  /* a missing file is an I/O error, not a format error */
+  gt_st_file f;
+  gt_err e;
+  ck_assert_int_eq(gt_st_open(&f, "/nonexistent/x.safetensors", &e), GT_ERR_IO);
+  ck_assert_msg(strstr(e.msg, "/nonexistent/x.safetensors") != NULL, "%s", e.msg);
+  ck_assert_int_eq(gt_st_open(&f, g_dir, &e), GT_ERR_IO);
+  free(p);
+}
+END_TEST
+
+/* One test per malformed case the issue lists (#8): each is refused with a
+ * format error whose one-line message names what is wrong. */
+
+START_TEST(test_malformed_huge_header) {
+  char *p = pth("huge.safetensors");
   /* N = 100000001 */
   unsigned char big[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'};
   write_bytes(p, big, sizeof big);
@@ -634,14 +649,62 @@ START_TEST(test_bad_sizes) {
   unsigned char small[16] = {50, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
   write_bytes(p, small, sizeof small);
   expect_bad_file(p, "header length 50 needs 58 bytes but the file has 16");
-
-  /* a missing file is an I/O error, not a format error */
-  gt_st_file f;
-  gt_err e;
-  ck_assert_int_eq(gt_st_open(&f, "/nonexistent/x.safetensors", &e), GT_ERR_IO);
-  ck_assert_msg(strstr(e.msg, "/nonexistent/x.safetensors") != NULL, "%s", e.msg);
-  ck_assert_int_eq(gt_st_open(&f, g_dir, &e), GT_ERR_IO);
   free(p);
+}
+END_TEST
+
+START_TEST(test_malformed_offsets_past_end) {
+  expect_bad_header("{" ENT("a", "F32", "[6]", "[0,24]") "}", 16,
+                    "tensor 'a': data_offsets [0,24] run past the end of the 16-byte data buffer");
+}
+END_TEST
+
+START_TEST(test_malformed_overlap) {
+  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[2]", "[4,12]") "}", 12,
+                    "tensors 'a' [0,8) and 'b' [4,12) overlap");
+  /* same range twice */
+  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[2]", "[0,8]") "}", 8,
+                    "overlap");
+  /* a zero-size tensor inside another */
+  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[0]", "[4,4]") "}", 8,
+                    "overlap");
+}
+END_TEST
+
+START_TEST(test_malformed_dtype_size) {
+  expect_bad_header("{" ENT("x", "F32", "[2,3]", "[0,10]") "}", 10,
+                    "tensor 'x': data_offsets give 10 bytes, shape [2,3] F32 needs 24");
+  expect_bad_header("{" ENT("x", "BF16", "[]", "[0,4]") "}", 4,
+                    "tensor 'x': data_offsets give 4 bytes, shape [] BF16 needs 2");
+}
+END_TEST
+
+START_TEST(test_malformed_unknown_dtype) {
+  expect_bad_header("{" ENT("a", "F33", "[1]", "[0,4]") "}", 4, "tensor 'a': unknown dtype 'F33'");
+  expect_bad_header("{" ENT("a", "f32", "[1]", "[0,4]") "}", 4, "unknown dtype 'f32'");
+  expect_bad_header("{" ENT("a", "F8_E4M3", "[1]", "[0,1]") "}", 1,
+                    "dtype 'F8_E4M3' is valid safetensors but gemtrain does not support it");
+}
+END_TEST
+
+START_TEST(test_malformed_duplicate) {
+  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "," ENT("a", "F32", "[1]", "[4,8]") "}", 8,
+                    "tensor 'a' appears twice in the header");
+  /* duplicate listed apart, and with an invalid first copy: the duplicate is named */
+  expect_bad_header("{" ENT("z", "F32", "[1]", "[0,4]") "," ENT("b", "F32", "[1]", "[4,8]") ","
+                    "\"z\":7}",
+                    8, "tensor 'z' appears twice");
+}
+END_TEST
+
+START_TEST(test_malformed_non_contiguous) {
+  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "," ENT("b", "F32", "[1]", "[8,12]") "}", 12,
+                    "gap of 4 bytes before tensor 'b' (it starts at 8, tensor 'a' ends at 4)");
+  expect_bad_header("{" ENT("a", "F32", "[1]", "[4,8]") "}", 8,
+                    "gap of 4 bytes before tensor 'a' (it starts at 4, the data buffer at 0)");
+  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "}", 8,
+                    "data buffer is 8 bytes but the tensors end at 4 (4 trailing bytes)");
+  expect_bad_header("{}", 3, "data buffer is 3 bytes but the tensors end at 0");
 }
 END_TEST
 
@@ -690,10 +753,6 @@ START_TEST(test_bad_entries) {
                     4, "tensor 'a': \"dtype\" appears twice");
   expect_bad_header("{\"a\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
                     "tensor 'a': dtype is a JSON number, expected a string");
-  expect_bad_header("{" ENT("a", "F33", "[1]", "[0,4]") "}", 4, "tensor 'a': unknown dtype 'F33'");
-  expect_bad_header("{" ENT("a", "f32", "[1]", "[0,4]") "}", 4, "unknown dtype 'f32'");
-  expect_bad_header("{" ENT("a", "F8_E4M3", "[1]", "[0,1]") "}", 1,
-                    "dtype 'F8_E4M3' is valid safetensors but gemtrain does not support it");
   /* extra keys are tolerated, as serde does */
   char *p = pth("extra.safetensors");
   const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":null}}";
@@ -749,37 +808,10 @@ START_TEST(test_bad_offsets) {
   expect_bad_header("{" ENT("a", "F32", "[1]", "[0.5,4]") "}", 4, "data_offsets must be [begin, end]");
   expect_bad_header("{" ENT("a", "F32", "[0]", "[8,4]") "}", 8,
                     "tensor 'a': data_offsets [8,4] have begin > end");
-  expect_bad_header("{" ENT("x", "F32", "[2,3]", "[0,10]") "}", 10,
-                    "tensor 'x': data_offsets give 10 bytes, shape [2,3] F32 needs 24");
-  expect_bad_header("{" ENT("x", "BF16", "[]", "[0,4]") "}", 4,
-                    "tensor 'x': data_offsets give 4 bytes, shape [] BF16 needs 2");
-  expect_bad_header("{" ENT("a", "F32", "[6]", "[0,24]") "}", 16,
-                    "tensor 'a': data_offsets [0,24] run past the end of the 16-byte data buffer");
-  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[2]", "[4,12]") "}", 12,
-                    "tensors 'a' [0,8) and 'b' [4,12) overlap");
-  /* same range twice */
-  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[2]", "[0,8]") "}", 8,
-                    "overlap");
-  /* a zero-size tensor inside another */
-  expect_bad_header("{" ENT("a", "F32", "[2]", "[0,8]") "," ENT("b", "F32", "[0]", "[4,4]") "}", 8,
-                    "overlap");
-  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "," ENT("b", "F32", "[1]", "[8,12]") "}", 12,
-                    "gap of 4 bytes before tensor 'b' (it starts at 8, tensor 'a' ends at 4)");
-  expect_bad_header("{" ENT("a", "F32", "[1]", "[4,8]") "}", 8,
-                    "gap of 4 bytes before tensor 'a' (it starts at 4, the data buffer at 0)");
-  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "}", 8,
-                    "data buffer is 8 bytes but the tensors end at 4 (4 trailing bytes)");
-  expect_bad_header("{}", 3, "data buffer is 3 bytes but the tensors end at 0");
 }
 END_TEST
 
 START_TEST(test_bad_names_and_metadata) {
-  expect_bad_header("{" ENT("a", "F32", "[1]", "[0,4]") "," ENT("a", "F32", "[1]", "[4,8]") "}", 8,
-                    "tensor 'a' appears twice in the header");
-  /* duplicate listed apart, and with an invalid first copy: the duplicate is named */
-  expect_bad_header("{" ENT("z", "F32", "[1]", "[0,4]") "," ENT("b", "F32", "[1]", "[4,8]") ","
-                    "\"z\":7}",
-                    8, "tensor 'z' appears twice");
   expect_bad_header("{\"__metadata__\":{},\"__metadata__\":{}}", 0,
                     "\"__metadata__\" appears twice");
   expect_bad_header("{\"__metadata__\":\"pt\"}", 0,
@@ -1106,6 +1138,35 @@ START_TEST(test_set_refusals) {
 END_TEST
 
 /* A tensor large enough to take the threaded conversion path. */
+/* A row range (the embedding truncation on HF import) converts exactly the
+ * elements asked for, in every input dtype, and refuses ranges outside. */
+START_TEST(test_read_range) {
+  char *p = pth("range.safetensors");
+  float x[12];
+  for (int i = 0; i < 12; i++) x[i] = 0.5f * (float)i - 2.0f; /* exact in BF16 */
+  gt_st_wtensor w[] = {{.name = "f", .dtype = GT_DT_F32, .ndim = 2, .shape = {4, 3}, .data = x},
+                       {.name = "b", .dtype = GT_DT_BF16, .ndim = 2, .shape = {4, 3}, .data = x}};
+  gt_err e;
+  ck_assert_int_eq(gt_st_write(p, 2, w, NULL, &e), GT_OK);
+  gt_st_file f;
+  ck_assert_msg(gt_st_open(&f, p, &e) == GT_OK, "%s", e.msg);
+  const char *names[] = {"f", "b"};
+  for (int k = 0; k < 2; k++) {
+    float out[12];
+    for (int i = 0; i < 12; i++) out[i] = -99.0f;
+    ck_assert_int_eq(gt_st_read_f32_range(gt_st_find(&f, names[k]), 3, 6, out, &e), GT_OK);
+    for (int i = 0; i < 6; i++) ck_assert(out[i] == x[3 + i]);
+    ck_assert(out[6] == -99.0f); /* nothing past n is written */
+    ck_assert_int_eq(gt_st_read_f32_range(gt_st_find(&f, names[k]), 0, 0, NULL, &e), GT_OK);
+    ck_assert_int_eq(gt_st_read_f32_range(gt_st_find(&f, names[k]), 9, 4, out, &e), GT_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "asked for values [9, 13) but it holds 12") != NULL, "%s", e.msg);
+    ck_assert_int_eq(gt_st_read_f32_range(gt_st_find(&f, names[k]), -1, 2, out, &e), GT_ERR_ARG);
+  }
+  gt_st_close(&f);
+  free(p);
+}
+END_TEST
+
 START_TEST(test_large_bf16) {
   const int64_t n = (1 << 20) + 7;
   float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
@@ -1144,6 +1205,13 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_rust_writer_bytes);
   tcase_add_test(tc, test_empty_and_scalar_tensors);
   tcase_add_test(tc, test_bad_sizes);
+  tcase_add_test(tc, test_malformed_huge_header);
+  tcase_add_test(tc, test_malformed_offsets_past_end);
+  tcase_add_test(tc, test_malformed_overlap);
+  tcase_add_test(tc, test_malformed_dtype_size);
+  tcase_add_test(tc, test_malformed_unknown_dtype);
+  tcase_add_test(tc, test_malformed_duplicate);
+  tcase_add_test(tc, test_malformed_non_contiguous);
   tcase_add_test(tc, test_bad_json);
   tcase_add_test(tc, test_bad_entries);
   tcase_add_test(tc, test_bad_shapes);
@@ -1153,6 +1221,7 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_atomic_write);
   tcase_add_test(tc, test_sharded_roundtrip);
   tcase_add_test(tc, test_set_refusals);
+  tcase_add_test(tc, test_read_range);
   tcase_add_test(tc, test_large_bf16);
   suite_add_tcase(s, tc);
   return s;

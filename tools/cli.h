@@ -3,14 +3,24 @@
 #define GT_CLI_H
 
 #include "gemtrain/config.h"
+#include "gemtrain/hf.h"
+#include "gemtrain/model.h"
 
 /* Split argv into an optional leading *.json config file and key=value
  * overrides, load and validate. Prints the error and returns non-zero. */
 int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
+/* Builds the model that `path` (an HF directory or a gemtrain parameter file)
+ * describes into cfg and m, its parameters loaded into mem (no gradients),
+ * RoPE tables for max_target_length positions. info (may be NULL) gets what
+ * an HF import found. Prints the error and returns non-zero. */
+int gt_cli_load_params(const char *path, long long max_target_length, gt_config *cfg, gt_model *m, gt_mem *mem,
+                       gt_hf_info *info);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
+int gt_cmd_convert(int argc, char **argv);
+int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -28,7 +28,7 @@ int gt_cmd_train(int argc, char **argv) {
     free(s);
     return 0;
   }
-  gt_train_opts o = {stdout, isatty(STDERR_FILENO) ? stderr : NULL};
+  gt_train_opts o = {stdout, isatty(STDERR_FILENO) ? stderr : NULL, 1};
   gt_train_result res;
   gt_err err;
   gt_err_clear(&err);

@@ -17,6 +17,10 @@ static void usage(FILE *f) {
           "           'bench remat' and 'bench devices' compare remat policies and device counts\n"
           "  sweep    run every point of a sweep file (gemtrain sweep <sweep.json> [key=value ...]),\n"
           "           each as its own train process; writes results.jsonl, results.md and plot.svg\n"
+          "  convert  Hugging Face Gemma 3 checkpoints: 'convert to_hf <src> <out_dir>' and\n"
+          "           'convert from_hf <hf_dir> <out.safetensors>' (see gemtrain convert --help)\n"
+          "  logit-check  compare the forward pass with golden logits (JSONL): per-token KL divergence,\n"
+          "           top-10 agreement, largest difference; exits 1 past max_kl_div / atol\n"
           "  tokenize text files into .gtok token shards with a Hugging Face tokenizer.json\n"
           "           (tokenizer_path=FILE output_path=DIR FILE...); --ids / --decode: stdin to ids / text\n"
           "\n"
@@ -52,7 +56,12 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
   if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
+  if (!strcmp(cmd, "convert")) return gt_cmd_convert(argc - 2, argv + 2);
+  if (!strcmp(cmd, "logit-check")) return gt_cmd_logit_check(argc - 2, argv + 2);
   if (!strcmp(cmd, "tokenize")) return gt_cmd_tokenize(argc - 2, argv + 2);
-  fprintf(stderr, "gemtrain: unknown command '%s'; expected train, plan, bench, sweep or tokenize (see gemtrain --help)\n", cmd);
+  fprintf(stderr,
+          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check or tokenize "
+          "(see gemtrain --help)\n",
+          cmd);
   return 2;
 }

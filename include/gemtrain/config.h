@@ -30,6 +30,15 @@ typedef struct gt_config {
   int init_weights_seed;
   int data_shuffle_seed;
   long long steps;
+  /* checkpoints */
+  int enable_checkpointing;
+  long long checkpoint_period;
+  int save_checkpoint_on_completion;
+  long long max_num_checkpoints_to_keep;
+  long long checkpoint_compression;
+  char load_parameters_path[GT_STR_PATH];
+  char load_full_state_path[GT_STR_PATH];
+  int skip_nonfinite_steps;
   /* model */
   char decoder_block[GT_STR_SHORT];
   long long vocab_size;
@@ -87,6 +96,11 @@ typedef struct gt_config {
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;
+  /* checking logits (load_parameters_path is with the checkpoint keys) */
+  char golden_logits_path[GT_STR_PATH];
+  double max_kl_div;
+  double atol;
+  char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
   /* devices */
@@ -127,6 +141,9 @@ gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_fi
  * cross-validated). `source` names where it came from, for messages. */
 gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value,
                     const char *source, gt_err *err);
+/* Set every key of a JSON object given as text (as gt_config_set does, each
+ * checked; not cross-validated). `source` names it in messages. */
+gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *source, gt_err *err);
 /* Cross-key consistency checks. */
 gt_rc gt_config_validate(const gt_config *cfg, gt_err *err);
 

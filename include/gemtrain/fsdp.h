@@ -48,6 +48,17 @@ int gt_fsdp_devices(const gt_fsdp *f);
 /* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
 gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);
 
+/* Checkpoints (gemtrain/ckpt.h): the FSDP axis size, shard r's own arrays
+ * (parameters and AdamW moments of every unit, unit by unit), the optimizer
+ * step, and a restore from full flat buffers of the model layout (mu, nu
+ * NULL: parameters only, moments zeroed). */
+int gt_fsdp_num_shards(const gt_fsdp *f);
+void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
+int64_t gt_fsdp_opt_step(const gt_fsdp *f);
+gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
+/* Test hook: the next step's gradient gets a NaN (device 0, first element). */
+void gt_fsdp_poison_next_step(gt_fsdp *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,7 @@ typedef struct gt_step_metrics {
   int has_eval;
   double eval_loss;
   int64_t eval_total_weights;
+  int skipped; /* the update was skipped (non-finite loss or gradient) */
 } gt_step_metrics;
 
 /* "completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T,

@@ -132,10 +132,16 @@ typedef struct gt_model {
 gt_rc gt_model_build(gt_model *m, const gt_config *cfg, gt_err *err);
 /* Allocate params, grads and RoPE tables through the tracked allocator. */
 gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
+/* Params and RoPE tables only, no gradient buffer (m->grads stays NULL):
+ * for forward passes and conversion. */
+gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err);
 /* Only the RoPE tables (a sharded device keeps its parameters elsewhere). */
 gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+/* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
+ * random model whose norms are not the identity, for tests and fixtures. */
+void gt_model_init_norms(gt_model *m, uint64_t seed, double std);
 void gt_model_zero_grads(gt_model *m);
 void gt_model_free(gt_model *m);
 

@@ -34,11 +34,14 @@ typedef struct gt_update_info {
   double grad_norm;  /* global norm before clipping */
   double lr;
   double clip_scale; /* factor applied to the gradients (1 = not clipped) */
+  int skipped;       /* 1: the loss or the norm was not finite; nothing was updated */
 } gt_update_info;
 
 /* Global norm of a gradient buffer (deterministic: fixed partition). */
 double gt_grad_norm(const float *g, int64_t n);
-/* One update of params with grads at 0-based step o->t; advances o->t. */
+/* One update of params with grads at 0-based step o->t; advances o->t.
+ * A non-finite gradient norm updates nothing (info->skipped = 1): a NaN
+ * must never reach the parameters or the moments. */
 void gt_optim_step(gt_optim *o, float *params, const float *grads, const gt_config *cfg,
                    gt_update_info *info);
 

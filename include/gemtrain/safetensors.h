@@ -72,6 +72,9 @@ const gt_st_tensor *gt_st_find(const gt_st_file *f, const char *name);
 /* Convert F32, BF16 or F16 data to float32. n must equal t->numel. NaN stays
  * NaN, F16 subnormals and infinities convert exactly. */
 gt_rc gt_st_read_f32(const gt_st_tensor *t, float *out, int64_t n, gt_err *err);
+/* The same for the elements [first, first + n) in row-major order (e.g. the
+ * first rows of an embedding table), without converting the rest. */
+gt_rc gt_st_read_f32_range(const gt_st_tensor *t, int64_t first, int64_t n, float *out, gt_err *err);
 
 /* Scalar conversions used by the reader and writer. */
 uint16_t gt_f32_to_bf16(float x); /* round to nearest even, NaN stays NaN */

@@ -15,6 +15,9 @@ extern "C" {
 typedef struct gt_train_opts {
   FILE *out;      /* console lines (NULL: silent) */
   FILE *progress; /* a terminal for the progress bar (NULL: none) */
+  /* 1: SIGINT/SIGTERM finish the current step, write a checkpoint and
+   * return GT_OK with `interrupted` set (a second signal kills) */
+  int handle_signals;
 } gt_train_opts;
 
 typedef struct gt_train_result {
@@ -22,6 +25,9 @@ typedef struct gt_train_result {
   double first_loss, last_loss;
   double last_eval_loss; /* NaN if no eval ran */
   long long peak_memory_bytes;
+  long long start_step;    /* > 0 when the run continued from a checkpoint */
+  long long skipped_steps; /* non-finite steps skipped (skip_nonfinite_steps) */
+  int interrupted;         /* stopped by a signal after a checkpoint */
   char run_dir[2048];
 } gt_train_result;
 

@@ -1,0 +1,351 @@
+/* Gemma 4 routed MoE, fast path (contract in include/gemtrain/moe.h).
+ *
+ * Tokens are processed row-parallel with static partitioning; per-expert
+ * GEMMs go through gt_sgemm, whose every output element is summed by one
+ * thread in a fixed order. Per-token combines walk the slots in order and
+ * column reductions give each column to one thread, so no result depends on
+ * the thread count. Experts run in parallel with each other when there are
+ * enough of them (each GEMM then single-threaded), else one after another
+ * with threaded GEMMs: the bits are the same either way. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "gemtrain/kernels.h"
+#include "gemtrain/moe.h"
+#include "moe_carve.h"
+
+#define GT__PAR_MIN 32768
+#define GT__COL_BLOCK 16
+
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+
+/* Scratch, one layout for forward and backward (the forward uses a subset);
+ * M = N*k rows, the most one rank can be routed. */
+typedef struct gt__moe_work {
+  float *a;      /* [N,d] rin; in backward also the router's normalised h */
+  float *b;      /* [N,d] backward: dL/dsum */
+  float *c;      /* [N,d] backward: dL/drin, then gate_in */
+  float *logits; /* [N,E] forward: logits; backward: dL/dP, then dL/dlogits */
+  float *x;      /* [M,d] rows of rin, sorted; backward end: dL/dgate_in */
+  float *y;      /* [M,d] forward: expert outputs; backward: dL/dsum rows, then dL/drin rows */
+  float *act;    /* [M,F] gelu(gate) * up */
+  float *hf;     /* [M,F] backward: dL/dact before and after the weight */
+  float *dgate;  /* [M,F] */
+  float *dup;    /* [M,F] */
+  float *dw;     /* [M]   backward: dL/dw of each sorted row */
+} gt__moe_work;
+
+static void gt__work_layout(gt__moe_work *w, gt__carve *c, const gt_moe_dims *d) {
+  const size_t N = (size_t)(d->B * d->T), D = (size_t)d->d, M = N * (size_t)d->k, F = (size_t)d->F;
+  w->a = gt__carve_take(c, N * D, sizeof(float));
+  w->b = gt__carve_take(c, N * D, sizeof(float));
+  w->c = gt__carve_take(c, N * D, sizeof(float));
+  w->logits = gt__carve_take(c, N * (size_t)d->E, sizeof(float));
+  w->x = gt__carve_take(c, M * D, sizeof(float));
+  w->y = gt__carve_take(c, M * D, sizeof(float));
+  w->act = gt__carve_take(c, M * F, sizeof(float));
+  w->hf = gt__carve_take(c, M * F, sizeof(float));
+  w->dgate = gt__carve_take(c, M * F, sizeof(float));
+  w->dup = gt__carve_take(c, M * F, sizeof(float));
+  w->dw = gt__carve_take(c, M, sizeof(float));
+}
+
+size_t gt_moe_work_bytes(const gt_moe_dims *d) {
+  gt__moe_work w;
+  gt__carve c = {NULL, 0};
+  gt__work_layout(&w, &c, d);
+  return c.off;
+}
+
+/* ---------------- router ---------------- */
+
+/* gate_in = (RMSNorm_noscale(h) * scale) * d^-0.5, in HF's order. */
+static void gt__router_input(float *out, float *rstd, const float *h, const float *scale, int64_t N,
+                             int D, float eps) {
+  gt_rmsnorm_forward(out, rstd, h, NULL, N, D, eps, 0.0f);
+  const float root = 1.0f / sqrtf((float)D);
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+  for (int64_t n = 0; n < N; n++)
+    for (int j = 0; j < D; j++) out[n * D + j] = (out[n * D + j] * scale[j]) * root;
+}
+
+/* Top-k of one row by logit into a descending list: a later expert displaces
+ * an earlier one only when strictly larger, so ties keep the lower index. */
+static void gt__topk_row(int32_t *idx, const float *l, int E, int K) {
+  int cnt = 0;
+  for (int e = 0; e < E; e++) {
+    const float v = l[e];
+    if (cnt == K && !(v > l[idx[K - 1]])) continue;
+    int p = cnt < K ? cnt : K - 1;
+    while (p > 0 && v > l[idx[p - 1]]) {
+      idx[p] = idx[p - 1];
+      p--;
+    }
+    idx[p] = e;
+    if (cnt < K) cnt++;
+  }
+}
+
+static void gt__route_row(float *P, int32_t *idx, float *wt, const float *l, const float *pes, int E,
+                          int K) {
+  gt__topk_row(idx, l, E, K);
+  float mx = l[0];
+  for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+  float s = 0.0f;
+  for (int e = 0; e < E; e++) s += (P[e] = expf(l[e] - mx));
+  for (int e = 0; e < E; e++) P[e] = P[e] / s;
+  float z = 0.0f;
+  for (int j = 0; j < K; j++) z += P[idx[j]];
+  for (int j = 0; j < K; j++) wt[j] = (P[idx[j]] / z) * pes[idx[j]];
+}
+
+/* Stable counting sort of the owned slots by expert. */
+static void gt__bucket(gt_moe_saved *s, const gt_moe_dims *d) {
+  const int64_t NK = d->B * d->T * d->k;
+  int e0, e1;
+  gt_moe_expert_range(d->E, d->ep_size, d->ep_rank, &e0, &e1);
+  const int EL = e1 - e0;
+  memset(s->counts, 0, sizeof(int32_t) * (size_t)EL);
+  for (int64_t i = 0; i < NK; i++) {
+    const int e = s->topk[i];
+    s->row_of[i] = -1;
+    if (e >= e0 && e < e1) s->counts[e - e0]++;
+  }
+  s->offsets[0] = 0;
+  for (int le = 0; le < EL; le++) s->offsets[le + 1] = s->offsets[le] + s->counts[le];
+  /* counts double as cursors and end where they started */
+  memset(s->counts, 0, sizeof(int32_t) * (size_t)EL);
+  for (int64_t i = 0; i < NK; i++) {
+    const int e = s->topk[i];
+    if (e < e0 || e >= e1) continue;
+    const int32_t r = s->offsets[e - e0] + s->counts[e - e0]++;
+    s->slot_of[r] = (int32_t)i;
+    s->row_of[i] = r;
+  }
+  s->n_rows = s->offsets[EL];
+}
+
+/* Copies src[token of row] into dst[row] for every sorted row. */
+static void gt__gather(float *dst, const float *src, const gt_moe_saved *s, int K, int D) {
+#pragma omp parallel for schedule(static) if (gt__par(s->n_rows * D))
+  for (int64_t r = 0; r < s->n_rows; r++)
+    memcpy(dst + r * D, src + (int64_t)(s->slot_of[r] / K) * D, sizeof(float) * (size_t)D);
+}
+
+/* out[n] = sum over token n's owned slots, in slot order, of wt * rows[row]
+ * (wt NULL: weight 1); tokens with no owned slot get 0. */
+static void gt__combine(float *out, const float *rows, const float *wt, const gt_moe_saved *s,
+                        int64_t N, int K, int D) {
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+  for (int64_t n = 0; n < N; n++) {
+    float *o = out + n * D;
+    memset(o, 0, sizeof(float) * (size_t)D);
+    for (int j = 0; j < K; j++) {
+      const int32_t r = s->row_of[n * K + j];
+      if (r < 0) continue;
+      const float wj = wt ? wt[n * K + j] : 1.0f;
+      const float *yr = rows + (int64_t)r * D;
+      for (int c = 0; c < D; c++) o[c] += wj * yr[c];
+    }
+  }
+}
+
+/* Expert loops: parallel over experts when each thread gets a couple. */
+static int gt__experts_par(int EL, int64_t rows, int D, int F) {
+  return EL >= 2 * omp_get_max_threads() && gt__par(rows * D * F / 64 + 1);
+}
+
+typedef struct gt__expert_ptrs {
+  const float *wg, *wu, *wd;
+  int64_t r0, m;
+} gt__expert_ptrs;
+
+static gt__expert_ptrs gt__expert(const gt_moe_saved *s, const gt_moe_weights *w, int le, int D,
+                                  int F) {
+  gt__expert_ptrs p;
+  p.wg = w->gate_up + (int64_t)le * 2 * F * D;
+  p.wu = p.wg + (int64_t)F * D;
+  p.wd = w->down + (int64_t)le * D * F;
+  p.r0 = s->offsets[le];
+  p.m = s->counts[le];
+  return p;
+}
+
+void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                            const gt_moe_dims *d, void *work) {
+  const int64_t N = d->B * d->T;
+  const int D = d->d, E = d->E, K = d->k, F = d->F, EL = d->E / d->ep_size;
+  gt__moe_work wk;
+  gt__carve cv = {work, 0};
+  gt__work_layout(&wk, &cv, d);
+
+  gt__router_input(wk.a, s->rstd_router, h, w->router_scale, N, D, d->eps);
+  gt_matmul_forward(wk.logits, wk.a, w->router_proj, N, D, E);
+#pragma omp parallel for schedule(static) if (gt__par(N * E))
+  for (int64_t n = 0; n < N; n++)
+    gt__route_row(s->probs + n * E, s->topk + n * K, s->topk_w + n * K, wk.logits + n * E,
+                  w->per_expert_scale, E, K);
+  s->lb_loss = d->lb_weight > 0.0f ? gt_moe_lb_loss(s->probs, s->topk, d) : 0.0f;
+
+  gt_rmsnorm_forward(wk.a, s->rstd_pre, h, w->pre_norm, N, D, d->eps, 0.0f);
+  gt__bucket(s, d);
+  gt__gather(wk.x, wk.a, s, K, D);
+
+#pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
+  for (int le = 0; le < EL; le++) {
+    const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
+    if (p.m == 0) continue;
+    const float *xe = wk.x + p.r0 * D;
+    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk.act + p.r0 * F;
+    gt_sgemm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
+    gt_sgemm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
+    gt_geglu_forward(ae, ge, ue, p.m * F);
+    gt_sgemm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, wk.y + p.r0 * D, D);
+  }
+
+  gt__combine(s->sum, wk.y, s->topk_w, s, N, K, D);
+}
+
+void gt_moe_forward_finish(float *out, gt_moe_saved *s, const gt_moe_weights *w,
+                           const gt_moe_dims *d) {
+  gt_rmsnorm_forward(out, s->rstd_post, s->sum, w->post_norm, d->B * d->T, d->d, d->eps, 0.0f);
+}
+
+void gt_moe_forward(float *out, gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                    const gt_moe_dims *d, void *work) {
+  gt_moe_forward_partial(s, h, w, d, work);
+  gt_moe_forward_finish(out, s, w, d);
+}
+
+/* ---------------- backward ---------------- */
+
+/* The owned experts: dL/dsum rows in wk->y on entry; fills wk->dw and leaves
+ * dL/drin rows in wk->y. */
+static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
+                                 const gt_moe_saved *s, const gt_moe_weights *w,
+                                 const gt_moe_dims *d) {
+  const int D = d->d, F = d->F, EL = d->E / d->ep_size;
+#pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
+  for (int le = 0; le < EL; le++) {
+    const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
+    if (p.m == 0) continue;
+    const float *xe = wk->x + p.r0 * D, *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F;
+    float *ye = wk->y + p.r0 * D, *ae = wk->act + p.r0 * F, *he = wk->hf + p.r0 * F;
+    float *dge = wk->dgate + p.r0 * F, *due = wk->dup + p.r0 * F;
+    gt_geglu_forward(ae, ge, ue, p.m * F);
+    /* H = dsum . Wd: dL/dw = H . act, dL/dact = w H */
+    gt_sgemm(0, 0, p.m, F, D, 1.0f, ye, D, p.wd, F, 0.0f, he, F);
+    for (int64_t m = 0; m < p.m; m++) {
+      const float *hr = he + m * F, *ar = ae + m * F;
+      float dot = 0.0f;
+      for (int f = 0; f < F; f++) dot += hr[f] * ar[f];
+      wk->dw[p.r0 + m] = dot;
+      const float wt = s->topk_w[s->slot_of[p.r0 + m]];
+      for (int f = 0; f < F; f++) he[m * F + f] *= wt;
+      for (int c = 0; c < D; c++) ye[m * D + c] *= wt;
+    }
+    if (g->down)
+      gt_sgemm(1, 0, D, F, p.m, 1.0f, ye, D, ae, F, 1.0f, g->down + (int64_t)le * D * F, F);
+    memset(dge, 0, sizeof(float) * (size_t)(p.m * F));
+    memset(due, 0, sizeof(float) * (size_t)(p.m * F));
+    gt_geglu_backward(dge, due, he, ge, ue, p.m * F);
+    if (g->gate_up) {
+      float *gwg = g->gate_up + (int64_t)le * 2 * F * D;
+      gt_sgemm(1, 0, F, D, p.m, 1.0f, dge, F, xe, D, 1.0f, gwg, D);
+      gt_sgemm(1, 0, F, D, p.m, 1.0f, due, F, xe, D, 1.0f, gwg + (int64_t)F * D, D);
+    }
+    gt_sgemm(0, 0, p.m, D, F, 1.0f, dge, F, p.wg, D, 0.0f, ye, D);
+    gt_sgemm(0, 0, p.m, D, F, 1.0f, due, F, p.wu, D, 1.0f, ye, D);
+  }
+}
+
+/* dL/dP from the routing weights of one token (slots of other ranks carry
+ * dw = 0 but still take part in the normalisation), then through softmax. */
+static void gt__route_row_backward(float *dP, const float *P, const int32_t *idx,
+                                   const int32_t *rows, const float *dw, const float *pes, int E,
+                                   int K) {
+  float z = 0.0f;
+  for (int j = 0; j < K; j++) z += P[idx[j]];
+  float s1 = 0.0f; /* sum_j dq_j q_j */
+  for (int j = 0; j < K; j++)
+    if (rows[j] >= 0) s1 += (dw[rows[j]] * pes[idx[j]]) * (P[idx[j]] / z);
+  for (int j = 0; j < K; j++) {
+    const float dq = rows[j] >= 0 ? dw[rows[j]] * pes[idx[j]] : 0.0f;
+    dP[idx[j]] += (dq - s1) / z;
+  }
+  float t = 0.0f;
+  for (int e = 0; e < E; e++) t += P[e] * dP[e];
+  for (int e = 0; e < E; e++) dP[e] = P[e] * (dP[e] - t);
+}
+
+static void gt__router_backward(float *dh, const gt_moe_grads *g, const gt__moe_work *wk,
+                                const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                                const gt_moe_dims *d) {
+  const int64_t N = d->B * d->T;
+  const int D = d->d, E = d->E, K = d->k;
+  float *dl = wk->logits, *nh = wk->a, *gin = wk->c, *dgin = wk->x;
+#pragma omp parallel for schedule(static) if (gt__par(N * E))
+  for (int64_t n = 0; n < N; n++)
+    gt__route_row_backward(dl + n * E, s->probs + n * E, s->topk + n * K, s->row_of + n * K, wk->dw,
+                           w->per_expert_scale, E, K);
+  if (g->per_expert_scale)
+    for (int64_t n = 0; n < N; n++) {
+      const float *P = s->probs + n * E;
+      const int32_t *idx = s->topk + n * K, *rows = s->row_of + n * K;
+      float z = 0.0f;
+      for (int j = 0; j < K; j++) z += P[idx[j]];
+      for (int j = 0; j < K; j++)
+        if (rows[j] >= 0) g->per_expert_scale[idx[j]] += wk->dw[rows[j]] * (P[idx[j]] / z);
+    }
+  const float root = 1.0f / sqrtf((float)D);
+  gt_rmsnorm_forward(nh, NULL, h, NULL, N, D, d->eps, 0.0f);
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+  for (int64_t n = 0; n < N; n++)
+    for (int j = 0; j < D; j++) gin[n * D + j] = (nh[n * D + j] * w->router_scale[j]) * root;
+  if (g->router_proj) gt_sgemm(1, 0, E, D, N, 1.0f, dl, E, gin, D, 1.0f, g->router_proj, D);
+  gt_sgemm(0, 0, N, D, E, 1.0f, dl, E, w->router_proj, D, 0.0f, dgin, D);
+  if (g->router_scale) {
+    const int64_t nblk = (D + GT__COL_BLOCK - 1) / GT__COL_BLOCK;
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+    for (int64_t bk = 0; bk < nblk; bk++) {
+      const int j1 = (int)((bk + 1) * GT__COL_BLOCK < D ? (bk + 1) * GT__COL_BLOCK : D);
+      for (int64_t n = 0; n < N; n++)
+        for (int j = (int)(bk * GT__COL_BLOCK); j < j1; j++)
+          g->router_scale[j] += dgin[n * D + j] * nh[n * D + j] * root;
+    }
+  }
+#pragma omp parallel for schedule(static) if (gt__par(N * D))
+  for (int64_t n = 0; n < N; n++)
+    for (int j = 0; j < D; j++) dgin[n * D + j] *= w->router_scale[j] * root;
+  gt_rmsnorm_backward(dh, NULL, dgin, h, s->rstd_router, NULL, N, D, 0.0f);
+}
+
+void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float dlb,
+                     const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                     const gt_moe_dims *d, void *work) {
+  const int64_t N = d->B * d->T;
+  const int D = d->d, K = d->k;
+  const int lead = d->ep_rank == 0;
+  gt__moe_work wk;
+  gt__carve cv = {work, 0};
+  gt__work_layout(&wk, &cv, d);
+
+  /* post norm: every rank needs dL/dsum; its weight gradient is rank 0's */
+  memset(wk.b, 0, sizeof(float) * (size_t)(N * D));
+  gt_rmsnorm_backward(wk.b, lead ? g->post_norm : NULL, dout, s->sum, s->rstd_post, w->post_norm, N,
+                      D, 0.0f);
+
+  /* experts */
+  gt_rmsnorm_forward(wk.a, NULL, h, w->pre_norm, N, D, d->eps, 0.0f);
+  gt__gather(wk.x, wk.a, s, K, D);
+  gt__gather(wk.y, wk.b, s, K, D);
+  gt__experts_backward(&wk, g, s, w, d);
+  gt__combine(wk.c, wk.y, NULL, s, N, K, D);
+  gt_rmsnorm_backward(dh, g->pre_norm, wk.c, h, s->rstd_pre, w->pre_norm, N, D, 0.0f);
+
+  /* router: the load-balance term is rank 0's */
+  memset(wk.logits, 0, sizeof(float) * (size_t)(N * d->E));
+  if (lead && d->lb_weight > 0.0f && dlb != 0.0f) gt_moe_lb_backward(wk.logits, s->topk, dlb, d);
+  gt__router_backward(dh, g, &wk, s, h, w, d);
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end: a seeded random gemma3-tiny exported by `gemtrain convert to_hf`
+# is byte-identical to the export the committed golden logits were made from
+# (tests/data/hf_tiny_export.sha256), and `gemtrain logit-check` passes
+# against those logits (from tools/ref_hf_logits.py, an independent float64
+# PyTorch implementation; see tests/data/README.md) with max_kl_div=1e-6; a
+# perturbed golden file fails. Also: from_hf -> to_hf is byte-identical,
+# sharded and BF16 exports load, `gemtrain train` starts from an HF directory,
+# and bad input is refused with one line. No torch needed.
+# Usage: e2e_hf.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
+work=$(mktemp -d /tmp/gt_e2e_hf.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+golden="$src/tests/data/hf_tiny_golden.jsonl"
+# the fixture's model: see tests/data/README.md
+model=(model_name=gemma3-tiny init_weights_seed=7)
+
+"$bin" convert to_hf init "$work/hf" dtype=float32 init_norm_std=0.1 "${model[@]}" > "$work/convert.txt"
+grep -q 'embedding 260 rows' "$work/convert.txt" || fail "convert output: $(cat "$work/convert.txt")"
+(cd "$work/hf" && sha256sum --quiet -c "$src/tests/data/hf_tiny_export.sha256") \
+  || fail "the export differs from the one the golden logits were made from"
+
+# 1. the checker passes against the reference, and writes our logits
+"$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden" max_kl_div=1e-6 atol=1e-4 \
+  "output_logits_path=$work/ours.jsonl" > "$work/check.txt" || fail "logit-check failed: $(tail -3 "$work/check.txt")"
+grep -q '^logit-check: 2 sequences, 80 tokens: .*: PASS$' "$work/check.txt" || fail "no PASS line"
+grep -q 'overlap_count 10/10, jaccard_similarity 1.0000, rank_agreement_percentage 100.0' "$work/check.txt" \
+  || fail "top-10 tokens disagree"
+[ "$(grep -c '^\[KL divergence\] per token' "$work/check.txt")" = 2 ] || fail "per-token KL not printed"
+# our own logits, read back as a golden file: zero difference
+"$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$work/ours.jsonl" max_kl_div=0 atol=0 \
+  > "$work/self.txt" || fail "logits written by output_logits_path do not read back exactly"
+
+# 2. a perturbed golden file fails (exit 1): one logit of the last position
+#    of sequence 1 raised by 2 changes that token's distribution
+python3 - "$golden" "$work/bad.jsonl" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+row = lines[1]["logits"][-1]
+row[row.index(max(row))] += 2.0
+with open(sys.argv[2], "w") as f:
+    for l in lines:
+        f.write(json.dumps(l) + "\n")
+EOF
+set +e
+"$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$work/bad.jsonl" max_kl_div=1e-6 \
+  > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a perturbed golden file gave exit $rc, expected 1"
+grep -q ': FAIL$' "$work/bad.txt" || fail "no FAIL line for the perturbed file"
+# atol alone catches a difference the KL threshold lets through
+set +e
+"$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$work/bad.jsonl" max_kl_div=10 atol=0.5 \
+  > "$work/bad2.txt" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "atol=0.5 with a logit off by 2 gave exit $rc, expected 1"
+
+# 3. from_hf -> to_hf is byte-identical (F32); sharded and BF16 exports load
+"$bin" convert from_hf "$work/hf" "$work/params.safetensors" > "$work/from.txt"
+grep -q "prefix 'model.', F32 in 1 file" "$work/from.txt" || fail "from_hf output: $(cat "$work/from.txt")"
+"$bin" convert to_hf "$work/params.safetensors" "$work/hf2" dtype=float32 > /dev/null
+cmp -s "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "from_hf -> to_hf changed the tensors"
+cmp -s "$work/hf/config.json" "$work/hf2/config.json" || fail "from_hf -> to_hf changed config.json"
+"$bin" logit-check "load_parameters_path=$work/params.safetensors" "golden_logits_path=$golden" max_kl_div=1e-6 \
+  > /dev/null || fail "logit-check of the gemtrain parameter file"
+"$bin" convert to_hf "$work/hf" "$work/shards" dtype=float32 max_shard_size=200000 > /dev/null
+[ -f "$work/shards/model.safetensors.index.json" ] || fail "no index for a sharded export"
+"$bin" logit-check "load_parameters_path=$work/shards" "golden_logits_path=$golden" max_kl_div=1e-6 \
+  > /dev/null || fail "logit-check of the sharded export"
+"$bin" convert to_hf "$work/hf" "$work/bf16" > /dev/null
+grep -q '"torch_dtype":.*"bfloat16"' "$work/bf16/config.json" || fail "default dtype is not bfloat16"
+"$bin" logit-check "load_parameters_path=$work/bf16" "golden_logits_path=$golden" max_kl_div=1e-2 \
+  > "$work/bf16.txt" || fail "the BF16 export is far from the F32 logits: $(tail -1 "$work/bf16.txt")"
+
+# 4. train starts from an HF directory: an export without norm noise holds
+#    exactly the seeded init, so step 0 matches a run from the same seed
+#    (the second run names no preset: base.json's gemma3-small dimensions
+#    are replaced by config.json's)
+"$bin" convert to_hf init "$work/plain" dtype=float32 "${model[@]}" > /dev/null
+run=(dataset_type=synthetic steps=1 sample_tokens=0 eval_interval=-1 per_device_batch_size=2 max_target_length=32
+     "base_output_directory=$work/runs")
+"$bin" train "${run[@]}" run_name=a "${model[@]}" > "$work/a.txt"
+"$bin" train "${run[@]}" run_name=b "load_parameters_path=$work/plain" > "$work/b.txt"
+grep -q '6 layers .* d=64, H=4, K=2, head_dim=16, F=128, vocab=260' "$work/b.txt" \
+  || fail "train did not take the model from config.json: $(head -1 "$work/b.txt")"
+la=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/a.txt" | grep -o 'loss: [0-9.]*$')
+lb=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/b.txt" | grep -o 'loss: [0-9.]*$')
+[ -n "$la" ] && [ "$la" = "$lb" ] || fail "step 0 from the HF directory ($lb) differs from the seeded init ($la)"
+
+# 5. refusals: one line, non-zero
+expect_refusal() { # <pattern> <args...>
+  local pat="$1"; shift
+  set +e
+  "$bin" "$@" > "$work/r.out" 2> "$work/r.err"
+  local rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "'$*' gave exit $rc, expected 2"
+  [ "$(wc -l < "$work/r.err")" -eq 1 ] || fail "'$*' did not print one line: $(cat "$work/r.err")"
+  grep -q -- "$pat" "$work/r.err" || fail "'$*': '$(cat "$work/r.err")' lacks '$pat'"
+}
+expect_refusal "key 'max_kl_div' is not set" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden"
+expect_refusal "cannot open '$work/none.jsonl'" logit-check "load_parameters_path=$work/hf" \
+  "golden_logits_path=$work/none.jsonl" max_kl_div=1
+expect_refusal "is not a Hugging Face directory" convert from_hf "$work/none" "$work/x.safetensors"
+expect_refusal "dtype = 'float16'; expected bfloat16 or float32" convert to_hf "$work/hf" "$work/x" dtype=float16
+echo '{"model_type": "gemma3_text", "hidden_activation": "relu"}' > "$work/hf2/config.json"
+expect_refusal "key 'hidden_activation' = \"relu\" is not supported" convert from_hf "$work/hf2" "$work/x.safetensors"
+echo "e2e_hf: ok"

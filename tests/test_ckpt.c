@@ -1,0 +1,641 @@
+/* Checkpoints: the file format round-trips bit for bit (any shard count,
+ * raw or zlib); every kind of damage is refused with its own message and the
+ * previous checkpoint is used instead; a run resumed from a checkpoint
+ * continues bit-identically (and to 1e-5 on another device count); NaN steps
+ * stop or skip without a poisoned checkpoint; a signal checkpoints and stops. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gemtrain/ckpt.h"
+#include "gemtrain/mesh.h"
+#include "gemtrain/train.h"
+#include "gt_testutil.h"
+
+static void load_cfg(gt_config *c, int n, const char *const *ov) {
+  gt_err e;
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+}
+
+/* a tiny model with random params and moments (full flat buffers) */
+typedef struct fixture {
+  gt_config cfg;
+  gt_model m;
+  float *p, *mu, *nu;
+} fixture;
+
+static void fixture_make(fixture *f, const char *d_model, uint64_t seed) {
+  const char *ov[] = {"model_name=gemma3-tiny", d_model};
+  load_cfg(&f->cfg, 2, ov);
+  gt_err e;
+  ck_assert(gt_model_build(&f->m, &f->cfg, &e) == GT_OK);
+  uint64_t s = seed;
+  f->p = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
+  f->mu = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
+  f->nu = gt_test_alloc_fill(f->m.n_params, &s, 0, 1);
+}
+
+static void fixture_free(fixture *f) {
+  free(f->p), free(f->mu), free(f->nu);
+  gt_model_free(&f->m);
+}
+
+/* shard r of S of a full buffer, unit by unit (what a device holds) */
+static float *shard_of(const gt_model *m, const float *full, int r, int S) {
+  int64_t n = 0;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+    int64_t off, cnt;
+    gt_model_unit(m, u, &off, &cnt);
+    n += gt_shard_len(cnt, S, r);
+  }
+  float *out = malloc(sizeof(float) * (size_t)(n ? n : 1)), *o = out;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+    int64_t off, cnt;
+    gt_model_unit(m, u, &off, &cnt);
+    int64_t b = gt_shard_begin(cnt, S, r), k = gt_shard_len(cnt, S, r);
+    memcpy(o, full + off + b, sizeof(float) * (size_t)k);
+    o += k;
+  }
+  return out;
+}
+
+static gt_rc save_sharded(fixture *f, const char *root, int64_t step, int S, int level, int64_t keep, gt_err *e) {
+  float *ps[8], *ms[8], *ns[8];
+  for (int r = 0; r < S; r++)
+    ps[r] = shard_of(&f->m, f->p, r, S), ms[r] = shard_of(&f->m, f->mu, r, S), ns[r] = shard_of(&f->m, f->nu, r, S);
+  gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
+  gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3};
+  gt_rc rc = gt_ckpt_save(root, &f->m, &src, &st, "{\"steps\": 7}", level, keep, e);
+  for (int r = 0; r < S; r++) free(ps[r]), free(ms[r]), free(ns[r]);
+  return rc;
+}
+
+static void expect_loads_equal(fixture *f, const char *dir, int64_t step) {
+  int64_t n = f->m.n_params;
+  float *p = calloc((size_t)n, 4), *mu = calloc((size_t)n, 4), *nu = calloc((size_t)n, 4);
+  gt_ckpt_loaded ld;
+  gt_err e;
+  ck_assert_msg(gt_ckpt_load_dir(dir, &f->m, p, mu, nu, &ld, &e) == GT_OK, "%s", e.msg);
+  ck_assert(memcmp(p, f->p, (size_t)n * 4) == 0);
+  ck_assert(memcmp(mu, f->mu, (size_t)n * 4) == 0);
+  ck_assert(memcmp(nu, f->nu, (size_t)n * 4) == 0);
+  ck_assert_int_eq(ld.state.step, step);
+  ck_assert_int_eq(ld.state.opt_step, step - 1);
+  ck_assert_int_eq(ld.state.data.epoch, 3);
+  ck_assert_int_eq(ld.state.data.cursor, 17);
+  ck_assert_ptr_nonnull(ld.config_json);
+  ck_assert_ptr_nonnull(strstr(ld.config_json, "\"steps\":7"));
+  free(ld.config_json);
+  free(p), free(mu), free(nu);
+}
+
+START_TEST(test_roundtrip_any_shards) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 1);
+  char *dir = gt_test_mkdtemp("ckpt_rt");
+  int Ss[] = {1, 2, 3, 5};
+  for (int level = 0; level <= 6; level += 6)
+    for (int i = 0; i < 4; i++) {
+      gt_err e;
+      int64_t step = 10 * (i + 1) + level;
+      ck_assert_msg(save_sharded(&f, dir, step, Ss[i], level, 0, &e) == GT_OK, "%s", e.msg);
+      char sd[512];
+      snprintf(sd, sizeof sd, "%s/step_%08lld", dir, (long long)step);
+      expect_loads_equal(&f, sd, step);
+    }
+  /* latest names the last one; load_latest takes it */
+  char lp[512];
+  snprintf(lp, sizeof lp, "%s/latest", dir);
+  char *lt = gt_test_read_file(lp, NULL);
+  ck_assert_str_eq(lt, "step_00000046\n");
+  free(lt);
+  gt_ckpt_loaded ld;
+  gt_err e;
+  float *p = calloc((size_t)f.m.n_params, 4);
+  ck_assert(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_OK);
+  ck_assert_int_eq(ld.state.step, 46);
+  ck_assert(memcmp(p, f.p, (size_t)f.m.n_params * 4) == 0);
+  free(ld.config_json);
+  free(p);
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+/* rewrites one byte of a file */
+static void poke(const char *path, long at, int xor_with) {
+  FILE *fp = fopen(path, "r+b");
+  ck_assert_ptr_nonnull(fp);
+  if (at < 0) {
+    fseek(fp, 0, SEEK_END);
+    at += ftell(fp);
+  }
+  fseek(fp, at, SEEK_SET);
+  int c = fgetc(fp);
+  fseek(fp, at, SEEK_SET);
+  fputc(c ^ xor_with, fp);
+  fclose(fp);
+}
+
+typedef struct logbuf {
+  char text[4096];
+  int lines;
+} logbuf;
+static void logger(void *ctx, const char *line) {
+  logbuf *b = ctx;
+  size_t o = strlen(b->text);
+  snprintf(b->text + o, sizeof b->text - o, "%s\n", line);
+  b->lines++;
+}
+
+/* Damage step 20 in one way; load_dir must refuse it with `want` in the
+ * message and load_latest must fall back to step 10. */
+static void damage_case(const char *what, const char *cmd_fmt, const char *want, int pokeat) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 2);
+  char *dir = gt_test_mkdtemp("ckpt_bad");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
+  ck_assert(save_sharded(&f, dir, 20, 2, 0, 0, &e) == GT_OK);
+  char shard[600], sd[512];
+  snprintf(sd, sizeof sd, "%s/step_00000020", dir);
+  snprintf(shard, sizeof shard, "%s/shard_00001-of-00002.gtck", sd);
+  if (cmd_fmt)
+    ck_assert_int_eq(gt_test_system(cmd_fmt, dir, dir), 0);
+  else
+    poke(shard, pokeat, 0x40);
+  float *p = calloc((size_t)f.m.n_params, 4), *mu = calloc((size_t)f.m.n_params, 4),
+        *nu = calloc((size_t)f.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  ck_assert_msg(gt_ckpt_load_dir(sd, &f.m, p, mu, nu, &ld, &e) != GT_OK, "%s: damage not detected", what);
+  ck_assert_msg(strstr(e.msg, want), "%s: message '%s' lacks '%s'", what, e.msg, want);
+  logbuf lb = {"", 0};
+  ck_assert_msg(gt_ckpt_load_latest(dir, &f.m, p, mu, nu, &ld, logger, &lb, &e) == GT_OK, "%s: %s", what, e.msg);
+  ck_assert_int_eq(ld.state.step, 10);
+  ck_assert_int_eq(ld.n_refused, 1);
+  ck_assert_int_eq(lb.lines, 1);
+  ck_assert_msg(strstr(lb.text, want) && strstr(lb.text, "trying the previous checkpoint"), "%s: log '%s'", what,
+                lb.text);
+  ck_assert(memcmp(p, f.p, (size_t)f.m.n_params * 4) == 0);
+  free(ld.config_json);
+  free(p), free(mu), free(nu);
+  fixture_free(&f);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+
+START_TEST(test_flipped_data_byte) { damage_case("data byte", NULL, "crc32", 64 + 1000); }
+END_TEST
+START_TEST(test_flipped_header_byte) { damage_case("header byte", NULL, "damaged header", -20); }
+END_TEST
+START_TEST(test_wrong_magic) { damage_case("magic", NULL, "wrong magic", 2); }
+END_TEST
+START_TEST(test_truncated) {
+  damage_case("truncated", "truncate -s -1000 %s/step_00000020/shard_00001-of-00002.gtck #%s", "truncated", 0);
+}
+END_TEST
+START_TEST(test_empty_file) {
+  damage_case("empty", ": > %s/step_00000020/shard_00001-of-00002.gtck #%s", "truncated", 0);
+}
+END_TEST
+START_TEST(test_swapped_headers) {
+  /* a shard of another checkpoint put in its place: every crc checks out,
+   * but it holds another step */
+  damage_case("swapped",
+              "cp %s/step_00000010/shard_00001-of-00002.gtck %s/step_00000020/shard_00001-of-00002.gtck",
+              "at step 10, expected shard 1 of 2 at step 20", 0);
+}
+END_TEST
+START_TEST(test_missing_shard) {
+  damage_case("missing shard", "rm %s/step_00000020/shard_00001-of-00002.gtck #%s", "cannot open", 0);
+}
+END_TEST
+
+START_TEST(test_every_checkpoint_bad) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 3);
+  char *dir = gt_test_mkdtemp("ckpt_allbad");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
+  char shard[512];
+  snprintf(shard, sizeof shard, "%s/step_00000010/shard_00000-of-00001.gtck", dir);
+  poke(shard, 200, 1);
+  float *p = calloc((size_t)f.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  ck_assert(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "none of the 1 checkpoint"), "%s", e.msg);
+  free(p);
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_other_model_refused) {
+  fixture a, b;
+  fixture_make(&a, "base_emb_dim=64", 4);
+  fixture_make(&b, "base_mlp_dim=96", 4);
+  char *dir = gt_test_mkdtemp("ckpt_model");
+  gt_err e;
+  ck_assert(save_sharded(&a, dir, 5, 1, 0, 0, &e) == GT_OK);
+  float *p = calloc((size_t)b.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  ck_assert(gt_ckpt_load_latest(dir, &b.m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "different model") && strstr(e.msg, "layers.0.mlp.gate_proj.weight is [128, 64] there, "
+                                                                  "[96, 64] here"),
+                "%s", e.msg);
+  free(p);
+  fixture_free(&a);
+  fixture_free(&b);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_keep_newest) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 5);
+  char *dir = gt_test_mkdtemp("ckpt_keep");
+  gt_err e;
+  for (int s = 1; s <= 5; s++) ck_assert(save_sharded(&f, dir, s * 10, 1, 0, 2, &e) == GT_OK);
+  struct stat sb;
+  char p[512];
+  for (int s = 1; s <= 5; s++) {
+    snprintf(p, sizeof p, "%s/step_%08d", dir, s * 10);
+    ck_assert_int_eq(stat(p, &sb) == 0, s >= 4);
+  }
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_nonfinite_never_written) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 6);
+  char *dir = gt_test_mkdtemp("ckpt_nan");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
+  f.nu[12345] = NAN;
+  ck_assert(save_sharded(&f, dir, 20, 1, 0, 0, &e) == GT_ERR_NUMERIC);
+  ck_assert_msg(strstr(e.msg, "opt_nu element 12345") && strstr(e.msg, "not finite"), "%s", e.msg);
+  char p[512];
+  snprintf(p, sizeof p, "%s/latest", dir);
+  char *lt = gt_test_read_file(p, NULL);
+  ck_assert_str_eq(lt, "step_00000010\n");
+  free(lt);
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/step_00000020", dir);
+  ck_assert(stat(p, &sb) != 0);
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+/* The write of the 2nd checkpoint fails half-way with ENOSPC (the test hook
+ * of ckpt.h, at the point where a full disk would stop it): latest stays at
+ * the first, and no partial directory is left behind. */
+START_TEST(test_disk_full_keeps_latest) {
+  setenv("GEMTRAIN_TEST_CKPT_FAULT", "enospc:2", 1);
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 7);
+  char *dir = gt_test_mkdtemp("ckpt_full");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
+  ck_assert(save_sharded(&f, dir, 20, 2, 0, 0, &e) == GT_ERR_IO);
+  ck_assert_msg(strstr(e.msg, "No space left on device"), "%s", e.msg);
+  ck_assert_int_eq(gt_test_system("test \"$(ls -A %s)\" = \"latest\nstep_00000010\"", dir), 0);
+  char p[512];
+  snprintf(p, sizeof p, "%s/latest", dir);
+  char *lt = gt_test_read_file(p, NULL);
+  ck_assert_str_eq(lt, "step_00000010\n");
+  free(lt);
+  unsetenv("GEMTRAIN_TEST_CKPT_FAULT");
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+/* ---------- whole runs through gt_train ---------- */
+
+/* A small corpus (seeded words) that 20 steps of 4 x 64 tokens read more
+ * than once, so the data position crosses an epoch. */
+static void write_corpus(const char *path) {
+  static const char *w[] = {"the", "lord", "said", "unto", "moses", "and", "it", "was", "so", "light", "waters"};
+  FILE *fp = fopen(path, "w");
+  uint64_t s = 99;
+  for (int i = 0; i < 560; i++) fprintf(fp, "%s%s", w[gt_test_rand_u64(&s) % 11], i % 13 == 12 ? ".\n" : " ");
+  fclose(fp);
+}
+
+typedef struct run {
+  gt_train_result res;
+  gt_rc rc;
+  char err[GT_ERR_MSG_MAX];
+} run;
+
+static run train(const char *base, const char *name, int n_extra, const char *const *extra, int signals) {
+  char bo[600], rn[128], dp[600];
+  snprintf(bo, sizeof bo, "base_output_directory=%s", base);
+  snprintf(rn, sizeof rn, "run_name=%s", name);
+  snprintf(dp, sizeof dp, "dataset_path=%s/corpus.txt", base);
+  const char *ov[24] = {"model_name=gemma3-tiny", "dataset_type=text", dp, bo, rn, "learning_rate=0.01",
+                        "eval_interval=-1", "sample_tokens=0", "learning_rate_schedule_steps=20",
+                        "eval_split_fraction=0.05", "threads_per_device=1"};
+  int n = 11;
+  for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
+  gt_config c;
+  load_cfg(&c, n, ov);
+  run r;
+  memset(&r, 0, sizeof r);
+  gt_err e;
+  gt_err_clear(&e);
+  gt_train_opts o = {NULL, NULL, signals};
+  r.rc = gt_train(&c, &o, &r.res, &e);
+  snprintf(r.err, sizeof r.err, "%s", e.msg);
+  return r;
+}
+
+/* the "loss" values of metrics.jsonl, one per line, as text */
+static char *losses(const char *base, const char *name) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "grep -o '\"loss\": [^,]*' %s/%s/metrics.jsonl > %s/%s.loss", base, name, base, name);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/%s.loss", base, name);
+  return gt_test_read_file(cmd, NULL);
+}
+
+/* the parameters of a run's final checkpoint */
+static float *final_params(const char *base, const char *name, const char *model_ov, int64_t *n) {
+  const char *ov[] = {"model_name=gemma3-tiny", model_ov};
+  gt_config c;
+  load_cfg(&c, model_ov ? 2 : 1, ov);
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  float *p = malloc(sizeof(float) * (size_t)m.n_params);
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", base, name);
+  gt_ckpt_loaded ld;
+  ck_assert_msg(gt_ckpt_load_latest(path, &m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_OK, "%s", e.msg);
+  free(ld.config_json);
+  *n = m.n_params;
+  gt_model_free(&m);
+  return p;
+}
+
+static void all_finite_checkpoints(const char *base, const char *name) {
+  char cmd[900];
+  snprintf(cmd, sizeof cmd, "ls -d %s/%s/checkpoints/step_* > %s/dirs.txt", base, name, base);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/dirs.txt", base);
+  char *list = gt_test_read_file(cmd, NULL);
+  const char *ov[] = {"model_name=gemma3-tiny"};
+  gt_config c;
+  load_cfg(&c, 1, ov);
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  size_t nb = sizeof(float) * (size_t)m.n_params;
+  float *p = malloc(nb), *mu = malloc(nb), *nu = malloc(nb);
+  for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
+    gt_ckpt_loaded ld;
+    ck_assert_msg(gt_ckpt_load_dir(line, &m, p, mu, nu, &ld, &e) == GT_OK, "%s", e.msg);
+    for (int64_t i = 0; i < m.n_params; i++) ck_assert(isfinite(p[i]) && isfinite(mu[i]) && isfinite(nu[i]));
+    free(ld.config_json);
+  }
+  free(p), free(mu), free(nu), free(list);
+  gt_model_free(&m);
+}
+
+START_TEST(test_resume_bit_exact) {
+  char *base = gt_test_mkdtemp("ckpt_resume");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  const char *s20[] = {"steps=20"}, *s10[] = {"steps=10"};
+  run a = train(base, "straight", 1, s20, 0);
+  ck_assert_msg(a.rc == GT_OK, "%s", a.err);
+  run b1 = train(base, "resumed", 1, s10, 0);
+  ck_assert_msg(b1.rc == GT_OK, "%s", b1.err);
+  run b2 = train(base, "resumed", 1, s20, 0);
+  ck_assert_msg(b2.rc == GT_OK, "%s", b2.err);
+  ck_assert_int_eq(b2.res.start_step, 10);
+  ck_assert_int_eq(b2.res.steps_done, 20);
+  char *la = losses(base, "straight"), *lb = losses(base, "resumed");
+  ck_assert_str_eq(la, lb); /* all 20 lines, steps 11-20 computed after the resume */
+  int64_t n;
+  float *pa = final_params(base, "straight", NULL, &n), *pb = final_params(base, "resumed", NULL, &n);
+  ck_assert(memcmp(pa, pb, sizeof(float) * (size_t)n) == 0);
+  /* the same with zlib-compressed checkpoints */
+  const char *z10[] = {"steps=10", "checkpoint_compression=6"}, *z20[] = {"steps=20", "checkpoint_compression=6"};
+  ck_assert(train(base, "zipped", 2, z10, 0).rc == GT_OK);
+  ck_assert(train(base, "zipped", 2, z20, 0).rc == GT_OK);
+  char *lz = losses(base, "zipped");
+  ck_assert_str_eq(la, lz);
+  free(la), free(lb), free(lz), free(pa), free(pb);
+  free(base);
+}
+END_TEST
+
+START_TEST(test_resume_other_device_count) {
+  char *base = gt_test_mkdtemp("ckpt_devices");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  /* global batch 6 on 1, 2 and 3 devices */
+  const char *one[] = {"steps=20", "per_device_batch_size=6"};
+  run a = train(base, "one", 2, one, 0);
+  ck_assert_msg(a.rc == GT_OK, "%s", a.err);
+  const char *two10[] = {"steps=10", "num_devices=2", "per_device_batch_size=3"};
+  const char *three20[] = {"steps=20", "num_devices=3", "per_device_batch_size=2"};
+  const char *one20[] = {"steps=20", "per_device_batch_size=6"};
+  const char *two20[] = {"steps=20", "num_devices=2", "per_device_batch_size=3"};
+  ck_assert(train(base, "two_three", 3, two10, 0).rc == GT_OK);
+  run b = train(base, "two_three", 3, three20, 0);
+  ck_assert_msg(b.rc == GT_OK && b.res.start_step == 10, "%s", b.err);
+  ck_assert(train(base, "two_one", 3, two10, 0).rc == GT_OK);
+  run c = train(base, "two_one", 2, one20, 0);
+  ck_assert_msg(c.rc == GT_OK && c.res.start_step == 10, "%s", c.err);
+  ck_assert(train(base, "two_two", 3, two10, 0).rc == GT_OK);
+  ck_assert(train(base, "two_two", 3, two20, 0).rc == GT_OK);
+  ck_assert(train(base, "two_straight", 3, two20, 0).rc == GT_OK);
+  /* same device count: bit-identical; another count: reduction order only */
+  char *l22 = losses(base, "two_two"), *l2s = losses(base, "two_straight");
+  ck_assert_str_eq(l22, l2s);
+  int64_t n;
+  float *p1 = final_params(base, "one", NULL, &n);
+  const char *runs[] = {"two_three", "two_one", "two_two"};
+  for (int k = 0; k < 3; k++) {
+    float *pk = final_params(base, runs[k], NULL, &n);
+    ck_assert_msg(gt_test_max_abs_err(pk, p1, n) < 1e-5, "%s: params differ by %g", runs[k],
+                  gt_test_max_abs_err(pk, p1, n));
+    free(pk);
+    char *lk = losses(base, runs[k]), *l1 = losses(base, "one");
+    /* compare loss values numerically, line by line */
+    char *s1 = l1, *sk = lk;
+    for (int i = 0; i < 20; i++) {
+      char *x = strstr(s1, "\"loss\": "), *y = strstr(sk, "\"loss\": ");
+      ck_assert(x && y);
+      double vx = atof(x + 8), vy = atof(y + 8);
+      ck_assert_msg(fabs(vx - vy) <= 1e-5 * fabs(vx), "%s step %d: %.9g vs %.9g", runs[k], i, vy, vx);
+      s1 = x + 8, sk = y + 8;
+    }
+    free(lk), free(l1);
+  }
+  free(l22), free(l2s), free(p1);
+  free(base);
+}
+END_TEST
+
+START_TEST(test_nan_stops_without_checkpoint) {
+  char *base = gt_test_mkdtemp("ckpt_nanstop");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  setenv("GEMTRAIN_TEST_NAN_STEP", "5", 1);
+  const char *ov[] = {"steps=20", "checkpoint_period=2"};
+  run r = train(base, "stop", 2, ov, 0);
+  ck_assert_int_eq(r.rc, GT_ERR_NUMERIC);
+  ck_assert_msg(strstr(r.err, "step 5 has loss") && strstr(r.err, "without applying it or writing a checkpoint"), "%s",
+                r.err);
+  char p[700];
+  snprintf(p, sizeof p, "%s/stop/checkpoints/latest", base);
+  char *lt = gt_test_read_file(p, NULL);
+  ck_assert_str_eq(lt, "step_00000004\n"); /* steps 0-3 done; step 5 never applied */
+  free(lt);
+  all_finite_checkpoints(base, "stop");
+  unsetenv("GEMTRAIN_TEST_NAN_STEP");
+  free(base);
+}
+END_TEST
+
+static void nan_skip_case(const char *devices, const char *pdb) {
+  char *base = gt_test_mkdtemp("ckpt_nanskip");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  setenv("GEMTRAIN_TEST_NAN_STEP", "5", 1);
+  const char *ov[] = {"steps=12", "checkpoint_period=3", "skip_nonfinite_steps=true", devices, pdb};
+  run r = train(base, "skip", 5, ov, 0);
+  ck_assert_msg(r.rc == GT_OK, "%s", r.err);
+  ck_assert_int_eq(r.res.skipped_steps, 1);
+  ck_assert_int_eq(r.res.steps_done, 12);
+  ck_assert(isfinite(r.res.last_loss));
+  all_finite_checkpoints(base, "skip");
+  /* the skipped update is not counted: 12 steps, 11 AdamW updates */
+  char path[700];
+  snprintf(path, sizeof path, "%s/skip", base);
+  const char *mo[] = {"model_name=gemma3-tiny"};
+  gt_config c;
+  load_cfg(&c, 1, mo);
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  float *p = malloc(sizeof(float) * (size_t)m.n_params);
+  gt_ckpt_loaded ld;
+  ck_assert(gt_ckpt_load_latest(path, &m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_OK);
+  ck_assert_int_eq(ld.state.step, 12);
+  ck_assert_int_eq(ld.state.opt_step, 11);
+  free(ld.config_json), free(p);
+  gt_model_free(&m);
+  snprintf(path, sizeof path, "grep -c '\"skipped\": true' %s/skip/metrics.jsonl | grep -qx 1", base);
+  ck_assert_int_eq(system(path), 0);
+  unsetenv("GEMTRAIN_TEST_NAN_STEP");
+  free(base);
+}
+
+START_TEST(test_nan_skipped_one_device) { nan_skip_case("num_devices=1", "per_device_batch_size=4"); }
+END_TEST
+START_TEST(test_nan_skipped_two_devices) { nan_skip_case("num_devices=2", "per_device_batch_size=2"); }
+END_TEST
+
+/* SIGTERM after step 6 (sent by the process to itself at that step: the
+ * handler path is the real one): the step finishes, a checkpoint is written,
+ * gt_train returns OK; the rerun continues bit-identically. */
+START_TEST(test_signal_checkpoints_and_stops) {
+  char *base = gt_test_mkdtemp("ckpt_signal");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  const char *s20[] = {"steps=20"};
+  ck_assert(train(base, "straight", 1, s20, 0).rc == GT_OK);
+  setenv("GEMTRAIN_TEST_SIGNAL_STEP", "6", 1);
+  run a = train(base, "sig", 1, s20, 1);
+  unsetenv("GEMTRAIN_TEST_SIGNAL_STEP");
+  ck_assert_msg(a.rc == GT_OK, "%s", a.err);
+  ck_assert_int_eq(a.res.interrupted, 1);
+  ck_assert_int_eq(a.res.steps_done, 7);
+  run b = train(base, "sig", 1, s20, 1);
+  ck_assert_msg(b.rc == GT_OK && b.res.start_step == 7 && !b.res.interrupted, "%s", b.err);
+  char *la = losses(base, "straight"), *lb = losses(base, "sig");
+  ck_assert_str_eq(la, lb);
+  free(la), free(lb);
+  free(base);
+}
+END_TEST
+
+START_TEST(test_load_parameters_only) {
+  char *base = gt_test_mkdtemp("ckpt_params");
+  char cp[600];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", base);
+  write_corpus(cp);
+  const char *s10[] = {"steps=10"};
+  ck_assert(train(base, "pre", 1, s10, 0).rc == GT_OK);
+  char lp[800], lf[800];
+  snprintf(lp, sizeof lp, "load_parameters_path=%s/pre", base);
+  snprintf(lf, sizeof lf, "load_full_state_path=%s/pre/checkpoints", base);
+  const char *ov[] = {"steps=3", lp, "enable_checkpointing=false"};
+  run r = train(base, "fine", 3, ov, 0);
+  ck_assert_msg(r.rc == GT_OK && r.res.start_step == 0 && r.res.steps_done == 3, "%s", r.err);
+  /* starts from the trained weights: its first loss is the pretrained run's
+   * level, well under the fresh model's */
+  run fresh = train(base, "fresh", 1, (const char *[]){"steps=3"}, 0);
+  ck_assert(r.res.first_loss < fresh.res.first_loss - 0.3);
+  /* the full state continues the step count */
+  const char *ov2[] = {"steps=12", lf};
+  run f2 = train(base, "cont", 2, ov2, 0);
+  ck_assert_msg(f2.rc == GT_OK && f2.res.start_step == 10 && f2.res.steps_done == 12, "%s", f2.err);
+  /* a different model is refused naming the tensors */
+  const char *ov3[] = {"steps=3", lp, "base_mlp_dim=96", "enable_checkpointing=false"};
+  run bad = train(base, "bad", 4, ov3, 0);
+  ck_assert_int_eq(bad.rc, GT_ERR_CONFIG);
+  ck_assert_msg(strstr(bad.err, "load_parameters_path") && strstr(bad.err, "[128, 64] there, [96, 64] here"), "%s",
+                bad.err);
+  free(base);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("ckpt");
+  TCase *tf = tcase_create("format");
+  tcase_set_timeout(tf, 120);
+  tcase_add_test(tf, test_roundtrip_any_shards);
+  tcase_add_test(tf, test_flipped_data_byte);
+  tcase_add_test(tf, test_flipped_header_byte);
+  tcase_add_test(tf, test_wrong_magic);
+  tcase_add_test(tf, test_truncated);
+  tcase_add_test(tf, test_empty_file);
+  tcase_add_test(tf, test_swapped_headers);
+  tcase_add_test(tf, test_missing_shard);
+  tcase_add_test(tf, test_every_checkpoint_bad);
+  tcase_add_test(tf, test_other_model_refused);
+  tcase_add_test(tf, test_keep_newest);
+  tcase_add_test(tf, test_nonfinite_never_written);
+  tcase_add_test(tf, test_disk_full_keeps_latest);
+  suite_add_tcase(s, tf);
+  TCase *tr = tcase_create("runs");
+  tcase_set_timeout(tr, 240);
+  tcase_add_test(tr, test_resume_bit_exact);
+  tcase_add_test(tr, test_resume_other_device_count);
+  tcase_add_test(tr, test_nan_stops_without_checkpoint);
+  tcase_add_test(tr, test_nan_skipped_one_device);
+  tcase_add_test(tr, test_nan_skipped_two_devices);
+  tcase_add_test(tr, test_signal_checkpoints_and_stops);
+  tcase_add_test(tr, test_load_parameters_only);
+  suite_add_tcase(s, tr);
+  return gt_test_run_suite(s, 0);
+}

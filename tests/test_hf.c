@@ -1,0 +1,514 @@
+/* Hugging Face conversion: config.json both ways (and the real 4b hub
+ * config's defaults), export -> import bit-identical for F32, BF16 export
+ * rounded to nearest even (checked against a rounding written here), the
+ * 262208-row embedding padded and truncated, both multimodal prefixes with
+ * the vision tower skipped, and every refusal naming its key or tensor. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/hf.h"
+#include "gemtrain/paramfile.h"
+#include "gt_testutil.h"
+
+static char *g_dir;
+
+static void setup(void) {
+  g_dir = gt_test_mkdtemp("hf");
+  ck_assert_ptr_nonnull(g_dir);
+}
+
+static void teardown(void) {
+  gt_test_system("rm -rf '%s'", g_dir);
+  free(g_dir);
+}
+
+static char *pth(const char *name) {
+  char *p = NULL;
+  ck_assert(asprintf(&p, "%s/%s", g_dir, name) > 0);
+  return p;
+}
+
+static void load_cfg(gt_config *c, int n, const char **ov) {
+  gt_err e;
+  ck_assert_msg(gt_config_load(c, NULL, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+}
+
+/* A model of cfg with random weights and random norm weights w. */
+static void random_model(gt_model *m, gt_mem *mem, const gt_config *c, uint64_t seed) {
+  gt_err e;
+  ck_assert_msg(gt_model_build(m, c, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_model_alloc_inference(m, mem, &e) == GT_OK, "%s", e.msg);
+  uint64_t st = seed;
+  gt_test_fill(m->params, m->n_params, &st, -0.5f, 0.5f);
+}
+
+static void tiny_cfg(gt_config *c) {
+  const char *ov[] = {"model_name=gemma3-tiny"};
+  load_cfg(c, 1, ov);
+}
+
+static void expect_same_model(const gt_config *a, const gt_config *b) {
+  ck_assert_str_eq(a->decoder_block, b->decoder_block);
+  ck_assert_int_eq(a->vocab_size, b->vocab_size);
+  ck_assert_int_eq(a->base_emb_dim, b->base_emb_dim);
+  ck_assert_int_eq(a->base_num_query_heads, b->base_num_query_heads);
+  ck_assert_int_eq(a->base_num_kv_heads, b->base_num_kv_heads);
+  ck_assert_int_eq(a->head_dim, b->head_dim);
+  ck_assert_int_eq(a->base_mlp_dim, b->base_mlp_dim);
+  ck_assert_int_eq(a->base_num_decoder_layers, b->base_num_decoder_layers);
+  ck_assert_int_eq(a->sliding_window_size, b->sliding_window_size);
+  ck_assert_str_eq(a->layer_pattern, b->layer_pattern);
+  ck_assert(a->query_pre_attn_scalar == b->query_pre_attn_scalar);
+  ck_assert(a->rope_max_timescale == b->rope_max_timescale);
+  ck_assert(a->local_rope_max_timescale == b->local_rope_max_timescale);
+  ck_assert(a->rope_linear_scaling_factor == b->rope_linear_scaling_factor);
+  ck_assert(a->normalization_layer_epsilon == b->normalization_layer_epsilon);
+  ck_assert(a->final_logits_soft_cap == b->final_logits_soft_cap);
+}
+
+/* ---- config.json ---- */
+
+START_TEST(test_config_roundtrip) {
+  const char *presets[] = {"gemma3-tiny", "gemma3-1b", "gemma3-4b", "gemma3-27b"};
+  for (int i = 0; i < 4; i++) {
+    char mn[64];
+    snprintf(mn, sizeof mn, "model_name=%s", presets[i]);
+    const char *ov[] = {mn, "final_logits_soft_cap=30"};
+    gt_config a, b;
+    load_cfg(&a, i == 3 ? 2 : 1, ov); /* a soft-cap once, to carry a number */
+    long long rows = a.vocab_size == GT_HF_GEMMA3_VOCAB ? GT_HF_GEMMA3_ROWS : a.vocab_size;
+    char *js = gt_hf_config_to_json(&a, rows, "bfloat16");
+    ck_assert_ptr_nonnull(js);
+    ck_assert_ptr_nonnull(strstr(js, "\"Gemma3ForCausalLM\""));
+    ck_assert_ptr_nonnull(strstr(js, "\"gemma3_text\""));
+    tiny_cfg(&b); /* different model keys to start from */
+    gt_hf_info info;
+    gt_err e;
+    ck_assert_msg(gt_hf_config_parse(js, "test", &b, &info, &e) == GT_OK, "%s: %s", presets[i], e.msg);
+    expect_same_model(&a, &b);
+    ck_assert_int_eq(info.embed_rows, rows);
+    ck_assert_int_eq(info.multimodal, 0);
+    free(js);
+  }
+}
+END_TEST
+
+/* google/gemma-3-4b-it's config.json lists only what differs from the
+ * defaults (values as published on the hub); the rest must come from
+ * Gemma3TextConfig, giving the spec's 4b (section 2). */
+START_TEST(test_config_hub_4b_wrapper) {
+  const char *js =
+      "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"boi_token_index\": 255999,"
+      " \"eoi_token_index\": 256000, \"eos_token_id\": [1, 106], \"image_token_index\": 262144,"
+      " \"initializer_range\": 0.02, \"mm_tokens_per_image\": 256, \"model_type\": \"gemma3\","
+      " \"text_config\": {\"hidden_size\": 2560, \"intermediate_size\": 10240, \"model_type\": \"gemma3_text\","
+      "   \"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"},"
+      "   \"sliding_window\": 1024},"
+      " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\","
+      " \"vision_config\": {\"hidden_size\": 1152, \"image_size\": 896, \"intermediate_size\": 4304,"
+      "   \"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 16, \"num_hidden_layers\": 27,"
+      "   \"patch_size\": 14, \"vision_use_head\": false}}";
+  gt_config c, want;
+  tiny_cfg(&c);
+  const char *ov[] = {"model_name=gemma3-4b"};
+  load_cfg(&want, 1, ov);
+  gt_hf_info info;
+  gt_err e;
+  ck_assert_msg(gt_hf_config_parse(js, "4b", &c, &info, &e) == GT_OK, "%s", e.msg);
+  expect_same_model(&want, &c);
+  ck_assert_int_eq(info.multimodal, 1);
+  ck_assert_int_eq(info.embed_rows, 262208);
+  ck_assert_int_eq(info.max_position_embeddings, 131072);
+  /* 3,880,099,328: the spec's 3.880B, and Keras' published count */
+  ck_assert_int_eq(gt_model_count_params(&c), 3880099328LL);
+}
+END_TEST
+
+/* Newer transformers: layer_types and per-layer-type rope_parameters. */
+START_TEST(test_config_rope_parameters) {
+  const char *js =
+      "{\"model_type\": \"gemma3_text\", \"vocab_size\": 260, \"hidden_size\": 64, \"intermediate_size\": 128,"
+      " \"num_hidden_layers\": 5, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+      " \"sliding_window\": 7, \"query_pre_attn_scalar\": 16, \"rms_norm_eps\": 1e-5,"
+      " \"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\","
+      "   \"sliding_attention\"],"
+      " \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 4.0, \"rope_theta\": 500000},"
+      "   \"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000}},"
+      " \"final_logit_softcapping\": null, \"attn_logit_softcapping\": null}";
+  gt_config c;
+  tiny_cfg(&c);
+  gt_err e;
+  ck_assert_msg(gt_hf_config_parse(js, "new", &c, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(c.layer_pattern, "LG");
+  ck_assert(c.rope_max_timescale == 500000 && c.local_rope_max_timescale == 20000);
+  ck_assert(c.rope_linear_scaling_factor == 4.0 && c.normalization_layer_epsilon == 1e-5);
+  ck_assert_int_eq(c.sliding_window_size, 7);
+  ck_assert_int_eq(c.base_num_decoder_layers, 5);
+  /* the older sliding_window_pattern alone */
+  const char *old = "{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 7, \"sliding_window_pattern\": 3}";
+  ck_assert_msg(gt_hf_config_parse(old, "old", &c, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(c.layer_pattern, "LLG");
+}
+END_TEST
+
+START_TEST(test_config_refusals) {
+  struct {
+    const char *json, *want;
+  } cases[] = {
+      {"{\"model_type\": \"llama\"}", "key 'model_type' is 'llama'"},
+      {"{\"hidden_size\": 64}", "key 'model_type' is '(missing)'"},
+      {"[1]", "is not a JSON object"},
+      {"{\"model_type\": \"gemma3_text\", \"hidden_size\": 64.5}", "key 'hidden_size' is a JSON number with a fraction"},
+      {"{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": \"6\"}", "key 'num_hidden_layers' is a JSON string"},
+      {"{\"model_type\": \"gemma3_text\", \"hidden_activation\": \"gelu\"}", "key 'hidden_activation' = \"gelu\""},
+      {"{\"model_type\": \"gemma3_text\", \"attn_logit_softcapping\": 50.0}", "key 'attn_logit_softcapping' = 50"},
+      {"{\"model_type\": \"gemma3_text\", \"attention_bias\": true}", "key 'attention_bias'"},
+      {"{\"model_type\": \"gemma3_text\", \"tie_word_embeddings\": false}", "key 'tie_word_embeddings'"},
+      {"{\"model_type\": \"gemma3_text\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+       "key 'rope_scaling' has rope_type 'yarn'"},
+      {"{\"model_type\": \"gemma3_text\", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
+       "key 'rope_scaling.factor' is missing"},
+      {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\","
+       " \"factor\": 2}}}",
+       "key 'rope_parameters.sliding_attention' has rope_type 'linear'"},
+      {"{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 3, \"layer_types\": [\"full_attention\"]}",
+       "key 'layer_types' must list one type per layer (num_hidden_layers = 3), found array of 1"},
+      {"{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 1, \"layer_types\": [\"chunked_attention\"]}",
+       "key 'layer_types'[0] is 'chunked_attention'"},
+      {"{\"model_type\": \"gemma3\", \"text_config\": 5}", "key 'text_config' is a JSON number"},
+      {"{\"model_type\": \"gemma3_text\", \"rms_norm_eps\": -1}", "key 'rms_norm_eps' is not positive"},
+      {"{\"model_type\": \"gemma3_text\", \"head_dim\": 15}", "key 'head_dim' = 15 must be even"},
+      {"{\"model_type\": \"gemma3_text\", \"num_attention_heads\": 6, \"num_key_value_heads\": 4}",
+       "does not divide base_num_query_heads"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gt_config c;
+    tiny_cfg(&c);
+    gt_err e;
+    gt_err_clear(&e);
+    ck_assert_int_eq(gt_hf_config_parse(cases[i].json, "'x/config.json'", &c, NULL, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, cases[i].want), "case %zu: '%s' lacks '%s'", i, e.msg, cases[i].want);
+    ck_assert_msg(strstr(e.msg, "x/config.json"), "case %zu does not name the file: %s", i, e.msg);
+  }
+}
+END_TEST
+
+/* ---- parameters ---- */
+
+START_TEST(test_export_import_bit_identical) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a, b;
+  random_model(&a, &mem, &c, 11);
+  char *d1 = pth("hf1"), *d2 = pth("hf2");
+  gt_hf_export_opts o = {GT_DT_F32, 0, 1};
+  gt_hf_info info;
+  gt_err e;
+  ck_assert_msg(gt_hf_export(&a, &c, d1, &o, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert(gt_hf_is_dir(d1));
+  gt_config c2;
+  load_cfg(&c2, 0, NULL); /* base.json's model, replaced by the directory's */
+  ck_assert_msg(gt_hf_load_model(d1, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
+  expect_same_model(&c, &c2);
+  ck_assert_ptr_null(b.grads);
+  ck_assert_int_eq(b.n_params, a.n_params);
+  ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+  ck_assert_str_eq(info.prefix, "model.");
+  ck_assert_str_eq(info.dtype, "F32");
+  ck_assert_int_eq(info.n_ignored, 0);
+  /* from_hf -> to_hf: the same bytes */
+  ck_assert_msg(gt_hf_export(&b, &c2, d2, &o, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(gt_test_system("cmp -s '%s/model.safetensors' '%s/model.safetensors'", d1, d2), 0);
+  ck_assert_int_eq(gt_test_system("cmp -s '%s/config.json' '%s/config.json'", d1, d2), 0);
+  /* the names and shapes are HF's */
+  gt_st_set set;
+  ck_assert_msg(gt_st_set_open(&set, d1, &e) == GT_OK, "%s", e.msg);
+  const gt_st_tensor *t = gt_st_set_find(&set, "model.layers.5.self_attn.o_proj.weight");
+  ck_assert_ptr_nonnull(t);
+  ck_assert(t->ndim == 2 && t->shape[0] == 64 && t->shape[1] == 4 * 16);
+  ck_assert_ptr_nonnull(gt_st_set_find(&set, "model.norm.weight"));
+  ck_assert_ptr_null(gt_st_set_find(&set, "lm_head.weight"));
+  gt_st_set_close(&set);
+  /* sharded: same tensors, an index, still bit-identical */
+  char *d3 = pth("hf3");
+  gt_hf_export_opts sh = {GT_DT_F32, 100000, 1};
+  ck_assert_msg(gt_hf_export(&a, &c, d3, &sh, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(gt_test_system("test -f '%s/model.safetensors.index.json' -a ! -e '%s/model.safetensors'", d3, d3), 0);
+  gt_model s;
+  ck_assert_msg(gt_hf_load_model(d3, &c2, &s, &mem, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_gt(info.n_files, 2);
+  ck_assert(memcmp(a.params, s.params, sizeof(float) * (size_t)a.n_params) == 0);
+  gt_model_free(&s);
+  gt_model_free(&a);
+  gt_model_free(&b);
+  free(d1), free(d2), free(d3);
+}
+END_TEST
+
+/* round to nearest even on the 16 dropped bits (no NaN in the data) */
+static uint16_t rne_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint32_t low = u & 0xffffu, keep = u >> 16;
+  if (low > 0x8000u || (low == 0x8000u && (keep & 1u))) keep++;
+  return (uint16_t)keep;
+}
+
+START_TEST(test_bf16_export_rounding) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a;
+  random_model(&a, &mem, &c, 12);
+  /* ties both ways, the largest float and a subnormal */
+  float *w = a.params + a.final_norm_offset;
+  uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x7f7fffffu, 0x00012345u, 0xbf80ffffu};
+  for (int i = 0; i < 6; i++) memcpy(&w[i], &bits[i], 4);
+  char *d = pth("bf");
+  gt_hf_export_opts o = gt_hf_export_defaults();
+  ck_assert_int_eq(o.dtype, GT_DT_BF16);
+  gt_err e;
+  ck_assert_msg(gt_hf_export(&a, &c, d, &o, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_st_set set;
+  ck_assert_msg(gt_st_set_open(&set, d, &e) == GT_OK, "%s", e.msg);
+  long long checked = 0;
+  for (int i = 0; i < a.n_tensors; i++) {
+    char name[128];
+    snprintf(name, sizeof name, "model.%s", a.tensors[i].name);
+    const gt_st_tensor *t = gt_st_set_find(&set, name);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->dtype, GT_DT_BF16);
+    const unsigned char *raw = t->data;
+    for (int64_t k = 0; k < a.tensors[i].numel; k++) {
+      uint16_t got = (uint16_t)(raw[2 * k] | raw[2 * k + 1] << 8);
+      ck_assert_msg(got == rne_bf16(a.params[a.tensors[i].offset + k]), "%s[%lld]: %04x", name, (long long)k, got);
+      checked++;
+    }
+  }
+  ck_assert_int_eq(checked, a.n_params);
+  ck_assert_int_eq(gt_test_system("grep -q '\"torch_dtype\":.*\"bfloat16\"' '%s/config.json'", d), 0);
+  gt_st_set_close(&set);
+  gt_model_free(&a);
+  free(d);
+}
+END_TEST
+
+START_TEST(test_vocab_pad_truncate) {
+  const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=262144", "base_emb_dim=8", "base_mlp_dim=8",
+                      "base_num_decoder_layers=1", "head_dim=4", "base_num_query_heads=2", "base_num_kv_heads=1"};
+  gt_config c;
+  load_cfg(&c, 8, ov);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a, b;
+  random_model(&a, &mem, &c, 13);
+  char *d = pth("pad");
+  gt_hf_export_opts o = {GT_DT_F32, 0, 1};
+  gt_hf_info info;
+  gt_err e;
+  ck_assert_msg(gt_hf_export(&a, &c, d, &o, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(info.embed_rows, 262208);
+  gt_st_set set;
+  ck_assert_msg(gt_st_set_open(&set, d, &e) == GT_OK, "%s", e.msg);
+  const gt_st_tensor *t = gt_st_set_find(&set, "model.embed_tokens.weight");
+  ck_assert(t->shape[0] == 262208 && t->shape[1] == 8);
+  float *all = malloc(sizeof(float) * 262208 * 8);
+  ck_assert_int_eq(gt_st_read_f32(t, all, 262208 * 8, &e), GT_OK);
+  ck_assert(memcmp(all, a.params + a.embed_offset, sizeof(float) * 262144 * 8) == 0);
+  for (int64_t i = 262144 * 8; i < 262208 * 8; i++) ck_assert(all[i] == 0.0f);
+  free(all);
+  gt_st_set_close(&set);
+  ck_assert_int_eq(gt_test_system("grep -q '\"vocab_size\":.*262208' '%s/config.json'", d), 0);
+  /* import cuts the table back to the 262144 tokens */
+  gt_config c2;
+  load_cfg(&c2, 0, NULL);
+  ck_assert_msg(gt_hf_load_model(d, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(c2.vocab_size, 262144);
+  ck_assert_int_eq(info.embed_rows, 262208);
+  ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+  gt_model_free(&b);
+  /* pad_vocab off: as stored */
+  o.pad_vocab = 0;
+  ck_assert_msg(gt_hf_export(&a, &c, d, &o, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(info.embed_rows, 262144);
+  ck_assert_msg(gt_hf_load_model(d, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+  gt_model_free(&a);
+  gt_model_free(&b);
+  free(d);
+}
+END_TEST
+
+/* Writes the model's tensors as `prefix` + name, plus extra tensors, and a
+ * multimodal config.json whose text_config is the model's. */
+static void write_prefixed(const char *dir, const gt_model *m, const gt_config *c, const char *prefix) {
+  gt_test_system("mkdir -p '%s'", dir);
+  int n = m->n_tensors + 2;
+  gt_st_wtensor *w = calloc((size_t)n, sizeof *w);
+  char(*names)[160] = calloc((size_t)n, sizeof *names);
+  for (int i = 0; i < m->n_tensors; i++) {
+    snprintf(names[i], sizeof names[i], "%s%s", prefix, m->tensors[i].name);
+    w[i] = (gt_st_wtensor){names[i], GT_DT_BF16, m->tensors[i].ndim, {0}, m->params + m->tensors[i].offset};
+    for (int d = 0; d < m->tensors[i].ndim; d++) w[i].shape[d] = m->tensors[i].shape[d];
+  }
+  static const float vision[6] = {1, 2, 3, 4, 5, 6};
+  w[n - 2] = (gt_st_wtensor){"vision_tower.vision_model.embeddings.patch_embedding.weight", GT_DT_F32, 2, {2, 3}, vision};
+  w[n - 1] = (gt_st_wtensor){"multi_modal_projector.mm_soft_emb_norm.weight", GT_DT_F32, 1, {6}, vision};
+  gt_err e;
+  ck_assert_msg(gt_st_write_sharded(dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
+  char *text = gt_hf_config_to_json(c, c->vocab_size, "bfloat16");
+  char path[1200];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
+             "\"text_config\": %s, \"vision_config\": {\"model_type\": \"siglip_vision_model\"}}\n", text);
+  fclose(f);
+  free(text);
+  free(names);
+  free(w);
+}
+
+START_TEST(test_multimodal_prefixes) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a;
+  random_model(&a, &mem, &c, 14);
+  /* exact in BF16, so the import must give the same floats back */
+  for (int64_t i = 0; i < a.n_params; i++) a.params[i] = (float)((int)(a.params[i] * 256.0f)) / 256.0f;
+  const char *prefixes[] = {"language_model.model.", "model.language_model."};
+  for (int k = 0; k < 2; k++) {
+    char *d = pth(k ? "mm2" : "mm1");
+    write_prefixed(d, &a, &c, prefixes[k]);
+    gt_config c2;
+    load_cfg(&c2, 0, NULL);
+    gt_model b;
+    gt_hf_info info;
+    gt_err e;
+    ck_assert_msg(gt_hf_load_model(d, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
+    expect_same_model(&c, &c2);
+    ck_assert_str_eq(info.prefix, prefixes[k]);
+    ck_assert_int_eq(info.multimodal, 1);
+    ck_assert_str_eq(info.dtype, "BF16");
+    ck_assert_int_eq(info.n_ignored, 2);
+    ck_assert_str_eq(info.first_ignored, "multi_modal_projector.mm_soft_emb_norm.weight");
+    ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+    gt_model_free(&b);
+    free(d);
+  }
+  gt_model_free(&a);
+}
+END_TEST
+
+/* Re-writes dir's model.safetensors without tensor `drop` and with
+ * `reshape` given the shape [3, 5]. */
+static void damage(const char *dir, const gt_model *m, const char *drop, const char *reshape) {
+  int n = 0;
+  gt_st_wtensor *w = calloc((size_t)m->n_tensors, sizeof *w);
+  char(*names)[160] = calloc((size_t)m->n_tensors, sizeof *names);
+  for (int i = 0; i < m->n_tensors; i++) {
+    if (drop && !strcmp(m->tensors[i].name, drop)) continue;
+    snprintf(names[n], sizeof names[n], "model.%s", m->tensors[i].name);
+    w[n] = (gt_st_wtensor){names[n], GT_DT_F32, m->tensors[i].ndim, {0}, m->params + m->tensors[i].offset};
+    for (int d = 0; d < m->tensors[i].ndim; d++) w[n].shape[d] = m->tensors[i].shape[d];
+    if (reshape && !strcmp(m->tensors[i].name, reshape)) w[n].ndim = 2, w[n].shape[0] = 3, w[n].shape[1] = 5;
+    n++;
+  }
+  gt_err e;
+  ck_assert_msg(gt_st_write_sharded(dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
+  free(names);
+  free(w);
+}
+
+START_TEST(test_missing_and_bad_shapes) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a, b;
+  random_model(&a, &mem, &c, 15);
+  char *d = pth("bad");
+  gt_hf_export_opts o = {GT_DT_F32, 0, 1};
+  gt_err e;
+  ck_assert_msg(gt_hf_export(&a, &c, d, &o, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_config c2;
+  load_cfg(&c2, 0, NULL);
+  damage(d, &a, "layers.3.mlp.up_proj.weight", NULL);
+  ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "has no tensor 'model.layers.3.mlp.up_proj.weight' (expected shape [128, 64])"), "%s",
+                e.msg);
+  ck_assert_ptr_null(b.params);
+  damage(d, &a, NULL, "layers.0.self_attn.k_norm.weight");
+  ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "tensor 'model.layers.0.self_attn.k_norm.weight' has shape [3, 5], the model wants [16]"),
+                "%s", e.msg);
+  /* not a Gemma checkpoint at all */
+  float x = 1;
+  gt_st_wtensor other = {"transformer.wte.weight", GT_DT_F32, 1, {1}, &x};
+  ck_assert_int_eq(gt_st_write_sharded(d, 1, &other, 0, &e), GT_OK);
+  ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "no tensor 'embed_tokens.weight' under any of the prefixes"), "%s", e.msg);
+  /* a config.json that is not Gemma */
+  gt_test_system("echo '{\"model_type\": \"gpt2\"}' > '%s/config.json'", d);
+  ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "key 'model_type' is 'gpt2'"), "%s", e.msg);
+  gt_model_free(&a);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0); /* nothing left behind by the refusals */
+  free(d);
+}
+END_TEST
+
+/* from_hf writes gt_ctx_save's format: its own config, zero moments. */
+START_TEST(test_paramfile_roundtrip) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a, b;
+  random_model(&a, &mem, &c, 16);
+  char *p = pth("p.safetensors");
+  gt_err e;
+  ck_assert_msg(gt_paramfile_write(p, &a, &c, NULL, NULL, 0, &e) == GT_OK, "%s", e.msg);
+  gt_config c2;
+  ck_assert_msg(gt_paramfile_read_config(p, &c2, &e) == GT_OK, "%s", e.msg);
+  expect_same_model(&c, &c2);
+  ck_assert_msg(gt_model_build(&b, &c2, &e) == GT_OK && gt_model_alloc(&b, &mem, &e) == GT_OK, "%s", e.msg);
+  float *mu = calloc((size_t)b.n_params, sizeof(float)), *nu = calloc((size_t)b.n_params, sizeof(float));
+  mu[3] = nu[5] = 1;
+  int64_t step = -1;
+  ck_assert_msg(gt_paramfile_read(p, &b, mu, nu, &step, &e) == GT_OK, "%s", e.msg);
+  ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+  ck_assert(mu[3] == 0 && nu[5] == 0 && step == 0);
+  free(mu), free(nu);
+  gt_model_free(&a);
+  gt_model_free(&b);
+  free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("hf");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_config_roundtrip);
+  tcase_add_test(tc, test_config_hub_4b_wrapper);
+  tcase_add_test(tc, test_config_rope_parameters);
+  tcase_add_test(tc, test_config_refusals);
+  tcase_add_test(tc, test_export_import_bit_identical);
+  tcase_add_test(tc, test_bf16_export_rounding);
+  tcase_add_test(tc, test_vocab_pad_truncate);
+  tcase_add_test(tc, test_multimodal_prefixes);
+  tcase_add_test(tc, test_missing_and_bad_shapes);
+  tcase_add_test(tc, test_paramfile_roundtrip);
+  suite_add_tcase(s, tc);
+  return gt_test_run_suite(s, 0);
+}

@@ -1,0 +1,215 @@
+/* gemtrain convert: Hugging Face Gemma 3 checkpoints in and out.
+ *
+ * The conversion itself (hf.h) works on a model in memory; this command only
+ * chooses the container on gemtrain's side, which for now is the parameter
+ * file of gt_ctx_save (paramfile.h) until the checkpoint format lands. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gemtrain/ckpt.h"
+#include "gemtrain/paramfile.h"
+#include "gemtrain/train.h"
+
+static void gt__convert_usage(FILE *f) {
+  fprintf(f,
+          "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
+          "                              [pad_vocab=true|false]\n"
+          "       gemtrain convert to_hf init <out_dir> [options above] [init_norm_std=X] [config.json] "
+          "[key=value ...]\n"
+          "       gemtrain convert from_hf <hf_dir> <out_run_dir | out.safetensors>\n"
+          "\n"
+          "to_hf writes <out_dir>/config.json (Gemma3ForCausalLM, model_type gemma3_text) and\n"
+          "model.safetensors (or model-0000k-of-0000n.safetensors shards of at most max_shard_size bytes\n"
+          "plus model.safetensors.index.json) with Hugging Face names (model.*). <src> is a gemtrain\n"
+          "checkpoint (a step, checkpoints or run directory: its latest good checkpoint), a parameter file\n"
+          "(gt_ctx_save, or convert from_hf), an HF directory (re-export), or 'init': a\n"
+          "fresh model initialised from init_weights_seed with the configuration given as for 'train'\n"
+          "(init_norm_std > 0 also draws the norm weights w of (1 + w) from normal(0, init_norm_std)).\n"
+          "A 262144-token embedding is written with HF's 262208 rows (zero rows appended, as MaxText does)\n"
+          "unless pad_vocab=false.\n"
+          "\n"
+          "from_hf reads an HF Gemma 3 directory (config.json: gemma3_text, or gemma3 with text_config;\n"
+          "tensors model.*, model.language_model.* or language_model.model.*, F32/BF16/F16, one file or\n"
+          "shards) and writes a gemtrain checkpoint (<out>/checkpoints/step_00000000, parameters with zero\n"
+          "AdamW moments; load_parameters_path=<out> starts a run from it) or, for a name ending in\n"
+          ".safetensors, a gemtrain parameter file; either holds the model's config.\n"
+          "Tensors other than the text decoder's (vision tower, projector) are counted and skipped; a\n"
+          "262208-row embedding is cut to 262144 rows.\n");
+}
+
+static int gt__parse_bool(const char *v, int *out) {
+  if (!strcmp(v, "true") || !strcmp(v, "1")) return *out = 1, 1;
+  if (!strcmp(v, "false") || !strcmp(v, "0")) return *out = 0, 1;
+  return 0;
+}
+
+/* Takes the options convert owns out of argv (in place); the rest stays for
+ * the config. Returns non-zero (printed) on a bad value. */
+static int gt__convert_opts(int *argc, char **argv, gt_hf_export_opts *o, double *norm_std) {
+  int k = 0;
+  for (int i = 0; i < *argc; i++) {
+    const char *a = argv[i];
+    char *end = NULL;
+    if (!strncmp(a, "dtype=", 6)) {
+      if (!strcmp(a + 6, "bfloat16"))
+        o->dtype = GT_DT_BF16;
+      else if (!strcmp(a + 6, "float32"))
+        o->dtype = GT_DT_F32;
+      else {
+        fprintf(stderr, "gemtrain convert: dtype = '%s'; expected bfloat16 or float32\n", a + 6);
+        return 2;
+      }
+    } else if (!strncmp(a, "max_shard_size=", 15)) {
+      unsigned long long v = strtoull(a + 15, &end, 10);
+      if (!a[15] || *end || a[15] == '-') {
+        fprintf(stderr, "gemtrain convert: max_shard_size = '%s'; expected bytes (0: one file)\n", a + 15);
+        return 2;
+      }
+      o->max_shard_bytes = v;
+    } else if (!strncmp(a, "pad_vocab=", 10)) {
+      if (!gt__parse_bool(a + 10, &o->pad_vocab)) {
+        fprintf(stderr, "gemtrain convert: pad_vocab = '%s'; expected true or false\n", a + 10);
+        return 2;
+      }
+    } else if (!strncmp(a, "init_norm_std=", 14)) {
+      *norm_std = strtod(a + 14, &end);
+      if (!a[14] || *end || !(*norm_std >= 0)) {
+        fprintf(stderr, "gemtrain convert: init_norm_std = '%s'; expected a number >= 0\n", a + 14);
+        return 2;
+      }
+    } else {
+      argv[k++] = argv[i];
+    }
+  }
+  *argc = k;
+  return 0;
+}
+
+static int gt__to_hf(int argc, char **argv) {
+  const char *src = argv[0], *out = argv[1];
+  gt_hf_export_opts o = gt_hf_export_defaults();
+  double norm_std = 0;
+  int rest = argc - 2;
+  char **rv = argv + 2;
+  int rc = gt__convert_opts(&rest, rv, &o, &norm_std);
+  if (rc) return rc;
+  int init = !strcmp(src, "init");
+  if (!init && (rest > 0 || norm_std > 0)) {
+    fprintf(stderr, "gemtrain convert: '%s' is for to_hf init only; the source's own config is used\n",
+            rest > 0 ? rv[0] : "init_norm_std");
+    return 2;
+  }
+  gt_config cfg;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_err err;
+  gt_err_clear(&err);
+  if (init) {
+    if ((rc = gt_cli_load_config(rest, rv, &cfg))) return rc;
+    if (gt_model_build(&m, &cfg, &err) || gt_model_alloc_inference(&m, &mem, &err)) {
+      fprintf(stderr, "gemtrain: %s\n", err.msg);
+      gt_model_free(&m);
+      return 2;
+    }
+    gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+    if (norm_std > 0) gt_model_init_norms(&m, (uint64_t)cfg.init_weights_seed, norm_std);
+  } else if ((rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
+    return rc;
+  }
+  gt_threads_configure(&cfg);
+  gt_hf_info info;
+  if (gt_hf_export(&m, &cfg, out, &o, &info, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_model_free(&m);
+    return 2;
+  }
+  char where[96] = "model.safetensors";
+  if (o.max_shard_bytes)
+    snprintf(where, sizeof where, "shards of at most %llu bytes + index", (unsigned long long)o.max_shard_bytes);
+  printf("convert: wrote %s: config.json and %d tensors in %s (%s), %lld parameters; embedding %lld rows%s\n", out,
+         m.n_tensors, where, info.dtype, (long long)m.n_params, info.embed_rows,
+         info.embed_rows != m.vocab ? " (zero-padded from the model's vocab_size)" : "");
+  gt_model_free(&m);
+  return 0;
+}
+
+/* A checkpoint at step 0 (zero AdamW moments) in <dir>/checkpoints, so the
+ * result is a run directory that load_parameters_path and to_hf take. */
+static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_config *cfg, gt_err *err) {
+  float *zeros = calloc((size_t)m->n_params ? (size_t)m->n_params : 1, sizeof(float));
+  if (!zeros) return gt_err_set(err, GT_ERR_NOMEM, "convert: no memory for %lld moments", (long long)m->n_params);
+  const float *p[1] = {m->params}, *z[1] = {zeros};
+  gt_ckpt_src src = {1, p, z, z};
+  gt_ckpt_state st = {0, 0, {0, 0}, 1, 1, 0};
+  char root[2100];
+  snprintf(root, sizeof root, "%s/checkpoints", dir);
+  char *cj = gt_config_to_json(cfg);
+  gt_rc rc = gt_ckpt_save(root, m, &src, &st, cj, 0, 0, err);
+  free(cj);
+  free(zeros);
+  return rc;
+}
+
+static int gt__from_hf(int argc, char **argv) {
+  if (argc != 2) {
+    gt__convert_usage(stderr);
+    return 2;
+  }
+  const char *dir = argv[0], *out = argv[1];
+  if (!gt_hf_is_dir(dir)) {
+    fprintf(stderr,
+            "gemtrain: convert: '%s' is not a Hugging Face directory (config.json with model.safetensors or "
+            "model.safetensors.index.json)\n",
+            dir);
+    return 2;
+  }
+  gt_config cfg;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_hf_info info;
+  int rc = gt_cli_load_params(dir, 1, &cfg, &m, &mem, &info);
+  if (rc) return rc;
+  /* the model comes from the checkpoint, not from a preset */
+  snprintf(cfg.model_name, sizeof cfg.model_name, "%s", "");
+  gt_err err;
+  gt_err_clear(&err);
+  size_t ol = strlen(out);
+  int as_file = ol > 12 && !strcmp(out + ol - 12, ".safetensors");
+  if (as_file ? gt_paramfile_write(out, &m, &cfg, NULL, NULL, 0, &err) : gt__write_checkpoint(out, &m, &cfg, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_model_free(&m);
+    return 2;
+  }
+  printf("convert: read %s (%s%s, prefix '%s', %s in %d file%s, embedding %lld rows): %lld layers, d=%lld, H=%lld, "
+         "K=%lld, head_dim=%lld, F=%lld, vocab=%lld, layer_pattern %s, window %lld\n",
+         dir, info.multimodal ? "Gemma3ForConditionalGeneration" : "Gemma3ForCausalLM",
+         info.multimodal ? " text decoder" : "", info.prefix, info.dtype, info.n_files, info.n_files == 1 ? "" : "s",
+         info.embed_rows, cfg.base_num_decoder_layers, cfg.base_emb_dim, cfg.base_num_query_heads,
+         cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.layer_pattern,
+         cfg.sliding_window_size);
+  if (info.n_ignored)
+    printf("convert: skipped %d tensor%s that are not the text decoder's (e.g. '%s')\n", info.n_ignored,
+           info.n_ignored == 1 ? "" : "s", info.first_ignored);
+  printf("convert: wrote %s%s (%lld parameters, F32)\n", out, as_file ? "" : "/checkpoints/step_00000000",
+         (long long)m.n_params);
+  gt_model_free(&m);
+  return 0;
+}
+
+int gt_cmd_convert(int argc, char **argv) {
+  if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+    gt__convert_usage(argc < 1 ? stderr : stdout);
+    return argc < 1 ? 2 : 0;
+  }
+  if (!strcmp(argv[0], "to_hf") && argc >= 3) return gt__to_hf(argc - 1, argv + 1);
+  if (!strcmp(argv[0], "from_hf")) return gt__from_hf(argc - 1, argv + 1);
+  if (strcmp(argv[0], "to_hf"))
+    fprintf(stderr, "gemtrain convert: unknown direction '%s'; expected to_hf or from_hf\n", argv[0]);
+  else
+    gt__convert_usage(stderr);
+  return 2;
+}

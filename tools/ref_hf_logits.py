@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Golden logits for `gemtrain logit-check` from a Hugging Face Gemma 3
+directory, computed by the independent float64 PyTorch reference in
+tools/ref_gemma3.py (written from ../shared/spec/gemma.md, not from gemtrain).
+
+  /usr/bin/python3 tools/ref_hf_logits.py --hf-dir DIR --seqs N --len T \
+      --seed S --out golden.jsonl
+
+Reads DIR/config.json (model_type gemma3_text, or gemma3 with text_config;
+keys the file omits take transformers' Gemma3TextConfig defaults) and
+DIR/model.safetensors (or the shards of model.safetensors.index.json), parsed
+here with numpy: F32, BF16 (the 16 bits are the high half of a float32) and
+F16. The tensors are looked up under "model.", "model.language_model." or
+"language_model.model."; a 262208-row embedding is cut to the 262144 tokens.
+
+Writes N lines of {"tokens": [T ids], "logits": [[V floats] per position]}:
+token ids uniform in [0, V) from torch.Generator().manual_seed(S), logits of
+the float64 forward pass rounded to float32 (written as the shortest decimal
+that reads back as the same float32). Prints the sha256 of every file of DIR, so a
+fixture can record which export it belongs to.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_gemma3  # noqa: E402  (the spec's model, independent of gemtrain)
+
+PREFIXES = ("model.", "model.language_model.", "language_model.model.")
+HF_DEFAULTS = {  # transformers Gemma3TextConfig
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+    "rope_theta": 1e6, "rope_local_base_freq": 1e4, "rms_norm_eps": 1e-6,
+    "sliding_window_pattern": 6,
+}
+
+
+def hf_to_ref_config(hf):
+    """HF config.json (dict) -> ref_gemma3 config dict."""
+    if hf.get("model_type") == "gemma3":
+        hf = hf.get("text_config") or {}
+    elif hf.get("model_type") != "gemma3_text":
+        raise SystemExit("config.json: model_type %r is not Gemma 3" % hf.get("model_type"))
+    g = lambda k: hf.get(k, HF_DEFAULTS.get(k))  # noqa: E731
+    assert hf.get("hidden_activation", "gelu_pytorch_tanh") == "gelu_pytorch_tanh"
+    assert hf.get("attn_logit_softcapping") is None
+    L = g("num_hidden_layers")
+    if hf.get("layer_types"):
+        kinds = ["G" if t == "full_attention" else "L" for t in hf["layer_types"]]
+    else:
+        p = g("sliding_window_pattern")
+        kinds = ["G" if (i + 1) % p == 0 else "L" for i in range(L)]
+    scale = 1.0
+    rs = hf.get("rope_scaling")
+    if rs:
+        kind = rs.get("rope_type", rs.get("type"))
+        assert kind in ("linear", "default"), kind
+        scale = float(rs["factor"]) if kind == "linear" else 1.0
+    V = g("vocab_size")
+    return ref_gemma3.load_config({
+        "vocab_size": 262144 if V == 262208 else V,
+        "base_emb_dim": g("hidden_size"), "base_num_query_heads": g("num_attention_heads"),
+        "base_num_kv_heads": g("num_key_value_heads"), "head_dim": g("head_dim"),
+        "base_mlp_dim": g("intermediate_size"), "base_num_decoder_layers": L,
+        "sliding_window_size": g("sliding_window"),
+        # one letter per layer: the reference repeats the string modulo its length
+        "layer_pattern": "".join(kinds),
+        "query_pre_attn_scalar": g("query_pre_attn_scalar"),
+        "rope_max_timescale": g("rope_theta"), "local_rope_max_timescale": g("rope_local_base_freq"),
+        "rope_linear_scaling_factor": scale, "normalization_layer_epsilon": g("rms_norm_eps"),
+        "final_logits_soft_cap": hf.get("final_logit_softcapping") or 0.0,
+    })
+
+
+def read_safetensors(path):
+    """name -> float32 numpy array (F32, BF16, F16), by hand (spec section 8)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    header.pop("__metadata__", None)
+    buf = data[8 + n:]
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        raw = buf[b:e]
+        if info["dtype"] == "F32":
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        elif info["dtype"] == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif info["dtype"] == "F16":
+            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        else:
+            continue  # not a weight the text decoder uses
+        out[name] = arr.reshape(info["shape"])
+    return out
+
+
+def read_hf_dir(d):
+    idx = os.path.join(d, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
+    tensors = {}
+    for fn in files:
+        tensors.update(read_safetensors(os.path.join(d, fn)))
+    return tensors
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hf-dir", required=True)
+    ap.add_argument("--seqs", type=int, default=2)
+    ap.add_argument("--len", type=int, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(int(os.environ.get("REF_THREADS", "2")))
+    with open(os.path.join(args.hf_dir, "config.json")) as f:
+        cfg = hf_to_ref_config(json.load(f))
+    tensors = read_hf_dir(args.hf_dir)
+    prefix = next(p for p in PREFIXES if p + "embed_tokens.weight" in tensors)
+    V = cfg["vocab_size"]
+    params = {}
+    for name, shape in ref_gemma3.param_shapes(cfg):
+        arr = tensors[prefix + name]
+        if name == "embed_tokens.weight":
+            arr = arr[:V]
+        assert tuple(arr.shape) == tuple(shape), (name, arr.shape, shape)
+        params[name] = torch.from_numpy(np.ascontiguousarray(arr))
+    gen = torch.Generator().manual_seed(args.seed)
+    inputs = torch.randint(0, V, (args.seqs, args.len), generator=gen, dtype=torch.int64)
+    positions = torch.arange(args.len, dtype=torch.int32)[None].repeat(args.seqs, 1)
+    with torch.no_grad():
+        logits = ref_gemma3.forward(params, cfg, inputs, positions, None, torch.float64)
+    logits32 = logits.to(torch.float32).numpy()
+    with open(args.out, "w") as f:
+        for b in range(args.seqs):
+            # shortest decimal that reads back as the same float32
+            rows = ["[" + ", ".join(np.format_float_positional(x, unique=True, trim="0") for x in logits32[b, t]) + "]"
+                    for t in range(args.len)]
+            f.write('{"tokens": [%s], "logits": [%s]}\n' % (", ".join(str(int(i)) for i in inputs[b]), ", ".join(rows)))
+    print("wrote %s: %d sequences of %d tokens, vocab %d" % (args.out, args.seqs, args.len, V))
+    for fn in sorted(os.listdir(args.hf_dir)):
+        h = hashlib.sha256(open(os.path.join(args.hf_dir, fn), "rb").read()).hexdigest()
+        print("sha256 %s  %s" % (h, fn))
+
+
+if __name__ == "__main__":
+    main()
