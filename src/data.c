@@ -165,26 +165,16 @@ static gt_rc gt__append(gt_data *d, const int32_t *ids, int64_t n, int64_t *cap,
   return GT_OK;
 }
 
-/* Reads the whole corpus file into a malloc'd buffer (*n bytes). */
+/* Reads the whole corpus file (*n bytes). */
 static gt_rc gt__read_corpus(const gt_config *c, unsigned char **buf, long *n, gt_err *err) {
-  FILE *f = fopen(c->dataset_path, "rb");
-  if (!f)
-    return gt_err_set(err, GT_ERR_IO, "data: dataset_path '%s' cannot be opened: %s%s", c->dataset_path,
-                      strerror(errno),
-                      strcmp(c->dataset_path, "data/kjv.txt") ? ""
-                                                               : " (make it with tools/kjv.sh)");
-  fseek(f, 0, SEEK_END);
-  *n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  *buf = malloc((size_t)*n + 1);
-  int ok = *buf && fread(*buf, 1, (size_t)*n, f) == (size_t)*n;
-  fclose(f);
-  if (!ok) {
-    free(*buf);
-    *buf = NULL;
-    return gt_err_set(err, GT_ERR_IO, "data: cannot read '%s'", c->dataset_path);
-  }
-  return GT_OK;
+  char *b;
+  size_t len;
+  gt_rc rc = gt_read_file(c->dataset_path, "data: dataset_path", &b, &len, err);
+  if (rc == GT_ERR_IO && err && !strcmp(c->dataset_path, "data/kjv.txt"))
+    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (make it with tools/kjv.sh)");
+  *buf = (unsigned char *)b;
+  *n = (long)len;
+  return rc;
 }
 
 /* The corpus through the tokenizer of tokenizer_path: <bos> then its ids

@@ -2,7 +2,6 @@
  * component type is checked here, so encoding never meets one it does not
  * know: an unsupported type or option is refused with its name. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,20 +563,11 @@ gt_rc gt_tokenizer_load_json(const char *json, size_t len, const char *name, gt_
 
 gt_rc gt_tokenizer_load(const char *path, gt_tokenizer **out, gt_err *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return gt_err_set(err, GT_ERR_IO, "tokenizer: cannot open '%s': %s", path, strerror(errno));
-  char *buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
-  int ok = buf && fread(buf, 1, (size_t)n, f) == (size_t)n;
-  fclose(f);
-  if (!ok) {
-    free(buf);
-    return gt_err_set(err, GT_ERR_IO, "tokenizer: cannot read '%s'", path);
-  }
-  buf[n] = 0;
-  gt_rc rc = gt_tokenizer_load_json(buf, (size_t)n, path, out, err);
+  char *buf;
+  size_t n;
+  gt_rc rc = gt_read_file(path, "tokenizer: file", &buf, &n, err);
+  if (rc) return rc;
+  rc = gt_tokenizer_load_json(buf, n, path, out, err);
   free(buf);
   return rc;
 }

@@ -78,7 +78,7 @@ refuse() { # expected-substring args...
   grep -q -- "$want" "$work/err.log" || { cat "$work/err.log"; fail "'$*' error lacks '$want'"; }
 }
 refuse "'tokenizer_path' is required" --ids
-refuse "cannot open '$work/none.json'" "tokenizer_path=$work/none.json" --ids
+refuse "file '$work/none.json' cannot be opened" "tokenizer_path=$work/none.json" --ids
 echo '{"model": {"type": "WordPiece"}}' > "$work/wp.json"
 refuse "model type 'WordPiece' is not supported" "tokenizer_path=$work/wp.json" --ids
 refuse "already holds .gtok shards" "tokenizer_path=$tok" "output_path=$work/shards" "$work/a.txt"
