@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...) {
@@ -66,5 +67,26 @@ gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
   struct stat st;
   if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
     return gt_err_set(err, GT_ERR_IO, "%s: '%s' exists and is not a directory", who, tmp);
+  return GT_OK;
+}
+
+gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_err *err) {
+  *buf = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return gt_err_set(err, GT_ERR_IO, "%s '%s' cannot be opened: %s", who, path, strerror(errno));
+  long len = -1;
+  if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+  char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1) : NULL;
+  int ok = b && fread(b, 1, (size_t)len, f) == (size_t)len;
+  fclose(f);
+  if (!ok) {
+    free(b);
+    return gt_err_set(err, b || len < 0 ? GT_ERR_IO : GT_ERR_NOMEM, "%s '%s' cannot be read%s", who, path,
+                      b || len < 0 ? "" : " (no memory)");
+  }
+  b[len] = '\0';
+  *buf = b;
+  *n = (size_t)len;
   return GT_OK;
 }

@@ -165,6 +165,8 @@ static const gt_key_spec gt__keys[] = {
      "synthetic (uniform ids, as MaxText), text (a UTF-8 file, byte tokens), tokens (gemtrain shards)"},
     {"dataset_path", GT_KEY_STR, F(dataset_path), 0, 0, NULL,
      "corpus file (text) or shard file/directory (tokens)"},
+    {"tokenizer_path", GT_KEY_STR, F(tokenizer_path), 0, 0, NULL,
+     "a Hugging Face tokenizer.json for dataset_type=text (empty: byte tokens)"},
     {"eval_split_fraction", GT_KEY_FLOAT, F(eval_split_fraction), 0, 0.5, NULL,
      "fraction of the corpus held out for eval (taken from its end)"},
     {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,
@@ -182,7 +184,7 @@ static const gt_key_spec gt__keys[] = {
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
-     "text the end-of-run sample continues (byte tokens)"},
+     "text the end-of-run sample continues (byte tokens, or tokenizer_path's)"},
     /* decoding (gemtrain decode) */
     {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL, "text gemtrain decode continues (byte tokens)"},
     {"max_decode_steps", GT_KEY_INT, F(max_decode_steps), 0, 1 << 24, NULL,

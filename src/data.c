@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "gemtrain/tokenizer.h"
+
 int64_t gt_bytes_encode(const unsigned char *s, int64_t n, int32_t *ids) {
   for (int64_t i = 0; i < n; i++) ids[i] = 4 + (int32_t)s[i];
   return n;
@@ -163,26 +165,58 @@ static gt_rc gt__append(gt_data *d, const int32_t *ids, int64_t n, int64_t *cap,
   return GT_OK;
 }
 
+/* Reads the whole corpus file (*n bytes). */
+static gt_rc gt__read_corpus(const gt_config *c, unsigned char **buf, long *n, gt_err *err) {
+  char *b;
+  size_t len;
+  gt_rc rc = gt_read_file(c->dataset_path, "data: dataset_path", &b, &len, err);
+  if (rc == GT_ERR_IO && err && !strcmp(c->dataset_path, "data/kjv.txt"))
+    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (make it with tools/kjv.sh)");
+  *buf = (unsigned char *)b;
+  *n = (long)len;
+  return rc;
+}
+
+/* The corpus through the tokenizer of tokenizer_path: <bos> then its ids
+ * (the corpus is one document, as with byte tokens). */
+static gt_rc gt__load_text_tokenizer(gt_data *d, const gt_config *c, gt_err *err) {
+  gt_tokenizer *tok = NULL;
+  unsigned char *buf = NULL;
+  int32_t *ids = NULL;
+  int64_t n_ids = 0, cap = 0;
+  long n = 0;
+  gt_rc rc = gt_tokenizer_load(c->tokenizer_path, &tok, err);
+  if (!rc) rc = gt__read_corpus(c, &buf, &n, err);
+  if (!rc) rc = gt_tokenizer_encode(tok, (const char *)buf, (size_t)n, 0, &ids, &n_ids, err);
+  for (int64_t i = 0; !rc && i < n_ids; i++)
+    if (ids[i] >= c->vocab_size)
+      rc = gt_err_set(err, GT_ERR_CONFIG,
+                      "data: tokenizer_path '%s' gives id %d (at token %lld of '%s'); vocab_size = %lld must "
+                      "exceed every id",
+                      c->tokenizer_path, ids[i], (long long)i, c->dataset_path, c->vocab_size);
+  const int32_t bos = GT_TOK_BOS;
+  if (!rc) rc = gt__append(d, &bos, 1, &cap, err);
+  if (!rc) rc = gt__append(d, ids, n_ids, &cap, err);
+  free(ids);
+  free(buf);
+  gt_tokenizer_free(tok);
+  return rc;
+}
+
 static gt_rc gt__load_text(gt_data *d, const gt_config *c, gt_err *err) {
+  if (c->tokenizer_path[0]) return gt__load_text_tokenizer(d, c, err);
   if (c->vocab_size < GT_BYTE_VOCAB)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "data: dataset_type 'text' uses byte tokens (ids up to 259) but vocab_size = %lld; "
                       "expected >= %d",
                       c->vocab_size, GT_BYTE_VOCAB);
-  FILE *f = fopen(c->dataset_path, "rb");
-  if (!f)
-    return gt_err_set(err, GT_ERR_IO, "data: dataset_path '%s' cannot be opened: %s%s", c->dataset_path,
-                      strerror(errno),
-                      strcmp(c->dataset_path, "data/kjv.txt") ? ""
-                                                               : " (make it with tools/kjv.sh)");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc((size_t)n + 1);
+  unsigned char *buf = NULL;
+  long n = 0;
+  gt_rc rc = gt__read_corpus(c, &buf, &n, err);
+  if (rc) return rc;
   int32_t *ids = malloc(((size_t)n + 1) * sizeof(int32_t));
-  gt_rc rc = GT_OK;
-  if (!buf || !ids || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    rc = gt_err_set(err, GT_ERR_IO, "data: cannot read '%s'", c->dataset_path);
+  if (!ids) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory for '%s'", c->dataset_path);
   } else {
     ids[0] = GT_TOK_BOS; /* the corpus is one document */
     gt_bytes_encode(buf, n, ids + 1);
@@ -191,7 +225,6 @@ static gt_rc gt__load_text(gt_data *d, const gt_config *c, gt_err *err) {
   }
   free(buf);
   free(ids);
-  fclose(f);
   return rc;
 }
 

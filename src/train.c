@@ -19,6 +19,7 @@
 #include "gemtrain/model.h"
 #include "gemtrain/optim.h"
 #include "gemtrain/plan.h"
+#include "gemtrain/tokenizer.h"
 #include "train_internal.h"
 
 /* SIGINT/SIGTERM: the loop finishes its step, checkpoints and returns. */
@@ -93,12 +94,26 @@ static gt_rc gt__eval(gt_model *m, gt_fsdp *fs, gt_batch *mb, gt_data *d, const 
 }
 
 /* Continue the prompt by sampling (temperature 0.7, seeded) with the cached
- * decoder (decode.h): one pass over the prompt, then one token per step. */
+ * decoder (decode.h): one pass over the prompt, then one token per step.
+ * With tokenizer_path the prompt and the sample go through that tokenizer. */
 static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err) {
   int64_t n_new = c->sample_tokens, plen = (int64_t)strlen(c->sample_prompt);
-  int64_t n_prompt = 1 + plen;
+  gt_tokenizer *tok = NULL;
+  int32_t *prompt = NULL;
+  int64_t np = plen;
+  if (c->tokenizer_path[0]) {
+    gt_rc r = gt_tokenizer_load(c->tokenizer_path, &tok, err);
+    if (!r) r = gt_tokenizer_encode(tok, c->sample_prompt, (size_t)plen, 0, &prompt, &np, err);
+    if (r) {
+      gt_tokenizer_free(tok);
+      return r;
+    }
+  }
+  int64_t n_prompt = 1 + np;
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_prompt + n_new));
   unsigned char *text = malloc((size_t)(n_prompt + n_new) + 1);
+  char *dtext = NULL;
+  size_t nd = 0;
   gt_decoder dec;
   gt_sampler smp;
   gt_decode_stats st;
@@ -110,18 +125,31 @@ static gt_rc gt__sample(gt_model *m, const gt_config *c, FILE *out, gt_err *err)
     goto done;
   }
   ids[0] = GT_TOK_BOS;
-  gt_bytes_encode((const unsigned char *)c->sample_prompt, plen, ids + 1);
+  if (tok)
+    memcpy(ids + 1, prompt, (size_t)np * sizeof(int32_t));
+  else
+    gt_bytes_encode((const unsigned char *)c->sample_prompt, plen, ids + 1);
   if ((rc = gt_decoder_init(&dec, m, n_prompt + n_new, err)) ||
       (rc = gt_sampler_init(&smp, GT_SAMPLE_WEIGHTED, 0.7, 0, -1.0, 0x5EED0000ull + (uint64_t)c->init_weights_seed,
                             m->vocab, err)) ||
       (rc = gt_decode_generate(&dec, &smp, ids, n_prompt, n_new, ids + n_prompt, NULL, &st, err)))
     goto done;
-  int64_t nb = gt_bytes_decode(ids, n_prompt + st.n_new, text);
-  text[nb] = '\0';
-  if (out) fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)st.n_new, text);
+  if (tok) {
+    if ((rc = gt_tokenizer_decode(tok, ids, n_prompt + st.n_new, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE,
+                                  &dtext, &nd, err)))
+      goto done;
+  } else {
+    int64_t nb = gt_bytes_decode(ids, n_prompt + st.n_new, text);
+    text[nb] = '\0';
+  }
+  if (out)
+    fprintf(out, "sample (%lld tokens after the prompt):\n%s\n", (long long)st.n_new, dtext ? dtext : (char *)text);
 done:
   gt_sampler_free(&smp);
   gt_decoder_free(&dec);
+  gt_tokenizer_free(tok);
+  free(prompt);
+  free(dtext);
   free(ids);
   free(text);
   return rc;

@@ -22,5 +22,6 @@ int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);
 int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_decode(int argc, char **argv);
+int gt_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "gemtrain/data.h"
 #include "gemtrain/decode.h"
+#include "gemtrain/tokenizer.h"
 #include "gemtrain/train.h"
 
 static void usage(FILE *f) {
@@ -17,21 +18,38 @@ static void usage(FILE *f) {
           "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
           "its model's configuration. Sampling:\n"
           "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
-          "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed.\n"
+          "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the prompt\n"
+          "and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
           "  --ids  also print the new token ids as a JSON array\n");
 }
 
-/* Text <-> ids. The byte tokenizer of the text dataset (<bos> first); the
- * Gemma tokenizer (tokenizer_path) takes over here when it is configured. */
-static int64_t encode_prompt(const gt_config *cfg, const char *text, int32_t *ids) {
-  (void)cfg;
+/* Text <-> ids: <bos> then the prompt, through the Gemma tokenizer when
+ * tokenizer_path is set (it never makes more ids than the text has bytes),
+ * else the byte tokenizer of the text dataset. */
+static gt_rc encode_prompt(const gt_tokenizer *tok, const char *text, int32_t *ids, int64_t *n, gt_err *err) {
   ids[0] = GT_TOK_BOS;
-  return 1 + gt_bytes_encode((const unsigned char *)text, (int64_t)strlen(text), ids + 1);
+  if (!tok) {
+    *n = 1 + gt_bytes_encode((const unsigned char *)text, (int64_t)strlen(text), ids + 1);
+    return GT_OK;
+  }
+  int32_t *t = NULL;
+  int64_t k = 0;
+  gt_rc rc = gt_tokenizer_encode(tok, text, strlen(text), 0, &t, &k, err);
+  if (rc == GT_OK) memcpy(ids + 1, t, (size_t)k * sizeof(int32_t)), *n = 1 + k;
+  free(t);
+  return rc;
 }
 
-static int64_t decode_text(const gt_config *cfg, const int32_t *ids, int64_t n, unsigned char *out) {
-  (void)cfg;
-  return gt_bytes_decode(ids, n, out);
+/* The text of ids: malloc'd, NUL-terminated. */
+static gt_rc decode_text(const gt_tokenizer *tok, const int32_t *ids, int64_t n, char **out, gt_err *err) {
+  if (tok) {
+    size_t len;
+    return gt_tokenizer_decode(tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, out, &len, err);
+  }
+  *out = malloc((size_t)n + 1);
+  if (!*out) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
+  (*out)[gt_bytes_decode(ids, n, (unsigned char *)*out)] = '\0';
+  return GT_OK;
 }
 
 static void model_line(const gt_model *m, const gt_config *cfg, const char *path) {
@@ -87,21 +105,29 @@ int gt_cmd_decode(int argc, char **argv) {
   size_t plen = strlen(opt.prompt);
   int64_t max_new = opt.max_decode_steps;
   int32_t *ids = malloc(sizeof(int32_t) * (plen + 1 + (size_t)max_new));
-  unsigned char *text = malloc(plen + 2 + (size_t)max_new);
   gt_rc r = GT_OK;
-  if (!ids || !text) {
-    free(ids), free(text);
+  if (!ids) {
+    free(ids);
     fprintf(stderr, "gemtrain: decode: no memory for the prompt\n");
     return 1;
   }
-  int64_t n_prompt = encode_prompt(&opt, opt.prompt, ids);
+  gt_tokenizer *tok = NULL;
+  int64_t n_prompt = 0;
+  if ((opt.tokenizer_path[0] && (r = gt_tokenizer_load(opt.tokenizer_path, &tok, &err))) ||
+      (r = encode_prompt(tok, opt.prompt, ids, &n_prompt, &err))) {
+    free(ids);
+    gt_tokenizer_free(tok);
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    return r == GT_ERR_NOMEM ? 1 : 2;
+  }
   int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0);
   /* the model comes with its own configuration; RoPE tables for the context */
   if ((rc = gt_cli_load_params(opt.load_parameters_path, max_len, &cfg, &m, &mem, NULL))) {
-    free(ids), free(text);
+    free(ids);
+    gt_tokenizer_free(tok);
     return rc;
   }
-  if (m.vocab < GT_BYTE_VOCAB) {
+  if (!tok && m.vocab < GT_BYTE_VOCAB) {
     r = gt_err_set(&err, GT_ERR_CONFIG, "decode: the model's vocab_size is %lld; the byte tokenizer needs at least %d",
                    (long long)m.vocab, GT_BYTE_VOCAB);
     goto out;
@@ -129,15 +155,16 @@ int gt_cmd_decode(int argc, char **argv) {
     for (int64_t i = 0; i < st.n_new; i++) printf(i ? ", %d" : "%d", ids[n_prompt + i]);
     printf("]\n");
   }
-  int64_t nb = decode_text(&opt, ids, n_prompt + st.n_new, text);
-  text[nb] = '\0';
-  printf("output: %s\n", text);
+  char *otext = NULL;
+  if ((r = decode_text(tok, ids, n_prompt + st.n_new, &otext, &err))) goto out;
+  printf("output: %s\n", otext);
+  free(otext);
 out:
+  gt_tokenizer_free(tok);
   gt_sampler_free(&smp);
   gt_decoder_free(&dec);
   gt_model_free(&m);
   free(ids);
-  free(text);
   if (r) {
     fflush(stdout);
     fprintf(stderr, "gemtrain: %s\n", err.msg);

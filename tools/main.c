@@ -23,6 +23,8 @@ static void usage(FILE *f) {
           "           top-10 agreement, largest difference; exits 1 past max_kl_div / atol\n"
           "  decode   continue a prompt with trained parameters and a KV cache\n"
           "           (gemtrain decode load_parameters_path=RUN_DIR prompt=\"...\" max_decode_steps=N)\n"
+          "  tokenize text files into .gtok token shards with a Hugging Face tokenizer.json\n"
+          "           (tokenizer_path=FILE output_path=DIR FILE...); --ids / --decode: stdin to ids / text\n"
           "\n"
           "options:\n"
           "  --help     this text\n"
@@ -59,9 +61,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "convert")) return gt_cmd_convert(argc - 2, argv + 2);
   if (!strcmp(cmd, "logit-check")) return gt_cmd_logit_check(argc - 2, argv + 2);
   if (!strcmp(cmd, "decode")) return gt_cmd_decode(argc - 2, argv + 2);
+  if (!strcmp(cmd, "tokenize")) return gt_cmd_tokenize(argc - 2, argv + 2);
   fprintf(stderr,
-          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check or decode (see "
-          "gemtrain --help)\n",
+          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check, decode or "
+          "tokenize (see gemtrain --help)\n",
           cmd);
   return 2;
 }

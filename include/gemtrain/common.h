@@ -40,6 +40,9 @@ const char *gt_rc_name(gt_rc rc);
 /* mkdir -p: creates path and its parents. `who` prefixes the error line
  * ("train", "sweep"); a path that exists but is not a directory is refused. */
 gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err);
+/* Reads a whole file into a malloc'd buffer (*n bytes, NUL-terminated; the
+ * caller frees). Errors read "<who> '<path>' cannot be opened: <reason>". */
+gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_err *err);
 const char *gt_version(void);
 /* splitmix64: the next 64 random bits of a seeded stream (state advances).
  * The one generator behind initialisation, data order and sampling. */

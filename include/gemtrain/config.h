@@ -104,6 +104,7 @@ typedef struct gt_config {
   /* data */
   char dataset_type[GT_STR_SHORT];
   char dataset_path[GT_STR_PATH];
+  char tokenizer_path[GT_STR_PATH];
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;
