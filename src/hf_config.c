@@ -1,4 +1,6 @@
-/* Hugging Face Gemma 3 config.json <-> gt_config (see hf.h).
+/* Hugging Face config.json <-> gt_config (see hf.h): the model_type
+ * dispatch, the typed key readers (hf_internal.h) and Gemma 3; Gemma 4 is in
+ * hf_config4.c.
  *
  * Reading follows transformers' Gemma3TextConfig: a key the file omits takes
  * that class's default (hub configs of the multimodal models list only what
@@ -15,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gemtrain/hf.h"
+#include "hf_internal.h"
 
 /* Gemma3TextConfig's defaults (configuration_gemma3.py). */
 #define GT__HF_DEF_VOCAB 262208
@@ -29,13 +31,7 @@
 #define GT__HF_DEF_WINDOW 4096
 #define GT__HF_DEF_PATTERN 6
 
-typedef struct gt__hfc {
-  const cJSON *obj; /* the text config object */
-  const char *where;
-  gt_err *err;
-} gt__hfc;
-
-static const char *gt__kind(const cJSON *j) {
+const char *gt__hf_kind(const cJSON *j) {
   if (cJSON_IsNull(j)) return "null";
   if (cJSON_IsBool(j)) return "boolean";
   if (cJSON_IsNumber(j)) return "number";
@@ -44,12 +40,12 @@ static const char *gt__kind(const cJSON *j) {
   return "object";
 }
 
-static gt_rc gt__hf_int(const gt__hfc *h, const char *key, long long def, long long lo, long long hi, long long *out) {
+gt_rc gt__hf_int(const gt__hfc *h, const char *key, long long def, long long lo, long long hi, long long *out) {
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(h->obj, key);
   if (!j) return *out = def, GT_OK;
   if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble))
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' is a JSON %s%s, expected an integer", h->where, key,
-                      gt__kind(j), cJSON_IsNumber(j) ? " with a fraction" : "");
+                      gt__hf_kind(j), cJSON_IsNumber(j) ? " with a fraction" : "");
   if (j->valuedouble < (double)lo || j->valuedouble > (double)hi)
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' = %.17g is out of range; gemtrain allows %lld .. %lld",
                       h->where, key, j->valuedouble, lo, hi);
@@ -57,21 +53,19 @@ static gt_rc gt__hf_int(const gt__hfc *h, const char *key, long long def, long l
   return GT_OK;
 }
 
-/* null_value: what a JSON null means (NAN: null is refused). */
-static gt_rc gt__hf_num_in(const gt__hfc *h, const cJSON *obj, const char *key, double def, double null_value,
+gt_rc gt__hf_num_in(const gt__hfc *h, const cJSON *obj, const char *key, double def, double null_value,
                            double *out) {
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!j) return *out = def, GT_OK;
   if (cJSON_IsNull(j) && !isnan(null_value)) return *out = null_value, GT_OK;
   if (!cJSON_IsNumber(j) || !(j->valuedouble > 0))
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' is %s%s, expected a positive number", h->where, key,
-                      cJSON_IsNumber(j) ? "" : "a JSON ", cJSON_IsNumber(j) ? "not positive" : gt__kind(j));
+                      cJSON_IsNumber(j) ? "" : "a JSON ", cJSON_IsNumber(j) ? "not positive" : gt__hf_kind(j));
   *out = j->valuedouble;
   return GT_OK;
 }
 
-/* A key gemtrain has no knob for must hold the value gemtrain implements. */
-static gt_rc gt__hf_require(const gt__hfc *h, const char *key, const char *want_text,
+gt_rc gt__hf_require(const gt__hfc *h, const char *key, const char *want_text,
                             int (*ok)(const cJSON *)) {
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(h->obj, key);
   if (!j || ok(j)) return GT_OK;
@@ -82,12 +76,20 @@ static gt_rc gt__hf_require(const gt__hfc *h, const char *key, const char *want_
   return rc;
 }
 
-static int gt__is_gelu_tanh(const cJSON *j) {
-  return cJSON_IsString(j) && !strcmp(j->valuestring, "gelu_pytorch_tanh");
+int gt__hf_is_gelu_tanh(const cJSON *j) { return cJSON_IsString(j) && !strcmp(j->valuestring, "gelu_pytorch_tanh"); }
+int gt__hf_is_null(const cJSON *j) { return cJSON_IsNull(j); }
+int gt__hf_is_false(const cJSON *j) { return cJSON_IsFalse(j) || cJSON_IsNull(j); }
+int gt__hf_is_true(const cJSON *j) { return cJSON_IsTrue(j); }
+
+gt_rc gt__hf_bool(const gt__hfc *h, const char *key, int def, int *out) {
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(h->obj, key);
+  if (!j) return *out = def, GT_OK;
+  if (!cJSON_IsBool(j) && !cJSON_IsNull(j))
+    return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' is a JSON %s, expected true or false", h->where, key,
+                      gt__hf_kind(j));
+  *out = cJSON_IsTrue(j);
+  return GT_OK;
 }
-static int gt__is_null(const cJSON *j) { return cJSON_IsNull(j); }
-static int gt__is_false(const cJSON *j) { return cJSON_IsFalse(j) || cJSON_IsNull(j); }
-static int gt__is_true(const cJSON *j) { return cJSON_IsTrue(j); }
 
 /* {"rope_type" (or the older "type"): "default" | "linear", "factor": s}. */
 static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key, int allow_linear, double *scale) {
@@ -95,7 +97,7 @@ static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key,
   if (!r || cJSON_IsNull(r)) return GT_OK;
   if (!cJSON_IsObject(r))
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' is a JSON %s, expected an object or null", h->where,
-                      key, gt__kind(r));
+                      key, gt__hf_kind(r));
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "rope_type");
   if (!t) t = cJSON_GetObjectItemCaseSensitive(r, "type");
   const char *type = cJSON_IsString(t) ? t->valuestring : "default";
@@ -106,45 +108,55 @@ static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key,
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "factor");
   if (!cJSON_IsNumber(f) || !(f->valuedouble > 0))
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s.factor' is %s, expected a positive number", h->where,
-                      key, f ? (cJSON_IsNumber(f) ? "not positive" : gt__kind(f)) : "missing");
+                      key, f ? (cJSON_IsNumber(f) ? "not positive" : gt__hf_kind(f)) : "missing");
   *scale = f->valuedouble;
   return GT_OK;
 }
 
+gt_rc gt__hf_layer_types(const gt__hfc *h, long long L, char *kinds, int *found) {
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(h->obj, "layer_types");
+  *found = lt && !cJSON_IsNull(lt);
+  if (!*found) return GT_OK;
+  if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != L)
+    return gt_err_set(h->err, GT_ERR_CONFIG,
+                      "hf: %s: key 'layer_types' must list one type per layer (num_hidden_layers = %lld), found %s "
+                      "of %d",
+                      h->where, L, gt__hf_kind(lt), cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
+  long long i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, lt) {
+    const char *s = cJSON_IsString(e) ? e->valuestring : "";
+    if (!strcmp(s, "sliding_attention"))
+      kinds[i] = 0;
+    else if (!strcmp(s, "full_attention"))
+      kinds[i] = 1;
+    else
+      return gt_err_set(h->err, GT_ERR_CONFIG,
+                        "hf: %s: key 'layer_types'[%lld] is '%.40s'; expected sliding_attention or full_attention",
+                        h->where, i, s);
+    i++;
+  }
+  return GT_OK;
+}
+
+const char *gt__hf_layer_type_name(const gt_config *cfg, long long i) {
+  return gt_config_layer_is_global(cfg, i) ? "full_attention" : "sliding_attention";
+}
+
 /* layer_types or sliding_window_pattern -> kinds[L] (1 = global). */
 static gt_rc gt__hf_layer_kinds(const gt__hfc *h, long long L, char *kinds) {
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(h->obj, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != L)
-      return gt_err_set(h->err, GT_ERR_CONFIG,
-                        "hf: %s: key 'layer_types' must list one type per layer (num_hidden_layers = %lld), found %s "
-                        "of %d",
-                        h->where, L, gt__kind(lt), cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
-    long long i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, lt) {
-      const char *s = cJSON_IsString(e) ? e->valuestring : "";
-      if (!strcmp(s, "sliding_attention"))
-        kinds[i] = 0;
-      else if (!strcmp(s, "full_attention"))
-        kinds[i] = 1;
-      else
-        return gt_err_set(h->err, GT_ERR_CONFIG,
-                          "hf: %s: key 'layer_types'[%lld] is '%.40s'; expected sliding_attention or full_attention",
-                          h->where, i, s);
-      i++;
-    }
-    return GT_OK;
-  }
+  int found;
+  gt_rc rc = gt__hf_layer_types(h, L, kinds, &found);
+  if (rc || found) return rc;
   long long p;
-  gt_rc rc = gt__hf_int(h, "sliding_window_pattern", GT__HF_DEF_PATTERN, 1, 1 << 20, &p);
+  rc = gt__hf_int(h, "sliding_window_pattern", GT__HF_DEF_PATTERN, 1, 1 << 20, &p);
   if (rc) return rc;
   for (long long i = 0; i < L; i++) kinds[i] = (i + 1) % p == 0;
   return GT_OK;
 }
 
 /* The shortest layer_pattern that, repeated, gives kinds[0..L). */
-static gt_rc gt__hf_pattern(const gt__hfc *h, const char *kinds, long long L, char *pat, size_t n) {
+gt_rc gt__hf_pattern(const gt__hfc *h, const char *kinds, long long L, char *pat, size_t n) {
   for (long long per = 1; per <= L && per < (long long)n; per++) {
     long long i = per;
     while (i < L && kinds[i] == kinds[i % per]) i++;
@@ -204,12 +216,12 @@ static gt_rc gt__hf_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *in
       (rc = gt__hf_num_in(h, h->obj, "rms_norm_eps", 1e-6, NAN, &eps)) ||
       (rc = gt__hf_num_in(h, h->obj, "final_logit_softcapping", 0.0, 0.0, &cap)))
     return rc;
-  if ((rc = gt__hf_require(h, "hidden_activation", "gelu_pytorch_tanh (GeGLU with tanh GELU)", gt__is_gelu_tanh)) ||
-      (rc = gt__hf_require(h, "hidden_act", "gelu_pytorch_tanh (GeGLU with tanh GELU)", gt__is_gelu_tanh)) ||
-      (rc = gt__hf_require(h, "attn_logit_softcapping", "no attention soft-cap (null), as Gemma 3", gt__is_null)) ||
-      (rc = gt__hf_require(h, "attention_bias", "projections without bias (false)", gt__is_false)) ||
-      (rc = gt__hf_require(h, "use_bidirectional_attention", "causal attention (false)", gt__is_false)) ||
-      (rc = gt__hf_require(h, "tie_word_embeddings", "the tied output head (true)", gt__is_true)))
+  if ((rc = gt__hf_require(h, "hidden_activation", "gelu_pytorch_tanh (GeGLU with tanh GELU)", gt__hf_is_gelu_tanh)) ||
+      (rc = gt__hf_require(h, "hidden_act", "gelu_pytorch_tanh (GeGLU with tanh GELU)", gt__hf_is_gelu_tanh)) ||
+      (rc = gt__hf_require(h, "attn_logit_softcapping", "no attention soft-cap (null), as Gemma 3", gt__hf_is_null)) ||
+      (rc = gt__hf_require(h, "attention_bias", "projections without bias (false)", gt__hf_is_false)) ||
+      (rc = gt__hf_require(h, "use_bidirectional_attention", "causal attention (false)", gt__hf_is_false)) ||
+      (rc = gt__hf_require(h, "tie_word_embeddings", "the tied output head (true)", gt__hf_is_true)))
     return rc;
   if (eps >= 1)
     return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key 'rms_norm_eps' = %g, expected below 1", h->where, eps);
@@ -222,6 +234,12 @@ static gt_rc gt__hf_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *in
   if (rc || (rc = gt__hf_rope(h, cfg))) return rc;
 
   snprintf(cfg->decoder_block, sizeof cfg->decoder_block, "gemma3");
+  /* a Gemma 3 file says nothing of the Gemma 4 keys: their gemma3 values */
+  cfg->global_head_dim = cfg->global_num_kv_heads = 0;
+  cfg->share_kv_projections = cfg->v_norm_with_scale = cfg->use_double_wide_mlp = 0;
+  cfg->global_rope_proportion = cfg->local_rope_proportion = 1.0;
+  cfg->hidden_size_per_layer_input = cfg->vocab_size_per_layer_input = cfg->num_kv_shared_layers = 0;
+  if (gt__hf_set_dense(cfg)) return gt_err_set(h->err, GT_ERR_INTERNAL, "hf: cannot reset key 'num_experts'");
   /* The extra HF rows are the image token and padding, not vocabulary. */
   cfg->vocab_size = V == GT_HF_GEMMA3_ROWS ? GT_HF_GEMMA3_VOCAB : V;
   cfg->base_emb_dim = d;
@@ -246,6 +264,19 @@ static gt_rc gt__hf_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *in
   return GT_OK;
 }
 
+typedef gt_rc (*gt__hf_text_fn)(const gt__hfc *, gt_config *, gt_hf_info *);
+
+/* The model types gemtrain reads: the text-only class, and the multimodal
+ * wrapper whose text_config is the decoder. */
+static const struct {
+  const char *text_type, *wrapper_type, *text_arch, *wrapper_arch;
+  gt__hf_text_fn parse;
+} gt__hf_families[] = {
+    {"gemma3_text", "gemma3", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", gt__hf_text_config},
+    {"gemma4_text", "gemma4", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", gt__hf4_text_config},
+};
+#define GT__HF_NFAMILIES ((int)(sizeof gt__hf_families / sizeof gt__hf_families[0]))
+
 gt_rc gt_hf_config_parse(const char *json, const char *where, gt_config *cfg, gt_hf_info *info, gt_err *err) {
   cJSON *root = json ? cJSON_Parse(json) : NULL;
   if (!cJSON_IsObject(root)) {
@@ -257,30 +288,42 @@ gt_rc gt_hf_config_parse(const char *json, const char *where, gt_config *cfg, gt
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
   const char *type = cJSON_IsString(mt) ? mt->valuestring : "";
   if (info) memset(info, 0, sizeof *info);
-  if (!strcmp(type, "gemma3")) {
-    /* Gemma3ForConditionalGeneration: the decoder is text_config. */
+  int fam = -1, wrapper = 0;
+  for (int i = 0; i < GT__HF_NFAMILIES && fam < 0; i++) {
+    if (!strcmp(type, gt__hf_families[i].text_type)) fam = i;
+    if (!strcmp(type, gt__hf_families[i].wrapper_type)) fam = i, wrapper = 1;
+  }
+  if (fam < 0) {
+    rc = gt_err_set(err, GT_ERR_CONFIG,
+                    "hf: %s: key 'model_type' is '%.40s'; gemtrain reads gemma3_text (Gemma3ForCausalLM), gemma3 "
+                    "(Gemma3ForConditionalGeneration), gemma4_text (Gemma4ForCausalLM) and gemma4 "
+                    "(Gemma4ForConditionalGeneration)",
+                    where, mt ? (cJSON_IsString(mt) ? mt->valuestring : "(not a string)") : "(missing)");
+  } else if (!wrapper) {
+    rc = gt__hf_families[fam].parse(&h, cfg, info);
+  } else {
+    /* the multimodal wrapper: the decoder is text_config (absent: the text
+     * class's defaults, as transformers builds it) */
+    const char *text_type = gt__hf_families[fam].text_type;
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
     cJSON *empty = NULL;
     if (!tc || cJSON_IsNull(tc)) tc = empty = cJSON_CreateObject();
     if (!cJSON_IsObject(tc)) {
       rc = gt_err_set(err, GT_ERR_CONFIG, "hf: %s: key 'text_config' is a JSON %s, expected an object", where,
-                      gt__kind(tc));
+                      gt__hf_kind(tc));
     } else {
       const cJSON *tmt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
-      if (tmt && !(cJSON_IsString(tmt) && !strcmp(tmt->valuestring, "gemma3_text")))
-        rc = gt_err_set(err, GT_ERR_CONFIG, "hf: %s: key 'text_config.model_type' is not gemma3_text", where);
+      if (tmt && !(cJSON_IsString(tmt) && !strcmp(tmt->valuestring, text_type)))
+        rc = gt_err_set(err, GT_ERR_CONFIG, "hf: %s: key 'text_config.model_type' is not %s", where, text_type);
       h.obj = tc;
-      if (rc == GT_OK) rc = gt__hf_text_config(&h, cfg, info);
-      if (info) info->multimodal = 1;
+      if (rc == GT_OK) rc = gt__hf_families[fam].parse(&h, cfg, info);
     }
     cJSON_Delete(empty);
-  } else if (!strcmp(type, "gemma3_text")) {
-    rc = gt__hf_text_config(&h, cfg, info);
-  } else {
-    rc = gt_err_set(err, GT_ERR_CONFIG,
-                    "hf: %s: key 'model_type' is '%.40s'; gemtrain reads gemma3_text (Gemma3ForCausalLM) and gemma3 "
-                    "(Gemma3ForConditionalGeneration)",
-                    where, mt ? (cJSON_IsString(mt) ? mt->valuestring : "(not a string)") : "(missing)");
+  }
+  if (info && fam >= 0) {
+    info->multimodal = wrapper;
+    snprintf(info->architecture, sizeof info->architecture, "%s",
+             wrapper ? gt__hf_families[fam].wrapper_arch : gt__hf_families[fam].text_arch);
   }
   cJSON_Delete(root);
   return rc;
@@ -313,7 +356,12 @@ gt_rc gt_hf_config_read(const char *path, gt_config *cfg, gt_hf_info *info, gt_e
   return rc;
 }
 
+gt_rc gt_hf_config_exportable(const gt_config *cfg, gt_err *err) {
+  return gt_config_is_gemma4(cfg) ? gt__hf4_exportable(cfg, err) : GT_OK;
+}
+
 char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const char *torch_dtype) {
+  if (gt_config_is_gemma4(cfg)) return gt__hf4_config_to_json(cfg, torch_dtype);
   cJSON *o = cJSON_CreateObject();
   cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
   cJSON_AddItemToArray(arch, cJSON_CreateString("Gemma3ForCausalLM"));
@@ -335,8 +383,7 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
   cJSON_AddNumberToObject(o, "intermediate_size", (double)cfg->base_mlp_dim);
   cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
   for (long long i = 0; i < cfg->base_num_decoder_layers; i++)
-    cJSON_AddItemToArray(lt, cJSON_CreateString(gt_config_layer_is_global(cfg, i) ? "full_attention"
-                                                                                   : "sliding_attention"));
+    cJSON_AddItemToArray(lt, cJSON_CreateString(gt__hf_layer_type_name(cfg, i)));
   /* gemtrain has no context limit of its own; HF's default unless the
    * configured sequences are longer. */
   long long maxpos = cfg->max_target_length > 131072 ? cfg->max_target_length : 131072;

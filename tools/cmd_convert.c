@@ -1,4 +1,4 @@
-/* gemtrain convert: Hugging Face Gemma 3 checkpoints in and out.
+/* gemtrain convert: Hugging Face Gemma 3 and Gemma 4 checkpoints in and out.
  *
  * The conversion itself (hf.h) works on a model in memory; this command only
  * chooses the container on gemtrain's side, which for now is the parameter
@@ -20,23 +20,27 @@ static void gt__convert_usage(FILE *f) {
           "[key=value ...]\n"
           "       gemtrain convert from_hf <hf_dir> <out_run_dir | out.safetensors>\n"
           "\n"
-          "to_hf writes <out_dir>/config.json (Gemma3ForCausalLM, model_type gemma3_text) and\n"
+          "to_hf writes <out_dir>/config.json (Gemma3ForCausalLM / gemma3_text, or for decoder_block gemma4*\n"
+          "Gemma4ForCausalLM / gemma4_text) and\n"
           "model.safetensors (or model-0000k-of-0000n.safetensors shards of at most max_shard_size bytes\n"
           "plus model.safetensors.index.json) with Hugging Face names (model.*). <src> is a gemtrain\n"
           "checkpoint (a step, checkpoints or run directory: its latest good checkpoint), a parameter file\n"
           "(gt_ctx_save, or convert from_hf), an HF directory (re-export), or 'init': a\n"
           "fresh model initialised from init_weights_seed with the configuration given as for 'train'\n"
-          "(init_norm_std > 0 also draws the norm weights w of (1 + w) from normal(0, init_norm_std)).\n"
-          "A 262144-token embedding is written with HF's 262208 rows (zero rows appended, as MaxText does)\n"
-          "unless pad_vocab=false.\n"
+          "(init_norm_std > 0 also draws the norm weights from normal(0, init_norm_std) around the identity:\n"
+          "w of Gemma 3's (1 + w) around 0, Gemma 4's stored scales and layer_scalar around 1).\n"
+          "A Gemma 3 262144-token embedding is written with HF's 262208 rows (zero rows appended, as MaxText\n"
+          "does) unless pad_vocab=false. Gemma 4 layers all get a layer_scalar (1 when not trained).\n"
           "\n"
-          "from_hf reads an HF Gemma 3 directory (config.json: gemma3_text, or gemma3 with text_config;\n"
-          "tensors model.*, model.language_model.* or language_model.model.*, F32/BF16/F16, one file or\n"
-          "shards) and writes a gemtrain checkpoint (<out>/checkpoints/step_00000000, parameters with zero\n"
+          "from_hf reads an HF Gemma 3 or Gemma 4 directory (config.json: gemma3_text / gemma4_text, or the\n"
+          "gemma3 / gemma4 wrapper with text_config; tensors model.*, model.language_model.* or\n"
+          "language_model.model.*, F32/BF16/F16, one file or shards) and writes a gemtrain checkpoint (<out>/checkpoints/step_00000000, parameters with zero\n"
           "AdamW moments; load_parameters_path=<out> starts a run from it) or, for a name ending in\n"
           ".safetensors, a gemtrain parameter file; either holds the model's config.\n"
-          "Tensors other than the text decoder's (vision tower, projector) are counted and skipped; a\n"
-          "262208-row embedding is cut to 262144 rows.\n");
+          "Tensors other than the text decoder's (vision and audio towers, projectors) are counted and\n"
+          "skipped; a Gemma 3 262208-row embedding is cut to 262144 rows. Gemma 4 layer_scalar buffers are\n"
+          "loaded only with layer_scalar_trainable=true (the default); k/v tensors of KV-shared layers are\n"
+          "skipped, as transformers does.\n");
 }
 
 static int gt__parse_bool(const char *v, int *out) {
@@ -115,7 +119,14 @@ static int gt__to_hf(int argc, char **argv) {
       return 2;
     }
     gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
-    if (norm_std > 0) gt_model_init_norms(&m, (uint64_t)cfg.init_weights_seed, norm_std);
+    if (norm_std > 0) {
+      gt_model_init_norms(&m, (uint64_t)cfg.init_weights_seed, norm_std);
+      /* Gemma 4 norms (and layer_scalar) hold the multiplier itself: noise
+       * around 1, as Gemma 3's w is noise around 0 in its (1 + w) */
+      for (int i = 0; i < m.n_tensors && m.norm_offset == 0.0f; i++)
+        if (m.tensors[i].ndim == 1)
+          for (int64_t k = 0; k < m.tensors[i].numel; k++) m.params[m.tensors[i].offset + k] += 1.0f;
+    }
   } else if ((rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
     return rc;
   }
@@ -184,16 +195,24 @@ static int gt__from_hf(int argc, char **argv) {
     gt_model_free(&m);
     return 2;
   }
-  printf("convert: read %s (%s%s, prefix '%s', %s in %d file%s, embedding %lld rows): %lld layers, d=%lld, H=%lld, "
-         "K=%lld, head_dim=%lld, F=%lld, vocab=%lld, layer_pattern %s, window %lld\n",
-         dir, info.multimodal ? "Gemma3ForConditionalGeneration" : "Gemma3ForCausalLM",
-         info.multimodal ? " text decoder" : "", info.prefix, info.dtype, info.n_files, info.n_files == 1 ? "" : "s",
-         info.embed_rows, cfg.base_num_decoder_layers, cfg.base_emb_dim, cfg.base_num_query_heads,
+  printf("convert: read %s (%s%s, prefix '%s', %s in %d file%s, embedding %lld rows): %s, %lld layers, d=%lld, "
+         "H=%lld, K=%lld, head_dim=%lld, F=%lld, vocab=%lld, layer_pattern %s, window %lld\n",
+         dir, info.architecture, info.multimodal ? " text decoder" : "", info.prefix, info.dtype, info.n_files, info.n_files == 1 ? "" : "s",
+         info.embed_rows, cfg.decoder_block, cfg.base_num_decoder_layers, cfg.base_emb_dim, cfg.base_num_query_heads,
          cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.layer_pattern,
          cfg.sliding_window_size);
   if (info.n_ignored)
     printf("convert: skipped %d tensor%s that are not the text decoder's (e.g. '%s')\n", info.n_ignored,
            info.n_ignored == 1 ? "" : "s", info.first_ignored);
+  if (info.n_unused_shared_kv)
+    printf("convert: skipped %d k/v tensor%s of KV-shared layers (transformers drops them too)\n",
+           info.n_unused_shared_kv, info.n_unused_shared_kv == 1 ? "" : "s");
+  if (info.n_unused_scalars)
+    printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)%s\n",
+           info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s",
+           info.n_unused_scalars_not_one ? "; WARNING: some hold values other than 1, so the model differs from the "
+                                           "checkpoint's"
+                                         : "");
   printf("convert: wrote %s%s (%lld parameters, F32)\n", out, as_file ? "" : "/checkpoints/step_00000000",
          (long long)m.n_params);
   gt_model_free(&m);
