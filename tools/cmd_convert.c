@@ -197,7 +197,8 @@ static int gt__from_hf(int argc, char **argv) {
   }
   printf("convert: read %s (%s%s, prefix '%s', %s in %d file%s, embedding %lld rows): %s, %lld layers, d=%lld, "
          "H=%lld, K=%lld, head_dim=%lld, F=%lld, vocab=%lld, layer_pattern %s, window %lld\n",
-         dir, info.architecture, info.multimodal ? " text decoder" : "", info.prefix, info.dtype, info.n_files, info.n_files == 1 ? "" : "s",
+         dir, info.architecture, info.multimodal ? " text decoder" : "", info.prefix, info.dtype, info.n_files,
+         info.n_files == 1 ? "" : "s",
          info.embed_rows, cfg.decoder_block, cfg.base_num_decoder_layers, cfg.base_emb_dim, cfg.base_num_query_heads,
          cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.layer_pattern,
          cfg.sliding_window_size);
