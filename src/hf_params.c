@@ -96,6 +96,7 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     snprintf(info->prefix, sizeof info->prefix, "model.");
     snprintf(info->architecture, sizeof info->architecture, "%s", g4 ? "Gemma4ForCausalLM" : "Gemma3ForCausalLM");
     info->embed_rows = rows;
+    info->n_tensors = n;
     snprintf(info->dtype, sizeof info->dtype, "%s", gt_dtype_name(o->dtype));
   }
 out:
@@ -134,6 +135,7 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
   gt_hf_info local;
   if (!info) info = &local;
   info->n_files = set->n_files;
+  info->n_tensors = m->n_tensors;
   info->n_ignored = 0;
   info->first_ignored[0] = '\0';
   info->dtype[0] = '\0';

@@ -879,7 +879,8 @@ START_TEST(test_layer_scalar_buffer) {
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_hf_info info;
   gt_err e;
-  ck_assert_msg(gt_hf_export(&f, &cf, df, &o, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_hf_export(&f, &cf, df, &o, &info, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(info.n_tensors, f.n_tensors + 10); /* the table, and 10 scalars */
   gt_st_set set;
   ck_assert_msg(gt_st_set_open(&set, df, &e) == GT_OK, "%s", e.msg);
   for (int l = 0; l < (int)cf.base_num_decoder_layers; l++) {

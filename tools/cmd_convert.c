@@ -141,7 +141,7 @@ static int gt__to_hf(int argc, char **argv) {
   if (o.max_shard_bytes)
     snprintf(where, sizeof where, "shards of at most %llu bytes + index", (unsigned long long)o.max_shard_bytes);
   printf("convert: wrote %s: config.json and %d tensors in %s (%s), %lld parameters; embedding %lld rows%s\n", out,
-         m.n_tensors, where, info.dtype, (long long)m.n_params, info.embed_rows,
+         info.n_tensors, where, info.dtype, (long long)m.n_params, info.embed_rows,
          info.embed_rows != m.vocab ? " (zero-padded from the model's vocab_size)" : "");
   gt_model_free(&m);
   return 0;

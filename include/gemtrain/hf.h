@@ -53,6 +53,7 @@ typedef struct gt_hf_info {
   long long embed_rows;            /* rows of embed_tokens.weight in the files */
   char dtype[8];                   /* "F32", "BF16", "F16" or "mixed" */
   int n_files;                     /* safetensors files */
+  int n_tensors;                   /* tensors written (export) or loaded (import) */
   int n_ignored;                   /* tensors that are not the text decoder's (vision tower, lm_head) */
   char first_ignored[256];
   char architecture[48];           /* "Gemma3ForCausalLM", "Gemma4ForConditionalGeneration", ... */
@@ -66,9 +67,11 @@ typedef struct gt_hf_info {
 
 /* Sets cfg's model keys (decoder_block, vocab_size, base_emb_dim, heads,
  * head_dim, base_mlp_dim, layers, sliding_window_size, layer_pattern,
- * query_pre_attn_scalar, RoPE bases and scale, epsilon, soft-cap) from an HF
+ * query_pre_attn_scalar, RoPE bases and scale, epsilon, soft-cap; for Gemma 4
+ * also its keys and, where this gemtrain has them, the MoE keys) from an HF
  * config.json given as text; every other key of cfg is left as it is. Keys
- * the file omits take Gemma3TextConfig's defaults, as transformers does. A
+ * the file omits take Gemma3TextConfig's or Gemma4TextConfig's defaults, as
+ * transformers does. A
  * value gemtrain cannot run (another model_type, rope type, activation,
  * attention soft-cap, bias, untied head, ...) is refused naming the key.
  * `where` names the file in messages. info may be NULL. */
