@@ -352,6 +352,32 @@ START_TEST(test_vocab_pad_truncate) {
 }
 END_TEST
 
+/* BF16 entries for the model's tensors named `prefix` + name in w[0..),
+ * names in names[0..); returns their count. */
+static int model_entries(const gt_model *m, const char *prefix, gt_st_wtensor *w, char (*names)[160]) {
+  for (int i = 0; i < m->n_tensors; i++) {
+    snprintf(names[i], sizeof names[i], "%s%s", prefix, m->tensors[i].name);
+    w[i] = (gt_st_wtensor){names[i], GT_DT_BF16, m->tensors[i].ndim, {0}, m->params + m->tensors[i].offset};
+    for (int d = 0; d < m->tensors[i].ndim; d++) w[i].shape[d] = m->tensors[i].shape[d];
+  }
+  return m->n_tensors;
+}
+
+/* dir/config.json: the multimodal wrapper `arch` / `type` around the text
+ * config gemtrain writes for c. */
+static void write_wrapper_config(const char *dir, const gt_config *c, const char *arch, const char *type,
+                                 const char *vision_type) {
+  char *text = gt_hf_config_to_json(c, c->vocab_size, "bfloat16");
+  char path[1200];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"text_config\": %s, "
+             "\"vision_config\": {\"model_type\": \"%s\"}}\n", arch, type, text, vision_type);
+  fclose(f);
+  free(text);
+}
+
 /* Writes the model's tensors as `prefix` + name, plus extra tensors, and a
  * multimodal config.json whose text_config is the model's. */
 static void write_prefixed(const char *dir, const gt_model *m, const gt_config *c, const char *prefix) {
@@ -359,24 +385,13 @@ static void write_prefixed(const char *dir, const gt_model *m, const gt_config *
   int n = m->n_tensors + 2;
   gt_st_wtensor *w = calloc((size_t)n, sizeof *w);
   char(*names)[160] = calloc((size_t)n, sizeof *names);
-  for (int i = 0; i < m->n_tensors; i++) {
-    snprintf(names[i], sizeof names[i], "%s%s", prefix, m->tensors[i].name);
-    w[i] = (gt_st_wtensor){names[i], GT_DT_BF16, m->tensors[i].ndim, {0}, m->params + m->tensors[i].offset};
-    for (int d = 0; d < m->tensors[i].ndim; d++) w[i].shape[d] = m->tensors[i].shape[d];
-  }
+  model_entries(m, prefix, w, names);
   static const float vision[6] = {1, 2, 3, 4, 5, 6};
   w[n - 2] = (gt_st_wtensor){"vision_tower.vision_model.embeddings.patch_embedding.weight", GT_DT_F32, 2, {2, 3}, vision};
   w[n - 1] = (gt_st_wtensor){"multi_modal_projector.mm_soft_emb_norm.weight", GT_DT_F32, 1, {6}, vision};
   gt_err e;
   ck_assert_msg(gt_st_write_sharded(dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
-  char *text = gt_hf_config_to_json(c, c->vocab_size, "bfloat16");
-  char path[1200];
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  FILE *f = fopen(path, "w");
-  fprintf(f, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
-             "\"text_config\": %s, \"vision_config\": {\"model_type\": \"siglip_vision_model\"}}\n", text);
-  fclose(f);
-  free(text);
+  write_wrapper_config(dir, c, "Gemma3ForConditionalGeneration", "gemma3", "siglip_vision_model");
   free(names);
   free(w);
 }
@@ -936,14 +951,10 @@ START_TEST(test_gemma4_wrapper_and_shared_kv) {
   for (int64_t i = 0; i < a.n_params; i++) a.params[i] = (float)((int)(a.params[i] * 64.0f)) / 64.0f;
   char *d = pth("g4mm");
   gt_test_system("mkdir -p '%s'", d);
-  int nshared = (int)c.num_kv_shared_layers, n = a.n_tensors + 3 * nshared + 1, k = 0;
+  int nshared = (int)c.num_kv_shared_layers, n = a.n_tensors + 3 * nshared + 1;
   gt_st_wtensor *w = calloc((size_t)n, sizeof *w);
   char(*names)[160] = calloc((size_t)n, sizeof *names);
-  for (int i = 0; i < a.n_tensors; i++, k++) {
-    snprintf(names[k], sizeof names[k], "model.language_model.%s", a.tensors[i].name);
-    w[k] = (gt_st_wtensor){names[k], GT_DT_BF16, a.tensors[i].ndim, {0}, a.params + a.tensors[i].offset};
-    for (int dd = 0; dd < a.tensors[i].ndim; dd++) w[k].shape[dd] = a.tensors[i].shape[dd];
-  }
+  int k = model_entries(&a, "model.language_model.", w, names);
   static float junk[64 * 64]; /* the largest: a global shared layer's [32, 64] */
   for (int l = (int)c.base_num_decoder_layers - nshared; l < c.base_num_decoder_layers; l++) {
     int hd = (int)gt_config_layer_head_dim(&c, l);
@@ -958,14 +969,7 @@ START_TEST(test_gemma4_wrapper_and_shared_kv) {
   ck_assert_int_eq(k, n);
   gt_err e;
   ck_assert_msg(gt_st_write_sharded(d, n, w, 0, &e) == GT_OK, "%s", e.msg);
-  char *text = gt_hf_config_to_json(&c, 0, "bfloat16");
-  char path[1200];
-  snprintf(path, sizeof path, "%s/config.json", d);
-  FILE *f = fopen(path, "w");
-  fprintf(f, "{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\", "
-             "\"text_config\": %s, \"vision_config\": {\"model_type\": \"gemma4_vision\"}}\n", text);
-  fclose(f);
-  free(text);
+  write_wrapper_config(d, &c, "Gemma4ForConditionalGeneration", "gemma4", "gemma4_vision");
   gt_config c2;
   tiny_cfg(&c2);
   gt_hf_info info;
