@@ -7,13 +7,19 @@
  * layer's ops that produce q, k and v for the one token, appends k and v to
  * the cache, runs gt_attention_decode over the visible cached positions in
  * place of the training attention op, and runs the remaining ops. The logits
- * come from the training output head on the last row. */
+ * come from the training output head on the last row.
+ *
+ * Gemma 4: a KV-shared layer has no k/v ops; it attends over its donor's
+ * cache (gt_kv_cache) and, in prefill, over the donor's prompt keys, which are
+ * kept until the prefill ends. PLE models compute the per-layer inputs of the
+ * prompt (or of the one token) with the training PLE code first. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gemtrain/decode.h"
 #include "gemtrain/kernels.h"
 #include "head.h"
+#include "ple.h"
 
 static void gt__free_tables(gt_decoder *d) {
   for (int r = 0; r < GT_MAX_ROPE; r++) {
@@ -29,6 +35,7 @@ void gt_decoder_free(gt_decoder *d) {
   for (int k = 1; k < GT_A_NSLOTS; k++) gt_mem_free(d->m->mem, d->acts[k]); /* slot 0 is d->x */
   gt_mem_free(d->m->mem, d->x);
   gt_mem_free(d->m->mem, d->xn);
+  gt_mem_free(d->m->mem, d->ple);
   gt__free_tables(d);
   memset(d, 0, sizeof *d);
 }
@@ -38,13 +45,6 @@ gt_rc gt_decoder_init(gt_decoder *d, gt_model *m, int64_t max_len, gt_err *err) 
   if (!m->params || m->view || !m->mem)
     return gt_err_set(err, GT_ERR_ARG, "decode: the model's parameters must be allocated in one place (not sharded)");
   if (max_len < 1) return gt_err_set(err, GT_ERR_ARG, "decode: a context of %lld positions", (long long)max_len);
-  /* Gemma 4 layers need per-layer inputs and K/V sharing in the cached
-   * step; until then they are refused rather than decoded wrongly */
-  for (int64_t l = 0; l < m->n_layers; l++)
-    if (m->layers[l].gemma4)
-      return gt_err_set(err, GT_ERR_CONFIG,
-                        "decode: layer %lld is a Gemma 4 layer; cached decoding supports Gemma 3 models only so far",
-                        (long long)l);
   d->m = m;
   d->view = *m;
   gt_rc rc;
@@ -69,6 +69,8 @@ gt_rc gt_decoder_init(gt_decoder *d, gt_model *m, int64_t max_len, gt_err *err) 
   d->x = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)m->d * sizeof(float));
   d->xn = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)m->d * sizeof(float));
   if (!d->x || !d->xn) goto nomem;
+  if (m->ple_dim && !(d->ple = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)(m->n_layers * m->ple_dim) * sizeof(float))))
+    goto nomem;
   return GT_OK;
 nomem:
   rc = gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for one token's activations");
@@ -122,23 +124,39 @@ gt_rc gt_decoder_prefill(gt_decoder *d, const int32_t *ids, int64_t n, float *lo
   int32_t *pos = malloc((size_t)n * sizeof(int32_t));
   float *x = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * dm) * sizeof(float));
   float *a[GT_A_NSLOTS] = {0};
-  float *xn = NULL;
-  if (!pos || !x) goto nomem;
+  float *xn = NULL, *ple = NULL;
+  /* a KV donor's prompt keys and values, kept for the layers that share them
+   * (the ring alone does not hold a prompt longer than the window) */
+  float **kept = calloc((size_t)(2 * m->n_layers), sizeof(float *));
+  if (!pos || !x || !kept) goto nomem;
   for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)i;
   gt_embedding_forward(x, ids, m->params + m->embed_offset, n, (int)dm, m->emb_scale);
+  if (m->ple_dim) {
+    int64_t hoff, hcnt;
+    gt_model_unit(m, 0, &hoff, &hcnt);
+    if (!(ple = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * m->n_layers * m->ple_dim) * sizeof(float))))
+      goto nomem;
+    if ((rc = gt__ple_forward(m, m->params + hoff, x, ids, n, ple, err))) goto done;
+  }
   for (int64_t l = 0; l < m->n_layers; l++) {
     const gt_layer_desc *L = &m->layers[l];
-    /* A KV-sharing layer would attend to its donor's prompt keys here
-     * instead of its own: keep the donor's full-prompt k and v until it has
-     * run (the ring alone does not hold a prompt longer than the window). */
-    for (int k = 1; k < GT_A_NSLOTS; k++)
-      if (!(a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)gt_act_numel(m, L, (gt_act)k, 1, n) * sizeof(float))))
-        goto nomem;
+    for (int k = 1; k < GT_A_NSLOTS; k++) {
+      int64_t numel = gt_act_numel(m, L, (gt_act)k, 1, n);
+      if (numel && !(a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)numel * sizeof(float)))) goto nomem;
+    }
     if (!(xn = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * dm) * sizeof(float)))) goto nomem;
     a[GT_A_X_IN] = x;
     gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = (int)n, .pos = pos, .params = m->params + L->param_offset};
+    if (L->kv_donor >= 0) io.kv_k = kept[2 * L->kv_donor], io.kv_v = kept[2 * L->kv_donor + 1];
+    if (L->ple_dim) io.ple = ple + l * L->ple_dim, io.ple_stride = m->n_layers * L->ple_dim;
     gt_layer_forward(&io, a, xn);
-    gt__store(&d->cache, l, a[GT_A_K], a[GT_A_V], 0, n);
+    if (L->kv_donor < 0) gt__store(&d->cache, l, a[GT_A_K], a[GT_A_V], 0, n);
+    for (int64_t r = l + 1; r < m->n_layers; r++)
+      if (m->layers[r].kv_donor == l) { /* a donor: its readers come later */
+        kept[2 * l] = a[GT_A_K], kept[2 * l + 1] = a[GT_A_V];
+        a[GT_A_K] = a[GT_A_V] = NULL;
+        break;
+      }
     for (int k = 1; k < GT_A_NSLOTS; k++) gt_mem_free(m->mem, a[k]), a[k] = NULL;
     gt_mem_free(m->mem, x);
     x = xn;
@@ -151,6 +169,9 @@ nomem:
   rc = gt_err_set(err, GT_ERR_NOMEM, "decode: no memory to prefill %lld tokens", (long long)n);
 done:
   for (int k = 1; k < GT_A_NSLOTS; k++) gt_mem_free(m->mem, a[k]);
+  for (int64_t k = 0; kept && k < 2 * m->n_layers; k++) gt_mem_free(m->mem, kept[k]);
+  free(kept);
+  gt_mem_free(m->mem, ple);
   gt_mem_free(m->mem, xn);
   gt_mem_free(m->mem, x);
   free(pos);
@@ -165,14 +186,20 @@ gt_rc gt_decoder_step(gt_decoder *d, int32_t id, float *logits, gt_err *err) {
   const int32_t pos = (int32_t)p;
   const uint32_t attn = gt_layer_attention_op(), before = attn - 1;
   gt_embedding_forward(d->x, &id, m->params + m->embed_offset, 1, (int)m->d, m->emb_scale);
+  if (d->ple) {
+    int64_t hoff, hcnt;
+    gt_model_unit(m, 0, &hoff, &hcnt);
+    if ((rc = gt__ple_forward(m, m->params + hoff, d->x, &id, 1, d->ple, err))) return rc;
+  }
   for (int64_t l = 0; l < m->n_layers; l++) {
     const gt_layer_desc *L = &m->layers[l];
     gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = 1, .pos = &pos, .params = m->params + L->param_offset};
     const uint32_t after = gt_layer_all_ops(L) & ~(attn | before);
+    if (L->ple_dim) io.ple = d->ple + l * L->ple_dim, io.ple_stride = m->n_layers * L->ple_dim;
     d->acts[GT_A_X_IN] = d->x;
-    /* (a KV-sharing layer would skip the k and v ops here) */
+    /* a KV-shared layer's kind has no k/v ops and no cache of its own */
     gt_layer_forward_ops(&io, d->acts, before, d->xn);
-    gt__store(&d->cache, l, d->acts[GT_A_K], d->acts[GT_A_V], p, 1);
+    if (L->kv_donor < 0) gt__store(&d->cache, l, d->acts[GT_A_K], d->acts[GT_A_V], p, 1);
     const gt_kv_layer *src = &d->cache.layers[d->cache.layers[l].src];
     int64_t start, n;
     gt_kv_visible(&d->cache, l, p, &start, &n);

@@ -10,13 +10,12 @@
 
 #include "gemtrain/decode.h"
 
-/* The layer whose cache layer l reads. Gemma 4's KV sharing (spec 3.5) plugs
- * in here: a shared layer returns its donor (the last non-shared layer of the
- * same attention kind), gets no cache of its own, and the decoder skips its
- * k/v projections and cache writes. Every Gemma 3 layer owns its cache. */
+/* The layer whose cache layer l reads. A Gemma 4 KV-shared layer (spec 3.5)
+ * reads its donor's (the last non-shared layer of the same attention kind,
+ * so the same window and ring size), gets no cache of its own, and computes
+ * no k or v (its layer kind has no such ops). Every other layer owns one. */
 static int gt__kv_src(const gt_model *m, int64_t l) {
-  (void)m;
-  return (int)l;
+  return m->layers[l].kv_donor >= 0 ? m->layers[l].kv_donor : (int)l;
 }
 
 static int64_t gt__kv_cap(const gt_layer_desc *L, int64_t max_len) {

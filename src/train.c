@@ -457,11 +457,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     else
       fprintf(out, "wrote %s/config.json, metrics.jsonl and loss.svg\n", res->run_dir);
   }
-  int g4 = 0;
-  for (int64_t l = 0; l < m.n_layers; l++) g4 |= m.layers[l].gemma4;
-  if (g4 && cfg.sample_tokens > 0 && out)
-    fprintf(out, "sample: skipped (cached decoding supports Gemma 3 models only so far)\n");
-  if (!g4 && !res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB &&
+  if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB &&
       strcmp(cfg.dataset_type, "tokens")) {
     if (fs) { /* sample on the host from the gathered parameters */
       if ((rc = gt_model_alloc(&m, &mem, err)) || (rc = gt_fsdp_full_params(fs, m.params, err))) goto out;

@@ -17,6 +17,8 @@ int gt_cli_load_params(const char *path, long long max_target_length, gt_config 
                        gt_hf_info *info);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
+/* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */
+int gt_bench_checkpoint(int argc, char **argv, int reps);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);

@@ -72,6 +72,7 @@ typedef struct gt_decoder {
   gt_kv_cache cache;
   float *acts[GT_A_NSLOTS]; /* one token's activations, sized for the largest layer */
   float *x, *xn;            /* [d] the residual stream in and out of a layer */
+  float *ple;               /* [L*P] the token's per-layer inputs (Gemma 4 PLE models), else NULL */
 } gt_decoder;
 
 /* A decoder of model m (parameters allocated, no sharded view) for contexts
