@@ -266,6 +266,9 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
     }
     int xn = gt__alloc(&s, l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP, xbytes,
                        l + 1 < L ? "layer %lld input (carry)" : "final hidden state", l + 1);
+    int64_t moe_fwd, moe_bwd; /* src/layer.c: the routed experts' scratch, inside the layer's forward */
+    gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+    if (moe_fwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch", l));
     for (int k = 0; k < GT_A_NSLOTS; k++) {
       if (SID(l, k) < 0) continue;
       gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
@@ -341,6 +344,11 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
             SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
           }
         int xo = (ops & out_op) ? gt__alloc(&s, GT_MEM_TEMP, xbytes, "layer %lld output (recomputed)", l) : -1;
+        if (ops & gt_layer_moe_op()) {
+          int64_t moe_fwd, moe_bwd;
+          gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+          gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch (recompute)", l));
+        }
         if (want_out)
           SID(l + 1, GT_A_X_IN) = xo;
         else
@@ -360,6 +368,9 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
       int dx1 = gt__alloc(&s, GT_MEM_TEMP, n_dx1 * f4, "layer %lld d(attention residual)", l);
       if (n_ple) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, n_ple * f4, "layer %lld per-layer input gradients", l));
       int ffw = gt__alloc(&s, GT_MEM_TEMP, n_ffw * f4, "layer %lld MLP gradients", l);
+      int64_t moe_fwd, moe_bwd;
+      gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+      if (moe_bwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_bwd * f4, "layer %lld routed experts' backward scratch", l));
       gt__free(&s, ffw);
       int at = gt__alloc(&s, GT_MEM_TEMP, n_attn * f4, "layer %lld attention gradients", l);
       gt__free(&s, at);
@@ -415,6 +426,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_rc rc = gt_model_build(&m, c, err);
   if (rc) return rc;
   p->n_params = m.n_params;
+  p->n_active_params = gt_model_count_active_params(c);
   p->n_layers = m.n_layers;
   p->flops = gt_flops_per_step_per_device(c);
   p->n_devices = (int)c->num_devices;
@@ -508,7 +520,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   fprintf(f, "memory plan: %s, remat_policy=%s remat_scope=%s, batch %lld x %lld, num_vocab_tiling=%lld\n",
           c->model_name[0] ? c->model_name : "(no preset)", c->remat_policy, c->remat_scope,
           gt_config_global_batch(c), c->max_target_length, c->num_vocab_tiling);
-  fprintf(f, "  parameters: %lld (%.3f billion)\n", (long long)p->n_params, (double)p->n_params / 1e9);
+  fprintf(f, "  parameters: %lld (%.3f billion)", (long long)p->n_params, (double)p->n_params / 1e9);
+  if (p->n_active_params != p->n_params) /* MoE: a token runs num_experts_per_tok experts */
+    fprintf(f, ", active per token: %lld (%.3f billion)", (long long)p->n_active_params,
+            (double)p->n_active_params / 1e9);
+  fprintf(f, "\n");
   fprintf(f, "  Per train step: Total TFLOPs: %.4f, split as %.2f%% learnable weight flops and %.2f%% attention flops\n",
           p->flops.total_tflops, 100 * p->flops.learnable_tflops / p->flops.total_tflops,
           100 * p->flops.attention_tflops / p->flops.total_tflops);
@@ -546,6 +562,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "remat_policy", c->remat_policy);
   cJSON_AddStringToObject(o, "remat_scope", c->remat_scope);
   cJSON_AddNumberToObject(o, "parameters", (double)p->n_params);
+  cJSON_AddNumberToObject(o, "active_parameters", (double)p->n_active_params);
   cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
   cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
   cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);

@@ -26,7 +26,8 @@ extern "C" {
 typedef struct gt_fsdp gt_fsdp;
 
 typedef struct gt_fsdp_step_info {
-  double loss;            /* mean over the global batch */
+  double loss;            /* LM loss: mean over the global batch */
+  double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
   int64_t total_weights;
   gt_update_info update;  /* global gradient norm, lr, clip scale */
   int64_t comm_bytes;     /* per device, this step */
