@@ -172,9 +172,17 @@ static void gt__rel(gt__view *v, int64_t u, int phase) {
 
 /* The fsdp axis of the mesh (the data axis replicates what it shards). */
 static int gt__fsdp_size(const gt_config *c) {
-  long long dp = c->ici_data_parallelism, fs = c->ici_fsdp_parallelism;
-  if (fs == -1) fs = c->num_devices / dp;
-  return (int)fs;
+  int dp, fs, ep;
+  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  return fs;
+}
+
+/* A device's index on the fsdp axis (src/mesh.c: device = (data * fsdp +
+ * fsdp index) * expert + expert index). */
+static int gt__fsdp_rank(const gt_config *c, int dev) {
+  int dp, fs, ep;
+  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  return dev / ep % fs;
 }
 
 /* One device's training step: dev = -1 is the unsharded model. */
@@ -191,8 +199,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   int64_t *cnt = malloc(sizeof(int64_t) * (size_t)nu);
   int *gathered = malloc(sizeof(int) * (size_t)nu), *ugrad = malloc(sizeof(int) * (size_t)nu);
   for (int64_t u = 0; u < nu; u++) {
-    int64_t off;
-    gt_model_unit(&m, u, &off, &cnt[u]);
+    cnt[u] = gt_model_unit_local(&m, u); /* with expert parallelism: the device's own experts */
     gathered[u] = ugrad[u] = -1;
   }
   gt__view v = {&s, dev >= 0, c->prefetch, nu, cnt, gathered, ugrad};
@@ -222,7 +229,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   } else { /* src/fsdp.c: the device's shards and its reduce-scatter buffer */
     int64_t sh = 0, maxs = 0;
     for (int64_t u = 0; u < nu; u++) {
-      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), dev % gt__fsdp_size(c));
+      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), gt__fsdp_rank(c, dev));
       sh += n;
       if (n > maxs) maxs = n;
     }
@@ -431,6 +438,10 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   p->flops = gt_flops_per_step_per_device(c);
   p->n_devices = (int)c->num_devices;
   p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
+  int ax_d, ax_f, ax_e;
+  gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
+  /* every expert rank holds blocks of the same size */
+  if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);
   if (p->n_devices <= 1) {
     rc = gt__replay(p, c, &m, -1, err);
   } else {
@@ -469,21 +480,34 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
      * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. The busiest device counts. */
-    int N = p->n_devices, F = gt__fsdp_size(c), D = N / F;
+    int N = p->n_devices, F = ax_f, D = ax_d, E = ax_e;
+    int64_t Bd = gt_config_global_batch(c) / N, Tn = c->max_target_length;
     for (int dv = 0; dv < N; dv++) {
       int64_t sent = 0;
-      int r = dv % F, dr = dv / F;
+      int e = dv % E, r = dv / E % F, dr = dv / (E * F);
       for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
-        int64_t off, cnt;
-        gt_model_unit(&m, u, &off, &cnt);
-        int64_t ns = gt_shard_len(cnt, F, r);
+        int64_t cnt = gt_model_unit_local(&m, u), rep = gt_model_unit_replicated(&m, u);
+        int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
         int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
         sent += gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
         if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
+        /* src/fsdp.c: the expert ranks sum the replicated part of the shard */
+        int64_t nr = rep - nb < 0 ? 0 : rep - nb > ns ? ns : rep - nb;
+        if (E > 1 && nr > 0) sent += ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
+        /* src/layer.c: a MoE layer's routed op gathers the group's inputs
+         * and all-reduces their sums (again when remat recomputes it);
+         * backward gathers d(routed) and reduce-scatters d(x1) */
+        const gt_layer_desc *ld = u > 0 ? &m.layers[u - 1] : NULL;
+        if (ld && ld->moe_ep > 1) {
+          int64_t n = E * Bd * Tn * m.d, one = (n - n / E) * 4;
+          int runs = 1 + (gt_remat_slot_mode(&m.remat, ld, GT_A_MOE_SAVED) == GT_SAVE_REMAT);
+          sent += runs * 3 * one + 2 * one;
+        }
       }
       sent *= c->gradient_accumulation_steps;
-      sent += ((3 - gt_shard_len(3, N, dv)) + (3 - gt_shard_len(3, N, (dv + 1) % N))) * 8;
+      int64_t nsum = m.n_moe_layers ? 4 : 3; /* loss, token count, squared norm (and the MoE lb sum) */
+      sent += ((nsum - gt_shard_len(nsum, N, dv)) + (nsum - gt_shard_len(nsum, N, (dv + 1) % N))) * 8;
       if (sent > p->comm_bytes_per_step) p->comm_bytes_per_step = sent;
     }
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
