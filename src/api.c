@@ -117,7 +117,7 @@ static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
   double t0 = gt_prof_now();
   gt_model *m = &c->model;
   gt_model_zero_grads(m);
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   int ga = given ? 1 : (int)c->cfg.gradient_accumulation_steps;
   gt_rc rc;
   for (int i = 0; i < ga; i++) {
@@ -222,7 +222,7 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   gt_err_clear(&c->err);
   gt_batch b;
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   if ((rc = gt_exec_forward_loss(&c->model, &b, 1, &st, &c->err))) return rc;
   *loss = st.total_weights ? st.xent_sum / (double)st.total_weights : NAN;
   return GT_OK;

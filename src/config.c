@@ -102,6 +102,17 @@ static const gt_key_spec gt__keys[] = {
      "Gemma 4: the last this-many layers reuse the K/V of the last earlier layer of their kind"},
     {"use_double_wide_mlp", GT_KEY_BOOL, F(use_double_wide_mlp), 0, 1, NULL,
      "Gemma 4: KV-shared layers use an MLP of width 2 x base_mlp_dim"},
+    /* Gemma 4 mixture of experts (MaxText's names) */
+    {"num_experts", GT_KEY_INT, F(num_experts), 0, 65536, NULL,
+     "Gemma 4: routed experts per layer; 0 or 1: a dense feed-forward (no MoE)"},
+    {"num_experts_per_tok", GT_KEY_INT, F(num_experts_per_tok), 1, 65536, NULL,
+     "Gemma 4 MoE: experts each token is routed to (top-k)"},
+    {"base_moe_mlp_dim", GT_KEY_INT, F(base_moe_mlp_dim), 0, 1 << 20, NULL,
+     "Gemma 4 MoE: intermediate size of each routed expert (the shared expert uses base_mlp_dim)"},
+    {"shared_experts", GT_KEY_INT, F(shared_experts), 0, 1, NULL,
+     "Gemma 4 MoE: dense shared experts beside the routed ones (1: Gemma 4 26b's mlp.*; 0: none)"},
+    {"load_balance_loss_weight", GT_KEY_FLOAT, F(load_balance_loss_weight), 0, 1e6, NULL,
+     "Gemma 4 MoE: weight of the load-balance loss averaged over MoE layers and added to the loss (0: off)"},
     {"weight_init_scale", GT_KEY_FLOAT, F(weight_init_scale), 0, 1e3, NULL,
      "matrices start as normal(0, scale / sqrt(fan_in)); the embedding as normal(0, 1/sqrt(d))"},
     {"dtype", GT_KEY_ENUM, F(dtype), 0, 0, "float32",
@@ -207,6 +218,8 @@ static const gt_key_spec gt__keys[] = {
      "data-parallel axis of the mesh (-1: fill in)"},
     {"ici_fsdp_parallelism", GT_KEY_INT, F(ici_fsdp_parallelism), -1, 1024, NULL,
      "FSDP axis of the mesh (-1: fill in); product of axes = num_devices"},
+    {"ici_expert_parallelism", GT_KEY_INT, F(ici_expert_parallelism), -1, 1024, NULL,
+     "expert axis of the mesh: each device holds num_experts / this of every MoE layer's experts (-1: fill in)"},
     {"prefetch", GT_KEY_BOOL, F(prefetch), 0, 1, NULL,
      "sharded runs: gather the next layer's weights together with the current one's"},
 };
@@ -692,6 +705,74 @@ int gt_config_layer_k_eq_v(const gt_config *cfg, long long layer) {
   return cfg->share_kv_projections && gt_config_layer_is_global(cfg, layer);
 }
 
+int gt_config_layer_is_moe(const gt_config *cfg, long long layer) {
+  return gt_config_is_gemma4(cfg) && cfg->num_experts > 1 && layer >= 0 && layer < cfg->base_num_decoder_layers;
+}
+
+long long gt_config_num_moe_layers(const gt_config *cfg) {
+  long long n = 0;
+  for (long long l = 0; l < cfg->base_num_decoder_layers; l++) n += gt_config_layer_is_moe(cfg, l);
+  return n;
+}
+
+void gt_config_mesh_axes(const gt_config *cfg, int *data, int *fsdp, int *expert) {
+  long long ax[3] = {cfg->ici_data_parallelism, cfg->ici_fsdp_parallelism, cfg->ici_expert_parallelism};
+  long long known = 1;
+  for (int i = 0; i < 3; i++)
+    if (ax[i] > 0) known *= ax[i];
+  for (int i = 0; i < 3; i++)
+    if (ax[i] == -1) ax[i] = known > 0 ? cfg->num_devices / known : 1;
+  *data = (int)ax[0];
+  *fsdp = (int)ax[1];
+  *expert = (int)ax[2];
+}
+
+/* The MoE keys: a MoE feed-forward exists on Gemma 4 only, its shapes must
+ * be whole, and the expert axis must split the experts evenly. */
+static gt_rc gt__validate_moe(const gt_config *c, gt_err *err) {
+  int dp, fs, ep;
+  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  if (c->num_experts <= 1) {
+    if (ep != 1)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key 'ici_expert_parallelism' = %d needs a mixture of experts, but num_experts = %lld; "
+                        "expected 1 on a dense model",
+                        ep, c->num_experts);
+    return GT_OK;
+  }
+  if (!gt_config_is_gemma4(c))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'num_experts' = %lld, but decoder_block = '%s' has no mixture of experts; expected "
+                      "0 there (or decoder_block gemma4)",
+                      c->num_experts, c->decoder_block);
+  if (c->num_experts_per_tok > c->num_experts)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'num_experts_per_tok' = %lld exceeds num_experts = %lld; a token picks at most "
+                      "every expert",
+                      c->num_experts_per_tok, c->num_experts);
+  if (c->base_moe_mlp_dim < 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'base_moe_mlp_dim' = %lld; a mixture of experts (num_experts = %lld) needs an "
+                      "expert width >= 1",
+                      c->base_moe_mlp_dim, c->num_experts);
+  if (c->shared_experts != 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'shared_experts' = %lld; Gemma 4's MoE block has exactly one shared expert "
+                      "(mlp.*), expected 1",
+                      c->shared_experts);
+  if (c->num_experts % ep)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'ici_expert_parallelism' = %d does not divide num_experts = %lld; every device "
+                      "of the expert axis holds the same number of whole experts",
+                      ep, c->num_experts);
+  if (c->gradient_accumulation_steps > 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'gradient_accumulation_steps' = %lld with num_experts = %lld; the load-balance "
+                      "loss is not built for accumulated steps yet, expected 1",
+                      c->gradient_accumulation_steps, c->num_experts);
+  return GT_OK;
+}
+
 /* Gemma 4 keys must stay at their defaults on a gemma3 decoder, so a
  * reshaped preset never silently mixes the two families. */
 static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
@@ -767,28 +848,40 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                         "(local) and G (global)",
                         c->layer_pattern, c->layer_pattern[i], i);
   /* mesh axes: at most one -1, filled so the product equals num_devices */
-  long long dp = c->ici_data_parallelism, fs = c->ici_fsdp_parallelism;
-  if (dp == 0 || fs == 0)
+  long long ax[3] = {c->ici_data_parallelism, c->ici_fsdp_parallelism, c->ici_expert_parallelism};
+  static const char *axn[3] = {"ici_data_parallelism", "ici_fsdp_parallelism", "ici_expert_parallelism"};
+  long long known = 1;
+  int n_fill = 0, fill = -1;
+  for (int i = 0; i < 3; i++) {
+    if (ax[i] == 0)
+      return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' = 0; mesh axes are positive or -1 (fill in)", axn[i]);
+    if (ax[i] == -1)
+      n_fill++, fill = i;
+    else
+      known *= ax[i];
+  }
+  if (n_fill > 1)
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: key '%s' = 0; mesh axes are positive or -1 (fill in)",
-                      dp == 0 ? "ici_data_parallelism" : "ici_fsdp_parallelism");
-  if (dp == -1 && fs == -1)
-    return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: keys 'ici_data_parallelism' and 'ici_fsdp_parallelism' are both -1; at "
-                      "most one axis may be filled in");
-  long long known = (dp > 0 ? dp : 1) * (fs > 0 ? fs : 1);
-  if (dp == -1 || fs == -1) {
+                      "config: keys '%s' and '%s' are both -1; at most one mesh axis may be filled in",
+                      axn[fill == 2 && ax[1] == -1 ? 1 : 0], axn[fill]);
+  if (n_fill) {
+    int named = fill == 0 ? 1 : 0; /* name a fixed axis that is not 1 */
+    for (int i = 0; i < 3; i++)
+      if (i != fill && ax[i] > 1) {
+        named = i;
+        break;
+      }
     if (c->num_devices % known)
       return gt_err_set(err, GT_ERR_CONFIG,
-                        "config: key '%s' = %lld does not divide num_devices = %lld, so the -1 axis "
-                        "cannot be filled in",
-                        dp == -1 ? "ici_fsdp_parallelism" : "ici_data_parallelism", known,
-                        c->num_devices);
+                        "config: key '%s' = %lld (fixed mesh axes multiply to %lld) does not divide num_devices = "
+                        "%lld, so the -1 axis '%s' cannot be filled in",
+                        axn[named], ax[named], known, c->num_devices, axn[fill]);
   } else if (known != c->num_devices) {
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: ici_data_parallelism x ici_fsdp_parallelism = %lld x %lld = %lld, but "
-                      "key 'num_devices' = %lld; the product of the mesh axes must equal num_devices",
-                      dp, fs, known, c->num_devices);
+                      "config: ici_data_parallelism x ici_fsdp_parallelism x ici_expert_parallelism = %lld x %lld "
+                      "x %lld = %lld, but key 'num_devices' = %lld; the product of the mesh axes must equal "
+                      "num_devices",
+                      ax[0], ax[1], ax[2], known, c->num_devices);
   }
   double gb = c->per_device_batch_size * (double)c->num_devices;
   if (fabs(gb - llround(gb)) > 1e-9 || llround(gb) < 1)
@@ -809,6 +902,7 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                       c->load_parameters_path, c->load_full_state_path);
   gt_rc rc4 = gt__validate_gemma4(c, err);
   if (rc4) return rc4;
+  if ((rc4 = gt__validate_moe(c, err))) return rc4;
   if (c->learning_rate_schedule_steps == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "

@@ -39,6 +39,8 @@ typedef struct gt__run {
   float **lg;       /* [L] its gradient block (backward) */
   float **dkv;      /* [2L] a KV donor's accumulated K and V gradients (backward) */
   float *ple, *dple; /* [N, L*P] per-layer inputs and their gradient (PLE models) */
+  double lb_sum;     /* MoE: the forward's load-balance losses, summed over layers */
+  gt_rc fail;        /* set by a layer op that could not allocate its scratch */
 } gt__run;
 
 static gt_rc gt__acquire(gt_model *m, int64_t u, int phase, const float **p, float **g, gt_err *err) {
@@ -98,7 +100,7 @@ static void gt__free_run(gt__run *r) {
 static gt_layer_io gt__io(gt__run *r, int64_t l) {
   const gt_layer_desc *L = &r->m->layers[l];
   gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l],
-                    NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                    NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, &r->fail};
   /* KV sharing: a shared layer reads its donor's kept K/V; both send their
    * K/V gradients through the donor's accumulators */
   int64_t kv = L->kv_donor >= 0 ? L->kv_donor : l;
@@ -209,7 +211,11 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     gt_mem_cat next_cat = train && l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP;
     float *xn = gt_mem_alloc_uninit(m->mem, next_cat, xbytes);
     if (!xn) goto nomem;
+    float lb = 0.0f;
+    io.moe_lb = &lb;
     gt_layer_forward(&io, a, xn);
+    if (r->fail) goto nomem;
+    r->lb_sum += lb;
     for (int k = 0; k < GT_A_NSLOTS; k++) {
       if (!a[k]) continue;
       gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
@@ -268,6 +274,10 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
     if ((ops & gt_layer_output_op(ld)) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
     gt_layer_io io = gt__io(r, l);
     gt_layer_forward_ops(&io, s->a, ops, xo);
+    if (r->fail) {
+      gt_mem_free(m->mem, xo);
+      goto nomem;
+    }
   }
   if (want_out)
     *x_out = xo;
@@ -283,12 +293,13 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
   float *x = NULL, *dx = NULL, *dprev = NULL;
   const float *hp = NULL;
   float *hg = NULL;
   int head_held = 0;
   if ((rc = gt__forward(&r, 1, &x, err))) return rc;
+  st->moe_lb_sum += r.lb_sum;
   size_t xbytes = (size_t)(N * d) * sizeof(float);
   dx = gt_mem_alloc(m->mem, GT_MEM_TEMP, xbytes);
   dprev = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes);
@@ -389,9 +400,10 @@ done:
 gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_stats *st, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
+  st->moe_lb_sum += r.lb_sum;
   const float *hp;
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
     rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
@@ -405,10 +417,10 @@ gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_
 gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_err *err) {
   gt_rc rc = gt__check_batch(m, b, err);
   if (rc) return rc;
-  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL};
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   const float *hp;
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
     rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);

@@ -5,7 +5,8 @@
 /* MaxText calculate_gemma4_tflops_training_per_device, layer by layer:
  * globals count their own head dim and kv heads (K = V: one projection),
  * KV-shared layers no K/V projection, double-wide layers their own F, and
- * PLE its model projection plus each layer's gate and projection. */
+ * PLE its model projection plus each layer's gate and projection; a MoE
+ * layer its router (2BTdE), the shared expert and top-k routed experts. */
 static gt_flops gt__gemma4(const gt_config *c) {
   double B = c->per_device_batch_size, T = (double)c->max_target_length;
   double d = (double)c->base_emb_dim, H = (double)c->base_num_query_heads, V = (double)c->vocab_size;
@@ -18,7 +19,12 @@ static gt_flops gt__gemma4(const gt_config *c) {
     double hd = (double)gt_config_layer_head_dim(c, l), K = (double)gt_config_layer_kv_heads(c, l);
     double F = (double)gt_config_layer_mlp_dim(c, l);
     double kv_mult = l >= first_shared ? 0 : gt_config_layer_k_eq_v(c, l) ? 1 : 2;
-    learn += 2 * B * T * F * d * 2 + 2 * B * T * F * d;
+    learn += 2 * B * T * F * d * 2 + 2 * B * T * F * d; /* the dense MLP, or MoE's shared expert */
+    if (gt_config_layer_is_moe(c, l)) {
+      /* the router, and num_experts_per_tok routed experts per token */
+      double E = (double)c->num_experts, k = (double)c->num_experts_per_tok, FE = (double)c->base_moe_mlp_dim;
+      learn += 2 * B * T * d * E + k * (2 * B * T * FE * d * 2 + 2 * B * T * FE * d);
+    }
     learn += 2 * B * T * d * (H + kv_mult * K) * hd + 2 * B * T * d * H * hd;
     if (P > 0) learn += 2 * B * T * d * P + 2 * B * T * P * d;
     attn += gt_config_layer_is_global(c, l) ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;

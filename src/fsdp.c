@@ -19,6 +19,10 @@ typedef struct gt__dev {
   float **ugrad;      /* [units] live full-size gradient blocks */
   int *pending;       /* [units] ticket of an asynchronous gather in flight, or -1 */
   int rank;           /* index in the fsdp group: which shard this device holds */
+  int erank, drank;   /* index on the expert axis (which experts it holds) and on the data axis */
+  int64_t *lcnt;      /* [units] elements of each unit's block on this device (its own experts only) */
+  int64_t *lrep;      /* [units] of which the leading ones every expert rank holds alike */
+  gt_expert_comm ecomm;
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -33,7 +37,8 @@ struct gt_fsdp {
   int64_t n_units, n_params;
   int64_t *unit_off, *unit_cnt;
   int prefetch;
-  int dp, fs;           /* mesh axes: data x fsdp */
+  int dp, fs, ep;       /* mesh axes: data x fsdp x expert */
+  int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
   float **full_scatter; /* init / export: the host's full buffer */
   /* per run arguments */
   const gt_batch *batches;
@@ -46,6 +51,8 @@ struct gt_fsdp {
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
 };
 
+static int64_t gt__rep_len(const gt__dev *d, int64_t u);
+
 /* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
 
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
@@ -55,11 +62,11 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
     d->pending[u] = -1;
   }
   if (d->gathered[u]) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)f->unit_cnt[u] * sizeof(float));
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
   if (!d->gathered[u])
     return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
-                      (long long)u, (long long)f->unit_cnt[u]);
-  gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], f->unit_cnt[u]);
+                      (long long)u, (long long)d->lcnt[u]);
+  gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
   return GT_OK;
 }
 
@@ -68,12 +75,12 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
 static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
   if (d->gathered[u] || d->pending[u] >= 0) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)f->unit_cnt[u] * sizeof(float));
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
   if (!d->gathered[u])
     return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
-                      (long long)u, (long long)f->unit_cnt[u]);
+                      (long long)u, (long long)d->lcnt[u]);
   d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
-                                      f->unit_cnt[u]);
+                                      d->lcnt[u]);
   return GT_OK;
 }
 
@@ -91,7 +98,7 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
   *p = d->gathered[u];
   if (phase == 1 && g) {
     if (!d->ugrad[u]) {
-      d->ugrad[u] = gt_mem_alloc(&d->mem, GT_MEM_GRADS, (size_t)f->unit_cnt[u] * sizeof(float));
+      d->ugrad[u] = gt_mem_alloc(&d->mem, GT_MEM_GRADS, (size_t)d->lcnt[u] * sizeof(float));
       if (!d->ugrad[u])
         return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for unit %lld's gradient", d->dev,
                           (long long)u);
@@ -116,14 +123,62 @@ static void gt__release(void *ctx, int64_t u, int phase) {
   gt_fsdp *f = d->f;
   gt__drop(ctx, u);
   if (phase == 1 && d->ugrad[u]) {
-    int64_t n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
-    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, f->unit_cnt[u]);
+    int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, d->lcnt[u]);
     /* replicas of this shard (the data axis) sum their gradients */
     if (f->dp > 1) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_DATA, d->rs_tmp, n);
+    /* so do the expert ranks for everything but their own experts: their
+     * tokens differ (like data replicas), and the routed block's partial
+     * gradients of the replicated tensors complete in this sum (moe.h) */
+    if (f->ep > 1) {
+      int64_t nr = gt__rep_len(d, u);
+      if (nr > 0) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_EXPERT, d->rs_tmp, nr);
+    }
     float *gs = d->gshard + d->shard_off[u];
     for (int64_t i = 0; i < n; i++) gs[i] += d->rs_tmp[i];
     gt_mem_free(&d->mem, d->ugrad[u]);
     d->ugrad[u] = NULL;
+  }
+}
+
+/* ---------- expert parallelism ---------- */
+
+/* The leading elements of the device's shard of unit u that every expert
+ * rank holds alike (all but its own experts). */
+static int64_t gt__rep_len(const gt__dev *d, int64_t u) {
+  int64_t b = gt_shard_begin(d->lcnt[u], d->f->fs, d->rank), n = gt_shard_len(d->lcnt[u], d->f->fs, d->rank);
+  int64_t r = d->lrep[u] - b;
+  return r < 0 ? 0 : r > n ? n : r;
+}
+
+static void gt__ep_all_gather(void *ctx, const float *own, float *all, int64_t n) {
+  gt__dev *d = ctx;
+  gt_all_gather_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, own, all, n);
+}
+
+static void gt__ep_all_reduce(void *ctx, float *buf, int64_t n) {
+  gt__dev *d = ctx;
+  gt_all_reduce_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, buf, n);
+}
+
+static void gt__ep_reduce_scatter(void *ctx, const float *all, float *own, int64_t n) {
+  gt__dev *d = ctx;
+  gt_reduce_scatter_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, all, own, n);
+}
+
+/* Local elements [b, b+n) of unit u's block on device d, to or from the
+ * full layout `full` (to_full 0: full -> dst; 1: src -> full). */
+static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full) {
+  int64_t fo[3], lo[3], ln[3];
+  int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+  for (int i = 0; i < np; i++) {
+    int64_t s0 = b > lo[i] ? b : lo[i], s1 = b + n < lo[i] + ln[i] ? b + n : lo[i] + ln[i];
+    if (s1 <= s0) continue;
+    float *l = local + (s0 - b), *g = full + fo[i] + (s0 - lo[i]);
+    if (to_full)
+      memcpy(g, l, (size_t)(s1 - s0) * sizeof(float));
+    else
+      memcpy(l, g, (size_t)(s1 - s0) * sizeof(float));
   }
 }
 
@@ -132,13 +187,13 @@ static void gt__release(void *ctx, int64_t u, int phase) {
 static void gt__scatter_init(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
-  /* each device copies its own shard of each unit out of the host's full
-   * initial buffer (the host is not a device) */
+  /* each device copies its own shard of each unit (of its own experts'
+   * block) out of the host's full initial buffer (the host is not a device) */
   for (int64_t u = 0; u < f->n_units; u++) {
-    int64_t b = gt_shard_begin(f->unit_cnt[u], f->fs, d->rank), n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
-    memcpy(d->pshard + d->shard_off[u], *f->full_scatter + f->unit_off[u] + b, (size_t)n * sizeof(float));
-    if (f->set_mu) memcpy(d->mu + d->shard_off[u], f->set_mu + f->unit_off[u] + b, (size_t)n * sizeof(float));
-    if (f->set_nu) memcpy(d->nu + d->shard_off[u], f->set_nu + f->unit_off[u] + b, (size_t)n * sizeof(float));
+    int64_t b = gt_shard_begin(d->lcnt[u], f->fs, d->rank), n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+    gt__local_copy(d, u, d->pshard + d->shard_off[u], *f->full_scatter, b, n, 0);
+    if (f->set_mu) gt__local_copy(d, u, d->mu + d->shard_off[u], (float *)f->set_mu, b, n, 0);
+    if (f->set_nu) gt__local_copy(d, u, d->nu + d->shard_off[u], (float *)f->set_nu, b, n, 0);
   }
 }
 
@@ -159,12 +214,9 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
   f->unit_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
   f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
   for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
-  f->dp = (int)cfg->ici_data_parallelism;
-  f->fs = (int)cfg->ici_fsdp_parallelism;
-  if (f->dp == -1) f->dp = f->N / f->fs;
-  if (f->fs == -1) f->fs = f->N / f->dp;
+  gt_config_mesh_axes(cfg, &f->dp, &f->fs, &f->ep);
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
-  if ((rc = gt_mesh_set_axes(f->mesh, f->dp, f->fs, err))) goto fail;
+  if ((rc = gt_mesh_set_axes3(f->mesh, f->dp, f->fs, f->ep, err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   for (int i = 0; i < f->N; i++) {
@@ -173,16 +225,37 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
     d->dev = i;
     gt_mem_init(&d->mem);
     if ((rc = gt_model_build(&d->model, cfg, err)) || (rc = gt_model_alloc_tables(&d->model, &d->mem, err))) goto fail;
-    d->rank = i % f->fs;
-    d->shard_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
-    d->pending = malloc(sizeof(int) * (size_t)f->n_units);
+    d->rank = gt_mesh_group_rank(f->mesh, GT_GROUP_FSDP, i);
+    d->erank = gt_mesh_group_rank(f->mesh, GT_GROUP_EXPERT, i);
+    d->drank = gt_mesh_group_rank(f->mesh, GT_GROUP_DATA, i);
+    if (f->ep > 1) {
+      gt_model_set_expert_shard(&d->model, f->ep, d->erank);
+      d->ecomm = (gt_expert_comm){d, f->ep, d->erank, gt__ep_all_gather, gt__ep_all_reduce, gt__ep_reduce_scatter};
+      d->model.ep = &d->ecomm;
+    }
+    /* each token group (an expert group's devices, or one device) averages
+     * its own lb loss; the step's is the mean over the N / ep groups */
+    if (d->model.n_moe_layers) d->model.moe_dlb = (float)(1.0 / ((double)d->model.n_moe_layers * (f->N / f->ep)));
+    size_t nu = f->n_units > 0 ? (size_t)f->n_units : 1;
+    d->lcnt = malloc(sizeof(int64_t) * nu);
+    d->lrep = malloc(sizeof(int64_t) * nu);
+    if (!d->lcnt || !d->lrep) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
+      goto fail;
+    }
+    for (int64_t u = 0; u < f->n_units; u++) {
+      d->lcnt[u] = gt_model_unit_local(&d->model, u);
+      d->lrep[u] = gt_model_unit_replicated(&d->model, u);
+    }
+    d->shard_off = malloc(sizeof(int64_t) * nu);
+    d->pending = malloc(sizeof(int) * nu);
     for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
-    d->gathered = calloc((size_t)f->n_units, sizeof(float *));
-    d->ugrad = calloc((size_t)f->n_units, sizeof(float *));
+    d->gathered = calloc(nu, sizeof(float *));
+    d->ugrad = calloc(nu, sizeof(float *));
     int64_t maxs = 0;
     for (int64_t u = 0; u < f->n_units; u++) {
       d->shard_off[u] = d->shard_n;
-      int64_t n = gt_shard_len(f->unit_cnt[u], f->fs, d->rank);
+      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
       d->shard_n += n;
       if (n > maxs) maxs = n;
     }
@@ -244,6 +317,8 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     gt_mem_free(&d->mem, d->nu);
     gt_mem_free(&d->mem, d->rs_tmp);
     free(d->shard_off);
+    free(d->lcnt);
+    free(d->lrep);
     free(d->pending);
     free(d->gathered);
     free(d->ugrad);
@@ -300,7 +375,8 @@ static void gt__run_step(int dev, void *arg) {
    * for a forward that does not follow: drop it, so no gathered copy
    * outlives the pass */
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
-  double sums[3] = {d->st.xent_sum, (double)d->st.total_weights, 0};
+  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, 0, d->st.moe_lb_sum};
+  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
   if (!f->train) {
     gt_all_reduce_f64(f->mesh, dev, sums, 2);
     d->st.xent_sum = sums[0];
@@ -312,15 +388,26 @@ static void gt__run_step(int dev, void *arg) {
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
-  /* each shard lives on dp devices: count it once */
-  sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
-  gt_all_reduce_f64(f->mesh, dev, sums, 3);
+  /* each shard lives on dp devices (all but the experts on dp x ep): count it once */
+  if (f->ep > 1) {
+    for (int64_t u = 0; u < f->n_units; u++) {
+      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank), nr = gt__rep_len(d, u);
+      const float *g = d->gshard + d->shard_off[u];
+      sums[2] += gt_sumsq(g, nr) / ((double)f->dp * f->ep) + gt_sumsq(g + nr, n - nr) / f->dp;
+    }
+  } else {
+    sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
+  }
+  gt_all_reduce_f64(f->mesh, dev, sums, ns);
+  /* every device of a token group holds its group's lb sum */
+  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
   double norm = sqrt(sums[2]);
   /* every device sees the same sums, so all skip together: a non-finite
    * step updates nothing (as gt_optim_step) */
   if (!isfinite(norm) || !isfinite(sums[0])) {
     if (dev == 0) {
       f->info->loss = sums[0] / sums[1];
+      f->info->moe_lb_loss = lb;
       f->info->total_weights = (int64_t)sums[1];
       f->info->update = (gt_update_info){norm, gt_lr_at(c, f->step_t), 1.0, 1};
     }
@@ -335,6 +422,7 @@ static void gt__run_step(int dev, void *arg) {
   gt_adamw_update(d->pshard, d->gshard, d->mu, d->nu, d->shard_n, &h);
   if (dev == 0) {
     f->info->loss = sums[0] / sums[1];
+    f->info->moe_lb_loss = lb;
     f->info->total_weights = (int64_t)sums[1];
     f->info->update = (gt_update_info){norm, lr, scale, 0};
   }
@@ -394,23 +482,46 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
 static void gt__run_export(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
-  /* every device gathers each unit; device 0 writes it out */
+  const float *src = f->export_which == 1 ? d->mu : f->export_which == 2 ? d->nu : d->pshard;
+  /* every device gathers each unit (its own experts' block); the devices of
+   * data index 0 write their experts out, expert rank 0 also the rest */
   for (int64_t u = 0; u < f->n_units; u++) {
-    float *buf = dev == 0 ? f->full_out + f->unit_off[u] : NULL;
-    float *tmp = NULL;
-    if (!buf) buf = tmp = malloc((size_t)(f->unit_cnt[u] > 0 ? f->unit_cnt[u] : 1) * sizeof(float));
-    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], buf, f->unit_cnt[u]);
-    free(tmp);
+    float *buf = malloc((size_t)(d->lcnt[u] > 0 ? d->lcnt[u] : 1) * sizeof(float));
+    if (!buf) abort(); /* inside a collective run: the peers cannot be left waiting */
+    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, src + d->shard_off[u], buf, d->lcnt[u]);
+    if (d->drank == 0) {
+      int64_t fo[3], lo[3], ln[3];
+      int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+      for (int i = d->erank == 0 ? 0 : 1; i < np; i++)
+        memcpy(f->full_out + fo[i], buf + lo[i], (size_t)ln[i] * sizeof(float));
+    }
+    free(buf);
   }
 }
 
 gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) {
   (void)err;
   f->full_out = out;
+  f->export_which = 0;
   gt_mesh_run(f->mesh, gt__run_export, f);
   f->full_out = NULL;
   return GT_OK;
 }
+
+gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err) {
+  (void)err;
+  float *dst[3] = {params, mu, nu};
+  for (int w = 0; w < 3; w++) {
+    f->full_out = dst[w];
+    f->export_which = w;
+    gt_mesh_run(f->mesh, gt__run_export, f);
+  }
+  f->full_out = NULL;
+  f->export_which = 0;
+  return GT_OK;
+}
+
+int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }
 
 /* ---------- state for checkpoints ---------- */
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gemtrain/kernels.h"
+#include "gemtrain/moe.h"
 
 const char *gt_act_name(gt_act a) {
   static const char *names[GT_A_NSLOTS] = {
@@ -12,8 +13,17 @@ const char *gt_act_name(gt_act a) {
       "attention_lse", "out_proj", "out_norm_rstd", "attention_residual", "ffw_norm_rstd",
       "ffw_norm", "mlpwi_0", "mlpwi_1", "mlp_activation", "mlpwo", "mlpwo_norm_rstd",
       "value_raw", "value_norm_rstd", "mlp_residual", "per_layer_gate", "per_layer_activation",
-      "per_layer_proj", "per_layer_norm_rstd", "per_layer_residual"};
+      "per_layer_proj", "per_layer_norm_rstd", "per_layer_residual", "moe_shared_out", "moe_shared_norm_rstd",
+      "moe_group_input", "moe_routed_state", "moe_routed_out", "moe_sum"};
   return (int)a >= 0 && a < GT_A_NSLOTS ? names[a] : "?";
+}
+
+/* The routed block's dimensions: with expert parallelism it routes the
+ * whole expert group's tokens (P times this device's B sequences). */
+static gt_moe_dims gt__moe_dims(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T) {
+  gt_moe_dims d = {B * m->ep_size, T, (int)m->d, L->n_experts, L->experts_per_tok, L->moe_mlp_dim, m->eps,
+                   L->lb_weight, m->ep_size, m->ep_rank};
+  return d;
 }
 
 int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_t B, int64_t T) {
@@ -22,10 +32,15 @@ int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_
   if (!gt_layer_has_slot(L, a)) return 0;
   switch (a) {
     case GT_A_X_IN: case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: case GT_A_F:
-    case GT_A_X2: case GT_A_PLE_PROJ: case GT_A_X3:
+    case GT_A_X2: case GT_A_PLE_PROJ: case GT_A_X3: case GT_A_SHARED: case GT_A_MOE_OUT: case GT_A_MOE_SUM:
       return N * d;
-    case GT_A_A_RSTD: case GT_A_O_RSTD: case GT_A_M_RSTD: case GT_A_F_RSTD: case GT_A_PLE_RSTD:
+    case GT_A_A_RSTD: case GT_A_O_RSTD: case GT_A_M_RSTD: case GT_A_F_RSTD: case GT_A_PLE_RSTD: case GT_A_SHARED_RSTD:
       return N;
+    case GT_A_MOE_IN: return N * d * m->ep_size;
+    case GT_A_MOE_SAVED: {
+      gt_moe_dims md = gt__moe_dims(m, L, B, T);
+      return (int64_t)((gt_moe_saved_bytes(&md) + sizeof(float) - 1) / sizeof(float));
+    }
     case GT_A_Q_RAW: case GT_A_Q: case GT_A_CTX:
       return N * qd;
     case GT_A_K_RAW: case GT_A_K: case GT_A_V: case GT_A_V_RAW:
@@ -61,7 +76,7 @@ static void gt__add(float *y, const float *x, int64_t n) {
  * kernels on the same inputs, so recomputed values are bit-identical. */
 enum {
   OP_IN_NORM, OP_MM_Q, OP_MM_K, OP_MM_V, OP_Q_NORM_ROPE, OP_K_NORM_ROPE, OP_V_NORM, OP_ATTN, OP_MM_O,
-  OP_ATTN_RESID, OP_FFW_NORM, OP_MM_GATE, OP_MM_UP, OP_GEGLU, OP_MM_DOWN, OP_FFW_RESID,
+  OP_ATTN_RESID, OP_FFW_NORM, OP_MM_GATE, OP_MM_UP, OP_GEGLU, OP_MM_DOWN, OP_SHARED_NORM, OP_MOE, OP_MOE_ADD, OP_FFW_RESID,
   OP_PLE_GATE, OP_PLE_ACT, OP_PLE_PROJ, OP_PLE_RESID, OP_SCALE, OP_N
 };
 _Static_assert(OP_N <= 32, "op sets are 32-bit masks");
@@ -75,6 +90,7 @@ static int gt__op_present(const gt_layer_desc *L, int op) {
     case OP_V_NORM: return own && L->gemma4;
     case OP_PLE_GATE: case OP_PLE_ACT: case OP_PLE_PROJ: case OP_PLE_RESID: return L->ple_dim > 0;
     case OP_SCALE: return L->gemma4;
+    case OP_SHARED_NORM: case OP_MOE: case OP_MOE_ADD: return L->n_experts > 0;
     default: return 1;
   }
 }
@@ -82,7 +98,8 @@ static int gt__op_present(const gt_layer_desc *L, int op) {
 /* The slots op writes for this kind (GT_A_NSLOTS: none). Gemma 3's value
  * projection is value_proj itself; Gemma 4's is normalised first, so its
  * matmul writes value_raw and the v-norm writes value_proj. */
-static void gt__op_out(const gt_layer_desc *L, int op, gt_act o[2]) {
+#define GT__OUTS 3
+static void gt__op_out(const gt_layer_desc *L, int op, gt_act o[GT__OUTS]) {
   static const gt_act common[OP_N][2] = {
       [OP_IN_NORM] = {GT_A_A, GT_A_A_RSTD},       [OP_MM_Q] = {GT_A_Q_RAW, GT_A_NSLOTS},
       [OP_MM_K] = {GT_A_K_RAW, GT_A_NSLOTS},      [OP_MM_V] = {GT_A_V, GT_A_NSLOTS},
@@ -95,11 +112,16 @@ static void gt__op_out(const gt_layer_desc *L, int op, gt_act o[2]) {
       [OP_PLE_GATE] = {GT_A_PLE_GATE, GT_A_NSLOTS}, [OP_PLE_ACT] = {GT_A_PLE_ACT, GT_A_NSLOTS},
       [OP_PLE_PROJ] = {GT_A_PLE_PROJ, GT_A_NSLOTS}, [OP_PLE_RESID] = {GT_A_X3, GT_A_PLE_RSTD},
       [OP_SCALE] = {GT_A_NSLOTS, GT_A_NSLOTS}, /* only x_out */
+      [OP_SHARED_NORM] = {GT_A_SHARED, GT_A_SHARED_RSTD}, [OP_MOE] = {GT_A_MOE_OUT, GT_A_MOE_SAVED},
+      [OP_MOE_ADD] = {GT_A_MOE_SUM, GT_A_NSLOTS},
   };
-  o[0] = o[1] = GT_A_NSLOTS;
+  o[0] = o[1] = o[2] = GT_A_NSLOTS;
   if (!gt__op_present(L, op)) return;
   o[0] = common[op][0];
   o[1] = common[op][1];
+  /* the gathered group input exists only with expert parallelism; its
+   * descriptor of a sharded device says so */
+  if (op == OP_MOE && L->moe_ep > 1) o[2] = GT_A_MOE_IN;
   if (!L->gemma4) return;
   if (op == OP_MM_V) o[0] = GT_A_V_RAW;
   if (op == OP_FFW_RESID) o[1] = GT_A_X2; /* x_out comes later, from layer_scalar */
@@ -108,9 +130,10 @@ static void gt__op_out(const gt_layer_desc *L, int op, gt_act o[2]) {
 int gt_layer_has_slot(const gt_layer_desc *L, gt_act a) {
   if (a == GT_A_X_IN) return 1;
   for (int op = 0; op < OP_N; op++) {
-    gt_act o[2];
+    gt_act o[GT__OUTS];
     gt__op_out(L, op, o);
-    if (o[0] == a || o[1] == a) return 1;
+    for (int k = 0; k < GT__OUTS; k++)
+      if (o[k] == a) return 1;
   }
   return 0;
 }
@@ -118,9 +141,9 @@ int gt_layer_has_slot(const gt_layer_desc *L, gt_act a) {
 uint32_t gt_layer_recompute_ops(const gt_layer_desc *L, const uint8_t have[GT_A_NSLOTS]) {
   uint32_t ops = 0;
   for (int op = 0; op < OP_N; op++) {
-    gt_act o[2];
+    gt_act o[GT__OUTS];
     gt__op_out(L, op, o);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < GT__OUTS; k++)
       if (o[k] != GT_A_NSLOTS && !have[o[k]]) ops |= 1u << op;
   }
   return ops;
@@ -133,6 +156,7 @@ uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
   return ops;
 }
 uint32_t gt_layer_attention_op(void) { return 1u << OP_ATTN; }
+uint32_t gt_layer_moe_op(void) { return 1u << OP_MOE; }
 
 uint32_t gt_layer_output_op(const gt_layer_desc *L) { return 1u << (L->gemma4 ? OP_SCALE : OP_FFW_RESID); }
 
@@ -140,9 +164,9 @@ void gt_layer_ops_outputs(const gt_layer_desc *L, uint32_t ops, uint8_t out[GT_A
   memset(out, 0, GT_A_NSLOTS);
   for (int op = 0; op < OP_N; op++)
     if (ops & (1u << op)) {
-      gt_act o[2];
+      gt_act o[GT__OUTS];
       gt__op_out(L, op, o);
-      for (int k = 0; k < 2; k++)
+      for (int k = 0; k < GT__OUTS; k++)
         if (o[k] != GT_A_NSLOTS) out[o[k]] = 1;
     }
 }
@@ -170,6 +194,74 @@ static float gt__lambda(const gt_layer_io *io) {
   const gt_layer_desc *L = io->L;
   const float *w = W(GT_P_LAYER_SCALAR);
   return w ? w[0] : L->layer_scalar;
+}
+
+static gt_moe_weights gt__moe_w(const gt_layer_io *io) {
+  const gt_layer_desc *L = io->L;
+  gt_moe_weights w = {W(GT_P_ROUTER_PROJ), W(GT_P_ROUTER_SCALE), W(GT_P_EXPERT_SCALE), W(GT_P_PRE_FFW_NORM_2),
+                      W(GT_P_POST_FFW_NORM_2), W(GT_P_EXPERT_GATE_UP), W(GT_P_EXPERT_DOWN)};
+  return w;
+}
+
+/* The saved block as the kernels' struct (its sizes live in the block). */
+static gt_moe_saved gt__moe_bind(float *block, const gt_moe_dims *md) {
+  gt_moe_saved s;
+  gt_moe_saved_bind(&s, block, md);
+  s.n_rows = s.offsets[md->E / md->ep_size];
+  return s;
+}
+
+void gt_layer_moe_temps(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T, int64_t *fwd, int64_t *bwd) {
+  *fwd = *bwd = 0;
+  if (!L->n_experts) return;
+  gt_moe_dims md = gt__moe_dims(m, L, B, T);
+  int64_t work = (int64_t)((gt_moe_work_bytes(&md) + sizeof(float) - 1) / sizeof(float)), Ng = md.B * T * m->d;
+  /* expert parallelism: the group's routed outputs in forward; the group's
+   * d(routed) and partial d(x1) in backward */
+  *fwd = work + (L->moe_ep > 1 ? Ng : 0);
+  *bwd = work + (L->moe_ep > 1 ? 2 * Ng : 0);
+}
+
+static float *gt__moe_scratch(const gt_layer_io *io, int64_t n) {
+  float *p = gt_mem_alloc_uninit(io->m->mem, GT_MEM_TEMP, (size_t)n * sizeof(float));
+  if (!p && io->fail) *io->fail = GT_ERR_NOMEM;
+  return p;
+}
+
+/* routed = post_ffw_norm_2(sum of the top-k experts of pre_ffw_norm_2(x1)) */
+static void gt__moe_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  gt_moe_dims md = gt__moe_dims(m, L, io->B, io->T);
+  int64_t nf, nb, N = (int64_t)io->B * io->T, d = m->d;
+  gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
+  float *tmp = gt__moe_scratch(io, nf);
+  if (!tmp) return;
+  gt_moe_weights w = gt__moe_w(io);
+  gt_moe_saved s = gt__moe_bind(a[GT_A_MOE_SAVED], &md);
+  const float *h = a[GT_A_X1];
+  if (L->moe_ep > 1) {
+    m->ep->all_gather(m->ep->ctx, a[GT_A_X1], a[GT_A_MOE_IN], md.B * md.T * d);
+    h = a[GT_A_MOE_IN];
+  }
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_forward_partial(&s, h, &w, &md, tmp));
+  if (L->moe_ep > 1) {
+    /* every rank finishes the same group sum and keeps its own rows */
+    float *out = tmp + (nf - md.B * md.T * d);
+    m->ep->all_reduce(m->ep->ctx, s.sum, md.B * md.T * d);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_moe_forward_finish(out, &s, &w, &md));
+    memcpy(a[GT_A_MOE_OUT], out + (int64_t)m->ep_rank * N * d, (size_t)(N * d) * sizeof(float));
+  } else {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_moe_forward_finish(a[GT_A_MOE_OUT], &s, &w, &md));
+  }
+  if (io->moe_lb) *io->moe_lb = s.lb_loss;
+  gt_mem_free(m->mem, tmp);
+}
+
+/* y = a + b, split over threads by fixed ranges */
+static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] + z[i];
 }
 
 void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
@@ -212,9 +304,13 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
   RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off));
+  RUN(OP_MOE) gt__moe_forward(io, a);
+  RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
   RUN(OP_FFW_RESID) {
     float *dst = L->gemma4 ? a[GT_A_X2] : x_out;
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dst, a[GT_A_F_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
+    const float *ffw = L->n_experts ? a[GT_A_MOE_SUM] : a[GT_A_F];
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dst, a[GT_A_F_RSTD], ffw, W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
     gt__add(dst, a[GT_A_X1], N * d);
   }
   RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
@@ -238,7 +334,8 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
   int64_t F = L->mlp_dim, P = L->ple_dim;
   *resid = N * d;
   *ple = P > 0 ? N * d + 2 * N * P : 0;
-  *ffw = N * d + 3 * N * F;
+  /* MoE layers: d(shared + routed) too */
+  *ffw = N * d + 3 * N * F + (L->n_experts ? N * d : 0);
   /* dO, dCTX (later d(q raw)), dQ (later d(v raw)), and with own K/V: dK,
    * dV, d(k raw); a KV-shared layer sends dK/dV to its donor instead */
   *attn = N * d + 2 * N * qd + (L->kv_donor < 0 ? 3 * N * kd : 0);
@@ -265,6 +362,36 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
   gt_mem_free(m->mem, pl);
+  return GT_OK;
+}
+
+/* The routed block's backward: adds d(loss)/d(x1) into dx1 and its weight
+ * gradients into the layer's block (with expert parallelism: this rank's
+ * experts, and partial sums of the replicated tensors that the sharded
+ * executor sums over the expert group). */
+static gt_rc gt__moe_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dY, float *dx1,
+                              float *grads, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  gt_moe_dims md = gt__moe_dims(m, L, io->B, io->T);
+  int64_t nf, nb, N = (int64_t)io->B * io->T, d = m->d, Ng = md.B * md.T * d;
+  gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
+  float *tmp = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)nb * sizeof(float));
+  if (!tmp) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the routed experts' scratch", L->index);
+  gt_moe_weights w = gt__moe_w(io);
+  gt_moe_grads g = {G(GT_P_ROUTER_PROJ), G(GT_P_ROUTER_SCALE), G(GT_P_EXPERT_SCALE), G(GT_P_PRE_FFW_NORM_2),
+                    G(GT_P_POST_FFW_NORM_2), G(GT_P_EXPERT_GATE_UP), G(GT_P_EXPERT_DOWN)};
+  gt_moe_saved s = gt__moe_bind(a[GT_A_MOE_SAVED], &md);
+  if (L->moe_ep > 1) {
+    float *dout = tmp + (nb - 2 * Ng), *dh = dout + Ng; /* dh starts zeroed: the kernel adds */
+    m->ep->all_gather(m->ep->ctx, dY, dout, Ng);
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_backward(dh, &g, dout, m->moe_dlb, &s, a[GT_A_MOE_IN], &w, &md, tmp));
+    m->ep->reduce_scatter(m->ep->ctx, dh, dout, Ng); /* this rank's rows of the group's d(x1) */
+    gt__add(dx1, dout, N * d);
+  } else {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_backward(dx1, &g, dY, m->moe_dlb, &s, a[GT_A_X1], &w, &md, tmp));
+  }
+  gt_mem_free(m->mem, tmp);
   return GT_OK;
 }
 
@@ -304,9 +431,23 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dF = ffw, *dACT = dF + N * d, *dGATE = dACT + N * F, *dUP = dGATE + N * F;
 
-  /* x2 = x1 + norm(f) */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_F], a[GT_A_F_RSTD],
-                      W(GT_P_POST_FFW_NORM), N, (int)d, off));
+  if (L->n_experts) {
+    /* x2 = x1 + norm(y), y = norm_1(f) + routed(x1) */
+    float *dY = dUP + N * F;
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dY, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+    if ((rc = gt__moe_backward(io, a, dY, dx1, grads, err))) {
+      gt_mem_free(mem, ffw);
+      gt_mem_free(mem, dx1);
+      return rc;
+    }
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM_1), dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
+                        W(GT_P_POST_FFW_NORM_1), N, (int)d, off));
+  } else {
+    /* x2 = x1 + norm(f) */
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_F], a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+  }
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
   float *dM = dF; /* dF is consumed: reuse it for dM */

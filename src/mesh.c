@@ -89,8 +89,9 @@
  * not burn the core the last arriver needs, and over a plain mutex+cond one
  * because 1 device per core with balanced work wakes in microseconds.
  *
- * Groups. The devices form a data x fsdp grid (gt_mesh_set_axes, default
- * 1 x N). A group collective runs the algorithms above among the G members
+ * Groups. The devices form a data x fsdp x expert grid (gt_mesh_set_axes3,
+ * default 1 x N x 1; device = (data index * fsdp + fsdp index) * expert +
+ * expert index, so without an expert axis the layout is data x fsdp). A group collective runs the algorithms above among the G members
  * of the caller's group, with "device" replaced by "rank in the group":
  * member(k) = base + k * stride (GT_GROUP_ALL: 0 + k; GT_GROUP_FSDP: data
  * index * fsdp + k; GT_GROUP_DATA: fsdp index + k * fsdp), chunks by
@@ -222,9 +223,10 @@ typedef struct gt__dev {
   gt_comm_stats cstats; /* async gathers, written by the comm thread */
 } gt__dev;
 
-/* Barriers of one lane: [0] the whole mesh, [1 + i] fsdp group i (devices
- * with data index i), [1 + N + j] data group j (fsdp index j). Indices past
- * the current axes are unused (size 1). */
+/* Barriers of one lane: [0] the whole mesh, [1 + i] fsdp group i (data
+ * index * expert + expert index), [1 + N + j] data group j (fsdp index *
+ * expert + expert index), [1 + 2N + k] expert group k (data index * fsdp +
+ * fsdp index). Indices past the current axes are unused (size 1). */
 typedef struct gt__lane {
   gt__barrier *bar;
   int n_init; /* barriers initialised (cleanup on failure) */
@@ -233,7 +235,7 @@ typedef struct gt__lane {
 struct gt_mesh {
   int n;
   int threads_per_device; /* OpenMP threads each device computes with */
-  int data, fsdp;         /* axes; data * fsdp == n */
+  int data, fsdp, expert; /* axes; data * fsdp * expert == n */
   gt__dev *dev;           /* n slots, cache-line aligned */
   int n_started;          /* device threads created (for cleanup on failure) */
   int n_comm_init;        /* devices whose cmu/cwork/cdone exist */
@@ -330,8 +332,9 @@ static void gt__size_barriers(gt_mesh *m) {
     gt__barrier *b = m->lane[l].bar;
     b[0].n = N;
     for (int i = 0; i < N; i++) {
-      b[1 + i].n = i < m->data ? m->fsdp : 1;
-      b[1 + N + i].n = i < m->fsdp ? m->data : 1;
+      b[1 + i].n = i < m->data * m->expert ? m->fsdp : 1;
+      b[1 + N + i].n = i < m->fsdp * m->expert ? m->data : 1;
+      b[1 + 2 * N + i].n = i < m->data * m->fsdp ? m->expert : 1;
     }
   }
 }
@@ -339,23 +342,32 @@ static void gt__size_barriers(gt_mesh *m) {
 /* ---- groups ------------------------------------------------------------- */
 
 static gt__grp gt__group(gt_mesh *m, int lane, gt_group g, int d) {
-  const int F = m->fsdp, N = m->n;
+  /* device d = (data index * fsdp + fsdp index) * expert + expert index */
+  const int F = m->fsdp, E = m->expert, N = m->n;
+  const int e = d % E, f = (d / E) % F, a = d / (E * F);
   gt__barrier *bars = m->lane[lane].bar;
   gt__grp x = {.lane = lane};
   switch (g) {
-  case GT_GROUP_FSDP: /* same data index d / F; ranks are fsdp indices */
+  case GT_GROUP_FSDP: /* same data and expert index; ranks are fsdp indices */
     x.G = F;
-    x.r = d % F;
-    x.base = d - d % F;
-    x.stride = 1;
-    x.bar = &bars[1 + d / F];
+    x.r = f;
+    x.base = a * F * E + e;
+    x.stride = E;
+    x.bar = &bars[1 + a * E + e];
     break;
-  case GT_GROUP_DATA: /* same fsdp index d % F; ranks are data indices */
+  case GT_GROUP_DATA: /* same fsdp and expert index; ranks are data indices */
     x.G = m->data;
-    x.r = d / F;
-    x.base = d % F;
-    x.stride = F;
-    x.bar = &bars[1 + N + d % F];
+    x.r = a;
+    x.base = f * E + e;
+    x.stride = F * E;
+    x.bar = &bars[1 + N + f * E + e];
+    break;
+  case GT_GROUP_EXPERT: /* same data and fsdp index; ranks are expert indices */
+    x.G = E;
+    x.r = e;
+    x.base = (a * F + f) * E;
+    x.stride = 1;
+    x.bar = &bars[1 + 2 * N + a * F + f];
     break;
   default:
     x.G = N;
@@ -484,6 +496,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
   m->threads_per_device = procs / n_devices > 1 ? procs / n_devices : 1;
   m->data = 1;
   m->fsdp = n_devices;
+  m->expert = 1;
   if (pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
     return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_mutex_init failed");
@@ -503,7 +516,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
    * the spinners cannot keep the awaited thread off a core: device threads
    * alone (the old rule, N <= cores), and for comm threads device + comm
    * threads together (2N <= cores), since devices compute meanwhile. */
-  const int nbar = 1 + 2 * n_devices;
+  const int nbar = 1 + 3 * n_devices;
   const int spin[2] = {n_devices <= procs ? GT__BARRIER_SPIN : 0, 2 * n_devices <= procs ? GT__BARRIER_SPIN : 0};
   for (int l = 0; l < 2; l++) {
     m->lane[l].bar = aligned_alloc(GT__CACHE_LINE, sizeof(gt__barrier) * (size_t)nbar);
@@ -601,12 +614,21 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg) {
 /* ---- axes --------------------------------------------------------------- */
 
 gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err) {
+  return gt_mesh_set_axes3(m, data, fsdp, 1, err);
+}
+
+gt_rc gt_mesh_set_axes3(gt_mesh *m, int data, int fsdp, int expert, gt_err *err) {
   if (!m) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_axes: mesh is NULL");
-  if (data < 1 || fsdp < 1 || (long long)data * fsdp != m->n)
+  if (expert == 1 && (data < 1 || fsdp < 1 || (long long)data * fsdp != m->n))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "mesh axes data %d x fsdp %d = %lld devices, but the mesh has %d: "
                       "data * fsdp must equal the device count",
                       data, fsdp, (long long)data * fsdp, m->n);
+  if (data < 1 || fsdp < 1 || expert < 1 || (long long)data * fsdp * expert != m->n)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "mesh axes data %d x fsdp %d x expert %d = %lld devices, but the mesh has %d: "
+                      "data * fsdp * expert must equal the device count",
+                      data, fsdp, expert, (long long)data * fsdp * expert, m->n);
   /* Holding mu keeps a run from starting while the barriers are resized. */
   pthread_mutex_lock(&m->mu);
   if (m->busy) {
@@ -626,6 +648,7 @@ gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err) {
   }
   m->data = data;
   m->fsdp = fsdp;
+  m->expert = expert;
   gt__size_barriers(m);
   pthread_mutex_unlock(&m->mu);
   return GT_OK;
@@ -637,6 +660,7 @@ int gt_mesh_group_size(const gt_mesh *m, gt_group g) {
   case GT_GROUP_ALL: return m->n;
   case GT_GROUP_FSDP: return m->fsdp;
   case GT_GROUP_DATA: return m->data;
+  case GT_GROUP_EXPERT: return m->expert;
   }
   return 0;
 }
@@ -645,8 +669,9 @@ int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev) {
   if (!m || dev < 0 || dev >= m->n) return -1;
   switch (g) {
   case GT_GROUP_ALL: return dev;
-  case GT_GROUP_FSDP: return dev % m->fsdp;
-  case GT_GROUP_DATA: return dev / m->fsdp;
+  case GT_GROUP_FSDP: return dev / m->expert % m->fsdp;
+  case GT_GROUP_DATA: return dev / (m->expert * m->fsdp);
+  case GT_GROUP_EXPERT: return dev % m->expert;
   }
   return -1;
 }
@@ -663,7 +688,7 @@ static void gt__check(const gt_mesh *m, int dev, int64_t n, const char *who) {
 
 static void gt__check_g(const gt_mesh *m, int dev, gt_group g, int64_t n, const char *who) {
   gt__check(m, dev, n, who);
-  if (g != GT_GROUP_ALL && g != GT_GROUP_FSDP && g != GT_GROUP_DATA) {
+  if (g != GT_GROUP_ALL && g != GT_GROUP_FSDP && g != GT_GROUP_DATA && g != GT_GROUP_EXPERT) {
     fprintf(stderr, "gemtrain mesh: %s: unknown group %d\n", who, (int)g);
     abort();
   }

@@ -5,11 +5,13 @@
 #include <string.h>
 
 void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
-  snprintf(buf, n,
+  int w = snprintf(buf, n,
            "completed step: %lld, seconds: %.3f, TFLOP/s/device: %.3f, Tokens/s/device: %.3f, "
            "total_weights: %lld, loss: %.3f, lm_loss: %.3f, perplexity: %.3f",
            (long long)s->step, s->seconds, s->tflops_per_s_per_device, s->tokens_per_s_per_device,
            (long long)s->total_weights, s->loss, s->lm_loss, s->perplexity);
+  /* metric_logger.py appends the MoE term when num_experts > 1 */
+  if (s->has_moe && w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ", moe_lb_loss: %.6f", s->moe_lb_loss);
 }
 
 /* JSON has no NaN or infinity: a skipped step's values are null */
@@ -26,6 +28,7 @@ void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
   gt__jnum(f, "loss", s->loss);
   gt__jnum(f, "lm_loss", s->lm_loss);
   gt__jnum(f, "perplexity", s->perplexity);
+  if (s->has_moe) gt__jnum(f, "moe_lb_loss", s->moe_lb_loss);
   fprintf(f,
           ", \"seconds\": %.6f, \"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, "
           "\"total_weights\": %lld, \"learning_rate\": %.9g",

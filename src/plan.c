@@ -172,9 +172,17 @@ static void gt__rel(gt__view *v, int64_t u, int phase) {
 
 /* The fsdp axis of the mesh (the data axis replicates what it shards). */
 static int gt__fsdp_size(const gt_config *c) {
-  long long dp = c->ici_data_parallelism, fs = c->ici_fsdp_parallelism;
-  if (fs == -1) fs = c->num_devices / dp;
-  return (int)fs;
+  int dp, fs, ep;
+  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  return fs;
+}
+
+/* A device's index on the fsdp axis (src/mesh.c: device = (data * fsdp +
+ * fsdp index) * expert + expert index). */
+static int gt__fsdp_rank(const gt_config *c, int dev) {
+  int dp, fs, ep;
+  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  return dev / ep % fs;
 }
 
 /* One device's training step: dev = -1 is the unsharded model. */
@@ -191,8 +199,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   int64_t *cnt = malloc(sizeof(int64_t) * (size_t)nu);
   int *gathered = malloc(sizeof(int) * (size_t)nu), *ugrad = malloc(sizeof(int) * (size_t)nu);
   for (int64_t u = 0; u < nu; u++) {
-    int64_t off;
-    gt_model_unit(&m, u, &off, &cnt[u]);
+    cnt[u] = gt_model_unit_local(&m, u); /* with expert parallelism: the device's own experts */
     gathered[u] = ugrad[u] = -1;
   }
   gt__view v = {&s, dev >= 0, c->prefetch, nu, cnt, gathered, ugrad};
@@ -222,7 +229,7 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
   } else { /* src/fsdp.c: the device's shards and its reduce-scatter buffer */
     int64_t sh = 0, maxs = 0;
     for (int64_t u = 0; u < nu; u++) {
-      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), dev % gt__fsdp_size(c));
+      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), gt__fsdp_rank(c, dev));
       sh += n;
       if (n > maxs) maxs = n;
     }
@@ -266,6 +273,9 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
     }
     int xn = gt__alloc(&s, l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP, xbytes,
                        l + 1 < L ? "layer %lld input (carry)" : "final hidden state", l + 1);
+    int64_t moe_fwd, moe_bwd; /* src/layer.c: the routed experts' scratch, inside the layer's forward */
+    gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+    if (moe_fwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch", l));
     for (int k = 0; k < GT_A_NSLOTS; k++) {
       if (SID(l, k) < 0) continue;
       gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
@@ -341,6 +351,11 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
             SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
           }
         int xo = (ops & out_op) ? gt__alloc(&s, GT_MEM_TEMP, xbytes, "layer %lld output (recomputed)", l) : -1;
+        if (ops & gt_layer_moe_op()) {
+          int64_t moe_fwd, moe_bwd;
+          gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+          gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch (recompute)", l));
+        }
         if (want_out)
           SID(l + 1, GT_A_X_IN) = xo;
         else
@@ -360,6 +375,9 @@ static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, g
       int dx1 = gt__alloc(&s, GT_MEM_TEMP, n_dx1 * f4, "layer %lld d(attention residual)", l);
       if (n_ple) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, n_ple * f4, "layer %lld per-layer input gradients", l));
       int ffw = gt__alloc(&s, GT_MEM_TEMP, n_ffw * f4, "layer %lld MLP gradients", l);
+      int64_t moe_fwd, moe_bwd;
+      gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
+      if (moe_bwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_bwd * f4, "layer %lld routed experts' backward scratch", l));
       gt__free(&s, ffw);
       int at = gt__alloc(&s, GT_MEM_TEMP, n_attn * f4, "layer %lld attention gradients", l);
       gt__free(&s, at);
@@ -415,10 +433,15 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_rc rc = gt_model_build(&m, c, err);
   if (rc) return rc;
   p->n_params = m.n_params;
+  p->n_active_params = gt_model_count_active_params(c);
   p->n_layers = m.n_layers;
   p->flops = gt_flops_per_step_per_device(c);
   p->n_devices = (int)c->num_devices;
   p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
+  int ax_d, ax_f, ax_e;
+  gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
+  /* every expert rank holds blocks of the same size */
+  if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);
   if (p->n_devices <= 1) {
     rc = gt__replay(p, c, &m, -1, err);
   } else {
@@ -457,21 +480,34 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
      * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. The busiest device counts. */
-    int N = p->n_devices, F = gt__fsdp_size(c), D = N / F;
+    int N = p->n_devices, F = ax_f, D = ax_d, E = ax_e;
+    int64_t Bd = gt_config_global_batch(c) / N, Tn = c->max_target_length;
     for (int dv = 0; dv < N; dv++) {
       int64_t sent = 0;
-      int r = dv % F, dr = dv / F;
+      int e = dv % E, r = dv / E % F, dr = dv / (E * F);
       for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
-        int64_t off, cnt;
-        gt_model_unit(&m, u, &off, &cnt);
-        int64_t ns = gt_shard_len(cnt, F, r);
+        int64_t cnt = gt_model_unit_local(&m, u), rep = gt_model_unit_replicated(&m, u);
+        int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
         int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
         sent += gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
         if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
+        /* src/fsdp.c: the expert ranks sum the replicated part of the shard */
+        int64_t nr = rep - nb < 0 ? 0 : rep - nb > ns ? ns : rep - nb;
+        if (E > 1 && nr > 0) sent += ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
+        /* src/layer.c: a MoE layer's routed op gathers the group's inputs
+         * and all-reduces their sums (again when remat recomputes it);
+         * backward gathers d(routed) and reduce-scatters d(x1) */
+        const gt_layer_desc *ld = u > 0 ? &m.layers[u - 1] : NULL;
+        if (ld && ld->moe_ep > 1) {
+          int64_t n = E * Bd * Tn * m.d, one = (n - n / E) * 4;
+          int runs = 1 + (gt_remat_slot_mode(&m.remat, ld, GT_A_MOE_SAVED) == GT_SAVE_REMAT);
+          sent += runs * 3 * one + 2 * one;
+        }
       }
       sent *= c->gradient_accumulation_steps;
-      sent += ((3 - gt_shard_len(3, N, dv)) + (3 - gt_shard_len(3, N, (dv + 1) % N))) * 8;
+      int64_t nsum = m.n_moe_layers ? 4 : 3; /* loss, token count, squared norm (and the MoE lb sum) */
+      sent += ((nsum - gt_shard_len(nsum, N, dv)) + (nsum - gt_shard_len(nsum, N, (dv + 1) % N))) * 8;
       if (sent > p->comm_bytes_per_step) p->comm_bytes_per_step = sent;
     }
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
@@ -508,7 +544,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   fprintf(f, "memory plan: %s, remat_policy=%s remat_scope=%s, batch %lld x %lld, num_vocab_tiling=%lld\n",
           c->model_name[0] ? c->model_name : "(no preset)", c->remat_policy, c->remat_scope,
           gt_config_global_batch(c), c->max_target_length, c->num_vocab_tiling);
-  fprintf(f, "  parameters: %lld (%.3f billion)\n", (long long)p->n_params, (double)p->n_params / 1e9);
+  fprintf(f, "  parameters: %lld (%.3f billion)", (long long)p->n_params, (double)p->n_params / 1e9);
+  if (p->n_active_params != p->n_params) /* MoE: a token runs num_experts_per_tok experts */
+    fprintf(f, ", active per token: %lld (%.3f billion)", (long long)p->n_active_params,
+            (double)p->n_active_params / 1e9);
+  fprintf(f, "\n");
   fprintf(f, "  Per train step: Total TFLOPs: %.4f, split as %.2f%% learnable weight flops and %.2f%% attention flops\n",
           p->flops.total_tflops, 100 * p->flops.learnable_tflops / p->flops.total_tflops,
           100 * p->flops.attention_tflops / p->flops.total_tflops);
@@ -546,6 +586,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "remat_policy", c->remat_policy);
   cJSON_AddStringToObject(o, "remat_scope", c->remat_scope);
   cJSON_AddNumberToObject(o, "parameters", (double)p->n_params);
+  cJSON_AddNumberToObject(o, "active_parameters", (double)p->n_active_params);
   cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
   cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
   cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);

@@ -4,12 +4,23 @@
 
 enum { N_QUERY, N_KEY, N_VALUE, N_CONTEXT, N_OUT, N_WI0, N_WI1, N_WO, N_NAMES };
 
-/* slot and the statistic kept with it */
-static const gt_act gt__name_slots[N_NAMES][2] = {
-    [N_QUERY] = {GT_A_Q, GT_A_Q_RSTD},    [N_KEY] = {GT_A_K, GT_A_K_RSTD},
-    [N_VALUE] = {GT_A_V, GT_A_V_RSTD},    [N_CONTEXT] = {GT_A_CTX, GT_A_LSE},
-    [N_OUT] = {GT_A_O, GT_A_NSLOTS},      [N_WI0] = {GT_A_GATE, GT_A_NSLOTS},
-    [N_WI1] = {GT_A_UP, GT_A_NSLOTS},     [N_WO] = {GT_A_F, GT_A_NSLOTS},
+/* slot and the statistic kept with it. The routed experts of a MoE layer
+ * are one op whose state (router statistics, every expert's gate and up
+ * rows, the pre-norm sum; on an expert-parallel device also the group's
+ * gathered input) is dominated by the experts' wi projections, so it goes
+ * with mlpwi_0, as MaxText names the experts' gate projection. Keeping it
+ * keeps the routed output too, so the op never re-runs (and never repeats
+ * its collectives) when mlpwi_0 is kept. */
+#define GT__PER_NAME 4
+static const gt_act gt__name_slots[N_NAMES][GT__PER_NAME] = {
+    [N_QUERY] = {GT_A_Q, GT_A_Q_RSTD, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_KEY] = {GT_A_K, GT_A_K_RSTD, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_VALUE] = {GT_A_V, GT_A_V_RSTD, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_CONTEXT] = {GT_A_CTX, GT_A_LSE, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_OUT] = {GT_A_O, GT_A_NSLOTS, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_WI0] = {GT_A_GATE, GT_A_MOE_SAVED, GT_A_MOE_OUT, GT_A_MOE_IN},
+    [N_WI1] = {GT_A_UP, GT_A_NSLOTS, GT_A_NSLOTS, GT_A_NSLOTS},
+    [N_WO] = {GT_A_F, GT_A_NSLOTS, GT_A_NSLOTS, GT_A_NSLOTS},
 };
 
 typedef struct {
@@ -41,7 +52,7 @@ static gt_save_mode gt__mode(const char *v) {
 }
 
 static void gt__set_name(gt_remat *r, int n, gt_save_mode mode) {
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < GT__PER_NAME; k++)
     if (gt__name_slots[n][k] != GT_A_NSLOTS) r->slot[gt__name_slots[n][k]] = mode;
 }
 

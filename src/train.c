@@ -74,7 +74,7 @@ static void gt__copy_batch(gt_batch *dst, gt_data *d, int eval) {
 
 static gt_rc gt__eval(gt_model *m, gt_fsdp *fs, gt_batch *mb, gt_data *d, const gt_config *c, double *loss,
                       int64_t *tw, gt_err *err) {
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   gt_data_eval_reset(d);
   if (fs) {
     for (long long i = 0; i < c->eval_steps; i++) gt__copy_batch(&mb[i], d, 1);
@@ -311,15 +311,17 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   for (int64_t step = start_step; step < n_steps; step++) {
     double t0 = gt__now();
     gt_mem_reset_peaks(&mem);
-    gt_loss_stats st = {0, 0};
-    double loss;
+    gt_loss_stats st = {0, 0, 0};
+    double loss, lm_loss, lb_loss = 0;
     gt_update_info ui;
     if (fs) {
       for (int micro = 0; micro < ga; micro++) gt__copy_batch(&mb[micro], &data, 0);
       if (step == nan_step) gt_fsdp_poison_next_step(fs);
       gt_fsdp_step_info fi;
       if ((rc = gt_fsdp_step(fs, mb, ga, &fi, err))) goto out;
-      loss = fi.loss;
+      lm_loss = fi.loss;
+      lb_loss = fi.moe_lb_loss;
+      loss = lm_loss + lb_loss;
       st.total_weights = fi.total_weights;
       ui = fi.update;
       goto step_done;
@@ -337,7 +339,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       float inv = 1.0f / (float)st.total_weights;
       for (int64_t i = 0; i < m.n_params; i++) m.grads[i] *= inv;
     }
-    loss = st.xent_sum / (double)st.total_weights;
+    lm_loss = st.xent_sum / (double)st.total_weights;
+    /* MaxText adds the mean of the MoE layers' load-balance losses (moe_dlb
+     * = 1 / MoE layers; accumulation is refused with MoE) */
+    lb_loss = st.moe_lb_sum * (double)m.moe_dlb;
+    loss = lm_loss + lb_loss;
     if (step == nan_step) m.grads[0] = NAN;
     if (isfinite(loss))
       gt_optim_step(&opt, m.params, m.grads, &cfg, &ui); /* skips a non-finite norm itself */
@@ -366,8 +372,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     sm.tflops_per_s_per_device = fl.total_tflops / secs;
     sm.tokens_per_s_per_device = (double)T * cfg.per_device_batch_size * ga / secs;
     sm.total_weights = st.total_weights;
-    sm.loss = sm.lm_loss = loss;
-    sm.perplexity = exp(loss);
+    sm.loss = loss;
+    sm.lm_loss = lm_loss;
+    sm.perplexity = exp(lm_loss);
+    sm.has_moe = m.n_moe_layers > 0;
+    sm.moe_lb_loss = lb_loss;
     sm.learning_rate = ui.lr;
     sm.grad_norm = ui.grad_norm;
     sm.skipped = ui.skipped;

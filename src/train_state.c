@@ -27,7 +27,21 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   const float *p[MAXS], *mu[MAXS], *nu[MAXS];
   gt_ckpt_src src = {1, p, mu, nu};
   int64_t opt_step;
-  if (s->fs) {
+  float *host = NULL;
+  if (s->fs && gt_fsdp_expert_parallelism(s->fs) > 1) {
+    /* a device's shard holds only its experts: save the full state as one
+     * shard (restores go through full buffers anyway, onto any mesh) */
+    int64_t n = s->m->n_params;
+    host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
+    if (!host) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters", (long long)n);
+    gt_rc rc0 = gt_fsdp_full_state(s->fs, host, host + n, host + 2 * n, err);
+    if (rc0) {
+      gt_mem_free(s->mem, host);
+      return rc0;
+    }
+    p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
+    opt_step = gt_fsdp_opt_step(s->fs);
+  } else if (s->fs) {
     src.n_shards = gt_fsdp_num_shards(s->fs);
     for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(s->fs, r, &p[r], &mu[r], &nu[r]);
     opt_step = gt_fsdp_opt_step(s->fs);
@@ -43,6 +57,7 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   gt_rc rc = gt_ckpt_save(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
                           s->cfg->max_num_checkpoints_to_keep, err);
   free(cj);
+  gt_mem_free(s->mem, host);
   if (rc == GT_OK && s->out) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
             (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt__secs() - t0);

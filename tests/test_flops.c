@@ -5,6 +5,7 @@
 
 #include "gemtrain/config.h"
 #include "gemtrain/flops.h"
+#include "gemtrain/model.h"
 #include "gt_testutil.h"
 
 static gt_flops for_model(const char *name, int tl) {
@@ -73,12 +74,71 @@ START_TEST(test_hand_count_gemma4) {
 }
 END_TEST
 
+START_TEST(test_hand_count_moe) {
+  /* spec 5.2, Gemma 4 MoE: per MoE layer the router 2BTdE, the shared
+   * expert 6BTFd (F = base_mlp_dim) and top_k routed experts 6BTF_e d each.
+   * gemma4-26b at B=1 T=4096: d=2816 H=16 V=262144 L=30, E=128 k=8 F=2112
+   * F_e=704; locals hd 256 K 8 (kv_mult 2) W 1024, globals (5, 11, ...)
+   * hd 512 K 2 with K = V (kv_mult 1). Evaluated by hand in float64:
+   * learnable 93.9253, attention 8.6329, total 102.5582 TFLOPs. */
+  gt_flops f = for_model("gemma4-26b", 4096);
+  double B = 1, T = 4096, d = 2816, H = 16, V = 262144, W = 1024, E = 128, k = 8, F = 2112, FE = 704;
+  double learn = 2 * B * T * d * V, attn = 0;
+  for (int l = 0; l < 30; l++) {
+    int g = l % 6 == 5;
+    double hd = g ? 512 : 256, K = g ? 2 : 8, mult = g ? 1 : 2;
+    learn += 6 * B * T * F * d + 2 * B * T * d * E + k * 6 * B * T * FE * d;
+    learn += 2 * B * T * d * (H + mult * K) * hd + 2 * B * T * d * H * hd;
+    attn += g ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;
+  }
+  ck_assert(fabs(f.learnable_tflops - 3 * learn / 1e12) < 1e-9);
+  ck_assert(fabs(f.attention_tflops - 3 * attn / 1e12) < 1e-9);
+  ck_assert_msg(fabs(f.total_tflops - 102.5582) < 1e-4, "26b total %.6f", f.total_tflops);
+  /* gemma4-tiny-moe at T=64: d=64 H=4 V=260, 8 experts top-2, F=64 F_e=32 */
+  f = for_model("gemma4-tiny-moe", 64);
+  double learn2 = 2 * 64.0 * 64 * 260, attn2 = 0;
+  for (int l = 0; l < 6; l++) {
+    int g = l == 5;
+    double hd = g ? 32 : 16, K = g ? 1 : 2, mult = g ? 1 : 2, t = 64, dd = 64;
+    learn2 += 6 * t * 64 * dd + 2 * t * dd * 8 + 2 * 6 * t * 32 * dd;
+    learn2 += 2 * t * dd * (4 + mult * K) * hd + 2 * t * dd * 4 * hd;
+    attn2 += g ? 2 * t * t * 4 * hd : 4 * (t * 16 - 0.5 * 16 * 16) * 4 * hd;
+  }
+  ck_assert(fabs(f.learnable_tflops - 3 * learn2 / 1e12) < 1e-15);
+  ck_assert(fabs(f.attention_tflops - 3 * attn2 / 1e12) < 1e-15);
+}
+END_TEST
+
+START_TEST(test_moe_param_counts) {
+  /* gemma4-26b by hand (HF tensors): embedding V d = 738197504 and the
+   * final norm d; a local layer q,o 2*16*256*d, k,v 2*8*256*d, q/k norms
+   * 2*256, the shared MLP 3*2112*d, 8 d-sized norms (input, post-attention,
+   * pre/post-FFW, router scale, pre_2, post_1, post_2), layer_scalar 1, the
+   * router E d + per_expert_scale E, experts E*2*704*d + E*d*704; a global
+   * one q,o 2*16*512*d, k 2*512*d (K = V: no v), norms 2*512. Sum:
+   * 25233141790 (25.2B). Active: each layer runs 8 of 128 experts, so
+   * 30 * 120 * 3*704*d fewer: 3822530590 (3.8B), Gemma 4 26B A4B's figures. */
+  gt_config c;
+  gt_err e;
+  const char *ov[] = {"model_name=gemma4-26b"};
+  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 1, ov, &e) == GT_OK);
+  ck_assert_int_eq(gt_model_count_params(&c), 25233141790LL);
+  ck_assert_int_eq(gt_model_count_active_params(&c), 3822530590LL);
+  /* a dense model: active = total */
+  const char *ov2[] = {"model_name=gemma4-31b"};
+  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 1, ov2, &e) == GT_OK);
+  ck_assert_int_eq(gt_model_count_active_params(&c), gt_model_count_params(&c));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flops");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
   tcase_add_test(tc, test_hand_count_gemma4);
+  tcase_add_test(tc, test_hand_count_moe);
+  tcase_add_test(tc, test_moe_param_counts);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -20,7 +20,7 @@
 #define GLOBAL_B 8
 
 typedef struct result {
-  double loss[10];
+  double loss[10], lb[10];
   float *params;
   int64_t n;
   int64_t gathered_peak, unit_max, block_units;
@@ -28,6 +28,7 @@ typedef struct result {
 
 static result train_model(const char *model, int devices, int data, const char *prefetch, const char *scope, int steps);
 static const char *g_lr = "learning_rate=0.01";
+static int g_expert = 1; /* ici_expert_parallelism of the next train_model */
 
 static result train(int devices, const char *prefetch, const char *scope, int steps) {
   return train_model("gemma3-tiny", devices, 1, prefetch, scope, steps);
@@ -38,18 +39,19 @@ static result train_axes(int devices, int data, const char *prefetch, const char
 }
 
 static result train_model(const char *model, int devices, int data, const char *prefetch, const char *scope, int steps) {
-  char mn[96], nd[64], pd[64], pf[64], sc[64], dp[64];
+  char mn[96], nd[64], pd[64], pf[64], sc[64], dp[64], ep[64];
   snprintf(mn, sizeof mn, "model_name=%s", model);
   snprintf(nd, sizeof nd, "num_devices=%d", devices);
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", GLOBAL_B / devices);
   snprintf(pf, sizeof pf, "prefetch=%s", prefetch);
   snprintf(sc, sizeof sc, "remat_scope=%s", scope);
   snprintf(dp, sizeof dp, "ici_data_parallelism=%d", data);
+  snprintf(ep, sizeof ep, "ici_expert_parallelism=%d", g_expert);
   const char *ov[] = {mn, "dataset_type=synthetic", "max_target_length=16",
-                      g_lr, nd, pd, pf, sc, "gradient_clipping_threshold=0.5", dp};
+                      g_lr, nd, pd, pf, sc, "gradient_clipping_threshold=0.5", dp, ep};
   gt_config c;
   gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 10, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
   gt_mem host;
   gt_mem_init(&host);
   gt_data d;
@@ -64,6 +66,7 @@ static result train_model(const char *model, int devices, int data, const char *
     gt_fsdp_step_info fi;
     ck_assert_msg(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
     r.loss[s] = fi.loss;
+    r.lb[s] = fi.moe_lb_loss;
     if (devices > 1) ck_assert_int_gt(fi.comm_bytes, 0);
   }
   r.n = gt_fsdp_num_params(f);
@@ -226,6 +229,91 @@ START_TEST(test_device_peaks_equal_plan) {
 }
 END_TEST
 
+START_TEST(test_moe_expert_parallel_agrees) {
+  /* gemma4-tiny-moe (8 experts top-2, lb weight 0.01): one device against
+   * 2 devices as 1x1x2 (expert axis only), 4 as 2x1x2 (data x expert) and
+   * 1x2x2 (fsdp x expert, block scope without prefetch), and 2 devices of
+   * plain FSDP: the same LM and load-balance losses to 1e-5 relative at a
+   * small learning rate, and the same final weights */
+  g_lr = "learning_rate=0.002";
+  g_expert = 1;
+  result one = train_model("gemma4-tiny-moe", 1, 1, "true", "layer", 6);
+  struct {
+    int devices, data, expert;
+    const char *prefetch, *scope;
+  } shapes[] = {{2, 1, 2, "true", "layer"}, {4, 2, 2, "true", "layer"}, {4, 1, 2, "false", "block"},
+                {2, 1, 1, "true", "layer"}};
+  for (int i = 0; i < 4; i++) {
+    g_expert = shapes[i].expert;
+    result r = train_model("gemma4-tiny-moe", shapes[i].devices, shapes[i].data, shapes[i].prefetch, shapes[i].scope, 6);
+    for (int st = 0; st < 6; st++) {
+      ck_assert_msg(fabs(r.loss[st] - one.loss[st]) <= 1e-5 * fabs(one.loss[st]), "%d devices (%d data, %d expert) step %d: %.9g vs %.9g",
+                    shapes[i].devices, shapes[i].data, shapes[i].expert, st, r.loss[st], one.loss[st]);
+      ck_assert_msg(one.lb[st] > 0.0 && fabs(r.lb[st] - one.lb[st]) <= 1e-5 * one.lb[st], "%d devices step %d: lb %.9g vs %.9g",
+                    shapes[i].devices, st, r.lb[st], one.lb[st]);
+    }
+    double err = gt_test_norm_rel_err(r.params, one.params, one.n);
+    ck_assert_msg(err <= 1e-5, "%d devices (%d expert): final weights differ by %.3g", shapes[i].devices,
+                  shapes[i].expert, err);
+    free(r.params);
+  }
+  g_expert = 1;
+  free(one.params);
+  /* the same mesh twice: bit-identical */
+  g_expert = 2;
+  result a = train_model("gemma4-tiny-moe", 2, 1, "true", "layer", 3), b = train_model("gemma4-tiny-moe", 2, 1, "true", "layer", 3);
+  g_expert = 1;
+  ck_assert(memcmp(a.loss, b.loss, sizeof a.loss) == 0 && memcmp(a.lb, b.lb, sizeof a.lb) == 0);
+  ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n) == 0);
+  free(a.params), free(b.params);
+}
+END_TEST
+
+START_TEST(test_moe_device_peaks_equal_plan) {
+  /* expert-parallel meshes: each device's block holds half the experts, the
+   * routed op's group buffers and its collectives; measured peaks and bytes
+   * sent equal the plan, for a policy that keeps the routed state (minimal)
+   * and two that recompute it (full, save_dot_except_mlp) */
+  const char *nds[] = {"num_devices=2", "num_devices=4", "num_devices=4"};
+  const char *pds[] = {"per_device_batch_size=4", "per_device_batch_size=2", "per_device_batch_size=2"};
+  const char *dps[] = {"ici_data_parallelism=1", "ici_data_parallelism=2", "ici_data_parallelism=1"};
+  const char *pols[] = {"remat_policy=minimal", "remat_policy=full", "remat_policy=save_dot_except_mlp"};
+  for (int ni = 0; ni < 3; ni++)
+    for (int pi = 0; pi < 3; pi++) {
+      const char *ov[] = {"model_name=gemma4-tiny-moe", "dataset_type=synthetic", "max_target_length=16", nds[ni],
+                          pds[ni], dps[ni], "ici_expert_parallelism=2", pols[pi],
+                          pi == 2 ? "remat_scope=block" : "remat_scope=layer"};
+      gt_config c;
+      gt_err e;
+      ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+      gt_plan p;
+      ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
+      gt_mem host;
+      gt_mem_init(&host);
+      gt_data d;
+      ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
+      gt_fsdp *f;
+      ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
+      gt_batch b;
+      gt_data_next_train(&d, &b);
+      gt_fsdp_step_info fi;
+      ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
+      ck_assert_msg(fi.comm_bytes == p.comm_bytes_per_step, "%s %s %s: sent %lld, planned %lld", nds[ni], dps[ni],
+                    pols[pi], (long long)fi.comm_bytes, (long long)p.comm_bytes_per_step);
+      int64_t worst = 0;
+      for (int dv = 0; dv < gt_fsdp_devices(f); dv++) {
+        gt_mem *m = gt_fsdp_device_mem(f, dv);
+        if (gt_mem_total_peak(m) > worst) worst = gt_mem_total_peak(m);
+      }
+      ck_assert_msg(worst == p.peak_total, "%s %s %s: largest device peak %lld, plan %lld", nds[ni], dps[ni], pols[pi],
+                    (long long)worst, (long long)p.peak_total);
+      gt_fsdp_destroy(f);
+      gt_data_close(&d);
+      gt_plan_free(&p);
+    }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp");
   TCase *tc = tcase_create("core");
@@ -236,6 +324,8 @@ int main(void) {
   tcase_add_test(tc, test_same_count_bit_identical);
   tcase_add_test(tc, test_gathered_weights_bounded);
   tcase_add_test(tc, test_device_peaks_equal_plan);
+  tcase_add_test(tc, test_moe_expert_parallel_agrees);
+  tcase_add_test(tc, test_moe_device_peaks_equal_plan);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

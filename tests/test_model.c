@@ -63,14 +63,14 @@ static void teardown(fixture *f) {
 }
 
 static double loss_of(fixture *f) {
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   gt_err e;
   ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
   return st.xent_sum / (double)st.total_weights;
 }
 
 static void grads_of(fixture *f, int tiles, double *loss) {
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   gt_err e;
   gt_model_zero_grads(&f->m);
   int64_t tw = gt_batch_total_weights(&f->b);
@@ -282,6 +282,134 @@ START_TEST(test_fd_gemma4_tiny_ple_whole) {
 }
 END_TEST
 
+/* ---------- MoE: the whole model, load-balance term included ---------- */
+
+/* The step's loss as training sees it: LM loss + moe_dlb x the layers' lb
+ * sum (the mean over MoE layers); *lb gets that lb term alone. */
+static double moe_loss_of(fixture *f, double *lb) {
+  gt_loss_stats st = {0, 0, 0};
+  gt_err e;
+  ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
+  *lb = st.moe_lb_sum * (double)f->m.moe_dlb;
+  return st.xent_sum / (double)st.total_weights + *lb;
+}
+
+/* Top-k routing is piecewise constant, so a central difference is only
+ * meaningful when no token changes its experts between +h and -h. The
+ * load-balance term tells: it is smooth in the probabilities, and a changed
+ * choice moves its counts f by 1/T, a jump of about w E Pbar / (B T) (here
+ * ~1e-3), while with the same routing its second difference is O(h^2). So
+ * every difference below first asserts |lb(+) + lb(-) - 2 lb(0)| < 1e-6. */
+static void check_fd_moe(int n, const char *const *ov, double h, double hh) {
+  fixture f;
+  setup(&f, n, ov, 5);
+  ck_assert_int_gt(f.m.n_moe_layers, 0);
+  gt_loss_stats st = {0, 0, 0};
+  gt_err e;
+  gt_model_zero_grads(&f.m);
+  int64_t tw = gt_batch_total_weights(&f.b);
+  ck_assert(gt_exec_forward_backward(&f.m, &f.b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
+  double lb0, loss0 = moe_loss_of(&f, &lb0);
+  ck_assert(fabs(st.xent_sum / (double)tw + st.moe_lb_sum * f.m.moe_dlb - loss0) < 1e-5 * loss0);
+  ck_assert_msg(lb0 > 1e-3, "the lb term %.3g is too small to be checked", lb0);
+  int64_t P = f.m.n_params;
+  float *g = malloc(sizeof(float) * P), *p0 = malloc(sizeof(float) * P), *dir = malloc(sizeof(float) * P);
+  memcpy(g, f.m.grads, sizeof(float) * P);
+  memcpy(p0, f.m.params, sizeof(float) * P);
+  uint64_t s = 99;
+  gt_test_fill(dir, P, &s, -1, 1);
+  double gd = 0, lbp, lbm;
+  for (int64_t i = 0; i < P; i++) gd += (double)g[i] * dir[i];
+  for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] + (float)h * dir[i];
+  double lp = moe_loss_of(&f, &lbp);
+  for (int64_t i = 0; i < P; i++) f.m.params[i] = p0[i] - (float)h * dir[i];
+  double lm = moe_loss_of(&f, &lbm);
+  memcpy(f.m.params, p0, sizeof(float) * P);
+  ck_assert_msg(fabs(lbp + lbm - 2 * lb0) < 1e-6, "routing changed under the directional step (lb %.9g %.9g %.9g)", lbm,
+                lb0, lbp);
+  double fd = (lp - lm) / (2 * h);
+  ck_assert_msg(fabs(fd - gd) <= 0.02 * fabs(gd) + 1e-4, "directional: fd %.6g vs analytic %.6g", fd, gd);
+  int checked = 0, moe_checked = 0;
+  for (int t = 0; t < f.m.n_tensors; t++) {
+    const gt_tensor_info *ti = &f.m.tensors[t];
+    int64_t best = ti->offset;
+    for (int64_t i = ti->offset; i < ti->offset + ti->numel; i++)
+      if (fabsf(g[i]) > fabsf(g[best])) best = i;
+    if (fabsf(g[best]) < 1e-3f) continue;
+    f.m.params[best] = p0[best] + (float)hh;
+    double a = moe_loss_of(&f, &lbp);
+    f.m.params[best] = p0[best] - (float)hh;
+    double bb = moe_loss_of(&f, &lbm);
+    f.m.params[best] = p0[best];
+    ck_assert_msg(fabs(lbp + lbm - 2 * lb0) < 1e-6, "%s: routing changed under the step", ti->name);
+    double fde = (a - bb) / (2 * hh);
+    ck_assert_msg(fabs(fde - g[best]) <= 0.05 * fabs(g[best]) + 2e-4, "%s[%lld]: fd %.6g vs analytic %.6g", ti->name,
+                  (long long)(best - ti->offset), fde, g[best]);
+    checked++;
+    moe_checked += strstr(ti->name, "router") || strstr(ti->name, "experts") || strstr(ti->name, "_2.") ||
+                   strstr(ti->name, "_1.");
+  }
+  ck_assert_int_ge(checked, f.m.n_tensors / 2);
+  ck_assert_int_ge(moe_checked, 6); /* router, per-expert scale, experts and the new norms took part */
+  free(g);
+  free(p0);
+  free(dir);
+  teardown(&f);
+}
+
+START_TEST(test_fd_gemma4_tiny_moe_whole) {
+  /* gemma4-tiny-moe cut to 2 layers (local + K = V global), 8 experts top-2
+   * with a shared expert, lb weight 0.1 so its gradient is well above the
+   * tolerance; 2 x 6 tokens */
+  const char *ov[] = {"model_name=gemma4-tiny-moe", "max_target_length=6", "sliding_window_size=4",
+                      "per_device_batch_size=2", "layer_pattern=LG", "base_num_decoder_layers=2",
+                      "load_balance_loss_weight=0.1", "query_pre_attn_scalar=16"};
+  check_fd_moe(8, ov, 5e-4, 2e-3);
+}
+END_TEST
+
+START_TEST(test_moe_graph) {
+  /* every layer of gemma4-tiny-moe is a MoE layer with HF's tensor names,
+   * the expert tensors last in the layer (expert parallelism keeps the rest
+   * in place), and the lb weight of each layer is 1 / #MoE layers */
+  const char *ov[] = {"model_name=gemma4-tiny-moe"};
+  gt_config c;
+  gt_err e;
+  ck_assert(gt_config_load(&c, CFG_DIR, NULL, 1, ov, &e) == GT_OK);
+  gt_model m;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  ck_assert_int_eq(m.n_moe_layers, 6);
+  ck_assert(fabsf(m.moe_dlb - 1.0f / 6) < 1e-7f);
+  const gt_tensor_info *gu = gt_model_find_tensor(&m, "layers.5.experts.gate_up_proj");
+  const gt_tensor_info *dn = gt_model_find_tensor(&m, "layers.5.experts.down_proj");
+  ck_assert(gu && dn && gu->ndim == 3 && dn->ndim == 3);
+  ck_assert(gu->shape[0] == 8 && gu->shape[1] == 64 && gu->shape[2] == 64);
+  ck_assert(dn->shape[0] == 8 && dn->shape[1] == 64 && dn->shape[2] == 32);
+  ck_assert_int_eq(dn->offset + dn->numel, m.layers[5].param_offset + m.layers[5].param_count);
+  ck_assert_int_eq(gu->offset + gu->numel, dn->offset);
+  const char *names[] = {"router.proj.weight", "router.scale", "router.per_expert_scale",
+                         "pre_feedforward_layernorm_2.weight", "post_feedforward_layernorm_1.weight",
+                         "post_feedforward_layernorm_2.weight", "mlp.gate_proj.weight"};
+  for (int i = 0; i < 7; i++) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "layers.0.%s", names[i]);
+    ck_assert_msg(gt_model_find_tensor(&m, nm) != NULL, "%s", nm);
+  }
+  ck_assert_int_eq(gt_model_find_tensor(&m, "layers.0.router.proj.weight")->shape[0], 8);
+  /* expert parallelism over 2: the same block minus half the experts */
+  gt_model_set_expert_shard(&m, 2, 1);
+  const gt_layer_desc *L = &m.layers[5];
+  ck_assert_int_eq(L->local_count, L->param_count - 4 * (64 * 64 + 64 * 32));
+  int64_t fo[3], lo[3], ln[3];
+  ck_assert_int_eq(gt_model_unit_pieces(&m, 6, fo, lo, ln), 3);
+  ck_assert_int_eq(fo[1], gu->offset + 4 * 64 * 64);
+  ck_assert_int_eq(fo[2], dn->offset + 4 * 64 * 32);
+  ck_assert_int_eq(lo[2] + ln[2], L->local_count);
+  ck_assert_int_eq(gt_model_unit_replicated(&m, 6), gu->offset - L->param_offset);
+  gt_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_gemma4_graph) {
   /* the descriptors of gemma4-tiny-ple: pattern LLLLG, layers 6..9 shared */
   const char *ov[] = {"model_name=gemma4-tiny-ple"};
@@ -348,6 +476,8 @@ Suite *model_suite(void) {
   tcase_add_test(g4, test_fd_gemma4_kv_sharing_only);
   tcase_add_test(g4, test_fd_gemma4_tiny_ple_whole);
   tcase_add_test(g4, test_gemma4_graph);
+  tcase_add_test(g4, test_fd_gemma4_tiny_moe_whole);
+  tcase_add_test(g4, test_moe_graph);
   tcase_add_test(g4, test_gemma4_initial_loss_near_uniform);
   suite_add_tcase(s, g4);
   return s;

@@ -35,7 +35,7 @@ static void measure_vs_plan(int n, const char *const *ov) {
   ck_assert(gt_optim_init(&o, m.n_params, &mem, &e) == GT_OK);
   gt_batch b;
   gt_data_next_train(&d, &b);
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   ck_assert(gt_exec_forward_backward(&m, &b, (int)c.num_vocab_tiling, 1.0f / (float)(b.B * b.T), &st, &e) == GT_OK);
   gt_optim_step(&o, m.params, m.grads, &c, NULL);
   char what[256];
@@ -78,11 +78,13 @@ START_TEST(test_gemma4_measured_equals_plan) {
   /* dense (K=V globals, hd 32) and small (PLE, KV sharing across
    * boundaries, double-wide MLPs): the donors' kept K/V, their gradient
    * accumulators, the per-layer inputs and the PLE backward are all planned */
-  const char *models[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple"};
+  const char *models[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple", "model_name=gemma4-tiny-moe"};
   const char *pols[] = {"remat_policy=none", "remat_policy=full", "remat_policy=minimal",
                         "remat_policy=save_dot_except_mlp", "remat_policy=minimal_offloaded"};
   const char *scopes[] = {"remat_scope=layer", "remat_scope=block"};
-  for (int mi = 0; mi < 2; mi++)
+  /* gemma4-tiny-moe: the routed experts' saved block (kept with mlpwi_0),
+   * their scratch in forward, recompute and backward */
+  for (int mi = 0; mi < 3; mi++)
     for (int pi = 0; pi < 5; pi++)
       for (int si = 0; si < 2; si++) {
         const char *ov[] = {models[mi], "max_target_length=64", pols[pi], scopes[si], "dataset_type=synthetic",

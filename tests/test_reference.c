@@ -98,12 +98,18 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   int32_t *want_tw = read_i32(&f, "expected.total_weights", &n);
   ck_assert_int_eq(tw, want_tw[0]);
   gt_model_zero_grads(&m);
-  gt_loss_stats st = {0, 0};
+  gt_loss_stats st = {0, 0, 0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
   float *want_loss = read_f32(&f, "expected.loss", 1);
   double loss = st.xent_sum / (double)st.total_weights;
   ck_assert_msg(fabs(loss - want_loss[0]) <= 1e-5 * fabs(want_loss[0]), "%s loss %.9g vs %.9g", stem, loss,
                 want_loss[0]);
+  if (m.n_moe_layers) { /* the mean load-balance loss; the gradients below include its term */
+    float *want_lb = read_f32(&f, "expected.moe_lb_loss", 1);
+    double lb = st.moe_lb_sum * (double)m.moe_dlb;
+    ck_assert_msg(fabs(lb - want_lb[0]) <= 1e-5 * fabs(want_lb[0]), "%s moe_lb_loss %.9g vs %.9g", stem, lb, want_lb[0]);
+    free(want_lb);
+  }
   double worst = 0;
   const char *worst_name = "";
   /* A layer_scalar is one number whose gradient is a dot product over the
@@ -153,6 +159,13 @@ END_TEST
 START_TEST(test_gemma4_ple_kv_shared) { check_fixture("gemma4_ref_ple", 1, 3e-4); }
 END_TEST
 
+/* Gemma 4 MoE: 3 layers (local, local, K = V global), 6 experts top-2 with
+ * the shared expert, lb weight 0.1 so its gradient counts; the fixture's
+ * top-k gaps are above 1e-3, so float32 routing picks the reference's
+ * experts. */
+START_TEST(test_gemma4_moe) { check_fixture("gemma4_ref_moe", 1, 3e-4); }
+END_TEST
+
 START_TEST(test_segments_matter) {
   /* without the segment mask the packed fixture must NOT match: proves the
    * fixture exercises packing */
@@ -176,6 +189,7 @@ int main(void) {
   tcase_add_test(tc, test_segments_matter);
   tcase_add_test(tc, test_gemma4_dense);
   tcase_add_test(tc, test_gemma4_ple_kv_shared);
+  tcase_add_test(tc, test_gemma4_moe);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -21,7 +21,7 @@ static const char *policies[] = {"none", "minimal", "minimal_with_context", "sav
 #define NPOL ((int)(sizeof policies / sizeof policies[0]))
 
 typedef struct run {
-  double loss;
+  double loss, lb;
   float *grads;
   int64_t n;
   int64_t saved_peak, host_peak;
@@ -57,10 +57,11 @@ static run run_model(const char *model, const char *policy, const char *scope, i
     pos[i] = i % T;
   }
   gt_batch b = {B, T, in, tg, pos, NULL};
-  gt_loss_stats ls = {0, 0};
+  gt_loss_stats ls = {0, 0, 0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / 48, &ls, &e) == GT_OK);
   run r;
   r.loss = ls.xent_sum;
+  r.lb = ls.moe_lb_sum;
   r.n = m.n_params;
   r.grads = malloc(sizeof(float) * (size_t)m.n_params);
   memcpy(r.grads, m.grads, sizeof(float) * (size_t)m.n_params);
@@ -85,8 +86,8 @@ static void check_policies(const char *model, int layers, const char *pattern, i
   for (int sc = 0; sc < 2; sc++)
     for (int i = 0; i < NPOL; i++) {
       run r = run_model(model, policies[i], scopes[sc], layers, pattern, shared);
-      ck_assert_msg(r.loss == ref.loss, "%s L=%d %s: %s/%s: loss differs", model, layers, pattern, policies[i],
-                    scopes[sc]);
+      ck_assert_msg(r.loss == ref.loss && r.lb == ref.lb, "%s L=%d %s: %s/%s: loss differs", model, layers, pattern,
+                    policies[i], scopes[sc]);
       ck_assert_msg(memcmp(r.grads, ref.grads, sizeof(float) * (size_t)r.n) == 0, "%s L=%d %s: %s/%s: gradients differ",
                     model, layers, pattern, policies[i], scopes[sc]);
       free(r.grads);
@@ -120,6 +121,20 @@ END_TEST
 START_TEST(test_gemma4_dense_policies) {
   check_policies("gemma4-tiny-dense", 6, "LLLLLG", 0);
   check_policies("gemma4-tiny-dense", 5, "LLG", 0); /* a partial last block */
+}
+END_TEST
+
+START_TEST(test_gemma4_moe_policies) {
+  /* MoE layers: the routed experts' state goes with mlpwi_0 (kept by
+   * minimal, recomputed by full, save_dot_except_mlp, custom, ...); the
+   * load-balance sum must not change either */
+  check_policies("gemma4-tiny-moe", 6, "LLLLLG", 0);
+  check_policies("gemma4-tiny-moe", 5, "LLG", 0); /* a partial last block */
+  run r = run_model("gemma4-tiny-moe", "full", "layer", 6, "LLLLLG", 0);
+  ck_assert(r.lb > 0);
+  /* full + layer scope keeps the 6 carries [48, 64] and nothing else */
+  ck_assert_int_eq(r.saved_peak, 6 * 48 * 64 * 4);
+  free(r.grads);
 }
 END_TEST
 
@@ -206,6 +221,7 @@ int main(void) {
   tcase_add_test(tc, test_full_keeps_only_carries);
   tcase_add_test(tc, test_gemma4_dense_policies);
   tcase_add_test(tc, test_gemma4_kv_shared_policies);
+  tcase_add_test(tc, test_gemma4_moe_policies);
   tcase_add_test(tc, test_gemma4_full_keeps_carries_donor_kv_and_ple);
   tcase_add_test(tc, test_recompute_ops);
   suite_add_tcase(s, tc);

@@ -26,7 +26,7 @@ int gt_cli_load_params(const char *path, long long max_target_length, gt_config 
         (rc = gt_config_load(cfg, NULL, NULL, 0, NULL, &err)) == GT_OK &&
         (rc = gt_config_apply_json_text(cfg, js, path, &err)) == GT_OK) {
       cfg->max_target_length = max_target_length;
-      cfg->num_devices = 1, cfg->ici_data_parallelism = cfg->ici_fsdp_parallelism = 1;
+      cfg->num_devices = 1, cfg->ici_data_parallelism = cfg->ici_fsdp_parallelism = 1, cfg->ici_expert_parallelism = 1;
       gt_ckpt_loaded ld;
       if ((rc = gt_model_build(m, cfg, &err)) == GT_OK && (rc = gt_model_alloc_inference(m, mem, &err)) == GT_OK &&
           (rc = gt_ckpt_load_latest(path, m, m->params, NULL, NULL, &ld, NULL, NULL, &err)) == GT_OK)

@@ -61,7 +61,7 @@ static int bench_config(gt_config *cfg, int steps, bench_result *br) {
     gt_batch b;
     gt_data_next_train(&data, &b);
     gt_model_zero_grads(&m);
-    gt_loss_stats st = {0, 0};
+    gt_loss_stats st = {0, 0, 0};
     if (gt_exec_forward_backward(&m, &b, (int)cfg->num_vocab_tiling, 1.0f / (float)(B * T), &st, &err)) {
       fprintf(stderr, "gemtrain bench: %s\n", err.msg);
       return 1;

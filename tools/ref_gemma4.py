@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference of the Gemma 4 text decoder (dense and small
-models: no MoE), written from ../shared/spec/gemma.md section 3 (3.2 layer
-math, 3.4 per-layer embeddings, 3.5 KV sharing) on top of the Gemma 3
+"""Independent PyTorch reference of the Gemma 4 text decoder (dense, small and
+mixture-of-experts models), written from ../shared/spec/gemma.md section 3
+(3.2 layer math, 3.4 per-layer embeddings, 3.5 KV sharing, 3.6 MoE; the routed
+block is tools/ref_moe.py's) on top of the Gemma 3
 reference's helpers (tools/ref_gemma3.py: safetensors I/O, GELU, masks, loss,
 batches). Used to make test fixtures for gemtrain.
 
@@ -32,6 +33,11 @@ Math (names are Hugging Face's without "model."; Linear weights [out, in]):
     m     = RMSNorm(x; pre_feedforward_layernorm)
     x     = x + RMSNorm(down(gelu_tanh(gate m) * up m); post_feedforward_layernorm)
             (F doubled on shared layers with use_double_wide_mlp)
+    MoE (num_experts > 1): with h = x after the attention add,
+      shared = RMSNorm(down(gelu_tanh(gate m) * up m); post_feedforward_layernorm_1)
+      routed, lb_l = ref_moe.forward(h) (router, top-k, experts, post_feedforward_layernorm_2)
+      x = h + RMSNorm(shared + routed; post_feedforward_layernorm)
+    loss = LM loss + mean over MoE layers of lb_l
     PLE:  x = x + RMSNorm((gelu_tanh(x Wg^T) * ple[:,:,l]) Wp^T; post_per_layer_input_norm)
     x     = x * layer_scalar     (a parameter when layer_scalar_trainable, else 1)
   logits = RMSNorm(x; norm) E^T, then cap * tanh(logits / cap)
@@ -53,23 +59,27 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_gemma3 as g3  # noqa: E402  (the shared helpers)
+import ref_moe as rm  # noqa: E402  (the routed block)
 
 CONFIG_KEYS = g3.CONFIG_KEYS + [
     "decoder_block", "global_head_dim", "global_num_kv_heads", "share_kv_projections",
     "global_rope_proportion", "local_rope_proportion", "v_norm_with_scale",
     "layer_scalar_trainable", "hidden_size_per_layer_input", "vocab_size_per_layer_input",
-    "num_kv_shared_layers", "use_double_wide_mlp",
+    "num_kv_shared_layers", "use_double_wide_mlp", "num_experts", "num_experts_per_tok", "base_moe_mlp_dim",
+    "load_balance_loss_weight",
 ]
 
 DEFAULTS = dict(g3.DEFAULTS, decoder_block="gemma4", global_head_dim=0, global_num_kv_heads=0,
                 share_kv_projections=False, global_rope_proportion=1.0, local_rope_proportion=1.0,
                 v_norm_with_scale=False, layer_scalar_trainable=True, hidden_size_per_layer_input=0,
                 vocab_size_per_layer_input=0, num_kv_shared_layers=0, use_double_wide_mlp=False,
-                query_pre_attn_scalar=1.0)
+                query_pre_attn_scalar=1.0, num_experts=0, num_experts_per_tok=1, base_moe_mlp_dim=0,
+                load_balance_loss_weight=0.0)
 
 INTS = ["global_head_dim", "global_num_kv_heads", "hidden_size_per_layer_input",
-        "vocab_size_per_layer_input", "num_kv_shared_layers"]
-FLOATS = ["global_rope_proportion", "local_rope_proportion"]
+        "vocab_size_per_layer_input", "num_kv_shared_layers", "num_experts", "num_experts_per_tok",
+        "base_moe_mlp_dim"]
+FLOATS = ["global_rope_proportion", "local_rope_proportion", "load_balance_loss_weight"]
 BOOLS = ["share_kv_projections", "v_norm_with_scale", "layer_scalar_trainable", "use_double_wide_mlp"]
 
 
@@ -136,6 +146,13 @@ def param_shapes(cfg):
                     (p + "post_per_layer_input_norm.weight", (d,))]
         if cfg["layer_scalar_trainable"]:
             out.append((p + "layer_scalar", (1,)))
+        E, FE = cfg["num_experts"], cfg["base_moe_mlp_dim"]
+        if E > 1:
+            out += [(p + "router.proj.weight", (E, d)), (p + "router.scale", (d,)),
+                    (p + "router.per_expert_scale", (E,)), (p + "pre_feedforward_layernorm_2.weight", (d,)),
+                    (p + "post_feedforward_layernorm_1.weight", (d,)),
+                    (p + "post_feedforward_layernorm_2.weight", (d,)),
+                    (p + "experts.gate_up_proj", (E, 2 * FE, d)), (p + "experts.down_proj", (E, d, FE))]
     return out
 
 
@@ -146,8 +163,9 @@ def init_params(cfg, gen):
         if len(shape) == 1:
             params[name] = 1.0 + torch.randn(shape, generator=gen, dtype=torch.float32) * 0.1
             continue
+        # a wide router keeps the top-k gaps far above float32 rounding
         std = 0.2 if name.startswith("embed_tokens") else 0.1 if "self_attn" in name else \
-            0.05 if "down_proj" in name else 0.08
+            1.5 if "router.proj" in name else 0.05 if "down_proj" in name else 0.08
         params[name] = torch.randn(shape, generator=gen, dtype=torch.float32) * std
     return params
 
@@ -171,6 +189,13 @@ def rope_cos_sin(positions, hd, base, scale, proportion, dtype):
 
 
 def forward(params, cfg, inputs, positions, segments=None, dtype=torch.float64):
+    """The logits; with MoE layers also their mean load-balance loss (as forward_moe)."""
+    return forward_moe(params, cfg, inputs, positions, segments, dtype)[0]
+
+
+def forward_moe(params, cfg, inputs, positions, segments=None, dtype=torch.float64, gaps=None):
+    """(logits, mean lb over MoE layers or 0); gaps, a list, gets each MoE
+    layer's smallest k-th/(k+1)-th router logit gap."""
     d, H, L = cfg["base_emb_dim"], cfg["base_num_query_heads"], cfg["base_num_decoder_layers"]
     P, eps = cfg["hidden_size_per_layer_input"], cfg["normalization_layer_epsilon"]
     B, T = inputs.shape
@@ -186,6 +211,7 @@ def forward(params, cfg, inputs, positions, segments=None, dtype=torch.float64):
         ple = (ident + ctx) * 2.0 ** -0.5
     scaling = cfg["query_pre_attn_scalar"] ** -0.5
     kv = {}
+    lbs = []
     for i in range(L):
         li = layer_info(cfg, i)
         hd, K, glob = li["hd"], li["K"], li["glob"]
@@ -220,7 +246,17 @@ def forward(params, cfg, inputs, positions, segments=None, dtype=torch.float64):
         x = x + rms(o @ W[p + "self_attn.o_proj.weight"].t(), W[p + "post_attention_layernorm.weight"], eps)
         m = rms(x, W[p + "pre_feedforward_layernorm.weight"], eps)
         f = g3.gelu_tanh(m @ W[p + "mlp.gate_proj.weight"].t()) * (m @ W[p + "mlp.up_proj.weight"].t())
-        x = x + rms(f @ W[p + "mlp.down_proj.weight"].t(), W[p + "post_feedforward_layernorm.weight"], eps)
+        if cfg["num_experts"] > 1:
+            shared = rms(f @ W[p + "mlp.down_proj.weight"].t(), W[p + "post_feedforward_layernorm_1.weight"], eps)
+            pm = {n: W[p + n] for n in rm.PARAMS}
+            h = x.reshape(B * T, d)
+            routed, lb, _ = rm.forward(pm, h, B, T, cfg["num_experts_per_tok"], eps, cfg["load_balance_loss_weight"])
+            if gaps is not None:
+                gaps.append(rm.min_gap(pm, h.detach(), cfg["num_experts_per_tok"], eps))
+            lbs.append(lb)
+            x = x + rms(shared + routed.view(B, T, d), W[p + "post_feedforward_layernorm.weight"], eps)
+        else:
+            x = x + rms(f @ W[p + "mlp.down_proj.weight"].t(), W[p + "post_feedforward_layernorm.weight"], eps)
         if P:
             g = g3.gelu_tanh(x @ W[p + "per_layer_input_gate.weight"].t()) * ple[:, :, i, :]
             x = x + rms(g @ W[p + "per_layer_projection.weight"].t(), W[p + "post_per_layer_input_norm.weight"], eps)
@@ -230,15 +266,22 @@ def forward(params, cfg, inputs, positions, segments=None, dtype=torch.float64):
     cap = cfg["final_logits_soft_cap"]
     if cap > 0:
         logits = cap * torch.tanh(logits / cap)
-    return logits
+    lb = torch.stack(lbs).mean() if lbs else torch.zeros((), dtype=dtype)
+    return logits, lb
 
 
-def forward_backward(params32, cfg, inputs, targets, positions, segments, dtype):
+def forward_backward(params32, cfg, inputs, targets, positions, segments, dtype, gaps=None):
+    """logits, LM loss, token count, gradients of LM loss + lb (forward_backward_lb also returns lb)."""
+    return forward_backward_lb(params32, cfg, inputs, targets, positions, segments, dtype, gaps)[:4]
+
+
+def forward_backward_lb(params32, cfg, inputs, targets, positions, segments, dtype, gaps=None):
     leaves = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in params32.items()}
-    logits = forward(leaves, cfg, inputs, positions, segments, dtype)
+    logits, lb = forward_moe(leaves, cfg, inputs, positions, segments, dtype, gaps)
     loss, count = g3.loss_fn(logits, targets)
-    loss.backward()
-    return logits.detach(), loss.detach(), count, {k: v.grad.detach() for k, v in leaves.items()}
+    (loss + lb).backward()
+    return (logits.detach(), loss.detach(), count, {k: v.grad.detach() for k, v in leaves.items()},
+            float(lb.detach()))
 
 
 # ----------------------------------------------------------------------------
@@ -249,7 +292,11 @@ def cmd_make_fixture(args):
     gen = torch.Generator().manual_seed(args.seed)
     params = init_params(cfg, gen)
     inputs, targets, pos, seg = g3.make_batch(cfg, args.batch, args.seq, gen, args.segments, args.mask_some_targets)
-    logits, loss, count, grads = forward_backward(params, cfg, inputs, targets, pos, seg, torch.float64)
+    gaps = []
+    logits, loss, count, grads, lb = forward_backward_lb(params, cfg, inputs, targets, pos, seg, torch.float64, gaps)
+    if gaps:
+        # gemtrain routes in float32: the chosen experts must not depend on rounding
+        assert min(gaps) > 1e-3, "a top-k gap of %.3g: pick another seed" % min(gaps)
     t = {}
     for name, _ in param_shapes(cfg):
         t[name] = params[name].numpy().astype(np.float32)
@@ -259,9 +306,14 @@ def cmd_make_fixture(args):
     t["expected.logits"] = logits.to(torch.float32).numpy()
     t["expected.loss"] = np.array([float(loss)], dtype=np.float32)
     t["expected.total_weights"] = np.array([count], dtype=np.int32)
+    if cfg["num_experts"] > 1:
+        t["expected.moe_lb_loss"] = np.array([lb], dtype=np.float32)
     meta = {"config": json.dumps({k: cfg[k] for k in CONFIG_KEYS}),
             "made_by": "/usr/bin/python3 tools/ref_gemma4.py " + " ".join(sys.argv[1:]),
             "compute_dtype": "float64", "loss_f64": repr(float(loss)), "format": "gemtrain reference fixture v1"}
+    if gaps:
+        meta["moe_lb_loss_f64"] = repr(lb)
+        meta["min_topk_gap"] = repr(min(gaps))
     g3.save_safetensors(args.out, t, meta)
     print("wrote %s (%d tensors); loss = %.9f over %d tokens (ln V = %.6f)"
           % (args.out, len(t), float(loss), count, math.log(cfg["vocab_size"])))
@@ -274,7 +326,9 @@ def cmd_check_fixture(args):
     inputs, targets, pos, seg = (torch.from_numpy(t[k].copy()) for k in ("inputs", "targets", "positions", "segments"))
     ok = True
     for dtype, tol in ((torch.float64, 1e-6), (torch.float32, 2e-3)):
-        logits, loss, count, grads = forward_backward(params, cfg, inputs, targets, pos, seg, dtype)
+        logits, loss, count, grads, lb = forward_backward_lb(params, cfg, inputs, targets, pos, seg, dtype)
+        if "expected.moe_lb_loss" in t:
+            ok &= abs(lb - float(t["expected.moe_lb_loss"][0])) <= tol * abs(lb)
         el = g3._maxrel(logits.numpy(), t["expected.logits"])
         # each tensor to its largest element; a layer_scalar (one number whose
         # gradient nearly cancels) to the largest of the layer_scalars

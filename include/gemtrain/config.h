@@ -68,6 +68,12 @@ typedef struct gt_config {
   long long vocab_size_per_layer_input;  /* PLE table rows; 0: vocab_size */
   long long num_kv_shared_layers;
   int use_double_wide_mlp;
+  /* Gemma 4 mixture of experts (num_experts 0 or 1: dense) */
+  long long num_experts;
+  long long num_experts_per_tok;
+  long long base_moe_mlp_dim;
+  long long shared_experts;
+  double load_balance_loss_weight;
   double weight_init_scale;
   char dtype[GT_STR_SHORT];
   char weight_dtype[GT_STR_SHORT];
@@ -128,6 +134,7 @@ typedef struct gt_config {
   long long threads_per_device;
   long long ici_data_parallelism;
   long long ici_fsdp_parallelism;
+  long long ici_expert_parallelism;
   int prefetch;
 } gt_config;
 
@@ -195,6 +202,12 @@ long long gt_config_layer_kv_donor(const gt_config *cfg, long long layer);
 long long gt_config_layer_head_dim(const gt_config *cfg, long long layer);
 long long gt_config_layer_kv_heads(const gt_config *cfg, long long layer);
 long long gt_config_layer_mlp_dim(const gt_config *cfg, long long layer);
+/* Does this layer's feed-forward run the mixture of experts? (Gemma 4 with
+ * num_experts > 1: every layer.) And the number of such layers. */
+int gt_config_layer_is_moe(const gt_config *cfg, long long layer);
+long long gt_config_num_moe_layers(const gt_config *cfg);
+/* The resolved mesh axes (a -1 filled in): data x fsdp x expert = num_devices. */
+void gt_config_mesh_axes(const gt_config *cfg, int *data, int *fsdp, int *expert);
 /* K = V on this layer (share_kv_projections applies to global layers). */
 int gt_config_layer_k_eq_v(const gt_config *cfg, long long layer);
 

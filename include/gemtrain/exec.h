@@ -27,9 +27,13 @@ typedef struct gt_batch {
 typedef struct gt_loss_stats {
   double xent_sum;       /* sum of per-token cross-entropy over unmasked tokens */
   int64_t total_weights; /* unmasked tokens */
+  double moe_lb_sum;     /* MoE: sum over the MoE layers of each one's load-balance loss (weight included) */
 } gt_loss_stats;
 
 /* Forward and backward of one micro-batch; ADDS gradients into m->grads.
+ * MoE layers add their load-balance losses to st->moe_lb_sum, and each
+ * one's gradient with weight m->moe_dlb (so the step's loss is the LM loss
+ * plus moe_dlb times that sum: the mean over MoE layers on one device).
  * Each token's loss is weighted by row_weight (1/total_weights of the whole
  * step, so accumulated micro-batches give the gradient of the step's mean). */
 gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int num_vocab_tiling, float row_weight,

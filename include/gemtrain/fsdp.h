@@ -5,7 +5,16 @@
  * unit's gradient as soon as its backward is done. Each device runs the
  * ordinary executor on its slice of the global batch through a gt_param_view.
  * The global batch is the same whatever the device count; losses and the
- * gradient norm are summed across devices, so only reduction order differs. */
+ * gradient norm are summed across devices, so only reduction order differs.
+ *
+ * Expert parallelism (ici_expert_parallelism = P, mesh data x fsdp x
+ * expert): a device holds the experts [r*E/P, (r+1)*E/P) of every MoE layer
+ * (r its expert index) and the whole of every other tensor; each unit's
+ * block of the device (its experts only) is FSDP-sharded over the fsdp
+ * group of the devices with its expert index. Gradients: reduce-scatter
+ * over fsdp, all-reduce over data, and for everything but the own experts
+ * also over the expert group (its devices hold different tokens). The
+ * routed layers exchange tokens over the expert group (see layer.h). */
 #ifndef GEMTRAIN_FSDP_H
 #define GEMTRAIN_FSDP_H
 
@@ -26,7 +35,8 @@ extern "C" {
 typedef struct gt_fsdp gt_fsdp;
 
 typedef struct gt_fsdp_step_info {
-  double loss;            /* mean over the global batch */
+  double loss;            /* LM loss: mean over the global batch */
+  double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
   int64_t total_weights;
   gt_update_info update;  /* global gradient norm, lr, clip scale */
   int64_t comm_bytes;     /* per device, this step */
@@ -44,6 +54,11 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
 /* The full parameters (gathered) into a flat buffer of the model layout. */
 gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
 int64_t gt_fsdp_num_params(const gt_fsdp *f);
+/* The full parameters and AdamW moments (each n_params, the model layout). */
+gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err);
+/* The expert axis (ici_expert_parallelism): with more than 1, a device's
+ * shard holds its own experts only, so checkpoints go through full buffers. */
+int gt_fsdp_expert_parallelism(const gt_fsdp *f);
 int gt_fsdp_devices(const gt_fsdp *f);
 /* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
 gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);

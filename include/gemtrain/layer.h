@@ -14,7 +14,16 @@
  * reads its donor's key_proj / value_proj (io->kv_k, io->kv_v) and adds the
  * gradient it sends them into io->dkv_k / io->dkv_v, which the donor's own
  * backward then adds to its K/V gradient. Slots a layer kind does not have
- * (gt_layer_has_slot) are never allocated. */
+ * (gt_layer_has_slot) are never allocated.
+ *
+ * MoE layers (spec 3.6) replace the plain feed-forward tail: the dense
+ * mlp.* is the shared expert, post_feedforward_layernorm_1 normalises its
+ * mlpwo (shared), the routed block (gemtrain/moe.h) turns x1 into its
+ * normalised output, and post_feedforward_layernorm takes shared + routed.
+ * With expert parallelism (m->ep) the routed op all-gathers its group's x1
+ * rows, computes its experts for all of them, all-reduces the partial sums
+ * and keeps its own rows; backward all-gathers d(routed) and
+ * reduce-scatters d(x1) back. */
 #ifndef GEMTRAIN_LAYER_H
 #define GEMTRAIN_LAYER_H
 
@@ -59,6 +68,13 @@ typedef enum gt_act {
   GT_A_PLE_PROJ, /* [N,d]  per_layer_projection output */
   GT_A_PLE_RSTD, /* [N] */
   GT_A_X3,       /* [N,d]  residual after the PLE block (PLE layers) */
+  /* Gemma 4 mixture of experts */
+  GT_A_SHARED,      /* [N,d]  post_feedforward_layernorm_1 of the shared expert's mlpwo */
+  GT_A_SHARED_RSTD, /* [N] */
+  GT_A_MOE_IN,      /* [P*N,d] the expert group's MoE inputs, gathered (expert parallelism only) */
+  GT_A_MOE_SAVED,   /* the routed block's saved state (gt_moe_saved_bytes, as floats) */
+  GT_A_MOE_OUT,     /* [N,d]  routed output, after post_feedforward_layernorm_2 */
+  GT_A_MOE_SUM,     /* [N,d]  shared + routed: the input of post_feedforward_layernorm */
   GT_A_NSLOTS
 } gt_act;
 
@@ -88,6 +104,12 @@ typedef struct gt_layer_io {
   const float *ple;
   float *dple;
   int64_t ple_stride;
+  /* MoE: the forward stores this layer's load-balance loss in *moe_lb (when
+   * not NULL; recomputes pass NULL); backward takes dL/d(lb) from the
+   * model (m->moe_dlb). The routed block allocates its scratch from m->mem:
+   * if that fails, *fail is set to GT_ERR_NOMEM (fail NULL: not reported). */
+  float *moe_lb;
+  gt_rc *fail;
 } gt_layer_io;
 
 /* acts[s] must point at a buffer of gt_act_numel floats for every slot;
@@ -106,6 +128,9 @@ uint32_t gt_layer_output_op(const gt_layer_desc *L);
  * The ops below its bit produce q, k and v; the ops above it consume the
  * context. Decoding runs the two halves around its own cached attention. */
 uint32_t gt_layer_attention_op(void);
+/* The routed-experts op of a MoE layer (0 bits on other kinds' op lists):
+ * it takes scratch from m->mem (gt_layer_moe_temps) each time it runs. */
+uint32_t gt_layer_moe_op(void);
 /* The ops to re-run when only the slots with have[s] = 1 were kept: every op
  * with a missing output (its inputs are then kept or re-run before it).
  * Slots the kind lacks count as kept. */
@@ -118,6 +143,10 @@ void gt_layer_ops_outputs(const gt_layer_desc *L, uint32_t ops, uint8_t out[GT_A
  * kind has none). The memory plan replays exactly these. */
 void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t N, int64_t *resid, int64_t *ple,
                              int64_t *ffw, int64_t *attn);
+/* MoE layers: the scratch (floats) the routed block takes from m->mem in
+ * its forward (once per run of its op) and inside the backward (while the
+ * feed-forward's temporaries are held); 0 for other kinds. */
+void gt_layer_moe_temps(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T, int64_t *fwd, int64_t *bwd);
 /* Adds d(loss)/d(x_in) into dx_in and the parameter gradients into grads
  * (this layer's own gradient block). Temporaries come from m->mem. */
 gt_rc gt_layer_backward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], const float *dx_out,

@@ -74,7 +74,7 @@ void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root);
 void gt_barrier(gt_mesh *m, int dev);
 
 /* ---- mesh axes and group collectives ----
- * The devices form a data x fsdp grid: device d has data index d / fsdp and
+ * The devices form a data x fsdp grid (x expert, see gt_mesh_set_axes3): device d has data index d / fsdp and
  * fsdp index d % fsdp (MaxText's ici_data_parallelism x ici_fsdp_parallelism;
  * the default is 1 x N). A group collective runs among the devices of the
  * caller's fsdp group (same data index; ranks = fsdp index) or data group
@@ -82,11 +82,17 @@ void gt_barrier(gt_mesh *m, int dev);
  * the group size and the same ring order and byte accounting as above.
  * Every device calls the same group collectives in the same order (groups
  * of the same kind run concurrently). GT_GROUP_ALL is the whole mesh. */
-typedef enum gt_group { GT_GROUP_ALL = 0, GT_GROUP_FSDP = 1, GT_GROUP_DATA = 2 } gt_group;
+typedef enum gt_group { GT_GROUP_ALL = 0, GT_GROUP_FSDP = 1, GT_GROUP_DATA = 2, GT_GROUP_EXPERT = 3 } gt_group;
 /* data * fsdp must equal the mesh size (else GT_ERR_CONFIG, one line naming
  * both axes and the device count; the axes stay as they were); call between
  * runs with no async gather in flight (else GT_ERR_ARG). */
 gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err);
+/* The same with a third axis (ici_expert_parallelism): device d has expert
+ * index d % expert, fsdp index d / expert % fsdp and data index
+ * d / (expert * fsdp). GT_GROUP_EXPERT is the devices with the caller's data
+ * and fsdp index (ranks = expert index); the fsdp and data groups also keep
+ * the caller's expert index. set_axes(data, fsdp) = set_axes3(.., 1). */
+gt_rc gt_mesh_set_axes3(gt_mesh *m, int data, int fsdp, int expert, gt_err *err);
 int gt_mesh_group_size(const gt_mesh *m, gt_group g);
 int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev);
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);

@@ -24,10 +24,13 @@ typedef struct gt_step_metrics {
   double eval_loss;
   int64_t eval_total_weights;
   int skipped; /* the update was skipped (non-finite loss or gradient) */
+  int has_moe;        /* the model has MoE layers: moe_lb_loss is reported */
+  double moe_lb_loss; /* mean over MoE layers of the load-balance loss; loss = lm_loss + this */
 } gt_step_metrics;
 
 /* "completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T,
- *  total_weights: W, loss: L, lm_loss: L, perplexity: P" (metric_logger.py) */
+ *  total_weights: W, loss: L, lm_loss: L, perplexity: P" (metric_logger.py),
+ * then ", moe_lb_loss: X" (%.6f) when has_moe */
 void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n);
 /* One JSON object per line. */
 void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);

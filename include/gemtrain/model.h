@@ -44,6 +44,15 @@ typedef enum gt_lparam {
   GT_P_PLE_PROJ,       /* [d, P]     per_layer_projection */
   GT_P_PLE_NORM,       /* [d]        post_per_layer_input_norm */
   GT_P_LAYER_SCALAR,   /* [1]        layer_scalar (layer_scalar_trainable only) */
+  /* Gemma 4 mixture of experts (spec 3.6; mlp.* above is the shared expert) */
+  GT_P_ROUTER_PROJ,    /* [E, d]     router.proj.weight */
+  GT_P_ROUTER_SCALE,   /* [d]        router.scale */
+  GT_P_EXPERT_SCALE,   /* [E]        router.per_expert_scale */
+  GT_P_PRE_FFW_NORM_2, /* [d]        pre_feedforward_layernorm_2 (routed input) */
+  GT_P_POST_FFW_NORM_1,/* [d]        post_feedforward_layernorm_1 (shared output) */
+  GT_P_POST_FFW_NORM_2,/* [d]        post_feedforward_layernorm_2 (routed output) */
+  GT_P_EXPERT_GATE_UP, /* [E, 2F, d] experts.gate_up_proj (last but one: see local_count) */
+  GT_P_EXPERT_DOWN,    /* [E, d, F]  experts.down_proj (last) */
   GT_P_NSLOTS
 } gt_lparam;
 
@@ -60,10 +69,20 @@ typedef struct gt_layer_desc {
   int kv_last_reader;   /* a donor: the last layer reading its K/V; -1: not a donor */
   int ple_dim;          /* per-layer input width (0: no PLE) */
   float layer_scalar;   /* the constant factor when layer_scalar is not trained */
+  /* mixture of experts (n_experts 0: a dense feed-forward) */
+  int n_experts, experts_per_tok, moe_mlp_dim;
+  float lb_weight;      /* load_balance_loss_weight */
+  int moe_ep;           /* expert-parallel group this device runs the layer in (1: every expert here) */
   int rope;             /* index of this layer's RoPE table in the model */
   int64_t param_offset; /* first element of this layer's range */
   int64_t param_count;
   int64_t slot_offset[GT_P_NSLOTS]; /* absolute offsets into the flat buffer, -1 if absent */
+  /* This device's block of the layer: with expert parallelism a MoE layer
+   * holds only its E/P experts (the expert tensors are the layer's last two,
+   * so every other tensor keeps its place); local_count elements, slot s at
+   * slot_rel[s] (-1 if absent). Without it, the whole layer. */
+  int64_t local_count;
+  int64_t slot_rel[GT_P_NSLOTS];
 } gt_layer_desc;
 
 typedef struct gt_rope_desc {
@@ -85,7 +104,7 @@ typedef struct gt_tensor_info {
 /* Remat policy in executable form (src/remat.c builds it; see remat.h).
  * slot[s] says what becomes of activation slot s (gt_act in layer.h) after
  * a layer's forward: recomputed in backward, kept, or kept in the host pool. */
-#define GT_MAX_ACT_SLOTS 32
+#define GT_MAX_ACT_SLOTS 40
 typedef enum gt_save_mode { GT_SAVE_REMAT = 0, GT_SAVE_DEVICE = 1, GT_SAVE_OFFLOAD = 2 } gt_save_mode;
 typedef struct gt_remat {
   gt_save_mode slot[GT_MAX_ACT_SLOTS];
@@ -109,6 +128,17 @@ typedef struct gt_param_view {
    * reduce-scatters and frees the gradient block. */
   void (*release)(void *ctx, int64_t unit, int phase);
 } gt_param_view;
+
+/* Expert parallelism as a layer sees it: collectives among the devices of
+ * its expert group (size P, this device's rank), n elements in all (the
+ * group's concatenation, in rank order: each member contributes n / P). */
+typedef struct gt_expert_comm {
+  void *ctx;
+  int size, rank;
+  void (*all_gather)(void *ctx, const float *own, float *all, int64_t n);
+  void (*all_reduce)(void *ctx, float *buf, int64_t n);
+  void (*reduce_scatter)(void *ctx, const float *all, float *own, int64_t n);
+} gt_expert_comm;
 
 typedef struct gt_model {
   /* dimensions */
@@ -142,6 +172,13 @@ typedef struct gt_model {
    * and what offloading cost */
   gt_remat remat;
   gt_param_view *view; /* NULL: own buffers */
+  /* mixture of experts: MoE layers, and the weight of each layer's
+   * load-balance loss in the loss (1 / n_moe_layers on one device; the
+   * sharded executor divides by its token groups too) */
+  int n_moe_layers;
+  float moe_dlb;
+  int ep_size, ep_rank; /* expert axis (gt_model_set_expert_shard); 1, 0: all experts here */
+  gt_expert_comm *ep;   /* its collectives (NULL when ep_size is 1) */
   long long offload_bytes;  /* bytes copied to and from the host pool */
   double offload_seconds;   /* time spent copying them */
 } gt_model;
@@ -170,15 +207,30 @@ void gt_model_free(gt_model *m);
 static inline int64_t gt_model_n_units(const gt_model *m) { return m->n_layers + 1; }
 void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count);
 
-/* Parameter count of a config without building anything large. */
+/* Parameter count of a config without building anything large; the active
+ * count is what one token uses (MoE: num_experts_per_tok routed experts). */
 int64_t gt_model_count_params(const gt_config *cfg);
+int64_t gt_model_count_active_params(const gt_config *cfg);
+
+/* Expert parallelism: this device holds experts [rank*E/P, (rank+1)*E/P) of
+ * every MoE layer; sets each layer's local_count and slot_rel (and keeps the
+ * full layout's offsets for init, export and checkpoints). */
+void gt_model_set_expert_shard(gt_model *m, int P, int rank);
+/* A unit's block on this device as pieces of the full layout: piece i is
+ * full elements [full_off[i], +len[i]) at local_off[i] of the block
+ * (relative to the unit's start). Returns the number of pieces (1 to 3). */
+int gt_model_unit_pieces(const gt_model *m, int64_t u, int64_t full_off[3], int64_t local_off[3], int64_t len[3]);
+/* Elements of the unit's block on this device, and how many leading ones are
+ * the same on every rank of the expert axis (all but the owned experts). */
+int64_t gt_model_unit_local(const gt_model *m, int64_t u);
+int64_t gt_model_unit_replicated(const gt_model *m, int64_t u);
 const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
 
 /* Pointer to a layer's slot given the start of that layer's own block of
  * params or grads (wherever it lives: the flat buffer or a gathered copy);
  * NULL if the kind has no such tensor. */
 static inline float *gt_layer_slot(const gt_layer_desc *L, float *layer_base, gt_lparam s) {
-  return L->slot_offset[s] < 0 ? (float *)0 : layer_base + (L->slot_offset[s] - L->param_offset);
+  return L->slot_rel[s] < 0 ? (float *)0 : layer_base + L->slot_rel[s];
 }
 
 #ifdef __cplusplus
