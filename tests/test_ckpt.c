@@ -474,14 +474,14 @@ START_TEST(test_resume_expert_parallel) {
   snprintf(cmd, sizeof cmd, "grep -c 'moe_lb_loss' %s/resumed/metrics.jsonl | grep -qx 8", base);
   ck_assert_int_eq(system(cmd), 0);
   int64_t n;
-  float *pa = final_params(base, "straight", mo, &n), *pb = final_params(base, "resumed", mo, &n);
+  float *pa = final_params(base, "straight", mo, &n, NULL), *pb = final_params(base, "resumed", mo, &n, NULL);
   ck_assert(memcmp(pa, pb, sizeof(float) * (size_t)n) == 0);
   /* onto one device (global batch 4 either way): reduction order only */
   ck_assert(train(base, "moved", 7, s4, 0).rc == GT_OK);
   const char *one8[] = {mo, "steps=8", "per_device_batch_size=4", "max_target_length=32", "learning_rate_schedule_steps=8"};
   run c = train(base, "moved", 5, one8, 0);
   ck_assert_msg(c.rc == GT_OK && c.res.start_step == 4, "%s", c.err);
-  float *pc = final_params(base, "moved", mo, &n);
+  float *pc = final_params(base, "moved", mo, &n, NULL);
   ck_assert_msg(gt_test_norm_rel_err(pc, pa, n) < 1e-4, "resumed on one device: %.3g", gt_test_norm_rel_err(pc, pa, n));
   free(la), free(lb), free(pa), free(pb), free(pc);
   free(base);
