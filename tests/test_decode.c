@@ -144,18 +144,19 @@ END_TEST
 /* Gemma 4: K=V global layers with their own head dim and partial RoPE,
  * v-norm, layer scalars (gemma4-tiny-dense); PLE, KV-shared layers reading
  * their donors' caches and double-wide MLPs (gemma4-tiny-ple: layers 6-9
- * share the K/V of layers 4 and 5). Prompts longer than the window, steps
- * that wrap the donors' rings. */
+ * share the K/V of layers 4 and 5); routed experts and the shared expert
+ * (gemma4-tiny-moe: the routed op runs on one token at a time). Prompts
+ * longer than the window, steps that wrap the donors' rings. */
 START_TEST(test_cached_equals_full_gemma4) {
-  const char *presets[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple"};
-  for (int i = 0; i < 2; i++) {
+  const char *presets[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple", "model_name=gemma4-tiny-moe"};
+  for (int i = 0; i < 3; i++) {
     fixture f;
     const char *ov[] = {presets[i], "max_target_length=64"};
     setup(&f, 2, ov, 30 + (uint64_t)i);
     int shared = 0;
     for (int64_t l = 0; l < f.m.n_layers; l++) shared += f.m.layers[l].kv_donor >= 0;
-    ck_assert_int_eq(shared, i ? 4 : 0);
-    ck_assert_int_eq(f.m.ple_dim > 0, i);
+    ck_assert_int_eq(shared, i == 1 ? 4 : 0);
+    ck_assert_int_eq(f.m.ple_dim > 0, i == 1);
     check_cached_equals_full(&f.m, 64, 21, 64, 31);
     check_cached_equals_full(&f.m, 24, 1, 24, 32);
     teardown(&f);
