@@ -121,12 +121,41 @@ static float *gt__alloc64(int64_t nfloats) {
   return aligned_alloc(64, bytes);
 }
 
+/* A few rows times B^T (decoding one token: x [1, K] times W [N, K]^T):
+ * packing would copy all of W for one use, so each output is a dot product of
+ * two contiguous rows instead, memory-bound as it must be. Every output is
+ * one thread's fixed-order sum, so the bits do not depend on threads. */
+#define GT__GEMV_ROWS 4
+static void gt__gemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float beta, float *C, int64_t ldc) {
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
+  __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t j = 0; j < N; j++) {
+    const float *b = B + j * ldb;
+    for (int64_t i = 0; i < M; i++) {
+      const float *a = A + i * lda;
+      __m512 acc = _mm512_setzero_ps();
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
+      if (k < K) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + k), _mm512_maskz_loadu_ps(tail, b + k), acc);
+      float dot = alpha * _mm512_reduce_add_ps(acc);
+      float *c = C + i * ldc + j;
+      *c = beta == 0.0f ? dot : dot + beta * *c;
+    }
+  }
+}
+
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  if (M <= GT__GEMV_ROWS && !transA && transB) {
+    gt__gemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   int64_t nc_max = gt__min(NC, (N + NR - 1) / NR * NR);

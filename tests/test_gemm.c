@@ -33,7 +33,9 @@ static void run_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
 
 START_TEST(test_all_transposes_odd_sizes) {
   int64_t sizes[][3] = {{1, 1, 1}, {13, 33, 7}, {12, 32, 256}, {25, 65, 257}, {200, 17, 300},
-                        {3, 100, 513}, {97, 2100, 5}, {0, 5, 5}, {5, 0, 5}};
+                        {3, 100, 513}, {97, 2100, 5}, {0, 5, 5}, {5, 0, 5},
+                        /* at most 4 rows times B^T: the dot-product path of decoding */
+                        {1, 777, 300}, {2, 5, 16}, {4, 64, 33}, {1, 3000, 15}, {4, 1, 1024}};
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
       for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -43,6 +45,8 @@ END_TEST
 
 START_TEST(test_alpha_beta_and_empty_k) {
   run_case(0, 1, 40, 50, 60, 0.5f, -2.0f, 1);
+  run_case(0, 1, 1, 500, 60, 0.5f, -2.0f, 1);
+  run_case(0, 1, 3, 50, 17, -1.5f, 0.25f, 2);
   run_case(1, 0, 40, 50, 60, 2.0f, 0.25f, 0);
   /* K = 0: C = beta C */
   float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {0}, B[1] = {0};
@@ -72,6 +76,12 @@ START_TEST(test_thread_invariance) {
   omp_set_num_threads(2);
   gt_sgemm(0, 0, 7, N, K, 1, A, K, B, N, 0, C2, N);
   ck_assert(memcmp(C1, C2, sizeof(float) * 7 * (size_t)N) == 0);
+  /* one row times B^T (decoding) splits the outputs: the same bits too */
+  omp_set_num_threads(1);
+  gt_sgemm(0, 1, 1, N, K, 1, A, K, B, K, 0, C1, N);
+  omp_set_num_threads(2);
+  gt_sgemm(0, 1, 1, N, K, 1, A, K, B, K, 0, C2, N);
+  ck_assert(memcmp(C1, C2, sizeof(float) * (size_t)N) == 0);
   free(A), free(B), free(C1), free(C2);
 }
 END_TEST
