@@ -192,7 +192,10 @@ static gt_rc gt__jr_string(gt__jr *r, char *key) {
         unsigned v = 0;
         for (int i = 0; i < 4; i++) {
           int h = gt__jr_peek(r);
-          int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+          int d = h >= '0' && h <= '9'   ? h - '0'
+                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                         : -1;
           if (d < 0) return gt__jr_syntax(r, "a hex digit of a \\u escape");
           v = v * 16 + (unsigned)d;
           gt__jr_take(r);
@@ -299,7 +302,8 @@ static gt_rc gt__jr_tokens(gt__jr *r, gt__jline *L) {
         return gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s has more than %d tokens", r->where, INT_MAX / 2);
       int64_t cap = L->cap_tok ? 2 * L->cap_tok : 256;
       int32_t *nt = realloc(s->tokens, sizeof(int32_t) * (size_t)cap);
-      if (!nt) return gt_err_set(r->err, GT_ERR_NOMEM, "logit-check: %s: no memory for %lld tokens", r->where, (long long)cap);
+      if (!nt)
+        return gt_err_set(r->err, GT_ERR_NOMEM, "logit-check: %s: no memory for %lld tokens", r->where, (long long)cap);
       s->tokens = nt;
       L->cap_tok = cap;
     }
@@ -313,7 +317,8 @@ static gt_rc gt__jr_tokens(gt__jr *r, gt__jline *L) {
  * unknown). */
 static gt_rc gt__jr_reserve(gt__jr *r, gt__jline *L, int64_t floats, int64_t rows) {
   if (floats <= L->cap_floats) return GT_OK;
-  float *nl = (uint64_t)floats <= SIZE_MAX / sizeof(float) ? realloc(L->s->logits, sizeof(float) * (size_t)floats) : NULL;
+  float *nl =
+      (uint64_t)floats <= SIZE_MAX / sizeof(float) ? realloc(L->s->logits, sizeof(float) * (size_t)floats) : NULL;
   if (!nl)
     return gt_err_set(r->err, GT_ERR_NOMEM, "logit-check: %s: no memory for %lld x %lld logits", r->where,
                       (long long)rows, (long long)(rows > 0 ? floats / rows : floats));
@@ -333,9 +338,10 @@ static gt_rc gt__jr_row(gt__jr *r, gt__jline *L, int64_t t, int64_t *count) {
     double d;
     gt_rc rc;
     if (!gt__jr_num_start(c))
-      return gt__jr_value_start(c) ? gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[%lld][%lld] is not a number",
-                                                r->where, (long long)t, (long long)v)
-                                   : gt__jr_syntax(r, "a JSON value");
+      return gt__jr_value_start(c)
+                 ? gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[%lld][%lld] is not a number", r->where,
+                              (long long)t, (long long)v)
+                 : gt__jr_syntax(r, "a JSON value");
     if ((rc = gt__jr_number(r, &d))) return rc;
     if (t == 0) {
       if (v == L->cap_floats && (rc = gt__jr_reserve(r, L, v ? 2 * v : 4096, 1))) return rc;
@@ -365,12 +371,14 @@ static gt_rc gt__jr_logits(gt__jr *r, gt__jline *L) {
       if ((rc = gt__jr_skip(r, 1))) return rc;
     } else if (c != '[') {
       if (!gt__jr_value_start(c)) return gt__jr_syntax(r, "a JSON value");
-      return t == 0 ? gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[0] is not a non-empty array", r->where)
-                    : gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[%lld] has 0 entries, logits[0] has %lld",
-                                 r->where, (long long)t, (long long)s->vocab);
+      return t == 0
+                 ? gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[0] is not a non-empty array", r->where)
+                 : gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[%lld] has 0 entries, logits[0] has %lld",
+                              r->where, (long long)t, (long long)s->vocab);
     } else if (t == 0) {
       if ((rc = gt__jr_row(r, L, 0, &n))) return rc;
-      if (n == 0) return gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[0] is not a non-empty array", r->where);
+      if (n == 0)
+        return gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[0] is not a non-empty array", r->where);
       s->vocab = n;
       if (T > 0 && n > INT64_MAX / T)
         return gt_err_set(r->err, GT_ERR_NOMEM, "logit-check: %s: no memory for %lld x %lld logits", r->where,
@@ -499,7 +507,8 @@ gt_rc gt_golden_read(const char *path, gt_golden *g, gt_err *err) {
     snprintf(r->where, sizeof r->where, "'%s' line %lld", path, lineno);
     int c = gt__jr_ws(r);
     if (c < 0) {
-      if (r->io_errno) rc = gt_err_set(err, GT_ERR_IO, "logit-check: reading %s failed: %s", r->where, strerror(r->io_errno));
+      if (r->io_errno)
+        rc = gt_err_set(err, GT_ERR_IO, "logit-check: reading %s failed: %s", r->where, strerror(r->io_errno));
       break;
     }
     if (c == '\n') /* blank lines are skipped */

@@ -128,11 +128,15 @@ START_TEST(test_golden_refusals) {
       /* the streaming reader's own refusals, each naming its line */
       {"{\"tokens\": [1], \"logits\": [[1]]}\n\n{\"tokens\": [1], \"logits\": [[1,\n2]]}\n",
        "line 3 is not valid JSON: expected a JSON value at column 31, found the end of the line"},
-      {"{\"tokens\": [1], \"logits\": [[1", "line 1 is not valid JSON: expected ',' or ']' at column 30, found the end of the file"},
-      {"{\"tokens\": [1], \"logits\": [[1]]} x\n", "line 1 is not valid JSON: expected the end of the line after the value at column 34, found 'x'"},
-      {"{\"tokens\": [1], \"logits\": [[1]]}{}\n", "line 1 is not valid JSON: expected the end of the line after the value at column 33"},
+      {"{\"tokens\": [1], \"logits\": [[1",
+       "line 1 is not valid JSON: expected ',' or ']' at column 30, found the end of the file"},
+      {"{\"tokens\": [1], \"logits\": [[1]]} x\n",
+       "line 1 is not valid JSON: expected the end of the line after the value at column 34, found 'x'"},
+      {"{\"tokens\": [1], \"logits\": [[1]]}{}\n",
+       "line 1 is not valid JSON: expected the end of the line after the value at column 33"},
       {"{\"logits\": [[1]]}\n", "line 1 needs arrays \"tokens\" and \"logits\", found none and an array"},
-      {"{\"tokens\": \"1\", \"logits\": [[1]]}\n", "line 1 needs arrays \"tokens\" and \"logits\", found another type and an array"},
+      {"{\"tokens\": \"1\", \"logits\": [[1]]}\n",
+       "line 1 needs arrays \"tokens\" and \"logits\", found another type and an array"},
       {"{\"logits\": {\"0\": [1]}, \"tokens\": [1]}\n", "found an array and another type"},
       {"{}\n", "line 1 needs arrays \"tokens\" and \"logits\", found none and none"},
       {"{\"tokens\": [1.5], \"logits\": [[1]]}\n", "line 1: tokens[0] is not a token id"},
@@ -148,25 +152,37 @@ START_TEST(test_golden_refusals) {
       {"{\"logits\": [[1], [2]], \"tokens\": [1]}\n", "line 1 has 1 tokens but 2 rows of logits"},
       {"{\"tokens\": [1], \"logits\": [[1], [2], [\"x\"]]}\n", "line 1 has 1 tokens but 3 rows of logits"},
       {"{\"tokens\": [1], \"logits\": [[1]], \"logits\": [[2]]}\n", "line 1 has the key \"logits\" twice"},
-      {"{\"tokens\": [1], \"logits\": [[01]]}\n", "line 1 is not valid JSON: expected ',' or ']' at column 30, found '1'"},
+      {"{\"tokens\": [1], \"logits\": [[01]]}\n",
+       "line 1 is not valid JSON: expected ',' or ']' at column 30, found '1'"},
       {"{\"tokens\": [1], \"logits\": [[1.]]}\n", "line 1 is not valid JSON: expected a digit after '.' at column 31"},
       {"{\"tokens\": [1], \"logits\": [[1e+]]}\n", "line 1 is not valid JSON: expected a digit in the exponent"},
       {"{\"tokens\": [1], \"logits\": [[-]]}\n", "line 1 is not valid JSON: expected a digit at column 30"},
-      {"{\"tokens\": [1], \"logits\": [[+1]]}\n", "line 1 is not valid JSON: expected a JSON value at column 29, found '+'"},
-      {"{\"tokens\": [1], \"logits\": [[.5]]}\n", "line 1 is not valid JSON: expected a JSON value at column 29, found '.'"},
+      {"{\"tokens\": [1], \"logits\": [[+1]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 29, found '+'"},
+      {"{\"tokens\": [1], \"logits\": [[.5]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 29, found '.'"},
       {"{\"tokens\": [1], \"logits\": [[-Infinit]]}\n", "line 1 is not valid JSON: expected \"Infinity\" at column 37"},
       {"{\"tokens\": [1], \"logits\": [[nan]]}\n", "line 1: logits[0][0] is not a number"},
-      {"{\"tokens\": [1,], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected a JSON value at column 15, found ']'"},
-      {"{\"tokens\": [1], \"logits\": [[1]],}\n", "line 1 is not valid JSON: expected a key string at column 33, found '}'"},
+      {"{\"tokens\": [1,], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 15, found ']'"},
+      {"{\"tokens\": [1], \"logits\": [[1]],}\n",
+       "line 1 is not valid JSON: expected a key string at column 33, found '}'"},
       {"{\"tokens\" [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected ':' at column 11, found '['"},
-      {"{\"tokens\": [1] \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected ',' or '}' at column 16, found '\"'"},
+      {"{\"tokens\": [1] \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ',' or '}' at column 16, found '\"'"},
       {"{\"p\": \"a\\qb\", \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected an escape"},
-      {"{\"p\": \"\\u12G4\", \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected a hex digit of a \\u escape at column 12, found 'G'"},
-      {"{\"p\": \"a\tb\", \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected a string character"},
-      {"{\"p\": \"ab\n\", \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected '\"' closing the string at column 10, found the end of the line"},
-      {"{\"p\": [1, {\"a\": tru}], \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected \"true\" at column 20, found '}'"},
-      {"{\"p\": [1 2], \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected ',' or ']' at column 10, found '2'"},
-      {"{\"p\": {\"a\" 1}, \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected ':' at column 12, found '1'"},
+      {"{\"p\": \"\\u12G4\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a hex digit of a \\u escape at column 12, found 'G'"},
+      {"{\"p\": \"a\tb\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a string character"},
+      {"{\"p\": \"ab\n\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected '\"' closing the string at column 10, found the end of the line"},
+      {"{\"p\": [1, {\"a\": tru}], \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected \"true\" at column 20, found '}'"},
+      {"{\"p\": [1 2], \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ',' or ']' at column 10, found '2'"},
+      {"{\"p\": {\"a\" 1}, \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ':' at column 12, found '1'"},
       {"{\"tokens\": [1], \"logits\": [[1]]}\n\"just a string\"\n", "line 2 is not a JSON object"},
   };
   char *p = NULL;
@@ -249,7 +265,8 @@ START_TEST(test_golden_forms) {
       "\n"
       "{\"prompt\": \"say \\\"]}\\\" or [{\\\\\\/\\u005d\\u00e9\", "
       "\"logits\": [[1, 2.5, -3], [4, 5, 6e-1]], "
-      "\"meta\": {\"a\": [1, {\"b\": [[], {}, \"]\"]}], \"t\": true, \"f\": false, \"n\": null, \"x\": [NaN, -Infinity]}, "
+      "\"meta\": {\"a\": [1, {\"b\": [[], {}, \"]\"]}], \"t\": true, \"f\": false, \"n\": null, \"x\": [NaN, "
+      "-Infinity]}, "
       "\"tokens\": [9, 0], \"tail\": {}}\n"
       "   \t \r\n"
       " \t{ \"tokens\" :[ 1 ,\t2 ] ,\r \"logits\"\t:\t[ [ 1 , 2 ] ,[3,4]\r] }  \r\n"
@@ -275,16 +292,16 @@ START_TEST(test_golden_forms) {
   const gt_golden_seq *s = &g.seqs[2];
   ck_assert(s->n_tokens == 3 && s->vocab == 15);
   ck_assert(s->tokens[0] == 3 && s->tokens[1] == 10 && s->tokens[2] == 2);
-  const char *forms[13] = {"-0", "0", "1e-7", "1E+3", "0.5e2", "12", "-12", "1.5E-2", "3.4028235e38", "1e-45", "1e39",
-                           NULL, NULL};
+  const char *forms[13] = {"-0",           "0",     "1e-7", "1E+3", "0.5e2", "12", "-12", "1.5E-2",
+                           "3.4028235e38", "1e-45", "1e39", NULL,   NULL};
   for (int v = 0; v < 11; v++) {
     float w = want_float(forms[v]);
     ck_assert_msg(memcmp(&s->logits[v], &w, sizeof w) == 0, "%s read as %.9g", forms[v], (double)s->logits[v]);
   }
   ck_assert(signbit(s->logits[0]) && s->logits[0] == 0 && !signbit(s->logits[1]));
   ck_assert(s->logits[2] == 1e-7f && s->logits[3] == 1000.0f && s->logits[4] == 50.0f && s->logits[6] == -12.0f);
-  ck_assert(s->logits[9] == nextafterf(0, 1)); /* the smallest subnormal */
-  ck_assert(isinf(s->logits[10]) && s->logits[10] > 0);  /* past FLT_MAX: rounds to +inf, as before */
+  ck_assert(s->logits[9] == nextafterf(0, 1));          /* the smallest subnormal */
+  ck_assert(isinf(s->logits[10]) && s->logits[10] > 0); /* past FLT_MAX: rounds to +inf, as before */
   ck_assert(isnan(s->logits[11]));
   ck_assert(isinf(s->logits[12]) && s->logits[12] > 0 && isinf(s->logits[13]) && s->logits[13] < 0);
   ck_assert(s->logits[14] == 0.1f); /* double first, then float: 0.100000001 -> 0.1f */
