@@ -498,6 +498,7 @@ gt_rc gt_golden_read(const char *path, gt_golden *g, gt_err *err) {
     fclose(f);
     return gt_err_set(err, GT_ERR_NOMEM, "logit-check: no memory to read '%s'", path);
   }
+  setvbuf(f, NULL, _IONBF, 0); /* r->buf is the only buffer: no copy through stdio's */
   r->f = f;
   r->err = err;
   gt_rc rc = GT_OK;
