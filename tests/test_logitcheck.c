@@ -370,10 +370,18 @@ START_TEST(test_golden_large) {
     ck_assert_msg(gt_golden_read(p[k], &g, &e) == GT_OK, "%s", e.msg);
     long long grown = proc_kb("VmHWM") - before;
     long long out = (long long)sizeof(float) * T * V;
-    /* the output plus 4 MiB (the 64 KiB read buffer, the row-0 growth, the
-     * allocator's own pages and, under ASan, its shadow and quarantine) */
-    ck_assert_msg(grown <= out + (4 << 20), "file %d: the read grew the RSS by %lld bytes for %lld of output", k, grown,
-                  out);
+    /* the output plus 4 MiB (the 64 KiB read buffer, the row-0 growth and
+     * the allocator's own pages). glibc grows large blocks in place
+     * (mremap); ASan's realloc copies, so there the last doubling briefly
+     * holds the old half beside the new block, and shadow memory comes on
+     * top: allow twice the output. */
+#if defined(__SANITIZE_ADDRESS__)
+    long long limit = 2 * out + (4 << 20);
+#else
+    long long limit = out + (4 << 20);
+#endif
+    ck_assert_msg(grown <= limit, "file %d: the read grew the RSS by %lld bytes for %lld of output (limit %lld)", k,
+                  grown, out, limit);
     ck_assert(g.n == 1 && g.seqs[0].n_tokens == T && g.seqs[0].vocab == V);
     ck_assert(memcmp(g.seqs[0].tokens, tok, sizeof tok) == 0);
     ck_assert_msg(memcmp(g.seqs[0].logits, lg, sizeof(float) * T * V) == 0, "file %d not bit-exact", k);
