@@ -1,10 +1,7 @@
-/* The forward-pass logit checker's file format and metrics (see
- * logitcheck.h). */
-#define _POSIX_C_SOURCE 200809L
+/* The forward-pass logit checker's golden-file writer and metrics (see
+ * logitcheck.h; the reader is logitcheck_read.c). */
 #include "gemtrain/logitcheck.h"
 
-#include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,98 +15,6 @@ void gt_golden_free(gt_golden *g) {
   free(g->seqs);
   g->seqs = NULL;
   g->n = 0;
-}
-
-/* One parsed line into s; `where` is "file:line". */
-static gt_rc gt__golden_line(const cJSON *o, const char *where, gt_golden_seq *s, gt_err *err) {
-  if (!cJSON_IsObject(o)) return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s is not a JSON object", where);
-  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(o, "tokens");
-  const cJSON *lg = cJSON_GetObjectItemCaseSensitive(o, "logits");
-  if (!cJSON_IsArray(tok) || !cJSON_IsArray(lg))
-    return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s needs arrays \"tokens\" and \"logits\", found %s and %s",
-                      where, tok ? (cJSON_IsArray(tok) ? "an array" : "another type") : "none",
-                      lg ? (cJSON_IsArray(lg) ? "an array" : "another type") : "none");
-  int T = cJSON_GetArraySize(tok);
-  if (T < 1) return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s has no tokens", where);
-  if (cJSON_GetArraySize(lg) != T)
-    return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s has %d tokens but %d rows of logits; expected one per token",
-                      where, T, cJSON_GetArraySize(lg));
-  const cJSON *row0 = lg->child;
-  int64_t V = cJSON_IsArray(row0) ? cJSON_GetArraySize(row0) : 0;
-  if (V < 1) return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s: logits[0] is not a non-empty array", where);
-  s->n_tokens = T;
-  s->vocab = V;
-  s->tokens = malloc(sizeof(int32_t) * (size_t)T);
-  s->logits = malloc(sizeof(float) * (size_t)T * (size_t)V);
-  if (!s->tokens || !s->logits)
-    return gt_err_set(err, GT_ERR_NOMEM, "logit-check: %s: no memory for %d x %lld logits", where, T, (long long)V);
-  int t = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, tok) {
-    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 || e->valuedouble > 2e9)
-      return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s: tokens[%d] is not a token id (an integer >= 0)", where, t);
-    s->tokens[t++] = (int32_t)e->valuedouble;
-  }
-  t = 0;
-  const cJSON *row;
-  cJSON_ArrayForEach(row, lg) {
-    if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != V)
-      return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s: logits[%d] has %d entries, logits[0] has %lld", where, t,
-                        cJSON_IsArray(row) ? cJSON_GetArraySize(row) : 0, (long long)V);
-    float *dst = s->logits + (size_t)t * (size_t)V;
-    int64_t v = 0;
-    cJSON_ArrayForEach(e, row) {
-      if (!cJSON_IsNumber(e))
-        return gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s: logits[%d][%lld] is not a number", where, t,
-                          (long long)v);
-      dst[v++] = (float)e->valuedouble;
-    }
-    t++;
-  }
-  return GT_OK;
-}
-
-gt_rc gt_golden_read(const char *path, gt_golden *g, gt_err *err) {
-  memset(g, 0, sizeof *g);
-  FILE *f = fopen(path, "rb");
-  if (!f) return gt_err_set(err, GT_ERR_IO, "logit-check: cannot open '%s': %s", path, strerror(errno));
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  int lineno = 0, cap_seqs = 0;
-  gt_rc rc = GT_OK;
-  while (rc == GT_OK && (len = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    size_t i = 0;
-    while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
-    if (i == (size_t)len) continue;
-    char where[1100];
-    snprintf(where, sizeof where, "'%s' line %d", path, lineno);
-    cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
-    if (!o) {
-      rc = gt_err_set(err, GT_ERR_FORMAT, "logit-check: %s is not valid JSON", where);
-      break;
-    }
-    if (g->n == cap_seqs) {
-      cap_seqs = cap_seqs ? 2 * cap_seqs : 8;
-      gt_golden_seq *ns = realloc(g->seqs, sizeof *ns * (size_t)cap_seqs);
-      if (!ns) {
-        cJSON_Delete(o);
-        rc = gt_err_set(err, GT_ERR_NOMEM, "logit-check: no memory for %d sequences", cap_seqs);
-        break;
-      }
-      g->seqs = ns;
-    }
-    memset(&g->seqs[g->n], 0, sizeof g->seqs[g->n]);
-    g->n++; /* counted now so that gt_golden_free releases a half-read line */
-    rc = gt__golden_line(o, where, &g->seqs[g->n - 1], err);
-    cJSON_Delete(o);
-  }
-  free(line);
-  fclose(f);
-  if (rc == GT_OK && g->n == 0) rc = gt_err_set(err, GT_ERR_FORMAT, "logit-check: '%s' holds no sequences", path);
-  if (rc) gt_golden_free(g);
-  return rc;
 }
 
 int gt_golden_write_line(FILE *f, const int32_t *tokens, int n_tokens, const float *logits, int64_t vocab) {

@@ -125,6 +125,65 @@ START_TEST(test_golden_refusals) {
       {"{\"tokens\": [1], \"logits\": [[1, \"x\"]]}\n", "line 1: logits[0][1] is not a number"},
       {"{\"tokens\": [], \"logits\": []}\n", "line 1 has no tokens"},
       {"\n\n", "holds no sequences"},
+      /* the streaming reader's own refusals, each naming its line */
+      {"{\"tokens\": [1], \"logits\": [[1]]}\n\n{\"tokens\": [1], \"logits\": [[1,\n2]]}\n",
+       "line 3 is not valid JSON: expected a JSON value at column 31, found the end of the line"},
+      {"{\"tokens\": [1], \"logits\": [[1",
+       "line 1 is not valid JSON: expected ',' or ']' at column 30, found the end of the file"},
+      {"{\"tokens\": [1], \"logits\": [[1]]} x\n",
+       "line 1 is not valid JSON: expected the end of the line after the value at column 34, found 'x'"},
+      {"{\"tokens\": [1], \"logits\": [[1]]}{}\n",
+       "line 1 is not valid JSON: expected the end of the line after the value at column 33"},
+      {"{\"logits\": [[1]]}\n", "line 1 needs arrays \"tokens\" and \"logits\", found none and an array"},
+      {"{\"tokens\": \"1\", \"logits\": [[1]]}\n",
+       "line 1 needs arrays \"tokens\" and \"logits\", found another type and an array"},
+      {"{\"logits\": {\"0\": [1]}, \"tokens\": [1]}\n", "found an array and another type"},
+      {"{}\n", "line 1 needs arrays \"tokens\" and \"logits\", found none and none"},
+      {"{\"tokens\": [1.5], \"logits\": [[1]]}\n", "line 1: tokens[0] is not a token id"},
+      {"{\"tokens\": [1, NaN], \"logits\": [[1], [2]]}\n", "line 1: tokens[1] is not a token id"},
+      {"{\"tokens\": [\"3\"], \"logits\": [[1]]}\n", "line 1: tokens[0] is not a token id"},
+      {"{\"tokens\": [3e9], \"logits\": [[1]]}\n", "line 1: tokens[0] is not a token id"},
+      {"{\"tokens\": [1], \"logits\": [[]]}\n", "line 1: logits[0] is not a non-empty array"},
+      {"{\"tokens\": [1], \"logits\": [1]}\n", "line 1: logits[0] is not a non-empty array"},
+      {"{\"tokens\": [1, 2], \"logits\": [[1], []]}\n", "line 1: logits[1] has 0 entries, logits[0] has 1"},
+      {"{\"tokens\": [1, 2], \"logits\": [[1], 2]}\n", "line 1: logits[1] has 0 entries, logits[0] has 1"},
+      {"{\"tokens\": [1, 2], \"logits\": [[1], [2, 3, 4]]}\n", "line 1: logits[1] has 3 entries, logits[0] has 1"},
+      {"{\"logits\": [[1, 2], [3]], \"tokens\": [1, 2]}\n", "line 1: logits[1] has 1 entries, logits[0] has 2"},
+      {"{\"logits\": [[1], [2]], \"tokens\": [1]}\n", "line 1 has 1 tokens but 2 rows of logits"},
+      {"{\"tokens\": [1], \"logits\": [[1], [2], [\"x\"]]}\n", "line 1 has 1 tokens but 3 rows of logits"},
+      {"{\"tokens\": [1], \"logits\": [[1]], \"logits\": [[2]]}\n", "line 1 has the key \"logits\" twice"},
+      {"{\"tokens\": [1], \"logits\": [[01]]}\n",
+       "line 1 is not valid JSON: expected ',' or ']' at column 30, found '1'"},
+      {"{\"tokens\": [1], \"logits\": [[1.]]}\n", "line 1 is not valid JSON: expected a digit after '.' at column 31"},
+      {"{\"tokens\": [1], \"logits\": [[1e+]]}\n", "line 1 is not valid JSON: expected a digit in the exponent"},
+      {"{\"tokens\": [1], \"logits\": [[-]]}\n", "line 1 is not valid JSON: expected a digit at column 30"},
+      {"{\"tokens\": [1], \"logits\": [[+1]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 29, found '+'"},
+      {"{\"tokens\": [1], \"logits\": [[.5]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 29, found '.'"},
+      {"{\"tokens\": [1], \"logits\": [[-Infinit]]}\n", "line 1 is not valid JSON: expected \"Infinity\" at column 37"},
+      {"{\"tokens\": [1], \"logits\": [[nan]]}\n", "line 1: logits[0][0] is not a number"},
+      {"{\"tokens\": [1,], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a JSON value at column 15, found ']'"},
+      {"{\"tokens\": [1], \"logits\": [[1]],}\n",
+       "line 1 is not valid JSON: expected a key string at column 33, found '}'"},
+      {"{\"tokens\" [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected ':' at column 11, found '['"},
+      {"{\"tokens\": [1] \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ',' or '}' at column 16, found '\"'"},
+      {"{\"p\": \"a\\qb\", \"tokens\": [1], \"logits\": [[1]]}\n", "line 1 is not valid JSON: expected an escape"},
+      {"{\"p\": \"\\u12G4\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a hex digit of a \\u escape at column 12, found 'G'"},
+      {"{\"p\": \"a\tb\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected a string character"},
+      {"{\"p\": \"ab\n\", \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected '\"' closing the string at column 10, found the end of the line"},
+      {"{\"p\": [1, {\"a\": tru}], \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected \"true\" at column 20, found '}'"},
+      {"{\"p\": [1 2], \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ',' or ']' at column 10, found '2'"},
+      {"{\"p\": {\"a\" 1}, \"tokens\": [1], \"logits\": [[1]]}\n",
+       "line 1 is not valid JSON: expected ':' at column 12, found '1'"},
+      {"{\"tokens\": [1], \"logits\": [[1]]}\n\"just a string\"\n", "line 2 is not a JSON object"},
   };
   char *p = NULL;
   ck_assert(asprintf(&p, "%s/bad.jsonl", g_dir) > 0);
@@ -147,6 +206,192 @@ START_TEST(test_golden_refusals) {
 }
 END_TEST
 
+/* Writes text to g_dir/name and reads it; the caller frees g and the path. */
+static gt_rc read_text(const char *text, gt_golden *g, gt_err *e) {
+  char *p = NULL;
+  ck_assert(asprintf(&p, "%s/t.jsonl", g_dir) > 0);
+  FILE *f = fopen(p, "w");
+  ck_assert(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  gt_err_clear(e);
+  gt_rc rc = gt_golden_read(p, g, e);
+  free(p);
+  return rc;
+}
+
+START_TEST(test_golden_refusals_limits) {
+  /* a skipped value nested past cJSON's limit of 1000 levels (the line's
+   * object counts as one), and a number too long to be a float's text: both
+   * refused, neither crashes */
+  size_t n = 1000;
+  char *text = malloc(2 * n + 64), *q = text;
+  q += sprintf(q, "{\"p\": ");
+  for (size_t i = 0; i < n; i++) *q++ = '[';
+  for (size_t i = 0; i < n; i++) *q++ = ']';
+  sprintf(q, ", \"tokens\": [1], \"logits\": [[1]]}\n");
+  gt_golden g;
+  gt_err e;
+  ck_assert_int_eq(read_text(text, &g, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "line 1: values nested deeper than 1000 at column 1006"), "%s", e.msg);
+  /* 1000 levels in all are fine */
+  q = text + sprintf(text, "{\"p\": ");
+  for (size_t i = 0; i < n - 1; i++) *q++ = '[';
+  for (size_t i = 0; i < n - 1; i++) *q++ = ']';
+  sprintf(q, ", \"tokens\": [1], \"logits\": [[1]]}\n");
+  ck_assert_msg(read_text(text, &g, &e) == GT_OK, "%s", e.msg);
+  gt_golden_free(&g);
+  free(text);
+  char num[1200] = "{\"tokens\": [1], \"logits\": [[0.";
+  size_t len = strlen(num);
+  memset(num + len, '1', 1030);
+  strcpy(num + len + 1030, "]]}\n");
+  ck_assert_int_eq(read_text(num, &g, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "line 1: a number at column 29 is longer than 1024 characters"), "%s", e.msg);
+}
+END_TEST
+
+/* The float a JSON number text must give: strtod, then rounded to float. */
+static float want_float(const char *text) { return (float)strtod(text, NULL); }
+
+START_TEST(test_golden_forms) {
+  /* line 2: keys in the other order, other keys before, between and after
+   * with nested values and strings holding escaped quotes and brackets;
+   * line 4 (after a blank line of spaces): whitespace everywhere JSON allows
+   * it within the line and a CRLF ending; line 5: every JSON number form
+   * (and Python's NaN / Infinity, which its json module writes for
+   * non-finite floats), a key spelt with a \u escape, no final newline */
+  const char *text =
+      "\n"
+      "{\"prompt\": \"say \\\"]}\\\" or [{\\\\\\/\\u005d\\u00e9\", "
+      "\"logits\": [[1, 2.5, -3], [4, 5, 6e-1]], "
+      "\"meta\": {\"a\": [1, {\"b\": [[], {}, \"]\"]}], \"t\": true, \"f\": false, \"n\": null, \"x\": [NaN, "
+      "-Infinity]}, "
+      "\"tokens\": [9, 0], \"tail\": {}}\n"
+      "   \t \r\n"
+      " \t{ \"tokens\" :[ 1 ,\t2 ] ,\r \"logits\"\t:\t[ [ 1 , 2 ] ,[3,4]\r] }  \r\n"
+      "{\"\\u0074okens\": [3.0, 1e1, 2E0], \"logits\": "
+      "[[-0, 0, 1e-7, 1E+3, 0.5e2, 12, -12, 1.5E-2, 3.4028235e38, 1e-45, 1e39, NaN, Infinity, -Infinity, 0.100000001], "
+      "[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -0.0], "
+      "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 123456789012345678901234567890]]}";
+  gt_golden g;
+  gt_err e;
+  ck_assert_msg(read_text(text, &g, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(g.n, 3);
+  /* line 2 */
+  ck_assert(g.seqs[0].n_tokens == 2 && g.seqs[0].vocab == 3);
+  ck_assert(g.seqs[0].tokens[0] == 9 && g.seqs[0].tokens[1] == 0);
+  float l0[6] = {1, 2.5f, -3, 4, 5, want_float("6e-1")};
+  ck_assert(memcmp(g.seqs[0].logits, l0, sizeof l0) == 0);
+  /* line 4 */
+  ck_assert(g.seqs[1].n_tokens == 2 && g.seqs[1].vocab == 2);
+  ck_assert(g.seqs[1].tokens[0] == 1 && g.seqs[1].tokens[1] == 2);
+  float l1[4] = {1, 2, 3, 4};
+  ck_assert(memcmp(g.seqs[1].logits, l1, sizeof l1) == 0);
+  /* line 5: tokens as integral numbers in any form, as before */
+  const gt_golden_seq *s = &g.seqs[2];
+  ck_assert(s->n_tokens == 3 && s->vocab == 15);
+  ck_assert(s->tokens[0] == 3 && s->tokens[1] == 10 && s->tokens[2] == 2);
+  const char *forms[13] = {"-0",           "0",     "1e-7", "1E+3", "0.5e2", "12", "-12", "1.5E-2",
+                           "3.4028235e38", "1e-45", "1e39", NULL,   NULL};
+  for (int v = 0; v < 11; v++) {
+    float w = want_float(forms[v]);
+    ck_assert_msg(memcmp(&s->logits[v], &w, sizeof w) == 0, "%s read as %.9g", forms[v], (double)s->logits[v]);
+  }
+  ck_assert(signbit(s->logits[0]) && s->logits[0] == 0 && !signbit(s->logits[1]));
+  ck_assert(s->logits[2] == 1e-7f && s->logits[3] == 1000.0f && s->logits[4] == 50.0f && s->logits[6] == -12.0f);
+  ck_assert(s->logits[9] == nextafterf(0, 1));          /* the smallest subnormal */
+  ck_assert(isinf(s->logits[10]) && s->logits[10] > 0); /* past FLT_MAX: rounds to +inf, as before */
+  ck_assert(isnan(s->logits[11]));
+  ck_assert(isinf(s->logits[12]) && s->logits[12] > 0 && isinf(s->logits[13]) && s->logits[13] < 0);
+  ck_assert(s->logits[14] == 0.1f); /* double first, then float: 0.100000001 -> 0.1f */
+  ck_assert(signbit(s->logits[15 + 14]) && s->logits[15 + 14] == 0);
+  ck_assert(s->logits[30 + 14] == want_float("123456789012345678901234567890"));
+  gt_golden_free(&g);
+}
+END_TEST
+
+/* Resident-set peak since the last reset, and the current size, in bytes. */
+static long long proc_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  ck_assert(f != NULL);
+  char line[256];
+  long long kb = -1;
+  size_t n = strlen(field);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n) && line[n] == ':') kb = atoll(line + n + 1);
+  fclose(f);
+  ck_assert_msg(kb >= 0, "no %s in /proc/self/status", field);
+  return kb * 1024;
+}
+
+START_TEST(test_golden_large) {
+  /* a real Gemma vocabulary: 8 positions of 262144 logits, ~27 MB of text
+   * per line. A JSON tree of it (the old reader) took ~64 bytes per number
+   * plus the line, ~170 MB; the streaming reader should need the output
+   * arrays (8 MiB) and little else. Two files: the writer's order, and
+   * "logits" before "tokens" with a prompt in front (rows then grow
+   * geometrically). */
+  enum { T = 8, V = 262144 };
+  uint64_t st = 11;
+  float *lg = malloc(sizeof(float) * T * V);
+  gt_test_fill(lg, (int64_t)T * V, &st, -40.0f, 40.0f);
+  lg[5] = -0.0f, lg[6] = 1e-40f, lg[7] = 3.4028235e38f; /* signed zero, subnormal, FLT_MAX */
+  int32_t tok[T] = {2, 262143, 0, 7, 7, 100000, 1, 5};
+  char *p[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    ck_assert(asprintf(&p[k], "%s/big%d.jsonl", g_dir, k) > 0);
+    FILE *f = fopen(p[k], "w");
+    ck_assert(f != NULL);
+    if (k == 0) {
+      ck_assert_int_eq(gt_golden_write_line(f, tok, T, lg, V), 0);
+    } else {
+      fputs("{\"prompt\": \"I love to\", \"logits\": [", f);
+      for (int t = 0; t < T; t++) {
+        fputs(t ? ", [" : "[", f);
+        for (int v = 0; v < V; v++) fprintf(f, "%s%.9g", v ? "," : "", (double)lg[(size_t)t * V + v]);
+        fputc(']', f);
+      }
+      fputs("], \"tokens\": [", f);
+      for (int t = 0; t < T; t++) fprintf(f, "%s%d", t ? ", " : "", tok[t]);
+      fputs("]}\n", f);
+    }
+    ck_assert(fclose(f) == 0);
+  }
+  for (int k = 0; k < 2; k++) {
+    gt_golden g;
+    gt_err e;
+    gt_err_clear(&e);
+    /* the peak resident size is reset (Linux's clear_refs "5") so that the
+     * read's own peak can be measured */
+    FILE *c = fopen("/proc/self/clear_refs", "w");
+    ck_assert_msg(c && fputs("5", c) >= 0 && fclose(c) == 0, "cannot reset the peak RSS");
+    long long before = proc_kb("VmRSS");
+    ck_assert_msg(gt_golden_read(p[k], &g, &e) == GT_OK, "%s", e.msg);
+    long long grown = proc_kb("VmHWM") - before;
+    long long out = (long long)sizeof(float) * T * V;
+    /* the output plus 4 MiB (the 64 KiB read buffer, the row-0 growth and
+     * the allocator's own pages). glibc grows large blocks in place
+     * (mremap); ASan's realloc copies, so there the last doubling briefly
+     * holds the old half beside the new block, and shadow memory comes on
+     * top: allow twice the output. */
+#if defined(__SANITIZE_ADDRESS__)
+    long long limit = 2 * out + (4 << 20);
+#else
+    long long limit = out + (4 << 20);
+#endif
+    ck_assert_msg(grown <= limit, "file %d: the read grew the RSS by %lld bytes for %lld of output (limit %lld)", k,
+                  grown, out, limit);
+    ck_assert(g.n == 1 && g.seqs[0].n_tokens == T && g.seqs[0].vocab == V);
+    ck_assert(memcmp(g.seqs[0].tokens, tok, sizeof tok) == 0);
+    ck_assert_msg(memcmp(g.seqs[0].logits, lg, sizeof(float) * T * V) == 0, "file %d not bit-exact", k);
+    gt_golden_free(&g);
+    free(p[k]);
+  }
+  free(lg);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("logitcheck");
   TCase *tc = tcase_create("core");
@@ -156,6 +401,10 @@ int main(void) {
   tcase_add_test(tc, test_vocab_mismatch);
   tcase_add_test(tc, test_golden_roundtrip);
   tcase_add_test(tc, test_golden_refusals);
+  tcase_add_test(tc, test_golden_refusals_limits);
+  tcase_add_test(tc, test_golden_forms);
+  tcase_add_test(tc, test_golden_large);
+  tcase_set_timeout(tc, 300);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -31,9 +31,15 @@ typedef struct gt_golden {
   gt_golden_seq *seqs;
 } gt_golden;
 
-/* Reads every line (blank lines are skipped). Each needs "tokens" (integers
- * >= 0) and "logits" with one row per token, all rows of one length; a
- * violation is refused naming the line and what was found. */
+/* Reads every line (blank lines are skipped), streaming: memory is the
+ * output arrays plus a 64 KiB buffer, whatever the length of a line. Each
+ * line needs "tokens" (integers >= 0) and "logits" with one row per token,
+ * all rows of one length, in either order; other keys are checked as JSON
+ * and skipped. Numbers are JSON numbers read with strtod and rounded to
+ * float, plus NaN, Infinity and -Infinity (Python's json writes them). A
+ * newline ends the line. A violation (bad JSON, anything after the object,
+ * a repeated key) is refused naming the line, and for syntax the column,
+ * what was expected and what was found. */
 gt_rc gt_golden_read(const char *path, gt_golden *g, gt_err *err);
 void gt_golden_free(gt_golden *g);
 /* One JSONL line; floats as %.9g, which reads back as the same float32. */
