@@ -253,6 +253,12 @@ static gt_rc gt__hf_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *in
   cfg->query_pre_attn_scalar = qpas;
   cfg->normalization_layer_epsilon = eps;
   cfg->final_logits_soft_cap = cap;
+  return gt__hf_finish(h, cfg, info, maxpos, V);
+}
+
+/* The end of reading a text config: what the caller wants to know about the
+ * file, and gemtrain's own validation of the model it describes. */
+gt_rc gt__hf_finish(const gt__hfc *h, gt_config *cfg, gt_hf_info *info, long long maxpos, long long V) {
   if (info) {
     info->max_position_embeddings = maxpos;
     info->embed_rows = V;

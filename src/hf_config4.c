@@ -275,15 +275,7 @@ gt_rc gt__hf4_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *info) {
   cfg->use_double_wide_mlp = wide;
   cfg->normalization_layer_epsilon = eps;
   cfg->final_logits_soft_cap = cap;
-  if (info) {
-    info->max_position_embeddings = maxpos;
-    info->embed_rows = V;
-  }
-  gt_err sub;
-  gt_err_clear(&sub);
-  if (gt_config_validate(cfg, &sub))
-    return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s describes a model gemtrain refuses: %s", h->where, sub.msg);
-  return GT_OK;
+  return gt__hf_finish(h, cfg, info, maxpos, V);
 }
 
 /* ---- writing ---- */

@@ -41,6 +41,8 @@ const char *gt__hf_layer_type_name(const gt_config *cfg, long long i);
 /* A model without routed experts: num_experts at its smallest value, when
  * this gemtrain has the key (an HF file without MoE says nothing of it). */
 gt_rc gt__hf_set_dense(gt_config *cfg);
+/* Fills info (max positions, embedding rows) and validates the config. */
+gt_rc gt__hf_finish(const gt__hfc *h, gt_config *cfg, gt_hf_info *info, long long maxpos, long long V);
 gt_rc gt__hf4_text_config(const gt__hfc *h, gt_config *cfg, gt_hf_info *info);
 /* Whether cfg (decoder_block gemma4*) has an HF Gemma 4 config.json. */
 gt_rc gt__hf4_exportable(const gt_config *cfg, gt_err *err);
