@@ -181,6 +181,42 @@ START_TEST(test_gathered_weights_bounded) {
 }
 END_TEST
 
+/* One sharded step of the config `ov`: bytes sent equal the plan, every
+ * device's peak (and its gathered weights) is within the plan, and the
+ * largest device's peak equals it. `what` names the case in failures. */
+static void step_matches_plan(int n, const char *const *ov, const char *what) {
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_plan p;
+  ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
+  gt_mem host;
+  gt_mem_init(&host);
+  gt_data d;
+  ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
+  gt_fsdp *f;
+  ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
+  gt_batch b;
+  gt_data_next_train(&d, &b);
+  gt_fsdp_step_info fi;
+  ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
+  ck_assert_msg(fi.comm_bytes == p.comm_bytes_per_step, "%s: sent %lld, planned %lld", what, (long long)fi.comm_bytes,
+                (long long)p.comm_bytes_per_step);
+  int64_t worst = 0;
+  for (int dv = 0; dv < gt_fsdp_devices(f); dv++) {
+    gt_mem *m = gt_fsdp_device_mem(f, dv);
+    if (gt_mem_total_peak(m) > worst) worst = gt_mem_total_peak(m);
+    ck_assert_msg(gt_mem_total_peak(m) <= p.peak_total, "%s: device %d peak %lld > plan %lld", what, dv,
+                  (long long)gt_mem_total_peak(m), (long long)p.peak_total);
+    ck_assert_int_eq(gt_mem_peak(m, GT_MEM_GATHERED) <= p.cat_peak[GT_MEM_GATHERED], 1);
+  }
+  ck_assert_msg(worst == p.peak_total, "%s: largest device peak %lld, plan %lld", what, (long long)worst,
+                (long long)p.peak_total);
+  gt_fsdp_destroy(f);
+  gt_data_close(&d);
+  gt_plan_free(&p);
+}
+
 START_TEST(test_device_peaks_equal_plan) {
   /* the plan replays one sharded device's step: each device's measured peak
    * of every category equals the planned one (the largest device's) */
@@ -196,35 +232,9 @@ START_TEST(test_device_peaks_equal_plan) {
       for (int ni = 0; ni < 3; ni++) {
         const char *ov[] = {models[mi], "dataset_type=synthetic", "max_target_length=16",
                             nds[ni], pds[ni], pfs[pi], scopes[si], "remat_policy=minimal", dps[ni]};
-        gt_config c;
-        gt_err e;
-        ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
-        gt_plan p;
-        ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
-        gt_mem host;
-        gt_mem_init(&host);
-        gt_data d;
-        ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
-        gt_fsdp *f;
-        ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
-        gt_batch b;
-        gt_data_next_train(&d, &b);
-        gt_fsdp_step_info fi;
-        ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
-        ck_assert_int_eq(fi.comm_bytes, p.comm_bytes_per_step);
-        int64_t worst = 0;
-        for (int dv = 0; dv < gt_fsdp_devices(f); dv++) {
-          gt_mem *m = gt_fsdp_device_mem(f, dv);
-          if (gt_mem_total_peak(m) > worst) worst = gt_mem_total_peak(m);
-          ck_assert_msg(gt_mem_total_peak(m) <= p.peak_total, "%s %s %s: device %d peak %lld > plan %lld", nds[ni],
-                        pfs[pi], scopes[si], dv, (long long)gt_mem_total_peak(m), (long long)p.peak_total);
-          ck_assert_int_eq(gt_mem_peak(m, GT_MEM_GATHERED) <= p.cat_peak[GT_MEM_GATHERED], 1);
-        }
-        ck_assert_msg(worst == p.peak_total, "%s %s %s: largest device peak %lld, plan %lld", nds[ni], pfs[pi],
-                      scopes[si], (long long)worst, (long long)p.peak_total);
-        gt_fsdp_destroy(f);
-        gt_data_close(&d);
-        gt_plan_free(&p);
+        char what[200];
+        snprintf(what, sizeof what, "%s %s %s %s", models[mi], nds[ni], pfs[pi], scopes[si]);
+        step_matches_plan(9, ov, what);
       }
 }
 END_TEST
@@ -283,33 +293,9 @@ START_TEST(test_moe_device_peaks_equal_plan) {
       const char *ov[] = {"model_name=gemma4-tiny-moe", "dataset_type=synthetic", "max_target_length=16", nds[ni],
                           pds[ni], dps[ni], "ici_expert_parallelism=2", pols[pi],
                           pi == 2 ? "remat_scope=block" : "remat_scope=layer"};
-      gt_config c;
-      gt_err e;
-      ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
-      gt_plan p;
-      ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
-      gt_mem host;
-      gt_mem_init(&host);
-      gt_data d;
-      ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
-      gt_fsdp *f;
-      ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
-      gt_batch b;
-      gt_data_next_train(&d, &b);
-      gt_fsdp_step_info fi;
-      ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
-      ck_assert_msg(fi.comm_bytes == p.comm_bytes_per_step, "%s %s %s: sent %lld, planned %lld", nds[ni], dps[ni],
-                    pols[pi], (long long)fi.comm_bytes, (long long)p.comm_bytes_per_step);
-      int64_t worst = 0;
-      for (int dv = 0; dv < gt_fsdp_devices(f); dv++) {
-        gt_mem *m = gt_fsdp_device_mem(f, dv);
-        if (gt_mem_total_peak(m) > worst) worst = gt_mem_total_peak(m);
-      }
-      ck_assert_msg(worst == p.peak_total, "%s %s %s: largest device peak %lld, plan %lld", nds[ni], dps[ni], pols[pi],
-                    (long long)worst, (long long)p.peak_total);
-      gt_fsdp_destroy(f);
-      gt_data_close(&d);
-      gt_plan_free(&p);
+      char what[200];
+      snprintf(what, sizeof what, "%s %s %s", nds[ni], dps[ni], pols[pi]);
+      step_matches_plan(9, ov, what);
     }
 }
 END_TEST
