@@ -36,15 +36,7 @@ grep -q 'overlap_count 10/10, jaccard_similarity 1.0000, rank_agreement_percenta
 
 # 2. a perturbed golden file fails (exit 1): one logit of the last position
 #    of sequence 1 raised by 2 changes that token's distribution
-python3 - "$golden" "$work/bad.jsonl" <<'EOF'
-import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
-row = lines[1]["logits"][-1]
-row[row.index(max(row))] += 2.0
-with open(sys.argv[2], "w") as f:
-    for l in lines:
-        f.write(json.dumps(l) + "\n")
-EOF
+python3 "$src/tools/perturb_golden.py" "$golden" "$work/bad.jsonl" 1
 set +e
 "$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$work/bad.jsonl" max_kl_div=1e-6 \
   > "$work/bad.txt" 2>&1

@@ -38,15 +38,7 @@ for kind in dense ple; do
     || fail "$kind: top-10 tokens disagree"
 
   # 2. a perturbed golden file fails (exit 1)
-  python3 - "$golden" "$work/bad.jsonl" <<'EOF'
-import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
-row = lines[0]["logits"][-1]
-row[row.index(max(row))] += 2.0
-with open(sys.argv[2], "w") as f:
-    for l in lines:
-        f.write(json.dumps(l) + "\n")
-EOF
+  python3 "$src/tools/perturb_golden.py" "$golden" "$work/bad.jsonl" 0
   set +e
   "$bin" logit-check "load_parameters_path=$hf" "golden_logits_path=$work/bad.jsonl" max_kl_div=1e-6 \
     > "$work/bad.txt" 2>&1
