@@ -140,6 +140,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gemtrain/mesh.h"
+#include "gemtrain/prof.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -148,7 +149,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Far more devices than anyone simulates on a CPU; bounds the allocation. */
 #define GT__MAX_DEVICES 1024
@@ -261,12 +261,6 @@ static size_t gt__esize(gt__dtype t) { return t == GT__F32 ? sizeof(float) : siz
 static void gt__die(const char *what) {
   fprintf(stderr, "gemtrain mesh: %s\n", what);
   abort();
-}
-
-static double gt__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static inline int gt__mod(int a, int n) { return ((a % n) + n) % n; }
@@ -430,9 +424,9 @@ static void *gt__comm_main(void *p) {
     dv->q_head = (dv->q_head + 1) % dv->q_cap;
     dv->q_len--;
     pthread_mutex_unlock(&dv->cmu);
-    double t0 = gt__now();
+    double t0 = gt_prof_now();
     gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
-    double dt = gt__now() - t0;
+    double dt = gt_prof_now() - t0;
     pthread_mutex_lock(&dv->cmu);
     dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
     dv->cstats.calls += 1;
@@ -772,7 +766,7 @@ static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0) 
   gt_comm_stats *st = &m->dev[d].stats;
   st->bytes_sent += elems * (int64_t)es;
   st->calls += 1;
-  st->seconds += gt__now() - t0;
+  st->seconds += gt_prof_now() - t0;
 }
 
 static int64_t gt__rs_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, r); }
@@ -827,7 +821,7 @@ static void gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, 
 
 void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
   gt__check_g(m, dev, g, n, "gt_reduce_scatter");
-  double t0 = gt__now();
+  double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
   gt__rs(m, dev, &x, in, out, n);
   gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0);
@@ -835,14 +829,14 @@ void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float
 
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
   gt__check_g(m, dev, g, n, "gt_all_gather");
-  double t0 = gt__now();
+  double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
   gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float));
   gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0);
 }
 
 static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
-  double t0 = gt__now();
+  double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
   gt__ar(m, dev, &x, buf, n, t);
   gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0);
@@ -880,7 +874,7 @@ void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
     fprintf(stderr, "gemtrain mesh: gt_broadcast: root %d of %d devices\n", root, m->n);
     abort();
   }
-  double t0 = gt__now();
+  double t0 = gt_prof_now();
   const int N = m->n;
   gt__barrier *bar = &m->lane[GT__LANE_DEV].bar[0];
   m->dev[dev].slot[GT__LANE_DEV].pub_out = buf;
@@ -894,7 +888,7 @@ void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
 
 void gt_barrier(gt_mesh *m, int dev) {
   gt__check(m, dev, 0, "gt_barrier");
-  double t0 = gt__now();
+  double t0 = gt_prof_now();
   gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]);
   gt__account(m, dev, 0, 0, t0);
 }

@@ -23,14 +23,9 @@
 
 #include "gemtrain/metrics.h"
 #include "gemtrain/plan.h"
+#include "gemtrain/prof.h"
 
 /* ---------- small helpers ---------- */
-
-static double gt__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The shortest text that reads back as the same double, so a grid value
  * written 0.1 shows as 0.1 (not 0.10000000000000001) in keys, logs and the
@@ -1234,7 +1229,7 @@ static void gt__status_line(gt__runner *r, const gt__slot *slots, int n_run) {
   char eta[32];
   gt__fmt_eta(gt__eta(r), eta, sizeof eta);
   fprintf(f, "\r\033[K[%d/%d done] running", r->n_finished, r->n_to_run);
-  double now = gt__now();
+  double now = gt_prof_now();
   for (int i = 0; i < n_run; i++) fprintf(f, " point %d (%.0f s)", slots[i].k + 1, now - slots[i].t0);
   fprintf(f, ", ETA %s", eta);
   fflush(f);
@@ -1423,7 +1418,7 @@ static pid_t gt__start(gt__runner *r, int k) {
 /* Classify a point whose process has ended. */
 static void gt__reap(gt__runner *r, const gt__slot *sl, int wstatus) {
   gt_sweep_result *res = &r->res[sl->k];
-  res->wall_seconds = gt__now() - sl->t0;
+  res->wall_seconds = gt_prof_now() - sl->t0;
   char path[2 * GT_STR_PATH + 64], lasterr[GT_ERR_MSG_MAX];
   snprintf(path, sizeof path, "%s/%s", r->dir, res->log);
   char *log = gt__read_file(path, 65536);
@@ -1527,7 +1522,7 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   memset(&r, 0, sizeof r);
   r.s = s;
   r.o = o;
-  r.t_start = gt__now();
+  r.t_start = gt_prof_now();
   for (int i = 0; i < o->n_cli; i++)
     if (!strchr(o->cli[i], '=') || gt__reserved_key(o->cli[i], gt__key_len(o->cli[i]), 0))
       return gt_err_set(err, GT_ERR_CONFIG, "sweep: command-line argument '%s' %s", o->cli[i],
@@ -1621,18 +1616,18 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
       r.res[k].point = k + 1;
       snprintf(r.res[k].config, sizeof r.res[k].config, "%s", s->base_config);
       if ((rc = gt__kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
-      double t0 = gt__now();
+      double t0 = gt_prof_now();
       pid_t pid = gt__start(&r, k);
       if (pid > 0) {
         slots[n_run++] = (gt__slot){pid, k, t0, 0};
         sum->n_ran++;
       } else {
-        r.res[k].wall_seconds = gt__now() - t0;
+        r.res[k].wall_seconds = gt_prof_now() - t0;
         gt__finish(&r, k, 0);
       }
     }
     if (!n_run && next >= n) break;
-    double now = gt__now();
+    double now = gt_prof_now();
     for (int i = 0; i < n_run; i++) {
       int ws = 0;
       pid_t got = waitpid(slots[i].pid, &ws, WNOHANG);
@@ -1675,7 +1670,7 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   if ((rc = gt_sweep_write_plot(s, r.res, path, err))) goto out;
   if (o->out) {
     fprintf(o->out, "sweep %s: ran %d, skipped %d; %d of %d points ok; %.1f s\n", s->name, sum->n_ran, n_skipped,
-            sum->n_ok, n, gt__now() - r.t_start);
+            sum->n_ok, n, gt_prof_now() - r.t_start);
     fprintf(o->out, "wrote %s/results.jsonl, results.md%s\n", r.dir, s->plot_x[0] ? " and plot.svg" : "");
     gt_sweep_print_table(o->out, s, r.res);
     fflush(o->out);

@@ -21,16 +21,11 @@
 #include "gemtrain/plan.h"
 #include "gemtrain/tokenizer.h"
 #include "train_internal.h"
+#include "gemtrain/prof.h"
 
 /* SIGINT/SIGTERM: the loop finishes its step, checkpoints and returns. */
 static volatile sig_atomic_t gt__stop_signal;
 static void gt__on_signal(int sig) { gt__stop_signal = sig; }
-
-static double gt__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void gt__fmt_time(double s, char *buf, size_t n) {
   if (s < 0 || !isfinite(s)) s = 0;
@@ -307,9 +302,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     fprintf(out, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start_step,
             (long long)n_steps);
   int64_t last_saved = resumed ? start_step : -1;
-  double t_start = gt__now();
+  double t_start = gt_prof_now();
   for (int64_t step = start_step; step < n_steps; step++) {
-    double t0 = gt__now();
+    double t0 = gt_prof_now();
     gt_mem_reset_peaks(&mem);
     gt_loss_stats st = {0, 0, 0};
     double loss, lm_loss, lb_loss = 0;
@@ -365,7 +360,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
             fprintf(out, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                     (long long)step, loss, ui.grad_norm);
     }
-    double secs = gt__now() - t0;
+    double secs = gt_prof_now() - t0;
     gt_step_metrics sm = {0};
     sm.step = step;
     sm.seconds = secs;
@@ -403,7 +398,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
                 (long long)step, sm.eval_loss, exp(sm.eval_loss), (long long)sm.eval_total_weights);
       fflush(out);
     }
-    gt__progress(o->progress, start_step, step + 1, n_steps, gt__now() - t_start);
+    gt__progress(o->progress, start_step, step + 1, n_steps, gt_prof_now() - t_start);
     gt_metrics_write_jsonl(mf, &sm);
     xs[step] = (double)step;
     ls[step] = loss;

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <sys/stat.h>
 
@@ -15,12 +14,7 @@
 #include "gemtrain/hf.h"
 #include "gemtrain/paramfile.h"
 #include "train_internal.h"
-
-static double gt__secs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "gemtrain/prof.h"
 
 gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
   enum { MAXS = 1024 };
@@ -53,14 +47,14 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   char root[2200];
   snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
-  double t0 = gt__secs();
+  double t0 = gt_prof_now();
   gt_rc rc = gt_ckpt_save(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
                           s->cfg->max_num_checkpoints_to_keep, err);
   free(cj);
   gt_mem_free(s->mem, host);
   if (rc == GT_OK && s->out) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
-            (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt__secs() - t0);
+            (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt_prof_now() - t0);
     fflush(s->out);
   }
   return rc;

@@ -5,18 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "gemtrain/ckpt.h"
 #include "gemtrain/model.h"
-
-static double gt__secs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "gemtrain/prof.h"
 
 static long long gt__dir_bytes(const char *dir) {
   char cmd[1300];
@@ -70,18 +64,18 @@ int gt_bench_checkpoint(int argc, char **argv, int reps) {
       char root[1200];
       snprintf(root, sizeof root, "%s/z%d", dir, levels[li]);
       gt_ckpt_state st = {1 + r, 1 + r, {0, 0}, 1, 1, 0};
-      double t0 = gt__secs();
+      double t0 = gt_prof_now();
       if (gt_ckpt_save(root, &m, &src, &st, NULL, levels[li], 1, &err)) {
         fprintf(stderr, "gemtrain: %s\n", err.msg);
         return 1;
       }
-      double t1 = gt__secs();
+      double t1 = gt_prof_now();
       gt_ckpt_loaded ld;
       if (gt_ckpt_load_latest(root, &m, back, mu, nu, &ld, NULL, NULL, &err)) {
         fprintf(stderr, "gemtrain: %s\n", err.msg);
         return 1;
       }
-      double t2 = gt__secs();
+      double t2 = gt_prof_now();
       free(ld.config_json);
       if (memcmp(back, m.params, nb)) {
         fprintf(stderr, "gemtrain: bench checkpoint: the parameters read back differ\n");

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "gemtrain/data.h"
 #include "gemtrain/tokenizer.h"
+#include "gemtrain/prof.h"
 
 typedef struct tok_opts {
   const char *tokenizer_path, *output_path;
@@ -207,12 +207,6 @@ typedef struct shard_writer {
   int tty;
 } shard_writer;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int flush_shard(shard_writer *w, int64_t n) {
   char path[4096];
   gt_err err;
@@ -237,7 +231,7 @@ static int emit(shard_writer *w, const int32_t *ids, int64_t n) {
 }
 
 static void report(shard_writer *w, int final) {
-  double t = now(), el = t - w->t0;
+  double t = gt_prof_now(), el = t - w->t0;
   if (!final && t - w->last_report < (w->tty ? 0.2 : 10.0)) return;
   w->last_report = t;
   double rate = el > 0 ? (double)w->total / el : 0;
@@ -347,7 +341,7 @@ static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
     fprintf(stderr, "gemtrain: tokenize: no memory for a shard of %lld tokens\n", o->shard_tokens);
     return 1;
   }
-  w.t0 = w.last_report = now();
+  w.t0 = w.last_report = gt_prof_now();
   int rc = 0;
   for (int i = 0; i < o->n_files && !rc; i++) rc = tokenize_file(t, &w, o->files[i]);
   if (!rc && (w.n > 0 || w.index == 0)) rc = flush_shard(&w, w.n);
