@@ -180,6 +180,19 @@ static int64_t gt__json_int(const cJSON *o, const char *k) {
   return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
 }
 
+/* How many shards a step directory holds: shard 0's name says. */
+static gt_rc gt__shard_count(const char *dir, int *S, gt_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", dir, strerror(errno));
+  struct dirent *e;
+  *S = -1;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, "shard_00000-of-", 15)) *S = atoi(e->d_name + 15);
+  closedir(d);
+  if (*S < 1) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no shard_00000-of-*.gtck file", dir);
+  return GT_OK;
+}
+
 gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float *mu, float *nu, gt_ckpt_loaded *out,
                        gt_err *err) {
   memset(out, 0, sizeof *out);
@@ -192,22 +205,7 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
   cJSON *h0 = NULL, *h = NULL;
   int S = -1;
   gt_rc rc = GT_OK;
-  /* shard 0 says how many there are */
-  snprintf(file, sizeof file, "%s/shard_00000-of-", dir);
-  {
-    DIR *d = opendir(dir);
-    if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", dir, strerror(errno));
-    struct dirent *e;
-    int found = 0;
-    while ((e = readdir(d)))
-      if (!strncmp(e->d_name, "shard_00000-of-", 15)) {
-        S = atoi(e->d_name + 15);
-        found = 1;
-      }
-    closedir(d);
-    if (!found || S < 1)
-      return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no shard_00000-of-*.gtck file", dir);
-  }
+  if ((rc = gt__shard_count(dir, &S, err))) return rc;
   for (int r = 0; r < S && !rc; r++) {
     snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, r, S);
     rc = gt__ckpt_read_shard(file, m, r, S, step, params, mu, nu, &h, NULL, err);
@@ -355,18 +353,12 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, fl
 static gt_rc gt__attempt_config(const char *dir, void *ctx, gt_err *err) {
   char **json = ctx;
   char file[GT__PATH + 64];
-  int S = -1;
-  DIR *d = opendir(dir);
-  if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", dir, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (!strncmp(e->d_name, "shard_00000-of-", 15)) S = atoi(e->d_name + 15);
-  closedir(d);
-  if (S < 1) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no shard_00000-of-*.gtck file", dir);
+  int S;
+  gt_rc rc = gt__shard_count(dir, &S, err);
+  if (rc) return rc;
   snprintf(file, sizeof file, "%s/shard_00000-of-%05d.gtck", dir, S);
   cJSON *h;
-  gt_rc rc = gt__ckpt_read_header(file, &h, err);
-  if (rc) return rc;
+  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
   const cJSON *cj = cJSON_GetObjectItemCaseSensitive(h, "config");
   *json = cj ? cJSON_PrintUnformatted(cj) : NULL;
   cJSON_Delete(h);
