@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__PAR_MIN 32768
 

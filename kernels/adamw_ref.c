@@ -2,7 +2,7 @@
  * scale_by_adam, add_decayed_weights, scale_by_learning_rate. */
 #include <math.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n,
                          const gt_adamw_hparams *h) {

@@ -20,7 +20,7 @@
  *
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
  * of one key tile (2 * hd * BK floats), and per-row state of one GQA group. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "simd_exp.h"
 
 #include <cblas.h>

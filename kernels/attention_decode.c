@@ -12,7 +12,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "simd_exp.h"
 
 enum { GT__DBK = 64 };

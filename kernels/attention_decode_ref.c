@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_attention_decode_ref(float *out, const float *q, const float *kc, const float *vc,
                              const gt_attn_cache_dims *d) {

@@ -1,7 +1,7 @@
 /* Scalar reference for causal GQA attention with an optional sliding window.
  * Deliberately naive: one full score row per query, no tiling, so the fast
  * kernel in attention.c has something obviously correct to be compared to. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

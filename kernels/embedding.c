@@ -4,7 +4,7 @@
  * order whatever the thread count. */
 #include <omp.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__PAR_MIN 32768
 #define GT__COL_BLOCK 16

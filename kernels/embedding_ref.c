@@ -1,5 +1,5 @@
 /* Scalar embedding reference; backward adds in token order. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_embedding_forward_ref(float *out, const int32_t *tok, const float *table,
                               int64_t n, int dim, float scale) {

@@ -1,7 +1,7 @@
 /* Scalar GeGLU reference: the literal tanh formula in float32. */
 #include <math.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GT__K1 0.044715f

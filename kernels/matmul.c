@@ -3,7 +3,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 /* sgemm dimensions are blasint (32-bit here); a token count above that is
  * split into row blocks rather than silently truncated. */

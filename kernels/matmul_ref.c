@@ -1,6 +1,6 @@
 /* Naive matmul reference. Sums run in double in index order so the reference
  * is more accurate than any float kernel it checks. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_matmul_forward_ref(float *out, const float *inp, const float *w,
                            int64_t n, int64_t in_dim, int64_t out_dim) {

@@ -11,9 +11,9 @@
 #include <omp.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
-#include "gemtrain/moe.h"
-#include "moe_carve.h"
+#include "kernels/kernels.h"
+#include "model/moe.h"
+#include "model/moe_carve.h"
 
 #define GT__PAR_MIN 32768
 #define GT__COL_BLOCK 16

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
-#include "gemtrain/moe.h"
+#include "kernels/kernels.h"
+#include "model/moe.h"
 
 typedef struct gt__ref_tmp {
   float *nh, *gin, *rin, *logit, *act, *hf, *dg, *du, *ds, *dnh, *drin, *dP, *dP_all;

@@ -4,7 +4,7 @@
  * gradient norm, and through clipping every parameter, stays reproducible). */
 #include <omp.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__CHUNK ((int64_t)1 << 16)
 /* Chunk sums of one parallel batch live on the stack: no allocation. */

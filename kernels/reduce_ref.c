@@ -1,5 +1,5 @@
 /* Plain sequential double sum of squares. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 double gt_sumsq_ref(const float *x, int64_t n) {
   double s = 0.0;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <omp.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 /* Waking the pool costs microseconds; below this many elements one thread wins. */
 #define GT__PAR_MIN 32768

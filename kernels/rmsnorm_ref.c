@@ -1,7 +1,7 @@
 /* Scalar RMSNorm reference, float32 like HF, sums in index order. */
 #include <math.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_rmsnorm_forward_ref(float *out, float *rstd, const float *x, const float *w,
                             int64_t rows, int dim, float eps, float w_offset) {

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <omp.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__PAR_MIN 32768
 

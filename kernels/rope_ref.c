@@ -1,5 +1,5 @@
 /* Scalar RoPE reference; the table comes from gt_rope_table_fill. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_rope_forward_ref(float *x, const int32_t *pos, const float *cos_tab,
                          const float *sin_tab, int64_t ntok, int nheads, int head_dim) {

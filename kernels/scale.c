@@ -3,7 +3,7 @@
  * gt_dot's fixed partition so it does not depend on the thread count. */
 #include <omp.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 #define GT__PAR_MIN 65536
 

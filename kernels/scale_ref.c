@@ -1,6 +1,6 @@
 /* Scalar reference of the scale kernel: one loop, the gradient summed in
  * double in index order. */
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_scale_forward_ref(float *out, const float *x, float s, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = s * x[i];

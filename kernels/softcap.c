@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "simd_exp.h"
 
 #define GT__PAR_MIN 32768

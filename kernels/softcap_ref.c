@@ -1,7 +1,7 @@
 /* Scalar soft-cap reference with libm tanhf. */
 #include <math.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_softcap_forward_ref(float *x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);

@@ -1,7 +1,7 @@
 /* Scalar cross-entropy reference with libm expf/logf, sums in index order. */
 #include <math.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 
 void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
                          const int32_t *target, int64_t rows, int64_t V) {

@@ -14,6 +14,9 @@ cmake --install "$build" --prefix "$work/stage" > "$work/install.log" || { cat "
 for f in include/gemtrain/gemtrain.h share/gemtrain/configs/base.json bin/gemtrain; do
   [ -e "$work/stage/$f" ] || fail "missing $f"
 done
+# only the public API is installed: gemtrain.h and the headers it includes
+got=$(cd "$work/stage/include/gemtrain" && ls | tr '\n' ' ')
+[ "$got" = "common.h config.h gemtrain.h metrics.h " ] || fail "installed headers: '$got', expected only the public API"
 ls "$work"/stage/lib*/libgemtrain.so* "$work"/stage/lib*/libgemtrain.a > /dev/null 2>&1 || \
   ls "$work"/stage/lib/*/libgemtrain.so > /dev/null || fail "no libraries installed"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "gt_testutil.h"
 
 /* Fast vs reference: both are float32 with different summation orders, and

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gemtrain/ckpt.h"
-#include "gemtrain/mesh.h"
-#include "gemtrain/train.h"
+#include "ckpt/ckpt.h"
+#include "mesh/mesh.h"
+#include "train/train.h"
 #include "gt_testutil.h"
 
 static void load_cfg(gt_config *c, int n, const char *const *ov) {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/model.h"
+#include "model/model.h"
 #include "gt_testutil.h"
 
 #define CFG_DIR GT_SOURCE_DIR "/configs"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/data.h"
+#include "data/data.h"
 #include "gt_testutil.h"
 
 START_TEST(test_bytes_round_trip) {

@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/decode.h"
-#include "gemtrain/exec.h"
+#include "decode/decode.h"
+#include "exec/exec.h"
 #include "gemtrain/gemtrain.h"
-#include "gemtrain/kernels.h"
-#include "gemtrain/model.h"
-#include "gemtrain/paramfile.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "ckpt/paramfile.h"
 #include "gt_testutil.h"
 
 #define CFG_DIR GT_SOURCE_DIR "/configs"

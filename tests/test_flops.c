@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/flops.h"
-#include "gemtrain/model.h"
+#include "config/flops.h"
+#include "model/model.h"
 #include "gt_testutil.h"
 
 static gt_flops for_model(const char *name, int tl) {

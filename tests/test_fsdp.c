@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/data.h"
-#include "gemtrain/fsdp.h"
-#include "gemtrain/model.h"
-#include "gemtrain/plan.h"
+#include "data/data.h"
+#include "mesh/fsdp.h"
+#include "model/model.h"
+#include "exec/plan.h"
 #include "gt_testutil.h"
 
 #define GLOBAL_B 8

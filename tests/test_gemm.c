@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "gt_testutil.h"
 
 static void run_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int pad) {

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/hf.h"
-#include "gemtrain/paramfile.h"
+#include "hf/hf.h"
+#include "ckpt/paramfile.h"
 #include "gt_testutil.h"
 
 static char *g_dir;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/kernels.h"
+#include "kernels/kernels.h"
 #include "gt_testutil.h"
 
 /* ---------- helpers ---------- */

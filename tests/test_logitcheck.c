@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/logitcheck.h"
+#include "decode/logitcheck.h"
 #include "gt_testutil.h"
 
 static char *g_dir;

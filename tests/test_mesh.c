@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gemtrain/mesh.h"
+#include "mesh/mesh.h"
 #include "gt_testutil.h"
 
 #define MAX_DEV 8

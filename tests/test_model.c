@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/model.h"
+#include "exec/exec.h"
+#include "model/model.h"
 #include "gt_testutil.h"
 
 #define CFG_DIR GT_SOURCE_DIR "/configs"

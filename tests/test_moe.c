@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/moe.h"
-#include "gemtrain/safetensors.h"
+#include "model/moe.h"
+#include "ckpt/safetensors.h"
 #include "gt_testutil.h"
 
 static int gt__verbose(void) {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/optim.h"
+#include "train/optim.h"
 #include "gt_testutil.h"
 
 static gt_config base_cfg(void) {

@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/data.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/model.h"
-#include "gemtrain/optim.h"
-#include "gemtrain/plan.h"
+#include "data/data.h"
+#include "exec/exec.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "exec/plan.h"
 #include "gt_testutil.h"
 
 static void measure_vs_plan(int n, const char *const *ov) {

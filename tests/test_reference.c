@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/model.h"
-#include "gemtrain/safetensors.h"
+#include "exec/exec.h"
+#include "model/model.h"
+#include "ckpt/safetensors.h"
 #include "gt_testutil.h"
 
 static int32_t *read_i32(const gt_st_file *f, const char *name, int64_t *n) {

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/layer.h"
-#include "gemtrain/model.h"
+#include "exec/exec.h"
+#include "model/layer.h"
+#include "model/model.h"
 #include "gt_testutil.h"
 
 static const char *policies[] = {"none", "minimal", "minimal_with_context", "save_dot_with_context_except_mlp",

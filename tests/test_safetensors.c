@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gemtrain/safetensors.h"
+#include "ckpt/safetensors.h"
 #include "gt_testutil.h"
 
 /* ---- helpers ---- */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/sweep.h"
+#include "sweep/sweep.h"
 #include "gt_testutil.h"
 
 static void parse_ok(gt_sweep *s, const char *text) {

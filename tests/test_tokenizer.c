@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gemtrain/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "gt_testutil.h"
 
 #define GEMMA3_JSON GT_SOURCE_DIR "/data/tokenizers/gemma3/tokenizer.json"

@@ -3,8 +3,8 @@
 #define GT_CLI_H
 
 #include "gemtrain/config.h"
-#include "gemtrain/hf.h"
-#include "gemtrain/model.h"
+#include "hf/hf.h"
+#include "model/model.h"
 
 /* Split argv into an optional leading *.json config file and key=value
  * overrides, load and validate. Prints the error and returns non-zero. */

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "gemtrain/ckpt.h"
-#include "gemtrain/paramfile.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/paramfile.h"
 
 int gt_cli_load_params(const char *path, long long max_target_length, gt_config *cfg, gt_model *m, gt_mem *mem,
                        gt_hf_info *info) {

@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gemtrain/data.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/flops.h"
-#include "gemtrain/fsdp.h"
-#include "gemtrain/model.h"
-#include "gemtrain/optim.h"
-#include "gemtrain/plan.h"
-#include "gemtrain/prof.h"
-#include "gemtrain/train.h"
+#include "data/data.h"
+#include "exec/exec.h"
+#include "config/flops.h"
+#include "mesh/fsdp.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "exec/plan.h"
+#include "base/prof.h"
+#include "train/train.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gemtrain/ckpt.h"
-#include "gemtrain/model.h"
-#include "gemtrain/prof.h"
+#include "ckpt/ckpt.h"
+#include "model/model.h"
+#include "base/prof.h"
 
 static long long gt__dir_bytes(const char *dir) {
   char cmd[1300];

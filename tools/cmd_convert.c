@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gemtrain/ckpt.h"
-#include "gemtrain/paramfile.h"
-#include "gemtrain/train.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/paramfile.h"
+#include "train/train.h"
 
 static void gt__convert_usage(FILE *f) {
   fprintf(f,

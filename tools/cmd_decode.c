@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gemtrain/data.h"
-#include "gemtrain/decode.h"
-#include "gemtrain/tokenizer.h"
-#include "gemtrain/train.h"
+#include "data/data.h"
+#include "decode/decode.h"
+#include "tokenizer/tokenizer.h"
+#include "train/train.h"
 
 static void usage(FILE *f) {
   fprintf(f,

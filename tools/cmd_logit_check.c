@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gemtrain/exec.h"
-#include "gemtrain/logitcheck.h"
-#include "gemtrain/train.h"
+#include "exec/exec.h"
+#include "decode/logitcheck.h"
+#include "train/train.h"
 
 static void gt__lc_usage(FILE *f) {
   fprintf(f,

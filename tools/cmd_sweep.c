@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gemtrain/sweep.h"
+#include "sweep/sweep.h"
 
 static void sweep_usage(FILE *f) {
   fprintf(f,

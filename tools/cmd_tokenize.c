@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gemtrain/data.h"
-#include "gemtrain/tokenizer.h"
-#include "gemtrain/prof.h"
+#include "data/data.h"
+#include "tokenizer/tokenizer.h"
+#include "base/prof.h"
 
 typedef struct tok_opts {
   const char *tokenizer_path, *output_path;

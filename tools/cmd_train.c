@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gemtrain/train.h"
+#include "train/train.h"
 
 int gt_cmd_train(int argc, char **argv) {
   for (int i = 0; i < argc; i++)

@@ -1,0 +1,106 @@
+/* gemtrain checkpoints: the full training state, written so that a crash at
+ * any moment leaves the previous checkpoint usable, and read back bit-exactly.
+ *
+ * Layout (README "Checkpoints and resume"):
+ *   <run_dir>/checkpoints/step_00000010/shard_00000-of-00002.gtck   one file per FSDP shard
+ *   <run_dir>/checkpoints/latest                                      "step_00000010\n"
+ * A step directory is built under a temporary name, every file fsync'ed,
+ * then renamed into place; `latest` is then replaced by rename. `latest` is
+ * the commit point: a directory newer than it is ignored.
+ *
+ * A shard file (little-endian):
+ *   0  8 bytes  magic "GTCKPT\0\0"
+ *   8  u32      version (1)
+ *   12 u32      flags (bit 0: tensors are zlib streams)
+ *   16 u64      header offset      24 u64 header bytes
+ *   32 u32      crc32 of the header  36 u32 crc32 of bytes 0..35
+ *   40 ...63    zero
+ *   64          tensor data, one stream after another
+ *   header      JSON: the training state, the resolved config, the model's
+ *               tensor table, and per tensor {name, dtype, shape, unit,
+ *               begin, count, offset, stored, crc32 (of the raw bytes)}
+ * The file ends exactly at the header's end. Shard r of S holds, for every
+ * unit u (gt_model_unit), elements [gt_shard_begin(n_u, S, r), +len) of the
+ * parameters and of both AdamW moments, so any device count can read it. */
+#ifndef GEMTRAIN_CKPT_H
+#define GEMTRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemtrain/common.h"
+#include "data/data.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_CKPT_VERSION 1
+
+typedef struct gt_ckpt_state {
+  int64_t step;          /* training steps completed */
+  int64_t opt_step;      /* AdamW updates applied (fewer when steps were skipped) */
+  gt_data_state data;    /* where the next training batch comes from */
+  int64_t num_devices;   /* of the run that wrote it */
+  int64_t n_shards;      /* files per checkpoint (the FSDP axis) */
+  double next_lr;        /* learning rate of the next update (for the log) */
+} gt_ckpt_state;
+
+/* What gt_ckpt_save writes: n_shards shards, shard r given as three flat
+ * arrays (params, mu, nu) holding that shard of every unit, unit by unit. */
+typedef struct gt_ckpt_src {
+  int n_shards;
+  const float *const *params;
+  const float *const *mu;
+  const float *const *nu;
+} gt_ckpt_src;
+
+/* Writes <root>/step_<step>/ and moves `latest` to it, then deletes all but
+ * the newest `keep` step directories (keep 0: none deleted). On failure the
+ * partial directory is removed and `latest` is unchanged. Refuses to write
+ * non-finite values. config_json is stored as is (may be NULL). */
+gt_rc gt_ckpt_save(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                   const char *config_json, int compression, int64_t keep, gt_err *err);
+
+/* Called with one line for each checkpoint that was refused on the way to a
+ * good one ("... ; trying the previous checkpoint"). */
+typedef void (*gt_ckpt_log_fn)(void *ctx, const char *line);
+
+typedef struct gt_ckpt_loaded {
+  gt_ckpt_state state;
+  char dir[1200];     /* the step directory that was loaded */
+  char *config_json;  /* the writer's config (malloc'd, may be NULL); free() it */
+  int n_refused;      /* newer checkpoints refused on the way */
+} gt_ckpt_loaded;
+
+/* Loads one step directory into full flat buffers of `layout` (mu and nu
+ * may be NULL: parameters only). Every crc, size and shape is checked; the
+ * buffers may hold partial data when it fails. */
+gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *layout, float *params, float *mu, float *nu,
+                       gt_ckpt_loaded *out, gt_err *err);
+
+/* `path` is a step directory, a checkpoints directory, or a run directory
+ * with checkpoints/ in it. Loads the checkpoint `latest` names, or when that
+ * one is refused (bad crc, truncated, wrong magic, ...) the newest older one
+ * that loads. GT_ERR_IO when there is none at all. */
+gt_rc gt_ckpt_load_latest(const char *path, const gt_model *layout, float *params, float *mu, float *nu,
+                          gt_ckpt_loaded *out, gt_ckpt_log_fn log, void *log_ctx, gt_err *err);
+
+/* The resolved config stored in the checkpoint gt_ckpt_load_latest would
+ * pick (malloc'd JSON; free() it), to build the model before loading. */
+gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err);
+
+/* 1 when `path` (as for gt_ckpt_load_latest) holds at least one step
+ * directory or a `latest` pointer. */
+int gt_ckpt_present(const char *path);
+
+/* Test hooks, read from the environment once per process (never set them in
+ * production): GEMTRAIN_TEST_CKPT_FAULT="kill:N" raises SIGKILL when the
+ * N-th checkpoint of the process has written half of its first tensor data;
+ * "enospc:N" makes the N-th checkpoint's writes fail with ENOSPC there. */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

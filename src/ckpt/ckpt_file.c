@@ -1,0 +1,507 @@
+/* One checkpoint shard file: streamed out tensor by tensor (raw or through
+ * zlib) with a crc32 of every tensor's raw bytes, the header written last and
+ * pointed to by the preamble; read back with every size, offset and crc
+ * checked before a byte is trusted. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "ckpt/ckpt_internal.h"
+#include "mesh/mesh.h"
+
+#define GT__CHUNK (256u << 10)
+
+/* ---------- test hooks ---------- */
+
+static int gt__fault_kind = -1; /* -1 unread, 0 none, 1 kill, 2 enospc */
+static long gt__fault_at, gt__saves;
+static int gt__fault_armed;
+
+static void gt__fault_read(void) {
+  if (gt__fault_kind >= 0) return;
+  gt__fault_kind = 0;
+  const char *s = getenv("GEMTRAIN_TEST_CKPT_FAULT");
+  if (!s) return;
+  if (!strncmp(s, "kill:", 5)) gt__fault_kind = 1, gt__fault_at = atol(s + 5);
+  if (!strncmp(s, "enospc:", 7)) gt__fault_kind = 2, gt__fault_at = atol(s + 7);
+}
+
+void gt__ckpt_fault_next_save(void) {
+  gt__fault_read();
+  gt__saves++;
+  gt__fault_armed = gt__fault_kind > 0 && gt__saves == gt__fault_at;
+}
+
+/* ---------- little-endian helpers ---------- */
+
+static void gt__put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void gt__put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t gt__get32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static uint64_t gt__get64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static uint32_t gt__crc(uint32_t crc, const void *buf, size_t n) {
+  const unsigned char *p = buf;
+  while (n) { /* zlib takes uInt lengths */
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    crc = (uint32_t)crc32(crc, p, k);
+    p += k, n -= k;
+  }
+  return crc;
+}
+
+/* ---------- writing ---------- */
+
+typedef struct gt__wfile {
+  int fd;
+  const char *path;
+  uint64_t pos;
+  gt_err *err;
+} gt__wfile;
+
+static gt_rc gt__write(gt__wfile *w, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n) {
+    ssize_t k = write(w->fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      return gt_err_set(w->err, GT_ERR_IO, "checkpoint: cannot write '%s': %s", w->path,
+                        k < 0 ? strerror(errno) : "no progress");
+    p += k, n -= (size_t)k, w->pos += (uint64_t)k;
+  }
+  return GT_OK;
+}
+
+/* The hook fires once the shard has consumed half of its raw tensor bytes. */
+static gt_rc gt__fault_fire(gt__wfile *w) {
+  gt__fault_armed = 0;
+  if (gt__fault_kind == 1) raise(SIGKILL);
+  return gt_err_set(w->err, GT_ERR_IO, "checkpoint: cannot write '%s': %s", w->path, strerror(ENOSPC));
+}
+
+/* One tensor: raw bytes, or a zlib stream of them. *stored = bytes written. */
+static gt_rc gt__write_tensor(gt__wfile *w, const float *data, int64_t count, int level, uint64_t *raw_done,
+                              uint64_t fault_at, uint64_t *stored, uint32_t *crc) {
+  const unsigned char *src = (const unsigned char *)data;
+  uint64_t nb = (uint64_t)count * sizeof(float), done = 0, start = w->pos;
+  *crc = (uint32_t)crc32(0, Z_NULL, 0);
+  z_stream zs;
+  unsigned char *out = NULL;
+  gt_rc rc = GT_OK;
+  if (level) {
+    memset(&zs, 0, sizeof zs);
+    out = malloc(GT__CHUNK);
+    if (!out || deflateInit(&zs, level) != Z_OK) {
+      free(out);
+      return gt_err_set(w->err, GT_ERR_NOMEM, "checkpoint: cannot start zlib for '%s'", w->path);
+    }
+  }
+  for (;;) {
+    size_t k = nb - done > GT__CHUNK ? GT__CHUNK : (size_t)(nb - done);
+    if (gt__fault_armed && *raw_done < fault_at && *raw_done + k > fault_at) k = (size_t)(fault_at - *raw_done);
+    if (gt__fault_armed && *raw_done >= fault_at) {
+      rc = gt__fault_fire(w);
+      break;
+    }
+    *crc = gt__crc(*crc, src + done, k);
+    int last = done + k == nb;
+    if (!level) {
+      if ((rc = gt__write(w, src + done, k))) break;
+    } else {
+      zs.next_in = (Bytef *)(src + done);
+      zs.avail_in = (uInt)k;
+      do {
+        zs.next_out = out;
+        zs.avail_out = GT__CHUNK;
+        int zr = deflate(&zs, last ? Z_FINISH : Z_NO_FLUSH);
+        if (zr == Z_STREAM_ERROR) {
+          rc = gt_err_set(w->err, GT_ERR_INTERNAL, "checkpoint: zlib failed on '%s'", w->path);
+          break;
+        }
+        if ((rc = gt__write(w, out, GT__CHUNK - zs.avail_out))) break;
+      } while (zs.avail_out == 0);
+      if (rc) break;
+    }
+    done += k, *raw_done += k;
+    if (last) break;
+  }
+  if (level) deflateEnd(&zs), free(out);
+  *stored = w->pos - start;
+  return rc;
+}
+
+static const char *gt__class_name[3] = {"params", "opt_mu", "opt_nu"};
+
+static void gt__unit_name(const gt_model *m, int64_t u, char *buf, size_t n) {
+  (void)m;
+  if (u == 0)
+    snprintf(buf, n, "head");
+  else
+    snprintf(buf, n, "layer_%04lld", (long long)(u - 1));
+}
+
+cJSON *gt__ckpt_model_table(const gt_model *m) {
+  cJSON *t = cJSON_CreateArray();
+  for (int i = 0; i < m->n_tensors; i++) {
+    cJSON *e = cJSON_CreateArray(), *sh = cJSON_CreateArray();
+    cJSON_AddItemToArray(e, cJSON_CreateString(m->tensors[i].name));
+    for (int d = 0; d < m->tensors[i].ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)m->tensors[i].shape[d]));
+    cJSON_AddItemToArray(e, sh);
+    cJSON_AddItemToArray(t, e);
+  }
+  return t;
+}
+
+static void gt__shape_str(const int64_t *s, int nd, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < nd && o < n; d++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? ", " : "", (long long)s[d]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *where, gt_err *err) {
+  if (!cJSON_IsArray(table))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no model tensor table", where);
+  char diff[700] = "";
+  size_t o = 0;
+  int nd = 0, n = cJSON_GetArraySize(table);
+  /* both directions: tensors that differ or exist on one side only */
+  for (int i = 0; i < m->n_tensors; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    const cJSON *e = NULL, *it;
+    cJSON_ArrayForEach(it, table) {
+      const cJSON *nm = cJSON_GetArrayItem(it, 0);
+      if (cJSON_IsString(nm) && !strcmp(nm->valuestring, t->name)) {
+        e = it;
+        break;
+      }
+    }
+    char here[96], there[96] = "absent";
+    gt__shape_str(t->shape, t->ndim, here, sizeof here);
+    int same = 0;
+    if (e) {
+      int64_t s[8];
+      const cJSON *sh = cJSON_GetArrayItem(e, 1);
+      int k = cJSON_GetArraySize(sh);
+      for (int d = 0; d < k && d < 8; d++) s[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
+      gt__shape_str(s, k > 8 ? 8 : k, there, sizeof there);
+      same = !strcmp(here, there);
+    }
+    if (!same && nd++ < 4 && o < sizeof diff)
+      o += (size_t)snprintf(diff + o, sizeof diff - o, "%s%s is %s there, %s here", o ? "; " : "", t->name, there, here);
+  }
+  if (n > m->n_tensors && o < sizeof diff)
+    o += (size_t)snprintf(diff + o, sizeof diff - o, "%s%d tensors there, %d here", o ? "; " : "", n, m->n_tensors),
+        nd++;
+  if (nd)
+    return gt_err_set(err, GT_ERR_CONFIG, "checkpoint: '%s' was written for a different model: %s%s", where, diff,
+                      nd > 4 ? "; ..." : "");
+  return GT_OK;
+}
+
+gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
+                           const float *nu, const cJSON *meta, int level, gt_err *err) {
+  const float *cls[3] = {params, mu, nu};
+  int64_t nu_ = gt_model_n_units(m);
+  /* a poisoned state must never become a checkpoint */
+  int64_t shard_n = 0;
+  for (int64_t u = 0; u < nu_; u++) {
+    int64_t off, cnt;
+    gt_model_unit(m, u, &off, &cnt);
+    shard_n += gt_shard_len(cnt, S, r);
+  }
+  for (int k = 0; k < 3; k++)
+    for (int64_t i = 0; i < shard_n; i++)
+      if (!isfinite(cls[k][i]))
+        return gt_err_set(err, GT_ERR_NUMERIC,
+                          "checkpoint: refusing to write '%s': %s element %lld of shard %d is %g (not finite)", path,
+                          gt__class_name[k], (long long)i, r, (double)cls[k][i]);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", path, strerror(errno));
+  gt__wfile w = {fd, path, 0, err};
+  unsigned char pre[GT__CKPT_PREAMBLE] = {0};
+  gt_rc rc = gt__write(&w, pre, sizeof pre);
+  cJSON *hdr = cJSON_Duplicate(meta, 1), *tens = cJSON_CreateArray();
+  cJSON *sh = cJSON_AddObjectToObject(hdr, "shard");
+  cJSON_AddNumberToObject(sh, "rank", r);
+  cJSON_AddNumberToObject(sh, "of", S);
+  cJSON_AddItemToObject(hdr, "tensors", tens);
+  uint64_t raw_done = 0, fault_at = (uint64_t)shard_n * 3 * sizeof(float) / 2;
+  for (int k = 0; k < 3 && !rc; k++) {
+    const float *base = cls[k];
+    for (int64_t u = 0; u < nu_ && !rc; u++) {
+      int64_t off, cnt;
+      gt_model_unit(m, u, &off, &cnt);
+      int64_t b = gt_shard_begin(cnt, S, r), n = gt_shard_len(cnt, S, r);
+      uint64_t at = w.pos, stored = 0;
+      uint32_t crc = 0;
+      rc = gt__write_tensor(&w, base, n, level, &raw_done, fault_at, &stored, &crc);
+      base += n;
+      if (rc) break;
+      char un[32], name[64];
+      gt__unit_name(m, u, un, sizeof un);
+      snprintf(name, sizeof name, "%s/%s", gt__class_name[k], un);
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "name", name);
+      cJSON_AddStringToObject(e, "dtype", "F32");
+      cJSON *shp = cJSON_AddArrayToObject(e, "shape");
+      cJSON_AddItemToArray(shp, cJSON_CreateNumber((double)n));
+      cJSON_AddNumberToObject(e, "unit", (double)u);
+      cJSON_AddNumberToObject(e, "begin", (double)b);
+      cJSON_AddNumberToObject(e, "count", (double)n);
+      cJSON_AddNumberToObject(e, "offset", (double)at);
+      cJSON_AddNumberToObject(e, "stored", (double)stored);
+      cJSON_AddNumberToObject(e, "crc32", (double)crc);
+      cJSON_AddItemToArray(tens, e);
+    }
+  }
+  char *js = rc ? NULL : cJSON_PrintUnformatted(hdr);
+  cJSON_Delete(hdr);
+  if (!rc && !js) rc = gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the header of '%s'", path);
+  if (!rc) {
+    size_t hn = strlen(js);
+    uint64_t hoff = w.pos;
+    rc = gt__write(&w, js, hn);
+    memcpy(pre, GT__CKPT_MAGIC, 8);
+    gt__put32(pre + 8, GT_CKPT_VERSION);
+    gt__put32(pre + 12, level ? 1u : 0u);
+    gt__put64(pre + 16, hoff);
+    gt__put64(pre + 24, hn);
+    gt__put32(pre + 32, gt__crc((uint32_t)crc32(0, Z_NULL, 0), js, hn));
+    gt__put32(pre + 36, gt__crc((uint32_t)crc32(0, Z_NULL, 0), pre, 36));
+    if (!rc && pwrite(fd, pre, sizeof pre, 0) != (ssize_t)sizeof pre)
+      rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot write '%s': %s", path, strerror(errno));
+    if (!rc && fsync(fd))
+      rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot fsync '%s': %s", path, strerror(errno));
+  }
+  free(js);
+  if (close(fd) && !rc) rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot close '%s': %s", path, strerror(errno));
+  return rc;
+}
+
+/* ---------- reading ---------- */
+
+static gt_rc gt__pread(int fd, void *buf, size_t n, uint64_t at, const char *path, gt_err *err) {
+  char *p = buf;
+  while (n) {
+    ssize_t k = pread(fd, p, n, (off_t)at);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is truncated: cannot read %zu bytes at offset %llu%s%s",
+                        path, n, (unsigned long long)at, k < 0 ? ": " : "", k < 0 ? strerror(errno) : "");
+    p += k, n -= (size_t)k, at += (uint64_t)k;
+  }
+  return GT_OK;
+}
+
+static gt_rc gt__read_tensor(int fd, const char *path, const char *name, uint64_t at, uint64_t stored, int zipped,
+                             float *dst, int64_t count, uint32_t want_crc, gt_err *err) {
+  uint64_t nb = (uint64_t)count * sizeof(float);
+  gt_rc rc = GT_OK;
+  if (!zipped) {
+    if (stored != nb)
+      return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' stores %llu bytes; %lld floats need %llu",
+                        path, name, (unsigned long long)stored, (long long)count, (unsigned long long)nb);
+    if ((rc = gt__pread(fd, dst, nb, at, path, err))) return rc;
+  } else {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    unsigned char *in = malloc(GT__CHUNK);
+    if (!in || inflateInit(&zs) != Z_OK) {
+      free(in);
+      return gt_err_set(err, GT_ERR_NOMEM, "checkpoint: cannot start zlib for '%s'", path);
+    }
+    unsigned char *out = (unsigned char *)dst;
+    uint64_t got_in = 0, got_out = 0;
+    int zr = Z_OK;
+    while (zr != Z_STREAM_END) {
+      size_t k = stored - got_in > GT__CHUNK ? GT__CHUNK : (size_t)(stored - got_in);
+      if (k == 0) break;
+      if ((rc = gt__pread(fd, in, k, at + got_in, path, err))) break;
+      got_in += k;
+      zs.next_in = in;
+      zs.avail_in = (uInt)k;
+      while (zs.avail_in && zr != Z_STREAM_END) {
+        uint64_t room = nb - got_out;
+        zs.next_out = out + got_out;
+        zs.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+        uInt before = zs.avail_out;
+        zr = inflate(&zs, Z_NO_FLUSH);
+        got_out += before - zs.avail_out;
+        if (zr != Z_OK && zr != Z_STREAM_END) break;
+        if (zs.avail_out == 0 && got_out == nb && zs.avail_in) break; /* more data than the tensor holds */
+      }
+      if (zr != Z_OK && zr != Z_STREAM_END) break;
+      if (got_out == nb && zs.avail_in && zr != Z_STREAM_END) break;
+    }
+    inflateEnd(&zs);
+    free(in);
+    if (rc) return rc;
+    if (zr != Z_STREAM_END || got_out != nb || got_in != stored)
+      return gt_err_set(err, GT_ERR_FORMAT,
+                        "checkpoint: '%s' tensor '%s' does not inflate to %llu bytes (zlib status %d, got %llu)", path,
+                        name, (unsigned long long)nb, zr, (unsigned long long)got_out);
+  }
+  uint32_t crc = gt__crc((uint32_t)crc32(0, Z_NULL, 0), dst, nb);
+  if (crc != want_crc)
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' has crc32 %08x, the header records %08x", path,
+                      name, crc, want_crc);
+  return GT_OK;
+}
+
+static double gt__num(const cJSON *o, const char *k, int *ok) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(v)) {
+    *ok = 0;
+    return 0;
+  }
+  return v->valuedouble;
+}
+
+/* The preamble and header of a shard file: everything but the tensors. */
+static gt_rc gt__read_header(int fd, const char *path, cJSON **out, uint64_t *hoff_out, int *zipped, gt_err *err) {
+  *out = NULL;
+  gt_rc rc = GT_OK;
+  char *js = NULL;
+  struct stat sb;
+  unsigned char pre[GT__CKPT_PREAMBLE];
+  if (fstat(fd, &sb) || (uint64_t)sb.st_size < GT__CKPT_PREAMBLE)
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is truncated: %lld bytes, a shard has at least %d", path,
+                      (long long)sb.st_size, GT__CKPT_PREAMBLE);
+  uint64_t fsize = (uint64_t)sb.st_size;
+  if ((rc = gt__pread(fd, pre, sizeof pre, 0, path, err))) return rc;
+  if (memcmp(pre, GT__CKPT_MAGIC, 8))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' is not a gemtrain checkpoint shard (wrong magic)", path);
+  if (gt__get32(pre + 36) != gt__crc((uint32_t)crc32(0, Z_NULL, 0), pre, 36))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a damaged preamble (crc32 mismatch)", path);
+  if (gt__get32(pre + 8) != GT_CKPT_VERSION)
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has format version %u; this gemtrain reads version %d",
+                      path, gt__get32(pre + 8), GT_CKPT_VERSION);
+  *zipped = gt__get32(pre + 12) & 1;
+  uint64_t hoff = gt__get64(pre + 16), hn = gt__get64(pre + 24);
+  if (hn == 0 || hn > GT__CKPT_MAX_HEADER || hoff < GT__CKPT_PREAMBLE || hoff + hn != fsize)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' is truncated or damaged: its header (%llu bytes at %llu) should end the file, "
+                      "which has %llu bytes",
+                      path, (unsigned long long)hn, (unsigned long long)hoff, (unsigned long long)fsize);
+  if (!(js = malloc(hn + 1))) return gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the header of '%s'", path);
+  if ((rc = gt__pread(fd, js, hn, hoff, path, err))) goto out;
+  js[hn] = 0;
+  if (gt__get32(pre + 32) != gt__crc((uint32_t)crc32(0, Z_NULL, 0), js, hn)) {
+    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a damaged header (crc32 mismatch)", path);
+    goto out;
+  }
+  if (!(*out = cJSON_Parse(js))) rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a header that is not JSON", path);
+  *hoff_out = hoff;
+out:
+  free(js);
+  return rc;
+}
+
+gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+  uint64_t hoff;
+  int zipped;
+  gt_rc rc = gt__read_header(fd, path, header, &hoff, &zipped, err);
+  close(fd);
+  return rc;
+}
+
+gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int64_t step, float *params, float *mu,
+                          float *nu, cJSON **header, int *S_out, gt_err *err) {
+  *header = NULL;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+  cJSON *h = NULL;
+  uint64_t hoff = 0;
+  int zipped = 0;
+  gt_rc rc = gt__read_header(fd, path, &h, &hoff, &zipped, err);
+  if (rc) goto out;
+  int ok = 1;
+  const cJSON *shard = cJSON_GetObjectItemCaseSensitive(h, "shard"), *state = cJSON_GetObjectItemCaseSensitive(h, "state");
+  int hr = (int)gt__num(shard, "rank", &ok), hs = (int)gt__num(shard, "of", &ok);
+  int64_t hstep = (int64_t)gt__num(state, "step", &ok);
+  if (!ok) {
+    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a header without shard or state", path);
+    goto out;
+  }
+  if (hr != r || (S >= 0 && hs != S) || hstep != step) {
+    rc = gt_err_set(err, GT_ERR_FORMAT,
+                    "checkpoint: '%s' holds shard %d of %d at step %lld, expected shard %d of %d at step %lld", path, hr,
+                    hs, (long long)hstep, r, S >= 0 ? S : hs, (long long)step);
+    goto out;
+  }
+  S = hs;
+  if ((rc = gt__ckpt_check_model(cJSON_GetObjectItemCaseSensitive(h, "model"), m, path, err))) goto out;
+  /* the tensors tile [64, header) exactly, in order */
+  const cJSON *tens = cJSON_GetObjectItemCaseSensitive(h, "tensors"), *e;
+  uint64_t expect_at = GT__CKPT_PREAMBLE;
+  int64_t nu_ = gt_model_n_units(m), i = 0;
+  if (cJSON_GetArraySize(tens) != 3 * nu_) {
+    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' lists %d tensors; the model needs %lld", path,
+                    cJSON_GetArraySize(tens), (long long)(3 * nu_));
+    goto out;
+  }
+  float *cls[3] = {params, mu, nu};
+  cJSON_ArrayForEach(e, tens) {
+    int k = (int)(i / nu_);
+    int64_t u = i % nu_, off, cnt;
+    i++;
+    gt_model_unit(m, u, &off, &cnt);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+    const char *name = cJSON_IsString(nm) ? nm->valuestring : "?";
+    uint64_t at = (uint64_t)gt__num(e, "offset", &ok), stored = (uint64_t)gt__num(e, "stored", &ok);
+    int64_t b = (int64_t)gt__num(e, "begin", &ok), n = (int64_t)gt__num(e, "count", &ok);
+    int64_t eu = (int64_t)gt__num(e, "unit", &ok);
+    uint32_t crc = (uint32_t)gt__num(e, "crc32", &ok);
+    if (!ok || at != expect_at || stored > hoff - at) {
+      rc = gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' tensor '%s' lies at %llu (+%llu bytes); expected it at %llu, before the header "
+                      "at %llu",
+                      path, name, (unsigned long long)at, (unsigned long long)stored, (unsigned long long)expect_at,
+                      (unsigned long long)hoff);
+      goto out;
+    }
+    expect_at = at + stored;
+    if (eu != u || b != gt_shard_begin(cnt, S, r) || n != gt_shard_len(cnt, S, r)) {
+      rc = gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' tensor '%s' covers unit %lld [%lld, +%lld); shard %d of %d of unit %lld is "
+                      "[%lld, +%lld)",
+                      path, name, (long long)eu, (long long)b, (long long)n, r, S, (long long)u,
+                      (long long)gt_shard_begin(cnt, S, r), (long long)gt_shard_len(cnt, S, r));
+      goto out;
+    }
+    if (!cls[k]) continue;
+    if ((rc = gt__read_tensor(fd, path, name, at, stored, zipped, cls[k] + off + b, n, crc, err))) goto out;
+  }
+  if (expect_at != hoff) {
+    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has %llu bytes between its tensors and its header", path,
+                    (unsigned long long)(hoff - expect_at));
+    goto out;
+  }
+  *header = h;
+  h = NULL;
+  if (S_out) *S_out = S;
+out:
+  cJSON_Delete(h);
+  close(fd);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* Inside the checkpoint module: one shard file (ckpt_file.c) and the
+ * directory protocol around it (ckpt.c). */
+#ifndef GT_CKPT_INTERNAL_H
+#define GT_CKPT_INTERNAL_H
+
+#include <cjson/cJSON.h>
+
+#include "ckpt/ckpt.h"
+
+#define GT__CKPT_MAGIC "GTCKPT\0\0"
+#define GT__CKPT_PREAMBLE 64
+#define GT__CKPT_MAX_HEADER (256u << 20)
+
+/* Writes shard r of S as `path` (not renamed: the caller's directory is the
+ * temporary one) and fsyncs it. `meta` holds the state, config and model
+ * table; the shard adds its own "shard" and "tensors" entries to a copy. */
+gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
+                           const float *nu, const cJSON *meta, int level, gt_err *err);
+
+/* Reads shard r of S of checkpoint step `step` into full flat buffers (mu,
+ * nu may be NULL). S < 0: take S from the file. On success *header is the
+ * parsed header (the caller frees it) and *S_out the shard count. */
+gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int64_t step, float *params, float *mu,
+                          float *nu, cJSON **header, int *S_out, gt_err *err);
+
+/* Only the header of a shard file (preamble and header crc checked). */
+gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err);
+
+/* The model's tensor table as JSON [[name, [shape...]], ...], and a
+ * comparison that names the first differences. */
+cJSON *gt__ckpt_model_table(const gt_model *m);
+gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *where, gt_err *err);
+
+/* Test hooks (ckpt.h): called once per checkpoint save. */
+void gt__ckpt_fault_next_save(void);
+
+#endif

@@ -1,0 +1,123 @@
+/* gemtrain parameter files (see paramfile.h). */
+#include "ckpt/paramfile.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/safetensors.h"
+
+static const char *const gt__prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
+
+gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
+                         const float *nu, int64_t step, gt_err *err) {
+  int nt = m->n_tensors;
+  int64_t biggest = 0;
+  for (int i = 0; i < nt; i++)
+    if (m->tensors[i].numel > biggest) biggest = m->tensors[i].numel;
+  gt_st_wtensor *w = calloc((size_t)(3 * nt), sizeof *w);
+  char **names = calloc((size_t)(3 * nt), sizeof(char *));
+  /* Moments not given are zeros: one zero tensor serves every name. */
+  float *zeros = (!mu || !nu) ? calloc((size_t)biggest + 1, sizeof(float)) : NULL;
+  if (!w || !names || ((!mu || !nu) && !zeros)) {
+    free(w), free(names), free(zeros);
+    return gt_err_set(err, GT_ERR_NOMEM, "params: no memory to save '%s'", path);
+  }
+  const float *bases[3] = {m->params, mu, nu};
+  gt_rc rc = GT_OK;
+  for (int k = 0; k < 3 && rc == GT_OK; k++)
+    for (int i = 0; i < nt; i++) {
+      const gt_tensor_info *t = &m->tensors[i];
+      size_t len = strlen(gt__prefix[k]) + strlen(t->name) + 1;
+      names[k * nt + i] = malloc(len);
+      if (!names[k * nt + i]) {
+        rc = gt_err_set(err, GT_ERR_NOMEM, "params: no memory to save '%s'", path);
+        break;
+      }
+      snprintf(names[k * nt + i], len, "%s%s", gt__prefix[k], t->name);
+      gt_st_wtensor *x = &w[k * nt + i];
+      x->name = names[k * nt + i];
+      x->dtype = GT_DT_F32;
+      x->ndim = t->ndim;
+      for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
+      x->data = bases[k] ? bases[k] + t->offset : zeros;
+    }
+  if (rc == GT_OK) {
+    char *cfg_s = gt_config_to_json(cfg);
+    cJSON *meta = cJSON_CreateObject();
+    char st[32];
+    snprintf(st, sizeof st, "%lld", (long long)step);
+    cJSON_AddStringToObject(meta, "format", "gemtrain params+optimizer v1");
+    cJSON_AddStringToObject(meta, "optimizer_step", st);
+    cJSON_AddStringToObject(meta, "config", cfg_s ? cfg_s : "{}");
+    char *meta_s = cJSON_PrintUnformatted(meta);
+    rc = gt_st_write(path, 3 * nt, w, meta_s, err);
+    cJSON_Delete(meta);
+    free(meta_s), free(cfg_s);
+  }
+  for (int i = 0; i < 3 * nt; i++) free(names[i]);
+  free(names), free(w), free(zeros);
+  return rc;
+}
+
+gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_err *err) {
+  gt_st_file f;
+  gt_rc rc = gt_st_open(&f, path, err);
+  if (rc) return rc;
+  float *bases[3] = {m->params, mu, nu};
+  for (int k = 0; k < 3 && rc == GT_OK; k++) {
+    if (!bases[k]) continue;
+    for (int i = 0; i < m->n_tensors && rc == GT_OK; i++) {
+      const gt_tensor_info *t = &m->tensors[i];
+      char name[300];
+      snprintf(name, sizeof name, "%s%s", gt__prefix[k], t->name);
+      const gt_st_tensor *s = gt_st_find(&f, name);
+      if (!s) {
+        rc = gt_err_set(err, GT_ERR_FORMAT, "params: '%s' has no tensor '%s'", path, name);
+        break;
+      }
+      int same = s->ndim == t->ndim;
+      for (int d = 0; same && d < t->ndim; d++) same = s->shape[d] == t->shape[d];
+      if (!same) {
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "params: '%s' tensor '%s' has shape [%lld%s%lld], the model wants [%lld, %lld]", path, name,
+                        (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
+                        (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
+        break;
+      }
+      rc = gt_st_read_f32(s, bases[k] + t->offset, t->numel, err);
+    }
+  }
+  if (rc == GT_OK && step) {
+    *step = 0;
+    cJSON *meta = f.metadata_json ? cJSON_Parse(f.metadata_json) : NULL;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(meta, "optimizer_step");
+    if (cJSON_IsString(st)) *step = atoll(st->valuestring);
+    cJSON_Delete(meta);
+  }
+  gt_st_close(&f);
+  return rc;
+}
+
+gt_rc gt_paramfile_read_config(const char *path, gt_config *cfg, gt_err *err) {
+  gt_st_file f;
+  gt_rc rc = gt_st_open(&f, path, err);
+  if (rc) return rc;
+  cJSON *meta = f.metadata_json ? cJSON_Parse(f.metadata_json) : NULL;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "config");
+  if (!cJSON_IsString(c)) {
+    rc = gt_err_set(err, GT_ERR_FORMAT,
+                    "params: '%s' has no \"config\" in its metadata; expected a file written by gt_ctx_save or "
+                    "gemtrain convert",
+                    path);
+  } else if ((rc = gt_config_load(cfg, NULL, NULL, 0, NULL, err)) == GT_OK) {
+    char source[1100];
+    snprintf(source, sizeof source, "the metadata of '%s'", path);
+    if ((rc = gt_config_apply_json_text(cfg, c->valuestring, source, err)) == GT_OK)
+      rc = gt_config_validate(cfg, err);
+  }
+  cJSON_Delete(meta);
+  gt_st_close(&f);
+  return rc;
+}

@@ -1,0 +1,39 @@
+/* gemtrain parameter files: the safetensors file gt_ctx_save writes and
+ * gt_ctx_load reads. Tensors carry the model's Hugging Face names without the
+ * "model." prefix, F32; the AdamW moments follow as "optimizer.mu.<name>" and
+ * "optimizer.nu.<name>"; __metadata__ holds "format", "optimizer_step" and
+ * "config" (the resolved gemtrain config as JSON), so a file describes its
+ * own model. The checkpoint format of issue #7 will supersede it; until then
+ * `gemtrain convert` reads and writes this. */
+#ifndef GEMTRAIN_PARAMFILE_H
+#define GEMTRAIN_PARAMFILE_H
+
+#include <stdint.h>
+
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writes m->params (and the moments mu, nu of n_params floats each; NULL:
+ * zeros, as for a model that has not trained yet) atomically to path. */
+gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
+                         const float *nu, int64_t step, gt_err *err);
+
+/* Reads the parameters into m->params (m built from the same config and
+ * allocated); mu and nu (may be NULL: not read) receive the moments, step
+ * (may be NULL) the optimizer step. Every tensor must be present with the
+ * model's shape. */
+gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_err *err);
+
+/* The file's own config: configs/base.json's defaults overridden by every key
+ * stored in its metadata, validated. */
+gt_rc gt_paramfile_read_config(const char *path, gt_config *cfg, gt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,432 @@
+/* The layer-scan executor. Forward walks the layer list; after each layer it
+ * keeps what the remat policy names (plus the carry at each remat boundary)
+ * and frees the rest. Backward walks the boundaries in reverse: it re-runs the
+ * ops whose outputs were dropped, runs the layer backward, and frees the
+ * layer's buffers before moving on. With remat_scope=block a boundary holds a
+ * whole layer_pattern block, so its backward recomputes (and holds) the whole
+ * block at once, as MaxText did before per-layer boundaries.
+ *
+ * Every layer goes through the same gt_layer_* functions with its own
+ * descriptor: the executor never asks what model it runs. */
+#include "exec/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/layer.h"
+#include "base/prof.h"
+#include "exec/remat.h"
+#include "model/head.h"
+#include "model/ple.h"
+
+int64_t gt_batch_total_weights(const gt_batch *b) {
+  int64_t n = 0, N = (int64_t)b->B * b->T;
+  for (int64_t i = 0; i < N; i++) n += b->targets[i] >= 0;
+  return n;
+}
+
+typedef struct gt__lstate {
+  float *a[GT_A_NSLOTS];    /* device buffers (NULL when dropped) */
+  float *host[GT_A_NSLOTS]; /* offloaded copies */
+} gt__lstate;
+
+typedef struct gt__run {
+  gt_model *m;
+  const gt_batch *b;
+  gt__lstate *ls; /* [L] */
+  const float **lp; /* [L] each layer's parameter block while acquired */
+  float **lg;       /* [L] its gradient block (backward) */
+  float **dkv;      /* [2L] a KV donor's accumulated K and V gradients (backward) */
+  float *ple, *dple; /* [N, L*P] per-layer inputs and their gradient (PLE models) */
+  double lb_sum;     /* MoE: the forward's load-balance losses, summed over layers */
+  gt_rc fail;        /* set by a layer op that could not allocate its scratch */
+} gt__run;
+
+static gt_rc gt__acquire(gt_model *m, int64_t u, int phase, const float **p, float **g, gt_err *err) {
+  if (m->view) return m->view->acquire(m->view->ctx, u, phase, p, g, err);
+  int64_t off, cnt;
+  gt_model_unit(m, u, &off, &cnt);
+  *p = m->params + off;
+  if (g) *g = m->grads + off;
+  return GT_OK;
+}
+
+static void gt__drop_params(gt_model *m, int64_t u) {
+  if (m->view && m->view->drop_params) m->view->drop_params(m->view->ctx, u);
+}
+
+static void gt__release(gt_model *m, int64_t u, int phase) {
+  if (m->view) m->view->release(m->view->ctx, u, phase);
+}
+
+/* The units of the remat boundary holding layer l: [*start, *end). */
+static void gt__block_of(const gt_model *m, int64_t l, int64_t *start, int64_t *end) {
+  int64_t period = m->remat.block_scope ? m->remat.period : 1;
+  *start = l / period * period;
+  *end = *start + period < m->n_layers ? *start + period : m->n_layers;
+}
+
+static size_t gt__bytes(const gt_model *m, const gt_batch *b, int64_t l, int k) {
+  return (size_t)gt_act_numel(m, &m->layers[l], (gt_act)k, b->B, b->T) * sizeof(float);
+}
+
+static void gt__free_layer(gt__run *r, int64_t l) {
+  for (int k = 0; k < GT_A_NSLOTS; k++) {
+    gt_mem_free(r->m->mem, r->ls[l].a[k]);
+    gt_mem_free(r->m->mem, r->ls[l].host[k]);
+    r->ls[l].a[k] = r->ls[l].host[k] = NULL;
+  }
+}
+
+static void gt__free_run(gt__run *r) {
+  if (r->ls)
+    for (int64_t l = 0; l < r->m->n_layers; l++) gt__free_layer(r, l);
+  if (r->dkv)
+    for (int64_t i = 0; i < 2 * r->m->n_layers; i++) gt_mem_free(r->m->mem, r->dkv[i]);
+  gt_mem_free(r->m->mem, r->ple);
+  gt_mem_free(r->m->mem, r->dple);
+  free(r->ls);
+  free(r->lp);
+  free(r->lg);
+  free(r->dkv);
+  r->ls = NULL;
+  r->lp = NULL;
+  r->lg = NULL;
+  r->dkv = NULL;
+  r->ple = r->dple = NULL;
+}
+
+static gt_layer_io gt__io(gt__run *r, int64_t l) {
+  const gt_layer_desc *L = &r->m->layers[l];
+  gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l],
+                    NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, &r->fail};
+  /* KV sharing: a shared layer reads its donor's kept K/V; both send their
+   * K/V gradients through the donor's accumulators */
+  int64_t kv = L->kv_donor >= 0 ? L->kv_donor : l;
+  if (L->kv_donor >= 0) {
+    io.kv_k = r->ls[kv].a[GT_A_K];
+    io.kv_v = r->ls[kv].a[GT_A_V];
+  }
+  if (r->dkv) {
+    io.dkv_k = r->dkv[2 * kv];
+    io.dkv_v = r->dkv[2 * kv + 1];
+  }
+  if (L->ple_dim) {
+    io.ple_stride = r->m->n_layers * L->ple_dim;
+    io.ple = r->ple + l * L->ple_dim;
+    io.dple = r->dple ? r->dple + l * L->ple_dim : NULL;
+  }
+  return io;
+}
+
+/* Is slot k of layer L one a later layer reads (a donor's K or V)? */
+static int gt__shared_kv(const gt_layer_desc *L, int k) {
+  return L->kv_last_reader >= 0 && (k == GT_A_K || k == GT_A_V);
+}
+
+static gt_rc gt__check_batch(gt_model *m, const gt_batch *b, gt_err *err) {
+  int64_t N = (int64_t)b->B * b->T;
+  if (b->T > m->max_pos)
+    return gt_err_set(err, GT_ERR_ARG, "executor: batch length %d exceeds max_target_length %lld", b->T,
+                      (long long)m->max_pos);
+  for (int64_t i = 0; i < N; i++)
+    if (b->inputs[i] < 0 || b->inputs[i] >= m->vocab || b->positions[i] < 0 || b->positions[i] >= m->max_pos)
+      return gt_err_set(err, GT_ERR_ARG,
+                        "executor: token %lld has id %d (vocab %lld) and position %d (max %lld)",
+                        (long long)i, b->inputs[i], (long long)m->vocab, b->positions[i],
+                        (long long)m->max_pos);
+  return GT_OK;
+}
+
+static void gt__copy_timed(gt_model *m, float *dst, const float *src, size_t bytes) {
+  double t0 = gt_prof_now();
+  memcpy(dst, src, bytes);
+  m->offload_seconds += gt_prof_now() - t0;
+  m->offload_bytes += (long long)bytes;
+}
+
+/* Forward over all layers. train = 1 keeps what backward needs; train = 0
+ * frees each layer as soon as the next has its input. *x_out receives the
+ * final residual stream (a temporary the caller frees). */
+static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
+  gt_model *m = r->m;
+  const gt_batch *b = r->b;
+  int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
+  const gt_remat *rm = &m->remat;
+  size_t xbytes = (size_t)(N * d) * sizeof(float);
+  gt_rc rc;
+  r->ls = calloc((size_t)L, sizeof *r->ls);
+  r->lp = calloc((size_t)L, sizeof *r->lp);
+  r->lg = calloc((size_t)L, sizeof *r->lg);
+  r->dkv = calloc((size_t)(2 * L), sizeof *r->dkv);
+  if (!r->ls || !r->lp || !r->lg || !r->dkv) {
+    gt__free_run(r);
+    return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
+  }
+  gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) ? GT_MEM_SAVED : GT_MEM_TEMP;
+  float *x = gt_mem_alloc_uninit(m->mem, carry_cat, xbytes);
+  if (!x) goto nomem;
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err))) {
+    gt_mem_free(m->mem, x);
+    gt__free_run(r);
+    return rc;
+  }
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+  if (m->ple_dim) {
+    /* every layer reads its slice, through the backward too */
+    size_t pb = (size_t)(N * L * m->ple_dim) * sizeof(float);
+    r->ple = gt_mem_alloc_uninit(m->mem, train ? GT_MEM_SAVED : GT_MEM_TEMP, pb);
+    rc = r->ple ? gt__ple_forward(m, hp, x, b->inputs, N, r->ple, err)
+                : gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer inputs");
+    if (rc) {
+      gt__release(m, 0, 0);
+      gt_mem_free(m->mem, x);
+      gt__free_run(r);
+      return rc;
+    }
+  }
+  gt__release(m, 0, 0);
+  for (int64_t l = 0; l < L; l++) {
+    int64_t bs, be;
+    gt__block_of(m, l, &bs, &be);
+    if (l == bs) /* a boundary's weights arrive together (all of a block's, with block scope) */
+      for (int64_t u = bs; u < be; u++)
+        if ((rc = gt__acquire(m, 1 + u, 0, &r->lp[u], NULL, err))) {
+          for (int64_t v = bs; v < u; v++) gt__release(m, 1 + v, 0);
+          gt_mem_free(m->mem, x);
+          gt__free_run(r);
+          return rc;
+        }
+    gt_layer_io io = gt__io(r, l);
+    const gt_layer_desc *ld = &m->layers[l];
+    float **a = r->ls[l].a;
+    a[GT_A_X_IN] = x;
+    for (int k = 1; k < GT_A_NSLOTS; k++) {
+      if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
+      gt_mem_cat cat = train && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP;
+      if (!(a[k] = gt_mem_alloc_uninit(m->mem, cat, gt__bytes(m, b, l, k)))) goto nomem;
+    }
+    gt_mem_cat next_cat = train && l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP;
+    float *xn = gt_mem_alloc_uninit(m->mem, next_cat, xbytes);
+    if (!xn) goto nomem;
+    float lb = 0.0f;
+    io.moe_lb = &lb;
+    gt_layer_forward(&io, a, xn);
+    if (r->fail) goto nomem;
+    r->lb_sum += lb;
+    for (int k = 0; k < GT_A_NSLOTS; k++) {
+      if (!a[k]) continue;
+      gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
+      if (train && mode == GT_SAVE_DEVICE) continue;
+      if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
+      if (train && mode == GT_SAVE_OFFLOAD) {
+        size_t nb = gt__bytes(m, b, l, k);
+        if (!(r->ls[l].host[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_HOST, nb))) goto nomem;
+        gt__copy_timed(m, r->ls[l].host[k], a[k], nb);
+      }
+      gt_mem_free(m->mem, a[k]);
+      a[k] = NULL;
+    }
+    x = xn;
+    if (l == be - 1)
+      for (int64_t u = bs; u < be; u++) gt__release(m, 1 + u, 0);
+  }
+  *x_out = x;
+  return GT_OK;
+nomem:
+  gt__free_run(r);
+  return gt_err_set(err, GT_ERR_NOMEM, "executor: out of memory in the forward pass");
+}
+
+/* Bring layer l's dropped slots back: copy offloaded ones from the host pool
+ * and re-run the ops whose outputs are missing. x_in is the layer's input when
+ * it was not kept (block scope); want_out asks for the layer output too (it
+ * is the next layer's input inside a block) and returns it in *x_out. */
+static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float **x_out, gt_err *err) {
+  gt_model *m = r->m;
+  const gt_batch *b = r->b;
+  gt__lstate *s = &r->ls[l];
+  size_t xbytes = (size_t)((int64_t)b->B * b->T * m->d) * sizeof(float);
+  if (!s->a[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
+  const gt_layer_desc *ld = &m->layers[l];
+  uint8_t have[GT_A_NSLOTS];
+  for (int k = 0; k < GT_A_NSLOTS; k++) {
+    if (s->host[k]) {
+      size_t nb = gt__bytes(m, b, l, k);
+      if (!(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, nb))) goto nomem;
+      gt__copy_timed(m, s->a[k], s->host[k], nb);
+      gt_mem_free(m->mem, s->host[k]);
+      s->host[k] = NULL;
+    }
+    have[k] = s->a[k] != NULL || !gt_layer_has_slot(ld, (gt_act)k);
+  }
+  uint32_t ops = gt_layer_recompute_ops(ld, have);
+  if (want_out) ops |= gt_layer_output_op(ld);
+  float *xo = NULL;
+  if (ops) {
+    uint8_t outs[GT_A_NSLOTS];
+    gt_layer_ops_outputs(ld, ops, outs);
+    for (int k = 1; k < GT_A_NSLOTS; k++)
+      if (outs[k] && !s->a[k] && !(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k))))
+        goto nomem;
+    if ((ops & gt_layer_output_op(ld)) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
+    gt_layer_io io = gt__io(r, l);
+    gt_layer_forward_ops(&io, s->a, ops, xo);
+    if (r->fail) {
+      gt_mem_free(m->mem, xo);
+      goto nomem;
+    }
+  }
+  if (want_out)
+    *x_out = xo;
+  else
+    gt_mem_free(m->mem, xo);
+  return GT_OK;
+nomem:
+  return gt_err_set(err, GT_ERR_NOMEM, "executor: out of memory recomputing layer %lld", (long long)l);
+}
+
+gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, float row_weight,
+                               gt_loss_stats *st, gt_err *err) {
+  int64_t L = m->n_layers, N = (int64_t)b->B * b->T, d = m->d;
+  gt_rc rc = gt__check_batch(m, b, err);
+  if (rc) return rc;
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
+  float *x = NULL, *dx = NULL, *dprev = NULL;
+  const float *hp = NULL;
+  float *hg = NULL;
+  int head_held = 0;
+  if ((rc = gt__forward(&r, 1, &x, err))) return rc;
+  st->moe_lb_sum += r.lb_sum;
+  size_t xbytes = (size_t)(N * d) * sizeof(float);
+  dx = gt_mem_alloc(m->mem, GT_MEM_TEMP, xbytes);
+  dprev = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes);
+  if (!dx || !dprev) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the residual gradient");
+    goto done;
+  }
+  if ((rc = gt__acquire(m, 0, 1, &hp, &hg, err))) goto done;
+  head_held = 1;
+  rc = gt__head_run(m, hp, hg, x, b->targets, N, n_tiles, row_weight, dx, NULL, st, err);
+  gt__drop_params(m, 0); /* the embedding's gradient stays until the lookup's backward */
+  gt_mem_free(m->mem, x);
+  x = NULL;
+  if (rc) goto done;
+  if (m->ple_dim && !(r.dple = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)(N * L * m->ple_dim) * sizeof(float)))) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer input gradient");
+    goto done;
+  }
+  for (int64_t end = L; end > 0;) {
+    int64_t start, be;
+    gt__block_of(m, end - 1, &start, &be);
+    /* one gather per layer serves both its recompute and its backward */
+    for (int64_t l = start; l < end; l++)
+      if ((rc = gt__acquire(m, 1 + l, 1, &r.lp[l], &r.lg[l], err))) {
+        for (int64_t v = l + 1; v < end; v++) r.lp[v] = NULL;
+        end = l; /* release what was acquired below */
+        for (int64_t v = start; v < l; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
+    /* recompute the boundary's layers in forward order */
+    float *carry = NULL;
+    for (int64_t l = start; l < end; l++) {
+      float *next = NULL;
+      if ((rc = gt__restore(&r, l, carry, l + 1 < end && !r.ls[l + 1].a[GT_A_X_IN], &next, err))) {
+        for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
+      carry = next;
+    }
+    for (int64_t l = end - 1; l >= start; l--) {
+      const gt_layer_desc *ld = &m->layers[l];
+      /* the last reader of a donor's K/V (the first in backward order)
+       * opens the accumulators of their gradients; the donor closes them */
+      if (ld->kv_donor >= 0 && !r.dkv[2 * ld->kv_donor]) {
+        size_t kb = gt__bytes(m, b, ld->kv_donor, GT_A_K);
+        if (!(r.dkv[2 * ld->kv_donor] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb)) ||
+            !(r.dkv[2 * ld->kv_donor + 1] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb))) {
+          for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+          rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for layer %d's shared K/V gradients", ld->kv_donor);
+          goto done;
+        }
+      }
+      gt_layer_io io = gt__io(&r, l);
+      memset(dprev, 0, xbytes);
+      if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
+        for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+        goto done;
+      }
+      if (ld->kv_last_reader >= 0) {
+        gt_mem_free(m->mem, r.dkv[2 * l]);
+        gt_mem_free(m->mem, r.dkv[2 * l + 1]);
+        r.dkv[2 * l] = r.dkv[2 * l + 1] = NULL;
+      }
+      if (l == 0 && m->ple_dim) {
+        /* every layer has added its share of d(ple): back into the PLE
+         * parameters and into d(x0), with the head's weights once more */
+        const float *hp2;
+        float *hg2;
+        if (!(rc = gt__acquire(m, 0, 1, &hp2, &hg2, err)))
+          rc = gt__ple_backward(m, hp2, hg2, r.ls[0].a[GT_A_X_IN], b->inputs, N, r.dple, dprev, err);
+        gt__drop_params(m, 0);
+        gt_mem_free(m->mem, r.dple);
+        gt_mem_free(m->mem, r.ple);
+        r.dple = r.ple = NULL;
+        if (rc) {
+          gt__release(m, 1, 1);
+          goto done;
+        }
+      }
+      gt__free_layer(&r, l);
+      gt__release(m, 1 + l, 1); /* its gradient leaves as soon as its backward is done */
+      float *t = dx;
+      dx = dprev;
+      dprev = t;
+    }
+    end = start;
+  }
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
+done:
+  if (head_held) gt__release(m, 0, 1);
+  gt_mem_free(m->mem, x);
+  gt_mem_free(m->mem, dx);
+  gt_mem_free(m->mem, dprev);
+  gt__free_run(&r);
+  return rc;
+}
+
+gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_stats *st, gt_err *err) {
+  gt_rc rc = gt__check_batch(m, b, err);
+  if (rc) return rc;
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
+  float *x = NULL;
+  if ((rc = gt__forward(&r, 0, &x, err))) return rc;
+  st->moe_lb_sum += r.lb_sum;
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
+    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
+    gt__release(m, 0, 0);
+  }
+  gt_mem_free(m->mem, x);
+  gt__free_run(&r);
+  return rc;
+}
+
+gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_err *err) {
+  gt_rc rc = gt__check_batch(m, b, err);
+  if (rc) return rc;
+  gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
+  float *x = NULL;
+  if ((rc = gt__forward(&r, 0, &x, err))) return rc;
+  gt_loss_stats st = {0, 0, 0};
+  const float *hp;
+  if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
+    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);
+    gt__release(m, 0, 0);
+  }
+  gt_mem_free(m->mem, x);
+  gt__free_run(&r);
+  return rc;
+}

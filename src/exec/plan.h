@@ -1,0 +1,70 @@
+/* gemtrain plan: the bytes of every buffer of a training step, before
+ * anything is allocated. It replays the executor's allocation sequence
+ * (forward, head, per-boundary recompute and backward) on a virtual tracker,
+ * so the planned peak of each category is what the tracked allocator will
+ * measure; tests hold the two together. */
+#ifndef GEMTRAIN_PLAN_H
+#define GEMTRAIN_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/alloc.h"
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+#include "config/flops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_PLAN_TOP 8
+
+typedef struct gt_plan_buf {
+  char name[64];
+  gt_mem_cat cat;
+  int64_t bytes;
+} gt_plan_buf;
+
+typedef struct gt_plan {
+  int64_t n_params;
+  int64_t n_active_params;         /* what one token uses (MoE: top-k experts); = n_params when dense */
+  int64_t n_layers;
+  int64_t cat_peak[GT_MEM_NCAT];   /* peak of each category on its own */
+  int64_t at_peak[GT_MEM_NCAT];    /* each category's bytes at the moment of the device peak */
+  int64_t peak_total;              /* device peak (all categories but the host pool); with
+                                      num_devices > 1, the busiest device's */
+  int64_t host_peak;               /* host pool peak (offloaded activations) */
+  char peak_where[96];             /* the phase of the step where the device peak happens */
+  int n_top;
+  gt_plan_buf top[GT_PLAN_TOP];    /* largest buffers live at the device peak */
+  int64_t *saved_per_layer;        /* [n_layers] bytes a layer keeps after its forward (device) */
+  int64_t saved_total;
+  /* the activation peak outside the output head (forward and backward over
+   * the layers): activations, carries and temporaries only, without the
+   * parameters, gradients, optimizer state and gathered weights */
+  int64_t layer_act_peak;
+  int64_t layer_act_saved;          /* of which saved activations (carries, kept tensors) */
+  char layer_act_where[96];
+  gt_flops flops;
+  /* sharded runs (num_devices > 1), per device */
+  int n_devices;
+  int64_t shard_state_bytes;  /* this device's shards of params, grads and both moments */
+  int64_t gathered_peak;      /* all-gathered weights live at once */
+  int64_t comm_bytes_per_step; /* sent per device per step (ring model) */
+} gt_plan;
+
+/* Plans one training step of cfg (validated). */
+gt_rc gt_plan_compute(gt_plan *p, const gt_config *cfg, gt_err *err);
+void gt_plan_free(gt_plan *p);
+void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *cfg);
+char *gt_plan_to_json(const gt_plan *p, const gt_config *cfg);
+/* What the run needs of this machine: every device's peak and host pool. */
+int64_t gt_plan_total_bytes(const gt_plan *p);
+/* memory_limit_bytes, or the machine's available RAM when it is 0. */
+int64_t gt_plan_memory_limit(const gt_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,557 @@
+#include "mesh/fsdp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+typedef struct gt__dev {
+  gt_fsdp *f;
+  int dev;
+  gt_mem mem;
+  gt_model model;     /* descriptors and RoPE tables; parameters come through the view */
+  gt_param_view view;
+  float *pshard, *gshard, *mu, *nu, *rs_tmp;
+  int64_t shard_n;
+  int64_t *shard_off; /* [units] */
+  float **gathered;   /* [units] live gathered copies */
+  float **ugrad;      /* [units] live full-size gradient blocks */
+  int *pending;       /* [units] ticket of an asynchronous gather in flight, or -1 */
+  int rank;           /* index in the fsdp group: which shard this device holds */
+  int erank, drank;   /* index on the expert axis (which experts it holds) and on the data axis */
+  int64_t *lcnt;      /* [units] elements of each unit's block on this device (its own experts only) */
+  int64_t *lrep;      /* [units] of which the leading ones every expert rank holds alike */
+  gt_expert_comm ecomm;
+  /* per run */
+  gt_rc rc;
+  gt_err err;
+  gt_loss_stats st;
+} gt__dev;
+
+struct gt_fsdp {
+  gt_config cfg;
+  int N;
+  gt_mesh *mesh;
+  gt__dev *devs;
+  int64_t n_units, n_params;
+  int64_t *unit_off, *unit_cnt;
+  int prefetch;
+  int dp, fs, ep;       /* mesh axes: data x fsdp x expert */
+  int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
+  float **full_scatter; /* init / export: the host's full buffer */
+  /* per run arguments */
+  const gt_batch *batches;
+  int n_batches;
+  int train;
+  float *full_out;
+  int64_t step_t;
+  gt_fsdp_step_info *info;
+  int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
+  const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
+};
+
+static int64_t gt__rep_len(const gt__dev *d, int64_t u);
+
+/* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
+
+static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
+  gt_fsdp *f = d->f;
+  if (d->pending[u] >= 0) { /* prefetched: wait for the communication thread */
+    gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
+    d->pending[u] = -1;
+  }
+  if (d->gathered[u]) return GT_OK;
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
+  if (!d->gathered[u])
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
+                      (long long)u, (long long)d->lcnt[u]);
+  gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
+  return GT_OK;
+}
+
+/* Starts the next unit's gather on the communication threads, so it runs
+ * while this device computes the current unit. */
+static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
+  gt_fsdp *f = d->f;
+  if (d->gathered[u] || d->pending[u] >= 0) return GT_OK;
+  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
+  if (!d->gathered[u])
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
+                      (long long)u, (long long)d->lcnt[u]);
+  d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
+                                      d->lcnt[u]);
+  return GT_OK;
+}
+
+static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float **g, gt_err *err) {
+  gt__dev *d = ctx;
+  gt_fsdp *f = d->f;
+  gt_rc rc = gt__gather(d, u, err);
+  if (rc) return rc;
+  /* prefetch: issue the next unit's gather now, so the next layer finds its
+   * weights ready (forward walks up, backward down) */
+  if (f->prefetch) {
+    int64_t next = phase == 0 ? u + 1 : u - 1;
+    if (next >= 1 && next < f->n_units && (rc = gt__prefetch(d, next, err))) return rc;
+  }
+  *p = d->gathered[u];
+  if (phase == 1 && g) {
+    if (!d->ugrad[u]) {
+      d->ugrad[u] = gt_mem_alloc(&d->mem, GT_MEM_GRADS, (size_t)d->lcnt[u] * sizeof(float));
+      if (!d->ugrad[u])
+        return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for unit %lld's gradient", d->dev,
+                          (long long)u);
+    }
+    *g = d->ugrad[u];
+  }
+  return GT_OK;
+}
+
+static void gt__drop(void *ctx, int64_t u) {
+  gt__dev *d = ctx;
+  if (d->pending[u] >= 0) { /* never free a buffer a gather still writes */
+    gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]);
+    d->pending[u] = -1;
+  }
+  gt_mem_free(&d->mem, d->gathered[u]);
+  d->gathered[u] = NULL;
+}
+
+static void gt__release(void *ctx, int64_t u, int phase) {
+  gt__dev *d = ctx;
+  gt_fsdp *f = d->f;
+  gt__drop(ctx, u);
+  if (phase == 1 && d->ugrad[u]) {
+    int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, d->lcnt[u]);
+    /* replicas of this shard (the data axis) sum their gradients */
+    if (f->dp > 1) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_DATA, d->rs_tmp, n);
+    /* so do the expert ranks for everything but their own experts: their
+     * tokens differ (like data replicas), and the routed block's partial
+     * gradients of the replicated tensors complete in this sum (moe.h) */
+    if (f->ep > 1) {
+      int64_t nr = gt__rep_len(d, u);
+      if (nr > 0) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_EXPERT, d->rs_tmp, nr);
+    }
+    float *gs = d->gshard + d->shard_off[u];
+    for (int64_t i = 0; i < n; i++) gs[i] += d->rs_tmp[i];
+    gt_mem_free(&d->mem, d->ugrad[u]);
+    d->ugrad[u] = NULL;
+  }
+}
+
+/* ---------- expert parallelism ---------- */
+
+/* The leading elements of the device's shard of unit u that every expert
+ * rank holds alike (all but its own experts). */
+static int64_t gt__rep_len(const gt__dev *d, int64_t u) {
+  int64_t b = gt_shard_begin(d->lcnt[u], d->f->fs, d->rank), n = gt_shard_len(d->lcnt[u], d->f->fs, d->rank);
+  int64_t r = d->lrep[u] - b;
+  return r < 0 ? 0 : r > n ? n : r;
+}
+
+static void gt__ep_all_gather(void *ctx, const float *own, float *all, int64_t n) {
+  gt__dev *d = ctx;
+  gt_all_gather_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, own, all, n);
+}
+
+static void gt__ep_all_reduce(void *ctx, float *buf, int64_t n) {
+  gt__dev *d = ctx;
+  gt_all_reduce_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, buf, n);
+}
+
+static void gt__ep_reduce_scatter(void *ctx, const float *all, float *own, int64_t n) {
+  gt__dev *d = ctx;
+  gt_reduce_scatter_g(d->f->mesh, d->dev, GT_GROUP_EXPERT, all, own, n);
+}
+
+/* Local elements [b, b+n) of unit u's block on device d, to or from the
+ * full layout `full` (to_full 0: full -> dst; 1: src -> full). */
+static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full) {
+  int64_t fo[3], lo[3], ln[3];
+  int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+  for (int i = 0; i < np; i++) {
+    int64_t s0 = b > lo[i] ? b : lo[i], s1 = b + n < lo[i] + ln[i] ? b + n : lo[i] + ln[i];
+    if (s1 <= s0) continue;
+    float *l = local + (s0 - b), *g = full + fo[i] + (s0 - lo[i]);
+    if (to_full)
+      memcpy(g, l, (size_t)(s1 - s0) * sizeof(float));
+    else
+      memcpy(l, g, (size_t)(s1 - s0) * sizeof(float));
+  }
+}
+
+/* ---------- setup ---------- */
+
+static void gt__scatter_init(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  /* each device copies its own shard of each unit (of its own experts'
+   * block) out of the host's full initial buffer (the host is not a device) */
+  for (int64_t u = 0; u < f->n_units; u++) {
+    int64_t b = gt_shard_begin(d->lcnt[u], f->fs, d->rank), n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+    gt__local_copy(d, u, d->pshard + d->shard_off[u], *f->full_scatter, b, n, 0);
+    if (f->set_mu) gt__local_copy(d, u, d->mu + d->shard_off[u], (float *)f->set_mu, b, n, 0);
+    if (f->set_nu) gt__local_copy(d, u, d->nu + d->shard_off[u], (float *)f->set_nu, b, n, 0);
+  }
+}
+
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
+  gt_fsdp *f = calloc(1, sizeof *f);
+  if (!f) return gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory");
+  f->cfg = *cfg;
+  f->N = (int)cfg->num_devices;
+  f->prefetch = cfg->prefetch;
+  gt_rc rc;
+  gt_model layout;
+  if ((rc = gt_model_build(&layout, cfg, err))) {
+    free(f);
+    return rc;
+  }
+  f->n_units = gt_model_n_units(&layout);
+  f->n_params = layout.n_params;
+  f->unit_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
+  f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
+  for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
+  gt_config_mesh_axes(cfg, &f->dp, &f->fs, &f->ep);
+  if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
+  if ((rc = gt_mesh_set_axes3(f->mesh, f->dp, f->fs, f->ep, err))) goto fail;
+  if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
+  f->devs = calloc((size_t)f->N, sizeof *f->devs);
+  for (int i = 0; i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    d->f = f;
+    d->dev = i;
+    gt_mem_init(&d->mem);
+    if ((rc = gt_model_build(&d->model, cfg, err)) || (rc = gt_model_alloc_tables(&d->model, &d->mem, err))) goto fail;
+    d->rank = gt_mesh_group_rank(f->mesh, GT_GROUP_FSDP, i);
+    d->erank = gt_mesh_group_rank(f->mesh, GT_GROUP_EXPERT, i);
+    d->drank = gt_mesh_group_rank(f->mesh, GT_GROUP_DATA, i);
+    if (f->ep > 1) {
+      gt_model_set_expert_shard(&d->model, f->ep, d->erank);
+      d->ecomm = (gt_expert_comm){d, f->ep, d->erank, gt__ep_all_gather, gt__ep_all_reduce, gt__ep_reduce_scatter};
+      d->model.ep = &d->ecomm;
+    }
+    /* each token group (an expert group's devices, or one device) averages
+     * its own lb loss; the step's is the mean over the N / ep groups */
+    if (d->model.n_moe_layers) d->model.moe_dlb = (float)(1.0 / ((double)d->model.n_moe_layers * (f->N / f->ep)));
+    size_t nu = f->n_units > 0 ? (size_t)f->n_units : 1;
+    d->lcnt = malloc(sizeof(int64_t) * nu);
+    d->lrep = malloc(sizeof(int64_t) * nu);
+    if (!d->lcnt || !d->lrep) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
+      goto fail;
+    }
+    for (int64_t u = 0; u < f->n_units; u++) {
+      d->lcnt[u] = gt_model_unit_local(&d->model, u);
+      d->lrep[u] = gt_model_unit_replicated(&d->model, u);
+    }
+    d->shard_off = malloc(sizeof(int64_t) * nu);
+    d->pending = malloc(sizeof(int) * nu);
+    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
+    d->gathered = calloc(nu, sizeof(float *));
+    d->ugrad = calloc(nu, sizeof(float *));
+    int64_t maxs = 0;
+    for (int64_t u = 0; u < f->n_units; u++) {
+      d->shard_off[u] = d->shard_n;
+      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+      d->shard_n += n;
+      if (n > maxs) maxs = n;
+    }
+    size_t sb = (size_t)d->shard_n * sizeof(float);
+    d->pshard = gt_mem_alloc(&d->mem, GT_MEM_PARAMS, sb);
+    d->gshard = gt_mem_alloc(&d->mem, GT_MEM_GRADS, sb);
+    d->mu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
+    d->nu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
+    d->rs_tmp = gt_mem_alloc(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float));
+    if (!d->pshard || !d->gshard || !d->mu || !d->nu || !d->rs_tmp) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld parameters", i,
+                      (long long)d->shard_n);
+      goto fail;
+    }
+    d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
+    d->model.view = &d->view;
+  }
+  /* the same initial values as one device: initialise the full model once */
+  {
+    gt_model full;
+    gt_mem host;
+    gt_mem_init(&host);
+    if ((rc = gt_model_build(&full, cfg, err))) goto fail;
+    full.params = malloc((size_t)full.n_params * sizeof(float));
+    if (!full.params) {
+      gt_model_free(&full);
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to initialise %lld parameters", (long long)f->n_params);
+      goto fail;
+    }
+    gt_model_init_params(&full, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale);
+    f->full_scatter = &full.params;
+    gt_mesh_run(f->mesh, gt__scatter_init, f);
+    f->full_scatter = NULL;
+    free(full.params);
+    full.params = NULL;
+    gt_model_free(&full);
+  }
+  gt_model_free(&layout);
+  *out = f;
+  return GT_OK;
+fail:
+  gt_model_free(&layout);
+  gt_fsdp_destroy(f);
+  return rc;
+}
+
+void gt_fsdp_destroy(gt_fsdp *f) {
+  if (!f) return;
+  for (int i = 0; f->devs && i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    for (int64_t u = 0; d->gathered && u < f->n_units; u++) {
+      if (d->pending && d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
+      gt_mem_free(&d->mem, d->gathered[u]);
+      gt_mem_free(&d->mem, d->ugrad[u]);
+    }
+    gt_mem_free(&d->mem, d->pshard);
+    gt_mem_free(&d->mem, d->gshard);
+    gt_mem_free(&d->mem, d->mu);
+    gt_mem_free(&d->mem, d->nu);
+    gt_mem_free(&d->mem, d->rs_tmp);
+    free(d->shard_off);
+    free(d->lcnt);
+    free(d->lrep);
+    free(d->pending);
+    free(d->gathered);
+    free(d->ugrad);
+    gt_model_free(&d->model);
+  }
+  free(f->devs);
+  if (f->mesh) gt_mesh_destroy(f->mesh);
+  free(f->unit_off);
+  free(f->unit_cnt);
+  free(f);
+}
+
+int64_t gt_fsdp_num_params(const gt_fsdp *f) { return f->n_params; }
+int gt_fsdp_devices(const gt_fsdp *f) { return f->N; }
+gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d) { return &f->devs[d].mem; }
+
+/* ---------- steps ---------- */
+
+/* device d's rows of a global batch */
+static gt_batch gt__slice(const gt_batch *g, int N, int d) {
+  int rows = g->B / N;
+  int64_t off = (int64_t)d * rows * g->T;
+  gt_batch b = {rows, g->T, g->inputs + off, g->targets + off, g->positions + off,
+                g->segments ? g->segments + off : NULL};
+  return b;
+}
+
+static void gt__run_step(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  const gt_config *c = &f->cfg;
+  d->rc = GT_OK;
+  gt_err_clear(&d->err);
+  memset(&d->st, 0, sizeof d->st);
+  memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
+  gt_mem_reset_peaks(&d->mem);
+  int ga = f->n_batches;
+  /* the global token count decides every token's weight */
+  int64_t tw = 0;
+  for (int i = 0; i < ga; i++) tw += gt_batch_total_weights(&f->batches[i]);
+  for (int i = 0; i < ga; i++) {
+    gt_batch b = gt__slice(&f->batches[i], f->N, dev);
+    float w = ga == 1 ? 1.0f / (float)tw : 1.0f;
+    if (f->train)
+      d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
+    else
+      d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
+    /* a failed device cannot leave the others waiting in a collective: all
+     * devices run the same sequence, so an error is an allocation failure
+     * that strikes all of them alike here (same sizes everywhere) */
+    if (d->rc) return;
+  }
+  /* a forward-only pass ends at the head, whose acquire prefetched layer 0
+   * for a forward that does not follow: drop it, so no gathered copy
+   * outlives the pass */
+  for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
+  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, 0, d->st.moe_lb_sum};
+  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
+  if (!f->train) {
+    gt_all_reduce_f64(f->mesh, dev, sums, 2);
+    d->st.xent_sum = sums[0];
+    d->st.total_weights = (int64_t)sums[1];
+    return;
+  }
+  if (ga > 1) {
+    float inv = 1.0f / (float)tw;
+    for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
+  }
+  if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
+  /* each shard lives on dp devices (all but the experts on dp x ep): count it once */
+  if (f->ep > 1) {
+    for (int64_t u = 0; u < f->n_units; u++) {
+      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank), nr = gt__rep_len(d, u);
+      const float *g = d->gshard + d->shard_off[u];
+      sums[2] += gt_sumsq(g, nr) / ((double)f->dp * f->ep) + gt_sumsq(g + nr, n - nr) / f->dp;
+    }
+  } else {
+    sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
+  }
+  gt_all_reduce_f64(f->mesh, dev, sums, ns);
+  /* every device of a token group holds its group's lb sum */
+  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
+  double norm = sqrt(sums[2]);
+  /* every device sees the same sums, so all skip together: a non-finite
+   * step updates nothing (as gt_optim_step) */
+  if (!isfinite(norm) || !isfinite(sums[0])) {
+    if (dev == 0) {
+      f->info->loss = sums[0] / sums[1];
+      f->info->moe_lb_loss = lb;
+      f->info->total_weights = (int64_t)sums[1];
+      f->info->update = (gt_update_info){norm, gt_lr_at(c, f->step_t), 1.0, 1};
+    }
+    return;
+  }
+  double scale = 1.0;
+  if (c->gradient_clipping_threshold > 0 && norm >= c->gradient_clipping_threshold)
+    scale = c->gradient_clipping_threshold / norm;
+  double lr = gt_lr_at(c, f->step_t);
+  gt_adamw_hparams h = {(float)lr, (float)c->adam_b1, (float)c->adam_b2, (float)c->adam_eps,
+                        (float)c->adam_eps_root, (float)c->adam_weight_decay, f->step_t + 1, (float)scale};
+  gt_adamw_update(d->pshard, d->gshard, d->mu, d->nu, d->shard_n, &h);
+  if (dev == 0) {
+    f->info->loss = sums[0] / sums[1];
+    f->info->moe_lb_loss = lb;
+    f->info->total_weights = (int64_t)sums[1];
+    f->info->update = (gt_update_info){norm, lr, scale, 0};
+  }
+}
+
+static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
+  for (int i = 0; i < f->N; i++)
+    if (f->devs[i].rc) {
+      gt_err_set(err, f->devs[i].rc, "device %d: %s", i, f->devs[i].err.msg);
+      return f->devs[i].rc;
+    }
+  return GT_OK;
+}
+
+static gt_rc gt__check_batches(gt_fsdp *f, const gt_batch *b, int n, gt_err *err) {
+  for (int i = 0; i < n; i++)
+    if (b[i].B % f->N)
+      return gt_err_set(err, GT_ERR_CONFIG, "fsdp: a global batch of %d sequences does not split over %d devices",
+                        b[i].B, f->N);
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err) {
+  gt_rc rc = gt__check_batches(f, micro, n_micro, err);
+  if (rc) return rc;
+  memset(info, 0, sizeof *info);
+  gt_mesh_reset_stats(f->mesh);
+  f->batches = micro;
+  f->n_batches = n_micro;
+  f->train = 1;
+  f->info = info;
+  gt_mesh_run(f->mesh, gt__run_step, f);
+  f->poison_next = 0;
+  if ((rc = gt__collect(f, err))) return rc;
+  if (!info->update.skipped) f->step_t++;
+  for (int i = 0; i < f->N; i++) {
+    gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
+    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = cs.bytes_sent;
+    if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
+  }
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err) {
+  gt_rc rc = gt__check_batches(f, batches, n, err);
+  if (rc) return rc;
+  f->batches = batches;
+  f->n_batches = n;
+  f->train = 0;
+  gt_mesh_run(f->mesh, gt__run_step, f);
+  if ((rc = gt__collect(f, err))) return rc;
+  st->xent_sum += f->devs[0].st.xent_sum;
+  st->total_weights += f->devs[0].st.total_weights;
+  return GT_OK;
+}
+
+static void gt__run_export(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  const float *src = f->export_which == 1 ? d->mu : f->export_which == 2 ? d->nu : d->pshard;
+  /* every device gathers each unit (its own experts' block); the devices of
+   * data index 0 write their experts out, expert rank 0 also the rest */
+  for (int64_t u = 0; u < f->n_units; u++) {
+    float *buf = malloc((size_t)(d->lcnt[u] > 0 ? d->lcnt[u] : 1) * sizeof(float));
+    if (!buf) abort(); /* inside a collective run: the peers cannot be left waiting */
+    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, src + d->shard_off[u], buf, d->lcnt[u]);
+    if (d->drank == 0) {
+      int64_t fo[3], lo[3], ln[3];
+      int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+      for (int i = d->erank == 0 ? 0 : 1; i < np; i++)
+        memcpy(f->full_out + fo[i], buf + lo[i], (size_t)ln[i] * sizeof(float));
+    }
+    free(buf);
+  }
+}
+
+gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) {
+  (void)err;
+  f->full_out = out;
+  f->export_which = 0;
+  gt_mesh_run(f->mesh, gt__run_export, f);
+  f->full_out = NULL;
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err) {
+  (void)err;
+  float *dst[3] = {params, mu, nu};
+  for (int w = 0; w < 3; w++) {
+    f->full_out = dst[w];
+    f->export_which = w;
+    gt_mesh_run(f->mesh, gt__run_export, f);
+  }
+  f->full_out = NULL;
+  f->export_which = 0;
+  return GT_OK;
+}
+
+int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }
+
+/* ---------- state for checkpoints ---------- */
+
+int gt_fsdp_num_shards(const gt_fsdp *f) { return f->fs; }
+
+void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu) {
+  /* device r has data index 0 and fsdp index r (rank = device % fs) */
+  gt__dev *d = &f->devs[r];
+  *params = d->pshard;
+  *mu = d->mu;
+  *nu = d->nu;
+}
+
+int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
+
+gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err) {
+  (void)err;
+  f->full_scatter = &params;
+  f->set_mu = mu;
+  f->set_nu = nu;
+  gt_mesh_run(f->mesh, gt__scatter_init, f);
+  f->full_scatter = NULL;
+  f->set_mu = f->set_nu = NULL;
+  for (int i = 0; i < f->N; i++)
+    if (!mu || !nu) { /* parameters only: fresh moments */
+      memset(f->devs[i].mu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
+      memset(f->devs[i].nu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
+    }
+  f->step_t = opt_step;
+  return GT_OK;
+}
+
+void gt_fsdp_poison_next_step(gt_fsdp *f) { f->poison_next = 1; }

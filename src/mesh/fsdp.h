@@ -1,0 +1,80 @@
+/* Sharded training over a gt_mesh (FSDP, as MaxText runs a layer scan over
+ * devices): every device holds a shard of every unit's parameters, gradients
+ * and AdamW moments (gt_shard_begin/len of each unit), all-gathers a unit just
+ * before using it (the next one too with `prefetch`), and reduce-scatters the
+ * unit's gradient as soon as its backward is done. Each device runs the
+ * ordinary executor on its slice of the global batch through a gt_param_view.
+ * The global batch is the same whatever the device count; losses and the
+ * gradient norm are summed across devices, so only reduction order differs.
+ *
+ * Expert parallelism (ici_expert_parallelism = P, mesh data x fsdp x
+ * expert): a device holds the experts [r*E/P, (r+1)*E/P) of every MoE layer
+ * (r its expert index) and the whole of every other tensor; each unit's
+ * block of the device (its experts only) is FSDP-sharded over the fsdp
+ * group of the devices with its expert index. Gradients: reduce-scatter
+ * over fsdp, all-reduce over data, and for everything but the own experts
+ * also over the expert group (its devices hold different tokens). The
+ * routed layers exchange tokens over the expert group (see layer.h). */
+#ifndef GEMTRAIN_FSDP_H
+#define GEMTRAIN_FSDP_H
+
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+#include "exec/exec.h"
+#include "mesh/mesh.h"
+#include "model/model.h"
+#include "train/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gt_fsdp gt_fsdp;
+
+typedef struct gt_fsdp_step_info {
+  double loss;            /* LM loss: mean over the global batch */
+  double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
+  int64_t total_weights;
+  gt_update_info update;  /* global gradient norm, lr, clip scale */
+  int64_t comm_bytes;     /* per device, this step */
+  double comm_seconds;    /* per device (max), this step */
+} gt_fsdp_step_info;
+
+/* Builds the mesh and every device's shards, initialised exactly as the
+ * single-device model would be (same seed, same values). */
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err);
+void gt_fsdp_destroy(gt_fsdp *f);
+/* One optimizer step over `n_micro` global micro-batches. */
+gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err);
+/* Loss of global batches without training. */
+gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err);
+/* The full parameters (gathered) into a flat buffer of the model layout. */
+gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
+int64_t gt_fsdp_num_params(const gt_fsdp *f);
+/* The full parameters and AdamW moments (each n_params, the model layout). */
+gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err);
+/* The expert axis (ici_expert_parallelism): with more than 1, a device's
+ * shard holds its own experts only, so checkpoints go through full buffers. */
+int gt_fsdp_expert_parallelism(const gt_fsdp *f);
+int gt_fsdp_devices(const gt_fsdp *f);
+/* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
+gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);
+
+/* Checkpoints (gemtrain/ckpt.h): the FSDP axis size, shard r's own arrays
+ * (parameters and AdamW moments of every unit, unit by unit), the optimizer
+ * step, and a restore from full flat buffers of the model layout (mu, nu
+ * NULL: parameters only, moments zeroed). */
+int gt_fsdp_num_shards(const gt_fsdp *f);
+void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
+int64_t gt_fsdp_opt_step(const gt_fsdp *f);
+gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
+/* Test hook: the next step's gradient gets a NaN (device 0, first element). */
+void gt_fsdp_poison_next_step(gt_fsdp *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,974 @@
+/* gt_mesh: persistent worker threads standing in for devices, and collectives
+ * between them over shared memory (see include/gemtrain/mesh.h).
+ *
+ * Threads and cores. Every device thread sets its own OpenMP thread count
+ * (the nthreads ICV is per thread) to threads_per_device =
+ * max(1, omp_get_num_procs() / N), at its start and again before every run.
+ * With N devices the cores are split between them (on this 2-core machine: 2
+ * threads for 1 device, 1 each for 2 devices): BLAS (the OpenMP build, see
+ * src/threads.c) and our kernels called inside a device use that device's
+ * count, so devices x threads never exceeds the cores and workers never
+ * oversubscribe them. With more devices than cores every device gets 1 thread
+ * and the OS time-slices them; the collectives then block rather than spin.
+ *
+ * Runs. gt_mesh_run publishes fn/arg, bumps a generation counter and
+ * broadcasts a condition variable; each device thread waits for a generation
+ * it has not run yet, runs fn once and counts itself done; the caller sleeps
+ * on a second condition variable until all N are done. N = 1 uses its worker
+ * thread too, so fn always runs with the same ICVs and thread identity.
+ *
+ * Collectives. Each device publishes its buffer pointers in its slot of a
+ * per-mesh array, then all wait at a barrier; after it a device may read its
+ * ring predecessor's (d-1 mod N) published memory. Steps are separated by the
+ * same reusable barrier, and every collective ends with one, so no device
+ * returns (and lets its caller reuse its buffers) while another still reads
+ * them. A device only ever reads memory of d-1 (and of root in broadcast).
+ *
+ * Chunks are the shards of mesh.h: chunk c = [gt_shard_begin(n,N,c),
+ * gt_shard_begin(n,N,c+1)), possibly empty when n < N.
+ *
+ * Reduce-scatter (ring, N-1 steps). At step s = 0..N-1 device d works on chunk
+ * c = (d-1-s) mod N. Step 0: its accumulator for chunk d-1 is its own
+ * contribution (no copy: it just publishes the pointer into `in`). Step
+ * s >= 1: acc_d = acc_{d-1} (from step s-1, same chunk) + in_d[chunk], i.e.
+ * device d adds the chunk "received" from d-1 to its own contribution. At
+ * s = N-1 the chunk is d itself and the sum lands in `out`. So chunk c is
+ * accumulated left to right in the FIXED device order
+ *     ((x_{c+1} + x_{c+2}) + x_{c+3}) + ... + x_c      (indices mod N)
+ * every element with one float (double) rounding per addition; float addition
+ * is commutative, so "prev + own" and "own + prev" give the same bits and only
+ * this association order matters. The result is bit-identical run to run and
+ * independent of timing or thread scheduling (but differs across N).
+ * Accumulators live in a per-device scratch buffer, double-buffered by step
+ * parity (device d writes buffer s&1 at step s while d+1 reads d's buffer
+ * (s-1)&1), because `in` is const and `out` holds one chunk only. The scratch
+ * is plain malloc'ed, grown on demand by its own device before the publish
+ * barrier (others read it only after it) and kept for later calls; N <= 2
+ * never needs it. The collectives return void, so a failed grow aborts with a
+ * message (it is at most 2 * ceil(n/N) elements per device).
+ *
+ * All-gather (ring, N-1 steps). Device d first copies its `in` into its own
+ * range of `out` (skipped when in already is that range). At step s = 0..N-2
+ * it copies chunk c = (d-1-s) mod N from d-1: at s = 0 from d-1's `in` (its
+ * own shard), later from d-1's `out`, where d-1 received it at step s-1.
+ * Nobody reads a device's own range of `out`, and the chunk d writes at step s
+ * is not the one d+1 reads from it at the same step, so no double buffer.
+ *
+ * All-reduce = reduce-scatter into buf's own range (in = out = buf: a device's
+ * own chunk of buf is read only by itself, at the last step, element by
+ * element) followed by all-gather with in = own range of buf; the publish
+ * barrier of the gather is the last barrier of the scatter. Same chunk order,
+ * so every device ends with the same bits. all_reduce_f64 is the same on
+ * doubles (the global gradient norm).
+ *
+ * Broadcast: non-root devices copy root's whole buffer after the publish
+ * barrier (in shared memory one direct copy is as cheap as any pipeline and
+ * the data path does not change the result). Its bytes are counted per the
+ * bandwidth-optimal model (root's buffer in N chunks pipelined around the
+ * ring): (N-1)*n elements cross links in total, attributed evenly as in
+ * all-gather, n - len(chunk d+1) per device, i.e. ~(N-1)/N * n * 4 bytes.
+ *
+ * Stats (per device, each device writes only its own): bytes_sent is what a
+ * ring sends from that device: reduce-scatter forwards its partial sums of
+ * every chunk but its own, (n - len(d)) elements; all-gather forwards every
+ * chunk but d+1's, (n - len(d+1)); all-reduce both; barrier 0. calls counts
+ * each public collective once (all_reduce is one call; barrier counts);
+ * seconds is CLOCK_MONOTONIC wall time inside the call (waiting included).
+ *
+ * Barrier. A generation barrier: arrivals are counted with an atomic
+ * fetch-add; the last arriver resets the count and bumps the generation under
+ * the mutex and broadcasts; the others spin briefly on the generation (only
+ * when there are no more devices than cores, so a spinner cannot keep the
+ * thread it waits for off the CPU) and then sleep on the condition variable,
+ * re-checking the generation under the mutex, so a wakeup cannot be lost. The
+ * generation (not a counter) tells a waiter its barrier completed, so it is
+ * reusable back to back: a fast device may arrive at the next barrier before
+ * slow ones wake from this one. The fetch-add (acq_rel) and the
+ * generation's release/acquire make every write before the barrier visible
+ * after it. Chosen over a pure spin barrier because 8 devices on 2 cores must
+ * not burn the core the last arriver needs, and over a plain mutex+cond one
+ * because 1 device per core with balanced work wakes in microseconds.
+ *
+ * Groups. The devices form a data x fsdp x expert grid (gt_mesh_set_axes3,
+ * default 1 x N x 1; device = (data index * fsdp + fsdp index) * expert +
+ * expert index, so without an expert axis the layout is data x fsdp). A group collective runs the algorithms above among the G members
+ * of the caller's group, with "device" replaced by "rank in the group":
+ * member(k) = base + k * stride (GT_GROUP_ALL: 0 + k; GT_GROUP_FSDP: data
+ * index * fsdp + k; GT_GROUP_DATA: fsdp index + k * fsdp), chunks by
+ * gt_shard_begin(n, G, rank), ring predecessor member(rank - 1 mod G), bytes
+ * with G. The old functions are the GT_GROUP_ALL case (G = N, rank = d,
+ * member(k) = k), literally the same code, so their bits do not change.
+ * Several groups of one kind run at the same time on disjoint devices, so
+ * every group INSTANCE has its own barrier (1 for ALL, `data` fsdp groups,
+ * `fsdp` data groups; arrays of N + N + 1 allocated once, their sizes set by
+ * set_axes between runs); the published pointers are per device, and a
+ * device is in one collective at a time per thread, so they need no split.
+ *
+ * Lanes. Slots and barriers come in two lanes: lane 0 is used by the device
+ * threads (synchronous collectives), lane 1 by the communication threads
+ * (asynchronous all-gathers). A device thread may sit in a synchronous
+ * collective while its comm thread runs an async gather: they never share a
+ * slot or a barrier, and each lane's slot has its own cache line.
+ *
+ * Async all-gather. Every device has a comm thread (created with the mesh,
+ * OpenMP threads 1: it only memcpy's) and a FIFO of requests guarded by a
+ * per-device mutex. gt_all_gather_async captures the group geometry at issue
+ * time, appends {ticket, in, out, n} and signals; the comm thread sleeps on a
+ * condition variable when the FIFO is empty (no busy-spin while idle), runs
+ * requests in order with the lane-1 slots/barriers of the group instance,
+ * then publishes done = ticket under the mutex and broadcasts. Tickets are
+ * 1, 2, ... per device; done only grows, so gt_mesh_wait(t) returns once
+ * done >= t, which also covers every earlier ticket. Because every device
+ * issues the same async gathers in the same order, the k-th request of every
+ * member of a group is the same gather, and each comm thread only depends on
+ * its group peers' comm threads (never on device threads), so it completes
+ * whatever the device threads do meanwhile. The same ring code runs, so the
+ * bits equal gt_all_gather_g. The gather ends with a lane-1 barrier, so when
+ * a ticket is done no peer still reads that device's in/out. Stats: the comm
+ * thread keeps its own counters (bytes, calls, and seconds from starting the
+ * request to finishing it, queueing time excluded), updated under the
+ * device's comm mutex; gt_mesh_stats returns device + comm counters summed.
+ * gt_mesh_destroy lets every comm thread drain its FIFO (so gathers nobody
+ * waited for still finish consistently on all peers), then joins it.
+ *
+ * Contracts (violations abort: these functions cannot return an error): every
+ * device calls the same collectives in the same order with the same n (and
+ * root); dev is the device id fn was given; collectives, gt_barrier and the
+ * stats of one's own device are called only inside gt_mesh_run; gt_mesh_run,
+ * gt_mesh_reset_stats and gt_mesh_destroy are called from outside it (a
+ * device calling gt_mesh_run would deadlock). Devices' buffers are distinct. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "mesh/mesh.h"
+#include "base/prof.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Far more devices than anyone simulates on a CPU; bounds the allocation. */
+#define GT__MAX_DEVICES 1024
+#define GT__CACHE_LINE 64
+/* Pause iterations of the barrier's spin before sleeping: ~10-100 us,
+ * depending on the CPU's pause latency; enough to cover a balanced step. */
+#define GT__BARRIER_SPIN 2000
+/* Lane 0: device threads (synchronous collectives); lane 1: comm threads. */
+#define GT__LANE_DEV 0
+#define GT__LANE_COMM 1
+/* Initial request FIFO capacity per device; doubles when full. */
+#define GT__QUEUE_INIT 8
+
+/* Cache-line aligned: barriers of concurrently running group instances sit
+ * side by side in one array and must not false-share their counters. */
+typedef struct gt__barrier {
+  _Alignas(GT__CACHE_LINE) pthread_mutex_t mu;
+  pthread_cond_t cv;
+  atomic_int count;     /* arrivals at the current generation */
+  atomic_uint gen;      /* completed barriers (wraps; only != matters) */
+  int n;
+  int spin;             /* 0 when threads outnumber cores */
+} gt__barrier;
+
+/* What a device publishes for the collective its thread of this lane is in;
+ * read by its ring successor after the publish barrier. Own cache line, so a
+ * device thread and its comm thread publishing at once do not false-share. */
+typedef struct gt__slot {
+  _Alignas(GT__CACHE_LINE) const void *pub_in;
+  void *pub_out;
+  /* Reduce-scatter accumulators: two of ceil(n/G) elements (step parity). */
+  char *scratch;
+  size_t scratch_cap;
+} gt__slot;
+
+/* A group instance as seen by one member: G members, member(k) = device
+ * base + k * stride, the caller has rank r; bar is that instance's barrier
+ * in the lane the collective runs in. */
+typedef struct gt__grp {
+  int G, r, base, stride, lane;
+  gt__barrier *bar;
+} gt__grp;
+
+/* One queued async all-gather; the group is resolved at issue time. */
+typedef struct gt__req {
+  int ticket;
+  gt__grp grp;
+  const float *in;
+  float *out;
+  int64_t n;
+} gt__req;
+
+/* One device: its threads, its published pointers and its counters. Aligned
+ * to a cache line so devices writing their own slots do not false-share. */
+typedef struct gt__dev {
+  _Alignas(GT__CACHE_LINE) gt_mesh *mesh;
+  int id;
+  pthread_t thread;
+  gt_comm_stats stats; /* synchronous collectives; written by the device thread */
+  gt__slot slot[2];    /* per lane */
+
+  /* Comm thread state: the FIFO, tickets and counters, all under cmu. */
+  pthread_t comm_thread;
+  pthread_mutex_t cmu;
+  pthread_cond_t cwork; /* device -> comm thread: request queued or quit */
+  pthread_cond_t cdone; /* comm thread -> waiters: done advanced */
+  gt__req *q;           /* circular, q_cap entries, q_len from q_head */
+  int q_cap, q_head, q_len;
+  int issued;           /* last ticket handed out (0: none yet) */
+  int done;             /* last ticket completed; only grows */
+  bool cquit;
+  gt_comm_stats cstats; /* async gathers, written by the comm thread */
+} gt__dev;
+
+/* Barriers of one lane: [0] the whole mesh, [1 + i] fsdp group i (data
+ * index * expert + expert index), [1 + N + j] data group j (fsdp index *
+ * expert + expert index), [1 + 2N + k] expert group k (data index * fsdp +
+ * fsdp index). Indices past the current axes are unused (size 1). */
+typedef struct gt__lane {
+  gt__barrier *bar;
+  int n_init; /* barriers initialised (cleanup on failure) */
+} gt__lane;
+
+struct gt_mesh {
+  int n;
+  int threads_per_device; /* OpenMP threads each device computes with */
+  int data, fsdp, expert; /* axes; data * fsdp * expert == n */
+  gt__dev *dev;           /* n slots, cache-line aligned */
+  int n_started;          /* device threads created (for cleanup on failure) */
+  int n_comm_init;        /* devices whose cmu/cwork/cdone exist */
+  int n_comm_started;     /* comm threads created */
+  gt__lane lane[2];
+
+  /* Run hand-off, all under mu. */
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* caller -> devices: new generation or quit */
+  pthread_cond_t done_cv; /* devices -> caller: all done; run slot free */
+  uint64_t run_gen;
+  int n_done;
+  bool busy; /* a gt_mesh_run is in flight (serialises concurrent callers) */
+  bool quit;
+  void (*fn)(int device, void *arg);
+  void *arg;
+};
+
+typedef enum { GT__F32, GT__F64 } gt__dtype;
+
+static size_t gt__esize(gt__dtype t) { return t == GT__F32 ? sizeof(float) : sizeof(double); }
+
+static void gt__die(const char *what) {
+  fprintf(stderr, "gemtrain mesh: %s\n", what);
+  abort();
+}
+
+static inline int gt__mod(int a, int n) { return ((a % n) + n) % n; }
+
+static inline void gt__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- barrier ------------------------------------------------------------ */
+
+static int gt__barrier_init(gt__barrier *b, int n, int spin) {
+  if (pthread_mutex_init(&b->mu, NULL) != 0) return -1;
+  if (pthread_cond_init(&b->cv, NULL) != 0) {
+    pthread_mutex_destroy(&b->mu);
+    return -1;
+  }
+  atomic_init(&b->count, 0);
+  atomic_init(&b->gen, 0u);
+  b->n = n;
+  b->spin = spin;
+  return 0;
+}
+
+static void gt__barrier_destroy(gt__barrier *b) {
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+}
+
+static void gt__barrier_wait(gt__barrier *b) {
+  /* The generation cannot move past ours before we arrive, so this load
+   * reads the generation of the barrier we are about to join. */
+  unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+  if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
+    /* Last arriver. Reset before publishing the new generation: a device
+     * that sees it may arrive at the next barrier at once. */
+    atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+    pthread_mutex_lock(&b->mu);
+    atomic_store_explicit(&b->gen, g + 1u, memory_order_release);
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return;
+  }
+  for (int i = 0; i < b->spin; i++) {
+    if (atomic_load_explicit(&b->gen, memory_order_acquire) != g) return;
+    gt__cpu_relax();
+  }
+  pthread_mutex_lock(&b->mu);
+  /* Checked under the mutex the last arriver holds to bump it: no lost
+   * wakeup, and spurious wakeups just loop. */
+  while (atomic_load_explicit(&b->gen, memory_order_acquire) == g) pthread_cond_wait(&b->cv, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* Group instance sizes for the current axes (see gt__lane). Only called
+ * when no collective is in flight, so every count is 0. */
+static void gt__size_barriers(gt_mesh *m) {
+  const int N = m->n;
+  for (int l = 0; l < 2; l++) {
+    gt__barrier *b = m->lane[l].bar;
+    b[0].n = N;
+    for (int i = 0; i < N; i++) {
+      b[1 + i].n = i < m->data * m->expert ? m->fsdp : 1;
+      b[1 + N + i].n = i < m->fsdp * m->expert ? m->data : 1;
+      b[1 + 2 * N + i].n = i < m->data * m->fsdp ? m->expert : 1;
+    }
+  }
+}
+
+/* ---- groups ------------------------------------------------------------- */
+
+static gt__grp gt__group(gt_mesh *m, int lane, gt_group g, int d) {
+  /* device d = (data index * fsdp + fsdp index) * expert + expert index */
+  const int F = m->fsdp, E = m->expert, N = m->n;
+  const int e = d % E, f = (d / E) % F, a = d / (E * F);
+  gt__barrier *bars = m->lane[lane].bar;
+  gt__grp x = {.lane = lane};
+  switch (g) {
+  case GT_GROUP_FSDP: /* same data and expert index; ranks are fsdp indices */
+    x.G = F;
+    x.r = f;
+    x.base = a * F * E + e;
+    x.stride = E;
+    x.bar = &bars[1 + a * E + e];
+    break;
+  case GT_GROUP_DATA: /* same fsdp and expert index; ranks are data indices */
+    x.G = m->data;
+    x.r = a;
+    x.base = f * E + e;
+    x.stride = F * E;
+    x.bar = &bars[1 + N + f * E + e];
+    break;
+  case GT_GROUP_EXPERT: /* same data and fsdp index; ranks are expert indices */
+    x.G = E;
+    x.r = e;
+    x.base = (a * F + f) * E;
+    x.stride = 1;
+    x.bar = &bars[1 + 2 * N + a * F + f];
+    break;
+  default:
+    x.G = N;
+    x.r = d;
+    x.base = 0;
+    x.stride = 1;
+    x.bar = &bars[0];
+    break;
+  }
+  return x;
+}
+
+static inline gt__slot *gt__member(gt_mesh *m, const gt__grp *x, int k) {
+  return &m->dev[x->base + k * x->stride].slot[x->lane];
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+static void *gt__device_main(void *p) {
+  gt__dev *dv = p;
+  gt_mesh *m = dv->mesh;
+  /* Per-thread ICV: this device's BLAS and kernels use its share of cores. */
+  omp_set_num_threads(m->threads_per_device);
+  uint64_t seen = 0;
+  pthread_mutex_lock(&m->mu);
+  for (;;) {
+    while (m->run_gen == seen && !m->quit) pthread_cond_wait(&m->work_cv, &m->mu);
+    if (m->quit) break;
+    seen = m->run_gen;
+    void (*fn)(int, void *) = m->fn;
+    void *arg = m->arg;
+    pthread_mutex_unlock(&m->mu);
+    /* Again before each run, so a run that changed it does not leak into
+     * the next one; fn may still change it for itself. */
+    omp_set_num_threads(m->threads_per_device);
+    fn(dv->id, arg);
+    pthread_mutex_lock(&m->mu);
+    if (++m->n_done == m->n) pthread_cond_broadcast(&m->done_cv);
+  }
+  pthread_mutex_unlock(&m->mu);
+  return NULL;
+}
+
+static void gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es);
+static int64_t gt__ag_sent(int64_t n, int G, int r);
+
+/* The comm thread: runs its device's async gathers in issue order. Sleeps on
+ * cwork while the FIFO is empty (an idle comm thread costs no CPU); on quit
+ * it first drains the FIFO so peers waiting in a ring are not stranded. */
+static void *gt__comm_main(void *p) {
+  gt__dev *dv = p;
+  gt_mesh *m = dv->mesh;
+  /* It only memcpy's; it must not add OpenMP teams next to the device's. */
+  omp_set_num_threads(1);
+  pthread_mutex_lock(&dv->cmu);
+  for (;;) {
+    while (dv->q_len == 0 && !dv->cquit) pthread_cond_wait(&dv->cwork, &dv->cmu);
+    if (dv->q_len == 0) break; /* quit and drained */
+    gt__req rq = dv->q[dv->q_head];
+    dv->q_head = (dv->q_head + 1) % dv->q_cap;
+    dv->q_len--;
+    pthread_mutex_unlock(&dv->cmu);
+    double t0 = gt_prof_now();
+    gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
+    double dt = gt_prof_now() - t0;
+    pthread_mutex_lock(&dv->cmu);
+    dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
+    dv->cstats.calls += 1;
+    dv->cstats.seconds += dt;
+    dv->done = rq.ticket;
+    pthread_cond_broadcast(&dv->cdone);
+  }
+  pthread_mutex_unlock(&dv->cmu);
+  return NULL;
+}
+
+static void gt__free(gt_mesh *m) {
+  if (!m) return;
+  if (m->dev) {
+    /* Comm threads first: they may still be draining gathers. */
+    for (int d = 0; d < m->n_comm_started; d++) {
+      gt__dev *dv = &m->dev[d];
+      pthread_mutex_lock(&dv->cmu);
+      dv->cquit = true;
+      pthread_cond_signal(&dv->cwork);
+      pthread_mutex_unlock(&dv->cmu);
+    }
+    for (int d = 0; d < m->n_comm_started; d++) pthread_join(m->dev[d].comm_thread, NULL);
+    pthread_mutex_lock(&m->mu);
+    m->quit = true;
+    pthread_cond_broadcast(&m->work_cv);
+    pthread_mutex_unlock(&m->mu);
+    for (int d = 0; d < m->n_started; d++) pthread_join(m->dev[d].thread, NULL);
+    for (int d = 0; d < m->n_comm_init; d++) {
+      pthread_cond_destroy(&m->dev[d].cdone);
+      pthread_cond_destroy(&m->dev[d].cwork);
+      pthread_mutex_destroy(&m->dev[d].cmu);
+    }
+    for (int d = 0; d < m->n; d++) {
+      free(m->dev[d].q);
+      for (int l = 0; l < 2; l++) free(m->dev[d].slot[l].scratch);
+    }
+    free(m->dev);
+  }
+  for (int l = 0; l < 2; l++) {
+    for (int i = 0; i < m->lane[l].n_init; i++) gt__barrier_destroy(&m->lane[l].bar[i]);
+    free(m->lane[l].bar);
+  }
+  pthread_cond_destroy(&m->done_cv);
+  pthread_cond_destroy(&m->work_cv);
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
+
+gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
+  if (!out) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_create: out is NULL");
+  *out = NULL;
+  if (n_devices < 1 || n_devices > GT__MAX_DEVICES)
+    return gt_err_set(err, GT_ERR_ARG, "gt_mesh_create: n_devices = %d; expected 1..%d", n_devices,
+                      GT__MAX_DEVICES);
+  gt_mesh *m = calloc(1, sizeof *m);
+  if (!m) return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
+  int procs = omp_get_num_procs();
+  if (procs < 1) procs = 1;
+  m->n = n_devices;
+  m->threads_per_device = procs / n_devices > 1 ? procs / n_devices : 1;
+  m->data = 1;
+  m->fsdp = n_devices;
+  m->expert = 1;
+  if (pthread_mutex_init(&m->mu, NULL) != 0) {
+    free(m);
+    return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_mutex_init failed");
+  }
+  if (pthread_cond_init(&m->work_cv, NULL) != 0) {
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_cond_init failed");
+  }
+  if (pthread_cond_init(&m->done_cv, NULL) != 0) {
+    pthread_cond_destroy(&m->work_cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_cond_init failed");
+  }
+  /* From here gt__free cleans up whatever exists. Spinning only pays when
+   * the spinners cannot keep the awaited thread off a core: device threads
+   * alone (the old rule, N <= cores), and for comm threads device + comm
+   * threads together (2N <= cores), since devices compute meanwhile. */
+  const int nbar = 1 + 3 * n_devices;
+  const int spin[2] = {n_devices <= procs ? GT__BARRIER_SPIN : 0, 2 * n_devices <= procs ? GT__BARRIER_SPIN : 0};
+  for (int l = 0; l < 2; l++) {
+    m->lane[l].bar = aligned_alloc(GT__CACHE_LINE, sizeof(gt__barrier) * (size_t)nbar);
+    if (!m->lane[l].bar) {
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
+    }
+    for (int i = 0; i < nbar; i++) {
+      if (gt__barrier_init(&m->lane[l].bar[i], 1, spin[l]) != 0) {
+        gt__free(m);
+        return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: barrier init failed");
+      }
+      m->lane[l].n_init = i + 1;
+    }
+  }
+  /* aligned_alloc wants a size that is a multiple of the alignment; the
+   * struct's alignment already pads its size to one. */
+  m->dev = aligned_alloc(GT__CACHE_LINE, sizeof(gt__dev) * (size_t)n_devices);
+  if (!m->dev) {
+    gt__free(m);
+    return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
+  }
+  memset(m->dev, 0, sizeof(gt__dev) * (size_t)n_devices);
+  gt__size_barriers(m);
+  for (int d = 0; d < n_devices; d++) {
+    gt__dev *dv = &m->dev[d];
+    dv->mesh = m;
+    dv->id = d;
+    dv->q = malloc(sizeof(gt__req) * GT__QUEUE_INIT);
+    if (!dv->q) {
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
+    }
+    dv->q_cap = GT__QUEUE_INIT;
+    if (pthread_mutex_init(&dv->cmu, NULL) != 0) {
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_mutex_init failed");
+    }
+    if (pthread_cond_init(&dv->cwork, NULL) != 0) {
+      pthread_mutex_destroy(&dv->cmu);
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_cond_init failed");
+    }
+    if (pthread_cond_init(&dv->cdone, NULL) != 0) {
+      pthread_cond_destroy(&dv->cwork);
+      pthread_mutex_destroy(&dv->cmu);
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_cond_init failed");
+    }
+    m->n_comm_init = d + 1;
+  }
+  for (int d = 0; d < n_devices; d++) {
+    int rc = pthread_create(&m->dev[d].thread, NULL, gt__device_main, &m->dev[d]);
+    if (rc != 0) {
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: could not start device thread %d of %d (%s)",
+                        d, n_devices, strerror(rc));
+    }
+    m->n_started = d + 1;
+  }
+  for (int d = 0; d < n_devices; d++) {
+    int rc = pthread_create(&m->dev[d].comm_thread, NULL, gt__comm_main, &m->dev[d]);
+    if (rc != 0) {
+      gt__free(m);
+      return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: could not start comm thread %d of %d (%s)", d,
+                        n_devices, strerror(rc));
+    }
+    m->n_comm_started = d + 1;
+  }
+  *out = m;
+  return GT_OK;
+}
+
+void gt_mesh_destroy(gt_mesh *m) { gt__free(m); }
+
+int gt_mesh_size(const gt_mesh *m) { return m ? m->n : 0; }
+
+void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg) {
+  if (!m || !fn) gt__die("gt_mesh_run: NULL mesh or fn");
+  pthread_mutex_lock(&m->mu);
+  while (m->busy) pthread_cond_wait(&m->done_cv, &m->mu);
+  m->busy = true;
+  m->fn = fn;
+  m->arg = arg;
+  m->n_done = 0;
+  m->run_gen++;
+  pthread_cond_broadcast(&m->work_cv);
+  while (m->n_done < m->n) pthread_cond_wait(&m->done_cv, &m->mu);
+  m->busy = false;
+  /* Wake a caller queued behind this run. */
+  pthread_cond_broadcast(&m->done_cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- axes --------------------------------------------------------------- */
+
+gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err) {
+  return gt_mesh_set_axes3(m, data, fsdp, 1, err);
+}
+
+gt_rc gt_mesh_set_axes3(gt_mesh *m, int data, int fsdp, int expert, gt_err *err) {
+  if (!m) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_axes: mesh is NULL");
+  if (expert == 1 && (data < 1 || fsdp < 1 || (long long)data * fsdp != m->n))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "mesh axes data %d x fsdp %d = %lld devices, but the mesh has %d: "
+                      "data * fsdp must equal the device count",
+                      data, fsdp, (long long)data * fsdp, m->n);
+  if (data < 1 || fsdp < 1 || expert < 1 || (long long)data * fsdp * expert != m->n)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "mesh axes data %d x fsdp %d x expert %d = %lld devices, but the mesh has %d: "
+                      "data * fsdp * expert must equal the device count",
+                      data, fsdp, expert, (long long)data * fsdp * expert, m->n);
+  /* Holding mu keeps a run from starting while the barriers are resized. */
+  pthread_mutex_lock(&m->mu);
+  if (m->busy) {
+    pthread_mutex_unlock(&m->mu);
+    return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_axes: called during gt_mesh_run; call it between runs");
+  }
+  for (int d = 0; d < m->n; d++) {
+    gt__dev *dv = &m->dev[d];
+    pthread_mutex_lock(&dv->cmu);
+    bool pending = dv->done != dv->issued;
+    pthread_mutex_unlock(&dv->cmu);
+    if (pending) {
+      pthread_mutex_unlock(&m->mu);
+      return gt_err_set(err, GT_ERR_ARG,
+                        "gt_mesh_set_axes: device %d has async gathers in flight; wait for them first", d);
+    }
+  }
+  m->data = data;
+  m->fsdp = fsdp;
+  m->expert = expert;
+  gt__size_barriers(m);
+  pthread_mutex_unlock(&m->mu);
+  return GT_OK;
+}
+
+int gt_mesh_group_size(const gt_mesh *m, gt_group g) {
+  if (!m) return 0;
+  switch (g) {
+  case GT_GROUP_ALL: return m->n;
+  case GT_GROUP_FSDP: return m->fsdp;
+  case GT_GROUP_DATA: return m->data;
+  case GT_GROUP_EXPERT: return m->expert;
+  }
+  return 0;
+}
+
+int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev) {
+  if (!m || dev < 0 || dev >= m->n) return -1;
+  switch (g) {
+  case GT_GROUP_ALL: return dev;
+  case GT_GROUP_FSDP: return dev / m->expert % m->fsdp;
+  case GT_GROUP_DATA: return dev / (m->expert * m->fsdp);
+  case GT_GROUP_EXPERT: return dev % m->expert;
+  }
+  return -1;
+}
+
+/* ---- collectives -------------------------------------------------------- */
+
+static void gt__check(const gt_mesh *m, int dev, int64_t n, const char *who) {
+  if (!m) gt__die("collective on a NULL mesh");
+  if (dev < 0 || dev >= m->n || n < 0) {
+    fprintf(stderr, "gemtrain mesh: %s: device %d of %d, n = %lld\n", who, dev, m->n, (long long)n);
+    abort();
+  }
+}
+
+static void gt__check_g(const gt_mesh *m, int dev, gt_group g, int64_t n, const char *who) {
+  gt__check(m, dev, n, who);
+  if (g != GT_GROUP_ALL && g != GT_GROUP_FSDP && g != GT_GROUP_DATA && g != GT_GROUP_EXPERT) {
+    fprintf(stderr, "gemtrain mesh: %s: unknown group %d\n", who, (int)g);
+    abort();
+  }
+}
+
+/* The largest chunk: shards differ by at most one element. */
+static int64_t gt__max_chunk(int64_t n, int G) { return (n + G - 1) / G; }
+
+/* Scratch for two accumulators of the largest chunk. Called by the device
+ * itself before the publish barrier, so no other device is reading it. */
+static void gt__grow_scratch(gt__slot *sl, int id, int64_t n, int G, gt__dtype t) {
+  if (G < 3) return; /* accumulators only between the first and last step */
+  size_t need = 2 * (size_t)gt__max_chunk(n, G) * gt__esize(t);
+  if (need <= sl->scratch_cap) return;
+  free(sl->scratch);
+  sl->scratch = malloc(need);
+  if (!sl->scratch) {
+    fprintf(stderr, "gemtrain mesh: device %d: out of memory for %zu bytes of reduce scratch\n", id, need);
+    abort();
+  }
+  sl->scratch_cap = need;
+}
+
+/* dst[i] = a[i] + b[i]. dst may be b itself (all-reduce's last step), so no
+ * restrict; the compiler still vectorises with a runtime overlap check. */
+static void gt__add(void *dst, const void *a, const void *b, int64_t k, gt__dtype t) {
+  if (t == GT__F32) {
+    float *y = dst;
+    const float *x0 = a, *x1 = b;
+    for (int64_t i = 0; i < k; i++) y[i] = x0[i] + x1[i];
+  } else {
+    double *y = dst;
+    const double *x0 = a, *x1 = b;
+    for (int64_t i = 0; i < k; i++) y[i] = x0[i] + x1[i];
+  }
+}
+
+/* Reduce-scatter steps 1..G-1 (step 0 is the publish of `in`, already done
+ * and followed by a barrier). Ends with a barrier. */
+static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out_own, int64_t n, gt__dtype t) {
+  const int G = x->G, r = x->r;
+  const size_t es = gt__esize(t);
+  const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
+  gt__slot *me = gt__member(m, x, r);
+  const size_t half = (size_t)gt__max_chunk(n, G) * es;
+  for (int s = 1; s < G; s++) {
+    int c = gt__mod(r - 1 - s, G);
+    int64_t beg = gt_shard_begin(n, G, c), len = gt_shard_len(n, G, c);
+    /* r-1 worked on the same chunk at step s-1: at step 0 that is its raw
+     * contribution, later its accumulator of parity (s-1)&1. */
+    if (len > 0) { /* empty chunks (n < G) may have NULL buffers */
+      const char *src = s == 1 ? (const char *)prev->pub_in + (size_t)beg * es
+                               : prev->scratch + (size_t)((s - 1) & 1) * half;
+      char *dst = s == G - 1 ? out_own : me->scratch + (size_t)(s & 1) * half;
+      gt__add(dst, src, in + (size_t)beg * es, len, t);
+    }
+    gt__barrier_wait(x->bar);
+  }
+}
+
+/* All-gather steps 0..G-2, after the publish barrier; out's own range must
+ * already hold the member's shard. If own_in_out, a member's shard is read
+ * from its `out` at step 0 (all-reduce), else from its published `in`. Ends
+ * with a barrier. */
+static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, size_t es, bool own_in_out) {
+  const int G = x->G, r = x->r;
+  const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
+  for (int s = 0; s < G - 1; s++) {
+    int c = gt__mod(r - 1 - s, G);
+    int64_t beg = gt_shard_begin(n, G, c), len = gt_shard_len(n, G, c);
+    if (len > 0) {
+      const char *src = s == 0 && !own_in_out ? (const char *)prev->pub_in
+                                              : (const char *)prev->pub_out + (size_t)beg * es;
+      memcpy(out + (size_t)beg * es, src, (size_t)len * es);
+    }
+    gt__barrier_wait(x->bar);
+  }
+}
+
+static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0) {
+  gt_comm_stats *st = &m->dev[d].stats;
+  st->bytes_sent += elems * (int64_t)es;
+  st->calls += 1;
+  st->seconds += gt_prof_now() - t0;
+}
+
+static int64_t gt__rs_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, r); }
+static int64_t gt__ag_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, (r + 1) % G); }
+
+/* The whole ring reduce-scatter of a group, in the lane of x. */
+static void gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float *out, int64_t n) {
+  const int G = x->G;
+  if (G == 1) {
+    if (out != in && n > 0) memmove(out, in, (size_t)n * sizeof(float));
+    gt__barrier_wait(x->bar); /* keeps "every collective synchronises" */
+    return;
+  }
+  gt__slot *me = gt__member(m, x, x->r);
+  gt__grow_scratch(me, dev, n, G, GT__F32);
+  me->pub_in = in;
+  me->pub_out = out;
+  gt__barrier_wait(x->bar);
+  gt__rs_steps(m, x, (const char *)in, (char *)out, n, GT__F32);
+}
+
+/* The whole ring all-gather of a group, in the lane of x: shared by the
+ * synchronous calls (lane 0) and the comm threads (lane 1), hence the same
+ * bits. */
+static void gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es) {
+  int64_t beg = gt_shard_begin(n, x->G, x->r), len = gt_shard_len(n, x->G, x->r);
+  /* Nobody reads our own range of out, so this can precede the barrier. */
+  if (len > 0 && out + (size_t)beg * es != in) memmove(out + (size_t)beg * es, in, (size_t)len * es);
+  gt__slot *me = gt__member(m, x, x->r);
+  me->pub_in = in;
+  me->pub_out = out;
+  gt__barrier_wait(x->bar);
+  gt__ag_steps(m, x, out, n, es, false);
+}
+
+static void gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, gt__dtype t) {
+  const int G = x->G;
+  const size_t es = gt__esize(t);
+  gt__slot *me = gt__member(m, x, x->r);
+  gt__grow_scratch(me, dev, n, G, t);
+  me->pub_in = buf;
+  me->pub_out = buf;
+  gt__barrier_wait(x->bar);
+  if (G > 1) {
+    char *b = buf;
+    /* out_own is only dereferenced when the own chunk is non-empty. */
+    char *own = gt_shard_len(n, G, x->r) > 0 ? b + (size_t)gt_shard_begin(n, G, x->r) * es : NULL;
+    gt__rs_steps(m, x, b, own, n, t);
+    gt__ag_steps(m, x, b, n, es, true);
+  }
+}
+
+void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
+  gt__check_g(m, dev, g, n, "gt_reduce_scatter");
+  double t0 = gt_prof_now();
+  gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
+  gt__rs(m, dev, &x, in, out, n);
+  gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0);
+}
+
+void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
+  gt__check_g(m, dev, g, n, "gt_all_gather");
+  double t0 = gt_prof_now();
+  gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
+  gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float));
+  gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0);
+}
+
+static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
+  double t0 = gt_prof_now();
+  gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
+  gt__ar(m, dev, &x, buf, n, t);
+  gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0);
+}
+
+void gt_all_reduce_g(gt_mesh *m, int dev, gt_group g, float *buf, int64_t n) {
+  gt__check_g(m, dev, g, n, "gt_all_reduce");
+  gt__all_reduce_g(m, dev, g, buf, n, GT__F32);
+}
+
+void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n) {
+  gt__check_g(m, dev, g, n, "gt_all_reduce_f64");
+  gt__all_reduce_g(m, dev, g, buf, n, GT__F64);
+}
+
+/* The whole-mesh collectives are the GT_GROUP_ALL case: the same code with
+ * G = N, rank = device, so the same bits, bytes and barriers as before. */
+void gt_reduce_scatter(gt_mesh *m, int dev, const float *in, float *out, int64_t n) {
+  gt_reduce_scatter_g(m, dev, GT_GROUP_ALL, in, out, n);
+}
+
+void gt_all_gather(gt_mesh *m, int dev, const float *in, float *out, int64_t n) {
+  gt_all_gather_g(m, dev, GT_GROUP_ALL, in, out, n);
+}
+
+void gt_all_reduce(gt_mesh *m, int dev, float *buf, int64_t n) { gt_all_reduce_g(m, dev, GT_GROUP_ALL, buf, n); }
+
+void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n) {
+  gt_all_reduce_f64_g(m, dev, GT_GROUP_ALL, buf, n);
+}
+
+void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
+  gt__check(m, dev, n, "gt_broadcast");
+  if (root < 0 || root >= m->n) {
+    fprintf(stderr, "gemtrain mesh: gt_broadcast: root %d of %d devices\n", root, m->n);
+    abort();
+  }
+  double t0 = gt_prof_now();
+  const int N = m->n;
+  gt__barrier *bar = &m->lane[GT__LANE_DEV].bar[0];
+  m->dev[dev].slot[GT__LANE_DEV].pub_out = buf;
+  gt__barrier_wait(bar);
+  const float *src = m->dev[root].slot[GT__LANE_DEV].pub_out;
+  if (dev != root && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
+  /* Root must not return (and overwrite buf) while others still copy. */
+  gt__barrier_wait(bar);
+  gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0);
+}
+
+void gt_barrier(gt_mesh *m, int dev) {
+  gt__check(m, dev, 0, "gt_barrier");
+  double t0 = gt_prof_now();
+  gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]);
+  gt__account(m, dev, 0, 0, t0);
+}
+
+/* ---- asynchronous all-gather -------------------------------------------- */
+
+int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
+  gt__check_g(m, dev, g, n, "gt_all_gather_async");
+  gt__dev *dv = &m->dev[dev];
+  /* Resolved now: the axes cannot change while it is queued (set_axes
+   * refuses while gathers are in flight), and the comm thread need not
+   * read them. */
+  gt__req rq = {.grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n};
+  pthread_mutex_lock(&dv->cmu);
+  if (dv->q_len == dv->q_cap) {
+    /* Unwrap into a buffer twice the size; the comm thread only touches the
+     * FIFO under cmu, which we hold. */
+    gt__req *q = malloc(sizeof(gt__req) * 2 * (size_t)dv->q_cap);
+    if (!q) gt__die("gt_all_gather_async: out of memory for the request queue");
+    for (int i = 0; i < dv->q_len; i++) q[i] = dv->q[(dv->q_head + i) % dv->q_cap];
+    free(dv->q);
+    dv->q = q;
+    dv->q_head = 0;
+    dv->q_cap *= 2;
+  }
+  rq.ticket = ++dv->issued;
+  dv->q[(dv->q_head + dv->q_len) % dv->q_cap] = rq;
+  dv->q_len++;
+  pthread_cond_signal(&dv->cwork);
+  pthread_mutex_unlock(&dv->cmu);
+  return rq.ticket;
+}
+
+void gt_mesh_wait(gt_mesh *m, int dev, int ticket) {
+  gt__check(m, dev, 0, "gt_mesh_wait");
+  gt__dev *dv = &m->dev[dev];
+  pthread_mutex_lock(&dv->cmu);
+  if (ticket < 1 || ticket > dv->issued) {
+    int issued = dv->issued;
+    pthread_mutex_unlock(&dv->cmu);
+    fprintf(stderr, "gemtrain mesh: gt_mesh_wait: device %d: ticket %d was never issued (last: %d)\n", dev,
+            ticket, issued);
+    abort();
+  }
+  /* done only grows and tickets complete in order, so done >= ticket means
+   * this gather and every earlier one of the device are complete. */
+  while (dv->done < ticket) pthread_cond_wait(&dv->cdone, &dv->cmu);
+  pthread_mutex_unlock(&dv->cmu);
+}
+
+/* ---- stats -------------------------------------------------------------- */
+
+gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev) {
+  gt_comm_stats z = {0, 0, 0.0};
+  if (!m || dev < 0 || dev >= m->n) return z;
+  /* The mesh is never a const object (gt_mesh_create mallocs it), so
+   * locking its mutex through a cast is fine; the comm counters may be
+   * written by a comm thread at any time. */
+  gt__dev *dv = (gt__dev *)&m->dev[dev];
+  gt_comm_stats s = dv->stats;
+  pthread_mutex_lock(&dv->cmu);
+  s.bytes_sent += dv->cstats.bytes_sent;
+  s.calls += dv->cstats.calls;
+  s.seconds += dv->cstats.seconds;
+  pthread_mutex_unlock(&dv->cmu);
+  return s;
+}
+
+void gt_mesh_reset_stats(gt_mesh *m) {
+  if (!m) return;
+  for (int d = 0; d < m->n; d++) {
+    gt__dev *dv = &m->dev[d];
+    dv->stats = (gt_comm_stats){0, 0, 0.0};
+    pthread_mutex_lock(&dv->cmu);
+    dv->cstats = (gt_comm_stats){0, 0, 0.0};
+    pthread_mutex_unlock(&dv->cmu);
+  }
+}
+
+void gt_mesh_set_threads(gt_mesh *m, int threads_per_device) {
+  /* applied by each device thread at the start of its next run */
+  if (threads_per_device > 0) m->threads_per_device = threads_per_device;
+}

@@ -1,0 +1,67 @@
+#include "model/head.h"
+
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
+                   int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
+  gt_mem *mem = m->mem;
+  int64_t d = m->d, V = m->vocab;
+  if (n_tiles < 1 || N % n_tiles)
+    return gt_err_set(err, GT_ERR_ARG, "head: %lld tokens do not split into %d vocab tiles",
+                      (long long)N, n_tiles);
+  int64_t R = N / n_tiles;
+  const float *E = hp;
+  const float *wn = hp + V * d;
+  int bwd = dx != NULL;
+  int cap = m->softcap > 0;
+
+  float *h = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float));
+  float *rstd = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)N * sizeof(float));
+  float *dh = bwd ? gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float)) : NULL;
+  float *logits = gt_mem_alloc(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float));
+  /* backward of the soft-cap needs the capped logits after xent overwrote them */
+  float *capped = (bwd && cap) ? gt_mem_alloc(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float)) : NULL;
+  float *loss = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float));
+  float *lse = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float));
+  float *roww = bwd ? gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float)) : NULL;
+  gt_rc rc = GT_OK;
+  if (!h || !rstd || (bwd && (!dh || !roww)) || !logits || (bwd && cap && !capped) || !loss || !lse) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "head: no memory for a logits tile of %lld x %lld",
+                    (long long)R, (long long)V);
+    goto done;
+  }
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(h, rstd, x, wn, N, (int)d, m->eps, m->norm_offset));
+  if (roww)
+    for (int64_t r = 0; r < R; r++) roww[r] = row_weight;
+  for (int t = 0; t < n_tiles; t++) {
+    const float *ht = h + (int64_t)t * R * d;
+    const int32_t *tt = targets + (int64_t)t * R;
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(logits, ht, E, R, d, V));
+    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
+    if (logits_out) memcpy(logits_out + (int64_t)t * R * V, logits, (size_t)(R * V) * sizeof(float));
+    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_forward(loss, lse, logits, tt, R, V));
+    for (int64_t r = 0; r < R; r++)
+      if (tt[r] >= 0) {
+        st->xent_sum += loss[r];
+        st->total_weights++;
+      }
+    if (!bwd) continue;
+    if (cap) memcpy(capped, logits, (size_t)(R * V) * sizeof(float));
+    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
+    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_backward(logits, capped, R * V, m->softcap));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
+  }
+  if (bwd) gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset);
+done:
+  gt_mem_free(mem, h);
+  gt_mem_free(mem, rstd);
+  gt_mem_free(mem, dh);
+  gt_mem_free(mem, logits);
+  gt_mem_free(mem, capped);
+  gt_mem_free(mem, loss);
+  gt_mem_free(mem, lse);
+  gt_mem_free(mem, roww);
+  return rc;
+}

@@ -1,0 +1,511 @@
+#include "model/layer.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/moe.h"
+
+const char *gt_act_name(gt_act a) {
+  static const char *names[GT_A_NSLOTS] = {
+      "decoder_layer_input", "input_norm_rstd", "input_norm", "query_raw", "key_raw",
+      "query_norm_rstd", "key_norm_rstd", "query_proj", "key_proj", "value_proj", "context",
+      "attention_lse", "out_proj", "out_norm_rstd", "attention_residual", "ffw_norm_rstd",
+      "ffw_norm", "mlpwi_0", "mlpwi_1", "mlp_activation", "mlpwo", "mlpwo_norm_rstd",
+      "value_raw", "value_norm_rstd", "mlp_residual", "per_layer_gate", "per_layer_activation",
+      "per_layer_proj", "per_layer_norm_rstd", "per_layer_residual", "moe_shared_out", "moe_shared_norm_rstd",
+      "moe_group_input", "moe_routed_state", "moe_routed_out", "moe_sum"};
+  return (int)a >= 0 && a < GT_A_NSLOTS ? names[a] : "?";
+}
+
+/* The routed block's dimensions: with expert parallelism it routes the
+ * whole expert group's tokens (P times this device's B sequences). */
+static gt_moe_dims gt__moe_dims(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T) {
+  gt_moe_dims d = {B * m->ep_size, T, (int)m->d, L->n_experts, L->experts_per_tok, L->moe_mlp_dim, m->eps,
+                   L->lb_weight, m->ep_size, m->ep_rank};
+  return d;
+}
+
+int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_t B, int64_t T) {
+  int64_t N = B * T, d = m->d;
+  int64_t qd = (int64_t)L->n_heads * L->head_dim, kd = (int64_t)L->n_kv_heads * L->head_dim;
+  if (!gt_layer_has_slot(L, a)) return 0;
+  switch (a) {
+    case GT_A_X_IN: case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: case GT_A_F:
+    case GT_A_X2: case GT_A_PLE_PROJ: case GT_A_X3: case GT_A_SHARED: case GT_A_MOE_OUT: case GT_A_MOE_SUM:
+      return N * d;
+    case GT_A_A_RSTD: case GT_A_O_RSTD: case GT_A_M_RSTD: case GT_A_F_RSTD: case GT_A_PLE_RSTD: case GT_A_SHARED_RSTD:
+      return N;
+    case GT_A_MOE_IN: return N * d * m->ep_size;
+    case GT_A_MOE_SAVED: {
+      gt_moe_dims md = gt__moe_dims(m, L, B, T);
+      return (int64_t)((gt_moe_saved_bytes(&md) + sizeof(float) - 1) / sizeof(float));
+    }
+    case GT_A_Q_RAW: case GT_A_Q: case GT_A_CTX:
+      return N * qd;
+    case GT_A_K_RAW: case GT_A_K: case GT_A_V: case GT_A_V_RAW:
+      return N * kd;
+    case GT_A_Q_RSTD: return N * L->n_heads;
+    case GT_A_K_RSTD: case GT_A_V_RSTD: return N * L->n_kv_heads;
+    case GT_A_LSE: return B * L->n_heads * T;
+    case GT_A_GATE: case GT_A_UP: case GT_A_ACT:
+      return N * L->mlp_dim;
+    case GT_A_PLE_GATE: case GT_A_PLE_ACT:
+      return N * L->ple_dim;
+    case GT_A_NSLOTS: break;
+  }
+  return 0;
+}
+
+static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
+  const gt_layer_desc *L = io->L;
+  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale};
+  return d;
+}
+
+#define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
+
+/* y += x, split over threads by fixed ranges */
+static void gt__add(float *y, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* The forward as a list of ops, each writing its output slots. Recompute
+ * after remat runs exactly the ops whose outputs were not kept, with the same
+ * kernels on the same inputs, so recomputed values are bit-identical. */
+enum {
+  OP_IN_NORM, OP_MM_Q, OP_MM_K, OP_MM_V, OP_Q_NORM_ROPE, OP_K_NORM_ROPE, OP_V_NORM, OP_ATTN, OP_MM_O,
+  OP_ATTN_RESID, OP_FFW_NORM, OP_MM_GATE, OP_MM_UP, OP_GEGLU, OP_MM_DOWN, OP_SHARED_NORM, OP_MOE, OP_MOE_ADD, OP_FFW_RESID,
+  OP_PLE_GATE, OP_PLE_ACT, OP_PLE_PROJ, OP_PLE_RESID, OP_SCALE, OP_N
+};
+_Static_assert(OP_N <= 32, "op sets are 32-bit masks");
+
+/* Does this layer kind run op? */
+static int gt__op_present(const gt_layer_desc *L, int op) {
+  int own = L->kv_donor < 0;
+  switch (op) {
+    case OP_MM_K: case OP_K_NORM_ROPE: return own;
+    case OP_MM_V: return own && !L->k_eq_v;
+    case OP_V_NORM: return own && L->gemma4;
+    case OP_PLE_GATE: case OP_PLE_ACT: case OP_PLE_PROJ: case OP_PLE_RESID: return L->ple_dim > 0;
+    case OP_SCALE: return L->gemma4;
+    case OP_SHARED_NORM: case OP_MOE: case OP_MOE_ADD: return L->n_experts > 0;
+    default: return 1;
+  }
+}
+
+/* The slots op writes for this kind (GT_A_NSLOTS: none). Gemma 3's value
+ * projection is value_proj itself; Gemma 4's is normalised first, so its
+ * matmul writes value_raw and the v-norm writes value_proj. */
+#define GT__OUTS 3
+static void gt__op_out(const gt_layer_desc *L, int op, gt_act o[GT__OUTS]) {
+  static const gt_act common[OP_N][2] = {
+      [OP_IN_NORM] = {GT_A_A, GT_A_A_RSTD},       [OP_MM_Q] = {GT_A_Q_RAW, GT_A_NSLOTS},
+      [OP_MM_K] = {GT_A_K_RAW, GT_A_NSLOTS},      [OP_MM_V] = {GT_A_V, GT_A_NSLOTS},
+      [OP_Q_NORM_ROPE] = {GT_A_Q, GT_A_Q_RSTD},   [OP_K_NORM_ROPE] = {GT_A_K, GT_A_K_RSTD},
+      [OP_V_NORM] = {GT_A_V, GT_A_V_RSTD},        [OP_ATTN] = {GT_A_CTX, GT_A_LSE},
+      [OP_MM_O] = {GT_A_O, GT_A_NSLOTS},          [OP_ATTN_RESID] = {GT_A_X1, GT_A_O_RSTD},
+      [OP_FFW_NORM] = {GT_A_M, GT_A_M_RSTD},      [OP_MM_GATE] = {GT_A_GATE, GT_A_NSLOTS},
+      [OP_MM_UP] = {GT_A_UP, GT_A_NSLOTS},        [OP_GEGLU] = {GT_A_ACT, GT_A_NSLOTS},
+      [OP_MM_DOWN] = {GT_A_F, GT_A_NSLOTS},       [OP_FFW_RESID] = {GT_A_F_RSTD, GT_A_NSLOTS}, /* and x_out */
+      [OP_PLE_GATE] = {GT_A_PLE_GATE, GT_A_NSLOTS}, [OP_PLE_ACT] = {GT_A_PLE_ACT, GT_A_NSLOTS},
+      [OP_PLE_PROJ] = {GT_A_PLE_PROJ, GT_A_NSLOTS}, [OP_PLE_RESID] = {GT_A_X3, GT_A_PLE_RSTD},
+      [OP_SCALE] = {GT_A_NSLOTS, GT_A_NSLOTS}, /* only x_out */
+      [OP_SHARED_NORM] = {GT_A_SHARED, GT_A_SHARED_RSTD}, [OP_MOE] = {GT_A_MOE_OUT, GT_A_MOE_SAVED},
+      [OP_MOE_ADD] = {GT_A_MOE_SUM, GT_A_NSLOTS},
+  };
+  o[0] = o[1] = o[2] = GT_A_NSLOTS;
+  if (!gt__op_present(L, op)) return;
+  o[0] = common[op][0];
+  o[1] = common[op][1];
+  /* the gathered group input exists only with expert parallelism; its
+   * descriptor of a sharded device says so */
+  if (op == OP_MOE && L->moe_ep > 1) o[2] = GT_A_MOE_IN;
+  if (!L->gemma4) return;
+  if (op == OP_MM_V) o[0] = GT_A_V_RAW;
+  if (op == OP_FFW_RESID) o[1] = GT_A_X2; /* x_out comes later, from layer_scalar */
+}
+
+int gt_layer_has_slot(const gt_layer_desc *L, gt_act a) {
+  if (a == GT_A_X_IN) return 1;
+  for (int op = 0; op < OP_N; op++) {
+    gt_act o[GT__OUTS];
+    gt__op_out(L, op, o);
+    for (int k = 0; k < GT__OUTS; k++)
+      if (o[k] == a) return 1;
+  }
+  return 0;
+}
+
+uint32_t gt_layer_recompute_ops(const gt_layer_desc *L, const uint8_t have[GT_A_NSLOTS]) {
+  uint32_t ops = 0;
+  for (int op = 0; op < OP_N; op++) {
+    gt_act o[GT__OUTS];
+    gt__op_out(L, op, o);
+    for (int k = 0; k < GT__OUTS; k++)
+      if (o[k] != GT_A_NSLOTS && !have[o[k]]) ops |= 1u << op;
+  }
+  return ops;
+}
+
+uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
+  uint32_t ops = 0;
+  for (int op = 0; op < OP_N; op++)
+    if (gt__op_present(L, op)) ops |= 1u << op;
+  return ops;
+}
+uint32_t gt_layer_attention_op(void) { return 1u << OP_ATTN; }
+uint32_t gt_layer_moe_op(void) { return 1u << OP_MOE; }
+
+uint32_t gt_layer_output_op(const gt_layer_desc *L) { return 1u << (L->gemma4 ? OP_SCALE : OP_FFW_RESID); }
+
+void gt_layer_ops_outputs(const gt_layer_desc *L, uint32_t ops, uint8_t out[GT_A_NSLOTS]) {
+  memset(out, 0, GT_A_NSLOTS);
+  for (int op = 0; op < OP_N; op++)
+    if (ops & (1u << op)) {
+      gt_act o[GT__OUTS];
+      gt__op_out(L, op, o);
+      for (int k = 0; k < GT__OUTS; k++)
+        if (o[k] != GT_A_NSLOTS) out[o[k]] = 1;
+    }
+}
+
+/* PLE's gate: act = gelu_tanh(gate) * ple over rows, the per-layer input
+ * being a column block of the model-wide [N, L*P] buffer (row stride). */
+static void gt__ple_act_forward(float *act, const float *gate, const float *ple, int64_t stride, int64_t N, int P) {
+#pragma omp parallel for schedule(static) if (N * P > 65536 && !omp_in_parallel())
+  for (int64_t n = 0; n < N; n++) gt_geglu_forward(act + n * P, gate + n * P, ple + n * stride, P);
+}
+
+static void gt__ple_act_backward(float *dgate, float *dple, const float *dact, const float *gate, const float *ple,
+                                 int64_t stride, int64_t N, int P) {
+#pragma omp parallel for schedule(static) if (N * P > 65536 && !omp_in_parallel())
+  for (int64_t n = 0; n < N; n++)
+    gt_geglu_backward(dgate + n * P, dple + n * stride, dact + n * P, gate + n * P, ple + n * stride, P);
+}
+
+/* The layer result before layer_scalar multiplies it. */
+static float *gt__scaled_input(const gt_layer_desc *L, float *const a[GT_A_NSLOTS]) {
+  return L->ple_dim > 0 ? a[GT_A_X3] : a[GT_A_X2];
+}
+
+static float gt__lambda(const gt_layer_io *io) {
+  const gt_layer_desc *L = io->L;
+  const float *w = W(GT_P_LAYER_SCALAR);
+  return w ? w[0] : L->layer_scalar;
+}
+
+static gt_moe_weights gt__moe_w(const gt_layer_io *io) {
+  const gt_layer_desc *L = io->L;
+  gt_moe_weights w = {W(GT_P_ROUTER_PROJ), W(GT_P_ROUTER_SCALE), W(GT_P_EXPERT_SCALE), W(GT_P_PRE_FFW_NORM_2),
+                      W(GT_P_POST_FFW_NORM_2), W(GT_P_EXPERT_GATE_UP), W(GT_P_EXPERT_DOWN)};
+  return w;
+}
+
+/* The saved block as the kernels' struct (its sizes live in the block). */
+static gt_moe_saved gt__moe_bind(float *block, const gt_moe_dims *md) {
+  gt_moe_saved s;
+  gt_moe_saved_bind(&s, block, md);
+  s.n_rows = s.offsets[md->E / md->ep_size];
+  return s;
+}
+
+void gt_layer_moe_temps(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T, int64_t *fwd, int64_t *bwd) {
+  *fwd = *bwd = 0;
+  if (!L->n_experts) return;
+  gt_moe_dims md = gt__moe_dims(m, L, B, T);
+  int64_t work = (int64_t)((gt_moe_work_bytes(&md) + sizeof(float) - 1) / sizeof(float)), Ng = md.B * T * m->d;
+  /* expert parallelism: the group's routed outputs in forward; the group's
+   * d(routed) and partial d(x1) in backward */
+  *fwd = work + (L->moe_ep > 1 ? Ng : 0);
+  *bwd = work + (L->moe_ep > 1 ? 2 * Ng : 0);
+}
+
+static float *gt__moe_scratch(const gt_layer_io *io, int64_t n) {
+  float *p = gt_mem_alloc_uninit(io->m->mem, GT_MEM_TEMP, (size_t)n * sizeof(float));
+  if (!p && io->fail) *io->fail = GT_ERR_NOMEM;
+  return p;
+}
+
+/* routed = post_ffw_norm_2(sum of the top-k experts of pre_ffw_norm_2(x1)) */
+static void gt__moe_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  gt_moe_dims md = gt__moe_dims(m, L, io->B, io->T);
+  int64_t nf, nb, N = (int64_t)io->B * io->T, d = m->d;
+  gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
+  float *tmp = gt__moe_scratch(io, nf);
+  if (!tmp) return;
+  gt_moe_weights w = gt__moe_w(io);
+  gt_moe_saved s = gt__moe_bind(a[GT_A_MOE_SAVED], &md);
+  const float *h = a[GT_A_X1];
+  if (L->moe_ep > 1) {
+    m->ep->all_gather(m->ep->ctx, a[GT_A_X1], a[GT_A_MOE_IN], md.B * md.T * d);
+    h = a[GT_A_MOE_IN];
+  }
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_forward_partial(&s, h, &w, &md, tmp));
+  if (L->moe_ep > 1) {
+    /* every rank finishes the same group sum and keeps its own rows */
+    float *out = tmp + (nf - md.B * md.T * d);
+    m->ep->all_reduce(m->ep->ctx, s.sum, md.B * md.T * d);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_moe_forward_finish(out, &s, &w, &md));
+    memcpy(a[GT_A_MOE_OUT], out + (int64_t)m->ep_rank * N * d, (size_t)(N * d) * sizeof(float));
+  } else {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_moe_forward_finish(a[GT_A_MOE_OUT], &s, &w, &md));
+  }
+  if (io->moe_lb) *io->moe_lb = s.lb_loss;
+  gt_mem_free(m->mem, tmp);
+}
+
+/* y = a + b, split over threads by fixed ranges */
+static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] + z[i];
+}
+
+void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
+  int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim, P = L->ple_dim;
+  float eps = m->eps, off = m->norm_offset;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  ops &= gt_layer_all_ops(L);
+#define RUN(op) if (ops & (1u << (op)))
+
+  RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
+  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
+  RUN(OP_Q_NORM_ROPE) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
+  }
+  RUN(OP_K_NORM_ROPE) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd));
+  }
+  /* K = V: the value is the raw key projection, before k_norm and RoPE */
+  RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off));
+  RUN(OP_ATTN) {
+    gt_attn_dims ad = gt__attn_dims(io);
+    const float *k = L->kv_donor < 0 ? a[GT_A_K] : io->kv_k, *v = L->kv_donor < 0 ? a[GT_A_V] : io->kv_v;
+    GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
+  }
+  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
+  RUN(OP_ATTN_RESID) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off));
+    gt__add(a[GT_A_X1], a[GT_A_X_IN], N * d);
+  }
+  RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
+  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off));
+  RUN(OP_MOE) gt__moe_forward(io, a);
+  RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
+  RUN(OP_FFW_RESID) {
+    float *dst = L->gemma4 ? a[GT_A_X2] : x_out;
+    const float *ffw = L->n_experts ? a[GT_A_MOE_SUM] : a[GT_A_F];
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dst, a[GT_A_F_RSTD], ffw, W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
+    gt__add(dst, a[GT_A_X1], N * d);
+  }
+  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
+  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  RUN(OP_PLE_RESID) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X3], a[GT_A_PLE_RSTD], a[GT_A_PLE_PROJ], W(GT_P_PLE_NORM), N, (int)d, eps, off));
+    gt__add(a[GT_A_X3], a[GT_A_X2], N * d);
+  }
+  RUN(OP_SCALE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_forward(x_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
+#undef RUN
+}
+
+void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float *x_out) {
+  gt_layer_forward_ops(io, a, gt_layer_all_ops(io->L), x_out);
+}
+
+void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t N, int64_t *resid, int64_t *ple,
+                             int64_t *ffw, int64_t *attn) {
+  int64_t d = m->d, qd = (int64_t)L->n_heads * L->head_dim, kd = (int64_t)L->n_kv_heads * L->head_dim;
+  int64_t F = L->mlp_dim, P = L->ple_dim;
+  *resid = N * d;
+  *ple = P > 0 ? N * d + 2 * N * P : 0;
+  /* MoE layers: d(shared + routed) too */
+  *ffw = N * d + 3 * N * F + (L->n_experts ? N * d : 0);
+  /* dO, dCTX (later d(q raw)), dQ (later d(v raw)), and with own K/V: dK,
+   * dV, d(k raw); a KV-shared layer sends dK/dV to its donor instead */
+  *attn = N * d + 2 * N * qd + (L->kv_donor < 0 ? 3 * N * kd : 0);
+}
+
+#define G(slot) (gt_layer_slot(L, grads, (slot)))  /* grads: this layer's block */
+
+/* Gemma 4's output stage: x_out = lambda * y with y = x3 (PLE) or x2, and
+ * the PLE block x3 = x2 + norm(proj(gelu(gate(x2)) * ple)). On return dx1
+ * holds d(loss)/d(x2). */
+static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dx_out, float *dx1,
+                                 float *grads, int64_t n_ple, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  int64_t N = (int64_t)io->B * io->T, d = m->d, P = L->ple_dim;
+  float off = m->norm_offset;
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_backward(dx1, G(GT_P_LAYER_SCALAR), dx_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
+  if (!P) return GT_OK;
+  float *pl = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)n_ple * sizeof(float));
+  if (!pl) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the per-layer input gradients", L->index);
+  float *dPP = pl, *dACT = dPP + N * d, *dGATE = dACT + N * P;
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  gt_mem_free(m->mem, pl);
+  return GT_OK;
+}
+
+/* The routed block's backward: adds d(loss)/d(x1) into dx1 and its weight
+ * gradients into the layer's block (with expert parallelism: this rank's
+ * experts, and partial sums of the replicated tensors that the sharded
+ * executor sums over the expert group). */
+static gt_rc gt__moe_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dY, float *dx1,
+                              float *grads, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  gt_moe_dims md = gt__moe_dims(m, L, io->B, io->T);
+  int64_t nf, nb, N = (int64_t)io->B * io->T, d = m->d, Ng = md.B * md.T * d;
+  gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
+  float *tmp = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)nb * sizeof(float));
+  if (!tmp) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the routed experts' scratch", L->index);
+  gt_moe_weights w = gt__moe_w(io);
+  gt_moe_grads g = {G(GT_P_ROUTER_PROJ), G(GT_P_ROUTER_SCALE), G(GT_P_EXPERT_SCALE), G(GT_P_PRE_FFW_NORM_2),
+                    G(GT_P_POST_FFW_NORM_2), G(GT_P_EXPERT_GATE_UP), G(GT_P_EXPERT_DOWN)};
+  gt_moe_saved s = gt__moe_bind(a[GT_A_MOE_SAVED], &md);
+  if (L->moe_ep > 1) {
+    float *dout = tmp + (nb - 2 * Ng), *dh = dout + Ng; /* dh starts zeroed: the kernel adds */
+    m->ep->all_gather(m->ep->ctx, dY, dout, Ng);
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_backward(dh, &g, dout, m->moe_dlb, &s, a[GT_A_MOE_IN], &w, &md, tmp));
+    m->ep->reduce_scatter(m->ep->ctx, dh, dout, Ng); /* this rank's rows of the group's d(x1) */
+    gt__add(dx1, dout, N * d);
+  } else {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_moe_backward(dx1, &g, dY, m->moe_dlb, &s, a[GT_A_X1], &w, &md, tmp));
+  }
+  gt_mem_free(m->mem, tmp);
+  return GT_OK;
+}
+
+gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], const float *dx_out,
+                        float *dx_in, float *grads, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
+  int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim;
+  int own_kv = L->kv_donor < 0;
+  float off = m->norm_offset;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  gt_mem *mem = m->mem;
+  gt_rc rc;
+
+  /* Temporaries, zeroed by the allocator (backward kernels accumulate). The
+   * PLE, FFW and attention stages reuse one region each to keep the peak low. */
+  int64_t n_dx1, n_ple, n_ffw, n_attn;
+  gt_layer_backward_temps(m, L, N, &n_dx1, &n_ple, &n_ffw, &n_attn);
+  float *dx1 = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float));
+  if (!dx1) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
+  /* dx1 accumulates d(x1); it starts as d(x2), which on Gemma 3 is dx_out */
+  const float *dx2 = dx_out;
+  if (L->gemma4) {
+    if ((rc = gt__backward_output(io, a, dx_out, dx1, grads, n_ple, err))) {
+      gt_mem_free(mem, dx1);
+      return rc;
+    }
+    dx2 = dx1; /* read by the post-FFW norm's backward before anything adds to dx1 */
+  } else {
+    memcpy(dx1, dx_out, (size_t)n_dx1 * sizeof(float));
+  }
+  float *ffw = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float));
+  if (!ffw) {
+    gt_mem_free(mem, dx1);
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
+  }
+  float *dF = ffw, *dACT = dF + N * d, *dGATE = dACT + N * F, *dUP = dGATE + N * F;
+
+  if (L->n_experts) {
+    /* x2 = x1 + norm(y), y = norm_1(f) + routed(x1) */
+    float *dY = dUP + N * F;
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dY, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+    if ((rc = gt__moe_backward(io, a, dY, dx1, grads, err))) {
+      gt_mem_free(mem, ffw);
+      gt_mem_free(mem, dx1);
+      return rc;
+    }
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM_1), dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
+                        W(GT_P_POST_FFW_NORM_1), N, (int)d, off));
+  } else {
+    /* x2 = x1 + norm(f) */
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_F], a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+  }
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+  float *dM = dF; /* dF is consumed: reuse it for dM */
+  memset(dM, 0, (size_t)(N * d) * sizeof(float));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
+                      W(GT_P_PRE_FFW_NORM), N, (int)d, off));
+  gt_mem_free(mem, ffw);
+
+  /* x1 = x_in + norm(o) */
+  gt__add(dx_in, dx1, N * d);
+  float *attn = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float));
+  if (!attn) {
+    gt_mem_free(mem, dx1);
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
+  }
+  float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd;
+  float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
+  float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dO, G(GT_P_POST_ATTN_NORM), dx1, a[GT_A_O], a[GT_A_O_RSTD],
+                      W(GT_P_POST_ATTN_NORM), N, (int)d, off));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  gt_attn_dims ad = gt__attn_dims(io);
+  const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
+  GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
+                        io->seg, &ad));
+  /* a donor: its readers' gradients of the shared K/V join its own */
+  if (own_kv && io->dkv_k) {
+    gt__add(dK, io->dkv_k, N * kd);
+    gt__add(dV, io->dkv_v, N * kd);
+  }
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd));
+  if (own_kv) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd));
+  memset(dQR, 0, (size_t)(N * qd) * sizeof(float));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), N * H,
+                      (int)hd, off));
+  float *dVR = dV; /* d(value projection output): Gemma 3 has no v-norm */
+  if (own_kv) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM), N * K,
+                        (int)hd, off));
+    if (L->gemma4) {
+      /* v = v_norm(raw): K = V sends it into d(k raw); else into dQ's
+       * region, free since the q-norm consumed it (kd <= qd: K divides H) */
+      dVR = L->k_eq_v ? dKR : dQ;
+      if (!L->k_eq_v) memset(dVR, 0, (size_t)(N * kd) * sizeof(float));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dVR, G(GT_P_V_NORM), dV, a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW],
+                          a[GT_A_V_RSTD], W(GT_P_V_NORM), N * K, (int)hd, off));
+    }
+  }
+  float *dA = dO; /* dO is consumed */
+  memset(dA, 0, (size_t)(N * d) * sizeof(float));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
+  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
+                      N, (int)d, off));
+  gt_mem_free(mem, attn);
+  gt_mem_free(mem, dx1);
+  return GT_OK;
+}

@@ -1,0 +1,367 @@
+#define _POSIX_C_SOURCE 200809L
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "exec/remat.h"
+
+static int gt__rope_index(gt_model *m, double base, double scale, double fraction, int head_dim) {
+  for (int i = 0; i < m->n_rope; i++)
+    if (m->rope[i].base == base && m->rope[i].scale == scale && m->rope[i].fraction == fraction &&
+        m->rope[i].head_dim == head_dim)
+      return i;
+  if (m->n_rope == GT_MAX_ROPE) return -1;
+  m->rope[m->n_rope] = (gt_rope_desc){base, scale, fraction, head_dim};
+  return m->n_rope++;
+}
+
+static void gt__add_tensor3(gt_model *m, int64_t *cursor, int layer, const char *name, int ndim, int64_t s0,
+                            int64_t s1, int64_t s2) {
+  gt_tensor_info *t = &m->tensors[m->n_tensors++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->ndim = ndim;
+  t->shape[0] = s0;
+  t->shape[1] = ndim > 1 ? s1 : 1;
+  t->shape[2] = ndim > 2 ? s2 : 1;
+  t->numel = t->shape[0] * t->shape[1] * t->shape[2];
+  t->offset = *cursor;
+  t->layer = layer;
+  *cursor += t->numel;
+}
+
+static void gt__add_tensor(gt_model *m, int64_t *cursor, int layer, const char *name, int ndim, int64_t s0,
+                           int64_t s1) {
+  gt__add_tensor3(m, cursor, layer, name, ndim, s0, s1, 1);
+}
+
+/* One layer's descriptor from the config (everything but its parameters). */
+static gt_rc gt__describe_layer(gt_model *m, const gt_config *c, int64_t l, gt_err *err) {
+  gt_layer_desc *ld = &m->layers[l];
+  int global = gt_config_layer_is_global(c, l), g4 = gt_config_is_gemma4(c);
+  ld->index = (int)l;
+  ld->kind = global ? GT_LAYER_GLOBAL : GT_LAYER_LOCAL;
+  ld->window = global ? 0 : (int)c->sliding_window_size;
+  ld->n_heads = (int)c->base_num_query_heads;
+  ld->n_kv_heads = (int)gt_config_layer_kv_heads(c, l);
+  ld->head_dim = (int)gt_config_layer_head_dim(c, l);
+  ld->mlp_dim = (int)gt_config_layer_mlp_dim(c, l);
+  ld->q_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
+  ld->gemma4 = g4;
+  ld->k_eq_v = g4 && gt_config_layer_k_eq_v(c, l);
+  ld->kv_donor = g4 ? (int)gt_config_layer_kv_donor(c, l) : -1;
+  ld->kv_last_reader = -1;
+  ld->ple_dim = g4 ? (int)c->hidden_size_per_layer_input : 0;
+  ld->layer_scalar = 1.0f;
+  if (gt_config_layer_is_moe(c, l)) {
+    ld->n_experts = (int)c->num_experts;
+    ld->experts_per_tok = (int)c->num_experts_per_tok;
+    ld->moe_mlp_dim = (int)c->base_moe_mlp_dim;
+    ld->lb_weight = (float)c->load_balance_loss_weight;
+    ld->moe_ep = 1;
+  }
+  /* Local layers never scale positions (MaxText forces 1 on gemma3 local). */
+  ld->rope = global ? gt__rope_index(m, c->rope_max_timescale, c->rope_linear_scaling_factor,
+                                     c->global_rope_proportion, ld->head_dim)
+                    : gt__rope_index(m, c->local_rope_max_timescale, 1.0, c->local_rope_proportion, ld->head_dim);
+  if (ld->rope < 0) return gt_err_set(err, GT_ERR_INTERNAL, "model: more than %d RoPE tables", GT_MAX_ROPE);
+  if (ld->kv_donor >= 0) m->layers[ld->kv_donor].kv_last_reader = (int)l;
+  return GT_OK;
+}
+
+/* The layer's tensors in Hugging Face's names; a kind lacks what it does not
+ * use (a KV-shared layer has no k/v projections or k_norm, a K=V layer no
+ * v_proj), so the layout holds exactly the parameters that train. */
+static void gt__layer_tensors(gt_model *m, const gt_config *c, int64_t l, int64_t *cur) {
+  gt_layer_desc *ld = &m->layers[l];
+  int64_t d = m->d, qd = (int64_t)ld->n_heads * ld->head_dim, kd = (int64_t)ld->n_kv_heads * ld->head_dim;
+  int64_t F = ld->mlp_dim, hd = ld->head_dim, P = ld->ple_dim, E = ld->n_experts, FE = ld->moe_mlp_dim;
+  int own_kv = ld->kv_donor < 0, g4 = ld->gemma4, moe = E > 0;
+  /* the expert tensors come last, so a device holding some experts keeps
+   * every other tensor at its place (gt_model_set_expert_shard) */
+  struct {
+    gt_lparam slot;
+    const char *name;
+    int ndim;
+    int64_t s0, s1, s2;
+    int present;
+  } spec[] = {
+      {GT_P_INPUT_NORM, "input_layernorm.weight", 1, d, 0, 1, 1},
+      {GT_P_WQ, "self_attn.q_proj.weight", 2, qd, d, 1, 1},
+      {GT_P_WK, "self_attn.k_proj.weight", 2, kd, d, 1, own_kv},
+      {GT_P_WV, "self_attn.v_proj.weight", 2, kd, d, 1, own_kv && !ld->k_eq_v},
+      {GT_P_Q_NORM, "self_attn.q_norm.weight", 1, hd, 0, 1, 1},
+      {GT_P_K_NORM, "self_attn.k_norm.weight", 1, hd, 0, 1, own_kv},
+      {GT_P_WO, "self_attn.o_proj.weight", 2, d, qd, 1, 1},
+      {GT_P_POST_ATTN_NORM, "post_attention_layernorm.weight", 1, d, 0, 1, 1},
+      {GT_P_PRE_FFW_NORM, "pre_feedforward_layernorm.weight", 1, d, 0, 1, 1},
+      {GT_P_W_GATE, "mlp.gate_proj.weight", 2, F, d, 1, 1},
+      {GT_P_W_UP, "mlp.up_proj.weight", 2, F, d, 1, 1},
+      {GT_P_W_DOWN, "mlp.down_proj.weight", 2, d, F, 1, 1},
+      {GT_P_POST_FFW_NORM, "post_feedforward_layernorm.weight", 1, d, 0, 1, 1},
+      {GT_P_V_NORM, "self_attn.v_norm.weight", 1, hd, 0, 1, g4 && own_kv && c->v_norm_with_scale},
+      {GT_P_PLE_GATE, "per_layer_input_gate.weight", 2, P, d, 1, P > 0},
+      {GT_P_PLE_PROJ, "per_layer_projection.weight", 2, d, P, 1, P > 0},
+      {GT_P_PLE_NORM, "post_per_layer_input_norm.weight", 1, d, 0, 1, P > 0},
+      {GT_P_LAYER_SCALAR, "layer_scalar", 1, 1, 0, 1, g4 && c->layer_scalar_trainable},
+      {GT_P_ROUTER_PROJ, "router.proj.weight", 2, E, d, 1, moe},
+      {GT_P_ROUTER_SCALE, "router.scale", 1, d, 0, 1, moe},
+      {GT_P_EXPERT_SCALE, "router.per_expert_scale", 1, E, 0, 1, moe},
+      {GT_P_PRE_FFW_NORM_2, "pre_feedforward_layernorm_2.weight", 1, d, 0, 1, moe},
+      {GT_P_POST_FFW_NORM_1, "post_feedforward_layernorm_1.weight", 1, d, 0, 1, moe},
+      {GT_P_POST_FFW_NORM_2, "post_feedforward_layernorm_2.weight", 1, d, 0, 1, moe},
+      {GT_P_EXPERT_GATE_UP, "experts.gate_up_proj", 3, E, 2 * FE, d, moe},
+      {GT_P_EXPERT_DOWN, "experts.down_proj", 3, E, d, FE, moe},
+  };
+  for (int s = 0; s < GT_P_NSLOTS; s++) ld->slot_offset[s] = -1;
+  ld->param_offset = *cur;
+  for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+    if (!spec[i].present) continue;
+    char name[96];
+    snprintf(name, sizeof name, "layers.%lld.%s", (long long)l, spec[i].name);
+    ld->slot_offset[spec[i].slot] = *cur;
+    gt__add_tensor3(m, cur, (int)l, name, spec[i].ndim, spec[i].s0, spec[i].s1, spec[i].s2);
+  }
+  ld->param_count = *cur - ld->param_offset;
+  ld->local_count = ld->param_count;
+  for (int s = 0; s < GT_P_NSLOTS; s++) ld->slot_rel[s] = ld->slot_offset[s] < 0 ? -1 : ld->slot_offset[s] - ld->param_offset;
+}
+
+gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
+  memset(m, 0, sizeof *m);
+  if (strcmp(c->decoder_block, "gemma3") && !gt_config_is_gemma4(c))
+    return gt_err_set(err, GT_ERR_CONFIG, "model: decoder_block '%s' is not built yet; expected gemma3, gemma4 or "
+                      "gemma4_small", c->decoder_block);
+  int g4 = gt_config_is_gemma4(c);
+  m->vocab = c->vocab_size;
+  m->d = c->base_emb_dim;
+  m->n_layers = c->base_num_decoder_layers;
+  m->eps = (float)c->normalization_layer_epsilon;
+  /* Gemma 4 stores the norm scale itself (spec 3.2.1) */
+  m->norm_offset = g4 ? 0.0f : 1.0f;
+  /* HF multiplies by sqrt(d) cast to the compute dtype; we compute in fp32. */
+  m->emb_scale = sqrtf((float)m->d);
+  m->softcap = (float)c->final_logits_soft_cap;
+  m->max_pos = c->max_target_length;
+  m->ple_dim = g4 ? c->hidden_size_per_layer_input : 0;
+  m->ple_vocab = m->ple_dim ? (c->vocab_size_per_layer_input > 0 ? c->vocab_size_per_layer_input : c->vocab_size) : 0;
+  m->ple_embed_offset = m->ple_proj_offset = m->ple_norm_offset = -1;
+  gt_rc rc = gt_remat_from_config(&m->remat, c, err);
+  if (rc) return rc;
+
+  int64_t L = m->n_layers, d = m->d;
+  m->layers = calloc((size_t)L, sizeof *m->layers);
+  m->tensors = calloc((size_t)(L * GT_P_NSLOTS + 5), sizeof *m->tensors);
+  m->n_moe_layers = (int)gt_config_num_moe_layers(c);
+  m->moe_dlb = m->n_moe_layers ? 1.0f / (float)m->n_moe_layers : 0.0f;
+  m->ep_size = 1;
+  if (!m->layers || !m->tensors) {
+    gt_model_free(m);
+    return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for %lld layer descriptors", (long long)L);
+  }
+  for (int64_t l = 0; l < L; l++)
+    if ((rc = gt__describe_layer(m, c, l, err))) {
+      gt_model_free(m);
+      return rc;
+    }
+  /* The head unit (embedding, final norm, PLE) first, then the layers: every
+   * unit is one contiguous range, the grain of gathering and sharding. */
+  int64_t cur = 0;
+  m->embed_offset = cur;
+  gt__add_tensor(m, &cur, -1, "embed_tokens.weight", 2, m->vocab, d);
+  m->final_norm_offset = cur;
+  gt__add_tensor(m, &cur, -1, "norm.weight", 1, d, 0);
+  if (m->ple_dim) {
+    int64_t LP = L * m->ple_dim;
+    m->ple_embed_offset = cur;
+    gt__add_tensor(m, &cur, -1, "embed_tokens_per_layer.weight", 2, m->ple_vocab, LP);
+    m->ple_proj_offset = cur;
+    gt__add_tensor(m, &cur, -1, "per_layer_model_projection.weight", 2, LP, d);
+    m->ple_norm_offset = cur;
+    gt__add_tensor(m, &cur, -1, "per_layer_projection_norm.weight", 1, m->ple_dim, 0);
+  }
+  for (int64_t l = 0; l < L; l++) gt__layer_tensors(m, c, l, &cur);
+  m->n_params = cur;
+  return GT_OK;
+}
+
+void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count) {
+  if (u == 0) {
+    *offset = m->embed_offset;
+    *count = (m->n_layers > 0 ? m->layers[0].param_offset : m->n_params) - m->embed_offset;
+  } else {
+    *offset = m->layers[u - 1].param_offset;
+    *count = m->layers[u - 1].param_count;
+  }
+}
+
+int64_t gt_model_count_params(const gt_config *cfg) {
+  gt_model m;
+  if (gt_model_build(&m, cfg, NULL)) return -1;
+  int64_t n = m.n_params;
+  gt_model_free(&m);
+  return n;
+}
+
+int64_t gt_model_count_active_params(const gt_config *cfg) {
+  gt_model m;
+  if (gt_model_build(&m, cfg, NULL)) return -1;
+  int64_t n = m.n_params;
+  for (int64_t l = 0; l < m.n_layers; l++) {
+    const gt_layer_desc *L = &m.layers[l];
+    /* a token runs num_experts_per_tok of the E experts */
+    int64_t per_expert = 3 * (int64_t)L->moe_mlp_dim * m.d;
+    n -= (int64_t)(L->n_experts - L->experts_per_tok) * per_expert * (L->n_experts > 0);
+  }
+  gt_model_free(&m);
+  return n;
+}
+
+void gt_model_set_expert_shard(gt_model *m, int P, int rank) {
+  for (int64_t l = 0; l < m->n_layers; l++) {
+    gt_layer_desc *L = &m->layers[l];
+    if (!L->n_experts) continue;
+    int64_t per_gu = 2 * (int64_t)L->moe_mlp_dim * m->d, per_dn = (int64_t)m->d * L->moe_mlp_dim, EL = L->n_experts / P;
+    L->slot_rel[GT_P_EXPERT_DOWN] = L->slot_rel[GT_P_EXPERT_GATE_UP] + EL * per_gu;
+    L->local_count = L->slot_rel[GT_P_EXPERT_DOWN] + EL * per_dn;
+    L->moe_ep = P;
+  }
+  m->ep_size = P;
+  m->ep_rank = rank;
+}
+
+int gt_model_unit_pieces(const gt_model *m, int64_t u, int64_t full_off[3], int64_t local_off[3], int64_t len[3]) {
+  int64_t off, cnt;
+  gt_model_unit(m, u, &off, &cnt);
+  const gt_layer_desc *L = u > 0 ? &m->layers[u - 1] : NULL;
+  full_off[0] = off, local_off[0] = 0, len[0] = cnt;
+  if (!L || !L->n_experts || L->moe_ep == 1) return 1;
+  /* [replicated part | owned gate_up experts | owned down experts] */
+  int EL = L->n_experts / m->ep_size, rank = m->ep_rank;
+  int64_t per_gu = 2 * (int64_t)L->moe_mlp_dim * m->d, per_dn = (int64_t)m->d * L->moe_mlp_dim;
+  int64_t rep = L->slot_rel[GT_P_EXPERT_GATE_UP];
+  len[0] = rep;
+  full_off[1] = L->slot_offset[GT_P_EXPERT_GATE_UP] + (int64_t)rank * EL * per_gu;
+  local_off[1] = rep;
+  len[1] = EL * per_gu;
+  full_off[2] = L->slot_offset[GT_P_EXPERT_DOWN] + (int64_t)rank * EL * per_dn;
+  local_off[2] = L->slot_rel[GT_P_EXPERT_DOWN];
+  len[2] = EL * per_dn;
+  return 3;
+}
+
+int64_t gt_model_unit_local(const gt_model *m, int64_t u) {
+  int64_t off, cnt;
+  gt_model_unit(m, u, &off, &cnt);
+  return u > 0 ? m->layers[u - 1].local_count : cnt;
+}
+
+int64_t gt_model_unit_replicated(const gt_model *m, int64_t u) {
+  const gt_layer_desc *L = u > 0 ? &m->layers[u - 1] : NULL;
+  if (L && L->n_experts && L->moe_ep > 1) return L->slot_rel[GT_P_EXPERT_GATE_UP];
+  return gt_model_unit_local(m, u);
+}
+
+const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+  return NULL;
+}
+
+gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err) {
+  m->mem = mem;
+  for (int r = 0; r < m->n_rope; r++) {
+    int hd = m->rope[r].head_dim;
+    size_t tb = (size_t)m->max_pos * (size_t)(hd / 2) * sizeof(float);
+    m->rope_cos[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
+    m->rope_sin[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
+    if (!m->rope_cos[r] || !m->rope_sin[r])
+      return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate RoPE tables");
+    gt_rope_table_fill(m->rope_cos[r], m->rope_sin[r], (int)m->max_pos, hd, m->rope[r].base,
+                       m->rope[r].scale, m->rope[r].fraction);
+  }
+  return GT_OK;
+}
+
+gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err) {
+  m->mem = mem;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  m->params = gt_mem_alloc(mem, GT_MEM_PARAMS, bytes);
+  if (!m->params)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate %lld parameters (%.1f MiB)", (long long)m->n_params,
+                      (double)bytes / 1048576.0);
+  return gt_model_alloc_tables(m, mem, err);
+}
+
+gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
+  gt_rc rc = gt_model_alloc_inference(m, mem, err);
+  if (rc) return rc;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  m->grads = gt_mem_alloc(mem, GT_MEM_GRADS, bytes);
+  if (!m->grads)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate the gradients of %lld parameters (%.1f MiB)",
+                      (long long)m->n_params, (double)bytes / 1048576.0);
+  return GT_OK;
+}
+
+/* splitmix64 drives a Box-Muller normal: cheap, seeded, identical everywhere. */
+static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i += 2) {
+    double u1 = ((double)(gt_splitmix64(&s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(gt_splitmix64(&s) >> 11) / 9007199254740992.0;
+    double r = sqrt(-2.0 * log(u1));
+    x[i] = (float)(std * r * cos(6.283185307179586 * u2));
+    if (i + 1 < n) x[i + 1] = (float)(std * r * sin(6.283185307179586 * u2));
+  }
+}
+
+void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
+  /* Each tensor gets its own stream (seed, tensor index), so the values of a
+   * tensor do not depend on the shapes of the tensors before it. */
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    float *p = m->params + t->offset;
+    if (t->ndim == 1) {
+      /* norms start as the identity: (1 + w) with w = 0 on Gemma 3, a stored
+       * scale of 1 on Gemma 4 (and layer_scalar = 1) */
+      float one = 1.0f - m->norm_offset;
+      for (int64_t k = 0; k < t->numel; k++) p[k] = one;
+      continue;
+    }
+    /* embeddings so a looked-up row is O(1) after its scale: the main table
+     * times sqrt(d), the PLE table times sqrt(ple_dim) */
+    double std = t->offset == m->embed_offset       ? 1.0 / sqrt((double)m->d)
+                 : t->offset == m->ple_embed_offset ? 1.0 / sqrt((double)m->ple_dim)
+                                                    : init_scale / sqrt((double)t->shape[t->ndim - 1]);
+    gt__fill_normal(p, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 1, std);
+  }
+}
+
+void gt_model_init_norms(gt_model *m, uint64_t seed, double std) {
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    if (t->ndim == 1) gt__fill_normal(m->params + t->offset, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 2, std);
+  }
+}
+
+void gt_model_zero_grads(gt_model *m) {
+  if (m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+}
+
+void gt_model_free(gt_model *m) {
+  if (m->mem) {
+    gt_mem_free(m->mem, m->params);
+    gt_mem_free(m->mem, m->grads);
+    for (int r = 0; r < m->n_rope; r++) {
+      gt_mem_free(m->mem, m->rope_cos[r]);
+      gt_mem_free(m->mem, m->rope_sin[r]);
+    }
+  }
+  free(m->layers);
+  free(m->tensors);
+  memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,239 @@
+/* gemtrain model graph: a list of layer descriptors built from the config,
+ * and the parameter layout (every tensor named, in one flat buffer per state
+ * class: params, grads, and later optimizer moments).
+ *
+ * A layer kind is data, not code paths in the executor: each descriptor
+ * carries its own head counts, window, RoPE table and parameter range, so new
+ * kinds (other head dims, shared K/V, MoE) add descriptors, not special cases.
+ * Each layer's parameters are contiguous, so a layer can be gathered, saved or
+ * sharded as one range. Matrices use Hugging Face's [out, in] layout. */
+#ifndef GEMTRAIN_MODEL_H
+#define GEMTRAIN_MODEL_H
+
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "gemtrain/common.h"
+#include "gemtrain/config.h"
+#include "base/prof.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gt_layer_kind { GT_LAYER_LOCAL = 0, GT_LAYER_GLOBAL = 1 } gt_layer_kind;
+
+/* Per-layer parameter slots. A kind that lacks a tensor leaves it at -1. */
+typedef enum gt_lparam {
+  GT_P_INPUT_NORM = 0, /* [d]        input_layernorm */
+  GT_P_WQ,             /* [H*hd, d]  self_attn.q_proj */
+  GT_P_WK,             /* [K*hd, d]  self_attn.k_proj */
+  GT_P_WV,             /* [K*hd, d]  self_attn.v_proj */
+  GT_P_Q_NORM,         /* [hd]       self_attn.q_norm */
+  GT_P_K_NORM,         /* [hd]       self_attn.k_norm */
+  GT_P_WO,             /* [d, H*hd]  self_attn.o_proj */
+  GT_P_POST_ATTN_NORM, /* [d]        post_attention_layernorm */
+  GT_P_PRE_FFW_NORM,   /* [d]        pre_feedforward_layernorm */
+  GT_P_W_GATE,         /* [F, d]     mlp.gate_proj */
+  GT_P_W_UP,           /* [F, d]     mlp.up_proj */
+  GT_P_W_DOWN,         /* [d, F]     mlp.down_proj */
+  GT_P_POST_FFW_NORM,  /* [d]        post_feedforward_layernorm */
+  /* Gemma 4 */
+  GT_P_V_NORM,         /* [hd]       self_attn.v_norm (v_norm_with_scale only) */
+  GT_P_PLE_GATE,       /* [P, d]     per_layer_input_gate */
+  GT_P_PLE_PROJ,       /* [d, P]     per_layer_projection */
+  GT_P_PLE_NORM,       /* [d]        post_per_layer_input_norm */
+  GT_P_LAYER_SCALAR,   /* [1]        layer_scalar (layer_scalar_trainable only) */
+  /* Gemma 4 mixture of experts (spec 3.6; mlp.* above is the shared expert) */
+  GT_P_ROUTER_PROJ,    /* [E, d]     router.proj.weight */
+  GT_P_ROUTER_SCALE,   /* [d]        router.scale */
+  GT_P_EXPERT_SCALE,   /* [E]        router.per_expert_scale */
+  GT_P_PRE_FFW_NORM_2, /* [d]        pre_feedforward_layernorm_2 (routed input) */
+  GT_P_POST_FFW_NORM_1,/* [d]        post_feedforward_layernorm_1 (shared output) */
+  GT_P_POST_FFW_NORM_2,/* [d]        post_feedforward_layernorm_2 (routed output) */
+  GT_P_EXPERT_GATE_UP, /* [E, 2F, d] experts.gate_up_proj (last but one: see local_count) */
+  GT_P_EXPERT_DOWN,    /* [E, d, F]  experts.down_proj (last) */
+  GT_P_NSLOTS
+} gt_lparam;
+
+typedef struct gt_layer_desc {
+  int index;
+  gt_layer_kind kind;
+  int window;           /* keys visible per query; 0 = global (causal only) */
+  int n_heads, n_kv_heads, head_dim, mlp_dim;
+  float q_scale;        /* query_pre_attn_scalar^-0.5 */
+  /* Gemma 4 (all 0 / -1 on Gemma 3 layers) */
+  int gemma4;           /* stored norm scales, scale-free v-norm, layer_scalar on the output */
+  int k_eq_v;           /* v = v_norm(raw k): no v_proj */
+  int kv_donor;         /* KV-shared layer: the layer whose K/V it reads; -1: its own */
+  int kv_last_reader;   /* a donor: the last layer reading its K/V; -1: not a donor */
+  int ple_dim;          /* per-layer input width (0: no PLE) */
+  float layer_scalar;   /* the constant factor when layer_scalar is not trained */
+  /* mixture of experts (n_experts 0: a dense feed-forward) */
+  int n_experts, experts_per_tok, moe_mlp_dim;
+  float lb_weight;      /* load_balance_loss_weight */
+  int moe_ep;           /* expert-parallel group this device runs the layer in (1: every expert here) */
+  int rope;             /* index of this layer's RoPE table in the model */
+  int64_t param_offset; /* first element of this layer's range */
+  int64_t param_count;
+  int64_t slot_offset[GT_P_NSLOTS]; /* absolute offsets into the flat buffer, -1 if absent */
+  /* This device's block of the layer: with expert parallelism a MoE layer
+   * holds only its E/P experts (the expert tensors are the layer's last two,
+   * so every other tensor keeps its place); local_count elements, slot s at
+   * slot_rel[s] (-1 if absent). Without it, the whole layer. */
+  int64_t local_count;
+  int64_t slot_rel[GT_P_NSLOTS];
+} gt_layer_desc;
+
+typedef struct gt_rope_desc {
+  double base, scale, fraction;
+  int head_dim;
+} gt_rope_desc;
+
+typedef struct gt_tensor_info {
+  char name[96];     /* Hugging Face name without the "model." prefix */
+  int ndim;
+  int64_t shape[4];
+  int64_t offset;    /* element offset into the flat buffer */
+  int64_t numel;
+  int layer;         /* -1 for embedding and final norm */
+} gt_tensor_info;
+
+#define GT_MAX_ROPE 4
+
+/* Remat policy in executable form (src/remat.c builds it; see remat.h).
+ * slot[s] says what becomes of activation slot s (gt_act in layer.h) after
+ * a layer's forward: recomputed in backward, kept, or kept in the host pool. */
+#define GT_MAX_ACT_SLOTS 40
+typedef enum gt_save_mode { GT_SAVE_REMAT = 0, GT_SAVE_DEVICE = 1, GT_SAVE_OFFLOAD = 2 } gt_save_mode;
+typedef struct gt_remat {
+  gt_save_mode slot[GT_MAX_ACT_SLOTS];
+  int block_scope; /* 1: one boundary per layer_pattern block */
+  int period;      /* layers per block */
+  int none;        /* remat_policy=none: keep everything, recompute nothing */
+} gt_remat;
+
+/* Where the executor finds each unit's parameters and puts its gradients
+ * (see gt_model_unit). NULL in gt_model.view: the model's own flat buffers.
+ * The sharded executor installs one that all-gathers a unit's shards on
+ * acquire and reduce-scatters its gradients on release. */
+typedef struct gt_param_view {
+  void *ctx;
+  /* phase 0: forward (params only); 1: backward (params, and a zeroed
+   * gradient block the backward adds into). */
+  gt_rc (*acquire)(void *ctx, int64_t unit, int phase, const float **params, float **grads, gt_err *err);
+  /* The unit's parameters are no longer needed (its gradients may be). */
+  void (*drop_params)(void *ctx, int64_t unit);
+  /* Done with the unit: forward frees the gathered copy; backward also
+   * reduce-scatters and frees the gradient block. */
+  void (*release)(void *ctx, int64_t unit, int phase);
+} gt_param_view;
+
+/* Expert parallelism as a layer sees it: collectives among the devices of
+ * its expert group (size P, this device's rank), n elements in all (the
+ * group's concatenation, in rank order: each member contributes n / P). */
+typedef struct gt_expert_comm {
+  void *ctx;
+  int size, rank;
+  void (*all_gather)(void *ctx, const float *own, float *all, int64_t n);
+  void (*all_reduce)(void *ctx, float *buf, int64_t n);
+  void (*reduce_scatter)(void *ctx, const float *all, float *own, int64_t n);
+} gt_expert_comm;
+
+typedef struct gt_model {
+  /* dimensions */
+  int64_t vocab, d, n_layers;
+  float eps;
+  float norm_offset;  /* 1: Gemma 3 (1 + w); 0: Gemma 4 (stored scale) */
+  float emb_scale;    /* sqrt(d) in the compute dtype */
+  float softcap;      /* 0 = off */
+  int64_t max_pos;    /* RoPE tables cover positions [0, max_pos) */
+  /* graph */
+  gt_layer_desc *layers;
+  int n_rope;
+  gt_rope_desc rope[GT_MAX_ROPE];
+  /* layout */
+  int n_tensors;
+  gt_tensor_info *tensors;
+  int64_t n_params;
+  int64_t embed_offset, final_norm_offset;
+  /* per-layer embeddings (Gemma 4 small), in the head unit after the final
+   * norm: table [ple_vocab, L*ple_dim], projection [L*ple_dim, d], norm
+   * [ple_dim]; offsets -1 without PLE */
+  int64_t ple_dim, ple_vocab;
+  int64_t ple_embed_offset, ple_proj_offset, ple_norm_offset;
+  /* storage (NULL until gt_model_alloc) */
+  gt_mem *mem;
+  float *params;
+  float *grads;
+  float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE];
+  gt_prof *prof; /* optional time accounting (NULL: off) */
+  /* execution: the remat policy (gt_model_build sets it from the config)
+   * and what offloading cost */
+  gt_remat remat;
+  gt_param_view *view; /* NULL: own buffers */
+  /* mixture of experts: MoE layers, and the weight of each layer's
+   * load-balance loss in the loss (1 / n_moe_layers on one device; the
+   * sharded executor divides by its token groups too) */
+  int n_moe_layers;
+  float moe_dlb;
+  int ep_size, ep_rank; /* expert axis (gt_model_set_expert_shard); 1, 0: all experts here */
+  gt_expert_comm *ep;   /* its collectives (NULL when ep_size is 1) */
+  long long offload_bytes;  /* bytes copied to and from the host pool */
+  double offload_seconds;   /* time spent copying them */
+} gt_model;
+
+/* Build the graph and the layout from a validated config; allocates only the
+ * small descriptor tables (plain malloc), no tensors. */
+gt_rc gt_model_build(gt_model *m, const gt_config *cfg, gt_err *err);
+/* Allocate params, grads and RoPE tables through the tracked allocator. */
+gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
+/* Params and RoPE tables only, no gradient buffer (m->grads stays NULL):
+ * for forward passes and conversion. */
+gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err);
+/* Only the RoPE tables (a sharded device keeps its parameters elsewhere). */
+gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
+/* Deterministic initialisation from a seed (see weight_init_scale). */
+void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+/* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
+ * random model whose norms are not the identity, for tests and fixtures. */
+void gt_model_init_norms(gt_model *m, uint64_t seed, double std);
+void gt_model_zero_grads(gt_model *m);
+void gt_model_free(gt_model *m);
+
+/* Units: the ranges the executor gathers and shards. Unit 0 is the head
+ * (embedding, then the final norm: [V*d + d], then the PLE tensors when the
+ * model has them); unit 1 + l is layer l. */
+static inline int64_t gt_model_n_units(const gt_model *m) { return m->n_layers + 1; }
+void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count);
+
+/* Parameter count of a config without building anything large; the active
+ * count is what one token uses (MoE: num_experts_per_tok routed experts). */
+int64_t gt_model_count_params(const gt_config *cfg);
+int64_t gt_model_count_active_params(const gt_config *cfg);
+
+/* Expert parallelism: this device holds experts [rank*E/P, (rank+1)*E/P) of
+ * every MoE layer; sets each layer's local_count and slot_rel (and keeps the
+ * full layout's offsets for init, export and checkpoints). */
+void gt_model_set_expert_shard(gt_model *m, int P, int rank);
+/* A unit's block on this device as pieces of the full layout: piece i is
+ * full elements [full_off[i], +len[i]) at local_off[i] of the block
+ * (relative to the unit's start). Returns the number of pieces (1 to 3). */
+int gt_model_unit_pieces(const gt_model *m, int64_t u, int64_t full_off[3], int64_t local_off[3], int64_t len[3]);
+/* Elements of the unit's block on this device, and how many leading ones are
+ * the same on every rank of the expert axis (all but the owned experts). */
+int64_t gt_model_unit_local(const gt_model *m, int64_t u);
+int64_t gt_model_unit_replicated(const gt_model *m, int64_t u);
+const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
+
+/* Pointer to a layer's slot given the start of that layer's own block of
+ * params or grads (wherever it lives: the flat buffer or a gathered copy);
+ * NULL if the kind has no such tensor. */
+static inline float *gt_layer_slot(const gt_layer_desc *L, float *layer_base, gt_lparam s) {
+  return L->slot_rel[s] < 0 ? (float *)0 : layer_base + L->slot_rel[s];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

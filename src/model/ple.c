@@ -1,0 +1,85 @@
+#include "model/ple.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+void gt__ple_temps(const gt_model *m, int64_t N, int64_t *fwd, int64_t *bwd_cols, int64_t *bwd_rows) {
+  int64_t LP = m->n_layers * m->ple_dim;
+  *fwd = N * LP;
+  *bwd_cols = N * LP;
+  *bwd_rows = N * m->n_layers;
+}
+
+/* Scales are float32 constants, as HF multiplies float32 tensors by them. */
+static float gt__proj_scale(const gt_model *m) { return (float)(1.0 / sqrt((double)m->d)); }
+static float gt__ident_scale(const gt_model *m) { return sqrtf((float)m->ple_dim); }
+static const float gt__mix = 0.70710678118654752f; /* 2^-0.5 */
+
+static void gt__scale(float *x, int64_t n, float s) {
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+  for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* ctx = x0 . Wproj^T * d^-0.5, [N, L*P] */
+static void gt__project(const gt_model *m, const float *hp, const float *x0, int64_t N, float *ctx) {
+  int64_t LP = m->n_layers * m->ple_dim;
+  const float *Wp = hp + (m->ple_proj_offset - m->embed_offset);
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(ctx, x0, Wp, N, m->d, LP));
+  gt__scale(ctx, N * LP, gt__proj_scale(m));
+}
+
+gt_rc gt__ple_forward(const gt_model *m, const float *hp, const float *x0, const int32_t *tok, int64_t N, float *ple,
+                      gt_err *err) {
+  int64_t LP = m->n_layers * m->ple_dim;
+  const float *E = hp + (m->ple_embed_offset - m->embed_offset), *wn = hp + (m->ple_norm_offset - m->embed_offset);
+  float *ctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
+  if (!ctx) return gt_err_set(err, GT_ERR_NOMEM, "ple: no memory for the per-layer projection [%lld, %lld]",
+                              (long long)N, (long long)LP);
+  gt__project(m, hp, x0, N, ctx);
+  /* one RMSNorm per (token, layer) vector of P */
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(ple, NULL, ctx, wn, N * m->n_layers, (int)m->ple_dim, m->eps,
+                                                         m->norm_offset));
+  float s = gt__ident_scale(m);
+#pragma omp parallel for schedule(static) if (N * LP > 65536 && !omp_in_parallel())
+  for (int64_t n = 0; n < N; n++) {
+    const float *e = E + (int64_t)tok[n] * LP;
+    float *p = ple + n * LP;
+    for (int64_t c = 0; c < LP; c++) p[c] = (e[c] * s + p[c]) * gt__mix;
+  }
+  gt_mem_free(m->mem, ctx);
+  return GT_OK;
+}
+
+gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const float *x0, const int32_t *tok, int64_t N,
+                       float *dple, float *dx0, gt_err *err) {
+  int64_t LP = m->n_layers * m->ple_dim, rows = N * m->n_layers;
+  int64_t eo = m->ple_embed_offset - m->embed_offset, po = m->ple_proj_offset - m->embed_offset;
+  int64_t no = m->ple_norm_offset - m->embed_offset;
+  /* both halves of the sum get dple * 2^-0.5 */
+  gt__scale(dple, N * LP, gt__mix);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg + eo, dple, tok, N, (int)LP, gt__ident_scale(m)));
+  float *ctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
+  float *dctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
+  float *rstd = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)rows * sizeof(float));
+  if (!ctx || !dctx || !rstd) {
+    gt_mem_free(m->mem, ctx);
+    gt_mem_free(m->mem, dctx);
+    gt_mem_free(m->mem, rstd);
+    return gt_err_set(err, GT_ERR_NOMEM, "ple: no memory to backpropagate the per-layer projection");
+  }
+  /* the same kernels on the same x0 as the forward: the same bits */
+  gt__project(m, hp, x0, N, ctx);
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dctx, rstd, ctx, hp + no, rows, (int)m->ple_dim, m->eps, m->norm_offset));
+  memset(dctx, 0, (size_t)(N * LP) * sizeof(float));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dctx, hg + no, dple, ctx, rstd, hp + no, rows, (int)m->ple_dim,
+                                                          m->norm_offset));
+  gt__scale(dctx, N * LP, gt__proj_scale(m));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx0, hg + po, dctx, x0, hp + po, N, m->d, LP));
+  gt_mem_free(m->mem, ctx);
+  gt_mem_free(m->mem, dctx);
+  gt_mem_free(m->mem, rstd);
+  return GT_OK;
+}

@@ -1,0 +1,233 @@
+/* The training state for checkpoints: what is saved (parameters, AdamW
+ * moments and step, data position, config), where it comes from on a
+ * sharded run, and the rules that pick what a run starts from. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+#include "hf/hf.h"
+#include "ckpt/paramfile.h"
+#include "train/train_internal.h"
+#include "base/prof.h"
+
+gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+  enum { MAXS = 1024 };
+  const float *p[MAXS], *mu[MAXS], *nu[MAXS];
+  gt_ckpt_src src = {1, p, mu, nu};
+  int64_t opt_step;
+  float *host = NULL;
+  if (s->fs && gt_fsdp_expert_parallelism(s->fs) > 1) {
+    /* a device's shard holds only its experts: save the full state as one
+     * shard (restores go through full buffers anyway, onto any mesh) */
+    int64_t n = s->m->n_params;
+    host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
+    if (!host) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters", (long long)n);
+    gt_rc rc0 = gt_fsdp_full_state(s->fs, host, host + n, host + 2 * n, err);
+    if (rc0) {
+      gt_mem_free(s->mem, host);
+      return rc0;
+    }
+    p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
+    opt_step = gt_fsdp_opt_step(s->fs);
+  } else if (s->fs) {
+    src.n_shards = gt_fsdp_num_shards(s->fs);
+    for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(s->fs, r, &p[r], &mu[r], &nu[r]);
+    opt_step = gt_fsdp_opt_step(s->fs);
+  } else {
+    p[0] = s->m->params, mu[0] = s->opt->mu, nu[0] = s->opt->nu;
+    opt_step = s->opt->t;
+  }
+  gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
+  char root[2200];
+  snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+  char *cj = gt_config_to_json(s->cfg);
+  double t0 = gt_prof_now();
+  gt_rc rc = gt_ckpt_save(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
+                          s->cfg->max_num_checkpoints_to_keep, err);
+  free(cj);
+  gt_mem_free(s->mem, host);
+  if (rc == GT_OK && s->out) {
+    fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
+            (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt_prof_now() - t0);
+    fflush(s->out);
+  }
+  return rc;
+}
+
+/* load_parameters_path that is not a checkpoint: an HF directory (already
+ * the model's definition, see gt_train) or a gt_ctx_save parameter file */
+static gt_rc gt__load_foreign_params(gt_model *m, const char *path, gt_err *err) {
+  if (!gt_hf_is_dir(path)) return gt_paramfile_read(path, m, NULL, NULL, NULL, err);
+  gt_st_set set;
+  memset(&set, 0, sizeof set);
+  char where[GT_STR_PATH + 8];
+  snprintf(where, sizeof where, "'%s'", path);
+  gt_rc rc = gt_st_set_open(&set, path, err);
+  if (rc == GT_OK) rc = gt_hf_import_params(m, &set, where, NULL, err);
+  gt_st_set_close(&set);
+  return rc;
+}
+
+static void gt__log(void *ctx, const char *line) {
+  FILE *out = ctx;
+  if (out) fprintf(out, "%s\n", line), fflush(out);
+}
+
+/* Names the keys whose values differ between the checkpoint's config and
+ * this run's, so a resume with changed settings is visible. */
+static void gt__report_config_changes(FILE *out, const char *saved_json, const gt_config *cfg) {
+  if (!out || !saved_json) return;
+  char *now_json = gt_config_to_json(cfg);
+  cJSON *a = cJSON_Parse(saved_json), *b = cJSON_Parse(now_json);
+  char line[1500];
+  size_t o = 0;
+  int n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, b) {
+    const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, it->string);
+    if (old && cJSON_Compare(old, it, 1)) continue;
+    char *x = old ? cJSON_PrintUnformatted(old) : NULL, *y = cJSON_PrintUnformatted(it);
+    if (o < sizeof line)
+      o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s -> %s", n ? ", " : "", it->string, x ? x : "(unset)",
+                            y ? y : "?");
+    n++;
+    free(x), free(y);
+  }
+  if (n) fprintf(out, "resume: %d key%s differ%s from the checkpoint's config: %s\n", n, n > 1 ? "s" : "",
+                 n > 1 ? "" : "s", line);
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  free(now_json);
+}
+
+gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start, int *resumed, gt_err *err) {
+  const gt_config *c = s->cfg;
+  *start = 0;
+  *resumed = 0;
+  char own[2200];
+  snprintf(own, sizeof own, "%s/checkpoints", run_dir);
+  const char *path = NULL, *why = NULL;
+  int full = 1;
+  /* MaxText's order: the run's own checkpoint wins, so a restarted job
+   * continues instead of starting over from its initial weights */
+  if (c->enable_checkpointing && gt_ckpt_present(own))
+    path = own, why = "the run directory", *resumed = 1;
+  else if (c->load_full_state_path[0])
+    path = c->load_full_state_path, why = "load_full_state_path";
+  else if (c->load_parameters_path[0])
+    path = c->load_parameters_path, why = "load_parameters_path", full = 0;
+  if (!path) return GT_OK;
+  gt_model *m = s->m;
+  float *p, *mu = NULL, *nu = NULL, *host = NULL;
+  if (s->fs) { /* assemble full buffers on the host, then hand each device its shards */
+    host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)m->n_params * (full ? 3 : 1) * sizeof(float));
+    if (!host)
+      return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to load the checkpoint's %lld parameters%s",
+                        (long long)m->n_params, full ? " and AdamW moments" : "");
+    p = host;
+    if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
+  } else {
+    p = m->params;
+    if (full) mu = s->opt->mu, nu = s->opt->nu;
+  }
+  gt_ckpt_loaded ld;
+  gt_rc rc;
+  struct stat sb;
+  if (!full && (gt_hf_is_dir(path) || (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)))) {
+    /* parameters from Hugging Face or a gemtrain parameter file; both fill
+     * m->params, which for a sharded run is the host buffer for a moment */
+    float *own = m->params;
+    m->params = p;
+    rc = gt__load_foreign_params(m, path, err);
+    m->params = own;
+    memset(&ld, 0, sizeof ld);
+    snprintf(ld.dir, sizeof ld.dir, "%s", path);
+    why = gt_hf_is_dir(path) ? "load_parameters_path, a Hugging Face directory" : "load_parameters_path, a parameter file";
+  } else {
+    rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
+  }
+  if (rc) {
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    gt_err_set(err, rc, "train: cannot start from %s '%s': %s", why, path, msg);
+    goto out;
+  }
+  int64_t opt_step = full ? ld.state.opt_step : 0;
+  if (s->fs)
+    rc = gt_fsdp_set_state(s->fs, p, mu, nu, opt_step, err);
+  else
+    s->opt->t = opt_step;
+  if (rc) goto out;
+  if (full) {
+    *start = ld.state.step;
+    gt_data_seek(s->data, ld.state.data);
+  }
+  if (s->out) {
+    if (full)
+      fprintf(s->out,
+              "resumed from %s (%s): step %lld, AdamW step %lld, data epoch %lld window %lld; written by %lld "
+              "device%s in %lld shard%s\n",
+              ld.dir, why, (long long)ld.state.step, (long long)ld.state.opt_step, (long long)ld.state.data.epoch,
+              (long long)ld.state.data.cursor, (long long)ld.state.num_devices, ld.state.num_devices > 1 ? "s" : "",
+              (long long)ld.state.n_shards, ld.state.n_shards > 1 ? "s" : "");
+    else
+      fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
+    if (full) gt__report_config_changes(s->out, ld.config_json, c);
+    fflush(s->out);
+  }
+out:
+  free(ld.config_json);
+  gt_mem_free(s->mem, host);
+  return rc;
+}
+
+FILE *gt__metrics_reopen(const char *path, int64_t start, double *xs, double *ls, double *es, double *tps, int64_t n,
+                         gt_err *err) {
+  /* keep what the steps before the checkpoint logged; later lines belong
+   * to steps that will run again */
+  char *keep = NULL;
+  size_t klen = 0;
+  FILE *f = fopen(path, "r");
+  if (f) {
+    FILE *mem = open_memstream(&keep, &klen);
+    char *line = NULL;
+    size_t cap = 0;
+    while (mem && getline(&line, &cap, f) > 0) {
+      cJSON *o = cJSON_Parse(line);
+      const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
+      if (cJSON_IsNumber(st) && st->valuedouble < (double)start && st->valuedouble >= 0) {
+        int64_t k = (int64_t)st->valuedouble;
+        fputs(line, mem);
+        if (k < n) {
+          const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "loss"),
+                      *e = cJSON_GetObjectItemCaseSensitive(o, "eval_loss"),
+                      *t = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_device");
+          xs[k] = (double)k;
+          ls[k] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
+          es[k] = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+          tps[k] = cJSON_IsNumber(t) ? t->valuedouble : NAN;
+        }
+      }
+      cJSON_Delete(o);
+    }
+    free(line);
+    if (mem) fclose(mem);
+    fclose(f);
+  }
+  f = fopen(path, "w");
+  if (!f) {
+    free(keep);
+    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  if (keep) fwrite(keep, 1, klen, f);
+  fflush(f);
+  free(keep);
+  return f;
+}
