@@ -15,6 +15,12 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
  * an HF import found. Prints the error and returns non-zero. */
 int gt_cli_load_params(const char *path, long long max_target_length, gt_config *cfg, gt_model *m, gt_mem *mem,
                        gt_hf_info *info);
+/* The command's exit status for a library result code, so a parent (the
+ * sweep runner, a script) learns the outcome without reading the log:
+ * 0 done, 2 configuration or usage refused, 3 the memory plan does not fit,
+ * 4 stopped on a non-finite step (diverged), 1 any other error. */
+enum { GT_EXIT_OK = 0, GT_EXIT_ERROR = 1, GT_EXIT_CONFIG = 2, GT_EXIT_PLAN = 3, GT_EXIT_NUMERIC = 4 };
+int gt_cli_exit_code(gt_rc rc);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 /* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */

@@ -24,3 +24,13 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
   }
   return 0;
 }
+
+int gt_cli_exit_code(gt_rc rc) {
+  switch (rc) {
+    case GT_OK: return GT_EXIT_OK;
+    case GT_ERR_CONFIG: return GT_EXIT_CONFIG;
+    case GT_ERR_PLAN: return GT_EXIT_PLAN;
+    case GT_ERR_NUMERIC: return GT_EXIT_NUMERIC;
+    default: return GT_EXIT_ERROR;
+  }
+}

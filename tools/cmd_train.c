@@ -36,7 +36,7 @@ int gt_cmd_train(int argc, char **argv) {
   if (r) {
     fflush(stdout);
     fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return r == GT_ERR_CONFIG ? 2 : 1;
+    return gt_cli_exit_code(r);
   }
   return 0;
 }
