@@ -1,21 +1,27 @@
 #define _POSIX_C_SOURCE 200809L
 #include "base/alloc.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Each block carries a 64-byte header in front of the user pointer, so free
- * knows the size and category without a side table, and the user pointer
- * stays 64-byte aligned (one cache line, one AVX-512 vector). */
+ * knows the size, category and name without a side table, and the user
+ * pointer stays 64-byte aligned (one cache line, one AVX-512 vector). A
+ * measuring tracker's blocks are the header alone: the user pointer is one
+ * past its end, unique and freeable, with nothing behind it. */
 #define GT__HDR 64
 #define GT__MAGIC 0x67744d454dull /* "gtMEM" */
 
 typedef struct gt__hdr {
   uint64_t magic;
   uint64_t bytes;
+  const char *name;
   int32_t cat;
 } gt__hdr;
+_Static_assert(sizeof(gt__hdr) <= GT__HDR, "the block header outgrew its 64 bytes");
 
 static void gt__raise_peak(_Atomic int64_t *peak, int64_t v) {
   int64_t p = atomic_load(peak);
@@ -31,18 +37,48 @@ void gt_mem_init(gt_mem *m) {
   atomic_init(&m->total_cur, 0);
   atomic_init(&m->total_peak, 0);
   atomic_init(&m->n_allocs, 0);
+  atomic_init(&m->bad_frees, 0);
+  m->measuring = 0;
+  memset(&m->probe, 0, sizeof m->probe);
 }
 
-static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero) {
+void gt_mem_init_measure(gt_mem *m) {
+  gt_mem_init(m);
+  m->measuring = 1;
+}
+
+int gt_mem_measuring(const gt_mem *m) { return m->measuring; }
+
+void gt_mem_set_probe(gt_mem *m, const gt_mem_probe *p) {
+  if (p)
+    m->probe = *p;
+  else
+    memset(&m->probe, 0, sizeof m->probe);
+}
+
+void gt_mem_phase(gt_mem *m, const char *fmt, ...) {
+  if (!m->probe.on_phase) return;
+  char buf[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  m->probe.on_phase(m->probe.ctx, buf);
+}
+
+static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const char *name) {
   if ((int)cat < 0 || cat >= GT_MEM_NCAT) return NULL;
   size_t rounded = (bytes + 63) & ~(size_t)63;
-  if (rounded < bytes) return NULL; /* overflow */
+  if (rounded < bytes || rounded > SIZE_MAX - GT__HDR) return NULL; /* overflow */
+  size_t payload = m->measuring ? 0 : rounded;
   void *raw = NULL;
-  if (posix_memalign(&raw, 64, GT__HDR + rounded) != 0) return NULL;
-  if (zero) memset(raw, 0, GT__HDR + rounded);
+  if (posix_memalign(&raw, 64, GT__HDR + payload) != 0) return NULL;
+  if (zero && payload) memset((char *)raw + GT__HDR, 0, payload);
   gt__hdr *h = raw;
+  memset(h, 0, GT__HDR);
   h->magic = GT__MAGIC;
   h->bytes = bytes;
+  h->name = name;
   h->cat = (int32_t)cat;
   int64_t c = atomic_fetch_add(&m->cur[cat], (int64_t)bytes) + (int64_t)bytes;
   gt__raise_peak(&m->peak[cat], c);
@@ -51,22 +87,37 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero) {
     gt__raise_peak(&m->total_peak, t);
   }
   atomic_fetch_add(&m->n_allocs, 1);
-  return (char *)raw + GT__HDR;
+  void *p = (char *)raw + GT__HDR;
+  if (m->probe.on_alloc) m->probe.on_alloc(m->probe.ctx, p, cat, bytes, name);
+  return p;
 }
 
-void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 1); }
-void *gt_mem_alloc_uninit(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 0); }
+void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 1, NULL); }
+void *gt_mem_alloc_uninit(gt_mem *m, gt_mem_cat cat, size_t bytes) { return gt__alloc(m, cat, bytes, 0, NULL); }
+void *gt_mem_alloc_named(gt_mem *m, gt_mem_cat cat, size_t bytes, const char *name) {
+  return gt__alloc(m, cat, bytes, 1, name);
+}
+void *gt_mem_alloc_uninit_named(gt_mem *m, gt_mem_cat cat, size_t bytes, const char *name) {
+  return gt__alloc(m, cat, bytes, 0, name);
+}
 
 void gt_mem_free(gt_mem *m, void *p) {
   if (!p) return;
   gt__hdr *h = (gt__hdr *)((char *)p - GT__HDR);
-  if (h->magic != GT__MAGIC) abort(); /* not ours: a bug, stop loudly */
+  if (h->magic != GT__MAGIC || h->cat < 0 || h->cat >= GT_MEM_NCAT) {
+    /* not ours (or freed twice): leave it alone and let the tests see it */
+    atomic_fetch_add(&m->bad_frees, 1);
+    return;
+  }
   h->magic = 0;
   atomic_fetch_sub(&m->cur[h->cat], (int64_t)h->bytes);
   if (h->cat != GT_MEM_HOST) atomic_fetch_sub(&m->total_cur, (int64_t)h->bytes);
   atomic_fetch_sub(&m->n_allocs, 1);
+  if (m->probe.on_free) m->probe.on_free(m->probe.ctx, p, (gt_mem_cat)h->cat, (size_t)h->bytes, h->name);
   free(h);
 }
+
+int64_t gt_mem_bad_frees(const gt_mem *m) { return atomic_load(&m->bad_frees); }
 
 void gt_mem_reset_peaks(gt_mem *m) {
   for (int i = 0; i < GT_MEM_NCAT; i++) atomic_store(&m->peak[i], atomic_load(&m->cur[i]));
@@ -77,6 +128,7 @@ int64_t gt_mem_cur(const gt_mem *m, gt_mem_cat c) { return atomic_load(&m->cur[c
 int64_t gt_mem_peak(const gt_mem *m, gt_mem_cat c) { return atomic_load(&m->peak[c]); }
 int64_t gt_mem_total_cur(const gt_mem *m) { return atomic_load(&m->total_cur); }
 int64_t gt_mem_total_peak(const gt_mem *m) { return atomic_load(&m->total_peak); }
+int64_t gt_mem_n_allocs(const gt_mem *m) { return atomic_load(&m->n_allocs); }
 
 const char *gt_mem_cat_name(gt_mem_cat c) {
   static const char *names[GT_MEM_NCAT] = {"params", "grads", "optimizer", "saved_activations",

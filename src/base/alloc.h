@@ -4,7 +4,16 @@
  *
  * A gt_mem is one "device" worth of memory (the single-process trainer has
  * one; the sharded executor has one per worker). Counters are atomic, so
- * several threads may allocate against one tracker. */
+ * several threads may allocate against one tracker.
+ *
+ * A measuring tracker (gt_mem_init_measure) counts every allocation exactly
+ * as a real one (bytes, category, current and peak, n_allocs) but reserves no
+ * payload: the plan runs the real trainer on one, as ggml measures a graph
+ * before allocating it. Code that owns buffers asks gt_mem_measuring() and
+ * then allocates and frees as usual but neither computes nor touches them.
+ *
+ * A probe (gt_mem_set_probe) sees every allocation, free and phase change of
+ * a tracker, real or measuring: the plan builds its report from it. */
 #ifndef GEMTRAIN_ALLOC_H
 #define GEMTRAIN_ALLOC_H
 
@@ -30,22 +39,60 @@ typedef enum gt_mem_cat {
   GT_MEM_NCAT
 } gt_mem_cat;
 
+/* Callbacks of a probe; any may be NULL. They run on the allocating thread,
+ * synchronously: a probe on a tracker that several threads share must lock
+ * on its own. name is the allocation's name (a string with static storage,
+ * or NULL for unnamed allocations); the probe pairs it with the last phase.
+ * on_free gets the name and size the block was allocated with. */
+typedef struct gt_mem_probe {
+  void *ctx;
+  void (*on_alloc)(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes, const char *name);
+  void (*on_free)(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes, const char *name);
+  void (*on_phase)(void *ctx, const char *phase);
+} gt_mem_probe;
+
 typedef struct gt_mem {
   _Atomic int64_t cur[GT_MEM_NCAT];
   _Atomic int64_t peak[GT_MEM_NCAT];
   _Atomic int64_t total_cur;
   _Atomic int64_t total_peak;
   _Atomic int64_t n_allocs;
+  _Atomic int64_t bad_frees; /* gt_mem_free calls on pointers this allocator did not hand out */
+  int measuring;             /* allocations reserve no payload */
+  gt_mem_probe probe;        /* all callbacks NULL: no probe */
 } gt_mem;
 
 void gt_mem_init(gt_mem *m);
+/* A measuring tracker: see above. Its pointers are valid, unique, 64-byte
+ * aligned and never NULL, and gt_mem_free takes them, but they point at no
+ * payload: reading or writing through one is a bug (AddressSanitizer reports
+ * it as a heap overflow). */
+void gt_mem_init_measure(gt_mem *m);
+int gt_mem_measuring(const gt_mem *m);
+/* Install a copy of *p (NULL removes the probe). Set it between steps, not
+ * while other threads allocate against m. */
+void gt_mem_set_probe(gt_mem *m, const gt_mem_probe *p);
+/* Tell the probe what the code is doing now ("forward, layer 3"). Formats
+ * only when a probe with on_phase is set: free otherwise. */
+void gt_mem_phase(gt_mem *m, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* 64-byte aligned, zero-filled. Returns NULL on failure (or bytes == 0 gives a
  * valid minimal block). */
 void *gt_mem_alloc(gt_mem *m, gt_mem_cat cat, size_t bytes);
 /* The same without zero-filling, for buffers that are written in full before
  * they are read (activations): zeroing them would be pure memory traffic. */
 void *gt_mem_alloc_uninit(gt_mem *m, gt_mem_cat cat, size_t bytes);
+/* The same with a name for the probe and the plan's report: a string with
+ * static storage (a literal), never copied. */
+void *gt_mem_alloc_named(gt_mem *m, gt_mem_cat cat, size_t bytes, const char *name);
+void *gt_mem_alloc_uninit_named(gt_mem *m, gt_mem_cat cat, size_t bytes, const char *name);
+/* NULL is ignored. A pointer without this allocator's header is not freed:
+ * it is counted in gt_mem_bad_frees (a bug in the caller; tests assert 0). */
 void gt_mem_free(gt_mem *m, void *p);
+int64_t gt_mem_bad_frees(const gt_mem *m);
 /* Forget the peaks (keep current usage): used to measure one step. */
 void gt_mem_reset_peaks(gt_mem *m);
 int64_t gt_mem_cur(const gt_mem *m, gt_mem_cat cat);
@@ -53,6 +100,8 @@ int64_t gt_mem_peak(const gt_mem *m, gt_mem_cat cat);
 /* Totals cover the device categories: everything but GT_MEM_HOST. */
 int64_t gt_mem_total_cur(const gt_mem *m);
 int64_t gt_mem_total_peak(const gt_mem *m);
+/* Blocks allocated and not yet freed. */
+int64_t gt_mem_n_allocs(const gt_mem *m);
 const char *gt_mem_cat_name(gt_mem_cat cat);
 
 #ifdef __cplusplus

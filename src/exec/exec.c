@@ -7,7 +7,14 @@
  * block at once, as MaxText did before per-layer boundaries.
  *
  * Every layer goes through the same gt_layer_* functions with its own
- * descriptor: the executor never asks what model it runs. */
+ * descriptor: the executor never asks what model it runs.
+ *
+ * On a measuring tracker (gt_mem_measuring(m->mem)) the same code runs in
+ * allocation-only mode: every buffer is allocated and freed in the same
+ * order with the same size, category and name, but no kernel runs and no
+ * buffer is read or written (the plan measures the real schedule this way).
+ * Allocation sizes never depend on the data, so both runs allocate alike.
+ * Phases (gt_mem_phase) tell a probe which layer an allocation belongs to. */
 #include "exec/exec.h"
 
 #include <stdlib.h>
@@ -140,6 +147,7 @@ static gt_rc gt__check_batch(gt_model *m, const gt_batch *b, gt_err *err) {
 }
 
 static void gt__copy_timed(gt_model *m, float *dst, const float *src, size_t bytes) {
+  if (gt_mem_measuring(m->mem)) return;
   double t0 = gt_prof_now();
   memcpy(dst, src, bytes);
   m->offload_seconds += gt_prof_now() - t0;
@@ -165,19 +173,20 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
   }
   gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) ? GT_MEM_SAVED : GT_MEM_TEMP;
-  float *x = gt_mem_alloc_uninit(m->mem, carry_cat, xbytes);
+  float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");
   if (!x) goto nomem;
+  int meas = gt_mem_measuring(m->mem);
   const float *hp;
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err))) {
     gt_mem_free(m->mem, x);
     gt__free_run(r);
     return rc;
   }
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+  if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
   if (m->ple_dim) {
     /* every layer reads its slice, through the backward too */
     size_t pb = (size_t)(N * L * m->ple_dim) * sizeof(float);
-    r->ple = gt_mem_alloc_uninit(m->mem, train ? GT_MEM_SAVED : GT_MEM_TEMP, pb);
+    r->ple = gt_mem_alloc_uninit_named(m->mem, train ? GT_MEM_SAVED : GT_MEM_TEMP, pb, "per-layer inputs (PLE)");
     rc = r->ple ? gt__ple_forward(m, hp, x, b->inputs, N, r->ple, err)
                 : gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer inputs");
     if (rc) {
@@ -191,6 +200,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   for (int64_t l = 0; l < L; l++) {
     int64_t bs, be;
     gt__block_of(m, l, &bs, &be);
+    gt_mem_phase(m->mem, "forward, layer %lld", (long long)l);
     if (l == bs) /* a boundary's weights arrive together (all of a block's, with block scope) */
       for (int64_t u = bs; u < be; u++)
         if ((rc = gt__acquire(m, 1 + u, 0, &r->lp[u], NULL, err))) {
@@ -206,10 +216,10 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     for (int k = 1; k < GT_A_NSLOTS; k++) {
       if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
       gt_mem_cat cat = train && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP;
-      if (!(a[k] = gt_mem_alloc_uninit(m->mem, cat, gt__bytes(m, b, l, k)))) goto nomem;
+      if (!(a[k] = gt_mem_alloc_uninit_named(m->mem, cat, gt__bytes(m, b, l, k), gt_act_name((gt_act)k)))) goto nomem;
     }
     gt_mem_cat next_cat = train && l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP;
-    float *xn = gt_mem_alloc_uninit(m->mem, next_cat, xbytes);
+    float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
     float lb = 0.0f;
     io.moe_lb = &lb;
@@ -223,7 +233,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
       if (train && mode == GT_SAVE_OFFLOAD) {
         size_t nb = gt__bytes(m, b, l, k);
-        if (!(r->ls[l].host[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_HOST, nb))) goto nomem;
+        if (!(r->ls[l].host[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_HOST, nb, gt_act_name((gt_act)k)))) goto nomem;
         gt__copy_timed(m, r->ls[l].host[k], a[k], nb);
       }
       gt_mem_free(m->mem, a[k]);
@@ -255,7 +265,7 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     if (s->host[k]) {
       size_t nb = gt__bytes(m, b, l, k);
-      if (!(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, nb))) goto nomem;
+      if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, nb, gt_act_name((gt_act)k)))) goto nomem;
       gt__copy_timed(m, s->a[k], s->host[k], nb);
       gt_mem_free(m->mem, s->host[k]);
       s->host[k] = NULL;
@@ -269,9 +279,12 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
     uint8_t outs[GT_A_NSLOTS];
     gt_layer_ops_outputs(ld, ops, outs);
     for (int k = 1; k < GT_A_NSLOTS; k++)
-      if (outs[k] && !s->a[k] && !(s->a[k] = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k))))
+      if (outs[k] && !s->a[k] &&
+          !(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k), gt_act_name((gt_act)k))))
         goto nomem;
-    if ((ops & gt_layer_output_op(ld)) && !(xo = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes))) goto nomem;
+    if ((ops & gt_layer_output_op(ld)) &&
+        !(xo = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, xbytes, "layer output (recomputed)")))
+      goto nomem;
     gt_layer_io io = gt__io(r, l);
     gt_layer_forward_ops(&io, s->a, ops, xo);
     if (r->fail) {
@@ -300,9 +313,11 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   int head_held = 0;
   if ((rc = gt__forward(&r, 1, &x, err))) return rc;
   st->moe_lb_sum += r.lb_sum;
+  int meas = gt_mem_measuring(m->mem);
   size_t xbytes = (size_t)(N * d) * sizeof(float);
-  dx = gt_mem_alloc(m->mem, GT_MEM_TEMP, xbytes);
-  dprev = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, xbytes);
+  gt_mem_phase(m->mem, "output head (logits and loss)");
+  dx = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, xbytes, "residual gradient");
+  dprev = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, xbytes, "residual gradient (other)");
   if (!dx || !dprev) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the residual gradient");
     goto done;
@@ -314,7 +329,8 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   gt_mem_free(m->mem, x);
   x = NULL;
   if (rc) goto done;
-  if (m->ple_dim && !(r.dple = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)(N * L * m->ple_dim) * sizeof(float)))) {
+  if (m->ple_dim && !(r.dple = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, (size_t)(N * L * m->ple_dim) * sizeof(float),
+                                                   "per-layer input gradient (PLE)"))) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the per-layer input gradient");
     goto done;
   }
@@ -333,6 +349,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     float *carry = NULL;
     for (int64_t l = start; l < end; l++) {
       float *next = NULL;
+      gt_mem_phase(m->mem, "backward, recomputing layer %lld", (long long)l);
       if ((rc = gt__restore(&r, l, carry, l + 1 < end && !r.ls[l + 1].a[GT_A_X_IN], &next, err))) {
         for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 1);
         goto done;
@@ -341,19 +358,20 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     }
     for (int64_t l = end - 1; l >= start; l--) {
       const gt_layer_desc *ld = &m->layers[l];
+      gt_mem_phase(m->mem, "backward, layer %lld", (long long)l);
       /* the last reader of a donor's K/V (the first in backward order)
        * opens the accumulators of their gradients; the donor closes them */
       if (ld->kv_donor >= 0 && !r.dkv[2 * ld->kv_donor]) {
         size_t kb = gt__bytes(m, b, ld->kv_donor, GT_A_K);
-        if (!(r.dkv[2 * ld->kv_donor] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb)) ||
-            !(r.dkv[2 * ld->kv_donor + 1] = gt_mem_alloc(m->mem, GT_MEM_TEMP, kb))) {
+        if (!(r.dkv[2 * ld->kv_donor] = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, kb, "shared K gradient")) ||
+            !(r.dkv[2 * ld->kv_donor + 1] = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, kb, "shared V gradient"))) {
           for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
           rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for layer %d's shared K/V gradients", ld->kv_donor);
           goto done;
         }
       }
       gt_layer_io io = gt__io(&r, l);
-      memset(dprev, 0, xbytes);
+      if (!meas) memset(dprev, 0, xbytes);
       if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
         for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
         goto done;
@@ -368,6 +386,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
          * parameters and into d(x0), with the head's weights once more */
         const float *hp2;
         float *hg2;
+        gt_mem_phase(m->mem, "backward, per-layer embeddings");
         if (!(rc = gt__acquire(m, 0, 1, &hp2, &hg2, err)))
           rc = gt__ple_backward(m, hp2, hg2, r.ls[0].a[GT_A_X_IN], b->inputs, N, r.dple, dprev, err);
         gt__drop_params(m, 0);
@@ -387,7 +406,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     }
     end = start;
   }
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
+  if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
 done:
   if (head_held) gt__release(m, 0, 1);
   gt_mem_free(m->mem, x);
@@ -405,6 +424,7 @@ gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
   st->moe_lb_sum += r.lb_sum;
   const float *hp;
+  gt_mem_phase(m->mem, "output head (logits and loss)");
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
     rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
     gt__release(m, 0, 0);

@@ -17,19 +17,25 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
 
-  float *h = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float));
-  float *rstd = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)N * sizeof(float));
-  float *dh = bwd ? gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float)) : NULL;
-  float *logits = gt_mem_alloc(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float));
+  float *h = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "final norm output");
+  float *rstd = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "final norm rstd");
+  float *dh = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "head input gradient") : NULL;
+  float *logits = gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "logits tile");
   /* backward of the soft-cap needs the capped logits after xent overwrote them */
-  float *capped = (bwd && cap) ? gt_mem_alloc(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float)) : NULL;
-  float *loss = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float));
-  float *lse = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float));
-  float *roww = bwd ? gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)R * sizeof(float)) : NULL;
+  float *capped =
+      (bwd && cap) ? gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "capped logits tile") : NULL;
+  float *loss = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile losses");
+  float *lse = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile log-sum-exp");
+  float *roww = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile row weights") : NULL;
   gt_rc rc = GT_OK;
   if (!h || !rstd || (bwd && (!dh || !roww)) || !logits || (bwd && cap && !capped) || !loss || !lse) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "head: no memory for a logits tile of %lld x %lld",
                     (long long)R, (long long)V);
+    goto done;
+  }
+  if (gt_mem_measuring(mem)) {
+    /* allocation only: no logits, but the token count is the batch's */
+    for (int64_t i = 0; i < N; i++) st->total_weights += targets[i] >= 0;
     goto done;
   }
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(h, rstd, x, wn, N, (int)d, m->eps, m->norm_offset));

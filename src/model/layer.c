@@ -223,7 +223,7 @@ void gt_layer_moe_temps(const gt_model *m, const gt_layer_desc *L, int64_t B, in
 }
 
 static float *gt__moe_scratch(const gt_layer_io *io, int64_t n) {
-  float *p = gt_mem_alloc_uninit(io->m->mem, GT_MEM_TEMP, (size_t)n * sizeof(float));
+  float *p = gt_mem_alloc_uninit_named(io->m->mem, GT_MEM_TEMP, (size_t)n * sizeof(float), "routed experts' scratch");
   if (!p && io->fail) *io->fail = GT_ERR_NOMEM;
   return p;
 }
@@ -237,6 +237,10 @@ static void gt__moe_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]) 
   gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
   float *tmp = gt__moe_scratch(io, nf);
   if (!tmp) return;
+  if (gt_mem_measuring(m->mem)) { /* allocation only: no routing, no exchange with the expert group */
+    gt_mem_free(m->mem, tmp);
+    return;
+  }
   gt_moe_weights w = gt__moe_w(io);
   gt_moe_saved s = gt__moe_bind(a[GT_A_MOE_SAVED], &md);
   const float *h = a[GT_A_X1];
@@ -272,6 +276,11 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   float eps = m->eps, off = m->norm_offset;
   const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
   ops &= gt_layer_all_ops(L);
+  if (gt_mem_measuring(m->mem)) {
+    /* allocation only: the routed op's scratch is the only buffer an op takes */
+    if (ops & gt_layer_moe_op()) gt__moe_forward(io, a);
+    return;
+  }
 #define RUN(op) if (ops & (1u << (op)))
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
@@ -352,10 +361,16 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
   const gt_layer_desc *L = io->L;
   int64_t N = (int64_t)io->B * io->T, d = m->d, P = L->ple_dim;
   float off = m->norm_offset;
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_backward(dx1, G(GT_P_LAYER_SCALAR), dx_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
+  int meas = gt_mem_measuring(m->mem);
+  if (!meas)
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_backward(dx1, G(GT_P_LAYER_SCALAR), dx_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
   if (!P) return GT_OK;
-  float *pl = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)n_ple * sizeof(float));
+  float *pl = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, (size_t)n_ple * sizeof(float), "per-layer input gradients");
   if (!pl) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the per-layer input gradients", L->index);
+  if (meas) { /* allocation only */
+    gt_mem_free(m->mem, pl);
+    return GT_OK;
+  }
   float *dPP = pl, *dACT = dPP + N * d, *dGATE = dACT + N * P;
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
@@ -376,8 +391,12 @@ static gt_rc gt__moe_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]
   gt_moe_dims md = gt__moe_dims(m, L, io->B, io->T);
   int64_t nf, nb, N = (int64_t)io->B * io->T, d = m->d, Ng = md.B * md.T * d;
   gt_layer_moe_temps(m, L, io->B, io->T, &nf, &nb);
-  float *tmp = gt_mem_alloc(m->mem, GT_MEM_TEMP, (size_t)nb * sizeof(float));
+  float *tmp = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, (size_t)nb * sizeof(float), "routed experts' backward scratch");
   if (!tmp) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the routed experts' scratch", L->index);
+  if (gt_mem_measuring(m->mem)) { /* allocation only: no exchange with the expert group either */
+    gt_mem_free(m->mem, tmp);
+    return GT_OK;
+  }
   gt_moe_weights w = gt__moe_w(io);
   gt_moe_grads g = {G(GT_P_ROUTER_PROJ), G(GT_P_ROUTER_SCALE), G(GT_P_EXPERT_SCALE), G(GT_P_PRE_FFW_NORM_2),
                     G(GT_P_POST_FFW_NORM_2), G(GT_P_EXPERT_GATE_UP), G(GT_P_EXPERT_DOWN)};
@@ -405,13 +424,14 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float off = m->norm_offset;
   const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
   gt_mem *mem = m->mem;
+  int meas = gt_mem_measuring(mem); /* allocation only: the same buffers, no arithmetic */
   gt_rc rc;
 
   /* Temporaries, zeroed by the allocator (backward kernels accumulate). The
    * PLE, FFW and attention stages reuse one region each to keep the peak low. */
   int64_t n_dx1, n_ple, n_ffw, n_attn;
   gt_layer_backward_temps(m, L, N, &n_dx1, &n_ple, &n_ffw, &n_attn);
-  float *dx1 = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float));
+  float *dx1 = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float), "d(attention residual)");
   if (!dx1) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
   /* dx1 accumulates d(x1); it starts as d(x2), which on Gemma 3 is dx_out */
   const float *dx2 = dx_out;
@@ -421,10 +441,10 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
       return rc;
     }
     dx2 = dx1; /* read by the post-FFW norm's backward before anything adds to dx1 */
-  } else {
+  } else if (!meas) {
     memcpy(dx1, dx_out, (size_t)n_dx1 * sizeof(float));
   }
-  float *ffw = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float));
+  float *ffw = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float), "MLP gradients");
   if (!ffw) {
     gt_mem_free(mem, dx1);
     return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
@@ -434,37 +454,42 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   if (L->n_experts) {
     /* x2 = x1 + norm(y), y = norm_1(f) + routed(x1) */
     float *dY = dUP + N * F;
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dY, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
-                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+    if (!meas)
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dY, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
+                          W(GT_P_POST_FFW_NORM), N, (int)d, off));
     if ((rc = gt__moe_backward(io, a, dY, dx1, grads, err))) {
       gt_mem_free(mem, ffw);
       gt_mem_free(mem, dx1);
       return rc;
     }
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM_1), dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
-                        W(GT_P_POST_FFW_NORM_1), N, (int)d, off));
-  } else {
+    if (!meas)
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM_1), dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
+                          W(GT_P_POST_FFW_NORM_1), N, (int)d, off));
+  } else if (!meas) {
     /* x2 = x1 + norm(f) */
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_F], a[GT_A_F_RSTD],
                         W(GT_P_POST_FFW_NORM), N, (int)d, off));
   }
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
-  float *dM = dF; /* dF is consumed: reuse it for dM */
-  memset(dM, 0, (size_t)(N * d) * sizeof(float));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
-                      W(GT_P_PRE_FFW_NORM), N, (int)d, off));
+  if (!meas) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+    float *dM = dF; /* dF is consumed: reuse it for dM */
+    memset(dM, 0, (size_t)(N * d) * sizeof(float));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
+                        W(GT_P_PRE_FFW_NORM), N, (int)d, off));
+  }
   gt_mem_free(mem, ffw);
 
   /* x1 = x_in + norm(o) */
-  gt__add(dx_in, dx1, N * d);
-  float *attn = gt_mem_alloc(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float));
+  if (!meas) gt__add(dx_in, dx1, N * d);
+  float *attn = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float), "attention gradients");
   if (!attn) {
     gt_mem_free(mem, dx1);
     return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
   }
+  if (meas) goto attn_done; /* allocation only: skip the attention's arithmetic */
   float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd;
   float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
@@ -505,6 +530,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
                       N, (int)d, off));
+attn_done:
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);
   return GT_OK;

@@ -276,10 +276,11 @@ gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err) {
   for (int r = 0; r < m->n_rope; r++) {
     int hd = m->rope[r].head_dim;
     size_t tb = (size_t)m->max_pos * (size_t)(hd / 2) * sizeof(float);
-    m->rope_cos[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
-    m->rope_sin[r] = gt_mem_alloc(mem, GT_MEM_OTHER, tb);
+    m->rope_cos[r] = gt_mem_alloc_named(mem, GT_MEM_OTHER, tb, "rope cos");
+    m->rope_sin[r] = gt_mem_alloc_named(mem, GT_MEM_OTHER, tb, "rope sin");
     if (!m->rope_cos[r] || !m->rope_sin[r])
       return gt_err_set(err, GT_ERR_NOMEM, "model: cannot allocate RoPE tables");
+    if (gt_mem_measuring(mem)) continue; /* allocation only: the tables have no memory behind them */
     gt_rope_table_fill(m->rope_cos[r], m->rope_sin[r], (int)m->max_pos, hd, m->rope[r].base,
                        m->rope[r].scale, m->rope[r].fraction);
   }

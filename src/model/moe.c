@@ -76,7 +76,7 @@ gt_rc gt_moe_saved_alloc(gt_moe_saved *s, gt_mem *mem, const gt_moe_dims *d, gt_
   gt_rc rc = gt_moe_dims_check(d, err);
   if (rc != GT_OK) return rc;
   const size_t bytes = gt_moe_saved_bytes(d);
-  void *block = gt_mem_alloc_uninit(mem, GT_MEM_SAVED, bytes);
+  void *block = gt_mem_alloc_uninit_named(mem, GT_MEM_SAVED, bytes, "routed experts' saved state");
   if (!block)
     return gt_err_set(err, GT_ERR_NOMEM, "moe: cannot allocate %zu bytes of saved activations", bytes);
   gt_moe_saved_bind(s, block, d);

@@ -35,9 +35,13 @@ gt_rc gt__ple_forward(const gt_model *m, const float *hp, const float *x0, const
                       gt_err *err) {
   int64_t LP = m->n_layers * m->ple_dim;
   const float *E = hp + (m->ple_embed_offset - m->embed_offset), *wn = hp + (m->ple_norm_offset - m->embed_offset);
-  float *ctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
+  float *ctx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float), "per-layer projection");
   if (!ctx) return gt_err_set(err, GT_ERR_NOMEM, "ple: no memory for the per-layer projection [%lld, %lld]",
                               (long long)N, (long long)LP);
+  if (gt_mem_measuring(m->mem)) { /* allocation only */
+    gt_mem_free(m->mem, ctx);
+    return GT_OK;
+  }
   gt__project(m, hp, x0, N, ctx);
   /* one RMSNorm per (token, layer) vector of P */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(ple, NULL, ctx, wn, N * m->n_layers, (int)m->ple_dim, m->eps,
@@ -58,18 +62,23 @@ gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const floa
   int64_t LP = m->n_layers * m->ple_dim, rows = N * m->n_layers;
   int64_t eo = m->ple_embed_offset - m->embed_offset, po = m->ple_proj_offset - m->embed_offset;
   int64_t no = m->ple_norm_offset - m->embed_offset;
+  int meas = gt_mem_measuring(m->mem); /* allocation only: the buffers, no arithmetic */
   /* both halves of the sum get dple * 2^-0.5 */
-  gt__scale(dple, N * LP, gt__mix);
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg + eo, dple, tok, N, (int)LP, gt__ident_scale(m)));
-  float *ctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
-  float *dctx = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float));
-  float *rstd = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)rows * sizeof(float));
-  if (!ctx || !dctx || !rstd) {
-    gt_mem_free(m->mem, ctx);
-    gt_mem_free(m->mem, dctx);
-    gt_mem_free(m->mem, rstd);
-    return gt_err_set(err, GT_ERR_NOMEM, "ple: no memory to backpropagate the per-layer projection");
+  if (!meas) {
+    gt__scale(dple, N * LP, gt__mix);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg + eo, dple, tok, N, (int)LP, gt__ident_scale(m)));
   }
+  gt_rc rc = GT_OK;
+  float *ctx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float),
+                                         "per-layer projection (recomputed)");
+  float *dctx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float),
+                                          "per-layer projection gradient");
+  float *rstd = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)rows * sizeof(float), "per-layer norm rstd");
+  if (!ctx || !dctx || !rstd) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "ple: no memory to backpropagate the per-layer projection");
+    goto done;
+  }
+  if (meas) goto done;
   /* the same kernels on the same x0 as the forward: the same bits */
   gt__project(m, hp, x0, N, ctx);
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dctx, rstd, ctx, hp + no, rows, (int)m->ple_dim, m->eps, m->norm_offset));
@@ -78,8 +87,9 @@ gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const floa
                                                           m->norm_offset));
   gt__scale(dctx, N * LP, gt__proj_scale(m));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx0, hg + po, dctx, x0, hp + po, N, m->d, LP));
+done:
   gt_mem_free(m->mem, ctx);
   gt_mem_free(m->mem, dctx);
   gt_mem_free(m->mem, rstd);
-  return GT_OK;
+  return rc;
 }
