@@ -345,6 +345,16 @@ typedef struct run {
   char err[GT_ERR_MSG_MAX];
 } run;
 
+/* The test seams of gt_train_opts: the step whose gradient is poisoned, and
+ * the step after which the process sends itself SIGTERM (-1: none). With
+ * signals, a handler like the command's sets the stop flag. */
+static int64_t g_nan_step = -1, g_signal_step = -1;
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = sig; }
+static void raise_at(int64_t step, void *ctx) {
+  if (step == *(const int64_t *)ctx) raise(SIGTERM);
+}
+
 static run train(const char *base, const char *name, int n_extra, const char *const *extra, int signals) {
   char bo[600], rn[128], dp[600];
   snprintf(bo, sizeof bo, "base_output_directory=%s", base);
@@ -361,8 +371,19 @@ static run train(const char *base, const char *name, int n_extra, const char *co
   memset(&r, 0, sizeof r);
   gt_err e;
   gt_err_clear(&e);
-  gt_train_opts o = {NULL, NULL, signals};
+  gt_train_opts o = {.test_nan_step = g_nan_step >= 0 ? &g_nan_step : NULL};
+  struct sigaction sa, old;
+  if (signals) {
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old);
+    g_stop = 0;
+    o.stop = &g_stop;
+    if (g_signal_step >= 0) o.test_after_step = raise_at, o.test_ctx = &g_signal_step;
+  }
   r.rc = gt_train(&c, &o, &r.res, &e);
+  if (signals) sigaction(SIGTERM, &old, NULL);
   snprintf(r.err, sizeof r.err, "%s", e.msg);
   return r;
 }
@@ -537,7 +558,7 @@ END_TEST
 
 START_TEST(test_nan_stops_without_checkpoint) {
   char *base = run_base("ckpt_nanstop");
-  setenv("GEMTRAIN_TEST_NAN_STEP", "5", 1);
+  g_nan_step = 5;
   const char *ov[] = {"steps=20", "checkpoint_period=2"};
   run r = train(base, "stop", 2, ov, 0);
   ck_assert_int_eq(r.rc, GT_ERR_NUMERIC);
@@ -549,14 +570,14 @@ START_TEST(test_nan_stops_without_checkpoint) {
   ck_assert_str_eq(lt, "step_00000004\n"); /* steps 0-3 done; step 5 never applied */
   free(lt);
   all_finite_checkpoints(base, "stop");
-  unsetenv("GEMTRAIN_TEST_NAN_STEP");
+  g_nan_step = -1;
   free(base);
 }
 END_TEST
 
 static void nan_skip_case(const char *devices, const char *pdb) {
   char *base = run_base("ckpt_nanskip");
-  setenv("GEMTRAIN_TEST_NAN_STEP", "5", 1);
+  g_nan_step = 5;
   const char *ov[] = {"steps=12", "checkpoint_period=3", "skip_nonfinite_steps=true", devices, pdb};
   run r = train(base, "skip", 5, ov, 0);
   ck_assert_msg(r.rc == GT_OK, "%s", r.err);
@@ -573,7 +594,7 @@ static void nan_skip_case(const char *devices, const char *pdb) {
   char path[700];
   snprintf(path, sizeof path, "grep -c '\"skipped\": true' %s/skip/metrics.jsonl | grep -qx 1", base);
   ck_assert_int_eq(system(path), 0);
-  unsetenv("GEMTRAIN_TEST_NAN_STEP");
+  g_nan_step = -1;
   free(base);
 }
 
@@ -589,9 +610,9 @@ START_TEST(test_signal_checkpoints_and_stops) {
   char *base = run_base("ckpt_signal");
   const char *s20[] = {"steps=20"};
   ck_assert(train(base, "straight", 1, s20, 0).rc == GT_OK);
-  setenv("GEMTRAIN_TEST_SIGNAL_STEP", "6", 1);
+  g_signal_step = 6;
   run a = train(base, "sig", 1, s20, 1);
-  unsetenv("GEMTRAIN_TEST_SIGNAL_STEP");
+  g_signal_step = -1;
   ck_assert_msg(a.rc == GT_OK, "%s", a.err);
   ck_assert_int_eq(a.res.interrupted, 1);
   ck_assert_int_eq(a.res.steps_done, 7);

@@ -57,7 +57,7 @@ static result train_model(const char *model, int devices, int data, const char *
   gt_data d;
   ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
   gt_fsdp *f;
-  ck_assert_msg(gt_fsdp_create(&f, &c, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK, "%s", e.msg);
   result r;
   memset(&r, 0, sizeof r);
   for (int s = 0; s < steps; s++) {
@@ -195,7 +195,7 @@ static void step_matches_plan(int n, const char *const *ov, const char *what) {
   gt_data d;
   ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
   gt_fsdp *f;
-  ck_assert(gt_fsdp_create(&f, &c, &e) == GT_OK);
+  ck_assert(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK);
   gt_batch b;
   gt_data_next_train(&d, &b);
   gt_fsdp_step_info fi;

@@ -1,7 +1,7 @@
 /* The plan is the truth: for several presets, lengths, policies, scopes and
  * vocab tilings, the tracked allocator's measured peak of every category
- * during a real training step equals what gemtrain plan predicted (the test
- * allows 5%, the replay is exact). And the 4b plan matches the spec. */
+ * during a real trainer step equals what gemtrain plan measured running the
+ * same step allocation-only. And the 4b plan matches the spec. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -10,50 +10,36 @@
 #include <string.h>
 
 #include "gemtrain/config.h"
-#include "data/data.h"
-#include "exec/exec.h"
-#include "model/model.h"
-#include "train/optim.h"
 #include "exec/plan.h"
+#include "train/trainer.h"
 #include "gt_testutil.h"
 
+/* One real trainer step (real memory, real arithmetic) against the plan,
+ * which ran the same step allocation-only: equal, byte for byte, in every
+ * category and in total. */
 static void measure_vs_plan(int n, const char *const *ov) {
   gt_config c;
   gt_err e;
   ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
   gt_plan p;
-  ck_assert(gt_plan_compute(&p, &c, &e) == GT_OK);
-  gt_mem mem;
-  gt_mem_init(&mem);
-  gt_data d;
-  gt_model m;
-  gt_optim o;
-  ck_assert(gt_data_open(&d, &c, &mem, &e) == GT_OK);
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
-  ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
-  gt_model_init_params(&m, 1, 1.0);
-  ck_assert(gt_optim_init(&o, m.n_params, &mem, &e) == GT_OK);
-  gt_batch b;
-  gt_data_next_train(&d, &b);
-  gt_loss_stats st = {0, 0, 0};
-  ck_assert(gt_exec_forward_backward(&m, &b, (int)c.num_vocab_tiling, 1.0f / (float)(b.B * b.T), &st, &e) == GT_OK);
-  gt_optim_step(&o, m.params, m.grads, &c, NULL);
+  ck_assert_msg(gt_plan_compute(&p, &c, &e) == GT_OK, "%s", e.msg);
+  gt_trainer *tr;
+  ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_step_metrics sm;
+  ck_assert_msg(gt_trainer_step_zero(tr, &sm, &e) == GT_OK, "%s", e.msg);
   char what[256];
   snprintf(what, sizeof what, "%s %s/%s T=%lld tiles=%lld", c.model_name, c.remat_policy, c.remat_scope,
            c.max_target_length, c.num_vocab_tiling);
+  gt_mem *mem = gt_fsdp_device_mem(gt_trainer_fsdp(tr), 0);
   for (int k = 0; k < GT_MEM_NCAT; k++) {
-    int64_t got = gt_mem_peak(&mem, (gt_mem_cat)k), want = p.cat_peak[k];
-    ck_assert_msg(llabs(got - want) <= want / 20, "%s: %s peak measured %lld, planned %lld", what,
-                  gt_mem_cat_name((gt_mem_cat)k), (long long)got, (long long)want);
+    int64_t got = gt_mem_peak(mem, (gt_mem_cat)k), want = p.cat_peak[k];
+    ck_assert_msg(got == want, "%s: %s peak measured %lld, planned %lld", what, gt_mem_cat_name((gt_mem_cat)k),
+                  (long long)got, (long long)want);
   }
-  ck_assert_msg(llabs(gt_mem_total_peak(&mem) - p.peak_total) <= p.peak_total / 20,
-                "%s: total peak measured %lld, planned %lld", what, (long long)gt_mem_total_peak(&mem),
-                (long long)p.peak_total);
-  /* the replay is exact, not just within 5% */
-  ck_assert_int_eq(gt_mem_total_peak(&mem), p.peak_total);
-  gt_optim_free(&o);
-  gt_model_free(&m);
-  gt_data_close(&d);
+  ck_assert_msg(gt_mem_total_peak(mem) == p.peak_total, "%s: total peak measured %lld, planned %lld", what,
+                (long long)gt_mem_total_peak(mem), (long long)p.peak_total);
+  ck_assert_int_eq(gt_mem_bad_frees(mem), 0);
+  gt_trainer_destroy(tr);
   gt_plan_free(&p);
 }
 

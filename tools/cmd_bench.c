@@ -6,15 +6,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "data/data.h"
-#include "exec/exec.h"
 #include "config/flops.h"
-#include "mesh/fsdp.h"
-#include "model/model.h"
-#include "train/optim.h"
 #include "exec/plan.h"
 #include "base/prof.h"
 #include "train/train.h"
+#include "train/trainer.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -24,65 +20,70 @@ static int cmp_d(const void *a, const void *b) {
 typedef struct bench_result {
   double fb_s, step_s; /* medians */
   int64_t peak, planned;
-  gt_prof prof;
+  gt_prof prof;        /* device 0's */
   double total_s;
   double offload_s;
   long long offload_bytes;
+  int64_t comm_bytes;     /* sent per device per step */
+  int64_t gathered_peak;  /* gathered weights, the largest device's */
 } bench_result;
 
-/* Times `steps` training steps after one warm-up step. */
+/* Times `steps` trainer steps (the same step `gemtrain train` runs) after
+ * one warm-up step; forward+backward is the step less its optimizer time. */
 static int bench_config(gt_config *cfg, int steps, bench_result *br) {
   gt_err err;
   gt_mem mem;
   gt_mem_init(&mem);
-  gt_model m;
   gt_data data;
-  gt_optim opt = {0};
   gt_plan plan;
+  gt_trainer *tr = NULL;
   memset(br, 0, sizeof *br);
-  if (gt_plan_compute(&plan, cfg, &err) || gt_model_build(&m, cfg, &err) || gt_model_alloc(&m, &mem, &err) ||
-      gt_data_open(&data, cfg, &mem, &err) || gt_optim_init(&opt, m.n_params, &mem, &err)) {
+  if (gt_plan_compute(&plan, cfg, &err) || gt_data_open(&data, cfg, &mem, &err) ||
+      gt_trainer_create(&tr, cfg, NULL, &err)) {
     fprintf(stderr, "gemtrain bench: %s\n", err.msg);
     return 1;
   }
   br->planned = plan.peak_total;
   gt_plan_free(&plan);
-  gt_model_init_params(&m, 0, 1.0);
-  int B = (int)gt_config_global_batch(cfg), T = (int)cfg->max_target_length;
+  gt_model *m = gt_trainer_device_model(tr, 0);
   double *fb = malloc(sizeof(double) * steps), *full = malloc(sizeof(double) * steps);
   for (int s = -1; s < steps; s++) {
     if (s == 0) {
       memset(&br->prof, 0, sizeof br->prof);
-      m.prof = &br->prof;
-      m.offload_seconds = 0;
-      m.offload_bytes = 0;
+      m->prof = &br->prof;
+      m->offload_seconds = 0;
+      m->offload_bytes = 0;
     }
-    double t0 = gt_prof_now();
-    gt_batch b;
-    gt_data_next_train(&data, &b);
-    gt_model_zero_grads(&m);
-    gt_loss_stats st = {0, 0, 0};
-    if (gt_exec_forward_backward(&m, &b, (int)cfg->num_vocab_tiling, 1.0f / (float)(B * T), &st, &err)) {
+    double optim0 = br->prof.seconds[GT_PROF_OPTIM];
+    gt_step_metrics sm;
+    if (gt_trainer_step_data(tr, &data, &sm, &err)) {
       fprintf(stderr, "gemtrain bench: %s\n", err.msg);
       return 1;
     }
-    double t1 = gt_prof_now();
-    GT_PROF(m.prof, GT_PROF_OPTIM, gt_optim_step(&opt, m.params, m.grads, cfg, NULL));
-    double t2 = gt_prof_now();
-    if (s >= 0) fb[s] = t1 - t0, full[s] = t2 - t0, br->total_s += t2 - t0;
+    if (s >= 0) {
+      full[s] = sm.seconds;
+      fb[s] = sm.seconds - (br->prof.seconds[GT_PROF_OPTIM] - optim0);
+      br->total_s += sm.seconds;
+    }
   }
   qsort(fb, (size_t)steps, sizeof(double), cmp_d);
   qsort(full, (size_t)steps, sizeof(double), cmp_d);
   br->fb_s = fb[steps / 2];
   br->step_s = full[steps / 2];
-  br->peak = gt_mem_total_peak(&mem);
-  br->offload_s = m.offload_seconds / steps;
-  br->offload_bytes = m.offload_bytes / steps;
+  br->peak = gt_trainer_peak_bytes(tr);
+  br->offload_s = m->offload_seconds / steps;
+  br->offload_bytes = m->offload_bytes / steps;
+  gt_fsdp *f = gt_trainer_fsdp(tr);
+  br->comm_bytes = gt_fsdp_last_comm_bytes(f);
+  for (int d = 0; d < gt_fsdp_devices(f); d++) {
+    int64_t g = gt_mem_peak(gt_fsdp_device_mem(f, d), GT_MEM_GATHERED);
+    if (g > br->gathered_peak) br->gathered_peak = g;
+  }
+  m->prof = NULL;
   free(fb);
   free(full);
-  gt_optim_free(&opt);
+  gt_trainer_destroy(tr);
   gt_data_close(&data);
-  gt_model_free(&m);
   return 0;
 }
 
@@ -126,44 +127,6 @@ static int bench_remat(int argc, char **argv, int steps) {
   return 0;
 }
 
-/* Sharded steps on synthetic data: tokens/s, bytes sent per device per step,
- * gathered-weight peak per device. */
-static int bench_fsdp(gt_config *cfg, int steps, double *step_s, int64_t *comm, int64_t *gathered) {
-  gt_err err;
-  gt_fsdp *f;
-  gt_mem host;
-  gt_mem_init(&host);
-  gt_data data;
-  if (gt_data_open(&data, cfg, &host, &err) || gt_fsdp_create(&f, cfg, &err)) {
-    fprintf(stderr, "gemtrain bench: %s\n", err.msg);
-    return 1;
-  }
-  double *t = malloc(sizeof(double) * steps);
-  for (int s = -1; s < steps; s++) {
-    gt_batch b;
-    gt_data_next_train(&data, &b);
-    gt_fsdp_step_info fi;
-    double t0 = gt_prof_now();
-    if (gt_fsdp_step(f, &b, 1, &fi, &err)) {
-      fprintf(stderr, "gemtrain bench: %s\n", err.msg);
-      return 1;
-    }
-    if (s >= 0) t[s] = gt_prof_now() - t0;
-    *comm = fi.comm_bytes;
-  }
-  qsort(t, (size_t)steps, sizeof(double), cmp_d);
-  *step_s = t[steps / 2];
-  *gathered = 0;
-  for (int d = 0; d < gt_fsdp_devices(f); d++) {
-    int64_t g = gt_mem_peak(gt_fsdp_device_mem(f, d), GT_MEM_GATHERED);
-    if (g > *gathered) *gathered = g;
-  }
-  free(t);
-  gt_fsdp_destroy(f);
-  gt_data_close(&data);
-  return 0;
-}
-
 static int bench_devices(int argc, char **argv, int steps) {
   gt_config cfg;
   int rc = gt_cli_load_config(argc, argv, &cfg);
@@ -190,16 +153,11 @@ static int bench_devices(int argc, char **argv, int steps) {
       fprintf(stderr, "gemtrain bench: %s\n", e.msg);
       return 2;
     }
-    double st;
-    int64_t comm = 0, gathered = 0;
-    if (runs[i].dev == 1) {
-      gt_threads_configure(&c);
-      bench_result br;
-      if (bench_config(&c, steps, &br)) return 1;
-      st = br.step_s;
-    } else if (bench_fsdp(&c, steps, &st, &comm, &gathered)) {
-      return 1;
-    }
+    gt_threads_configure(&c);
+    bench_result br;
+    if (bench_config(&c, steps, &br)) return 1;
+    double st = br.step_s;
+    int64_t comm = br.comm_bytes, gathered = br.gathered_peak;
     if (i == 0) base = st;
     char desc[128];
     snprintf(desc, sizeof desc, "%d device%s x %d BLAS/OpenMP thread%s%s%s", runs[i].dev, runs[i].dev > 1 ? "s" : "",

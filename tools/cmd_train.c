@@ -1,3 +1,6 @@
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,6 +8,18 @@
 
 #include "cli.h"
 #include "train/train.h"
+
+/* SIGINT/SIGTERM: the run finishes its step, checkpoints and returns; the
+ * handler resets itself, so a second signal kills. */
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = sig; }
+
+/* Fault injection for the end-to-end tests, read by the command (never by
+ * the library): GEMTRAIN_TEST_NAN_STEP=N poisons step N's gradient,
+ * GEMTRAIN_TEST_SIGNAL_STEP=N raises SIGTERM after step N. */
+static void raise_at(int64_t step, void *ctx) {
+  if (step == *(const int64_t *)ctx) raise(SIGTERM);
+}
 
 int gt_cmd_train(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
@@ -28,11 +43,24 @@ int gt_cmd_train(int argc, char **argv) {
     free(s);
     return 0;
   }
-  gt_train_opts o = {stdout, isatty(STDERR_FILENO) ? stderr : NULL, 1};
+  gt_train_opts o = {.out = stdout, .progress = isatty(STDERR_FILENO) ? stderr : NULL, .stop = &g_stop};
+  const char *nan_env = getenv("GEMTRAIN_TEST_NAN_STEP"), *sig_env = getenv("GEMTRAIN_TEST_SIGNAL_STEP");
+  int64_t nan_step = nan_env ? atoll(nan_env) : -1, sig_step = sig_env ? atoll(sig_env) : -1;
+  if (nan_env) o.test_nan_step = &nan_step;
+  if (sig_env) o.test_after_step = raise_at, o.test_ctx = &sig_step;
+  struct sigaction sa, old[2];
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old[0]);
+  sigaction(SIGTERM, &sa, &old[1]);
   gt_train_result res;
   gt_err err;
   gt_err_clear(&err);
   gt_rc r = gt_train(&cfg, &o, &res, &err);
+  sigaction(SIGINT, &old[0], NULL);
+  sigaction(SIGTERM, &old[1], NULL);
   if (r) {
     fflush(stdout);
     fprintf(stderr, "gemtrain: %s\n", err.msg);

@@ -151,6 +151,12 @@ typedef struct gt_decode_stats {
 gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt, int64_t max_new,
                          int32_t *out, float *logits_out, gt_decode_stats *st, gt_err *err);
 
+/* The closing sample of `gemtrain train`: sample_tokens tokens after
+ * sample_prompt (temperature 0.7, seeded by init_weights_seed), through
+ * tokenizer_path when set, else byte tokens. *text (malloc'd; the caller
+ * frees it) is the prompt and its continuation; *n_new the tokens sampled. */
+gt_rc gt_decode_sample_text(gt_model *m, const gt_config *cfg, char **text, int64_t *n_new, gt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

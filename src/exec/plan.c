@@ -4,427 +4,125 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "data/data.h"
-#include "model/layer.h"
 #include "mesh/mesh.h"
+#include "model/layer.h"
 #include "model/model.h"
 #include "exec/remat.h"
-#include "model/ple.h"
+#include "train/trainer.h"
 
-/* ---------- the virtual tracker ---------- */
+/* The plan is the real trainer (train/trainer.h) run for one step on an
+ * allocation-only mesh: every device's tracker counts what the executor,
+ * the remat policy and the sharding allocate, in their real order, without
+ * reserving or computing anything. A probe per device watches the step and
+ * notes what is live at its peak. Nothing here restates that order. */
 
-typedef struct gt__vbuf {
-  char name[64];
+typedef struct gt__live {
+  const void *ptr;
   gt_mem_cat cat;
   int64_t bytes;
-  int live;
-} gt__vbuf;
+  const char *name;
+  int64_t layer;   /* forward layer it was allocated in, or -1 */
+  char phase[96];  /* the phase it was allocated in */
+} gt__live;
 
-typedef struct gt__sim {
-  gt_plan *p;
-  int64_t cur[GT_MEM_NCAT];
-  int64_t total;
-  gt__vbuf *bufs;
-  int n, cap;
-  const char *phase;
-  char phase_buf[96];
-  int in_layers; /* the phase is a layer's forward or backward */
-} gt__sim;
+typedef struct gt__watch {
+  gt_plan *p; /* this device's figures */
+  int64_t cur[GT_MEM_NCAT], total;
+  gt__live *live;
+  int n, cap, oom;
+  char phase[96];
+  int in_layers, forward_done;
+  int64_t fwd_layer; /* the layer of the "forward, layer N" phase, or -1 */
+} gt__watch;
 
 static int gt__cmp_buf(const void *a, const void *b) {
   int64_t x = ((const gt_plan_buf *)a)->bytes, y = ((const gt_plan_buf *)b)->bytes;
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void gt__snapshot(gt__sim *s) {
-  gt_plan *p = s->p;
-  memcpy(p->at_peak, s->cur, sizeof p->at_peak);
-  snprintf(p->peak_where, sizeof p->peak_where, "%s", s->phase);
-  /* the largest live buffers */
+/* The device peak: what is live now, by category, and the largest buffers. */
+static void gt__snapshot(gt__watch *w) {
+  gt_plan *p = w->p;
+  memcpy(p->at_peak, w->cur, sizeof p->at_peak);
+  snprintf(p->peak_where, sizeof p->peak_where, "%s", w->phase);
   p->n_top = 0;
-  for (int i = 0; i < s->n; i++) {
-    if (!s->bufs[i].live || s->bufs[i].cat == GT_MEM_HOST) continue;
+  for (int i = 0; i < w->n; i++) {
+    const gt__live *l = &w->live[i];
+    if (l->cat == GT_MEM_HOST) continue;
     gt_plan_buf b;
-    snprintf(b.name, sizeof b.name, "%s", s->bufs[i].name);
-    b.cat = s->bufs[i].cat;
-    b.bytes = s->bufs[i].bytes;
-    if (p->n_top < GT_PLAN_TOP) {
+    snprintf(b.name, sizeof b.name, "%s (%s)", l->name ? l->name : gt_mem_cat_name(l->cat), l->phase);
+    b.cat = l->cat;
+    b.bytes = l->bytes;
+    if (p->n_top < GT_PLAN_TOP)
       p->top[p->n_top++] = b;
-    } else if (b.bytes > p->top[GT_PLAN_TOP - 1].bytes) {
+    else if (b.bytes > p->top[GT_PLAN_TOP - 1].bytes)
       p->top[GT_PLAN_TOP - 1] = b;
-    } else {
+    else
       continue;
-    }
     qsort(p->top, (size_t)p->n_top, sizeof p->top[0], gt__cmp_buf);
   }
 }
 
-static int gt__alloc(gt__sim *s, gt_mem_cat cat, int64_t bytes, const char *fmt, long long a) {
-  if (s->n == s->cap) {
-    s->cap = s->cap ? 2 * s->cap : 256;
-    s->bufs = realloc(s->bufs, sizeof *s->bufs * (size_t)s->cap);
-  }
-  gt__vbuf *b = &s->bufs[s->n];
-  snprintf(b->name, sizeof b->name, fmt, a);
-  b->cat = cat;
-  b->bytes = bytes;
-  b->live = 1;
-  s->cur[cat] += bytes;
-  if (s->cur[cat] > s->p->cat_peak[cat]) s->p->cat_peak[cat] = s->cur[cat];
-  if (cat == GT_MEM_HOST) {
-    if (s->cur[cat] > s->p->host_peak) s->p->host_peak = s->cur[cat];
-  } else {
-    s->total += bytes;
-    if (s->total > s->p->peak_total) {
-      s->p->peak_total = s->total;
-      gt__snapshot(s);
+static void gt__on_alloc(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes, const char *name) {
+  gt__watch *w = ctx;
+  gt_plan *p = w->p;
+  if (w->n == w->cap) {
+    int cap = w->cap ? 2 * w->cap : 256;
+    gt__live *nl = realloc(w->live, sizeof *nl * (size_t)cap);
+    if (!nl) {
+      w->oom = 1;
+      return;
     }
-    int64_t act = s->total - s->cur[GT_MEM_PARAMS] - s->cur[GT_MEM_GRADS] - s->cur[GT_MEM_OPTIM] -
-                  s->cur[GT_MEM_GATHERED] - s->cur[GT_MEM_DATA] - s->cur[GT_MEM_OTHER];
-    if (s->in_layers && act > s->p->layer_act_peak) {
-      s->p->layer_act_peak = act;
-      s->p->layer_act_saved = s->cur[GT_MEM_SAVED];
-      snprintf(s->p->layer_act_where, sizeof s->p->layer_act_where, "%s", s->phase);
-    }
+    w->live = nl, w->cap = cap;
   }
-  return s->n++;
-}
-
-static void gt__free(gt__sim *s, int id) {
-  if (id < 0 || !s->bufs[id].live) return;
-  gt__vbuf *b = &s->bufs[id];
-  b->live = 0;
-  s->cur[b->cat] -= b->bytes;
-  if (b->cat != GT_MEM_HOST) s->total -= b->bytes;
-}
-
-static void gt__phase(gt__sim *s, const char *fmt, long long a) {
-  snprintf(s->phase_buf, sizeof s->phase_buf, fmt, a);
-  s->phase = s->phase_buf;
-  s->in_layers = !strncmp(fmt, "forward", 7) || !strncmp(fmt, "backward", 8);
-}
-
-/* ---------- the data source's own buffers ---------- */
-
-static int64_t gt__stream_tokens(const gt_config *c) {
-  struct stat st;
-  /* text through a tokenizer: its length is known only once tokenized (not planned, as a shard directory) */
-  if (!strcmp(c->dataset_type, "text") && c->tokenizer_path[0]) return 0;
-  if (!strcmp(c->dataset_type, "text")) return stat(c->dataset_path, &st) ? 0 : (int64_t)st.st_size + 1;
-  if (!strcmp(c->dataset_type, "tokens") && !stat(c->dataset_path, &st) && S_ISREG(st.st_mode)) {
-    FILE *f = fopen(c->dataset_path, "rb");
-    unsigned char h[24];
-    int64_t n = 0;
-    if (f && fread(h, 1, sizeof h, f) == sizeof h)
-      for (int i = 0; i < 8; i++) n |= (int64_t)h[16 + i] << (8 * i);
-    if (f) fclose(f);
-    return n;
+  gt__live *l = &w->live[w->n++];
+  /* a saved activation belongs to the forward layer that made it, except a
+   * carry, which is the input of the layer after (layer 0's comes first) */
+  int64_t layer = w->forward_done ? -1 : w->fwd_layer;
+  if (!w->forward_done && name && !strcmp(name, "layer input (carry)")) layer = w->fwd_layer + 1;
+  *l = (gt__live){ptr, cat, (int64_t)bytes, name, layer, ""};
+  snprintf(l->phase, sizeof l->phase, "%s", w->phase);
+  w->cur[cat] += (int64_t)bytes;
+  if (cat == GT_MEM_SAVED && l->layer >= 0 && l->layer < p->n_layers) p->saved_per_layer[l->layer] += (int64_t)bytes;
+  if (cat == GT_MEM_HOST) return;
+  w->total += (int64_t)bytes;
+  if (w->total > p->peak_total) {
+    p->peak_total = w->total;
+    gt__snapshot(w);
   }
-  return 0; /* synthetic, or a shard directory (not planned) */
-}
-
-/* ---------- the step ---------- */
-
-/* ---------- the sharded view: gathers and unit gradients ---------- */
-
-typedef struct gt__view {
-  gt__sim *s;
-  int sharded, prefetch;
-  int64_t n_units;
-  const int64_t *cnt; /* [units] elements */
-  int *gathered, *ugrad; /* [units] buffer ids or -1 */
-} gt__view;
-
-static void gt__gather(gt__view *v, int64_t u) {
-  if (v->gathered[u] < 0)
-    v->gathered[u] = gt__alloc(v->s, GT_MEM_GATHERED, v->cnt[u] * 4, u ? "layer %lld weights (gathered)" : "head weights (gathered)", u - 1);
-}
-
-/* mirrors src/fsdp.c: acquire gathers the unit and, with prefetch, the next
- * one (forward up, backward down); backward also allocates its gradient */
-static void gt__acq(gt__view *v, int64_t u, int phase) {
-  if (!v->sharded) return;
-  gt__gather(v, u);
-  if (v->prefetch) {
-    int64_t next = phase == 0 ? u + 1 : u - 1;
-    if (next >= 1 && next < v->n_units) gt__gather(v, next);
-  }
-  if (phase == 1 && v->ugrad[u] < 0)
-    v->ugrad[u] = gt__alloc(v->s, GT_MEM_GRADS, v->cnt[u] * 4, u ? "layer %lld gradient (unsharded)" : "head gradient (unsharded)", u - 1);
-}
-
-static void gt__drop(gt__view *v, int64_t u) {
-  if (!v->sharded) return;
-  gt__free(v->s, v->gathered[u]);
-  v->gathered[u] = -1;
-}
-
-static void gt__rel(gt__view *v, int64_t u, int phase) {
-  if (!v->sharded) return;
-  gt__drop(v, u);
-  if (phase == 1) {
-    gt__free(v->s, v->ugrad[u]);
-    v->ugrad[u] = -1;
+  /* the activations inside the layers: all but the state, the gathered
+   * weights and the tables */
+  int64_t act = w->total - w->cur[GT_MEM_PARAMS] - w->cur[GT_MEM_GRADS] - w->cur[GT_MEM_OPTIM] -
+                w->cur[GT_MEM_GATHERED] - w->cur[GT_MEM_DATA] - w->cur[GT_MEM_OTHER];
+  if (w->in_layers && act > p->layer_act_peak) {
+    p->layer_act_peak = act;
+    p->layer_act_saved = w->cur[GT_MEM_SAVED];
+    snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", w->phase);
   }
 }
 
-/* The fsdp axis of the mesh (the data axis replicates what it shards). */
-static int gt__fsdp_size(const gt_config *c) {
-  int dp, fs, ep;
-  gt_config_mesh_axes(c, &dp, &fs, &ep);
-  return fs;
+static void gt__on_free(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes, const char *name) {
+  gt__watch *w = ctx;
+  for (int i = w->n - 1; i >= 0; i--) {
+    if (w->live[i].ptr != ptr) continue;
+    const gt__live *l = &w->live[i];
+    /* a saved activation freed before the forward ends was not kept */
+    if (l->cat == GT_MEM_SAVED && l->layer >= 0 && !w->forward_done) w->p->saved_per_layer[l->layer] -= l->bytes;
+    w->live[i] = w->live[--w->n];
+    break;
+  }
+  w->cur[cat] -= (int64_t)bytes;
+  if (cat != GT_MEM_HOST) w->total -= (int64_t)bytes;
 }
 
-/* A device's index on the fsdp axis (src/mesh.c: device = (data * fsdp +
- * fsdp index) * expert + expert index). */
-static int gt__fsdp_rank(const gt_config *c, int dev) {
-  int dp, fs, ep;
-  gt_config_mesh_axes(c, &dp, &fs, &ep);
-  return dev / ep % fs;
-}
-
-/* One device's training step: dev = -1 is the unsharded model. */
-static gt_rc gt__replay(gt_plan *p, const gt_config *c, gt_model *mm, int dev, gt_err *err) {
-  gt_model m = *mm;
-  gt__sim s = {p, {0}, 0, NULL, 0, 0, "setup", "", 0};
-  const gt_remat *rm = &m.remat;
-  int n_dev = (int)c->num_devices;
-  int64_t Bg = gt_config_global_batch(c), T = c->max_target_length, L = m.n_layers, d = m.d;
-  int64_t B = dev < 0 ? Bg : Bg / n_dev, N = B * T;
-  int64_t f4 = 4, xbytes = N * d * f4;
-  int period = rm->block_scope ? rm->period : 1;
-  int64_t nu = gt_model_n_units(&m);
-  int64_t *cnt = malloc(sizeof(int64_t) * (size_t)nu);
-  int *gathered = malloc(sizeof(int) * (size_t)nu), *ugrad = malloc(sizeof(int) * (size_t)nu);
-  for (int64_t u = 0; u < nu; u++) {
-    cnt[u] = gt_model_unit_local(&m, u); /* with expert parallelism: the device's own experts */
-    gathered[u] = ugrad[u] = -1;
-  }
-  gt__view v = {&s, dev >= 0, c->prefetch, nu, cnt, gathered, ugrad};
-
-  if (dev < 0) {
-    /* persistent: the order gt_train allocates in */
-    int64_t ns = gt__stream_tokens(c);
-    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch inputs", 0);
-    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch targets", 0);
-    gt__alloc(&s, GT_MEM_DATA, N * 4, "batch positions", 0);
-    if (ns > 0) {
-      gt__alloc(&s, GT_MEM_DATA, ns * 4, "token stream", 0);
-      int64_t n_eval = (int64_t)((double)ns * c->eval_split_fraction);
-      gt__alloc(&s, GT_MEM_DATA, ((ns - n_eval - 1) / T) * 8, "window order", 0);
-    }
-    gt__alloc(&s, GT_MEM_PARAMS, m.n_params * f4, "params", 0);
-    gt__alloc(&s, GT_MEM_GRADS, m.n_params * f4, "grads", 0);
-  }
-  for (int r = 0; r < m.n_rope; r++) {
-    int hd = m.rope[r].head_dim;
-    gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope cos %lld", r);
-    gt__alloc(&s, GT_MEM_OTHER, m.max_pos * (hd / 2) * f4, "rope sin %lld", r);
-  }
-  if (dev < 0) {
-    gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam mu", 0);
-    gt__alloc(&s, GT_MEM_OPTIM, m.n_params * f4, "adam nu", 0);
-  } else { /* src/fsdp.c: the device's shards and its reduce-scatter buffer */
-    int64_t sh = 0, maxs = 0;
-    for (int64_t u = 0; u < nu; u++) {
-      int64_t n = gt_shard_len(cnt[u], gt__fsdp_size(c), gt__fsdp_rank(c, dev));
-      sh += n;
-      if (n > maxs) maxs = n;
-    }
-    gt__alloc(&s, GT_MEM_PARAMS, sh * f4, "params (shard)", 0);
-    gt__alloc(&s, GT_MEM_GRADS, sh * f4, "grads (shard)", 0);
-    gt__alloc(&s, GT_MEM_OPTIM, sh * f4, "adam mu (shard)", 0);
-    gt__alloc(&s, GT_MEM_OPTIM, sh * f4, "adam nu (shard)", 0);
-    gt__alloc(&s, GT_MEM_TEMP, (maxs > 0 ? maxs : 1) * f4, "reduce-scatter buffer", 0);
-    p->shard_state_bytes = 4 * sh * f4;
-  }
-
-  /* forward */
-  int *slot_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
-  for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) slot_id[i] = -1;
-#define SID(l, k) slot_id[(l) * GT_A_NSLOTS + (k)]
-  int *host_id = malloc(sizeof(int) * (size_t)(L * GT_A_NSLOTS));
-  for (int64_t i = 0; i < L * GT_A_NSLOTS; i++) host_id[i] = -1;
-  int x = gt__alloc(&s, GT_MEM_SAVED, xbytes, "layer 0 input (carry)", 0);
-  gt__acq(&v, 0, 0);
-  int64_t ple_n = N * L * m.ple_dim, ple_fwd = 0, ple_cols = 0, ple_rows = 0;
-  int ple = -1;
-  if (m.ple_dim) { /* src/ple.c: the per-layer inputs, kept through the step */
-    gt__ple_temps(&m, N, &ple_fwd, &ple_cols, &ple_rows);
-    ple = gt__alloc(&s, GT_MEM_SAVED, ple_n * f4, "per-layer inputs (PLE)", 0);
-    gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, ple_fwd * f4, "per-layer projection", 0));
-  }
-  gt__rel(&v, 0, 0);
-  for (int64_t l = 0; l < L; l++) {
-    gt__phase(&s, "forward, layer %lld", l);
-    int64_t bs0 = l / period * period, be0 = bs0 + period < L ? bs0 + period : L;
-    if (l == bs0)
-      for (int64_t u = bs0; u < be0; u++) gt__acq(&v, 1 + u, 0);
-    const gt_layer_desc *ld = &m.layers[l];
-    SID(l, GT_A_X_IN) = x;
-    for (int k = 1; k < GT_A_NSLOTS; k++) {
-      if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
-      char nm[64];
-      snprintf(nm, sizeof nm, "layer %%lld %s", gt_act_name((gt_act)k));
-      SID(l, k) = gt__alloc(&s, gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP,
-                            gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
-    }
-    int xn = gt__alloc(&s, l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP, xbytes,
-                       l + 1 < L ? "layer %lld input (carry)" : "final hidden state", l + 1);
-    int64_t moe_fwd, moe_bwd; /* src/layer.c: the routed experts' scratch, inside the layer's forward */
-    gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
-    if (moe_fwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch", l));
-    for (int k = 0; k < GT_A_NSLOTS; k++) {
-      if (SID(l, k) < 0) continue;
-      gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
-      int64_t nb = s.bufs[SID(l, k)].bytes;
-      if (mode == GT_SAVE_DEVICE) {
-        p->saved_per_layer[l] += nb;
-        continue;
-      }
-      if (mode == GT_SAVE_OFFLOAD) {
-        char nm[64];
-        snprintf(nm, sizeof nm, "layer %%lld %s (host)", gt_act_name((gt_act)k));
-        host_id[l * GT_A_NSLOTS + k] = gt__alloc(&s, GT_MEM_HOST, nb, nm, l);
-      }
-      gt__free(&s, SID(l, k));
-      SID(l, k) = -1;
-    }
-    p->saved_total += p->saved_per_layer[l];
-    x = xn;
-    if (l == be0 - 1)
-      for (int64_t u = bs0; u < be0; u++) gt__rel(&v, 1 + u, 0);
-  }
-
-  /* head: residual gradients, then the tiled logits */
-  gt__phase(&s, "output head (logits and loss)", 0);
-  int dx = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient", 0);
-  int dprev = gt__alloc(&s, GT_MEM_TEMP, xbytes, "residual gradient (other)", 0);
-  gt__acq(&v, 0, 1);
-  int64_t R = N / c->num_vocab_tiling, V = m.vocab;
-  int hb[8];
-  int nh = 0;
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "final norm output", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * f4, "final norm rstd", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, N * d * f4, "head input gradient", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_LOGITS, R * V * f4, "logits tile", 0);
-  if (m.softcap > 0) hb[nh++] = gt__alloc(&s, GT_MEM_LOGITS, R * V * f4, "capped logits tile", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile losses", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile log-sum-exp", 0);
-  hb[nh++] = gt__alloc(&s, GT_MEM_TEMP, R * f4, "tile row weights", 0);
-  for (int i = 0; i < nh; i++) gt__free(&s, hb[i]);
-  gt__drop(&v, 0);
-  gt__free(&s, x);
-  int dple = m.ple_dim ? gt__alloc(&s, GT_MEM_TEMP, ple_n * f4, "per-layer input gradient (PLE)", 0) : -1;
-  int *dkv = malloc(sizeof(int) * (size_t)(2 * L)); /* a donor's K/V gradient accumulators */
-  for (int64_t i = 0; i < 2 * L; i++) dkv[i] = -1;
-
-  /* backward, one remat boundary at a time */
-  for (int64_t end = L; end > 0;) {
-    int64_t start = ((end - 1) / period) * period;
-    for (int64_t l = start; l < end; l++) gt__acq(&v, 1 + l, 1);
-    for (int64_t l = start; l < end; l++) {
-      gt__phase(&s, "backward, recomputing layer %lld", l);
-      const gt_layer_desc *ld = &m.layers[l];
-      uint8_t have[GT_A_NSLOTS];
-      for (int k = 0; k < GT_A_NSLOTS; k++) {
-        int h = host_id[l * GT_A_NSLOTS + k];
-        if (h >= 0) {
-          SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, s.bufs[h].bytes, "layer %lld offloaded slot, back", l);
-          gt__free(&s, h);
-        }
-        have[k] = SID(l, k) >= 0 || !gt_layer_has_slot(ld, (gt_act)k);
-      }
-      int want_out = l + 1 < end && SID(l + 1, GT_A_X_IN) < 0;
-      uint32_t out_op = gt_layer_output_op(ld);
-      uint32_t ops = gt_layer_recompute_ops(ld, have);
-      if (want_out) ops |= out_op;
-      if (ops) {
-        uint8_t outs[GT_A_NSLOTS];
-        gt_layer_ops_outputs(ld, ops, outs);
-        for (int k = 1; k < GT_A_NSLOTS; k++)
-          if (outs[k] && SID(l, k) < 0) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "layer %%lld %s (recomputed)", gt_act_name((gt_act)k));
-            SID(l, k) = gt__alloc(&s, GT_MEM_TEMP, gt_act_numel(&m, ld, (gt_act)k, B, T) * f4, nm, l);
-          }
-        int xo = (ops & out_op) ? gt__alloc(&s, GT_MEM_TEMP, xbytes, "layer %lld output (recomputed)", l) : -1;
-        if (ops & gt_layer_moe_op()) {
-          int64_t moe_fwd, moe_bwd;
-          gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
-          gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_fwd * f4, "layer %lld routed experts' scratch (recompute)", l));
-        }
-        if (want_out)
-          SID(l + 1, GT_A_X_IN) = xo;
-        else
-          gt__free(&s, xo);
-      }
-    }
-    for (int64_t l = end - 1; l >= start; l--) {
-      gt__phase(&s, "backward, layer %lld", l);
-      const gt_layer_desc *ld = &m.layers[l];
-      int64_t n_dx1, n_ple, n_ffw, n_attn;
-      gt_layer_backward_temps(&m, ld, N, &n_dx1, &n_ple, &n_ffw, &n_attn);
-      if (ld->kv_donor >= 0 && dkv[2 * ld->kv_donor] < 0) { /* src/exec.c: opened by the last reader */
-        int64_t kb = gt_act_numel(&m, &m.layers[ld->kv_donor], GT_A_K, B, T) * f4;
-        dkv[2 * ld->kv_donor] = gt__alloc(&s, GT_MEM_TEMP, kb, "layer %lld shared K gradient", ld->kv_donor);
-        dkv[2 * ld->kv_donor + 1] = gt__alloc(&s, GT_MEM_TEMP, kb, "layer %lld shared V gradient", ld->kv_donor);
-      }
-      int dx1 = gt__alloc(&s, GT_MEM_TEMP, n_dx1 * f4, "layer %lld d(attention residual)", l);
-      if (n_ple) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, n_ple * f4, "layer %lld per-layer input gradients", l));
-      int ffw = gt__alloc(&s, GT_MEM_TEMP, n_ffw * f4, "layer %lld MLP gradients", l);
-      int64_t moe_fwd, moe_bwd;
-      gt_layer_moe_temps(&m, ld, B, T, &moe_fwd, &moe_bwd);
-      if (moe_bwd) gt__free(&s, gt__alloc(&s, GT_MEM_TEMP, moe_bwd * f4, "layer %lld routed experts' backward scratch", l));
-      gt__free(&s, ffw);
-      int at = gt__alloc(&s, GT_MEM_TEMP, n_attn * f4, "layer %lld attention gradients", l);
-      gt__free(&s, at);
-      gt__free(&s, dx1);
-      if (ld->kv_last_reader >= 0) {
-        gt__free(&s, dkv[2 * l]);
-        gt__free(&s, dkv[2 * l + 1]);
-        dkv[2 * l] = dkv[2 * l + 1] = -1;
-      }
-      if (l == 0 && m.ple_dim) { /* the PLE backward, with the head's weights once more */
-        gt__phase(&s, "backward, per-layer embeddings", 0);
-        gt__acq(&v, 0, 1);
-        int t1 = gt__alloc(&s, GT_MEM_TEMP, ple_cols * f4, "per-layer projection (recomputed)", 0);
-        int t2 = gt__alloc(&s, GT_MEM_TEMP, ple_cols * f4, "per-layer projection gradient", 0);
-        int t3 = gt__alloc(&s, GT_MEM_TEMP, ple_rows * f4, "per-layer norm rstd", 0);
-        gt__free(&s, t1);
-        gt__free(&s, t2);
-        gt__free(&s, t3);
-        gt__drop(&v, 0);
-        gt__free(&s, dple);
-        gt__free(&s, ple);
-      }
-      for (int k = 0; k < GT_A_NSLOTS; k++) {
-        gt__free(&s, SID(l, k));
-        SID(l, k) = -1;
-      }
-      gt__rel(&v, 1 + l, 1);
-    }
-    end = start;
-  }
-  gt__rel(&v, 0, 1);
-  gt__free(&s, dx);
-  gt__free(&s, dprev);
-#undef SID
-  free(dkv);
-  free(slot_id);
-  free(host_id);
-  gt_rc rc = GT_OK;
-  for (int64_t u = 0; u < nu; u++)
-    if (gathered[u] >= 0 || ugrad[u] >= 0) /* the replay must end as it began */
-      rc = gt_err_set(err, GT_ERR_INTERNAL, "plan: unit %lld is still gathered at the end of the step replay",
-                      (long long)u);
-  free(cnt);
-  free(gathered);
-  free(ugrad);
-  free(s.bufs);
-  return rc;
+static void gt__on_phase(void *ctx, const char *phase) {
+  gt__watch *w = ctx;
+  snprintf(w->phase, sizeof w->phase, "%s", phase);
+  long long l;
+  w->fwd_layer = sscanf(phase, "forward, layer %lld", &l) == 1 ? (int64_t)l : -1;
+  if (!strncmp(phase, "output head", 11)) w->forward_done = 1;
+  w->in_layers = !strncmp(phase, "forward", 7) || !strncmp(phase, "backward", 8);
 }
 
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
@@ -432,48 +130,71 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_model m;
   gt_rc rc = gt_model_build(&m, c, err);
   if (rc) return rc;
+  int N = (int)c->num_devices;
   p->n_params = m.n_params;
   p->n_active_params = gt_model_count_active_params(c);
   p->n_layers = m.n_layers;
   p->flops = gt_flops_per_step_per_device(c);
-  p->n_devices = (int)c->num_devices;
-  p->saved_per_layer = calloc((size_t)m.n_layers, sizeof(int64_t));
-  int ax_d, ax_f, ax_e;
-  gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
-  /* every expert rank holds blocks of the same size */
-  if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);
-  if (p->n_devices <= 1) {
-    rc = gt__replay(p, c, &m, -1, err);
-  } else {
-    /* every device, keeping the one with the highest peak */
-    gt_plan best;
-    memset(&best, 0, sizeof best);
-    for (int dv = 0; dv < p->n_devices; dv++) {
-      gt_plan q = *p;
-      memset(q.cat_peak, 0, sizeof q.cat_peak);
-      memset(q.at_peak, 0, sizeof q.at_peak);
-      q.peak_total = q.host_peak = q.saved_total = q.layer_act_peak = q.layer_act_saved = 0;
-      memset(q.saved_per_layer, 0, sizeof(int64_t) * (size_t)m.n_layers);
-      if ((rc = gt__replay(&q, c, &m, dv, err))) break;
-      if (dv == 0 || q.peak_total > best.peak_total) {
-        int64_t *keep = best.saved_per_layer;
-        best = q;
-        best.saved_per_layer = keep;
-        if (!best.saved_per_layer) best.saved_per_layer = malloc(sizeof(int64_t) * (size_t)m.n_layers);
-        memcpy(best.saved_per_layer, q.saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
-      }
+  p->n_devices = N;
+  p->saved_per_layer = calloc((size_t)(m.n_layers > 0 ? m.n_layers : 1), sizeof(int64_t));
+  gt_plan *dp = calloc((size_t)N, sizeof *dp);
+  gt__watch *w = calloc((size_t)N, sizeof *w);
+  gt_mem_probe *probes = calloc((size_t)N, sizeof *probes);
+  if (!p->saved_per_layer || !dp || !w || !probes) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+    goto out;
+  }
+  for (int d = 0; d < N; d++) {
+    dp[d].n_layers = m.n_layers;
+    dp[d].saved_per_layer = calloc((size_t)(m.n_layers > 0 ? m.n_layers : 1), sizeof(int64_t));
+    w[d] = (gt__watch){&dp[d], {0}, 0, NULL, 0, 0, 0, "setup", 0, 0, -1};
+    probes[d] = (gt_mem_probe){&w[d], gt__on_alloc, gt__on_free, gt__on_phase};
+    if (!dp[d].saved_per_layer) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+      goto out;
     }
-    if (rc) {
-      free(best.saved_per_layer);
-      gt_model_free(&m);
-      gt_plan_free(p);
-      return rc;
+  }
+  /* one step of the real trainer, allocation only */
+  gt_trainer *tr = NULL;
+  if ((rc = gt_trainer_create(&tr, c, probes, err))) goto out;
+  gt_step_metrics sm;
+  rc = gt_trainer_step_zero(tr, &sm, err);
+  gt_fsdp *fs = gt_trainer_fsdp(tr);
+  for (int d = 0; !rc && d < N; d++) {
+    gt_mem *mem = gt_fsdp_device_mem(fs, d);
+    if (w[d].oom) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory to follow device %d's buffers", d);
+    for (int k = 0; k < GT_MEM_NCAT; k++)
+      if (gt_mem_peak(mem, (gt_mem_cat)k) > p->cat_peak[k]) p->cat_peak[k] = gt_mem_peak(mem, (gt_mem_cat)k);
+    dp[d].host_peak = gt_mem_peak(mem, GT_MEM_HOST);
+    dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_GRADS) + gt_mem_cur(mem, GT_MEM_OPTIM);
+    /* the busiest device speaks for all */
+    if (d == 0 || dp[d].peak_total > dp[0].peak_total) {
+      gt_plan keep = dp[0];
+      dp[0] = dp[d];
+      dp[d] = keep;
+      gt__watch wk = w[0];
+      w[0] = w[d];
+      w[d] = wk;
     }
-    int64_t *mine = p->saved_per_layer;
-    *p = best;
-    memcpy(mine, best.saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
-    free(best.saved_per_layer);
-    p->saved_per_layer = mine;
+  }
+  gt_trainer_destroy(tr);
+  if (rc) goto out;
+  memcpy(p->at_peak, dp[0].at_peak, sizeof p->at_peak);
+  p->peak_total = dp[0].peak_total;
+  p->host_peak = dp[0].host_peak;
+  snprintf(p->peak_where, sizeof p->peak_where, "%s", dp[0].peak_where);
+  p->n_top = dp[0].n_top;
+  memcpy(p->top, dp[0].top, sizeof p->top);
+  memcpy(p->saved_per_layer, dp[0].saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
+  for (int64_t l = 0; l < m.n_layers; l++) p->saved_total += p->saved_per_layer[l];
+  p->layer_act_peak = dp[0].layer_act_peak;
+  p->layer_act_saved = dp[0].layer_act_saved;
+  snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", dp[0].layer_act_where);
+  if (N > 1) {
+    p->shard_state_bytes = dp[0].shard_state_bytes;
+    int ax_d, ax_f, ax_e;
+    gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
+    if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
      * twice (forward and backward; the head for the lookup and the logits,
@@ -512,6 +233,9 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     }
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
   }
+out:
+  for (int d = 0; dp && d < N; d++) free(dp[d].saved_per_layer), free(w[d].live);
+  free(dp), free(w), free(probes);
   gt_model_free(&m);
   if (rc) gt_plan_free(p);
   return rc;

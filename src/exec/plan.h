@@ -21,7 +21,7 @@ extern "C" {
 #define GT_PLAN_TOP 8
 
 typedef struct gt_plan_buf {
-  char name[64];
+  char name[192];
   gt_mem_cat cat;
   int64_t bytes;
 } gt_plan_buf;

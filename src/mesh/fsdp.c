@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/prof.h"
 #include "kernels/kernels.h"
+gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err); /* TMP */
 
 typedef struct gt__dev {
   gt_fsdp *f;
@@ -38,14 +40,23 @@ struct gt_fsdp {
   int64_t *unit_off, *unit_cnt;
   int prefetch;
   int dp, fs, ep;       /* mesh axes: data x fsdp x expert */
+  /* one device holds whole units: it computes on its shards in place (no
+   * gathered copies, gradients accumulate straight into its shard), which
+   * is exactly what a single unsharded model does */
+  int inplace;
+  /* allocation-only (gemtrain plan): every tracked buffer is allocated and
+   * freed in the real order, but nothing is computed, copied or exchanged */
+  int measure;
   int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
   float **full_scatter; /* init / export: the host's full buffer */
+  float **export_buf;   /* [N] export: each device's gather buffer */
   /* per run arguments */
   const gt_batch *batches;
   int n_batches;
   int train;
   float *full_out;
   int64_t step_t;
+  int64_t last_comm_bytes; /* the last step's, per device (the largest) */
   gt_fsdp_step_info *info;
   int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
@@ -57,16 +68,21 @@ static int64_t gt__rep_len(const gt__dev *d, int64_t u);
 
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
+  if (f->inplace) {
+    d->gathered[u] = d->pshard + d->shard_off[u];
+    return GT_OK;
+  }
   if (d->pending[u] >= 0) { /* prefetched: wait for the communication thread */
     gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
     d->pending[u] = -1;
   }
   if (d->gathered[u]) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
+  d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float), "weights (gathered)");
   if (!d->gathered[u])
     return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
                       (long long)u, (long long)d->lcnt[u]);
-  gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
+  if (!f->measure)
+    gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
   return GT_OK;
 }
 
@@ -74,11 +90,12 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
  * while this device computes the current unit. */
 static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
-  if (d->gathered[u] || d->pending[u] >= 0) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float));
+  if (f->inplace || d->gathered[u] || d->pending[u] >= 0) return GT_OK;
+  d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float), "weights (gathered)");
   if (!d->gathered[u])
     return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
                       (long long)u, (long long)d->lcnt[u]);
+  if (f->measure) return GT_OK; /* allocated as the real prefetch would, nothing to move */
   d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
                                       d->lcnt[u]);
   return GT_OK;
@@ -96,9 +113,11 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
     if (next >= 1 && next < f->n_units && (rc = gt__prefetch(d, next, err))) return rc;
   }
   *p = d->gathered[u];
-  if (phase == 1 && g) {
+  if (phase == 1 && g && f->inplace) {
+    *g = d->gshard + d->shard_off[u];
+  } else if (phase == 1 && g) {
     if (!d->ugrad[u]) {
-      d->ugrad[u] = gt_mem_alloc(&d->mem, GT_MEM_GRADS, (size_t)d->lcnt[u] * sizeof(float));
+      d->ugrad[u] = gt_mem_alloc_named(&d->mem, GT_MEM_GRADS, (size_t)d->lcnt[u] * sizeof(float), "gradient (unsharded)");
       if (!d->ugrad[u])
         return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for unit %lld's gradient", d->dev,
                           (long long)u);
@@ -114,7 +133,7 @@ static void gt__drop(void *ctx, int64_t u) {
     gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]);
     d->pending[u] = -1;
   }
-  gt_mem_free(&d->mem, d->gathered[u]);
+  if (!d->f->inplace) gt_mem_free(&d->mem, d->gathered[u]);
   d->gathered[u] = NULL;
 }
 
@@ -122,7 +141,10 @@ static void gt__release(void *ctx, int64_t u, int phase) {
   gt__dev *d = ctx;
   gt_fsdp *f = d->f;
   gt__drop(ctx, u);
-  if (phase == 1 && d->ugrad[u]) {
+  if (phase == 1 && d->ugrad[u] && f->measure) {
+    gt_mem_free(&d->mem, d->ugrad[u]);
+    d->ugrad[u] = NULL;
+  } else if (phase == 1 && d->ugrad[u]) {
     int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
     gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, d->lcnt[u]);
     /* replicas of this shard (the data axis) sum their gradients */
@@ -197,12 +219,15 @@ static void gt__scatter_init(int dev, void *arg) {
   }
 }
 
-gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
+  int measure = probes != NULL;
   gt_fsdp *f = calloc(1, sizeof *f);
   if (!f) return gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory");
   f->cfg = *cfg;
   f->N = (int)cfg->num_devices;
   f->prefetch = cfg->prefetch;
+  f->inplace = f->N == 1;
+  f->measure = measure;
   gt_rc rc;
   gt_model layout;
   if ((rc = gt_model_build(&layout, cfg, err))) {
@@ -223,7 +248,12 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
     gt__dev *d = &f->devs[i];
     d->f = f;
     d->dev = i;
-    gt_mem_init(&d->mem);
+    if (measure) {
+      gt_mem_init_measure(&d->mem);
+      gt_mem_set_probe(&d->mem, &probes[i]);
+    } else {
+      gt_mem_init(&d->mem);
+    }
     if ((rc = gt_model_build(&d->model, cfg, err)) || (rc = gt_model_alloc_tables(&d->model, &d->mem, err))) goto fail;
     d->rank = gt_mesh_group_rank(f->mesh, GT_GROUP_FSDP, i);
     d->erank = gt_mesh_group_rank(f->mesh, GT_GROUP_EXPERT, i);
@@ -260,12 +290,13 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
       if (n > maxs) maxs = n;
     }
     size_t sb = (size_t)d->shard_n * sizeof(float);
-    d->pshard = gt_mem_alloc(&d->mem, GT_MEM_PARAMS, sb);
-    d->gshard = gt_mem_alloc(&d->mem, GT_MEM_GRADS, sb);
-    d->mu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
-    d->nu = gt_mem_alloc(&d->mem, GT_MEM_OPTIM, sb);
-    d->rs_tmp = gt_mem_alloc(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float));
-    if (!d->pshard || !d->gshard || !d->mu || !d->nu || !d->rs_tmp) {
+    d->pshard = gt_mem_alloc_named(&d->mem, GT_MEM_PARAMS, sb, "parameters (shard)");
+    d->gshard = gt_mem_alloc_named(&d->mem, GT_MEM_GRADS, sb, "gradients (shard)");
+    d->mu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam mu (shard)");
+    d->nu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam nu (shard)");
+    /* the reduce-scatter's landing buffer (in place: nothing to reduce) */
+    if (!f->inplace) d->rs_tmp = gt_mem_alloc_named(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float), "reduce-scatter buffer");
+    if (!d->pshard || !d->gshard || !d->mu || !d->nu || (!f->inplace && !d->rs_tmp)) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld parameters", i,
                       (long long)d->shard_n);
       goto fail;
@@ -274,7 +305,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err) {
     d->model.view = &d->view;
   }
   /* the same initial values as one device: initialise the full model once */
-  {
+  if (!measure) {
     gt_model full;
     gt_mem host;
     gt_mem_init(&host);
@@ -308,7 +339,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     gt__dev *d = &f->devs[i];
     for (int64_t u = 0; d->gathered && u < f->n_units; u++) {
       if (d->pending && d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
-      gt_mem_free(&d->mem, d->gathered[u]);
+      if (!f->inplace) gt_mem_free(&d->mem, d->gathered[u]);
       gt_mem_free(&d->mem, d->ugrad[u]);
     }
     gt_mem_free(&d->mem, d->pshard);
@@ -333,7 +364,9 @@ void gt_fsdp_destroy(gt_fsdp *f) {
 
 int64_t gt_fsdp_num_params(const gt_fsdp *f) { return f->n_params; }
 int gt_fsdp_devices(const gt_fsdp *f) { return f->N; }
+int64_t gt_fsdp_last_comm_bytes(const gt_fsdp *f) { return f->last_comm_bytes; }
 gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d) { return &f->devs[d].mem; }
+gt_model *gt_fsdp_device_model(gt_fsdp *f, int d) { return &f->devs[d].model; }
 
 /* ---------- steps ---------- */
 
@@ -353,7 +386,7 @@ static void gt__run_step(int dev, void *arg) {
   d->rc = GT_OK;
   gt_err_clear(&d->err);
   memset(&d->st, 0, sizeof d->st);
-  memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
+  if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
   gt_mem_reset_peaks(&d->mem);
   int ga = f->n_batches;
   /* the global token count decides every token's weight */
@@ -375,6 +408,7 @@ static void gt__run_step(int dev, void *arg) {
    * for a forward that does not follow: drop it, so no gathered copy
    * outlives the pass */
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
+  if (f->measure) return; /* the step's allocations are done; the rest is arithmetic */
   double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, 0, d->st.moe_lb_sum};
   int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
   if (!f->train) {
@@ -402,33 +436,22 @@ static void gt__run_step(int dev, void *arg) {
   /* every device of a token group holds its group's lb sum */
   double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
   double norm = sqrt(sums[2]);
-  /* every device sees the same sums, so all skip together: a non-finite
-   * step updates nothing (as gt_optim_step) */
-  if (!isfinite(norm) || !isfinite(sums[0])) {
-    if (dev == 0) {
-      f->info->loss = sums[0] / sums[1];
-      f->info->moe_lb_loss = lb;
-      f->info->total_weights = (int64_t)sums[1];
-      f->info->update = (gt_update_info){norm, gt_lr_at(c, f->step_t), 1.0, 1};
-    }
-    return;
-  }
-  double scale = 1.0;
-  if (c->gradient_clipping_threshold > 0 && norm >= c->gradient_clipping_threshold)
-    scale = c->gradient_clipping_threshold / norm;
-  double lr = gt_lr_at(c, f->step_t);
-  gt_adamw_hparams h = {(float)lr, (float)c->adam_b1, (float)c->adam_b2, (float)c->adam_eps,
-                        (float)c->adam_eps_root, (float)c->adam_weight_decay, f->step_t + 1, (float)scale};
-  gt_adamw_update(d->pshard, d->gshard, d->mu, d->nu, d->shard_n, &h);
+  /* every device sees the same sums, so all skip together */
+  int finite = isfinite(sums[0]) && isfinite(lb);
+  gt_update_info ui;
+  GT_PROF(d->model.prof, GT_PROF_OPTIM,
+          ui = gt_optim_update(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu, d->nu, d->shard_n));
   if (dev == 0) {
     f->info->loss = sums[0] / sums[1];
     f->info->moe_lb_loss = lb;
     f->info->total_weights = (int64_t)sums[1];
-    f->info->update = (gt_update_info){norm, lr, scale, 0};
+    f->info->update = ui;
   }
 }
 
 static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
+  gt_rc rc = gt_mesh_take_error(f->mesh, err);
+  if (rc) return rc;
   for (int i = 0; i < f->N; i++)
     if (f->devs[i].rc) {
       gt_err_set(err, f->devs[i].rc, "device %d: %s", i, f->devs[i].err.msg);
@@ -458,9 +481,10 @@ gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_
   f->poison_next = 0;
   if ((rc = gt__collect(f, err))) return rc;
   if (!info->update.skipped) f->step_t++;
+  f->last_comm_bytes = 0;
   for (int i = 0; i < f->N; i++) {
     gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
-    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = cs.bytes_sent;
+    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = f->last_comm_bytes = cs.bytes_sent;
     if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
   }
   return GT_OK;
@@ -483,11 +507,10 @@ static void gt__run_export(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
   const float *src = f->export_which == 1 ? d->mu : f->export_which == 2 ? d->nu : d->pshard;
+  float *buf = f->export_buf[dev];
   /* every device gathers each unit (its own experts' block); the devices of
    * data index 0 write their experts out, expert rank 0 also the rest */
   for (int64_t u = 0; u < f->n_units; u++) {
-    float *buf = malloc((size_t)(d->lcnt[u] > 0 ? d->lcnt[u] : 1) * sizeof(float));
-    if (!buf) abort(); /* inside a collective run: the peers cannot be left waiting */
     gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, src + d->shard_off[u], buf, d->lcnt[u]);
     if (d->drank == 0) {
       int64_t fo[3], lo[3], ln[3];
@@ -495,30 +518,47 @@ static void gt__run_export(int dev, void *arg) {
       for (int i = d->erank == 0 ? 0 : 1; i < np; i++)
         memcpy(f->full_out + fo[i], buf + lo[i], (size_t)ln[i] * sizeof(float));
     }
-    free(buf);
   }
 }
 
-gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) {
-  (void)err;
-  f->full_out = out;
-  f->export_which = 0;
-  gt_mesh_run(f->mesh, gt__run_export, f);
+/* Exports which (0 params, 1 mu, 2 nu) into out. The gather buffers are
+ * allocated here, before the devices run: a device cannot fail inside a
+ * collective run without leaving its peers waiting. */
+static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
+  if (f->measure) return gt_err_set(err, GT_ERR_ARG, "fsdp: an allocation-only mesh holds no values to export");
+  gt_rc rc = GT_OK;
+  f->export_buf = calloc((size_t)f->N, sizeof(float *));
+  for (int i = 0; f->export_buf && i < f->N; i++) {
+    int64_t mx = 1;
+    for (int64_t u = 0; u < f->n_units; u++)
+      if (f->devs[i].lcnt[u] > mx) mx = f->devs[i].lcnt[u];
+    if (!(f->export_buf[i] = malloc((size_t)mx * sizeof(float)))) break;
+  }
+  int ok = f->export_buf != NULL;
+  for (int i = 0; ok && i < f->N; i++) ok = f->export_buf[i] != NULL;
+  if (ok) {
+    f->full_out = out;
+    f->export_which = which;
+    gt_mesh_run(f->mesh, gt__run_export, f);
+    rc = gt_mesh_take_error(f->mesh, err);
+  } else {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to gather the state for export");
+  }
+  for (int i = 0; f->export_buf && i < f->N; i++) free(f->export_buf[i]);
+  free(f->export_buf);
+  f->export_buf = NULL;
   f->full_out = NULL;
-  return GT_OK;
+  f->export_which = 0;
+  return rc;
 }
+
+gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err) { return gt__export(f, 0, out, err); }
 
 gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err) {
-  (void)err;
   float *dst[3] = {params, mu, nu};
-  for (int w = 0; w < 3; w++) {
-    f->full_out = dst[w];
-    f->export_which = w;
-    gt_mesh_run(f->mesh, gt__run_export, f);
-  }
-  f->full_out = NULL;
-  f->export_which = 0;
-  return GT_OK;
+  gt_rc rc = GT_OK;
+  for (int w = 0; w < 3 && !rc; w++) rc = gt__export(f, w, dst[w], err);
+  return rc;
 }
 
 int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }

@@ -44,8 +44,13 @@ typedef struct gt_fsdp_step_info {
 } gt_fsdp_step_info;
 
 /* Builds the mesh and every device's shards, initialised exactly as the
- * single-device model would be (same seed, same values). */
-gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, gt_err *err);
+ * single-device model would be (same seed, same values). One device is a
+ * 1-device mesh whose shards are whole units: it computes on them in place.
+ * probes != NULL builds an allocation-only mesh (gemtrain plan): device d's
+ * memory is tracked but never reserved, watched by probes[d], and steps
+ * allocate and free every buffer in the real order without computing,
+ * copying or exchanging anything. */
+gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err);
 void gt_fsdp_destroy(gt_fsdp *f);
 /* One optimizer step over `n_micro` global micro-batches. */
 gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err);
@@ -60,8 +65,12 @@ gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err
  * shard holds its own experts only, so checkpoints go through full buffers. */
 int gt_fsdp_expert_parallelism(const gt_fsdp *f);
 int gt_fsdp_devices(const gt_fsdp *f);
+/* Bytes the last step sent per device (the largest device's). */
+int64_t gt_fsdp_last_comm_bytes(const gt_fsdp *f);
 /* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
 gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);
+/* Device d's model: its layer descriptors (and an optional time profile). */
+gt_model *gt_fsdp_device_model(gt_fsdp *f, int d);
 
 /* Checkpoints (gemtrain/ckpt.h): the FSDP axis size, shard r's own arrays
  * (parameters and AdamW moments of every unit, unit by unit), the optimizer
@@ -71,7 +80,7 @@ int gt_fsdp_num_shards(const gt_fsdp *f);
 void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
-/* Test hook: the next step's gradient gets a NaN (device 0, first element). */
+/* Test seam: the next step's gradient gets a NaN (device 0, first element). */
 void gt_fsdp_poison_next_step(gt_fsdp *f);
 
 #ifdef __cplusplus

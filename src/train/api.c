@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "hf/hf.h"
+#include "train/train_internal.h"
+#include "train/trainer.h"
 #include "exec/exec.h"
 #include "config/flops.h"
 #include "gemtrain/gemtrain.h"
@@ -19,9 +22,9 @@ struct gt_ctx {
   gt_err err;
   int configured, initialised;
   gt_config cfg;
-  gt_mem mem;
-  gt_model model;
-  gt_optim opt;
+  gt_mem mem;        /* host: data, caller-token scratch, full parameters */
+  gt_model model;    /* the layout; params only while a forward or save needs them */
+  gt_trainer *tr;    /* the state, on a mesh of num_devices */
   gt_data data;
   gt_step_metrics last;
   int has_last;
@@ -37,7 +40,8 @@ gt_ctx *gt_ctx_new(void) {
 
 static void gt__release(gt_ctx *c) {
   if (!c->initialised) return;
-  gt_optim_free(&c->opt);
+  gt_trainer_destroy(c->tr);
+  c->tr = NULL;
   gt_data_close(&c->data);
   gt_model_free(&c->model);
   free(c->tok_in), free(c->tok_tg), free(c->tok_pos);
@@ -88,75 +92,61 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
 
 const gt_config *gt_ctx_config(const gt_ctx *c) { return c->configured ? &c->cfg : NULL; }
 
+/* The layout model's host parameter buffer (allocated once, on demand). */
+static gt_rc gt__host_alloc(gt_ctx *c) {
+  return c->model.params ? GT_OK : gt_model_alloc_inference(&c->model, &c->mem, &c->err);
+}
+
+/* The current parameters, gathered from the devices onto the host model. */
+static gt_rc gt__host_params(gt_ctx *c) {
+  gt_rc rc = gt__host_alloc(c);
+  return rc ? rc : gt_fsdp_full_params(gt_trainer_fsdp(c->tr), c->model.params, &c->err);
+}
+
+/* load_parameters_path, as `gemtrain train` honours it: parameters from a
+ * checkpoint, an HF directory or a parameter file; optimizer and data fresh. */
+static gt_rc gt__ctx_restore(gt_ctx *c) {
+  if (!c->cfg.load_parameters_path[0]) return GT_OK;
+  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL};
+  gt_config cfg = c->cfg;
+  cfg.enable_checkpointing = 0; /* a context has no run directory of its own */
+  cfg.load_full_state_path[0] = '\0';
+  ts.cfg = &cfg;
+  int64_t start;
+  int resumed;
+  return gt__train_restore(&ts, "", &start, &resumed, &c->err);
+}
+
 gt_rc gt_ctx_init(gt_ctx *c) {
   gt_rc rc = gt__need(c, 0);
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt__release(c);
-  if (c->cfg.num_devices > 1)
-    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: num_devices = %lld: a gt_ctx trains on one device (sharded "
-                      "training is `gemtrain train` and gt_fsdp); expected num_devices=1", c->cfg.num_devices);
+  /* the same start as `gemtrain train`: an HF directory defines the model */
+  if (c->cfg.load_parameters_path[0] && gt_hf_is_dir(c->cfg.load_parameters_path) &&
+      (rc = gt_hf_config_read(c->cfg.load_parameters_path, &c->cfg, NULL, &c->err)))
+    return rc;
+  if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
   gt_threads_configure(&c->cfg);
   if ((rc = gt_model_build(&c->model, &c->cfg, &c->err))) return rc;
-  if ((rc = gt_model_alloc(&c->model, &c->mem, &c->err)) ||
-      (rc = gt_optim_init(&c->opt, c->model.n_params, &c->mem, &c->err)) ||
-      (rc = gt_data_open(&c->data, &c->cfg, &c->mem, &c->err))) {
-    gt_optim_free(&c->opt);
-    gt_model_free(&c->model);
+  c->initialised = 1; /* from here gt__release frees what was made */
+  if ((rc = gt_data_open(&c->data, &c->cfg, &c->mem, &c->err)) ||
+      (rc = gt_trainer_create(&c->tr, &c->cfg, NULL, &c->err)) || (rc = gt__ctx_restore(c))) {
+    gt__release(c);
     return rc;
   }
-  gt_model_init_params(&c->model, (uint64_t)c->cfg.init_weights_seed, c->cfg.weight_init_scale);
-  c->initialised = 1;
   return GT_OK;
 }
 
 int64_t gt_ctx_num_params(const gt_ctx *c) { return c->initialised ? c->model.n_params : 0; }
 
-/* One optimizer step over `micro` batches produced by next(). */
+/* One trainer step; the metrics are the ones `gemtrain train` logs. */
 static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
-  double t0 = gt_prof_now();
-  gt_model *m = &c->model;
-  gt_model_zero_grads(m);
-  gt_loss_stats st = {0, 0, 0};
-  int ga = given ? 1 : (int)c->cfg.gradient_accumulation_steps;
-  gt_rc rc;
-  for (int i = 0; i < ga; i++) {
-    gt_batch b;
-    if (given)
-      b = *given;
-    else
-      gt_data_next_train(&c->data, &b);
-    int64_t tw = gt_batch_total_weights(&b);
-    float w = ga == 1 ? (tw ? 1.0f / (float)tw : 0.0f) : 1.0f;
-    if ((rc = gt_exec_forward_backward(m, &b, (int)c->cfg.num_vocab_tiling, w, &st, &c->err))) return rc;
-  }
-  if (st.total_weights == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
-  if (ga > 1) {
-    float inv = 1.0f / (float)st.total_weights;
-    for (int64_t i = 0; i < m->n_params; i++) m->grads[i] *= inv;
-  }
-  double loss = st.xent_sum / (double)st.total_weights;
-  gt_update_info ui;
-  gt_optim_step(&c->opt, m->params, m->grads, &c->cfg, &ui);
-  if (!isfinite(loss) || !isfinite(ui.grad_norm))
-    return gt_err_set(&c->err, GT_ERR_NUMERIC, "api: step %lld has loss %g and gradient norm %g",
-                      (long long)(c->opt.t - 1), loss, ui.grad_norm);
-  double secs = gt_prof_now() - t0;
-  gt_flops fl = gt_flops_per_step_per_device(&c->cfg);
-  gt_step_metrics *s = &c->last;
-  memset(s, 0, sizeof *s);
-  s->step = c->opt.t - 1;
-  s->seconds = secs;
-  s->tflops_per_s_per_device = fl.total_tflops / secs;
-  s->tokens_per_s_per_device = (double)st.total_weights / secs;
-  s->total_weights = st.total_weights;
-  s->loss = s->lm_loss = loss;
-  s->perplexity = exp(loss);
-  s->learning_rate = ui.lr;
-  s->grad_norm = ui.grad_norm;
-  s->peak_memory_bytes = gt_mem_total_peak(&c->mem);
+  gt_rc rc = given ? gt_trainer_step(c->tr, given, 1, &c->last, &c->err)
+                   : gt_trainer_step_data(c->tr, &c->data, &c->last, &c->err);
+  if (rc) return rc;
   c->has_last = 1;
-  if (loss_out) *loss_out = loss;
+  if (loss_out) *loss_out = c->last.loss;
   return GT_OK;
 }
 
@@ -213,6 +203,7 @@ gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, 
   if ((int64_t)batch * seq % c->cfg.num_vocab_tiling)
     return gt_err_set(&c->err, GT_ERR_ARG, "api: %d x %d tokens do not split into num_vocab_tiling = %lld tiles",
                       batch, seq, c->cfg.num_vocab_tiling);
+  if (gt_batch_total_weights(&b) == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
   return gt__step(c, &b, loss);
 }
 
@@ -223,7 +214,7 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   gt_batch b;
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   gt_loss_stats st = {0, 0, 0};
-  if ((rc = gt_exec_forward_loss(&c->model, &b, 1, &st, &c->err))) return rc;
+  if ((rc = gt_trainer_eval(c->tr, &b, 1, &st, &c->err))) return rc;
   *loss = st.total_weights ? st.xent_sum / (double)st.total_weights : NAN;
   return GT_OK;
 }
@@ -239,7 +230,7 @@ gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
-  if ((rc = gt__tokens_batch(c, tokens, batch, seq, 0, &b))) return rc;
+  if ((rc = gt__tokens_batch(c, tokens, batch, seq, 0, &b)) || (rc = gt__host_params(c))) return rc;
   return gt_exec_forward_logits(&c->model, &b, logits, &c->err);
 }
 
@@ -249,15 +240,25 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  return gt_paramfile_write(path, &c->model, &c->cfg, c->opt.mu, c->opt.nu, (int64_t)c->opt.t, &c->err);
+  int64_t n = c->model.n_params;
+  float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
+  if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save %lld parameters", (long long)n);
+  gt_fsdp *fs = gt_trainer_fsdp(c->tr);
+  if (!(rc = gt__host_alloc(c)) && !(rc = gt_fsdp_full_state(fs, c->model.params, mu, mu + n, &c->err)))
+    rc = gt_paramfile_write(path, &c->model, &c->cfg, mu, mu + n, gt_fsdp_opt_step(fs), &c->err);
+  gt_mem_free(&c->mem, mu);
+  return rc;
 }
 
 gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  int64_t step = 0;
-  rc = gt_paramfile_read(path, &c->model, c->opt.mu, c->opt.nu, &step, &c->err);
-  if (rc == GT_OK) c->opt.t = step;
+  int64_t n = c->model.n_params, step = 0;
+  float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
+  if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
+  if (!(rc = gt__host_alloc(c)) && !(rc = gt_paramfile_read(path, &c->model, mu, mu + n, &step, &c->err)))
+    rc = gt_fsdp_set_state(gt_trainer_fsdp(c->tr), c->model.params, mu, mu + n, step, &c->err);
+  gt_mem_free(&c->mem, mu);
   return rc;
 }

@@ -20,16 +20,6 @@ extern "C" {
  * 0 from step S on. */
 double gt_lr_at(const gt_config *cfg, int64_t step);
 
-typedef struct gt_optim {
-  int64_t n;
-  int64_t t;  /* updates applied so far */
-  float *mu, *nu;
-  gt_mem *mem;
-} gt_optim;
-
-gt_rc gt_optim_init(gt_optim *o, int64_t n_params, gt_mem *mem, gt_err *err);
-void gt_optim_free(gt_optim *o);
-
 typedef struct gt_update_info {
   double grad_norm;  /* global norm before clipping */
   double lr;
@@ -39,11 +29,14 @@ typedef struct gt_update_info {
 
 /* Global norm of a gradient buffer (deterministic: fixed partition). */
 double gt_grad_norm(const float *g, int64_t n);
-/* One update of params with grads at 0-based step o->t; advances o->t.
- * A non-finite gradient norm updates nothing (info->skipped = 1): a NaN
- * must never reach the parameters or the moments. */
-void gt_optim_step(gt_optim *o, float *params, const float *grads, const gt_config *cfg,
-                   gt_update_info *info);
+/* The update of one step, on n elements (a device's shard, or a whole
+ * buffer): global-norm clipping to gradient_clipping_threshold, then AdamW at
+ * 0-based optimizer step t (bias correction t + 1). `norm` is the global
+ * gradient norm of the whole step (every shard's). A non-finite norm or
+ * loss (finite = 0) updates nothing (skipped = 1): a NaN must never reach the
+ * parameters or the moments. The trainer calls this on every device. */
+gt_update_info gt_optim_update(const gt_config *cfg, int64_t t, double norm, int finite, float *params,
+                               const float *grads, float *mu, float *nu, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,12 @@
-/* The training loop behind `gemtrain train`: data -> forward/backward ->
- * clip -> AdamW, with eval, metrics, a plot and a closing text sample. */
+/* The training run behind `gemtrain train`: plan check, run directory,
+ * resume, then the step loop (data -> trainer step -> report -> eval ->
+ * checkpoint), a plot and a closing text sample. The step itself is the
+ * trainer's (train/trainer.h), the same for every caller. */
 #ifndef GEMTRAIN_TRAIN_H
 #define GEMTRAIN_TRAIN_H
 
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gemtrain/common.h"
@@ -15,9 +19,17 @@ extern "C" {
 typedef struct gt_train_opts {
   FILE *out;      /* console lines (NULL: silent) */
   FILE *progress; /* a terminal for the progress bar (NULL: none) */
-  /* 1: SIGINT/SIGTERM finish the current step, write a checkpoint and
-   * return GT_OK with `interrupted` set (a second signal kills) */
-  int handle_signals;
+  /* Non-NULL: when *stop becomes non-zero (a signal handler the caller
+   * installed sets it to the signal number), the loop finishes its step,
+   * writes a checkpoint and returns GT_OK with `interrupted` set. The
+   * library installs no handler itself. */
+  volatile sig_atomic_t *stop;
+  /* Test seams (NULL in production): the step whose gradient gets a NaN, as
+   * a diverging step would; a function called after every step (a test
+   * raises a signal there at a known step). */
+  const int64_t *test_nan_step;
+  void (*test_after_step)(int64_t step, void *ctx);
+  void *test_ctx;
 } gt_train_opts;
 
 typedef struct gt_train_result {
@@ -27,12 +39,12 @@ typedef struct gt_train_result {
   long long peak_memory_bytes;
   long long start_step;    /* > 0 when the run continued from a checkpoint */
   long long skipped_steps; /* non-finite steps skipped (skip_nonfinite_steps) */
-  int interrupted;         /* stopped by a signal after a checkpoint */
+  int interrupted;         /* stopped by *stop after a checkpoint */
   char run_dir[2048];
 } gt_train_result;
 
-/* Apply the thread rule (see README "Threads") and return the thread count:
- * threads_per_device, or cores / num_devices when it is 0. */
+/* Apply the thread rule (see docs/performance.md "Threads") and return the
+ * thread count: threads_per_device, or cores / num_devices when it is 0. */
 int gt_threads_configure(const gt_config *cfg);
 
 gt_rc gt_train(const gt_config *cfg, const gt_train_opts *opts, gt_train_result *res, gt_err *err);

@@ -5,19 +5,17 @@
 
 #include <stdio.h>
 
-#include "gemtrain/config.h"
 #include "data/data.h"
-#include "mesh/fsdp.h"
+#include "gemtrain/config.h"
 #include "model/model.h"
-#include "train/optim.h"
+#include "train/trainer.h"
 
 typedef struct gt__tstate {
-  gt_model *m;     /* layout; its params are the state when fs is NULL */
-  gt_optim *opt;   /* one device */
-  gt_fsdp *fs;     /* sharded: the devices hold the state */
+  gt_model *m;     /* the layout (descriptors, tensor table); no parameters */
+  gt_trainer *tr;  /* holds the state, sharded over its devices */
   gt_data *data;
   const gt_config *cfg;
-  gt_mem *mem;
+  gt_mem *mem;     /* host memory for assembling full buffers */
   FILE *out;
 } gt__tstate;
 
@@ -29,11 +27,5 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
  * the first step to run; *resumed is 1 when the run directory's own
  * checkpoint was used (its metrics continue). */
 gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start, int *resumed, gt_err *err);
-
-/* Resume: keeps the lines of metrics.jsonl for steps before `start`, fills
- * the history arrays (length n) from them, and returns the file open for
- * appending. */
-FILE *gt__metrics_reopen(const char *path, int64_t start, double *xs, double *ls, double *es, double *tps, int64_t n,
-                         gt_err *err);
 
 #endif

@@ -22,27 +22,24 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   gt_ckpt_src src = {1, p, mu, nu};
   int64_t opt_step;
   float *host = NULL;
-  if (s->fs && gt_fsdp_expert_parallelism(s->fs) > 1) {
+  gt_fsdp *fs = gt_trainer_fsdp(s->tr);
+  if (gt_fsdp_expert_parallelism(fs) > 1) {
     /* a device's shard holds only its experts: save the full state as one
      * shard (restores go through full buffers anyway, onto any mesh) */
     int64_t n = s->m->n_params;
     host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
     if (!host) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters", (long long)n);
-    gt_rc rc0 = gt_fsdp_full_state(s->fs, host, host + n, host + 2 * n, err);
+    gt_rc rc0 = gt_fsdp_full_state(fs, host, host + n, host + 2 * n, err);
     if (rc0) {
       gt_mem_free(s->mem, host);
       return rc0;
     }
     p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
-    opt_step = gt_fsdp_opt_step(s->fs);
-  } else if (s->fs) {
-    src.n_shards = gt_fsdp_num_shards(s->fs);
-    for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(s->fs, r, &p[r], &mu[r], &nu[r]);
-    opt_step = gt_fsdp_opt_step(s->fs);
   } else {
-    p[0] = s->m->params, mu[0] = s->opt->mu, nu[0] = s->opt->nu;
-    opt_step = s->opt->t;
+    src.n_shards = gt_fsdp_num_shards(fs);
+    for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r]);
   }
+  opt_step = gt_fsdp_opt_step(fs);
   gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
   char root[2200];
   snprintf(root, sizeof root, "%s/checkpoints", run_dir);
@@ -124,18 +121,14 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     path = c->load_parameters_path, why = "load_parameters_path", full = 0;
   if (!path) return GT_OK;
   gt_model *m = s->m;
-  float *p, *mu = NULL, *nu = NULL, *host = NULL;
-  if (s->fs) { /* assemble full buffers on the host, then hand each device its shards */
-    host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)m->n_params * (full ? 3 : 1) * sizeof(float));
-    if (!host)
-      return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to load the checkpoint's %lld parameters%s",
-                        (long long)m->n_params, full ? " and AdamW moments" : "");
-    p = host;
-    if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
-  } else {
-    p = m->params;
-    if (full) mu = s->opt->mu, nu = s->opt->nu;
-  }
+  float *p, *mu = NULL, *nu = NULL;
+  /* assemble full buffers on the host, then hand each device its shards */
+  float *host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)m->n_params * (full ? 3 : 1) * sizeof(float));
+  if (!host)
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to load the checkpoint's %lld parameters%s",
+                      (long long)m->n_params, full ? " and AdamW moments" : "");
+  p = host;
+  if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
   gt_ckpt_loaded ld;
   gt_rc rc;
   struct stat sb;
@@ -159,13 +152,10 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     goto out;
   }
   int64_t opt_step = full ? ld.state.opt_step : 0;
-  if (s->fs)
-    rc = gt_fsdp_set_state(s->fs, p, mu, nu, opt_step, err);
-  else
-    s->opt->t = opt_step;
-  if (rc) goto out;
+  if ((rc = gt_fsdp_set_state(gt_trainer_fsdp(s->tr), p, mu, nu, opt_step, err))) goto out;
   if (full) {
     *start = ld.state.step;
+    gt_trainer_set_step_index(s->tr, ld.state.step);
     gt_data_seek(s->data, ld.state.data);
   }
   if (s->out) {
@@ -185,49 +175,4 @@ out:
   free(ld.config_json);
   gt_mem_free(s->mem, host);
   return rc;
-}
-
-FILE *gt__metrics_reopen(const char *path, int64_t start, double *xs, double *ls, double *es, double *tps, int64_t n,
-                         gt_err *err) {
-  /* keep what the steps before the checkpoint logged; later lines belong
-   * to steps that will run again */
-  char *keep = NULL;
-  size_t klen = 0;
-  FILE *f = fopen(path, "r");
-  if (f) {
-    FILE *mem = open_memstream(&keep, &klen);
-    char *line = NULL;
-    size_t cap = 0;
-    while (mem && getline(&line, &cap, f) > 0) {
-      cJSON *o = cJSON_Parse(line);
-      const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
-      if (cJSON_IsNumber(st) && st->valuedouble < (double)start && st->valuedouble >= 0) {
-        int64_t k = (int64_t)st->valuedouble;
-        fputs(line, mem);
-        if (k < n) {
-          const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "loss"),
-                      *e = cJSON_GetObjectItemCaseSensitive(o, "eval_loss"),
-                      *t = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_device");
-          xs[k] = (double)k;
-          ls[k] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
-          es[k] = cJSON_IsNumber(e) ? e->valuedouble : NAN;
-          tps[k] = cJSON_IsNumber(t) ? t->valuedouble : NAN;
-        }
-      }
-      cJSON_Delete(o);
-    }
-    free(line);
-    if (mem) fclose(mem);
-    fclose(f);
-  }
-  f = fopen(path, "w");
-  if (!f) {
-    free(keep);
-    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  if (keep) fwrite(keep, 1, klen, f);
-  fflush(f);
-  free(keep);
-  return f;
 }

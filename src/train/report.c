@@ -1,0 +1,175 @@
+#define _POSIX_C_SOURCE 200809L
+#include "train/report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/prof.h"
+
+static void gt__fmt_time(double s, char *buf, size_t n) {
+  if (s < 0 || !isfinite(s)) s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600)
+    snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else
+    snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+/* The rate counts only this process's steps (a resumed run starts at first_step). */
+static void gt__progress(gt_report *r, long long done) {
+  if (!r->progress) return;
+  long long total = r->n_steps, first = r->first_step;
+  double elapsed = gt_prof_now() - r->t_start;
+  int w = 30, fill = total ? (int)(w * done / total) : w;
+  char eta[32], el[32];
+  gt__fmt_time(done > first ? elapsed / (double)(done - first) * (double)(total - done) : 0, eta, sizeof eta);
+  gt__fmt_time(elapsed, el, sizeof el);
+  fprintf(r->progress, "\r\033[K[");
+  for (int i = 0; i < w; i++) fputc(i < fill ? '=' : (i == fill ? '>' : ' '), r->progress);
+  fprintf(r->progress, "] step %lld/%lld  elapsed %s  ETA %s", done, total, el, eta);
+  fflush(r->progress);
+}
+
+void gt_report_pause(gt_report *r) {
+  if (r->progress) fprintf(r->progress, "\r\033[K"), fflush(r->progress);
+}
+
+void gt_report_note(gt_report *r, const char *fmt, ...) {
+  if (!r->out) return;
+  gt_report_pause(r);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(r->out, fmt, ap);
+  va_end(ap);
+  fflush(r->out);
+}
+
+/* Keeps the lines of metrics.jsonl for steps before `start` (later lines
+ * belong to steps that will run again), fills the history from them, and
+ * returns the file open for appending. */
+static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, gt_err *err) {
+  char *keep = NULL;
+  size_t klen = 0;
+  FILE *f = start > 0 ? fopen(path, "r") : NULL;
+  if (f) {
+    FILE *mem = open_memstream(&keep, &klen);
+    char *line = NULL;
+    size_t cap = 0;
+    while (mem && getline(&line, &cap, f) > 0) {
+      cJSON *o = cJSON_Parse(line);
+      const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
+      if (cJSON_IsNumber(st) && st->valuedouble < (double)start && st->valuedouble >= 0) {
+        int64_t k = (int64_t)st->valuedouble;
+        fputs(line, mem);
+        if (k < r->n_steps) {
+          const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "loss"),
+                      *e = cJSON_GetObjectItemCaseSensitive(o, "eval_loss"),
+                      *t = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_device");
+          r->ls[k] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
+          r->es[k] = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+          r->tps[k] = cJSON_IsNumber(t) ? t->valuedouble : NAN;
+        }
+      }
+      cJSON_Delete(o);
+    }
+    free(line);
+    if (mem) fclose(mem);
+    fclose(f);
+  }
+  f = fopen(path, "w");
+  if (!f) {
+    free(keep);
+    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  if (keep) fwrite(keep, 1, klen, f);
+  fflush(f);
+  free(keep);
+  return f;
+}
+
+gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FILE *out, FILE *progress,
+                     int64_t start, gt_err *err) {
+  memset(r, 0, sizeof *r);
+  r->out = out;
+  r->progress = progress;
+  r->n_steps = cfg->steps;
+  r->first_step = start;
+  r->t_start = gt_prof_now();
+  snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
+  snprintf(r->run_name, sizeof r->run_name, "%s", cfg->run_name);
+  size_t n = r->n_steps > 0 ? (size_t)r->n_steps : 1;
+  r->xs = malloc(n * sizeof(double)), r->ls = malloc(n * sizeof(double));
+  r->es = malloc(n * sizeof(double)), r->tps = malloc(n * sizeof(double));
+  if (!r->xs || !r->ls || !r->es || !r->tps) {
+    gt_report_close(r);
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for the metrics history");
+  }
+  for (int64_t i = 0; i < r->n_steps; i++) r->xs[i] = (double)i, r->ls[i] = r->es[i] = r->tps[i] = NAN;
+  char path[2200];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+  if (!(r->metrics = gt__metrics_reopen(r, path, start, err))) {
+    gt_report_close(r);
+    return err->rc;
+  }
+  return GT_OK;
+}
+
+void gt_report_step(gt_report *r, const gt_step_metrics *sm) {
+  if (sm->skipped)
+    gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
+                   (long long)sm->step, sm->loss, sm->grad_norm);
+  if (r->out) {
+    char line[512];
+    gt_metrics_format_line(sm, line, sizeof line);
+    gt_report_note(r, "%s\n", line);
+    if (sm->has_eval)
+      gt_report_note(r, "eval metrics after step: %lld, loss=%.3f, perplexity=%.3f, total_weights=%lld\n",
+                     (long long)sm->step, sm->eval_loss, exp(sm->eval_loss), (long long)sm->eval_total_weights);
+  }
+  gt__progress(r, sm->step + 1);
+  gt_metrics_write_jsonl(r->metrics, sm);
+  if (sm->step >= 0 && sm->step < r->n_steps) {
+    r->ls[sm->step] = sm->loss;
+    r->es[sm->step] = sm->has_eval ? sm->eval_loss : NAN;
+    r->tps[sm->step] = sm->tokens_per_s_per_device;
+  }
+}
+
+/* loss (train and eval) and throughput against the step */
+gt_rc gt_report_plot(gt_report *r, gt_err *err) {
+  int64_t n = r->n_steps;
+  int ne = 0;
+  for (int64_t i = 0; i < n; i++) ne += !isnan(r->es[i]);
+  double *ex = malloc(sizeof(double) * (size_t)(ne + 1)), *ey = malloc(sizeof(double) * (size_t)(ne + 1));
+  if (!ex || !ey) {
+    free(ex), free(ey);
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for the plot");
+  }
+  int k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (!isnan(r->es[i])) ex[k] = r->xs[i], ey[k++] = r->es[i];
+  gt_series loss_s[2] = {{"train loss", r->xs, r->ls, (int)n}, {"eval loss", ex, ey, ne}};
+  gt_series tp_s[1] = {{"tokens/s/device", r->xs, r->tps, (int)n}};
+  char title[GT_STR_PATH + 16], path[2200];
+  snprintf(title, sizeof title, "%s: loss", r->run_name);
+  gt_chart charts[2] = {{title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0},
+                        {"throughput", "step", "tokens/s/device", 1, tp_s, 0}};
+  snprintf(path, sizeof path, "%s/loss.svg", r->run_dir);
+  gt_rc rc = gt_plot_svg(path, 2, charts, err);
+  free(ex);
+  free(ey);
+  return rc;
+}
+
+void gt_report_close(gt_report *r) {
+  gt_report_pause(r);
+  if (r->metrics) fclose(r->metrics);
+  free(r->xs), free(r->ls), free(r->es), free(r->tps);
+  r->metrics = NULL;
+  r->xs = r->ls = r->es = r->tps = NULL;
+}

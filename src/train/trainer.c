@@ -1,0 +1,151 @@
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/prof.h"
+#include "config/flops.h"
+#include "train/optim.h"
+
+struct gt_trainer {
+  gt_config cfg;
+  gt_fsdp *fs;
+  gt_mem host;        /* the host's copies of the step's micro-batches */
+  gt_batch *mb;       /* [n_mb] */
+  int32_t *mbuf;
+  int n_mb;
+  int64_t step;       /* steps done, skipped ones included */
+  gt_flops flops;
+};
+
+gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
+  *out = NULL;
+  if (cfg->num_devices > 1 && cfg->per_device_batch_size != floor(cfg->per_device_batch_size))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "
+                      "(each device takes its own rows of the global batch)",
+                      cfg->per_device_batch_size, cfg->num_devices);
+  gt_trainer *t = calloc(1, sizeof *t);
+  if (!t) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
+  t->cfg = *cfg;
+  gt_mem_init(&t->host);
+  t->flops = gt_flops_per_step_per_device(cfg);
+  gt_rc rc = gt_fsdp_create(&t->fs, cfg, probes, err);
+  if (rc) {
+    free(t);
+    return rc;
+  }
+  /* one buffer per micro-batch of a step (or eval batch): the data source
+   * reuses its own, and every device reads its rows of each */
+  int64_t nb = gt_config_global_batch(cfg) * cfg->max_target_length;
+  int ga = (int)cfg->gradient_accumulation_steps;
+  t->n_mb = ga > (int)cfg->eval_steps ? ga : (int)cfg->eval_steps;
+  t->mb = calloc((size_t)t->n_mb, sizeof *t->mb);
+  t->mbuf = gt_mem_alloc(&t->host, GT_MEM_DATA, (size_t)(3 * t->n_mb) * (size_t)nb * sizeof(int32_t));
+  if (!t->mb || !t->mbuf) {
+    gt_trainer_destroy(t);
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for %d batches", t->n_mb);
+  }
+  for (int i = 0; i < t->n_mb; i++)
+    t->mb[i] = (gt_batch){(int)gt_config_global_batch(cfg), (int)cfg->max_target_length, t->mbuf + (3 * i) * nb,
+                          t->mbuf + (3 * i + 1) * nb, t->mbuf + (3 * i + 2) * nb, NULL};
+  *out = t;
+  return GT_OK;
+}
+
+void gt_trainer_destroy(gt_trainer *t) {
+  if (!t) return;
+  gt_fsdp_destroy(t->fs);
+  gt_mem_free(&t->host, t->mbuf);
+  free(t->mb);
+  free(t);
+}
+
+int64_t gt_trainer_peak_bytes(gt_trainer *t) {
+  int64_t peak = 0; /* per device, as MaxText reports device memory: the largest */
+  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) {
+    int64_t p = gt_mem_total_peak(gt_fsdp_device_mem(t->fs, d));
+    if (p > peak) peak = p;
+  }
+  return peak;
+}
+
+gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err) {
+  const gt_config *c = &t->cfg;
+  double t0 = gt_prof_now();
+  gt_fsdp_step_info fi;
+  gt_rc rc = gt_fsdp_step(t->fs, micro, n_micro, &fi, err);
+  if (rc) return rc;
+  double loss = fi.loss + fi.moe_lb_loss, secs = gt_prof_now() - t0;
+  memset(sm, 0, sizeof *sm);
+  sm->step = t->step;
+  sm->seconds = secs;
+  sm->tflops_per_s_per_device = t->flops.total_tflops / secs;
+  int64_t tokens = 0;
+  for (int i = 0; i < n_micro; i++) tokens += (int64_t)micro[i].B * micro[i].T;
+  sm->tokens_per_s_per_device = (double)tokens / (double)c->num_devices / secs;
+  sm->total_weights = fi.total_weights;
+  sm->loss = loss;
+  sm->lm_loss = fi.loss;
+  sm->perplexity = exp(fi.loss);
+  sm->has_moe = gt_config_num_moe_layers(c) > 0;
+  sm->moe_lb_loss = fi.moe_lb_loss;
+  sm->learning_rate = fi.update.lr;
+  sm->grad_norm = fi.update.grad_norm;
+  sm->skipped = fi.update.skipped;
+  sm->peak_memory_bytes = gt_trainer_peak_bytes(t);
+  if (sm->skipped && !c->skip_nonfinite_steps)
+    return gt_err_set(err, GT_ERR_NUMERIC,
+                      "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
+                      "checkpoint (skip_nonfinite_steps=true would skip such steps)",
+                      (long long)t->step, loss, fi.update.grad_norm);
+  t->step++;
+  return GT_OK;
+}
+
+/* Copies the next train (or eval) batch out of the data source's buffers. */
+static void gt__copy_batch(gt_batch *dst, gt_data *d, int eval) {
+  gt_batch b;
+  if (eval)
+    gt_data_next_eval(d, &b);
+  else
+    gt_data_next_train(d, &b);
+  size_t n = (size_t)b.B * (size_t)b.T * sizeof(int32_t);
+  memcpy((int32_t *)dst->inputs, b.inputs, n);
+  memcpy((int32_t *)dst->targets, b.targets, n);
+  memcpy((int32_t *)dst->positions, b.positions, n);
+}
+
+gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
+  int ga = (int)t->cfg.gradient_accumulation_steps;
+  for (int i = 0; i < ga; i++) gt__copy_batch(&t->mb[i], d, 0);
+  return gt_trainer_step(t, t->mb, ga, sm, err);
+}
+
+gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err) {
+  return gt_trainer_step(t, t->mb, (int)t->cfg.gradient_accumulation_steps, sm, err);
+}
+
+gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st, gt_err *err) {
+  return gt_fsdp_eval(t->fs, b, n, st, err);
+}
+
+gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err) {
+  int n = (int)t->cfg.eval_steps;
+  gt_data_eval_reset(d);
+  for (int i = 0; i < n; i++) gt__copy_batch(&t->mb[i], d, 1);
+  gt_loss_stats st = {0, 0, 0};
+  gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
+  if (rc) return rc;
+  *loss = st.xent_sum / (double)st.total_weights;
+  *total_weights = st.total_weights;
+  return GT_OK;
+}
+
+int64_t gt_trainer_step_index(const gt_trainer *t) { return t->step; }
+void gt_trainer_set_step_index(gt_trainer *t, int64_t step) { t->step = step; }
+int64_t gt_trainer_num_params(const gt_trainer *t) { return gt_fsdp_num_params(t->fs); }
+gt_fsdp *gt_trainer_fsdp(gt_trainer *t) { return t->fs; }
+gt_model *gt_trainer_device_model(gt_trainer *t, int d) { return gt_fsdp_device_model(t->fs, d); }
+void gt__trainer_poison_next_step(gt_trainer *t) { gt_fsdp_poison_next_step(t->fs); }

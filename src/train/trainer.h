@@ -1,0 +1,66 @@
+/* The trainer: the one step path every caller uses (`gemtrain train`,
+ * `gemtrain bench`, sweeps through `gemtrain train`, the gt_ctx library API
+ * and `gemtrain plan`).
+ *
+ * It runs over the mesh (src/mesh/fsdp.h): one device is a 1-device mesh
+ * that computes on its shards in place, not a second code path. A step is
+ * forward/backward of every micro-batch on every device, the gradient
+ * reduce-scatter, the global gradient norm, clipping and AdamW on each
+ * device's shard; its loss is the LM loss plus the MoE load-balance loss;
+ * a step whose loss or gradient norm is not finite updates nothing and is
+ * refused (GT_ERR_NUMERIC) unless skip_nonfinite_steps. Metrics are filled
+ * the same way for everyone.
+ *
+ * An allocation-only trainer (with probes) runs the same schedule without
+ * arithmetic: its device trackers are what `gemtrain plan` reports. */
+#ifndef GT_TRAIN_TRAINER_H
+#define GT_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "data/data.h"
+#include "exec/exec.h"
+#include "gemtrain/config.h"
+#include "gemtrain/metrics.h"
+#include "mesh/fsdp.h"
+
+typedef struct gt_trainer gt_trainer;
+
+/* cfg must be validated. Parameters start from init_weights_seed. probes
+ * (one per device) make it allocation-only, for the plan (mesh/fsdp.h). */
+gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err);
+void gt_trainer_destroy(gt_trainer *t);
+
+/* One optimizer step over n_micro global micro-batches (each of the
+ * configured global batch). sm receives the step's metrics (step, loss,
+ * lm_loss, moe_lb_loss, grad_norm, learning_rate, skipped, timing, peak
+ * memory); eval fields are left clear. */
+gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err);
+/* The same with the step's gradient_accumulation_steps micro-batches taken
+ * from the data source. */
+gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err);
+/* One step on the trainer's own zero-filled batches (the plan's step). */
+gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err);
+/* Loss sums of global batches without training. */
+gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st, gt_err *err);
+/* eval_steps batches of the data source's held-out part: mean loss and tokens. */
+gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err);
+
+/* Steps done (skipped ones included): the next step's index. Set by a
+ * resume together with the state. */
+int64_t gt_trainer_step_index(const gt_trainer *t);
+void gt_trainer_set_step_index(gt_trainer *t, int64_t step);
+int64_t gt_trainer_num_params(const gt_trainer *t);
+/* The sharded state (checkpoints, exports). */
+gt_fsdp *gt_trainer_fsdp(gt_trainer *t);
+/* The largest device peak since the last step began (tracked bytes). */
+int64_t gt_trainer_peak_bytes(gt_trainer *t);
+/* Device d's model (descriptors) — for attaching a time profile. */
+gt_model *gt_trainer_device_model(gt_trainer *t, int d);
+
+/* Test seam (never called by the library itself): the next step's gradient
+ * gets a NaN, as a diverging step would. */
+void gt__trainer_poison_next_step(gt_trainer *t);
+
+#endif
