@@ -8,20 +8,19 @@
  * e2e_sweep.sh's job. */
 #define _GNU_SOURCE
 /* The runner is the command's (tools/), which no test binary links: its
- * three files are compiled into this test instead. */
-#include "tools/sweep_outcome.c"
-#include "tools/sweep_point.c"
-#include "tools/sweep_runner.c"
-
+ * three files (tools/sweep_*.c) are included into this test below. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli.h"
 #include "gt_testutil.h"
 #include "sweep/sweep.h"
+#include "tools/cli.h"
+#include "tools/sweep_outcome.c"
+#include "tools/sweep_point.c"
+#include "tools/sweep_runner.c"
 #include "tools/sweep_runner.h"
 
 static void parse_ok(gt_sweep *s, const char *text) {
@@ -510,9 +509,9 @@ START_TEST(test_runner_statuses) {
   snprintf(path, sizeof path, "%s/out/results.jsonl", dir);
   FILE *jf = fopen(path, "r");
   ck_assert(jf);
-  const gt_sweep_status want[9] = {
-      GT_SWEEP_PENDING,      GT_SWEEP_CRASHED, GT_SWEEP_DIVERGED,     GT_SWEEP_FAILED, GT_SWEEP_OK,
-      GT_SWEEP_CONFIG_ERROR, GT_SWEEP_TIMEOUT, GT_SWEEP_DOES_NOT_FIT, GT_SWEEP_FAILED};
+  const gt_sweep_status want[9] = {GT_SWEEP_PENDING, GT_SWEEP_CRASHED,      GT_SWEEP_DIVERGED,
+                                   GT_SWEEP_FAILED,  GT_SWEEP_OK,           GT_SWEEP_CONFIG_ERROR,
+                                   GT_SWEEP_TIMEOUT, GT_SWEEP_DOES_NOT_FIT, GT_SWEEP_FAILED};
   const char *reason[9] = {NULL,
                            "signal 11",
                            "has loss nan",

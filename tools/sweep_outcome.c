@@ -110,7 +110,9 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
                    strsignal(x.signal), x.signal == SIGKILL ? ", as the kernel's out-of-memory killer sends" : "",
                    res->steps_done, lasterr[0] ? "; last line: " : "", lasterr);
       break;
-    case GT_SWEEP_DIVERGED: snprintf(res->reason, sizeof res->reason, "%s", lasterr[0] ? lasterr : "non-finite loss"); break;
+    case GT_SWEEP_DIVERGED:
+      snprintf(res->reason, sizeof res->reason, "%s", lasterr[0] ? lasterr : "non-finite loss");
+      break;
     default:
       if (res->reason[0]) break;
       if (lasterr[0])

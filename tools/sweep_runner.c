@@ -4,6 +4,8 @@
  * points and estimates the time left. The library does the rest: the points
  * (src/sweep/spec.c), the records (results.c), the table and the plot. */
 #define _POSIX_C_SOURCE 200809L
+#include "sweep_runner.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -17,7 +19,6 @@
 #include <unistd.h>
 
 #include "base/prof.h"
-#include "sweep_runner.h"
 
 typedef struct gt__slot {
   pid_t pid;

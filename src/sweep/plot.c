@@ -84,8 +84,8 @@ gt_rc gt_sweep_write_plot(const gt_sweep *s, const gt_sweep_result *res, const c
     size_t j = 0;
     for (int k = 0; k < s->n_keys; k++) {
       if (!strcmp(s->keys[k], s->plot_x) || !varies[k]) continue;
-      int w =
-          snprintf(lab + j, sizeof lab - j, "%s%s=%s", j ? " " : "", s->keys[k], gt_sweep_result_value(&res[i], s->keys[k]));
+      int w = snprintf(lab + j, sizeof lab - j, "%s%s=%s", j ? " " : "", s->keys[k],
+                       gt_sweep_result_value(&res[i], s->keys[k]));
       if (w > 0 && (size_t)w < sizeof lab - j) j += (size_t)w;
     }
     if (!lab[0]) snprintf(lab, sizeof lab, "%s", s->plot_y);
@@ -138,4 +138,3 @@ done:
   free(sy);
   return rc;
 }
-

@@ -14,12 +14,15 @@
 /* ---------- statuses ---------- */
 
 /* the names existing results.jsonl and results.md files hold: never rename */
-static const char *const gt__status_names[GT_SWEEP_NUM_STATUSES] = {
-    [GT_SWEEP_PENDING] = "",          [GT_SWEEP_OK] = "ok",
-    [GT_SWEEP_DOES_NOT_FIT] = "does_not_fit", [GT_SWEEP_CONFIG_ERROR] = "config_error",
-    [GT_SWEEP_FAILED] = "failed",     [GT_SWEEP_DIVERGED] = "diverged",
-    [GT_SWEEP_TIMEOUT] = "timeout",   [GT_SWEEP_CRASHED] = "crashed",
-    [GT_SWEEP_WOULD_RUN] = "would_run"};
+static const char *const gt__status_names[GT_SWEEP_NUM_STATUSES] = {[GT_SWEEP_PENDING] = "",
+                                                                    [GT_SWEEP_OK] = "ok",
+                                                                    [GT_SWEEP_DOES_NOT_FIT] = "does_not_fit",
+                                                                    [GT_SWEEP_CONFIG_ERROR] = "config_error",
+                                                                    [GT_SWEEP_FAILED] = "failed",
+                                                                    [GT_SWEEP_DIVERGED] = "diverged",
+                                                                    [GT_SWEEP_TIMEOUT] = "timeout",
+                                                                    [GT_SWEEP_CRASHED] = "crashed",
+                                                                    [GT_SWEEP_WOULD_RUN] = "would_run"};
 
 const char *gt_sweep_status_name(gt_sweep_status st) {
   return st >= 0 && st < GT_SWEEP_NUM_STATUSES ? gt__status_names[st] : "";
@@ -276,7 +279,6 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
   return rc;
 }
 
-
 /* ---------- results.jsonl ---------- */
 
 gt_rc gt_sweep_result_append(FILE *jsonl, const gt_sweep_result *r, gt_err *err) {
@@ -285,8 +287,9 @@ gt_rc gt_sweep_result_append(FILE *jsonl, const gt_sweep_result *r, gt_err *err)
   int ok = fprintf(jsonl, "%s\n", line) > 0;
   ok = fflush(jsonl) == 0 && ok;
   free(line);
-  if (!ok) return gt_err_set(err, GT_ERR_IO, "sweep: appending point %d to results.jsonl failed: %s", r->point,
-                             strerror(errno));
+  if (!ok)
+    return gt_err_set(err, GT_ERR_IO, "sweep: appending point %d to results.jsonl failed: %s", r->point,
+                      strerror(errno));
   return GT_OK;
 }
 

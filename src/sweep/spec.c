@@ -27,7 +27,6 @@ static void gt__did_you_mean(const char *got, const char *const *names, char *bu
     buf[0] = '\0';
 }
 
-
 static const char *const gt__top_keys[] = {
     "base", "grid",         "grids",           "points",           "steps",       "metrics", "sort_by", "sort_desc",
     "plot", "max_parallel", "point_timeout_s", "output_directory", "description", NULL};
@@ -134,7 +133,8 @@ static gt_rc gt__expand_grid(gt_sweep *s, const cJSON *g, const char *where, gt_
     gt_sweep_kvs kv = {0, 0, NULL};
     for (int a = 0; a < m; a++) {
       char buf[GT_STR_PATH + 160];
-      gt_rc rc = gt__sweep_scalar_kv(lists[a]->string, cJSON_GetArrayItem(lists[a], pick[a]), s->path, buf, sizeof buf, err);
+      gt_rc rc =
+          gt__sweep_scalar_kv(lists[a]->string, cJSON_GetArrayItem(lists[a], pick[a]), s->path, buf, sizeof buf, err);
       if (!rc) rc = gt_sweep_kvs_set(&kv, buf, err);
       if (rc) {
         gt_sweep_kvs_free(&kv);
@@ -157,7 +157,8 @@ static gt_rc gt__parse_points(gt_sweep *s, const cJSON *pts, gt_err *err) {
     char where[GT_STR_PATH + 64];
     snprintf(where, sizeof where, "sweep: '%s': points[%d]", s->path, i);
     if (!cJSON_IsObject(p))
-      return gt_err_set(err, GT_ERR_CONFIG, "%s must be an object {key: value}, found %s", where, gt__sweep_json_kind(p));
+      return gt_err_set(err, GT_ERR_CONFIG, "%s must be an object {key: value}, found %s", where,
+                        gt__sweep_json_kind(p));
     gt_sweep_kvs kv = {0, 0, NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, p) {
@@ -478,4 +479,3 @@ gt_rc gt_sweep_point_overrides(const gt_sweep *s, int k, int n_cli, const char *
   if (rc) gt_sweep_kvs_free(out);
   return rc;
 }
-

@@ -108,15 +108,15 @@ gt_rc gt_sweep_point_overrides(const gt_sweep *s, int k, int n_cli, const char *
  * (gt_sweep_status_name); crashed is written with its signal, "crashed
  * (signal 9)". */
 typedef enum gt_sweep_status {
-  GT_SWEEP_PENDING = 0,   /* "": not finished (the table says "pending") */
-  GT_SWEEP_OK,            /* "ok" */
-  GT_SWEEP_DOES_NOT_FIT,  /* "does_not_fit": the memory plan is over the limit */
-  GT_SWEEP_CONFIG_ERROR,  /* "config_error": the point's configuration is refused */
-  GT_SWEEP_FAILED,        /* "failed": any other error */
-  GT_SWEEP_DIVERGED,      /* "diverged": a non-finite step */
-  GT_SWEEP_TIMEOUT,       /* "timeout": killed at point_timeout_s */
-  GT_SWEEP_CRASHED,       /* "crashed": killed by a signal */
-  GT_SWEEP_WOULD_RUN,     /* "would_run": a dry run's point that fits */
+  GT_SWEEP_PENDING = 0,  /* "": not finished (the table says "pending") */
+  GT_SWEEP_OK,           /* "ok" */
+  GT_SWEEP_DOES_NOT_FIT, /* "does_not_fit": the memory plan is over the limit */
+  GT_SWEEP_CONFIG_ERROR, /* "config_error": the point's configuration is refused */
+  GT_SWEEP_FAILED,       /* "failed": any other error */
+  GT_SWEEP_DIVERGED,     /* "diverged": a non-finite step */
+  GT_SWEEP_TIMEOUT,      /* "timeout": killed at point_timeout_s */
+  GT_SWEEP_CRASHED,      /* "crashed": killed by a signal */
+  GT_SWEEP_WOULD_RUN,    /* "would_run": a dry run's point that fits */
   GT_SWEEP_NUM_STATUSES
 } gt_sweep_status;
 

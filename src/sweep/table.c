@@ -135,4 +135,3 @@ gt_rc gt_sweep_write_table(const gt_sweep *s, const gt_sweep_result *res, const 
     return gt_err_set(err, GT_ERR_IO, "sweep: writing '%s' failed: %s", path, strerror(errno));
   return GT_OK;
 }
-
