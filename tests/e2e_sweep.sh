@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end: gemtrain sweep runs a small real sweep on gemma3-tiny (a 2 x 2
-# grid that trains, one point over memory_limit_bytes, one refused
-# override), records every status in results.jsonl, writes the table and the
-# plot, and a rerun runs nothing twice; an interrupted sweep runs only what
-# is missing; a hung point is killed at point_timeout_s while another runs
-# beside it; a bad sweep file is refused with one line.
+# grid that trains, one point over memory_limit_bytes, which its process
+# refuses with exit status 3, one refused override), records every status in
+# results.jsonl, writes the table and the plot, and a rerun runs nothing
+# twice; an interrupted sweep runs only what is missing; a dry run decides
+# the plan in-process and writes nothing; a hung point is killed at
+# point_timeout_s while another runs beside it; a bad sweep file is refused
+# with one line.
 # Usage: e2e_sweep.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -34,7 +36,9 @@ done
 grep -q '^point 6/6: steps=0 -> config_error' "$work/first.txt" || { cat "$work/first.txt"; fail "no progress line for point 6"; }
 grep -q '^point 1/6: remat_policy=full num_vocab_tiling=1 -> ok ([0-9.]* s), ETA [0-9][0-9]:[0-9][0-9]$' "$work/first.txt" \
   || { cat "$work/first.txt"; fail "progress line format"; }
-grep -q 'ran 4, skipped 0; 4 of 6 points ok' "$work/first.txt" || { cat "$work/first.txt"; fail "first summary"; }
+grep -q '^point 5/6: memory_limit_bytes=1000000 -> does_not_fit' "$work/first.txt" || { cat "$work/first.txt"; fail "no progress line for point 5"; }
+# point 5 ran (its process decided it does not fit); point 6 never started
+grep -q 'ran 5, skipped 0; 4 of 6 points ok' "$work/first.txt" || { cat "$work/first.txt"; fail "first summary"; }
 
 python3 - "$d/results.jsonl" <<'EOF' || fail "results.jsonl"
 import json, sys
@@ -58,11 +62,16 @@ assert recs[1]["final_loss"] == recs[3]["final_loss"] and max(losses) - min(loss
 assert recs[3]["planned_peak_bytes"] > recs[1]["planned_peak_bytes"]
 r = recs[5]
 assert r["planned_peak_bytes"] > 1000000 and r["measured_peak_bytes"] is None, r
-assert "memory_limit_bytes" in r["reason"] and "the plan needs" in r["reason"], r["reason"]
+# decided by `gemtrain train`'s exit status 3; the reason is its last error line
+assert r["reason"].startswith("train: the plan needs") and "memory_limit_bytes" in r["reason"], r["reason"]
+assert r["log"] == "runs/point-5.log" and r["steps_done"] == 0, r
 assert "'steps' = 0" in recs[6]["reason"], recs[6]["reason"]
 EOF
-# points 5 and 6 never ran: no log
-[ ! -e "$d/runs/point-5.log" ] && [ ! -e "$d/runs/point-6.log" ] || fail "a point that was not run has a log"
+# point 5's process refused its plan before training: a log, no metrics;
+# point 6 was refused in-process: no process, no log
+grep -q '^gemtrain: train: the plan needs' "$d/runs/point-5.log" || fail "point 5's log lacks the refusal"
+[ ! -e "$d/runs/point-5/metrics.jsonl" ] || fail "point 5 trained"
+[ ! -e "$d/runs/point-6.log" ] || fail "point 6 was run"
 
 # the table: one row per point, sorted by planned peak (missing last)
 md="$d/results.md"
@@ -70,8 +79,9 @@ grep -q '^| point | remat_policy | num_vocab_tiling | memory_limit_bytes | steps
   || { cat "$md"; fail "table header"; }
 [ "$(grep -c '^| [0-9]' "$md")" = 6 ] || { cat "$md"; fail "table rows"; }
 grep -q '^| 1 | full | 1 | 0 | 3 | ok | ' "$md" || { cat "$md"; fail "row 1"; }
-grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | - | - | - | [0-9.]* | - | the plan needs' "$md" || { cat "$md"; fail "row 5"; }
+grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | - | - | - | [0-9.]* | - | train: the plan needs' "$md" || { cat "$md"; fail "row 5"; }
 grep -q "^| 6 | - | - | - | 0 | config_error | .*'steps' = 0 is out of range" "$md" || { cat "$md"; fail "row 6"; }
+grep -q '^Status: 4 ok, 1 does_not_fit, 1 config_error (' "$md" || { cat "$md"; fail "status counts"; }
 # ascending planned peak, the row without one (point 6) last
 python3 - "$md" <<'EOF' || { cat "$md"; fail "table order"; }
 import sys
@@ -83,6 +93,15 @@ assert vals == sorted(vals), vals
 EOF
 grep -q '<svg' "$d/plot.svg" && grep -q 'polyline' "$d/plot.svg" && grep -q 'remat_policy=none' "$d/plot.svg" \
   || fail "plot.svg has no series per remat_policy"
+
+# a dry run has no process to ask: it decides the plan in-process, runs and
+# writes nothing
+(cd "$work" && "$bin" sweep --dry-run tiny.json base_output_directory=dry learning_rate=0.003) > "$work/dry.txt" \
+  || { cat "$work/dry.txt"; fail "the dry run failed"; }
+grep -q 'dry run): 4 of 6 points would run, 0 skipped; nothing written' "$work/dry.txt" || { cat "$work/dry.txt"; fail "dry run summary"; }
+grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | .*| the plan needs' "$work/dry.txt" || { cat "$work/dry.txt"; fail "dry run row 5"; }
+grep -q '^| 1 | full | 1 | 0 | 3 | would_run |' "$work/dry.txt" || { cat "$work/dry.txt"; fail "dry run row 1"; }
+[ ! -e "$work/dry" ] || fail "the dry run wrote its directory"
 
 # a rerun runs nothing twice
 stamp() { stat -c '%y %n' "$d"/runs/*.log "$d"/runs/*/metrics.jsonl; }
@@ -110,7 +129,7 @@ grep -q "^point $missing/6: " "$work/third.txt" || { cat "$work/third.txt"; fail
 [ "$(grep -c '^point ' "$work/third.txt")" = 1 ] || fail "the restart redid more than one point"
 # other command-line keys are another sweep: every point runs again
 (cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.004) > "$work/fourth.txt"
-grep -q "ran 4, skipped 0" "$work/fourth.txt" || { cat "$work/fourth.txt"; fail "changed overrides were skipped"; }
+grep -q "ran 5, skipped 0" "$work/fourth.txt" || { cat "$work/fourth.txt"; fail "changed overrides were skipped"; }
 
 # a hung point is killed at point_timeout_s while another runs beside it;
 # a failing run keeps its last error line
@@ -155,5 +174,6 @@ refuse "the base configuration (before any point's keys) is refused: config: unk
   '{"points": [{}]}' learnin_rate=1
 refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
 [ ! -e "$work/runs" ] || fail "a refused sweep created its directory"
-"$bin" sweep --help | grep -q 'gemtrain sweep' || fail "sweep --help"
+"$bin" sweep --help > "$work/help.txt" || fail "sweep --help exit status"
+grep -q '^usage: gemtrain sweep' "$work/help.txt" && grep -q '3 does_not_fit' "$work/help.txt" || fail "sweep --help"
 echo "e2e_sweep: 1 passed, 0 failed"

@@ -2,17 +2,26 @@
  * fastest), the union of grids without duplicates, explicit points after
  * them, the precedence of a point's layers, every refusal naming what is
  * wrong, result records round-tripping through results.jsonl, the medians
- * read from a run's metrics.jsonl, log classification and the table's
- * order. Running real points is e2e_sweep.sh's job. */
+ * read from a run's metrics.jsonl, the table's order; and the command's
+ * runner: a process's exit status -> the point's status, and a whole sweep
+ * with a stand-in for `gemtrain train`. Running real points is
+ * e2e_sweep.sh's job. */
 #define _GNU_SOURCE
+/* The runner is the command's (tools/), which no test binary links: its
+ * three files (tools/sweep_*.c) are included into this test below. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep/sweep.h"
 #include "gt_testutil.h"
+#include "sweep/sweep.h"
+#include "tools/cli.h"
+#include "tools/sweep_outcome.c"
+#include "tools/sweep_point.c"
+#include "tools/sweep_runner.c"
+#include "tools/sweep_runner.h"
 
 static void parse_ok(gt_sweep *s, const char *text) {
   gt_err e;
@@ -208,7 +217,7 @@ START_TEST(test_result_round_trip) {
   gt_sweep_result_init(&r);
   ck_assert(isnan(r.final_loss) && isnan(r.median_step_seconds));
   r.point = 3;
-  snprintf(r.status, sizeof r.status, "ok");
+  r.status = GT_SWEEP_OK;
   gt_sweep_kvs_set(&r.overrides, "steps=3", &e);
   gt_sweep_kvs_set(&r.overrides, "remat_policy=full", &e);
   gt_sweep_kvs_set(&r.values, "remat_policy=full", &e);
@@ -222,7 +231,8 @@ START_TEST(test_result_round_trip) {
   ck_assert(strstr(line, "\"tokens_per_s_per_device\":null")); /* not measured */
   ck_assert(gt_sweep_result_from_json(&back, line, &e) == GT_OK);
   ck_assert_int_eq(back.point, 3);
-  ck_assert_str_eq(back.status, "ok");
+  ck_assert_int_eq(back.status, GT_SWEEP_OK);
+  ck_assert(strstr(line, "\"status\":\"ok\""));
   ck_assert(gt_sweep_kvs_equal(&back.overrides, &r.overrides));
   ck_assert(back.median_step_seconds == 0.0123 && back.final_loss == 4.25 && back.planned_peak_bytes == 5923840);
   ck_assert(isnan(back.tokens_per_s_per_device));
@@ -241,6 +251,30 @@ START_TEST(test_result_round_trip) {
   gt_sweep_result_free(&r);
   ck_assert(gt_sweep_result_from_json(&back, "{\"point\": 1, \"status\": \"ok\"", &e) != GT_OK);
   ck_assert(gt_sweep_result_from_json(&back, "{\"point\": 1}", &e) != GT_OK);
+
+  /* every status reads back as itself, under the name existing files hold;
+   * a crash keeps its signal */
+  const char *names[GT_SWEEP_NUM_STATUSES] = {"",         "ok",      "does_not_fit", "config_error", "failed",
+                                              "diverged", "timeout", "crashed",      "would_run"};
+  for (int st = 0; st < GT_SWEEP_NUM_STATUSES; st++) {
+    ck_assert_str_eq(gt_sweep_status_name((gt_sweep_status)st), names[st]);
+    gt_sweep_result_init(&r);
+    r.point = 1;
+    r.status = (gt_sweep_status)st;
+    r.signal = st == GT_SWEEP_CRASHED ? 11 : 0;
+    line = gt_sweep_result_to_json(&r);
+    char want[64];
+    snprintf(want, sizeof want, "\"status\":\"%s\"", st == GT_SWEEP_CRASHED ? "crashed (signal 11)" : names[st]);
+    ck_assert_msg(strstr(line, want), "%s lacks %s", line, want);
+    ck_assert(gt_sweep_result_from_json(&back, line, &e) == GT_OK);
+    ck_assert_int_eq(back.status, st);
+    ck_assert_int_eq(back.signal, r.signal);
+    gt_sweep_result_free(&back);
+    free(line);
+  }
+  ck_assert(gt_sweep_result_from_json(&back, "{\"point\": 1, \"status\": \"exploded\", \"overrides\": {}}", &e) ==
+            GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "status 'exploded'"), "%s", e.msg);
 }
 END_TEST
 
@@ -293,24 +327,90 @@ START_TEST(test_run_metrics) {
 }
 END_TEST
 
-START_TEST(test_log_classification) {
-  ck_assert(gt_sweep_log_diverged(
-      "completed step: 0\ngemtrain: train: step 3 has loss nan and gradient norm nan; stopping\n"));
-  ck_assert(gt_sweep_log_diverged("completed step: 5, loss: -nan, lm_loss: -nan\n"));
-  ck_assert(gt_sweep_log_diverged("loss: inf\n"));
-  ck_assert(gt_sweep_log_diverged("gemtrain: non-finite gradient in layer 3\n"));
-  ck_assert(!gt_sweep_log_diverged("completed step: 0, loss: 5.98, perplexity: inf\n"));
-  ck_assert(!gt_sweep_log_diverged("gemtrain: data: dataset_path 'x' cannot be opened\n"));
-  ck_assert(!gt_sweep_log_diverged(NULL));
+/* `gemtrain train`'s exit status names the outcome (tools/cli.h); the
+ * runner maps it, and nothing else, to the point's status. */
+START_TEST(test_exit_status_mapping) {
+  const struct {
+    gt_sweep_exit x;
+    gt_sweep_status want;
+  } cases[] = {
+      {{0, 0, GT_EXIT_OK}, GT_SWEEP_OK},
+      {{0, 0, GT_EXIT_ERROR}, GT_SWEEP_FAILED},
+      {{0, 0, GT_EXIT_CONFIG}, GT_SWEEP_CONFIG_ERROR},
+      {{0, 0, GT_EXIT_PLAN}, GT_SWEEP_DOES_NOT_FIT},
+      {{0, 0, GT_EXIT_NUMERIC}, GT_SWEEP_DIVERGED},
+      {{0, 0, 127}, GT_SWEEP_FAILED}, /* exec failed */
+      {{0, 0, 5}, GT_SWEEP_FAILED},
+      {{0, 11, -1}, GT_SWEEP_CRASHED},
+      {{0, 9, -1}, GT_SWEEP_CRASHED}, /* the OOM killer */
+      {{1, 9, -1}, GT_SWEEP_TIMEOUT}, /* our own kill at point_timeout_s */
+      {{1, 0, 0}, GT_SWEEP_TIMEOUT},  /* it ended as the timeout struck */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    ck_assert_msg(gt_sweep_status_of_exit(cases[i].x) == cases[i].want, "case %zu: %s, expected %s", i,
+                  gt_sweep_status_name(gt_sweep_status_of_exit(cases[i].x)), gt_sweep_status_name(cases[i].want));
+
+  /* the whole classification: an exit 0 needs its metrics.jsonl; the log
+   * gives the reason's text and decides nothing */
+  char *dir = gt_test_mkdtemp("sweep");
+  char metrics[512], log[512];
+  snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
+  snprintf(log, sizeof log, "%s/point.log", dir);
+  FILE *f = fopen(log, "w");
+  fputs("completed step: 0, loss: nan\ngemtrain: train: the plan needs 9.0 MiB but the limit is 1.0 MiB\n", f);
+  fclose(f);
+  gt_sweep_result r;
+  gt_sweep_result_init(&r);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_FAILED); /* not does_not_fit, not diverged: the log says so, the exit does not */
+  ck_assert_str_eq(r.reason, "train: the plan needs 9.0 MiB but the limit is 1.0 MiB");
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_DOES_NOT_FIT);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_FAILED);
+  ck_assert_msg(strstr(r.reason, "exited 0 but cannot read"), "%s", r.reason);
+  f = fopen(metrics, "w");
+  fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"peak_memory_bytes\": 7}\n", f);
+  fclose(f);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_OK);
+  ck_assert_str_eq(r.reason, "");
+  ck_assert(r.final_loss == 5.5 && r.median_step_seconds == 0.5 && r.measured_peak_bytes == 7);
+  /* a result without a final loss is no success */
+  f = fopen(metrics, "w");
+  fputs("{\"step\": 0, \"seconds\": 0.5}\n", f);
+  fclose(f);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_DIVERGED);
+  ck_assert(isnan(r.median_step_seconds));
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1}, metrics, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_CRASHED);
+  ck_assert_int_eq(r.signal, 11);
+  ck_assert_msg(strstr(r.reason, "killed by signal 11") && strstr(r.reason, "after 1 steps"), "%s", r.reason);
+  r.wall_seconds = 2.5;
+  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1}, metrics, log, 2);
+  ck_assert_int_eq(r.status, GT_SWEEP_TIMEOUT);
+  ck_assert_int_eq(r.signal, 0);
+  ck_assert_str_eq(r.reason, "killed after 2.5 s (point_timeout_s = 2) at step 1");
+  gt_sweep_result_free(&r);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* The reason's text: the log's last error line, for display. */
+START_TEST(test_last_error_line) {
   char buf[256];
-  gt_sweep_log_last_error("gemtrain 0.1.0: gemma3-tiny\ncompleted step: 0\ngemtrain: data: cannot open 'x'\n\n", buf,
-                          sizeof buf);
+  gt_sweep_last_error_line("gemtrain 0.1.0: gemma3-tiny\ncompleted step: 0\ngemtrain: data: cannot open 'x'\n\n", buf,
+                           sizeof buf);
   ck_assert_str_eq(buf, "data: cannot open 'x'");
-  gt_sweep_log_last_error("line one\nline two\n", buf, sizeof buf);
+  gt_sweep_last_error_line("line one\nline two\n", buf, sizeof buf);
   ck_assert_str_eq(buf, "line two");
-  gt_sweep_log_last_error("[====>   ] step 3/9\r\033[Klast words\n", buf, sizeof buf);
+  gt_sweep_last_error_line("[====>   ] step 3/9\r\033[Klast words\n", buf, sizeof buf);
   ck_assert_str_eq(buf, "last words");
-  gt_sweep_log_last_error("", buf, sizeof buf);
+  gt_sweep_last_error_line("", buf, sizeof buf);
+  ck_assert_str_eq(buf, "");
+  gt_sweep_last_error_line(NULL, buf, sizeof buf);
   ck_assert_str_eq(buf, "");
 }
 END_TEST
@@ -322,13 +422,13 @@ START_TEST(test_table_order) {
            " \"sort_by\": \"tokens_per_s_per_device\", \"sort_desc\": true}");
   gt_sweep_result res[4];
   const double tps[4] = {100, NAN, 400, 200};
-  const char *status[4] = {"ok", "does_not_fit", "ok", "ok"};
+  const gt_sweep_status status[4] = {GT_SWEEP_OK, GT_SWEEP_DOES_NOT_FIT, GT_SWEEP_OK, GT_SWEEP_OK};
   gt_err e;
   for (int i = 0; i < 4; i++) {
     gt_sweep_result_init(&res[i]);
     res[i].point = i + 1;
     res[i].tokens_per_s_per_device = tps[i];
-    snprintf(res[i].status, sizeof res[i].status, "%s", status[i]);
+    res[i].status = status[i];
     char kv[64];
     snprintf(kv, sizeof kv, "per_device_batch_size=%d", 1 << i);
     gt_sweep_kvs_set(&res[i].values, kv, &e);
@@ -341,6 +441,7 @@ START_TEST(test_table_order) {
   char *md = gt_test_read_file(path, NULL);
   ck_assert(md);
   ck_assert(strstr(md, "| point | per_device_batch_size | status | tokens_per_s_per_device | note |"));
+  ck_assert_msg(strstr(md, "\nStatus: 3 ok, 1 does_not_fit (a measured metric"), "%s", md);
   /* descending, the point without the metric last; '|' in a cell escaped */
   const char *r3 = strstr(md, "| 3 | 4 | ok | 400 |"), *r4 = strstr(md, "| 4 | 8 | ok | 200 |"),
              *r1 = strstr(md, "| 1 | 1 | ok | 100 |"),
@@ -360,9 +461,11 @@ START_TEST(test_table_order) {
 }
 END_TEST
 
-/* The runner's classification, with a stand-in for `gemtrain train`: a
- * script that crashes, diverges, exits 0 without metrics, succeeds, refuses
- * its config, hangs or fails, as init_weights_seed tells it. */
+/* The runner, with a stand-in for `gemtrain train`: a script that crashes,
+ * diverges (exit 4), exits 0 without metrics, succeeds, refuses its config
+ * (exit 2), hangs, does not fit (exit 3) or fails with a log that reads
+ * like a refused plan and a NaN (exit 1: failed, whatever the log says),
+ * as init_weights_seed tells it. */
 START_TEST(test_runner_statuses) {
   char *dir = gt_test_mkdtemp("sweep");
   char exe[512], text[2048];
@@ -376,20 +479,21 @@ START_TEST(test_runner_statuses) {
       "case $mode in\n"
       "1) echo 'completed step: 0'; kill -SEGV $$ ;;\n"
       "2) echo 'completed step: 0, loss: 5.0'; echo 'gemtrain: train: step 1 has loss nan and gradient norm nan; "
-      "stopping' >&2; exit 1 ;;\n"
+      "stopping' >&2; exit 4 ;;\n"
       "3) exit 0 ;;\n"
       "4) mkdir -p \"$out/$run\"; for s in 0 1 2; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 5.$s, "
       "\\\"seconds\\\": 0.$((s+1)), \\\"peak_memory_bytes\\\": 7}\"; done > \"$out/$run/metrics.jsonl\"; exit 0 ;;\n"
       "5) echo 'gemtrain: config: key x refused' >&2; exit 2 ;;\n"
       "6) exec sleep 30 ;;\n"
-      "7) echo 'gemtrain: data: boom' >&2; exit 3 ;;\n"
+      "7) echo 'gemtrain: train: the plan needs 99 MiB but the limit is 1 MiB' >&2; exit 3 ;;\n"
+      "8) echo 'completed step: 0, loss: nan'; echo 'gemtrain: data: boom; the plan needs more' >&2; exit 1 ;;\n"
       "esac\n",
       f);
   fclose(f);
   ck_assert_int_eq(gt_test_system("chmod +x '%s'", exe), 0);
   snprintf(text, sizeof text,
            "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
-           " \"grid\": {\"init_weights_seed\": [1, 2, 3, 4, 5, 6, 7]}, \"steps\": 3, \"max_parallel\": 3,"
+           " \"grid\": {\"init_weights_seed\": [1, 2, 3, 4, 5, 6, 7, 8]}, \"steps\": 3, \"max_parallel\": 3,"
            " \"point_timeout_s\": 1, \"output_directory\": \"%s/out\"}",
            dir);
   gt_sweep s;
@@ -398,16 +502,25 @@ START_TEST(test_runner_statuses) {
   gt_sweep_summary sum;
   gt_err e;
   ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
-  ck_assert_int_eq(sum.n_points, 7);
-  ck_assert_int_eq(sum.n_ran, 7);
+  ck_assert_int_eq(sum.n_points, 8);
+  ck_assert_int_eq(sum.n_ran, 8);
   ck_assert_int_eq(sum.n_ok, 1);
   char path[600];
   snprintf(path, sizeof path, "%s/out/results.jsonl", dir);
   FILE *jf = fopen(path, "r");
   ck_assert(jf);
-  const char *want[8] = {NULL, "crashed (signal 11)", "diverged", "failed", "ok", "config_error", "timeout", "failed"};
-  const char *reason[8] = {NULL, "signal 11",     "has loss nan",    "exited 0 but cannot read",
-                           "",   "key x refused", "point_timeout_s", "data: boom"};
+  const gt_sweep_status want[9] = {GT_SWEEP_PENDING, GT_SWEEP_CRASHED,      GT_SWEEP_DIVERGED,
+                                   GT_SWEEP_FAILED,  GT_SWEEP_OK,           GT_SWEEP_CONFIG_ERROR,
+                                   GT_SWEEP_TIMEOUT, GT_SWEEP_DOES_NOT_FIT, GT_SWEEP_FAILED};
+  const char *reason[9] = {NULL,
+                           "signal 11",
+                           "has loss nan",
+                           "exited 0 but cannot read",
+                           "",
+                           "key x refused",
+                           "point_timeout_s",
+                           "train: the plan needs 99 MiB",
+                           "data: boom; the plan needs more"};
   char line[4096];
   int seen = 0;
   while (fgets(line, sizeof line, jf)) {
@@ -415,7 +528,9 @@ START_TEST(test_runner_statuses) {
     ck_assert(gt_sweep_result_from_json(&r, line, &e) == GT_OK);
     int mode = atoi(gt_sweep_kvs_get(&r.overrides, "init_weights_seed"));
     ck_assert_int_eq(r.point, mode);
-    ck_assert_msg(!strcmp(r.status, want[mode]), "mode %d: %s (%s)", mode, r.status, r.reason);
+    ck_assert_msg(r.status == want[mode], "mode %d: %s (%s)", mode, gt_sweep_status_name(r.status), r.reason);
+    if (mode == 1) ck_assert_int_eq(r.signal, 11);
+    if (mode == 1) ck_assert(strstr(line, "\"status\":\"crashed (signal 11)\""));
     ck_assert_msg(strstr(r.reason, reason[mode]) != NULL, "mode %d reason: %s", mode, r.reason);
     if (mode == 4) {
       ck_assert(fabs(r.median_step_seconds - 0.25) < 1e-12); /* steps 1 and 2 */
@@ -428,21 +543,93 @@ START_TEST(test_runner_statuses) {
     gt_sweep_result_free(&r);
   }
   fclose(jf);
-  ck_assert_int_eq(seen, 0xfe);
+  ck_assert_int_eq(seen, 0x1fe);
 
   /* a rerun runs nothing; --retry-failed reruns all but the ok point */
   ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
   ck_assert_int_eq(sum.n_ran, 0);
-  ck_assert_int_eq(sum.n_skipped, 7);
+  ck_assert_int_eq(sum.n_skipped, 8);
   o.retry_failed = 1;
   ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
-  ck_assert_int_eq(sum.n_ran, 6);
+  ck_assert_int_eq(sum.n_ran, 7);
   ck_assert_int_eq(sum.n_skipped, 1);
   /* a dry run checks and writes nothing */
   o.retry_failed = 0;
   o.dry_run = 1;
   ck_assert(gt_sweep_run(&s, &o, &sum, &e) == GT_OK);
   ck_assert_int_eq(sum.n_ran, 0);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* Whether a plan fits is the process's to say (exit 3) when it runs; only a
+ * dry run, with no process to ask, decides it in-process. */
+START_TEST(test_runner_plan_fit) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  FILE *f = fopen(exe, "w");
+  fputs(
+      "#!/bin/sh\n"
+      "for a in \"$@\"; do case \"$a\" in memory_limit_bytes=1000000) echo 'gemtrain: train: over' >&2; exit 3;; "
+      "base_output_directory=*) out=${a#*=};; run_name=*) run=${a#*=};; esac; done\n"
+      "mkdir -p \"$out/$run\"; echo '{\"step\": 0, \"loss\": 5, \"seconds\": 0.1}' > \"$out/$run/metrics.jsonl\"\n",
+      f);
+  fclose(f);
+  ck_assert_int_eq(gt_test_system("chmod +x '%s'", exe), 0);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"points\": [{\"memory_limit_bytes\": 1000000}, {\"memory_limit_bytes\": 0}],"
+           " \"output_directory\": \"%s/out\"}",
+           dir);
+  gt_sweep s;
+  parse_ok(&s, text);
+  char out_path[600];
+  snprintf(out_path, sizeof out_path, "%s/console.txt", dir);
+  FILE *out = fopen(out_path, "w+");
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 1, out, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(sum.n_ran, 0);
+  fclose(out);
+  char *console = gt_test_read_file(out_path, NULL);
+  ck_assert_msg(strstr(console, "1 of 2 points would run"), "%s", console);
+  ck_assert_msg(strstr(console, "| 1 | 1000000 | does_not_fit |"), "%s", console);
+  ck_assert_msg(strstr(console, "the plan needs"), "%s", console);
+  ck_assert_msg(strstr(console, "| 2 | 0 | would_run |"), "%s", console);
+  free(console);
+  char path[600];
+  snprintf(path, sizeof path, "%s/out", dir);
+  ck_assert_int_ne(gt_test_system("test -e '%s'", path), 0); /* a dry run writes nothing */
+
+  o.dry_run = 0;
+  o.out = NULL;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(sum.n_ran, 2);
+  ck_assert_int_eq(sum.n_ok, 1);
+  snprintf(path, sizeof path, "%s/out/results.jsonl", dir);
+  FILE *jf = fopen(path, "r");
+  ck_assert(jf);
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, jf)) {
+    gt_sweep_result r;
+    ck_assert(gt_sweep_result_from_json(&r, line, &e) == GT_OK);
+    ck_assert(r.planned_peak_bytes > 1000000); /* planned in-process either way */
+    if (r.point == 1) {
+      ck_assert_int_eq(r.status, GT_SWEEP_DOES_NOT_FIT);
+      ck_assert_str_eq(r.reason, "train: over");
+    } else {
+      ck_assert_int_eq(r.status, GT_SWEEP_OK);
+    }
+    n++;
+    gt_sweep_result_free(&r);
+  }
+  fclose(jf);
+  ck_assert_int_eq(n, 2);
   gt_sweep_free(&s);
   gt_test_system("rm -rf '%s'", dir);
   free(dir);
@@ -460,9 +647,11 @@ int main(void) {
   tcase_add_test(tc, test_load_missing_file);
   tcase_add_test(tc, test_result_round_trip);
   tcase_add_test(tc, test_run_metrics);
-  tcase_add_test(tc, test_log_classification);
+  tcase_add_test(tc, test_exit_status_mapping);
+  tcase_add_test(tc, test_last_error_line);
   tcase_add_test(tc, test_table_order);
   tcase_add_test(tc, test_runner_statuses);
+  tcase_add_test(tc, test_runner_plan_fit);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -1,5 +1,7 @@
 /* gemtrain sweep: run every point of a sweep file as its own `gemtrain
- * train` process and tabulate the results (see include/gemtrain/sweep.h). */
+ * train` process and tabulate the results. The command line lives here, the
+ * process runner in tools/sweep_runner.c, the sweep file and the results in
+ * the library (src/sweep/sweep.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <stdio.h>
@@ -7,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "sweep/sweep.h"
+#include "sweep_runner.h"
 
 static void sweep_usage(FILE *f) {
   fprintf(f,
@@ -25,6 +27,11 @@ static void sweep_usage(FILE *f) {
           "sweep file keys: base {config, overrides}, grid {key: [values]}, grids [grid, ...],\n"
           "points [{key: value}, ...], steps, metrics [names], sort_by, sort_desc, plot {x, y},\n"
           "max_parallel, point_timeout_s, output_directory, description.\n"
+          "\n"
+          "statuses, from how a point's process ended: exit 0 ok (with its metrics.jsonl),\n"
+          "2 config_error, 3 does_not_fit (the memory plan is over the limit), 4 diverged\n"
+          "(a non-finite step), any other exit failed; a signal crashed; killed at point_timeout_s\n"
+          "timeout. A point whose configuration is refused never starts: config_error.\n"
           "metrics:");
   for (int i = 0; i < gt_sweep_num_metrics(); i++) fprintf(f, " %s", gt_sweep_metric_name(i));
   fprintf(f, "\n");
@@ -32,8 +39,8 @@ static void sweep_usage(FILE *f) {
 
 int gt_cmd_sweep(int argc, char **argv) {
   int retry = 0, dry = 0, first = 0;
-  while (first < argc && !strncmp(argv[first], "--", 2)) {
-    if (!strcmp(argv[first], "--help")) {
+  while (first < argc && argv[first][0] == '-') {
+    if (!strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
       sweep_usage(stdout);
       return 0;
     }
@@ -46,11 +53,11 @@ int gt_cmd_sweep(int argc, char **argv) {
       continue;
     }
     fprintf(stderr, "gemtrain sweep: unknown option '%s' (see gemtrain sweep --help)\n", argv[first]);
-    return 2;
+    return GT_EXIT_CONFIG;
   }
   if (first >= argc || strchr(argv[first], '=')) {
     fprintf(stderr, "gemtrain sweep: expected a sweep file first: gemtrain sweep <sweep.json> [key=value ...]\n");
-    return 2;
+    return GT_EXIT_CONFIG;
   }
   const char *file = argv[first++];
   gt_sweep s;
@@ -58,7 +65,7 @@ int gt_cmd_sweep(int argc, char **argv) {
   gt_err_clear(&err);
   if (gt_sweep_load(&s, file, &err)) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return 2;
+    return GT_EXIT_CONFIG;
   }
   /* every point runs this same binary, so a sweep never mixes versions */
   char exe[PATH_MAX];
@@ -66,7 +73,7 @@ int gt_cmd_sweep(int argc, char **argv) {
   if (n <= 0) {
     fprintf(stderr, "gemtrain: sweep: cannot find its own binary (/proc/self/exe)\n");
     gt_sweep_free(&s);
-    return 1;
+    return GT_EXIT_ERROR;
   }
   exe[n] = '\0';
   gt_sweep_run_opts o = {exe, argc - first, (const char *const *)argv + first,    retry,
@@ -77,7 +84,7 @@ int gt_cmd_sweep(int argc, char **argv) {
   if (rc) {
     fflush(stdout);
     fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return rc == GT_ERR_CONFIG ? 2 : 1;
+    return rc == GT_ERR_CONFIG ? GT_EXIT_CONFIG : GT_EXIT_ERROR;
   }
-  return 0;
+  return GT_EXIT_OK;
 }

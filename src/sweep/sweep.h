@@ -1,4 +1,4 @@
-/* gemtrain sweep: one JSON file in, one run per point, one table and one
+/* gemtrain sweep, the library half: one JSON file in, one table and one
  * plot out.
  *
  * A sweep file names a base (a user config file and/or overrides), the points
@@ -9,6 +9,11 @@
  * points finish; results.md and plot.svg are rewritten from them; a restarted
  * sweep skips the points already recorded.
  *
+ * The library parses the file into points (spec.c, kvs.c), reads and writes
+ * the records (results.c) and draws the table (table.c) and the plot
+ * (plot.c). Starting and watching the processes is the command's job
+ * (tools/sweep_runner.c): a library never forks.
+ *
  * Precedence of a point's keys, each layer overriding the one before:
  *   configs/base.json -> preset -> base.config file -> base.overrides ->
  *   "steps" -> the point's own keys -> command-line key=value.
@@ -17,6 +22,7 @@
 #ifndef GEMTRAIN_SWEEP_H
 #define GEMTRAIN_SWEEP_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "gemtrain/common.h"
@@ -25,6 +31,31 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------- key=value lists (kvs.c) ---------- */
+
+/* A key=value list with one entry per key: setting a key again replaces its
+ * value in place (the last layer wins, the first position stays). */
+typedef struct gt_sweep_kvs {
+  int n, cap;
+  char **kv;
+} gt_sweep_kvs;
+gt_rc gt_sweep_kvs_set(gt_sweep_kvs *l, const char *kv, gt_err *err);
+/* The value of key, or NULL. */
+const char *gt_sweep_kvs_get(const gt_sweep_kvs *l, const char *key);
+/* Same keys with the same values, in any order. */
+int gt_sweep_kvs_equal(const gt_sweep_kvs *a, const gt_sweep_kvs *b);
+/* dst = a copy of src (dst need not be initialised). */
+gt_rc gt_sweep_kvs_copy(gt_sweep_kvs *dst, const gt_sweep_kvs *src, gt_err *err);
+void gt_sweep_kvs_remove(gt_sweep_kvs *l, const char *key);
+void gt_sweep_kvs_free(gt_sweep_kvs *l);
+/* The length of the key in "key=value" (the whole text without '='). */
+size_t gt_sweep_key_len(const char *kv);
+/* The shortest text that reads back as the same double (0.1, not
+ * 0.10000000000000001). */
+void gt_sweep_num_text(double v, char *buf, size_t n);
+
+/* ---------- the sweep file (spec.c) ---------- */
 
 /* One point: its own keys (from a grid or an explicit point), in the order
  * the file wrote them, as "key=value" strings. */
@@ -60,35 +91,46 @@ gt_rc gt_sweep_parse(gt_sweep *s, const char *text, const char *path, gt_err *er
 gt_rc gt_sweep_load(gt_sweep *s, const char *path, gt_err *err);
 void gt_sweep_free(gt_sweep *s);
 
-/* A key=value list with one entry per key: setting a key again replaces its
- * value in place (the last layer wins, the first position stays). */
-typedef struct gt_sweep_kvs {
-  int n, cap;
-  char **kv;
-} gt_sweep_kvs;
-gt_rc gt_sweep_kvs_set(gt_sweep_kvs *l, const char *kv, gt_err *err);
-/* The value of key, or NULL. */
-const char *gt_sweep_kvs_get(const gt_sweep_kvs *l, const char *key);
-/* Same keys with the same values, in any order. */
-int gt_sweep_kvs_equal(const gt_sweep_kvs *a, const gt_sweep_kvs *b);
-void gt_sweep_kvs_free(gt_sweep_kvs *l);
+/* Keys the sweep sets for each point itself (run_name; and, for a point,
+ * base_output_directory): a layer setting them would make points overwrite
+ * each other. `point`: the key comes from a point rather than the base or
+ * the command line. */
+int gt_sweep_reserved_key(const char *key, size_t klen, int point);
 
 /* The merged overrides of point k (0-based): base overrides, steps, the
  * point's keys, then `cli`, one entry per key. */
 gt_rc gt_sweep_point_overrides(const gt_sweep *s, int k, int n_cli, const char *const *cli, gt_sweep_kvs *out,
                                gt_err *err);
 
-/* ---------- results ---------- */
+/* ---------- results (results.c) ---------- */
 
-/* Statuses: "ok", "does_not_fit", "config_error", "failed", "diverged",
- * "timeout", "crashed (signal N)"; "" while a point has not finished;
- * "would_run" in a dry run. */
+/* What became of a point. Each has one name in results.jsonl and results.md
+ * (gt_sweep_status_name); crashed is written with its signal, "crashed
+ * (signal 9)". */
+typedef enum gt_sweep_status {
+  GT_SWEEP_PENDING = 0,  /* "": not finished (the table says "pending") */
+  GT_SWEEP_OK,           /* "ok" */
+  GT_SWEEP_DOES_NOT_FIT, /* "does_not_fit": the memory plan is over the limit */
+  GT_SWEEP_CONFIG_ERROR, /* "config_error": the point's configuration is refused */
+  GT_SWEEP_FAILED,       /* "failed": any other error */
+  GT_SWEEP_DIVERGED,     /* "diverged": a non-finite step */
+  GT_SWEEP_TIMEOUT,      /* "timeout": killed at point_timeout_s */
+  GT_SWEEP_CRASHED,      /* "crashed": killed by a signal */
+  GT_SWEEP_WOULD_RUN,    /* "would_run": a dry run's point that fits */
+  GT_SWEEP_NUM_STATUSES
+} gt_sweep_status;
+
+/* The status's name as written in results.jsonl and results.md ("" for
+ * pending). */
+const char *gt_sweep_status_name(gt_sweep_status st);
+
 typedef struct gt_sweep_result {
   int point;                /* 1-based, as in point-<k> */
   char config[GT_STR_PATH]; /* base.config as run ("" none) */
   gt_sweep_kvs overrides;   /* the merged overrides */
   gt_sweep_kvs values;      /* each swept key's value as run (resolved config when it loaded) */
-  char status[48];
+  gt_sweep_status status;
+  int signal; /* GT_SWEEP_CRASHED: the signal that ended the process */
   char reason[GT_ERR_MSG_MAX];
   /* metrics; NaN when unknown */
   double planned_peak_bytes;      /* device peak of the plan */
@@ -106,9 +148,15 @@ typedef struct gt_sweep_result {
 
 void gt_sweep_result_init(gt_sweep_result *r);
 void gt_sweep_result_free(gt_sweep_result *r);
+/* dst = a deep copy of src (dst need not be initialised). */
+gt_rc gt_sweep_result_copy(gt_sweep_result *dst, const gt_sweep_result *src, gt_err *err);
+/* The status as recorded: its name, with the signal for a crash. */
+void gt_sweep_result_status_text(const gt_sweep_result *r, char *buf, size_t n);
 /* One line of JSON (no newline); heap string. */
 char *gt_sweep_result_to_json(const gt_sweep_result *r);
 gt_rc gt_sweep_result_from_json(gt_sweep_result *r, const char *line, gt_err *err);
+/* A swept key's value as run (else as overridden), or "-". */
+const char *gt_sweep_result_value(const gt_sweep_result *r, const char *key);
 
 /* The metric names results.md and plot.y accept. */
 int gt_sweep_num_metrics(void);
@@ -116,40 +164,33 @@ const char *gt_sweep_metric_name(int i);
 int gt_sweep_is_metric(const char *name);
 /* A result's metric by name; NaN if unknown or not measured. */
 double gt_sweep_result_metric(const gt_sweep_result *r, const char *name);
+/* A metric's column heading: bytes are shown in MiB ("planned_peak MiB"). */
+void gt_sweep_metric_header(const char *name, char *buf, size_t n);
 
 /* Fill the measured metrics of r from a run's metrics.jsonl. */
 gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt_err *err);
-/* Does a training log show a non-finite loss ("non-finite", "loss nan",
- * "loss: inf", ...)? */
-int gt_sweep_log_diverged(const char *log);
-/* The log's last error line ("gemtrain: " stripped), else its last non-empty
- * line, else "". */
-void gt_sweep_log_last_error(const char *log, char *buf, size_t n);
 
-/* results.md (results[i] belongs to point i+1) and plot.svg. */
+/* Append r to results.jsonl (one line, flushed: a sweep killed right after
+ * still has it). */
+gt_rc gt_sweep_result_append(FILE *jsonl, const gt_sweep_result *r, gt_err *err);
+
+/* Read an earlier run's results.jsonl into res[k] for the points whose
+ * overrides (ov[k]) and config match a record; the last record of a point
+ * wins. A record is kept (done[k] = 1) when its status is final: any status
+ * but pending and would_run, and with retry_failed only ok. A missing file
+ * is an empty one. A line that does not parse (an interrupted write) is
+ * skipped and reported to on_skip (may be NULL): that point runs again. */
+typedef void (*gt_sweep_skip_fn)(void *ctx, int lineno, const char *why);
+gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, int retry_failed, const char *path,
+                               gt_sweep_result *res, int *done, gt_sweep_skip_fn on_skip, void *ctx, gt_err *err);
+
+/* ---------- results.md (table.c) and plot.svg (plot.c) ---------- */
+
+/* results.md (results[i] belongs to point i+1). */
 gt_rc gt_sweep_write_table(const gt_sweep *s, const gt_sweep_result *results, const char *path, gt_err *err);
 /* The markdown table alone, into f (used by write_table and the console). */
 void gt_sweep_print_table(FILE *f, const gt_sweep *s, const gt_sweep_result *results);
 gt_rc gt_sweep_write_plot(const gt_sweep *s, const gt_sweep_result *results, const char *path, gt_err *err);
-
-/* ---------- running ---------- */
-
-typedef struct gt_sweep_run_opts {
-  const char *exe; /* the gemtrain binary each point runs with (`exe train ...`) */
-  int n_cli;
-  const char *const *cli; /* command-line key=value, applied to every point */
-  int retry_failed;       /* rerun every recorded point whose status is not "ok" */
-  int dry_run;            /* check every point (config, plan) and print the table; run and write nothing */
-  FILE *out;              /* a line per point (when progress is NULL) and the summary; NULL: silent */
-  FILE *progress;         /* a terminal: point lines and a live status line go here */
-} gt_sweep_run_opts;
-
-typedef struct gt_sweep_summary {
-  int n_points, n_ran, n_skipped, n_ok;
-  char dir[GT_STR_PATH]; /* the sweep directory */
-} gt_sweep_summary;
-
-gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summary *sum, gt_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,128 @@
+/* gemtrain sweep: what became of a point whose process ended. The decision
+ * is the process's exit status (tools/cli.h) and its result file
+ * (metrics.jsonl); its log only supplies the reason's text. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sweep_runner.h"
+
+void gt_sweep_msg(char *buf, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, n, fmt, ap);
+  va_end(ap);
+}
+
+gt_sweep_status gt_sweep_status_of_exit(gt_sweep_exit x) {
+  if (x.timed_out) return GT_SWEEP_TIMEOUT;
+  if (x.signal) return GT_SWEEP_CRASHED;
+  switch (x.code) {
+    case GT_EXIT_OK: return GT_SWEEP_OK;
+    case GT_EXIT_CONFIG: return GT_SWEEP_CONFIG_ERROR;
+    case GT_EXIT_PLAN: return GT_SWEEP_DOES_NOT_FIT;
+    case GT_EXIT_NUMERIC: return GT_SWEEP_DIVERGED;
+    default: return GT_SWEEP_FAILED; /* GT_EXIT_ERROR, 127 (exec failed), anything else */
+  }
+}
+
+void gt_sweep_last_error_line(const char *log, char *buf, size_t n) {
+  if (!n) return;
+  buf[0] = '\0';
+  if (!log) return;
+  const char *best_err = NULL, *best_any = NULL;
+  size_t len_err = 0, len_any = 0;
+  for (const char *p = log; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    /* progress bars redraw with \r: keep what follows the last one */
+    const char *cr = NULL;
+    for (const char *c = p; c < p + len; c++)
+      if (*c == '\r') cr = c;
+    const char *s = cr ? cr + 1 : p;
+    /* and drop the terminal's erase-line codes */
+    while (s < p + len && s[0] == '\033' && s + 1 < p + len && s[1] == '[') {
+      s += 2;
+      while (s < p + len && !isalpha((unsigned char)*s)) s++;
+      if (s < p + len) s++;
+    }
+    size_t sl = len - (size_t)(s - p);
+    while (sl && isspace((unsigned char)s[sl - 1])) sl--;
+    if (sl) {
+      best_any = s, len_any = sl;
+      if (!strncmp(s, "gemtrain", 8) || strstr(s, "error") || strstr(s, "Error")) best_err = s, len_err = sl;
+    }
+    p = e ? e + 1 : p + len;
+  }
+  const char *s = best_err ? best_err : best_any;
+  size_t sl = best_err ? len_err : len_any;
+  if (!s) return;
+  if (!strncmp(s, "gemtrain: ", 10)) s += 10, sl -= 10;
+  snprintf(buf, n, "%.*s", (int)sl, s);
+}
+
+/* The last `tail` bytes of a file as a string; NULL if it cannot be read. */
+static char *gt__read_tail(const char *path, long tail) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  long from = n > tail ? n - tail : 0;
+  char *buf = n >= 0 ? malloc((size_t)(n - from) + 1) : NULL;
+  size_t got = buf && fseek(f, from, SEEK_SET) == 0 ? fread(buf, 1, (size_t)(n - from), f) : 0;
+  fclose(f);
+  if (buf) buf[got] = '\0';
+  return buf;
+}
+
+void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metrics_path, const char *log_path,
+                       double point_timeout_s) {
+  char lasterr[GT_ERR_MSG_MAX];
+  char *log = gt__read_tail(log_path, 65536);
+  gt_sweep_last_error_line(log, lasterr, sizeof lasterr);
+  free(log);
+  gt_err e;
+  gt_err_clear(&e);
+  int have_metrics = gt_sweep_read_run_metrics(res, metrics_path, &e) == GT_OK;
+  res->status = gt_sweep_status_of_exit(x);
+  res->signal = res->status == GT_SWEEP_CRASHED ? x.signal : 0;
+  res->reason[0] = '\0';
+  /* an exit 0 is ok only with its result to show for it */
+  if (res->status == GT_SWEEP_OK && !have_metrics) {
+    res->status = GT_SWEEP_FAILED;
+    gt_sweep_msg(res->reason, sizeof res->reason, "exited 0 but %s", e.msg + (strncmp(e.msg, "sweep: ", 7) ? 0 : 7));
+  } else if (res->status == GT_SWEEP_OK && !isfinite(res->final_loss)) {
+    res->status = GT_SWEEP_DIVERGED;
+  }
+  switch (res->status) {
+    case GT_SWEEP_OK: break;
+    case GT_SWEEP_TIMEOUT:
+      snprintf(res->reason, sizeof res->reason, "killed after %.1f s (point_timeout_s = %g) at step %lld",
+               res->wall_seconds, point_timeout_s, res->steps_done);
+      break;
+    case GT_SWEEP_CRASHED:
+      gt_sweep_msg(res->reason, sizeof res->reason, "killed by signal %d (%s%s) after %lld steps%s%s", x.signal,
+                   strsignal(x.signal), x.signal == SIGKILL ? ", as the kernel's out-of-memory killer sends" : "",
+                   res->steps_done, lasterr[0] ? "; last line: " : "", lasterr);
+      break;
+    case GT_SWEEP_DIVERGED:
+      snprintf(res->reason, sizeof res->reason, "%s", lasterr[0] ? lasterr : "non-finite loss");
+      break;
+    default:
+      if (res->reason[0]) break;
+      if (lasterr[0])
+        snprintf(res->reason, sizeof res->reason, "%s", lasterr);
+      else
+        snprintf(res->reason, sizeof res->reason, "exit status %d with an empty log", x.code);
+  }
+  if (res->status != GT_SWEEP_OK) {
+    /* only a finished run's timings are comparable; keep how far it got */
+    res->median_step_seconds = res->tokens_per_s_per_device = res->tflops_per_s_per_device = NAN;
+    res->measured_peak_bytes = NAN;
+  }
+}
