@@ -50,13 +50,15 @@ static int is_option(const char *a) { return a[0] == '-' && a[1]; }
 
 /* The command's arguments in the order every parser accepts: its mode word
  * (bench remat), the options (each with its value), the positional
- * arguments (config.json, sweep.json, files), then key=value, each group in
- * its given order. So options and files may stand anywhere among the keys
- * without any parser looking past its own group. Every command already
- * accepted this order (decode, convert and tokenize also others that the
- * moves here leave alike), so the moves change which invocations work, never
- * what a working one means: key=value keeps its order (later wins), and so
- * do the positional arguments.
+ * arguments (config.json, sweep.json), then key=value, each group in its
+ * given order. So options and files may stand anywhere among the keys
+ * without any parser looking past its own group. It cannot change what a
+ * working command line means: each parser already required this order (or,
+ * for decode, convert and tokenize, read options wherever they stand),
+ * key=value keeps its order (later wins) and so do positional arguments.
+ * An argument with '=' is key=value because gt_cli_load_config and sweep
+ * already refuse a config or sweep file name with '='; commands whose files
+ * may hold one are marked `files` and only their options move.
  * Sets *help (--help or -h among the options) and *sub (the mode word).
  * Returns the new arguments (NULL-terminated, *n of them; free it), or NULL
  * to leave argv as it is: an option whose value is missing, which the
@@ -65,10 +67,11 @@ static char **reorder(const command *c, int argc, char **argv, int *n, int *help
   /* one block: out (argc + 1, or 2 per --opt=value), opt, pos, kv */
   size_t cap = 2 * (size_t)argc + 1;
   char **out = malloc(sizeof(char *) * 4 * cap);
-  char **opt = out + cap, **pos = out + 2 * cap, **kv = out + 3 * cap;
-  int n_opt = 0, n_pos = 0, n_kv = 0, keep = !out;
   *help = 0;
   *sub = NULL;
+  if (!out) return NULL;
+  char **opt = out + cap, **pos = out + 2 * cap, **kv = out + 3 * cap;
+  int n_opt = 0, n_pos = 0, n_kv = 0, keep = 0;
   for (int i = 0; i < argc; i++) {
     char *a = argv[i];
     int keyval = !c->files && strchr(a, '=') != NULL;
