@@ -32,4 +32,13 @@ int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_decode(int argc, char **argv);
 int gt_cmd_tokenize(int argc, char **argv);
 
+/* tools/help.c: every command's help from one table. Prints the help of cmd
+ * (sub: a word after it with its own entry, such as bench's "remat"; NULL or
+ * an unknown word gives the command's own help) to f; -1 when cmd is not a
+ * command. Commands need not handle --help: main.c prints it, wherever it
+ * stands; a command that wants its usage on an error path calls this. */
+int gt_cli_help(FILE *f, const char *cmd, const char *sub);
+/* The top-level usage: each command once, with a one-line summary. */
+void gt_cli_usage(FILE *f);
+
 #endif

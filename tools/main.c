@@ -1,39 +1,134 @@
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "gemtrain/common.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain <command> [config.json] [key=value ...]\n"
-          "\n"
-          "commands:\n"
-          "  train    train a model (default: configs/base.json, the gemma3-small preset on the\n"
-          "           King James Bible, byte tokens); 'gemtrain train --help' lists every key.\n"
-          "           A run directory with a checkpoint resumes; SIGINT/SIGTERM checkpoint and stop\n"
-          "  plan     the memory plan and FLOPs of a training step, without allocating (--json)\n"
-          "  bench    time training steps on synthetic data, with time shares;\n"
-          "           'bench remat' and 'bench devices' compare remat policies and device counts;\n"
-          "           'bench checkpoint' times writing and loading a checkpoint\n"
-          "  sweep    run every point of a sweep file (gemtrain sweep <sweep.json> [key=value ...]),\n"
-          "           each as its own train process; writes results.jsonl, results.md and plot.svg\n"
-          "  convert  Hugging Face Gemma 3 / Gemma 4 checkpoints: 'convert to_hf <src> <out_dir>' and\n"
-          "           'convert from_hf <hf_dir> <out_run_dir>' (see gemtrain convert --help)\n"
-          "  logit-check  compare the forward pass with golden logits (JSONL): per-token KL divergence,\n"
-          "           top-10 agreement, largest difference; exits 1 past max_kl_div / atol\n"
-          "  decode   continue a prompt with trained parameters and a KV cache\n"
-          "           (gemtrain decode load_parameters_path=RUN_DIR prompt=\"...\" max_decode_steps=N)\n"
-          "  tokenize text files into .gtok token shards with a Hugging Face tokenizer.json\n"
-          "           (tokenizer_path=FILE output_path=DIR FILE...); --ids / --decode: stdin to ids / text\n"
-          "\n"
-          "options:\n"
-          "  --help     this text\n"
-          "  --version  print the version\n"
-          "\n"
-          "Configs layer as configs/base.json -> configs/models/<model_name>.json -> config.json\n"
-          "-> key=value (later wins). Set GEMTRAIN_CONFIG_DIR to use another configs directory.\n");
+/* What main needs to know of a command's arguments to print its help and to
+ * let options stand anywhere, so no command re-implements either. */
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  /* mode words the command reads only as its first argument (bench remat):
+   * the first positional argument, if it is one, is put back in front */
+  const char *const *words;
+  /* options whose value is the next argument (--steps N); --steps=N is
+   * passed on as --steps N */
+  const char *const *value_opts;
+  /* positional arguments are file names that may contain '=' (convert's
+   * <src> <out_dir>, tokenize's FILE...): only options move, the rest keeps
+   * its order for the command's own parser */
+  int files;
+} command;
+
+static const char *const bench_words[] = {"remat", "devices", "checkpoint", NULL};
+static const char *const bench_value_opts[] = {"--steps", NULL};
+
+static const command commands[] = {
+    {"train", gt_cmd_train, NULL, NULL, 0},
+    {"plan", gt_cmd_plan, NULL, NULL, 0},
+    {"bench", gt_cmd_bench, bench_words, bench_value_opts, 0},
+    {"sweep", gt_cmd_sweep, NULL, NULL, 0},
+    {"convert", gt_cmd_convert, NULL, NULL, 1},
+    {"logit-check", gt_cmd_logit_check, NULL, NULL, 0},
+    {"decode", gt_cmd_decode, NULL, NULL, 0},
+    {"tokenize", gt_cmd_tokenize, NULL, NULL, 1},
+};
+
+static int in_list(const char *const *list, const char *s) {
+  for (int i = 0; list && list[i]; i++)
+    if (!strcmp(list[i], s)) return i;
+  return -1;
+}
+
+/* An option is any argument that starts with '-' (a lone "-" is not); no
+ * command takes a positional argument or a key of that form, and a value such
+ * as learning_rate=-1 starts with its key. */
+static int is_option(const char *a) { return a[0] == '-' && a[1]; }
+
+/* The command's arguments in the order every parser accepts: its mode word
+ * (bench remat), the options (each with its value), the positional
+ * arguments (config.json, sweep.json), then key=value, each group in its
+ * given order. So options and files may stand anywhere among the keys
+ * without any parser looking past its own group. It cannot change what a
+ * working command line means: each parser already required this order (or,
+ * for decode, convert and tokenize, read options wherever they stand),
+ * key=value keeps its order (later wins) and so do positional arguments.
+ * An argument with '=' is key=value because gt_cli_load_config and sweep
+ * already refuse a config or sweep file name with '='; commands whose files
+ * may hold one are marked `files` and only their options move.
+ * Sets *help (--help or -h among the options) and *sub (the mode word).
+ * Returns the new arguments (NULL-terminated, *n of them; free it), or NULL
+ * to leave argv as it is: an option whose value is missing, which the
+ * command reports, or no memory. */
+static char **reorder(const command *c, int argc, char **argv, int *n, int *help, const char **sub) {
+  /* one block: out (argc + 1, or 2 per --opt=value), opt, pos, kv */
+  size_t cap = 2 * (size_t)argc + 1;
+  char **out = malloc(sizeof(char *) * 4 * cap);
+  *help = 0;
+  *sub = NULL;
+  if (!out) return NULL;
+  char **opt = out + cap, **pos = out + 2 * cap, **kv = out + 3 * cap;
+  int n_opt = 0, n_pos = 0, n_kv = 0, keep = 0;
+  for (int i = 0; i < argc; i++) {
+    char *a = argv[i];
+    int keyval = !c->files && strchr(a, '=') != NULL;
+    if (!is_option(a)) {
+      if (n_pos == 0 && !keyval && in_list(c->words, a) >= 0) *sub = a;
+      if (keyval)
+        kv[n_kv++] = a;
+      else
+        pos[n_pos++] = a;
+      continue;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) *help = 1;
+    if (in_list(c->value_opts, a) >= 0) {
+      if (i + 1 >= argc) {
+        keep = 1;
+        break;
+      }
+      opt[n_opt++] = a;
+      opt[n_opt++] = argv[++i];
+      continue;
+    }
+    const char *eq = strchr(a, '=');
+    int v = -1;
+    for (int k = 0; eq && eq[1] && c->value_opts && c->value_opts[k]; k++)
+      if (strlen(c->value_opts[k]) == (size_t)(eq - a) && !strncmp(c->value_opts[k], a, (size_t)(eq - a))) v = k;
+    if (v >= 0) { /* --steps=N: the table's string names the option, the value stays in argv[i] */
+      opt[n_opt++] = (char *)c->value_opts[v];
+      opt[n_opt++] = (char *)eq + 1;
+    } else {
+      opt[n_opt++] = a;
+    }
+  }
+  if (keep) {
+    free(out);
+    return NULL;
+  }
+  int k = 0, p0 = 0;
+  if (*sub) out[k++] = pos[p0++];
+  for (int i = 0; i < n_opt; i++) out[k++] = opt[i];
+  for (int i = p0; i < n_pos; i++) out[k++] = pos[i];
+  for (int i = 0; i < n_kv; i++) out[k++] = kv[i];
+  out[k] = NULL;
+  *n = k;
+  return out;
+}
+
+static int run_command(const command *c, int argc, char **argv) {
+  int n = 0, help;
+  const char *sub;
+  char **out = reorder(c, argc, argv, &n, &help, &sub);
+  int rc;
+  if (help)
+    rc = gt_cli_help(stdout, c->name, sub) ? GT_EXIT_ERROR : GT_EXIT_OK;
+  else
+    rc = out ? c->run(n, out) : c->run(argc, argv);
+  free(out);
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -44,29 +139,27 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (argc < 2) {
-    usage(stderr);
-    return 2;
+    gt_cli_usage(stderr);
+    return GT_EXIT_CONFIG;
   }
   const char *cmd = argv[1];
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-    usage(stdout);
-    return 0;
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || (!strcmp(cmd, "help") && argc == 2)) {
+    gt_cli_usage(stdout);
+    return GT_EXIT_OK;
   }
-  if (!strcmp(cmd, "--version")) {
+  if (!strcmp(cmd, "help")) { /* gemtrain help <command> [word] */
+    if (gt_cli_help(stdout, argv[2], argc > 3 ? argv[3] : NULL) == 0) return GT_EXIT_OK;
+    cmd = argv[2];
+  } else if (!strcmp(cmd, "--version")) {
     printf("gemtrain %s\n", gt_version());
-    return 0;
+    return GT_EXIT_OK;
+  } else {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (!strcmp(cmd, commands[i].name)) return run_command(&commands[i], argc - 2, argv + 2);
   }
-  if (!strcmp(cmd, "train")) return gt_cmd_train(argc - 2, argv + 2);
-  if (!strcmp(cmd, "bench")) return gt_cmd_bench(argc - 2, argv + 2);
-  if (!strcmp(cmd, "plan")) return gt_cmd_plan(argc - 2, argv + 2);
-  if (!strcmp(cmd, "sweep")) return gt_cmd_sweep(argc - 2, argv + 2);
-  if (!strcmp(cmd, "convert")) return gt_cmd_convert(argc - 2, argv + 2);
-  if (!strcmp(cmd, "logit-check")) return gt_cmd_logit_check(argc - 2, argv + 2);
-  if (!strcmp(cmd, "decode")) return gt_cmd_decode(argc - 2, argv + 2);
-  if (!strcmp(cmd, "tokenize")) return gt_cmd_tokenize(argc - 2, argv + 2);
   fprintf(stderr,
           "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check, decode or "
           "tokenize (see gemtrain --help)\n",
           cmd);
-  return 2;
+  return GT_EXIT_CONFIG;
 }

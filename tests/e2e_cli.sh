@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end: the command-line conventions main.c applies to every command.
+# Each subcommand answers --help (also after key=value, also -h) with exit 0
+# and a usage line naming it; options may stand anywhere among key=value
+# (plan --json, bench --steps N and --steps=N, sweep --dry-run) and mean what
+# they mean in front; a config file may follow key=value, and key=value still
+# wins over it; an unknown option is refused with exit 2 wherever it stands;
+# train --help lists the configuration keys; gemtrain --help lists each
+# command once. Nothing here trains: at most one step of gemma3-tiny.
+# Usage: e2e_cli.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+work=$(mktemp -d /tmp/gt_e2e_cli.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+fail() { echo "FAIL: $*"; exit 1; }
+tiny=(model_name=gemma3-tiny dataset_type=synthetic)
+
+# --- --help: every command and bench mode, in front, after key=value, as -h
+for cmd in train plan bench "bench remat" "bench devices" "bench checkpoint" sweep convert logit-check decode \
+  tokenize; do
+  # shellcheck disable=SC2086 # "bench remat" is two arguments
+  for args in "$cmd --help" "$cmd ${tiny[0]} --help" "$cmd -h ${tiny[1]}"; do
+    set +e
+    $bin $args > "$work/help.txt" 2> "$work/help.err"
+    rc=$?
+    set -e
+    [ $rc -eq 0 ] || fail "'gemtrain $args' exited $rc: $(cat "$work/help.err")"
+    head -n 1 "$work/help.txt" | grep -q "^usage: gemtrain $cmd " || fail "'gemtrain $args' printed: $(head -n 1 "$work/help.txt")"
+    [ ! -s "$work/help.err" ] || fail "'gemtrain $args' wrote to stderr: $(cat "$work/help.err")"
+  done
+done
+# the mode word may follow options and keys, as any positional argument
+"$bin" bench --steps 2 "${tiny[@]}" remat --help | head -n 1 | grep -q '^usage: gemtrain bench remat ' \
+  || fail "bench --steps 2 ... remat --help"
+"$bin" help decode | head -n 1 | grep -q '^usage: gemtrain decode ' || fail "gemtrain help decode"
+
+# train --help lists every key, wherever --help stands
+"$bin" train steps=3 --help > "$work/train_help.txt"
+for key in per_device_batch_size learning_rate remat_policy load_parameters_path max_target_length; do
+  grep -q "$key" "$work/train_help.txt" || fail "train --help does not list '$key'"
+done
+# the other commands that take keys point there
+for cmd in plan bench sweep logit-check decode convert; do
+  "$bin" "$cmd" --help | grep -q "gemtrain train --help" || fail "$cmd --help does not point to 'gemtrain train --help'"
+done
+
+# the top-level usage: each command once, with the way to its help
+"$bin" --help > "$work/usage.txt"
+grep -q 'gemtrain <command> --help' "$work/usage.txt" || fail "gemtrain --help does not say 'gemtrain <command> --help'"
+for cmd in train plan bench sweep convert logit-check decode tokenize; do
+  n=$(grep -c "^  $cmd " "$work/usage.txt" || true)
+  [ "$n" = 1 ] || fail "gemtrain --help lists '$cmd' $n times"
+done
+
+# --- options anywhere: the same output as in front
+"$bin" plan model_name=gemma3-4b --json > "$work/after.json"
+"$bin" plan --json model_name=gemma3-4b > "$work/before.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['parameters'] == 3880099328, d['parameters']" \
+  "$work/after.json" || fail "plan model_name=gemma3-4b --json did not print the 4b plan as JSON"
+cmp -s "$work/after.json" "$work/before.json" || fail "plan --json after key=value prints other JSON than in front"
+
+# an option with a separate value keeps it: one timed step either way
+for steps in "--steps 1" "--steps=1"; do
+  # shellcheck disable=SC2086
+  "$bin" bench "${tiny[@]}" $steps > "$work/bench.txt"
+  grep -q 'of 1 steps)' "$work/bench.txt" || fail "bench ... $steps: $(grep forward "$work/bench.txt")"
+done
+# ... and a missing value is refused, not taken from a neighbour
+set +e
+"$bin" bench "${tiny[@]}" --steps > "$work/out.txt" 2> "$work/err.txt"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bench ... --steps (no value) exited $rc"
+
+# a config file after key=value: the file is read first, key=value still wins
+echo '{"steps": 5, "learning_rate": 0.002}' > "$work/c.json"
+"$bin" train dump_config=true steps=7 "$work/c.json" > "$work/dump.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d['steps'], d['learning_rate']) == (7, 0.002), d" \
+  "$work/dump.json" || fail "train steps=7 c.json: key=value does not win over the file, or the file was not read"
+
+# sweep: options and the sweep file after key=value
+cat > "$work/tiny.json" <<'EOF'
+{"base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "synthetic"}},
+ "grid": {"remat_policy": ["full", "none"]}, "steps": 1}
+EOF
+(cd "$work" && "$bin" sweep base_output_directory=out tiny.json --dry-run) > "$work/sweep.txt"
+grep -q 'dry run' "$work/sweep.txt" || fail "sweep key=value tiny.json --dry-run: $(cat "$work/sweep.txt")"
+[ ! -e "$work/out" ] || fail "sweep --dry-run after key=value wrote $work/out"
+
+# --- an unknown option is refused by the command, wherever it stands
+for args in "plan --bogus" "plan ${tiny[0]} --bogus" "train ${tiny[0]} --bogus" "bench remat ${tiny[0]} --bogus" \
+  "sweep $work/tiny.json --bogus" "decode prompt=x --bogus" "tokenize tokenizer_path=x --bogus" \
+  "logit-check ${tiny[0]} --bogus" "convert to_hf a b --bogus"; do
+  set +e
+  # shellcheck disable=SC2086
+  $bin $args > "$work/out.txt" 2> "$work/err.txt"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "'gemtrain $args' exited $rc"
+  grep -q -- "--bogus" "$work/err.txt" || fail "'gemtrain $args' did not name the option: $(cat "$work/err.txt")"
+done
+echo "e2e_cli: 1 passed, 0 failed"

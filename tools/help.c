@@ -1,0 +1,243 @@
+/* Every command's help in one table, so `gemtrain <command> --help` (handled
+ * once in main.c, wherever --help stands) and the top-level usage cannot
+ * disagree about what a command takes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sweep/sweep.h"
+
+/* The closing lines of every command that loads a configuration. */
+#define GT_HELP_CONFIG                                                                                 \
+  "\n"                                                                                                 \
+  "Options may stand anywhere among the arguments. The configuration layers as configs/base.json\n"   \
+  "-> configs/models/<model_name>.json -> config.json -> key=value (later wins);\n"                    \
+  "'gemtrain train --help' lists every key.\n"
+
+static void train_keys(FILE *f) {
+  gt_config c;
+  gt_err e;
+  fprintf(f, "\nkeys (defaults from configs/base.json and the default preset):\n");
+  /* the defaults are shown when they load; the key table alone otherwise */
+  gt_config_print_help(f, gt_config_load(&c, NULL, NULL, 0, NULL, &e) == GT_OK ? &c : NULL);
+}
+
+static void sweep_metrics(FILE *f) {
+  fprintf(f, "metrics:");
+  for (int i = 0; i < gt_sweep_num_metrics(); i++) fprintf(f, " %s", gt_sweep_metric_name(i));
+  fprintf(f, "\n");
+}
+
+typedef struct help_entry {
+  const char *cmd, *sub;   /* sub: a word after cmd (bench remat), or NULL */
+  const char *summary;     /* one line in `gemtrain --help`; NULL: not listed there */
+  const char *text;        /* the usage line first, then what it does and its options */
+  void (*more)(FILE *f);   /* text generated from a table (keys, metrics), or NULL */
+} help_entry;
+
+static const help_entry entries[] = {
+    {"train", NULL, "train a model; 'gemtrain train --help' lists every configuration key",
+     "usage: gemtrain train [config.json] [key=value ...]\n"
+     "Trains a model (default: configs/base.json, the gemma3-small preset on the King James Bible,\n"
+     "byte tokens). A run directory with a checkpoint resumes; SIGINT/SIGTERM write a checkpoint\n"
+     "and stop. Exit status: 0 done, 2 configuration refused, 3 the memory plan does not fit,\n"
+     "4 diverged (non-finite steps), 1 any other error.\n"
+     "\n"
+     "options:\n"
+     "  --help  this text\n" GT_HELP_CONFIG,
+     train_keys},
+    {"plan", NULL, "the memory plan and FLOPs of a training step, without allocating",
+     "usage: gemtrain plan [--json] [config.json] [key=value ...]\n"
+     "Prints the memory plan of one training step (parameters, gradients, optimizer, saved\n"
+     "activations per layer, the peak and where it happens, the largest buffers live then),\n"
+     "its FLOPs and whether it fits the memory limit, without allocating anything.\n"
+     "\n"
+     "options:\n"
+     "  --json  print the plan as one JSON object instead\n"
+     "  --help  this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint)",
+     "usage: gemtrain bench [remat|devices|checkpoint] [--steps N] [config.json] [key=value ...]\n"
+     "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
+     "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
+     "measured peak memory.\n"
+     "  gemtrain bench remat       every remat policy and scope, side by side\n"
+     "  gemtrain bench devices     1 and 2 devices at the same global batch\n"
+     "  gemtrain bench checkpoint  writing and loading a full-state checkpoint\n"
+     "('gemtrain bench remat --help' and so on for each.)\n"
+     "\n"
+     "options:\n"
+     "  --steps N  timed steps; the median is reported (default 5)\n"
+     "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", "remat", NULL,
+     "usage: gemtrain bench remat [--steps N] [config.json] [key=value ...]\n"
+     "For every remat policy and scope: one warm-up and N timed training steps on synthetic data.\n"
+     "Prints a table of planned and measured peak memory, the median step time relative to\n"
+     "remat_policy=none, and the host copies of the offloading policies.\n"
+     "\n"
+     "options:\n"
+     "  --steps N  timed steps per policy; the median is reported (default 5)\n"
+     "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", "devices", NULL,
+     "usage: gemtrain bench devices [--steps N] [config.json] [key=value ...]\n"
+     "Compares 1 device (1 and 2 BLAS/OpenMP threads) with 2 devices (prefetch on and off, layer\n"
+     "and block scope) at the same global batch on synthetic data: tokens/s, bytes sent per device\n"
+     "per step and the gathered-weight peak.\n"
+     "\n"
+     "options:\n"
+     "  --steps N  timed steps per setup; the median is reported (default 5)\n"
+     "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", "checkpoint", NULL,
+     "usage: gemtrain bench checkpoint [--steps N] [config.json] [key=value ...]\n"
+     "Writes (with fsync) and reads back (every crc32 checked) a full-state checkpoint of the\n"
+     "configured model (parameters and both AdamW moments), stored raw and with zlib levels 1\n"
+     "and 6, under base_output_directory, then removes it.\n"
+     "\n"
+     "options:\n"
+     "  --steps N  repetitions; the best is reported (default 3)\n"
+     "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"sweep", NULL, "run every point of a sweep file as its own train process; tabulate and plot",
+     "usage: gemtrain sweep [--retry-failed] [--dry-run] <sweep.json> [key=value ...]\n"
+     "Runs each point of the sweep as its own 'gemtrain train' process (run directory\n"
+     "<sweep dir>/runs/point-<k>, console log runs/point-<k>.log), then writes results.jsonl,\n"
+     "results.md (a table sorted as asked) and plot.svg in the sweep directory\n"
+     "(output_directory, default <base_output_directory>/<sweep file stem>).\n"
+     "key=value arguments apply to every point and win over the file's keys ('gemtrain train --help'\n"
+     "lists them). Options may stand anywhere among the arguments.\n"
+     "A sweep rerun in the same directory skips the points results.jsonl already records.\n"
+     "\n"
+     "options:\n"
+     "  --retry-failed  rerun every recorded point whose status is not ok\n"
+     "  --dry-run       check every point (config and memory plan) and print the table;\n"
+     "                  run and write nothing\n"
+     "  --help          this text\n"
+     "\n"
+     "sweep file keys: base {config, overrides}, grid {key: [values]}, grids [grid, ...],\n"
+     "points [{key: value}, ...], steps, metrics [names], sort_by, sort_desc, plot {x, y},\n"
+     "max_parallel, point_timeout_s, output_directory, description.\n",
+     sweep_metrics},
+    {"convert", NULL, "Hugging Face Gemma 3 / Gemma 4 checkpoints in (from_hf) and out (to_hf)",
+     "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
+     "                              [pad_vocab=true|false]\n"
+     "       gemtrain convert to_hf init <out_dir> [options above] [init_norm_std=X] [config.json] "
+     "[key=value ...]\n"
+     "       gemtrain convert from_hf <hf_dir> <out_run_dir | out.safetensors>\n"
+     "\n"
+     "to_hf writes <out_dir>/config.json (Gemma3ForCausalLM / gemma3_text, or for decoder_block gemma4*\n"
+     "Gemma4ForCausalLM / gemma4_text) and model.safetensors (or model-0000k-of-0000n.safetensors\n"
+     "shards of at most max_shard_size bytes plus model.safetensors.index.json) with Hugging Face\n"
+     "names (model.*). <src> is a gemtrain checkpoint (a step, checkpoints or run directory: its\n"
+     "latest good checkpoint), a parameter file (gt_ctx_save, or convert from_hf), an HF directory\n"
+     "(re-export), or 'init': a fresh model initialised from init_weights_seed with the\n"
+     "configuration given as for 'train' ('gemtrain train --help' lists the keys). init_norm_std > 0\n"
+     "also draws the norm weights from normal(0, init_norm_std) around the identity: w of\n"
+     "Gemma 3's (1 + w) around 0, Gemma 4's stored scales and layer_scalar around 1.\n"
+     "A Gemma 3 262144-token embedding is written with HF's 262208 rows (zero rows appended, as\n"
+     "MaxText does) unless pad_vocab=false. Gemma 4 layers all get a layer_scalar (1 when not\n"
+     "trained).\n"
+     "\n"
+     "from_hf reads an HF Gemma 3 or Gemma 4 directory (config.json: gemma3_text / gemma4_text, or\n"
+     "the gemma3 / gemma4 wrapper with text_config; tensors model.*, model.language_model.* or\n"
+     "language_model.model.*, F32/BF16/F16, one file or shards) and writes a gemtrain checkpoint\n"
+     "(<out>/checkpoints/step_00000000, parameters with zero AdamW moments;\n"
+     "load_parameters_path=<out> starts a run from it) or, for a name ending in .safetensors, a\n"
+     "gemtrain parameter file; either holds the model's config. Tensors other than the text\n"
+     "decoder's (vision and audio towers, projectors) are counted and skipped; a Gemma 3 262208-row\n"
+     "embedding is cut to 262144 rows. Gemma 4 layer_scalar buffers are loaded only with\n"
+     "layer_scalar_trainable=true (the default); k/v tensors of KV-shared layers are skipped, as\n"
+     "transformers does.\n"
+     "\n"
+     "options:\n"
+     "  --help  this text\n",
+     NULL},
+    {"logit-check", NULL, "compare the forward pass with golden logits (KL divergence, top-10)",
+     "usage: gemtrain logit-check [config.json] load_parameters_path=PATH golden_logits_path=FILE\n"
+     "                            max_kl_div=X [atol=Y] [output_logits_path=FILE] [key=value ...]\n"
+     "Runs gemtrain's forward pass over each golden sequence (JSONL, one object per line:\n"
+     "{\"tokens\": [ids], \"logits\": [[V floats] per position]}) and prints, per sequence, the\n"
+     "largest logit difference, the top-10 tokens of the last position with their overlap, Jaccard\n"
+     "similarity and rank agreement, and the per-token KL divergence KL(golden || gemtrain) with\n"
+     "its mean and max. Exits 1 when a token's KL exceeds max_kl_div or (atol given) a logit\n"
+     "differs by more than atol, 0 when everything is within them. PATH is a checkpoint or run\n"
+     "directory, a Hugging Face directory (its config.json defines the model) or a gemtrain\n"
+     "parameter file.\n"
+     "\n"
+     "options:\n"
+     "  --help  this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"decode", NULL, "continue a prompt with trained parameters and a KV cache",
+     "usage: gemtrain decode [--ids] [config.json] load_parameters_path=PATH prompt=\"text\"\n"
+     "                       max_decode_steps=N [key=value ...]\n"
+     "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
+     "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
+     "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
+     "its model's configuration. Sampling:\n"
+     "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
+     "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the\n"
+     "prompt and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
+     "\n"
+     "options:\n"
+     "  --ids   also print the new token ids as a JSON array\n"
+     "  --help  this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"tokenize", NULL, "text files into .gtok token shards with a Hugging Face tokenizer.json",
+     "usage: gemtrain tokenize tokenizer_path=FILE output_path=DIR [key=value ...] FILE...\n"
+     "       gemtrain tokenize tokenizer_path=FILE --ids [add_bos=false] < text > ids.json\n"
+     "       gemtrain tokenize tokenizer_path=FILE --decode < ids.json > text\n"
+     "\n"
+     "Encodes each text FILE as one document (<bos> text <eos>) with a Hugging Face tokenizer.json\n"
+     "(Gemma 3's: tools/setup.sh fetches it to data/tokenizers/gemma3/tokenizer.json) and writes\n"
+     "the stream as DIR/shard-00000.gtok, ... for dataset_type=tokens dataset_path=DIR.\n"
+     "\n"
+     "options:\n"
+     "  --ids     print the ids of standard input as one JSON array\n"
+     "  --decode  read such an array on standard input and write its text (byte-fallback bytes\n"
+     "            raw, special tokens as their text)\n"
+     "  --help    this text\n"
+     "\n"
+     "keys (tokenize's own; not configuration keys):\n"
+     "  tokenizer_path  the tokenizer.json (required)\n"
+     "  output_path     directory for the shards (created; must not hold .gtok shards already)\n"
+     "  shard_tokens    tokens per shard (default 16777216; the last shard holds the rest)\n"
+     "  add_bos         <bos> before each document (default true; with --ids: false)\n"
+     "  add_eos         <eos> after each document (default true)\n"
+     "  compress        zlib-compress the shards (default true)\n"
+     "Options, keys and files may stand in any order; the files are read in the order given.\n",
+     NULL},
+};
+
+enum { N_ENTRIES = (int)(sizeof entries / sizeof entries[0]) };
+
+int gt_cli_help(FILE *f, const char *cmd, const char *sub) {
+  const help_entry *found = NULL;
+  for (int i = 0; i < N_ENTRIES && !found; i++)
+    if (!strcmp(entries[i].cmd, cmd) && sub && entries[i].sub && !strcmp(entries[i].sub, sub)) found = &entries[i];
+  /* a word without its own entry gets the command's help */
+  for (int i = 0; i < N_ENTRIES && !found; i++)
+    if (!strcmp(entries[i].cmd, cmd) && !entries[i].sub) found = &entries[i];
+  if (!found) return -1;
+  fputs(found->text, f);
+  if (found->more) found->more(f);
+  return 0;
+}
+
+void gt_cli_usage(FILE *f) {
+  fprintf(f, "usage: gemtrain <command> [options] [config.json] [key=value ...]\n"
+             "       gemtrain <command> --help   the command's usage, options and arguments\n"
+             "\n"
+             "commands:\n");
+  for (int i = 0; i < N_ENTRIES; i++)
+    if (entries[i].summary) fprintf(f, "  %-12s %s\n", entries[i].cmd, entries[i].summary);
+  fprintf(f, "\n"
+             "options:\n"
+             "  --help     this text\n"
+             "  --version  print the version\n"
+             "\n"
+             "Options may stand anywhere among a command's arguments. Configs layer as configs/base.json\n"
+             "-> configs/models/<model_name>.json -> config.json -> key=value (later wins). Set\n"
+             "GEMTRAIN_CONFIG_DIR to use another configs directory.\n");
+}
