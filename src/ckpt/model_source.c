@@ -256,7 +256,8 @@ gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, g
       rc = gt_err_set(err, GT_ERR_CONFIG,
                       "model source: key '%s' = %s is set explicitly, but %s '%s' holds a model with %s = %s; drop "
                       "the key to use the model as it is, or load another model",
-                      k->name, have, gt__kind_name(src->kind), src->path, k->name, theirs);
+                      k->name, have, gt__kind_name(src->kind), src->kind == GT_SRC_CHECKPOINT ? src->dir : src->path,
+                      k->name, theirs);
       goto out;
     }
     memcpy((char *)next + k->offset, (const char *)want + k->offset, k->size);
