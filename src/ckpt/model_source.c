@@ -129,8 +129,10 @@ static gt_rc gt__open_checkpoint(gt_model_source *s, gt_err *err) {
   /* the checkpoint's own model_name, else the run's name */
   char run[GT_STR_PATH + 64];
   snprintf(run, sizeof run, "%s", s->dir);
-  char *cut = strstr(run, "/checkpoints/");
+  char *cut = strrchr(run, '/'); /* <run>/checkpoints/step_N -> <run> */
   if (cut) *cut = '\0';
+  cut = strrchr(run, '/');
+  if (cut && !strcmp(cut, "/checkpoints")) *cut = '\0';
   if (s->cfg.model_name[0])
     snprintf(s->name, sizeof s->name, "%s", s->cfg.model_name);
   else
