@@ -71,6 +71,8 @@ refuse() { # expected-substring args...
 }
 refuse "key 'load_parameters_path' is not set" prompt=x
 refuse "$work/none" "load_parameters_path=$work/none"
+refuse "key 'base_emb_dim' = 32 is set explicitly, but the checkpoint '$work/runs/a/checkpoints/step_" \
+  "${run[@]}" prompt=x base_emb_dim=32
 echo "not safetensors" > "$work/junk.safetensors"
 refuse "$work/junk.safetensors" "load_parameters_path=$work/junk.safetensors"
 refuse "decode_sampling_top_k = 0; decode_sampling_strategy=topk needs 1 .. vocab_size (260)" \

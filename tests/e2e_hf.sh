@@ -27,6 +27,8 @@ grep -q 'embedding 260 rows' "$work/convert.txt" || fail "convert output: $(cat 
 "$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden" max_kl_div=1e-6 atol=1e-4 \
   "output_logits_path=$work/ours.jsonl" > "$work/check.txt" || fail "logit-check failed: $(tail -3 "$work/check.txt")"
 grep -q '^logit-check: 2 sequences, 80 tokens: .*: PASS$' "$work/check.txt" || fail "no PASS line"
+grep -q "^logit-check: $work/hf (hf:hf): 6 layers (pattern LLLLLG, window 16)" "$work/check.txt" \
+  || fail "the model line does not name the HF directory: $(head -1 "$work/check.txt")"
 grep -q 'overlap_count 10/10, jaccard_similarity 1.0000, rank_agreement_percentage 100.0' "$work/check.txt" \
   || fail "top-10 tokens disagree"
 [ "$(grep -c '^\[KL divergence\] per token' "$work/check.txt")" = 2 ] || fail "per-token KL not printed"
@@ -96,6 +98,14 @@ expect_refusal() { # <pattern> <args...>
   grep -q -- "$pat" "$work/r.err" || fail "'$*': '$(cat "$work/r.err")' lacks '$pat'"
 }
 expect_refusal "key 'max_kl_div' is not set" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden"
+# a model key that contradicts config.json is refused naming both values;
+# one that agrees is accepted (model_source.h)
+expect_refusal "key 'sliding_window_size' = 6 is set explicitly, but the Hugging Face directory '$work/hf' holds a model with sliding_window_size = 16" \
+  logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden" max_kl_div=1e-6 sliding_window_size=6
+expect_refusal "key 'base_mlp_dim' = 96 is set explicitly, but the parameter file '$work/params.safetensors' holds a model with base_mlp_dim = 128" \
+  decode "load_parameters_path=$work/params.safetensors" prompt=x base_mlp_dim=96
+"$bin" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden" max_kl_div=1e-6 sliding_window_size=16 \
+  > /dev/null || fail "a model key that agrees with config.json was refused"
 expect_refusal "cannot open '$work/none.jsonl'" logit-check "load_parameters_path=$work/hf" \
   "golden_logits_path=$work/none.jsonl" max_kl_div=1
 expect_refusal "is not a Hugging Face directory" convert from_hf "$work/none" "$work/x.safetensors"

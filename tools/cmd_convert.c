@@ -43,6 +43,10 @@ static void gt__convert_usage(FILE *f) {
           "skipped, as transformers does.\n");
 }
 
+/* base.json's defaults: a source given to convert brings its own model keys
+ * and convert takes no other config. Prints the error. */
+static int gt__convert_defaults(gt_config *cfg) { return gt_cli_load_config(0, NULL, cfg); }
+
 static int gt__parse_bool(const char *v, int *out) {
   if (!strcmp(v, "true") || !strcmp(v, "1")) return *out = 1, 1;
   if (!strcmp(v, "false") || !strcmp(v, "0")) return *out = 0, 1;
@@ -127,7 +131,7 @@ static int gt__to_hf(int argc, char **argv) {
         if (m.tensors[i].ndim == 1)
           for (int64_t k = 0; k < m.tensors[i].numel; k++) m.params[m.tensors[i].offset + k] += 1.0f;
     }
-  } else if ((rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
+  } else if ((rc = gt__convert_defaults(&cfg)) || (rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
     return rc;
   }
   gt_threads_configure(&cfg);
@@ -182,10 +186,9 @@ static int gt__from_hf(int argc, char **argv) {
   gt_mem_init(&mem);
   gt_model m;
   gt_hf_info info;
-  int rc = gt_cli_load_params(dir, 1, &cfg, &m, &mem, &info);
-  if (rc) return rc;
-  /* the model comes from the checkpoint, not from a preset */
-  snprintf(cfg.model_name, sizeof cfg.model_name, "%s", "");
+  /* the written config names the HF directory as its model (model_source.h) */
+  int rc = gt__convert_defaults(&cfg);
+  if (rc || (rc = gt_cli_load_params(dir, 1, &cfg, &m, &mem, &info))) return rc;
   gt_err err;
   gt_err_clear(&err);
   size_t ol = strlen(out);

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
           "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
           "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
-          "its model's configuration. Sampling:\n"
+          "its model's configuration (a model key given here must agree with it). Sampling:\n"
           "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
           "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the prompt\n"
           "and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
@@ -57,7 +57,7 @@ static void model_line(const gt_model *m, const gt_config *cfg, const char *path
   for (int64_t l = 0; l < m->n_layers; l++)
     if (m->layers[l].window > 0) local++, window = m->layers[l].window;
   printf("model: %s, %lld layers (%d local with window %d, %lld global), d=%lld, vocab=%lld; parameters from %s\n",
-         cfg->model_name[0] ? cfg->model_name : "(no preset)", (long long)m->n_layers, local, window,
+         cfg->model_name, (long long)m->n_layers, local, window,
          (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, path);
 }
 
@@ -94,7 +94,7 @@ int gt_cmd_decode(int argc, char **argv) {
   gt_err_clear(&err);
   gt_mem mem;
   gt_mem_init(&mem);
-  gt_config cfg;
+  gt_config cfg = opt; /* its model keys are replaced by the source's (explicit ones must agree) */
   gt_model m;
   gt_decoder dec;
   gt_sampler smp;
@@ -121,7 +121,7 @@ int gt_cmd_decode(int argc, char **argv) {
     return r == GT_ERR_NOMEM ? 1 : 2;
   }
   int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0);
-  /* the model comes with its own configuration; RoPE tables for the context */
+  /* the model comes with its own model keys; RoPE tables for the context */
   if ((rc = gt_cli_load_params(opt.load_parameters_path, max_len, &cfg, &m, &mem, NULL))) {
     free(ids);
     gt_tokenizer_free(tok);

@@ -20,7 +20,8 @@ static void gt__lc_usage(FILE *f) {
           "similarity and rank agreement, and the per-token KL divergence KL(golden || gemtrain) with its\n"
           "mean and max. Exits 1 when a token's KL exceeds max_kl_div or (atol given) a logit differs by\n"
           "more than atol, 0 when everything is within them. PATH is a Hugging Face directory (its\n"
-          "config.json defines the model) or a gemtrain parameter file.\n");
+          "config.json defines the model), a gemtrain checkpoint (step, checkpoints or run directory) or\n"
+          "a gemtrain parameter file; a model key given here must agree with the model's.\n");
 }
 
 static void gt__lc_print_seq(int s, const gt_golden_seq *g, const gt_logit_cmp *c, int64_t model_vocab) {
@@ -68,7 +69,7 @@ int gt_cmd_logit_check(int argc, char **argv) {
   int max_t = 0;
   for (int s = 0; s < g.n; s++)
     if (g.seqs[s].n_tokens > max_t) max_t = g.seqs[s].n_tokens;
-  gt_config cfg;
+  gt_config cfg = opt; /* its model keys are replaced by the source's (explicit ones must agree) */
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
@@ -79,8 +80,9 @@ int gt_cmd_logit_check(int argc, char **argv) {
   }
   cfg.threads_per_device = opt.threads_per_device;
   gt_threads_configure(&cfg);
-  printf("logit-check: %s: %lld layers (pattern %s, window %lld), d=%lld, vocab %lld; %d golden sequence%s from %s\n",
-         opt.load_parameters_path, cfg.base_num_decoder_layers, cfg.layer_pattern, cfg.sliding_window_size,
+  printf("logit-check: %s (%s): %lld layers (pattern %s, window %lld), d=%lld, vocab %lld; %d golden sequence%s from "
+         "%s\n",
+         opt.load_parameters_path, cfg.model_name, cfg.base_num_decoder_layers, cfg.layer_pattern, cfg.sliding_window_size,
          cfg.base_emb_dim, cfg.vocab_size, g.n, g.n == 1 ? "" : "s", opt.golden_logits_path);
   FILE *out = NULL;
   if (opt.output_logits_path[0] && !(out = fopen(opt.output_logits_path, "w"))) {

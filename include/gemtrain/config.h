@@ -20,6 +20,7 @@ extern "C" {
 
 #define GT_STR_SHORT 64
 #define GT_STR_PATH 1024
+#define GT_CONFIG_MAX_KEYS 256 /* bits of gt_config.user_set */
 
 typedef struct gt_config {
   /* run */
@@ -136,15 +137,25 @@ typedef struct gt_config {
   long long ici_fsdp_parallelism;
   long long ici_expert_parallelism;
   int prefetch;
+  /* One bit per key of the key table (gt_config_is_user_set): set by
+   * gt_config_load for every key of the user file and of the key=value
+   * overrides, never for base.json or a preset; kept by copies. It lets a
+   * model source (load_parameters_path) refuse an explicit model key that
+   * contradicts the model it loads, and replace the preset's silently. */
+  unsigned char user_set[GT_CONFIG_MAX_KEYS / 8];
 } gt_config;
 
 typedef enum gt_key_type { GT_KEY_INT, GT_KEY_FLOAT, GT_KEY_BOOL, GT_KEY_STR, GT_KEY_ENUM } gt_key_type;
+
+/* gt_key_spec.flags */
+#define GT_KEY_MODEL 1u /* defines the model (shapes or math): a loaded model's own value replaces it */
 
 typedef struct gt_key_spec {
   const char *name;
   gt_key_type type;
   size_t offset;      /* into gt_config */
   size_t size;        /* of the field (strings) */
+  unsigned flags;     /* GT_KEY_MODEL */
   double min, max;    /* numbers: inclusive range */
   const char *choices; /* enums: "a|b|c" */
   const char *desc;
@@ -153,6 +164,10 @@ typedef struct gt_key_spec {
 int gt_config_num_keys(void);
 const gt_key_spec *gt_config_key_at(int i);
 const gt_key_spec *gt_config_key(const char *name);
+/* 1 when gt_config_load took `key` from the user file or a key=value
+ * override (not from base.json or a preset); 0 otherwise or for an unknown
+ * key. gt_config_set and gt_config_apply_json_text do not mark keys. */
+int gt_config_is_user_set(const gt_config *cfg, const char *key);
 
 /* The directory holding base.json and models/, written into buf (returned):
  * $GEMTRAIN_CONFIG_DIR, else share/gemtrain/configs beside the installed

@@ -12,7 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define F(field) offsetof(gt_config, field), sizeof(((gt_config *)0)->field)
+/* F: an ordinary key's field. M: a model key's field, one that defines the
+ * model a checkpoint, parameter file or Hugging Face directory carries with
+ * it (GT_KEY_MODEL; see gt_key_spec). */
+#define F(field) offsetof(gt_config, field), sizeof(((gt_config *)0)->field), 0u
+#define M(field) offsetof(gt_config, field), sizeof(((gt_config *)0)->field), GT_KEY_MODEL
 #define BIG 1e12
 
 /* The key table: the one place that knows every key's type, range and
@@ -51,65 +55,65 @@ static const gt_key_spec gt__keys[] = {
     {"skip_nonfinite_steps", GT_KEY_BOOL, F(skip_nonfinite_steps), 0, 1, NULL,
      "a step with a non-finite loss or gradient norm is skipped (true) or stops the run (false)"},
     /* model */
-    {"decoder_block", GT_KEY_ENUM, F(decoder_block), 0, 0, "gemma3|gemma4|gemma4_small",
+    {"decoder_block", GT_KEY_ENUM, M(decoder_block), 0, 0, "gemma3|gemma4|gemma4_small",
      "layer family of the decoder: gemma3, or gemma4 / gemma4_small (same layer math here; "
      "gemma4_small is MaxText's name for the PLE + KV-sharing models)"},
-    {"vocab_size", GT_KEY_INT, F(vocab_size), 4, 1e8, NULL, "vocabulary size (rows of the tied embedding)"},
-    {"base_emb_dim", GT_KEY_INT, F(base_emb_dim), 1, 1 << 20, NULL, "hidden size d"},
-    {"base_num_query_heads", GT_KEY_INT, F(base_num_query_heads), 1, 4096, NULL, "query heads H"},
-    {"base_num_kv_heads", GT_KEY_INT, F(base_num_kv_heads), 1, 4096, NULL,
+    {"vocab_size", GT_KEY_INT, M(vocab_size), 4, 1e8, NULL, "vocabulary size (rows of the tied embedding)"},
+    {"base_emb_dim", GT_KEY_INT, M(base_emb_dim), 1, 1 << 20, NULL, "hidden size d"},
+    {"base_num_query_heads", GT_KEY_INT, M(base_num_query_heads), 1, 4096, NULL, "query heads H"},
+    {"base_num_kv_heads", GT_KEY_INT, M(base_num_kv_heads), 1, 4096, NULL,
      "key/value heads K (GQA: H must be a multiple of K)"},
-    {"head_dim", GT_KEY_INT, F(head_dim), 2, 8192, NULL, "per-head dimension (even, for RoPE)"},
-    {"base_mlp_dim", GT_KEY_INT, F(base_mlp_dim), 1, 1 << 24, NULL, "GeGLU intermediate size F"},
-    {"base_num_decoder_layers", GT_KEY_INT, F(base_num_decoder_layers), 1, 4096, NULL,
+    {"head_dim", GT_KEY_INT, M(head_dim), 2, 8192, NULL, "per-head dimension (even, for RoPE)"},
+    {"base_mlp_dim", GT_KEY_INT, M(base_mlp_dim), 1, 1 << 24, NULL, "GeGLU intermediate size F"},
+    {"base_num_decoder_layers", GT_KEY_INT, M(base_num_decoder_layers), 1, 4096, NULL,
      "number of decoder layers L"},
-    {"sliding_window_size", GT_KEY_INT, F(sliding_window_size), 1, BIG, NULL,
+    {"sliding_window_size", GT_KEY_INT, M(sliding_window_size), 1, BIG, NULL,
      "keys visible to a query on local layers (i-W < j <= i)"},
-    {"layer_pattern", GT_KEY_STR, F(layer_pattern), 0, 0, NULL,
+    {"layer_pattern", GT_KEY_STR, M(layer_pattern), 0, 0, NULL,
      "attention kind per layer, repeated: L = local (sliding window), G = global"},
-    {"query_pre_attn_scalar", GT_KEY_FLOAT, F(query_pre_attn_scalar), 1e-9, BIG, NULL,
+    {"query_pre_attn_scalar", GT_KEY_FLOAT, M(query_pre_attn_scalar), 1e-9, BIG, NULL,
      "queries are scaled by query_pre_attn_scalar^-0.5"},
-    {"rope_max_timescale", GT_KEY_FLOAT, F(rope_max_timescale), 1, BIG, NULL,
+    {"rope_max_timescale", GT_KEY_FLOAT, M(rope_max_timescale), 1, BIG, NULL,
      "RoPE base of global layers"},
-    {"local_rope_max_timescale", GT_KEY_FLOAT, F(local_rope_max_timescale), 1, BIG, NULL,
+    {"local_rope_max_timescale", GT_KEY_FLOAT, M(local_rope_max_timescale), 1, BIG, NULL,
      "RoPE base of local layers"},
-    {"rope_linear_scaling_factor", GT_KEY_FLOAT, F(rope_linear_scaling_factor), 1e-6, 1e6, NULL,
+    {"rope_linear_scaling_factor", GT_KEY_FLOAT, M(rope_linear_scaling_factor), 1e-6, 1e6, NULL,
      "linear RoPE position scaling on global layers (local layers always use 1)"},
-    {"normalization_layer_epsilon", GT_KEY_FLOAT, F(normalization_layer_epsilon), 0, 1, NULL,
+    {"normalization_layer_epsilon", GT_KEY_FLOAT, M(normalization_layer_epsilon), 0, 1, NULL,
      "RMSNorm epsilon"},
-    {"final_logits_soft_cap", GT_KEY_FLOAT, F(final_logits_soft_cap), 0, 1e6, NULL,
+    {"final_logits_soft_cap", GT_KEY_FLOAT, M(final_logits_soft_cap), 0, 1e6, NULL,
      "cap * tanh(logits / cap) on the output logits (0: off, as in Gemma 3)"},
-    {"global_head_dim", GT_KEY_INT, F(global_head_dim), 0, 8192, NULL,
+    {"global_head_dim", GT_KEY_INT, M(global_head_dim), 0, 8192, NULL,
      "Gemma 4: head dimension of global layers (0: head_dim)"},
-    {"global_num_kv_heads", GT_KEY_INT, F(global_num_kv_heads), 0, 4096, NULL,
+    {"global_num_kv_heads", GT_KEY_INT, M(global_num_kv_heads), 0, 4096, NULL,
      "Gemma 4: key/value heads of global layers (0: base_num_kv_heads)"},
-    {"share_kv_projections", GT_KEY_BOOL, F(share_kv_projections), 0, 1, NULL,
+    {"share_kv_projections", GT_KEY_BOOL, M(share_kv_projections), 0, 1, NULL,
      "Gemma 4: K = V on global layers (no v_proj; v = v_norm of the raw key projection)"},
-    {"global_rope_proportion", GT_KEY_FLOAT, F(global_rope_proportion), 0, 1, NULL,
+    {"global_rope_proportion", GT_KEY_FLOAT, M(global_rope_proportion), 0, 1, NULL,
      "fraction of a global head's rotary pairs that rotate (the rest pass through; "
      "frequencies keep the full head dim, as Gemma 4's proportional RoPE)"},
-    {"local_rope_proportion", GT_KEY_FLOAT, F(local_rope_proportion), 0, 1, NULL,
+    {"local_rope_proportion", GT_KEY_FLOAT, M(local_rope_proportion), 0, 1, NULL,
      "the same for local layers"},
-    {"v_norm_with_scale", GT_KEY_BOOL, F(v_norm_with_scale), 0, 1, NULL,
+    {"v_norm_with_scale", GT_KEY_BOOL, M(v_norm_with_scale), 0, 1, NULL,
      "Gemma 4: the value RMSNorm has a learnable scale (self_attn.v_norm.weight)"},
-    {"layer_scalar_trainable", GT_KEY_BOOL, F(layer_scalar_trainable), 0, 1, NULL,
+    {"layer_scalar_trainable", GT_KEY_BOOL, M(layer_scalar_trainable), 0, 1, NULL,
      "Gemma 4: layer_scalar is a trained parameter (MaxText) or the constant 1 (HF's buffer)"},
-    {"hidden_size_per_layer_input", GT_KEY_INT, F(hidden_size_per_layer_input), 0, 1 << 16, NULL,
+    {"hidden_size_per_layer_input", GT_KEY_INT, M(hidden_size_per_layer_input), 0, 1 << 16, NULL,
      "Gemma 4: per-layer embedding (PLE) width per layer (0: no PLE)"},
-    {"vocab_size_per_layer_input", GT_KEY_INT, F(vocab_size_per_layer_input), 0, 1e8, NULL,
+    {"vocab_size_per_layer_input", GT_KEY_INT, M(vocab_size_per_layer_input), 0, 1e8, NULL,
      "Gemma 4: rows of the PLE table embed_tokens_per_layer (0: vocab_size)"},
-    {"num_kv_shared_layers", GT_KEY_INT, F(num_kv_shared_layers), 0, 4096, NULL,
+    {"num_kv_shared_layers", GT_KEY_INT, M(num_kv_shared_layers), 0, 4096, NULL,
      "Gemma 4: the last this-many layers reuse the K/V of the last earlier layer of their kind"},
-    {"use_double_wide_mlp", GT_KEY_BOOL, F(use_double_wide_mlp), 0, 1, NULL,
+    {"use_double_wide_mlp", GT_KEY_BOOL, M(use_double_wide_mlp), 0, 1, NULL,
      "Gemma 4: KV-shared layers use an MLP of width 2 x base_mlp_dim"},
     /* Gemma 4 mixture of experts (MaxText's names) */
-    {"num_experts", GT_KEY_INT, F(num_experts), 0, 65536, NULL,
+    {"num_experts", GT_KEY_INT, M(num_experts), 0, 65536, NULL,
      "Gemma 4: routed experts per layer; 0 or 1: a dense feed-forward (no MoE)"},
-    {"num_experts_per_tok", GT_KEY_INT, F(num_experts_per_tok), 1, 65536, NULL,
+    {"num_experts_per_tok", GT_KEY_INT, M(num_experts_per_tok), 1, 65536, NULL,
      "Gemma 4 MoE: experts each token is routed to (top-k)"},
-    {"base_moe_mlp_dim", GT_KEY_INT, F(base_moe_mlp_dim), 0, 1 << 20, NULL,
+    {"base_moe_mlp_dim", GT_KEY_INT, M(base_moe_mlp_dim), 0, 1 << 20, NULL,
      "Gemma 4 MoE: intermediate size of each routed expert (the shared expert uses base_mlp_dim)"},
-    {"shared_experts", GT_KEY_INT, F(shared_experts), 0, 1, NULL,
+    {"shared_experts", GT_KEY_INT, M(shared_experts), 0, 1, NULL,
      "Gemma 4 MoE: dense shared experts beside the routed ones (1: Gemma 4 26b's mlp.*; 0: none)"},
     {"load_balance_loss_weight", GT_KEY_FLOAT, F(load_balance_loss_weight), 0, 1e6, NULL,
      "Gemma 4 MoE: weight of the load-balance loss averaged over MoE layers and added to the loss (0: off)"},
@@ -225,6 +229,8 @@ static const gt_key_spec gt__keys[] = {
 };
 
 #define GT__NKEYS ((int)(sizeof gt__keys / sizeof gt__keys[0]))
+_Static_assert(sizeof gt__keys / sizeof gt__keys[0] <= GT_CONFIG_MAX_KEYS,
+               "gt_config.user_set has one bit per key: raise GT_CONFIG_MAX_KEYS");
 
 int gt_config_num_keys(void) { return GT__NKEYS; }
 const gt_key_spec *gt_config_key_at(int i) { return i >= 0 && i < GT__NKEYS ? &gt__keys[i] : NULL; }
@@ -233,6 +239,20 @@ const gt_key_spec *gt_config_key(const char *name) {
   for (int i = 0; i < GT__NKEYS; i++)
     if (strcmp(gt__keys[i].name, name) == 0) return &gt__keys[i];
   return NULL;
+}
+
+static void gt__mark_user_set(gt_config *cfg, const char *key) {
+  const gt_key_spec *k = gt_config_key(key);
+  if (!k) return;
+  int i = (int)(k - gt__keys);
+  cfg->user_set[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+int gt_config_is_user_set(const gt_config *cfg, const char *key) {
+  const gt_key_spec *k = gt_config_key(key);
+  if (!k) return 0;
+  int i = (int)(k - gt__keys);
+  return (cfg->user_set[i / 8] >> (i % 8)) & 1;
 }
 
 /* ---------- did you mean ---------- */
@@ -646,12 +666,17 @@ gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_fi
     if ((rc = gt__read_json(path, &model, err))) goto done;
     if ((rc = gt__apply_json(cfg, model, path, NULL, err))) goto done;
   }
-  if (user && (rc = gt__apply_json(cfg, user, user_file, NULL, err))) goto done;
+  if (user) {
+    if ((rc = gt__apply_json(cfg, user, user_file, NULL, err))) goto done;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, user) gt__mark_user_set(cfg, it->string);
+  }
   for (int i = 0; i < n_overrides; i++) {
     char key[128];
     const char *value;
     if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, err))) goto done;
     if ((rc = gt_config_set(cfg, key, value, "the command line", err))) goto done;
+    gt__mark_user_set(cfg, key);
   }
   rc = gt_config_validate(cfg, err);
 done:
