@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "data/data.h"
-#include "hf/hf.h"
 #include "train/train_internal.h"
 #include "train/trainer.h"
 #include "exec/exec.h"
@@ -25,6 +24,8 @@ struct gt_ctx {
   gt_mem mem;        /* host: data, caller-token scratch, full parameters */
   gt_model model;    /* the layout; params only while a forward or save needs them */
   gt_trainer *tr;    /* the state, on a mesh of num_devices */
+  gt_model_source src; /* load_parameters_path, when have_src */
+  int have_src;
   gt_data data;
   gt_step_metrics last;
   int has_last;
@@ -86,6 +87,9 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
   for (int i = 0; i < n; i++) all[k++] = ov[i];
   gt_rc rc = gt_config_load(&c->cfg, NULL, user, k, all, &c->err);
   free(all);
+  /* as `gemtrain train`: load_parameters_path defines the model keys, so
+   * gt_ctx_config shows the model that will be loaded */
+  if (rc == GT_OK) rc = gt__train_source(&c->cfg, &c->src, &c->have_src, &c->err);
   if (rc == GT_OK) c->configured = 1;
   return rc;
 }
@@ -106,8 +110,8 @@ static gt_rc gt__host_params(gt_ctx *c) {
 /* load_parameters_path, as `gemtrain train` honours it: parameters from a
  * checkpoint, an HF directory or a parameter file; optimizer and data fresh. */
 static gt_rc gt__ctx_restore(gt_ctx *c) {
-  if (!c->cfg.load_parameters_path[0]) return GT_OK;
-  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL};
+  if (!c->have_src) return GT_OK;
+  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL, &c->src};
   gt_config cfg = c->cfg;
   cfg.enable_checkpointing = 0; /* a context has no run directory of its own */
   cfg.load_full_state_path[0] = '\0';
@@ -122,10 +126,6 @@ gt_rc gt_ctx_init(gt_ctx *c) {
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt__release(c);
-  /* the same start as `gemtrain train`: an HF directory defines the model */
-  if (c->cfg.load_parameters_path[0] && gt_hf_is_dir(c->cfg.load_parameters_path) &&
-      (rc = gt_hf_config_read(c->cfg.load_parameters_path, &c->cfg, NULL, &c->err)))
-    return rc;
   if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
   gt_threads_configure(&c->cfg);
   if ((rc = gt_model_build(&c->model, &c->cfg, &c->err))) return rc;

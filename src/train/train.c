@@ -11,7 +11,6 @@
 
 #include "decode/decode.h"
 #include "exec/plan.h"
-#include "hf/hf.h"
 #include "model/model.h"
 #include "train/report.h"
 #include "train/train_internal.h"
@@ -48,6 +47,8 @@ static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_err *err) {
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     snprintf(cfg->run_name, sizeof cfg->run_name, "%s-%s", cfg->model_name[0] ? cfg->model_name : "model", stamp);
+    for (char *q = cfg->run_name; *q; q++) /* "hf:dir" names a source, not a path */
+      if (*q == ':' || *q == '/') *q = '-';
   }
   snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
   gt_rc rc = gt_mkdirs(dir, "train", err);
@@ -125,15 +126,18 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_config cfg = *cfg_in;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
-  /* An HF directory defines the model: its config.json replaces the model
-   * keys before anything is planned. */
-  gt_rc rc = GT_OK;
-  if (cfg.load_parameters_path[0] && gt_hf_is_dir(cfg.load_parameters_path))
-    rc = gt_hf_config_read(cfg.load_parameters_path, &cfg, NULL, err);
+  /* load_parameters_path defines the model: its config replaces the model
+   * keys before anything is planned (a conflicting explicit key is refused) */
+  gt_model_source *src = malloc(sizeof *src);
+  if (!src) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
+  int have_src = 0;
+  gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
   if (rc || (rc = gt_config_validate(&cfg, err)) || (rc = gt__check_plan(&cfg, o->out, &planned_peak, err)) ||
-      (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, err)))
+      (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, err))) {
+    free(src);
     return rc;
+  }
   int threads = gt_threads_configure(&cfg);
 
   gt_mem mem; /* the host's: data and full buffers for checkpoints and the sample */
@@ -145,10 +149,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_report rep;
   memset(&rep, 0, sizeof rep);
   rep.out = o->out;
-  if ((rc = gt_model_build(&m, &cfg, err))) return rc;
+  if ((rc = gt_model_build(&m, &cfg, err))) {
+    free(src);
+    return rc;
+  }
   int64_t start = 0, last_saved = -1;
   int resumed = 0;
-  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, o->out};
+  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, o->out, have_src ? src : NULL};
   if ((rc = gt_data_open(&data, &cfg, &mem, err)) || (rc = gt_trainer_create(&tr, &cfg, NULL, err))) goto out;
   ts.tr = tr;
   /* what the run starts from: its own checkpoint, another run's state or
@@ -203,5 +210,6 @@ out:
   gt_trainer_destroy(tr);
   gt_data_close(&data);
   gt_model_free(&m);
+  free(src);
   return rc;
 }

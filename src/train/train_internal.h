@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "ckpt/model_source.h"
 #include "data/data.h"
 #include "gemtrain/config.h"
 #include "model/model.h"
@@ -17,7 +18,12 @@ typedef struct gt__tstate {
   const gt_config *cfg;
   gt_mem *mem;     /* host memory for assembling full buffers */
   FILE *out;
+  gt_model_source *src; /* load_parameters_path, opened (NULL: none) */
 } gt__tstate;
+
+/* Opens load_parameters_path (when set) into *src and lets it define cfg's
+ * model keys (ckpt/model_source.h); *have is 1 when there is a source. */
+gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err);
 
 /* Writes the checkpoint of `step` completed steps under <run_dir>/checkpoints. */
 gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err);

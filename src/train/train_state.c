@@ -57,18 +57,18 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   return rc;
 }
 
-/* load_parameters_path that is not a checkpoint: an HF directory (already
- * the model's definition, see gt_train) or a gt_ctx_save parameter file */
-static gt_rc gt__load_foreign_params(gt_model *m, const char *path, gt_err *err) {
-  if (!gt_hf_is_dir(path)) return gt_paramfile_read(path, m, NULL, NULL, NULL, err);
-  gt_st_set set;
-  memset(&set, 0, sizeof set);
-  char where[GT_STR_PATH + 8];
-  snprintf(where, sizeof where, "'%s'", path);
-  gt_rc rc = gt_st_set_open(&set, path, err);
-  if (rc == GT_OK) rc = gt_hf_import_params(m, &set, where, NULL, err);
-  gt_st_set_close(&set);
-  return rc;
+gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err) {
+  *have = 0;
+  if (!cfg->load_parameters_path[0]) return GT_OK;
+  gt_rc rc = gt_model_source_open(cfg->load_parameters_path, src, err);
+  if (!rc) rc = gt_model_source_apply_config(src, cfg, err);
+  if (rc) {
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return gt_err_set(err, rc, "train: load_parameters_path: %s", msg);
+  }
+  *have = 1;
+  return GT_OK;
 }
 
 static void gt__log(void *ctx, const char *line) {
@@ -131,17 +131,14 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
   gt_ckpt_loaded ld;
   gt_rc rc;
-  struct stat sb;
-  if (!full && (gt_hf_is_dir(path) || (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)))) {
-    /* parameters from Hugging Face or a gemtrain parameter file; both fill
-     * m->params, which for a sharded run is the host buffer for a moment */
-    float *own = m->params;
-    m->params = p;
-    rc = gt__load_foreign_params(m, path, err);
-    m->params = own;
+  if (!full) {
+    /* parameters of a checkpoint, an HF directory or a parameter file */
+    rc = s->src ? gt_model_source_load_params(s->src, m, p, err)
+                : gt_err_set(err, GT_ERR_INTERNAL, "train: load_parameters_path was not opened");
     memset(&ld, 0, sizeof ld);
-    snprintf(ld.dir, sizeof ld.dir, "%s", path);
-    why = gt_hf_is_dir(path) ? "load_parameters_path, a Hugging Face directory" : "load_parameters_path, a parameter file";
+    snprintf(ld.dir, sizeof ld.dir, "%s", s->src ? s->src->dir : path);
+    if (s->src && s->src->kind == GT_SRC_HF) why = "load_parameters_path, a Hugging Face directory";
+    if (s->src && s->src->kind == GT_SRC_PARAMFILE) why = "load_parameters_path, a parameter file";
   } else {
     rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
   }
