@@ -19,7 +19,10 @@
  * mask.
  *
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
- * of one key tile (2 * hd * BK floats), and per-row state of one GQA group. */
+ * of one key tile (2 * hd * BK floats), and per-row state of one GQA group.
+ * Each thread allocates its own (first touch near the thread); if any
+ * thread's allocation fails, every thread skips the work and the kernel
+ * returns -1 with nothing written (see gt__team_scratch). */
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 
@@ -257,12 +260,30 @@ typedef struct gt__scratch {
 static gt__scratch *gt__scratch_new(int hd, int group) {
   const size_t nfl = 2 * (size_t)hd * GT__BK + 3 * (size_t)group * GT__BQ;
   gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float));
-  if (!w) abort(); /* a few hundred KB at most; nothing sensible to do */
+  if (!w) return NULL;
   w->kt = (float *)(w + 1);
   w->vt = w->kt + (size_t)hd * GT__BK;
   w->m = w->vt + (size_t)hd * GT__BK;
   w->l = w->m + (size_t)group * GT__BQ;
   w->D = w->l + (size_t)group * GT__BQ;
+  return w;
+}
+
+/* Called by every thread of the team at the start of the parallel region:
+ * its scratch, and (*team_ok, after a barrier) whether EVERY thread got one.
+ * The work loops are worksharing constructs that all threads of a team must
+ * meet or all skip, so the decision has to be the same on every thread. */
+static gt__scratch *gt__team_scratch(int hd, int group, int *nomem, int *team_ok) {
+  gt__scratch *w = gt__scratch_new(hd, group);
+  if (!w) {
+#pragma omp atomic write
+    *nomem = 1;
+  }
+#pragma omp barrier
+  int bad;
+#pragma omp atomic read
+  bad = *nomem;
+  *team_ok = !bad;
   return w;
 }
 
@@ -352,27 +373,34 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
  * under the causal mask and a static partition stays balanced. */
 static int gt__npairs(int ntiles) { return (ntiles + 1) / 2; }
 
-void gt_attention_forward(float *out, float *lse, const float *q, const float *k,
-                          const float *v, const int32_t *seg, const gt_attn_dims *d) {
+int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
+                         const float *v, const int32_t *seg, const gt_attn_dims *d) {
   const int B = d->B, T = d->T, H = d->H, K = d->K;
-  if (B <= 0 || T <= 0 || H <= 0) return;
+  if (B <= 0 || T <= 0 || H <= 0) return 0;
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
   const int np = gt__npairs(nqt);
   const int64_t nitems = (int64_t)B * K * np;
+  int nomem = 0;
 #pragma omp parallel
   {
-    gt__scratch *w = gt__scratch_new(d->hd, H / K);
+    int ok;
+    gt__scratch *w = gt__team_scratch(d->hd, H / K, &nomem, &ok);
+    /* Every thread has the same ok. With it the items run exactly as they
+     * did before the check existed, so the bits do not change. */
+    if (ok) {
 #pragma omp for schedule(static)
-    for (int64_t it = 0; it < nitems; it++) {
-      const int p = (int)(it % np);
-      const int kh = (int)((it / np) % K);
-      const int b = (int)(it / ((int64_t)np * K));
-      gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, p * GT__BQ, w);
-      const int t2 = nqt - 1 - p;
-      if (t2 != p) gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t2 * GT__BQ, w);
+      for (int64_t it = 0; it < nitems; it++) {
+        const int p = (int)(it % np);
+        const int kh = (int)((it / np) % K);
+        const int b = (int)(it / ((int64_t)np * K));
+        gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, p * GT__BQ, w);
+        const int t2 = nqt - 1 - p;
+        if (t2 != p) gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t2 * GT__BQ, w);
+      }
     }
     free(w);
   }
+  return nomem ? -1 : 0;
 }
 
 /* --------------------------------------------------------------- backward */
@@ -494,38 +522,43 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
   }
 }
 
-void gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                           const float *out, const float *lse, const float *q,
-                           const float *k, const float *v, const int32_t *seg,
-                           const gt_attn_dims *d) {
+int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                          const float *out, const float *lse, const float *q,
+                          const float *k, const float *v, const int32_t *seg,
+                          const gt_attn_dims *d) {
   const int B = d->B, T = d->T, H = d->H, K = d->K;
-  if (B <= 0 || T <= 0 || H <= 0) return;
+  if (B <= 0 || T <= 0 || H <= 0) return 0;
   const gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, seg, d};
   const int nkt = (T + GT__BK - 1) / GT__BK, nqt = (T + GT__BQ - 1) / GT__BQ;
   const int npk = gt__npairs(nkt), npq = gt__npairs(nqt);
   const int64_t nk_items = (dk || dv) ? (int64_t)B * K * npk : 0;
   const int64_t nq_items = dq ? (int64_t)B * K * npq : 0;
+  int nomem = 0;
 #pragma omp parallel
   {
-    gt__scratch *w = gt__scratch_new(d->hd, H / K);
+    int ok;
+    gt__scratch *w = gt__team_scratch(d->hd, H / K, &nomem, &ok);
+    if (ok) { /* the same on every thread, as in the forward */
 #pragma omp for schedule(static)
-    for (int64_t it = 0; it < nk_items; it++) {
-      const int p = (int)(it % npk);
-      const int kh = (int)((it / npk) % K);
-      const int b = (int)(it / ((int64_t)npk * K));
-      gt__bwd_ktile(&a, b, kh, p * GT__BK, w);
-      const int t2 = nkt - 1 - p;
-      if (t2 != p) gt__bwd_ktile(&a, b, kh, t2 * GT__BK, w);
-    }
+      for (int64_t it = 0; it < nk_items; it++) {
+        const int p = (int)(it % npk);
+        const int kh = (int)((it / npk) % K);
+        const int b = (int)(it / ((int64_t)npk * K));
+        gt__bwd_ktile(&a, b, kh, p * GT__BK, w);
+        const int t2 = nkt - 1 - p;
+        if (t2 != p) gt__bwd_ktile(&a, b, kh, t2 * GT__BK, w);
+      }
 #pragma omp for schedule(static)
-    for (int64_t it = 0; it < nq_items; it++) {
-      const int p = (int)(it % npq);
-      const int kh = (int)((it / npq) % K);
-      const int b = (int)(it / ((int64_t)npq * K));
-      gt__bwd_qtile(&a, b, kh, p * GT__BQ, w);
-      const int t2 = nqt - 1 - p;
-      if (t2 != p) gt__bwd_qtile(&a, b, kh, t2 * GT__BQ, w);
+      for (int64_t it = 0; it < nq_items; it++) {
+        const int p = (int)(it % npq);
+        const int kh = (int)((it / npq) % K);
+        const int b = (int)(it / ((int64_t)npq * K));
+        gt__bwd_qtile(&a, b, kh, p * GT__BQ, w);
+        const int t2 = nqt - 1 - p;
+        if (t2 != p) gt__bwd_qtile(&a, b, kh, t2 * GT__BQ, w);
+      }
     }
     free(w);
   }
+  return nomem ? -1 : 0;
 }

@@ -90,19 +90,22 @@ void gt_rope_backward_ref(float *dx, const int32_t *pos, const float *cos_tab,
  * seg[b,i] == seg[b,j] when seg != NULL (packed sequences).
  * score = scale * q.k. The fast version is tiled (online softmax forward,
  * recompute in backward) and never builds a T x T matrix; tiles that the mask
- * removes entirely are skipped, so a window-W layer costs O(T*W). */
+ * removes entirely are skipped, so a window-W layer costs O(T*W).
+ * The fast versions return 0, or -1 when a thread's scratch (a few hundred
+ * KB, independent of T) could not be allocated: then nothing is written and
+ * the caller reports GT_ERR_NOMEM. The references return nothing. */
 typedef struct gt_attn_dims {
   int B, T, H, K, hd;
   int window;  /* 0 = global (causal only) */
   float scale;
 } gt_attn_dims;
 
-void gt_attention_forward(float *out, float *lse, const float *q, const float *k,
-                          const float *v, const int32_t *seg, const gt_attn_dims *d);
-void gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                           const float *out, const float *lse, const float *q,
-                           const float *k, const float *v, const int32_t *seg,
-                           const gt_attn_dims *d);
+int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
+                         const float *v, const int32_t *seg, const gt_attn_dims *d);
+int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                          const float *out, const float *lse, const float *q,
+                          const float *k, const float *v, const int32_t *seg,
+                          const gt_attn_dims *d);
 void gt_attention_forward_ref(float *out, float *lse, const float *q, const float *k,
                               const float *v, const int32_t *seg, const gt_attn_dims *d);
 void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dout,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checkpoints with the real binary: a run killed by SIGKILL in the
-# middle of writing a checkpoint (the GEMTRAIN_TEST_CKPT_FAULT hook stops it
-# half-way through the file) resumes from the previous one and ends with the
+# middle of writing a checkpoint (the command's GEMTRAIN_TEST_CKPT_FAULT hook,
+# tools/cli_seams.c, arms the library's test seam, which stops it half-way
+# through the file) resumes from the previous one and ends with the
 # losses of an uninterrupted run; SIGTERM checkpoints and exits 0; a damaged
 # newest checkpoint is refused and the one before it used; another model is
 # refused with the tensor shapes. Usage: e2e_ckpt.sh <gemtrain binary> <source dir>

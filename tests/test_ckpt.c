@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_seam.h"
 #include "mesh/mesh.h"
 #include "train/train.h"
 #include "gt_testutil.h"
@@ -295,11 +297,11 @@ START_TEST(test_nonfinite_never_written) {
 }
 END_TEST
 
-/* The write of the 2nd checkpoint fails half-way with ENOSPC (the test hook
- * of ckpt.h, at the point where a full disk would stop it): latest stays at
- * the first, and no partial directory is left behind. */
+/* The write of the 2nd checkpoint fails half-way with ENOSPC (the test seam
+ * of ckpt_seam.h, at the point where a full disk would stop it): latest
+ * stays at the first, and no partial directory is left behind. */
 START_TEST(test_disk_full_keeps_latest) {
-  setenv("GEMTRAIN_TEST_CKPT_FAULT", "enospc:2", 1);
+  gt__ckpt_set_fault(GT__CKPT_FAULT_ENOSPC, 2);
   fixture f;
   fixture_make(&f, "base_emb_dim=64", 7);
   char *dir = gt_test_mkdtemp("ckpt_full");
@@ -313,7 +315,46 @@ START_TEST(test_disk_full_keeps_latest) {
   char *lt = gt_test_read_file(p, NULL);
   ck_assert_str_eq(lt, "step_00000010\n");
   free(lt);
-  unsetenv("GEMTRAIN_TEST_CKPT_FAULT");
+  /* Fired once: a third save writes. */
+  ck_assert(save_sharded(&f, dir, 30, 2, 0, 0, &e) == GT_OK);
+  gt__ckpt_set_fault(GT__CKPT_FAULT_NONE, 0);
+  fixture_free(&f);
+  free(dir);
+}
+END_TEST
+
+/* SIGKILL half-way through the 2nd checkpoint (the seam's other fault), in a
+ * child process so the test survives it: latest stays at the first, the
+ * half-written checkpoint is only a .tmp- directory, and the next save
+ * clears it away. */
+START_TEST(test_kill_mid_write_keeps_latest) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 7);
+  char *dir = gt_test_mkdtemp("ckpt_kill");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    gt__ckpt_set_fault(GT__CKPT_FAULT_KILL, 1);
+    save_sharded(&f, dir, 20, 2, 0, 0, &e);
+    _exit(0); /* only when the seam did not fire */
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the writer ended with status %#x, not SIGKILL",
+                status);
+  ck_assert_int_eq(gt_test_system("test \"$(LC_ALL=C ls -A %s)\" = \".tmp-step_00000020\nlatest\nstep_00000010\"", dir),
+                   0);
+  char p[512];
+  snprintf(p, sizeof p, "%s/latest", dir);
+  char *lt = gt_test_read_file(p, NULL);
+  ck_assert_str_eq(lt, "step_00000010\n");
+  free(lt);
+  /* This process never armed the seam: the next save writes. */
+  ck_assert(save_sharded(&f, dir, 30, 2, 0, 0, &e) == GT_OK);
+  ck_assert_int_eq(gt_test_system("test \"$(LC_ALL=C ls -A %s)\" = \"latest\nstep_00000010\nstep_00000030\"", dir), 0);
   fixture_free(&f);
   free(dir);
 }
@@ -670,6 +711,7 @@ int main(void) {
   tcase_add_test(tf, test_keep_newest);
   tcase_add_test(tf, test_nonfinite_never_written);
   tcase_add_test(tf, test_disk_full_keeps_latest);
+  tcase_add_test(tf, test_kill_mid_write_keeps_latest);
   suite_add_tcase(s, tf);
   TCase *tr = tcase_create("runs");
   tcase_set_timeout(tr, 240);

@@ -1166,6 +1166,206 @@ START_TEST(test_async_destroy_drains) {
 }
 END_TEST
 
+/* ---- misuse: a sticky error, never an abort or a hang --------------------- */
+
+#define MIS_DEV 3 /* three devices, so a reduce-scatter needs its scratch */
+#define MIS_N 10
+
+enum misuse {
+  MIS_NEG_N,        /* device 1 gathers n = -3, the others n = 10 */
+  MIS_BAD_DEV,      /* device 2 reduce-scatters as device 7 */
+  MIS_OTHER_DEV,    /* device 0 all-reduces as device 1 (in range, not its own) */
+  MIS_BAD_ROOT,     /* everyone broadcasts from root 5 */
+  MIS_BAD_GROUP,    /* everyone all-reduces in group 9 */
+  MIS_WAIT_NEVER,   /* device 0 waits on ticket 42 without issuing any */
+  MIS_WAIT_BEYOND,  /* device 2 issues one gather and waits on ticket 2 */
+  MIS_SCRATCH,      /* everyone reduce-scatters an absurd n: its scratch cannot exist */
+  MIS_ASYNC_NEG_N,  /* device 1 issues an async gather of n = -1, the others n = 10 */
+};
+
+typedef struct misuse_job {
+  gt_mesh *m;
+  enum misuse kind;
+  float *in[MIS_DEV], *out[MIS_DEV], *buf[MIS_DEV];
+  atomic_int finished; /* devices whose fn returned */
+} misuse_job;
+
+static void misuse_fn(int d, void *arg) {
+  misuse_job *j = arg;
+  switch (j->kind) {
+  case MIS_NEG_N: gt_all_gather(j->m, d, j->in[d], j->out[d], d == 1 ? -3 : MIS_N); break;
+  case MIS_BAD_DEV: gt_reduce_scatter(j->m, d == 2 ? 7 : d, j->in[d], j->out[d], MIS_N); break;
+  case MIS_OTHER_DEV: gt_all_reduce(j->m, d == 0 ? 1 : d, j->buf[d], MIS_N); break;
+  case MIS_BAD_ROOT: gt_broadcast(j->m, d, j->buf[d], MIS_N, 5); break;
+  case MIS_BAD_GROUP: gt_all_reduce_g(j->m, d, (gt_group)9, j->buf[d], MIS_N); break;
+  case MIS_WAIT_NEVER:
+    if (d == 0) gt_mesh_wait(j->m, d, 42);
+    break;
+  case MIS_WAIT_BEYOND: {
+    int t = gt_all_gather_async(j->m, d, GT_GROUP_ALL, j->in[d], j->out[d], MIS_N);
+    gt_mesh_wait(j->m, d, d == 2 ? t + 1 : t);
+    gt_mesh_wait(j->m, d, t); /* the gather itself still completes */
+    break;
+  }
+  case MIS_SCRATCH: gt_reduce_scatter(j->m, d, j->out[d], j->in[d], INT64_MAX); break;
+  case MIS_ASYNC_NEG_N: {
+    int t = gt_all_gather_async(j->m, d, GT_GROUP_ALL, j->in[d], j->out[d], d == 1 ? -1 : MIS_N);
+    gt_mesh_wait(j->m, d, t);
+    break;
+  }
+  }
+  /* Later collectives of the run are no-ops that still synchronise: buf
+   * keeps every device's own values, and a second misuse does not replace
+   * the first error. */
+  gt_all_reduce(j->m, d, j->buf[d], MIS_N);
+  gt_broadcast(j->m, d, j->buf[d], MIS_N, -1);
+  gt_barrier(j->m, d);
+  atomic_fetch_add(&j->finished, 1);
+}
+
+/* A correct all-reduce after the error was taken: the mesh is usable again. */
+static void sum_fn(int d, void *arg) {
+  misuse_job *j = arg;
+  gt_all_reduce(j->m, d, j->buf[d], MIS_N);
+}
+
+static void fill_misuse(misuse_job *j) {
+  for (int d = 0; d < MIS_DEV; d++)
+    for (int i = 0; i < MIS_N; i++) {
+      j->in[d][i] = (float)(100 * d + i);
+      j->out[d][i] = -1.0f;
+      j->buf[d][i] = (float)(d + 1);
+    }
+}
+
+static void check_misuse(enum misuse kind, gt_rc want_rc, const char *want_msg) {
+  misuse_job j = {.m = make_mesh(MIS_DEV), .kind = kind};
+  atomic_init(&j.finished, 0);
+  for (int d = 0; d < MIS_DEV; d++) {
+    j.in[d] = malloc(MIS_N * sizeof(float));
+    j.out[d] = malloc(MIS_N * sizeof(float));
+    j.buf[d] = malloc(MIS_N * sizeof(float));
+  }
+  fill_misuse(&j);
+  gt_mesh_run(j.m, misuse_fn, &j);
+  ck_assert_int_eq(atomic_load(&j.finished), MIS_DEV);
+  gt_err e;
+  gt_err_clear(&e);
+  gt_rc rc = gt_mesh_take_error(j.m, &e);
+  ck_assert_msg(rc == want_rc, "misuse %d: rc %s, want %s (%s)", kind, gt_rc_name(rc), gt_rc_name(want_rc), e.msg);
+  ck_assert_msg(strstr(e.msg, want_msg), "misuse %d: '%s' does not contain '%s'", kind, e.msg, want_msg);
+  for (int d = 0; d < MIS_DEV; d++) {
+    for (int i = 0; i < MIS_N; i++)
+      ck_assert_msg(j.buf[d][i] == (float)(d + 1), "misuse %d: device %d: buf[%d] = %g after a no-op", kind, d, i,
+                    (double)j.buf[d][i]);
+    /* The failed collectives moved nothing and counted nothing. The async
+     * gather of MIS_WAIT_BEYOND was issued before the error: it ran or was
+     * skipped depending on timing, but alike on every device. */
+    int64_t calls = gt_mesh_stats(j.m, d).calls;
+    if (kind == MIS_WAIT_BEYOND)
+      ck_assert_msg(calls == gt_mesh_stats(j.m, 0).calls && calls <= 1, "device %d: %lld calls", d, (long long)calls);
+    else
+      ck_assert_msg(calls == 0, "misuse %d: device %d counted %lld calls", kind, d, (long long)calls);
+  }
+  /* Taken: cleared. */
+  ck_assert_int_eq(gt_mesh_take_error(j.m, &e), GT_OK);
+  fill_misuse(&j);
+  gt_mesh_run(j.m, sum_fn, &j);
+  ck_assert_int_eq(gt_mesh_take_error(j.m, &e), GT_OK);
+  for (int d = 0; d < MIS_DEV; d++)
+    for (int i = 0; i < MIS_N; i++) ck_assert_float_eq(j.buf[d][i], 6.0f); /* 1 + 2 + 3 */
+  gt_mesh_destroy(j.m);
+  for (int d = 0; d < MIS_DEV; d++) {
+    free(j.in[d]);
+    free(j.out[d]);
+    free(j.buf[d]);
+  }
+}
+
+START_TEST(test_misuse_records_error) {
+  check_misuse(MIS_NEG_N, GT_ERR_ARG, "mesh: device 1: gt_all_gather: n = -3; expected n >= 0");
+  check_misuse(MIS_BAD_DEV, GT_ERR_ARG,
+               "mesh: device 2: gt_reduce_scatter called as device 7; expected its own index 2 (mesh of 3 devices)");
+  check_misuse(MIS_OTHER_DEV, GT_ERR_ARG,
+               "mesh: device 0: gt_all_reduce called as device 1; expected its own index 0 (mesh of 3 devices)");
+  check_misuse(MIS_BAD_ROOT, GT_ERR_ARG, ": gt_broadcast: root 5; expected 0..2");
+  check_misuse(MIS_BAD_GROUP, GT_ERR_ARG,
+               ": gt_all_reduce: unknown group 9; expected GT_GROUP_ALL, GT_GROUP_FSDP, GT_GROUP_DATA or "
+               "GT_GROUP_EXPERT");
+  check_misuse(MIS_WAIT_NEVER, GT_ERR_ARG,
+               "mesh: device 0: gt_mesh_wait: ticket 42 was never issued; expected none: the device issued no "
+               "async gather");
+  check_misuse(MIS_WAIT_BEYOND, GT_ERR_ARG, "mesh: device 2: gt_mesh_wait: ticket 2 was never issued; expected 1..1");
+  check_misuse(MIS_SCRATCH, GT_ERR_NOMEM,
+               ": gt_reduce_scatter: reduce scratch for n = 9223372036854775807 over 3 devices is more than the "
+               "address space holds");
+  check_misuse(MIS_ASYNC_NEG_N, GT_ERR_ARG, "mesh: device 1: gt_all_gather_async: n = -1; expected n >= 0");
+}
+END_TEST
+
+/* Outside any run: a collective from a thread that is no device, and a run
+ * without a function, are recorded too (nobody waits for them). */
+START_TEST(test_misuse_outside_run) {
+  gt_mesh *m = make_mesh(2);
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_int_eq(gt_mesh_take_error(m, &e), GT_OK);
+  gt_barrier(m, 5);
+  gt_all_reduce(m, 2, NULL, 4); /* dropped: only the first error is kept */
+  ck_assert_int_eq(gt_mesh_take_error(m, &e), GT_ERR_ARG);
+  ck_assert_str_eq(e.msg, "mesh: gt_barrier: device 5; expected 0..1 (and no device thread of this mesh called it)");
+  ck_assert_int_eq(gt_mesh_take_error(m, &e), GT_OK);
+  gt_mesh_run(m, NULL, NULL);
+  ck_assert_int_eq(gt_mesh_take_error(m, &e), GT_ERR_ARG);
+  ck_assert_str_eq(e.msg, "mesh: gt_mesh_run: fn is NULL; expected the function every device runs");
+  ck_assert_int_eq(gt_mesh_take_error(NULL, &e), GT_ERR_ARG);
+  gt_mesh_run(NULL, NULL, NULL); /* nothing to record it on; must not crash */
+  gt_mesh_destroy(m);
+}
+END_TEST
+
+/* An error on one fsdp group's device while the other group computes: both
+ * groups are released, and the second group's collective after the error
+ * is skipped on every one of its members alike (never half-done). */
+typedef struct two_group_job {
+  gt_mesh *m;
+  float *buf[4];
+} two_group_job;
+
+static void two_group_fn(int d, void *arg) {
+  two_group_job *j = arg;
+  if (d == 3) gt_all_reduce_g(j->m, d, GT_GROUP_FSDP, j->buf[d], -1);
+  else gt_all_reduce_g(j->m, d, GT_GROUP_FSDP, j->buf[d], MIS_N);
+  gt_all_reduce_g(j->m, d, GT_GROUP_FSDP, j->buf[d], MIS_N);
+}
+
+START_TEST(test_misuse_in_one_group) {
+  gt_err e;
+  for (int rep = 0; rep < 50; rep++) {
+    two_group_job j = {.m = make_mesh(4)};
+    ck_assert_int_eq(gt_mesh_set_axes(j.m, 2, 2, &e), GT_OK);
+    for (int d = 0; d < 4; d++) {
+      j.buf[d] = malloc(MIS_N * sizeof(float));
+      for (int i = 0; i < MIS_N; i++) j.buf[d][i] = (float)(d + 1);
+    }
+    gt_mesh_run(j.m, two_group_fn, &j);
+    ck_assert_int_eq(gt_mesh_take_error(j.m, &e), GT_ERR_ARG);
+    ck_assert_str_eq(e.msg, "mesh: device 3: gt_all_reduce: n = -1; expected n >= 0");
+    /* Group {2, 3} did nothing. Group {0, 1} did 0, 1 or 2 reductions, but
+     * the same number on both members: (1, 2), then (3, 3), then (6, 6). */
+    for (int i = 0; i < MIS_N; i++) {
+      ck_assert_float_eq(j.buf[2][i], 3.0f);
+      ck_assert_float_eq(j.buf[3][i], 4.0f);
+      float b0 = j.buf[0][i], b1 = j.buf[1][i];
+      ck_assert_msg((b0 == 1.0f && b1 == 2.0f) || (b0 == 3.0f && b1 == 3.0f) || (b0 == 6.0f && b1 == 6.0f),
+                    "rep %d: group {0, 1} ended with (%g, %g)", rep, (double)b0, (double)b1);
+    }
+    gt_mesh_destroy(j.m);
+    for (int d = 0; d < 4; d++) free(j.buf[d]);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mesh");
   TCase *tc = tcase_create("core");
@@ -1190,6 +1390,9 @@ int main(void) {
   tcase_add_test(tc, test_async_in_flight_with_sync);
   tcase_add_test(tc, test_async_reuse_runs);
   tcase_add_test(tc, test_async_destroy_drains);
+  tcase_add_test(tc, test_misuse_records_error);
+  tcase_add_test(tc, test_misuse_outside_run);
+  tcase_add_test(tc, test_misuse_in_one_group);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

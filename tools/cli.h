@@ -31,6 +31,12 @@ int gt_cmd_convert(int argc, char **argv);
 int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_decode(int argc, char **argv);
 int gt_cmd_tokenize(int argc, char **argv);
+/* Test hooks (tools/cli_seams.c): reads the GEMTRAIN_TEST_* variables that
+ * inject faults (GEMTRAIN_TEST_CKPT_FAULT="kill:N" or "enospc:N": the N-th
+ * checkpoint of the process dies with SIGKILL, or fails with ENOSPC, half-way
+ * through its first shard) and arms the library's test-only seams. main()
+ * calls it once, before any command runs. */
+void gt_cli_install_test_seams(void);
 
 /* tools/help.c: every command's help from one table. Prints the help of cmd
  * (sub: a word after it with its own entry, such as bench's "remat"; NULL or

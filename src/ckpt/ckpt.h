@@ -95,10 +95,8 @@ gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err);
  * directory or a `latest` pointer. */
 int gt_ckpt_present(const char *path);
 
-/* Test hooks, read from the environment once per process (never set them in
- * production): GEMTRAIN_TEST_CKPT_FAULT="kill:N" raises SIGKILL when the
- * N-th checkpoint of the process has written half of its first tensor data;
- * "enospc:N" makes the N-th checkpoint's writes fail with ENOSPC there. */
+/* Fault injection for tests (a kill or a full disk half-way through a save)
+ * goes through the test-only seam ckpt/ckpt_seam.h, never the environment. */
 
 #ifdef __cplusplus
 }

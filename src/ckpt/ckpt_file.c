@@ -14,29 +14,27 @@
 #include <zlib.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/ckpt_seam.h"
 #include "mesh/mesh.h"
 
 #define GT__CHUNK (256u << 10)
 
-/* ---------- test hooks ---------- */
+/* ---------- test seam (ckpt_seam.h) ---------- */
 
-static int gt__fault_kind = -1; /* -1 unread, 0 none, 1 kill, 2 enospc */
-static long gt__fault_at, gt__saves;
-static int gt__fault_armed;
+static gt__ckpt_fault gt__fault_kind = GT__CKPT_FAULT_NONE;
+static long gt__fault_at, gt__saves; /* saves counted since gt__ckpt_set_fault */
+static int gt__fault_armed;          /* this save fires when it reaches the point */
 
-static void gt__fault_read(void) {
-  if (gt__fault_kind >= 0) return;
-  gt__fault_kind = 0;
-  const char *s = getenv("GEMTRAIN_TEST_CKPT_FAULT");
-  if (!s) return;
-  if (!strncmp(s, "kill:", 5)) gt__fault_kind = 1, gt__fault_at = atol(s + 5);
-  if (!strncmp(s, "enospc:", 7)) gt__fault_kind = 2, gt__fault_at = atol(s + 7);
+void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save) {
+  gt__fault_kind = nth_save >= 1 ? kind : GT__CKPT_FAULT_NONE;
+  gt__fault_at = nth_save;
+  gt__saves = 0;
+  gt__fault_armed = 0;
 }
 
 void gt__ckpt_fault_next_save(void) {
-  gt__fault_read();
   gt__saves++;
-  gt__fault_armed = gt__fault_kind > 0 && gt__saves == gt__fault_at;
+  gt__fault_armed = gt__fault_kind != GT__CKPT_FAULT_NONE && gt__saves == gt__fault_at;
 }
 
 /* ---------- little-endian helpers ---------- */
@@ -93,7 +91,7 @@ static gt_rc gt__write(gt__wfile *w, const void *buf, size_t n) {
 /* The hook fires once the shard has consumed half of its raw tensor bytes. */
 static gt_rc gt__fault_fire(gt__wfile *w) {
   gt__fault_armed = 0;
-  if (gt__fault_kind == 1) raise(SIGKILL);
+  if (gt__fault_kind == GT__CKPT_FAULT_KILL) raise(SIGKILL);
   return gt_err_set(w->err, GT_ERR_IO, "checkpoint: cannot write '%s': %s", w->path, strerror(ENOSPC));
 }
 

@@ -44,8 +44,8 @@
  * (s-1)&1), because `in` is const and `out` holds one chunk only. The scratch
  * is plain malloc'ed, grown on demand by its own device before the publish
  * barrier (others read it only after it) and kept for later calls; N <= 2
- * never needs it. The collectives return void, so a failed grow aborts with a
- * message (it is at most 2 * ceil(n/N) elements per device).
+ * never needs it. A failed grow is recorded as the mesh's error (see Errors);
+ * it is at most 2 * ceil(n/N) elements per device.
  *
  * All-gather (ring, N-1 steps). Device d first copies its `in` into its own
  * range of `out` (skipped when in already is that range). At step s = 0..N-2
@@ -131,12 +131,32 @@
  * gt_mesh_destroy lets every comm thread drain its FIFO (so gathers nobody
  * waited for still finish consistently on all peers), then joins it.
  *
- * Contracts (violations abort: these functions cannot return an error): every
- * device calls the same collectives in the same order with the same n (and
- * root); dev is the device id fn was given; collectives, gt_barrier and the
- * stats of one's own device are called only inside gt_mesh_run; gt_mesh_run,
- * gt_mesh_reset_stats and gt_mesh_destroy are called from outside it (a
- * device calling gt_mesh_run would deadlock). Devices' buffers are distinct. */
+ * Contracts: every device calls the same collectives in the same order with
+ * the same n (and root); dev is the device id fn was given; collectives,
+ * gt_barrier and the stats of one's own device are called only inside
+ * gt_mesh_run; gt_mesh_run, gt_mesh_reset_stats and gt_mesh_destroy are
+ * called from outside it (a device calling gt_mesh_run would deadlock).
+ * Devices' buffers are distinct.
+ *
+ * Errors. The collectives return void and run on every device's thread, so a
+ * misuse the code can see (bad dev, n < 0, unknown group, bad root, a wait on
+ * a ticket never issued) or a failed scratch allocation cannot be returned,
+ * and aborting would take the whole process down. Instead the first one is
+ * recorded on the mesh (m->failed, m->error under mu) for gt_mesh_take_error.
+ * The failing call still takes part in its group's barriers (n taken as 0, an
+ * unknown group as the whole mesh, a wrong dev replaced by the calling device
+ * thread's own id, which gt__self knows), so its peers are released; and
+ * every collective decides whether to move data from the verdict of its
+ * publish barrier: the last arriver samples m->failed and stores it next to
+ * the generation it releases, so every member of one collective sees the
+ * same verdict and either all of them move data or none does (a member that
+ * skipped its step would leave a peer reading a stale accumulator). The
+ * failing device records the error before it arrives, so its own collective
+ * is already skipped by everyone; so is every later one until the error is
+ * taken. A verdict cannot be overwritten before every member has read it:
+ * the next generation of the same barrier needs them all to arrive first.
+ * Misuses the code cannot see (devices calling different collectives, or
+ * different groups or n) still hang or corrupt, as in MPI. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "mesh/mesh.h"
@@ -146,6 +166,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +190,8 @@ typedef struct gt__barrier {
   pthread_cond_t cv;
   atomic_int count;     /* arrivals at the current generation */
   atomic_uint gen;      /* completed barriers (wraps; only != matters) */
+  atomic_int verdict;   /* the mesh's failed flag when gen last advanced */
+  const atomic_int *failed; /* the mesh's sticky error flag */
   int n;
   int spin;             /* 0 when threads outnumber cores */
 } gt__barrier;
@@ -252,15 +275,39 @@ struct gt_mesh {
   bool quit;
   void (*fn)(int device, void *arg);
   void *arg;
+
+  /* The first error of a collective (see Errors): failed is read without the
+   * lock by every collective; error is written and taken under mu. */
+  atomic_int failed;
+  gt_err error;
 };
+
+/* The device whose thread this is (NULL on any other thread): a collective
+ * called with a wrong dev still takes part as the device it really runs on. */
+static _Thread_local const struct gt__dev *gt__self;
 
 typedef enum { GT__F32, GT__F64 } gt__dtype;
 
 static size_t gt__esize(gt__dtype t) { return t == GT__F32 ? sizeof(float) : sizeof(double); }
 
-static void gt__die(const char *what) {
-  fprintf(stderr, "gemtrain mesh: %s\n", what);
-  abort();
+/* Records the mesh's first error; later ones are dropped (the first is the
+ * cause, the rest mostly its consequences). Takes mu, so the caller must
+ * not hold a device's cmu (set_axes locks mu, then cmu). */
+static void gt__fail(gt_mesh *m, gt_rc rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void gt__fail(gt_mesh *m, gt_rc rc, const char *fmt, ...) {
+  pthread_mutex_lock(&m->mu);
+  if (!atomic_load(&m->failed)) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(m->error.msg, sizeof m->error.msg, "mesh: ");
+    vsnprintf(m->error.msg + k, sizeof m->error.msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    m->error.rc = rc;
+    /* seq_cst: ordered before this thread's next barrier arrival, so the
+     * last arriver of that barrier sees it */
+    atomic_store(&m->failed, 1);
+  }
+  pthread_mutex_unlock(&m->mu);
 }
 
 static inline int gt__mod(int a, int n) { return ((a % n) + n) % n; }
@@ -275,7 +322,7 @@ static inline void gt__cpu_relax(void) {
 
 /* ---- barrier ------------------------------------------------------------ */
 
-static int gt__barrier_init(gt__barrier *b, int n, int spin) {
+static int gt__barrier_init(gt__barrier *b, int n, int spin, const atomic_int *failed) {
   if (pthread_mutex_init(&b->mu, NULL) != 0) return -1;
   if (pthread_cond_init(&b->cv, NULL) != 0) {
     pthread_mutex_destroy(&b->mu);
@@ -283,6 +330,8 @@ static int gt__barrier_init(gt__barrier *b, int n, int spin) {
   }
   atomic_init(&b->count, 0);
   atomic_init(&b->gen, 0u);
+  atomic_init(&b->verdict, 0);
+  b->failed = failed;
   b->n = n;
   b->spin = spin;
   return 0;
@@ -293,29 +342,41 @@ static void gt__barrier_destroy(gt__barrier *b) {
   pthread_mutex_destroy(&b->mu);
 }
 
-static void gt__barrier_wait(gt__barrier *b) {
+/* Returns the verdict every member of this barrier shares: nonzero when the
+ * mesh had an error recorded by the time the last member arrived. */
+static bool gt__barrier_wait(gt__barrier *b) {
   /* The generation cannot move past ours before we arrive, so this load
    * reads the generation of the barrier we are about to join. */
   unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
   if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
-    /* Last arriver. Reset before publishing the new generation: a device
-     * that sees it may arrive at the next barrier at once. */
+    /* Last arriver. Every member's arrival (and so any error it recorded
+     * before it) happens before this load through the fetch-add chain. */
+    int v = atomic_load(b->failed);
+    atomic_store_explicit(&b->verdict, v, memory_order_relaxed);
+    /* Reset before publishing the new generation: a device that sees it may
+     * arrive at the next barrier at once. */
     atomic_store_explicit(&b->count, 0, memory_order_relaxed);
     pthread_mutex_lock(&b->mu);
     atomic_store_explicit(&b->gen, g + 1u, memory_order_release);
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    return;
+    return v != 0;
   }
-  for (int i = 0; i < b->spin; i++) {
-    if (atomic_load_explicit(&b->gen, memory_order_acquire) != g) return;
-    gt__cpu_relax();
+  bool passed = false;
+  for (int i = 0; i < b->spin && !passed; i++) {
+    passed = atomic_load_explicit(&b->gen, memory_order_acquire) != g;
+    if (!passed) gt__cpu_relax();
   }
-  pthread_mutex_lock(&b->mu);
-  /* Checked under the mutex the last arriver holds to bump it: no lost
-   * wakeup, and spurious wakeups just loop. */
-  while (atomic_load_explicit(&b->gen, memory_order_acquire) == g) pthread_cond_wait(&b->cv, &b->mu);
-  pthread_mutex_unlock(&b->mu);
+  if (!passed) {
+    pthread_mutex_lock(&b->mu);
+    /* Checked under the mutex the last arriver holds to bump it: no lost
+     * wakeup, and spurious wakeups just loop. */
+    while (atomic_load_explicit(&b->gen, memory_order_acquire) == g) pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+  }
+  /* Written before the generation's release; not rewritten before this
+   * member arrives at the barrier's next generation. */
+  return atomic_load_explicit(&b->verdict, memory_order_relaxed) != 0;
 }
 
 /* Group instance sizes for the current axes (see gt__lane). Only called
@@ -383,6 +444,7 @@ static inline gt__slot *gt__member(gt_mesh *m, const gt__grp *x, int k) {
 static void *gt__device_main(void *p) {
   gt__dev *dv = p;
   gt_mesh *m = dv->mesh;
+  gt__self = dv;
   /* Per-thread ICV: this device's BLAS and kernels use its share of cores. */
   omp_set_num_threads(m->threads_per_device);
   uint64_t seen = 0;
@@ -405,7 +467,7 @@ static void *gt__device_main(void *p) {
   return NULL;
 }
 
-static void gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es);
+static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es);
 static int64_t gt__ag_sent(int64_t n, int G, int r);
 
 /* The comm thread: runs its device's async gathers in issue order. Sleeps on
@@ -425,12 +487,15 @@ static void *gt__comm_main(void *p) {
     dv->q_len--;
     pthread_mutex_unlock(&dv->cmu);
     double t0 = gt_prof_now();
-    gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
+    bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
     double dt = gt_prof_now() - t0;
     pthread_mutex_lock(&dv->cmu);
-    dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
-    dv->cstats.calls += 1;
-    dv->cstats.seconds += dt;
+    if (!skipped) {
+      dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
+      dv->cstats.calls += 1;
+      dv->cstats.seconds += dt;
+    }
+    /* A skipped gather is done too: it took part in every barrier. */
     dv->done = rq.ticket;
     pthread_cond_broadcast(&dv->cdone);
   }
@@ -491,6 +556,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
   m->data = 1;
   m->fsdp = n_devices;
   m->expert = 1;
+  atomic_init(&m->failed, 0);
   if (pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
     return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_mutex_init failed");
@@ -519,7 +585,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
       return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
     }
     for (int i = 0; i < nbar; i++) {
-      if (gt__barrier_init(&m->lane[l].bar[i], 1, spin[l]) != 0) {
+      if (gt__barrier_init(&m->lane[l].bar[i], 1, spin[l], &m->failed) != 0) {
         gt__free(m);
         return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: barrier init failed");
       }
@@ -589,7 +655,11 @@ void gt_mesh_destroy(gt_mesh *m) { gt__free(m); }
 int gt_mesh_size(const gt_mesh *m) { return m ? m->n : 0; }
 
 void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg) {
-  if (!m || !fn) gt__die("gt_mesh_run: NULL mesh or fn");
+  if (!m) return;
+  if (!fn) {
+    gt__fail(m, GT_ERR_ARG, "gt_mesh_run: fn is NULL; expected the function every device runs");
+    return;
+  }
   pthread_mutex_lock(&m->mu);
   while (m->busy) pthread_cond_wait(&m->done_cv, &m->mu);
   m->busy = true;
@@ -672,36 +742,71 @@ int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev) {
 
 /* ---- collectives -------------------------------------------------------- */
 
-static void gt__check(const gt_mesh *m, int dev, int64_t n, const char *who) {
-  if (!m) gt__die("collective on a NULL mesh");
-  if (dev < 0 || dev >= m->n || n < 0) {
-    fprintf(stderr, "gemtrain mesh: %s: device %d of %d, n = %lld\n", who, dev, m->n, (long long)n);
-    abort();
-  }
+static bool gt__group_known(gt_group g) {
+  return g == GT_GROUP_ALL || g == GT_GROUP_FSDP || g == GT_GROUP_DATA || g == GT_GROUP_EXPERT;
 }
 
-static void gt__check_g(const gt_mesh *m, int dev, gt_group g, int64_t n, const char *who) {
-  gt__check(m, dev, n, who);
-  if (g != GT_GROUP_ALL && g != GT_GROUP_FSDP && g != GT_GROUP_DATA && g != GT_GROUP_EXPERT) {
-    fprintf(stderr, "gemtrain mesh: %s: unknown group %d\n", who, (int)g);
-    abort();
+/* Checks a collective's arguments on entry (see Errors). A misuse is recorded
+ * and repaired so that the call still takes part in its group's barriers: a
+ * wrong dev becomes the calling device thread's own id, n < 0 becomes 0, an
+ * unknown group (g may be NULL: none) the whole mesh. Returns the device that
+ * takes part, or -1 when there is none: a NULL mesh, or a bad dev from a
+ * thread that is no device of m (no peer waits for such a thread). */
+static int gt__enter(gt_mesh *m, int dev, gt_group *g, int64_t *n, const char *who) {
+  if (!m) return -1;
+  const gt__dev *self = gt__self && gt__self->mesh == m ? gt__self : NULL;
+  if (dev < 0 || dev >= m->n || (self && self->id != dev)) {
+    if (!self) {
+      gt__fail(m, GT_ERR_ARG, "%s: device %d; expected 0..%d (and no device thread of this mesh called it)", who,
+               dev, m->n - 1);
+      return -1;
+    }
+    gt__fail(m, GT_ERR_ARG, "device %d: %s called as device %d; expected its own index %d (mesh of %d devices)",
+             self->id, who, dev, self->id, m->n);
+    dev = self->id;
   }
+  if (*n < 0) {
+    gt__fail(m, GT_ERR_ARG, "device %d: %s: n = %lld; expected n >= 0", dev, who, (long long)*n);
+    *n = 0;
+  }
+  if (g && !gt__group_known(*g)) {
+    gt__fail(m, GT_ERR_ARG,
+             "device %d: %s: unknown group %d; expected GT_GROUP_ALL, GT_GROUP_FSDP, GT_GROUP_DATA or "
+             "GT_GROUP_EXPERT",
+             dev, who, (int)*g);
+    *g = GT_GROUP_ALL;
+  }
+  return dev;
 }
 
-/* The largest chunk: shards differ by at most one element. */
-static int64_t gt__max_chunk(int64_t n, int G) { return (n + G - 1) / G; }
+/* The largest chunk: shards differ by at most one element. Written without
+ * n + G - 1, which overflows for an absurd n. */
+static int64_t gt__max_chunk(int64_t n, int G) { return n / G + (n % G != 0); }
 
 /* Scratch for two accumulators of the largest chunk. Called by the device
- * itself before the publish barrier, so no other device is reading it. */
-static void gt__grow_scratch(gt__slot *sl, int id, int64_t n, int G, gt__dtype t) {
-  if (G < 3) return; /* accumulators only between the first and last step */
-  size_t need = 2 * (size_t)gt__max_chunk(n, G) * gt__esize(t);
+ * itself before the publish barrier, so no other device is reading it. A
+ * failure is recorded before that barrier, so its verdict skips the
+ * collective on every member and nobody reads the missing scratch; with an
+ * error already recorded the collective is skipped anyway, so no grow. */
+static void gt__grow_scratch(gt_mesh *m, gt__slot *sl, int id, int64_t n, int G, gt__dtype t, const char *who) {
+  if (G < 3 || atomic_load(&m->failed)) return; /* accumulators only between the first and last step */
+  const size_t es = gt__esize(t);
+  const uint64_t chunk = (uint64_t)gt__max_chunk(n, G);
+  if (chunk > SIZE_MAX / 2 / es) {
+    gt__fail(m, GT_ERR_NOMEM,
+             "device %d: %s: reduce scratch for n = %lld over %d devices is more than the address space holds", id,
+             who, (long long)n, G);
+    return;
+  }
+  size_t need = 2 * (size_t)chunk * es;
   if (need <= sl->scratch_cap) return;
   free(sl->scratch);
+  sl->scratch_cap = 0;
   sl->scratch = malloc(need);
   if (!sl->scratch) {
-    fprintf(stderr, "gemtrain mesh: device %d: out of memory for %zu bytes of reduce scratch\n", id, need);
-    abort();
+    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: out of memory for %zu bytes of reduce scratch (n = %lld over %d devices)",
+             id, who, need, (long long)n, G);
+    return;
   }
   sl->scratch_cap = need;
 }
@@ -721,8 +826,10 @@ static void gt__add(void *dst, const void *a, const void *b, int64_t k, gt__dtyp
 }
 
 /* Reduce-scatter steps 1..G-1 (step 0 is the publish of `in`, already done
- * and followed by a barrier). Ends with a barrier. */
-static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out_own, int64_t n, gt__dtype t) {
+ * and followed by a barrier). Ends with a barrier. skip (the publish
+ * barrier's verdict, the same on every member): only the barriers. */
+static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out_own, int64_t n, gt__dtype t,
+                         bool skip) {
   const int G = x->G, r = x->r;
   const size_t es = gt__esize(t);
   const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
@@ -730,10 +837,11 @@ static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
   const size_t half = (size_t)gt__max_chunk(n, G) * es;
   for (int s = 1; s < G; s++) {
     int c = gt__mod(r - 1 - s, G);
-    int64_t beg = gt_shard_begin(n, G, c), len = gt_shard_len(n, G, c);
+    int64_t len = skip ? 0 : gt_shard_len(n, G, c);
     /* r-1 worked on the same chunk at step s-1: at step 0 that is its raw
      * contribution, later its accumulator of parity (s-1)&1. */
     if (len > 0) { /* empty chunks (n < G) may have NULL buffers */
+      int64_t beg = gt_shard_begin(n, G, c);
       const char *src = s == 1 ? (const char *)prev->pub_in + (size_t)beg * es
                                : prev->scratch + (size_t)((s - 1) & 1) * half;
       char *dst = s == G - 1 ? out_own : me->scratch + (size_t)(s & 1) * half;
@@ -746,14 +854,16 @@ static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
 /* All-gather steps 0..G-2, after the publish barrier; out's own range must
  * already hold the member's shard. If own_in_out, a member's shard is read
  * from its `out` at step 0 (all-reduce), else from its published `in`. Ends
- * with a barrier. */
-static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, size_t es, bool own_in_out) {
+ * with a barrier. skip: only the barriers, as in gt__rs_steps. */
+static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, size_t es, bool own_in_out,
+                         bool skip) {
   const int G = x->G, r = x->r;
   const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
   for (int s = 0; s < G - 1; s++) {
     int c = gt__mod(r - 1 - s, G);
-    int64_t beg = gt_shard_begin(n, G, c), len = gt_shard_len(n, G, c);
+    int64_t len = skip ? 0 : gt_shard_len(n, G, c);
     if (len > 0) {
+      int64_t beg = gt_shard_begin(n, G, c);
       const char *src = s == 0 && !own_in_out ? (const char *)prev->pub_in
                                               : (const char *)prev->pub_out + (size_t)beg * es;
       memcpy(out + (size_t)beg * es, src, (size_t)len * es);
@@ -772,83 +882,89 @@ static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0) 
 static int64_t gt__rs_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, r); }
 static int64_t gt__ag_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, (r + 1) % G); }
 
-/* The whole ring reduce-scatter of a group, in the lane of x. */
-static void gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float *out, int64_t n) {
+/* The whole ring reduce-scatter of a group, in the lane of x. Returns true
+ * when it was skipped (an error is recorded): it moved no data. */
+static bool gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float *out, int64_t n) {
   const int G = x->G;
   if (G == 1) {
-    if (out != in && n > 0) memmove(out, in, (size_t)n * sizeof(float));
+    bool skip = atomic_load(&m->failed); /* alone in its group: its own view is the verdict */
+    if (!skip && out != in && n > 0) memmove(out, in, (size_t)n * sizeof(float));
     gt__barrier_wait(x->bar); /* keeps "every collective synchronises" */
-    return;
+    return skip;
   }
   gt__slot *me = gt__member(m, x, x->r);
-  gt__grow_scratch(me, dev, n, G, GT__F32);
+  gt__grow_scratch(m, me, dev, n, G, GT__F32, "gt_reduce_scatter");
   me->pub_in = in;
   me->pub_out = out;
-  gt__barrier_wait(x->bar);
-  gt__rs_steps(m, x, (const char *)in, (char *)out, n, GT__F32);
+  bool skip = gt__barrier_wait(x->bar);
+  gt__rs_steps(m, x, (const char *)in, (char *)out, n, GT__F32, skip);
+  return skip;
 }
 
 /* The whole ring all-gather of a group, in the lane of x: shared by the
  * synchronous calls (lane 0) and the comm threads (lane 1), hence the same
- * bits. */
-static void gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es) {
+ * bits. Returns true when it was skipped. */
+static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es) {
   int64_t beg = gt_shard_begin(n, x->G, x->r), len = gt_shard_len(n, x->G, x->r);
-  /* Nobody reads our own range of out, so this can precede the barrier. */
-  if (len > 0 && out + (size_t)beg * es != in) memmove(out + (size_t)beg * es, in, (size_t)len * es);
+  /* Nobody reads our own range of out, so this can precede the barrier
+   * (and whether it happens need not agree with the verdict). */
+  if (!atomic_load(&m->failed) && len > 0 && out + (size_t)beg * es != in)
+    memmove(out + (size_t)beg * es, in, (size_t)len * es);
   gt__slot *me = gt__member(m, x, x->r);
   me->pub_in = in;
   me->pub_out = out;
-  gt__barrier_wait(x->bar);
-  gt__ag_steps(m, x, out, n, es, false);
+  bool skip = gt__barrier_wait(x->bar);
+  gt__ag_steps(m, x, out, n, es, false, skip);
+  return skip;
 }
 
-static void gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, gt__dtype t) {
+static bool gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, gt__dtype t) {
   const int G = x->G;
   const size_t es = gt__esize(t);
   gt__slot *me = gt__member(m, x, x->r);
-  gt__grow_scratch(me, dev, n, G, t);
+  gt__grow_scratch(m, me, dev, n, G, t, "gt_all_reduce");
   me->pub_in = buf;
   me->pub_out = buf;
-  gt__barrier_wait(x->bar);
+  bool skip = gt__barrier_wait(x->bar);
   if (G > 1) {
     char *b = buf;
     /* out_own is only dereferenced when the own chunk is non-empty. */
     char *own = gt_shard_len(n, G, x->r) > 0 ? b + (size_t)gt_shard_begin(n, G, x->r) * es : NULL;
-    gt__rs_steps(m, x, b, own, n, t);
-    gt__ag_steps(m, x, b, n, es, true);
+    gt__rs_steps(m, x, b, own, n, t, skip);
+    gt__ag_steps(m, x, b, n, es, true, skip);
   }
+  return skip;
 }
 
 void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
-  gt__check_g(m, dev, g, n, "gt_reduce_scatter");
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_reduce_scatter")) < 0) return;
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  gt__rs(m, dev, &x, in, out, n);
-  gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0);
+  if (!gt__rs(m, dev, &x, in, out, n)) gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0);
 }
 
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
-  gt__check_g(m, dev, g, n, "gt_all_gather");
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_gather")) < 0) return;
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float));
-  gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0);
+  if (!gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float)))
+    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0);
 }
 
 static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  gt__ar(m, dev, &x, buf, n, t);
-  gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0);
+  if (!gt__ar(m, dev, &x, buf, n, t))
+    gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0);
 }
 
 void gt_all_reduce_g(gt_mesh *m, int dev, gt_group g, float *buf, int64_t n) {
-  gt__check_g(m, dev, g, n, "gt_all_reduce");
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_reduce")) < 0) return;
   gt__all_reduce_g(m, dev, g, buf, n, GT__F32);
 }
 
 void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n) {
-  gt__check_g(m, dev, g, n, "gt_all_reduce_f64");
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_reduce_f64")) < 0) return;
   gt__all_reduce_g(m, dev, g, buf, n, GT__F64);
 }
 
@@ -869,45 +985,52 @@ void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n) {
 }
 
 void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
-  gt__check(m, dev, n, "gt_broadcast");
+  if ((dev = gt__enter(m, dev, NULL, &n, "gt_broadcast")) < 0) return;
   if (root < 0 || root >= m->n) {
-    fprintf(stderr, "gemtrain mesh: gt_broadcast: root %d of %d devices\n", root, m->n);
-    abort();
+    gt__fail(m, GT_ERR_ARG, "device %d: gt_broadcast: root %d; expected 0..%d", dev, root, m->n - 1);
+    root = dev; /* never read: the verdict below skips the copy */
   }
   double t0 = gt_prof_now();
   const int N = m->n;
   gt__barrier *bar = &m->lane[GT__LANE_DEV].bar[0];
   m->dev[dev].slot[GT__LANE_DEV].pub_out = buf;
-  gt__barrier_wait(bar);
+  bool skip = gt__barrier_wait(bar);
   const float *src = m->dev[root].slot[GT__LANE_DEV].pub_out;
-  if (dev != root && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
+  if (!skip && dev != root && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
   /* Root must not return (and overwrite buf) while others still copy. */
   gt__barrier_wait(bar);
-  gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0);
+  if (!skip) gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0);
 }
 
 void gt_barrier(gt_mesh *m, int dev) {
-  gt__check(m, dev, 0, "gt_barrier");
+  int64_t n = 0;
+  if ((dev = gt__enter(m, dev, NULL, &n, "gt_barrier")) < 0) return;
   double t0 = gt_prof_now();
-  gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]);
-  gt__account(m, dev, 0, 0, t0);
+  if (!gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0])) gt__account(m, dev, 0, 0, t0);
 }
 
 /* ---- asynchronous all-gather -------------------------------------------- */
 
 int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
-  gt__check_g(m, dev, g, n, "gt_all_gather_async");
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_gather_async")) < 0) return 0;
   gt__dev *dv = &m->dev[dev];
   /* Resolved now: the axes cannot change while it is queued (set_axes
    * refuses while gathers are in flight), and the comm thread need not
-   * read them. */
+   * read them. A misused call (repaired by gt__enter) is queued too, so the
+   * peers' comm threads find their partner; its verdict skips it. */
   gt__req rq = {.grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n};
   pthread_mutex_lock(&dv->cmu);
-  if (dv->q_len == dv->q_cap) {
+  while (dv->q_len == dv->q_cap) {
     /* Unwrap into a buffer twice the size; the comm thread only touches the
      * FIFO under cmu, which we hold. */
     gt__req *q = malloc(sizeof(gt__req) * 2 * (size_t)dv->q_cap);
-    if (!q) gt__die("gt_all_gather_async: out of memory for the request queue");
+    if (!q) {
+      /* No memory to grow: wait until the comm thread takes a request. It
+       * will: the queued gathers were issued by the peers before (or will
+       * be, before they reach any collective this device is past). */
+      pthread_cond_wait(&dv->cdone, &dv->cmu);
+      continue;
+    }
     for (int i = 0; i < dv->q_len; i++) q[i] = dv->q[(dv->q_head + i) % dv->q_cap];
     free(dv->q);
     dv->q = q;
@@ -923,20 +1046,50 @@ int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float 
 }
 
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket) {
-  gt__check(m, dev, 0, "gt_mesh_wait");
+  int64_t n = 0;
+  if ((dev = gt__enter(m, dev, NULL, &n, "gt_mesh_wait")) < 0) return;
   gt__dev *dv = &m->dev[dev];
   pthread_mutex_lock(&dv->cmu);
   if (ticket < 1 || ticket > dv->issued) {
     int issued = dv->issued;
+    /* gt__fail takes mu: never while holding cmu (set_axes nests them the
+     * other way). */
     pthread_mutex_unlock(&dv->cmu);
-    fprintf(stderr, "gemtrain mesh: gt_mesh_wait: device %d: ticket %d was never issued (last: %d)\n", dev,
-            ticket, issued);
-    abort();
+    if (issued == 0)
+      gt__fail(m, GT_ERR_ARG,
+               "device %d: gt_mesh_wait: ticket %d was never issued; expected none: the device issued no async "
+               "gather",
+               dev, ticket);
+    else
+      gt__fail(m, GT_ERR_ARG, "device %d: gt_mesh_wait: ticket %d was never issued; expected 1..%d", dev, ticket,
+               issued);
+    return;
   }
   /* done only grows and tickets complete in order, so done >= ticket means
-   * this gather and every earlier one of the device are complete. */
+   * this gather and every earlier one of the device are complete (a skipped
+   * gather completes too: it still takes part in its barriers). */
   while (dv->done < ticket) pthread_cond_wait(&dv->cdone, &dv->cmu);
   pthread_mutex_unlock(&dv->cmu);
+}
+
+gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err) {
+  if (!m) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_take_error: mesh is NULL");
+  gt_err e;
+  pthread_mutex_lock(&m->mu);
+  if (m->busy) {
+    pthread_mutex_unlock(&m->mu);
+    /* Clearing the flag between a device's check and its barrier's verdict
+     * would let peers read a scratch that device never grew. */
+    return gt_err_set(err, GT_ERR_ARG, "gt_mesh_take_error: called during gt_mesh_run; call it between runs");
+  }
+  bool had = atomic_load(&m->failed) != 0;
+  if (had) {
+    e = m->error;
+    atomic_store(&m->failed, 0);
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (!had) return GT_OK;
+  return gt_err_set(err, e.rc, "%s", e.msg);
 }
 
 /* ---- stats -------------------------------------------------------------- */

@@ -48,8 +48,29 @@ int gt_mesh_size(const gt_mesh *m);
  * least 1); the config's threads_per_device when it is set. Call between runs. */
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device);
 /* Runs fn(device, arg) once on every device's thread and waits for all.
- * Not from inside fn (it would deadlock); concurrent callers are serialised. */
+ * Not from inside fn (it would deadlock); concurrent callers are serialised.
+ * A misused or failed collective inside fn cannot return an error (see
+ * gt_mesh_take_error): call that after every run. A NULL fn is recorded
+ * there too; a NULL mesh does nothing. */
 void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
+/* The mesh's first recorded error, returned (rc and message in err) and
+ * cleared; GT_OK when there is none. Call it between runs (during one:
+ * GT_ERR_ARG, and the error stays).
+ *
+ * A collective that sees a misuse (bad dev, n < 0, an unknown group, a bad
+ * root, gt_mesh_wait on a ticket never issued) or cannot allocate its reduce
+ * scratch records one line naming the device, the collective, what was
+ * expected and what was found, e.g. "mesh: device 1: gt_all_gather: n = -3;
+ * expected n >= 0" (GT_ERR_ARG; GT_ERR_NOMEM for the scratch). Only the
+ * first error is kept. The failing call does nothing harmful but still takes
+ * part in its group's barriers (as its caller's own device, with n = 0, an
+ * unknown group as GT_GROUP_ALL), so its peers are released; from then on,
+ * until the error is taken, every collective moves no data and counts no
+ * stats but keeps its barriers, so no device hangs as long as every device
+ * keeps calling the same collectives (the results of such a run are
+ * garbage: discard them). Misuses the mesh cannot see (devices calling
+ * different collectives, groups or n) still hang or corrupt. */
+gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err);
 
 /* Collectives: every device of the mesh calls the same one with the same n.
  * all_gather: out[n] = concatenation of every device's shard (in = its own
@@ -63,8 +84,8 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
  * buffers are its own. reduce_scatter never writes `in` (accumulators live in
  * a per-device scratch grown on demand). Every collective ends with a barrier,
  * so on return no other device still reads this device's buffers. Misuse
- * (bad dev, n < 0, bad root) and a failed scratch allocation abort: these
- * return nothing. bytes_sent per device: reduce_scatter n - len(d), all_gather
+ * (bad dev, n < 0, bad root) and a failed scratch allocation are recorded
+ * for gt_mesh_take_error (they return nothing). bytes_sent per device: reduce_scatter n - len(d), all_gather
  * and broadcast n - len(d+1 mod N), all_reduce both, times the element size. */
 void gt_all_gather(gt_mesh *m, int dev, const float *in, float *out, int64_t n);
 void gt_reduce_scatter(gt_mesh *m, int dev, const float *in, float *out, int64_t n);
@@ -110,13 +131,16 @@ void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n
  * one is in flight are allowed (they use the device threads).
  * Tickets are 1, 2, 3, ... per device, across runs. Gathers complete in
  * issue order, so waiting on a ticket also completes every earlier one of
- * the device; waiting on a ticket never issued by this device aborts, and a
- * device must not wait on a ticket its group peers never issue (it would
- * block forever). Each async gather counts in gt_mesh_stats like a
+ * the device; waiting on a ticket never issued by this device records an
+ * error (gt_mesh_take_error) and returns at once, and a device must not
+ * wait on a ticket its group peers never issue (it would block forever).
+ * Each async gather counts in gt_mesh_stats like a
  * synchronous one (bytes, one call); its seconds are the comm thread's time
  * running it (queueing excluded), so they may overlap the device's own.
  * gt_mesh_destroy first finishes every queued gather, then joins the comm
- * threads. */
+ * threads. A misused call (see gt_mesh_take_error) is queued and skipped
+ * like a synchronous one; it returns 0 only when no device of the mesh
+ * called it. */
 int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket);
 

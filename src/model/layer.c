@@ -300,7 +300,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_ATTN) {
     gt_attn_dims ad = gt__attn_dims(io);
     const float *k = L->kv_donor < 0 ? a[GT_A_K] : io->kv_k, *v = L->kv_donor < 0 ? a[GT_A_V] : io->kv_v;
-    GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
+    int arc = 0;
+    GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
+    if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
   RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
@@ -498,8 +500,15 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   gt_attn_dims ad = gt__attn_dims(io);
   const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
-  GT_PROF(m->prof, GT_PROF_ATTENTION, gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
+  int arc = 0;
+  GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
                         io->seg, &ad));
+  if (arc) {
+    gt_mem_free(mem, attn);
+    gt_mem_free(mem, dx1);
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the attention kernel's per-thread scratch",
+                      L->index);
+  }
   /* a donor: its readers' gradients of the shared K/V join its own */
   if (own_kv && io->dkv_k) {
     gt__add(dK, io->dkv_k, N * kd);

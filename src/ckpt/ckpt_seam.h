@@ -1,0 +1,29 @@
+/* A test-only seam into the checkpoint writer: a fault injected on purpose,
+ * so tests can check what a crash or a full disk in the middle of a write
+ * leaves behind (latest untouched, no partial directory, a resume that
+ * matches an uninterrupted run). Not API: tests call it directly, and the
+ * command calls it from GEMTRAIN_TEST_CKPT_FAULT (tools/cli_seams.c); the
+ * library itself reads no environment. */
+#ifndef GT_CKPT_SEAM_H
+#define GT_CKPT_SEAM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gt__ckpt_fault {
+  GT__CKPT_FAULT_NONE = 0,
+  GT__CKPT_FAULT_KILL,   /* raise SIGKILL: the process dies mid-write */
+  GT__CKPT_FAULT_ENOSPC, /* the write fails with ENOSPC, as on a full disk */
+} gt__ckpt_fault;
+
+/* Arms `kind` for the nth_save-th gt_ckpt_save from this call on (1: the
+ * next one). It fires once, when that save's first shard file has written
+ * half of its raw tensor bytes. GT__CKPT_FAULT_NONE, or nth_save < 1,
+ * disarms. Process-wide and not synchronised: call it between saves. */
+void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
