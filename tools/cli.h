@@ -9,7 +9,8 @@
 /* Split argv into an optional leading *.json config file and key=value
  * overrides, load and validate. Prints the error and returns non-zero. */
 int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
-/* Builds the model that `path` (an HF directory or a gemtrain parameter file)
+/* cfg is in/out: the command's config goes in (its explicitly set model keys
+ * are checked against the source's). Builds the model that `path` (an HF directory or a gemtrain parameter file)
  * describes into cfg and m, its parameters loaded into mem (no gradients),
  * RoPE tables for max_target_length positions. info (may be NULL) gets what
  * an HF import found. Prints the error and returns non-zero. */
@@ -37,6 +38,10 @@ int gt_cmd_tokenize(int argc, char **argv);
  * through its first shard) and arms the library's test-only seams. main()
  * calls it once, before any command runs. */
 void gt_cli_install_test_seams(void);
+/* The same for a training run: GEMTRAIN_TEST_NAN_STEP and
+ * GEMTRAIN_TEST_SIGNAL_STEP into the run's test seams (train/train.h). */
+struct gt_train_opts;
+void gt_cli_train_test_seams(struct gt_train_opts *o);
 
 /* tools/help.c: every command's help from one table. Prints the help of cmd
  * (sub: a word after it with its own entry, such as bench's "remat"; NULL or

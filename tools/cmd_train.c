@@ -14,13 +14,6 @@
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
-/* Fault injection for the end-to-end tests, read by the command (never by
- * the library): GEMTRAIN_TEST_NAN_STEP=N poisons step N's gradient,
- * GEMTRAIN_TEST_SIGNAL_STEP=N raises SIGTERM after step N. */
-static void raise_at(int64_t step, void *ctx) {
-  if (step == *(const int64_t *)ctx) raise(SIGTERM);
-}
-
 int gt_cmd_train(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -44,10 +37,7 @@ int gt_cmd_train(int argc, char **argv) {
     return 0;
   }
   gt_train_opts o = {.out = stdout, .progress = isatty(STDERR_FILENO) ? stderr : NULL, .stop = &g_stop};
-  const char *nan_env = getenv("GEMTRAIN_TEST_NAN_STEP"), *sig_env = getenv("GEMTRAIN_TEST_SIGNAL_STEP");
-  int64_t nan_step = nan_env ? atoll(nan_env) : -1, sig_step = sig_env ? atoll(sig_env) : -1;
-  if (nan_env) o.test_nan_step = &nan_step;
-  if (sig_env) o.test_after_step = raise_at, o.test_ctx = &sig_step;
+  gt_cli_train_test_seams(&o);
   struct sigaction sa, old[2];
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;

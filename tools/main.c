@@ -138,6 +138,7 @@ int main(int argc, char **argv) {
    * leaves malloc's settings alone: this is the program's choice. */
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  gt_cli_install_test_seams(); /* GEMTRAIN_TEST_*: the end-to-end tests' fault injection */
   if (argc < 2) {
     gt_cli_usage(stderr);
     return GT_EXIT_CONFIG;

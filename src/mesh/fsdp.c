@@ -6,7 +6,6 @@
 
 #include "base/prof.h"
 #include "kernels/kernels.h"
-gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err); /* TMP */
 
 typedef struct gt__dev {
   gt_fsdp *f;
