@@ -131,6 +131,30 @@ START_TEST(test_moe_param_counts) {
 }
 END_TEST
 
+START_TEST(test_reads_the_layer_descriptors) {
+  /* The FLOPs follow the model's descriptors, not a second reading of the
+   * config: make layer 0 of gemma4-tiny-dense (a local, hd 16, 2 kv heads,
+   * window 16) a KV-shared global and the count moves by exactly that. */
+  gt_config c;
+  gt_err e;
+  const char *ov[] = {"model_name=gemma4-tiny-dense", "per_device_batch_size=1", "max_target_length=64"};
+  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 3, ov, &e) == GT_OK);
+  gt_model m;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_flops a = gt_flops_of_model(&m, &c), ref = gt_flops_per_step_per_device(&c);
+  ck_assert(a.total_tflops == ref.total_tflops && a.attention_tflops == ref.attention_tflops);
+  m.layers[0].kind = GT_LAYER_GLOBAL;
+  m.layers[0].window = 0;
+  m.layers[0].kv_donor = 5;
+  gt_flops b = gt_flops_of_model(&m, &c);
+  double T = 64, d = 64, H = 4, hd = 16, K = 2, W = 16;
+  double dattn = 2 * T * T * H * hd - 4 * (T * W - 0.5 * W * W) * H * hd, dlearn = -2 * T * d * 2 * K * hd;
+  ck_assert(fabs((b.attention_tflops - a.attention_tflops) - 3 * dattn / 1e12) < 1e-15);
+  ck_assert(fabs((b.learnable_tflops - a.learnable_tflops) - 3 * dlearn / 1e12) < 1e-15);
+  gt_model_free(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flops");
   TCase *tc = tcase_create("core");
@@ -139,6 +163,7 @@ int main(void) {
   tcase_add_test(tc, test_hand_count_gemma4);
   tcase_add_test(tc, test_hand_count_moe);
   tcase_add_test(tc, test_moe_param_counts);
+  tcase_add_test(tc, test_reads_the_layer_descriptors);
   suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

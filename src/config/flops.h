@@ -20,6 +20,13 @@ typedef struct gt_flops {
   double total_tflops;
 } gt_flops;
 
+/* The model's layer descriptors give each layer's geometry (head dim, kv
+ * heads, window, MLP width, K/V sharing, experts); cfg gives the batch, the
+ * sequence length and gradient accumulation. */
+struct gt_model;
+gt_flops gt_flops_of_model(const struct gt_model *m, const gt_config *cfg);
+/* The same on the descriptors gt_model_build makes of cfg (zero if cfg does
+ * not build: it is validated long before anyone asks). */
 gt_flops gt_flops_per_step_per_device(const gt_config *cfg);
 
 #ifdef __cplusplus

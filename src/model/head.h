@@ -9,7 +9,9 @@
 /* x: [N,d] final residual stream. With dx != NULL this also runs backward:
  * adds d(loss)/dx into dx and the head's parameter gradients (final norm,
  * embedding) into m->grads, with per-token weight row_weight.
- * logits_out != NULL (forward only, n_tiles must be 1) copies the logits. */
+ * logits_out != NULL (forward only, n_tiles must be 1) copies the logits.
+ * On a measuring tracker it only allocates and frees its buffers and counts
+ * st->total_weights from the targets. */
 /* hp / hg: the head unit's parameters and gradients ([V*d] embedding then
  * [d] final norm); hg may be NULL when dx is. */
 gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,

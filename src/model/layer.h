@@ -23,7 +23,13 @@
  * With expert parallelism (m->ep) the routed op all-gathers its group's x1
  * rows, computes its experts for all of them, all-reduces the partial sums
  * and keeps its own rows; backward all-gathers d(routed) and
- * reduce-scatters d(x1) back. */
+ * reduce-scatters d(x1) back.
+ *
+ * On a measuring tracker (gt_mem_measuring(m->mem)) forward and backward
+ * take and free exactly the scratch they would (the routed block's scratch
+ * is sized for the worst case, every slot on this device, never by the
+ * routing) but run no kernel, touch no buffer and exchange nothing with the
+ * expert group: the plan measures the real schedule this way. */
 #ifndef GEMTRAIN_LAYER_H
 #define GEMTRAIN_LAYER_H
 

@@ -13,7 +13,8 @@
 
 /* The sizes, in floats, of the temporaries: forward allocates one [N, L*P]
  * (fwd); backward allocates two [N, L*P] (bwd_cols each) and [N*L] (bwd_rows),
- * in that order, and frees them at its end. */
+ * in that order, and frees them at its end (on a measuring tracker: only
+ * that, no arithmetic). */
 void gt__ple_temps(const gt_model *m, int64_t N, int64_t *fwd, int64_t *bwd_cols, int64_t *bwd_rows);
 
 /* hp: the head unit's parameters; ple: [N, L*P] output. */
