@@ -12,6 +12,7 @@
 
 #include "gemtrain/gemtrain.h"
 #include "gt_testutil.h"
+#include "train/train.h"
 
 static const char *tiny_ov[] = {"dataset_type=synthetic", "steps=20", "learning_rate=0.01",
                                 "per_device_batch_size=2", "max_target_length=32"};
@@ -145,6 +146,109 @@ START_TEST(test_create_train_free_cycles) {
 }
 END_TEST
 
+/* One trainer: gemtrain train's loop (gt_train) and a gt_ctx, given the same
+ * config of gemma4-tiny-moe (MoE layers, so the load-balance loss is in the
+ * loss), give the same losses, bit for bit, step by step — on one device
+ * and on a 2-device expert-parallel mesh. */
+typedef struct losses {
+  double loss[8], lm[8], lb[8];
+  int n;
+} losses;
+
+static void record(const gt_step_metrics *sm, void *ctx) {
+  losses *l = ctx;
+  l->loss[l->n] = sm->loss, l->lm[l->n] = sm->lm_loss, l->lb[l->n] = sm->moe_lb_loss;
+  l->n++;
+}
+
+static void ctx_equals_train(int n_extra, const char *const *extra) {
+  char *dir = gt_test_mkdtemp("api_one_trainer");
+  char bo[600];
+  snprintf(bo, sizeof bo, "base_output_directory=%s", dir);
+  const char *ov[16] = {"dataset_type=synthetic", "steps=8", "learning_rate=0.01", "max_target_length=16",
+                        "sample_tokens=0", "enable_checkpointing=false", "run_name=cli", bo};
+  int n = 8;
+  for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
+  /* gemtrain train's path */
+  gt_ctx *cfgc = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(cfgc, "gemma4-tiny-moe", n, ov) == GT_OK, "%s", gt_ctx_error(cfgc));
+  losses a = {{0}, {0}, {0}, 0};
+  gt_train_opts o = {.test_after_step = record, .test_ctx = &a};
+  gt_train_result res;
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_train(gt_ctx_config(cfgc), &o, &res, &e) == GT_OK, "%s", e.msg);
+  gt_ctx_free(cfgc);
+  ck_assert_int_eq(a.n, 8);
+  /* the library's */
+  gt_ctx *c = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(c, "gemma4-tiny-moe", n, ov) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
+  for (int s = 0; s < 8; s++) {
+    double l;
+    ck_assert_msg(gt_ctx_train(c, 1, &l) == GT_OK, "%s", gt_ctx_error(c));
+    gt_step_metrics mt;
+    ck_assert(gt_ctx_last_metrics(c, &mt) == GT_OK);
+    ck_assert_msg(l == a.loss[s] && mt.lm_loss == a.lm[s] && mt.moe_lb_loss == a.lb[s],
+                  "step %d: gt_ctx %.17g (lm %.17g, lb %.17g), gemtrain train %.17g (lm %.17g, lb %.17g)", s, l,
+                  mt.lm_loss, mt.moe_lb_loss, a.loss[s], a.lm[s], a.lb[s]);
+    ck_assert_msg(a.lb[s] > 0 && mt.has_moe, "step %d: the load-balance loss is part of the loss", s);
+  }
+  gt_ctx_free(c);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+
+START_TEST(test_ctx_equals_train_moe) {
+  const char *one[] = {"per_device_batch_size=2"};
+  ctx_equals_train(1, one);
+}
+END_TEST
+
+START_TEST(test_ctx_equals_train_moe_expert_parallel) {
+  const char *two[] = {"num_devices=2", "ici_expert_parallelism=2", "per_device_batch_size=1"};
+  ctx_equals_train(3, two);
+}
+END_TEST
+
+/* gt_ctx honours load_parameters_path as gemtrain train does: a context
+ * pointed at another context's saved parameters starts from them (its
+ * first eval loss is the saver's), and its config names the loaded model. */
+START_TEST(test_ctx_load_parameters_path) {
+  gt_ctx *a = tiny();
+  double l[3];
+  ck_assert(gt_ctx_train(a, 3, l) == GT_OK);
+  char *dir = gt_test_mkdtemp("api_lpp");
+  char path[600], lp[700];
+  snprintf(path, sizeof path, "%s/params.safetensors", dir);
+  ck_assert_msg(gt_ctx_save(a, path) == GT_OK, "%s", gt_ctx_error(a));
+  int32_t tok[2 * 33];
+  for (int i = 0; i < 2 * 33; i++) tok[i] = 4 + (i * 7) % 200;
+  double want, got, fresh;
+  ck_assert(gt_ctx_eval_tokens(a, tok, 2, 32, &want) == GT_OK);
+  snprintf(lp, sizeof lp, "load_parameters_path=%s", path);
+  const char *ov[] = {"dataset_type=synthetic", "learning_rate=0.01", "per_device_batch_size=2",
+                      "max_target_length=32", lp};
+  gt_ctx *b = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(b, NULL, 5, ov) == GT_OK, "%s", gt_ctx_error(b));
+  ck_assert_msg(strstr(gt_ctx_config(b)->model_name, "gemma3-tiny"), "model_name %s", gt_ctx_config(b)->model_name);
+  ck_assert_msg(gt_ctx_init(b) == GT_OK, "%s", gt_ctx_error(b));
+  ck_assert(gt_ctx_eval_tokens(b, tok, 2, 32, &got) == GT_OK);
+  ck_assert_msg(got == want, "loaded %.17g, saved %.17g", got, want);
+  gt_ctx *f = tiny();
+  ck_assert(gt_ctx_eval_tokens(f, tok, 2, 32, &fresh) == GT_OK);
+  ck_assert_msg(fresh != want, "the fresh model must differ from the trained one");
+  /* a model key that contradicts the file is refused, naming both values */
+  const char *bad[] = {"dataset_type=synthetic", "base_emb_dim=48", lp};
+  gt_ctx *d = gt_ctx_new();
+  ck_assert_int_eq(gt_ctx_configure(d, NULL, 3, bad), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(gt_ctx_error(d), "base_emb_dim"), "%s", gt_ctx_error(d));
+  gt_ctx_free(a), gt_ctx_free(b), gt_ctx_free(f), gt_ctx_free(d);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("core");
@@ -154,6 +258,9 @@ int main(void) {
   tcase_add_test(tc, test_two_threads_equal_sequential);
   tcase_add_test(tc, test_tokens_logits_save_load);
   tcase_add_test(tc, test_create_train_free_cycles);
+  tcase_add_test(tc, test_ctx_equals_train_moe);
+  tcase_add_test(tc, test_ctx_equals_train_moe_expert_parallel);
+  tcase_add_test(tc, test_ctx_load_parameters_path);
   suite_add_tcase(s, tc);
   /* no fork: leaks of every test are the process's, seen by LeakSanitizer */
   return gt_test_run_suite(s, 1);

@@ -392,8 +392,8 @@ typedef struct run {
 static int64_t g_nan_step = -1, g_signal_step = -1;
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
-static void raise_at(int64_t step, void *ctx) {
-  if (step == *(const int64_t *)ctx) raise(SIGTERM);
+static void raise_at(const gt_step_metrics *sm, void *ctx) {
+  if (sm->step == *(const int64_t *)ctx) raise(SIGTERM);
 }
 
 static run train(const char *base, const char *name, int n_extra, const char *const *extra, int signals) {

@@ -45,8 +45,8 @@ void gt_cli_install_test_seams(void) {
  * would); GEMTRAIN_TEST_SIGNAL_STEP=N raises SIGTERM after step N, so the
  * real handler path stops the run there. */
 static int64_t g_nan_step = -1, g_signal_step = -1;
-static void gt__raise_at(int64_t step, void *ctx) {
-  if (step == *(const int64_t *)ctx) raise(SIGTERM);
+static void gt__raise_at(const gt_step_metrics *sm, void *ctx) {
+  if (sm->step == *(const int64_t *)ctx) raise(SIGTERM);
 }
 
 void gt_cli_train_test_seams(gt_train_opts *o) {

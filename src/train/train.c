@@ -184,7 +184,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     res->last_loss = sm.loss;
     res->steps_done = step + 1;
     if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
-    if (o->test_after_step) o->test_after_step(step, o->test_ctx);
+    if (o->test_after_step) o->test_after_step(&sm, o->test_ctx);
     int stop = o->stop && *o->stop;
     if (gt__checkpoint_due(&cfg, step, stop)) {
       gt_report_pause(&rep);

@@ -11,6 +11,7 @@
 
 #include "gemtrain/common.h"
 #include "gemtrain/config.h"
+#include "gemtrain/metrics.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,10 +26,11 @@ typedef struct gt_train_opts {
    * library installs no handler itself. */
   volatile sig_atomic_t *stop;
   /* Test seams (NULL in production): the step whose gradient gets a NaN, as
-   * a diverging step would; a function called after every step (a test
-   * raises a signal there at a known step). */
+   * a diverging step would; a function called after every step with its
+   * metrics (a test raises a signal there at a known step, or records the
+   * exact losses). */
   const int64_t *test_nan_step;
-  void (*test_after_step)(int64_t step, void *ctx);
+  void (*test_after_step)(const gt_step_metrics *sm, void *ctx);
   void *test_ctx;
 } gt_train_opts;
 
