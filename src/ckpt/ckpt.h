@@ -1,7 +1,7 @@
 /* gemtrain checkpoints: the full training state, written so that a crash at
  * any moment leaves the previous checkpoint usable, and read back bit-exactly.
  *
- * Layout (README "Checkpoints and resume"):
+ * Layout (docs/checkpoints.md):
  *   <run_dir>/checkpoints/step_00000010/shard_00000-of-00002.gtck   one file per FSDP shard
  *   <run_dir>/checkpoints/latest                                      "step_00000010\n"
  * A step directory is built under a temporary name, every file fsync'ed,

@@ -36,7 +36,7 @@ static const gt_key_spec gt__keys[] = {
     {"data_shuffle_seed", GT_KEY_INT, F(data_shuffle_seed), 0, 2147483647, NULL,
      "seed of the data order (and of synthetic data)"},
     {"steps", GT_KEY_INT, F(steps), 1, BIG, NULL, "number of training steps"},
-    /* checkpoints (see README "Checkpoints and resume") */
+    /* checkpoints (see docs/checkpoints.md) */
     {"enable_checkpointing", GT_KEY_BOOL, F(enable_checkpointing), 0, 1, NULL,
      "write full-state checkpoints into <run directory>/checkpoints and resume from them"},
     {"checkpoint_period", GT_KEY_INT, F(checkpoint_period), 1, BIG, NULL,
