@@ -4,7 +4,8 @@
 # and a usage line naming it; options may stand anywhere among key=value
 # (plan --json, bench --steps N and --steps=N, sweep --dry-run) and mean what
 # they mean in front; a config file may follow key=value, and key=value still
-# wins over it; an unknown option is refused with exit 2 wherever it stands;
+# wins over it; an unknown option is refused with exit 2 wherever it stands,
+# by the command's name; convert's usage errors print its help on stderr;
 # train --help lists the configuration keys; gemtrain --help lists each
 # command once. Nothing here trains: at most one step of gemma3-tiny.
 # Usage: e2e_cli.sh <gemtrain binary> <source dir>
@@ -98,6 +99,31 @@ for args in "plan --bogus" "plan ${tiny[0]} --bogus" "train ${tiny[0]} --bogus" 
   rc=$?
   set -e
   [ $rc -eq 2 ] || fail "'gemtrain $args' exited $rc"
-  grep -q -- "--bogus" "$work/err.txt" || fail "'gemtrain $args' did not name the option: $(cat "$work/err.txt")"
+  grep -q -- "unknown option '--bogus'" "$work/err.txt" || fail "'gemtrain $args' did not name the option: $(cat "$work/err.txt")"
+done
+# ... and the commands without options of their own name themselves
+for cmd in "train" "train ${tiny[0]}" "convert to_hf a b" "convert from_hf a b" "plan" "bench" "decode prompt=x"; do
+  for opt in --bogus -b; do
+    set +e
+    # shellcheck disable=SC2086
+    $bin $cmd $opt > "$work/out.txt" 2> "$work/err.txt"
+    rc=$?
+    set -e
+    name=${cmd%% *}
+    [ $rc -eq 2 ] || fail "'gemtrain $cmd $opt' exited $rc"
+    grep -q -- "^gemtrain $name: unknown option '$opt'" "$work/err.txt" \
+      || fail "'gemtrain $cmd $opt' printed: $(cat "$work/err.txt")"
+  done
+done
+# convert's usage errors print its help on stderr
+for args in "convert" "convert to_hf a" "convert from_hf a"; do
+  set +e
+  # shellcheck disable=SC2086
+  $bin $args > "$work/out.txt" 2> "$work/err.txt"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "'gemtrain $args' exited $rc"
+  head -n 1 "$work/err.txt" | grep -q '^usage: gemtrain convert ' || fail "'gemtrain $args' printed: $(cat "$work/err.txt")"
+  [ ! -s "$work/out.txt" ] || fail "'gemtrain $args' wrote to stdout"
 done
 echo "e2e_cli: 1 passed, 0 failed"

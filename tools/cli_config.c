@@ -6,6 +6,11 @@
 int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
   const char *user = NULL;
   int first = 0;
+  /* main puts options first; the command has taken its own */
+  if (argc > 0 && argv[0][0] == '-' && argv[0][1]) {
+    fprintf(stderr, "gemtrain: unknown option '%s'\n", argv[0]);
+    return 2;
+  }
   if (argc > 0 && !strchr(argv[0], '=')) {
     size_t n = strlen(argv[0]);
     if (n > 5 && !strcmp(argv[0] + n - 5, ".json")) {

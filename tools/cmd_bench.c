@@ -176,20 +176,10 @@ int gt_cmd_bench(int argc, char **argv) {
   if (argc > 0 && !strcmp(argv[0], "remat")) remat = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "devices")) devices = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "checkpoint")) ckpt = 1, first = 1;
-  while (first < argc && !strncmp(argv[first], "--", 2)) {
+  while (first < argc && argv[first][0] == '-' && argv[first][1]) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);
       first += 2;
-    } else if (!strcmp(argv[first], "--help")) {
-      printf("usage: gemtrain bench [remat|devices|checkpoint] [--steps N] [config.json] [key=value ...]\n"
-             "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic\n"
-             "data and prints tokens/s and the share of time per kind of work. 'bench remat' does\n"
-             "it for every remat policy and scope and prints a table of planned and measured peak\n"
-             "memory and step time relative to remat_policy=none. 'bench devices' compares 1 and 2\n"
-             "devices (same global batch) with bytes sent and the gathered-weight peak. 'bench\n"
-             "checkpoint' writes and reads a full-state checkpoint raw and with zlib 1 and 6 (best of\n"
-             "N, default 3) under base_output_directory and removes it.\n");
-      return 0;
     } else {
       fprintf(stderr, "gemtrain bench: unknown option '%s'\n", argv[first]);
       return 2;

@@ -12,37 +12,6 @@
 #include "ckpt/paramfile.h"
 #include "train/train.h"
 
-static void gt__convert_usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
-          "                              [pad_vocab=true|false]\n"
-          "       gemtrain convert to_hf init <out_dir> [options above] [init_norm_std=X] [config.json] "
-          "[key=value ...]\n"
-          "       gemtrain convert from_hf <hf_dir> <out_run_dir | out.safetensors>\n"
-          "\n"
-          "to_hf writes <out_dir>/config.json (Gemma3ForCausalLM / gemma3_text, or for decoder_block gemma4*\n"
-          "Gemma4ForCausalLM / gemma4_text) and\n"
-          "model.safetensors (or model-0000k-of-0000n.safetensors shards of at most max_shard_size bytes\n"
-          "plus model.safetensors.index.json) with Hugging Face names (model.*). <src> is a gemtrain\n"
-          "checkpoint (a step, checkpoints or run directory: its latest good checkpoint), a parameter file\n"
-          "(gt_ctx_save, or convert from_hf), an HF directory (re-export), or 'init': a\n"
-          "fresh model initialised from init_weights_seed with the configuration given as for 'train'\n"
-          "(init_norm_std > 0 also draws the norm weights from normal(0, init_norm_std) around the identity:\n"
-          "w of Gemma 3's (1 + w) around 0, Gemma 4's stored scales and layer_scalar around 1).\n"
-          "A Gemma 3 262144-token embedding is written with HF's 262208 rows (zero rows appended, as MaxText\n"
-          "does) unless pad_vocab=false. Gemma 4 layers all get a layer_scalar (1 when not trained).\n"
-          "\n"
-          "from_hf reads an HF Gemma 3 or Gemma 4 directory (config.json: gemma3_text / gemma4_text, or the\n"
-          "gemma3 / gemma4 wrapper with text_config; tensors model.*, model.language_model.* or\n"
-          "language_model.model.*, F32/BF16/F16, one file or shards) and writes a gemtrain checkpoint (<out>/checkpoints/step_00000000, parameters with zero\n"
-          "AdamW moments; load_parameters_path=<out> starts a run from it) or, for a name ending in\n"
-          ".safetensors, a gemtrain parameter file; either holds the model's config.\n"
-          "Tensors other than the text decoder's (vision and audio towers, projectors) are counted and\n"
-          "skipped; a Gemma 3 262208-row embedding is cut to 262144 rows. Gemma 4 layer_scalar buffers are\n"
-          "loaded only with layer_scalar_trainable=true (the default); k/v tensors of KV-shared layers are\n"
-          "skipped, as transformers does.\n");
-}
-
 /* base.json's defaults: a source given to convert brings its own model keys
  * and convert takes no other config. Prints the error. */
 static int gt__convert_defaults(gt_config *cfg) { return gt_cli_load_config(0, NULL, cfg); }
@@ -170,7 +139,7 @@ static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_c
 
 static int gt__from_hf(int argc, char **argv) {
   if (argc != 2) {
-    gt__convert_usage(stderr);
+    gt_cli_help(stderr, "convert", NULL);
     return 2;
   }
   const char *dir = argv[0], *out = argv[1];
@@ -224,15 +193,22 @@ static int gt__from_hf(int argc, char **argv) {
 }
 
 int gt_cmd_convert(int argc, char **argv) {
-  if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-    gt__convert_usage(argc < 1 ? stderr : stdout);
-    return argc < 1 ? 2 : 0;
+  /* convert has no options; main puts them first, but a file name keeps
+   * its place, so look at every argument */
+  for (int i = 0; i < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "gemtrain convert: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+  if (argc < 1) {
+    gt_cli_help(stderr, "convert", NULL);
+    return 2;
   }
   if (!strcmp(argv[0], "to_hf") && argc >= 3) return gt__to_hf(argc - 1, argv + 1);
   if (!strcmp(argv[0], "from_hf")) return gt__from_hf(argc - 1, argv + 1);
   if (strcmp(argv[0], "to_hf"))
     fprintf(stderr, "gemtrain convert: unknown direction '%s'; expected to_hf or from_hf\n", argv[0]);
   else
-    gt__convert_usage(stderr);
+    gt_cli_help(stderr, "convert", NULL);
   return 2;
 }

@@ -9,20 +9,6 @@
 #include "tokenizer/tokenizer.h"
 #include "train/train.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain decode [--ids] [config.json] load_parameters_path=PATH prompt=\"text\"\n"
-          "                       max_decode_steps=N [key=value ...]\n"
-          "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
-          "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
-          "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
-          "its model's configuration (a model key given here must agree with it). Sampling:\n"
-          "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
-          "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the prompt\n"
-          "and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
-          "  --ids  also print the new token ids as a JSON array\n");
-}
-
 /* Text <-> ids: <bos> then the prompt, through the Gemma tokenizer when
  * tokenizer_path is set (it never makes more ids than the text has bytes),
  * else the byte tokenizer of the text dataset. */
@@ -67,12 +53,8 @@ int gt_cmd_decode(int argc, char **argv) {
   char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
   if (!rest) return 1;
   for (int i = 0; i < argc; i++) {
-    if (strncmp(argv[i], "--", 2)) {
+    if (argv[i][0] != '-' || !argv[i][1]) {
       rest[n++] = argv[i];
-    } else if (!strcmp(argv[i], "--help")) {
-      usage(stdout);
-      free(rest);
-      return 0;
     } else if (!strcmp(argv[i], "--ids")) {
       print_ids = 1;
     } else {

@@ -10,20 +10,6 @@
 #include "decode/logitcheck.h"
 #include "train/train.h"
 
-static void gt__lc_usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain logit-check [config.json] load_parameters_path=PATH golden_logits_path=FILE\n"
-          "                            max_kl_div=X [atol=Y] [output_logits_path=FILE]\n"
-          "Runs gemtrain's forward pass over each golden sequence (JSONL, one object per line:\n"
-          "{\"tokens\": [ids], \"logits\": [[V floats] per position]}) and prints, per sequence, the\n"
-          "largest logit difference, the top-10 tokens of the last position with their overlap, Jaccard\n"
-          "similarity and rank agreement, and the per-token KL divergence KL(golden || gemtrain) with its\n"
-          "mean and max. Exits 1 when a token's KL exceeds max_kl_div or (atol given) a logit differs by\n"
-          "more than atol, 0 when everything is within them. PATH is a Hugging Face directory (its\n"
-          "config.json defines the model), a gemtrain checkpoint (step, checkpoints or run directory) or\n"
-          "a gemtrain parameter file; a model key given here must agree with the model's.\n");
-}
-
 static void gt__lc_print_seq(int s, const gt_golden_seq *g, const gt_logit_cmp *c, int64_t model_vocab) {
   printf("--- sequence %d: %d tokens, vocab %lld (model %lld, golden %lld) ---\n", s, g->n_tokens,
          (long long)c->vocab, (long long)model_vocab, (long long)g->vocab);
@@ -43,10 +29,6 @@ static void gt__lc_print_seq(int s, const gt_golden_seq *g, const gt_logit_cmp *
 }
 
 int gt_cmd_logit_check(int argc, char **argv) {
-  if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-    gt__lc_usage(stdout);
-    return 0;
-  }
   gt_config opt;
   int rc = gt_cli_load_config(argc, argv, &opt);
   if (rc) return rc;

@@ -9,20 +9,13 @@
 
 int gt_cmd_plan(int argc, char **argv) {
   int json = 0, first = 0;
-  while (first < argc && !strncmp(argv[first], "--", 2)) {
-    if (!strcmp(argv[first], "--json")) {
-      json = 1;
-      first++;
-    } else if (!strcmp(argv[first], "--help")) {
-      printf("usage: gemtrain plan [--json] [config.json] [key=value ...]\n"
-             "Prints the memory plan of one training step (parameters, gradients, optimizer, saved\n"
-             "activations per layer, the peak and where it happens, the largest buffers live then)\n"
-             "and its FLOPs, without allocating anything.\n");
-      return 0;
-    } else {
+  while (first < argc && argv[first][0] == '-' && argv[first][1]) {
+    if (strcmp(argv[first], "--json")) {
       fprintf(stderr, "gemtrain plan: unknown option '%s'\n", argv[first]);
       return 2;
     }
+    json = 1;
+    first++;
   }
   gt_config cfg;
   int rc = gt_cli_load_config(argc - first, argv + first, &cfg);

@@ -11,39 +11,9 @@
 #include "cli.h"
 #include "sweep_runner.h"
 
-static void sweep_usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain sweep [--retry-failed] [--dry-run] <sweep.json> [key=value ...]\n"
-          "Runs each point of the sweep as its own 'gemtrain train' process (run directory\n"
-          "<sweep dir>/runs/point-<k>, console log runs/point-<k>.log), then writes results.jsonl,\n"
-          "results.md (a table sorted as asked) and plot.svg in the sweep directory\n"
-          "(output_directory, default <base_output_directory>/<sweep file stem>).\n"
-          "key=value arguments apply to every point and win over the file's keys.\n"
-          "A sweep rerun in the same directory skips the points results.jsonl already records;\n"
-          "--retry-failed reruns every recorded point whose status is not ok.\n"
-          "--dry-run checks every point (config and memory plan) and prints the table; it runs\n"
-          "and writes nothing.\n"
-          "\n"
-          "sweep file keys: base {config, overrides}, grid {key: [values]}, grids [grid, ...],\n"
-          "points [{key: value}, ...], steps, metrics [names], sort_by, sort_desc, plot {x, y},\n"
-          "max_parallel, point_timeout_s, output_directory, description.\n"
-          "\n"
-          "statuses, from how a point's process ended: exit 0 ok (with its metrics.jsonl),\n"
-          "2 config_error, 3 does_not_fit (the memory plan is over the limit), 4 diverged\n"
-          "(a non-finite step), any other exit failed; a signal crashed; killed at point_timeout_s\n"
-          "timeout. A point whose configuration is refused never starts: config_error.\n"
-          "metrics:");
-  for (int i = 0; i < gt_sweep_num_metrics(); i++) fprintf(f, " %s", gt_sweep_metric_name(i));
-  fprintf(f, "\n");
-}
-
 int gt_cmd_sweep(int argc, char **argv) {
   int retry = 0, dry = 0, first = 0;
   while (first < argc && argv[first][0] == '-') {
-    if (!strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
-      sweep_usage(stdout);
-      return 0;
-    }
     if (!strcmp(argv[first], "--retry-failed") || !strcmp(argv[first], "--dry-run")) {
       if (argv[first][2] == 'r')
         retry = 1;

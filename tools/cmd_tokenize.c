@@ -24,27 +24,6 @@ typedef struct tok_opts {
   int n_files;
 } tok_opts;
 
-static void tok_usage(FILE *f) {
-  fprintf(f,
-          "usage: gemtrain tokenize tokenizer_path=FILE output_path=DIR [key=value ...] FILE...\n"
-          "       gemtrain tokenize tokenizer_path=FILE --ids [add_bos=false] < text > ids.json\n"
-          "       gemtrain tokenize tokenizer_path=FILE --decode < ids.json > text\n"
-          "\n"
-          "Encodes each text FILE as one document (<bos> text <eos>) with a Hugging Face tokenizer.json\n"
-          "(Gemma 3's: tools/setup.sh fetches it to data/tokenizers/gemma3/tokenizer.json) and writes\n"
-          "the stream as DIR/shard-00000.gtok, ... for dataset_type=tokens dataset_path=DIR.\n"
-          "\n"
-          "keys:\n"
-          "  tokenizer_path  the tokenizer.json (required)\n"
-          "  output_path     directory for the shards (created; must not hold .gtok shards already)\n"
-          "  shard_tokens    tokens per shard (default 16777216; the last shard holds the rest)\n"
-          "  add_bos         <bos> before each document (default true; with --ids: false)\n"
-          "  add_eos         <eos> after each document (default true)\n"
-          "  compress        zlib-compress the shards (default true)\n"
-          "--ids prints the ids of standard input as one JSON array; --decode reads such an array\n"
-          "and writes its text (byte-fallback bytes raw, special tokens as their text).\n");
-}
-
 static int parse_bool(const char *k, const char *v, int *out) {
   if (!strcmp(v, "true") || !strcmp(v, "1")) {
     *out = 1;
@@ -355,11 +334,6 @@ static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
 }
 
 int gt_cmd_tokenize(int argc, char **argv) {
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      tok_usage(stdout);
-      return 0;
-    }
   tok_opts o;
   int rc = parse_args(argc, argv, &o);
   if (rc) {

@@ -15,18 +15,11 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
 int gt_cmd_train(int argc, char **argv) {
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      gt_config c;
-      gt_err e;
-      printf("usage: gemtrain train [config.json] [key=value ...]\n\nkeys (defaults from configs/base.json"
-             " and the default preset):\n");
-      if (gt_config_load(&c, NULL, NULL, 0, NULL, &e) == GT_OK)
-        gt_config_print_help(stdout, &c);
-      else
-        gt_config_print_help(stdout, NULL);
-      return 0;
-    }
+  /* train has no options (main answers --help); main puts them first */
+  if (argc > 0 && argv[0][0] == '-' && argv[0][1]) {
+    fprintf(stderr, "gemtrain train: unknown option '%s'\n", argv[0]);
+    return 2;
+  }
   gt_config cfg;
   int rc = gt_cli_load_config(argc, argv, &cfg);
   if (rc) return rc;

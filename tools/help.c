@@ -118,7 +118,12 @@ static const help_entry entries[] = {
      "\n"
      "sweep file keys: base {config, overrides}, grid {key: [values]}, grids [grid, ...],\n"
      "points [{key: value}, ...], steps, metrics [names], sort_by, sort_desc, plot {x, y},\n"
-     "max_parallel, point_timeout_s, output_directory, description.\n",
+     "max_parallel, point_timeout_s, output_directory, description.\n"
+     "\n"
+     "statuses, from how a point's process ended: exit 0 ok (with its metrics.jsonl),\n"
+     "2 config_error, 3 does_not_fit (the memory plan is over the limit), 4 diverged\n"
+     "(a non-finite step), any other exit failed; a signal crashed; killed at point_timeout_s\n"
+     "timeout. A point whose configuration is refused never starts: config_error.\n",
      sweep_metrics},
     {"convert", NULL, "Hugging Face Gemma 3 / Gemma 4 checkpoints in (from_hf) and out (to_hf)",
      "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
@@ -162,9 +167,9 @@ static const help_entry entries[] = {
      "largest logit difference, the top-10 tokens of the last position with their overlap, Jaccard\n"
      "similarity and rank agreement, and the per-token KL divergence KL(golden || gemtrain) with\n"
      "its mean and max. Exits 1 when a token's KL exceeds max_kl_div or (atol given) a logit\n"
-     "differs by more than atol, 0 when everything is within them. PATH is a checkpoint or run\n"
-     "directory, a Hugging Face directory (its config.json defines the model) or a gemtrain\n"
-     "parameter file.\n"
+     "differs by more than atol, 0 when everything is within them. PATH is a gemtrain checkpoint\n"
+     "(step, checkpoints or run directory), a Hugging Face directory (its config.json defines the\n"
+     "model) or a gemtrain parameter file; a model key given here must agree with the model's.\n"
      "\n"
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
@@ -175,7 +180,7 @@ static const help_entry entries[] = {
      "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
      "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
      "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
-     "its model's configuration. Sampling:\n"
+     "its model's configuration (a model key given here must agree with it). Sampling:\n"
      "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
      "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the\n"
      "prompt and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
