@@ -634,8 +634,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("ckpt");
-  TCase *tf = tcase_create("format");
-  tcase_set_timeout(tf, 120);
+  TCase *tf = gt_test_tcase(s, "format");
   tcase_add_test(tf, test_roundtrip_any_shards);
   tcase_add_test(tf, test_flipped_data_byte);
   tcase_add_test(tf, test_flipped_header_byte);
@@ -649,9 +648,7 @@ int main(void) {
   tcase_add_test(tf, test_keep_newest);
   tcase_add_test(tf, test_nonfinite_never_written);
   tcase_add_test(tf, test_disk_full_keeps_latest);
-  suite_add_tcase(s, tf);
-  TCase *tr = tcase_create("runs");
-  tcase_set_timeout(tr, 240);
+  TCase *tr = gt_test_tcase(s, "runs");
   tcase_add_test(tr, test_resume_bit_exact);
   tcase_add_test(tr, test_resume_other_device_count);
   tcase_add_test(tr, test_resume_expert_parallel);
@@ -660,6 +657,5 @@ int main(void) {
   tcase_add_test(tr, test_nan_skipped_two_devices);
   tcase_add_test(tr, test_signal_checkpoints_and_stops);
   tcase_add_test(tr, test_load_parameters_only);
-  suite_add_tcase(s, tr);
   return gt_test_run_suite(s, 0);
 }

@@ -484,7 +484,7 @@ END_TEST
 
 Suite *config_suite(void) {
   Suite *s = suite_create("config");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_base_then_preset);
   tcase_add_test(tc, test_every_layer_in_order);
   tcase_add_test(tc, test_model_name_resolved_before_preset);
@@ -503,7 +503,6 @@ Suite *config_suite(void) {
   tcase_add_test(tc, test_preset_exact_4b_and_structure);
   tcase_add_test(tc, test_27b_query_scale);
   tcase_add_test(tc, test_small_presets_same_structure);
-  suite_add_tcase(s, tc);
   return s;
 }
 

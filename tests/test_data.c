@@ -220,13 +220,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("data");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_bytes_round_trip);
   tcase_add_test(tc, test_shard_round_trip);
   tcase_add_test(tc, test_shard_corruption);
   tcase_add_test(tc, test_windows_order_and_split);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

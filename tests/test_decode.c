@@ -571,8 +571,7 @@ END_TEST
 
 static Suite *decode_suite(void) {
   Suite *s = suite_create("decode");
-  TCase *tc = tcase_create("decode");
-  tcase_set_timeout(tc, 240);
+  TCase *tc = gt_test_tcase(s, "decode");
   tcase_add_test(tc, test_cached_equals_full_tiny);
   tcase_add_test(tc, test_cached_equals_full_mixed);
   tcase_add_test(tc, test_cached_equals_full_gemma4);
@@ -589,7 +588,6 @@ static Suite *decode_suite(void) {
   tcase_add_test(tc, test_seeded_sampling_reproducible);
   tcase_add_test(tc, test_stops_at_eos);
   tcase_add_test(tc, test_load_ctx_save_file);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -133,12 +133,11 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("flops");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
   tcase_add_test(tc, test_hand_count_gemma4);
   tcase_add_test(tc, test_hand_count_moe);
   tcase_add_test(tc, test_moe_param_counts);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -1018,8 +1018,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("hf");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_config_roundtrip);
   tcase_add_test(tc, test_config_hub_4b_wrapper);
@@ -1039,6 +1038,5 @@ int main(void) {
   tcase_add_test(tc, test_layer_scalar_buffer);
   tcase_add_test(tc, test_gemma4_wrapper_and_shared_kv);
   tcase_add_test(tc, test_gemma4_vocab_not_padded);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

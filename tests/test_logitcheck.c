@@ -394,7 +394,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("logitcheck");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_kl_by_hand);
   tcase_add_test(tc, test_topk_metrics);
@@ -404,7 +404,5 @@ int main(void) {
   tcase_add_test(tc, test_golden_refusals_limits);
   tcase_add_test(tc, test_golden_forms);
   tcase_add_test(tc, test_golden_large);
-  tcase_set_timeout(tc, 300);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

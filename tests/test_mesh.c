@@ -1168,8 +1168,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("mesh");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_create_rejects_bad_count);
   tcase_add_test(tc, test_run_once_per_device_and_reuse);
   tcase_add_test(tc, test_barrier);
@@ -1190,6 +1189,5 @@ int main(void) {
   tcase_add_test(tc, test_async_in_flight_with_sync);
   tcase_add_test(tc, test_async_reuse_runs);
   tcase_add_test(tc, test_async_destroy_drains);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -458,8 +458,7 @@ END_TEST
 
 Suite *model_suite(void) {
   Suite *s = suite_create("model");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_fd_window_smaller);
   tcase_add_test(tc, test_fd_window_equal);
   tcase_add_test(tc, test_fd_window_larger_gqa);
@@ -467,9 +466,7 @@ Suite *model_suite(void) {
   tcase_add_test(tc, test_vocab_tiling_invariance);
   tcase_add_test(tc, test_deterministic);
   tcase_add_test(tc, test_initial_loss_near_uniform);
-  suite_add_tcase(s, tc);
-  TCase *g4 = tcase_create("gemma4");
-  tcase_set_timeout(g4, 120);
+  TCase *g4 = gt_test_tcase(s, "gemma4");
   tcase_add_test(g4, test_fd_gemma4_dense_k_eq_v);
   tcase_add_test(g4, test_fd_gemma4_own_v_scaled_vnorm);
   tcase_add_test(g4, test_fd_gemma4_ple_only);
@@ -479,7 +476,6 @@ Suite *model_suite(void) {
   tcase_add_test(g4, test_fd_gemma4_tiny_moe_whole);
   tcase_add_test(g4, test_moe_graph);
   tcase_add_test(g4, test_gemma4_initial_loss_near_uniform);
-  suite_add_tcase(s, g4);
   return s;
 }
 

@@ -183,13 +183,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("reference");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_small_six_layers_window_5);
   tcase_add_test(tc, test_packed_segments_window_larger);
   tcase_add_test(tc, test_segments_matter);
   tcase_add_test(tc, test_gemma4_dense);
   tcase_add_test(tc, test_gemma4_ple_kv_shared);
   tcase_add_test(tc, test_gemma4_moe);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -215,8 +215,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("remat");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_every_policy_bit_identical);
   tcase_add_test(tc, test_full_keeps_only_carries);
   tcase_add_test(tc, test_gemma4_dense_policies);
@@ -224,6 +223,5 @@ int main(void) {
   tcase_add_test(tc, test_gemma4_moe_policies);
   tcase_add_test(tc, test_gemma4_full_keeps_carries_donor_kv_and_ple);
   tcase_add_test(tc, test_recompute_ops);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

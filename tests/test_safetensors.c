@@ -1192,7 +1192,7 @@ END_TEST
 
 static Suite *st_suite(void) {
   Suite *s = suite_create("safetensors");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_dtype_table);
   tcase_add_test(tc, test_f32_roundtrip_bit_exact);
@@ -1223,7 +1223,6 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_set_refusals);
   tcase_add_test(tc, test_read_range);
   tcase_add_test(tc, test_large_bf16);
-  suite_add_tcase(s, tc);
   return s;
 }
 
