@@ -186,6 +186,29 @@ int gt_test_system(const char *fmt, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+char *gt_test_output(const char *fmt, ...) {
+  char *cmd = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vasprintf(&cmd, fmt, ap);
+  va_end(ap);
+  ck_assert(n >= 0);
+  FILE *p = popen(cmd, "r");
+  ck_assert_msg(p != NULL, "cannot run %s", cmd);
+  size_t len = 0, cap = 4096;
+  char *out = malloc(cap);
+  size_t got;
+  while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len - 1 == 0) out = realloc(out, cap *= 2);
+  }
+  out[len] = '\0';
+  int st = pclose(p);
+  ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (status %d)", cmd, st);
+  free(cmd);
+  return out;
+}
+
 char *gt_test_read_file(const char *path, long *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -231,6 +254,19 @@ void gt_test_randomize_norms(gt_model *m, uint64_t *s, int around_one) {
       if (around_one && m->norm_offset == 0.0f)
         for (int64_t k = 0; k < m->tensors[i].numel; k++) p[k] += 1.0f;
     }
+}
+
+uint64_t gt_test_model_random(gt_model *m, gt_config *c, gt_mem *mem, int n, const char *const *ov, uint64_t seed,
+                              int around_one) {
+  gt_test_config(c, n, ov);
+  gt_mem_init(mem);
+  gt_test_model_build(m, c);
+  gt_err e;
+  ck_assert_msg(gt_model_alloc(m, mem, &e) == GT_OK, "%s", e.msg);
+  gt_model_init_params(m, seed, 1.0);
+  uint64_t s = seed + 17;
+  gt_test_randomize_norms(m, &s, around_one);
+  return s;
 }
 
 float *gt_test_st_f32(const gt_st_file *f, const char *name, int64_t want) {

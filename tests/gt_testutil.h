@@ -73,6 +73,9 @@ void gt_test_dir_teardown(void);
 char *gt_test_dir_path(const char *name);
 /* Run a shell command, return its exit status (0 = success). */
 int gt_test_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The standard output of a shell command as a heap string, asserting the
+ * command succeeded. */
+char *gt_test_output(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a whole file into a NUL-terminated heap buffer (NULL if missing). */
 char *gt_test_read_file(const char *path, long *len);
 /* Write n bytes / a string to path, replacing it; asserts it worked. */
@@ -90,6 +93,11 @@ void gt_test_model_build(gt_model *m, const gt_config *c);
  * so the (1 + w) path matters; plus 1 when the model stores the scale
  * itself (Gemma 4, norm_offset 0) and around_one is set. */
 void gt_test_randomize_norms(gt_model *m, uint64_t *state, int around_one);
+/* The model of these overrides, allocated in mem (initialised here), with
+ * gt_model_init_params(seed, 1.0) and gt_test_randomize_norms from seed + 17;
+ * returns that random state, for more draws. */
+uint64_t gt_test_model_random(gt_model *m, gt_config *c, gt_mem *mem, int n, const char *const *ov, uint64_t seed,
+                              int around_one);
 /* The F32 values of tensor `name` of a safetensors fixture, asserting it
  * exists and holds `want` elements. */
 float *gt_test_st_f32(const gt_st_file *f, const char *name, int64_t want);

@@ -41,11 +41,11 @@ static run run_model(const char *model, const char *policy, const char *scope, i
                       p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
   gt_config c;
   gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 12, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_config(&c, 12, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
   int B = 2, T = 24;
@@ -179,10 +179,9 @@ END_TEST
 
 static gt_model build(int n, const char *const *ov) {
   gt_config c;
-  gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_config(&c, n, ov);
   gt_model m;
-  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  gt_test_model_build(&m, &c);
   return m;
 }
 
