@@ -367,7 +367,7 @@ START_TEST(test_rope_vs_ref) {
         const int64_t n = T * H * cf->hd;
         char what[96];
         int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-        for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(gt_test_rand_u64(&seed) % P);
+        gt_test_fill_ids(pos, T, &seed, 0, P);
         float *x = gt_test_alloc_fill(n, &seed, -2, 2);
         float *y = gt_test_copy(x, n), *yr = gt_test_copy(x, n);
         gt_rope_forward(y, pos, ct, st, T, H, cf->hd);
@@ -559,7 +559,7 @@ START_TEST(test_embedding_vs_ref) {
       const float scale = 33.941125f;
       char what[96];
       int32_t *tok = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-      for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+      gt_test_fill_ids(tok, n, &seed, 0, Vocab);
       float *tab = gt_test_alloc_fill((int64_t)Vocab * dim, &seed, -1, 1);
       float *y = gt_test_zeros(n * dim), *yr = gt_test_zeros(n * dim);
       gt_embedding_forward(y, tok, tab, n, dim, scale);
@@ -615,7 +615,7 @@ START_TEST(test_embedding_deterministic) {
   const int dim = 257, Vocab = 11;
   uint64_t seed = 53;
   int32_t *tok = malloc(n * sizeof(int32_t));
-  for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+  gt_test_fill_ids(tok, n, &seed, 0, Vocab);
   float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
   float *dt[3];
   for (int t = 0; t < 3; t++) {
