@@ -3,6 +3,7 @@
 
 #include <check.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,25 +35,96 @@ float *gt_test_alloc_fill(int64_t n, uint64_t *s, float lo, float hi) {
   return x;
 }
 
+void gt_test_fill_ids(int32_t *ids, int64_t n, uint64_t *s, int64_t lo, int64_t hi) {
+  for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(lo + (int64_t)(gt_test_rand_u64(s) % (uint64_t)(hi - lo)));
+}
+
+float *gt_test_copy(const float *x, int64_t n) {
+  float *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (n > 0) memcpy(y, x, (size_t)n * sizeof(float));
+  return y;
+}
+
+float *gt_test_zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+double *gt_test_to_double(const float *x, int64_t n) {
+  double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+  for (int64_t i = 0; i < n; i++) y[i] = x[i];
+  return y;
+}
+
+int gt_test_same_bits(const float *a, const float *b, int64_t n) {
+  return n <= 0 || memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+/* The worst so far, keeping a NaN once seen (`!(x <= worst)` alone would let
+ * a later finite value replace it). */
+static double worse(double worst, double x) {
+  if (isnan(worst)) return worst;
+  return (x <= worst) ? worst : x;
+}
+
 double gt_test_max_rel_err(const float *a, const float *b, int64_t n, double floor) {
   double worst = 0;
   for (int64_t i = 0; i < n; i++) {
     double d = fabs((double)a[i] - (double)b[i]);
     double m = fabs((double)b[i]);
     if (m < floor) m = floor;
-    double r = d / m;
-    if (!(r <= worst)) worst = r; /* NaN propagates as the worst */
+    worst = worse(worst, d / m);
   }
   return worst;
 }
 
 double gt_test_max_abs_err(const float *a, const float *b, int64_t n) {
   double worst = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - (double)b[i]);
-    if (!(d <= worst)) worst = d;
-  }
+  for (int64_t i = 0; i < n; i++) worst = worse(worst, fabs((double)a[i] - (double)b[i]));
   return worst;
+}
+
+double gt_test_max_abs(const float *x, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = worse(m, fabs((double)x[i]));
+  return m;
+}
+
+double gt_test_scaled_err(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(a[i])) return INFINITY;
+    num = worse(num, fabs((double)a[i] - (double)b[i]));
+    den = fmax(den, fabs((double)b[i]));
+  }
+  if (num == 0) return 0;
+  return den > 0 ? num / den : num;
+}
+
+double gt_test_scaled_err_d(const float *a, const double *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(a[i])) return INFINITY;
+    num = worse(num, fabs((double)a[i] - b[i]));
+    den = fmax(den, fabs(b[i]));
+  }
+  if (num == 0) return 0;
+  return den > 0 ? num / den : num;
+}
+
+void gt_test_check_err(const char *what, double err, double tol) {
+  const char *v = getenv("GT_TEST_VERBOSE");
+  if (v && *v && strcmp(v, "0") != 0) printf("  %-60s %10.3g (tol %.1g)\n", what, err, tol);
+  ck_assert_msg(err <= tol, "%s: error %.4g above %.4g", what, err, tol);
+}
+
+void gt_test_central_diff(double *grad, double *p, int64_t n, double h, gt_test_loss_fn f, void *ctx) {
+  for (int64_t i = 0; i < n; i++) {
+    const double save = p[i];
+    p[i] = save + h;
+    const double lp = f(ctx);
+    p[i] = save - h;
+    const double lm = f(ctx);
+    p[i] = save;
+    grad[i] = (lp - lm) / (2 * h);
+  }
 }
 
 double gt_test_norm_rel_err(const float *a, const float *b, int64_t n) {
@@ -76,6 +148,31 @@ char *gt_test_mkdtemp(const char *tag) {
   return p;
 }
 
+char *gt_test_path(const char *dir, const char *name) {
+  char *p = NULL;
+  ck_assert(asprintf(&p, "%s/%s", dir, name) > 0);
+  return p;
+}
+
+void gt_test_rm_rf(const char *dir) {
+  if (dir) gt_test_system("rm -rf '%s'", dir);
+}
+
+char *gt_test_dir;
+
+void gt_test_dir_setup(void) {
+  gt_test_dir = gt_test_mkdtemp(program_invocation_short_name);
+  ck_assert_ptr_nonnull(gt_test_dir);
+}
+
+void gt_test_dir_teardown(void) {
+  gt_test_rm_rf(gt_test_dir);
+  free(gt_test_dir);
+  gt_test_dir = NULL;
+}
+
+char *gt_test_dir_path(const char *name) { return gt_test_path(gt_test_dir, name); }
+
 int gt_test_system(const char *fmt, ...) {
   char *cmd = NULL;
   va_list ap;
@@ -87,6 +184,29 @@ int gt_test_system(const char *fmt, ...) {
   free(cmd);
   if (st == -1) return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+char *gt_test_output(const char *fmt, ...) {
+  char *cmd = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vasprintf(&cmd, fmt, ap);
+  va_end(ap);
+  ck_assert(n >= 0);
+  FILE *p = popen(cmd, "r");
+  ck_assert_msg(p != NULL, "cannot run %s", cmd);
+  size_t len = 0, cap = 4096;
+  char *out = malloc(cap);
+  size_t got;
+  while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len - 1 == 0) out = realloc(out, cap *= 2);
+  }
+  out[len] = '\0';
+  int st = pclose(p);
+  ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (status %d)", cmd, st);
+  free(cmd);
+  return out;
 }
 
 char *gt_test_read_file(const char *path, long *len) {
@@ -105,6 +225,65 @@ char *gt_test_read_file(const char *path, long *len) {
   fclose(f);
   if (len) *len = n;
   return buf;
+}
+
+void gt_test_write_file(const char *path, const void *buf, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+  ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+void gt_test_write_text(const char *path, const char *text) { gt_test_write_file(path, text, strlen(text)); }
+
+void gt_test_config(gt_config *c, int n, const char *const *ov) {
+  gt_err e;
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+}
+
+void gt_test_model_build(gt_model *m, const gt_config *c) {
+  gt_err e;
+  ck_assert_msg(gt_model_build(m, c, &e) == GT_OK, "%s", e.msg);
+}
+
+void gt_test_randomize_norms(gt_model *m, uint64_t *s, int around_one) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].ndim == 1) {
+      float *p = m->params + m->tensors[i].offset;
+      gt_test_fill(p, m->tensors[i].numel, s, -0.3f, 0.3f);
+      if (around_one && m->norm_offset == 0.0f)
+        for (int64_t k = 0; k < m->tensors[i].numel; k++) p[k] += 1.0f;
+    }
+}
+
+uint64_t gt_test_model_random(gt_model *m, gt_config *c, gt_mem *mem, int n, const char *const *ov, uint64_t seed,
+                              int around_one) {
+  gt_test_config(c, n, ov);
+  gt_mem_init(mem);
+  gt_test_model_build(m, c);
+  gt_err e;
+  ck_assert_msg(gt_model_alloc(m, mem, &e) == GT_OK, "%s", e.msg);
+  gt_model_init_params(m, seed, 1.0);
+  uint64_t s = seed + 17;
+  gt_test_randomize_norms(m, &s, around_one);
+  return s;
+}
+
+float *gt_test_st_f32(const gt_st_file *f, const char *name, int64_t want) {
+  const gt_st_tensor *t = gt_st_find(f, name);
+  ck_assert_msg(t != NULL, "fixture lacks tensor %s", name);
+  ck_assert_msg(t->numel == want, "%s has %lld elements, want %lld", name, (long long)t->numel, (long long)want);
+  float *v = malloc(sizeof(float) * (size_t)(want > 0 ? want : 1));
+  gt_err e;
+  ck_assert_msg(gt_st_read_f32(t, v, want, &e) == GT_OK, "%s", e.msg);
+  return v;
+}
+
+TCase *gt_test_tcase(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 0); /* 0: no timer at all */
+  suite_add_tcase(s, tc);
+  return tc;
 }
 
 int gt_test_run_suite(Suite *s, int nofork) {

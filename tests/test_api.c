@@ -251,8 +251,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("api");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_train_loss_falls);
   tcase_add_test(tc, test_errors_per_context);
   tcase_add_test(tc, test_two_threads_equal_sequential);
@@ -261,7 +260,6 @@ int main(void) {
   tcase_add_test(tc, test_ctx_equals_train_moe);
   tcase_add_test(tc, test_ctx_equals_train_moe_expert_parallel);
   tcase_add_test(tc, test_ctx_load_parameters_path);
-  suite_add_tcase(s, tc);
   /* no fork: leaks of every test are the process's, seen by LeakSanitizer */
   return gt_test_run_suite(s, 1);
 }

@@ -52,17 +52,10 @@ static int32_t *make_seg(int B, int T, int mode, uint64_t *st) {
   return seg;
 }
 
-static double max_abs(const float *x, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (fabs(x[i]) > m) m = fabs(x[i]);
-  return m;
-}
-
 /* Relative error with a floor of 1e-2 of the largest reference magnitude:
  * gradients have entries near zero from cancellation. */
 static double rel_err(const float *a, const float *ref, int64_t n) {
-  double fl = 1e-2 * max_abs(ref, n);
+  double fl = 1e-2 * gt_test_max_abs(ref, n);
   if (fl < 1e-6) fl = 1e-6;
   return gt_test_max_rel_err(a, ref, n, fl);
 }
@@ -98,11 +91,7 @@ static void run_case(const attn_case *c, uint64_t seed) {
   float *dq_r = gt_test_alloc_fill(nq, &st, -0.1f, 0.1f);
   float *dk_r = gt_test_alloc_fill(nk, &st, -0.1f, 0.1f);
   float *dv_r = gt_test_alloc_fill(nk, &st, -0.1f, 0.1f);
-  float *dq_f = malloc(nq * sizeof(float)), *dk_f = malloc(nk * sizeof(float));
-  float *dv_f = malloc(nk * sizeof(float));
-  memcpy(dq_f, dq_r, nq * sizeof(float));
-  memcpy(dk_f, dk_r, nk * sizeof(float));
-  memcpy(dv_f, dv_r, nk * sizeof(float));
+  float *dq_f = gt_test_copy(dq_r, nq), *dk_f = gt_test_copy(dk_r, nk), *dv_f = gt_test_copy(dv_r, nk);
 
   gt_attention_forward_ref(out_r, lse_r, q, k, v, seg, &d);
   memset(out_f, 0xff, nq * sizeof(float)); /* NaN: every element must be written */
@@ -119,8 +108,8 @@ static void run_case(const attn_case *c, uint64_t seed) {
   check_close("dv", c, dv_f, dv_r, nk);
 
   /* NULL gradients are skipped and leave the others unchanged. */
-  float *dk2 = gt_test_alloc_fill(nk, &st, 0, 0);
-  float *dk3 = gt_test_alloc_fill(nk, &st, 0, 0);
+  float *dk2 = gt_test_zeros(nk);
+  float *dk3 = gt_test_zeros(nk);
   gt_attention_backward(NULL, dk2, NULL, dout, out_r, lse_r, q, k, v, seg, &d);
   gt_attention_backward(NULL, dk3, dv_f, dout, out_r, lse_r, q, k, v, seg, &d);
   ck_assert(memcmp(dk2, dk3, nk * sizeof(float)) == 0);
@@ -181,20 +170,17 @@ static double loss_double(const double *q, const double *k, const double *v,
   return L;
 }
 
-/* d loss / d x by central differences over every element of x (double). */
-static void fd_grad(double *g, double *x, int64_t n, const double *q, const double *k,
-                    const double *v, const double *R, const int32_t *seg,
-                    const gt_attn_dims *d, double *scratch) {
-  const double eps = 1e-5;
-  for (int64_t i = 0; i < n; i++) {
-    const double x0 = x[i];
-    x[i] = x0 + eps;
-    double lp = loss_double(q, k, v, R, seg, d, scratch);
-    x[i] = x0 - eps;
-    double lm = loss_double(q, k, v, R, seg, d, scratch);
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * eps);
-  }
+/* The loss as a function of whichever input the finite differences move. */
+typedef struct fd_ctx {
+  const double *q, *k, *v, *R;
+  const int32_t *seg;
+  const gt_attn_dims *d;
+  double *scratch;
+} fd_ctx;
+
+static double fd_loss(void *p) {
+  const fd_ctx *c = p;
+  return loss_double(c->q, c->k, c->v, c->R, c->seg, c->d, c->scratch);
 }
 
 static double err_vs_double(const float *a, const double *ref, int64_t n) {
@@ -206,10 +192,6 @@ static double err_vs_double(const float *a, const double *ref, int64_t n) {
     if (!(e <= worst)) worst = e;
   }
   return worst;
-}
-
-static void to_double(double *dst, const float *src, int64_t n) {
-  for (int64_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
 static void run_fd(int B, int T, int H, int K, int hd, int W, int segmode, uint64_t seed) {
@@ -224,21 +206,21 @@ static void run_fd(int B, int T, int H, int K, int hd, int W, int segmode, uint6
   int32_t *seg = make_seg(B, T, segmode, &st);
   if (seg) /* short runs so this tiny T still has several segments */
     for (int i = 0; i < B * T; i++) seg[i] = (i % T) / 3 + (i % T == 7);
-  double *qd = malloc(nq * sizeof(double)), *kd = malloc(nk * sizeof(double));
-  double *vd = malloc(nk * sizeof(double)), *Rd = malloc(nq * sizeof(double));
+  double *qd = gt_test_to_double(q, nq), *kd = gt_test_to_double(k, nk);
+  double *vd = gt_test_to_double(v, nk), *Rd = gt_test_to_double(R, nq);
   double *od = malloc(nq * sizeof(double)), *scratch = malloc(nq * sizeof(double));
   double *gq = malloc(nq * sizeof(double)), *gk = malloc(nk * sizeof(double));
   double *gv = malloc(nk * sizeof(double));
-  to_double(qd, q, nq), to_double(kd, k, nk), to_double(vd, v, nk), to_double(Rd, R, nq);
-  fd_grad(gq, qd, nq, qd, kd, vd, Rd, seg, &d, scratch);
-  fd_grad(gk, kd, nk, qd, kd, vd, Rd, seg, &d, scratch);
-  fd_grad(gv, vd, nk, qd, kd, vd, Rd, seg, &d, scratch);
+  fd_ctx fc = {qd, kd, vd, Rd, seg, &d, scratch};
+  gt_test_central_diff(gq, qd, nq, 1e-5, fd_loss, &fc);
+  gt_test_central_diff(gk, kd, nk, 1e-5, fd_loss, &fc);
+  gt_test_central_diff(gv, vd, nk, 1e-5, fd_loss, &fc);
   attn_double(od, qd, kd, vd, seg, &d);
 
   float *out = malloc(nq * sizeof(float)), *lse = malloc(nl * sizeof(float));
   for (int fast = 0; fast < 2; fast++) {
-    float *dq = gt_test_alloc_fill(nq, &st, 0, 0), *dk = gt_test_alloc_fill(nk, &st, 0, 0);
-    float *dv = gt_test_alloc_fill(nk, &st, 0, 0);
+    float *dq = gt_test_zeros(nq), *dk = gt_test_zeros(nk);
+    float *dv = gt_test_zeros(nk);
     if (fast) {
       gt_attention_forward(out, lse, q, k, v, seg, &d);
       gt_attention_backward(dq, dk, dv, R, out, lse, q, k, v, seg, &d);
@@ -289,9 +271,7 @@ static void run_poison(int W, int segmode) {
   float *v = gt_test_alloc_fill(nk, &st, -1, 1);
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   int32_t *seg = make_seg(B, T, segmode, &st);
-  float *kp = malloc(nk * sizeof(float)), *vp = malloc(nk * sizeof(float));
-  memcpy(kp, k, nk * sizeof(float));
-  memcpy(vp, v, nk * sizeof(float));
+  float *kp = gt_test_copy(k, nk), *vp = gt_test_copy(v, nk);
   for (int b = 0; b < B; b++)
     for (int t = 0; t < P; t++)
       for (int c = 0; c < K * hd; c++) {
@@ -302,8 +282,8 @@ static void run_poison(int W, int segmode) {
   float *l1 = malloc(nl * sizeof(float)), *l2 = malloc(nl * sizeof(float));
   float *g1[3], *g2[3];
   for (int i = 0; i < 3; i++) {
-    g1[i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
-    g2[i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
+    g1[i] = gt_test_zeros(i ? nk : nq);
+    g2[i] = gt_test_zeros(i ? nk : nq);
   }
   gt_attention_forward(o1, l1, q, k, v, seg, &d);
   gt_attention_forward(o2, l2, q, kp, vp, seg, &d);
@@ -384,7 +364,7 @@ START_TEST(test_deterministic) {
       omp_set_num_threads(threads[r]);
       o[r] = malloc(nq * sizeof(float));
       l[r] = malloc(nl * sizeof(float));
-      for (int i = 0; i < 3; i++) g[r][i] = gt_test_alloc_fill(i ? nk : nq, &st, 0, 0);
+      for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
       gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
       gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v,
                             wi ? seg : NULL, &d);
@@ -409,22 +389,18 @@ END_TEST
 
 static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
-  TCase *tc = tcase_create("fast_vs_ref");
+  TCase *tc = gt_test_tcase(s, "fast_vs_ref");
   tcase_add_loop_test(tc, test_fast_vs_ref, 0, NCASES);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("finite_differences");
+  tc = gt_test_tcase(s, "finite_differences");
   tcase_add_test(tc, test_fd_causal);
   tcase_add_test(tc, test_fd_window_seg);
   tcase_add_test(tc, test_fd_window_gqa);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("masking");
+  tc = gt_test_tcase(s, "masking");
   tcase_add_test(tc, test_poison_window);
   tcase_add_test(tc, test_poison_window_seg);
   tcase_add_test(tc, test_poison_k_exact);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("determinism");
+  tc = gt_test_tcase(s, "determinism");
   tcase_add_test(tc, test_deterministic);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -20,11 +20,6 @@
 #include "train/train.h"
 #include "gt_testutil.h"
 
-static void load_cfg(gt_config *c, int n, const char *const *ov) {
-  gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
-}
-
 /* a tiny model with random params and moments (full flat buffers) */
 typedef struct fixture {
   gt_config cfg;
@@ -34,9 +29,8 @@ typedef struct fixture {
 
 static void fixture_make(fixture *f, const char *d_model, uint64_t seed) {
   const char *ov[] = {"model_name=gemma3-tiny", d_model};
-  load_cfg(&f->cfg, 2, ov);
-  gt_err e;
-  ck_assert(gt_model_build(&f->m, &f->cfg, &e) == GT_OK);
+  gt_test_config(&f->cfg, 2, ov);
+  gt_test_model_build(&f->m, &f->cfg);
   uint64_t s = seed;
   f->p = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
   f->mu = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
@@ -188,7 +182,7 @@ static void damage_case(const char *what, const char *cmd_fmt, const char *want,
   free(ld.config_json);
   free(p), free(mu), free(nu);
   fixture_free(&f);
-  gt_test_system("rm -rf '%s'", dir);
+  gt_test_rm_rf(dir);
   free(dir);
 }
 
@@ -407,7 +401,7 @@ static run train(const char *base, const char *name, int n_extra, const char *co
   int n = 11;
   for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
   gt_config c;
-  load_cfg(&c, n, ov);
+  gt_test_config(&c, n, ov);
   run r;
   memset(&r, 0, sizeof r);
   gt_err e;
@@ -431,11 +425,7 @@ static run train(const char *base, const char *name, int n_extra, const char *co
 
 /* the "loss" values of metrics.jsonl, one per line, as text */
 static char *losses(const char *base, const char *name) {
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "grep -o '\"loss\": [^,]*' %s/%s/metrics.jsonl > %s/%s.loss", base, name, base, name);
-  ck_assert_int_eq(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/%s.loss", base, name);
-  return gt_test_read_file(cmd, NULL);
+  return gt_test_output("grep -o '\"loss\": [^,]*' %s/%s/metrics.jsonl", base, name);
 }
 
 /* the parameters of a run's final checkpoint */
@@ -443,10 +433,10 @@ static float *final_params(const char *base, const char *name, const char *model
                            gt_ckpt_state *st) {
   const char *ov[] = {"model_name=gemma3-tiny", model_ov};
   gt_config c;
-  load_cfg(&c, model_ov ? 2 : 1, ov);
+  gt_test_config(&c, model_ov ? 2 : 1, ov);
   gt_model m;
   gt_err e;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   float *p = malloc(sizeof(float) * (size_t)m.n_params);
   char path[700];
   snprintf(path, sizeof path, "%s/%s", base, name);
@@ -460,17 +450,13 @@ static float *final_params(const char *base, const char *name, const char *model
 }
 
 static void all_finite_checkpoints(const char *base, const char *name) {
-  char cmd[900];
-  snprintf(cmd, sizeof cmd, "ls -d %s/%s/checkpoints/step_* > %s/dirs.txt", base, name, base);
-  ck_assert_int_eq(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/dirs.txt", base);
-  char *list = gt_test_read_file(cmd, NULL);
+  char *list = gt_test_output("ls -d %s/%s/checkpoints/step_*", base, name);
   const char *ov[] = {"model_name=gemma3-tiny"};
   gt_config c;
-  load_cfg(&c, 1, ov);
+  gt_test_config(&c, 1, ov);
   gt_model m;
   gt_err e;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   size_t nb = sizeof(float) * (size_t)m.n_params;
   float *p = malloc(nb), *mu = malloc(nb), *nu = malloc(nb);
   for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
@@ -532,9 +518,7 @@ START_TEST(test_resume_expert_parallel) {
   ck_assert_msg(b.rc == GT_OK && b.res.start_step == 4 && b.res.steps_done == 8, "%s", b.err);
   char *la = losses(base, "straight"), *lb = losses(base, "resumed");
   ck_assert_str_eq(la, lb);
-  char cmd[1400];
-  snprintf(cmd, sizeof cmd, "grep -c 'moe_lb_loss' %s/resumed/metrics.jsonl | grep -qx 8", base);
-  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(gt_test_system("grep -c 'moe_lb_loss' %s/resumed/metrics.jsonl | grep -qx 8", base), 0);
   int64_t n;
   float *pa = final_params(base, "straight", mo, &n, NULL), *pb = final_params(base, "resumed", mo, &n, NULL);
   ck_assert(memcmp(pa, pb, sizeof(float) * (size_t)n) == 0);
@@ -632,9 +616,7 @@ static void nan_skip_case(const char *devices, const char *pdb) {
   free(final_params(base, "skip", NULL, &n, &st));
   ck_assert_int_eq(st.step, 12);
   ck_assert_int_eq(st.opt_step, 11);
-  char path[700];
-  snprintf(path, sizeof path, "grep -c '\"skipped\": true' %s/skip/metrics.jsonl | grep -qx 1", base);
-  ck_assert_int_eq(system(path), 0);
+  ck_assert_int_eq(gt_test_system("grep -c '\"skipped\": true' %s/skip/metrics.jsonl | grep -qx 1", base), 0);
   g_nan_step = -1;
   free(base);
 }
@@ -698,8 +680,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("ckpt");
-  TCase *tf = tcase_create("format");
-  tcase_set_timeout(tf, 120);
+  TCase *tf = gt_test_tcase(s, "format");
   tcase_add_test(tf, test_roundtrip_any_shards);
   tcase_add_test(tf, test_flipped_data_byte);
   tcase_add_test(tf, test_flipped_header_byte);
@@ -714,9 +695,7 @@ int main(void) {
   tcase_add_test(tf, test_nonfinite_never_written);
   tcase_add_test(tf, test_disk_full_keeps_latest);
   tcase_add_test(tf, test_kill_mid_write_keeps_latest);
-  suite_add_tcase(s, tf);
-  TCase *tr = tcase_create("runs");
-  tcase_set_timeout(tr, 240);
+  TCase *tr = gt_test_tcase(s, "runs");
   tcase_add_test(tr, test_resume_bit_exact);
   tcase_add_test(tr, test_resume_other_device_count);
   tcase_add_test(tr, test_resume_expert_parallel);
@@ -725,6 +704,5 @@ int main(void) {
   tcase_add_test(tr, test_nan_skipped_two_devices);
   tcase_add_test(tr, test_signal_checkpoints_and_stops);
   tcase_add_test(tr, test_load_parameters_only);
-  suite_add_tcase(s, tr);
   return gt_test_run_suite(s, 0);
 }

@@ -21,11 +21,8 @@ static gt_rc load(gt_config *c, const char *user, int n, const char *const *ov, 
 
 static char *write_tmp(const char *tag, const char *text) {
   char *dir = gt_test_mkdtemp(tag);
-  char *path = NULL;
-  ck_assert(asprintf(&path, "%s/user.json", dir) > 0);
-  FILE *f = fopen(path, "w");
-  fputs(text, f);
-  fclose(f);
+  char *path = gt_test_path(dir, "user.json");
+  gt_test_write_text(path, text);
   free(dir);
   return path;
 }
@@ -339,7 +336,7 @@ START_TEST(test_preset_exact_4b_and_structure) {
   ck_assert_int_eq(gt_model_count_params(&c), want);
   ck_assert_int_eq(want, 3880099328LL);
   gt_model m;
-  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  gt_test_model_build(&m, &c);
   int nglob = 0;
   for (int l = 0; l < m.n_layers; l++) {
     ck_assert_int_eq(m.layers[l].kind == GT_LAYER_GLOBAL, l % 6 == 5);
@@ -420,7 +417,7 @@ START_TEST(test_gemma4_e2b_structure) {
   const char *o[] = {"model_name=gemma4-e2b"};
   ck_assert_int_eq(load(&c, NULL, 1, o, &e), GT_OK);
   gt_model m;
-  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  gt_test_model_build(&m, &c);
   for (int l = 0; l < 35; l++) {
     const gt_layer_desc *L = &m.layers[l];
     int g = l % 5 == 4;
@@ -444,7 +441,7 @@ START_TEST(test_gemma4_e2b_structure) {
   /* 31b: K = V on globals, which have 4 kv heads and no v_proj */
   const char *o2[] = {"model_name=gemma4-31b"};
   ck_assert_int_eq(load(&c, NULL, 1, o2, &e), GT_OK);
-  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert(m.layers[5].k_eq_v && m.layers[5].n_kv_heads == 4 && !m.layers[4].k_eq_v && m.layers[4].n_kv_heads == 16);
   ck_assert_ptr_null(gt_model_find_tensor(&m, "layers.5.self_attn.v_proj.weight"));
   ck_assert_ptr_nonnull(gt_model_find_tensor(&m, "layers.4.self_attn.v_proj.weight"));
@@ -460,7 +457,7 @@ START_TEST(test_27b_query_scale) {
   const char *o[] = {"model_name=gemma3-27b"};
   ck_assert_int_eq(load(&c, NULL, 1, o, &e), GT_OK);
   gt_model m;
-  ck_assert_int_eq(gt_model_build(&m, &c, &e), GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert(fabsf(m.layers[0].q_scale - (float)(1.0 / sqrt(168.0))) < 1e-7f);
   gt_model_free(&m);
 }
@@ -485,7 +482,7 @@ END_TEST
 
 Suite *config_suite(void) {
   Suite *s = suite_create("config");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_base_then_preset);
   tcase_add_test(tc, test_every_layer_in_order);
   tcase_add_test(tc, test_model_name_resolved_before_preset);
@@ -504,7 +501,6 @@ Suite *config_suite(void) {
   tcase_add_test(tc, test_preset_exact_4b_and_structure);
   tcase_add_test(tc, test_27b_query_scale);
   tcase_add_test(tc, test_small_presets_same_structure);
-  suite_add_tcase(s, tc);
   return s;
 }
 

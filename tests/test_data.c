@@ -29,8 +29,7 @@ START_TEST(test_bytes_round_trip) {
 END_TEST
 
 static char *tmp_path(const char *name) {
-  char *dir = gt_test_mkdtemp("data"), *p = NULL;
-  ck_assert(asprintf(&p, "%s/%s", dir, name) > 0);
+  char *dir = gt_test_mkdtemp("data"), *p = gt_test_path(dir, name);
   free(dir);
   return p;
 }
@@ -94,11 +93,6 @@ START_TEST(test_shard_corruption) {
 }
 END_TEST
 
-static void load_cfg(gt_config *c, int n, const char *const *ov) {
-  gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
-}
-
 START_TEST(test_windows_order_and_split) {
   /* a token stream 0,1,2,...: every window is consecutive, targets are
    * inputs shifted by one, train windows never reach the eval tail */
@@ -113,7 +107,7 @@ START_TEST(test_windows_order_and_split) {
   const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp,
                       "max_target_length=10", "per_device_batch_size=3", "eval_split_fraction=0.1"};
   gt_config c;
-  load_cfg(&c, 7, ov);
+  gt_test_config(&c, 7, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
@@ -173,7 +167,7 @@ END_TEST
 START_TEST(test_synthetic_fixed_batch) {
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic"};
   gt_config c;
-  load_cfg(&c, 2, ov);
+  gt_test_config(&c, 2, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
@@ -207,7 +201,7 @@ START_TEST(test_text_needs_byte_vocab) {
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "vocab_size=200"};
   gt_config c;
-  load_cfg(&c, 4, ov);
+  gt_test_config(&c, 4, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
@@ -220,13 +214,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("data");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_bytes_round_trip);
   tcase_add_test(tc, test_shard_round_trip);
   tcase_add_test(tc, test_shard_corruption);
   tcase_add_test(tc, test_windows_order_and_split);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

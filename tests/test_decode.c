@@ -22,8 +22,6 @@
 #include "ckpt/paramfile.h"
 #include "gt_testutil.h"
 
-#define CFG_DIR GT_SOURCE_DIR "/configs"
-
 typedef struct fixture {
   gt_config cfg;
   gt_mem mem;
@@ -32,16 +30,7 @@ typedef struct fixture {
 
 /* A model with random weights (norm weights too, so (1 + w) matters). */
 static void setup(fixture *f, int n, const char *const *ov, uint64_t seed) {
-  gt_err e;
-  ck_assert_msg(gt_config_load(&f->cfg, CFG_DIR, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
-  gt_mem_init(&f->mem);
-  ck_assert_msg(gt_model_build(&f->m, &f->cfg, &e) == GT_OK, "%s", e.msg);
-  ck_assert_msg(gt_model_alloc(&f->m, &f->mem, &e) == GT_OK, "%s", e.msg);
-  gt_model_init_params(&f->m, seed, 1.0);
-  uint64_t s = seed + 17;
-  for (int i = 0; i < f->m.n_tensors; i++)
-    if (f->m.tensors[i].ndim == 1)
-      gt_test_fill(f->m.params + f->m.tensors[i].offset, f->m.tensors[i].numel, &s, -0.3f, 0.3f);
+  gt_test_model_random(&f->m, &f->cfg, &f->mem, n, ov, seed, 0);
 }
 
 static void teardown(fixture *f) {
@@ -51,8 +40,7 @@ static void teardown(fixture *f) {
 
 static int32_t *random_ids(int64_t n, int64_t vocab, uint64_t seed) {
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
-  /* ids >= 4 and != eos: plain tokens */
-  for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(4 + gt_test_rand_u64(&seed) % (uint64_t)(vocab - 4));
+  gt_test_fill_ids(ids, n, &seed, 4, vocab); /* ids >= 4 and != eos: plain tokens */
   return ids;
 }
 
@@ -403,7 +391,7 @@ START_TEST(test_sampler_refusals) {
   /* from the config keys */
   gt_config c;
   const char *ov[] = {"decode_sampling_strategy=topk", "decode_sampling_top_k=3"};
-  ck_assert(gt_config_load(&c, CFG_DIR, NULL, 2, ov, &e) == GT_OK);
+  gt_test_config(&c, 2, ov);
   ck_assert_msg(gt_sampler_from_config(&s, &c, 260, &e) == GT_OK, "%s", e.msg);
   ck_assert(s.strategy == GT_SAMPLE_TOPK && s.top_k == 3 && s.temperature == 1.0);
   gt_sampler_free(&s);
@@ -546,7 +534,7 @@ START_TEST(test_load_ctx_save_file) {
   gt_model m;
   gt_err e;
   ck_assert_msg(gt_paramfile_read_config(path, &c, &e) == GT_OK, "%s", e.msg);
-  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  gt_test_model_build(&m, &c);
   ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
   ck_assert_msg(gt_paramfile_read(path, &m, NULL, NULL, NULL, &e) == GT_OK, "%s", e.msg);
   gt_decoder d;
@@ -564,15 +552,14 @@ START_TEST(test_load_ctx_save_file) {
   gt_ctx_free(ctx);
   free(ids);
   free(ref);
-  gt_test_system("rm -rf '%s'", dir);
+  gt_test_rm_rf(dir);
   free(dir);
 }
 END_TEST
 
 static Suite *decode_suite(void) {
   Suite *s = suite_create("decode");
-  TCase *tc = tcase_create("decode");
-  tcase_set_timeout(tc, 240);
+  TCase *tc = gt_test_tcase(s, "decode");
   tcase_add_test(tc, test_cached_equals_full_tiny);
   tcase_add_test(tc, test_cached_equals_full_mixed);
   tcase_add_test(tc, test_cached_equals_full_gemma4);
@@ -589,7 +576,6 @@ static Suite *decode_suite(void) {
   tcase_add_test(tc, test_seeded_sampling_reproducible);
   tcase_add_test(tc, test_stops_at_eos);
   tcase_add_test(tc, test_load_ctx_save_file);
-  suite_add_tcase(s, tc);
   return s;
 }
 

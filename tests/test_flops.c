@@ -10,12 +10,11 @@
 
 static gt_flops for_model(const char *name, int tl) {
   gt_config c;
-  gt_err e;
   char mn[64], t[64];
   snprintf(mn, sizeof mn, "model_name=%s", name);
   snprintf(t, sizeof t, "max_target_length=%d", tl);
   const char *ov[] = {mn, "per_device_batch_size=1", t};
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 3, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_config(&c, 3, ov);
   return gt_flops_per_step_per_device(&c);
 }
 
@@ -119,14 +118,13 @@ START_TEST(test_moe_param_counts) {
    * 25233141790 (25.2B). Active: each layer runs 8 of 128 experts, so
    * 30 * 120 * 3*704*d fewer: 3822530590 (3.8B), Gemma 4 26B A4B's figures. */
   gt_config c;
-  gt_err e;
   const char *ov[] = {"model_name=gemma4-26b"};
-  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 1, ov, &e) == GT_OK);
+  gt_test_config(&c, 1, ov);
   ck_assert_int_eq(gt_model_count_params(&c), 25233141790LL);
   ck_assert_int_eq(gt_model_count_active_params(&c), 3822530590LL);
   /* a dense model: active = total */
   const char *ov2[] = {"model_name=gemma4-31b"};
-  ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 1, ov2, &e) == GT_OK);
+  gt_test_config(&c, 1, ov2);
   ck_assert_int_eq(gt_model_count_active_params(&c), gt_model_count_params(&c));
 }
 END_TEST
@@ -157,13 +155,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("flops");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
   tcase_add_test(tc, test_hand_count_gemma4);
   tcase_add_test(tc, test_hand_count_moe);
   tcase_add_test(tc, test_moe_param_counts);
   tcase_add_test(tc, test_reads_the_layer_descriptors);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -302,8 +302,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("fsdp");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 200);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_device_counts_agree);
   tcase_add_test(tc, test_data_axis_agrees);
   tcase_add_test(tc, test_gemma4_devices_agree);
@@ -312,6 +311,5 @@ int main(void) {
   tcase_add_test(tc, test_device_peaks_equal_plan);
   tcase_add_test(tc, test_moe_expert_parallel_agrees);
   tcase_add_test(tc, test_moe_device_peaks_equal_plan);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

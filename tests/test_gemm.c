@@ -88,10 +88,9 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("gemm");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_all_transposes_odd_sizes);
   tcase_add_test(tc, test_alpha_beta_and_empty_k);
   tcase_add_test(tc, test_thread_invariance);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

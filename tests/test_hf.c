@@ -20,33 +20,10 @@
 #include "ckpt/paramfile.h"
 #include "gt_testutil.h"
 
-static char *g_dir;
-
-static void setup(void) {
-  g_dir = gt_test_mkdtemp("hf");
-  ck_assert_ptr_nonnull(g_dir);
-}
-
-static void teardown(void) {
-  gt_test_system("rm -rf '%s'", g_dir);
-  free(g_dir);
-}
-
-static char *pth(const char *name) {
-  char *p = NULL;
-  ck_assert(asprintf(&p, "%s/%s", g_dir, name) > 0);
-  return p;
-}
-
-static void load_cfg(gt_config *c, int n, const char **ov) {
-  gt_err e;
-  ck_assert_msg(gt_config_load(c, NULL, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
-}
-
 /* A model of cfg with random weights and random norm weights w. */
 static void random_model(gt_model *m, gt_mem *mem, const gt_config *c, uint64_t seed) {
   gt_err e;
-  ck_assert_msg(gt_model_build(m, c, &e) == GT_OK, "%s", e.msg);
+  gt_test_model_build(m, c);
   ck_assert_msg(gt_model_alloc_inference(m, mem, &e) == GT_OK, "%s", e.msg);
   uint64_t st = seed;
   gt_test_fill(m->params, m->n_params, &st, -0.5f, 0.5f);
@@ -54,7 +31,7 @@ static void random_model(gt_model *m, gt_mem *mem, const gt_config *c, uint64_t 
 
 static void tiny_cfg(gt_config *c) {
   const char *ov[] = {"model_name=gemma3-tiny"};
-  load_cfg(c, 1, ov);
+  gt_test_config(c, 1, ov);
 }
 
 static void expect_same_model(const gt_config *a, const gt_config *b) {
@@ -85,7 +62,7 @@ START_TEST(test_config_roundtrip) {
     snprintf(mn, sizeof mn, "model_name=%s", presets[i]);
     const char *ov[] = {mn, "final_logits_soft_cap=30"};
     gt_config a, b;
-    load_cfg(&a, i == 3 ? 2 : 1, ov); /* a soft-cap once, to carry a number */
+    gt_test_config(&a, i == 3 ? 2 : 1, ov); /* a soft-cap once, to carry a number */
     long long rows = a.vocab_size == GT_HF_GEMMA3_VOCAB ? GT_HF_GEMMA3_ROWS : a.vocab_size;
     char *js = gt_hf_config_to_json(&a, rows, "bfloat16");
     ck_assert_ptr_nonnull(js);
@@ -121,7 +98,7 @@ START_TEST(test_config_hub_4b_wrapper) {
   gt_config c, want;
   tiny_cfg(&c);
   const char *ov[] = {"model_name=gemma3-4b"};
-  load_cfg(&want, 1, ov);
+  gt_test_config(&want, 1, ov);
   gt_hf_info info;
   gt_err e;
   ck_assert_msg(gt_hf_config_parse(js, "4b", &c, &info, &e) == GT_OK, "%s", e.msg);
@@ -212,14 +189,14 @@ START_TEST(test_export_import_bit_identical) {
   gt_mem_init(&mem);
   gt_model a, b;
   random_model(&a, &mem, &c, 11);
-  char *d1 = pth("hf1"), *d2 = pth("hf2");
+  char *d1 = gt_test_dir_path("hf1"), *d2 = gt_test_dir_path("hf2");
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_hf_info info;
   gt_err e;
   ck_assert_msg(gt_hf_export(&a, &c, d1, &o, &info, &e) == GT_OK, "%s", e.msg);
   ck_assert(gt_hf_is_dir(d1));
   gt_config c2;
-  load_cfg(&c2, 0, NULL); /* base.json's model, replaced by the directory's */
+  gt_test_config(&c2, 0, NULL); /* base.json's model, replaced by the directory's */
   ck_assert_msg(gt_hf_load_model(d1, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
   expect_same_model(&c, &c2);
   ck_assert_ptr_null(b.grads);
@@ -242,7 +219,7 @@ START_TEST(test_export_import_bit_identical) {
   ck_assert_ptr_null(gt_st_set_find(&set, "lm_head.weight"));
   gt_st_set_close(&set);
   /* sharded: same tensors, an index, still bit-identical */
-  char *d3 = pth("hf3");
+  char *d3 = gt_test_dir_path("hf3");
   gt_hf_export_opts sh = {GT_DT_F32, 100000, 1};
   ck_assert_msg(gt_hf_export(&a, &c, d3, &sh, NULL, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(gt_test_system("test -f '%s/model.safetensors.index.json' -a ! -e '%s/model.safetensors'", d3, d3), 0);
@@ -277,7 +254,7 @@ START_TEST(test_bf16_export_rounding) {
   float *w = a.params + a.final_norm_offset;
   uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x7f7fffffu, 0x00012345u, 0xbf80ffffu};
   for (int i = 0; i < 6; i++) memcpy(&w[i], &bits[i], 4);
-  char *d = pth("bf");
+  char *d = gt_test_dir_path("bf");
   gt_hf_export_opts o = gt_hf_export_defaults();
   ck_assert_int_eq(o.dtype, GT_DT_BF16);
   gt_err e;
@@ -310,12 +287,12 @@ START_TEST(test_vocab_pad_truncate) {
   const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=262144", "base_emb_dim=8", "base_mlp_dim=8",
                       "base_num_decoder_layers=1", "head_dim=4", "base_num_query_heads=2", "base_num_kv_heads=1"};
   gt_config c;
-  load_cfg(&c, 8, ov);
+  gt_test_config(&c, 8, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model a, b;
   random_model(&a, &mem, &c, 13);
-  char *d = pth("pad");
+  char *d = gt_test_dir_path("pad");
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_hf_info info;
   gt_err e;
@@ -334,7 +311,7 @@ START_TEST(test_vocab_pad_truncate) {
   ck_assert_int_eq(gt_test_system("grep -q '\"vocab_size\":.*262208' '%s/config.json'", d), 0);
   /* import cuts the table back to the 262144 tokens */
   gt_config c2;
-  load_cfg(&c2, 0, NULL);
+  gt_test_config(&c2, 0, NULL);
   ck_assert_msg(gt_hf_load_model(d, &c2, &b, &mem, &info, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(c2.vocab_size, 262144);
   ck_assert_int_eq(info.embed_rows, 262208);
@@ -407,10 +384,10 @@ START_TEST(test_multimodal_prefixes) {
   for (int64_t i = 0; i < a.n_params; i++) a.params[i] = (float)((int)(a.params[i] * 256.0f)) / 256.0f;
   const char *prefixes[] = {"language_model.model.", "model.language_model."};
   for (int k = 0; k < 2; k++) {
-    char *d = pth(k ? "mm2" : "mm1");
+    char *d = gt_test_dir_path(k ? "mm2" : "mm1");
     write_prefixed(d, &a, &c, prefixes[k]);
     gt_config c2;
-    load_cfg(&c2, 0, NULL);
+    gt_test_config(&c2, 0, NULL);
     gt_model b;
     gt_hf_info info;
     gt_err e;
@@ -456,12 +433,12 @@ START_TEST(test_missing_and_bad_shapes) {
   gt_mem_init(&mem);
   gt_model a, b;
   random_model(&a, &mem, &c, 15);
-  char *d = pth("bad");
+  char *d = gt_test_dir_path("bad");
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_err e;
   ck_assert_msg(gt_hf_export(&a, &c, d, &o, NULL, &e) == GT_OK, "%s", e.msg);
   gt_config c2;
-  load_cfg(&c2, 0, NULL);
+  gt_test_config(&c2, 0, NULL);
   damage(d, &a, "layers.3.mlp.up_proj.weight", NULL);
   ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_FORMAT);
   ck_assert_msg(strstr(e.msg, "has no tensor 'model.layers.3.mlp.up_proj.weight' (expected shape [128, 64])"), "%s",
@@ -495,7 +472,7 @@ START_TEST(test_paramfile_roundtrip) {
   gt_mem_init(&mem);
   gt_model a, b;
   random_model(&a, &mem, &c, 16);
-  char *p = pth("p.safetensors");
+  char *p = gt_test_dir_path("p.safetensors");
   gt_err e;
   ck_assert_msg(gt_paramfile_write(p, &a, &c, NULL, NULL, 0, &e) == GT_OK, "%s", e.msg);
   gt_config c2;
@@ -576,7 +553,7 @@ START_TEST(test_config4_presets) {
     snprintf(mn, sizeof mn, "model_name=%s", want[i].preset);
     const char *ov[] = {mn};
     gt_config a, b;
-    load_cfg(&a, 1, ov);
+    gt_test_config(&a, 1, ov);
     gt_err e;
     ck_assert_msg(gt_hf_config_exportable(&a, &e) == GT_OK, "%s: %s", want[i].preset, e.msg);
     char *js = gt_hf_config_to_json(&a, 0, "bfloat16");
@@ -631,7 +608,7 @@ START_TEST(test_config4_moe_preset) {
   if (!preset_exists("gemma4-tiny-moe") || !gt_config_key("num_experts")) return; /* MoE not in this tree yet */
   const char *ov[] = {"model_name=gemma4-tiny-moe"};
   gt_config a, b;
-  load_cfg(&a, 1, ov);
+  gt_test_config(&a, 1, ov);
   gt_err e;
   ck_assert_msg(gt_hf_config_exportable(&a, &e) == GT_OK, "%s", e.msg);
   char *js = gt_hf_config_to_json(&a, 0, "float32");
@@ -776,12 +753,12 @@ START_TEST(test_config4_refusals) {
   for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
     const char *ov[] = {"model_name=gemma4-tiny-dense", ex[i].ov};
     gt_config c;
-    load_cfg(&c, 2, ov);
+    gt_test_config(&c, 2, ov);
     gt_mem mem;
     gt_mem_init(&mem);
     gt_model m;
     random_model(&m, &mem, &c, 30 + i);
-    char *d = pth("refused");
+    char *d = gt_test_dir_path("refused");
     gt_err e;
     ck_assert_int_eq(gt_hf_export(&m, &c, d, NULL, NULL, &e), GT_ERR_CONFIG);
     ck_assert_msg(strstr(e.msg, ex[i].want), "export %zu: '%s' lacks '%s'", i, e.msg, ex[i].want);
@@ -826,12 +803,12 @@ START_TEST(test_export_import4_bit_identical) {
     snprintf(mn, sizeof mn, "model_name=%s", presets[k]);
     const char *ov[] = {mn};
     gt_config c, c2;
-    load_cfg(&c, 1, ov);
+    gt_test_config(&c, 1, ov);
     gt_mem mem;
     gt_mem_init(&mem);
     gt_model a, b;
     random_model4(&a, &mem, &c, 40 + (uint64_t)k);
-    char *d1 = pth("g4a"), *d2 = pth("g4b");
+    char *d1 = gt_test_dir_path("g4a"), *d2 = gt_test_dir_path("g4b");
     gt_hf_export_opts o = {GT_DT_F32, 0, 1};
     gt_hf_info info;
     gt_err e;
@@ -883,14 +860,14 @@ START_TEST(test_layer_scalar_buffer) {
   const char *ov_t[] = {"model_name=gemma4-tiny-ple"};
   const char *ov_f[] = {"model_name=gemma4-tiny-ple", "layer_scalar_trainable=false"};
   gt_config ct, cf;
-  load_cfg(&ct, 1, ov_t);
-  load_cfg(&cf, 2, ov_f);
+  gt_test_config(&ct, 1, ov_t);
+  gt_test_config(&cf, 2, ov_f);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model t, f, g;
   random_model4(&t, &mem, &ct, 50);
   random_model4(&f, &mem, &cf, 51);
-  char *dt = pth("trained"), *df = pth("fixed");
+  char *dt = gt_test_dir_path("trained"), *df = gt_test_dir_path("fixed");
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_hf_info info;
   gt_err e;
@@ -942,14 +919,14 @@ END_TEST
 START_TEST(test_gemma4_wrapper_and_shared_kv) {
   const char *ov[] = {"model_name=gemma4-tiny-ple"};
   gt_config c;
-  load_cfg(&c, 1, ov);
+  gt_test_config(&c, 1, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model a, b;
   random_model4(&a, &mem, &c, 60);
   /* multiples of 1/64 below 2 in magnitude: exact in BF16 */
   for (int64_t i = 0; i < a.n_params; i++) a.params[i] = (float)((int)(a.params[i] * 64.0f)) / 64.0f;
-  char *d = pth("g4mm");
+  char *d = gt_test_dir_path("g4mm");
   gt_test_system("mkdir -p '%s'", d);
   int nshared = (int)c.num_kv_shared_layers, n = a.n_tensors + 3 * nshared + 1;
   gt_st_wtensor *w = calloc((size_t)n, sizeof *w);
@@ -994,12 +971,12 @@ START_TEST(test_gemma4_vocab_not_padded) {
   const char *ov[] = {"model_name=gemma4-tiny-dense", "vocab_size=262144", "base_emb_dim=8", "base_mlp_dim=8",
                       "head_dim=4", "global_head_dim=8"};
   gt_config c, c2;
-  load_cfg(&c, 6, ov);
+  gt_test_config(&c, 6, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model a, b;
   random_model4(&a, &mem, &c, 70);
-  char *d = pth("g4v");
+  char *d = gt_test_dir_path("g4v");
   gt_hf_export_opts o = {GT_DT_F32, 0, 1};
   gt_hf_info info;
   gt_err e;
@@ -1018,9 +995,8 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("hf");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
   tcase_add_test(tc, test_config_roundtrip);
   tcase_add_test(tc, test_config_hub_4b_wrapper);
   tcase_add_test(tc, test_config_rope_parameters);
@@ -1039,6 +1015,5 @@ int main(void) {
   tcase_add_test(tc, test_layer_scalar_buffer);
   tcase_add_test(tc, test_gemma4_wrapper_and_shared_kv);
   tcase_add_test(tc, test_gemma4_vocab_not_padded);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

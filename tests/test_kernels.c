@@ -20,81 +20,12 @@
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
 
-/* ---------- helpers ---------- */
-
-static int gt__verbose(void) {
-  const char *v = getenv("GT_TEST_VERBOSE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
-static void gt__check(const char *what, double err, double tol) {
-  if (gt__verbose()) printf("  %-58s %10.3g (tol %.1g)\n", what, err, tol);
-  ck_assert_msg(err <= tol, "%s: error %.4g above %.4g", what, err, tol);
-}
-
-/* max|a - b| / max|b|; NaN anywhere counts as infinitely wrong. */
-static double gt__err(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const double d = fabs((double)a[i] - (double)b[i]);
-    if (!(d <= num)) num = d;
-    if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-  }
-  if (num == 0) return 0;
-  return den > 0 ? num / den : num;
-}
-
-static double gt__err_d(const float *a, const double *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const double d = fabs((double)a[i] - b[i]);
-    if (!(d <= num)) num = d;
-    if (fabs(b[i]) > den) den = fabs(b[i]);
-  }
-  if (num == 0) return 0;
-  return den > 0 ? num / den : num;
-}
-
-static float *gt__copy(const float *x, int64_t n) {
-  float *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  if (n > 0) memcpy(y, x, (size_t)n * sizeof(float));
-  return y;
-}
-
-static double *gt__to_d(const float *x, int64_t n) {
-  double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-  for (int64_t i = 0; i < n; i++) y[i] = x[i];
-  return y;
-}
-
-static float *gt__zeros(int64_t n) {
-  return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-}
-
-static int gt__same(const float *a, const float *b, int64_t n) {
-  return n <= 0 || memcmp(a, b, (size_t)n * sizeof(float)) == 0;
-}
-
-typedef double (*gt__loss_fn)(void *ctx);
-
-/* Central differences of f w.r.t. every element of p (which f reads). */
-static void gt__fd(double *grad, double *p, int64_t n, gt__loss_fn f, void *ctx) {
-  const double h = 1e-4;
-  for (int64_t i = 0; i < n; i++) {
-    const double save = p[i];
-    p[i] = save + h;
-    const double lp = f(ctx);
-    p[i] = save - h;
-    const double lm = f(ctx);
-    p[i] = save;
-    grad[i] = (lp - lm) / (2 * h);
-  }
-}
-
 /* Tolerances. Fast kernels reorder float sums; FD gradients are exact to
  * about 1e-8, so the FD tolerance is all float rounding in the kernel. */
 #define TOL_REF 2e-6
 #define TOL_FD 2e-5
+/* the central-difference step of the double-precision forwards */
+#define FD_H 1e-4
 
 /* ---------- matmul ---------- */
 
@@ -114,31 +45,31 @@ START_TEST(test_matmul_vs_ref) {
     float *w = gt_test_alloc_fill(m * k, &seed, -1, 1);
     float *dy = gt_test_alloc_fill(n * m, &seed, -1, 1);
     float *y = gt_test_alloc_fill(n * m, &seed, -1, 1); /* garbage: overwritten */
-    float *yr = gt__zeros(n * m);
+    float *yr = gt_test_zeros(n * m);
     gt_matmul_forward(y, x, w, n, k, m);
     gt_matmul_forward_ref(yr, x, w, n, k, m);
     snprintf(what, sizeof what, "matmul fwd n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
-    gt__check(what, gt__err(y, yr, n * m), TOL_REF);
+    gt_test_check_err(what, gt_test_scaled_err(y, yr, n * m), TOL_REF);
 
     /* backward accumulates onto whatever is there */
-    float *dx = gt_test_alloc_fill(n * k, &seed, -1, 1), *dxr = gt__copy(dx, n * k);
-    float *dw = gt_test_alloc_fill(m * k, &seed, -1, 1), *dwr = gt__copy(dw, m * k);
+    float *dx = gt_test_alloc_fill(n * k, &seed, -1, 1), *dxr = gt_test_copy(dx, n * k);
+    float *dw = gt_test_alloc_fill(m * k, &seed, -1, 1), *dwr = gt_test_copy(dw, m * k);
     gt_matmul_backward(dx, dw, dy, x, w, n, k, m);
     gt_matmul_backward_ref(dxr, dwr, dy, x, w, n, k, m);
     snprintf(what, sizeof what, "matmul bwd dinp n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
-    gt__check(what, gt__err(dx, dxr, n * k), TOL_REF);
+    gt_test_check_err(what, gt_test_scaled_err(dx, dxr, n * k), TOL_REF);
     snprintf(what, sizeof what, "matmul bwd dw n=%ld in=%ld out=%ld", (long)n, (long)k, (long)m);
-    gt__check(what, gt__err(dw, dwr, m * k), TOL_REF);
+    gt_test_check_err(what, gt_test_scaled_err(dw, dwr, m * k), TOL_REF);
 
     /* NULL gradients are skipped, the other one is unchanged in meaning */
-    float *dx2 = gt__zeros(n * k), *dw2 = gt__zeros(m * k);
-    float *dx2r = gt__zeros(n * k), *dw2r = gt__zeros(m * k);
+    float *dx2 = gt_test_zeros(n * k), *dw2 = gt_test_zeros(m * k);
+    float *dx2r = gt_test_zeros(n * k), *dw2r = gt_test_zeros(m * k);
     gt_matmul_backward(dx2, NULL, dy, x, w, n, k, m);
     gt_matmul_backward(NULL, dw2, dy, x, w, n, k, m);
     gt_matmul_backward_ref(dx2r, NULL, dy, x, w, n, k, m);
     gt_matmul_backward_ref(NULL, dw2r, dy, x, w, n, k, m);
-    gt__check("matmul bwd dinp only", gt__err(dx2, dx2r, n * k), TOL_REF);
-    gt__check("matmul bwd dw only", gt__err(dw2, dw2r, m * k), TOL_REF);
+    gt_test_check_err("matmul bwd dinp only", gt_test_scaled_err(dx2, dx2r, n * k), TOL_REF);
+    gt_test_check_err("matmul bwd dw only", gt_test_scaled_err(dw2, dw2r, m * k), TOL_REF);
     free(x); free(w); free(dy); free(y); free(yr); free(dx); free(dxr); free(dw);
     free(dwr); free(dx2); free(dw2); free(dx2r); free(dw2r);
   }
@@ -167,14 +98,14 @@ START_TEST(test_matmul_fd) {
   uint64_t seed = 12;
   float *x = gt_test_alloc_fill(n * k, &seed, -1, 1), *w = gt_test_alloc_fill(m * k, &seed, -1, 1);
   float *R = gt_test_alloc_fill(n * m, &seed, -1, 1);
-  float *dx = gt__zeros(n * k), *dw = gt__zeros(m * k);
+  float *dx = gt_test_zeros(n * k), *dw = gt_test_zeros(m * k);
   gt_matmul_backward(dx, dw, R, x, w, n, k, m);
-  gt__mm_ctx c = {gt__to_d(x, n * k), gt__to_d(w, m * k), gt__to_d(R, n * m), n, k, m};
+  gt__mm_ctx c = {gt_test_to_double(x, n * k), gt_test_to_double(w, m * k), gt_test_to_double(R, n * m), n, k, m};
   double *gx = malloc(n * k * sizeof(double)), *gw = malloc(m * k * sizeof(double));
-  gt__fd(gx, c.x, n * k, gt__mm_loss, &c);
-  gt__fd(gw, c.w, m * k, gt__mm_loss, &c);
-  gt__check("matmul dinp vs FD", gt__err_d(dx, gx, n * k), TOL_FD);
-  gt__check("matmul dw vs FD", gt__err_d(dw, gw, m * k), TOL_FD);
+  gt_test_central_diff(gx, c.x, n * k, FD_H, gt__mm_loss, &c);
+  gt_test_central_diff(gw, c.w, m * k, FD_H, gt__mm_loss, &c);
+  gt_test_check_err("matmul dinp vs FD", gt_test_scaled_err_d(dx, gx, n * k), TOL_FD);
+  gt_test_check_err("matmul dw vs FD", gt_test_scaled_err_d(dw, gw, m * k), TOL_FD);
   free(x); free(w); free(R); free(dx); free(dw); free(c.x); free(c.w); free(c.R);
   free(gx); free(gw);
 }
@@ -209,36 +140,36 @@ START_TEST(test_rmsnorm_vs_ref) {
         float *x = gt_test_alloc_fill(n, &seed, -2, 2);
         float *w = gt__rms_weight(variant, dim, &seed);
         float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
-        float *y = gt__zeros(n), *yr = gt__zeros(n);
-        float *rs = gt__zeros(rows), *rsr = gt__zeros(rows);
+        float *y = gt_test_zeros(n), *yr = gt_test_zeros(n);
+        float *rs = gt_test_zeros(rows), *rsr = gt_test_zeros(rows);
         gt_rmsnorm_forward(y, rs, x, w, rows, dim, eps, off);
         gt_rmsnorm_forward_ref(yr, rsr, x, w, rows, dim, eps, off);
         snprintf(what, sizeof what, "rmsnorm fwd %s rows=%ld dim=%d", gt__rms_name[variant],
                  (long)rows, dim);
-        gt__check(what, gt__err(y, yr, n), TOL_REF);
-        gt__check("rmsnorm rstd", gt__err(rs, rsr, rows), TOL_REF);
+        gt_test_check_err(what, gt_test_scaled_err(y, yr, n), TOL_REF);
+        gt_test_check_err("rmsnorm rstd", gt_test_scaled_err(rs, rsr, rows), TOL_REF);
 
-        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt__copy(dx, n);
-        float *dw = gt_test_alloc_fill(dim, &seed, -1, 1), *dwr = gt__copy(dw, dim);
+        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt_test_copy(dx, n);
+        float *dw = gt_test_alloc_fill(dim, &seed, -1, 1), *dwr = gt_test_copy(dw, dim);
         gt_rmsnorm_backward(dx, dw, dy, x, rsr, w, rows, dim, off);
         gt_rmsnorm_backward_ref(dxr, dwr, dy, x, rsr, w, rows, dim, off);
         snprintf(what, sizeof what, "rmsnorm bwd dx %s rows=%ld dim=%d", gt__rms_name[variant],
                  (long)rows, dim);
-        gt__check(what, gt__err(dx, dxr, n), TOL_REF);
+        gt_test_check_err(what, gt_test_scaled_err(dx, dxr, n), TOL_REF);
         snprintf(what, sizeof what, "rmsnorm bwd dw %s rows=%ld dim=%d", gt__rms_name[variant],
                  (long)rows, dim);
-        gt__check(what, gt__err(dw, dwr, dim), TOL_REF);
+        gt_test_check_err(what, gt_test_scaled_err(dw, dwr, dim), TOL_REF);
         if (variant == 2)
-          ck_assert_msg(gt__same(dw, dwr, dim), "dw must be untouched without a weight");
+          ck_assert_msg(gt_test_same_bits(dw, dwr, dim), "dw must be untouched without a weight");
 
         /* each gradient alone */
-        float *dx1 = gt__zeros(n), *dx1r = gt__zeros(n), *dw1 = gt__zeros(dim), *dw1r = gt__zeros(dim);
+        float *dx1 = gt_test_zeros(n), *dx1r = gt_test_zeros(n), *dw1 = gt_test_zeros(dim), *dw1r = gt_test_zeros(dim);
         gt_rmsnorm_backward(dx1, NULL, dy, x, rsr, w, rows, dim, off);
         gt_rmsnorm_backward(NULL, dw1, dy, x, rsr, w, rows, dim, off);
         gt_rmsnorm_backward_ref(dx1r, NULL, dy, x, rsr, w, rows, dim, off);
         gt_rmsnorm_backward_ref(NULL, dw1r, dy, x, rsr, w, rows, dim, off);
-        gt__check("rmsnorm bwd dx only", gt__err(dx1, dx1r, n), TOL_REF);
-        gt__check("rmsnorm bwd dw only", gt__err(dw1, dw1r, dim), TOL_REF);
+        gt_test_check_err("rmsnorm bwd dx only", gt_test_scaled_err(dx1, dx1r, n), TOL_REF);
+        gt_test_check_err("rmsnorm bwd dw only", gt_test_scaled_err(dw1, dw1r, dim), TOL_REF);
         free(x); free(w); free(dy); free(y); free(yr); free(rs); free(rsr); free(dx);
         free(dxr); free(dw); free(dwr); free(dx1); free(dx1r); free(dw1); free(dw1r);
       }
@@ -280,19 +211,19 @@ START_TEST(test_rmsnorm_fd) {
       char what[96];
       float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__rms_weight(variant, dim, &seed);
       float *R = gt_test_alloc_fill(n, &seed, -1, 1);
-      float *y = gt__zeros(n), *rs = gt__zeros(rows), *dx = gt__zeros(n), *dw = gt__zeros(dim);
+      float *y = gt_test_zeros(n), *rs = gt_test_zeros(rows), *dx = gt_test_zeros(n), *dw = gt_test_zeros(dim);
       gt_rmsnorm_forward(y, rs, x, w, rows, dim, eps, off);
       gt_rmsnorm_backward(dx, dw, R, x, rs, w, rows, dim, off);
-      gt__rms_ctx c = {gt__to_d(x, n), w ? gt__to_d(w, dim) : NULL, gt__to_d(R, n), rows, dim,
+      gt__rms_ctx c = {gt_test_to_double(x, n), w ? gt_test_to_double(w, dim) : NULL, gt_test_to_double(R, n), rows, dim,
                        eps, off};
       double *gx = malloc(n * sizeof(double)), *gw = malloc(dim * sizeof(double));
-      gt__fd(gx, c.x, n, gt__rms_loss, &c);
+      gt_test_central_diff(gx, c.x, n, FD_H, gt__rms_loss, &c);
       snprintf(what, sizeof what, "rmsnorm dx vs FD %s dim=%d", gt__rms_name[variant], dim);
-      gt__check(what, gt__err_d(dx, gx, n), TOL_FD);
+      gt_test_check_err(what, gt_test_scaled_err_d(dx, gx, n), TOL_FD);
       if (w) {
-        gt__fd(gw, c.w, dim, gt__rms_loss, &c);
+        gt_test_central_diff(gw, c.w, dim, FD_H, gt__rms_loss, &c);
         snprintf(what, sizeof what, "rmsnorm dw vs FD %s dim=%d", gt__rms_name[variant], dim);
-        gt__check(what, gt__err_d(dw, gw, dim), TOL_FD);
+        gt_test_check_err(what, gt_test_scaled_err_d(dw, gw, dim), TOL_FD);
       }
       free(x); free(w); free(R); free(y); free(rs); free(dx); free(dw); free(c.x); free(c.w);
       free(c.R); free(gx); free(gw);
@@ -308,26 +239,26 @@ START_TEST(test_rmsnorm_deterministic) {
   uint64_t seed = 23;
   float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
   float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
-  float *y = gt__zeros(n), *rs = gt__zeros(rows);
+  float *y = gt_test_zeros(n), *rs = gt_test_zeros(rows);
   gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
   float *dx[2], *dw[2], *yy[2];
   for (int t = 0; t < 2; t++) {
     omp_set_num_threads(t + 1);
-    yy[t] = gt__zeros(n);
-    float *rs2 = gt__zeros(rows);
+    yy[t] = gt_test_zeros(n);
+    float *rs2 = gt_test_zeros(rows);
     gt_rmsnorm_forward(yy[t], rs2, x, w, rows, dim, 1e-6f, 1.0f);
     free(rs2);
-    dx[t] = gt__zeros(n);
-    dw[t] = gt__zeros(dim);
+    dx[t] = gt_test_zeros(n);
+    dw[t] = gt_test_zeros(dim);
     gt_rmsnorm_backward(dx[t], dw[t], dy, x, rs, w, rows, dim, 1.0f);
   }
-  ck_assert_msg(gt__same(yy[0], yy[1], n), "rmsnorm forward differs between 1 and 2 threads");
-  ck_assert_msg(gt__same(dx[0], dx[1], n), "rmsnorm dx differs between 1 and 2 threads");
-  ck_assert_msg(gt__same(dw[0], dw[1], dim), "rmsnorm dw differs between 1 and 2 threads");
+  ck_assert_msg(gt_test_same_bits(yy[0], yy[1], n), "rmsnorm forward differs between 1 and 2 threads");
+  ck_assert_msg(gt_test_same_bits(dx[0], dx[1], n), "rmsnorm dx differs between 1 and 2 threads");
+  ck_assert_msg(gt_test_same_bits(dw[0], dw[1], dim), "rmsnorm dw differs between 1 and 2 threads");
   /* and run to run */
-  float *dw3 = gt__zeros(dim);
+  float *dw3 = gt_test_zeros(dim);
   gt_rmsnorm_backward(NULL, dw3, dy, x, rs, w, rows, dim, 1.0f);
-  ck_assert(gt__same(dw3, dw[1], dim));
+  ck_assert(gt_test_same_bits(dw3, dw[1], dim));
   for (int t = 0; t < 2; t++) {
     free(dx[t]); free(dw[t]); free(yy[t]);
   }
@@ -344,17 +275,17 @@ START_TEST(test_rmsnorm_in_parallel_region) {
   uint64_t seed = 24;
   float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
   float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
-  float *y = gt__zeros(n), *rs = gt__zeros(rows), *dx = gt__zeros(n), *dw = gt__zeros(dim);
+  float *y = gt_test_zeros(n), *rs = gt_test_zeros(rows), *dx = gt_test_zeros(n), *dw = gt_test_zeros(dim);
   gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
   gt_rmsnorm_backward(dx, dw, dy, x, rs, w, rows, dim, 1.0f);
   int bad = 0;
   omp_set_num_threads(2);
 #pragma omp parallel reduction(+ : bad)
   {
-    float *y2 = gt__zeros(n), *rs2 = gt__zeros(rows), *dx2 = gt__zeros(n), *dw2 = gt__zeros(dim);
+    float *y2 = gt_test_zeros(n), *rs2 = gt_test_zeros(rows), *dx2 = gt_test_zeros(n), *dw2 = gt_test_zeros(dim);
     gt_rmsnorm_forward(y2, rs2, x, w, rows, dim, 1e-6f, 1.0f);
     gt_rmsnorm_backward(dx2, dw2, dy, x, rs2, w, rows, dim, 1.0f);
-    bad += !gt__same(y, y2, n) + !gt__same(dx, dx2, n) + !gt__same(dw, dw2, dim);
+    bad += !gt_test_same_bits(y, y2, n) + !gt_test_same_bits(dx, dx2, n) + !gt_test_same_bits(dw, dw2, dim);
     bad += gt_sumsq(x, n) != gt_sumsq(x, n);
     free(y2); free(rs2); free(dx2); free(dw2);
   }
@@ -369,7 +300,7 @@ START_TEST(test_rope_table) {
   /* standard RoPE */
   {
     const int P = 50, hd = 64, half = hd / 2;
-    float *c = gt__zeros(P * half), *s = gt__zeros(P * half);
+    float *c = gt_test_zeros(P * half), *s = gt_test_zeros(P * half);
     gt_rope_table_fill(c, s, P, hd, 10000.0, 1.0, 1.0);
     double worst = 0;
     for (int p = 0; p < P; p++)
@@ -380,14 +311,14 @@ START_TEST(test_rope_table) {
         const double e = fmax(fabs(c[p * half + i] - cos(ang)), fabs(s[p * half + i] - sin(ang)));
         if (e / tol > worst) worst = e / tol;
       }
-    gt__check("rope table (fraction 1) error / tolerance", worst, 1.0);
+    gt_test_check_err("rope table (fraction 1) error / tolerance", worst, 1.0);
     ck_assert(c[0] == 1.0f && s[0] == 0.0f);
     free(c); free(s);
   }
   /* Gemma 4 proportional partial RoPE with linear scaling */
   {
     const int P = 40, hd = 32, half = hd / 2, rot = 4; /* (int)(0.25 * 32 / 2) */
-    float *c = gt__zeros(P * half), *s = gt__zeros(P * half);
+    float *c = gt_test_zeros(P * half), *s = gt_test_zeros(P * half);
     gt_rope_table_fill(c, s, P, hd, 1e6, 8.0, 0.25);
     double worst = 0;
     for (int p = 0; p < P; p++)
@@ -403,7 +334,7 @@ START_TEST(test_rope_table) {
         const double e = fmax(fabs(c[p * half + i] - cos(ang)), fabs(s[p * half + i] - sin(ang)));
         if (e / tol > worst) worst = e / tol;
       }
-    gt__check("rope table (fraction 0.25, scale 8) error / tolerance", worst, 1.0);
+    gt_test_check_err("rope table (fraction 0.25, scale 8) error / tolerance", worst, 1.0);
     free(c); free(s);
   }
 }
@@ -427,7 +358,7 @@ START_TEST(test_rope_vs_ref) {
   for (size_t ci = 0; ci < sizeof gt__rope_cfgs / sizeof gt__rope_cfgs[0]; ci++) {
     const gt__rope_cfg *cf = &gt__rope_cfgs[ci];
     const int half = cf->hd / 2;
-    float *ct = gt__zeros(P * half), *st = gt__zeros(P * half);
+    float *ct = gt_test_zeros(P * half), *st = gt_test_zeros(P * half);
     gt_rope_table_fill(ct, st, P, cf->hd, cf->base, cf->scale, cf->frac);
     for (size_t a = 0; a < 5; a++)
       for (size_t b = 0; b < 2; b++) {
@@ -436,21 +367,21 @@ START_TEST(test_rope_vs_ref) {
         const int64_t n = T * H * cf->hd;
         char what[96];
         int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-        for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(gt_test_rand_u64(&seed) % P);
+        gt_test_fill_ids(pos, T, &seed, 0, P);
         float *x = gt_test_alloc_fill(n, &seed, -2, 2);
-        float *y = gt__copy(x, n), *yr = gt__copy(x, n);
+        float *y = gt_test_copy(x, n), *yr = gt_test_copy(x, n);
         gt_rope_forward(y, pos, ct, st, T, H, cf->hd);
         gt_rope_forward_ref(yr, pos, ct, st, T, H, cf->hd);
         snprintf(what, sizeof what, "rope fwd hd=%d frac=%.2f T=%ld H=%d", cf->hd, cf->frac,
                  (long)T, H);
-        gt__check(what, gt__err(y, yr, n), TOL_REF);
-        float *g = gt__copy(x, n), *gr = gt__copy(x, n);
+        gt_test_check_err(what, gt_test_scaled_err(y, yr, n), TOL_REF);
+        float *g = gt_test_copy(x, n), *gr = gt_test_copy(x, n);
         gt_rope_backward(g, pos, ct, st, T, H, cf->hd);
         gt_rope_backward_ref(gr, pos, ct, st, T, H, cf->hd);
-        gt__check("rope bwd vs ref", gt__err(g, gr, n), TOL_REF);
+        gt_test_check_err("rope bwd vs ref", gt_test_scaled_err(g, gr, n), TOL_REF);
         /* backward is the inverse rotation: it undoes the forward */
         gt_rope_backward(y, pos, ct, st, T, H, cf->hd);
-        gt__check("rope bwd(fwd(x)) == x", gt__err(y, x, n), TOL_REF);
+        gt_test_check_err("rope bwd(fwd(x)) == x", gt_test_scaled_err(y, x, n), TOL_REF);
         free(pos); free(x); free(y); free(yr); free(g); free(gr);
       }
     free(ct); free(st);
@@ -490,17 +421,17 @@ START_TEST(test_rope_fd) {
     const gt__rope_cfg *cf = &cfgs[ci];
     const int half = cf->hd / 2, H = 2;
     const int64_t T = 3, n = T * H * cf->hd;
-    float *ct = gt__zeros(P * half), *st = gt__zeros(P * half);
+    float *ct = gt_test_zeros(P * half), *st = gt_test_zeros(P * half);
     gt_rope_table_fill(ct, st, P, cf->hd, cf->base, cf->scale, cf->frac);
     const int32_t pos[3] = {0, 7, 31};
     float *x = gt_test_alloc_fill(n, &seed, -2, 2), *R = gt_test_alloc_fill(n, &seed, -1, 1);
-    float *g = gt__copy(R, n);
+    float *g = gt_test_copy(R, n);
     gt_rope_backward(g, pos, ct, st, T, H, cf->hd);
-    gt__rope_ctx c = {gt__to_d(x, n), gt__to_d(R, n), ct, st, pos, T, H, cf->hd};
+    gt__rope_ctx c = {gt_test_to_double(x, n), gt_test_to_double(R, n), ct, st, pos, T, H, cf->hd};
     double *gx = malloc(n * sizeof(double));
-    gt__fd(gx, c.x, n, gt__rope_loss, &c);
-    gt__check(ci == 0 ? "rope dx vs FD (fraction 1)" : "rope dx vs FD (fraction 0.25, scale 8)",
-              gt__err_d(g, gx, n), TOL_FD);
+    gt_test_central_diff(gx, c.x, n, FD_H, gt__rope_loss, &c);
+    gt_test_check_err(ci == 0 ? "rope dx vs FD (fraction 1)" : "rope dx vs FD (fraction 0.25, scale 8)",
+              gt_test_scaled_err_d(g, gx, n), TOL_FD);
     free(ct); free(st); free(x); free(R); free(g); free(c.x); free(c.R); free(gx);
   }
 }
@@ -523,13 +454,13 @@ START_TEST(test_geglu_vs_ref) {
     char what[96];
     float *g = gt_test_alloc_fill(n, &seed, -8, 8), *u = gt_test_alloc_fill(n, &seed, -2, 2);
     float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
-    float *y = gt__zeros(n), *yr = gt__zeros(n);
+    float *y = gt_test_zeros(n), *yr = gt_test_zeros(n);
     gt_geglu_forward(y, g, u, n);
     gt_geglu_forward_ref(yr, g, u, n);
     /* The reference loses every bit of 1 + tanh(u) for x << 0; compare with an
      * absolute floor of 1 (relative above it). */
     snprintf(what, sizeof what, "geglu fwd vs ref n=%ld (rel, floor 1)", (long)n);
-    gt__check(what, gt_test_max_rel_err(y, yr, n, 1.0), TOL_REF);
+    gt_test_check_err(what, gt_test_max_rel_err(y, yr, n, 1.0), TOL_REF);
     /* and the fast one is accurate elementwise against double. For x << 0
      * gelu ~ x e^(-2u), whose relative error is |2u| times that of u (up to
      * 50 float ulp at x = -8, in any float code): below |y| = 1e-3 the
@@ -541,24 +472,24 @@ START_TEST(test_geglu_vs_ref) {
       if (e > worst) worst = e;
     }
     snprintf(what, sizeof what, "geglu fwd vs double n=%ld (rel, floor 1e-3)", (long)n);
-    gt__check(what, worst, 2e-6);
+    gt_test_check_err(what, worst, 2e-6);
 
-    float *dg = gt_test_alloc_fill(n, &seed, -1, 1), *dgr = gt__copy(dg, n);
-    float *du = gt_test_alloc_fill(n, &seed, -1, 1), *dur = gt__copy(du, n);
+    float *dg = gt_test_alloc_fill(n, &seed, -1, 1), *dgr = gt_test_copy(dg, n);
+    float *du = gt_test_alloc_fill(n, &seed, -1, 1), *dur = gt_test_copy(du, n);
     gt_geglu_backward(dg, du, dy, g, u, n);
     gt_geglu_backward_ref(dgr, dur, dy, g, u, n);
     snprintf(what, sizeof what, "geglu bwd dgate vs ref n=%ld (rel, floor 1)", (long)n);
-    gt__check(what, gt_test_max_rel_err(dg, dgr, n, 1.0), 4e-6);
+    gt_test_check_err(what, gt_test_max_rel_err(dg, dgr, n, 1.0), 4e-6);
     snprintf(what, sizeof what, "geglu bwd dup vs ref n=%ld (rel, floor 1)", (long)n);
-    gt__check(what, gt_test_max_rel_err(du, dur, n, 1.0), TOL_REF);
+    gt_test_check_err(what, gt_test_max_rel_err(du, dur, n, 1.0), TOL_REF);
 
-    float *dg1 = gt__zeros(n), *du1 = gt__zeros(n), *dg1r = gt__zeros(n), *du1r = gt__zeros(n);
+    float *dg1 = gt_test_zeros(n), *du1 = gt_test_zeros(n), *dg1r = gt_test_zeros(n), *du1r = gt_test_zeros(n);
     gt_geglu_backward(dg1, NULL, dy, g, u, n);
     gt_geglu_backward(NULL, du1, dy, g, u, n);
     gt_geglu_backward_ref(dg1r, NULL, dy, g, u, n);
     gt_geglu_backward_ref(NULL, du1r, dy, g, u, n);
-    gt__check("geglu bwd dgate only", gt_test_max_rel_err(dg1, dg1r, n, 1.0), 4e-6);
-    gt__check("geglu bwd dup only", gt_test_max_rel_err(du1, du1r, n, 1.0), TOL_REF);
+    gt_test_check_err("geglu bwd dgate only", gt_test_max_rel_err(dg1, dg1r, n, 1.0), 4e-6);
+    gt_test_check_err("geglu bwd dup only", gt_test_max_rel_err(du1, du1r, n, 1.0), TOL_REF);
     free(g); free(u); free(dy); free(y); free(yr); free(dg); free(dgr); free(du); free(dur);
     free(dg1); free(du1); free(dg1r); free(du1r);
   }
@@ -596,19 +527,19 @@ START_TEST(test_geglu_fd) {
   uint64_t seed = 42;
   float *g = gt_test_alloc_fill(n, &seed, -5, 5), *u = gt_test_alloc_fill(n, &seed, -2, 2);
   float *R = gt_test_alloc_fill(n, &seed, -1, 1);
-  float *dg = gt__zeros(n), *du = gt__zeros(n);
+  float *dg = gt_test_zeros(n), *du = gt_test_zeros(n);
   gt_geglu_backward(dg, du, R, g, u, n);
-  gt__geglu_ctx c = {gt__to_d(g, n), gt__to_d(u, n), gt__to_d(R, n), n};
+  gt__geglu_ctx c = {gt_test_to_double(g, n), gt_test_to_double(u, n), gt_test_to_double(R, n), n};
   double *gg = malloc(n * sizeof(double)), *gu = malloc(n * sizeof(double));
-  gt__fd(gg, c.g, n, gt__geglu_loss, &c);
-  gt__fd(gu, c.u, n, gt__geglu_loss, &c);
-  gt__check("geglu dgate vs FD", gt__err_d(dg, gg, n), TOL_FD);
-  gt__check("geglu dup vs FD", gt__err_d(du, gu, n), TOL_FD);
+  gt_test_central_diff(gg, c.g, n, FD_H, gt__geglu_loss, &c);
+  gt_test_central_diff(gu, c.u, n, FD_H, gt__geglu_loss, &c);
+  gt_test_check_err("geglu dgate vs FD", gt_test_scaled_err_d(dg, gg, n), TOL_FD);
+  gt_test_check_err("geglu dup vs FD", gt_test_scaled_err_d(du, gu, n), TOL_FD);
   /* the reference too */
-  float *dgr = gt__zeros(n), *dur = gt__zeros(n);
+  float *dgr = gt_test_zeros(n), *dur = gt_test_zeros(n);
   gt_geglu_backward_ref(dgr, dur, R, g, u, n);
-  gt__check("geglu ref dgate vs FD", gt__err_d(dgr, gg, n), TOL_FD);
-  gt__check("geglu ref dup vs FD", gt__err_d(dur, gu, n), TOL_FD);
+  gt_test_check_err("geglu ref dgate vs FD", gt_test_scaled_err_d(dgr, gg, n), TOL_FD);
+  gt_test_check_err("geglu ref dup vs FD", gt_test_scaled_err_d(dur, gu, n), TOL_FD);
   free(g); free(u); free(R); free(dg); free(du); free(c.g); free(c.u); free(c.R); free(gg);
   free(gu); free(dgr); free(dur);
 }
@@ -628,19 +559,19 @@ START_TEST(test_embedding_vs_ref) {
       const float scale = 33.941125f;
       char what[96];
       int32_t *tok = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-      for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+      gt_test_fill_ids(tok, n, &seed, 0, Vocab);
       float *tab = gt_test_alloc_fill((int64_t)Vocab * dim, &seed, -1, 1);
-      float *y = gt__zeros(n * dim), *yr = gt__zeros(n * dim);
+      float *y = gt_test_zeros(n * dim), *yr = gt_test_zeros(n * dim);
       gt_embedding_forward(y, tok, tab, n, dim, scale);
       gt_embedding_forward_ref(yr, tok, tab, n, dim, scale);
-      ck_assert_msg(gt__same(y, yr, n * dim), "embedding forward n=%ld dim=%d", (long)n, dim);
+      ck_assert_msg(gt_test_same_bits(y, yr, n * dim), "embedding forward n=%ld dim=%d", (long)n, dim);
       float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
       float *dt = gt_test_alloc_fill((int64_t)Vocab * dim, &seed, -1, 1);
-      float *dtr = gt__copy(dt, (int64_t)Vocab * dim);
+      float *dtr = gt_test_copy(dt, (int64_t)Vocab * dim);
       gt_embedding_backward(dt, dy, tok, n, dim, scale);
       gt_embedding_backward_ref(dtr, dy, tok, n, dim, scale);
       snprintf(what, sizeof what, "embedding bwd n=%ld dim=%d", (long)n, dim);
-      gt__check(what, gt__err(dt, dtr, (int64_t)Vocab * dim), TOL_REF);
+      gt_test_check_err(what, gt_test_scaled_err(dt, dtr, (int64_t)Vocab * dim), TOL_REF);
       free(tok); free(tab); free(y); free(yr); free(dy); free(dt); free(dtr);
     }
 }
@@ -669,12 +600,12 @@ START_TEST(test_embedding_fd) {
   const int32_t tok[9] = {1, 3, 1, 0, 1, 3, 2, 2, 1}; /* repeats on purpose */
   uint64_t seed = 52;
   float *tab = gt_test_alloc_fill(Vocab * dim, &seed, -1, 1), *R = gt_test_alloc_fill(n * dim, &seed, -1, 1);
-  float *dt = gt__zeros(Vocab * dim);
+  float *dt = gt_test_zeros(Vocab * dim);
   gt_embedding_backward(dt, R, tok, n, dim, 2.5f);
-  gt__emb_ctx c = {gt__to_d(tab, Vocab * dim), gt__to_d(R, n * dim), tok, n, dim, 2.5};
+  gt__emb_ctx c = {gt_test_to_double(tab, Vocab * dim), gt_test_to_double(R, n * dim), tok, n, dim, 2.5};
   double *gt = malloc(Vocab * dim * sizeof(double));
-  gt__fd(gt, c.tab, Vocab * dim, gt__emb_loss, &c);
-  gt__check("embedding dtable vs FD", gt__err_d(dt, gt, Vocab * dim), TOL_FD);
+  gt_test_central_diff(gt, c.tab, Vocab * dim, FD_H, gt__emb_loss, &c);
+  gt_test_check_err("embedding dtable vs FD", gt_test_scaled_err_d(dt, gt, Vocab * dim), TOL_FD);
   free(tab); free(R); free(dt); free(c.tab); free(c.R); free(gt);
 }
 END_TEST
@@ -684,16 +615,16 @@ START_TEST(test_embedding_deterministic) {
   const int dim = 257, Vocab = 11;
   uint64_t seed = 53;
   int32_t *tok = malloc(n * sizeof(int32_t));
-  for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(gt_test_rand_u64(&seed) % Vocab);
+  gt_test_fill_ids(tok, n, &seed, 0, Vocab);
   float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
   float *dt[3];
   for (int t = 0; t < 3; t++) {
     omp_set_num_threads(t == 0 ? 1 : 2);
-    dt[t] = gt__zeros((int64_t)Vocab * dim);
+    dt[t] = gt_test_zeros((int64_t)Vocab * dim);
     gt_embedding_backward(dt[t], dy, tok, n, dim, 1.5f);
   }
-  ck_assert_msg(gt__same(dt[0], dt[1], (int64_t)Vocab * dim), "embedding bwd: 1 vs 2 threads");
-  ck_assert_msg(gt__same(dt[1], dt[2], (int64_t)Vocab * dim), "embedding bwd: run to run");
+  ck_assert_msg(gt_test_same_bits(dt[0], dt[1], (int64_t)Vocab * dim), "embedding bwd: 1 vs 2 threads");
+  ck_assert_msg(gt_test_same_bits(dt[1], dt[2], (int64_t)Vocab * dim), "embedding bwd: run to run");
   for (int t = 0; t < 3; t++) free(dt[t]);
   free(tok); free(dy);
 }
@@ -726,8 +657,8 @@ START_TEST(test_xent_vs_double_and_ref) {
         tg[r] = (r % 3 == 2) ? -1 : (int32_t)(gt_test_rand_u64(&seed) % V);
       if (rows >= 3) /* far-off logits: the max must be subtracted */
         for (int64_t j = 0; j < V; j++) l[1 * V + j] += 10000.0f;
-      float *loss = gt__zeros(rows), *lse = gt__zeros(rows);
-      float *lossr = gt__zeros(rows), *lser = gt__zeros(rows);
+      float *loss = gt_test_zeros(rows), *lse = gt_test_zeros(rows);
+      float *lossr = gt_test_zeros(rows), *lser = gt_test_zeros(rows);
       double *ld = malloc(rows * sizeof(double)), *lsed = malloc(rows * sizeof(double));
       gt_xent_forward(loss, lse, l, tg, rows, V);
       gt_xent_forward_ref(lossr, lser, l, tg, rows, V);
@@ -744,36 +675,36 @@ START_TEST(test_xent_vs_double_and_ref) {
         }
       }
       snprintf(what, sizeof what, "xent loss vs double rows=%ld V=%ld", (long)rows, (long)V);
-      gt__check(what, wl, 1e-6);
-      gt__check("xent ref loss vs double", wlr, 1e-6);
-      gt__check("xent lse vs double", wlse, 1e-6);
+      gt_test_check_err(what, wl, 1e-6);
+      gt_test_check_err("xent ref loss vs double", wlr, 1e-6);
+      gt_test_check_err("xent lse vs double", wlse, 1e-6);
 
       float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
-      float *d = gt_test_alloc_fill(rows * V, &seed, -1, 1), *dr = gt__zeros(rows * V);
+      float *d = gt_test_alloc_fill(rows * V, &seed, -1, 1), *dr = gt_test_zeros(rows * V);
       gt_xent_backward(d, l, lse, tg, w, rows, V);
       gt_xent_backward_ref(dr, l, lse, tg, w, rows, V);
       snprintf(what, sizeof what, "xent bwd vs ref rows=%ld V=%ld", (long)rows, (long)V);
-      gt__check(what, gt__err(d, dr, rows * V), TOL_REF);
+      gt_test_check_err(what, gt_test_scaled_err(d, dr, rows * V), TOL_REF);
       for (int64_t r = 0; r < rows; r++)
         if (tg[r] < 0)
           for (int64_t j = 0; j < V; j++)
             ck_assert_msg(d[r * V + j] == 0.0f, "masked row %ld: dlogits not 0", (long)r);
 
       /* in place: dlogits aliases logits */
-      float *inplace = gt__copy(l, rows * V);
+      float *inplace = gt_test_copy(l, rows * V);
       gt_xent_backward(inplace, inplace, lse, tg, w, rows, V);
-      ck_assert_msg(gt__same(inplace, d, rows * V), "xent bwd in place differs");
-      float *inplace_r = gt__copy(l, rows * V);
+      ck_assert_msg(gt_test_same_bits(inplace, d, rows * V), "xent bwd in place differs");
+      float *inplace_r = gt_test_copy(l, rows * V);
       gt_xent_backward_ref(inplace_r, inplace_r, lse, tg, w, rows, V);
-      ck_assert_msg(gt__same(inplace_r, dr, rows * V), "xent ref bwd in place differs");
+      ck_assert_msg(gt_test_same_bits(inplace_r, dr, rows * V), "xent ref bwd in place differs");
 
       /* row_weight NULL means weight 1 */
       float *ones = malloc(rows * sizeof(float));
       for (int64_t r = 0; r < rows; r++) ones[r] = 1.0f;
-      float *d1 = gt__zeros(rows * V), *d2 = gt__zeros(rows * V);
+      float *d1 = gt_test_zeros(rows * V), *d2 = gt_test_zeros(rows * V);
       gt_xent_backward(d1, l, lse, tg, NULL, rows, V);
       gt_xent_backward(d2, l, lse, tg, ones, rows, V);
-      ck_assert(gt__same(d1, d2, rows * V));
+      ck_assert(gt_test_same_bits(d1, d2, rows * V));
       free(l); free(tg); free(loss); free(lse); free(lossr); free(lser); free(ld); free(lsed);
       free(w); free(d); free(dr); free(inplace); free(inplace_r); free(ones); free(d1); free(d2);
     }
@@ -804,17 +735,17 @@ START_TEST(test_xent_fd) {
   const int32_t tg[4] = {3, -1, 0, 6};
   uint64_t seed = 62;
   float *l = gt_test_alloc_fill(rows * V, &seed, -3, 3), *w = gt_test_alloc_fill(rows, &seed, 0.5f, 2);
-  float *loss = gt__zeros(rows), *lse = gt__zeros(rows), *d = gt__zeros(rows * V);
+  float *loss = gt_test_zeros(rows), *lse = gt_test_zeros(rows), *d = gt_test_zeros(rows * V);
   gt_xent_forward(loss, lse, l, tg, rows, V);
   gt_xent_backward(d, l, lse, tg, w, rows, V);
-  gt__xent_ctx c = {gt__to_d(l, rows * V), gt__to_d(w, rows), tg, rows, V};
+  gt__xent_ctx c = {gt_test_to_double(l, rows * V), gt_test_to_double(w, rows), tg, rows, V};
   double *gl = malloc(rows * V * sizeof(double));
-  gt__fd(gl, c.l, rows * V, gt__xent_loss, &c);
-  gt__check("xent dlogits vs FD (one row masked)", gt__err_d(d, gl, rows * V), TOL_FD);
+  gt_test_central_diff(gl, c.l, rows * V, FD_H, gt__xent_loss, &c);
+  gt_test_check_err("xent dlogits vs FD (one row masked)", gt_test_scaled_err_d(d, gl, rows * V), TOL_FD);
   /* the weighted loss itself */
   double L = 0;
   for (int64_t r = 0; r < rows; r++) L += (double)w[r] * loss[r];
-  gt__check("xent weighted loss vs double", fabs(L - gt__xent_loss(&c)) / fabs(gt__xent_loss(&c)), 1e-6);
+  gt_test_check_err("xent weighted loss vs double", fabs(L - gt__xent_loss(&c)) / fabs(gt__xent_loss(&c)), 1e-6);
   free(l); free(w); free(loss); free(lse); free(d); free(c.l); free(c.w); free(gl);
 }
 END_TEST
@@ -833,7 +764,7 @@ START_TEST(test_softcap_vs_ref) {
         const float cap = caps[ci];
         char what[96];
         float *x = gt_test_alloc_fill(n, &seed, -ranges[ri], ranges[ri]);
-        float *y = gt__copy(x, n), *yr = gt__copy(x, n);
+        float *y = gt_test_copy(x, n), *yr = gt_test_copy(x, n);
         gt_softcap_forward(y, n, cap);
         gt_softcap_forward_ref(yr, n, cap);
         double worst = 0, worst_r = 0;
@@ -844,12 +775,12 @@ START_TEST(test_softcap_vs_ref) {
         }
         snprintf(what, sizeof what, "softcap fwd vs double n=%ld cap=%g |x|<%g (elem rel)",
                  (long)n, cap, ranges[ri]);
-        gt__check(what, worst, 1e-6);
-        gt__check("softcap fwd vs ref (elementwise rel)", worst_r, TOL_REF);
-        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt__copy(dx, n);
+        gt_test_check_err(what, worst, 1e-6);
+        gt_test_check_err("softcap fwd vs ref (elementwise rel)", worst_r, TOL_REF);
+        float *dx = gt_test_alloc_fill(n, &seed, -1, 1), *dxr = gt_test_copy(dx, n);
         gt_softcap_backward(dx, yr, n, cap);
         gt_softcap_backward_ref(dxr, yr, n, cap);
-        gt__check("softcap bwd vs ref", gt__err(dx, dxr, n), TOL_REF);
+        gt_test_check_err("softcap bwd vs ref", gt_test_scaled_err(dx, dxr, n), TOL_REF);
         free(x); free(y); free(yr); free(dx); free(dxr);
       }
   float ex[5] = {INFINITY, -INFINITY, NAN, 1e30f, -0.0f};
@@ -876,13 +807,13 @@ START_TEST(test_softcap_fd) {
   const float cap = 5.0f;
   uint64_t seed = 72;
   float *x = gt_test_alloc_fill(n, &seed, -15, 15), *R = gt_test_alloc_fill(n, &seed, -1, 1);
-  float *y = gt__copy(x, n), *d = gt__copy(R, n);
+  float *y = gt_test_copy(x, n), *d = gt_test_copy(R, n);
   gt_softcap_forward(y, n, cap);
   gt_softcap_backward(d, y, n, cap);
-  gt__sc_ctx c = {gt__to_d(x, n), gt__to_d(R, n), n, cap};
+  gt__sc_ctx c = {gt_test_to_double(x, n), gt_test_to_double(R, n), n, cap};
   double *gx = malloc(n * sizeof(double));
-  gt__fd(gx, c.x, n, gt__sc_loss, &c);
-  gt__check("softcap dx vs FD", gt__err_d(d, gx, n), TOL_FD);
+  gt_test_central_diff(gx, c.x, n, FD_H, gt__sc_loss, &c);
+  gt_test_check_err("softcap dx vs FD", gt_test_scaled_err_d(d, gx, n), TOL_FD);
   free(x); free(R); free(y); free(d); free(c.x); free(c.R); free(gx);
 }
 END_TEST
@@ -946,8 +877,8 @@ START_TEST(test_adamw_vs_ref) {
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
     const int64_t n = ns[a];
     char what[96];
-    float *p = gt_test_alloc_fill(n, &seed, -1, 1), *pr = gt__copy(p, n);
-    float *m = gt__zeros(n), *mr = gt__zeros(n), *v = gt__zeros(n), *vr = gt__zeros(n);
+    float *p = gt_test_alloc_fill(n, &seed, -1, 1), *pr = gt_test_copy(p, n);
+    float *m = gt_test_zeros(n), *mr = gt_test_zeros(n), *v = gt_test_zeros(n), *vr = gt_test_zeros(n);
     for (int step = 1; step <= 3; step++) {
       float *g = gt_test_alloc_fill(n, &seed, -1e-2f, 1e-2f);
       const gt_adamw_hparams h = {.lr = 3e-4f, .b1 = 0.9f, .b2 = 0.95f, .eps = 1e-8f,
@@ -958,9 +889,9 @@ START_TEST(test_adamw_vs_ref) {
       free(g);
     }
     snprintf(what, sizeof what, "adamw 3 steps n=%ld: p", (long)n);
-    gt__check(what, gt_test_max_rel_err(p, pr, n, 1e-30), 1e-6);
-    gt__check("adamw 3 steps: m", gt_test_max_rel_err(m, mr, n, 1e-30), 1e-6);
-    gt__check("adamw 3 steps: v", gt_test_max_rel_err(v, vr, n, 1e-30), 1e-6);
+    gt_test_check_err(what, gt_test_max_rel_err(p, pr, n, 1e-30), 1e-6);
+    gt_test_check_err("adamw 3 steps: m", gt_test_max_rel_err(m, mr, n, 1e-30), 1e-6);
+    gt_test_check_err("adamw 3 steps: v", gt_test_max_rel_err(v, vr, n, 1e-30), 1e-6);
     free(p); free(pr); free(m); free(mr); free(v); free(vr);
   }
 }
@@ -991,9 +922,9 @@ START_TEST(test_sumsq) {
     /* one long sequential double sum drifts by up to n * 1e-16: the
      * reference is the less accurate of the two */
     snprintf(what, sizeof what, "sumsq n=%ld vs ref (rel)", (long)n);
-    gt__check(what, fabs(s1 - sr) / sr, 1e-10);
+    gt_test_check_err(what, fabs(s1 - sr) / sr, 1e-10);
     snprintf(what, sizeof what, "sumsq n=%ld vs long double (rel)", (long)n);
-    gt__check(what, (double)(fabsl(s1 - sl) / sl), 1e-13);
+    gt_test_check_err(what, (double)(fabsl(s1 - sl) / sl), 1e-13);
     free(x);
   }
 }
@@ -1017,8 +948,8 @@ START_TEST(test_dot) {
     for (int64_t i = 0; i < n; i++) dl += (long double)x[i] * y[i], al += fabsl((long double)x[i] * y[i]);
     ck_assert_msg(d1 == d2, "dot n=%ld: %.17g (1 thread) vs %.17g (2)", (long)n, d1, d2);
     /* relative to the sum of |terms|: the dot itself may nearly cancel */
-    gt__check("dot vs long double", (double)(fabsl(d1 - dl) / al), 1e-15);
-    gt__check("dot ref vs long double", (double)(fabsl(gt_dot_ref(x, y, n) - dl) / al), 1e-13);
+    gt_test_check_err("dot vs long double", (double)(fabsl(d1 - dl) / al), 1e-15);
+    gt_test_check_err("dot ref vs long double", (double)(fabsl(gt_dot_ref(x, y, n) - dl) / al), 1e-13);
     /* the sum of squares is the dot of x with itself, bit for bit */
     ck_assert(gt_sumsq(x, n) == gt_dot(x, x, n));
     free(x);
@@ -1046,23 +977,23 @@ START_TEST(test_scale_vs_ref_and_fd) {
     const int64_t n = ns[k];
     const float sc = 0.8125f;
     float *x = gt_test_alloc_fill(n, &seed, -2, 2), *R = gt_test_alloc_fill(n, &seed, -1, 1);
-    float *y = gt__zeros(n), *yr = gt__zeros(n), *dx = gt__zeros(n), *dxr = gt__zeros(n);
+    float *y = gt_test_zeros(n), *yr = gt_test_zeros(n), *dx = gt_test_zeros(n), *dxr = gt_test_zeros(n);
     float ds = 0.25f, dsr = 0.25f; /* backward adds */
     gt_scale_forward(y, x, sc, n);
     gt_scale_forward_ref(yr, x, sc, n);
-    ck_assert(gt__same(y, yr, n));
+    ck_assert(gt_test_same_bits(y, yr, n));
     gt_scale_backward(dx, &ds, R, x, sc, n);
     gt_scale_backward_ref(dxr, &dsr, R, x, sc, n);
-    gt__check("scale bwd dx vs ref", gt__err(dx, dxr, n), TOL_REF);
-    gt__check("scale bwd ds vs ref", fabs((double)ds - dsr) / fabs(dsr), TOL_REF);
+    gt_test_check_err("scale bwd dx vs ref", gt_test_scaled_err(dx, dxr, n), TOL_REF);
+    gt_test_check_err("scale bwd ds vs ref", fabs((double)ds - dsr) / fabs(dsr), TOL_REF);
     gt_scale_backward(NULL, NULL, R, x, sc, n); /* NULL gradients are skipped */
     if (n < 100) { /* against central differences in double */
-      gt__scale_ctx c = {gt__to_d(x, n), gt__to_d(R, n), sc, n};
+      gt__scale_ctx c = {gt_test_to_double(x, n), gt_test_to_double(R, n), sc, n};
       double *gx = malloc((size_t)n * sizeof(double)), gs;
-      gt__fd(gx, c.x, n, gt__scale_loss, &c);
-      gt__fd(&gs, &c.s, 1, gt__scale_loss, &c);
-      gt__check("scale dx vs FD", gt__err_d(dx, gx, n), TOL_FD);
-      gt__check("scale ds vs FD", fabs((double)ds - 0.25 - gs) / fabs(gs), TOL_FD);
+      gt_test_central_diff(gx, c.x, n, FD_H, gt__scale_loss, &c);
+      gt_test_central_diff(&gs, &c.s, 1, FD_H, gt__scale_loss, &c);
+      gt_test_check_err("scale dx vs FD", gt_test_scaled_err_d(dx, gx, n), TOL_FD);
+      gt_test_check_err("scale ds vs FD", fabs((double)ds - 0.25 - gs) / fabs(gs), TOL_FD);
       free(c.x), free(c.R), free(gx);
     }
     free(x), free(R), free(y), free(yr), free(dx), free(dxr);
@@ -1072,8 +1003,7 @@ END_TEST
 
 static Suite *gt__suite(void) {
   Suite *s = suite_create("kernels");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_matmul_vs_ref);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_scale_vs_ref_and_fd);
@@ -1097,14 +1027,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_adamw_by_hand);
   tcase_add_test(tc, test_adamw_vs_ref);
   tcase_add_test(tc, test_sumsq);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(gt__suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return gt_test_run_suite(gt__suite(), 0); }

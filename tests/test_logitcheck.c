@@ -10,15 +10,6 @@
 #include "decode/logitcheck.h"
 #include "gt_testutil.h"
 
-static char *g_dir;
-
-static void setup(void) { g_dir = gt_test_mkdtemp("lc"); }
-
-static void teardown(void) {
-  gt_test_system("rm -rf '%s'", g_dir);
-  free(g_dir);
-}
-
 START_TEST(test_kl_by_hand) {
   /* position 0: golden p = (1, 2, 3)/6 (logits log 1, log 2, log 3, shifted
    * by 5, which softmax ignores), model q uniform; position 1: equal. */
@@ -84,7 +75,7 @@ END_TEST
 
 START_TEST(test_golden_roundtrip) {
   char *p = NULL;
-  ck_assert(asprintf(&p, "%s/g.jsonl", g_dir) > 0);
+  p = gt_test_dir_path("g.jsonl");
   uint64_t st = 3;
   float lg[2 * 3 * 7];
   gt_test_fill(lg, 42, &st, -30.0f, 30.0f);
@@ -186,11 +177,9 @@ START_TEST(test_golden_refusals) {
       {"{\"tokens\": [1], \"logits\": [[1]]}\n\"just a string\"\n", "line 2 is not a JSON object"},
   };
   char *p = NULL;
-  ck_assert(asprintf(&p, "%s/bad.jsonl", g_dir) > 0);
+  p = gt_test_dir_path("bad.jsonl");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    FILE *f = fopen(p, "w");
-    fputs(cases[i].text, f);
-    fclose(f);
+    gt_test_write_text(p, cases[i].text);
     gt_golden g;
     gt_err e;
     gt_err_clear(&e);
@@ -206,14 +195,11 @@ START_TEST(test_golden_refusals) {
 }
 END_TEST
 
-/* Writes text to g_dir/name and reads it; the caller frees g and the path. */
+/* Writes text to gt_test_dir/name and reads it; the caller frees g and the path. */
 static gt_rc read_text(const char *text, gt_golden *g, gt_err *e) {
   char *p = NULL;
-  ck_assert(asprintf(&p, "%s/t.jsonl", g_dir) > 0);
-  FILE *f = fopen(p, "w");
-  ck_assert(f != NULL);
-  fputs(text, f);
-  fclose(f);
+  p = gt_test_dir_path("t.jsonl");
+  gt_test_write_text(p, text);
   gt_err_clear(e);
   gt_rc rc = gt_golden_read(p, g, e);
   free(p);
@@ -340,7 +326,7 @@ START_TEST(test_golden_large) {
   int32_t tok[T] = {2, 262143, 0, 7, 7, 100000, 1, 5};
   char *p[2] = {NULL, NULL};
   for (int k = 0; k < 2; k++) {
-    ck_assert(asprintf(&p[k], "%s/big%d.jsonl", g_dir, k) > 0);
+    ck_assert(asprintf(&p[k], "%s/big%d.jsonl", gt_test_dir, k) > 0);
     FILE *f = fopen(p[k], "w");
     ck_assert(f != NULL);
     if (k == 0) {
@@ -394,8 +380,8 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("logitcheck");
-  TCase *tc = tcase_create("core");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
   tcase_add_test(tc, test_kl_by_hand);
   tcase_add_test(tc, test_topk_metrics);
   tcase_add_test(tc, test_vocab_mismatch);
@@ -404,7 +390,5 @@ int main(void) {
   tcase_add_test(tc, test_golden_refusals_limits);
   tcase_add_test(tc, test_golden_forms);
   tcase_add_test(tc, test_golden_large);
-  tcase_set_timeout(tc, 300);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -389,7 +389,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("measure");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_measuring_blocks);
   tcase_add_test(tc, test_real_blocks_and_foreign_frees);
   tcase_add_test(tc, test_names_and_phases);
@@ -399,6 +399,5 @@ int main(void) {
   tcase_add_test(tc, test_gemma4_ple_kv_shared_schedule);
   tcase_add_test(tc, test_gemma4_moe_schedule);
   tcase_add_test(tc, test_measures_what_cannot_be_allocated);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

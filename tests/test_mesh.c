@@ -1368,8 +1368,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("mesh");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_create_rejects_bad_count);
   tcase_add_test(tc, test_run_once_per_device_and_reuse);
   tcase_add_test(tc, test_barrier);
@@ -1393,6 +1392,5 @@ int main(void) {
   tcase_add_test(tc, test_misuse_records_error);
   tcase_add_test(tc, test_misuse_outside_run);
   tcase_add_test(tc, test_misuse_in_one_group);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -14,8 +14,6 @@
 #include "model/model.h"
 #include "gt_testutil.h"
 
-#define CFG_DIR GT_SOURCE_DIR "/configs"
-
 typedef struct fixture {
   gt_config cfg;
   gt_mem mem;
@@ -25,22 +23,8 @@ typedef struct fixture {
 } fixture;
 
 static void setup(fixture *f, int n, const char *const *ov, uint64_t seed) {
-  gt_err e;
-  ck_assert_msg(gt_config_load(&f->cfg, CFG_DIR, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
-  gt_mem_init(&f->mem);
-  ck_assert_msg(gt_model_build(&f->m, &f->cfg, &e) == GT_OK, "%s", e.msg);
-  ck_assert_msg(gt_model_alloc(&f->m, &f->mem, &e) == GT_OK, "%s", e.msg);
-  gt_model_init_params(&f->m, seed, 1.0);
-  /* give the norm weights non-zero values so the (1 + w) path is exercised */
-  uint64_t s = seed + 17;
-  for (int i = 0; i < f->m.n_tensors; i++)
-    if (f->m.tensors[i].ndim == 1) {
-      float *p = f->m.params + f->m.tensors[i].offset;
-      gt_test_fill(p, f->m.tensors[i].numel, &s, -0.3f, 0.3f);
-      /* Gemma 4 stores the scale itself (and layer_scalar): around 1 */
-      if (f->m.norm_offset == 0.0f)
-        for (int64_t k = 0; k < f->m.tensors[i].numel; k++) p[k] += 1.0f;
-    }
+  /* norm weights around 1 for Gemma 4, which stores the scale itself (and layer_scalar) */
+  uint64_t s = gt_test_model_random(&f->m, &f->cfg, &f->mem, n, ov, seed, 1);
   int B = (int)gt_config_global_batch(&f->cfg), T = (int)f->cfg.max_target_length;
   f->in = malloc(sizeof(int32_t) * B * T);
   f->tg = malloc(sizeof(int32_t) * B * T);
@@ -374,10 +358,9 @@ START_TEST(test_moe_graph) {
    * in place), and the lb weight of each layer is 1 / #MoE layers */
   const char *ov[] = {"model_name=gemma4-tiny-moe"};
   gt_config c;
-  gt_err e;
-  ck_assert(gt_config_load(&c, CFG_DIR, NULL, 1, ov, &e) == GT_OK);
+  gt_test_config(&c, 1, ov);
   gt_model m;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert_int_eq(m.n_moe_layers, 6);
   ck_assert(fabsf(m.moe_dlb - 1.0f / 6) < 1e-7f);
   const gt_tensor_info *gu = gt_model_find_tensor(&m, "layers.5.experts.gate_up_proj");
@@ -458,8 +441,7 @@ END_TEST
 
 Suite *model_suite(void) {
   Suite *s = suite_create("model");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_fd_window_smaller);
   tcase_add_test(tc, test_fd_window_equal);
   tcase_add_test(tc, test_fd_window_larger_gqa);
@@ -467,9 +449,7 @@ Suite *model_suite(void) {
   tcase_add_test(tc, test_vocab_tiling_invariance);
   tcase_add_test(tc, test_deterministic);
   tcase_add_test(tc, test_initial_loss_near_uniform);
-  suite_add_tcase(s, tc);
-  TCase *g4 = tcase_create("gemma4");
-  tcase_set_timeout(g4, 120);
+  TCase *g4 = gt_test_tcase(s, "gemma4");
   tcase_add_test(g4, test_fd_gemma4_dense_k_eq_v);
   tcase_add_test(g4, test_fd_gemma4_own_v_scaled_vnorm);
   tcase_add_test(g4, test_fd_gemma4_ple_only);
@@ -479,7 +459,6 @@ Suite *model_suite(void) {
   tcase_add_test(g4, test_fd_gemma4_tiny_moe_whole);
   tcase_add_test(g4, test_moe_graph);
   tcase_add_test(g4, test_gemma4_initial_loss_near_uniform);
-  suite_add_tcase(s, g4);
   return s;
 }
 

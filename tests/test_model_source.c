@@ -456,7 +456,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("model_source");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_classify_each_kind);
   tcase_add_test(tc, test_refuses_what_is_none);
@@ -466,6 +466,5 @@ int main(void) {
   tcase_add_test(tc, test_hf_gemma4_keeps_keys_it_cannot_say);
   tcase_add_test(tc, test_model_key_flags);
   tcase_add_test(tc, test_user_set_record);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

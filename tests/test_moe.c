@@ -23,28 +23,6 @@
 #include "ckpt/safetensors.h"
 #include "gt_testutil.h"
 
-static int gt__verbose(void) {
-  const char *v = getenv("GT_TEST_VERBOSE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
-static void gt__check(const char *what, double err, double tol) {
-  if (gt__verbose()) printf("  %-60s %10.3g (tol %.1g)\n", what, err, tol);
-  ck_assert_msg(err <= tol, "%s: error %.4g above %.4g", what, err, tol);
-}
-
-/* max|a - b| / max|b|; a non-finite a is infinitely wrong */
-static double gt__err(const float *a, const float *b, int64_t n) {
-  double den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(a[i])) return INFINITY;
-    den = fmax(den, fabs((double)b[i]));
-  }
-  const double num = gt_test_max_abs_err(a, b, n);
-  if (num == 0) return 0;
-  return den > 0 ? num / den : num;
-}
-
 /* ---------- one layer's tensors, inputs and results ---------- */
 
 enum { GT__NT = 7 }; /* router_proj, router_scale, pes, pre, post, gate_up, down */
@@ -144,17 +122,17 @@ static void gt__compare(const char *tag, const gt__moe *m, const gt__run *a, con
   char what[160];
   const int64_t N = m->N, D = m->d.d, E = m->d.E, K = m->d.k;
   snprintf(what, sizeof what, "%s probs", tag);
-  gt__check(what, gt__err(a->s.probs, b->s.probs, N * E), tol_out);
+  gt_test_check_err(what, gt_test_scaled_err(a->s.probs, b->s.probs, N * E), tol_out);
   snprintf(what, sizeof what, "%s routing weights", tag);
-  gt__check(what, gt__err(a->s.topk_w, b->s.topk_w, N * K), tol_out);
+  gt_test_check_err(what, gt_test_scaled_err(a->s.topk_w, b->s.topk_w, N * K), tol_out);
   snprintf(what, sizeof what, "%s sum", tag);
-  gt__check(what, gt__err(a->s.sum, b->s.sum, N * D), tol_out);
+  gt_test_check_err(what, gt_test_scaled_err(a->s.sum, b->s.sum, N * D), tol_out);
   snprintf(what, sizeof what, "%s out", tag);
-  gt__check(what, gt__err(a->out, b->out, N * D), tol_out);
+  gt_test_check_err(what, gt_test_scaled_err(a->out, b->out, N * D), tol_out);
   snprintf(what, sizeof what, "%s lb loss", tag);
-  gt__check(what, gt__err(&a->s.lb_loss, &b->s.lb_loss, 1), tol_out);
+  gt_test_check_err(what, gt_test_scaled_err(&a->s.lb_loss, &b->s.lb_loss, 1), tol_out);
   snprintf(what, sizeof what, "%s grad h", tag);
-  gt__check(what, gt__err(a->dh, b->dh, N * D), tol_grad);
+  gt_test_check_err(what, gt_test_scaled_err(a->dh, b->dh, N * D), tol_grad);
   for (int i = 0; i < GT__NT; i++) {
     snprintf(what, sizeof what, "%s grad %s", tag, gt__names[i]);
     if (m->d.k == 1 && i == 2) {
@@ -167,10 +145,10 @@ static void gt__compare(const char *tag, const gt__moe *m, const gt__run *a, con
       double gmax = 0, big = 0;
       for (int64_t j = 0; j < m->n[2]; j++) gmax = fmax(gmax, fmax(fabs(a->g[2][j]), fabs(b->g[2][j])));
       for (int64_t j = 0; j < m->n[6]; j++) big = fmax(big, fabs(b->g[6][j]));
-      gt__check(what, gmax / big, 1e-3);
+      gt_test_check_err(what, gmax / big, 1e-3);
       continue;
     }
-    gt__check(what, gt__err(a->g[i], b->g[i], m->n[i]), tol_grad);
+    gt_test_check_err(what, gt_test_scaled_err(a->g[i], b->g[i], m->n[i]), tol_grad);
   }
 }
 
@@ -197,7 +175,7 @@ static void gt__vs_ref(gt__moe *m, const char *tag, int *empty_experts) {
   for (int e = 0; e < m->d.E; e++) *empty_experts += f.s.counts[e] == 0;
   char what[160];
   snprintf(what, sizeof what, "%s gate rows", tag);
-  gt__check(what, gt__err(f.s.gate, r.s.gate, NK * m->d.F), 2e-6);
+  gt_test_check_err(what, gt_test_scaled_err(f.s.gate, r.s.gate, NK * m->d.F), 2e-6);
   gt__compare(tag, m, &f, &r, 2e-6, 1e-5);
   gt__run_free(&f);
   gt__run_free(&r);
@@ -388,29 +366,16 @@ static double gt__fd_objective(gt__fd *c) {
   return L;
 }
 
+static double gt__fd_loss(void *c) { return gt__fd_objective(c); }
+
 static void gt__fd_tensor(gt__fd *c, double *p, int64_t n, const float *got, const char *name) {
-  float *fd = malloc(sizeof(float) * (size_t)n); /* float: 6e-8 relative, far below the tolerance */
-  const double step = 1e-5;
-  for (int64_t i = 0; i < n; i++) {
-    const double save = p[i];
-    p[i] = save + step;
-    const double lp = gt__fd_objective(c);
-    p[i] = save - step;
-    const double lm = gt__fd_objective(c);
-    p[i] = save;
-    fd[i] = (float)((lp - lm) / (2 * step));
-  }
+  double *fd = malloc(sizeof(double) * (size_t)n);
+  gt_test_central_diff(fd, p, n, 1e-5, gt__fd_loss, c);
   ck_assert_msg(!c->moved, "%s: a finite-difference step changed the top-k choice", name);
   char what[128];
   snprintf(what, sizeof what, "fd grad %s", name);
-  gt__check(what, gt__err(got, fd, n), 2e-5);
+  gt_test_check_err(what, gt_test_scaled_err_d(got, fd, n), 2e-5);
   free(fd);
-}
-
-static double *gt__to_d(const float *x, int64_t n) {
-  double *y = malloc(sizeof(double) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) y[i] = x[i];
-  return y;
 }
 
 START_TEST(test_fd) {
@@ -426,8 +391,8 @@ START_TEST(test_fd) {
     m.d.lb_weight = 0.3f; /* large enough that its gradient shows in the router's */
     gt__run r;
     gt__run_full(&r, &m, 0);
-    gt__fd c = {&m, {0}, gt__to_d(m.h, m.N * 6), r.s.topk, 0};
-    for (int i = 0; i < GT__NT; i++) c.t[i] = gt__to_d(m.t[i], m.n[i]);
+    gt__fd c = {&m, {0}, gt_test_to_double(m.h, m.N * 6), r.s.topk, 0};
+    for (int i = 0; i < GT__NT; i++) c.t[i] = gt_test_to_double(m.t[i], m.n[i]);
     /* the float forward against the double one */
     double L = 0;
     for (int64_t i = 0; i < m.N * 6; i++) L += (double)r.out[i] * m.dout[i];
@@ -446,16 +411,6 @@ END_TEST
 
 /* ---------- the PyTorch fixture ---------- */
 
-static float *gt__read(const gt_st_file *f, const char *name, int64_t want) {
-  const gt_st_tensor *t = gt_st_find(f, name);
-  ck_assert_msg(t != NULL, "fixture lacks %s", name);
-  ck_assert_msg(t->numel == want, "%s: %lld elements, want %lld", name, (long long)t->numel, (long long)want);
-  float *v = malloc(sizeof(float) * (size_t)want);
-  gt_err e;
-  ck_assert(gt_st_read_f32(t, v, want, &e) == GT_OK);
-  return v;
-}
-
 /* The fixtures were made by tools/ref_moe.py (float64 autograd of
  * L = sum(out * dout) + dlb * lb on float32 inputs), B=2 T=5 d=16 E=16 k=3
  * F=12, lb_weight 0.1, dlb 1.5:
@@ -470,16 +425,16 @@ static void gt__check_fixture(const char *path) {
   ck_assert(dt && dt->dtype == GT_DT_I32 && dt->numel == 6);
   int32_t dims[6];
   memcpy(dims, dt->data, sizeof dims);
-  float *hp = gt__read(&f, "hparams", 3);
+  float *hp = gt_test_st_f32(&f, "hparams", 3);
   gt__moe m;
   memset(&m, 0, sizeof m);
   m.d = (gt_moe_dims){dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], hp[0], hp[1], 1, 0};
   m.dlb = hp[2];
   gt__moe_sizes(&m);
-  for (int i = 0; i < GT__NT; i++) m.t[i] = gt__read(&f, gt__names[i], m.n[i]);
+  for (int i = 0; i < GT__NT; i++) m.t[i] = gt_test_st_f32(&f, gt__names[i], m.n[i]);
   const int64_t ND = m.N * m.d.d;
-  m.h = gt__read(&f, "h", ND);
-  m.dout = gt__read(&f, "dout", ND);
+  m.h = gt_test_st_f32(&f, "h", ND);
+  m.dout = gt_test_st_f32(&f, "dout", ND);
   for (int P = 1; P <= 2; P *= 2) {
     /* P = 2: each rank's partial, summed as the all-reduce would */
     gt__run r[2];
@@ -513,24 +468,24 @@ static void gt__check_fixture(const char *path) {
     ck_assert(tk && tk->numel == m.N * m.d.k);
     ck_assert_msg(memcmp(tk->data, r[0].s.topk, sizeof(int32_t) * (size_t)tk->numel) == 0, "top-k differs");
     char what[128];
-    float *want = gt__read(&f, "expected.out", ND);
+    float *want = gt_test_st_f32(&f, "expected.out", ND);
     snprintf(what, sizeof what, "fixture eps %g P=%d out", (double)m.d.eps, P);
-    gt__check(what, gt__err(out, want, ND), 1e-5);
+    gt_test_check_err(what, gt_test_scaled_err(out, want, ND), 1e-5);
     free(want);
-    want = gt__read(&f, "expected.lb_loss", 1);
+    want = gt_test_st_f32(&f, "expected.lb_loss", 1);
     snprintf(what, sizeof what, "fixture eps %g P=%d lb loss", (double)m.d.eps, P);
-    gt__check(what, gt__err(&lb, want, 1), 1e-6);
+    gt_test_check_err(what, gt_test_scaled_err(&lb, want, 1), 1e-6);
     free(want);
-    want = gt__read(&f, "grad.h", ND);
+    want = gt_test_st_f32(&f, "grad.h", ND);
     snprintf(what, sizeof what, "fixture eps %g P=%d grad h", (double)m.d.eps, P);
-    gt__check(what, gt__err(dh, want, ND), 1e-5);
+    gt_test_check_err(what, gt_test_scaled_err(dh, want, ND), 1e-5);
     free(want);
     for (int i = 0; i < GT__NT; i++) {
       char gname[96];
       snprintf(gname, sizeof gname, "grad.%s", gt__names[i]);
-      want = gt__read(&f, gname, m.n[i]);
+      want = gt_test_st_f32(&f, gname, m.n[i]);
       snprintf(what, sizeof what, "fixture eps %g P=%d %s", (double)m.d.eps, P, gname);
-      gt__check(what, gt__err(g[i], want, m.n[i]), 1e-5);
+      gt_test_check_err(what, gt_test_scaled_err(g[i], want, m.n[i]), 1e-5);
       free(want);
     }
     for (int rk = 0; rk < P; rk++) gt__run_free(&r[rk]);
@@ -620,7 +575,7 @@ START_TEST(test_expert_parallel_sums) {
     ck_assert_int_eq(rows, m.N * m.d.k);
     char what[96];
     snprintf(what, sizeof what, "P=%d sum of partial sums", P);
-    gt__check(what, gt__err(sum, full.s.sum, ND), 1e-6);
+    gt_test_check_err(what, gt_test_scaled_err(sum, full.s.sum, ND), 1e-6);
     gt__run tot;
     memset(&tot, 0, sizeof tot);
     tot.s = full.s;
@@ -739,8 +694,7 @@ END_TEST
 
 static Suite *gt__suite(void) {
   Suite *s = suite_create("moe");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_vs_ref);
   tcase_add_test(tc, test_ties);
   tcase_add_test(tc, test_unrouted_experts_untouched);
@@ -750,7 +704,6 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_expert_parallel_sums);
   tcase_add_test(tc, test_thread_count_bits);
   tcase_add_test(tc, test_sizes_and_refusals);
-  suite_add_tcase(s, tc);
   return s;
 }
 

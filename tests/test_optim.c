@@ -127,12 +127,11 @@ END_TEST
 
 Suite *optim_suite(void) {
   Suite *s = suite_create("optim");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_schedule_points);
   tcase_add_test(tc, test_grad_norm);
   tcase_add_test(tc, test_one_step_by_hand);
   tcase_add_test(tc, test_three_steps_vs_reference);
-  suite_add_tcase(s, tc);
   return s;
 }
 

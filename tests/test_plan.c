@@ -123,12 +123,10 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("plan");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 200);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_measured_equals_plan);
   tcase_add_test(tc, test_gemma4_measured_equals_plan);
   tcase_add_test(tc, test_block_scope_costs_more);
   tcase_add_test(tc, test_4b_plan_matches_spec);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

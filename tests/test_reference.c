@@ -26,17 +26,6 @@ static int32_t *read_i32(const gt_st_file *f, const char *name, int64_t *n) {
   return v;
 }
 
-static float *read_f32(const gt_st_file *f, const char *name, int64_t want) {
-  const gt_st_tensor *t = gt_st_find(f, name);
-  ck_assert_msg(t != NULL, "fixture lacks tensor %s", name);
-  ck_assert_msg(t->numel == want, "%s has %lld elements, model wants %lld", name, (long long)t->numel,
-                (long long)want);
-  float *v = malloc(sizeof(float) * (size_t)want);
-  gt_err e;
-  ck_assert(gt_st_read_f32(t, v, want, &e) == GT_OK);
-  return v;
-}
-
 /* The largest |gradient| of the layer_scalar tensors of fixture f. */
 static double scalar_grad_max(const gt_st_file *f, const gt_model *m) {
   double mx = 0;
@@ -72,10 +61,10 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   for (int i = 0; i < m.n_tensors; i++) {
-    float *v = read_f32(&f, m.tensors[i].name, m.tensors[i].numel);
+    float *v = gt_test_st_f32(&f, m.tensors[i].name, m.tensors[i].numel);
     memcpy(m.params + m.tensors[i].offset, v, sizeof(float) * (size_t)m.tensors[i].numel);
     free(v);
   }
@@ -88,7 +77,7 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   int64_t V = m.vocab, N = (int64_t)B * T;
   float *logits = malloc(sizeof(float) * (size_t)(N * V));
   ck_assert_msg(gt_exec_forward_logits(&m, &b, logits, &e) == GT_OK, "%s", e.msg);
-  float *want_logits = read_f32(&f, "expected.logits", N * V);
+  float *want_logits = gt_test_st_f32(&f, "expected.logits", N * V);
   double lerr = gt_test_max_abs_err(logits, want_logits, N * V), lmax = 0;
   for (int64_t i = 0; i < N * V; i++) lmax = fmax(lmax, fabs(want_logits[i]));
   ck_assert_msg(lerr <= 1e-4 * lmax, "%s logits: max error %.3g vs max |logit| %.3g", stem, lerr, lmax);
@@ -100,12 +89,12 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   gt_model_zero_grads(&m);
   gt_loss_stats st = {0, 0, 0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
-  float *want_loss = read_f32(&f, "expected.loss", 1);
+  float *want_loss = gt_test_st_f32(&f, "expected.loss", 1);
   double loss = st.xent_sum / (double)st.total_weights;
   ck_assert_msg(fabs(loss - want_loss[0]) <= 1e-5 * fabs(want_loss[0]), "%s loss %.9g vs %.9g", stem, loss,
                 want_loss[0]);
   if (m.n_moe_layers) { /* the mean load-balance loss; the gradients below include its term */
-    float *want_lb = read_f32(&f, "expected.moe_lb_loss", 1);
+    float *want_lb = gt_test_st_f32(&f, "expected.moe_lb_loss", 1);
     double lb = st.moe_lb_sum * (double)m.moe_dlb;
     ck_assert_msg(fabs(lb - want_lb[0]) <= 1e-5 * fabs(want_lb[0]), "%s moe_lb_loss %.9g vs %.9g", stem, lb, want_lb[0]);
     free(want_lb);
@@ -121,7 +110,7 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   for (int i = 0; i < m.n_tensors; i++) {
     char gname[160];
     snprintf(gname, sizeof gname, "grad.%s", m.tensors[i].name);
-    float *want = read_f32(&f, gname, m.tensors[i].numel);
+    float *want = gt_test_st_f32(&f, gname, m.tensors[i].numel);
     const float *got = m.grads + m.tensors[i].offset;
     double gmax = 0;
     for (int64_t k = 0; k < m.tensors[i].numel; k++) gmax = fmax(gmax, fabs(want[k]));
@@ -183,13 +172,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("reference");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_small_six_layers_window_5);
   tcase_add_test(tc, test_packed_segments_window_larger);
   tcase_add_test(tc, test_segments_matter);
   tcase_add_test(tc, test_gemma4_dense);
   tcase_add_test(tc, test_gemma4_ple_kv_shared);
   tcase_add_test(tc, test_gemma4_moe);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

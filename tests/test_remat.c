@@ -41,11 +41,11 @@ static run run_model(const char *model, const char *policy, const char *scope, i
                       p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
   gt_config c;
   gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 12, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_config(&c, 12, ov);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
-  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  gt_test_model_build(&m, &c);
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
   int B = 2, T = 24;
@@ -179,10 +179,9 @@ END_TEST
 
 static gt_model build(int n, const char *const *ov) {
   gt_config c;
-  gt_err e;
-  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_config(&c, n, ov);
   gt_model m;
-  ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+  gt_test_model_build(&m, &c);
   return m;
 }
 
@@ -215,8 +214,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("remat");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_every_policy_bit_identical);
   tcase_add_test(tc, test_full_keeps_only_carries);
   tcase_add_test(tc, test_gemma4_dense_policies);
@@ -224,6 +222,5 @@ int main(void) {
   tcase_add_test(tc, test_gemma4_moe_policies);
   tcase_add_test(tc, test_gemma4_full_keeps_carries_donor_kv_and_ple);
   tcase_add_test(tc, test_recompute_ops);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

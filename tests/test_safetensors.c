@@ -18,33 +18,6 @@
 
 /* ---- helpers ---- */
 
-static char *g_dir;
-
-static void setup(void) {
-  g_dir = gt_test_mkdtemp("st");
-  ck_assert_ptr_nonnull(g_dir);
-}
-
-static void teardown(void) {
-  gt_test_system("rm -rf '%s'", g_dir);
-  free(g_dir);
-  g_dir = NULL;
-}
-
-/* Caller frees. */
-static char *pth(const char *name) {
-  char *p = NULL;
-  ck_assert(asprintf(&p, "%s/%s", g_dir, name) > 0);
-  return p;
-}
-
-static void write_bytes(const char *path, const void *buf, size_t n) {
-  FILE *f = fopen(path, "wb");
-  ck_assert_ptr_nonnull(f);
-  ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
-  fclose(f);
-}
-
 /* 8-byte little-endian N, the header text (N = header_len), then data. */
 static void write_st(const char *path, const char *hdr, size_t hdr_len, const void *data,
                      size_t data_len) {
@@ -53,7 +26,7 @@ static void write_st(const char *path, const char *hdr, size_t hdr_len, const vo
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hdr_len >> (8 * i));
   memcpy(b + 8, hdr, hdr_len);
   if (data_len && data) memcpy(b + 8 + hdr_len, data, data_len);
-  write_bytes(path, b, n);
+  gt_test_write_file(path, b, n);
   free(b);
 }
 
@@ -105,7 +78,7 @@ static void expect_bad_file(const char *path, const char *want) {
 }
 
 static void expect_bad_header(const char *hdr, size_t data_len, const char *want) {
-  char *p = pth("bad.safetensors");
+  char *p = gt_test_dir_path("bad.safetensors");
   unsigned char *data = calloc(data_len ? data_len : 1, 1);
   write_st(p, hdr, strlen(hdr), data, data_len);
   expect_bad_file(p, want);
@@ -146,7 +119,7 @@ START_TEST(test_f32_roundtrip_bit_exact) {
   x[2] = -0.0f;
   x[3] = bitsf(0x00000001u); /* smallest subnormal */
   x[4] = bitsf(0xff800000u);
-  char *p = pth("f32.safetensors");
+  char *p = gt_test_dir_path("f32.safetensors");
   gt_st_wtensor w = {.name = "layer.0.w", .dtype = GT_DT_F32, .ndim = 2, .shape = {R, C}, .data = x};
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
@@ -214,7 +187,7 @@ END_TEST
 START_TEST(test_bf16_file_roundtrip) {
   const float x[] = {1.0f, 3.14159f, -0.0f, INFINITY, NAN, bitsf(0x3f818000u), -65504.f, 1e-40f};
   enum { N = sizeof x / sizeof x[0] };
-  char *p = pth("bf16.safetensors");
+  char *p = gt_test_dir_path("bf16.safetensors");
   gt_st_wtensor w = {.name = "emb", .dtype = GT_DT_BF16, .ndim = 2, .shape = {2, 4}, .data = x};
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
@@ -272,7 +245,7 @@ START_TEST(test_f16_read_known_bits) {
   char hdr[128];
   snprintf(hdr, sizeof hdr, "{\"h\":{\"dtype\":\"F16\",\"shape\":[%d],\"data_offsets\":[0,%d]}}", N,
            2 * N);
-  char *p = pth("f16.safetensors");
+  char *p = gt_test_dir_path("f16.safetensors");
   write_st(p, hdr, strlen(hdr), data, sizeof data);
   gt_st_file f;
   gt_err e;
@@ -304,7 +277,7 @@ END_TEST
 
 START_TEST(test_i32_and_read_refusals) {
   const int32_t v[] = {-1, 0, 7, 2147483647, -2147483647 - 1, 42};
-  char *p = pth("i32.safetensors");
+  char *p = gt_test_dir_path("i32.safetensors");
   gt_st_wtensor w = {.name = "ids", .dtype = GT_DT_I32, .ndim = 2, .shape = {3, 2}, .data = v};
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
@@ -346,7 +319,7 @@ START_TEST(test_header_padding_and_order) {
       {.name = "a_bf16", .dtype = GT_DT_BF16, .ndim = 1, .shape = {2}, .data = c},
       {.name = "a_f32", .dtype = GT_DT_F32, .ndim = 1, .shape = {3}, .data = a},
   };
-  char *p = pth("order.safetensors");
+  char *p = gt_test_dir_path("order.safetensors");
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 5, w, NULL, &e), GT_OK);
   long len = 0;
@@ -394,7 +367,7 @@ START_TEST(test_metadata_roundtrip) {
   gt_st_wtensor w = {.name = "w", .dtype = GT_DT_F32, .ndim = 1, .shape = {2}, .data = x};
   const char *meta = "{\"format\":\"pt\",\"note\":\"quote \\\" slash \\\\ nl \\n tab \\t \\u00e9\","
                      "\"step\":\"12\"}";
-  char *p = pth("meta.safetensors");
+  char *p = gt_test_dir_path("meta.safetensors");
   gt_err e;
   ck_assert_msg(gt_st_write(p, 1, &w, meta, &e) == GT_OK, "%s", e.msg);
   /* __metadata__ is first, as in the Rust writer */
@@ -434,7 +407,7 @@ START_TEST(test_metadata_roundtrip) {
   ck_assert_int_eq(gt_st_open(&f, p, &e), GT_OK);
   ck_assert_int_eq(f.n_tensors, 0);
   gt_st_close(&f);
-  ck_assert(!dir_has_tmp(g_dir));
+  ck_assert(!dir_has_tmp(gt_test_dir));
   free(p);
 }
 END_TEST
@@ -444,7 +417,7 @@ END_TEST
  * mixed-dtype case laid out by hand from the spec. */
 START_TEST(test_rust_writer_bytes) {
   gt_err e;
-  char *p = pth("rust.safetensors");
+  char *p = gt_test_dir_path("rust.safetensors");
   const float v6[6] = {0, 1, 2, 3, 4, 5};
   const unsigned char v6_le[24] = {0, 0, 0, 0, 0, 0, 128, 63, 0, 0, 0, 64,
                                    0, 0, 64, 64, 0, 0, 128, 64, 0, 0, 160, 64};
@@ -516,8 +489,8 @@ START_TEST(test_rust_writer_bytes) {
     ck_assert_uint_eq(strlen(h), 256);
     memcpy(want + 8, h, 256);
     memcpy(want + 264, data, 18);
-    char *hand = pth("hand.safetensors");
-    write_bytes(hand, want, sizeof want);
+    char *hand = gt_test_dir_path("hand.safetensors");
+    gt_test_write_file(hand, want, sizeof want);
 
     /* our reader takes the hand-made file */
     gt_st_file f;
@@ -568,7 +541,7 @@ START_TEST(test_empty_and_scalar_tensors) {
                   "\"v\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]},"
                   "\"e3\":{\"dtype\":\"U8\",\"shape\":[0,0],\"data_offsets\":[8,8]}}";
   const unsigned char data[8] = {0, 0, 0x40, 0x40, 0x80, 0x3f, 0x00, 0xc0};
-  char *p = pth("empty.safetensors");
+  char *p = gt_test_dir_path("empty.safetensors");
   write_st(p, h, strlen(h), data, 8);
   gt_st_file f;
   gt_err e;
@@ -616,10 +589,10 @@ END_TEST
 #define ENT(name, dt, shape, off) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}"
 
 START_TEST(test_bad_sizes) {
-  char *p = pth("short.safetensors");
-  write_bytes(p, "\x02\0\0\0\0", 5);
+  char *p = gt_test_dir_path("short.safetensors");
+  gt_test_write_file(p, "\x02\0\0\0\0", 5);
   expect_bad_file(p, "shorter than the 8-byte");
-  write_bytes(p, "", 0);
+  gt_test_write_file(p, "", 0);
   expect_bad_file(p, "is 0 bytes, shorter than the 8-byte");
 
   /* a missing file is an I/O error, not a format error */
@@ -627,7 +600,7 @@ START_TEST(test_bad_sizes) {
   gt_err e;
   ck_assert_int_eq(gt_st_open(&f, "/nonexistent/x.safetensors", &e), GT_ERR_IO);
   ck_assert_msg(strstr(e.msg, "/nonexistent/x.safetensors") != NULL, "%s", e.msg);
-  ck_assert_int_eq(gt_st_open(&f, g_dir, &e), GT_ERR_IO);
+  ck_assert_int_eq(gt_st_open(&f, gt_test_dir, &e), GT_ERR_IO);
   free(p);
 }
 END_TEST
@@ -636,18 +609,18 @@ END_TEST
  * format error whose one-line message names what is wrong. */
 
 START_TEST(test_malformed_huge_header) {
-  char *p = pth("huge.safetensors");
+  char *p = gt_test_dir_path("huge.safetensors");
   /* N = 100000001 */
   unsigned char big[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'};
-  write_bytes(p, big, sizeof big);
+  gt_test_write_file(p, big, sizeof big);
   expect_bad_file(p, "header length 100000001 exceeds the 100000000-byte limit");
   /* N = 2^64-1 must not wrap 8+N around */
   memset(big, 0xff, 8);
-  write_bytes(p, big, sizeof big);
+  gt_test_write_file(p, big, sizeof big);
   expect_bad_file(p, "exceeds the 100000000-byte limit");
   /* N = 50, file has 8 + 8 */
   unsigned char small[16] = {50, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
-  write_bytes(p, small, sizeof small);
+  gt_test_write_file(p, small, sizeof small);
   expect_bad_file(p, "header length 50 needs 58 bytes but the file has 16");
   free(p);
 }
@@ -719,12 +692,12 @@ START_TEST(test_bad_json) {
   expect_bad_header("[1,2]", 0, "header is a JSON array, expected an object");
   expect_bad_header("\"x\"", 0, "header is a JSON string, expected an object");
   /* embedded NUL (strlen would stop early, so write it by length) */
-  char *p = pth("nul.safetensors");
+  char *p = gt_test_dir_path("nul.safetensors");
   write_st(p, "{}\0  ", 5, NULL, 0);
   expect_bad_file(p, "control byte 0x00 at header offset 2");
   free(p);
   /* header padded with spaces (and other JSON whitespace) is fine */
-  p = pth("ws.safetensors");
+  p = gt_test_dir_path("ws.safetensors");
   write_st(p, " {}\n\t\r  ", 8, NULL, 0);
   gt_st_file f;
   gt_err e;
@@ -754,7 +727,7 @@ START_TEST(test_bad_entries) {
   expect_bad_header("{\"a\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
                     "tensor 'a': dtype is a JSON number, expected a string");
   /* extra keys are tolerated, as serde does */
-  char *p = pth("extra.safetensors");
+  char *p = gt_test_dir_path("extra.safetensors");
   const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":null}}";
   write_st(p, h, strlen(h), "z", 1);
   gt_st_file f;
@@ -787,7 +760,7 @@ START_TEST(test_bad_shapes) {
   /* beyond exact doubles */
   expect_bad_header("{" ENT("a", "U8", "[1e300]", "[0,4]") "}", 4, "too large");
   /* eight dims is the limit and fine */
-  char *p = pth("eight.safetensors");
+  char *p = gt_test_dir_path("eight.safetensors");
   const char *h = "{" ENT("a", "U8", "[1,2,1,1,1,1,1,2]", "[0,4]") "}";
   write_st(p, h, strlen(h), "abcd", 4);
   gt_st_file f;
@@ -827,7 +800,7 @@ START_TEST(test_bad_names_and_metadata) {
   /* 255 is fine */
   name[255] = '\0';
   snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
-  char *p = pth("long.safetensors");
+  char *p = gt_test_dir_path("long.safetensors");
   write_st(p, hdr, strlen(hdr), "q", 1);
   gt_st_file f;
   gt_err e;
@@ -845,7 +818,7 @@ START_TEST(test_bad_names_and_metadata) {
 END_TEST
 
 START_TEST(test_writer_refusals) {
-  char *p = pth("w.safetensors");
+  char *p = gt_test_dir_path("w.safetensors");
   float x[4] = {1, 2, 3, 4};
   gt_err e;
   /* a good file first: refusals must leave it alone */
@@ -885,7 +858,7 @@ START_TEST(test_writer_refusals) {
   ck_assert_int_eq(gt_st_open(&f, p, &e), GT_OK);
   ck_assert_ptr_nonnull(gt_st_find(&f, "keep"));
   gt_st_close(&f);
-  ck_assert(!dir_has_tmp(g_dir));
+  ck_assert(!dir_has_tmp(gt_test_dir));
   free(p);
 }
 END_TEST
@@ -893,8 +866,8 @@ END_TEST
 /* ---- atomic write ---- */
 
 START_TEST(test_atomic_write) {
-  char *p = pth("a.safetensors");
-  char *tmp = pth("a.safetensors.tmp");
+  char *p = gt_test_dir_path("a.safetensors");
+  char *tmp = gt_test_dir_path("a.safetensors.tmp");
   float x[3] = {1, 2, 3}, y[3] = {4, 5, 6};
   gt_st_wtensor w = {.name = "t", .dtype = GT_DT_F32, .ndim = 1, .shape = {3}, .data = x};
   gt_err e;
@@ -902,7 +875,7 @@ START_TEST(test_atomic_write) {
   ck_assert(file_exists(p));
   ck_assert(!file_exists(tmp));
   /* a stale .tmp from a crash is overwritten and consumed */
-  write_bytes(tmp, "junk", 4);
+  gt_test_write_file(tmp, "junk", 4);
   w.data = y;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
   ck_assert(!file_exists(tmp));
@@ -918,18 +891,18 @@ START_TEST(test_atomic_write) {
   gt_st_close(&f);
 
   /* the rename fails (target is a non-empty directory): no .tmp is left */
-  char *d = pth("isdir");
+  char *d = gt_test_dir_path("isdir");
   ck_assert_int_eq(mkdir(d, 0755), 0);
-  char *inner = pth("isdir/x");
-  write_bytes(inner, "x", 1);
+  char *inner = gt_test_dir_path("isdir/x");
+  gt_test_write_file(inner, "x", 1);
   ck_assert_int_eq(gt_st_write(d, 1, &w, NULL, &e), GT_ERR_IO);
   ck_assert_msg(strstr(e.msg, "isdir") != NULL, "%s", e.msg);
-  ck_assert(!dir_has_tmp(g_dir));
+  ck_assert(!dir_has_tmp(gt_test_dir));
   /* the directory does not exist */
-  char *missing = pth("nope/a.safetensors");
+  char *missing = gt_test_dir_path("nope/a.safetensors");
   ck_assert_int_eq(gt_st_write(missing, 1, &w, NULL, &e), GT_ERR_IO);
   ck_assert_msg(strstr(e.msg, "nope/a.safetensors.tmp") != NULL, "%s", e.msg);
-  ck_assert(!dir_has_tmp(g_dir));
+  ck_assert(!dir_has_tmp(gt_test_dir));
   free(missing);
   free(inner);
   free(d);
@@ -958,25 +931,25 @@ START_TEST(test_sharded_roundtrip) {
   const int n = 6;
   const uint64_t total = 40 + 40 + 100 + 8 + 30 + 8;
   gt_err e;
-  ck_assert_msg(gt_st_write_sharded(g_dir, n, w, 80, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_st_write_sharded(gt_test_dir, n, w, 80, &e) == GT_OK, "%s", e.msg);
   /* greedy: {embed, q} = 80, {big} = 100, {n, k, ids} = 46 */
   const char *shard[] = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                          "model-00003-of-00003.safetensors"};
   const int want_shard[] = {0, 0, 1, 2, 2, 2};
   for (int s = 0; s < 3; s++) {
-    char *sp = pth(shard[s]);
+    char *sp = gt_test_dir_path(shard[s]);
     ck_assert_msg(file_exists(sp), "%s missing", sp);
     free(sp);
   }
-  char *none = pth("model-00004-of-00003.safetensors");
+  char *none = gt_test_dir_path("model-00004-of-00003.safetensors");
   ck_assert(!file_exists(none));
   free(none);
-  char *single = pth("model.safetensors");
+  char *single = gt_test_dir_path("model.safetensors");
   ck_assert(!file_exists(single));
-  ck_assert(!dir_has_tmp(g_dir));
+  ck_assert(!dir_has_tmp(gt_test_dir));
 
   /* the index */
-  char *ip = pth("model.safetensors.index.json");
+  char *ip = gt_test_dir_path("model.safetensors.index.json");
   char *itext = gt_test_read_file(ip, NULL);
   ck_assert_ptr_nonnull(itext);
   cJSON *idx = cJSON_Parse(itext);
@@ -999,7 +972,7 @@ START_TEST(test_sharded_roundtrip) {
 
   /* each shard's data stays within the limit unless it holds one tensor */
   gt_st_set s;
-  ck_assert_msg(gt_st_set_open(&s, g_dir, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_st_set_open(&s, gt_test_dir, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(s.n_files, 3);
   uint64_t sum = 0;
   for (int i = 0; i < s.n_files; i++) {
@@ -1034,27 +1007,27 @@ START_TEST(test_sharded_roundtrip) {
   gt_st_set_close(&s);
 
   /* max 0: one model.safetensors, and the stale index goes away */
-  ck_assert_msg(gt_st_write_sharded(g_dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_st_write_sharded(gt_test_dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
   ck_assert(file_exists(single));
   ck_assert(!file_exists(ip));
-  ck_assert_int_eq(gt_st_set_open(&s, g_dir, &e), GT_OK);
+  ck_assert_int_eq(gt_st_set_open(&s, gt_test_dir, &e), GT_OK);
   ck_assert_int_eq(s.n_files, 1);
   for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(gt_st_set_find(&s, w[i].name));
   gt_st_set_close(&s);
 
   /* a limit above the total still writes a one-shard index */
-  ck_assert_int_eq(gt_st_write_sharded(g_dir, n, w, 1 << 20, &e), GT_OK);
-  char *one = pth("model-00001-of-00001.safetensors");
+  ck_assert_int_eq(gt_st_write_sharded(gt_test_dir, n, w, 1 << 20, &e), GT_OK);
+  char *one = gt_test_dir_path("model-00001-of-00001.safetensors");
   ck_assert(file_exists(one));
   ck_assert(file_exists(ip));
-  ck_assert_int_eq(gt_st_set_open(&s, g_dir, &e), GT_OK);
+  ck_assert_int_eq(gt_st_set_open(&s, gt_test_dir, &e), GT_OK);
   ck_assert_int_eq(s.n_files, 1);
   gt_st_set_close(&s);
   free(one);
 
   /* bad input is refused before any file is touched */
   gt_st_wtensor dup[2] = {w[0], w[0]};
-  ck_assert_int_eq(gt_st_write_sharded(g_dir, 2, dup, 80, &e), GT_ERR_ARG);
+  ck_assert_int_eq(gt_st_write_sharded(gt_test_dir, 2, dup, 80, &e), GT_ERR_ARG);
   ck_assert_msg(strstr(e.msg, "given twice") != NULL, "%s", e.msg);
 
   free(ip);
@@ -1068,7 +1041,7 @@ START_TEST(test_sharded_roundtrip) {
 END_TEST
 
 static void write_one(const char *name, const char *tensor, float v) {
-  char *p = pth(name);
+  char *p = gt_test_dir_path(name);
   gt_st_wtensor w = {.name = tensor, .dtype = GT_DT_F32, .ndim = 1, .shape = {1}, .data = &v};
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
@@ -1076,8 +1049,8 @@ static void write_one(const char *name, const char *tensor, float v) {
 }
 
 static void write_index(const char *text) {
-  char *p = pth("model.safetensors.index.json");
-  write_bytes(p, text, strlen(text));
+  char *p = gt_test_dir_path("model.safetensors.index.json");
+  gt_test_write_file(p, text, strlen(text));
   free(p);
 }
 
@@ -1085,7 +1058,7 @@ static void expect_set_fail(gt_rc rc_want, const char *want) {
   gt_st_set s;
   gt_err e;
   gt_err_clear(&e);
-  gt_rc rc = gt_st_set_open(&s, g_dir, &e);
+  gt_rc rc = gt_st_set_open(&s, gt_test_dir, &e);
   ck_assert_msg(rc == rc_want, "got %s (%s), expected failure with '%s'", gt_rc_name(rc), e.msg,
                 want);
   ck_assert_msg(strstr(e.msg, want) != NULL, "message '%s' lacks '%s'", e.msg, want);
@@ -1100,7 +1073,7 @@ START_TEST(test_set_refusals) {
   write_index("{\"metadata\":{},\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s2.safetensors\"}}");
   gt_st_set s;
   gt_err e;
-  ck_assert_msg(gt_st_set_open(&s, g_dir, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_st_set_open(&s, gt_test_dir, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(s.n_files, 2);
   float v;
   ck_assert_int_eq(gt_st_read_f32(gt_st_set_find(&s, "b"), &v, 1, &e), GT_OK);
@@ -1123,14 +1096,14 @@ START_TEST(test_set_refusals) {
   float two[2] = {3, 4};
   gt_st_wtensor w3[] = {{.name = "a", .dtype = GT_DT_F32, .ndim = 0, .data = &two[0]},
                         {.name = "d", .dtype = GT_DT_F32, .ndim = 0, .data = &two[1]}};
-  char *s3 = pth("s3.safetensors");
+  char *s3 = gt_test_dir_path("s3.safetensors");
   ck_assert_int_eq(gt_st_write(s3, 2, w3, NULL, &e), GT_OK);
   free(s3);
   write_index("{\"weight_map\":{\"a\":\"s1.safetensors\",\"d\":\"s3.safetensors\"}}");
   expect_set_fail(GT_ERR_FORMAT, "tensor 'a' is in both");
   /* a malformed shard reports its own path */
-  char *bad = pth("s2.safetensors");
-  write_bytes(bad, "abc", 3);
+  char *bad = gt_test_dir_path("s2.safetensors");
+  gt_test_write_file(bad, "abc", 3);
   write_index("{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s2.safetensors\"}}");
   expect_set_fail(GT_ERR_FORMAT, "s2.safetensors: file is 3 bytes");
   free(bad);
@@ -1141,7 +1114,7 @@ END_TEST
 /* A row range (the embedding truncation on HF import) converts exactly the
  * elements asked for, in every input dtype, and refuses ranges outside. */
 START_TEST(test_read_range) {
-  char *p = pth("range.safetensors");
+  char *p = gt_test_dir_path("range.safetensors");
   float x[12];
   for (int i = 0; i < 12; i++) x[i] = 0.5f * (float)i - 2.0f; /* exact in BF16 */
   gt_st_wtensor w[] = {{.name = "f", .dtype = GT_DT_F32, .ndim = 2, .shape = {4, 3}, .data = x},
@@ -1172,7 +1145,7 @@ START_TEST(test_large_bf16) {
   float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
   uint64_t rs = 3;
   gt_test_fill(x, n, &rs, -4, 4);
-  char *p = pth("large.safetensors");
+  char *p = gt_test_dir_path("large.safetensors");
   gt_st_wtensor w = {.name = "big", .dtype = GT_DT_BF16, .ndim = 2, .shape = {1, n}, .data = x};
   gt_err e;
   ck_assert_int_eq(gt_st_write(p, 1, &w, NULL, &e), GT_OK);
@@ -1192,8 +1165,8 @@ END_TEST
 
 static Suite *st_suite(void) {
   Suite *s = suite_create("safetensors");
-  TCase *tc = tcase_create("core");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
   tcase_add_test(tc, test_dtype_table);
   tcase_add_test(tc, test_f32_roundtrip_bit_exact);
   tcase_add_test(tc, test_bf16_conversion_known_values);
@@ -1223,7 +1196,6 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_set_refusals);
   tcase_add_test(tc, test_read_range);
   tcase_add_test(tc, test_large_bf16);
-  suite_add_tcase(s, tc);
   return s;
 }
 

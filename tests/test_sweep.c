@@ -18,9 +18,6 @@
 #include "gt_testutil.h"
 #include "sweep/sweep.h"
 #include "tools/cli.h"
-#include "tools/sweep_outcome.c"
-#include "tools/sweep_point.c"
-#include "tools/sweep_runner.c"
 #include "tools/sweep_runner.h"
 
 static void parse_ok(gt_sweep *s, const char *text) {
@@ -638,7 +635,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("sweep");
-  TCase *tc = tcase_create("core");
+  TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_grid_order);
   tcase_add_test(tc, test_values_as_text);
   tcase_add_test(tc, test_grids_union_and_points);
@@ -652,6 +649,5 @@ int main(void) {
   tcase_add_test(tc, test_table_order);
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);
-  suite_add_tcase(s, tc);
   return gt_test_run_suite(s, 0);
 }

@@ -535,22 +535,19 @@ END_TEST
 
 static Suite *tokenizer_suite(void) {
   Suite *s = suite_create("tokenizer");
-  TCase *g = tcase_create("gemma3");
-  tcase_set_timeout(g, 240);
+  TCase *g = gt_test_tcase(s, "gemma3");
   tcase_add_test(g, test_golden_ids);
   tcase_add_test(g, test_roundtrip_golden);
   tcase_add_test(g, test_decode_golden);
   tcase_add_test(g, test_invalid_utf8);
   tcase_add_test(g, test_long_word);
   tcase_add_test(g, test_split_points);
-  suite_add_tcase(s, g);
-  TCase *h = tcase_create("small");
+  TCase *h = gt_test_tcase(s, "small");
   tcase_add_test(h, test_small_merge_order);
   tcase_add_test(h, test_small_empty_result);
   tcase_add_test(h, test_small_split_behaviours);
   tcase_add_test(h, test_small_decode);
   tcase_add_test(h, test_refusals);
-  suite_add_tcase(s, h);
   return s;
 }
 
