@@ -386,7 +386,7 @@ static void gt__run_step(int dev, void *arg) {
   gt_err_clear(&d->err);
   memset(&d->st, 0, sizeof d->st);
   if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
-  gt_mem_reset_peaks(&d->mem);
+  if (f->train) gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
   int ga = f->n_batches;
   /* the global token count decides every token's weight */
   int64_t tw = 0;
