@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/metrics.h"
+#include "train/metrics_io.h"
 #include "sweep/sweep.h"
 
 static int gt__parse_number(const char *s, double *v) {

@@ -1,4 +1,4 @@
-#include "gemtrain/metrics.h"
+#include "train/metrics_io.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "gemtrain/config.h"
-#include "gemtrain/metrics.h"
+#include "train/metrics_io.h"
 
 typedef struct gt_report {
   FILE *out;      /* console lines (NULL: silent) */

@@ -1,0 +1,32 @@
+/* Writing metrics: the MaxText console line, metrics.jsonl records and SVG
+ * line charts (the run's loss.svg, a sweep's plot.svg). */
+#ifndef GT_TRAIN_METRICS_IO_H
+#define GT_TRAIN_METRICS_IO_H
+
+#include <stdio.h>
+
+#include "gemtrain/metrics.h"
+
+/* "completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T,
+ *  total_weights: W, loss: L, lm_loss: L, perplexity: P" (metric_logger.py),
+ * then ", moe_lb_loss: X" (%.6f) when has_moe */
+void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n);
+/* One JSON object per line. */
+void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);
+
+/* A line chart as SVG. Each series is (x[i], y[i]); NaN y values are gaps. */
+typedef struct gt_series {
+  const char *label;
+  const double *x, *y;
+  int n;
+} gt_series;
+typedef struct gt_chart {
+  const char *title, *xlabel, *ylabel;
+  int n_series;
+  const gt_series *series;
+  int log_y;
+} gt_chart;
+/* Charts stacked vertically in one SVG file. */
+gt_rc gt_plot_svg(const char *path, int n_charts, const gt_chart *charts, gt_err *err);
+
+#endif
