@@ -17,6 +17,13 @@ done
 # only the public API is installed: gemtrain.h and the headers it includes
 got=$(cd "$work/stage/include/gemtrain" && ls | tr '\n' ' ')
 [ "$got" = "common.h config.h gemtrain.h metrics.h " ] || fail "installed headers: '$got', expected only the public API"
+# and the shared library exports that API only: gt_ctx_* and gt_version
+so=$(find "$work/stage" -name libgemtrain.so | head -1)
+if [ -n "$so" ] && command -v nm > /dev/null; then
+  extra=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | grep -v '^gt_ctx_' | grep -vx 'gt_version' || true)
+  [ -z "$extra" ] || fail "libgemtrain.so exports more than the public API: $(echo $extra | head -c 300)"
+  nm -D --defined-only "$so" | grep -q ' T gt_ctx_train$' || fail "libgemtrain.so does not export gt_ctx_train"
+fi
 ls "$work"/stage/lib*/libgemtrain.so* "$work"/stage/lib*/libgemtrain.a > /dev/null 2>&1 || \
   ls "$work"/stage/lib/*/libgemtrain.so > /dev/null || fail "no libraries installed"
 

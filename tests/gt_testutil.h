@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "ckpt/safetensors.h"
 #include "model/model.h"
 

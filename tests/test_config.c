@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "model/model.h"
 #include "gt_testutil.h"
 

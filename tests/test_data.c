@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "data/data.h"
 #include "gt_testutil.h"
 

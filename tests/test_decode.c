@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "decode/decode.h"
 #include "exec/exec.h"
 #include "gemtrain/gemtrain.h"

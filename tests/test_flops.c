@@ -3,7 +3,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "config/flops.h"
 #include "model/model.h"
 #include "gt_testutil.h"

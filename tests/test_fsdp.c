@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "data/data.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"

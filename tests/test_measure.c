@@ -13,7 +13,7 @@
 
 #include "base/alloc.h"
 #include "exec/exec.h"
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "model/model.h"
 #include "gt_testutil.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "exec/plan.h"
 #include "train/trainer.h"
 #include "gt_testutil.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "exec/exec.h"
 #include "model/model.h"
 #include "ckpt/safetensors.h"

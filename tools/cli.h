@@ -2,7 +2,7 @@
 #ifndef GT_CLI_H
 #define GT_CLI_H
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "hf/hf.h"
 #include "model/model.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 /* What main needs to know of a command's arguments to print its help and to
  * let options stand anywhere, so no command re-implements either. */

@@ -13,6 +13,14 @@
 extern "C" {
 #endif
 
+/* What the shared library exports: the functions of this API, nothing else
+ * (libgemtrain is built with hidden visibility). */
+#if defined(__GNUC__)
+#define GT_API __attribute__((visibility("default")))
+#else
+#define GT_API
+#endif
+
 typedef enum gt_rc {
   GT_OK = 0,
   GT_ERR_ARG,     /* bad argument to an API call */
@@ -32,21 +40,8 @@ typedef struct gt_err {
   char msg[GT_ERR_MSG_MAX];
 } gt_err;
 
-/* Record an error (printf-style) and return rc. err may be NULL. */
-gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void gt_err_clear(gt_err *err);
-const char *gt_rc_name(gt_rc rc);
-/* mkdir -p: creates path and its parents. `who` prefixes the error line
- * ("train", "sweep"); a path that exists but is not a directory is refused. */
-gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err);
-/* Reads a whole file into a malloc'd buffer (*n bytes, NUL-terminated; the
- * caller frees). Errors read "<who> '<path>' cannot be opened: <reason>". */
-gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_err *err);
-const char *gt_version(void);
-/* splitmix64: the next 64 random bits of a seeded stream (state advances).
- * The one generator behind initialisation, data order and sampling. */
-uint64_t gt_splitmix64(uint64_t *state);
+/* The library's version ("0.1.0"). */
+GT_API const char *gt_version(void);
 
 #ifdef __cplusplus
 }

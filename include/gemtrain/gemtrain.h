@@ -30,47 +30,47 @@ extern "C" {
 typedef struct gt_ctx gt_ctx;
 
 /* A new, empty context (NULL only when out of memory). */
-gt_ctx *gt_ctx_new(void);
+GT_API gt_ctx *gt_ctx_new(void);
 /* Frees the context and everything it owns. NULL is allowed. */
-void gt_ctx_free(gt_ctx *c);
+GT_API void gt_ctx_free(gt_ctx *c);
 /* The last error of this context, or "" after success. Owned by the context. */
-const char *gt_ctx_error(const gt_ctx *c);
+GT_API const char *gt_ctx_error(const gt_ctx *c);
 
 /* Builds the configuration exactly as `gemtrain train` does: configs/base.json,
  * then the preset, then the overrides ("key=value"). `preset` is a preset name
  * (configs/models/<name>.json, e.g. "gemma3-tiny"), a path to a .json config
  * file, or NULL for base.json's default. Any previous model is freed. */
-gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, const char *const *overrides);
+GT_API gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, const char *const *overrides);
 /* The resolved configuration (read-only; valid until the next configure). */
-const gt_config *gt_ctx_config(const gt_ctx *c);
+GT_API const gt_config *gt_ctx_config(const gt_ctx *c);
 
 /* Allocates and initialises the model (seeded by init_weights_seed), the
  * optimizer state and the data source of the configuration. */
-gt_rc gt_ctx_init(gt_ctx *c);
-int64_t gt_ctx_num_params(const gt_ctx *c);
+GT_API gt_rc gt_ctx_init(gt_ctx *c);
+GT_API int64_t gt_ctx_num_params(const gt_ctx *c);
 
 /* Runs n optimizer steps on the configured data (dataset_type). losses (may
  * be NULL) receives each step's mean loss. */
-gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
+GT_API gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
 /* One optimizer step on your tokens: tokens is [batch, seq + 1] row-major
  * (each row's first seq ids are the inputs, its last seq the targets; a
  * target < 0 is masked). batch x seq must fit the configured
  * max_target_length (seq <= it) and batch must equal the global batch. */
-gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
+GT_API gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Metrics of the last step (the fields of metrics.jsonl). */
-gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
+GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
 /* Mean loss of tokens ([batch, seq + 1], as above) without training. */
-gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
+GT_API gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Forward pass: logits [batch, seq, vocab_size] of tokens [batch, seq] into a
  * buffer you own. */
-gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits);
+GT_API gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits);
 
 /* Saves the parameters and optimizer state (safetensors, Hugging Face
  * parameter names; the moments as "optimizer.mu.<name>"/"optimizer.nu.<name>",
  * the step count and config in the metadata) / loads them into an initialised
  * context with the same shapes. */
-gt_rc gt_ctx_save(gt_ctx *c, const char *path);
-gt_rc gt_ctx_load(gt_ctx *c, const char *path);
+GT_API gt_rc gt_ctx_save(gt_ctx *c, const char *path);
+GT_API gt_rc gt_ctx_load(gt_ctx *c, const char *path);
 
 #ifdef __cplusplus
 }

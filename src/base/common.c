@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 #include <errno.h>
 #include <sys/stat.h>

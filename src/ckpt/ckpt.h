@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 #include "data/data.h"
 #include "model/model.h"
 

@@ -31,8 +31,8 @@
 #ifndef GT_MODEL_SOURCE_H
 #define GT_MODEL_SOURCE_H
 
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "hf/hf.h"
 #include "model/model.h"
 

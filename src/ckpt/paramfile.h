@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "model/model.h"
 
 #ifdef __cplusplus

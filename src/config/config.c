@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* dladdr */
-#include "gemtrain/config.h"
+#include "config/config.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

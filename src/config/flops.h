@@ -8,7 +8,7 @@
 #ifndef GEMTRAIN_FLOPS_H
 #define GEMTRAIN_FLOPS_H
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

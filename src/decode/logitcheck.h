@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 #ifdef __cplusplus
 extern "C" {

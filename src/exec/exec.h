@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 #include "model/model.h"
 
 #ifdef __cplusplus

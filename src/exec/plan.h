@@ -10,8 +10,8 @@
 #include <stdio.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "config/flops.h"
 
 #ifdef __cplusplus

@@ -9,8 +9,8 @@
 #ifndef GEMTRAIN_REMAT_H
 #define GEMTRAIN_REMAT_H
 
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "model/layer.h"
 
 #ifdef __cplusplus

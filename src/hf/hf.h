@@ -33,8 +33,8 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "model/model.h"
 #include "ckpt/safetensors.h"
 

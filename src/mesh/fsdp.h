@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "exec/exec.h"
 #include "mesh/mesh.h"
 #include "model/model.h"

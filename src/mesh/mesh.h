@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 #ifdef __cplusplus
 extern "C" {

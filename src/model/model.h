@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 #include "base/prof.h"
 
 #ifdef __cplusplus

@@ -50,7 +50,7 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 #ifdef __cplusplus
 extern "C" {

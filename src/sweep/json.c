@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "sweep/sweep.h"
 
 const char *gt__sweep_json_kind(const cJSON *it) {

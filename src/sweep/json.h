@@ -6,7 +6,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 /* "a string", "a number", "a list", ... for messages. */
 const char *gt__sweep_json_kind(const cJSON *it);

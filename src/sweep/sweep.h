@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

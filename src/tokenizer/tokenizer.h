@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gemtrain/common.h"
+#include "base/common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "base/common.h"
 #include "gemtrain/metrics.h"
 
 /* "completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T,

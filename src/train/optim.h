@@ -6,8 +6,8 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "gemtrain/common.h"
-#include "gemtrain/config.h"
+#include "base/common.h"
+#include "config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

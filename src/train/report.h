@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "train/metrics_io.h"
 
 typedef struct gt_report {

@@ -7,7 +7,7 @@
 
 #include "ckpt/model_source.h"
 #include "data/data.h"
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "model/model.h"
 #include "train/trainer.h"
 

@@ -44,8 +44,9 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
   t->mb = calloc((size_t)t->n_mb, sizeof *t->mb);
   t->mbuf = gt_mem_alloc(&t->host, GT_MEM_DATA, (size_t)(3 * t->n_mb) * (size_t)nb * sizeof(int32_t));
   if (!t->mb || !t->mbuf) {
+    int n = t->n_mb;
     gt_trainer_destroy(t);
-    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for %d batches", t->n_mb);
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for %d batches", n);
   }
   for (int i = 0; i < t->n_mb; i++)
     t->mb[i] = (gt_batch){(int)gt_config_global_batch(cfg), (int)cfg->max_target_length, t->mbuf + (3 * i) * nb,

@@ -21,7 +21,7 @@
 #include "base/alloc.h"
 #include "data/data.h"
 #include "exec/exec.h"
-#include "gemtrain/config.h"
+#include "config/config.h"
 #include "gemtrain/metrics.h"
 #include "mesh/fsdp.h"
 

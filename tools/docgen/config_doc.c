@@ -8,7 +8,7 @@
  *
  *   gemtrain_docgen CONFIG_DIR [OUT_FILE]     (no OUT_FILE: standard output)
  */
-#include "gemtrain/config.h"
+#include "config/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,26 @@
+/* Errors and small helpers shared inside libgemtrain. gt_rc and gt_err are
+ * public (include/gemtrain/common.h). */
+#ifndef GT_BASE_COMMON_H
+#define GT_BASE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemtrain/common.h"
+
+/* Record an error (printf-style) and return rc. err may be NULL. */
+gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gt_err_clear(gt_err *err);
+const char *gt_rc_name(gt_rc rc);
+/* mkdir -p: creates path and its parents. `who` prefixes the error line
+ * ("train", "sweep"); a path that exists but is not a directory is refused. */
+gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err);
+/* Reads a whole file into a malloc'd buffer (*n bytes, NUL-terminated; the
+ * caller frees). Errors read "<who> '<path>' cannot be opened: <reason>". */
+gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_err *err);
+/* splitmix64: the next 64 random bits of a seeded stream (state advances).
+ * The one generator behind initialisation, data order and sampling. */
+uint64_t gt_splitmix64(uint64_t *state);
+
+#endif
