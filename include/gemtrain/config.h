@@ -122,6 +122,11 @@ typedef struct gt_config {
   char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
+  /* seeing inside a run */
+  int enable_tensorboard;
+  char profiler[GT_STR_SHORT];
+  long long profiler_steps;
+  long long skip_first_n_steps_for_profiler;
   /* decoding */
   char prompt[GT_STR_PATH];
   long long max_decode_steps;

@@ -200,6 +200,14 @@ static const gt_key_spec gt__keys[] = {
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
      "text the end-of-run sample continues (byte tokens, or tokenizer_path's)"},
+    /* seeing inside a run (MaxText's keys) */
+    {"enable_tensorboard", GT_KEY_BOOL, F(enable_tensorboard), 0, 1, NULL,
+     "write TensorBoard event files (scalars of every step) into <run directory>/tensorboard"},
+    {"profiler", GT_KEY_ENUM, F(profiler), 0, 0, "|trace",
+     "trace: write <run directory>/trace.json, a Chrome trace-event timeline of profiler_steps steps (empty: off)"},
+    {"profiler_steps", GT_KEY_INT, F(profiler_steps), 1, BIG, NULL, "steps the profiler records"},
+    {"skip_first_n_steps_for_profiler", GT_KEY_INT, F(skip_first_n_steps_for_profiler), 0, BIG, NULL,
+     "steps run before the profiler starts recording (the first steps warm caches and allocators)"},
     /* decoding (gemtrain decode) */
     {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL, "text gemtrain decode continues (byte tokens)"},
     {"max_decode_steps", GT_KEY_INT, F(max_decode_steps), 0, 1 << 24, NULL,
