@@ -33,11 +33,12 @@ check() {
   [ -d "$run/tensorboard" ] || fail "no $run/tensorboard"
   "$py" "$src/tools/read_tfevents.py" "$work/pb" "$run"/tensorboard/events.out.tfevents.* > "$work/events.json" \
     || fail "read_tfevents on $run"
-  "$py" - "$work/events.json" "$run/metrics.jsonl" "$2" "$3" "$4" <<'EOF' || fail "events of $run"
+  "$py" - "$work/events.json" "$run/metrics.jsonl" "$2" "$3" "$4" "$run/config.json" <<'EOF' || fail "events of $run"
 import json, math, struct, sys
 files = [json.loads(l) for l in open(sys.argv[1])]
 metrics = [json.loads(l) for l in open(sys.argv[2])]
 n_files, moe, n_eval = int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
+clip = json.load(open(sys.argv[6]))["gradient_clipping_threshold"]
 assert len(files) == n_files, (len(files), [f["file"] for f in files])
 # in the order they were written (names of one second may not sort so)
 files.sort(key=lambda f: f["events"][0]["wall_time"])
@@ -74,7 +75,8 @@ def ulp32(x):
 # (tag, metrics.jsonl key, half the last digit metrics.jsonl prints: %.9g
 # fields are float32-exact, %.6f / %.3f ones are rounded there)
 fields = [("learning/loss", "loss", 0), ("learning/lm_loss", "lm_loss", 0),
-          ("learning/perplexity", "perplexity", 0), ("learning/grad_norm", "grad_norm", 0),
+          ("learning/perplexity", "perplexity", 0), ("learning/raw_grad_norm", "grad_norm", 0),
+          ("learning/grad_norm", "clipped_grad_norm", 0),
           ("learning/current_learning_rate", "learning_rate", 0),
           ("learning/total_weights", "total_weights", 0),
           ("perf/step_time_seconds", "seconds", 5e-7),
@@ -82,8 +84,13 @@ fields = [("learning/loss", "loss", 0), ("learning/lm_loss", "lm_loss", 0),
           ("perf/per_device_tokens_per_sec", "tokens_per_s_per_device", 5e-4),
           ("learning/moe_lb_loss", "moe_lb_loss", 0),
           ("eval/avg_loss", "eval_loss", 0), ("eval/total_weights", "eval_total_weights", 0)]
-evals = 0
+evals, clipped = 0, 0
 for m in metrics:
+    # MaxText's learning/grad_norm is the clipped gradient's norm
+    g = m.get("grad_norm")
+    if g is not None:
+        m["clipped_grad_norm"] = min(g, clip) if clip > 0 else g
+        clipped += clip > 0 and g >= clip
     v = steps[m["step"]]
     want = {tag for tag, key, _ in fields if m.get(key) is not None}
     assert set(v) == want, (m["step"], sorted(set(v) ^ want))
@@ -97,7 +104,7 @@ for m in metrics:
             if key.endswith("total_weights"):  # token counts are exact
                 assert v[tag] == m[key], (m["step"], tag, v[tag], m[key])
 assert evals == n_eval, (evals, n_eval)
-print("ok: %d files, %d steps" % (len(files), len(metrics)))
+print("ok: %d files, %d steps (%d clipped)" % (len(files), len(metrics), clipped))
 EOF
 }
 
@@ -118,7 +125,9 @@ grep -q "step_00000004" "$work/text2.txt" || { cat "$work/text2.txt"; fail "the 
 # evals at 2 (first file), 5 and 8 (second file; the first file's 5 is superseded)
 check "$work/runs/text" 2 0 3
 
+# a threshold no norm reaches: learning/grad_norm is the raw norm here
 "$bin" train model_name=gemma4-tiny-moe dataset_type=synthetic steps=3 sample_tokens=0 enable_checkpointing=false \
+  gradient_clipping_threshold=1000 \
   "base_output_directory=$work/runs" run_name=moe > "$work/moe.txt" 2>&1 || { cat "$work/moe.txt"; fail "MoE run"; }
 check "$work/runs/moe" 1 1 0
 

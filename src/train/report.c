@@ -99,6 +99,7 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
   r->progress = progress;
   r->n_steps = cfg->steps;
   r->first_step = start;
+  r->clip_threshold = cfg->gradient_clipping_threshold;
   r->t_start = gt_prof_now();
   snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
   snprintf(r->run_name, sizeof r->run_name, "%s", cfg->run_name);
@@ -134,13 +135,17 @@ static void gt__tb_add(gt_tf_scalar *out, int *n, const char *tag, double v) {
   if (isfinite(v)) out[*n].tag = tag, out[(*n)++].value = (float)v;
 }
 
-int gt_report_tb_scalars(const gt_step_metrics *sm, gt_tf_scalar *out) {
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out) {
   int n = 0;
   gt__tb_add(out, &n, "learning/loss", sm->loss);
   gt__tb_add(out, &n, "learning/lm_loss", sm->lm_loss);
   gt__tb_add(out, &n, "learning/perplexity", sm->perplexity);
   if (sm->has_moe) gt__tb_add(out, &n, "learning/moe_lb_loss", sm->moe_lb_loss);
-  gt__tb_add(out, &n, "learning/grad_norm", sm->grad_norm);
+  /* optim.c's clip_by_global_norm scales the gradient to norm clip_threshold
+   * (a non-finite norm stays non-finite: that step was skipped) */
+  double g = sm->grad_norm, clipped = isfinite(g) && clip_threshold > 0 && g >= clip_threshold ? clip_threshold : g;
+  gt__tb_add(out, &n, "learning/grad_norm", clipped);
+  gt__tb_add(out, &n, "learning/raw_grad_norm", sm->grad_norm);
   gt__tb_add(out, &n, "learning/current_learning_rate", sm->learning_rate);
   gt__tb_add(out, &n, "learning/total_weights", (double)sm->total_weights);
   gt__tb_add(out, &n, "perf/step_time_seconds", sm->seconds);
@@ -174,7 +179,7 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm) {
   }
   if (!r->tensorboard) return r->tb_err.rc;
   gt_tf_scalar v[GT_REPORT_TB_MAX];
-  int n = gt_report_tb_scalars(sm, v);
+  int n = gt_report_tb_scalars(sm, r->clip_threshold, v);
   gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, v, n, &r->tb_err);
   if (rc) r->tensorboard = 0; /* the writer closed the file; tb_err names it */
   return rc;

@@ -23,6 +23,7 @@ typedef struct gt_report {
   int64_t n_steps, first_step;
   double t_start;
   double *xs, *ls, *es, *tps; /* [n_steps] history for the plot (NaN: no value) */
+  double clip_threshold;      /* gradient_clipping_threshold, for learning/grad_norm */
   int tensorboard;            /* the event file is open */
   gt_tfevents tb;
   gt_err tb_err; /* the first failed event write (tb_err.rc != GT_OK); later steps write none */
@@ -46,13 +47,16 @@ void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(pr
 gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm);
 /* The step's TensorBoard scalars with MaxText's tags (learning/loss,
  * learning/lm_loss, learning/perplexity, learning/moe_lb_loss when has_moe,
- * learning/grad_norm, learning/current_learning_rate,
+ * learning/grad_norm, learning/raw_grad_norm, learning/current_learning_rate,
  * learning/total_weights, perf/step_time_seconds,
  * perf/per_device_tflops_per_sec, perf/per_device_tokens_per_sec, and
  * eval/avg_loss, eval/total_weights when has_eval), non-finite values left
- * out. out holds GT_REPORT_TB_MAX; returns how many were filled. */
+ * out. As in MaxText, learning/raw_grad_norm is the norm before clipping
+ * (sm->grad_norm) and learning/grad_norm after it: clip_threshold
+ * (gradient_clipping_threshold; <= 0: none) when the norm reached it. out
+ * holds GT_REPORT_TB_MAX; returns how many were filled. */
 #define GT_REPORT_TB_MAX 16
-int gt_report_tb_scalars(const gt_step_metrics *sm, gt_tf_scalar *out);
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out);
 /* Clears the progress bar (before other output such as a checkpoint line). */
 void gt_report_pause(gt_report *r);
 /* Writes <run_dir>/loss.svg from the history; first returns a failed
