@@ -2,9 +2,12 @@
 # Installs what gemtrain needs on Debian 12 (as root), makes the default
 # corpus data/kjv.txt and fetches the Gemma 3 tokenizer.json the tokenizer
 # tests use. Safe to run again: it installs and fetches only what is missing.
+# python3-protobuf, python3-crcmod and protobuf-compiler are the independent
+# reader of TensorBoard event files in tests/e2e_tensorboard.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3"
+pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3
+  python3-protobuf python3-crcmod protobuf-compiler"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

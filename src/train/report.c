@@ -99,6 +99,7 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
   r->progress = progress;
   r->n_steps = cfg->steps;
   r->first_step = start;
+  r->clip_threshold = cfg->gradient_clipping_threshold;
   r->t_start = gt_prof_now();
   snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
   snprintf(r->run_name, sizeof r->run_name, "%s", cfg->run_name);
@@ -116,10 +117,48 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
     gt_report_close(r);
     return err->rc;
   }
+  if (cfg->enable_tensorboard) {
+    snprintf(path, sizeof path, "%s/tensorboard", run_dir);
+    gt_rc rc = gt_tfevents_open(&r->tb, path, err);
+    r->tensorboard = !rc;
+    if (!rc && start > 0) rc = gt_tfevents_write_restart(&r->tb, start, err);
+    if (rc) {
+      gt_report_close(r);
+      return rc;
+    }
+  }
   return GT_OK;
 }
 
-void gt_report_step(gt_report *r, const gt_step_metrics *sm) {
+/* non-finite values (a skipped step's loss or norm) are left out */
+static void gt__tb_add(gt_tf_scalar *out, int *n, const char *tag, double v) {
+  if (isfinite(v)) out[*n].tag = tag, out[(*n)++].value = (float)v;
+}
+
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out) {
+  int n = 0;
+  gt__tb_add(out, &n, "learning/loss", sm->loss);
+  gt__tb_add(out, &n, "learning/lm_loss", sm->lm_loss);
+  gt__tb_add(out, &n, "learning/perplexity", sm->perplexity);
+  if (sm->has_moe) gt__tb_add(out, &n, "learning/moe_lb_loss", sm->moe_lb_loss);
+  /* optim.c's clip_by_global_norm scales the gradient to norm clip_threshold
+   * (a non-finite norm stays non-finite: that step was skipped) */
+  double g = sm->grad_norm, clipped = isfinite(g) && clip_threshold > 0 && g >= clip_threshold ? clip_threshold : g;
+  gt__tb_add(out, &n, "learning/grad_norm", clipped);
+  gt__tb_add(out, &n, "learning/raw_grad_norm", sm->grad_norm);
+  gt__tb_add(out, &n, "learning/current_learning_rate", sm->learning_rate);
+  gt__tb_add(out, &n, "learning/total_weights", (double)sm->total_weights);
+  gt__tb_add(out, &n, "perf/step_time_seconds", sm->seconds);
+  gt__tb_add(out, &n, "perf/per_device_tflops_per_sec", sm->tflops_per_s_per_device);
+  gt__tb_add(out, &n, "perf/per_device_tokens_per_sec", sm->tokens_per_s_per_device);
+  if (sm->has_eval) { /* MaxText's eval tags (metric_logger.record_eval_metrics) */
+    gt__tb_add(out, &n, "eval/avg_loss", sm->eval_loss);
+    gt__tb_add(out, &n, "eval/total_weights", (double)sm->eval_total_weights);
+  }
+  return n;
+}
+
+gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm) {
   if (sm->skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                    (long long)sm->step, sm->loss, sm->grad_norm);
@@ -138,10 +177,20 @@ void gt_report_step(gt_report *r, const gt_step_metrics *sm) {
     r->es[sm->step] = sm->has_eval ? sm->eval_loss : NAN;
     r->tps[sm->step] = sm->tokens_per_s_per_device;
   }
+  if (!r->tensorboard) return r->tb_err.rc;
+  gt_tf_scalar v[GT_REPORT_TB_MAX];
+  int n = gt_report_tb_scalars(sm, r->clip_threshold, v);
+  gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, v, n, &r->tb_err);
+  if (rc) r->tensorboard = 0; /* the writer closed the file; tb_err names it */
+  return rc;
 }
 
 /* loss (train and eval) and throughput against the step */
 gt_rc gt_report_plot(gt_report *r, gt_err *err) {
+  if (r->tb_err.rc) {
+    *err = r->tb_err;
+    return err->rc;
+  }
   int64_t n = r->n_steps;
   int ne = 0;
   for (int64_t i = 0; i < n; i++) ne += !isnan(r->es[i]);
@@ -169,6 +218,9 @@ gt_rc gt_report_plot(gt_report *r, gt_err *err) {
 void gt_report_close(gt_report *r) {
   gt_report_pause(r);
   if (r->metrics) fclose(r->metrics);
+  /* every step was flushed: closing writes nothing more that could fail */
+  if (r->tensorboard) gt_tfevents_close(&r->tb, &r->tb_err);
+  r->tensorboard = 0;
   free(r->xs), free(r->ls), free(r->es), free(r->tps);
   r->metrics = NULL;
   r->xs = r->ls = r->es = r->tps = NULL;

@@ -1,7 +1,9 @@
 /* What a training run reports, behind one reporter: the console lines, the
- * progress bar on a terminal, metrics.jsonl (continued on resume) and the
- * loss/throughput plot written at the end. The loop hands it each step's
- * metrics; nothing else in the loop formats output. */
+ * progress bar on a terminal, metrics.jsonl (continued on resume), the
+ * TensorBoard event file in <run_dir>/tensorboard/ (enable_tensorboard; a
+ * new file per process, flushed every step) and the loss/throughput plot
+ * written at the end. The loop hands it each step's metrics; nothing else in
+ * the loop formats output. */
 #ifndef GT_TRAIN_REPORT_H
 #define GT_TRAIN_REPORT_H
 
@@ -10,6 +12,7 @@
 
 #include "config/config.h"
 #include "train/metrics_io.h"
+#include "train/tfevents.h"
 
 typedef struct gt_report {
   FILE *out;      /* console lines (NULL: silent) */
@@ -20,20 +23,44 @@ typedef struct gt_report {
   int64_t n_steps, first_step;
   double t_start;
   double *xs, *ls, *es, *tps; /* [n_steps] history for the plot (NaN: no value) */
+  double clip_threshold;      /* gradient_clipping_threshold, for learning/grad_norm */
+  int tensorboard;            /* the event file is open */
+  gt_tfevents tb;
+  gt_err tb_err; /* the first failed event write (tb_err.rc != GT_OK); later steps write none */
 } gt_report;
 
 /* Opens metrics.jsonl for the run: on resume (start > 0) the lines of steps
- * before start are kept and fill the history. */
+ * before start are kept and fill the history. With cfg->enable_tensorboard
+ * it also opens a new event file in <run_dir>/tensorboard/ (on resume
+ * starting with a restart event at `start`, which makes TensorBoard drop the
+ * earlier files' steps >= start, as metrics.jsonl drops its lines). */
 gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FILE *out, FILE *progress,
                      int64_t start, gt_err *err);
 /* printf to the console (after clearing the progress bar). */
 void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One step: the console line (and the eval line when sm->has_eval), the
- * progress bar, a metrics.jsonl line and the history. */
-void gt_report_step(gt_report *r, const gt_step_metrics *sm);
+ * progress bar, a metrics.jsonl line, the step's TensorBoard scalars
+ * (MaxText's tags; non-finite values are left out) and the history.
+ * Returns GT_ERR_IO when the event file cannot be written; the message is
+ * kept in r->tb_err and gt_report_plot returns it too, so a caller that
+ * ignores this result still fails the run. */
+gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm);
+/* The step's TensorBoard scalars with MaxText's tags (learning/loss,
+ * learning/lm_loss, learning/perplexity, learning/moe_lb_loss when has_moe,
+ * learning/grad_norm, learning/raw_grad_norm, learning/current_learning_rate,
+ * learning/total_weights, perf/step_time_seconds,
+ * perf/per_device_tflops_per_sec, perf/per_device_tokens_per_sec, and
+ * eval/avg_loss, eval/total_weights when has_eval), non-finite values left
+ * out. As in MaxText, learning/raw_grad_norm is the norm before clipping
+ * (sm->grad_norm) and learning/grad_norm after it: clip_threshold
+ * (gradient_clipping_threshold; <= 0: none) when the norm reached it. out
+ * holds GT_REPORT_TB_MAX; returns how many were filled. */
+#define GT_REPORT_TB_MAX 16
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out);
 /* Clears the progress bar (before other output such as a checkpoint line). */
 void gt_report_pause(gt_report *r);
-/* Writes <run_dir>/loss.svg from the history. */
+/* Writes <run_dir>/loss.svg from the history; first returns a failed
+ * event write of an earlier step (r->tb_err), if any. */
 gt_rc gt_report_plot(gt_report *r, gt_err *err);
 void gt_report_close(gt_report *r);
 

@@ -1,0 +1,251 @@
+/* TensorBoard event files (train/tfevents.h) and the reporter's scalars:
+ * CRC-32C and the TFRecord mask against known values, one Event's bytes
+ * against an encoding computed by hand (and matching python protobuf's
+ * SerializeToString of the same message), the framing, the file's first
+ * record, fresh file names, and failed writes reported with the file's name
+ * by the writer and by the reporter. tests/e2e_tensorboard.sh reads real
+ * runs back with an independent reader. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt_testutil.h"
+#include "train/report.h"
+#include "train/tfevents.h"
+
+START_TEST(test_crc32c_known_vectors) {
+  ck_assert_uint_eq(gt_crc32c("123456789", 9), 0xe3069283u);
+  uint8_t z[32], f[32];
+  memset(z, 0, sizeof z), memset(f, 0xff, sizeof f);
+  /* RFC 3720 (iSCSI) B.4 */
+  ck_assert_uint_eq(gt_crc32c(z, 32), 0x8a9136aau);
+  ck_assert_uint_eq(gt_crc32c(f, 32), 0x62a8ab43u);
+  ck_assert_uint_eq(gt_crc32c("", 0), 0u);
+  /* ((0xe3069283 >> 15) | (0xe3069283 << 17)) + 0xa282ead8 mod 2^32 */
+  ck_assert_uint_eq(gt_tfrecord_mask(0xe3069283u), 0xc78ab0e5u);
+  ck_assert_uint_eq(gt_tfrecord_mask(0), 0xa282ead8u);
+}
+END_TEST
+
+/* Event{wall_time: 1.5, step: 300, summary{value{tag: "a/b", simple_value: 2}}} */
+static const uint8_t gt__event_bytes[26] = {
+    0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, /* field 1 fixed64: 1.5 = 0x3ff8000000000000 little-endian */
+    0x10, 0xac, 0x02,                   /* field 2 varint: 300 = 0b10_0101100 -> 0xac 0x02 */
+    0x2a, 0x0c,                         /* field 5 (Summary), 12 bytes */
+    0x0a, 0x0a,                         /*   Summary.value (field 1), 10 bytes */
+    0x0a, 0x03, 'a', '/', 'b',          /*     Value.tag (field 1), 3 bytes */
+    0x15, 0, 0, 0, 0x40,                /*     Value.simple_value (field 2 fixed32): 2.0f = 0x40000000 */
+};
+
+START_TEST(test_event_bytes_by_hand) {
+  gt_tf_scalar v = {"a/b", 2.0f};
+  uint8_t buf[64];
+  memset(buf, 0xee, sizeof buf);
+  ck_assert_uint_eq(gt_tfevents_encode_event(NULL, 0, 1.5, 300, NULL, 0, &v, 1), 26);
+  ck_assert_uint_eq(gt_tfevents_encode_event(buf, sizeof buf, 1.5, 300, NULL, 0, &v, 1), 26);
+  ck_assert_mem_eq(buf, gt__event_bytes, 26);
+  ck_assert_uint_eq(buf[26], 0xee);
+
+  /* the file_version event: step 0 is left out, as proto3 leaves defaults */
+  size_t n = gt_tfevents_encode_event(buf, sizeof buf, 1.5, 0, "brain.Event:2", 0, NULL, 0);
+  static const uint8_t fv[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x1a, 13, 'b', 'r', 'a', 'i', 'n', '.',
+                               'E',  'v', 'e', 'n', 't', ':', '2'};
+  ck_assert_uint_eq(n, sizeof fv);
+  ck_assert_mem_eq(buf, fv, sizeof fv);
+
+  /* restart: session_log (field 7) = SessionLog{status: START (1)} */
+  n = gt_tfevents_encode_event(buf, sizeof buf, 1.5, 7, NULL, 1, NULL, 0);
+  static const uint8_t rs[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0x07, 0x3a, 0x02, 0x08, 0x01};
+  ck_assert_uint_eq(n, sizeof rs);
+  ck_assert_mem_eq(buf, rs, sizeof rs);
+
+  /* a negative step is a 10-byte varint (int64 as two's complement) */
+  ck_assert_uint_eq(gt_tfevents_encode_event(NULL, 0, 1.5, -1, NULL, 0, NULL, 0), 9 + 1 + 10);
+}
+END_TEST
+
+START_TEST(test_record_frame) {
+  uint8_t rec[64];
+  ck_assert_uint_eq(gt_tfrecord_frame(rec, gt__event_bytes, 26), 42);
+  static const uint8_t len[8] = {26, 0, 0, 0, 0, 0, 0, 0};
+  ck_assert_mem_eq(rec, len, 8);
+  /* the masked CRCs, as crcmod's 'crc-32c' computes them */
+  static const uint8_t hcrc[4] = {0x12, 0x9b, 0xd8, 0x2d}, dcrc[4] = {0x3f, 0x9a, 0x45, 0x0b};
+  ck_assert_mem_eq(rec + 8, hcrc, 4);
+  ck_assert_mem_eq(rec + 12, gt__event_bytes, 26);
+  ck_assert_mem_eq(rec + 38, dcrc, 4);
+}
+END_TEST
+
+static int gt__count_files(const char *dir) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "events.out.tfevents.", 20);
+  closedir(d);
+  return n;
+}
+
+START_TEST(test_file_first_record_and_fresh_names) {
+  char *dir = gt_test_dir_path("tb/nested");
+  gt_tfevents a, b;
+  gt_err err = {0};
+  ck_assert_int_eq(gt_tfevents_open(&a, dir, &err), GT_OK); /* creates the parents */
+  ck_assert_int_eq(gt_tfevents_open(&b, dir, &err), GT_OK);
+  ck_assert_str_ne(a.path, b.path); /* never the same file, even in the same second */
+  ck_assert_ptr_nonnull(strstr(a.path, "/events.out.tfevents."));
+  gt_tf_scalar v[2] = {{"learning/loss", 3.25f}, {"perf/step_time_seconds", 0.5f}};
+  ck_assert_int_eq(gt_tfevents_write_scalars(&a, 4, v, 2, &err), GT_OK);
+  /* flushed: the bytes are in the file before it is closed */
+  long len = 0;
+  char *data = gt_test_read_file(a.path, &len);
+  ck_assert_ptr_nonnull(data);
+  size_t n0 = gt_tfevents_encode_event(NULL, 0, 0, 0, "brain.Event:2", 0, NULL, 0);
+  size_t n1 = gt_tfevents_encode_event(NULL, 0, 0, 4, NULL, 0, v, 2);
+  ck_assert_int_eq(len, (long)(n0 + 16 + n1 + 16));
+  uint64_t rlen = 0;
+  memcpy(&rlen, data, 8);
+  ck_assert_uint_eq(rlen, n0);
+  ck_assert_mem_eq(data + 12 + 9, "\x1a\x0d" "brain.Event:2", 15);
+  uint32_t c;
+  memcpy(&c, data + 12 + n0, 4);
+  ck_assert_uint_eq(c, gt_tfrecord_mask(gt_crc32c(data + 12, n0)));
+  free(data);
+  ck_assert_int_eq(gt_tfevents_close(&a, &err), GT_OK);
+  ck_assert_int_eq(gt_tfevents_close(&b, &err), GT_OK);
+  ck_assert_int_eq(gt__count_files(dir), 2);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_write_failure_names_the_file) {
+  char *dir = gt_test_dir_path("tbfail");
+  gt_tfevents w;
+  gt_err err = {0};
+  ck_assert_int_eq(gt_tfevents_open(&w, dir, &err), GT_OK);
+  /* the disk fills up: every write to /dev/full fails with ENOSPC */
+  fclose(w.f);
+  w.f = fopen("/dev/full", "wb");
+  ck_assert_ptr_nonnull(w.f);
+  gt_tf_scalar v = {"learning/loss", 1.0f};
+  ck_assert_int_eq(gt_tfevents_write_scalars(&w, 1, &v, 1, &err), GT_ERR_IO);
+  ck_assert_ptr_nonnull(strstr(err.msg, w.path));
+  ck_assert_ptr_nonnull(strstr(err.msg, "No space left on device"));
+  ck_assert_ptr_null(w.f); /* closed: later steps write nothing */
+  gt_err err2 = {0};
+  ck_assert_int_eq(gt_tfevents_write_scalars(&w, 2, &v, 1, &err2), GT_ERR_IO);
+  ck_assert_ptr_nonnull(strstr(err2.msg, w.path));
+  ck_assert_int_eq(gt_tfevents_close(&w, &err2), GT_OK);
+
+  /* a directory that cannot be made: a file is in the way */
+  char *file = gt_test_dir_path("afile");
+  gt_test_write_text(file, "x");
+  char *sub = gt_test_path(file, "tensorboard");
+  ck_assert_int_eq(gt_tfevents_open(&w, sub, &err), GT_ERR_IO);
+  ck_assert_ptr_nonnull(strstr(err.msg, file));
+  free(sub), free(file), free(dir);
+}
+END_TEST
+
+static gt_step_metrics gt__metrics(void) {
+  gt_step_metrics sm;
+  memset(&sm, 0, sizeof sm);
+  sm.step = 3, sm.seconds = 0.25, sm.tflops_per_s_per_device = 0.125, sm.tokens_per_s_per_device = 1024;
+  sm.total_weights = 256, sm.loss = 2.5, sm.lm_loss = 2.25, sm.perplexity = exp(2.25);
+  sm.learning_rate = 1e-3, sm.grad_norm = 0.75, sm.has_moe = 1, sm.moe_lb_loss = 0.25;
+  return sm;
+}
+
+START_TEST(test_report_scalars) {
+  gt_step_metrics sm = gt__metrics();
+  gt_tf_scalar v[GT_REPORT_TB_MAX];
+  static const char *const tags[] = {"learning/loss", "learning/lm_loss", "learning/perplexity",
+                                     "learning/moe_lb_loss", "learning/grad_norm", "learning/raw_grad_norm",
+                                     "learning/current_learning_rate", "learning/total_weights",
+                                     "perf/step_time_seconds", "perf/per_device_tflops_per_sec",
+                                     "perf/per_device_tokens_per_sec", "eval/avg_loss", "eval/total_weights"};
+  /* gradient_clipping_threshold 0.5 < norm 0.75: MaxText's grad_norm is the
+   * clipped gradient's, raw_grad_norm the norm before */
+  const double want[] = {2.5, 2.25, exp(2.25), 0.25, 0.5, 0.75, 1e-3, 256, 0.25, 0.125, 1024, 2.75, 4096};
+  sm.has_eval = 1, sm.eval_loss = 2.75, sm.eval_total_weights = 4096;
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 13);
+  for (int i = 0; i < 13; i++) {
+    ck_assert_str_eq(v[i].tag, tags[i]);
+    ck_assert(v[i].value == (float)want[i]);
+  }
+  /* under the threshold, or no clipping: both norms are the norm */
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 1.0, v), 13);
+  ck_assert(v[4].value == 0.75f && v[5].value == 0.75f);
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0, v), 13);
+  ck_assert(v[4].value == 0.75f && v[5].value == 0.75f);
+  /* a dense model has no moe_lb_loss; no eval, no eval tags */
+  sm.has_moe = 0, sm.has_eval = 0;
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 10);
+  for (int i = 0; i < 10; i++) ck_assert_str_ne(v[i].tag, "learning/moe_lb_loss");
+  /* a skipped step: its non-finite values are left out (the clipped norm
+   * too), the rest stay */
+  sm.loss = sm.lm_loss = sm.perplexity = NAN, sm.grad_norm = INFINITY;
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 5);
+  ck_assert_str_eq(v[0].tag, "learning/current_learning_rate");
+  for (int i = 0; i < 5; i++) ck_assert(isfinite(v[i].value));
+}
+END_TEST
+
+START_TEST(test_report_failed_write_fails_the_run) {
+  static const char *const ov[] = {"model_name=gemma3-tiny", "steps=4"};
+  gt_config c;
+  gt_test_config(&c, 2, ov);
+  ck_assert(c.enable_tensorboard); /* MaxText's default */
+  char *run = gt_test_dir_path("run");
+  ck_assert_int_eq(gt_test_system("mkdir -p '%s'", run), 0);
+  gt_report r;
+  gt_err err = {0};
+  ck_assert_int_eq(gt_report_open(&r, &c, run, NULL, NULL, 0, &err), GT_OK);
+  char *tb = gt_test_path(run, "tensorboard");
+  ck_assert_int_eq(gt__count_files(tb), 1);
+  gt_step_metrics sm = gt__metrics();
+  sm.step = 0;
+  ck_assert_int_eq(gt_report_step(&r, &sm), GT_OK);
+  fclose(r.tb.f);
+  r.tb.f = fopen("/dev/full", "wb");
+  sm.step = 1;
+  ck_assert_int_eq(gt_report_step(&r, &sm), GT_ERR_IO);
+  sm.step = 2;
+  ck_assert_int_eq(gt_report_step(&r, &sm), GT_ERR_IO); /* still failed; nothing more written */
+  ck_assert_int_eq(gt_report_plot(&r, &err), GT_ERR_IO);
+  ck_assert_ptr_nonnull(strstr(err.msg, r.tb.path));
+  gt_report_close(&r);
+
+  /* a resumed run (start 2) writes a new file; enable_tensorboard=false none */
+  ck_assert_int_eq(gt_report_open(&r, &c, run, NULL, NULL, 2, &err), GT_OK);
+  gt_report_close(&r);
+  ck_assert_int_eq(gt__count_files(tb), 2);
+  c.enable_tensorboard = 0;
+  ck_assert_int_eq(gt_report_open(&r, &c, run, NULL, NULL, 2, &err), GT_OK);
+  ck_assert_int_eq(gt_report_step(&r, &sm), GT_OK);
+  gt_report_close(&r);
+  ck_assert_int_eq(gt__count_files(tb), 2);
+  free(tb), free(run);
+}
+END_TEST
+
+Suite *tfevents_suite(void) {
+  Suite *s = suite_create("tfevents");
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
+  tcase_add_test(tc, test_crc32c_known_vectors);
+  tcase_add_test(tc, test_event_bytes_by_hand);
+  tcase_add_test(tc, test_record_frame);
+  tcase_add_test(tc, test_file_first_record_and_fresh_names);
+  tcase_add_test(tc, test_write_failure_names_the_file);
+  tcase_add_test(tc, test_report_scalars);
+  tcase_add_test(tc, test_report_failed_write_fails_the_run);
+  return s;
+}
+
+int main(void) {
+  return gt_test_run_suite(tfevents_suite(), 0);
+}
