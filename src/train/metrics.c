@@ -22,7 +22,7 @@ static void gt__jnum(FILE *f, const char *key, double v) {
     fprintf(f, ", \"%s\": null", key);
 }
 
-void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
+int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
   /* %.9g keeps float32 values exact so two runs compare bit for bit */
   fprintf(f, "{\"step\": %lld", (long long)s->step);
   gt__jnum(f, "loss", s->loss);
@@ -41,7 +41,8 @@ void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
             (long long)s->eval_total_weights);
   fputs("}\n", f);
-  fflush(f);
+  /* stdio keeps the first error: one check after the flush sees them all */
+  return fflush(f) != 0 || ferror(f) ? -1 : 0;
 }
 
 /* ---------- SVG ---------- */

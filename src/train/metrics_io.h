@@ -12,8 +12,8 @@
  *  total_weights: W, loss: L, lm_loss: L, perplexity: P" (metric_logger.py),
  * then ", moe_lb_loss: X" (%.6f) when has_moe */
 void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n);
-/* One JSON object per line. */
-void gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);
+/* One JSON object per line, flushed; 0, or -1 when a write failed (errno). */
+int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);
 
 /* A line chart as SVG. Each series is (x[i], y[i]); NaN y values are gaps. */
 typedef struct gt_series {

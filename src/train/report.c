@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/prof.h"
 
@@ -50,7 +51,8 @@ void gt_report_note(gt_report *r, const char *fmt, ...) {
 
 /* Keeps the lines of metrics.jsonl for steps before `start` (later lines
  * belong to steps that will run again), fills the history from them, and
- * returns the file open for appending. */
+ * returns the file open for appending. A line without its newline or that
+ * does not parse was cut short: it is dropped, and the console says so. */
 static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, gt_err *err) {
   char *keep = NULL;
   size_t klen = 0;
@@ -59,10 +61,16 @@ static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, g
     FILE *mem = open_memstream(&keep, &klen);
     char *line = NULL;
     size_t cap = 0;
-    while (mem && getline(&line, &cap, f) > 0) {
-      cJSON *o = cJSON_Parse(line);
+    ssize_t len;
+    int64_t lineno = 0;
+    while (mem && (len = getline(&line, &cap, f)) > 0) {
+      lineno++;
+      cJSON *o = line[len - 1] == '\n' ? cJSON_Parse(line) : NULL;
       const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
-      if (cJSON_IsNumber(st) && st->valuedouble < (double)start && st->valuedouble >= 0) {
+      if (!cJSON_IsObject(o)) {
+        gt_report_note(r, "metrics.jsonl: dropped line %lld, cut short (%lld bytes, no whole JSON record)\n",
+                       (long long)lineno, (long long)len);
+      } else if (cJSON_IsNumber(st) && st->valuedouble < (double)start && st->valuedouble >= 0) {
         int64_t k = (int64_t)st->valuedouble;
         fputs(line, mem);
         if (k < r->n_steps) {
@@ -86,8 +94,14 @@ static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, g
     gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
     return NULL;
   }
-  if (keep) fwrite(keep, 1, klen, f);
-  fflush(f);
+  if ((keep && fwrite(keep, 1, klen, f) != klen) || fflush(f) != 0) {
+    int e = errno;
+    free(keep);
+    fclose(f);
+    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(e));
+    return NULL;
+  }
+  r->metrics_good = (long)klen;
   free(keep);
   return f;
 }
@@ -158,7 +172,7 @@ int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf
   return n;
 }
 
-gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm) {
+gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
   if (sm->skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                    (long long)sm->step, sm->loss, sm->grad_norm);
@@ -171,26 +185,38 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm) {
                      (long long)sm->step, sm->eval_loss, exp(sm->eval_loss), (long long)sm->eval_total_weights);
   }
   gt__progress(r, sm->step + 1);
-  gt_metrics_write_jsonl(r->metrics, sm);
+  /* a failed write is cut off (the file keeps ending with a whole record)
+   * and tried once more (space may have been freed meanwhile) */
+  int e = 0;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (gt_metrics_write_jsonl(r->metrics, sm) == 0) {
+      e = 0;
+      break;
+    }
+    e = errno;
+    if (ftruncate(fileno(r->metrics), r->metrics_good) != 0 || fseek(r->metrics, r->metrics_good, SEEK_SET) != 0)
+      break;
+    clearerr(r->metrics);
+  }
+  if (e)
+    return gt_err_set(err, GT_ERR_IO, "train: cannot write step %lld to '%s/metrics.jsonl': %s", (long long)sm->step,
+                      r->run_dir, strerror(e));
+  r->metrics_good = ftell(r->metrics);
   if (sm->step >= 0 && sm->step < r->n_steps) {
     r->ls[sm->step] = sm->loss;
     r->es[sm->step] = sm->has_eval ? sm->eval_loss : NAN;
     r->tps[sm->step] = sm->tokens_per_s_per_device;
   }
-  if (!r->tensorboard) return r->tb_err.rc;
+  if (!r->tensorboard) return GT_OK;
   gt_tf_scalar v[GT_REPORT_TB_MAX];
   int n = gt_report_tb_scalars(sm, r->clip_threshold, v);
-  gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, v, n, &r->tb_err);
-  if (rc) r->tensorboard = 0; /* the writer closed the file; tb_err names it */
+  gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, v, n, err);
+  if (rc) r->tensorboard = 0; /* the writer closed the file; err names it */
   return rc;
 }
 
 /* loss (train and eval) and throughput against the step */
 gt_rc gt_report_plot(gt_report *r, gt_err *err) {
-  if (r->tb_err.rc) {
-    *err = r->tb_err;
-    return err->rc;
-  }
   int64_t n = r->n_steps;
   int ne = 0;
   for (int64_t i = 0; i < n; i++) ne += !isnan(r->es[i]);
@@ -218,8 +244,8 @@ gt_rc gt_report_plot(gt_report *r, gt_err *err) {
 void gt_report_close(gt_report *r) {
   gt_report_pause(r);
   if (r->metrics) fclose(r->metrics);
-  /* every step was flushed: closing writes nothing more that could fail */
-  if (r->tensorboard) gt_tfevents_close(&r->tb, &r->tb_err);
+  gt_err ignored; /* every step was flushed: closing writes nothing that could fail */
+  if (r->tensorboard) gt_tfevents_close(&r->tb, &ignored);
   r->tensorboard = 0;
   free(r->xs), free(r->ls), free(r->es), free(r->tps);
   r->metrics = NULL;

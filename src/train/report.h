@@ -26,11 +26,12 @@ typedef struct gt_report {
   double clip_threshold;      /* gradient_clipping_threshold, for learning/grad_norm */
   int tensorboard;            /* the event file is open */
   gt_tfevents tb;
-  gt_err tb_err; /* the first failed event write (tb_err.rc != GT_OK); later steps write none */
+  long metrics_good;          /* bytes of metrics.jsonl that end with a whole line */
 } gt_report;
 
 /* Opens metrics.jsonl for the run: on resume (start > 0) the lines of steps
- * before start are kept and fill the history. With cfg->enable_tensorboard
+ * before start are kept and fill the history; a torn line (a write cut
+ * short by a full disk or a kill) is dropped and the console says so. With cfg->enable_tensorboard
  * it also opens a new event file in <run_dir>/tensorboard/ (on resume
  * starting with a restart event at `start`, which makes TensorBoard drop the
  * earlier files' steps >= start, as metrics.jsonl drops its lines). */
@@ -41,10 +42,10 @@ void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(pr
 /* One step: the console line (and the eval line when sm->has_eval), the
  * progress bar, a metrics.jsonl line, the step's TensorBoard scalars
  * (MaxText's tags; non-finite values are left out) and the history.
- * Returns GT_ERR_IO when the event file cannot be written; the message is
- * kept in r->tb_err and gt_report_plot returns it too, so a caller that
- * ignores this result still fails the run. */
-gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm);
+ * GT_ERR_IO, naming the file, when metrics.jsonl or the event file cannot be
+ * written; a metrics line cut short is cut off again, so the file always
+ * ends with a whole line. The run must stop: its record would have a gap. */
+gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err);
 /* The step's TensorBoard scalars with MaxText's tags (learning/loss,
  * learning/lm_loss, learning/perplexity, learning/moe_lb_loss when has_moe,
  * learning/grad_norm, learning/raw_grad_norm, learning/current_learning_rate,
@@ -59,8 +60,7 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm);
 int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out);
 /* Clears the progress bar (before other output such as a checkpoint line). */
 void gt_report_pause(gt_report *r);
-/* Writes <run_dir>/loss.svg from the history; first returns a failed
- * event write of an earlier step (r->tb_err), if any. */
+/* Writes <run_dir>/loss.svg from the history. */
 gt_rc gt_report_plot(gt_report *r, gt_err *err);
 void gt_report_close(gt_report *r);
 

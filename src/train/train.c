@@ -179,7 +179,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       sm.has_eval = 1;
       res->last_eval_loss = sm.eval_loss;
     }
-    gt_report_step(&rep, &sm);
+    if ((rc = gt_report_step(&rep, &sm, err))) {
+      /* the state is good, its record is not: keep the state, then stop */
+      gt_err e2;
+      if (cfg.enable_checkpointing && gt__train_save(&ts, res->run_dir, step + 1, &e2) == GT_OK)
+        gt_report_note(&rep, "saved the state of step %lld; metrics.jsonl lacks its line\n", (long long)step);
+      goto out;
+    }
     if (step == 0) res->first_loss = sm.loss;
     res->last_loss = sm.loss;
     res->steps_done = step + 1;
