@@ -13,6 +13,7 @@
 #include "exec/plan.h"
 #include "model/model.h"
 #include "train/report.h"
+#include "train/run_lock.h"
 #include "train/train_internal.h"
 #include "train/trainer.h"
 
@@ -38,8 +39,9 @@ static gt_rc gt__check_plan(const gt_config *cfg, FILE *out, int64_t *planned_pe
 }
 
 /* <base_output_directory>/<run_name> (run_name defaults to model-timestamp),
- * created, with the resolved config.json in it. */
-static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_err *err) {
+ * created and locked for this run (one run per directory), with the resolved
+ * config.json written once the lock is held. */
+static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
   if (!cfg->run_name[0]) {
     time_t now = time(NULL);
     struct tm tm;
@@ -52,6 +54,7 @@ static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_err *err) {
   }
   snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
   gt_rc rc = gt_mkdirs(dir, "train", err);
+  if (!rc) rc = gt_run_lock_take(lock, dir, err);
   if (rc) return rc;
   char path[2200];
   snprintf(path, sizeof path, "%s/config.json", dir);
@@ -128,13 +131,15 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   res->last_eval_loss = NAN;
   /* load_parameters_path defines the model: its config replaces the model
    * keys before anything is planned (a conflicting explicit key is refused) */
+  gt_run_lock lock = {-1};
   gt_model_source *src = malloc(sizeof *src);
   if (!src) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
   if (rc || (rc = gt_config_validate(&cfg, err)) || (rc = gt__check_plan(&cfg, o->out, &planned_peak, err)) ||
-      (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, err))) {
+      (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, err))) {
+    gt_run_lock_release(&lock);
     free(src);
     return rc;
   }
@@ -150,6 +155,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   memset(&rep, 0, sizeof rep);
   rep.out = o->out;
   if ((rc = gt_model_build(&m, &cfg, err))) {
+    gt_run_lock_release(&lock);
     free(src);
     return rc;
   }
@@ -217,5 +223,6 @@ out:
   gt_data_close(&data);
   gt_model_free(&m);
   free(src);
+  gt_run_lock_release(&lock);
   return rc;
 }
