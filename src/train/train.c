@@ -213,6 +213,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
   }
 
+  if (res->skipped_steps)
+    gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
+                         "parameters only moved on the others\n",
+                   res->skipped_steps, res->steps_done - res->start_step);
   if ((rc = gt_report_plot(&rep, err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
   if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
