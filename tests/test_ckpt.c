@@ -394,6 +394,7 @@ START_TEST(test_latest_missing_said) {
   logbuf lb = {"", 0};
   ck_assert_msg(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, logger, &lb, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(ld.state.step, 10);
+  free(ld.config_json);
   ck_assert_int_eq(lb.lines, 1);
   ck_assert_msg(strstr(lb.text, "/latest' names 'step_00000020', which does not exist; trying the newest older "
                                 "checkpoint, 'step_00000010'"),

@@ -269,12 +269,11 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
   int64_t step = gt__step_of(base);
   if (step < 0)
     return gt_err_set(err, GT_ERR_IO, "checkpoint: '%s' is not a checkpoint directory (expected a name step_<N>)", dir);
-  char file[GT__PATH + 64], file0[GT__PATH + 64];
+  char file[GT__PATH + 64];
   cJSON *h0 = NULL, *h = NULL;
   int S = -1;
   gt_rc rc = GT_OK;
   if ((rc = gt__shard_count(dir, &S, err))) return rc;
-  snprintf(file0, sizeof file0, "%s/shard_00000-of-%05d.gtck", dir, S);
   for (int r = 0; r < S && !rc; r++) {
     snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, r, S);
     rc = gt__ckpt_read_shard(file, m, r, S, step, params, mu, nu, &h, NULL, err);
