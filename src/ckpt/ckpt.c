@@ -401,7 +401,8 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
     }
     /* a different model is not damage: walking back would not help */
     if (rc == GT_ERR_CONFIG) break;
-    if (log) {
+    /* the last refusal is not logged: the error below quotes it */
+    if (log && i + 1 < n) {
       char msg[GT_ERR_MSG_MAX + 64];
       snprintf(msg, sizeof msg, "%s; trying the previous checkpoint", err->msg);
       log(log_ctx, msg);
@@ -410,12 +411,12 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
   free(steps);
   if (rc == GT_ERR_CONFIG) return rc;
   if (!tried) return gt_err_set(err, GT_ERR_IO, "checkpoint: no checkpoint in '%s'", root);
-  /* each refusal went to the log; the error quotes the last (the only one
-   * when there is one checkpoint) for a caller without a log */
+  /* every refusal but this last one went to the log */
   char last[GT_ERR_MSG_MAX];
   snprintf(last, sizeof last, "%s", err->msg);
-  return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: none of the %d checkpoint%s in '%s' is usable; the %s: %s", tried,
-                    tried > 1 ? "s" : "", root, tried > 1 ? "oldest was refused" : "refusal", last);
+  return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: none of the %d checkpoint%s in '%s' is usable%s: %s", tried,
+                    tried > 1 ? "s" : "", root, tried > 1 ? " (the newer ones' refusals are logged); the oldest" : "",
+                    last);
 }
 
 typedef struct gt__load_ctx {
