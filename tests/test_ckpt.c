@@ -5,6 +5,7 @@
  * stop or skip without a poisoned checkpoint; a signal checkpoints and stops. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/ckpt_seam.h"
@@ -210,6 +212,203 @@ START_TEST(test_swapped_headers) {
 END_TEST
 START_TEST(test_missing_shard) {
   damage_case("missing shard", "rm %s/step_00000020/shard_00001-of-00002.gtck #%s", "cannot open", 0);
+}
+END_TEST
+
+/* ---------- valid crc32s, invalid contents ---------- */
+
+static uint64_t le64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* One edit of a shard's JSON header: in object `obj` ("state", "shard", or
+ * "tensors" with element `index`), `key` becomes the JSON value `value`. */
+typedef struct header_edit {
+  const char *obj;
+  int index;
+  const char *key, *value;
+} header_edit;
+
+/* Rewrites the header of a shard file with one edit and recomputes its size
+ * and both crc32s (ckpt.h's layout), so every integrity check passes and only
+ * the loader's validation of the contents can refuse it. */
+static void rewrite_header(const char *path, const header_edit *ed) {
+  long len = 0;
+  unsigned char *f = (unsigned char *)gt_test_read_file(path, &len);
+  ck_assert_ptr_nonnull(f);
+  uint64_t hoff = le64(f + 16), hn = le64(f + 24);
+  ck_assert_int_eq((long)(hoff + hn), len);
+  cJSON *h = cJSON_ParseWithLength((const char *)f + hoff, (size_t)hn);
+  ck_assert_ptr_nonnull(h);
+  cJSON *o = cJSON_GetObjectItemCaseSensitive(h, ed->obj);
+  if (cJSON_IsArray(o)) o = cJSON_GetArrayItem(o, ed->index);
+  ck_assert_ptr_nonnull(o);
+  cJSON *v = cJSON_Parse(ed->value);
+  ck_assert_ptr_nonnull(v);
+  if (cJSON_GetObjectItemCaseSensitive(o, ed->key))
+    cJSON_ReplaceItemInObjectCaseSensitive(o, ed->key, v);
+  else
+    cJSON_AddItemToObject(o, ed->key, v);
+  char *js = cJSON_PrintUnformatted(h);
+  size_t n = strlen(js);
+  put_le(f + 24, n, 8);
+  put_le(f + 32, crc32(0, (const Bytef *)js, (uInt)n), 4);
+  put_le(f + 36, crc32(0, f, 36), 4);
+  FILE *fp = fopen(path, "wb");
+  ck_assert_ptr_nonnull(fp);
+  ck_assert(fwrite(f, 1, hoff, fp) == hoff && fwrite(js, 1, n, fp) == n);
+  fclose(fp);
+  cJSON_Delete(h);
+  free(js);
+  free(f);
+}
+
+/* Step 20 of two shards gets the edit in both shards (they agree, and every
+ * crc32 checks out): load_dir must refuse it with `want` in the message and
+ * load_latest must say so and fall back to step 10. */
+static void state_case(const header_edit *ed, const char *want) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 8);
+  char *dir = gt_test_mkdtemp("ckpt_state");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
+  ck_assert(save_sharded(&f, dir, 20, 2, 0, 0, &e) == GT_OK);
+  char sd[512], shard[600];
+  snprintf(sd, sizeof sd, "%s/step_00000020", dir);
+  for (int r = 0; r < 2; r++) {
+    snprintf(shard, sizeof shard, "%s/shard_%05d-of-00002.gtck", sd, r);
+    rewrite_header(shard, ed);
+  }
+  float *p = calloc((size_t)f.m.n_params, 4), *mu = calloc((size_t)f.m.n_params, 4),
+        *nu = calloc((size_t)f.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  ck_assert_msg(gt_ckpt_load_dir(sd, &f.m, p, mu, nu, &ld, &e) == GT_ERR_FORMAT, "%s.%s = %s: not refused",
+                ed->obj, ed->key, ed->value);
+  ck_assert_msg(strstr(e.msg, want), "%s.%s = %s: message '%s' lacks '%s'", ed->obj, ed->key, ed->value, e.msg, want);
+  logbuf lb = {"", 0};
+  ck_assert_msg(gt_ckpt_load_latest(dir, &f.m, p, mu, nu, &ld, logger, &lb, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(ld.state.step, 10);
+  ck_assert_int_eq(ld.n_refused, 1);
+  ck_assert_msg(strstr(lb.text, want) && strstr(lb.text, "trying the previous checkpoint"), "log '%s'", lb.text);
+  free(ld.config_json);
+  free(p), free(mu), free(nu);
+  fixture_free(&f);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+
+/* Every state field out of its range, each refused naming the field, the
+ * value and the range (issue 20: a negative data_cursor crashed the resume,
+ * opt_step = -100 gave a NaN loss). */
+START_TEST(test_state_fields_validated) {
+  static const struct {
+    header_edit ed;
+    const char *want;
+  } cases[] = {
+      {{"state", 0, "data_cursor", "-5"}, "state field 'data_cursor' = -5; expected an integer in [0, 2^53]"},
+      {{"state", 0, "data_cursor", "2.5"}, "state field 'data_cursor' = 2.5; expected an integer"},
+      {{"state", 0, "data_cursor", "\"17\""}, "state field 'data_cursor' = \"17\"; expected an integer"},
+      {{"state", 0, "data_epoch", "-1"}, "state field 'data_epoch' = -1; expected an integer in [0, 20971520]"},
+      {{"state", 0, "data_epoch", "1e18"}, "state field 'data_epoch' = 1e+18; expected an integer in [0, 20971520]"},
+      {{"state", 0, "opt_step", "-100"}, "state field 'opt_step' = -100; expected an integer in [0, 20]"},
+      {{"state", 0, "opt_step", "21"}, "state field 'opt_step' = 21; expected an integer in [0, 20]"},
+      {{"state", 0, "num_devices", "0"}, "state field 'num_devices' = 0; expected an integer in [1, 1024]"},
+      {{"state", 0, "n_shards", "0"}, "state field 'n_shards' = 0; expected an integer in [2, 2]"},
+      {{"state", 0, "n_shards", "3"}, "state field 'n_shards' = 3; expected an integer in [2, 2]"},
+      {{"state", 0, "next_lr", "-1"}, "state field 'next_lr' = -1; expected a finite number >= 0"},
+      {{"shard", 0, "of", "-2"}, "shard field 'of' = -2"},
+      {{"tensors", 0, "dtype", "\"BF16\""}, "tensor 'params/head' has dtype \"BF16\"; checkpoints store F32"},
+      {{"tensors", 1, "name", "\"params/bogus\""}, "tensor 1 is named \"params/bogus\"; expected 'params/layer_0000'"},
+      {{"tensors", 0, "shape", "[1]"}, "tensor 'params/head' has shape [1]; expected ["},
+      {{"tensors", 2, "offset", "-64"}, "tensor 'params/layer_0001' field 'offset' = -64"},
+      {{"tensors", 2, "crc32", "1e300"}, "tensor 'params/layer_0001' field 'crc32' = 1e+300"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) state_case(&cases[i].ed, cases[i].want);
+}
+END_TEST
+
+/* The writer refuses a state the loader would refuse, so a run never
+ * leaves a checkpoint it cannot resume from. */
+START_TEST(test_invalid_state_never_written) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 11);
+  char *dir = gt_test_mkdtemp("ckpt_wstate");
+  const float *p[1] = {f.p}, *mu[1] = {f.mu}, *nu[1] = {f.nu};
+  gt_ckpt_src src = {1, p, mu, nu};
+  gt_ckpt_state st = {10, 11, {0, 0}, 1, 1, 1e-3};
+  gt_err e;
+  ck_assert_int_eq(gt_ckpt_save(dir, &f.m, &src, &st, NULL, 0, 0, &e), GT_ERR_ARG);
+  ck_assert_msg(strstr(e.msg, "refusing to write") && strstr(e.msg, "state field 'opt_step' = 11; expected an integer "
+                                                                    "in [0, 10]"),
+                "%s", e.msg);
+  ck_assert_int_eq(gt_test_system("test -z \"$(ls -A %s)\"", dir), 0);
+  fixture_free(&f);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* The two shards of a checkpoint disagree on the state: each is whole, but
+ * they are not of one save. */
+START_TEST(test_shards_disagree_on_state) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 9);
+  char *dir = gt_test_mkdtemp("ckpt_mixed");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 20, 2, 0, 0, &e) == GT_OK);
+  char shard[600];
+  snprintf(shard, sizeof shard, "%s/step_00000020/shard_00001-of-00002.gtck", dir);
+  header_edit ed = {"state", 0, "data_cursor", "18"};
+  rewrite_header(shard, &ed);
+  snprintf(shard, sizeof shard, "%s/step_00000020", dir);
+  float *p = calloc((size_t)f.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  ck_assert_int_eq(gt_ckpt_load_dir(shard, &f.m, p, NULL, NULL, &ld, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "shard_00001-of-00002.gtck' holds the state") && strstr(e.msg, "\"data_cursor\":18") &&
+                    strstr(e.msg, "\"data_cursor\":17"),
+                "%s", e.msg);
+  free(p);
+  fixture_free(&f);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* `latest` names a step whose directory is gone: the fallback says so,
+ * naming latest's target and the checkpoint tried instead. */
+START_TEST(test_latest_missing_said) {
+  fixture f;
+  fixture_make(&f, "base_emb_dim=64", 10);
+  char *dir = gt_test_mkdtemp("ckpt_latest");
+  gt_err e;
+  ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
+  ck_assert(save_sharded(&f, dir, 20, 1, 0, 0, &e) == GT_OK);
+  ck_assert_int_eq(gt_test_system("rm -r %s/step_00000020", dir), 0);
+  float *p = calloc((size_t)f.m.n_params, 4);
+  gt_ckpt_loaded ld;
+  logbuf lb = {"", 0};
+  ck_assert_msg(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, logger, &lb, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(ld.state.step, 10);
+  free(ld.config_json);
+  ck_assert_int_eq(lb.lines, 1);
+  ck_assert_msg(strstr(lb.text, "/latest' names 'step_00000020', which does not exist; trying the newest older "
+                                "checkpoint, 'step_00000010'"),
+                "log '%s'", lb.text);
+  /* and with nothing older, the refusal names it too */
+  ck_assert_int_eq(gt_test_system("rm -r %s/step_00000010", dir), 0);
+  lb = (logbuf){"", 0};
+  ck_assert_int_eq(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, logger, &lb, &e), GT_ERR_IO);
+  ck_assert_msg(strstr(lb.text, "names 'step_00000020', which does not exist; there is no older checkpoint"), "log '%s'",
+                lb.text);
+  free(p);
+  fixture_free(&f);
+  gt_test_rm_rf(dir);
+  free(dir);
 }
 END_TEST
 
@@ -678,6 +877,37 @@ START_TEST(test_load_parameters_only) {
 }
 END_TEST
 
+/* A resumed run takes its data position from the checkpoint (issue 20: a
+ * negative data_cursor with valid crc32s crashed the resume): the loader
+ * refuses it; a cursor the checkpoint allows but the data source does not
+ * have (past its windows) is refused by the data source, naming both. */
+START_TEST(test_resume_bad_data_position) {
+  char *base = run_base("ckpt_position");
+  const char *s4[] = {"steps=4"}, *s8[] = {"steps=8"};
+  run a = train(base, "pos", 1, s4, 0);
+  ck_assert_msg(a.rc == GT_OK, "%s", a.err);
+  char shard[800];
+  snprintf(shard, sizeof shard, "%s/pos/checkpoints/step_00000004/shard_00000-of-00001.gtck", base);
+  header_edit neg = {"state", 0, "data_cursor", "-5"};
+  rewrite_header(shard, &neg);
+  run b = train(base, "pos", 1, s8, 0);
+  ck_assert_int_eq(b.rc, GT_ERR_FORMAT);
+  ck_assert_msg(strstr(b.err, "none of the 1 checkpoint") && strstr(b.err, "state field 'data_cursor' = -5"), "%s",
+                b.err);
+  header_edit far = {"state", 0, "data_cursor", "100000"};
+  rewrite_header(shard, &far);
+  run c = train(base, "pos", 1, s8, 0);
+  ck_assert_int_eq(c.rc, GT_ERR_CONFIG);
+  ck_assert_msg(strstr(c.err, "step_00000004") && strstr(c.err, "data_cursor = 100000 is outside [0, "), "%s", c.err);
+  /* the untouched position resumes */
+  header_edit ok = {"state", 0, "data_cursor", "16"};
+  rewrite_header(shard, &ok);
+  run d = train(base, "pos", 1, s8, 0);
+  ck_assert_msg(d.rc == GT_OK && d.res.start_step == 4, "%s", d.err);
+  free(base);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ckpt");
   TCase *tf = gt_test_tcase(s, "format");
@@ -690,6 +920,10 @@ int main(void) {
   tcase_add_test(tf, test_swapped_headers);
   tcase_add_test(tf, test_missing_shard);
   tcase_add_test(tf, test_every_checkpoint_bad);
+  tcase_add_test(tf, test_state_fields_validated);
+  tcase_add_test(tf, test_shards_disagree_on_state);
+  tcase_add_test(tf, test_invalid_state_never_written);
+  tcase_add_test(tf, test_latest_missing_said);
   tcase_add_test(tf, test_other_model_refused);
   tcase_add_test(tf, test_keep_newest);
   tcase_add_test(tf, test_nonfinite_never_written);
@@ -704,5 +938,6 @@ int main(void) {
   tcase_add_test(tr, test_nan_skipped_two_devices);
   tcase_add_test(tr, test_signal_checkpoints_and_stops);
   tcase_add_test(tr, test_load_parameters_only);
+  tcase_add_test(tr, test_resume_bad_data_position);
   return gt_test_run_suite(s, 0);
 }

@@ -152,7 +152,7 @@ START_TEST(test_windows_order_and_split) {
   memcpy(first, b1.inputs, sizeof first);
   gt_data d2;
   ck_assert(gt_data_open(&d2, &c, &mem, &e) == GT_OK);
-  gt_data_seek(&d2, mid);
+  ck_assert_msg(gt_data_seek(&d2, mid, &e) == GT_OK, "%s", e.msg);
   gt_data_next_train(&d2, &b2);
   ck_assert(memcmp(first, b2.inputs, sizeof first) == 0);
   gt_data_close(&d2);
@@ -160,6 +160,85 @@ START_TEST(test_windows_order_and_split) {
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   free(seen);
   free(ids);
+  free(p);
+}
+END_TEST
+
+/* A saved position outside the data is refused naming the field, its value
+ * and the range, instead of reading past the window order (issue 20); the
+ * position just after an epoch's last window is a real one. */
+START_TEST(test_seek_refuses_bad_position) {
+  enum { N = 5000 };
+  uint32_t *ids = malloc(4 * N);
+  for (int i = 0; i < N; i++) ids[i] = (uint32_t)i;
+  char *p = tmp_path("s.gtok");
+  gt_err e;
+  ck_assert(gt_tokens_write(p, ids, N, 8192, 0, &e) == GT_OK);
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp,
+                      "max_target_length=10", "per_device_batch_size=3", "eval_split_fraction=0.1"};
+  gt_config c;
+  gt_test_config(&c, 7, ov);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  ck_assert_msg(gt_data_open(&d, &c, &mem, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(d.n_train_windows, 449);
+  static const struct {
+    gt_data_state st;
+    const char *want;
+  } bad[] = {
+      {{0, -1}, "data: saved data_cursor = -1 is outside [0, 449], the training windows of an epoch"},
+      {{0, 450}, "data: saved data_cursor = 450 is outside [0, 449], the training windows of an epoch"},
+      {{-1, 0}, "data: saved data_epoch = -1 is outside [0, 9223372036854775806]"},
+      {{INT64_MAX, 0}, "data: saved data_epoch = 9223372036854775807 is outside [0, 9223372036854775806]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_int_eq(gt_data_seek(&d, bad[i].st, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, bad[i].want), "'%s' lacks '%s'", e.msg, bad[i].want);
+  }
+  ck_assert_msg(gt_data_seek(&d, (gt_data_state){2, 449}, &e) == GT_OK, "%s", e.msg);
+  gt_batch b;
+  gt_data_next_train(&d, &b);
+  ck_assert_int_eq(d.st.epoch, 3);
+  ck_assert_int_eq(d.st.cursor, 3);
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(ids);
+  free(p);
+}
+END_TEST
+
+/* The refusals of a too-small corpus name its sizes (issue 20: they were
+ * formatted after the data source was cleared: "fewer than one batch of 0 x 1"). */
+START_TEST(test_too_small_names_sizes) {
+  char *p = tmp_path("small.txt");
+  gt_test_write_text(p, "In the beginning God created");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10",
+                      "per_device_batch_size=4", "eval_split_fraction=0.1", "eval_interval=-1"};
+  gt_config c;
+  gt_test_config(&c, 7, ov);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  /* 28 bytes and <bos>: 29 tokens, 2 held out, 27 for training: 2 windows */
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "has 27 training tokens, fewer than one batch of 4 x 11"), "%s", e.msg);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  /* enough to train on, too little held out for one eval sequence */
+  FILE *f = fopen(p, "w");
+  for (int i = 0; i < 20; i++) fputs("In the beginning God created ", f);
+  fclose(f);
+  const char *ov2[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10",
+                       "per_device_batch_size=4", "eval_split_fraction=0.01", "eval_interval=5"};
+  gt_test_config(&c, 7, ov2);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "leaves 5 tokens, fewer than one eval sequence of 11"), "%s", e.msg);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   free(p);
 }
 END_TEST
@@ -219,6 +298,8 @@ int main(void) {
   tcase_add_test(tc, test_shard_round_trip);
   tcase_add_test(tc, test_shard_corruption);
   tcase_add_test(tc, test_windows_order_and_split);
+  tcase_add_test(tc, test_seek_refuses_bad_position);
+  tcase_add_test(tc, test_too_small_names_sizes);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
   return gt_test_run_suite(s, 0);

@@ -464,6 +464,46 @@ START_TEST(test_missing_and_bad_shapes) {
 }
 END_TEST
 
+/* NaN or Inf weights in a Hugging Face directory are refused at import,
+ * naming the tensor and the element (issue 20: they were taken, and training
+ * stopped at step 0). */
+START_TEST(test_nonfinite_weights_refused) {
+  gt_config c;
+  tiny_cfg(&c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model a, b;
+  random_model(&a, &mem, &c, 21);
+  const gt_tensor_info *t = gt_model_find_tensor(&a, "layers.1.mlp.down_proj.weight");
+  ck_assert_ptr_nonnull(t);
+  char *d = gt_test_dir_path("nonfinite");
+  static const struct {
+    float v;
+    gt_dtype dt;
+    const char *want;
+  } cases[] = {
+      {NAN, GT_DT_F32, "tensor 'model.layers.1.mlp.down_proj.weight' element 7 of 8192 is nan"},
+      {INFINITY, GT_DT_BF16, "tensor 'model.layers.1.mlp.down_proj.weight' element 7 of 8192 is inf"},
+      {-INFINITY, GT_DT_F32, "tensor 'model.layers.1.mlp.down_proj.weight' element 7 of 8192 is -inf"},
+  };
+  for (int i = 0; i < 3; i++) {
+    a.params[t->offset + 7] = cases[i].v;
+    gt_hf_export_opts o = {cases[i].dt, 0, 1};
+    gt_err e;
+    ck_assert_msg(gt_hf_export(&a, &c, d, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    gt_config c2;
+    gt_test_config(&c2, 0, NULL);
+    ck_assert_int_eq(gt_hf_load_model(d, &c2, &b, &mem, NULL, &e), GT_ERR_FORMAT);
+    ck_assert_msg(strstr(e.msg, cases[i].want) && strstr(e.msg, "weights must be finite"), "'%s' lacks '%s'", e.msg,
+                  cases[i].want);
+    ck_assert_ptr_null(b.params);
+  }
+  gt_model_free(&a);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(d);
+}
+END_TEST
+
 /* from_hf writes gt_ctx_save's format: its own config, zero moments. */
 START_TEST(test_paramfile_roundtrip) {
   gt_config c;
@@ -1006,6 +1046,7 @@ int main(void) {
   tcase_add_test(tc, test_vocab_pad_truncate);
   tcase_add_test(tc, test_multimodal_prefixes);
   tcase_add_test(tc, test_missing_and_bad_shapes);
+  tcase_add_test(tc, test_nonfinite_weights_refused);
   tcase_add_test(tc, test_paramfile_roundtrip);
   tcase_add_test(tc, test_config4_presets);
   tcase_add_test(tc, test_config4_moe_preset);

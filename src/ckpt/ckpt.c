@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "config/config.h"
 
 #define GT__PATH 1400
 
@@ -100,6 +102,8 @@ static void gt__clean_tmp(const char *root) {
   closedir(d);
 }
 
+static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int S, gt_ckpt_state *out, gt_err *err);
+
 gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                    const char *config_json, int compression, int64_t keep, gt_err *err) {
   gt_rc rc = gt_mkdirs(root, "checkpoint", err);
@@ -111,8 +115,9 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
   snprintf(fin, sizeof fin, "%s/%s", root, name);
   snprintf(old, sizeof old, "%s/.old-%s", root, name);
-  if (mkdir(tmp, 0755))
-    return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", tmp, strerror(errno));
+  if (src->n_shards < 1 || src->n_shards > GT__CKPT_MAX_SHARDS)
+    return gt_err_set(err, GT_ERR_ARG, "checkpoint: %d shards for '%s'; expected 1 to %d", src->n_shards, fin,
+                      GT__CKPT_MAX_SHARDS);
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "gemtrain checkpoint");
   cJSON_AddNumberToObject(meta, "version", GT_CKPT_VERSION);
@@ -124,6 +129,18 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
   cJSON_AddNumberToObject(sj, "num_devices", (double)st->num_devices);
   cJSON_AddNumberToObject(sj, "n_shards", (double)src->n_shards);
   cJSON_AddNumberToObject(sj, "next_lr", st->next_lr);
+  /* a state the loader would refuse is never written */
+  gt_ckpt_state chk;
+  if (gt__read_state(sj, fin, st->step, src->n_shards, &chk, err)) {
+    cJSON_Delete(meta);
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    return gt_err_set(err, GT_ERR_ARG, "checkpoint: refusing to write a state the loader would refuse: %s", msg);
+  }
+  if (mkdir(tmp, 0755)) {
+    cJSON_Delete(meta);
+    return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", tmp, strerror(errno));
+  }
   cJSON *cj = config_json ? cJSON_Parse(config_json) : NULL;
   if (cj) cJSON_AddItemToObject(meta, "config", cj);
   cJSON_AddItemToObject(meta, "model", gt__ckpt_model_table(m));
@@ -175,21 +192,72 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
   return GT_OK;
 }
 
-static int64_t gt__json_int(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
-}
-
-/* How many shards a step directory holds: shard 0's name says. */
+/* How many shards a step directory holds: shard 0's name says, and every
+ * shard file there must be of that count (two saves mixed are refused). */
 static gt_rc gt__shard_count(const char *dir, int *S, gt_err *err) {
   DIR *d = opendir(dir);
   if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", dir, strerror(errno));
   struct dirent *e;
+  char odd[300] = "", canon[64];
+  int first = -1;
   *S = -1;
-  while ((e = readdir(d)))
-    if (!strncmp(e->d_name, "shard_00000-of-", 15)) *S = atoi(e->d_name + 15);
+  while ((e = readdir(d))) {
+    int r, s;
+    if (strncmp(e->d_name, "shard_", 6)) continue;
+    /* only the writer's exact spelling counts as a shard name */
+    int named = sscanf(e->d_name, "shard_%5d-of-%5d.gtck", &r, &s) == 2 && r >= 0 && s >= 1 &&
+                snprintf(canon, sizeof canon, "shard_%05d-of-%05d.gtck", r, s) > 0 && !strcmp(canon, e->d_name);
+    if (!named || r >= s || (first >= 0 && s != first)) {
+      if (!odd[0]) snprintf(odd, sizeof odd, "%s", e->d_name);
+      continue;
+    }
+    first = s;
+    if (r == 0) *S = s;
+  }
   closedir(d);
   if (*S < 1) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has no shard_00000-of-*.gtck file", dir);
+  if (odd[0])
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' holds '%s', which is not one of its %d shards shard_<r>-of-%05d.gtck", dir, odd,
+                      *S, *S);
+  return GT_OK;
+}
+
+/* The state of a shard header, every field checked against its range
+ * before anything uses it (the data position's upper bound, the windows of
+ * an epoch, is checked by the data source it is handed to). */
+static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int S, gt_ckpt_state *out, gt_err *err) {
+  /* a step reads gradient_accumulation_steps batches, and a batch crosses at
+   * most one epoch boundary (a data source holds at least one batch) */
+  const gt_key_spec *ga = gt_config_key("gradient_accumulation_steps"), *nd = gt_config_key("num_devices");
+  int64_t per_step = ga ? (int64_t)ga->max : 1 << 20, nd_min = nd ? (int64_t)nd->min : 1,
+          nd_max = nd ? (int64_t)nd->max : 1024;
+  int64_t epoch_max = step > GT__CKPT_INT_MAX / per_step ? GT__CKPT_INT_MAX : step * per_step;
+  char why_epoch[160], why_shards[96];
+  snprintf(why_epoch, sizeof why_epoch,
+           "at most %lld per step: gradient_accumulation_steps batches, each crossing at most one epoch", (long long)per_step);
+  snprintf(why_shards, sizeof why_shards, "the step directory holds %d shard file%s", S, S > 1 ? "s" : "");
+  gt_rc rc;
+  out->step = step;
+  if ((rc = gt__ckpt_int(st, "opt_step", 0, step, file, "state", "AdamW updates, at most one per step", &out->opt_step,
+                         err)) ||
+      (rc = gt__ckpt_int(st, "data_epoch", 0, epoch_max, file, "state", why_epoch, &out->data.epoch, err)) ||
+      (rc = gt__ckpt_int(st, "data_cursor", 0, GT__CKPT_INT_MAX, file, "state",
+                         "the next window of the epoch; the data source checks it against its windows",
+                         &out->data.cursor, err)) ||
+      (rc = gt__ckpt_int(st, "num_devices", nd_min, nd_max, file, "state",
+                         "the range of config key 'num_devices'", &out->num_devices, err)) ||
+      (rc = gt__ckpt_int(st, "n_shards", S, S, file, "state", why_shards, &out->n_shards, err)))
+    return rc;
+  const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "next_lr");
+  if (!cJSON_IsNumber(lr) || !isfinite(lr->valuedouble) || lr->valuedouble < 0) {
+    char *t = lr ? cJSON_PrintUnformatted(lr) : NULL;
+    gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' state field 'next_lr' = %s; expected a finite number >= 0", file,
+               t ? t : "(absent)");
+    free(t);
+    return GT_ERR_FORMAT;
+  }
+  out->next_lr = lr->valuedouble;
   return GT_OK;
 }
 
@@ -209,25 +277,28 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
   for (int r = 0; r < S && !rc; r++) {
     snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, r, S);
     rc = gt__ckpt_read_shard(file, m, r, S, step, params, mu, nu, &h, NULL, err);
-    if (!rc && r == 0)
+    if (!rc && r == 0) {
       h0 = h;
-    else
+      /* the state is checked before the other shards are read */
+      rc = gt__read_state(cJSON_GetObjectItemCaseSensitive(h0, "state"), file, step, S, &out->state, err);
+    } else if (!rc) {
+      /* every shard of one save holds the same state */
+      const cJSON *s0 = cJSON_GetObjectItemCaseSensitive(h0, "state"), *sr = cJSON_GetObjectItemCaseSensitive(h, "state");
+      if (!cJSON_Compare(s0, sr, 1)) {
+        char *a = cJSON_PrintUnformatted(sr), *b = cJSON_PrintUnformatted(s0);
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "checkpoint: '%s' holds the state %s, shard 0 holds %s; the shards are not of one save", file,
+                        a ? a : "?", b ? b : "?");
+        free(a), free(b);
+      }
       cJSON_Delete(h);
+    }
     h = NULL;
   }
   if (rc) {
     cJSON_Delete(h0);
     return rc;
   }
-  const cJSON *st = cJSON_GetObjectItemCaseSensitive(h0, "state");
-  out->state.step = step;
-  out->state.opt_step = gt__json_int(st, "opt_step");
-  out->state.data.epoch = gt__json_int(st, "data_epoch");
-  out->state.data.cursor = gt__json_int(st, "data_cursor");
-  out->state.num_devices = gt__json_int(st, "num_devices");
-  out->state.n_shards = S;
-  const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "next_lr");
-  out->state.next_lr = cJSON_IsNumber(lr) ? lr->valuedouble : 0;
   const cJSON *cj = cJSON_GetObjectItemCaseSensitive(h0, "config");
   out->config_json = cj ? cJSON_PrintUnformatted(cj) : NULL;
   snprintf(out->dir, sizeof out->dir, "%s", dir);
@@ -302,6 +373,21 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
   int64_t *steps = gt__list_steps(root, &n);
   int tried = 0;
   gt_rc rc = GT_OK;
+  /* `latest` names a step that is gone (deleted by hand, or the disk lost
+   * it): say so before falling back, naming the checkpoint tried instead */
+  int top_found = top < 0;
+  for (int i = 0; i < n && !top_found; i++) top_found = steps[i] == top;
+  if (!top_found && log) {
+    int older = -1;
+    for (int i = 0; i < n && older < 0; i++)
+      if (steps[i] < top) older = i;
+    char msg[GT__PATH + 300], nm[64] = "";
+    if (older >= 0) gt__step_name(steps[older], nm, sizeof nm);
+    snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', which does not exist; %s%s%s", lp, line,
+             older >= 0 ? "trying the newest older checkpoint, '" : "there is no older checkpoint", nm,
+             older >= 0 ? "'" : "");
+    log(log_ctx, msg);
+  }
   for (int i = 0; i < n; i++) {
     if (top >= 0 && steps[i] > top) continue;
     char nm[64], dir[GT__PATH + 64];
@@ -315,7 +401,8 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
     }
     /* a different model is not damage: walking back would not help */
     if (rc == GT_ERR_CONFIG) break;
-    if (log) {
+    /* the last refusal is not logged: the error below quotes it */
+    if (log && i + 1 < n) {
       char msg[GT_ERR_MSG_MAX + 64];
       snprintf(msg, sizeof msg, "%s; trying the previous checkpoint", err->msg);
       log(log_ctx, msg);
@@ -324,8 +411,12 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
   free(steps);
   if (rc == GT_ERR_CONFIG) return rc;
   if (!tried) return gt_err_set(err, GT_ERR_IO, "checkpoint: no checkpoint in '%s'", root);
-  return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: none of the %d checkpoint%s in '%s' is usable (see above)", tried,
-                    tried > 1 ? "s" : "", root);
+  /* every refusal but this last one went to the log */
+  char last[GT_ERR_MSG_MAX];
+  snprintf(last, sizeof last, "%s", err->msg);
+  return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: none of the %d checkpoint%s in '%s' is usable%s: %s", tried,
+                    tried > 1 ? "s" : "", root, tried > 1 ? " (the newer ones' refusals are logged); the oldest" : "",
+                    last);
 }
 
 typedef struct gt__load_ctx {

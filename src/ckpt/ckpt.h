@@ -59,7 +59,8 @@ typedef struct gt_ckpt_src {
 /* Writes <root>/step_<step>/ and moves `latest` to it, then deletes all but
  * the newest `keep` step directories (keep 0: none deleted). On failure the
  * partial directory is removed and `latest` is unchanged. Refuses to write
- * non-finite values. config_json is stored as is (may be NULL). */
+ * non-finite values, or a state gt_ckpt_load_dir would refuse (GT_ERR_ARG).
+ * config_json is stored as is (may be NULL). */
 gt_rc gt_ckpt_save(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
                    const char *config_json, int compression, int64_t keep, gt_err *err);
 
@@ -75,15 +76,24 @@ typedef struct gt_ckpt_loaded {
 } gt_ckpt_loaded;
 
 /* Loads one step directory into full flat buffers of `layout` (mu and nu
- * may be NULL: parameters only). Every crc, size and shape is checked; the
- * buffers may hold partial data when it fails. */
+ * may be NULL: parameters only). Every crc, size and shape is checked, and
+ * so is every header field a crc cannot vouch for: each tensor's name, dtype
+ * (F32), shape and place, each value finite, and each state field against
+ * its range (0 <= opt_step <= step, 0 <= data_epoch <= step x the most
+ * batches a step reads, data_cursor >= 0, num_devices as the config key,
+ * n_shards = the shard files, all shards the same state), refused naming
+ * the field, its value and the range. data_cursor's upper bound is the data
+ * source's windows: gt_data_seek checks it. The buffers may hold partial
+ * data when it fails. */
 gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *layout, float *params, float *mu, float *nu,
                        gt_ckpt_loaded *out, gt_err *err);
 
 /* `path` is a step directory, a checkpoints directory, or a run directory
  * with checkpoints/ in it. Loads the checkpoint `latest` names, or when that
- * one is refused (bad crc, truncated, wrong magic, ...) the newest older one
- * that loads. GT_ERR_IO when there is none at all. */
+ * one is refused (bad crc, truncated, wrong magic, a field out of range, ...)
+ * or missing (logged, naming the one tried instead) the newest older one
+ * that loads. GT_ERR_IO when there is none at all; when every one is
+ * refused, the error quotes the last refusal. */
 gt_rc gt_ckpt_load_latest(const char *path, const gt_model *layout, float *params, float *mu, float *nu,
                           gt_ckpt_loaded *out, gt_ckpt_log_fn log, void *log_ctx, gt_err *err);
 

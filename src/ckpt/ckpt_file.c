@@ -198,7 +198,12 @@ gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *wh
       int64_t s[8];
       const cJSON *sh = cJSON_GetArrayItem(e, 1);
       int k = cJSON_GetArraySize(sh);
-      for (int d = 0; d < k && d < 8; d++) s[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
+      for (int d = 0; d < k && d < 8; d++) {
+        /* -1 stands for anything that is not a dimension: it matches none */
+        const cJSON *x = cJSON_GetArrayItem(sh, d);
+        double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+        s[d] = v >= 0 && v <= (double)GT__CKPT_INT_MAX && v == floor(v) ? (int64_t)v : -1;
+      }
       gt__shape_str(s, k > 8 ? 8 : k, there, sizeof there);
       same = !strcmp(here, there);
     }
@@ -361,16 +366,37 @@ static gt_rc gt__read_tensor(int fd, const char *path, const char *name, uint64_
   if (crc != want_crc)
     return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' has crc32 %08x, the header records %08x", path,
                       name, crc, want_crc);
+  /* the writer refuses non-finite values, so one here was put there */
+  for (int64_t i = 0; i < count; i++)
+    if (!isfinite(dst[i]))
+      return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' element %lld is %g; checkpoints hold finite values",
+                        path, name, (long long)i, (double)dst[i]);
   return GT_OK;
 }
 
-static double gt__num(const cJSON *o, const char *k, int *ok) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  if (!cJSON_IsNumber(v)) {
-    *ok = 0;
-    return 0;
+static void gt__bound_str(int64_t v, char *buf, size_t n) {
+  if (v >= GT__CKPT_INT_MAX)
+    snprintf(buf, n, "2^53");
+  else
+    snprintf(buf, n, "%lld", (long long)v);
+}
+
+gt_rc gt__ckpt_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char *path, const char *what,
+                   const char *why, int64_t *out, gt_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  /* the comparisons come before any cast: a double outside int64 is UB */
+  if (cJSON_IsNumber(v) && v->valuedouble >= (double)lo && v->valuedouble <= (double)hi &&
+      v->valuedouble == floor(v->valuedouble)) {
+    *out = (int64_t)v->valuedouble;
+    return GT_OK;
   }
-  return v->valuedouble;
+  char *text = v ? cJSON_PrintUnformatted(v) : NULL, his[32];
+  gt__bound_str(hi, his, sizeof his);
+  gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' %s field '%s' = %s; expected an integer in [%lld, %s]%s%s%s", path,
+             what, key, text ? text : "(absent)", (long long)lo, his, why ? " (" : "", why ? why : "",
+             why ? ")" : "");
+  free(text);
+  return GT_ERR_FORMAT;
 }
 
 /* The preamble and header of a shard file: everything but the tensors. */
@@ -433,27 +459,25 @@ gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int
   int zipped = 0;
   gt_rc rc = gt__read_header(fd, path, &h, &hoff, &zipped, err);
   if (rc) goto out;
-  int ok = 1;
   const cJSON *shard = cJSON_GetObjectItemCaseSensitive(h, "shard"), *state = cJSON_GetObjectItemCaseSensitive(h, "state");
-  int hr = (int)gt__num(shard, "rank", &ok), hs = (int)gt__num(shard, "of", &ok);
-  int64_t hstep = (int64_t)gt__num(state, "step", &ok);
-  if (!ok) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a header without shard or state", path);
+  int64_t hr, hs, hstep;
+  if ((rc = gt__ckpt_int(shard, "rank", 0, GT__CKPT_MAX_SHARDS - 1, path, "shard", NULL, &hr, err)) ||
+      (rc = gt__ckpt_int(shard, "of", 1, GT__CKPT_MAX_SHARDS, path, "shard", NULL, &hs, err)) ||
+      (rc = gt__ckpt_int(state, "step", 0, GT__CKPT_INT_MAX, path, "state", NULL, &hstep, err)))
     goto out;
-  }
   if (hr != r || (S >= 0 && hs != S) || hstep != step) {
     rc = gt_err_set(err, GT_ERR_FORMAT,
-                    "checkpoint: '%s' holds shard %d of %d at step %lld, expected shard %d of %d at step %lld", path, hr,
-                    hs, (long long)hstep, r, S >= 0 ? S : hs, (long long)step);
+                    "checkpoint: '%s' holds shard %lld of %lld at step %lld, expected shard %d of %lld at step %lld", path,
+                    (long long)hr, (long long)hs, (long long)hstep, r, (long long)(S >= 0 ? S : hs), (long long)step);
     goto out;
   }
-  S = hs;
+  S = (int)hs;
   if ((rc = gt__ckpt_check_model(cJSON_GetObjectItemCaseSensitive(h, "model"), m, path, err))) goto out;
   /* the tensors tile [64, header) exactly, in order */
   const cJSON *tens = cJSON_GetObjectItemCaseSensitive(h, "tensors"), *e;
   uint64_t expect_at = GT__CKPT_PREAMBLE;
   int64_t nu_ = gt_model_n_units(m), i = 0;
-  if (cJSON_GetArraySize(tens) != 3 * nu_) {
+  if (!cJSON_IsArray(tens) || cJSON_GetArraySize(tens) != 3 * nu_) {
     rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' lists %d tensors; the model needs %lld", path,
                     cJSON_GetArraySize(tens), (long long)(3 * nu_));
     goto out;
@@ -462,15 +486,48 @@ gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int
   cJSON_ArrayForEach(e, tens) {
     int k = (int)(i / nu_);
     int64_t u = i % nu_, off, cnt;
-    i++;
     gt_model_unit(m, u, &off, &cnt);
-    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
-    const char *name = cJSON_IsString(nm) ? nm->valuestring : "?";
-    uint64_t at = (uint64_t)gt__num(e, "offset", &ok), stored = (uint64_t)gt__num(e, "stored", &ok);
-    int64_t b = (int64_t)gt__num(e, "begin", &ok), n = (int64_t)gt__num(e, "count", &ok);
-    int64_t eu = (int64_t)gt__num(e, "unit", &ok);
-    uint32_t crc = (uint32_t)gt__num(e, "crc32", &ok);
-    if (!ok || at != expect_at || stored > hoff - at) {
+    /* the name, dtype and shape the writer gives this position */
+    char want[64], un[32], what[96];
+    gt__unit_name(m, u, un, sizeof un);
+    snprintf(want, sizeof want, "%s/%s", gt__class_name[k], un);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    if (!cJSON_IsString(nm) || strcmp(nm->valuestring, want)) {
+      char *t = nm ? cJSON_PrintUnformatted(nm) : NULL;
+      rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor %lld is named %s; expected '%s'", path, (long long)i,
+                      t ? t : "(absent)", want);
+      free(t);
+      goto out;
+    }
+    const char *name = nm->valuestring;
+    i++;
+    if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32")) {
+      char *t = dt ? cJSON_PrintUnformatted(dt) : NULL;
+      rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' has dtype %s; checkpoints store F32", path,
+                      name, t ? t : "(absent)");
+      free(t);
+      goto out;
+    }
+    snprintf(what, sizeof what, "tensor '%s'", name);
+    int64_t at_, stored_, b, n, eu, crc_;
+    if ((rc = gt__ckpt_int(e, "offset", 0, (int64_t)hoff, path, what, "a position before the header", &at_, err)) ||
+        (rc = gt__ckpt_int(e, "stored", 0, (int64_t)hoff, path, what, "a length before the header", &stored_, err)) ||
+        (rc = gt__ckpt_int(e, "begin", 0, GT__CKPT_INT_MAX, path, what, NULL, &b, err)) ||
+        (rc = gt__ckpt_int(e, "count", 0, GT__CKPT_INT_MAX, path, what, NULL, &n, err)) ||
+        (rc = gt__ckpt_int(e, "unit", 0, GT__CKPT_INT_MAX, path, what, NULL, &eu, err)) ||
+        (rc = gt__ckpt_int(e, "crc32", 0, UINT32_MAX, path, what, NULL, &crc_, err)))
+      goto out;
+    const cJSON *shp = cJSON_GetObjectItemCaseSensitive(e, "shape"), *d0 = cJSON_GetArrayItem(shp, 0);
+    if (!cJSON_IsArray(shp) || cJSON_GetArraySize(shp) != 1 || !cJSON_IsNumber(d0) || d0->valuedouble != (double)n) {
+      char *t = shp ? cJSON_PrintUnformatted(shp) : NULL;
+      rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' tensor '%s' has shape %s; expected [%lld] (its count)",
+                      path, name, t ? t : "(absent)", (long long)n);
+      free(t);
+      goto out;
+    }
+    uint64_t at = (uint64_t)at_, stored = (uint64_t)stored_;
+    uint32_t crc = (uint32_t)crc_;
+    if (at != expect_at || stored > hoff - at) {
       rc = gt_err_set(err, GT_ERR_FORMAT,
                       "checkpoint: '%s' tensor '%s' lies at %llu (+%llu bytes); expected it at %llu, before the header "
                       "at %llu",

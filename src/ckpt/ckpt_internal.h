@@ -10,6 +10,19 @@
 #define GT__CKPT_MAGIC "GTCKPT\0\0"
 #define GT__CKPT_PREAMBLE 64
 #define GT__CKPT_MAX_HEADER (256u << 20)
+/* Shard names hold 5 digits: shard_00000-of-00002.gtck */
+#define GT__CKPT_MAX_SHARDS 99999
+/* The largest integer a JSON number (a double) holds exactly: the bound of
+ * a header field that has no tighter one. */
+#define GT__CKPT_INT_MAX ((int64_t)1 << 53)
+
+/* Field `key` of the header object `o` as an integer in [lo, hi] (a JSON
+ * number, whole and in range), else GT_ERR_FORMAT naming the file, `what`
+ * ("state", "tensor 'params/head'"), the field, its value and the range;
+ * `why` (may be NULL) says where the range comes from. A crc32 proves the
+ * bytes are the ones written, not that they are valid. */
+gt_rc gt__ckpt_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char *path, const char *what,
+                   const char *why, int64_t *out, gt_err *err);
 
 /* Writes shard r of S as `path` (not renamed: the caller's directory is the
  * temporary one) and fsyncs it. `meta` holds the state, config and model

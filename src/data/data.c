@@ -347,19 +347,22 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->n_train = d->n_stream - n_eval;
   d->n_train_windows = (d->n_train - 1) / d->T;
   d->n_eval_windows = n_eval > 0 ? (n_eval - 1) / d->T : 0;
+  /* each message is formatted before gt_data_close clears the sizes it names */
   if (d->n_train_windows < d->B) {
+    gt_err_set(err, GT_ERR_CONFIG,
+               "data: '%s' has %lld training tokens, fewer than one batch of %d x %d; use a "
+               "larger corpus or a smaller batch",
+               c->dataset_path, (long long)d->n_train, d->B, d->T + 1);
     gt_data_close(d);
-    return gt_err_set(err, GT_ERR_CONFIG,
-                      "data: '%s' has %lld training tokens, fewer than one batch of %d x %d; use a "
-                      "larger corpus or a smaller batch",
-                      c->dataset_path, (long long)d->n_train, d->B, d->T + 1);
+    return GT_ERR_CONFIG;
   }
   if (c->eval_interval >= 0 && d->n_eval_windows < 1) {
+    gt_err_set(err, GT_ERR_CONFIG,
+               "data: eval_split_fraction = %g of '%s' leaves %lld tokens, fewer than one "
+               "eval sequence of %d; raise it or set eval_interval=-1",
+               c->eval_split_fraction, c->dataset_path, (long long)n_eval, d->T + 1);
     gt_data_close(d);
-    return gt_err_set(err, GT_ERR_CONFIG,
-                      "data: eval_split_fraction = %g of '%s' leaves %lld tokens, fewer than one "
-                      "eval sequence of %d; raise it or set eval_interval=-1",
-                      c->eval_split_fraction, c->dataset_path, (long long)n_eval, d->T + 1);
+    return GT_ERR_CONFIG;
   }
   d->perm = gt_mem_alloc_uninit(mem, GT_MEM_DATA, sizeof(int64_t) * (size_t)d->n_train_windows);
   if (!d->perm) {
@@ -422,7 +425,20 @@ void gt_data_next_eval(gt_data *d, gt_batch *out) {
   *out = gt__batch(d);
 }
 
-void gt_data_seek(gt_data *d, gt_data_state st) {
+gt_rc gt_data_seek(gt_data *d, gt_data_state st, gt_err *err) {
+  /* cursor == windows is the position after an epoch's last window (the
+   * next batch starts the next epoch); the epoch is incremented from here */
+  int64_t nw = d->kind == 1 ? d->n_train_windows : 0;
+  if (st.epoch < 0 || st.epoch == INT64_MAX)
+    return gt_err_set(err, GT_ERR_CONFIG, "data: saved data_epoch = %lld is outside [0, %lld]", (long long)st.epoch,
+                      (long long)(INT64_MAX - 1));
+  if (d->kind == 1 && (st.cursor < 0 || st.cursor > nw))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: saved data_cursor = %lld is outside [0, %lld], the training windows of an epoch of "
+                      "this data (%lld tokens in windows of %d); was dataset_path, max_target_length or "
+                      "eval_split_fraction changed since it was saved?",
+                      (long long)st.cursor, (long long)nw, (long long)d->n_train, d->T + 1);
   d->st = st;
   if (d->kind == 1) gt__permute(d);
+  return GT_OK;
 }

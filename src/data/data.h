@@ -71,8 +71,10 @@ void gt_data_next_train(gt_data *d, gt_batch *b);
 /* Eval batches: gt_data_eval_reset then eval_steps x next (wraps around). */
 void gt_data_eval_reset(gt_data *d);
 void gt_data_next_eval(gt_data *d, gt_batch *b);
-/* Move to a saved position (resume). */
-void gt_data_seek(gt_data *d, gt_data_state st);
+/* Move to a saved position (resume). A position this data source does not
+ * have (a negative one, or a cursor past its windows: another dataset or
+ * window length) is refused naming the field, its value and the range. */
+gt_rc gt_data_seek(gt_data *d, gt_data_state st, gt_err *err);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * hf.h). Both directions walk the model's tensor table, so every tensor kind
  * the model has (3-D expert stacks included) converts by name and shape. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,12 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
     gt_err_clear(&sub);
     if (gt_st_read_f32_range(s, 0, t->numel, m->params + t->offset, &sub))
       return gt_err_set(err, GT_ERR_FORMAT, "hf: %s: %s", where, sub.msg);
+    /* a NaN or Inf weight would only show as a non-finite loss at step 0 */
+    const float *x = m->params + t->offset;
+    for (int64_t k = 0; k < t->numel; k++)
+      if (!isfinite(x[k]))
+        return gt_err_set(err, GT_ERR_FORMAT, "hf: %s: tensor '%s' element %lld of %lld is %g; a model's weights must be finite",
+                          where, full, (long long)k, (long long)t->numel, (double)x[k]);
   }
   /* Everything else is counted, not loaded: Gemma 4 buffers and tensors HF
    * itself drops, then what is not the text decoder's (vision and audio

@@ -148,12 +148,19 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     gt_err_set(err, rc, "train: cannot start from %s '%s': %s", why, path, msg);
     goto out;
   }
+  /* the data position is checked by the data source (its windows) before
+   * any of the state is used */
+  if (full && (rc = gt_data_seek(s->data, ld.state.data, err))) {
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    gt_err_set(err, rc, "train: cannot resume from '%s': %s", ld.dir, msg);
+    goto out;
+  }
   int64_t opt_step = full ? ld.state.opt_step : 0;
   if ((rc = gt_fsdp_set_state(gt_trainer_fsdp(s->tr), p, mu, nu, opt_step, err))) goto out;
   if (full) {
     *start = ld.state.step;
     gt_trainer_set_step_index(s->tr, ld.state.step);
-    gt_data_seek(s->data, ld.state.data);
   }
   if (s->out) {
     if (full)
