@@ -342,22 +342,13 @@ gt_rc gt_hf_config_read(const char *path, gt_config *cfg, gt_hf_info *info, gt_e
     snprintf(file, sizeof file, "%s/config.json", path);
   else
     snprintf(file, sizeof file, "%s", path);
-  FILE *f = fopen(file, "rb");
-  if (!f) return gt_err_set(err, GT_ERR_IO, "hf: cannot open '%s': %s", file, strerror(errno));
-  char *buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-  if (n >= 0 && n < (1L << 26) && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
-  size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-  fclose(f);
-  if (!buf || (long)got != n) {
-    free(buf);
-    return gt_err_set(err, GT_ERR_IO, "hf: cannot read '%s' (%ld bytes)", file, n);
-  }
-  buf[n] = '\0';
+  char *buf;
+  size_t n;
+  gt_rc rc = gt_read_file(file, "hf: config", &buf, &n, err);
+  if (rc) return rc;
   char where[GT_STR_PATH + 32];
   snprintf(where, sizeof where, "'%s'", file);
-  gt_rc rc = gt_hf_config_parse(buf, where, cfg, info, err);
+  rc = gt_hf_config_parse(buf, where, cfg, info, err);
   free(buf);
   return rc;
 }
