@@ -2,6 +2,7 @@
 #include "base/common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include <stdarg.h>
@@ -129,4 +130,12 @@ gt_rc gt_read_stream(FILE *f, const char *name, const char *who, char **buf, siz
   *buf = NULL;
   *n = 0;
   return gt__read_to_end(f, name, who, 0, buf, n, err);
+}
+
+int gt_json_float_text(double v, char *buf, size_t n) {
+  if (!isfinite(v) || n < 32) return -1;
+  snprintf(buf, n, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, n, "%.17g", v);
+  if (!strpbrk(buf, ".eE")) strcat(buf, ".0"); /* at most 25 characters so far */
+  return 0;
 }

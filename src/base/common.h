@@ -27,6 +27,12 @@ gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_
 /* The same for a stream already open (standard input); name stands for the
  * path in errors. The stream is not closed. */
 gt_rc gt_read_stream(FILE *f, const char *name, const char *who, char **buf, size_t *n, gt_err *err);
+/* v as JSON float text into buf (n >= 32): the shortest form that reads
+ * back to v, with ".0" added to a whole value, so that readers that type
+ * JSON numbers (Python's json, Hugging Face's strict configs) see a float
+ * (cJSON prints 30.0 as 30, an int). Returns -1 for NaN or an infinity,
+ * which JSON cannot hold. */
+int gt_json_float_text(double v, char *buf, size_t n);
 /* splitmix64: the next 64 random bits of a seeded stream (state advances).
  * The one generator behind initialisation, data order and sampling. */
 uint64_t gt_splitmix64(uint64_t *state);
