@@ -5,7 +5,9 @@
 # tokenizer_path (train and tokenize) and the sweep file. Before, each was
 # read with malloc(ftell() + 1): a directory asked for 2^63 bytes (ASan
 # aborted, a release build said "no memory") and a FIFO's content was
-# ignored. Usage: e2e_inputs.sh <gemtrain> <source dir>
+# ignored. Also (finding 2) logit-check refuses golden logits that are not
+# finite or not one per vocabulary entry, which used to pass.
+# Usage: e2e_inputs.sh <gemtrain> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -58,5 +60,27 @@ loss() { sed -n 's/^completed step: \([0-9]*\),.* loss: \([0-9.]*\),.*/\1 \2/p' 
 [ -n "$(loss "$work/fifo.log")" ] || { tail -3 "$work/fifo.log"; fail "no step lines from the FIFO run"; }
 [ "$(loss "$work/fifo.log")" = "$(loss "$work/file.log")" ] \
   || fail "FIFO and file runs differ: $(loss "$work/fifo.log" | tr '\n' ' ') vs $(loss "$work/file.log" | tr '\n' ' ')"
+# 3. logit-check (finding 2): golden logits that are NaN or infinite, or rows
+# that are not the model's vocabulary, used to pass with max_kl_div alone
+"$bin" convert to_hf init "$work/hf" dtype=float32 model_name=gemma3-tiny > /dev/null || fail "convert to_hf init"
+python3 - "$work" <<'EOF2'
+import json, sys
+w = sys.argv[1]
+row = [0.01 * i for i in range(260)]
+def put(name, rows):
+    with open(f"{w}/{name}.jsonl", "w") as f:
+        f.write(json.dumps({"tokens": [2, 5], "logits": [row, row]}) + "\n")
+        f.write(json.dumps({"tokens": [2, 5, 7], "logits": rows}) + "\n")
+put("nan", [row, row, row[:100] + [float("nan")] + row[101:]])
+put("inf", [row, row[:7] + [float("-inf")] + row[8:], row])
+put("short", [row[:259]] * 3)
+EOF2
+check=(logit-check "load_parameters_path=$work/hf" max_kl_div=1e9)
+refuse "'$work/nan.jsonl' line 2: logits[2][100] is NaN; golden logits must be finite" \
+  "${check[@]}" "golden_logits_path=$work/nan.jsonl"
+refuse "'$work/inf.jsonl' line 2: logits[1][7] is -Infinity; golden logits must be finite" \
+  "${check[@]}" "golden_logits_path=$work/inf.jsonl"
+refuse "golden rows hold 259 logits but the model's vocabulary has 260 entries" \
+  "${check[@]}" "golden_logits_path=$work/short.jsonl"
 wait
 echo "e2e_inputs: OK"
