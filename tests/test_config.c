@@ -264,6 +264,119 @@ START_TEST(test_unknown_preset_and_bad_files) {
 }
 END_TEST
 
+/* ---- issue 20: inputs that used to be taken wrongly ---- */
+
+START_TEST(test_directory_where_a_file_is_expected) {
+  /* a directory was read with malloc(ftell() + 1): ASan aborted on a 2^63
+   * byte request, a release build said "no memory" */
+  gt_config c;
+  gt_err e;
+  char *dir = gt_test_mkdtemp("cfgisdir");
+  ck_assert_int_eq(load(&c, dir, 0, NULL, &e), GT_ERR_IO);
+  char want[600];
+  snprintf(want, sizeof want, "'%s' is a directory, expected a file", dir);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* the same for a preset: configs/models/<model_name>.json a directory */
+  ck_assert_int_eq(gt_test_system("cp %s/base.json %s/ && mkdir -p %s/models/dirpreset.json", CFG_DIR, dir, dir), 0);
+  const char *ov[] = {"model_name=dirpreset"};
+  gt_err_clear(&e);
+  ck_assert_int_eq(gt_config_load(&c, dir, NULL, 1, ov, &e), GT_ERR_IO);
+  snprintf(want, sizeof want, "'%s/models/dirpreset.json' is a directory, expected a file", dir);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_fifo_config_is_read) {
+  /* a pipe has no size: it is read to its end, not by ftell (which gave -1
+   * and ignored the content) */
+  char *dir = gt_test_mkdtemp("cfgfifo");
+  char *fifo = gt_test_path(dir, "user.json");
+  ck_assert_int_eq(gt_test_system("mkfifo %s && (printf '{\"steps\": 7, \"learning_rate\": 0.125}' > %s &)", fifo,
+                                  fifo),
+                   0);
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(load(&c, fifo, 0, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(c.steps, 7);
+  ck_assert(c.learning_rate == 0.125);
+  gt_test_rm_rf(dir);
+  free(fifo);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_duplicate_json_key) {
+  /* cJSON keeps both members and the last one won silently */
+  gt_config c;
+  gt_err e;
+  char *dup = write_tmp("cfgdup", "{\"steps\": 5,\n \"learning_rate\": 0.1,\n \"steps\": 6}");
+  ck_assert_int_eq(load(&c, dup, 0, NULL, &e), GT_ERR_CONFIG);
+  char want[600];
+  snprintf(want, sizeof want, "key 'steps' appears twice in '%s'", dup);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  free(dup);
+  /* and in JSON text applied by a caller (a sweep point) */
+  ck_assert_int_eq(load(&c, NULL, 0, NULL, &e), GT_OK);
+  ck_assert_int_eq(gt_config_apply_json_text(&c, "{\"steps\": 3, \"steps\": 4}", "point 2", &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "key 'steps' appears twice in point 2"), "%s", e.msg);
+}
+END_TEST
+
+START_TEST(test_numbers_are_decimal) {
+  /* strtod read steps=0x10 as 16 */
+  const char *a[] = {"steps=0x10"};
+  const char *wa[] = {"key 'steps' expects a decimal integer, got '0x10' (in the command line)", NULL};
+  expect_refused(1, a, wa);
+  const char *b[] = {"learning_rate=0x1p-4"};
+  const char *wb[] = {"key 'learning_rate' expects a decimal number, got '0x1p-4'", NULL};
+  expect_refused(1, b, wb);
+  const char *c[] = {"steps=010"};
+  const char *wc[] = {"key 'steps'", "'010'", "leading zero", NULL};
+  expect_refused(1, c, wc);
+  const char *d[] = {"steps=-0X1"};
+  const char *wd[] = {"key 'steps'", "'-0X1'", "decimal", NULL};
+  expect_refused(1, d, wd);
+  const char *f[] = {"learning_rate=infinity"};
+  const char *wf[] = {"key 'learning_rate'", "'infinity'", NULL};
+  expect_refused(1, f, wf);
+  /* every decimal form still reads */
+  gt_config cfg;
+  gt_err e;
+  const char *ok[] = {"steps=1e3", "learning_rate=-0.0", "adam_eps=1E-8", "warmup_steps_fraction=0.25",
+                      "init_weights_seed=0", "gradient_clipping_threshold=.5", "adam_b1=+0.5", "max_target_length=2048.0"};
+  ck_assert_msg(load(&cfg, NULL, 8, ok, &e) == GT_OK, "%s", e.msg);
+  ck_assert(cfg.steps == 1000 && cfg.adam_eps == 1e-8 && cfg.gradient_clipping_threshold == 0.5 &&
+            cfg.adam_b1 == 0.5 && cfg.max_target_length == 2048);
+  /* a string in a JSON file is checked the same way */
+  char *hex = write_tmp("cfghex", "{\"steps\": \"0x10\"}");
+  ck_assert_int_eq(load(&cfg, hex, 0, NULL, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "'0x10'") && strstr(e.msg, "decimal") && strstr(e.msg, hex), "%s", e.msg);
+  free(hex);
+}
+END_TEST
+
+START_TEST(test_run_name_stays_inside) {
+  /* run_name=../../x wrote outside base_output_directory */
+  const char *bad[] = {"../../x", "a/b", "..", ".", "/tmp/x", "x/"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char ov[64];
+    snprintf(ov, sizeof ov, "run_name=%s", bad[i]);
+    const char *a[] = {ov};
+    char named[64];
+    snprintf(named, sizeof named, "key 'run_name' = '%s'", bad[i]);
+    const char *wa[] = {named, "one directory inside base_output_directory", NULL};
+    expect_refused(1, a, wa);
+  }
+  gt_config c;
+  gt_err e;
+  const char *ok[] = {"run_name=..x.y"};
+  ck_assert_msg(load(&c, NULL, 1, ok, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(c.run_name, "..x.y");
+}
+END_TEST
+
 /* ---- round trip ---- */
 
 START_TEST(test_round_trip) {
@@ -492,6 +605,11 @@ Suite *config_suite(void) {
   tcase_add_test(tc, test_out_of_range);
   tcase_add_test(tc, test_inconsistent_combinations);
   tcase_add_test(tc, test_unknown_preset_and_bad_files);
+  tcase_add_test(tc, test_directory_where_a_file_is_expected);
+  tcase_add_test(tc, test_fifo_config_is_read);
+  tcase_add_test(tc, test_duplicate_json_key);
+  tcase_add_test(tc, test_numbers_are_decimal);
+  tcase_add_test(tc, test_run_name_stays_inside);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_every_key_documented);
   tcase_add_test(tc, test_presets_param_counts);

@@ -2,6 +2,7 @@
  * golden JSONL format: bit-exact round trip and every refusal by line. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,15 +62,38 @@ START_TEST(test_topk_metrics) {
 END_TEST
 
 START_TEST(test_vocab_mismatch) {
-  /* a golden file from a 262208-row HF head against a 262144 model: the
-   * common entries are compared (MaxText does the same) */
+  /* issue 20: a golden row shorter or longer than the model's vocabulary
+   * used to be compared over the common prefix and could pass; a row must
+   * hold one logit per vocabulary entry */
   float model[4] = {0, 1, 2, 3}, golden[6] = {0, 1, 2, 3, 100, 100};
   gt_logit_cmp c;
   gt_err e;
-  ck_assert_int_eq(gt_logit_compare(model, 4, golden, 6, 1, &c, &e), GT_OK);
-  ck_assert_int_eq(c.vocab, 4);
-  ck_assert(c.kl[0] == 0 && c.max_abs_diff == 0);
-  gt_logit_cmp_free(&c);
+  ck_assert_int_eq(gt_logit_compare(model, 4, golden, 6, 1, &c, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "golden rows hold 6 logits but the model's vocabulary has 4 entries"), "%s", e.msg);
+  ck_assert_ptr_null(c.kl);
+  ck_assert_int_eq(gt_logit_compare(golden, 6, model, 4, 1, &c, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "golden rows hold 4 logits but the model's vocabulary has 6 entries"), "%s", e.msg);
+}
+END_TEST
+
+START_TEST(test_compare_nonfinite_golden) {
+  /* issue 20: a NaN or infinite golden logit gave KL 0 (its probability was
+   * NaN and skipped), so max_kl_div alone passed whatever the model said;
+   * the comparison refuses it, naming the position and index */
+  float model[6] = {9, 0, 0, 0, 0, 9};
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  const char *name[3] = {"NaN", "Infinity", "-Infinity"};
+  for (int i = 0; i < 3; i++) {
+    float golden[6] = {0, 1, 2, 3, 4, 5};
+    golden[4] = bad[i];
+    gt_logit_cmp c;
+    gt_err e;
+    ck_assert_int_eq(gt_logit_compare(model, 3, golden, 3, 2, &c, &e), GT_ERR_FORMAT);
+    char want[128];
+    snprintf(want, sizeof want, "golden logit at position 1, vocab index 1 is %s", name[i]);
+    ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+    ck_assert_ptr_null(c.kl);
+  }
 }
 END_TEST
 
@@ -175,6 +199,15 @@ START_TEST(test_golden_refusals) {
       {"{\"p\": {\"a\" 1}, \"tokens\": [1], \"logits\": [[1]]}\n",
        "line 1 is not valid JSON: expected ':' at column 12, found '1'"},
       {"{\"tokens\": [1], \"logits\": [[1]]}\n\"just a string\"\n", "line 2 is not a JSON object"},
+      /* issue 20: non-finite golden logits are refused by line and position
+       * (Python writes NaN and Infinity; a KL against them means nothing) */
+      {"{\"tokens\": [1], \"logits\": [[1]]}\n{\"tokens\": [1, 2], \"logits\": [[1, 2], [3, NaN]]}\n",
+       "line 2: logits[1][1] is NaN; golden logits must be finite"},
+      {"{\"tokens\": [1], \"logits\": [[Infinity, 0]]}\n", "line 1: logits[0][0] is Infinity; golden logits"},
+      {"{\"logits\": [[0, 0, -Infinity]], \"tokens\": [1]}\n", "line 1: logits[0][2] is -Infinity; golden"},
+      {"{\"tokens\": [1], \"logits\": [[0, 1e39]]}\n",
+       "line 1: logits[0][1] is 1e+39, beyond float32 (Infinity); golden logits must be finite"},
+      {"{\"tokens\": [1, 2], \"logits\": [[0], [-4e38]]}\n", "line 1: logits[1][0] is -4e+38, beyond float32"},
   };
   char *p = NULL;
   p = gt_test_dir_path("bad.jsonl");
@@ -245,8 +278,8 @@ START_TEST(test_golden_forms) {
    * with nested values and strings holding escaped quotes and brackets;
    * line 4 (after a blank line of spaces): whitespace everywhere JSON allows
    * it within the line and a CRLF ending; line 5: every JSON number form
-   * (and Python's NaN / Infinity, which its json module writes for
-   * non-finite floats), a key spelt with a \u escape, no final newline */
+   * (Python's NaN / Infinity, which its json module writes for non-finite
+   * floats, in a skipped key: as logits they are refused), a key spelt with a \u escape, no final newline */
   const char *text =
       "\n"
       "{\"prompt\": \"say \\\"]}\\\" or [{\\\\\\/\\u005d\\u00e9\", "
@@ -257,7 +290,8 @@ START_TEST(test_golden_forms) {
       "   \t \r\n"
       " \t{ \"tokens\" :[ 1 ,\t2 ] ,\r \"logits\"\t:\t[ [ 1 , 2 ] ,[3,4]\r] }  \r\n"
       "{\"\\u0074okens\": [3.0, 1e1, 2E0], \"logits\": "
-      "[[-0, 0, 1e-7, 1E+3, 0.5e2, 12, -12, 1.5E-2, 3.4028235e38, 1e-45, 1e39, NaN, Infinity, -Infinity, 0.100000001], "
+      "[[-0, 0, 1e-7, 1E+3, 0.5e2, 12, -12, 1.5E-2, 3.4028235e38, 1e-45, -3.4028235e38, 1.17549435E-38, 8e-46, "
+      "-1e-50, 0.100000001], "
       "[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -0.0], "
       "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 123456789012345678901234567890]]}";
   gt_golden g;
@@ -278,18 +312,18 @@ START_TEST(test_golden_forms) {
   const gt_golden_seq *s = &g.seqs[2];
   ck_assert(s->n_tokens == 3 && s->vocab == 15);
   ck_assert(s->tokens[0] == 3 && s->tokens[1] == 10 && s->tokens[2] == 2);
-  const char *forms[13] = {"-0",           "0",     "1e-7", "1E+3", "0.5e2", "12", "-12", "1.5E-2",
-                           "3.4028235e38", "1e-45", "1e39", NULL,   NULL};
-  for (int v = 0; v < 11; v++) {
+  const char *forms[14] = {"-0",    "0",             "1e-7",           "1E+3",  "0.5e2",  "12",   "-12",
+                           "1.5E-2", "3.4028235e38", "1e-45", "-3.4028235e38", "1.17549435E-38", "8e-46", "-1e-50"};
+  for (int v = 0; v < 14; v++) {
     float w = want_float(forms[v]);
     ck_assert_msg(memcmp(&s->logits[v], &w, sizeof w) == 0, "%s read as %.9g", forms[v], (double)s->logits[v]);
   }
   ck_assert(signbit(s->logits[0]) && s->logits[0] == 0 && !signbit(s->logits[1]));
   ck_assert(s->logits[2] == 1e-7f && s->logits[3] == 1000.0f && s->logits[4] == 50.0f && s->logits[6] == -12.0f);
   ck_assert(s->logits[9] == nextafterf(0, 1));          /* the smallest subnormal */
-  ck_assert(isinf(s->logits[10]) && s->logits[10] > 0); /* past FLT_MAX: rounds to +inf, as before */
-  ck_assert(isnan(s->logits[11]));
-  ck_assert(isinf(s->logits[12]) && s->logits[12] > 0 && isinf(s->logits[13]) && s->logits[13] < 0);
+  ck_assert(s->logits[10] == -FLT_MAX && s->logits[11] == FLT_MIN);
+  ck_assert(s->logits[12] == nextafterf(0, 1)); /* 8e-46 rounds up to the smallest subnormal */
+  ck_assert(s->logits[13] == 0 && signbit(s->logits[13])); /* underflow keeps its sign */
   ck_assert(s->logits[14] == 0.1f); /* double first, then float: 0.100000001 -> 0.1f */
   ck_assert(signbit(s->logits[15 + 14]) && s->logits[15 + 14] == 0);
   ck_assert(s->logits[30 + 14] == want_float("123456789012345678901234567890"));
@@ -385,6 +419,7 @@ int main(void) {
   tcase_add_test(tc, test_kl_by_hand);
   tcase_add_test(tc, test_topk_metrics);
   tcase_add_test(tc, test_vocab_mismatch);
+  tcase_add_test(tc, test_compare_nonfinite_golden);
   tcase_add_test(tc, test_golden_roundtrip);
   tcase_add_test(tc, test_golden_refusals);
   tcase_add_test(tc, test_golden_refusals_limits);

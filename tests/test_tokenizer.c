@@ -533,6 +533,79 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
+/* issue 20: ids were cast to int32_t unchecked (UB past 2^31: 2^31+5 was
+ * reported as -2147483648, 5000.7 silently became 5000); each is refused
+ * naming the token and the id as written */
+START_TEST(test_id_out_of_range) {
+  expect_refusal("\"a\": 3,", "\"a\": 2147483653,", GT_ERR_FORMAT, "token 'a' has id 2147483653",
+                 "expected an integer 0 .. 1073741823");
+  expect_refusal("\"a\": 3,", "\"a\": 1e300,", GT_ERR_FORMAT, "token 'a' has id 1e+300", "expected an integer");
+  expect_refusal("\"a\": 3,", "\"a\": 5000.7,", GT_ERR_FORMAT, "token 'a' has id 5000.7", "expected an integer");
+  expect_refusal("\"a\": 3,", "\"a\": -1,", GT_ERR_FORMAT, "token 'a' has id -1", "expected an integer");
+  expect_refusal("\"a\": 3,", "\"a\": 1073741824,", GT_ERR_FORMAT, "token 'a' has id 1073741824", NULL);
+  expect_refusal("{\"id\": 18, \"content\": \"<x>\"", "{\"id\": 4294967314, \"content\": \"<x>\"", GT_ERR_FORMAT,
+                 "added token '<x>' has id 4294967314", "expected an integer");
+  expect_refusal("{\"id\": 18, \"content\": \"<x>\"", "{\"id\": 18.5, \"content\": \"<x>\"", GT_ERR_FORMAT,
+                 "added token '<x>' has id 18.5", NULL);
+  expect_refusal("\"ids\": [1]", "\"ids\": [1.5]", GT_ERR_FORMAT, "post_processor special token '<s>' has id 1.5",
+                 "expected an integer");
+  expect_refusal("\"ids\": [2]", "\"ids\": [-3e9]", GT_ERR_FORMAT, "post_processor special token '</s>' has id -3000000000",
+                 NULL);
+  /* the largest id allowed still loads */
+  char *j = small_json("null");
+  char *p = strstr(j, "\"a\\u2581\": 17");
+  ck_assert_ptr_nonnull(p);
+  char *m = NULL;
+  ck_assert(asprintf(&m, "%.*s\"a\\u2581\": 1073741823%s", (int)(p - j), j, p + strlen("\"a\\u2581\": 17")) > 0);
+  free(j);
+  gt_tokenizer *t = NULL;
+  gt_err e;
+  /* the merge a+▁ names a token that now has the last id */
+  ck_assert_msg(gt_tokenizer_load_json(m, strlen(m), "big.json", &t, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(gt_tokenizer_token_id(t, "a\xE2\x96\x81", 4), 1073741823);
+  gt_tokenizer_free(t);
+  free(m);
+}
+END_TEST
+
+/* issue 20: an empty token "" as the first string stored passed NULL to
+ * memcpy (UBSan); it loads, has its id and decodes to nothing */
+START_TEST(test_empty_token) {
+  char *j = small_json("null");
+  const char *from = "\"vocab\": {";
+  char *p = strstr(j, from);
+  ck_assert_ptr_nonnull(p);
+  char *m = NULL;
+  ck_assert(asprintf(&m, "%.*s%s\"\": 19, %s", (int)(p - j), j, from, p + strlen(from)) > 0);
+  free(j);
+  gt_tokenizer *t = NULL;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_load_json(m, strlen(m), "empty.json", &t, &e) == GT_OK, "%s", e.msg);
+  free(m);
+  size_t len = 99;
+  const char *s = gt_tokenizer_token(t, 19, &len);
+  ck_assert(s != NULL && len == 0);
+  ck_assert_int_eq(gt_tokenizer_token_id(t, "", 0), 19);
+  ck_assert_int_eq(gt_tokenizer_n_ids(t), 20);
+  EXPECT(t, "abc", 9); /* encoding is unchanged */
+  int32_t ids[] = {19, 7, 19};
+  expect_decode(t, ids, 3, 0, "ab", 2);
+  gt_tokenizer_free(t);
+  /* and as an added token, which never matches text */
+  j = small_json("null");
+  const char *added = "\"added_tokens\": [";
+  p = strstr(j, added);
+  ck_assert(asprintf(&m, "%.*s%s{\"id\": 19, \"content\": \"\", \"special\": false}, %s", (int)(p - j), j, added,
+                     p + strlen(added)) > 0);
+  free(j);
+  ck_assert_msg(gt_tokenizer_load_json(m, strlen(m), "empty_added.json", &t, &e) == GT_OK, "%s", e.msg);
+  free(m);
+  EXPECT(t, "abc", 9);
+  expect_decode(t, ids, 3, 0, "ab", 2);
+  gt_tokenizer_free(t);
+}
+END_TEST
+
 static Suite *tokenizer_suite(void) {
   Suite *s = suite_create("tokenizer");
   TCase *g = gt_test_tcase(s, "gemma3");
@@ -548,6 +621,8 @@ static Suite *tokenizer_suite(void) {
   tcase_add_test(h, test_small_split_behaviours);
   tcase_add_test(h, test_small_decode);
   tcase_add_test(h, test_refusals);
+  tcase_add_test(h, test_id_out_of_range);
+  tcase_add_test(h, test_empty_token);
   return s;
 }
 

@@ -97,24 +97,11 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
   return 0;
 }
 
+/* Standard input to its end, through the library's one whole-file reader. */
 static char *read_all(FILE *f, size_t *n) {
-  size_t cap = 1 << 16, len = 0;
-  char *b = malloc(cap);
-  for (;;) {
-    if (!b) return NULL;
-    size_t r = fread(b + len, 1, cap - len - 1, f);
-    len += r;
-    if (r == 0) break;
-    if (len + 1 == cap) {
-      cap *= 2;
-      char *nb = realloc(b, cap);
-      if (!nb) free(b);
-      b = nb;
-    }
-  }
-  b[len] = 0;
-  *n = len;
-  return b;
+  char *b;
+  gt_err err;
+  return gt_read_stream(f, "standard input", "tokenize:", &b, n, &err) ? NULL : b;
 }
 
 static int run_ids(const gt_tokenizer *t, const tok_opts *o) {

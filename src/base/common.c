@@ -2,6 +2,7 @@
 #include "base/common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include <stdarg.h>
@@ -70,23 +71,71 @@ gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
   return GT_OK;
 }
 
+/* Reads f to its end into a malloc'd, NUL-terminated buffer. cap is the
+ * first buffer size: a regular file's size + 2, so that the read that meets
+ * the end fits without growing; for a pipe (no size) the buffer doubles.
+ * fread returns short only at the end or on an error. */
+static gt_rc gt__read_to_end(FILE *f, const char *path, const char *who, size_t cap, char **buf, size_t *n,
+                             gt_err *err) {
+  if (cap < 2) cap = 1 << 16;
+  char *b = malloc(cap);
+  size_t len = 0;
+  for (;;) {
+    if (!b) return gt_err_set(err, GT_ERR_NOMEM, "%s '%s' cannot be read (no memory for %zu bytes)", who, path, cap);
+    if (len + 1 == cap) {
+      char *nb = cap <= SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+      if (!nb) {
+        free(b);
+        return gt_err_set(err, GT_ERR_NOMEM, "%s '%s' cannot be read (no memory for more than %zu bytes)", who,
+                          path, len);
+      }
+      b = nb;
+      cap *= 2;
+    }
+    size_t want = cap - 1 - len, got = fread(b + len, 1, want, f);
+    len += got;
+    if (got < want) break;
+  }
+  if (ferror(f)) {
+    int e = errno;
+    free(b);
+    return gt_err_set(err, GT_ERR_IO, "%s '%s' cannot be read: %s", who, path, strerror(e ? e : EIO));
+  }
+  b[len] = '\0';
+  *buf = b;
+  *n = len;
+  return GT_OK;
+}
+
 gt_rc gt_read_file(const char *path, const char *who, char **buf, size_t *n, gt_err *err) {
   *buf = NULL;
   *n = 0;
   FILE *f = fopen(path, "rb");
   if (!f) return gt_err_set(err, GT_ERR_IO, "%s '%s' cannot be opened: %s", who, path, strerror(errno));
-  long len = -1;
-  if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-  char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1) : NULL;
-  int ok = b && fread(b, 1, (size_t)len, f) == (size_t)len;
-  fclose(f);
-  if (!ok) {
-    free(b);
-    return gt_err_set(err, b || len < 0 ? GT_ERR_IO : GT_ERR_NOMEM, "%s '%s' cannot be read%s", who, path,
-                      b || len < 0 ? "" : " (no memory)");
+  /* fstat on the open file, not stat before it: what is read is what was
+   * checked. A directory opens for reading on Linux; reading it fails. */
+  struct stat st;
+  int have = fstat(fileno(f), &st) == 0;
+  if (have && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return gt_err_set(err, GT_ERR_IO, "%s '%s' is a directory, expected a file", who, path);
   }
-  b[len] = '\0';
-  *buf = b;
-  *n = (size_t)len;
-  return GT_OK;
+  size_t cap = have && S_ISREG(st.st_mode) && (uint64_t)st.st_size < SIZE_MAX - 2 ? (size_t)st.st_size + 2 : 0;
+  gt_rc rc = gt__read_to_end(f, path, who, cap, buf, n, err);
+  fclose(f);
+  return rc;
+}
+
+gt_rc gt_read_stream(FILE *f, const char *name, const char *who, char **buf, size_t *n, gt_err *err) {
+  *buf = NULL;
+  *n = 0;
+  return gt__read_to_end(f, name, who, 0, buf, n, err);
+}
+
+int gt_json_float_text(double v, char *buf, size_t n) {
+  if (!isfinite(v) || n < 32) return -1;
+  snprintf(buf, n, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, n, "%.17g", v);
+  if (!strpbrk(buf, ".eE")) strcat(buf, ".0"); /* at most 25 characters so far */
+  return 0;
 }

@@ -312,11 +312,24 @@ static gt_rc gt__unknown_key(const char *key, const char *source, gt_err *err) {
 
 /* ---------- set one key ---------- */
 
+/* Numbers are decimal. strtod also reads hexadecimal ("0x10" is 16,
+ * "0x1p-4" 1/16), and "010" is octal 8 in C and YAML 1.1 (MaxText's configs
+ * are YAML): a value in either form is refused rather than guessed at.
+ * Returns why, or NULL for a decimal (or not numeric at all) text. */
+static const char *gt__not_decimal(const char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  if (*s == '+' || *s == '-') s++;
+  if (s[0] == '0' && s[1] && strchr("xXoObB", s[1]))
+    return "hexadecimal, octal and binary forms are refused";
+  if (s[0] == '0' && isdigit((unsigned char)s[1])) return "a leading zero is refused (octal in some parsers)";
+  return NULL;
+}
+
 static int gt__parse_ll(const char *s, long long *out) {
   char *end;
   errno = 0;
   while (isspace((unsigned char)*s)) s++;
-  if (!*s) return 0;
+  if (!*s || gt__not_decimal(s)) return 0;
   long long v = strtoll(s, &end, 10);
   if (errno == 0 && *end == '\0') {
     *out = v;
@@ -334,7 +347,7 @@ static int gt__parse_double(const char *s, double *out) {
   char *end;
   errno = 0;
   while (isspace((unsigned char)*s)) s++;
-  if (!*s) return 0;
+  if (!*s || gt__not_decimal(s)) return 0;
   double d = strtod(s, &end);
   if (errno || *end || !isfinite(d)) return 0;
   *out = d;
@@ -391,6 +404,10 @@ gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const ch
   switch (k->type) {
     case GT_KEY_INT: {
       long long v;
+      const char *nd = gt__not_decimal(value);
+      if (nd)
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects a decimal integer, got '%s' (in %s); %s", key,
+                          value, source, nd);
       if (!gt__parse_ll(value, &v))
         return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects an integer, got '%s' (in %s)",
                           key, value, source);
@@ -406,6 +423,10 @@ gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const ch
     }
     case GT_KEY_FLOAT: {
       double v;
+      const char *nd = gt__not_decimal(value);
+      if (nd)
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects a decimal number, got '%s' (in %s); %s", key,
+                          value, source, nd);
       if (!gt__parse_double(value, &v))
         return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects a number, got '%s' (in %s)",
                           key, value, source);
@@ -469,26 +490,31 @@ gt_rc gt_config_get_text(const gt_config *cfg, const char *key, char *buf, size_
 
 /* ---------- JSON layers ---------- */
 
+/* cJSON keeps every member of an object, so a key written twice was applied
+ * twice and the last one won without a word. where names the file or text
+ * ("'path'", "point 2"). */
+static gt_rc gt__no_duplicate_keys(const cJSON *obj, const char *where, gt_err *err) {
+  for (const cJSON *a = obj->child; a; a = a->next)
+    for (const cJSON *b = a->next; b; b = b->next)
+      if (a->string && b->string && !strcmp(a->string, b->string))
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' appears twice in %s; set each key once", a->string,
+                          where);
+  return GT_OK;
+}
+
 static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return gt_err_set(err, GT_ERR_IO, "config: cannot open '%s': %s", path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (!buf) {
-    fclose(f);
-    return gt_err_set(err, GT_ERR_NOMEM, "config: no memory to read '%s'", path);
-  }
-  size_t got = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  buf[got] = '\0';
-  const char *where = NULL;
-  cJSON *j = cJSON_ParseWithOpts(buf, &where, 1);
+  char *buf;
+  size_t n;
+  gt_rc rc = gt_read_file(path, "config: file", &buf, &n, err);
+  if (rc) return rc;
+  /* a NUL byte would end the text cJSON sees: what follows it would be
+   * ignored, so it is refused as not JSON at its line */
+  const char *nul = memchr(buf, '\0', n), *where = nul;
+  cJSON *j = nul ? NULL : cJSON_ParseWithOpts(buf, &where, 1);
   if (!j) {
     long off = where ? (long)(where - buf) : 0;
     int line = 1;
-    for (long i = 0; i < off && buf[i]; i++) line += buf[i] == '\n';
+    for (long i = 0; i < off && i < (long)n; i++) line += buf[i] == '\n';
     free(buf);
     return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' is not valid JSON (near line %d)", path, line);
   }
@@ -496,6 +522,12 @@ static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
   if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
     return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' must hold a JSON object of key: value", path);
+  }
+  char quoted[GT_STR_PATH + 8];
+  snprintf(quoted, sizeof quoted, "'%s'", path);
+  if ((rc = gt__no_duplicate_keys(j, quoted, err))) {
+    cJSON_Delete(j);
+    return rc;
   }
   *out = j;
   return GT_OK;
@@ -535,7 +567,8 @@ gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *so
     cJSON_Delete(j);
     return gt_err_set(err, GT_ERR_CONFIG, "config: %s does not hold a JSON object of key: value", source);
   }
-  gt_rc rc = gt__apply_json(cfg, j, source, NULL, err);
+  gt_rc rc = gt__no_duplicate_keys(j, source, err);
+  if (!rc) rc = gt__apply_json(cfg, j, source, NULL, err);
   cJSON_Delete(j);
   return rc;
 }
@@ -862,6 +895,13 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
 }
 
 gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
+  /* the run directory is <base_output_directory>/<run_name>: a '/' or a
+   * "." / ".." name would put it (and its checkpoints) somewhere else */
+  if (strchr(c->run_name, '/') || !strcmp(c->run_name, ".") || !strcmp(c->run_name, ".."))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'run_name' = '%s' must name one directory inside base_output_directory (no '/', "
+                      "not '.' or '..')",
+                      c->run_name);
   if (c->base_num_query_heads % c->base_num_kv_heads)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'base_num_kv_heads' = %lld does not divide base_num_query_heads = "

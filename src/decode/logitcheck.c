@@ -61,7 +61,24 @@ gt_rc gt_logit_compare(const float *model, int64_t vocab_model, const float *gol
   if (n_pos < 1 || vocab_model < 1 || vocab_golden < 1)
     return gt_err_set(err, GT_ERR_ARG, "logit-check: nothing to compare (%d positions, vocab %lld and %lld)", n_pos,
                       (long long)vocab_model, (long long)vocab_golden);
-  int64_t V = vocab_model < vocab_golden ? vocab_model : vocab_golden;
+  if (vocab_golden != vocab_model)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "logit-check: golden rows hold %lld logits but the model's vocabulary has %lld entries; a "
+                      "golden row needs one logit per vocabulary entry",
+                      (long long)vocab_golden, (long long)vocab_model);
+  int64_t V = vocab_model;
+  /* NaN or infinite golden logits make NaN probabilities, which the KL sum
+   * below would skip (KL 0, a pass); the reader refuses them by line, and a
+   * caller with its own arrays meets the same refusal here. */
+  for (int t = 0; t < n_pos; t++)
+    for (int64_t v = 0; v < V; v++) {
+      float x = golden[(size_t)t * (size_t)V + (size_t)v];
+      if (!isfinite(x))
+        return gt_err_set(err, GT_ERR_FORMAT,
+                          "logit-check: golden logit at position %d, vocab index %lld is %s; golden logits must be "
+                          "finite",
+                          t, (long long)v, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+    }
   out->n_pos = n_pos;
   out->vocab = V;
   out->kl = calloc((size_t)n_pos, sizeof(double));

@@ -36,7 +36,8 @@ typedef struct gt_golden {
  * line needs "tokens" (integers >= 0) and "logits" with one row per token,
  * all rows of one length, in either order; other keys are checked as JSON
  * and skipped. Numbers are JSON numbers read with strtod and rounded to
- * float, plus NaN, Infinity and -Infinity (Python's json writes them). A
+ * float, plus NaN, Infinity and -Infinity (Python's json writes them); a
+ * logit must be finite as a float32, or the line and position are named. A
  * newline ends the line. A violation (bad JSON, anything after the object,
  * a repeated key) is refused naming the line, and for syntax the column,
  * what was expected and what was found. */
@@ -49,7 +50,7 @@ int gt_golden_write_line(FILE *f, const int32_t *tokens, int n_tokens, const flo
 
 typedef struct gt_logit_cmp {
   int n_pos;        /* positions compared */
-  int64_t vocab;    /* entries compared: the smaller of the two vocabularies */
+  int64_t vocab;    /* entries compared: the vocabulary */
   double *kl;       /* [n_pos] KL(P_golden || Q_model) per token, nats (caller frees with gt_logit_cmp_free) */
   double kl_mean, kl_max;
   int kl_argmax;
@@ -66,8 +67,10 @@ typedef struct gt_logit_cmp {
 } gt_logit_cmp;
 
 /* Compares model logits [n_pos, vocab_model] with golden [n_pos,
- * vocab_golden] over the first min(vocab_model, vocab_golden) entries, in
- * float64. */
+ * vocab_golden], in float64. The golden rows must hold one logit per
+ * vocabulary entry (vocab_golden == vocab_model: comparing a common prefix
+ * could pass a file made for another model) and be finite; either is
+ * refused with GT_ERR_FORMAT. */
 gt_rc gt_logit_compare(const float *model, int64_t vocab_model, const float *golden, int64_t vocab_golden, int n_pos,
                        gt_logit_cmp *out, gt_err *err);
 void gt_logit_cmp_free(gt_logit_cmp *c);

@@ -12,7 +12,8 @@
  * - a newline ends the line, so an object broken over lines is refused as
  *   truncated; other JSON whitespace (space, tab, CR) may appear anywhere;
  * - NaN, Infinity and -Infinity are numbers (Python writes them for
- *   non-finite logits);
+ *   non-finite logits): accepted in keys we skip, refused as logits (and
+ *   so is a number beyond float32), naming the line and position;
  * - numbers follow the JSON grammar and are converted by strtod, then rounded
  *   to float as before (a %.9g value reads back to the same float);
  * - anything but whitespace after the object is refused, and so is a second
@@ -327,6 +328,21 @@ static gt_rc gt__jr_reserve(gt__jr *r, gt__jline *L, int64_t floats, int64_t row
   return GT_OK;
 }
 
+/* A golden logit must be a finite float32: NaN or an infinity (Python
+ * writes both) gives NaN probabilities, which the KL sum used to skip, so a
+ * check on max_kl_div alone passed whatever the model said. */
+static gt_rc gt__jr_nonfinite(gt__jr *r, int64_t t, int64_t v, double d) {
+  char what[64];
+  if (isnan(d))
+    snprintf(what, sizeof what, "NaN");
+  else if (isinf(d))
+    snprintf(what, sizeof what, "%s", d > 0 ? "Infinity" : "-Infinity");
+  else
+    snprintf(what, sizeof what, "%g, beyond float32 (%s)", d, d > 0 ? "Infinity" : "-Infinity");
+  return gt_err_set(r->err, GT_ERR_FORMAT, "logit-check: %s: logits[%lld][%lld] is %s; golden logits must be finite",
+                    r->where, (long long)t, (long long)v, what);
+}
+
 /* Row t of the logits (at '['). Row 0 grows its buffer and sets the vocab;
  * later rows store up to vocab entries and count the rest. */
 static gt_rc gt__jr_row(gt__jr *r, gt__jline *L, int64_t t, int64_t *count) {
@@ -343,6 +359,7 @@ static gt_rc gt__jr_row(gt__jr *r, gt__jline *L, int64_t t, int64_t *count) {
                               (long long)t, (long long)v)
                  : gt__jr_syntax(r, "a JSON value");
     if ((rc = gt__jr_number(r, &d))) return rc;
+    if (!isfinite((float)d)) return gt__jr_nonfinite(r, t, v, d);
     if (t == 0) {
       if (v == L->cap_floats && (rc = gt__jr_reserve(r, L, v ? 2 * v : 4096, 1))) return rc;
       L->s->logits[v] = (float)d;

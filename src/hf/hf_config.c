@@ -342,28 +342,37 @@ gt_rc gt_hf_config_read(const char *path, gt_config *cfg, gt_hf_info *info, gt_e
     snprintf(file, sizeof file, "%s/config.json", path);
   else
     snprintf(file, sizeof file, "%s", path);
-  FILE *f = fopen(file, "rb");
-  if (!f) return gt_err_set(err, GT_ERR_IO, "hf: cannot open '%s': %s", file, strerror(errno));
-  char *buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-  if (n >= 0 && n < (1L << 26) && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
-  size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-  fclose(f);
-  if (!buf || (long)got != n) {
-    free(buf);
-    return gt_err_set(err, GT_ERR_IO, "hf: cannot read '%s' (%ld bytes)", file, n);
-  }
-  buf[n] = '\0';
+  char *buf;
+  size_t n;
+  gt_rc rc = gt_read_file(file, "hf: config", &buf, &n, err);
+  if (rc) return rc;
   char where[GT_STR_PATH + 32];
   snprintf(where, sizeof where, "'%s'", file);
-  gt_rc rc = gt_hf_config_parse(buf, where, cfg, info, err);
+  rc = gt_hf_config_parse(buf, where, cfg, info, err);
   free(buf);
   return rc;
 }
 
 gt_rc gt_hf_config_exportable(const gt_config *cfg, gt_err *err) {
-  return gt_config_is_gemma4(cfg) ? gt__hf4_exportable(cfg, err) : GT_OK;
+  if (gt_config_is_gemma4(cfg)) return gt__hf4_exportable(cfg, err);
+  /* Gemma3TextConfig (transformers, @strict) declares query_pre_attn_scalar
+   * an int: a fractional scale has no form it loads */
+  if (cfg->query_pre_attn_scalar != floor(cfg->query_pre_attn_scalar) || cfg->query_pre_attn_scalar > 1e15)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "hf: key 'query_pre_attn_scalar' = %g; Hugging Face's Gemma3TextConfig declares it an int "
+                      "(expected a whole number)",
+                      cfg->query_pre_attn_scalar);
+  return GT_OK;
+}
+
+/* A key Hugging Face declares float: written with a decimal point even when
+ * whole (cJSON would print 30.0 as 30, which strict configs refuse). */
+static void gt__hf_add_float(cJSON *o, const char *key, double v) {
+  char t[40];
+  if (gt_json_float_text(v, t, sizeof t))
+    cJSON_AddNullToObject(o, key);
+  else
+    cJSON_AddRawToObject(o, key, t);
 }
 
 char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const char *torch_dtype) {
@@ -373,19 +382,19 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
   cJSON_AddItemToArray(arch, cJSON_CreateString("Gemma3ForCausalLM"));
   cJSON_AddStringToObject(o, "model_type", "gemma3_text");
   cJSON_AddBoolToObject(o, "attention_bias", 0);
-  cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+  gt__hf_add_float(o, "attention_dropout", 0.0);
   cJSON_AddNullToObject(o, "attn_logit_softcapping");
   cJSON_AddNumberToObject(o, "bos_token_id", 2);
   cJSON_AddNumberToObject(o, "eos_token_id", 1);
   cJSON_AddNumberToObject(o, "pad_token_id", 0);
   if (cfg->final_logits_soft_cap > 0)
-    cJSON_AddNumberToObject(o, "final_logit_softcapping", cfg->final_logits_soft_cap);
+    gt__hf_add_float(o, "final_logit_softcapping", cfg->final_logits_soft_cap);
   else
     cJSON_AddNullToObject(o, "final_logit_softcapping");
   cJSON_AddNumberToObject(o, "head_dim", (double)cfg->head_dim);
   cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
   cJSON_AddNumberToObject(o, "hidden_size", (double)cfg->base_emb_dim);
-  cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+  gt__hf_add_float(o, "initializer_range", 0.02);
   cJSON_AddNumberToObject(o, "intermediate_size", (double)cfg->base_mlp_dim);
   cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
   for (long long i = 0; i < cfg->base_num_decoder_layers; i++)
@@ -397,17 +406,17 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
   cJSON_AddNumberToObject(o, "num_attention_heads", (double)cfg->base_num_query_heads);
   cJSON_AddNumberToObject(o, "num_hidden_layers", (double)cfg->base_num_decoder_layers);
   cJSON_AddNumberToObject(o, "num_key_value_heads", (double)cfg->base_num_kv_heads);
-  cJSON_AddNumberToObject(o, "query_pre_attn_scalar", cfg->query_pre_attn_scalar);
-  cJSON_AddNumberToObject(o, "rms_norm_eps", cfg->normalization_layer_epsilon);
-  cJSON_AddNumberToObject(o, "rope_local_base_freq", cfg->local_rope_max_timescale);
+  cJSON_AddNumberToObject(o, "query_pre_attn_scalar", (double)llround(cfg->query_pre_attn_scalar)); /* an int: see gt_hf_config_exportable */
+  gt__hf_add_float(o, "rms_norm_eps", cfg->normalization_layer_epsilon);
+  gt__hf_add_float(o, "rope_local_base_freq", cfg->local_rope_max_timescale);
   if (cfg->rope_linear_scaling_factor != 1.0) {
     cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-    cJSON_AddNumberToObject(rs, "factor", cfg->rope_linear_scaling_factor);
+    gt__hf_add_float(rs, "factor", cfg->rope_linear_scaling_factor);
     cJSON_AddStringToObject(rs, "rope_type", "linear");
   } else {
     cJSON_AddNullToObject(o, "rope_scaling");
   }
-  cJSON_AddNumberToObject(o, "rope_theta", cfg->rope_max_timescale);
+  gt__hf_add_float(o, "rope_theta", cfg->rope_max_timescale);
   cJSON_AddNumberToObject(o, "sliding_window", (double)cfg->sliding_window_size);
   /* Older transformers read only this: write it when the pattern is
    * "L...LG", the only shape it can express. */

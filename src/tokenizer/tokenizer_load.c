@@ -2,6 +2,7 @@
  * component type is checked here, so encoding never meets one it does not
  * know: an unsupported type or option is refused with its name. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,11 @@ static gt_rc gt__nomem(gt__ld *L) {
   return gt_err_set(L->err, GT_ERR_NOMEM, "tokenizer: no memory loading '%s'", L->name);
 }
 
-/* Copies s into the pool; returns its offset or -1. */
+/* Copies s into the pool; returns its offset or -1. The pool exists after
+ * the first call even for an empty string (a token ""), so that no NULL
+ * pool reaches memcpy or memcmp. */
 static int64_t gt__pool_add(gt_tokenizer *t, const char *s, size_t n) {
-  if (t->pool_len + n > t->pool_cap) {
+  if (!t->pool || t->pool_len + n > t->pool_cap) {
     size_t nc = t->pool_cap ? t->pool_cap : 1 << 20;
     while (nc < t->pool_len + n) nc *= 2;
     char *p = realloc(t->pool, nc);
@@ -74,9 +77,26 @@ static int64_t gt__pool_add(gt_tokenizer *t, const char *s, size_t n) {
     t->pool = p;
     t->pool_cap = nc;
   }
-  memcpy(t->pool + t->pool_len, s, n);
+  if (n) memcpy(t->pool + t->pool_len, s, n);
   t->pool_len += n;
   return (int64_t)(t->pool_len - n);
+}
+
+/* A token id as the JSON number holds it: an integer 0 .. 2^30 - 1,
+ * checked on the double before any cast (past INT32_MAX the cast is
+ * undefined, and 5000.7 would silently become 5000). what and name say
+ * whose id it is ("token", "a"). */
+static gt_rc gt__id(gt__ld *L, const cJSON *num, const char *what, const char *name, int32_t *out) {
+  double d = num->valuedouble;
+  if (d >= 0 && d < (double)(1 << 30) && d == floor(d)) {
+    *out = (int32_t)d;
+    return GT_OK;
+  }
+  char text[40];
+  snprintf(text, sizeof text, "%.15g", d);
+  if (strtod(text, NULL) != d) snprintf(text, sizeof text, "%.17g", d);
+  return gt_err_set(L->err, GT_ERR_FORMAT, "tokenizer: '%s': %s '%s' has id %s; expected an integer 0 .. %d", L->name,
+                    what, name, text, (1 << 30) - 1);
 }
 
 /* Records id -> string; the id tables grow to hold it. */
@@ -276,7 +296,9 @@ static gt_rc gt__post_processor(gt__ld *L, const cJSON *o) {
       int *n = seen_a ? &t->n_post_suf : &t->n_post_pre;
       if (*n == 8 || !cJSON_IsNumber(id))
         return gt_err_set(L->err, GT_ERR_FORMAT, "tokenizer: '%s': post_processor template is malformed", L->name);
-      dst[(*n)++] = (int32_t)id->valuedouble;
+      gt_rc rc = gt__id(L, id, "post_processor special token", name->valuestring, &dst[*n]);
+      if (rc) return rc;
+      (*n)++;
     }
   }
   if (!seen_a)
@@ -406,7 +428,8 @@ static gt_rc gt__model(gt__ld *L, const cJSON *model) {
     if (!cJSON_IsNumber(e))
       return gt_err_set(L->err, GT_ERR_FORMAT, "tokenizer: '%s': model.vocab['%s'] is not a number", L->name,
                         e->string);
-    if ((rc = gt__set_token(L, (int32_t)e->valuedouble, e->string, 4))) return rc;
+    int32_t id;
+    if ((rc = gt__id(L, e, "token", e->string, &id)) || (rc = gt__set_token(L, id, e->string, 4))) return rc;
   }
   if ((rc = gt__vocab_table(L))) return rc;
   for (int b = 0; b < 256; b++) {
@@ -477,9 +500,11 @@ static gt_rc gt__added_tokens(gt__ld *L, const cJSON *added) {
                           "tokenizer: '%s': added token '%s' has %s=true, which is not supported; expected false",
                           L->name, content->valuestring, flags[i]);
     int special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"));
-    if ((rc = gt__set_token(L, (int32_t)id->valuedouble, content->valuestring, (unsigned char)(1 | (special ? 2 : 0)))))
+    int32_t v;
+    if ((rc = gt__id(L, id, "added token", content->valuestring, &v)) ||
+        (rc = gt__set_token(L, v, content->valuestring, (unsigned char)(1 | (special ? 2 : 0)))) ||
+        (rc = gt__trie_add(L, content->valuestring, v)))
       return rc;
-    if ((rc = gt__trie_add(L, content->valuestring, (int32_t)id->valuedouble))) return rc;
   }
   return GT_OK;
 }
