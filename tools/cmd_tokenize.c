@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,10 @@ static int run_decode(const gt_tokenizer *t) {
   const cJSON *v;
   int k = 0, ok = cJSON_IsArray(j) && ids;
   cJSON_ArrayForEach(v, j) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int32_t)v->valuedouble) ok = 0;
+    /* range first: casting a double outside int32 is undefined behaviour */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2147483647.0) ||
+        v->valuedouble != floor(v->valuedouble))
+      ok = 0;
     if (ok) ids[k++] = (int32_t)v->valuedouble;
   }
   cJSON_Delete(j);

@@ -1099,35 +1099,20 @@ static gt_rc gt__check_cross_dups(const gt_st_set *s, gt_err *err) {
 }
 
 static gt_rc gt__set_open_index(gt_st_set *s, const char *dir, const char *ipath, gt_err *err) {
-  FILE *fp = fopen(ipath, "rb");
-  if (!fp) return gt_err_set(err, GT_ERR_IO, "%s: cannot open: %s", ipath, strerror(errno));
   char *text = NULL;
   cJSON *root = NULL;
   int *file_of = NULL;
   const char **fname = NULL;
-  gt_rc rc = GT_OK;
-  long len = -1;
-  if (fseek(fp, 0, SEEK_END) == 0) len = ftell(fp);
-  if (len < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-    rc = gt_err_set(err, GT_ERR_IO, "%s: cannot determine its size", ipath);
+  size_t len = 0;
+  /* the one whole-file reader: refuses a directory, reads a pipe */
+  gt_rc rc = gt_read_file(ipath, "safetensors index", &text, &len, err);
+  if (rc) goto out;
+  if (len > GT_ST_MAX_HEADER) {
+    rc = gt_err_set(err, GT_ERR_FORMAT, "%s: %zu bytes, larger than the %llu-byte limit", ipath, len,
+                    GT_ST_MAX_HEADER);
     goto out;
   }
-  if ((unsigned long)len > GT_ST_MAX_HEADER) {
-    rc = gt_err_set(err, GT_ERR_FORMAT, "%s: %ld bytes, larger than the %llu-byte limit", ipath,
-                    len, GT_ST_MAX_HEADER);
-    goto out;
-  }
-  text = malloc((size_t)len + 1);
-  if (!text) {
-    rc = gt_err_set(err, GT_ERR_NOMEM, "%s: no memory for %ld bytes", ipath, len);
-    goto out;
-  }
-  if (fread(text, 1, (size_t)len, fp) != (size_t)len) {
-    rc = gt_err_set(err, GT_ERR_IO, "%s: short read", ipath);
-    goto out;
-  }
-  text[len] = '\0';
-  root = cJSON_ParseWithLength(text, (size_t)len);
+  root = cJSON_ParseWithLength(text, len);
   if (!root || !cJSON_IsObject(root)) {
     rc = gt_err_set(err, GT_ERR_FORMAT, "%s: not a JSON object", ipath);
     goto out;
@@ -1203,7 +1188,6 @@ out:
   free(file_of);
   cJSON_Delete(root);
   free(text);
-  fclose(fp);
   return rc;
 }
 
