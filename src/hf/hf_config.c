@@ -365,9 +365,7 @@ gt_rc gt_hf_config_exportable(const gt_config *cfg, gt_err *err) {
   return GT_OK;
 }
 
-/* A key Hugging Face declares float: written with a decimal point even when
- * whole (cJSON would print 30.0 as 30, which strict configs refuse). */
-static void gt__hf_add_float(cJSON *o, const char *key, double v) {
+void gt__hf_add_float(cJSON *o, const char *key, double v) {
   char t[40];
   if (gt_json_float_text(v, t, sizeof t))
     cJSON_AddNullToObject(o, key);

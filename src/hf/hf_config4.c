@@ -349,20 +349,12 @@ gt_rc gt__hf4_exportable(const gt_config *c, gt_err *err) {
 /* A key Hugging Face declares float: written with a decimal point even when
  * whole ("final_logit_softcapping": 30 made Gemma4TextConfig, a strict
  * dataclass declaring float | None, refuse every export). */
-static void gt__hf4_add_float(cJSON *o, const char *key, double v) {
-  char t[40];
-  if (gt_json_float_text(v, t, sizeof t))
-    cJSON_AddNullToObject(o, key);
-  else
-    cJSON_AddRawToObject(o, key, t);
-}
-
 static void gt__hf4_add_rope(cJSON *o, const char *type, double theta, double fraction, double factor) {
   cJSON *r = cJSON_AddObjectToObject(o, type);
   int prop = fraction != 1.0 || factor != 1.0 || !strcmp(type, "full_attention");
-  if (factor != 1.0) gt__hf4_add_float(r, "factor", factor);
-  if (prop) gt__hf4_add_float(r, "partial_rotary_factor", fraction);
-  gt__hf4_add_float(r, "rope_theta", theta);
+  if (factor != 1.0) gt__hf_add_float(r, "factor", factor);
+  if (prop) gt__hf_add_float(r, "partial_rotary_factor", fraction);
+  gt__hf_add_float(r, "rope_theta", theta);
   cJSON_AddStringToObject(r, "rope_type", prop ? "proportional" : "default");
 }
 
@@ -386,13 +378,13 @@ char *gt__hf4_config_to_json(const gt_config *cfg, const char *torch_dtype) {
   cJSON_AddItemToArray(arch, cJSON_CreateString("Gemma4ForCausalLM"));
   cJSON_AddStringToObject(o, "model_type", "gemma4_text");
   cJSON_AddBoolToObject(o, "attention_bias", 0);
-  gt__hf4_add_float(o, "attention_dropout", 0.0);
+  gt__hf_add_float(o, "attention_dropout", 0.0);
   cJSON_AddBoolToObject(o, "attention_k_eq_v", cfg->share_kv_projections);
   cJSON_AddNumberToObject(o, "bos_token_id", 2);
   cJSON_AddBoolToObject(o, "enable_moe_block", ms.E > 0);
   cJSON_AddNumberToObject(o, "eos_token_id", 1);
   if (cfg->final_logits_soft_cap > 0)
-    gt__hf4_add_float(o, "final_logit_softcapping", cfg->final_logits_soft_cap);
+    gt__hf_add_float(o, "final_logit_softcapping", cfg->final_logits_soft_cap);
   else
     cJSON_AddNullToObject(o, "final_logit_softcapping");
   cJSON_AddNumberToObject(o, "global_head_dim", (double)ghd);
@@ -400,7 +392,7 @@ char *gt__hf4_config_to_json(const gt_config *cfg, const char *torch_dtype) {
   cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
   cJSON_AddNumberToObject(o, "hidden_size", (double)cfg->base_emb_dim);
   cJSON_AddNumberToObject(o, "hidden_size_per_layer_input", (double)P);
-  gt__hf4_add_float(o, "initializer_range", 0.02);
+  gt__hf_add_float(o, "initializer_range", 0.02);
   cJSON_AddNumberToObject(o, "intermediate_size", (double)cfg->base_mlp_dim);
   cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
   for (long long i = 0; i < L; i++) cJSON_AddItemToArray(lt, cJSON_CreateString(gt__hf_layer_type_name(cfg, i)));
@@ -414,7 +406,7 @@ char *gt__hf4_config_to_json(const gt_config *cfg, const char *torch_dtype) {
   cJSON_AddNumberToObject(o, "num_key_value_heads", (double)cfg->base_num_kv_heads);
   cJSON_AddNumberToObject(o, "num_kv_shared_layers", (double)cfg->num_kv_shared_layers);
   cJSON_AddNumberToObject(o, "pad_token_id", 0);
-  gt__hf4_add_float(o, "rms_norm_eps", cfg->normalization_layer_epsilon);
+  gt__hf_add_float(o, "rms_norm_eps", cfg->normalization_layer_epsilon);
   cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
   gt__hf4_add_rope(rp, "full_attention", cfg->rope_max_timescale, cfg->global_rope_proportion,
                    cfg->rope_linear_scaling_factor);

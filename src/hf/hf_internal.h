@@ -15,6 +15,10 @@ typedef struct gt__hfc {
 } gt__hfc;
 
 const char *gt__hf_kind(const cJSON *j);
+/* Writes a key Hugging Face declares float with a decimal point even when
+ * whole (cJSON prints 30.0 as 30, which strict config classes refuse); a
+ * non-finite value as null. */
+void gt__hf_add_float(cJSON *o, const char *key, double v);
 /* An integer key in [lo, hi]; def when the file omits it. */
 gt_rc gt__hf_int(const gt__hfc *h, const char *key, long long def, long long lo, long long hi, long long *out);
 /* A positive number in obj; def when omitted; null_value when null (NAN:
