@@ -346,9 +346,6 @@ gt_rc gt__hf4_exportable(const gt_config *c, gt_err *err) {
   return gt__hf4_moe_layout(c, &ms, err);
 }
 
-/* A key Hugging Face declares float: written with a decimal point even when
- * whole ("final_logit_softcapping": 30 made Gemma4TextConfig, a strict
- * dataclass declaring float | None, refuse every export). */
 static void gt__hf4_add_rope(cJSON *o, const char *type, double theta, double fraction, double factor) {
   cJSON *r = cJSON_AddObjectToObject(o, type);
   int prop = fraction != 1.0 || factor != 1.0 || !strcmp(type, "full_attention");

@@ -16,8 +16,9 @@ typedef struct gt__hfc {
 
 const char *gt__hf_kind(const cJSON *j);
 /* Writes a key Hugging Face declares float with a decimal point even when
- * whole (cJSON prints 30.0 as 30, which strict config classes refuse); a
- * non-finite value as null. */
+ * whole (cJSON prints 30.0 as 30: "final_logit_softcapping": 30 made
+ * Gemma4TextConfig, a strict dataclass declaring float | None, refuse every
+ * export); a non-finite value as null. */
 void gt__hf_add_float(cJSON *o, const char *key, double v);
 /* An integer key in [lo, hi]; def when the file omits it. */
 gt_rc gt__hf_int(const gt__hfc *h, const char *key, long long def, long long lo, long long hi, long long *out);
