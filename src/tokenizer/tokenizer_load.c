@@ -59,6 +59,9 @@ typedef struct gt__ld {
   const char *name;
   gt_err *err;
   int32_t cap_ids;
+  /* ids are dense: below the number of tokens the file defines (vocab plus
+   * added tokens), so a 2 KB file cannot make the id tables gigabytes */
+  int64_t id_bound;
 } gt__ld;
 
 static gt_rc gt__nomem(gt__ld *L) {
@@ -88,15 +91,18 @@ static int64_t gt__pool_add(gt_tokenizer *t, const char *s, size_t n) {
  * whose id it is ("token", "a"). */
 static gt_rc gt__id(gt__ld *L, const cJSON *num, const char *what, const char *name, int32_t *out) {
   double d = num->valuedouble;
-  if (d >= 0 && d < (double)(1 << 30) && d == floor(d)) {
+  int64_t bound = L->id_bound < (1 << 30) ? L->id_bound : (1 << 30);
+  if (d >= 0 && d < (double)bound && d == floor(d)) {
     *out = (int32_t)d;
     return GT_OK;
   }
   char text[40];
   snprintf(text, sizeof text, "%.15g", d);
   if (strtod(text, NULL) != d) snprintf(text, sizeof text, "%.17g", d);
-  return gt_err_set(L->err, GT_ERR_FORMAT, "tokenizer: '%s': %s '%s' has id %s; expected an integer 0 .. %d", L->name,
-                    what, name, text, (1 << 30) - 1);
+  return gt_err_set(L->err, GT_ERR_FORMAT,
+                    "tokenizer: '%s': %s '%s' has id %s; expected an integer 0 .. %lld (ids are dense: the file "
+                    "defines %lld tokens)",
+                    L->name, what, name, text, (long long)bound - 1, (long long)L->id_bound);
 }
 
 /* Records id -> string; the id tables grow to hold it. */
@@ -531,7 +537,10 @@ gt_rc gt_tokenizer_load_json(const char *json, size_t len, const char *name, gt_
     return gt_err_set(err, GT_ERR_NOMEM, "tokenizer: no memory loading '%s'", name);
   }
   memset(t->root, 0xff, sizeof t->root);
-  gt__ld L = {t, name, err, 0};
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  gt__ld L = {t, name, err, 0,
+              (int64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(model, "vocab")) +
+                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "added_tokens"))};
   gt_rc rc = GT_OK;
   static const char *refused[] = {"truncation", "padding"};
   for (int i = 0; i < 2 && !rc; i++) {
@@ -540,7 +549,7 @@ gt_rc gt_tokenizer_load_json(const char *json, size_t len, const char *name, gt_
       rc = gt_err_set(err, GT_ERR_FORMAT, "tokenizer: '%s': %s is set, which is not supported; expected null", name,
                       refused[i]);
   }
-  if (!rc) rc = gt__model(&L, cJSON_GetObjectItemCaseSensitive(root, "model"));
+  if (!rc) rc = gt__model(&L, model);
   if (!rc) rc = gt__added_tokens(&L, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
   if (!rc) rc = gt__normalizer(&L, cJSON_GetObjectItemCaseSensitive(root, "normalizer"));
   if (!rc) rc = gt__pre_tokenizer(&L, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
