@@ -16,6 +16,7 @@
 #include "base/prof.h"
 #include "base/trace.h"
 #include "mesh/mesh.h"
+#include "train/profiler.h"
 #include "train/trainer.h"
 #include "gt_testutil.h"
 
@@ -445,6 +446,55 @@ START_TEST(test_plan_trainer_refuses_a_trace) {
 }
 END_TEST
 
+/* The window and the overhead line, with the step times given: skip=1
+ * leaves no baseline before the window (the first step is warm-up), so the
+ * line waits for profiler_steps untraced steps after it. */
+START_TEST(test_profiler_window_and_overhead_line) {
+  const char *ov[] = {"model_name=gemma3-tiny", "profiler=trace", "steps=7", "profiler_steps=2",
+                      "skip_first_n_steps_for_profiler=1"};
+  gt_config c;
+  gt_test_config(&c, 5, ov);
+  gt_err err;
+  gt_trainer *tr;
+  ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &err) == GT_OK, "%s", err.msg);
+  gt_profiler p;
+  gt_profiler_init(&p, &c, 0, gt_test_dir);
+  char line[3000];
+  const double secs[7] = {9.0, 2.0, 2.0, 1.0, 1.0, 5.0, 5.0};
+  for (int64_t s = 0; s < 7; s++) {
+    ck_assert_int_eq(gt_profiler_step_begin(&p, tr, s, &err), GT_OK);
+    ck_assert_int_eq(gt_profiler_host(&p) != NULL, s == 1 || s == 2);
+    ck_assert_int_eq(gt_trainer_trace(tr) != NULL, s == 1 || s == 2);
+    ck_assert_int_eq(gt_profiler_step_end(&p, tr, s, secs[s], line, sizeof line, &err), GT_OK);
+    if (s == 4)
+      ck_assert_msg(strstr(line, "(steps 1-2, ") && strstr(line, "the traced steps took 2.0000 s on average, the 2 "
+                                                                 "untraced steps right after them 1.0000 s (+100.0%)"),
+                    "%s", line);
+    else
+      ck_assert_msg(line[0] == 0, "step %d: %s", (int)s, line);
+  }
+  ck_assert_int_eq(gt_profiler_finish(&p, tr, line, sizeof line, &err), GT_OK);
+  ck_assert_str_eq(line, "");
+  gt_profiler_close(&p, tr);
+  char *path = gt_test_dir_path("trace.json");
+  ck_assert_int_eq(access(path, F_OK), 0);
+  free(path);
+  /* skip=2: the step before the window is the baseline, printed at once */
+  const char *ov2[] = {"model_name=gemma3-tiny", "profiler=trace", "steps=7", "profiler_steps=2",
+                       "skip_first_n_steps_for_profiler=2"};
+  gt_test_config(&c, 5, ov2);
+  gt_profiler_init(&p, &c, 0, gt_test_dir);
+  for (int64_t s = 0; s < 4; s++) {
+    ck_assert_int_eq(gt_profiler_step_begin(&p, tr, s, &err), GT_OK);
+    ck_assert_int_eq(gt_profiler_step_end(&p, tr, s, s == 1 ? 4.0 : 5.0, line, sizeof line, &err), GT_OK);
+    ck_assert_int_eq(line[0] != 0, s == 3);
+  }
+  ck_assert_msg(strstr(line, "the 1 untraced step right before them 4.0000 s (+25.0%)"), "%s", line);
+  gt_profiler_close(&p, tr);
+  gt_trainer_destroy(tr);
+}
+END_TEST
+
 Suite *trace_suite(void) {
   Suite *s = suite_create("trace");
   TCase *tc = gt_test_tcase(s, "core");
@@ -458,6 +508,7 @@ Suite *trace_suite(void) {
   tcase_add_test(tc, test_mesh_collectives_on_their_lanes);
   tcase_add_test(tc, test_traced_trainer_step);
   tcase_add_test(tc, test_plan_trainer_refuses_a_trace);
+  tcase_add_test(tc, test_profiler_window_and_overhead_line);
   return s;
 }
 
