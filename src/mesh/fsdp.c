@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/prof.h"
+#include "base/trace.h"
 #include "kernels/kernels.h"
 
 typedef struct gt__dev {
@@ -24,6 +25,7 @@ typedef struct gt__dev {
   int64_t *lcnt;      /* [units] elements of each unit's block on this device (its own experts only) */
   int64_t *lrep;      /* [units] of which the leading ones every expert rank holds alike */
   gt_expert_comm ecomm;
+  gt_prof tprof;      /* the model's profile while traced, when nobody else hung one */
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -59,6 +61,7 @@ struct gt_fsdp {
   gt_fsdp_step_info *info;
   int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
+  gt_trace *trace;      /* the profiler timeline (NULL: off) */
 };
 
 static int64_t gt__rep_len(const gt__dev *d, int64_t u);
@@ -378,9 +381,25 @@ static gt_batch gt__slice(const gt_batch *g, int N, int d) {
   return b;
 }
 
+static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane);
+
+/* A device's part of a step or eval pass, one span on its lane. */
 static void gt__run_step(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  double t0 = lane ? gt_prof_now() : 0.0;
+  gt__run_step_body(d, lane);
+  if (lane) {
+    double t1 = gt_prof_now();
+    gt_trace_phase_end(lane, t1);
+    gt_trace_span(lane, f->train ? "train step" : "eval", "step", t0, t1);
+  }
+}
+
+static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
+  gt_fsdp *f = d->f;
+  int dev = d->dev;
   const gt_config *c = &f->cfg;
   d->rc = GT_OK;
   gt_err_clear(&d->err);
@@ -398,6 +417,8 @@ static void gt__run_step(int dev, void *arg) {
       d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
     else
       d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
+    /* the executor's last phase (a layer's backward, or the head) ends with it */
+    if (lane) gt_trace_phase_end(lane, gt_prof_now());
     /* a failed device cannot leave the others waiting in a collective: all
      * devices run the same sequence, so an error is an allocation failure
      * that strikes all of them alike here (same sizes everywhere) */
@@ -421,6 +442,7 @@ static void gt__run_step(int dev, void *arg) {
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
+  double tn = lane ? gt_prof_now() : 0.0;
   /* each shard lives on dp devices (all but the experts on dp x ep): count it once */
   if (f->ep > 1) {
     for (int64_t u = 0; u < f->n_units; u++) {
@@ -431,6 +453,7 @@ static void gt__run_step(int dev, void *arg) {
   } else {
     sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
   }
+  if (lane) gt_trace_span(lane, "gradient norm", "optimizer", tn, gt_prof_now());
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
   /* every device of a token group holds its group's lb sum */
   double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
@@ -594,3 +617,26 @@ gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float 
 }
 
 void gt_fsdp_poison_next_step(gt_fsdp *f) { f->poison_next = 1; }
+
+gt_rc gt_fsdp_set_trace(gt_fsdp *f, gt_trace *tr, gt_err *err) {
+  if (tr && f->measure)
+    return gt_err_set(err, GT_ERR_ARG, "fsdp: an allocation-only mesh computes nothing to trace (its probes are the plan's)");
+  if (tr && gt_trace_devices(tr) < f->N)
+    return gt_err_set(err, GT_ERR_ARG, "fsdp: the trace has %d device lanes; expected %d", gt_trace_devices(tr), f->N);
+  for (int i = 0; i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    gt_trace_lane *lane = gt_trace_device(tr, i);
+    /* a profile someone else hung (gemtrain bench) keeps counting; else
+     * the device's own, only while traced, so GT_PROF costs nothing after */
+    if (lane && !d->model.prof) {
+      memset(&d->tprof, 0, sizeof d->tprof);
+      d->model.prof = &d->tprof;
+    }
+    if (d->model.prof) d->model.prof->trace = lane;
+    if (!lane && d->model.prof == &d->tprof) d->model.prof = NULL;
+    gt_trace_watch_mem(lane, &d->mem);
+  }
+  gt_mesh_set_trace(f->mesh, tr);
+  f->trace = tr;
+  return GT_OK;
+}

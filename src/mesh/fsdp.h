@@ -80,6 +80,13 @@ int gt_fsdp_num_shards(const gt_fsdp *f);
 void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
+/* The profiler timeline (base/trace.h; NULL detaches): device d's steps,
+ * layer phases, timed ops and memory counters go on the trace's device lane
+ * d, the collectives on the lane of the thread that runs them (the mesh's).
+ * Installs a probe on every device's memory tracker, so not on an
+ * allocation-only mesh (GT_ERR_ARG). Between steps. */
+struct gt_trace;
+gt_rc gt_fsdp_set_trace(gt_fsdp *f, struct gt_trace *tr, gt_err *err);
 /* Test seam: the next step's gradient gets a NaN (device 0, first element). */
 void gt_fsdp_poison_next_step(gt_fsdp *f);
 

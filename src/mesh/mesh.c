@@ -161,6 +161,7 @@
 
 #include "mesh/mesh.h"
 #include "base/prof.h"
+#include "base/trace.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -218,6 +219,7 @@ typedef struct gt__grp {
 /* One queued async all-gather; the group is resolved at issue time. */
 typedef struct gt__req {
   int ticket;
+  gt_group g; /* for the trace */
   gt__grp grp;
   const float *in;
   float *out;
@@ -280,6 +282,10 @@ struct gt_mesh {
    * lock by every collective; error is written and taken under mu. */
   atomic_int failed;
   gt_err error;
+
+  /* The profiler timeline (NULL: off): set between runs, read by the
+   * device and comm threads, each recording on its own lane. */
+  _Atomic(gt_trace *) trace;
 };
 
 /* The device whose thread this is (NULL on any other thread): a collective
@@ -470,6 +476,10 @@ static void *gt__device_main(void *p) {
 static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es);
 static int64_t gt__ag_sent(int64_t n, int G, int r);
 
+static const char *gt__group_name(gt_group g) {
+  return g == GT_GROUP_FSDP ? "fsdp" : g == GT_GROUP_DATA ? "data" : g == GT_GROUP_EXPERT ? "expert" : "all";
+}
+
 /* The comm thread: runs its device's async gathers in issue order. Sleeps on
  * cwork while the FIFO is empty (an idle comm thread costs no CPU); on quit
  * it first drains the FIFO so peers waiting in a ring are not stranded. */
@@ -488,7 +498,11 @@ static void *gt__comm_main(void *p) {
     pthread_mutex_unlock(&dv->cmu);
     double t0 = gt_prof_now();
     bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
-    double dt = gt_prof_now() - t0;
+    double t1 = gt_prof_now(), dt = t1 - t0;
+    gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
+    if (tr && !skipped)
+      gt_trace_span_arg(gt_trace_comm(tr, dv->id), "all_gather (async)", "collective", t0, t1, "bytes",
+                        gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float), gt__group_name(rq.g));
     pthread_mutex_lock(&dv->cmu);
     if (!skipped) {
       dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
@@ -557,6 +571,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
   m->fsdp = n_devices;
   m->expert = 1;
   atomic_init(&m->failed, 0);
+  atomic_init(&m->trace, NULL);
   if (pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
     return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: pthread_mutex_init failed");
@@ -872,11 +887,16 @@ static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, siz
   }
 }
 
-static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0) {
+/* Counts a completed synchronous collective (and records its span on the
+ * device's lane when a trace is attached). */
+static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0, const char *what, gt_group g) {
   gt_comm_stats *st = &m->dev[d].stats;
+  double t1 = gt_prof_now();
   st->bytes_sent += elems * (int64_t)es;
   st->calls += 1;
-  st->seconds += gt_prof_now() - t0;
+  st->seconds += t1 - t0;
+  gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
+  if (tr) gt_trace_span_arg(gt_trace_device(tr, d), what, "collective", t0, t1, "bytes", elems * (int64_t)es, gt__group_name(g));
 }
 
 static int64_t gt__rs_sent(int64_t n, int G, int r) { return n - gt_shard_len(n, G, r); }
@@ -940,7 +960,7 @@ void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float
   if ((dev = gt__enter(m, dev, &g, &n, "gt_reduce_scatter")) < 0) return;
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  if (!gt__rs(m, dev, &x, in, out, n)) gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0);
+  if (!gt__rs(m, dev, &x, in, out, n)) gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0, "reduce_scatter", g);
 }
 
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
@@ -948,14 +968,15 @@ void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *ou
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
   if (!gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float)))
-    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0);
+    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0, "all_gather", g);
 }
 
 static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
   if (!gt__ar(m, dev, &x, buf, n, t))
-    gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0);
+    gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0,
+                t == GT__F32 ? "all_reduce" : "all_reduce (f64)", g);
 }
 
 void gt_all_reduce_g(gt_mesh *m, int dev, gt_group g, float *buf, int64_t n) {
@@ -999,14 +1020,14 @@ void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
   if (!skip && dev != root && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
   /* Root must not return (and overwrite buf) while others still copy. */
   gt__barrier_wait(bar);
-  if (!skip) gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0);
+  if (!skip) gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0, "broadcast", GT_GROUP_ALL);
 }
 
 void gt_barrier(gt_mesh *m, int dev) {
   int64_t n = 0;
   if ((dev = gt__enter(m, dev, NULL, &n, "gt_barrier")) < 0) return;
   double t0 = gt_prof_now();
-  if (!gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0])) gt__account(m, dev, 0, 0, t0);
+  if (!gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0])) gt__account(m, dev, 0, 0, t0, "barrier", GT_GROUP_ALL);
 }
 
 /* ---- asynchronous all-gather -------------------------------------------- */
@@ -1018,7 +1039,7 @@ int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float 
    * refuses while gathers are in flight), and the comm thread need not
    * read them. A misused call (repaired by gt__enter) is queued too, so the
    * peers' comm threads find their partner; its verdict skips it. */
-  gt__req rq = {.grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n};
+  gt__req rq = {.g = g, .grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n};
   pthread_mutex_lock(&dv->cmu);
   while (dv->q_len == dv->q_cap) {
     /* Unwrap into a buffer twice the size; the comm thread only touches the
@@ -1068,8 +1089,17 @@ void gt_mesh_wait(gt_mesh *m, int dev, int ticket) {
   /* done only grows and tickets complete in order, so done >= ticket means
    * this gather and every earlier one of the device are complete (a skipped
    * gather completes too: it still takes part in its barriers). */
+  gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
+  double t0 = tr ? gt_prof_now() : 0.0;
   while (dv->done < ticket) pthread_cond_wait(&dv->cdone, &dv->cmu);
   pthread_mutex_unlock(&dv->cmu);
+  /* the device's time blocked on its prefetch (the gather itself is on the
+   * comm lane) */
+  if (tr) gt_trace_span_arg(gt_trace_device(tr, dev), "wait for gather", "collective", t0, gt_prof_now(), "ticket", ticket, NULL);
+}
+
+void gt_mesh_set_trace(gt_mesh *m, gt_trace *tr) {
+  if (m) atomic_store_explicit(&m->trace, tr, memory_order_release);
 }
 
 gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err) {

@@ -144,6 +144,14 @@ void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n
 int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket);
 
+/* The profiler timeline (base/trace.h; NULL detaches): every completed
+ * collective becomes a span with its bytes on the lane of the thread that
+ * ran it (device lanes for the synchronous ones and the waits on a prefetch,
+ * communication lanes for the async gathers). tr must have at least as many
+ * devices as the mesh. Between runs, like gt_mesh_set_axes. */
+struct gt_trace;
+void gt_mesh_set_trace(gt_mesh *m, struct gt_trace *tr);
+
 /* Per-device counters (since creation or the last reset). Read them, and
  * reset, between runs (a device may read its own inside a run). */
 gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev);

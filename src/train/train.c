@@ -9,9 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/prof.h"
 #include "decode/decode.h"
 #include "exec/plan.h"
 #include "model/model.h"
+#include "train/profiler.h"
 #include "train/report.h"
 #include "train/run_lock.h"
 #include "train/train_internal.h"
@@ -154,6 +156,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_report rep;
   memset(&rep, 0, sizeof rep);
   rep.out = o->out;
+  gt_profiler prof; /* profiler=trace: the timeline of a window of steps */
+  gt_profiler_init(&prof, &cfg, 0, res->run_dir);
+  char pline[3000];
   if ((rc = gt_model_build(&m, &cfg, err))) {
     gt_run_lock_release(&lock);
     free(src);
@@ -172,20 +177,27 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   res->start_step = start;
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
+  gt_profiler_init(&prof, &cfg, start, res->run_dir);
   if (start >= cfg.steps)
     gt_report_note(&rep, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start, cfg.steps);
 
   for (int64_t step = start; step < cfg.steps; step++) {
     gt_step_metrics sm;
     if (o->test_nan_step && *o->test_nan_step == step) gt__trainer_poison_next_step(tr);
-    if ((rc = gt_trainer_step_data(tr, &data, &sm, err))) goto out;
+    if ((rc = gt_profiler_step_begin(&prof, tr, step, err)) || (rc = gt_trainer_step_data(tr, &data, &sm, err)))
+      goto out;
     res->skipped_steps += sm.skipped;
     if (gt__eval_due(&cfg, &data, step)) {
+      double t0 = gt_prof_now();
       if ((rc = gt_trainer_eval_data(tr, &data, &sm.eval_loss, &sm.eval_total_weights, err))) goto out;
+      gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
       sm.has_eval = 1;
       res->last_eval_loss = sm.eval_loss;
     }
-    if ((rc = gt_report_step(&rep, &sm, err))) {
+    double tr0 = gt_prof_now();
+    rc = gt_report_step(&rep, &sm, err);
+    gt_trace_span(gt_profiler_host(&prof), "metrics (console, metrics.jsonl, TensorBoard)", "report", tr0, gt_prof_now());
+    if (rc) {
       /* the state is good, its record is not: keep the state, then stop */
       gt_err e2;
       if (cfg.enable_checkpointing && gt__train_save(&ts, res->run_dir, step + 1, &e2) == GT_OK)
@@ -200,9 +212,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     int stop = o->stop && *o->stop;
     if (gt__checkpoint_due(&cfg, step, stop)) {
       gt_report_pause(&rep);
+      double t0 = gt_prof_now();
       if ((rc = gt__train_save(&ts, res->run_dir, step + 1, err))) goto out;
+      gt_trace_span(gt_profiler_host(&prof), "checkpoint write", "checkpoint", t0, gt_prof_now());
       last_saved = step + 1;
     }
+    if ((rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err))) goto out;
+    if (pline[0]) gt_report_note(&rep, "%s\n", pline);
     if (stop) {
       res->interrupted = 1;
       gt_report_note(&rep, "stopped by %s after step %lld%s\n", *o->stop == SIGINT ? "SIGINT" : "SIGTERM",
@@ -217,11 +233,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
                    res->skipped_steps, res->steps_done - res->start_step);
+  if ((rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err))) goto out;
+  if (pline[0]) gt_report_note(&rep, "%s\n", pline);
   if ((rc = gt_report_plot(&rep, err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
   if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);
 out:
+  gt_profiler_close(&prof, tr);
   gt_report_close(&rep);
   gt_trainer_destroy(tr);
   gt_data_close(&data);

@@ -1,10 +1,12 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/prof.h"
+#include "base/trace.h"
 #include "config/flops.h"
 #include "train/optim.h"
 
@@ -17,6 +19,7 @@ struct gt_trainer {
   int n_mb;
   int64_t step;       /* steps done, skipped ones included */
   gt_flops flops;
+  gt_trace *trace;    /* the profiler timeline (NULL: off) */
 };
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
@@ -78,7 +81,12 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   gt_fsdp_step_info fi;
   gt_rc rc = gt_fsdp_step(t->fs, micro, n_micro, &fi, err);
   if (rc) return rc;
-  double loss = fi.loss + fi.moe_lb_loss, secs = gt_prof_now() - t0;
+  double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;
+  if (t->trace) { /* the host's span is the step's measured time exactly */
+    char name[32];
+    snprintf(name, sizeof name, "step %lld", (long long)t->step);
+    gt_trace_span_text(gt_trace_host(t->trace), name, "step", t0, t1, "step", t->step);
+  }
   memset(sm, 0, sizeof *sm);
   sm->step = t->step;
   sm->seconds = secs;
@@ -120,7 +128,9 @@ static void gt__copy_batch(gt_batch *dst, gt_data *d, int eval) {
 
 gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
   int ga = (int)t->cfg.gradient_accumulation_steps;
+  double t0 = t->trace ? gt_prof_now() : 0.0;
   for (int i = 0; i < ga; i++) gt__copy_batch(&t->mb[i], d, 0);
+  if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading", "data", t0, gt_prof_now(), "batches", ga, NULL);
   return gt_trainer_step(t, t->mb, ga, sm, err);
 }
 
@@ -135,7 +145,9 @@ gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
   gt_data_eval_reset(d);
+  double t0 = t->trace ? gt_prof_now() : 0.0;
   for (int i = 0; i < n; i++) gt__copy_batch(&t->mb[i], d, 1);
+  if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading (eval)", "data", t0, gt_prof_now(), "batches", n, NULL);
   gt_loss_stats st = {0, 0, 0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (rc) return rc;
@@ -150,3 +162,11 @@ int64_t gt_trainer_num_params(const gt_trainer *t) { return gt_fsdp_num_params(t
 gt_fsdp *gt_trainer_fsdp(gt_trainer *t) { return t->fs; }
 gt_model *gt_trainer_device_model(gt_trainer *t, int d) { return gt_fsdp_device_model(t->fs, d); }
 void gt__trainer_poison_next_step(gt_trainer *t) { gt_fsdp_poison_next_step(t->fs); }
+
+gt_rc gt_trainer_set_trace(gt_trainer *t, gt_trace *tr, gt_err *err) {
+  gt_rc rc = gt_fsdp_set_trace(t->fs, tr, err);
+  if (!rc) t->trace = tr;
+  return rc;
+}
+
+gt_trace *gt_trainer_trace(gt_trainer *t) { return t->trace; }

@@ -59,6 +59,15 @@ int64_t gt_trainer_peak_bytes(gt_trainer *t);
 /* Device d's model (descriptors) — for attaching a time profile. */
 gt_model *gt_trainer_device_model(gt_trainer *t, int d);
 
+/* The profiler timeline (base/trace.h; NULL detaches), between steps: each
+ * step's span (its measured time exactly) and its data loading go on the
+ * host lane, everything the devices do on their lanes (mesh/fsdp.h). tr has
+ * a lane per device (num_devices). GT_ERR_ARG on an allocation-only trainer. */
+struct gt_trace;
+gt_rc gt_trainer_set_trace(gt_trainer *t, struct gt_trace *tr, gt_err *err);
+/* The attached trace, or NULL. */
+struct gt_trace *gt_trainer_trace(gt_trainer *t);
+
 /* Test seam (never called by the library itself): the next step's gradient
  * gets a NaN, as a diverging step would. */
 void gt__trainer_poison_next_step(gt_trainer *t);
