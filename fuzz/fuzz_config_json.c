@@ -25,7 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = gt_fuzz_cstr(data, size);
   gt_config cfg = gt_fuzz_defaults;
   gt_err e;
-  if (gt_config_apply_json_text(&cfg, text, "fuzz.json", &e) == GT_OK && gt_config_validate(&cfg, &e) == GT_OK) {
+  gt_rc rc = gt_config_apply_json_text(&cfg, text, "fuzz.json", &e);
+  if (!rc) rc = gt_config_validate(&cfg, &e);
+  gt_fuzz_note("config", rc ? e.msg : "accepted");
+  if (!rc) {
     /* what a run then asks of a valid config */
     char *js = gt_config_to_json(&cfg);
     free(js);

@@ -52,7 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)gt_config_set(&cfg, key, eq + 1, "fuzz", &e);
   }
   gt_config loaded;
-  if (gt_config_load(&loaded, GT_FUZZ_CONFIG_DIR, user, n, ov, &e) == GT_OK) {
+  gt_rc rc = gt_config_load(&loaded, GT_FUZZ_CONFIG_DIR, user, n, ov, &e);
+  gt_fuzz_note("load", rc ? e.msg : "accepted");
+  if (!rc) {
     char *js = gt_config_to_json(&loaded);
     free(js);
   }

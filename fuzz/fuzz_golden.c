@@ -18,7 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = gt_fuzz_write("input.jsonl", data, size);
   gt_golden g;
   gt_err e;
-  if (gt_golden_read(path, &g, &e) == GT_OK) {
+  gt_rc rc = gt_golden_read(path, &g, &e);
+  gt_fuzz_note("read", rc ? e.msg : "accepted");
+  if (!rc) {
     for (int s = 0; s < g.n; s++) {
       const gt_golden_seq *q = &g.seqs[s];
       if (q->n_tokens < 1 || q->vocab < 1 || q->vocab > (1 << 16)) continue;

@@ -20,7 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = gt_fuzz_write("model.safetensors", data, size);
   gt_st_file f;
   gt_err e;
-  if (gt_st_open(&f, path, &e) == GT_OK) {
+  gt_rc rc = gt_st_open(&f, path, &e);
+  gt_fuzz_note("open", rc ? e.msg : "accepted");
+  if (!rc) {
     float *buf = malloc(sizeof(float) * GT_FUZZ_MAX_READ);
     if (!buf) abort();
     for (int i = 0; i < f.n_tensors; i++) {

@@ -21,7 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gt_fuzz_path(path, sizeof path, "input.json");
   gt_sweep s;
   gt_err e;
-  if (gt_sweep_parse(&s, text, path, &e) == GT_OK) {
+  gt_rc rc = gt_sweep_parse(&s, text, path, &e);
+  gt_fuzz_note("parse", rc ? e.msg : "accepted");
+  if (!rc) {
     const char *cli[] = {"steps=3"};
     int np = s.n_points < GT_FUZZ_MAX_POINTS ? s.n_points : GT_FUZZ_MAX_POINTS;
     for (int k = 0; k < np; k++) {

@@ -28,7 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (jn > GT_FUZZ_MAX_JSON || tn > GT_FUZZ_MAX_TEXT) return -1;
   gt_tokenizer *t = NULL;
   gt_err e;
-  if (gt_tokenizer_load_json((const char *)data, jn, "fuzz.json", &t, &e) == GT_OK) {
+  gt_rc rc = gt_tokenizer_load_json((const char *)data, jn, "fuzz.json", &t, &e);
+  gt_fuzz_note("load", rc ? e.msg : "accepted");
+  if (!rc) {
     int32_t nid = gt_tokenizer_n_ids(t);
     for (int flags = 0; flags <= GT_TOK_ADD_SPECIAL; flags++) {
       int32_t *ids = NULL;
