@@ -4,10 +4,13 @@
  * and with gt_ckpt_read_config.
  *
  * The first input byte picks how the rest becomes the file:
- *   'F'  fix the checksums first: the header runs from the preamble's header
- *        offset to the end of the file and both crc32s are recomputed, so
- *        mutations of the header JSON (the state, the tensor table) reach
- *        the code behind the checksums;
+ *   'H'  the rest is the header JSON alone; the file is built around it
+ *        (preamble, checksums, the model's raw tensors all zero), so every
+ *        mutation lands in the state, config, model and tensor tables;
+ *   'F'  a whole file whose checksums are fixed first: the header runs from
+ *        the preamble's header offset to the end of the file and both crc32s
+ *        are recomputed (mutations of the tensor bytes, zlib streams and
+ *        header together);
  *   else the bytes as they are (the preamble checks themselves). */
 #include "fuzz_util.h" /* first: it sets _POSIX_C_SOURCE */
 #include <stdlib.h>
@@ -49,21 +52,38 @@ static uint64_t gt_fuzz_get64(const uint8_t *p) {
   return v;
 }
 
+/* Preamble fields and checksums for a file whose header is [hoff, n). */
+static void gt_fuzz_seal(uint8_t *file, uint64_t hoff, uint64_t n) {
+  uint64_t hn = n - hoff;
+  for (int i = 0; i < 8; i++) file[16 + i] = (uint8_t)(hoff >> (8 * i)), file[24 + i] = (uint8_t)(hn >> (8 * i));
+  gt_fuzz_put32(file + 32, (uint32_t)crc32(0, file + hoff, (uInt)hn));
+  gt_fuzz_put32(file + 36, (uint32_t)crc32(0, file, 36));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1 || size > 1 << 20) return -1;
-  int fix = data[0] == 'F';
+  uint8_t mode = data[0];
   size_t n = size - 1;
-  uint8_t *file = malloc(n ? n : 1);
-  if (!file) abort();
-  memcpy(file, data + 1, n);
-  if (fix && n >= 64) {
-    uint64_t hoff = gt_fuzz_get64(file + 16);
-    if (hoff >= 64 && hoff <= n) {
-      uint64_t hn = n - hoff;
-      for (int i = 0; i < 8; i++) file[24 + i] = (uint8_t)(hn >> (8 * i));
-      gt_fuzz_put32(file + 32, (uint32_t)crc32(0, file + hoff, (uInt)hn));
+  uint8_t *file;
+  if (mode == 'H') {
+    /* the header alone: the file is built around it, preamble and zeroed
+     * raw tensors (whose crc32s the seed's header records) */
+    size_t tens = 3 * sizeof(float) * (size_t)gt_fuzz_model.n_params, hoff = 64 + tens;
+    if (!(file = calloc(hoff + n, 1))) abort();
+    memcpy(file, "GTCKPT\0\0\1\0\0\0", 12); /* magic, version 1, flags 0 */
+    memcpy(file + hoff, data + 1, n);
+    n += hoff;
+    gt_fuzz_seal(file, hoff, n);
+  } else {
+    if (!(file = malloc(n ? n : 1))) abort();
+    memcpy(file, data + 1, n);
+    if (mode == 'F' && n >= 64) {
+      uint64_t hoff = gt_fuzz_get64(file + 16);
+      if (hoff >= 64 && hoff <= n)
+        gt_fuzz_seal(file, hoff, n);
+      else
+        gt_fuzz_put32(file + 36, (uint32_t)crc32(0, file, 36));
     }
-    gt_fuzz_put32(file + 36, (uint32_t)crc32(0, file, 36));
   }
   char dir[600];
   gt_fuzz_path(dir, sizeof dir, "step_00000007");
