@@ -12,6 +12,8 @@
 
 #include "gemtrain/gemtrain.h"
 #include "gt_testutil.h"
+#include "ckpt/paramfile.h"
+#include "model/model.h"
 #include "train/train.h"
 
 static const char *tiny_ov[] = {"dataset_type=synthetic", "steps=20", "learning_rate=0.01",
@@ -249,6 +251,64 @@ START_TEST(test_ctx_load_parameters_path) {
 }
 END_TEST
 
+/* A parameter file's optimizer step is metadata no crc protects: a negative
+ * one (AdamW's bias correction would turn NaN) is refused naming the file. */
+START_TEST(test_load_refuses_bad_optimizer_step) {
+  gt_ctx *c = tiny();
+  char *dir = gt_test_mkdtemp("api_badstep");
+  char path[600];
+  snprintf(path, sizeof path, "%s/p.safetensors", dir);
+  const gt_config *cfg = gt_ctx_config(c);
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, cfg, &e) == GT_OK);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  ck_assert(gt_model_alloc_inference(&m, &mem, &e) == GT_OK);
+  float *mom = calloc((size_t)m.n_params * 2, sizeof(float));
+  ck_assert_msg(gt_paramfile_write(path, &m, cfg, mom, mom + m.n_params, -100, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(gt_ctx_load(c, path), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(gt_ctx_error(c), "optimizer_step = '-100'") && strstr(gt_ctx_error(c), path), "%s",
+                gt_ctx_error(c));
+  free(mom);
+  gt_model_free(&m);
+  gt_ctx_free(c);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* A refused pass on a 2-device mesh leaves nothing behind: the next eval
+ * equals a fresh context's (a pass that failed inside the devices once left
+ * gathered copies that the next pass read as the current weights). */
+START_TEST(test_refused_pass_leaves_no_state) {
+  const char *ov[] = {"dataset_type=synthetic", "num_devices=2", "per_device_batch_size=1", "max_target_length=16",
+                      "num_vocab_tiling=2"};
+  gt_ctx *a = gt_ctx_new(), *b = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(a, "gemma3-tiny", 5, ov) == GT_OK && gt_ctx_init(a) == GT_OK, "%s", gt_ctx_error(a));
+  ck_assert_msg(gt_ctx_configure(b, "gemma3-tiny", 5, ov) == GT_OK && gt_ctx_init(b) == GT_OK, "%s", gt_ctx_error(b));
+  int32_t tok[2 * 17];
+  for (int i = 0; i < 2 * 17; i++) tok[i] = 4 + (i * 11) % 200;
+  /* trained parameters in a file, to load after the refused pass */
+  double l[3], la, lb;
+  ck_assert(gt_ctx_train(b, 3, l) == GT_OK);
+  char *dir = gt_test_mkdtemp("api_refused");
+  char path[600];
+  snprintf(path, sizeof path, "%s/p.safetensors", dir);
+  ck_assert_msg(gt_ctx_save(b, path) == GT_OK, "%s", gt_ctx_error(b));
+  /* 7 tokens a device do not split into 2 vocab tiles: refused up front */
+  ck_assert_int_eq(gt_ctx_eval_tokens(a, tok, 2, 7, &la), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(a), "num_vocab_tiling = 2"), "%s", gt_ctx_error(a));
+  ck_assert_msg(gt_ctx_load(a, path) == GT_OK, "%s", gt_ctx_error(a));
+  ck_assert(gt_ctx_eval_tokens(a, tok, 2, 16, &la) == GT_OK);
+  ck_assert(gt_ctx_eval_tokens(b, tok, 2, 16, &lb) == GT_OK);
+  ck_assert_msg(la == lb, "loaded after a refused pass %.17g, the saver %.17g", la, lb);
+  gt_ctx_free(a), gt_ctx_free(b);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = gt_test_tcase(s, "core");
@@ -260,6 +320,8 @@ int main(void) {
   tcase_add_test(tc, test_ctx_equals_train_moe);
   tcase_add_test(tc, test_ctx_equals_train_moe_expert_parallel);
   tcase_add_test(tc, test_ctx_load_parameters_path);
+  tcase_add_test(tc, test_load_refuses_bad_optimizer_step);
+  tcase_add_test(tc, test_refused_pass_leaves_no_state);
   /* no fork: leaks of every test are the process's, seen by LeakSanitizer */
   return gt_test_run_suite(s, 1);
 }

@@ -484,7 +484,7 @@ static void gt__check_fixture(const char *path) {
       char gname[96];
       snprintf(gname, sizeof gname, "grad.%s", gt__names[i]);
       want = gt_test_st_f32(&f, gname, m.n[i]);
-      snprintf(what, sizeof what, "fixture eps %g P=%d %s", (double)m.d.eps, P, gname);
+      snprintf(what, sizeof what, "fixture eps %g P=%d %.60s", (double)m.d.eps, P, gname);
       gt_test_check_err(what, gt_test_scaled_err(g[i], want, m.n[i]), 1e-5);
       free(want);
     }

@@ -309,7 +309,7 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
 /* Where the step directories are, for a step, checkpoints or run directory.
  * Returns 1 for a root, 2 when path is itself a step directory, 0: none. */
 static int gt__resolve(const char *path, char *root, size_t n) {
-  char p[GT__PATH], q[GT__PATH];
+  char p[GT__PATH], q[GT__PATH + 16];
   snprintf(p, sizeof p, "%s", path);
   size_t l = strlen(p);
   while (l > 1 && p[l - 1] == '/') p[--l] = 0;
@@ -364,7 +364,7 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
     fclose(f);
     top = gt__step_of(line);
     if (top < 0 && log) {
-      char msg[GT__PATH + 200];
+      char msg[GT__PATH + 16 + 128 + 80];
       snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', not a step directory; trying every checkpoint", lp, line);
       log(log_ctx, msg);
     }

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,21 @@ gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int
     *step = 0;
     cJSON *meta = f.metadata_json ? cJSON_Parse(f.metadata_json) : NULL;
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(meta, "optimizer_step");
-    if (cJSON_IsString(st)) *step = atoll(st->valuestring);
+    if (cJSON_IsString(st)) {
+      /* a whole decimal number of updates, 0 .. 2^53 (the metadata is not
+       * crc-protected: "-100" made AdamW's bias correction NaN) */
+      const char *v = st->valuestring;
+      char *end = NULL;
+      errno = 0;
+      long long n = strtoll(v, &end, 10);
+      if (errno || end == v || *end || n < 0 || n > (1LL << 53) || v[0] == '+' || v[0] == ' ')
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "paramfile '%s': metadata optimizer_step = '%s'; expected a whole number of AdamW updates "
+                        "in [0, 2^53]",
+                        path, v);
+      else
+        *step = n;
+    }
     cJSON_Delete(meta);
   }
   gt_st_close(&f);

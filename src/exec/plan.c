@@ -160,6 +160,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_step_metrics sm;
   rc = gt_trainer_step_zero(tr, &sm, err);
   gt_fsdp *fs = gt_trainer_fsdp(tr);
+  int best = 0;
   for (int d = 0; !rc && d < N; d++) {
     gt_mem *mem = gt_fsdp_device_mem(fs, d);
     if (w[d].oom) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory to follow device %d's buffers", d);
@@ -168,30 +169,23 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     dp[d].host_peak = gt_mem_peak(mem, GT_MEM_HOST);
     dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_GRADS) + gt_mem_cur(mem, GT_MEM_OPTIM);
     /* the busiest device speaks for all */
-    if (d == 0 || dp[d].peak_total > dp[0].peak_total) {
-      gt_plan keep = dp[0];
-      dp[0] = dp[d];
-      dp[d] = keep;
-      gt__watch wk = w[0];
-      w[0] = w[d];
-      w[d] = wk;
-    }
+    if (dp[d].peak_total > dp[best].peak_total) best = d;
   }
-  gt_trainer_destroy(tr);
+  gt_trainer_destroy(tr); /* its frees still reach the probes: w and dp stay put */
   if (rc) goto out;
-  memcpy(p->at_peak, dp[0].at_peak, sizeof p->at_peak);
-  p->peak_total = dp[0].peak_total;
-  p->host_peak = dp[0].host_peak;
-  snprintf(p->peak_where, sizeof p->peak_where, "%s", dp[0].peak_where);
-  p->n_top = dp[0].n_top;
-  memcpy(p->top, dp[0].top, sizeof p->top);
-  memcpy(p->saved_per_layer, dp[0].saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
+  memcpy(p->at_peak, dp[best].at_peak, sizeof p->at_peak);
+  p->peak_total = dp[best].peak_total;
+  p->host_peak = dp[best].host_peak;
+  snprintf(p->peak_where, sizeof p->peak_where, "%s", dp[best].peak_where);
+  p->n_top = dp[best].n_top;
+  memcpy(p->top, dp[best].top, sizeof p->top);
+  memcpy(p->saved_per_layer, dp[best].saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
   for (int64_t l = 0; l < m.n_layers; l++) p->saved_total += p->saved_per_layer[l];
-  p->layer_act_peak = dp[0].layer_act_peak;
-  p->layer_act_saved = dp[0].layer_act_saved;
-  snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", dp[0].layer_act_where);
+  p->layer_act_peak = dp[best].layer_act_peak;
+  p->layer_act_saved = dp[best].layer_act_saved;
+  snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", dp[best].layer_act_where);
   if (N > 1) {
-    p->shard_state_bytes = dp[0].shard_state_bytes;
+    p->shard_state_bytes = dp[best].shard_state_bytes;
     int ax_d, ax_f, ax_e;
     gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
     if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);

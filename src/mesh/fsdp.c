@@ -165,6 +165,17 @@ static void gt__release(void *ctx, int64_t u, int phase) {
   }
 }
 
+/* After a failed pass: every gathered copy and unit gradient of the device
+ * goes, unreduced (a prefetch still in flight is waited for first), so the
+ * next pass starts from the shards and never reads a stale copy. */
+static void gt__abandon(gt__dev *d) {
+  for (int64_t u = 0; u < d->f->n_units; u++) {
+    gt__drop(d, u);
+    if (!d->f->inplace) gt_mem_free(&d->mem, d->ugrad[u]);
+    d->ugrad[u] = NULL;
+  }
+}
+
 /* ---------- expert parallelism ---------- */
 
 /* The leading elements of the device's shard of unit u that every expert
@@ -211,6 +222,8 @@ static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *ful
 static void gt__scatter_init(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
+  /* no copy gathered before the new state may outlive it */
+  gt__abandon(d);
   /* each device copies its own shard of each unit (of its own experts'
    * block) out of the host's full initial buffer (the host is not a device) */
   for (int64_t u = 0; u < f->n_units; u++) {
@@ -238,14 +251,22 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   }
   f->n_units = gt_model_n_units(&layout);
   f->n_params = layout.n_params;
-  f->unit_off = malloc(sizeof(int64_t) * (size_t)f->n_units);
-  f->unit_cnt = malloc(sizeof(int64_t) * (size_t)f->n_units);
+  f->unit_off = malloc(sizeof(int64_t) * (size_t)(f->n_units > 0 ? f->n_units : 1));
+  f->unit_cnt = malloc(sizeof(int64_t) * (size_t)(f->n_units > 0 ? f->n_units : 1));
+  if (!f->unit_off || !f->unit_cnt) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for the unit table");
+    goto fail;
+  }
   for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
   gt_config_mesh_axes(cfg, &f->dp, &f->fs, &f->ep);
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
   if ((rc = gt_mesh_set_axes3(f->mesh, f->dp, f->fs, f->ep, err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
+  if (!f->devs) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for %d devices", f->N);
+    goto fail;
+  }
   for (int i = 0; i < f->N; i++) {
     gt__dev *d = &f->devs[i];
     d->f = f;
@@ -281,9 +302,13 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     }
     d->shard_off = malloc(sizeof(int64_t) * nu);
     d->pending = malloc(sizeof(int) * nu);
-    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
     d->gathered = calloc(nu, sizeof(float *));
     d->ugrad = calloc(nu, sizeof(float *));
+    if (!d->shard_off || !d->pending || !d->gathered || !d->ugrad) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
+      goto fail;
+    }
+    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
     int64_t maxs = 0;
     for (int64_t u = 0; u < f->n_units; u++) {
       d->shard_off[u] = d->shard_n;
@@ -309,8 +334,6 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   /* the same initial values as one device: initialise the full model once */
   if (!measure) {
     gt_model full;
-    gt_mem host;
-    gt_mem_init(&host);
     if ((rc = gt_model_build(&full, cfg, err))) goto fail;
     full.params = malloc((size_t)full.n_params * sizeof(float));
     if (!full.params) {
@@ -339,10 +362,10 @@ void gt_fsdp_destroy(gt_fsdp *f) {
   if (!f) return;
   for (int i = 0; f->devs && i < f->N; i++) {
     gt__dev *d = &f->devs[i];
-    for (int64_t u = 0; d->gathered && u < f->n_units; u++) {
-      if (d->pending && d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
+    for (int64_t u = 0; d->gathered && d->ugrad && d->pending && u < f->n_units; u++) {
+      if (d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
       if (!f->inplace) gt_mem_free(&d->mem, d->gathered[u]);
-      gt_mem_free(&d->mem, d->ugrad[u]);
+      if (!f->inplace) gt_mem_free(&d->mem, d->ugrad[u]);
     }
     gt_mem_free(&d->mem, d->pshard);
     gt_mem_free(&d->mem, d->gshard);
@@ -419,10 +442,15 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
       d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
     /* the executor's last phase (a layer's backward, or the head) ends with it */
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
-    /* a failed device cannot leave the others waiting in a collective: all
-     * devices run the same sequence, so an error is an allocation failure
-     * that strikes all of them alike here (same sizes everywhere) */
-    if (d->rc) return;
+    /* a failed device cannot leave the others waiting in a collective: the
+     * batches were checked before the run (gt__check_batches), so an error
+     * here is an allocation failure, which strikes every device alike when
+     * their sizes agree (a device whose shard is one element longer can still
+     * fail alone: that case is not handled) */
+    if (d->rc) {
+      gt__abandon(d);
+      return;
+    }
   }
   /* a forward-only pass ends at the head, whose acquire prefetched layer 0
    * for a forward that does not follow: drop it, so no gathered copy
@@ -455,6 +483,9 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
   }
   if (lane) gt_trace_span(lane, "gradient norm", "optimizer", tn, gt_prof_now());
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
+  /* a collective of this step failed: its sums and gradients are garbage,
+   * and every device sees the same verdict, so none updates anything */
+  if (gt_mesh_failed(f->mesh)) return;
   /* every device of a token group holds its group's lb sum */
   double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
   double norm = sqrt(sums[2]);
@@ -482,11 +513,18 @@ static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
   return GT_OK;
 }
 
+/* Refused before any device runs, so a bad batch never fails part way. */
 static gt_rc gt__check_batches(gt_fsdp *f, const gt_batch *b, int n, gt_err *err) {
-  for (int i = 0; i < n; i++)
+  long long tiles = f->cfg.num_vocab_tiling;
+  for (int i = 0; i < n; i++) {
     if (b[i].B % f->N)
-      return gt_err_set(err, GT_ERR_CONFIG, "fsdp: a global batch of %d sequences does not split over %d devices",
+      return gt_err_set(err, GT_ERR_ARG, "fsdp: a global batch of %d sequences does not split over %d devices",
                         b[i].B, f->N);
+    if ((long long)(b[i].B / f->N) * b[i].T % tiles)
+      return gt_err_set(err, GT_ERR_ARG,
+                        "fsdp: a device's %d x %d tokens do not split into num_vocab_tiling = %lld tiles",
+                        b[i].B / f->N, b[i].T, tiles);
+  }
   return GT_OK;
 }
 

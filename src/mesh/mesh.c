@@ -1102,6 +1102,8 @@ void gt_mesh_set_trace(gt_mesh *m, gt_trace *tr) {
   if (m) atomic_store_explicit(&m->trace, tr, memory_order_release);
 }
 
+int gt_mesh_failed(const gt_mesh *m) { return atomic_load(&m->failed) != 0; }
+
 gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err) {
   if (!m) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_take_error: mesh is NULL");
   gt_err e;

@@ -71,6 +71,10 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
  * garbage: discard them). Misuses the mesh cannot see (devices calling
  * different collectives, groups or n) still hang or corrupt. */
 gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err);
+/* 1 when an error is recorded and not yet taken. Read after a collective
+ * that every device completed, all devices see the same answer: a device
+ * step checks it before applying an update computed from collectives. */
+int gt_mesh_failed(const gt_mesh *m);
 
 /* Collectives: every device of the mesh calls the same one with the same n.
  * all_gather: out[n] = concatenation of every device's shard (in = its own

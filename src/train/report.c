@@ -59,6 +59,11 @@ static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, g
   FILE *f = start > 0 ? fopen(path, "r") : NULL;
   if (f) {
     FILE *mem = open_memstream(&keep, &klen);
+    if (!mem) {
+      fclose(f);
+      gt_err_set(err, GT_ERR_NOMEM, "train: no memory to read '%s'", path);
+      return NULL;
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -88,21 +93,27 @@ static FILE *gt__metrics_reopen(gt_report *r, const char *path, int64_t start, g
     if (mem) fclose(mem);
     fclose(f);
   }
-  f = fopen(path, "w");
-  if (!f) {
-    free(keep);
-    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  if ((keep && fwrite(keep, 1, klen, f) != klen) || fflush(f) != 0) {
-    int e = errno;
-    free(keep);
-    fclose(f);
+  /* the kept lines replace the file at once (a temporary file renamed over
+   * it), so a kill here never loses the history */
+  char tmp[2300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  f = fopen(tmp, "w");
+  int ok = f && (!keep || fwrite(keep, 1, klen, f) == klen) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int e = errno;
+  free(keep);
+  if (f && (fclose(f) != 0 || !ok)) ok = 0;
+  if (!ok || rename(tmp, path) != 0) {
+    if (ok) e = errno;
+    remove(tmp);
     gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(e));
     return NULL;
   }
+  f = fopen(path, "a");
+  if (!f) {
+    gt_err_set(err, GT_ERR_IO, "train: cannot write '%s': %s", path, strerror(errno));
+    return NULL;
+  }
   r->metrics_good = (long)klen;
-  free(keep);
   return f;
 }
 

@@ -100,11 +100,16 @@ static gt_rc gt__sample(gt_report *r, gt_trainer *tr, gt_model *m, gt_mem *mem, 
   return rc;
 }
 
+/* The plan's peak next to the measured one (the largest step's, busiest
+ * device's), and that device's categories during its last step and eval. */
 static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64_t peak, int64_t last_saved) {
-  gt_mem *dm = gt_fsdp_device_mem(gt_trainer_fsdp(tr), 0);
+  gt_fsdp *fs = gt_trainer_fsdp(tr);
+  gt_mem *dm = gt_fsdp_device_mem(fs, 0);
+  for (int d = 1; d < gt_fsdp_devices(fs); d++)
+    if (gt_mem_total_peak(gt_fsdp_device_mem(fs, d)) > gt_mem_total_peak(dm)) dm = gt_fsdp_device_mem(fs, d);
   double M = 1048576.0;
-  gt_report_note(r, "peak memory: %.1f MiB planned, %.1f MiB measured (params %.1f, grads %.1f, optimizer %.1f, saved "
-                    "activations %.1f, temporaries %.1f, logits %.1f MiB)\n",
+  gt_report_note(r, "peak memory: %.1f MiB planned, %.1f MiB measured (busiest device, last step: params %.1f, grads "
+                    "%.1f, optimizer %.1f, saved activations %.1f, temporaries %.1f, logits %.1f MiB)\n",
                  planned_peak / M, peak / M, gt_mem_peak(dm, GT_MEM_PARAMS) / M, gt_mem_peak(dm, GT_MEM_GRADS) / M,
                  gt_mem_peak(dm, GT_MEM_OPTIM) / M, gt_mem_peak(dm, GT_MEM_SAVED) / M, gt_mem_peak(dm, GT_MEM_TEMP) / M,
                  gt_mem_peak(dm, GT_MEM_LOGITS) / M);
@@ -201,7 +206,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       /* the state is good, its record is not: keep the state, then stop */
       gt_err e2;
       if (cfg.enable_checkpointing && gt__train_save(&ts, res->run_dir, step + 1, &e2) == GT_OK)
-        gt_report_note(&rep, "saved the state of step %lld; metrics.jsonl lacks its line\n", (long long)step);
+        gt_report_note(&rep, "saved the state after step %lld before stopping\n", (long long)step);
       goto out;
     }
     if (step == 0) res->first_loss = sm.loss;

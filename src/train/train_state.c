@@ -136,7 +136,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     rc = s->src ? gt_model_source_load_params(s->src, m, p, err)
                 : gt_err_set(err, GT_ERR_INTERNAL, "train: load_parameters_path was not opened");
     memset(&ld, 0, sizeof ld);
-    snprintf(ld.dir, sizeof ld.dir, "%s", s->src ? s->src->dir : path);
+    snprintf(ld.dir, sizeof ld.dir, "%.1100s", s->src ? s->src->dir : path);
     if (s->src && s->src->kind == GT_SRC_HF) why = "load_parameters_path, a Hugging Face directory";
     if (s->src && s->src->kind == GT_SRC_PARAMFILE) why = "load_parameters_path, a parameter file";
   } else {

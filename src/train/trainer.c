@@ -43,7 +43,8 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
    * reuses its own, and every device reads its rows of each */
   int64_t nb = gt_config_global_batch(cfg) * cfg->max_target_length;
   int ga = (int)cfg->gradient_accumulation_steps;
-  t->n_mb = ga > (int)cfg->eval_steps ? ga : (int)cfg->eval_steps;
+  /* an allocation-only trainer (the plan) runs one step and no eval */
+  t->n_mb = probes || ga > (int)cfg->eval_steps ? ga : (int)cfg->eval_steps;
   t->mb = calloc((size_t)t->n_mb, sizeof *t->mb);
   t->mbuf = gt_mem_alloc(&t->host, GT_MEM_DATA, (size_t)(3 * t->n_mb) * (size_t)nb * sizeof(int32_t));
   if (!t->mb || !t->mbuf) {
@@ -90,9 +91,13 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   memset(sm, 0, sizeof *sm);
   sm->step = t->step;
   sm->seconds = secs;
-  sm->tflops_per_s_per_device = t->flops.total_tflops / secs;
   int64_t tokens = 0;
   for (int i = 0; i < n_micro; i++) tokens += (int64_t)micro[i].B * micro[i].T;
+  /* the FLOPs count is the configured step's; a caller's own batch of
+   * another size scales it (attention's share differs slightly: near enough) */
+  double configured = (double)gt_config_global_batch(c) * (double)c->max_target_length *
+                      (double)c->gradient_accumulation_steps;
+  sm->tflops_per_s_per_device = t->flops.total_tflops * ((double)tokens / configured) / secs;
   sm->tokens_per_s_per_device = (double)tokens / (double)c->num_devices / secs;
   sm->total_weights = fi.total_weights;
   sm->loss = loss;
