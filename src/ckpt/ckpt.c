@@ -320,7 +320,9 @@ static int gt__resolve(const char *path, char *root, size_t n) {
   }
   snprintf(q, sizeof q, "%s/checkpoints", p);
   if (gt__is_dir(q)) {
-    snprintf(root, n, "%s", q);
+    size_t len = strlen(q);
+    if (len >= n) return 0; /* too long to name: not a checkpoint root we can use */
+    memcpy(root, q, len + 1);
     return 1;
   }
   if (gt__is_dir(p)) {
