@@ -113,11 +113,12 @@ static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64
                  planned_peak / M, peak / M, gt_mem_peak(dm, GT_MEM_PARAMS) / M, gt_mem_peak(dm, GT_MEM_GRADS) / M,
                  gt_mem_peak(dm, GT_MEM_OPTIM) / M, gt_mem_peak(dm, GT_MEM_SAVED) / M, gt_mem_peak(dm, GT_MEM_TEMP) / M,
                  gt_mem_peak(dm, GT_MEM_LOGITS) / M);
+  const char *tb = r->tensorboard ? ", tensorboard/" : "";
   if (last_saved >= 0)
-    gt_report_note(r, "wrote %s/config.json, metrics.jsonl, loss.svg and checkpoints/ (latest: step_%08lld)\n",
-                   r->run_dir, (long long)last_saved);
+    gt_report_note(r, "wrote %s/config.json, metrics.jsonl%s, loss.svg and checkpoints/ (latest: step_%08lld)\n",
+                   r->run_dir, tb, (long long)last_saved);
   else
-    gt_report_note(r, "wrote %s/config.json, metrics.jsonl and loss.svg\n", r->run_dir);
+    gt_report_note(r, "wrote %s/config.json, metrics.jsonl%s and loss.svg\n", r->run_dir, tb);
 }
 
 static int gt__eval_due(const gt_config *c, const gt_data *d, int64_t step) {
