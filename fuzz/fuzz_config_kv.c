@@ -16,12 +16,8 @@ static gt_config gt_fuzz_defaults;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  gt_err e;
   gt_fuzz_dir();
-  if (gt_config_load(&gt_fuzz_defaults, GT_FUZZ_CONFIG_DIR, NULL, 0, NULL, &e)) {
-    fprintf(stderr, "fuzz: cannot load the default config: %s\n", e.msg);
-    abort();
-  }
+  gt_fuzz_load_defaults(&gt_fuzz_defaults);
   return 0;
 }
 

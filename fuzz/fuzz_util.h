@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char gt_fuzz_dir_[512];
@@ -97,6 +99,16 @@ static inline void gt_fuzz_check_quiet(void) {
   if (fstat(1, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
     fprintf(stderr, "fuzz: the library printed %lld bytes on stdout (library code never prints)\n",
             (long long)sb.st_size);
+    abort();
+  }
+}
+
+/* base.json and its default preset, the start of every config harness: a
+ * harness that cannot load them is broken, not fuzzed, so it stops. */
+static inline void gt_fuzz_load_defaults(gt_config *cfg) {
+  gt_err e;
+  if (gt_config_load(cfg, GT_FUZZ_CONFIG_DIR, NULL, 0, NULL, &e)) {
+    fprintf(stderr, "fuzz: cannot load the default config: %s\n", e.msg);
     abort();
   }
 }
