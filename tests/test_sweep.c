@@ -159,6 +159,17 @@ START_TEST(test_all_keys) {
 END_TEST
 
 START_TEST(test_refusals) {
+  /* more points than GT_SWEEP_MAX_POINTS (a fuzzer's 35,000-point grid
+   * took 14 s to parse): 2^13 = 8192 */
+  refused("{\"grid\": {\"a\": [1, 2], \"b\": [1, 2], \"c\": [1, 2], \"d\": [1, 2], \"e\": [1, 2], "
+          "\"f\": [1, 2], \"g\": [1, 2], \"h\": [1, 2], \"i\": [1, 2], \"j\": [1, 2], \"k\": [1, 2], "
+          "\"l\": [1, 2], \"m\": [1, 2]}}",
+          "grid has more than 4096 points");
+  /* a key given twice (fuzz_sweep: a second "metrics" list wrote past the
+   * first one's array) */
+  refused("{\"grid\": {\"steps\": [1]}, \"metrics\": [\"final_loss\"], \"metrics\": [\"final_loss\", "
+          "\"final_loss\"]}",
+          "key 'metrics' appears twice");
   refused("{\"grid\": {\"a\": [1, 2]},\n \"steps\": 3,,}", "is not valid JSON (near line 2)");
   refused("not json at all", "is not valid JSON");
   refused("[1, 2]", "must hold a JSON object");

@@ -65,9 +65,9 @@ static gt_rc gt__add_point(gt_sweep *s, gt_sweep_kvs *kv, gt_err *err) {
       return GT_OK;
     }
   }
-  if (s->n_points >= 100000) {
+  if (s->n_points >= GT_SWEEP_MAX_POINTS) {
     gt_sweep_kvs_free(kv);
-    return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s' defines more than 100000 points", s->path);
+    return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s' defines more than %d points", s->path, GT_SWEEP_MAX_POINTS);
   }
   if (s->n_points % 64 == 0) {
     gt_sweep_point *p = realloc(s->points, sizeof *p * (size_t)(s->n_points + 64));
@@ -119,8 +119,9 @@ static gt_rc gt__expand_grid(gt_sweep *s, const cJSON *g, const char *where, gt_
     }
     lists[i++] = it;
     total *= len;
-    if (total > 100000)
-      return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s has more than 100000 points", s->path, where);
+    if (total > GT_SWEEP_MAX_POINTS)
+      return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s has more than %d points", s->path, where,
+                        GT_SWEEP_MAX_POINTS);
   }
   for (long long idx = 0; idx < total; idx++) {
     int pick[64];
@@ -263,6 +264,11 @@ static gt_rc gt__parse_obj(gt_sweep *s, const cJSON *j, gt_err *err) {
   cJSON_ArrayForEach(it, j) {
     const char *k = it->string;
     gt_rc rc = GT_OK;
+    /* a key given twice is refused, as in a config file (a second "metrics"
+     * list once wrote past the first one's array) */
+    for (const cJSON *prev = j->child; prev != it; prev = prev->next)
+      if (!strcmp(prev->string, k))
+        return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': key '%s' appears twice; set each key once", s->path, k);
     if (!strcmp(k, "base")) {
       rc = gt__parse_base(s, it, err);
     } else if (!strcmp(k, "grid")) {
