@@ -87,6 +87,12 @@ void gt_test_write_text(const char *path, const char *text);
 /* gt_config_load from the source tree's configs/ with these overrides;
  * asserts it loads, showing the error. */
 void gt_test_config(gt_config *c, int n, const char *const *ov);
+/* The remat suites' small model: `model` reshaped to `layers` layers of
+ * `pattern` (num_kv_shared_layers `shared`), T = 24, window 7, batch 2, under
+ * `policy` and `scope`; policy custom keeps q and context on the device and
+ * offloads mlpwo. */
+void gt_test_remat_config(gt_config *c, const char *model, const char *policy, const char *scope, int layers,
+                          const char *pattern, int shared);
 /* gt_model_build of c; asserts it builds, showing the error. */
 void gt_test_model_build(gt_model *m, const gt_config *c);
 /* Every norm weight (the 1-d tensors) uniform in [-0.3, 0.3) from *state,

@@ -85,18 +85,7 @@ typedef struct step {
 
 static void load(gt_config *c, const char *model, const char *policy, const char *scope, int layers,
                  const char *pattern, int shared) {
-  char mn[96], p[96], s[64], l[64], pat[64], sh[64];
-  snprintf(mn, sizeof mn, "model_name=%s", model);
-  snprintf(p, sizeof p, "remat_policy=%s", policy);
-  snprintf(s, sizeof s, "remat_scope=%s", scope);
-  snprintf(l, sizeof l, "base_num_decoder_layers=%d", layers);
-  snprintf(pat, sizeof pat, "layer_pattern=%s", pattern);
-  snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
-  /* custom: keep q and context on the device, offload mlpwo */
-  const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
-                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
-  gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 12, ov, &e) == GT_OK, "%s", e.msg);
+  gt_test_remat_config(c, model, policy, scope, layers, pattern, shared);
 }
 
 /* One forward+backward (train) or forward+loss (!train) of B=2, T=24 on a

@@ -29,19 +29,9 @@ typedef struct run {
 
 static run run_model(const char *model, const char *policy, const char *scope, int layers, const char *pattern,
                      int shared) {
-  char mn[96], p[96], s[64], l[64], pat[64], sh[64];
-  snprintf(mn, sizeof mn, "model_name=%s", model);
-  snprintf(p, sizeof p, "remat_policy=%s", policy);
-  snprintf(s, sizeof s, "remat_scope=%s", scope);
-  snprintf(l, sizeof l, "base_num_decoder_layers=%d", layers);
-  snprintf(pat, sizeof pat, "layer_pattern=%s", pattern);
-  snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
-  /* custom: keep q and context on the device, offload mlpwo */
-  const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
-                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
   gt_config c;
   gt_err e;
-  gt_test_config(&c, 12, ov);
+  gt_test_remat_config(&c, model, policy, scope, layers, pattern, shared);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
