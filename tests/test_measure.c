@@ -83,11 +83,6 @@ typedef struct step {
   gt_loss_stats st;
 } step;
 
-static void load(gt_config *c, const char *model, const char *policy, const char *scope, int layers,
-                 const char *pattern, int shared) {
-  gt_test_remat_config(c, model, policy, scope, layers, pattern, shared);
-}
-
 /* One forward+backward (train) or forward+loss (!train) of B=2, T=24 on a
  * real or a measuring tracker, recorded from before the model's allocation.
  * The measuring run never initialises the parameters: they have no memory. */
@@ -167,7 +162,7 @@ static void check_model(const char *model, int layers, const char *pattern, int 
   for (int sc = 0; sc < 2; sc++)
     for (int i = 0; i < NPOL; i++) {
       gt_config c;
-      load(&c, model, policies[i], scopes[sc], layers, pattern, shared);
+      gt_test_remat_config(&c, model, policies[i], scopes[sc], layers, pattern, shared);
       char what[160];
       snprintf(what, sizeof what, "%s L=%d %s %s/%s", model, layers, pattern, policies[i], scopes[sc]);
       step real = run(&c, 0, 1, 1), meas = run(&c, 1, 1, 1);
@@ -216,7 +211,7 @@ START_TEST(test_tiles_and_forward_loss) {
   const char *models[] = {"gemma3-tiny", "gemma4-tiny-moe"};
   for (int i = 0; i < 2; i++) {
     gt_config c;
-    load(&c, models[i], "minimal", "layer", 6, "LLLLLG", 0);
+    gt_test_remat_config(&c, models[i], "minimal", "layer", 6, "LLLLLG", 0);
     step real = run(&c, 0, 1, 4), meas = run(&c, 1, 1, 4);
     same_schedule(&real, &meas, "4 vocab tiles");
     free_step(&real);
@@ -233,7 +228,7 @@ END_TEST
 START_TEST(test_names_and_phases) {
   /* the names a plan shows, under the phase they were taken in */
   gt_config c;
-  load(&c, "gemma3-tiny", "minimal", "layer", 6, "LLLLLG", 0);
+  gt_test_remat_config(&c, "gemma3-tiny", "minimal", "layer", 6, "LLLLLG", 0);
   step s = run(&c, 1, 1, 1);
   const char *phase = "";
   int logits = 0, q5 = 0, carry = 0, mlp_grad2 = 0, rope = 0;
