@@ -1,0 +1,117 @@
+/* gemtrain's process layer: MPI ranks as MaxText's slices (the DCN axes).
+ *
+ * A run started by an MPI launcher (mpirun / mpiexec of Open MPI or MPICH)
+ * has one rank per process; each rank's devices are worker threads (the ICI
+ * axes, src/mesh). Everything here uses only the MPI C API. A build without
+ * MPI (GT_HAVE_MPI undefined, dist_none.c) and a run not started by a
+ * launcher are one rank: every call below is then a local no-op that
+ * succeeds, so callers need no #ifdef.
+ *
+ * Nothing here prints, exits or aborts, except gt_dist_abort (for the
+ * command line only). Every wait is bounded: a peer that does not answer
+ * within the timeout (collective_timeout_seconds) fails the call with
+ * GT_ERR_IO and a one-line message naming the rank(s) that did not answer.
+ *
+ * Threads: MPI_THREAD_MULTIPLE is asked for, because device threads and
+ * their communication threads exchange at the same time. When the library
+ * provides less (MPI_THREAD_SERIALIZED at least is required), every MPI call
+ * is made under one process-wide mutex and only non-blocking calls are used
+ * (polled with MPI_Test), so correctness is the same and only overlap is
+ * lost. gt_dist_thread_level() says which. */
+#ifndef GT_DIST_DIST_H
+#define GT_DIST_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this build has MPI (the compile-time GT_HAVE_MPI). */
+int gt_dist_compiled(void);
+/* 1 when the environment says a launcher started this process (Open MPI's
+ * OMPI_COMM_WORLD_SIZE, MPICH/Hydra's PMI_SIZE, PMIx's PMIX_RANK). */
+int gt_dist_launched(void);
+
+/* Initialises MPI when this process was launched by mpirun (else nothing:
+ * one rank). Idempotent. GT_ERR_CONFIG when launched with more than one
+ * rank but the build has no MPI; GT_ERR_IO when MPI_Init_thread fails or
+ * gives less than MPI_THREAD_SERIALIZED. */
+gt_rc gt_dist_init(gt_err *err);
+/* MPI_Finalize when gt_dist_init started MPI (and no call timed out: a
+ * rank that lost a peer must not wait for it in MPI_Finalize). */
+void gt_dist_finalize(void);
+/* Ends every rank of the job with `code` (MPI_Abort), or exit(code) with
+ * one rank. The command line calls it after a failed collective, when
+ * peers may be stuck; library code never does. */
+void gt_dist_abort(int code);
+
+int gt_dist_rank(void);       /* 0 with one rank */
+int gt_dist_size(void);       /* 1 with one rank */
+const char *gt_dist_host(void); /* this rank's host name ("" if unknown) */
+/* "multiple", "serialized" (see above) or "none" (one rank). */
+const char *gt_dist_thread_level(void);
+
+/* The timeout of every wait below, in seconds (> 0; default 300). */
+void gt_dist_set_timeout(double seconds);
+double gt_dist_timeout(void);
+/* 1 after any call has timed out or seen a transport error: the job is
+ * broken and every later call fails at once. */
+int gt_dist_broken(void);
+
+/* ---- host collectives ----
+ * Called by one thread of every rank (the main thread, outside mesh runs),
+ * in the same order on every rank. `what` names the call in error messages
+ * ("checkpoint commit"). Results are the same bits on every rank and do not
+ * depend on timing (sums are taken in rank order). */
+gt_rc gt_dist_barrier(const char *what, gt_err *err);
+/* buf[n] of every rank = root's. */
+gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err);
+/* In place, element-wise over ranks. */
+gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op /* GT_DIST_SUM / MAX / MIN */, const char *what,
+                            gt_err *err);
+gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err);
+/* Bitwise OR of n 32-bit words (assembles pieces each written by one rank
+ * into zeroed buffers: exact, -0.0 stays -0.0). */
+gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err);
+/* out[size * n]: rank r's n values at out[r * n]. */
+gt_rc gt_dist_allgather_i64(const int64_t *in, int n, int64_t *out, const char *what, gt_err *err);
+/* Agreement on an outcome: returns GT_OK when every rank passed GT_OK; else
+ * the first failing rank's rc, with err = "rank R: <its message>" (the
+ * failing rank's own err when it is this rank). */
+gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err);
+
+enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
+
+/* ---- point-to-point for the mesh's rings ----
+ * One ring step of one device thread: send `send_bytes` from `send` to
+ * device `to_dev` of rank `to_rank`, and receive `recv_bytes` into `recv`
+ * from device `from_dev` of rank `from_rank`, both at once (either side may
+ * be absent: rank -1 or 0 bytes). `lane` (0 device threads, 1 comm threads)
+ * and the device pair select the channel, so concurrent rings of different
+ * lanes and devices never match each other's messages; on one channel
+ * messages arrive in the order they were sent (MPI's non-overtaking rule).
+ * `dev` is the calling device (local index); `what` names the collective.
+ * Waits are polled: a short busy phase, then sleeps that grow to 1 ms, so
+ * a waiting thread leaves the cores to computing ones.
+ * GT_ERR_IO on timeout ("rank 0 device 1: gt_all_gather: no data from rank 1
+ * device 0 within 300 s (collective_timeout_seconds); is rank 1 alive?") or
+ * a transport error; the pending requests are then abandoned and
+ * gt_dist_broken() is 1. */
+typedef struct gt_dist_xfer {
+  const void *send;
+  size_t send_bytes;
+  int to_rank, to_dev;
+  void *recv;
+  size_t recv_bytes;
+  int from_rank, from_dev;
+} gt_dist_xfer;
+gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *what, gt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
