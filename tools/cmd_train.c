@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dist/dist.h"
 #include "train/train.h"
 
-/* SIGINT/SIGTERM: the run finishes its step, checkpoints and returns; the
- * handler resets itself, so a second signal kills. */
+/* SIGINT/SIGTERM/SIGUSR1: the run finishes its step, checkpoints and
+ * returns; the handler resets itself, so a second signal kills. SIGUSR1 is
+ * for MPI jobs: Open MPI's mpirun forwards it to every rank, where SIGTERM
+ * to mpirun kills the ranks shortly after passing it on (docs/sharding.md). */
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
@@ -31,23 +34,37 @@ int gt_cmd_train(int argc, char **argv) {
   }
   gt_train_opts o = {.out = stdout, .progress = isatty(STDERR_FILENO) ? stderr : NULL, .stop = &g_stop};
   gt_cli_train_test_seams(&o);
-  struct sigaction sa, old[2];
+  struct sigaction sa, old[3];
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old[0]);
   sigaction(SIGTERM, &sa, &old[1]);
+  sigaction(SIGUSR1, &sa, &old[2]);
   gt_train_result res;
   gt_err err;
   gt_err_clear(&err);
   gt_rc r = gt_train(&cfg, &o, &res, &err);
   sigaction(SIGINT, &old[0], NULL);
   sigaction(SIGTERM, &old[1], NULL);
+  sigaction(SIGUSR1, &old[2], NULL);
   if (r) {
     fflush(stdout);
-    fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return gt_cli_exit_code(r);
+    if (gt_dist_size() == 1) {
+      fprintf(stderr, "gemtrain: %s\n", err.msg);
+      return gt_cli_exit_code(r);
+    }
+    /* over MPI ranks: an error every rank agreed on is printed once and
+     * every rank exits with it; one this rank saw alone is printed with the
+     * rank, and the whole job ends (a peer may be waiting for this rank) */
+    if (res.agreed) {
+      if (gt_dist_rank() == 0) fprintf(stderr, "gemtrain: %s\n", err.msg);
+      return gt_cli_exit_code(r);
+    }
+    fprintf(stderr, "gemtrain: rank %d of %d: %s\n", gt_dist_rank(), gt_dist_size(), err.msg);
+    fflush(stderr);
+    gt_dist_abort(gt_cli_exit_code(r));
   }
   return 0;
 }

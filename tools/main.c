@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist/dist.h"
 #include "base/common.h"
 
 /* What main needs to know of a command's arguments to print its help and to
@@ -123,10 +124,21 @@ static int run_command(const command *c, int argc, char **argv) {
   const char *sub;
   char **out = reorder(c, argc, argv, &n, &help, &sub);
   int rc;
-  if (help)
+  if (help) {
     rc = gt_cli_help(stdout, c->name, sub) ? GT_EXIT_ERROR : GT_EXIT_OK;
-  else
+  } else {
+    /* under mpirun every rank runs the command (SPMD); without a launcher
+     * MPI is never started and this is one process as always */
+    gt_err err;
+    gt_err_clear(&err);
+    if (gt_dist_init(&err)) {
+      fprintf(stderr, "gemtrain: %s\n", err.msg);
+      free(out);
+      return GT_EXIT_CONFIG;
+    }
     rc = out ? c->run(n, out) : c->run(argc, argv);
+    gt_dist_finalize();
+  }
   free(out);
   return rc;
 }

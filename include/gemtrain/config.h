@@ -141,6 +141,11 @@ typedef struct gt_config {
   long long ici_data_parallelism;
   long long ici_fsdp_parallelism;
   long long ici_expert_parallelism;
+  /* across MPI ranks (MaxText's DCN axes; -1: fill in with the ranks) */
+  long long dcn_data_parallelism;
+  long long dcn_fsdp_parallelism;
+  long long dcn_expert_parallelism;
+  double collective_timeout_seconds;
   int prefetch;
   /* One bit per key of the key table (gt_config_is_user_set): set by
    * gt_config_load for every key of the user file and of the key=value

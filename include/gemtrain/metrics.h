@@ -26,6 +26,12 @@ typedef struct gt_step_metrics {
   int skipped; /* the update was skipped (non-finite loss or gradient) */
   int has_moe;        /* the model has MoE layers: moe_lb_loss is reported */
   double moe_lb_loss; /* mean over MoE layers of the load-balance loss; loss = lm_loss + this */
+  /* the step's collectives, per device (the busiest one): wall time spent in
+   * them (prefetching gathers run beside compute and count too), bytes sent,
+   * and of those the bytes sent to other MPI ranks */
+  double comm_seconds;
+  int64_t comm_bytes, comm_bytes_dcn;
+  int ranks; /* MPI processes of the run (1 without mpirun) */
 } gt_step_metrics;
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* dladdr */
 #include "config/config.h"
+#include "dist/dist.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -234,6 +235,14 @@ static const gt_key_spec gt__keys[] = {
      "expert axis of the mesh: each device holds num_experts / this of every MoE layer's experts (-1: fill in)"},
     {"prefetch", GT_KEY_BOOL, F(prefetch), 0, 1, NULL,
      "sharded runs: gather the next layer's weights together with the current one's"},
+    {"dcn_data_parallelism", GT_KEY_INT, F(dcn_data_parallelism), -1, 65536, NULL,
+     "data-parallel axis across MPI ranks (-1: fill in with the ranks mpirun started)"},
+    {"dcn_fsdp_parallelism", GT_KEY_INT, F(dcn_fsdp_parallelism), -1, 65536, NULL,
+     "FSDP axis across MPI ranks (-1: fill in); product of dcn axes = ranks"},
+    {"dcn_expert_parallelism", GT_KEY_INT, F(dcn_expert_parallelism), -1, 65536, NULL,
+     "expert axis across MPI ranks (-1: fill in)"},
+    {"collective_timeout_seconds", GT_KEY_FLOAT, F(collective_timeout_seconds), 0.001, 1e6, NULL,
+     "MPI runs: a rank that does not answer a collective within this time fails the run, naming it"},
 };
 
 #define GT__NKEYS ((int)(sizeof gt__keys / sizeof gt__keys[0]))
@@ -730,7 +739,37 @@ done:
 /* ---------- cross-key validation ---------- */
 
 long long gt_config_global_batch(const gt_config *cfg) {
-  return llround(cfg->per_device_batch_size * (double)cfg->num_devices);
+  return llround(cfg->per_device_batch_size * (double)gt_config_total_devices(cfg));
+}
+
+void gt_config_dcn_axes(const gt_config *cfg, int *data, int *fsdp, int *expert) {
+  long long ax[3] = {cfg->dcn_data_parallelism, cfg->dcn_fsdp_parallelism, cfg->dcn_expert_parallelism};
+  long long known = 1;
+  for (int i = 0; i < 3; i++)
+    if (ax[i] > 0) known *= ax[i];
+  long long ranks = gt_dist_size();
+  for (int i = 0; i < 3; i++)
+    if (ax[i] < 1) ax[i] = known > 0 && ranks % known == 0 && ranks >= known ? ranks / known : 1;
+  *data = (int)ax[0];
+  *fsdp = (int)ax[1];
+  *expert = (int)ax[2];
+}
+
+long long gt_config_num_ranks(const gt_config *cfg) {
+  int d, f, e;
+  gt_config_dcn_axes(cfg, &d, &f, &e);
+  return (long long)d * f * e;
+}
+
+long long gt_config_total_devices(const gt_config *cfg) { return cfg->num_devices * gt_config_num_ranks(cfg); }
+
+void gt_config_global_axes(const gt_config *cfg, int *data, int *fsdp, int *expert) {
+  int id, i_f, ie, dd, df, de;
+  gt_config_mesh_axes(cfg, &id, &i_f, &ie);
+  gt_config_dcn_axes(cfg, &dd, &df, &de);
+  *data = id * dd;
+  *fsdp = i_f * df;
+  *expert = ie * de;
 }
 
 int gt_config_layer_is_global(const gt_config *cfg, long long layer) {
@@ -793,16 +832,42 @@ void gt_config_mesh_axes(const gt_config *cfg, int *data, int *fsdp, int *expert
   *expert = (int)ax[2];
 }
 
+/* The DCN axes (MaxText's, across MPI ranks): positive or -1 (at most one,
+ * filled in with the ranks the launcher started). A build without MPI can
+ * only be one rank. Whether the ranks match is checked when the mesh is
+ * built (the trainer), since `gemtrain plan` may plan for ranks it has not. */
+static gt_rc gt__validate_dcn(const gt_config *c, gt_err *err) {
+  long long ax[3] = {c->dcn_data_parallelism, c->dcn_fsdp_parallelism, c->dcn_expert_parallelism};
+  static const char *axn[3] = {"dcn_data_parallelism", "dcn_fsdp_parallelism", "dcn_expert_parallelism"};
+  int n_fill = 0;
+  for (int i = 0; i < 3; i++) {
+    if (ax[i] == 0)
+      return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' = 0; mesh axes are positive or -1 (fill in)", axn[i]);
+    if (ax[i] == -1) n_fill++;
+    if (ax[i] > 1 && !gt_dist_compiled())
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key '%s' = %lld, but this gemtrain was built without MPI (one process only); "
+                        "install libopenmpi-dev and rebuild, or set it to 1",
+                        axn[i], ax[i]);
+  }
+  if (n_fill > 1)
+    for (int i = 0; i < 3; i++)
+      if (ax[i] == -1 && i > 0)
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key '%s' is -1 and so is another dcn axis; at most one may be filled in", axn[i]);
+  return GT_OK;
+}
+
 /* The MoE keys: a MoE feed-forward exists on Gemma 4 only, its shapes must
  * be whole, and the expert axis must split the experts evenly. */
 static gt_rc gt__validate_moe(const gt_config *c, gt_err *err) {
   int dp, fs, ep;
-  gt_config_mesh_axes(c, &dp, &fs, &ep);
+  gt_config_global_axes(c, &dp, &fs, &ep);
   if (c->num_experts <= 1) {
     if (ep != 1)
       return gt_err_set(err, GT_ERR_CONFIG,
                         "config: key 'ici_expert_parallelism' = %d needs a mixture of experts, but num_experts = %lld; "
-                        "expected 1 on a dense model",
+                        "expected 1 on a dense model (and dcn_expert_parallelism too)",
                         ep, c->num_experts);
     return GT_OK;
   }
@@ -828,8 +893,10 @@ static gt_rc gt__validate_moe(const gt_config *c, gt_err *err) {
                       c->shared_experts);
   if (c->num_experts % ep)
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: key 'ici_expert_parallelism' = %d does not divide num_experts = %lld; every device "
-                      "of the expert axis holds the same number of whole experts",
+                      "config: %s = %d does not divide num_experts = %lld; every device of the expert axis holds "
+                      "the same number of whole experts",
+                      c->dcn_expert_parallelism == 1 ? "key 'ici_expert_parallelism'"
+                                                     : "the expert axis ici_expert_parallelism x dcn_expert_parallelism",
                       ep, c->num_experts);
   if (c->gradient_accumulation_steps > 1)
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -956,7 +1023,9 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
                       "num_devices",
                       ax[0], ax[1], ax[2], known, c->num_devices);
   }
-  double gb = c->per_device_batch_size * (double)c->num_devices;
+  gt_rc drc = gt__validate_dcn(c, err);
+  if (drc) return drc;
+  double gb = c->per_device_batch_size * (double)gt_config_total_devices(c);
   if (fabs(gb - llround(gb)) > 1e-9 || llround(gb) < 1)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'per_device_batch_size' = %g gives a global batch of %g sequences "

@@ -95,6 +95,14 @@ int gt_config_layer_is_moe(const gt_config *cfg, long long layer);
 long long gt_config_num_moe_layers(const gt_config *cfg);
 /* The resolved mesh axes (a -1 filled in): data x fsdp x expert = num_devices. */
 void gt_config_mesh_axes(const gt_config *cfg, int *data, int *fsdp, int *expert);
+/* MaxText's DCN axes across MPI ranks, a -1 filled in with the ranks the
+ * launcher started (gt_dist_size(): 1 without mpirun); their product is the
+ * rank count the run expects. The global mesh is ici x dcn on each axis,
+ * and the global batch is per_device_batch_size x num_devices x ranks. */
+void gt_config_dcn_axes(const gt_config *cfg, int *data, int *fsdp, int *expert);
+void gt_config_global_axes(const gt_config *cfg, int *data, int *fsdp, int *expert);
+long long gt_config_num_ranks(const gt_config *cfg);
+long long gt_config_total_devices(const gt_config *cfg); /* num_devices x ranks */
 /* K = V on this layer (share_kv_projections applies to global layers). */
 int gt_config_layer_k_eq_v(const gt_config *cfg, long long layer);
 

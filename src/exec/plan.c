@@ -125,6 +125,13 @@ static void gt__on_phase(void *ctx, const char *phase) {
   w->in_layers = !strncmp(phase, "forward", 7) || !strncmp(phase, "backward", 8);
 }
 
+/* The rank of global device g (src/mesh.h's layout: on each axis the rank
+ * part is the outer one). */
+static int gt__rank_of(const int ici[3], const int dcn[3], const int ax[3], int g) {
+  int e = g % ax[2], f = g / ax[2] % ax[1], a = g / (ax[2] * ax[1]);
+  return (a / ici[0] * dcn[1] + f / ici[1]) * dcn[2] + e / ici[2];
+}
+
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   memset(p, 0, sizeof *p);
   gt_model m;
@@ -184,32 +191,51 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   p->layer_act_peak = dp[best].layer_act_peak;
   p->layer_act_saved = dp[best].layer_act_saved;
   snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", dp[best].layer_act_where);
-  if (N > 1) {
+  p->n_ranks = (int)gt_config_num_ranks(c);
+  if (N > 1 || p->n_ranks > 1) {
     p->shard_state_bytes = dp[best].shard_state_bytes;
-    int ax_d, ax_f, ax_e;
-    gt_config_mesh_axes(c, &ax_d, &ax_f, &ax_e);
-    if (ax_e > 1) gt_model_set_expert_shard(&m, ax_e, 0);
+    int ici[3], dcn[3], ax[3];
+    gt_config_mesh_axes(c, &ici[0], &ici[1], &ici[2]);
+    gt_config_dcn_axes(c, &dcn[0], &dcn[1], &dcn[2]);
+    for (int k = 0; k < 3; k++) ax[k] = ici[k] * dcn[k];
+    if (ax[2] > 1) gt_model_set_expert_shard(&m, ax[2], 0);
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
      * twice (forward and backward; the head for the lookup and the logits,
      * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
-     * count, squared norm) are all-reduced. The busiest device counts. */
-    int N = p->n_devices, F = ax_f, D = ax_d, E = ax_e;
-    int64_t Bd = gt_config_global_batch(c) / N, Tn = c->max_target_length;
-    for (int dv = 0; dv < N; dv++) {
-      int64_t sent = 0;
+     * count, squared norm) are all-reduced. A device's bytes of a collective
+     * cross to another rank when its ring successor in that group lives
+     * there (src/mesh.h: ranks are the outer part of each axis). The busiest
+     * device of the global mesh counts, for both totals. */
+    int G = N * p->n_ranks, F = ax[1], D = ax[0], E = ax[2];
+    int64_t Bd = gt_config_global_batch(c) / G, Tn = c->max_target_length;
+    for (int dv = 0; dv < G; dv++) {
+      int64_t sent = 0, dcn_sent = 0;
       int e = dv % E, r = dv / E % F, dr = dv / (E * F);
+      /* whether the ring successor in each group is on another rank */
+      int me = gt__rank_of(ici, dcn, ax, dv);
+      int x_f = gt__rank_of(ici, dcn, ax, (dr * F + (r + 1) % F) * E + e) != me;
+      int x_d = gt__rank_of(ici, dcn, ax, (((dr + 1) % D) * F + r) * E + e) != me;
+      int x_e = gt__rank_of(ici, dcn, ax, (dr * F + r) * E + (e + 1) % E) != me;
+      int x_a = gt__rank_of(ici, dcn, ax, (dv + 1) % G) != me;
       for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
         int64_t cnt = gt_model_unit_local(&m, u), rep = gt_model_unit_replicated(&m, u);
         int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
         int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
-        sent += gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
-        if (D > 1) sent += ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
+        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
+        sent += b, dcn_sent += x_f ? b : 0;
+        if (D > 1) {
+          b = ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
+          sent += b, dcn_sent += x_d ? b : 0;
+        }
         /* src/fsdp.c: the expert ranks sum the replicated part of the shard */
         int64_t nr = rep - nb < 0 ? 0 : rep - nb > ns ? ns : rep - nb;
-        if (E > 1 && nr > 0) sent += ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
+        if (E > 1 && nr > 0) {
+          b = ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
+          sent += b, dcn_sent += x_e ? b : 0;
+        }
         /* src/layer.c: a MoE layer's routed op gathers the group's inputs
          * and all-reduces their sums (again when remat recomputes it);
          * backward gathers d(routed) and reduce-scatters d(x1) */
@@ -217,13 +243,17 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         if (ld && ld->moe_ep > 1) {
           int64_t n = E * Bd * Tn * m.d, one = (n - n / E) * 4;
           int runs = 1 + (gt_remat_slot_mode(&m.remat, ld, GT_A_MOE_SAVED) == GT_SAVE_REMAT);
-          sent += runs * 3 * one + 2 * one;
+          b = runs * 3 * one + 2 * one;
+          sent += b, dcn_sent += x_e ? b : 0;
         }
       }
       sent *= c->gradient_accumulation_steps;
+      dcn_sent *= c->gradient_accumulation_steps;
       int64_t nsum = m.n_moe_layers ? 4 : 3; /* loss, token count, squared norm (and the MoE lb sum) */
-      sent += ((nsum - gt_shard_len(nsum, N, dv)) + (nsum - gt_shard_len(nsum, N, (dv + 1) % N))) * 8;
+      int64_t b = ((nsum - gt_shard_len(nsum, G, dv)) + (nsum - gt_shard_len(nsum, G, (dv + 1) % G))) * 8;
+      sent += b, dcn_sent += x_a ? b : 0;
       if (sent > p->comm_bytes_per_step) p->comm_bytes_per_step = sent;
+      if (dcn_sent > p->comm_bytes_dcn_per_step) p->comm_bytes_dcn_per_step = dcn_sent;
     }
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
   }
@@ -287,7 +317,16 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
     if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
   fprintf(f, "\n");
   if (p->host_peak) fprintf(f, "  host pool (offloaded activations): %.1f MiB peak, not in the device peak\n", gt__mib(p->host_peak));
-  if (p->n_devices > 1)
+  if (p->n_ranks > 1)
+    fprintf(f, "  over %d MPI ranks of %d device%s each (%d devices); the figures above and below are one rank's, per "
+               "device (the busiest): state shards %.1f MiB, gathered weights up to %.1f MiB (%s scope%s), %.1f MiB "
+               "sent per step, of which %.1f MiB to other ranks and %.1f MiB inside the process; each rank %.1f MiB\n",
+            p->n_ranks, p->n_devices, p->n_devices > 1 ? "s" : "", p->n_ranks * p->n_devices,
+            gt__mib(p->shard_state_bytes), gt__mib(p->gathered_peak), c->remat_scope, c->prefetch ? ", prefetch" : "",
+            gt__mib(p->comm_bytes_per_step), gt__mib(p->comm_bytes_dcn_per_step),
+            gt__mib(p->comm_bytes_per_step - p->comm_bytes_dcn_per_step),
+            gt__mib(p->n_devices * (p->peak_total + p->host_peak)));
+  else if (p->n_devices > 1)
     fprintf(f, "  sharded over %d devices; the figures above are per device (the busiest): state shards %.1f MiB, "
                "gathered weights up to %.1f MiB (%s scope%s), %.1f MiB sent per step; all devices together %.1f MiB\n",
             p->n_devices, gt__mib(p->shard_state_bytes), gt__mib(p->gathered_peak), c->remat_scope,
@@ -319,6 +358,8 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddNumberToObject(o, "shard_state_bytes_per_device", (double)p->shard_state_bytes);
   cJSON_AddNumberToObject(o, "gathered_weight_bytes_per_device", (double)p->gathered_peak);
   cJSON_AddNumberToObject(o, "comm_bytes_per_step_per_device", (double)p->comm_bytes_per_step);
+  cJSON_AddNumberToObject(o, "num_ranks", p->n_ranks);
+  cJSON_AddNumberToObject(o, "comm_bytes_dcn_per_step_per_device", (double)p->comm_bytes_dcn_per_step);
   cJSON *pl = cJSON_AddArrayToObject(o, "saved_activation_bytes_per_layer");
   for (int64_t l = 0; l < p->n_layers; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber((double)p->saved_per_layer[l]));
   cJSON *cp = cJSON_AddObjectToObject(o, "category_peak_bytes");

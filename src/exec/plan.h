@@ -52,6 +52,11 @@ typedef struct gt_plan {
   int64_t shard_state_bytes;  /* this device's shards of params, grads and both moments */
   int64_t gathered_peak;      /* all-gathered weights live at once */
   int64_t comm_bytes_per_step; /* sent per device per step (ring model) */
+  /* MPI ranks (the dcn_* axes): the plan is one rank's (every rank holds
+   * num_devices devices alike); of the bytes above, those sent to another
+   * rank (the busiest device's) */
+  int n_ranks;
+  int64_t comm_bytes_dcn_per_step;
 } gt_plan;
 
 /* Plans one training step of cfg (validated). */

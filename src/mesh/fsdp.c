@@ -6,6 +6,7 @@
 
 #include "base/prof.h"
 #include "base/trace.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 
 typedef struct gt__dev {
@@ -34,7 +35,9 @@ typedef struct gt__dev {
 
 struct gt_fsdp {
   gt_config cfg;
-  int N;
+  int N;                /* devices of this process */
+  int R, NG;            /* ranks (MPI processes) and devices over all of them */
+  int64_t tw;           /* per run: the global batch's tokens in the loss */
   gt_mesh *mesh;
   gt__dev *devs;
   int64_t n_units, n_params;
@@ -240,9 +243,23 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   if (!f) return gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory");
   f->cfg = *cfg;
   f->N = (int)cfg->num_devices;
+  f->R = (int)gt_config_num_ranks(cfg);
+  f->NG = f->N * f->R;
   f->prefetch = cfg->prefetch;
-  f->inplace = f->N == 1;
+  f->inplace = f->NG == 1;
   f->measure = measure;
+  /* a real mesh over ranks needs exactly that many processes; an
+   * allocation-only one (the plan) stands for rank 0 and never talks */
+  if (!measure && f->R != gt_dist_size()) {
+    int dd, df, de;
+    gt_config_dcn_axes(cfg, &dd, &df, &de);
+    int want = f->R;
+    free(f);
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "mesh: dcn_data_parallelism x dcn_fsdp_parallelism x dcn_expert_parallelism = %d x %d x %d = %d "
+                      "ranks, but %d process%s started (mpirun -np %d)",
+                      dd, df, de, want, gt_dist_size(), gt_dist_size() > 1 ? "es were" : " was", want);
+  }
   gt_rc rc;
   gt_model layout;
   if ((rc = gt_model_build(&layout, cfg, err))) {
@@ -258,9 +275,14 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     goto fail;
   }
   for (int64_t u = 0; u < f->n_units; u++) gt_model_unit(&layout, u, &f->unit_off[u], &f->unit_cnt[u]);
-  gt_config_mesh_axes(cfg, &f->dp, &f->fs, &f->ep);
+  int ici[3], dcn[3];
+  gt_config_mesh_axes(cfg, &ici[0], &ici[1], &ici[2]);
+  gt_config_dcn_axes(cfg, &dcn[0], &dcn[1], &dcn[2]);
+  f->dp = ici[0] * dcn[0];
+  f->fs = ici[1] * dcn[1];
+  f->ep = ici[2] * dcn[2];
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
-  if ((rc = gt_mesh_set_axes3(f->mesh, f->dp, f->fs, f->ep, err))) goto fail;
+  if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_rank(), err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   if (!f->devs) {
@@ -288,7 +310,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     }
     /* each token group (an expert group's devices, or one device) averages
      * its own lb loss; the step's is the mean over the N / ep groups */
-    if (d->model.n_moe_layers) d->model.moe_dlb = (float)(1.0 / ((double)d->model.n_moe_layers * (f->N / f->ep)));
+    if (d->model.n_moe_layers) d->model.moe_dlb = (float)(1.0 / ((double)d->model.n_moe_layers * (f->NG / f->ep)));
     size_t nu = f->n_units > 0 ? (size_t)f->n_units : 1;
     d->lcnt = malloc(sizeof(int64_t) * nu);
     d->lrep = malloc(sizeof(int64_t) * nu);
@@ -389,13 +411,14 @@ void gt_fsdp_destroy(gt_fsdp *f) {
 
 int64_t gt_fsdp_num_params(const gt_fsdp *f) { return f->n_params; }
 int gt_fsdp_devices(const gt_fsdp *f) { return f->N; }
+gt_mesh *gt_fsdp_mesh(gt_fsdp *f) { return f->mesh; }
 int64_t gt_fsdp_last_comm_bytes(const gt_fsdp *f) { return f->last_comm_bytes; }
 gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d) { return &f->devs[d].mem; }
 gt_model *gt_fsdp_device_model(gt_fsdp *f, int d) { return &f->devs[d].model; }
 
 /* ---------- steps ---------- */
 
-/* device d's rows of a global batch */
+/* global device d's rows of a global batch (of N devices) */
 static gt_batch gt__slice(const gt_batch *g, int N, int d) {
   int rows = g->B / N;
   int64_t off = (int64_t)d * rows * g->T;
@@ -430,11 +453,11 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
   if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
   if (f->train) gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
   int ga = f->n_batches;
-  /* the global token count decides every token's weight */
-  int64_t tw = 0;
-  for (int i = 0; i < ga; i++) tw += gt_batch_total_weights(&f->batches[i]);
+  /* the global token count decides every token's weight (gt__count_weights) */
+  const int64_t tw = f->tw;
+  const int gid = gt_mesh_global_id(f->mesh, dev);
   for (int i = 0; i < ga; i++) {
-    gt_batch b = gt__slice(&f->batches[i], f->N, dev);
+    gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
     float w = ga == 1 ? 1.0f / (float)tw : 1.0f;
     if (f->train)
       d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
@@ -487,7 +510,7 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
    * and every device sees the same verdict, so none updates anything */
   if (gt_mesh_failed(f->mesh)) return;
   /* every device of a token group holds its group's lb sum */
-  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->N * d->model.n_moe_layers) : 0.0;
+  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->NG * d->model.n_moe_layers) : 0.0;
   double norm = sqrt(sums[2]);
   /* every device sees the same sums, so all skip together */
   int finite = isfinite(sums[0]) && isfinite(lb);
@@ -517,14 +540,38 @@ static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
 static gt_rc gt__check_batches(gt_fsdp *f, const gt_batch *b, int n, gt_err *err) {
   long long tiles = f->cfg.num_vocab_tiling;
   for (int i = 0; i < n; i++) {
-    if (b[i].B % f->N)
+    if (b[i].B % f->NG)
       return gt_err_set(err, GT_ERR_ARG, "fsdp: a global batch of %d sequences does not split over %d devices",
-                        b[i].B, f->N);
-    if ((long long)(b[i].B / f->N) * b[i].T % tiles)
+                        b[i].B, f->NG);
+    if ((long long)(b[i].B / f->NG) * b[i].T % tiles)
       return gt_err_set(err, GT_ERR_ARG,
                         "fsdp: a device's %d x %d tokens do not split into num_vocab_tiling = %lld tiles",
-                        b[i].B / f->N, b[i].T, tiles);
+                        b[i].B / f->NG, b[i].T, tiles);
   }
+  return GT_OK;
+}
+
+/* The tokens in the loss over the whole global batch. One process sees
+ * every row; over ranks each counts the rows of its own devices (the only
+ * ones its data source fills) and the counts are summed: integers, so the
+ * same total in any order. */
+static gt_rc gt__count_weights(gt_fsdp *f, gt_err *err) {
+  int64_t tw = 0;
+  for (int i = 0; i < f->n_batches; i++) {
+    if (f->R == 1) {
+      tw += gt_batch_total_weights(&f->batches[i]);
+      continue;
+    }
+    for (int d = 0; d < f->N; d++) {
+      gt_batch b = gt__slice(&f->batches[i], f->NG, gt_mesh_global_id(f->mesh, d));
+      tw += gt_batch_total_weights(&b);
+    }
+  }
+  if (f->R > 1 && !f->measure) {
+    gt_rc rc = gt_dist_allreduce_i64(&tw, 1, GT_DIST_SUM, "the step's token count", err);
+    if (rc) return rc;
+  }
+  f->tw = tw;
   return GT_OK;
 }
 
@@ -535,6 +582,7 @@ gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_
   gt_mesh_reset_stats(f->mesh);
   f->batches = micro;
   f->n_batches = n_micro;
+  if ((rc = gt__count_weights(f, err))) return rc;
   f->train = 1;
   f->info = info;
   gt_mesh_run(f->mesh, gt__run_step, f);
@@ -546,6 +594,7 @@ gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_
     gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
     if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = f->last_comm_bytes = cs.bytes_sent;
     if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
+    if (cs.bytes_dcn > info->comm_bytes_dcn) info->comm_bytes_dcn = cs.bytes_dcn;
   }
   return GT_OK;
 }
@@ -555,6 +604,7 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   if (rc) return rc;
   f->batches = batches;
   f->n_batches = n;
+  if ((rc = gt__count_weights(f, err))) return rc;
   f->train = 0;
   gt_mesh_run(f->mesh, gt__run_step, f);
   if ((rc = gt__collect(f, err))) return rc;
@@ -597,10 +647,16 @@ static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
   int ok = f->export_buf != NULL;
   for (int i = 0; ok && i < f->N; i++) ok = f->export_buf[i] != NULL;
   if (ok) {
+    /* over ranks each process writes the pieces its devices hold into a
+     * zeroed buffer, and a bitwise OR assembles them (exact: each element
+     * is written by one rank, -0.0 and NaN payloads included) */
+    if (f->R > 1) memset(out, 0, (size_t)f->n_params * sizeof(float));
     f->full_out = out;
     f->export_which = which;
     gt_mesh_run(f->mesh, gt__run_export, f);
     rc = gt_mesh_take_error(f->mesh, err);
+    if (!rc && f->R > 1)
+      rc = gt_dist_allreduce_bor((uint32_t *)out, f->n_params, "assembling the full state", err);
   } else {
     rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to gather the state for export");
   }
@@ -628,11 +684,17 @@ int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }
 int gt_fsdp_num_shards(const gt_fsdp *f) { return f->fs; }
 
 void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu) {
-  /* device r has data index 0 and fsdp index r (rank = device % fs) */
-  gt__dev *d = &f->devs[r];
-  *params = d->pshard;
-  *mu = d->mu;
-  *nu = d->nu;
+  /* global device r has data index 0 and fsdp index r (ep 1: g = data *
+   * fsdp + fsdp index); over ranks it may live in another process */
+  *params = *mu = *nu = NULL;
+  if (gt_mesh_rank_of(f->mesh, r) != gt_mesh_rank(f->mesh)) return;
+  for (int i = 0; i < f->N; i++)
+    if (gt_mesh_global_id(f->mesh, i) == r) {
+      gt__dev *d = &f->devs[i];
+      *params = d->pshard;
+      *mu = d->mu;
+      *nu = d->nu;
+    }
 }
 
 int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }

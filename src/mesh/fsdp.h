@@ -41,10 +41,15 @@ typedef struct gt_fsdp_step_info {
   gt_update_info update;  /* global gradient norm, lr, clip scale */
   int64_t comm_bytes;     /* per device, this step */
   double comm_seconds;    /* per device (max), this step */
+  int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks (the largest device's) */
 } gt_fsdp_step_info;
 
 /* Builds the mesh and every device's shards, initialised exactly as the
- * single-device model would be (same seed, same values). One device is a
+ * single-device model would be (same seed, same values). Over MPI ranks
+ * (the dcn_* keys, src/dist/dist.h) this process builds its own devices of
+ * the global mesh; every call below except the accessors is then collective
+ * (every rank makes it, in the same order), and the full-state exports
+ * return the whole state on every rank. One device is a
  * 1-device mesh whose shards are whole units: it computes on them in place.
  * probes != NULL builds an allocation-only mesh (gemtrain plan): device d's
  * memory is tracked but never reserved, watched by probes[d], and steps
@@ -64,7 +69,8 @@ gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err
 /* The expert axis (ici_expert_parallelism): with more than 1, a device's
  * shard holds its own experts only, so checkpoints go through full buffers. */
 int gt_fsdp_expert_parallelism(const gt_fsdp *f);
-int gt_fsdp_devices(const gt_fsdp *f);
+int gt_fsdp_devices(const gt_fsdp *f); /* this process's */
+gt_mesh *gt_fsdp_mesh(gt_fsdp *f);
 /* Bytes the last step sent per device (the largest device's). */
 int64_t gt_fsdp_last_comm_bytes(const gt_fsdp *f);
 /* Device d's tracked memory (per-device peaks, e.g. gathered weights). */
@@ -73,9 +79,10 @@ gt_mem *gt_fsdp_device_mem(gt_fsdp *f, int d);
 gt_model *gt_fsdp_device_model(gt_fsdp *f, int d);
 
 /* Checkpoints (gemtrain/ckpt.h): the FSDP axis size, shard r's own arrays
- * (parameters and AdamW moments of every unit, unit by unit), the optimizer
- * step, and a restore from full flat buffers of the model layout (mu, nu
- * NULL: parameters only, moments zeroed). */
+ * (parameters and AdamW moments of every unit, unit by unit; all NULL when
+ * another rank holds shard r), the optimizer step, and a restore from full
+ * flat buffers of the model layout (mu, nu NULL: parameters only, moments
+ * zeroed) — every rank restores from the same full buffers. */
 int gt_fsdp_num_shards(const gt_fsdp *f);
 void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);

@@ -162,6 +162,8 @@
 #include "mesh/mesh.h"
 #include "base/prof.h"
 #include "base/trace.h"
+#include "base/threads.h"
+#include "dist/dist.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -174,6 +176,8 @@
 
 /* Far more devices than anyone simulates on a CPU; bounds the allocation. */
 #define GT__MAX_DEVICES 1024
+/* Devices over all ranks; bounds the barrier arrays (3 per device). */
+#define GT__MAX_GLOBAL_DEVICES 65536
 #define GT__CACHE_LINE 64
 /* Pause iterations of the barrier's spin before sleeping: ~10-100 us,
  * depending on the CPU's pause latency; enough to cover a balanced step. */
@@ -206,6 +210,9 @@ typedef struct gt__slot {
   /* Reduce-scatter accumulators: two of ceil(n/G) elements (step parity). */
   char *scratch;
   size_t scratch_cap;
+  /* A chunk received from a predecessor on another rank (one of ceil(n/G)). */
+  char *rbuf;
+  size_t rbuf_cap;
 } gt__slot;
 
 /* A group instance as seen by one member: G members, member(k) = device
@@ -213,6 +220,7 @@ typedef struct gt__slot {
  * in the lane the collective runs in. */
 typedef struct gt__grp {
   int G, r, base, stride, lane;
+  int me; /* the caller's local device (its channel on another rank's link) */
   gt__barrier *bar;
 } gt__grp;
 
@@ -231,6 +239,7 @@ typedef struct gt__req {
 typedef struct gt__dev {
   _Alignas(GT__CACHE_LINE) gt_mesh *mesh;
   int id;
+  int gid; /* global device index (rank and local index on a mesh over ranks) */
   pthread_t thread;
   gt_comm_stats stats; /* synchronous collectives; written by the device thread */
   gt__slot slot[2];    /* per lane */
@@ -249,18 +258,28 @@ typedef struct gt__dev {
 } gt__dev;
 
 /* Barriers of one lane: [0] the whole mesh, [1 + i] fsdp group i (data
- * index * expert + expert index), [1 + N + j] data group j (fsdp index *
- * expert + expert index), [1 + 2N + k] expert group k (data index * fsdp +
- * fsdp index). Indices past the current axes are unused (size 1). */
+ * index * expert + expert index), [1 + G + j] data group j (fsdp index *
+ * expert + expert index), [1 + 2G + k] expert group k (data index * fsdp +
+ * fsdp index), in global indices (G devices over all ranks). Each counts the
+ * group's members on this rank only; members on other ranks synchronise
+ * through their messages. Unused indices have size 1. */
 typedef struct gt__lane {
   gt__barrier *bar;
   int n_init; /* barriers initialised (cleanup on failure) */
 } gt__lane;
 
 struct gt_mesh {
-  int n;
+  int n;                  /* devices of this process (worker threads) */
   int threads_per_device; /* OpenMP threads each device computes with */
-  int data, fsdp, expert; /* axes; data * fsdp * expert == n */
+  int data, fsdp, expert; /* global axes; data * fsdp * expert == G */
+  /* Ranks (see gt_mesh_set_layout): R processes of n devices each, this
+   * one is `rank`; G = R * n global devices. g_rank/g_dev: where global
+   * device g lives; R = 1 is the one-process mesh (g = local index). */
+  int R, rank, G;
+  int ici[3], dcn[3];
+  int *g_rank, *g_dev;
+  int nbar;               /* barriers allocated per lane (1 + 3G) */
+  int spin[2];            /* barrier spin per lane (0: sleep at once) */
   gt__dev *dev;           /* n slots, cache-line aligned */
   int n_started;          /* device threads created (for cleanup on failure) */
   int n_comm_init;        /* devices whose cmu/cwork/cdone exist */
@@ -385,54 +404,68 @@ static bool gt__barrier_wait(gt__barrier *b) {
   return atomic_load_explicit(&b->verdict, memory_order_relaxed) != 0;
 }
 
-/* Group instance sizes for the current axes (see gt__lane). Only called
- * when no collective is in flight, so every count is 0. */
+/* Which group instances global device g belongs to (barrier indices). */
+static void gt__instances(const gt_mesh *m, int g, int idx[3]) {
+  const int F = m->fsdp, E = m->expert, G = m->G;
+  const int e = g % E, f = (g / E) % F, a = g / (E * F);
+  idx[0] = 1 + a * E + e;         /* its fsdp group */
+  idx[1] = 1 + G + f * E + e;     /* its data group */
+  idx[2] = 1 + 2 * G + a * F + f; /* its expert group */
+}
+
+/* Group instance sizes for the current axes (see gt__lane): the members on
+ * this rank. Only called when no collective is in flight, so every count
+ * is 0. */
 static void gt__size_barriers(gt_mesh *m) {
-  const int N = m->n;
   for (int l = 0; l < 2; l++) {
     gt__barrier *b = m->lane[l].bar;
-    b[0].n = N;
-    for (int i = 0; i < N; i++) {
-      b[1 + i].n = i < m->data * m->expert ? m->fsdp : 1;
-      b[1 + N + i].n = i < m->fsdp * m->expert ? m->data : 1;
-      b[1 + 2 * N + i].n = i < m->data * m->fsdp ? m->expert : 1;
+    for (int i = 0; i < m->nbar; i++) b[i].n = 0;
+    b[0].n = m->n;
+    for (int d = 0; d < m->n; d++) {
+      int idx[3];
+      gt__instances(m, m->dev[d].gid, idx);
+      for (int k = 0; k < 3; k++) b[idx[k]].n++;
     }
+    for (int i = 0; i < m->nbar; i++)
+      if (b[i].n == 0) b[i].n = 1;
   }
 }
 
 /* ---- groups ------------------------------------------------------------- */
 
 static gt__grp gt__group(gt_mesh *m, int lane, gt_group g, int d) {
-  /* device d = (data index * fsdp + fsdp index) * expert + expert index */
-  const int F = m->fsdp, E = m->expert, N = m->n;
-  const int e = d % E, f = (d / E) % F, a = d / (E * F);
+  /* global device = (data index * fsdp + fsdp index) * expert + expert index */
+  const int F = m->fsdp, E = m->expert, gd = m->dev[d].gid;
+  const int e = gd % E, f = (gd / E) % F, a = gd / (E * F);
+  int idx[3];
+  gt__instances(m, gd, idx);
   gt__barrier *bars = m->lane[lane].bar;
-  gt__grp x = {.lane = lane};
+  gt__grp x = {.lane = lane, .me = d};
   switch (g) {
   case GT_GROUP_FSDP: /* same data and expert index; ranks are fsdp indices */
     x.G = F;
     x.r = f;
     x.base = a * F * E + e;
     x.stride = E;
-    x.bar = &bars[1 + a * E + e];
+    x.bar = &bars[idx[0]];
     break;
   case GT_GROUP_DATA: /* same fsdp and expert index; ranks are data indices */
     x.G = m->data;
     x.r = a;
     x.base = f * E + e;
     x.stride = F * E;
-    x.bar = &bars[1 + N + f * E + e];
+    x.bar = &bars[idx[1]];
     break;
   case GT_GROUP_EXPERT: /* same data and fsdp index; ranks are expert indices */
     x.G = E;
     x.r = e;
     x.base = (a * F + f) * E;
     x.stride = 1;
-    x.bar = &bars[1 + 2 * N + a * F + f];
+    x.bar = &bars[idx[2]];
     break;
   default:
-    x.G = N;
-    x.r = d;
+    x.G = m->G;
+    x.r = gd;
     x.base = 0;
     x.stride = 1;
     x.bar = &bars[0];
@@ -441,9 +474,21 @@ static gt__grp gt__group(gt_mesh *m, int lane, gt_group g, int d) {
   return x;
 }
 
-static inline gt__slot *gt__member(gt_mesh *m, const gt__grp *x, int k) {
-  return &m->dev[x->base + k * x->stride].slot[x->lane];
+/* Member k of a group: its slot when it is a device of this process, else
+ * NULL with its rank and local index (a ring link to it is a message). */
+typedef struct gt__peer {
+  gt__slot *slot;
+  int rank, dev;
+} gt__peer;
+
+static inline gt__peer gt__peer_at(gt_mesh *m, const gt__grp *x, int k) {
+  int g = x->base + k * x->stride;
+  gt__peer p = {NULL, m->g_rank[g], m->g_dev[g]};
+  if (p.rank == m->rank) p.slot = &m->dev[p.dev].slot[x->lane];
+  return p;
 }
+
+static inline gt__slot *gt__member(gt_mesh *m, const gt__grp *x, int k) { return gt__peer_at(m, x, k).slot; }
 
 /* ---- threads ------------------------------------------------------------ */
 
@@ -473,7 +518,7 @@ static void *gt__device_main(void *p) {
   return NULL;
 }
 
-static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es);
+static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es, int64_t *dcn);
 static int64_t gt__ag_sent(int64_t n, int G, int r);
 
 static const char *gt__group_name(gt_group g) {
@@ -497,7 +542,8 @@ static void *gt__comm_main(void *p) {
     dv->q_len--;
     pthread_mutex_unlock(&dv->cmu);
     double t0 = gt_prof_now();
-    bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float));
+    int64_t dcn = 0;
+    bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float), &dcn);
     double t1 = gt_prof_now(), dt = t1 - t0;
     gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
     if (tr && !skipped)
@@ -508,6 +554,7 @@ static void *gt__comm_main(void *p) {
       dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
       dv->cstats.calls += 1;
       dv->cstats.seconds += dt;
+      dv->cstats.bytes_dcn += dcn;
     }
     /* A skipped gather is done too: it took part in every barrier. */
     dv->done = rq.ticket;
@@ -515,6 +562,46 @@ static void *gt__comm_main(void *p) {
   }
   pthread_mutex_unlock(&dv->cmu);
   return NULL;
+}
+
+static void gt__free_layout(gt_mesh *m) {
+  for (int l = 0; l < 2; l++) {
+    for (int i = 0; i < m->lane[l].n_init; i++) gt__barrier_destroy(&m->lane[l].bar[i]);
+    free(m->lane[l].bar);
+    m->lane[l].bar = NULL;
+    m->lane[l].n_init = 0;
+  }
+  free(m->g_rank);
+  free(m->g_dev);
+  m->g_rank = m->g_dev = NULL;
+  m->nbar = 0;
+}
+
+/* (Re)allocates the barriers and the global device map for R ranks of
+ * m->n devices (G = R * n); the map itself is filled by the caller. */
+static gt_rc gt__alloc_layout(gt_mesh *m, int R, int G, gt_err *err) {
+  gt__free_layout(m);
+  const int nbar = 1 + 3 * G;
+  m->g_rank = malloc(sizeof(int) * (size_t)G);
+  m->g_dev = malloc(sizeof(int) * (size_t)G);
+  if (!m->g_rank || !m->g_dev) return gt_err_set(err, GT_ERR_NOMEM, "mesh: out of memory for %d devices over %d ranks", G, R);
+  for (int g = 0; g < G; g++) { /* one process: global = local */
+    m->g_rank[g] = 0;
+    m->g_dev[g] = g;
+  }
+  for (int l = 0; l < 2; l++) {
+    /* aligned_alloc wants a size that is a multiple of the alignment; the
+     * struct's alignment already pads its size to one */
+    m->lane[l].bar = aligned_alloc(GT__CACHE_LINE, sizeof(gt__barrier) * (size_t)nbar);
+    if (!m->lane[l].bar) return gt_err_set(err, GT_ERR_NOMEM, "mesh: out of memory for %d devices over %d ranks", G, R);
+    for (int i = 0; i < nbar; i++) {
+      if (gt__barrier_init(&m->lane[l].bar[i], 1, m->spin[l], &m->failed) != 0)
+        return gt_err_set(err, GT_ERR_INTERNAL, "mesh: barrier init failed");
+      m->lane[l].n_init = i + 1;
+    }
+  }
+  m->nbar = nbar;
+  return GT_OK;
 }
 
 static void gt__free(gt_mesh *m) {
@@ -541,14 +628,14 @@ static void gt__free(gt_mesh *m) {
     }
     for (int d = 0; d < m->n; d++) {
       free(m->dev[d].q);
-      for (int l = 0; l < 2; l++) free(m->dev[d].slot[l].scratch);
+      for (int l = 0; l < 2; l++) {
+        free(m->dev[d].slot[l].scratch);
+        free(m->dev[d].slot[l].rbuf);
+      }
     }
     free(m->dev);
   }
-  for (int l = 0; l < 2; l++) {
-    for (int i = 0; i < m->lane[l].n_init; i++) gt__barrier_destroy(&m->lane[l].bar[i]);
-    free(m->lane[l].bar);
-  }
+  gt__free_layout(m);
   pthread_cond_destroy(&m->done_cv);
   pthread_cond_destroy(&m->work_cv);
   pthread_mutex_destroy(&m->mu);
@@ -563,8 +650,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
                       GT__MAX_DEVICES);
   gt_mesh *m = calloc(1, sizeof *m);
   if (!m) return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
-  int procs = omp_get_num_procs();
-  if (procs < 1) procs = 1;
+  int procs = gt_threads_process_cores();
   m->n = n_devices;
   m->threads_per_device = procs / n_devices > 1 ? procs / n_devices : 1;
   m->data = 1;
@@ -591,21 +677,14 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
    * the spinners cannot keep the awaited thread off a core: device threads
    * alone (the old rule, N <= cores), and for comm threads device + comm
    * threads together (2N <= cores), since devices compute meanwhile. */
-  const int nbar = 1 + 3 * n_devices;
-  const int spin[2] = {n_devices <= procs ? GT__BARRIER_SPIN : 0, 2 * n_devices <= procs ? GT__BARRIER_SPIN : 0};
-  for (int l = 0; l < 2; l++) {
-    m->lane[l].bar = aligned_alloc(GT__CACHE_LINE, sizeof(gt__barrier) * (size_t)nbar);
-    if (!m->lane[l].bar) {
-      gt__free(m);
-      return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
-    }
-    for (int i = 0; i < nbar; i++) {
-      if (gt__barrier_init(&m->lane[l].bar[i], 1, spin[l], &m->failed) != 0) {
-        gt__free(m);
-        return gt_err_set(err, GT_ERR_INTERNAL, "gt_mesh_create: barrier init failed");
-      }
-      m->lane[l].n_init = i + 1;
-    }
+  m->spin[0] = n_devices <= procs ? GT__BARRIER_SPIN : 0;
+  m->spin[1] = 2 * n_devices <= procs ? GT__BARRIER_SPIN : 0;
+  m->R = 1;
+  m->G = n_devices;
+  gt_rc brc = gt__alloc_layout(m, 1, n_devices, err);
+  if (brc) {
+    gt__free(m);
+    return brc;
   }
   /* aligned_alloc wants a size that is a multiple of the alignment; the
    * struct's alignment already pads its size to one. */
@@ -615,11 +694,13 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
     return gt_err_set(err, GT_ERR_NOMEM, "gt_mesh_create: out of memory for %d devices", n_devices);
   }
   memset(m->dev, 0, sizeof(gt__dev) * (size_t)n_devices);
+  for (int d = 0; d < n_devices; d++) m->dev[d].gid = d;
   gt__size_barriers(m);
   for (int d = 0; d < n_devices; d++) {
     gt__dev *dv = &m->dev[d];
     dv->mesh = m;
     dv->id = d;
+    dv->gid = d;
     dv->q = malloc(sizeof(gt__req) * GT__QUEUE_INIT);
     if (!dv->q) {
       gt__free(m);
@@ -703,40 +784,123 @@ gt_rc gt_mesh_set_axes3(gt_mesh *m, int data, int fsdp, int expert, gt_err *err)
                       "mesh axes data %d x fsdp %d = %lld devices, but the mesh has %d: "
                       "data * fsdp must equal the device count",
                       data, fsdp, (long long)data * fsdp, m->n);
-  if (data < 1 || fsdp < 1 || expert < 1 || (long long)data * fsdp * expert != m->n)
+  const int ici[3] = {data, fsdp, expert}, dcn[3] = {1, 1, 1};
+  return gt_mesh_set_layout(m, ici, dcn, 0, err);
+}
+
+/* Whether a gather is queued or running on any device (the layout must not
+ * change under it). Called with mu held. */
+static int gt__gathers_in_flight(gt_mesh *m) {
+  for (int d = 0; d < m->n; d++) {
+    gt__dev *dv = &m->dev[d];
+    pthread_mutex_lock(&dv->cmu);
+    bool pending = dv->done != dv->issued;
+    pthread_mutex_unlock(&dv->cmu);
+    if (pending) return d;
+  }
+  return -1;
+}
+
+gt_rc gt_mesh_set_layout(gt_mesh *m, const int ici[3], const int dcn[3], int rank, gt_err *err) {
+  if (!m) return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_layout: mesh is NULL");
+  static const char *ax[3] = {"data", "fsdp", "expert"};
+  long long li = 1, ld = 1;
+  for (int k = 0; k < 3; k++) {
+    if (ici[k] < 1 || dcn[k] < 1)
+      return gt_err_set(err, GT_ERR_CONFIG, "mesh: the %s axis is ici %d x dcn %d; expected both >= 1", ax[k], ici[k],
+                        dcn[k]);
+    li *= ici[k];
+    ld *= dcn[k];
+  }
+  if (li != m->n)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "mesh axes data %d x fsdp %d x expert %d = %lld devices, but the mesh has %d: "
                       "data * fsdp * expert must equal the device count",
-                      data, fsdp, expert, (long long)data * fsdp * expert, m->n);
+                      ici[0], ici[1], ici[2], li, m->n);
+  if (ld * li > GT__MAX_GLOBAL_DEVICES)
+    return gt_err_set(err, GT_ERR_CONFIG, "mesh: %lld ranks x %d devices = %lld devices; at most %d", ld, m->n,
+                      ld * li, GT__MAX_GLOBAL_DEVICES);
+  if (rank < 0 || rank >= ld)
+    return gt_err_set(err, GT_ERR_ARG, "mesh: rank %d; expected 0..%lld (dcn axes %d x %d x %d)", rank, ld - 1, dcn[0],
+                      dcn[1], dcn[2]);
   /* Holding mu keeps a run from starting while the barriers are resized. */
   pthread_mutex_lock(&m->mu);
   if (m->busy) {
     pthread_mutex_unlock(&m->mu);
     return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_axes: called during gt_mesh_run; call it between runs");
   }
-  for (int d = 0; d < m->n; d++) {
-    gt__dev *dv = &m->dev[d];
-    pthread_mutex_lock(&dv->cmu);
-    bool pending = dv->done != dv->issued;
-    pthread_mutex_unlock(&dv->cmu);
-    if (pending) {
-      pthread_mutex_unlock(&m->mu);
-      return gt_err_set(err, GT_ERR_ARG,
-                        "gt_mesh_set_axes: device %d has async gathers in flight; wait for them first", d);
+  int busy = gt__gathers_in_flight(m);
+  if (busy >= 0) {
+    pthread_mutex_unlock(&m->mu);
+    return gt_err_set(err, GT_ERR_ARG, "gt_mesh_set_axes: device %d has async gathers in flight; wait for them first",
+                      busy);
+  }
+  const int R = (int)ld, G = (int)(ld * li);
+  gt_rc rc = GT_OK;
+  if (G != m->G || m->nbar != 1 + 3 * G) rc = gt__alloc_layout(m, R, G, err);
+  if (rc) {
+    /* the old arrays are gone: leave a consistent one-process layout */
+    gt_err keep = *err;
+    gt_err_clear(err);
+    (void)gt__alloc_layout(m, 1, m->n, err);
+    *err = keep;
+    m->R = 1, m->rank = 0, m->G = m->n, m->data = 1, m->fsdp = m->n, m->expert = 1;
+    for (int d = 0; d < m->n; d++) m->dev[d].gid = d;
+    gt__size_barriers(m);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+  }
+  m->R = R;
+  m->rank = rank;
+  m->G = G;
+  for (int k = 0; k < 3; k++) m->ici[k] = ici[k], m->dcn[k] = dcn[k];
+  m->data = ici[0] * dcn[0];
+  m->fsdp = ici[1] * dcn[1];
+  m->expert = ici[2] * dcn[2];
+  /* MaxText's hybrid mesh: on each axis the slice (rank) index is the outer
+   * part, so a rank's devices are one contiguous block of each axis. */
+  for (int r = 0; r < R; r++) {
+    const int rd = r / (dcn[1] * dcn[2]), rf = r / dcn[2] % dcn[1], re = r % dcn[2];
+    for (int l = 0; l < m->n; l++) {
+      const int ld_ = l / (ici[1] * ici[2]), lf = l / ici[2] % ici[1], le = l % ici[2];
+      const int a = rd * ici[0] + ld_, f = rf * ici[1] + lf, e = re * ici[2] + le;
+      const int g = (a * m->fsdp + f) * m->expert + e;
+      m->g_rank[g] = r;
+      m->g_dev[g] = l;
+      if (r == rank) m->dev[l].gid = g;
     }
   }
-  m->data = data;
-  m->fsdp = fsdp;
-  m->expert = expert;
   gt__size_barriers(m);
   pthread_mutex_unlock(&m->mu);
   return GT_OK;
 }
 
+void gt_mesh_rows(const gt_mesh *m, int B, int *row0, int *nrows) {
+  int lo = m->G, hi = -1;
+  for (int d = 0; d < m->n; d++) {
+    if (m->dev[d].gid < lo) lo = m->dev[d].gid;
+    if (m->dev[d].gid > hi) hi = m->dev[d].gid;
+  }
+  if (m->R == 1 || B % m->G) { /* one process, or a batch that does not split (refused later) */
+    *row0 = 0;
+    *nrows = B;
+    return;
+  }
+  const int per = B / m->G;
+  *row0 = lo * per;
+  *nrows = (hi - lo + 1) * per;
+}
+
+int gt_mesh_ranks(const gt_mesh *m) { return m ? m->R : 0; }
+int gt_mesh_rank(const gt_mesh *m) { return m ? m->rank : 0; }
+int gt_mesh_global_size(const gt_mesh *m) { return m ? m->G : 0; }
+int gt_mesh_global_id(const gt_mesh *m, int dev) { return m && dev >= 0 && dev < m->n ? m->dev[dev].gid : -1; }
+int gt_mesh_rank_of(const gt_mesh *m, int gid) { return m && gid >= 0 && gid < m->G ? m->g_rank[gid] : -1; }
+
 int gt_mesh_group_size(const gt_mesh *m, gt_group g) {
   if (!m) return 0;
   switch (g) {
-  case GT_GROUP_ALL: return m->n;
+  case GT_GROUP_ALL: return m->G;
   case GT_GROUP_FSDP: return m->fsdp;
   case GT_GROUP_DATA: return m->data;
   case GT_GROUP_EXPERT: return m->expert;
@@ -746,11 +910,12 @@ int gt_mesh_group_size(const gt_mesh *m, gt_group g) {
 
 int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev) {
   if (!m || dev < 0 || dev >= m->n) return -1;
+  const int gd = m->dev[dev].gid;
   switch (g) {
-  case GT_GROUP_ALL: return dev;
-  case GT_GROUP_FSDP: return dev / m->expert % m->fsdp;
-  case GT_GROUP_DATA: return dev / (m->expert * m->fsdp);
-  case GT_GROUP_EXPERT: return dev % m->expert;
+  case GT_GROUP_ALL: return gd;
+  case GT_GROUP_FSDP: return gd / m->expert % m->fsdp;
+  case GT_GROUP_DATA: return gd / (m->expert * m->fsdp);
+  case GT_GROUP_EXPERT: return gd % m->expert;
   }
   return -1;
 }
@@ -840,25 +1005,77 @@ static void gt__add(void *dst, const void *a, const void *b, int64_t k, gt__dtyp
   }
 }
 
+/* The receive buffer for a chunk from a predecessor on another rank (one
+ * of the largest chunk), grown like the scratch, before the publish barrier. */
+static void gt__grow_rbuf(gt_mesh *m, gt__slot *sl, int id, int64_t n, int G, size_t es, const char *who) {
+  if (G < 2 || atomic_load(&m->failed)) return;
+  const uint64_t chunk = (uint64_t)gt__max_chunk(n, G);
+  if (chunk > SIZE_MAX / es) {
+    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: a chunk of n = %lld over %d devices is more than the address space holds",
+             id, who, (long long)n, G);
+    return;
+  }
+  size_t need = (size_t)chunk * es;
+  if (need <= sl->rbuf_cap) return;
+  free(sl->rbuf);
+  sl->rbuf_cap = 0;
+  sl->rbuf = malloc(need);
+  if (!sl->rbuf) {
+    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: out of memory for %zu bytes of receive buffer (n = %lld over %d devices)",
+             id, who, need, (long long)n, G);
+    return;
+  }
+  sl->rbuf_cap = need;
+}
+
+/* One ring step's messages to and from other ranks: `send` (sb bytes) goes
+ * to `next` when it lives on another rank, `recv` (rb bytes) comes from
+ * `prev` when it does. Links inside the process are shared memory and move
+ * nothing here. A failed exchange (a peer that does not answer within
+ * collective_timeout_seconds) becomes the mesh's error; the step's data is
+ * then garbage, and the error stops the run. Returns the bytes sent. */
+static int64_t gt__link(gt_mesh *m, const gt__grp *x, const gt__peer *next, const void *send, size_t sb,
+                        const gt__peer *prev, void *recv, size_t rb, const char *what) {
+  gt_dist_xfer t = {NULL, 0, -1, -1, NULL, 0, -1, -1};
+  if (!next->slot && sb > 0) t.send = send, t.send_bytes = sb, t.to_rank = next->rank, t.to_dev = next->dev;
+  if (!prev->slot && rb > 0) t.recv = recv, t.recv_bytes = rb, t.from_rank = prev->rank, t.from_dev = prev->dev;
+  if (t.to_rank < 0 && t.from_rank < 0) return 0;
+  gt_err e;
+  gt_err_clear(&e);
+  if (gt_dist_exchange(&t, x->lane, x->me, what, &e)) gt__fail(m, e.rc, "%s", e.msg);
+  return (int64_t)t.send_bytes;
+}
+
 /* Reduce-scatter steps 1..G-1 (step 0 is the publish of `in`, already done
  * and followed by a barrier). Ends with a barrier. skip (the publish
- * barrier's verdict, the same on every member): only the barriers. */
+ * barrier's verdict, the same on every member of this process): only the
+ * barriers. A neighbour on another rank is a message instead of a read of
+ * its memory: at step s the successor gets what it would have read from us
+ * (our chunk r-s: the raw contribution at s = 1, else our accumulator of
+ * step s-1), and the predecessor's lands in rbuf; the additions and their
+ * order are the same, so the bits do not depend on where devices live.
+ * Adds the bytes sent to other ranks to *dcn. */
 static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out_own, int64_t n, gt__dtype t,
-                         bool skip) {
+                         bool skip, int64_t *dcn, const char *what) {
   const int G = x->G, r = x->r;
   const size_t es = gt__esize(t);
-  const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
+  const gt__peer prev = gt__peer_at(m, x, gt__mod(r - 1, G)), next = gt__peer_at(m, x, gt__mod(r + 1, G));
   gt__slot *me = gt__member(m, x, r);
   const size_t half = (size_t)gt__max_chunk(n, G) * es;
   for (int s = 1; s < G; s++) {
-    int c = gt__mod(r - 1 - s, G);
-    int64_t len = skip ? 0 : gt_shard_len(n, G, c);
+    int c = gt__mod(r - 1 - s, G), cn = gt__mod(r - s, G);
+    int64_t len = skip ? 0 : gt_shard_len(n, G, c), nlen = skip ? 0 : gt_shard_len(n, G, cn);
+    if (!prev.slot || !next.slot) {
+      const char *snd = s == 1 ? in + (size_t)gt_shard_begin(n, G, cn) * es : me->scratch + (size_t)((s - 1) & 1) * half;
+      *dcn += gt__link(m, x, &next, snd, (size_t)nlen * es, &prev, me->rbuf, (size_t)len * es, what);
+    }
     /* r-1 worked on the same chunk at step s-1: at step 0 that is its raw
      * contribution, later its accumulator of parity (s-1)&1. */
     if (len > 0) { /* empty chunks (n < G) may have NULL buffers */
       int64_t beg = gt_shard_begin(n, G, c);
-      const char *src = s == 1 ? (const char *)prev->pub_in + (size_t)beg * es
-                               : prev->scratch + (size_t)((s - 1) & 1) * half;
+      const char *src = !prev.slot ? me->rbuf
+                        : s == 1   ? (const char *)prev.slot->pub_in + (size_t)beg * es
+                                   : prev.slot->scratch + (size_t)((s - 1) & 1) * half;
       char *dst = s == G - 1 ? out_own : me->scratch + (size_t)(s & 1) * half;
       gt__add(dst, src, in + (size_t)beg * es, len, t);
     }
@@ -869,18 +1086,24 @@ static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
 /* All-gather steps 0..G-2, after the publish barrier; out's own range must
  * already hold the member's shard. If own_in_out, a member's shard is read
  * from its `out` at step 0 (all-reduce), else from its published `in`. Ends
- * with a barrier. skip: only the barriers, as in gt__rs_steps. */
-static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, size_t es, bool own_in_out,
-                         bool skip) {
+ * with a barrier. skip: only the barriers, as in gt__rs_steps. Across ranks
+ * the successor gets chunk r-s (what it would have read from us) and the
+ * predecessor's chunk lands straight in `out`. */
+static void gt__ag_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es,
+                         bool own_in_out, bool skip, int64_t *dcn, const char *what) {
   const int G = x->G, r = x->r;
-  const gt__slot *prev = gt__member(m, x, gt__mod(r - 1, G));
+  const gt__peer prev = gt__peer_at(m, x, gt__mod(r - 1, G)), next = gt__peer_at(m, x, gt__mod(r + 1, G));
   for (int s = 0; s < G - 1; s++) {
-    int c = gt__mod(r - 1 - s, G);
-    int64_t len = skip ? 0 : gt_shard_len(n, G, c);
-    if (len > 0) {
-      int64_t beg = gt_shard_begin(n, G, c);
-      const char *src = s == 0 && !own_in_out ? (const char *)prev->pub_in
-                                              : (const char *)prev->pub_out + (size_t)beg * es;
+    int c = gt__mod(r - 1 - s, G), cn = gt__mod(r - s, G);
+    int64_t len = skip ? 0 : gt_shard_len(n, G, c), nlen = skip ? 0 : gt_shard_len(n, G, cn);
+    int64_t beg = gt_shard_begin(n, G, c);
+    if (!prev.slot || !next.slot) {
+      const char *snd = s == 0 && !own_in_out ? in : out + (size_t)gt_shard_begin(n, G, cn) * es;
+      *dcn += gt__link(m, x, &next, snd, (size_t)nlen * es, &prev, out + (size_t)beg * es, (size_t)len * es, what);
+    }
+    if (len > 0 && prev.slot) {
+      const char *src = s == 0 && !own_in_out ? (const char *)prev.slot->pub_in
+                                              : (const char *)prev.slot->pub_out + (size_t)beg * es;
       memcpy(out + (size_t)beg * es, src, (size_t)len * es);
     }
     gt__barrier_wait(x->bar);
@@ -889,10 +1112,12 @@ static void gt__ag_steps(gt_mesh *m, const gt__grp *x, char *out, int64_t n, siz
 
 /* Counts a completed synchronous collective (and records its span on the
  * device's lane when a trace is attached). */
-static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, double t0, const char *what, gt_group g) {
+static void gt__account(gt_mesh *m, int d, int64_t elems, size_t es, int64_t dcn, double t0, const char *what,
+                         gt_group g) {
   gt_comm_stats *st = &m->dev[d].stats;
   double t1 = gt_prof_now();
   st->bytes_sent += elems * (int64_t)es;
+  st->bytes_dcn += dcn;
   st->calls += 1;
   st->seconds += t1 - t0;
   gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
@@ -904,7 +1129,7 @@ static int64_t gt__ag_sent(int64_t n, int G, int r) { return n - gt_shard_len(n,
 
 /* The whole ring reduce-scatter of a group, in the lane of x. Returns true
  * when it was skipped (an error is recorded): it moved no data. */
-static bool gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float *out, int64_t n) {
+static bool gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float *out, int64_t n, int64_t *dcn) {
   const int G = x->G;
   if (G == 1) {
     bool skip = atomic_load(&m->failed); /* alone in its group: its own view is the verdict */
@@ -914,17 +1139,18 @@ static bool gt__rs(gt_mesh *m, int dev, const gt__grp *x, const float *in, float
   }
   gt__slot *me = gt__member(m, x, x->r);
   gt__grow_scratch(m, me, dev, n, G, GT__F32, "gt_reduce_scatter");
+  if (!gt__peer_at(m, x, gt__mod(x->r - 1, G)).slot) gt__grow_rbuf(m, me, dev, n, G, sizeof(float), "gt_reduce_scatter");
   me->pub_in = in;
   me->pub_out = out;
   bool skip = gt__barrier_wait(x->bar);
-  gt__rs_steps(m, x, (const char *)in, (char *)out, n, GT__F32, skip);
+  gt__rs_steps(m, x, (const char *)in, (char *)out, n, GT__F32, skip, dcn, "gt_reduce_scatter");
   return skip;
 }
 
 /* The whole ring all-gather of a group, in the lane of x: shared by the
  * synchronous calls (lane 0) and the comm threads (lane 1), hence the same
  * bits. Returns true when it was skipped. */
-static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es) {
+static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int64_t n, size_t es, int64_t *dcn) {
   int64_t beg = gt_shard_begin(n, x->G, x->r), len = gt_shard_len(n, x->G, x->r);
   /* Nobody reads our own range of out, so this can precede the barrier
    * (and whether it happens need not agree with the verdict). */
@@ -934,15 +1160,16 @@ static bool gt__ag(gt_mesh *m, const gt__grp *x, const char *in, char *out, int6
   me->pub_in = in;
   me->pub_out = out;
   bool skip = gt__barrier_wait(x->bar);
-  gt__ag_steps(m, x, out, n, es, false, skip);
+  gt__ag_steps(m, x, in, out, n, es, false, skip, dcn, x->lane == GT__LANE_COMM ? "gt_all_gather_async" : "gt_all_gather");
   return skip;
 }
 
-static bool gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, gt__dtype t) {
+static bool gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, gt__dtype t, int64_t *dcn) {
   const int G = x->G;
   const size_t es = gt__esize(t);
   gt__slot *me = gt__member(m, x, x->r);
   gt__grow_scratch(m, me, dev, n, G, t, "gt_all_reduce");
+  if (!gt__peer_at(m, x, gt__mod(x->r - 1, G)).slot) gt__grow_rbuf(m, me, dev, n, G, es, "gt_all_reduce");
   me->pub_in = buf;
   me->pub_out = buf;
   bool skip = gt__barrier_wait(x->bar);
@@ -950,8 +1177,8 @@ static bool gt__ar(gt_mesh *m, int dev, const gt__grp *x, void *buf, int64_t n, 
     char *b = buf;
     /* out_own is only dereferenced when the own chunk is non-empty. */
     char *own = gt_shard_len(n, G, x->r) > 0 ? b + (size_t)gt_shard_begin(n, G, x->r) * es : NULL;
-    gt__rs_steps(m, x, b, own, n, t, skip);
-    gt__ag_steps(m, x, b, n, es, true, skip);
+    gt__rs_steps(m, x, b, own, n, t, skip, dcn, "gt_all_reduce");
+    gt__ag_steps(m, x, b, b, n, es, true, skip, dcn, "gt_all_reduce");
   }
   return skip;
 }
@@ -960,22 +1187,26 @@ void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float
   if ((dev = gt__enter(m, dev, &g, &n, "gt_reduce_scatter")) < 0) return;
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  if (!gt__rs(m, dev, &x, in, out, n)) gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), t0, "reduce_scatter", g);
+  int64_t dcn = 0;
+  if (!gt__rs(m, dev, &x, in, out, n, &dcn))
+    gt__account(m, dev, gt__rs_sent(n, x.G, x.r), sizeof(float), dcn, t0, "reduce_scatter", g);
 }
 
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
   if ((dev = gt__enter(m, dev, &g, &n, "gt_all_gather")) < 0) return;
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  if (!gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float)))
-    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), t0, "all_gather", g);
+  int64_t dcn = 0;
+  if (!gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(float), &dcn))
+    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), dcn, t0, "all_gather", g);
 }
 
 static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
-  if (!gt__ar(m, dev, &x, buf, n, t))
-    gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), t0,
+  int64_t dcn = 0;
+  if (!gt__ar(m, dev, &x, buf, n, t, &dcn))
+    gt__account(m, dev, gt__rs_sent(n, x.G, x.r) + gt__ag_sent(n, x.G, x.r), gt__esize(t), dcn, t0,
                 t == GT__F32 ? "all_reduce" : "all_reduce (f64)", g);
 }
 
@@ -1005,29 +1236,56 @@ void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n) {
   gt_all_reduce_f64_g(m, dev, GT_GROUP_ALL, buf, n);
 }
 
+/* Over ranks: each process first has the buffer on one device (root's,
+ * or local device 0 through the process layer's broadcast from root's
+ * rank), then its other devices copy it. Rare (no step uses it), so plain. */
 void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
   if ((dev = gt__enter(m, dev, NULL, &n, "gt_broadcast")) < 0) return;
-  if (root < 0 || root >= m->n) {
-    gt__fail(m, GT_ERR_ARG, "device %d: gt_broadcast: root %d; expected 0..%d", dev, root, m->n - 1);
-    root = dev; /* never read: the verdict below skips the copy */
+  if (root < 0 || root >= m->G) {
+    gt__fail(m, GT_ERR_ARG, "device %d: gt_broadcast: root %d; expected 0..%d", dev, root, m->G - 1);
+    root = m->dev[dev].gid; /* never read: the verdict below skips the copy */
   }
   double t0 = gt_prof_now();
-  const int N = m->n;
+  const int G = m->G;
+  const int root_rank = m->g_rank[root], root_dev = m->g_dev[root];
   gt__barrier *bar = &m->lane[GT__LANE_DEV].bar[0];
   m->dev[dev].slot[GT__LANE_DEV].pub_out = buf;
   bool skip = gt__barrier_wait(bar);
-  const float *src = m->dev[root].slot[GT__LANE_DEV].pub_out;
-  if (!skip && dev != root && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
+  /* the device of this process that holds root's data after phase 1 */
+  int src_dev = root_rank == m->rank ? root_dev : 0;
+  if (m->R > 1) {
+    if (!skip && dev == 0 && n > 0) {
+      const float *src = m->dev[root_dev].slot[GT__LANE_DEV].pub_out;
+      if (root_rank == m->rank && root_dev != 0) memcpy(buf, src, (size_t)n * sizeof(float));
+      gt_err e;
+      gt_err_clear(&e);
+      if (gt_dist_bcast(buf, (size_t)n * sizeof(float), root_rank, "gt_broadcast", &e)) gt__fail(m, e.rc, "%s", e.msg);
+    }
+    gt__barrier_wait(bar);
+    src_dev = 0;
+  }
+  const float *src = m->dev[src_dev].slot[GT__LANE_DEV].pub_out;
+  if (!skip && dev != src_dev && src != buf && n > 0) memcpy(buf, src, (size_t)n * sizeof(float));
   /* Root must not return (and overwrite buf) while others still copy. */
   gt__barrier_wait(bar);
-  if (!skip) gt__account(m, dev, N > 1 ? gt__ag_sent(n, N, dev) : 0, sizeof(float), t0, "broadcast", GT_GROUP_ALL);
+  if (!skip)
+    gt__account(m, dev, G > 1 ? gt__ag_sent(n, G, m->dev[dev].gid) : 0, sizeof(float), 0, t0, "broadcast", GT_GROUP_ALL);
 }
 
 void gt_barrier(gt_mesh *m, int dev) {
   int64_t n = 0;
   if ((dev = gt__enter(m, dev, NULL, &n, "gt_barrier")) < 0) return;
   double t0 = gt_prof_now();
-  if (!gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0])) gt__account(m, dev, 0, 0, t0, "barrier", GT_GROUP_ALL);
+  bool skip = gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]);
+  if (m->R > 1) {
+    if (dev == 0) {
+      gt_err e;
+      gt_err_clear(&e);
+      if (gt_dist_barrier("gt_barrier", &e)) gt__fail(m, e.rc, "%s", e.msg);
+    }
+    skip = gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]) || skip;
+  }
+  if (!skip) gt__account(m, dev, 0, 0, 0, t0, "barrier", GT_GROUP_ALL);
 }
 
 /* ---- asynchronous all-gather -------------------------------------------- */
@@ -1127,7 +1385,7 @@ gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err) {
 /* ---- stats -------------------------------------------------------------- */
 
 gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev) {
-  gt_comm_stats z = {0, 0, 0.0};
+  gt_comm_stats z = {0, 0, 0.0, 0};
   if (!m || dev < 0 || dev >= m->n) return z;
   /* The mesh is never a const object (gt_mesh_create mallocs it), so
    * locking its mutex through a cast is fine; the comm counters may be
@@ -1136,6 +1394,7 @@ gt_comm_stats gt_mesh_stats(const gt_mesh *m, int dev) {
   gt_comm_stats s = dv->stats;
   pthread_mutex_lock(&dv->cmu);
   s.bytes_sent += dv->cstats.bytes_sent;
+  s.bytes_dcn += dv->cstats.bytes_dcn;
   s.calls += dv->cstats.calls;
   s.seconds += dv->cstats.seconds;
   pthread_mutex_unlock(&dv->cmu);
@@ -1146,9 +1405,9 @@ void gt_mesh_reset_stats(gt_mesh *m) {
   if (!m) return;
   for (int d = 0; d < m->n; d++) {
     gt__dev *dv = &m->dev[d];
-    dv->stats = (gt_comm_stats){0, 0, 0.0};
+    dv->stats = (gt_comm_stats){0, 0, 0.0, 0};
     pthread_mutex_lock(&dv->cmu);
-    dv->cstats = (gt_comm_stats){0, 0, 0.0};
+    dv->cstats = (gt_comm_stats){0, 0, 0.0, 0};
     pthread_mutex_unlock(&dv->cmu);
   }
 }

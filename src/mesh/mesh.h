@@ -30,6 +30,7 @@ typedef struct gt_comm_stats {
   int64_t bytes_sent; /* per device, as a ring would send them */
   int64_t calls;
   double seconds;     /* wall time inside collectives */
+  int64_t bytes_dcn;  /* of bytes_sent, those that went to another rank (MPI) */
 } gt_comm_stats;
 
 static inline int64_t gt_shard_begin(int64_t n, int n_dev, int d) { return n * d / n_dev; }
@@ -118,6 +119,37 @@ gt_rc gt_mesh_set_axes(gt_mesh *m, int data, int fsdp, gt_err *err);
  * and fsdp index (ranks = expert index); the fsdp and data groups also keep
  * the caller's expert index. set_axes(data, fsdp) = set_axes3(.., 1). */
 gt_rc gt_mesh_set_axes3(gt_mesh *m, int data, int fsdp, int expert, gt_err *err);
+/* ---- ranks (MaxText's DCN axes, over MPI: src/dist/dist.h) ----
+ * A mesh can be one process's part of a global mesh: R = dcn[0] * dcn[1] *
+ * dcn[2] processes ("ranks", MaxText's slices) of n devices each, n =
+ * ici[0] * ici[1] * ici[2]; axis k of the global mesh is ici[k] * dcn[k]
+ * long (data, fsdp, expert) and, as in MaxText's hybrid mesh, its rank part
+ * is the outer one: rank (rd, rf, re) = (r / (dcn1 * dcn2), r / dcn2 % dcn1,
+ * r % dcn2) holds data indices [rd * ici0, (rd + 1) * ici0), and so on. Global
+ * device g = (data index * fsdp + fsdp index) * expert + expert index as
+ * above; local device l of this rank is the l-th of its block in that
+ * order. Every collective takes local device indices and runs over the
+ * global groups: links between devices of one process are shared memory,
+ * links to another rank are messages (gt_dist_exchange), and the ring and
+ * its order of additions are the same, so results do not depend on how the
+ * devices are spread over processes (2 ranks x 1 device = 1 rank x 2
+ * devices, bit for bit). `rank` is this process's (gt_dist_rank()), or any
+ * rank for an allocation-only mesh that never communicates. GT_ERR_CONFIG
+ * when the ici product is not the mesh size; between runs (as set_axes).
+ * gt_mesh_set_axes3(d, f, e) is the layout {d, f, e} x {1, 1, 1}. */
+gt_rc gt_mesh_set_layout(gt_mesh *m, const int ici[3], const int dcn[3], int rank, gt_err *err);
+int gt_mesh_ranks(const gt_mesh *m);
+int gt_mesh_rank(const gt_mesh *m);
+int gt_mesh_global_size(const gt_mesh *m);         /* G = ranks x devices */
+int gt_mesh_global_id(const gt_mesh *m, int dev);  /* local device -> global */
+int gt_mesh_rank_of(const gt_mesh *m, int gid);    /* global device -> its rank */
+/* The rows of a global batch of B rows (B / G per global device, in global
+ * device order) that this process's devices compute: [row0, row0 + nrows),
+ * the span covering them (all B with one rank). */
+void gt_mesh_rows(const gt_mesh *m, int B, int *row0, int *nrows);
+
+/* Group sizes and a local device's rank in its group, over the global mesh
+ * (GT_GROUP_ALL: G and the global index). */
 int gt_mesh_group_size(const gt_mesh *m, gt_group g);
 int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev);
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);

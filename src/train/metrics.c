@@ -36,6 +36,8 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
           s->learning_rate);
   gt__jnum(f, "grad_norm", s->grad_norm);
   fprintf(f, ", \"peak_memory_bytes\": %lld", (long long)s->peak_memory_bytes);
+  fprintf(f, ", \"comm_seconds\": %.6f, \"comm_bytes\": %lld", s->comm_seconds, (long long)s->comm_bytes);
+  if (s->ranks > 1) fprintf(f, ", \"comm_bytes_dcn\": %lld", (long long)s->comm_bytes_dcn);
   if (s->skipped) fprintf(f, ", \"skipped\": true");
   if (s->has_eval)
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,

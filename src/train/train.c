@@ -11,6 +11,7 @@
 
 #include "base/prof.h"
 #include "decode/decode.h"
+#include "dist/dist.h"
 #include "exec/plan.h"
 #include "model/model.h"
 #include "train/profiler.h"
@@ -40,10 +41,35 @@ static gt_rc gt__check_plan(const gt_config *cfg, FILE *out, int64_t *planned_pe
   return rc;
 }
 
+static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err);
+
 /* <base_output_directory>/<run_name> (run_name defaults to model-timestamp),
  * created and locked for this run (one run per directory), with the resolved
  * config.json written once the lock is held. */
 static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
+  /* over MPI ranks the directory is rank 0's: its name (a timestamp by
+   * default) goes to every rank, and only rank 0 creates, locks and writes
+   * it (on several machines it must be on a shared filesystem) */
+  if (gt_dist_size() > 1) {
+    gt_rc rc = GT_OK;
+    if (gt_dist_rank() == 0) {
+      rc = gt__run_dir_local(cfg, dir, n, lock, err);
+    }
+    gt_err e2;
+    gt_err_clear(&e2);
+    gt_rc brc = gt_dist_bcast(cfg->run_name, sizeof cfg->run_name, 0, "the run directory's name", &e2);
+    if (brc) {
+      *err = e2;
+      return brc;
+    }
+    snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
+    gt_err mine = *err;
+    return gt_dist_agree(rc, &mine, "setting up the run directory", err);
+  }
+  return gt__run_dir_local(cfg, dir, n, lock, err);
+}
+
+static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
   if (!cfg->run_name[0]) {
     time_t now = time(NULL);
     struct tm tm;
@@ -86,12 +112,24 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
     gt_report_note(r, "data: synthetic, one fixed batch of %d x %d uniform ids\n", B, T);
   gt_report_note(r, "devices: %lld, threads: %d; remat_policy=%s remat_scope=%s, planned peak %.1f MiB; run directory: %s\n",
                  c->num_devices, threads, c->remat_policy, c->remat_scope, (double)planned_peak / 1048576.0, r->run_dir);
+  long long R = gt_config_num_ranks(c);
+  if (R > 1) {
+    int id, i_f, ie, dd, df, de;
+    gt_config_mesh_axes(c, &id, &i_f, &ie);
+    gt_config_dcn_axes(c, &dd, &df, &de);
+    gt_report_note(r, "mesh: %lld ranks x %lld device%s per rank = %lld devices; data %d (dcn %d x ici %d), fsdp %d "
+                      "(dcn %d x ici %d), expert %d (dcn %d x ici %d); MPI threads: %s\n",
+                   R, c->num_devices, c->num_devices > 1 ? "s" : "", R * c->num_devices, dd * id, dd, id, df * i_f, df,
+                   i_f, de * ie, de, ie, gt_dist_thread_level());
+  }
 }
 
 /* The closing text sample, on the host from the gathered parameters. */
 static gt_rc gt__sample(gt_report *r, gt_trainer *tr, gt_model *m, gt_mem *mem, const gt_config *c, gt_err *err) {
   gt_rc rc = gt_model_alloc(m, mem, err);
+  /* gathering the parameters is collective: every rank takes part; rank 0 decodes */
   if (!rc) rc = gt_fsdp_full_params(gt_trainer_fsdp(tr), m->params, err);
+  if (!rc && gt_dist_rank() != 0) return GT_OK;
   char *text = NULL;
   int64_t n_new = 0;
   if (!rc) rc = gt_decode_sample_text(m, c, &text, &n_new, err);
@@ -137,6 +175,16 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_config cfg = *cfg_in;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
+  /* Over MPI ranks every rank runs this same loop (SPMD); rank 0 alone
+   * prints, writes metrics.jsonl, TensorBoard events, the plot and the
+   * trace, and owns the run directory. Checkpoints, eval and the sample's
+   * gather are collective. Outcomes are agreed where one rank alone could
+   * fail (setup, reporting), so every rank stops together; an error only
+   * one rank saw (a peer that stopped answering) is not: res->agreed says
+   * which, and the command line ends the job on the latter. */
+  const int primary = gt_dist_rank() == 0;
+  FILE *out = primary ? o->out : NULL;
+  res->agreed = 1;
   /* load_parameters_path defines the model: its config replaces the model
    * keys before anything is planned (a conflicting explicit key is refused) */
   gt_run_lock lock = {-1};
@@ -145,7 +193,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
-  if (rc || (rc = gt_config_validate(&cfg, err)) || (rc = gt__check_plan(&cfg, o->out, &planned_peak, err)) ||
+  if (rc || (rc = gt_config_validate(&cfg, err)) || (rc = gt__check_plan(&cfg, out, &planned_peak, err)) ||
       (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, err))) {
     gt_run_lock_release(&lock);
     free(src);
@@ -161,9 +209,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_trainer *tr = NULL;
   gt_report rep;
   memset(&rep, 0, sizeof rep);
-  rep.out = o->out;
-  gt_profiler prof; /* profiler=trace: the timeline of a window of steps */
-  gt_profiler_init(&prof, &cfg, 0, res->run_dir);
+  rep.out = out;
+  gt_profiler prof; /* profiler=trace: the timeline of a window of steps (rank 0's) */
+  gt_config pcfg = cfg;
+  if (!primary) pcfg.profiler[0] = '\0';
+  gt_profiler_init(&prof, &pcfg, 0, res->run_dir);
   char pline[3000];
   if ((rc = gt_model_build(&m, &cfg, err))) {
     gt_run_lock_release(&lock);
@@ -172,37 +222,60 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   }
   int64_t start = 0, last_saved = -1;
   int resumed = 0;
-  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, o->out, have_src ? src : NULL};
-  if ((rc = gt_data_open(&data, &cfg, &mem, err)) || (rc = gt_trainer_create(&tr, &cfg, NULL, err))) goto out;
-  ts.tr = tr;
+  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL};
   /* what the run starts from: its own checkpoint, another run's state or
-   * parameters, or the initialisation */
-  if ((rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err)) ||
-      (rc = gt_report_open(&rep, &cfg, res->run_dir, o->out, o->progress, resumed ? start : 0, err)))
-    goto out;
+   * parameters, or the initialisation (nothing here talks to other ranks) */
+  if (!(rc = gt_data_open(&data, &cfg, &mem, err)) && !(rc = gt_trainer_create(&tr, &cfg, NULL, err))) {
+    ts.tr = tr;
+    if (!(rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err)) && primary)
+      rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
+  }
+  if (gt_dist_size() > 1) {
+    gt_err mine = *err;
+    rc = gt_dist_agree(rc, &mine, "setting up the run", err);
+  }
+  if (rc) goto out;
   res->start_step = start;
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
-  gt_profiler_init(&prof, &cfg, start, res->run_dir);
+  gt_profiler_init(&prof, &pcfg, start, res->run_dir);
   if (start >= cfg.steps)
     gt_report_note(&rep, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start, cfg.steps);
 
   for (int64_t step = start; step < cfg.steps; step++) {
     gt_step_metrics sm;
     if (o->test_nan_step && *o->test_nan_step == step) gt__trainer_poison_next_step(tr);
-    if ((rc = gt_profiler_step_begin(&prof, tr, step, err)) || (rc = gt_trainer_step_data(tr, &data, &sm, err)))
+    if ((rc = gt_profiler_step_begin(&prof, tr, step, err)) || (rc = gt_trainer_step_data(tr, &data, &sm, err))) {
+      /* a non-finite step is decided from all-reduced values: every rank
+       * refuses it alike; any other failure may be this rank's alone */
+      res->agreed = rc == GT_ERR_NUMERIC;
       goto out;
+    }
     res->skipped_steps += sm.skipped;
     if (gt__eval_due(&cfg, &data, step)) {
       double t0 = gt_prof_now();
-      if ((rc = gt_trainer_eval_data(tr, &data, &sm.eval_loss, &sm.eval_total_weights, err))) goto out;
+      if ((rc = gt_trainer_eval_data(tr, &data, &sm.eval_loss, &sm.eval_total_weights, err))) {
+        res->agreed = 0;
+        goto out;
+      }
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
       sm.has_eval = 1;
       res->last_eval_loss = sm.eval_loss;
     }
     double tr0 = gt_prof_now();
-    rc = gt_report_step(&rep, &sm, err);
+    if (primary) rc = gt_report_step(&rep, &sm, err);
     gt_trace_span(gt_profiler_host(&prof), "metrics (console, metrics.jsonl, TensorBoard)", "report", tr0, gt_prof_now());
+    /* one decision per step for every rank: whether rank 0's report failed
+     * and whether any rank was asked to stop (SIGTERM reaches the ranks at
+     * different moments) */
+    int64_t stop_any = o->stop && *o->stop ? *o->stop : 0;
+    if (gt_dist_size() > 1) {
+      gt_err mine = *err;
+      rc = gt_dist_agree(rc, &mine, "reporting the step", err);
+      if (!rc) rc = gt_dist_allreduce_i64(&stop_any, 1, GT_DIST_MAX, "the stop flag", err);
+      if (rc && gt_dist_broken()) res->agreed = 0;
+      if (rc && gt_dist_broken()) goto out;
+    }
     if (rc) {
       /* the state is good, its record is not: keep the state, then stop */
       gt_err e2;
@@ -215,7 +288,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     res->steps_done = step + 1;
     if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
     if (o->test_after_step) o->test_after_step(&sm, o->test_ctx);
-    int stop = o->stop && *o->stop;
+    int stop = stop_any != 0;
     if (gt__checkpoint_due(&cfg, step, stop)) {
       gt_report_pause(&rep);
       double t0 = gt_prof_now();
@@ -227,7 +300,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (pline[0]) gt_report_note(&rep, "%s\n", pline);
     if (stop) {
       res->interrupted = 1;
-      gt_report_note(&rep, "stopped by %s after step %lld%s\n", *o->stop == SIGINT ? "SIGINT" : "SIGTERM",
+      gt_report_note(&rep, "stopped by %s after step %lld%s\n",
+                     stop_any == SIGINT ? "SIGINT" : stop_any == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
                      (long long)step,
                      cfg.enable_checkpointing ? "; run the same command again to resume"
                                               : " (enable_checkpointing=false: no checkpoint)");
@@ -241,11 +315,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
                    res->skipped_steps, res->steps_done - res->start_step);
   if ((rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err))) goto out;
   if (pline[0]) gt_report_note(&rep, "%s\n", pline);
-  if ((rc = gt_report_plot(&rep, err))) goto out;
+  if (primary && (rc = gt_report_plot(&rep, err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
   if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);
 out:
+  /* a collective that failed on this rank alone (a peer stopped answering,
+   * or a peer's failure left this rank waiting) is this rank's own error */
+  if (rc && gt_dist_broken()) res->agreed = 0;
   gt_profiler_close(&prof, tr);
   gt_report_close(&rep);
   gt_trainer_destroy(tr);

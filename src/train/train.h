@@ -42,6 +42,11 @@ typedef struct gt_train_result {
   long long start_step;    /* > 0 when the run continued from a checkpoint */
   long long skipped_steps; /* non-finite steps skipped (skip_nonfinite_steps) */
   int interrupted;         /* stopped by *stop after a checkpoint */
+  /* On error over MPI ranks: 1 when every rank returned this same error
+   * (they agreed on it and can exit normally), 0 when it was this rank's
+   * alone (a peer stopped answering): the job must then be ended
+   * (gt_dist_abort), since peers may wait for this rank. */
+  int agreed;
   char run_dir[2048];
 } gt_train_result;
 

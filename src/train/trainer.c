@@ -8,6 +8,7 @@
 #include "base/prof.h"
 #include "base/trace.h"
 #include "config/flops.h"
+#include "dist/dist.h"
 #include "train/optim.h"
 
 struct gt_trainer {
@@ -17,6 +18,9 @@ struct gt_trainer {
   gt_batch *mb;       /* [n_mb] */
   int32_t *mbuf;
   int n_mb;
+  /* the rows of each global batch this process's devices compute (over
+   * MPI ranks the rest belongs to other processes and stays masked) */
+  int row0, nrows;
   int64_t step;       /* steps done, skipped ones included */
   gt_flops flops;
   gt_trace *trace;    /* the profiler timeline (NULL: off) */
@@ -24,14 +28,16 @@ struct gt_trainer {
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
   *out = NULL;
-  if (cfg->num_devices > 1 && cfg->per_device_batch_size != floor(cfg->per_device_batch_size))
+  if (gt_config_total_devices(cfg) > 1 && cfg->per_device_batch_size != floor(cfg->per_device_batch_size))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "train: key 'per_device_batch_size' = %g must be a whole number when num_devices = %lld "
-                      "(each device takes its own rows of the global batch)",
-                      cfg->per_device_batch_size, cfg->num_devices);
+                      "over %lld rank%s (each device takes its own rows of the global batch)",
+                      cfg->per_device_batch_size, cfg->num_devices, gt_config_num_ranks(cfg),
+                      gt_config_num_ranks(cfg) > 1 ? "s" : "");
   gt_trainer *t = calloc(1, sizeof *t);
   if (!t) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
   t->cfg = *cfg;
+  gt_dist_set_timeout(cfg->collective_timeout_seconds);
   gt_mem_init(&t->host);
   t->flops = gt_flops_per_step_per_device(cfg);
   gt_rc rc = gt_fsdp_create(&t->fs, cfg, probes, err);
@@ -46,15 +52,20 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
   /* an allocation-only trainer (the plan) runs one step and no eval */
   t->n_mb = probes || ga > (int)cfg->eval_steps ? ga : (int)cfg->eval_steps;
   t->mb = calloc((size_t)t->n_mb, sizeof *t->mb);
-  t->mbuf = gt_mem_alloc(&t->host, GT_MEM_DATA, (size_t)(3 * t->n_mb) * (size_t)nb * sizeof(int32_t));
+  t->mbuf = gt_mem_alloc(&t->host, GT_MEM_DATA, (size_t)(4 * t->n_mb) * (size_t)nb * sizeof(int32_t));
   if (!t->mb || !t->mbuf) {
     int n = t->n_mb;
     gt_trainer_destroy(t);
     return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for %d batches", n);
   }
   for (int i = 0; i < t->n_mb; i++)
-    t->mb[i] = (gt_batch){(int)gt_config_global_batch(cfg), (int)cfg->max_target_length, t->mbuf + (3 * i) * nb,
-                          t->mbuf + (3 * i + 1) * nb, t->mbuf + (3 * i + 2) * nb, NULL};
+    t->mb[i] = (gt_batch){(int)gt_config_global_batch(cfg), (int)cfg->max_target_length, t->mbuf + (4 * i) * nb,
+                          t->mbuf + (4 * i + 1) * nb, t->mbuf + (4 * i + 2) * nb, NULL};
+  /* this process's rows: those of its devices, one block of rows_per_device
+   * each at the device's global index (a contiguous span on every layout
+   * whose rank part is outermost; otherwise the span covering them, of
+   * which only the own devices' rows are read) */
+  gt_mesh_rows(gt_fsdp_mesh(t->fs), (int)gt_config_global_batch(cfg), &t->row0, &t->nrows);
   *out = t;
   return GT_OK;
 }
@@ -98,7 +109,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   double configured = (double)gt_config_global_batch(c) * (double)c->max_target_length *
                       (double)c->gradient_accumulation_steps;
   sm->tflops_per_s_per_device = t->flops.total_tflops * ((double)tokens / configured) / secs;
-  sm->tokens_per_s_per_device = (double)tokens / (double)c->num_devices / secs;
+  sm->tokens_per_s_per_device = (double)tokens / (double)gt_config_total_devices(c) / secs;
   sm->total_weights = fi.total_weights;
   sm->loss = loss;
   sm->lm_loss = fi.loss;
@@ -109,6 +120,10 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->grad_norm = fi.update.grad_norm;
   sm->skipped = fi.update.skipped;
   sm->peak_memory_bytes = gt_trainer_peak_bytes(t);
+  sm->comm_seconds = fi.comm_seconds;
+  sm->comm_bytes = fi.comm_bytes;
+  sm->comm_bytes_dcn = fi.comm_bytes_dcn;
+  sm->ranks = (int)gt_config_num_ranks(c);
   if (sm->skipped && !c->skip_nonfinite_steps)
     return gt_err_set(err, GT_ERR_NUMERIC,
                       "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
@@ -118,23 +133,36 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   return GT_OK;
 }
 
-/* Copies the next train (or eval) batch out of the data source's buffers. */
-static void gt__copy_batch(gt_batch *dst, gt_data *d, int eval) {
+/* Copies the next train (or eval) batch out of the data source's buffers:
+ * this process's rows; any other row is masked out (inputs 0, targets -1),
+ * as it belongs to another rank. */
+static void gt__copy_batch(gt_trainer *t, gt_batch *dst, gt_data *d, int eval) {
   gt_batch b;
   if (eval)
     gt_data_next_eval(d, &b);
   else
     gt_data_next_train(d, &b);
-  size_t n = (size_t)b.B * (size_t)b.T * sizeof(int32_t);
-  memcpy((int32_t *)dst->inputs, b.inputs, n);
-  memcpy((int32_t *)dst->targets, b.targets, n);
-  memcpy((int32_t *)dst->positions, b.positions, n);
+  const size_t T = (size_t)b.T, all = (size_t)b.B * T;
+  const size_t o = (size_t)t->row0 * T, n = (size_t)t->nrows * T;
+  int32_t *in = (int32_t *)dst->inputs, *tg = (int32_t *)dst->targets, *pos = (int32_t *)dst->positions;
+  int32_t *seg = (int32_t *)dst->positions + all; /* the fourth array of this batch */
+  if (n < all) {
+    memset(in, 0, all * sizeof(int32_t));
+    memset(pos, 0, all * sizeof(int32_t));
+    memset(seg, 0, all * sizeof(int32_t));
+    for (size_t i = 0; i < all; i++) tg[i] = -1;
+  }
+  memcpy(in + o, b.inputs + o, n * sizeof(int32_t));
+  memcpy(tg + o, b.targets + o, n * sizeof(int32_t));
+  memcpy(pos + o, b.positions + o, n * sizeof(int32_t));
+  if (b.segments) memcpy(seg + o, b.segments + o, n * sizeof(int32_t));
+  dst->segments = b.segments ? seg : NULL;
 }
 
 gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
   int ga = (int)t->cfg.gradient_accumulation_steps;
   double t0 = t->trace ? gt_prof_now() : 0.0;
-  for (int i = 0; i < ga; i++) gt__copy_batch(&t->mb[i], d, 0);
+  for (int i = 0; i < ga; i++) gt__copy_batch(t, &t->mb[i], d, 0);
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading", "data", t0, gt_prof_now(), "batches", ga, NULL);
   return gt_trainer_step(t, t->mb, ga, sm, err);
 }
@@ -151,7 +179,7 @@ gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *tot
   int n = (int)t->cfg.eval_steps;
   gt_data_eval_reset(d);
   double t0 = t->trace ? gt_prof_now() : 0.0;
-  for (int i = 0; i < n; i++) gt__copy_batch(&t->mb[i], d, 1);
+  for (int i = 0; i < n; i++) gt__copy_batch(t, &t->mb[i], d, 1);
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading (eval)", "data", t0, gt_prof_now(), "batches", n, NULL);
   gt_loss_stats st = {0, 0, 0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);

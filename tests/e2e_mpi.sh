@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# End-to-end over MPI ranks (issue 16, docs/sharding.md "Across processes"):
+#  1. the same global mesh gives the same run bit for bit wherever its
+#     devices live: 2 ranks x 1 device = 1 rank x 2 devices (dense
+#     gemma3-tiny, and expert-parallel gemma4-tiny-moe), 2 ranks x 2 devices
+#     = 1 rank x 4 devices: every step's loss, lm_loss, grad_norm (and MoE
+#     lb loss) as printed with 9 significant digits, and the final weights
+#     and AdamW moments byte for byte (the tensor bytes of the checkpoint);
+#  2. a checkpoint written by 2 ranks resumes on 1 rank (bit for bit the
+#     uninterrupted run's later steps: the same global mesh) and on 2 ranks
+#     x 2 devices (the same as 1 rank x 4 devices resuming it);
+#  3. stopping: SIGUSR1 to mpirun (forwarded to every rank) and SIGTERM to
+#     the ranks end the run after a checkpoint with exit 0;
+#  4. failure: a rank that hangs (SIGSTOP) makes the other exit non-zero
+#     within collective_timeout_seconds with a message naming it; a rank
+#     killed mid-run ends the job non-zero with the dead rank named; a rerun
+#     resumes from the last committed checkpoint.
+# Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
+# with a gemtrain built without MPI.
+set -euo pipefail
+bin="$1"; src="$2"
+mpirun=$(command -v mpirun || true)
+[ -n "$mpirun" ] || { echo "e2e_mpi: no mpirun (install openmpi-bin): skipped"; exit 77; }
+work=$(mktemp -d /tmp/gt_e2e_mpi.XXXXXX)
+trap 'pkill -9 -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+flags=(--oversubscribe)
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+mpi() { local np=$1; shift; OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np "$np" "$@"; }
+"$src/tools/kjv.sh" "$work/kjv.txt" > /dev/null
+head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
+common=(dataset_type=text "dataset_path=$work/corpus.txt" eval_interval=5 eval_steps=2 sample_tokens=0
+        checkpoint_compression=0 save_checkpoint_on_completion=true "base_output_directory=$work/runs")
+if ! mpi 2 "$bin" train model_name=gemma3-tiny steps=1 num_devices=1 dcn_fsdp_parallelism=2 "${common[@]}" \
+     run_name=probe > "$work/probe.log" 2>&1; then
+  if grep -q "built without MPI" "$work/probe.log"; then echo "e2e_mpi: gemtrain built without MPI: skipped"; exit 77; fi
+  cat "$work/probe.log"; fail "a first 2-rank run"
+fi
+grep -q "^mesh: 2 ranks x 1 device per rank = 2 devices; data 1 (dcn 1 x ici 1), fsdp 2 (dcn 2 x ici 1)" \
+  "$work/probe.log" || { cat "$work/probe.log"; fail "no mesh line"; }
+
+# compare <run a> <run b>: the metrics of every step and the final state
+compare() {
+  python3 - "$work/runs/$1" "$work/runs/$2" <<'PY' || fail "$1 and $2 differ"
+import glob, json, os, struct, sys
+a, b = sys.argv[1], sys.argv[2]
+def lines(d):
+    return [l for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
+la, lb = lines(a), lines(b)
+assert len(la) == len(lb) and la, (len(la), len(lb))
+keys = ("step", "loss", "lm_loss", "moe_lb_loss", "grad_norm", "total_weights", "learning_rate", "eval_loss")
+for x, y in zip(la, lb):
+    jx, jy = json.loads(x), json.loads(y)
+    for k in keys:
+        assert jx.get(k) == jy.get(k), (k, jx.get(k), jy.get(k))
+# the exact printed text of each number too (%.9g: float32 values exactly)
+def fields(line):
+    return {k: v for k, v in (p.split(": ", 1) for p in line.strip("{}\n").split(", ")) if k.strip('"') in keys}
+for x, y in zip(la, lb):
+    assert fields(x) == fields(y), (fields(x), fields(y))
+def tensor_bytes(d):
+    step = open(os.path.join(d, "checkpoints", "latest")).read().strip()
+    out = {}
+    for f in sorted(glob.glob(os.path.join(d, "checkpoints", step, "shard_*.gtck"))):
+        raw = open(f, "rb").read()
+        hoff, = struct.unpack_from("<Q", raw, 16)
+        out[os.path.basename(f)] = raw[64:hoff]   # uncompressed tensor data
+    return step, out
+sa, ta = tensor_bytes(a)
+sb, tb = tensor_bytes(b)
+assert sa == sb and ta.keys() == tb.keys() and ta, (sa, sb, ta.keys(), tb.keys())
+for k in ta:
+    assert ta[k] == tb[k], ("weights differ", k)
+print(f"{os.path.basename(a)} = {os.path.basename(b)}: {len(la)} steps, {len(ta)} shard(s), {sum(map(len, ta.values()))} tensor bytes")
+PY
+}
+
+# 1. layouts of one global mesh
+tiny=(model_name=gemma3-tiny steps=10 "${common[@]}")
+mpi 2 "$bin" train "${tiny[@]}" num_devices=1 dcn_fsdp_parallelism=2 run_name=r2x1 > "$work/r2x1.log" 2>&1 ||
+  { cat "$work/r2x1.log"; fail "2 ranks x 1 device"; }
+"$bin" train "${tiny[@]}" num_devices=2 run_name=r1x2 > "$work/r1x2.log" 2>&1 || { cat "$work/r1x2.log"; fail "1 x 2"; }
+compare r2x1 r1x2
+moe=(model_name=gemma4-tiny-moe steps=10 per_device_batch_size=2 "${common[@]}")
+mpi 2 "$bin" train "${moe[@]}" num_devices=1 dcn_expert_parallelism=2 run_name=m2x1 > "$work/m2x1.log" 2>&1 ||
+  { cat "$work/m2x1.log"; fail "MoE 2 ranks x 1 device"; }
+"$bin" train "${moe[@]}" num_devices=2 ici_expert_parallelism=2 run_name=m1x2 > "$work/m1x2.log" 2>&1 ||
+  { cat "$work/m1x2.log"; fail "MoE 1 x 2"; }
+compare m2x1 m1x2
+mpi 2 "$bin" train "${tiny[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=r2x2 > "$work/r2x2.log" 2>&1 ||
+  { cat "$work/r2x2.log"; fail "2 ranks x 2 devices"; }
+"$bin" train "${tiny[@]}" num_devices=4 run_name=r1x4 > "$work/r1x4.log" 2>&1 || { cat "$work/r1x4.log"; fail "1 x 4"; }
+compare r2x2 r1x4
+# rank 0 alone prints: one step line per step
+[ "$(grep -c '^completed step: ' "$work/r2x1.log")" = 10 ] || fail "the step lines are not printed once"
+
+# 2. a 2-rank checkpoint resumes on other layouts
+half=(model_name=gemma3-tiny "${common[@]}")
+mpi 2 "$bin" train "${half[@]}" steps=5 num_devices=1 dcn_fsdp_parallelism=2 run_name=c2x1 > "$work/c2x1.log" 2>&1 ||
+  { cat "$work/c2x1.log"; fail "checkpoint on 2 ranks"; }
+ls "$work/runs/c2x1/checkpoints/step_00000005/shard_00000-of-00002.gtck" \
+   "$work/runs/c2x1/checkpoints/step_00000005/shard_00001-of-00002.gtck" > /dev/null || fail "2 ranks wrote no shards"
+for r in c1x2 c2x2 c1x4; do cp -r "$work/runs/c2x1" "$work/runs/$r"; done
+"$bin" train "${half[@]}" steps=10 num_devices=2 run_name=c1x2 > "$work/c1x2.log" 2>&1 ||
+  { cat "$work/c1x2.log"; fail "resume on 1 rank"; }
+grep -q "^resumed from .*step_00000005" "$work/c1x2.log" || fail "1 rank did not resume"
+compare c1x2 r1x2
+mpi 2 "$bin" train "${half[@]}" steps=10 num_devices=2 dcn_fsdp_parallelism=2 run_name=c2x2 > "$work/c2x2.log" 2>&1 ||
+  { cat "$work/c2x2.log"; fail "resume on 2 ranks x 2 devices"; }
+grep -q "^resumed from .*step_00000005" "$work/c2x2.log" || fail "2 x 2 did not resume"
+"$bin" train "${half[@]}" steps=10 num_devices=4 run_name=c1x4 > "$work/c1x4.log" 2>&1 || fail "resume on 1 x 4"
+compare c2x2 c1x4
+
+# 3. stopping cleanly
+long=(model_name=gemma3-tiny steps=100000 checkpoint_period=100000 "${common[@]}" num_devices=1
+      dcn_fsdp_parallelism=2 collective_timeout_seconds=60)
+wait_steps() { # <run> <n>: until metrics.jsonl has n lines
+  for _ in $(seq 1 600); do
+    [ -f "$work/runs/$1/metrics.jsonl" ] && [ "$(wc -l < "$work/runs/$1/metrics.jsonl")" -ge "$2" ] && return 0
+    sleep 0.2
+  done
+  fail "$1 did not reach $2 steps"
+}
+rank_pid() { # <run> <rank>: the pid of that rank's gemtrain
+  for p in $(pgrep -f "run_name=$1"); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+mpi 2 "$bin" train "${long[@]}" run_name=usr1 > "$work/usr1.log" 2>&1 &
+pid=$!
+wait_steps usr1 3
+kill -USR1 "$pid"
+rc=0; wait "$pid" || rc=$?
+[ "$rc" = 0 ] || { cat "$work/usr1.log"; fail "SIGUSR1 to mpirun: exit $rc"; }
+grep -q "^stopped by SIGUSR1 after step" "$work/usr1.log" || { cat "$work/usr1.log"; fail "no stop line"; }
+[ -f "$work/runs/usr1/checkpoints/latest" ] || fail "SIGUSR1: no checkpoint"
+mpi 2 "$bin" train "${long[@]}" run_name=term > "$work/term.log" 2>&1 &
+pid=$!
+wait_steps term 3
+for r in 0 1; do kill -TERM "$(rank_pid term $r)"; done
+rc=0; wait "$pid" || rc=$?
+[ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM to the ranks: exit $rc"; }
+grep -q "^stopped by SIGTERM after step" "$work/term.log" || { cat "$work/term.log"; fail "no SIGTERM stop line"; }
+
+# 4. failures: a rank that hangs, a rank that dies
+mpi 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=5 run_name=hang > "$work/hang.log" 2>&1 &
+pid=$!
+wait_steps hang 5
+victim=$(rank_pid hang 1)
+[ -n "$victim" ] || fail "no rank 1 process"
+kill -STOP "$victim"
+rc=0; wait "$pid" || rc=$?
+[ "$rc" != 0 ] || fail "a hung rank: mpirun exited 0"
+grep -q "rank 1" "$work/hang.log" || { cat "$work/hang.log"; fail "the message does not name rank 1"; }
+grep -q "collective_timeout_seconds" "$work/hang.log" || { cat "$work/hang.log"; fail "no timeout message"; }
+kill -9 "$victim" 2>/dev/null || true
+committed=$(cat "$work/runs/hang/checkpoints/latest")
+mpi 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=30 run_name=dead > "$work/dead.log" 2>&1 &
+pid=$!
+wait_steps dead 5
+victim=$(rank_pid dead 1)
+kill -9 "$victim"
+rc=0; wait "$pid" || rc=$?
+[ "$rc" != 0 ] || fail "a killed rank: mpirun exited 0"
+grep -qi "rank 1" "$work/dead.log" || { cat "$work/dead.log"; fail "the message does not name the killed rank"; }
+# the reruns resume from what was committed
+mpi 2 "$bin" train model_name=gemma3-tiny "${common[@]}" steps=$((10#${committed#step_} + 1)) checkpoint_period=2 \
+  num_devices=1 dcn_fsdp_parallelism=2 run_name=hang > "$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
+grep -q "^resumed from .*$committed" "$work/rerun.log" || { cat "$work/rerun.log"; fail "rerun did not resume $committed"; }
+echo "e2e_mpi: 1 passed, 0 failed"
