@@ -26,6 +26,11 @@ int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 /* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */
 int gt_bench_checkpoint(int argc, char **argv, int reps);
+/* gemtrain bench mpi (cmd_bench_mpi.c) and the median step time of a config
+ * it shares with gemtrain bench (cmd_bench.c). */
+int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps);
+struct gt_config;
+int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);

@@ -87,6 +87,13 @@ static int bench_config(gt_config *cfg, int steps, bench_result *br) {
   return 0;
 }
 
+int gt_bench_step_seconds(gt_config *cfg, int steps, double *step_s) {
+  bench_result br;
+  if (bench_config(cfg, steps, &br)) return 1;
+  *step_s = br.step_s;
+  return 0;
+}
+
 static const char *remat_policies[] = {"none", "minimal", "minimal_with_context", "save_dot_with_context_except_mlp",
                                        "save_dot_except_mlpwi", "save_dot_except_mlp", "save_qkv_proj",
                                        "save_out_proj", "qkv_proj_offloaded", "minimal_offloaded", "full"};
@@ -172,13 +179,17 @@ static int bench_devices(int argc, char **argv, int steps) {
 
 int gt_cmd_bench(int argc, char **argv) {
   int steps = 5;
-  int first = 0, remat = 0, devices = 0, ckpt = 0;
+  int first = 0, remat = 0, devices = 0, ckpt = 0, mpi = 0, mib = 64, reps = 5;
   if (argc > 0 && !strcmp(argv[0], "remat")) remat = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "devices")) devices = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "checkpoint")) ckpt = 1, first = 1;
+  if (argc > 0 && !strcmp(argv[0], "mpi")) mpi = 1, first = 1;
   while (first < argc && argv[first][0] == '-' && argv[first][1]) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);
+      first += 2;
+    } else if (mpi && (!strcmp(argv[first], "--mib") || !strcmp(argv[first], "--reps")) && first + 1 < argc) {
+      *(argv[first][2] == 'm' ? &mib : &reps) = atoi(argv[first + 1]);
       first += 2;
     } else {
       fprintf(stderr, "gemtrain bench: unknown option '%s'\n", argv[first]);
@@ -189,6 +200,7 @@ int gt_cmd_bench(int argc, char **argv) {
   if (remat) return bench_remat(argc - first, argv + first, steps);
   if (devices) return bench_devices(argc - first, argv + first, steps);
   if (ckpt) return gt_bench_checkpoint(argc - first, argv + first, steps == 5 ? 3 : steps);
+  if (mpi) return gt_bench_mpi(argc - first, argv + first, steps, mib, reps);
   gt_config cfg;
   int rc = gt_cli_load_config(argc - first, argv + first, &cfg);
   if (rc) return rc;

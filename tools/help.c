@@ -56,14 +56,15 @@ static const help_entry entries[] = {
      "  --json  print the plan as one JSON object instead\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint)",
-     "usage: gemtrain bench [remat|devices|checkpoint] [--steps N] [config.json] [key=value ...]\n"
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi)",
+     "usage: gemtrain bench [remat|devices|checkpoint|mpi] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
      "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
      "measured peak memory.\n"
      "  gemtrain bench remat       every remat policy and scope, side by side\n"
      "  gemtrain bench devices     1 and 2 devices at the same global batch\n"
      "  gemtrain bench checkpoint  writing and loading a full-state checkpoint\n"
+     "  gemtrain bench mpi         collectives and throughput across MPI ranks (tools/bench_mpi.sh)\n"
      "('gemtrain bench remat --help' and so on for each.)\n"
      "\n"
      "options:\n"
@@ -88,6 +89,19 @@ static const help_entry entries[] = {
      "\n"
      "options:\n"
      "  --steps N  timed steps per setup; the median is reported (default 5)\n"
+     "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", "mpi", NULL,
+     "usage: [mpirun -np R] gemtrain bench mpi [--mib M] [--reps K] [--steps N] [config.json] [key=value ...]\n"
+     "Under mpirun (one device per rank): the mesh's all-reduce and reduce-scatter of M MiB across the\n"
+     "ranks next to MPI_Allreduce of the same buffer, and tokens/s of the config on R ranks x 1 device x\n"
+     "1 thread. Without mpirun: the same collectives between 2 devices of one process, and tokens/s of\n"
+     "1 process x 2 devices x 1 thread and of 1 device x 2 threads. tools/bench_mpi.sh runs both.\n"
+     "\n"
+     "options:\n"
+     "  --mib M    collective size in MiB (default 64)\n"
+     "  --reps K   repetitions of each collective; the median is reported (default 5)\n"
+     "  --steps N  timed training steps; the median is reported (default 5)\n"
      "  --help     this text\n" GT_HELP_CONFIG,
      NULL},
     {"bench", "checkpoint", NULL,

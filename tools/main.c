@@ -24,8 +24,8 @@ typedef struct command {
   int files;
 } command;
 
-static const char *const bench_words[] = {"remat", "devices", "checkpoint", NULL};
-static const char *const bench_value_opts[] = {"--steps", NULL};
+static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", NULL};
+static const char *const bench_value_opts[] = {"--steps", "--mib", "--reps", NULL};
 
 static const command commands[] = {
     {"train", gt_cmd_train, NULL, NULL, 0},

@@ -111,6 +111,11 @@ typedef struct gt_dist_xfer {
 } gt_dist_xfer;
 gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *what, gt_err *err);
 
+/* The benchmark's yardstick (gemtrain bench mpi): `reps` MPI_Allreduce
+ * (MPI_SUM, float) of buf[n] over all ranks, the median seconds of one.
+ * Collective over ranks; GT_ERR_ARG with one rank. */
+gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, gt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

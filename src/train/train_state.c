@@ -11,10 +11,17 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "dist/dist.h"
 #include "hf/hf.h"
 #include "ckpt/paramfile.h"
 #include "train/train_internal.h"
 #include "base/prof.h"
+
+/* The checkpoint's agreement between MPI ranks (ckpt.h's gt_ckpt_sync). */
+static gt_rc gt__agree(void *ctx, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
+  (void)ctx;
+  return gt_dist_agree(mine, mine_err, what, err);
+}
 
 gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
   enum { MAXS = 1024 };
@@ -23,9 +30,11 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   int64_t opt_step;
   float *host = NULL;
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
+  const int R = gt_dist_size(), primary = gt_dist_rank() == 0;
   if (gt_fsdp_expert_parallelism(fs) > 1) {
     /* a device's shard holds only its experts: save the full state as one
-     * shard (restores go through full buffers anyway, onto any mesh) */
+     * shard (restores go through full buffers anyway, onto any mesh); over
+     * ranks every rank assembles it (collective) and rank 0 writes it */
     int64_t n = s->m->n_params;
     host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
     if (!host) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters", (long long)n);
@@ -35,7 +44,9 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
       return rc0;
     }
     p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
+    if (!primary) p[0] = mu[0] = nu[0] = NULL;
   } else {
+    /* each rank writes the shards its devices hold (NULL: another rank's) */
     src.n_shards = gt_fsdp_num_shards(fs);
     for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r]);
   }
@@ -45,8 +56,9 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
-  gt_rc rc = gt_ckpt_save(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
-                          s->cfg->max_num_checkpoints_to_keep, err);
+  gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
+  gt_rc rc = gt_ckpt_save_sync(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
+                               s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
   if (rc == GT_OK && s->out) {
