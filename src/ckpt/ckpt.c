@@ -103,25 +103,47 @@ static void gt__clean_tmp(const char *root) {
 }
 
 static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int S, gt_ckpt_state *out, gt_err *err);
+static gt_rc gt__check_src(const gt_ckpt_src *src, const gt_ckpt_sync *sync, const char *fin, int *mine, gt_err *err);
+static gt_rc gt__agree(const gt_ckpt_sync *sync, gt_rc mine, gt_err *err, const char *name, const char *phase);
+static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, gt_err *err);
+static gt_rc gt__commit(const char *root, const char *name, const char *tmp, const char *fin, const char *old,
+                        int64_t step, int64_t keep, gt_err *err);
 
 gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                    const char *config_json, int compression, int64_t keep, gt_err *err) {
-  gt_rc rc = gt_mkdirs(root, "checkpoint", err);
-  if (rc) return rc;
-  gt__ckpt_fault_next_save();
-  gt__clean_tmp(root);
+  return gt_ckpt_save_sync(root, m, src, st, config_json, compression, keep, NULL, err);
+}
+
+/* Every rank goes through the same three agreements (prepare, write,
+ * commit) and stops at the same one when any rank failed, so the
+ * collectives always match. */
+gt_rc gt_ckpt_save_sync(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                        const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
+                        gt_err *err) {
+  gt_err local;
+  if (!err) err = &local; /* the ranks' outcomes are agreed through it */
+  if (sync && (!sync->agree || sync->size < 1 || sync->rank < 0 || sync->rank >= sync->size))
+    return gt_err_set(err, GT_ERR_ARG, "checkpoint: rank %d of %d%s; expected 0 <= rank < size and an agree function",
+                      sync->rank, sync->size, sync->agree ? "" : " without an agree function");
+  int lead = !sync || sync->rank == 0, created = 0, mine = 0;
   char name[64], tmp[GT__PATH], fin[GT__PATH], old[GT__PATH], file[GT__PATH + 64];
+  /* named by the step, so every rank knows the directory without being told */
   gt__step_name(st->step, name, sizeof name);
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
   snprintf(fin, sizeof fin, "%s/%s", root, name);
   snprintf(old, sizeof old, "%s/.old-%s", root, name);
-  if (src->n_shards < 1 || src->n_shards > GT__CKPT_MAX_SHARDS)
-    return gt_err_set(err, GT_ERR_ARG, "checkpoint: %d shards for '%s'; expected 1 to %d", src->n_shards, fin,
-                      GT__CKPT_MAX_SHARDS);
-  cJSON *meta = cJSON_CreateObject();
+  cJSON *meta = NULL, *sj = NULL;
+  gt_rc rc = lead ? gt_mkdirs(root, "checkpoint", err) : GT_OK;
+  if (rc) goto prepared;
+  /* a stale temporary directory of this very step (a crashed save) goes
+   * too, before any rank writes into its name */
+  if (lead) gt__clean_tmp(root);
+  if ((rc = gt__check_src(src, sync, fin, &mine, err))) goto prepared;
+  if (mine) gt__ckpt_fault_next_save();
+  meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "gemtrain checkpoint");
   cJSON_AddNumberToObject(meta, "version", GT_CKPT_VERSION);
-  cJSON *sj = cJSON_AddObjectToObject(meta, "state");
+  sj = cJSON_AddObjectToObject(meta, "state");
   cJSON_AddNumberToObject(sj, "step", (double)st->step);
   cJSON_AddNumberToObject(sj, "opt_step", (double)st->opt_step);
   cJSON_AddNumberToObject(sj, "data_epoch", (double)st->data.epoch);
@@ -132,25 +154,140 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
   /* a state the loader would refuse is never written */
   gt_ckpt_state chk;
   if (gt__read_state(sj, fin, st->step, src->n_shards, &chk, err)) {
-    cJSON_Delete(meta);
     char msg[GT_ERR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-    return gt_err_set(err, GT_ERR_ARG, "checkpoint: refusing to write a state the loader would refuse: %s", msg);
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    rc = gt_err_set(err, GT_ERR_ARG, "checkpoint: refusing to write a state the loader would refuse: %s", msg);
+    goto prepared;
   }
-  if (mkdir(tmp, 0755)) {
-    cJSON_Delete(meta);
-    return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", tmp, strerror(errno));
+  if (lead && mkdir(tmp, 0755)) {
+    rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", tmp, strerror(errno));
+    goto prepared;
   }
+  created = lead;
   cJSON *cj = config_json ? cJSON_Parse(config_json) : NULL;
   if (cj) cJSON_AddItemToObject(meta, "config", cj);
   cJSON_AddItemToObject(meta, "model", gt__ckpt_model_table(m));
+prepared:
+  if ((rc = gt__agree(sync, rc, err, name, "prepare"))) goto failed;
   for (int r = 0; r < src->n_shards && !rc; r++) {
+    if (!src->params || !src->params[r]) continue; /* another rank's */
     snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", tmp, r, src->n_shards);
     rc = gt__ckpt_write_shard(file, m, r, src->n_shards, src->params[r], src->mu[r], src->nu[r], meta, compression,
-                              err);
+                              sync != NULL, err);
+  }
+  if ((rc = gt__agree(sync, rc, err, name, "write"))) goto failed;
+  if (lead) {
+    rc = sync ? gt__check_written(tmp, src->n_shards, sj, err) : GT_OK;
+    if (rc)
+      gt__rm_dir(tmp);
+    else
+      rc = gt__commit(root, name, tmp, fin, old, st->step, keep, err);
   }
   cJSON_Delete(meta);
-  if (!rc) rc = gt__fsync_dir(tmp, err);
+  return gt__agree(sync, rc, err, name, "commit");
+failed:
+  if (created) gt__rm_dir(tmp);
+  cJSON_Delete(meta);
+  return rc;
+}
+
+/* The shards this rank writes (*mine of them): all of them in a save by one
+ * process; in a save by several ranks, those whose three arrays are given
+ * (all three NULL: another rank's). */
+static gt_rc gt__check_src(const gt_ckpt_src *src, const gt_ckpt_sync *sync, const char *fin, int *mine, gt_err *err) {
+  *mine = 0;
+  if (src->n_shards < 1 || src->n_shards > GT__CKPT_MAX_SHARDS)
+    return gt_err_set(err, GT_ERR_ARG, "checkpoint: %d shards for '%s'; expected 1 to %d", src->n_shards, fin,
+                      GT__CKPT_MAX_SHARDS);
+  for (int r = 0; r < src->n_shards; r++) {
+    const float *a[3] = {src->params ? src->params[r] : NULL, src->mu ? src->mu[r] : NULL, src->nu ? src->nu[r] : NULL};
+    int given = !!a[0] + !!a[1] + !!a[2];
+    if (given == 3) {
+      (*mine)++;
+      continue;
+    }
+    if (given == 0 && sync) continue;
+    return gt_err_set(err, GT_ERR_ARG,
+                      "checkpoint: shard %d of %d for '%s' has params %s, opt_mu %s, opt_nu %s; expected all three "
+                      "given%s",
+                      r, src->n_shards, fin, a[0] ? "given" : "NULL", a[1] ? "given" : "NULL", a[2] ? "given" : "NULL",
+                      sync ? " (a shard of this rank) or all three NULL (another rank's)" : "");
+  }
+  return GT_OK;
+}
+
+/* One step of the protocol, agreed by every rank (without sync: this
+ * process's own outcome). On failure *err holds the agreed message. */
+static gt_rc gt__agree(const gt_ckpt_sync *sync, gt_rc mine, gt_err *err, const char *name, const char *phase) {
+  if (!sync) return mine;
+  char what[96];
+  snprintf(what, sizeof what, "checkpoint %s: %s", name, phase);
+  gt_err own = *err; /* err is also where the agreed message goes */
+  if (!mine) gt_err_clear(&own);
+  return sync->agree(sync->ctx, mine, &own, what, err);
+}
+
+/* Rank 0, before committing a save by several ranks: the temporary
+ * directory holds exactly the S shard files, each the shard its name says
+ * and of this save's state, so a shard no rank held (or one written for
+ * another shard count or state) is refused here, not by the next load.
+ * Every file is opened, not only looked up: on a shared filesystem, an open
+ * is what sees another client's closed file (close-to-open consistency). */
+static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, gt_err *err) {
+  DIR *d = opendir(tmp);
+  if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", tmp, strerror(errno));
+  struct dirent *e;
+  char odd[300] = "", canon[64], file[GT__PATH + 64];
+  while ((e = readdir(d))) {
+    int r, s;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    int named = sscanf(e->d_name, "shard_%5d-of-%5d.gtck", &r, &s) == 2 && s == S && r >= 0 && r < S &&
+                snprintf(canon, sizeof canon, "shard_%05d-of-%05d.gtck", r, s) > 0 && !strcmp(canon, e->d_name);
+    if (!named && !odd[0]) snprintf(odd, sizeof odd, "%s", e->d_name);
+  }
+  closedir(d);
+  if (odd[0])
+    return gt_err_set(err, GT_ERR_ARG,
+                      "checkpoint: '%s' holds '%s', which is not one of its %d shard files shard_<r>-of-%05d.gtck "
+                      "(did a rank save another shard count?); not committing",
+                      tmp, odd, S, S);
+  for (int r = 0; r < S; r++) {
+    snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", tmp, r, S);
+    int fd = open(file, O_RDONLY);
+    if (fd < 0 && errno == ENOENT)
+      return gt_err_set(err, GT_ERR_ARG,
+                        "checkpoint: no rank wrote shard %d of %d ('%s'): every shard needs exactly one rank whose "
+                        "gt_ckpt_src holds it; not committing",
+                        r, S, file);
+    if (fd < 0) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", file, strerror(errno));
+    close(fd);
+    cJSON *h;
+    gt_rc rc = gt__ckpt_read_header(file, &h, err);
+    if (rc) return rc;
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(h, "shard"), *hs = cJSON_GetObjectItemCaseSensitive(h, "state");
+    int64_t v;
+    if (!(rc = gt__ckpt_int(sh, "rank", r, r, file, "shard", "the shard its name says", &v, err)) &&
+        !(rc = gt__ckpt_int(sh, "of", S, S, file, "shard", "this save's shard count", &v, err)) &&
+        !cJSON_Compare(hs, state, 1)) {
+      char *a = hs ? cJSON_PrintUnformatted(hs) : NULL, *b = cJSON_PrintUnformatted(state);
+      rc = gt_err_set(err, GT_ERR_ARG,
+                      "checkpoint: '%s' holds the state %s, rank 0 saves %s: the ranks did not save one state; not "
+                      "committing",
+                      file, a ? a : "(absent)", b ? b : "?");
+      free(a), free(b);
+    }
+    cJSON_Delete(h);
+    if (rc) return rc;
+  }
+  return GT_OK;
+}
+
+/* Rank 0's part once every shard is written: the directory into place,
+ * then `latest` (the commit point), then retention. A failure before the
+ * rename removes the temporary directory. */
+static gt_rc gt__commit(const char *root, const char *name, const char *tmp, const char *fin, const char *old,
+                        int64_t step, int64_t keep, gt_err *err) {
+  gt_rc rc = gt__fsync_dir(tmp, err);
   /* into place: a same-step directory (one that was refused, or a rerun)
    * is moved aside first, since rename cannot replace a full directory */
   if (!rc && gt__is_dir(fin) && rename(fin, old))
@@ -181,7 +318,7 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
     int n;
     int64_t *steps = gt__list_steps(root, &n);
     for (int i = 0; steps && i < n; i++)
-      if (i >= keep && steps[i] != st->step) {
+      if (i >= keep && steps[i] != step) {
         char nm[64], p[GT__PATH];
         gt__step_name(steps[i], nm, sizeof nm);
         snprintf(p, sizeof p, "%s/%s", root, nm);

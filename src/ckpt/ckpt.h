@@ -6,7 +6,8 @@
  *   <run_dir>/checkpoints/latest                                      "step_00000010\n"
  * A step directory is built under a temporary name, every file fsync'ed,
  * then renamed into place; `latest` is then replaced by rename. `latest` is
- * the commit point: a directory newer than it is ignored.
+ * the commit point: a directory newer than it is ignored. Several processes
+ * may write one checkpoint together (gt_ckpt_save_sync).
  *
  * A shard file (little-endian):
  *   0  8 bytes  magic "GTCKPT\0\0"
@@ -48,7 +49,10 @@ typedef struct gt_ckpt_state {
 } gt_ckpt_state;
 
 /* What gt_ckpt_save writes: n_shards shards, shard r given as three flat
- * arrays (params, mu, nu) holding that shard of every unit, unit by unit. */
+ * arrays (params, mu, nu) holding that shard of every unit, unit by unit.
+ * In a save by several ranks (gt_ckpt_save_sync), params[r], mu[r] and nu[r]
+ * all NULL mean "another rank writes shard r"; without one, every shard is
+ * needed. */
 typedef struct gt_ckpt_src {
   int n_shards;
   const float *const *params;
@@ -63,6 +67,45 @@ typedef struct gt_ckpt_src {
  * config_json is stored as is (may be NULL). */
 gt_rc gt_ckpt_save(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
                    const char *config_json, int compression, int64_t keep, gt_err *err);
+
+/* How the processes (MPI ranks) of one run that write a checkpoint
+ * together reach agreement, without this module knowing about MPI.
+ * `agree` is a collective: every rank calls it, in the same order, with its
+ * own outcome (mine, and mine_err when mine != GT_OK), and it returns on no
+ * rank before every rank has called it. It returns GT_OK when every rank
+ * passed GT_OK; else, on every rank, the rc of the lowest failing rank R,
+ * with err = "rank R: <R's message>". `what` names the protocol step
+ * ("checkpoint step_00000020: write"), for a timeout's message. In
+ * production: gt_dist_agree (dist/dist.h) behind a ctx-taking wrapper. */
+typedef struct gt_ckpt_sync {
+  int rank, size; /* this process, of size (0 <= rank < size) */
+  gt_rc (*agree)(void *ctx, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err);
+  void *ctx;
+} gt_ckpt_sync;
+
+/* gt_ckpt_save by every rank of `sync` at once (NULL: gt_ckpt_save
+ * exactly). Every rank passes the same root, layout, state, config,
+ * compression, keep and n_shards, and in src only the shards it holds;
+ * every shard must be held by exactly one rank. root must be one directory
+ * that every rank sees (a shared filesystem when the ranks are on several
+ * machines). The protocol (docs/checkpoints.md, "Several processes"):
+ *   rank 0 removes stale temporary directories, creates <root>/.tmp-step_N
+ *   (named by the step, so every rank knows it)           -> agree "prepare"
+ *   every rank writes and fsyncs its shard files there    -> agree "write"
+ *   rank 0 checks that the directory holds exactly the n_shards files, each
+ *   the shard its name says and of this save's state, then fsyncs, renames
+ *   it into place, replaces `latest` and prunes           -> agree "commit"
+ * so no rank returns before the commit is durable, and all return the same
+ * rc: on any rank's failure every rank returns it ("rank R: ..."), rank 0
+ * removes the temporary directory and `latest` is unchanged. A rank that
+ * dies or hangs is the agree's to report (dist: a timeout naming it); what
+ * it leaves is a temporary directory that loads ignore and the next save
+ * removes. Only when an agree itself fails on some ranks (a lost peer) may
+ * ranks return different rcs; the checkpoints on disk are then either the
+ * old ones or the new one, complete. */
+gt_rc gt_ckpt_save_sync(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                        const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
+                        gt_err *err);
 
 /* Called with one line for each checkpoint that was refused on the way to a
  * good one ("... ; trying the previous checkpoint"). */

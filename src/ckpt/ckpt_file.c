@@ -33,8 +33,11 @@ void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save) {
 }
 
 void gt__ckpt_fault_next_save(void) {
+  /* disarmed, nothing is touched: the rank threads of one test process may
+   * all be saving at once */
+  if (gt__fault_kind == GT__CKPT_FAULT_NONE) return;
   gt__saves++;
-  gt__fault_armed = gt__fault_kind != GT__CKPT_FAULT_NONE && gt__saves == gt__fault_at;
+  gt__fault_armed = gt__saves == gt__fault_at;
 }
 
 /* ---------- little-endian helpers ---------- */
@@ -220,7 +223,7 @@ gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *wh
 }
 
 gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
-                           const float *nu, const cJSON *meta, int level, gt_err *err) {
+                           const float *nu, const cJSON *meta, int level, int excl, gt_err *err) {
   const float *cls[3] = {params, mu, nu};
   int64_t nu_ = gt_model_n_units(m);
   /* a poisoned state must never become a checkpoint */
@@ -236,7 +239,12 @@ gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, co
         return gt_err_set(err, GT_ERR_NUMERIC,
                           "checkpoint: refusing to write '%s': %s element %lld of shard %d is %g (not finite)", path,
                           gt__class_name[k], (long long)i, r, (double)cls[k][i]);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), 0644);
+  if (fd < 0 && excl && errno == EEXIST)
+    return gt_err_set(err, GT_ERR_ARG,
+                      "checkpoint: cannot create '%s': it exists; is another rank writing shard %d too? (every shard "
+                      "needs exactly one rank that holds it)",
+                      path, r);
   if (fd < 0) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", path, strerror(errno));
   gt__wfile w = {fd, path, 0, err};
   unsigned char pre[GT__CKPT_PREAMBLE] = {0};

@@ -26,9 +26,11 @@ gt_rc gt__ckpt_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, cons
 
 /* Writes shard r of S as `path` (not renamed: the caller's directory is the
  * temporary one) and fsyncs it. `meta` holds the state, config and model
- * table; the shard adds its own "shard" and "tensors" entries to a copy. */
+ * table; the shard adds its own "shard" and "tensors" entries to a copy.
+ * excl: the file must not exist yet (several ranks write into one
+ * directory, and two writers of one shard would interleave their bytes). */
 gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
-                           const float *nu, const cJSON *meta, int level, gt_err *err);
+                           const float *nu, const cJSON *meta, int level, int excl, gt_err *err);
 
 /* Reads shard r of S of checkpoint step `step` into full flat buffers (mu,
  * nu may be NULL). S < 0: take S from the file. On success *header is the
@@ -44,7 +46,9 @@ gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err);
 cJSON *gt__ckpt_model_table(const gt_model *m);
 gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *where, gt_err *err);
 
-/* Test hooks (ckpt.h): called once per checkpoint save. */
+/* Test hooks (ckpt_seam.h): called once per checkpoint save in which this
+ * process writes a shard file (every save of one process; in a save by
+ * several ranks, those of the ranks that hold a shard). */
 void gt__ckpt_fault_next_save(void);
 
 #endif
