@@ -17,8 +17,9 @@ typedef enum gt__ckpt_fault {
   GT__CKPT_FAULT_ENOSPC, /* the write fails with ENOSPC, as on a full disk */
 } gt__ckpt_fault;
 
-/* Arms `kind` for the nth_save-th gt_ckpt_save from this call on (1: the
- * next one). It fires once, when that save's first shard file has written
+/* Arms `kind` for the nth_save-th save in which this process writes a
+ * shard file (every gt_ckpt_save; in a gt_ckpt_save_sync, one where this
+ * rank holds a shard) from this call on (1: the next one). It fires once, when that save's first shard file has written
  * half of its raw tensor bytes. GT__CKPT_FAULT_NONE, or nth_save < 1,
  * disarms. Process-wide and not synchronised: call it between saves. */
 void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save);
