@@ -27,6 +27,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 flags=(--oversubscribe)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 mpi() { local np=$1; shift; OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np "$np" "$@"; }
+# in the background, with $! the pid of mpirun itself (exec): <log> <np> <args...>
+mpi_bg() { local log=$1 np=$2; shift 2; (exec env OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np "$np" "$@" > "$log" 2>&1) & }
 "$src/tools/kjv.sh" "$work/kjv.txt" > /dev/null
 head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
 common=(dataset_type=text "dataset_path=$work/corpus.txt" eval_interval=5 eval_steps=2 sample_tokens=0
@@ -94,21 +96,27 @@ compare r2x2 r1x4
 # rank 0 alone prints: one step line per step
 [ "$(grep -c '^completed step: ' "$work/r2x1.log")" = 10 ] || fail "the step lines are not printed once"
 
-# 2. a 2-rank checkpoint resumes on other layouts
-half=(model_name=gemma3-tiny "${common[@]}")
-mpi 2 "$bin" train "${half[@]}" steps=5 num_devices=1 dcn_fsdp_parallelism=2 run_name=c2x1 > "$work/c2x1.log" 2>&1 ||
+# 2. a 2-rank checkpoint resumes on other layouts: 10 steps on 2 ranks with
+# checkpoints at 5 and 10, rewound to step 5 (latest is the commit point),
+# then continued to 10 on 1 rank x 2 devices (the same global mesh: the
+# uninterrupted run, bit for bit) and on 2 ranks x 2 devices (= 1 x 4 doing
+# the same)
+half=(model_name=gemma3-tiny steps=10 checkpoint_period=5 "${common[@]}")
+mpi 2 "$bin" train "${half[@]}" num_devices=1 dcn_fsdp_parallelism=2 run_name=c2x1 > "$work/c2x1.log" 2>&1 ||
   { cat "$work/c2x1.log"; fail "checkpoint on 2 ranks"; }
 ls "$work/runs/c2x1/checkpoints/step_00000005/shard_00000-of-00002.gtck" \
    "$work/runs/c2x1/checkpoints/step_00000005/shard_00001-of-00002.gtck" > /dev/null || fail "2 ranks wrote no shards"
+rm -rf "$work/runs/c2x1/checkpoints/step_00000010"
+echo step_00000005 > "$work/runs/c2x1/checkpoints/latest"
 for r in c1x2 c2x2 c1x4; do cp -r "$work/runs/c2x1" "$work/runs/$r"; done
-"$bin" train "${half[@]}" steps=10 num_devices=2 run_name=c1x2 > "$work/c1x2.log" 2>&1 ||
+"$bin" train "${half[@]}" num_devices=2 run_name=c1x2 > "$work/c1x2.log" 2>&1 ||
   { cat "$work/c1x2.log"; fail "resume on 1 rank"; }
 grep -q "^resumed from .*step_00000005" "$work/c1x2.log" || fail "1 rank did not resume"
-compare c1x2 r1x2
-mpi 2 "$bin" train "${half[@]}" steps=10 num_devices=2 dcn_fsdp_parallelism=2 run_name=c2x2 > "$work/c2x2.log" 2>&1 ||
+compare c1x2 r2x1
+mpi 2 "$bin" train "${half[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=c2x2 > "$work/c2x2.log" 2>&1 ||
   { cat "$work/c2x2.log"; fail "resume on 2 ranks x 2 devices"; }
 grep -q "^resumed from .*step_00000005" "$work/c2x2.log" || fail "2 x 2 did not resume"
-"$bin" train "${half[@]}" steps=10 num_devices=4 run_name=c1x4 > "$work/c1x4.log" 2>&1 || fail "resume on 1 x 4"
+"$bin" train "${half[@]}" num_devices=4 run_name=c1x4 > "$work/c1x4.log" 2>&1 || fail "resume on 1 x 4"
 compare c2x2 c1x4
 
 # 3. stopping cleanly
@@ -126,7 +134,7 @@ rank_pid() { # <run> <rank>: the pid of that rank's gemtrain
     if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
   done
 }
-mpi 2 "$bin" train "${long[@]}" run_name=usr1 > "$work/usr1.log" 2>&1 &
+mpi_bg "$work/usr1.log" 2 "$bin" train "${long[@]}" run_name=usr1
 pid=$!
 wait_steps usr1 3
 kill -USR1 "$pid"
@@ -134,7 +142,7 @@ rc=0; wait "$pid" || rc=$?
 [ "$rc" = 0 ] || { cat "$work/usr1.log"; fail "SIGUSR1 to mpirun: exit $rc"; }
 grep -q "^stopped by SIGUSR1 after step" "$work/usr1.log" || { cat "$work/usr1.log"; fail "no stop line"; }
 [ -f "$work/runs/usr1/checkpoints/latest" ] || fail "SIGUSR1: no checkpoint"
-mpi 2 "$bin" train "${long[@]}" run_name=term > "$work/term.log" 2>&1 &
+mpi_bg "$work/term.log" 2 "$bin" train "${long[@]}" run_name=term
 pid=$!
 wait_steps term 3
 for r in 0 1; do kill -TERM "$(rank_pid term $r)"; done
@@ -143,8 +151,8 @@ rc=0; wait "$pid" || rc=$?
 grep -q "^stopped by SIGTERM after step" "$work/term.log" || { cat "$work/term.log"; fail "no SIGTERM stop line"; }
 
 # 4. failures: a rank that hangs, a rank that dies
-mpi 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
-  dcn_fsdp_parallelism=2 collective_timeout_seconds=5 run_name=hang > "$work/hang.log" 2>&1 &
+mpi_bg "$work/hang.log" 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=5 run_name=hang
 pid=$!
 wait_steps hang 5
 victim=$(rank_pid hang 1)
@@ -152,12 +160,13 @@ victim=$(rank_pid hang 1)
 kill -STOP "$victim"
 rc=0; wait "$pid" || rc=$?
 [ "$rc" != 0 ] || fail "a hung rank: mpirun exited 0"
-grep -q "rank 1" "$work/hang.log" || { cat "$work/hang.log"; fail "the message does not name rank 1"; }
-grep -q "collective_timeout_seconds" "$work/hang.log" || { cat "$work/hang.log"; fail "no timeout message"; }
+grep -q "^gemtrain: rank 0 of 2: .*rank 1.* within 5 s (collective_timeout_seconds); is rank 1 alive?" \
+  "$work/hang.log" ||
+  { cat "$work/hang.log"; fail "rank 0's message does not name rank 1"; }
 kill -9 "$victim" 2>/dev/null || true
 committed=$(cat "$work/runs/hang/checkpoints/latest")
-mpi 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
-  dcn_fsdp_parallelism=2 collective_timeout_seconds=30 run_name=dead > "$work/dead.log" 2>&1 &
+mpi_bg "$work/dead.log" 2 "$bin" train model_name=gemma3-tiny steps=100000 checkpoint_period=2 "${common[@]}" num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=30 run_name=dead
 pid=$!
 wait_steps dead 5
 victim=$(rank_pid dead 1)

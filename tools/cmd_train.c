@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -64,6 +65,11 @@ int gt_cmd_train(int argc, char **argv) {
     }
     fprintf(stderr, "gemtrain: rank %d of %d: %s\n", gt_dist_rank(), gt_dist_size(), err.msg);
     fflush(stderr);
+    /* Open MPI forwards a rank's output through its daemon, and MPI_Abort
+     * kills the job at once: give the line time to reach the terminal
+     * (without this pause it was lost in about half of the runs) */
+    struct timespec pause = {0, 500000000};
+    nanosleep(&pause, NULL);
     gt_dist_abort(gt_cli_exit_code(r));
   }
   return 0;
