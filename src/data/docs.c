@@ -320,8 +320,9 @@ gt_rc gt_doc_render(const gt_encoder *e, const gt_doc_format *f, const cJSON *re
                       (long long)line, f->col[0]);
       goto out;
     }
-    if (!(rc = gt__put_id(out, e->bos, 0, err)) && !(rc = gt_encode_append(e, t, strlen(t), 0, out, where, err)))
-      rc = gt__put_id(out, e->eos, 0, err);
+    if (!f->no_bos) rc = gt__put_id(out, e->bos, 0, err);
+    if (!rc) rc = gt_encode_append(e, t, strlen(t), 0, out, where, err);
+    if (!rc && !f->no_eos) rc = gt__put_id(out, e->eos, 0, err);
   }
 out:
   if (rc) out->n = n0;

@@ -82,6 +82,7 @@ typedef struct gt_doc_format {
   int kind;
   char col[2][GT_STR_SHORT];
   int completion_only;
+  int no_bos, no_eos; /* text documents without <bos> / <eos> (gemtrain tokenize's add_bos / add_eos) */
 } gt_doc_format;
 /* From train_data_columns, use_sft and sft_train_on_completion_only. */
 gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err);
