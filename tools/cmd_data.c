@@ -198,12 +198,12 @@ int gt_cmd_data(int argc, char **argv) {
     r = o.eval ? gt_data_read_eval(&d, &b, &err) : gt_data_read_train(&d, &b, &err);
     if (r) break;
     if (o.eval) {
-      printf("\neval batch %lld: %d rows x %d tokens, %lld in the loss\n", i, b.B, b.T,
+      printf("\neval batch %lld: %d row%s x %d tokens, %lld in the loss\n", i, b.B, b.B == 1 ? "" : "s", b.T,
              (long long)gt_batch_total_weights(&b));
     } else {
       char pos[600];
       gt_data_position(&d, at, pos, sizeof pos);
-      printf("\nbatch %lld, %s: %d rows x %d tokens, %lld in the loss\n", i, pos, b.B, b.T,
+      printf("\nbatch %lld, %s: %d row%s x %d tokens, %lld in the loss\n", i, pos, b.B, b.B == 1 ? "" : "s", b.T,
              (long long)gt_batch_total_weights(&b));
     }
     for (int row = 0; row < b.B && (o.rows < 0 || row < o.rows); row++) print_row(tok, &b, row);

@@ -214,6 +214,11 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     if (d->eval_store)
       gt_err_set(err, GT_ERR_CONFIG, "data: eval_dataset_path '%s' has %lld tokens, not one eval sequence of %d",
                  c->eval_dataset_path, (long long)d->eval->n_tokens, d->T + 1);
+    else if (gt__whole_records(c))
+      gt_err_set(err, GT_ERR_CONFIG,
+                 "data: eval_split_fraction = %g of the %lld records of '%s' holds out none; raise it, set "
+                 "eval_dataset_path or set eval_interval=-1",
+                 c->eval_split_fraction, (long long)d->store->n_rec, c->dataset_path);
     else
       gt_err_set(err, GT_ERR_CONFIG,
                  "data: eval_split_fraction = %g of '%s' leaves %lld tokens, fewer than one eval sequence of %d; "
