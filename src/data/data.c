@@ -121,11 +121,12 @@ static void gt__describe(gt_data *d, const gt_config *c) {
         (unsigned long long)d->seed);
   else
     PUT("in file order (enable_data_shuffling=false)");
-  int64_t unread = 0;
-  for (int i = 0; i < d->train->n_parts; i++)
-    if (!d->train->parts[i].start) unread += d->train->parts[i].hi - d->train->parts[i].lo - d->train->parts[i].n_rows * (d->T + 1);
-  unread += d->train->n_tokens;
-  for (int i = 0; i < d->train->n_parts; i++) unread -= d->train->parts[i].hi - d->train->parts[i].lo;
+  int64_t used = 0; /* tokens in rows; the rest are tails shorter than a row */
+  for (int i = 0; i < d->train->n_parts; i++) {
+    const gt__part *p = &d->train->parts[i];
+    used += p->start ? p->hi - p->lo : p->n_rows * (d->T + 1);
+  }
+  int64_t unread = d->train->n_tokens - used;
   if (unread > 0 && !whole) PUT(" (%lld tokens after the last whole row of a part are not read)", (long long)unread);
   PUT("; eval: %lld rows in order", (long long)d->n_eval_rows);
 #undef PUT
