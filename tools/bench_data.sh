@@ -75,7 +75,9 @@ run() {
 import json, os, sys
 name, d, t0, rss_f, met_f, trace_f, log_f = sys.argv[1:]
 t0 = float(t0)
+import struct
 size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+tokens = sum(struct.unpack("<Q", open(os.path.join(d, f), "rb").read(24)[16:24])[0] for f in os.listdir(d))
 rss = [(float(t) - t0, int(kb) / 1024) for t, kb in (l.split() for l in open(rss_f))]
 rows = [json.loads(l) for l in open(met_f)]
 ev = json.load(open(trace_f))
@@ -86,7 +88,8 @@ step = [r["seconds"] for r in rows[1:len(rows) - traced]] or [r["seconds"] for r
 mean_step = sum(step) / len(step)
 mean_data = sum(data) / max(1, len(data))
 first = next((l for l in open(log_f) if l.startswith("completed step: 0,")), None)
-print(f"\n{name}: {size / 1e9:.2f} GB of tokens in {len(os.listdir(d))} shards, {len(rows)} steps")
+print(f"\n{name}: {tokens * 4 / 1e9:.2f} GB of tokens ({tokens} ids) in {len(os.listdir(d))} shards of "
+      f"{size / 1e9:.2f} GB on disk, {len(rows)} steps")
 print("  VmRSS (MiB) over the run:")
 for i in range(0, len(rss), max(1, len(rss) // 12)):
     print(f"    t = {rss[i][0]:6.1f} s  {rss[i][1]:7.1f}")
