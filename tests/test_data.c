@@ -1,14 +1,51 @@
-/* Data: byte tokens, token shards (format, compression, corruption), packed
- * windows, the seeded epoch order, the held-out split, synthetic data. */
+/* Data: byte tokens, token shards (format, compression, corruption), rows of
+ * T+1 tokens that do not overlap, documents packed with segment ids,
+ * positions and targets that stay inside a document, SFT loss masks,
+ * JSON Lines (plain, gzip, several files, globs, directories) and each
+ * malformed record refused with its file and line, the seeded epoch order
+ * and file order, resume positions, a process's rows of the global batch,
+ * the held-out split, synthetic data. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "config/config.h"
 #include "data/data.h"
+#include "data/data_internal.h"
 #include "gt_testutil.h"
+
+static char *tmp_path(const char *name) {
+  char *dir = gt_test_mkdtemp("data"), *p = gt_test_path(dir, name);
+  free(dir);
+  return p;
+}
+
+/* A config from NULL-terminated key=value overrides. */
+static void cfg(gt_config *c, ...) {
+  const char *ov[64];
+  int n = 0;
+  va_list ap;
+  va_start(ap, c);
+  for (const char *s; (s = va_arg(ap, const char *)) && n < 64;) ov[n++] = s;
+  va_end(ap);
+  gt_test_config(c, n, ov);
+}
+
+static void open_ok(gt_data *d, const gt_config *c, gt_mem *mem) {
+  gt_err e;
+  ck_assert_msg(gt_data_open(d, c, mem, &e) == GT_OK, "%s", e.msg);
+}
+
+static gt_batch train_batch(gt_data *d) {
+  gt_batch b;
+  gt_err e;
+  ck_assert_msg(gt_data_read_train(d, &b, &e) == GT_OK, "%s", e.msg);
+  return b;
+}
 
 START_TEST(test_bytes_round_trip) {
   const char *s = "In the beginning\n\xe2\x9c\x9d \xff\x00z";
@@ -27,12 +64,6 @@ START_TEST(test_bytes_round_trip) {
   ck_assert(memcmp(back, s, (size_t)n) == 0);
 }
 END_TEST
-
-static char *tmp_path(const char *name) {
-  char *dir = gt_test_mkdtemp("data"), *p = gt_test_path(dir, name);
-  free(dir);
-  return p;
-}
 
 START_TEST(test_shard_round_trip) {
   enum { N = 10007 };
@@ -93,119 +124,111 @@ START_TEST(test_shard_corruption) {
 }
 END_TEST
 
-START_TEST(test_windows_order_and_split) {
-  /* a token stream 0,1,2,...: every window is consecutive, targets are
-   * inputs shifted by one, train windows never reach the eval tail */
-  enum { N = 5000 };
-  uint32_t *ids = malloc(4 * N);
-  for (int i = 0; i < N; i++) ids[i] = (uint32_t)i;
-  char *p = tmp_path("c.gtok");
+/* A shard of ids base, base + 1, ... (no <bos> or <eos> among them). */
+static char *counting_shard(const char *name, int n, int base, int compress) {
+  uint32_t *ids = malloc(4 * (size_t)n);
+  for (int i = 0; i < n; i++) ids[i] = (uint32_t)(base + i);
+  char *p = tmp_path(name);
   gt_err e;
-  ck_assert(gt_tokens_write(p, ids, N, 8192, 1, &e) == GT_OK);
+  ck_assert_msg(gt_tokens_write(p, ids, n, 8192, compress, &e) == GT_OK, "%s", e.msg);
+  free(ids);
+  return p;
+}
+
+START_TEST(test_windows_order_and_split) {
+  /* ids 10, 11, ...: every row is T+1 consecutive tokens, rows do not
+   * overlap, train rows never reach the eval tail */
+  char *p = counting_shard("c.gtok", 5000, 10, 1);
   char dp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp,
-                      "max_target_length=10", "per_device_batch_size=3", "eval_split_fraction=0.1"};
   gt_config c;
-  gt_test_config(&c, 7, ov);
+  cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, "max_target_length=10",
+      "per_device_batch_size=3", "eval_split_fraction=0.1", NULL);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
-  ck_assert_msg(gt_data_open(&d, &c, &mem, &e) == GT_OK, "%s", e.msg);
+  open_ok(&d, &c, &mem);
   ck_assert_int_eq(d.n_train, 4500);
-  ck_assert_int_eq(d.n_train_windows, 449);
-  int *seen = calloc(449, sizeof(int));
-  /* one epoch visits each window exactly once */
-  for (int s = 0; s < 449 / 3; s++) {
-    gt_batch b;
-    gt_data_next_train(&d, &b);
+  ck_assert_int_eq(d.n_train_rows, 409); /* 4500 / 11 */
+  ck_assert_int_eq(d.n_eval_rows, 45);
+  ck_assert_ptr_nonnull(strstr(gt_data_describe(&d), "each row is the next 11 tokens (T + 1)"));
+  int *seen = calloc(409, sizeof(int));
+  for (int s = 0; s < 409 / 3; s++) { /* one epoch visits each row once */
+    gt_batch b = train_batch(&d);
     for (int r = 0; r < 3; r++) {
-      int32_t start = b.inputs[r * 10];
-      ck_assert_int_eq(start % 10, 0);
-      ck_assert_int_lt(start + 10, 4500);
-      seen[start / 10]++;
+      int32_t start = b.inputs[r * 10] - 10;
+      ck_assert_int_eq(start % 11, 0);
+      ck_assert_int_lt(start + 11, 4500 + 1);
+      seen[start / 11]++;
       for (int t = 0; t < 10; t++) {
-        ck_assert_int_eq(b.inputs[r * 10 + t], start + t);
-        ck_assert_int_eq(b.targets[r * 10 + t], start + t + 1);
+        ck_assert_int_eq(b.inputs[r * 10 + t], 10 + start + t);
+        ck_assert_int_eq(b.targets[r * 10 + t], 10 + start + t + 1);
         ck_assert_int_eq(b.positions[r * 10 + t], t);
+        ck_assert_int_eq(b.segments[r * 10 + t], 1);
       }
     }
   }
-  for (int w = 0; w < 447; w++) ck_assert_int_le(seen[w], 1);
   int distinct = 0;
-  for (int w = 0; w < 449; w++) distinct += seen[w];
-  ck_assert_int_eq(distinct, 447);
+  for (int w = 0; w < 409; w++) {
+    ck_assert_int_le(seen[w], 1);
+    distinct += seen[w];
+  }
+  ck_assert_int_eq(distinct, 408);
   /* eval comes from the tail and restarts at reset */
   gt_batch eb;
+  gt_err e;
   gt_data_eval_reset(&d);
-  gt_data_next_eval(&d, &eb);
-  ck_assert_int_eq(eb.inputs[0], 4500);
-  ck_assert_int_eq(eb.inputs[10], 4510);
+  ck_assert(gt_data_read_eval(&d, &eb, &e) == GT_OK);
+  ck_assert_int_eq(eb.inputs[0], 10 + 4500);
+  ck_assert_int_eq(eb.inputs[10], 10 + 4511);
   gt_data_eval_reset(&d);
-  gt_data_next_eval(&d, &eb);
-  ck_assert_int_eq(eb.inputs[0], 4500);
-  /* resume: seeking to a saved position reproduces the batches after it */
-  gt_data_state mid = d.st;
-  gt_batch b1, b2;
-  gt_data_next_train(&d, &b1);
-  int32_t first[30];
-  memcpy(first, b1.inputs, sizeof first);
-  gt_data d2;
-  ck_assert(gt_data_open(&d2, &c, &mem, &e) == GT_OK);
-  ck_assert_msg(gt_data_seek(&d2, mid, &e) == GT_OK, "%s", e.msg);
-  gt_data_next_train(&d2, &b2);
-  ck_assert(memcmp(first, b2.inputs, sizeof first) == 0);
-  gt_data_close(&d2);
+  ck_assert(gt_data_read_eval(&d, &eb, &e) == GT_OK);
+  ck_assert_int_eq(eb.inputs[0], 10 + 4500);
   gt_data_close(&d);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   free(seen);
-  free(ids);
   free(p);
 }
 END_TEST
 
 /* A saved position outside the data is refused naming the field, its value
- * and the range, instead of reading past the window order (issue 20); the
- * position just after an epoch's last window is a real one. */
+ * and the range, instead of reading past the row order (issue 20); the
+ * position just after an epoch's last row is a real one. */
 START_TEST(test_seek_refuses_bad_position) {
-  enum { N = 5000 };
-  uint32_t *ids = malloc(4 * N);
-  for (int i = 0; i < N; i++) ids[i] = (uint32_t)i;
-  char *p = tmp_path("s.gtok");
-  gt_err e;
-  ck_assert(gt_tokens_write(p, ids, N, 8192, 0, &e) == GT_OK);
+  char *p = counting_shard("s.gtok", 5000, 10, 0);
   char dp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  const char *ov[] = {"model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp,
-                      "max_target_length=10", "per_device_batch_size=3", "eval_split_fraction=0.1"};
   gt_config c;
-  gt_test_config(&c, 7, ov);
+  cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, "max_target_length=10",
+      "per_device_batch_size=3", "eval_split_fraction=0.1", NULL);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
-  ck_assert_msg(gt_data_open(&d, &c, &mem, &e) == GT_OK, "%s", e.msg);
-  ck_assert_int_eq(d.n_train_windows, 449);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train_rows, 409);
   static const struct {
     gt_data_state st;
     const char *want;
   } bad[] = {
-      {{0, -1}, "data: saved data_cursor = -1 is outside [0, 449], the training windows of an epoch"},
-      {{0, 450}, "data: saved data_cursor = 450 is outside [0, 449], the training windows of an epoch"},
+      {{0, -1}, "data: saved data_cursor = -1 is outside [0, 409], the training rows of an epoch"},
+      {{0, 410}, "data: saved data_cursor = 410 is outside [0, 409], the training rows of an epoch"},
       {{-1, 0}, "data: saved data_epoch = -1 is outside [0, 9223372036854775806]"},
       {{INT64_MAX, 0}, "data: saved data_epoch = 9223372036854775807 is outside [0, 9223372036854775806]"},
   };
+  gt_err e;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ck_assert_int_eq(gt_data_seek(&d, bad[i].st, &e), GT_ERR_CONFIG);
     ck_assert_msg(strstr(e.msg, bad[i].want), "'%s' lacks '%s'", e.msg, bad[i].want);
   }
-  ck_assert_msg(gt_data_seek(&d, (gt_data_state){2, 449}, &e) == GT_OK, "%s", e.msg);
-  gt_batch b;
-  gt_data_next_train(&d, &b);
+  ck_assert_msg(gt_data_seek(&d, (gt_data_state){2, 409}, &e) == GT_OK, "%s", e.msg);
+  char pos[300];
+  gt_data_position(&d, d.st, pos, sizeof pos);
+  ck_assert_msg(strstr(pos, "epoch 2, row 409 of 409 (next: '") && strstr(pos, "s.gtok', token "), "%s", pos);
+  train_batch(&d);
   ck_assert_int_eq(d.st.epoch, 3);
   ck_assert_int_eq(d.st.cursor, 3);
   gt_data_close(&d);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
-  free(ids);
   free(p);
 }
 END_TEST
@@ -217,15 +240,14 @@ START_TEST(test_too_small_names_sizes) {
   gt_test_write_text(p, "In the beginning God created");
   char dp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10",
-                      "per_device_batch_size=4", "eval_split_fraction=0.1", "eval_interval=-1"};
   gt_config c;
-  gt_test_config(&c, 7, ov);
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10", "per_device_batch_size=4",
+      "eval_split_fraction=0.1", "eval_interval=-1", NULL);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
   gt_err e;
-  /* 28 bytes and <bos>: 29 tokens, 2 held out, 27 for training: 2 windows */
+  /* 28 bytes and <bos>: 29 tokens, 2 held out, 27 for training: 2 rows of 11 */
   ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
   ck_assert_msg(strstr(e.msg, "has 27 training tokens, fewer than one batch of 4 x 11"), "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
@@ -233,9 +255,8 @@ START_TEST(test_too_small_names_sizes) {
   FILE *f = fopen(p, "w");
   for (int i = 0; i < 20; i++) fputs("In the beginning God created ", f);
   fclose(f);
-  const char *ov2[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10",
-                       "per_device_batch_size=4", "eval_split_fraction=0.01", "eval_interval=5"};
-  gt_test_config(&c, 7, ov2);
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=text", dp, "max_target_length=10", "per_device_batch_size=4",
+      "eval_split_fraction=0.01", "eval_interval=5", NULL);
   ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
   ck_assert_msg(strstr(e.msg, "leaves 5 tokens, fewer than one eval sequence of 11"), "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
@@ -244,21 +265,19 @@ START_TEST(test_too_small_names_sizes) {
 END_TEST
 
 START_TEST(test_synthetic_fixed_batch) {
-  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic"};
   gt_config c;
-  gt_test_config(&c, 2, ov);
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=synthetic", NULL);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
-  gt_err e;
-  ck_assert(gt_data_open(&d, &c, &mem, &e) == GT_OK);
-  gt_batch a, b;
-  gt_data_next_train(&d, &a);
+  open_ok(&d, &c, &mem);
+  gt_batch a = train_batch(&d);
   int n = a.B * a.T;
   int32_t *keep = malloc(sizeof(int32_t) * n);
   memcpy(keep, a.inputs, sizeof(int32_t) * n);
-  gt_data_next_train(&d, &b);
+  gt_batch b = train_batch(&d);
   ck_assert(memcmp(keep, b.inputs, sizeof(int32_t) * n) == 0); /* reused every step */
+  ck_assert_ptr_null(b.segments);
   int lo = 1 << 30, hi = -1;
   for (int i = 0; i < n; i++) {
     lo = a.inputs[i] < lo ? a.inputs[i] : lo;
@@ -278,15 +297,547 @@ START_TEST(test_text_needs_byte_vocab) {
   fclose(f);
   char dp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, "vocab_size=200"};
   gt_config c;
-  gt_test_config(&c, 4, ov);
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=text", dp, "vocab_size=200", NULL);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
   gt_err e;
   ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
   ck_assert_msg(strstr(e.msg, "vocab_size = 200") && strstr(e.msg, ">= 260"), "%s", e.msg);
+  free(p);
+}
+END_TEST
+
+/* ---------- documents ---------- */
+
+#define B4(ch) (4 + (ch))
+
+/* Three documents in one row of 12 tokens: segment ids, positions that
+ * restart, no target across a document's end (written out by hand). */
+START_TEST(test_packed_documents_by_hand) {
+  char *p = tmp_path("three.jsonl");
+  gt_test_write_text(p, "{\"text\": \"ab\"}\n{\"text\": \"cde\"}\n\n{\"text\": \"f\", \"id\": 3}\n");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=11", "per_device_batch_size=1",
+      "eval_split_fraction=0", "eval_interval=-1", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_stream, 12);
+  ck_assert_int_eq(d.n_train_rows, 1);
+  gt_batch b = train_batch(&d);
+  const int32_t in[11] = {2, B4('a'), B4('b'), 1, 2, B4('c'), B4('d'), B4('e'), 1, 2, B4('f')};
+  const int32_t tg[11] = {B4('a'), B4('b'), 1, -1, B4('c'), B4('d'), B4('e'), 1, -1, B4('f'), 1};
+  const int32_t sg[11] = {1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3};
+  const int32_t ps[11] = {0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1};
+  for (int i = 0; i < 11; i++) {
+    ck_assert_int_eq(b.inputs[i], in[i]);
+    ck_assert_int_eq(b.targets[i], tg[i]);
+    ck_assert_int_eq(b.segments[i], sg[i]);
+    ck_assert_int_eq(b.positions[i], ps[i]);
+  }
+  ck_assert_int_eq(gt_batch_total_weights(&b), 9);
+  gt_data_close(&d);
+  /* packing=false: each document alone in its row, padded out of the loss */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=6", "per_device_batch_size=3",
+      "eval_split_fraction=0", "eval_interval=-1", "packing=false", "enable_data_shuffling=false", NULL);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train_rows, 3);
+  b = train_batch(&d);
+  const int32_t in2[18] = {2, B4('a'), B4('b'), 0, 0, 0, 2, B4('c'), B4('d'), B4('e'), 0, 0, 2, B4('f'), 0, 0, 0, 0};
+  const int32_t tg2[18] = {B4('a'), B4('b'), 1, -1, -1, -1, B4('c'), B4('d'), B4('e'), 1, -1, -1,
+                           B4('f'), 1,       -1, -1, -1, -1};
+  const int32_t sg2[18] = {1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0};
+  for (int i = 0; i < 18; i++) {
+    ck_assert_int_eq(b.inputs[i], in2[i]);
+    ck_assert_int_eq(b.targets[i], tg2[i]);
+    ck_assert_int_eq(b.segments[i], sg2[i]);
+  }
+  ck_assert_ptr_nonnull(strstr(gt_data_describe(&d), "one record per row (packing=false)"));
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(p);
+}
+END_TEST
+
+/* The unmasked targets of a row, in order, as bytes (specials as their id). */
+static int loss_bytes(const gt_batch *b, int row, char *out, int cap) {
+  int n = 0;
+  for (int t = 0; t < b->T; t++) {
+    int32_t y = b->targets[row * b->T + t];
+    if (y < 0) continue;
+    if (n < cap - 1) out[n] = y >= 4 ? (char)(y - 4) : (char)('0' + y);
+    n++;
+  }
+  out[n < cap ? n : cap - 1] = '\0';
+  return n;
+}
+
+static int row_text(const gt_batch *b, int row, char *out, int cap) {
+  int n = 0;
+  for (int t = 0; t < b->T && n < cap - 1; t++) {
+    int32_t x = b->inputs[row * b->T + t];
+    if (b->segments[row * b->T + t] == 0) break;
+    out[n++] = x >= 4 ? (char)(x - 4) : (char)('0' + x);
+  }
+  out[n] = '\0';
+  return n;
+}
+
+/* SFT: the loss is on the completion (and <eos>) or the model turns (their
+ * content and <end_of_turn>) only: total_weights counts exactly those. */
+START_TEST(test_sft_masks) {
+  char *p = tmp_path("pc.jsonl");
+  gt_test_write_text(p, "{\"prompt\": \"Q: 1+1?\", \"completion\": \" A: 2\"}\n"
+                        "{\"completion\": \"done\", \"prompt\": \"\"}\n");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=40", "per_device_batch_size=2",
+      "eval_split_fraction=0", "eval_interval=-1", "use_sft=true", "train_data_columns=prompt,completion",
+      "packing=false", "enable_data_shuffling=false", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  gt_batch b = train_batch(&d);
+  char got[256];
+  ck_assert_int_eq(loss_bytes(&b, 0, got, sizeof got), 6);
+  ck_assert_str_eq(got, " A: 21"); /* the completion, then <eos> (id 1) */
+  ck_assert_int_eq(loss_bytes(&b, 1, got, sizeof got), 5);
+  ck_assert_str_eq(got, "done1");
+  ck_assert_int_eq(gt_batch_total_weights(&b), 11);
+  row_text(&b, 0, got, sizeof got);
+  ck_assert_str_eq(got, "2Q: 1+1? A: 2"); /* <bos> prompt completion (the <eos> is only a target) */
+  gt_data_close(&d);
+  /* without completion-only every next token is in the loss */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=40", "per_device_batch_size=2",
+      "eval_split_fraction=0", "eval_interval=-1", "use_sft=true", "train_data_columns=prompt,completion",
+      "packing=false", "enable_data_shuffling=false", "sft_train_on_completion_only=false", NULL);
+  open_ok(&d, &c, &mem);
+  b = train_batch(&d);
+  ck_assert_int_eq(gt_batch_total_weights(&b), (7 + 5 + 1) + (4 + 1));
+  gt_data_close(&d);
+
+  /* chat: Gemma's template, system folded into the first user turn */
+  char *q = tmp_path("chat.jsonl");
+  gt_test_write_text(q, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                        "{\"role\": \"user\", \"content\": \" Hi \"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, "
+                        "{\"role\": \"user\", \"content\": \"Bye\"}, {\"role\": \"model\", \"content\": \"Bye.\\n\"}]}\n");
+  snprintf(dp, sizeof dp, "dataset_path=%s", q);
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=200", "per_device_batch_size=1",
+      "eval_split_fraction=0", "eval_interval=-1", "use_sft=true", "train_data_columns=messages", NULL);
+  open_ok(&d, &c, &mem);
+  b = train_batch(&d);
+  row_text(&b, 0, got, sizeof got);
+  ck_assert_str_eq(got, "2<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+                        "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\nBye.<end_of_turn>\n");
+  ck_assert_int_eq(loss_bytes(&b, 0, got, sizeof got), 6 + 13 + 4 + 13);
+  ck_assert_str_eq(got, "Hello!<end_of_turn>Bye.<end_of_turn>");
+  ck_assert_int_eq(gt_batch_total_weights(&b), 36);
+  ck_assert_ptr_nonnull(strstr(gt_data_describe(&d), "loss on the completions / model turns only"));
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(p);
+  free(q);
+}
+END_TEST
+
+/* ---------- JSON Lines files ---------- */
+
+static void write_gz(const char *path, const char *text, size_t n) {
+  gzFile g = gzopen(path, "wb");
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(gzwrite(g, text, (unsigned)n), (int)n);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+}
+
+/* n records of seeded lengths, one per line, as JSON Lines text. */
+static char *records_text(int n, uint64_t seed, int sft) {
+  size_t cap = (size_t)n * 400 + 1, o = 0;
+  char *s = malloc(cap);
+  uint64_t st = seed;
+  for (int i = 0; i < n; i++) {
+    char a[200], b[200];
+    int la = 1 + (int)(gt_test_rand_u64(&st) % 60), lb = 1 + (int)(gt_test_rand_u64(&st) % 30);
+    for (int k = 0; k < la; k++) a[k] = (char)('a' + gt_test_rand_u64(&st) % 26);
+    for (int k = 0; k < lb; k++) b[k] = (char)('A' + gt_test_rand_u64(&st) % 26);
+    a[la] = b[lb] = '\0';
+    if (sft == 1)
+      o += (size_t)snprintf(s + o, cap - o, "{\"prompt\": \"%s?\", \"completion\": \" %s.\"}\n", a, b);
+    else if (sft == 2)
+      o += (size_t)snprintf(s + o, cap - o,
+                            "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}, "
+                            "{\"role\": \"assistant\", \"content\": \"%s\"}]}\n",
+                            a, b);
+    else
+      o += (size_t)snprintf(s + o, cap - o, "{\"text\": \"%s %d\"}\n", a, i);
+  }
+  return s;
+}
+
+/* Every batch of two data sources, bit for bit. */
+static void same_batches(gt_data *a, gt_data *b, int n) {
+  for (int s = 0; s < n; s++) {
+    gt_batch x = train_batch(a), y = train_batch(b);
+    size_t bytes = sizeof(int32_t) * (size_t)x.B * x.T;
+    ck_assert_int_eq(x.B * x.T, y.B * y.T);
+    ck_assert(!memcmp(x.inputs, y.inputs, bytes) && !memcmp(x.targets, y.targets, bytes) &&
+              !memcmp(x.positions, y.positions, bytes));
+    ck_assert((!x.segments && !y.segments) || !memcmp(x.segments, y.segments, bytes));
+  }
+}
+
+/* One file == the same records split over a plain and a gzip file == a
+ * glob == a directory: the same rows. */
+START_TEST(test_jsonl_files_gzip_globs) {
+  char *dir = gt_test_mkdtemp("jsonl");
+  char *all = records_text(60, 5, 0);
+  char *one = gt_test_path(dir, "one.jsonl");
+  gt_test_write_text(one, all);
+  char *cut = all;
+  for (int k = 0; k < 25; k++) cut = strchr(cut, '\n') + 1;
+  char *sub = gt_test_path(dir, "parts");
+  ck_assert_int_eq(gt_test_system("mkdir -p %s", sub), 0);
+  char *pa = gt_test_path(sub, "a.jsonl"), *pb = gt_test_path(sub, "b.jsonl.gz"), *notes = gt_test_path(sub, "notes.txt");
+  gt_test_write_file(pa, all, (size_t)(cut - all));
+  write_gz(pb, cut, strlen(cut));
+  gt_test_write_text(notes, "not data");
+  char spec[4][1200];
+  snprintf(spec[0], sizeof spec[0], "dataset_path=%s", one);
+  snprintf(spec[1], sizeof spec[1], "dataset_path=%s,%s", pa, pb);
+  snprintf(spec[2], sizeof spec[2], "dataset_path=%s/*.jsonl*", sub);
+  snprintf(spec[3], sizeof spec[3], "dataset_path=%s", sub);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data ref;
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", spec[0], "max_target_length=16", "per_device_batch_size=4",
+      "eval_split_fraction=0.1", "eval_interval=-1", NULL);
+  open_ok(&ref, &c, &mem);
+  ck_assert_int_gt(ref.n_train_rows, 40);
+  for (int i = 1; i < 4; i++) {
+    gt_data d;
+    cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", spec[i], "max_target_length=16",
+        "per_device_batch_size=4", "eval_split_fraction=0.1", "eval_interval=-1", NULL);
+    open_ok(&d, &c, &mem);
+    ck_assert_int_eq(d.n_stream, ref.n_stream);
+    ck_assert_int_eq(d.n_train_rows, ref.n_train_rows);
+    gt_err e;
+    ck_assert(gt_data_seek(&ref, (gt_data_state){0, 0}, &e) == GT_OK);
+    same_batches(&ref, &d, 14); /* past the end of the first epoch */
+    if (i == 1) ck_assert_ptr_nonnull(strstr(gt_data_describe(&d), "in 60 records of 2 files"));
+    gt_data_close(&d);
+  }
+  gt_data_close(&ref);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(all), free(one), free(sub), free(pa), free(pb), free(notes), free(dir);
+}
+END_TEST
+
+/* Each malformed input: refused with one line naming the file and line. */
+START_TEST(test_jsonl_refusals) {
+  static const struct {
+    const char *text, *extra, *want;
+  } cases[] = {
+      {"{\"text\": \"a\"}\n{\"text\": \"b\"\n", NULL, "line 2: malformed JSON at column"},
+      {"{\"text\": \"a\"}\n[\"b\"]\n", NULL, "line 2: the line is an array; expected a JSON object"},
+      {"{\"text\": \"a\"} {\"text\": \"b\"}\n", NULL, "line 1: text after the JSON value at column 15"},
+      {"{\"text\": \"a\"}\n\n{\"txt\": \"b\"}\n", NULL, "line 3: no field 'text' (train_data_columns); the record has 'txt'"},
+      {"{\"text\": 5}\n", NULL, "line 1: field 'text' is a number; expected a string"},
+      {"{\"text\": \"\"}\n", NULL, "line 1: field 'text' is an empty document"},
+      {"", NULL, "holds no records"},
+      {"{\"text\": \"abcdefghijklmnopqrstuvwxyz\"}\n", "packing=false",
+       "line 1: the record is 28 tokens, longer than a sequence of max_target_length + 1 = 17 (overlong_records=refuse"},
+      {"{\"prompt\": \"a\", \"completion\": \"\"}\n", "pc", "line 1: field 'completion' (the completion) is empty"},
+      {"{\"prompt\": \"a\", \"completion\": [1]}\n", "pc", "line 1: field 'completion' is an array; expected a string"},
+      {"{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}]}\n", "chat",
+       "line 1: messages[0] is a model turn; Gemma's chat template needs the roles to alternate"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"bot\", \"content\": \"y\"}]}\n", "chat",
+       "line 1: messages[1] has role 'bot'"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": 7}]}\n", "chat",
+       "line 1: messages[0] has 'role' a string and 'content' a number; expected two strings"},
+      {"{\"messages\": \"hi\"}\n", "chat", "line 1: field 'messages' is a string; expected an array of messages"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "chat", "line 1: field 'messages' has no model turn"},
+  };
+  char *dir = gt_test_mkdtemp("refuse");
+  gt_mem mem;
+  gt_mem_init(&mem);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "case%zu.jsonl", i);
+    char *p = gt_test_path(dir, name);
+    gt_test_write_text(p, cases[i].text);
+    char dp[600];
+    snprintf(dp, sizeof dp, "dataset_path=%s", p);
+    const char *x = cases[i].extra ? cases[i].extra : "";
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=16", "per_device_batch_size=1",
+        "eval_interval=-1", !strcmp(x, "packing=false") ? "packing=false" : "packing=true",
+        !strcmp(x, "pc") || !strcmp(x, "chat") ? "use_sft=true" : "use_sft=false",
+        !strcmp(x, "pc") ? "train_data_columns=prompt,completion"
+                         : !strcmp(x, "chat") ? "train_data_columns=messages" : "train_data_columns=text",
+        NULL);
+    gt_data d;
+    gt_err e;
+    ck_assert_int_ne(gt_data_open(&d, &c, &mem, &e), GT_OK);
+    ck_assert_msg(strstr(e.msg, cases[i].want) && (strstr(e.msg, p) || i == 6) && !strchr(e.msg, '\n'),
+                  "case %zu: '%s' lacks '%s'", i, e.msg, cases[i].want);
+    ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+    free(p);
+  }
+  /* a gzip file cut short; a glob that matches nothing; SFT without jsonl */
+  char *gz = gt_test_path(dir, "cut.jsonl.gz");
+  char *big = records_text(400, 9, 0);
+  write_gz(gz, big, strlen(big));
+  ck_assert_int_eq(gt_test_system("truncate -s 3000 %s", gz), 0);
+  static const char *const want[] = {"the gzip stream ends early (a truncated file)", "matches no file",
+                                     "key 'use_sft' = true needs dataset_type=jsonl"};
+  for (int i = 0; i < 3; i++) {
+    char dp[800];
+    if (i == 1)
+      snprintf(dp, sizeof dp, "dataset_path=%s/nothing-*.jsonl", dir);
+    else
+      snprintf(dp, sizeof dp, "dataset_path=%s", gz);
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", i == 2 ? "dataset_type=text" : "dataset_type=jsonl", dp,
+        "max_target_length=16", "eval_interval=-1", i == 2 ? "use_sft=true" : "use_sft=false", NULL);
+    gt_data d;
+    gt_err e;
+    ck_assert_int_ne(gt_data_open(&d, &c, &mem, &e), GT_OK);
+    ck_assert_msg(strstr(e.msg, want[i]), "'%s' lacks '%s'", e.msg, want[i]);
+    if (i == 0) ck_assert_msg(strstr(e.msg, "cut.jsonl.gz' line "), "%s", e.msg);
+  }
+  /* overlong_records=truncate keeps the first T + 1 tokens */
+  char *p = gt_test_path(dir, "long.jsonl");
+  gt_test_write_text(p, "{\"text\": \"abcdefghijklmnopqrstuvwxyz\"}\n");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=16", "per_device_batch_size=1",
+      "eval_interval=-1", "eval_split_fraction=0", "packing=false", "overlong_records=truncate", NULL);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  gt_batch b = train_batch(&d);
+  ck_assert_int_eq(b.inputs[0], GT_TOK_BOS);
+  ck_assert_int_eq(b.inputs[15], B4('o'));
+  ck_assert_int_eq(b.targets[15], B4('p'));
+  ck_assert_ptr_nonnull(strstr(gt_data_describe(&d), "1 record truncated to 17 tokens"));
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(gz), free(big), free(p), free(dir);
+}
+END_TEST
+
+/* ---------- order ---------- */
+
+START_TEST(test_permutations_are_bijections) {
+  static const uint64_t ns[] = {1, 2, 3, 4, 5, 16, 17, 1000, 4097, 65537};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    uint64_t n = ns[i];
+    char *hit = calloc(n, 1);
+    gt__perm p;
+    gt__perm_init(&p, n, 42, 7, i);
+    uint64_t fixed = 0;
+    for (uint64_t k = 0; k < n; k++) {
+      uint64_t v = gt__perm_at(&p, k);
+      ck_assert_uint_lt(v, n);
+      ck_assert_int_eq(hit[v], 0);
+      hit[v] = 1;
+      fixed += v == k;
+    }
+    if (n >= 1000) ck_assert_uint_lt(fixed, 10); /* shuffled, not the identity */
+    free(hit);
+  }
+}
+END_TEST
+
+/* Three shards: without shuffling the rows come in file order every epoch;
+ * with it, each epoch visits every row once, part after part (a shard at a
+ * time), in an order that changes with the epoch and the seed. */
+START_TEST(test_order_file_and_shuffled) {
+  char *a = counting_shard("o1.gtok", 110, 100, 0), *b = counting_shard("o2.gtok", 220, 1000, 1),
+       *c3 = counting_shard("o3.gtok", 55, 3000, 0);
+  char dp[2000];
+  snprintf(dp, sizeof dp, "dataset_path=%s,%s,%s", a, b, c3);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  int32_t first[3][35];
+  for (int mode = 0; mode < 3; mode++) {
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, "max_target_length=10",
+        "per_device_batch_size=5", "eval_split_fraction=0", "eval_interval=-1",
+        mode == 0 ? "enable_data_shuffling=false" : "enable_data_shuffling=true",
+        mode == 2 ? "data_shuffle_seed=9" : "data_shuffle_seed=0", NULL);
+    gt_data d;
+    open_ok(&d, &c, &mem);
+    ck_assert_int_eq(d.n_train_rows, 35); /* 10 + 20 + 5 rows of 11 */
+    ck_assert_int_eq(d.train->n_parts, 3);
+    for (int e = 0; e < 2; e++) {
+      int32_t order[35];
+      int seen[35] = {0}, switches = 0;
+      for (int s = 0; s < 7; s++) {
+        gt_batch x = train_batch(&d);
+        for (int r = 0; r < 5; r++) {
+          int32_t v = x.inputs[r * 10];
+          int row = v < 1000 ? (v - 100) / 11 : v < 3000 ? 10 + (v - 1000) / 11 : 30 + (v - 3000) / 11;
+          order[s * 5 + r] = row;
+          seen[row]++;
+        }
+      }
+      for (int k = 0; k < 35; k++) {
+        ck_assert_int_eq(seen[k], 1);
+        if (k) switches += (order[k] < 10) != (order[k - 1] < 10) || (order[k] >= 30) != (order[k - 1] >= 30);
+      }
+      ck_assert_int_le(switches, 2); /* each shard's rows together */
+      if (mode == 0)
+        for (int k = 0; k < 35; k++) ck_assert_int_eq(order[k], k);
+      if (e == 0) memcpy(first[mode], order, sizeof order);
+      if (e == 1 && mode > 0) ck_assert(memcmp(first[mode], order, sizeof order) != 0);
+    }
+    gt_data_close(&d);
+  }
+  ck_assert(memcmp(first[1], first[2], sizeof first[1]) != 0);
+  ck_assert(memcmp(first[0], first[1], sizeof first[0]) != 0);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(a), free(b), free(c3);
+}
+END_TEST
+
+/* ---------- a process's rows, resume, every input type ---------- */
+
+typedef struct variant {
+  const char *name;
+  const char *ov[8];
+} variant;
+
+/* Two readers of rows 0-1 and 2-3 give exactly the full reader's rows (and
+ * blank rows elsewhere), for train and eval batches; a reader seeked to a
+ * saved position continues exactly as the one that saved it. */
+START_TEST(test_rows_and_resume_every_type) {
+  char *dir = gt_test_mkdtemp("types");
+  char *txt = gt_test_path(dir, "t.txt"), *js = gt_test_path(dir, "d.jsonl"), *pc = gt_test_path(dir, "pc.jsonl.gz"),
+       *ch = gt_test_path(dir, "chat.jsonl");
+  char *text = records_text(80, 3, 0);
+  gt_test_write_text(txt, text);
+  gt_test_write_text(js, text);
+  char *pct = records_text(80, 4, 1);
+  write_gz(pc, pct, strlen(pct));
+  char *cht = records_text(80, 6, 2);
+  gt_test_write_text(ch, cht);
+  /* shards of documents: <bos> ... <eos> runs in a plain and a compressed shard */
+  uint32_t ids[3000];
+  uint64_t st = 11;
+  for (int i = 0; i < 3000; i++) {
+    uint64_t r = gt_test_rand_u64(&st) % 40;
+    ids[i] = r == 0 ? GT_TOK_BOS : r == 1 ? GT_TOK_EOS : (uint32_t)(4 + gt_test_rand_u64(&st) % 256);
+  }
+  char *s1 = gt_test_path(dir, "s1.gtok"), *s2 = gt_test_path(dir, "s2.gtok");
+  gt_err e;
+  ck_assert(gt_tokens_write(s1, ids, 1700, 260, 0, &e) == GT_OK);
+  ck_assert(gt_tokens_write(s2, ids + 1700, 1300, 260, 1, &e) == GT_OK);
+  char p_txt[700], p_js[700], p_pc[700], p_ch[700], p_sh[1500];
+  snprintf(p_txt, sizeof p_txt, "dataset_path=%s", txt);
+  snprintf(p_js, sizeof p_js, "dataset_path=%s", js);
+  snprintf(p_pc, sizeof p_pc, "dataset_path=%s", pc);
+  snprintf(p_ch, sizeof p_ch, "dataset_path=%s", ch);
+  snprintf(p_sh, sizeof p_sh, "dataset_path=%s,%s", s1, s2);
+  const variant vs[] = {
+      {"text", {"dataset_type=text", p_txt}},
+      {"tokens", {"dataset_type=tokens", p_sh}},
+      {"jsonl packed", {"dataset_type=jsonl", p_js}},
+      {"jsonl unpacked", {"dataset_type=jsonl", p_js, "packing=false", "overlong_records=truncate"}},
+      {"sft prompt/completion",
+       {"dataset_type=jsonl", p_pc, "use_sft=true", "train_data_columns=prompt,completion", "overlong_records=truncate"}},
+      {"sft chat unpacked",
+       {"dataset_type=jsonl", p_ch, "use_sft=true", "train_data_columns=messages", "packing=false",
+        "overlong_records=truncate"}},
+      {"synthetic", {"dataset_type=synthetic"}},
+  };
+  gt_mem mem;
+  gt_mem_init(&mem);
+  for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
+    const char *ov[20] = {"model_name=gemma3-tiny", "max_target_length=64", "per_device_batch_size=4",
+                          "eval_split_fraction=0.1", "eval_interval=10"};
+    int n = 5;
+    for (int k = 0; vs[v].ov[k]; k++) ov[n++] = vs[v].ov[k];
+    gt_config c;
+    gt_test_config(&c, n, ov);
+    gt_data full, lo, hi;
+    open_ok(&full, &c, &mem);
+    open_ok(&lo, &c, &mem);
+    open_ok(&hi, &c, &mem);
+    gt_data_set_rows(&lo, 0, 2);
+    gt_data_set_rows(&hi, 2, 2);
+    int T = 64, rowlen = T * (int)sizeof(int32_t);
+    for (int s = 0; s < 60; s++) { /* past the first epoch of every source */
+      int eval = s % 5 == 4;
+      gt_batch f, a, b;
+      if (eval) {
+        gt_data_eval_reset(&full), gt_data_eval_reset(&lo), gt_data_eval_reset(&hi);
+        ck_assert(gt_data_read_eval(&full, &f, &e) == GT_OK && gt_data_read_eval(&lo, &a, &e) == GT_OK &&
+                  gt_data_read_eval(&hi, &b, &e) == GT_OK);
+      } else {
+        f = train_batch(&full), a = train_batch(&lo), b = train_batch(&hi);
+      }
+      for (int r = 0; r < 4; r++) {
+        const gt_batch *mine = r < 2 ? &a : &b, *other = r < 2 ? &b : &a;
+        const int32_t *arrs_f[4] = {f.inputs, f.targets, f.positions, f.segments},
+                      *arrs_m[4] = {mine->inputs, mine->targets, mine->positions, mine->segments},
+                      *arrs_o[4] = {other->inputs, other->targets, other->positions, other->segments};
+        for (int k = 0; k < 4; k++) {
+          if (!arrs_f[k]) continue; /* synthetic has no segments */
+          ck_assert_msg(!memcmp(arrs_f[k] + r * T, arrs_m[k] + r * T, (size_t)rowlen), "%s: step %d row %d array %d",
+                        vs[v].name, s, r, k);
+          for (int t = 0; t < T; t++) ck_assert_int_eq(arrs_o[k][r * T + t], k == 1 ? -1 : 0);
+        }
+      }
+    }
+    ck_assert_int_eq(full.st.epoch, lo.st.epoch);
+    ck_assert_int_eq(full.st.cursor, hi.st.cursor);
+    if (v < 6) ck_assert_int_ge(full.st.epoch, 1); /* the order wrapped at least once */
+    /* resume: a reader opened afresh and seeked continues bit for bit */
+    gt_data again;
+    open_ok(&again, &c, &mem);
+    ck_assert_msg(gt_data_seek(&again, full.st, &e) == GT_OK, "%s", e.msg);
+    same_batches(&full, &again, 6);
+    gt_data_close(&again);
+    gt_data_close(&full), gt_data_close(&lo), gt_data_close(&hi);
+    ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  }
+  gt_test_rm_rf(dir);
+  free(txt), free(js), free(pc), free(ch), free(text), free(pct), free(cht), free(s1), free(s2), free(dir);
+}
+END_TEST
+
+/* JSON Lines through a Hugging Face tokenizer: the tokenizer's own <s> and
+ * </s> frame each document (tests/data/tokenizer_small.json). */
+START_TEST(test_jsonl_with_tokenizer) {
+  char *p = tmp_path("tok.jsonl");
+  gt_test_write_text(p, "{\"text\": \"ab<x>c\"}\n{\"text\": \"ab\"}\n");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json",
+      "max_target_length=7", "per_device_batch_size=1", "eval_split_fraction=0", "eval_interval=-1", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  gt_batch b = train_batch(&d);
+  /* <s>=1 ab<x>c = 7 18 5 </s>=2, <s> ab = 7 </s>: one row of 8 tokens */
+  const int32_t in[7] = {1, 7, 18, 5, 2, 1, 7}, tg[7] = {7, 18, 5, 2, -1, 7, 2};
+  for (int i = 0; i < 7; i++) {
+    ck_assert_int_eq(b.inputs[i], in[i]);
+    ck_assert_int_eq(b.targets[i], tg[i]);
+  }
+  gt_data_close(&d);
   free(p);
 }
 END_TEST
@@ -302,5 +853,13 @@ int main(void) {
   tcase_add_test(tc, test_too_small_names_sizes);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
+  tcase_add_test(tc, test_packed_documents_by_hand);
+  tcase_add_test(tc, test_sft_masks);
+  tcase_add_test(tc, test_jsonl_files_gzip_globs);
+  tcase_add_test(tc, test_jsonl_refusals);
+  tcase_add_test(tc, test_permutations_are_bijections);
+  tcase_add_test(tc, test_order_file_and_shuffled);
+  tcase_add_test(tc, test_rows_and_resume_every_type);
+  tcase_add_test(tc, test_jsonl_with_tokenizer);
   return gt_test_run_suite(s, 0);
 }

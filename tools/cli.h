@@ -37,6 +37,7 @@ int gt_cmd_convert(int argc, char **argv);
 int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_decode(int argc, char **argv);
 int gt_cmd_tokenize(int argc, char **argv);
+int gt_cmd_data(int argc, char **argv);
 /* Test hooks (tools/cli_seams.c): reads the GEMTRAIN_TEST_* variables that
  * inject faults (GEMTRAIN_TEST_CKPT_FAULT="kill:N" or "enospc:N": the N-th
  * checkpoint of the process dies with SIGKILL, or fails with ENOSPC, half-way

@@ -1,6 +1,6 @@
-/* gemtrain tokenize: text files into .gtok token shards with a Hugging Face
- * tokenizer.json, or text on stdin into ids on stdout (--ids), or back
- * (--decode). */
+/* gemtrain tokenize: text files and JSON Lines records into .gtok token
+ * shards (a Hugging Face tokenizer.json, or byte tokens), or text on stdin
+ * into ids on stdout (--ids), or back (--decode). */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -14,11 +14,12 @@
 
 #include "cli.h"
 #include "data/data.h"
+#include "data/docs.h"
 #include "tokenizer/tokenizer.h"
 #include "base/prof.h"
 
 typedef struct tok_opts {
-  const char *tokenizer_path, *output_path;
+  const char *tokenizer_path, *output_path, *column;
   long long shard_tokens;
   int add_bos, add_eos, compress, mode; /* mode: 0 shards, 1 --ids, 2 --decode */
   const char **files;
@@ -44,6 +45,7 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
   o->add_bos = -1;
   o->add_eos = 1;
   o->compress = 1;
+  o->column = "text";
   o->files = calloc((size_t)argc + 1, sizeof(char *));
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *eq = strchr(a, '=');
@@ -55,6 +57,15 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
       o->tokenizer_path = eq + 1;
     } else if (eq && !strncmp(a, "output_path=", 12)) {
       o->output_path = eq + 1;
+    } else if (eq && !strncmp(a, "train_data_columns=", 19)) {
+      o->column = eq + 1;
+      if (!o->column[0] || strchr(o->column, ',') || strlen(o->column) >= GT_STR_SHORT) {
+        fprintf(stderr,
+                "gemtrain: tokenize: key 'train_data_columns' = '%s'; expected one field name (shards hold text "
+                "documents; SFT records are read from JSON Lines by gemtrain train)\n",
+                o->column);
+        return 2;
+      }
     } else if (eq && !strncmp(a, "shard_tokens=", 13)) {
       char *end;
       o->shard_tokens = strtoll(eq + 1, &end, 10);
@@ -74,7 +85,7 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
     } else if (eq && access(a, F_OK) != 0) {
       fprintf(stderr,
               "gemtrain: tokenize: unknown key '%.*s'; expected tokenizer_path, output_path, shard_tokens, "
-              "add_bos, add_eos or compress\n",
+              "add_bos, add_eos, compress or train_data_columns\n",
               (int)(eq - a), a);
       return 2;
     } else {
@@ -82,13 +93,13 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
     }
   }
   if (o->add_bos < 0) o->add_bos = o->mode == 0;
-  if (!o->tokenizer_path || !o->tokenizer_path[0]) {
+  if (o->mode != 0 && (!o->tokenizer_path || !o->tokenizer_path[0])) {
     fprintf(stderr, "gemtrain: tokenize: key 'tokenizer_path' is required (a Hugging Face tokenizer.json)\n");
     return 2;
   }
   if (o->mode == 0 && (!o->output_path || !o->output_path[0] || o->n_files == 0)) {
-    fprintf(stderr, "gemtrain: tokenize: writing shards needs output_path=DIR and at least one text file "
-                    "(or --ids / --decode)\n");
+    fprintf(stderr, "gemtrain: tokenize: writing shards needs output_path=DIR and at least one text or JSON "
+                    "Lines file (or --ids / --decode)\n");
     return 2;
   }
   if (o->mode != 0 && o->n_files > 0) {
@@ -213,15 +224,46 @@ static void report(shard_writer *w, int final) {
           (int)eta / 60, (int)eta % 60, w->tty && !final ? "" : "\n");
 }
 
-/* One file, one document: read in blocks and encode up to exact split points
- * (gt_tokenizer_split_point), so memory stays bounded by the block size. */
-static int tokenize_file(const gt_tokenizer *t, shard_writer *w, const char *path) {
+static int is_jsonl(const char *path) {
+  static const char *const ext[] = {".jsonl", ".jsonl.gz", ".json", ".json.gz"};
+  size_t l = strlen(path);
+  for (int i = 0; i < 4; i++)
+    if (l > strlen(ext[i]) && !strcmp(path + l - strlen(ext[i]), ext[i])) return 1;
+  return 0;
+}
+
+/* Ids of n bytes of text (byte tokens without a tokenizer) into the shards. */
+static int emit_text(const gt_tokenizer *t, shard_writer *w, const char *text, size_t n, const char *path) {
+  int32_t *ids;
+  int64_t ni;
+  gt_err err;
+  if (t) {
+    if (gt_tokenizer_encode(t, text, n, 0, &ids, &ni, &err)) {
+      fprintf(stderr, "%sgemtrain: %s (in '%s')\n", w->tty ? "\n" : "", err.msg, path);
+      return 1;
+    }
+  } else {
+    if (!(ids = malloc((n ? n : 1) * sizeof(int32_t)))) {
+      fprintf(stderr, "gemtrain: tokenize: no memory reading '%s'\n", path);
+      return 1;
+    }
+    ni = gt_bytes_encode((const unsigned char *)text, (int64_t)n, ids);
+  }
+  int rc = emit(w, ids, ni);
+  free(ids);
+  return rc;
+}
+
+/* One text file, one document: read in blocks and encode up to exact split
+ * points (gt_tokenizer_split_point; any byte for byte tokens), so memory
+ * stays bounded by the block size. */
+static int tokenize_file(const gt_tokenizer *t, const gt_encoder *enc, shard_writer *w, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "gemtrain: tokenize: cannot open '%s': %s\n", path, strerror(errno));
     return 1;
   }
-  const int32_t bos = GT_TOK_BOS, eos = GT_TOK_EOS;
+  const int32_t bos = enc->bos, eos = enc->eos;
   int rc = w->o->add_bos ? emit(w, &bos, 1) : 0;
   size_t block = 8 << 20, cap = block, len = 0;
   char *buf = malloc(cap);
@@ -238,7 +280,7 @@ static int tokenize_file(const gt_tokenizer *t, shard_writer *w, const char *pat
         break;
       }
     }
-    size_t cut = eof ? len : gt_tokenizer_split_point(t, buf, len, len);
+    size_t cut = eof || !t ? len : gt_tokenizer_split_point(t, buf, len, len);
     if (cut == 0) { /* no exact cut point in the buffer: read more */
       char *nb = realloc(buf, cap * 2);
       if (!nb) break;
@@ -246,16 +288,7 @@ static int tokenize_file(const gt_tokenizer *t, shard_writer *w, const char *pat
       cap *= 2;
       continue;
     }
-    int32_t *ids;
-    int64_t ni;
-    gt_err err;
-    if (gt_tokenizer_encode(t, buf, cut, 0, &ids, &ni, &err)) {
-      fprintf(stderr, "%sgemtrain: %s (in '%s')\n", w->tty ? "\n" : "", err.msg, path);
-      rc = 1;
-      break;
-    }
-    rc = emit(w, ids, ni);
-    free(ids);
+    rc = emit_text(t, w, buf, cut, path);
     memmove(buf, buf + cut, len - cut);
     len -= cut;
     report(w, 0);
@@ -267,6 +300,45 @@ static int tokenize_file(const gt_tokenizer *t, shard_writer *w, const char *pat
   if (!rc && w->o->add_eos) rc = emit(w, &eos, 1);
   free(buf);
   fclose(f);
+  return rc;
+}
+
+/* A JSON Lines file: each record's text field is a document, as
+ * dataset_type=jsonl reads it. Memory: one line and one record's ids. */
+static int tokenize_jsonl(const gt_encoder *enc, shard_writer *w, const char *path) {
+  gt_doc_format fmt;
+  memset(&fmt, 0, sizeof fmt);
+  fmt.kind = GT_DOC_TEXT;
+  snprintf(fmt.col[0], sizeof fmt.col[0], "%s", w->o->column);
+  fmt.no_bos = !w->o->add_bos;
+  fmt.no_eos = !w->o->add_eos;
+  gt_jsonl r;
+  gt_err err;
+  gt_tokvec tv = {NULL, 0, 0, NULL};
+  int rc = 0;
+  long long base = w->bytes_done;
+  if (gt_jsonl_open(&r, path, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    return 1;
+  }
+  for (;;) {
+    cJSON *rec;
+    if (gt_jsonl_next(&r, &rec, &err) || (rec && gt_doc_render(enc, &fmt, rec, path, r.line_no, &tv, &err))) {
+      fprintf(stderr, "%sgemtrain: %s\n", w->tty ? "\n" : "", err.msg);
+      cJSON_Delete(rec);
+      rc = 1;
+      break;
+    }
+    if (!rec) break;
+    cJSON_Delete(rec);
+    rc = emit(w, (const int32_t *)tv.v, tv.n);
+    tv.n = 0;
+    w->bytes_done = base + (long long)r.bytes_in;
+    report(w, 0);
+    if (rc) break;
+  }
+  gt_tokvec_free(&tv);
+  gt_jsonl_close(&r);
   return rc;
 }
 
@@ -285,7 +357,9 @@ static int dir_has_shards(const char *dir) {
 static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
   shard_writer w = {0};
   w.o = o;
-  w.vocab = (uint32_t)gt_tokenizer_n_ids(t);
+  w.vocab = t ? (uint32_t)gt_tokenizer_n_ids(t) : GT_BYTE_VOCAB;
+  gt_encoder enc;
+  gt_encoder_init(&enc, t, w.vocab);
   w.tty = isatty(STDERR_FILENO);
   for (int i = 0; i < o->n_files; i++) {
     struct stat st;
@@ -313,7 +387,12 @@ static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
   }
   w.t0 = w.last_report = gt_prof_now();
   int rc = 0;
-  for (int i = 0; i < o->n_files && !rc; i++) rc = tokenize_file(t, &w, o->files[i]);
+  for (int i = 0; i < o->n_files && !rc; i++) {
+    long long before = w.bytes_done;
+    rc = is_jsonl(o->files[i]) ? tokenize_jsonl(&enc, &w, o->files[i]) : tokenize_file(t, &enc, &w, o->files[i]);
+    struct stat st;
+    if (!rc && stat(o->files[i], &st) == 0) w.bytes_done = before + (long long)st.st_size;
+  }
   if (!rc && (w.n > 0 || w.index == 0)) rc = flush_shard(&w, w.n);
   if (!rc) {
     report(&w, 1);
@@ -331,9 +410,9 @@ int gt_cmd_tokenize(int argc, char **argv) {
     free(o.files);
     return rc;
   }
-  gt_tokenizer *t;
+  gt_tokenizer *t = NULL;
   gt_err err;
-  if (gt_tokenizer_load(o.tokenizer_path, &t, &err)) {
+  if (o.tokenizer_path && o.tokenizer_path[0] && gt_tokenizer_load(o.tokenizer_path, &t, &err)) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
     free(o.files);
     return 2;

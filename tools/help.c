@@ -203,14 +203,16 @@ static const help_entry entries[] = {
      "  --ids   also print the new token ids as a JSON array\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"tokenize", NULL, "text files into .gtok token shards with a Hugging Face tokenizer.json",
-     "usage: gemtrain tokenize tokenizer_path=FILE output_path=DIR [key=value ...] FILE...\n"
+    {"tokenize", NULL, "text or JSON Lines files into .gtok token shards",
+     "usage: gemtrain tokenize [tokenizer_path=FILE] output_path=DIR [key=value ...] FILE...\n"
      "       gemtrain tokenize tokenizer_path=FILE --ids [add_bos=false] < text > ids.json\n"
      "       gemtrain tokenize tokenizer_path=FILE --decode < ids.json > text\n"
      "\n"
-     "Encodes each text FILE as one document (<bos> text <eos>) with a Hugging Face tokenizer.json\n"
-     "(Gemma 3's: tools/setup.sh fetches it to data/tokenizers/gemma3/tokenizer.json) and writes\n"
-     "the stream as DIR/shard-00000.gtok, ... for dataset_type=tokens dataset_path=DIR.\n"
+     "Encodes each text FILE as one document (<bos> text <eos>), and each record of a JSON Lines FILE\n"
+     "(*.jsonl, *.json, plain or .gz) as one document of its train_data_columns field, with a Hugging\n"
+     "Face tokenizer.json (Gemma 3's: tools/setup.sh fetches it to data/tokenizers/gemma3/tokenizer.json;\n"
+     "without tokenizer_path: byte tokens) and writes the stream as DIR/shard-00000.gtok, ... for\n"
+     "dataset_type=tokens dataset_path=DIR.\n"
      "\n"
      "options:\n"
      "  --ids     print the ids of standard input as one JSON array\n"
@@ -219,13 +221,30 @@ static const help_entry entries[] = {
      "  --help    this text\n"
      "\n"
      "keys (tokenize's own; not configuration keys):\n"
-     "  tokenizer_path  the tokenizer.json (required)\n"
+     "  tokenizer_path  the tokenizer.json (required with --ids and --decode; shards: byte tokens without)\n"
      "  output_path     directory for the shards (created; must not hold .gtok shards already)\n"
      "  shard_tokens    tokens per shard (default 16777216; the last shard holds the rest)\n"
      "  add_bos         <bos> before each document (default true; with --ids: false)\n"
      "  add_eos         <eos> after each document (default true)\n"
-     "  compress        zlib-compress the shards (default true)\n"
+     "  compress        zlib-compress the shards (default true; false: shards are read by range while\n"
+     "                  training, compressed ones are inflated one at a time)\n"
+     "  train_data_columns  the text field of JSON Lines records (default text)\n"
      "Options, keys and files may stand in any order; the files are read in the order given.\n",
+     NULL},
+    {"data", NULL, "print the first batches the trainer will read: ids, targets, segments, text",
+     "usage: gemtrain data [--batches N] [--rows R] [--eval] [--time N] [config.json] [key=value ...]\n"
+     "Opens the data exactly as 'gemtrain train' would with the same configuration and prints how\n"
+     "sequences are made and ordered, then the first N training batches: per row the input ids, the\n"
+     "targets (-1: not in the loss), the segment ids (one per document; 0: padding) and the positions,\n"
+     "and per document its text and the text of the tokens the loss trains it to predict (decoded with\n"
+     "tokenizer_path, or as byte tokens). See docs/data.md.\n"
+     "\n"
+     "options:\n"
+     "  --batches N  batches to print (default 1)\n"
+     "  --rows R     print only the first R rows of each batch\n"
+     "  --eval       the eval batches instead (eval_dataset_path or the held-out tail)\n"
+     "  --time N     read N batches without printing them and report the time per batch\n"
+     "  --help       this text\n" GT_HELP_CONFIG,
      NULL},
 };
 

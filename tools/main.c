@@ -26,6 +26,7 @@ typedef struct command {
 
 static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", NULL};
 static const char *const bench_value_opts[] = {"--steps", "--mib", "--reps", NULL};
+static const char *const data_value_opts[] = {"--batches", "--rows", "--time", NULL};
 
 static const command commands[] = {
     {"train", gt_cmd_train, NULL, NULL, 0},
@@ -36,6 +37,7 @@ static const command commands[] = {
     {"logit-check", gt_cmd_logit_check, NULL, NULL, 0},
     {"decode", gt_cmd_decode, NULL, NULL, 0},
     {"tokenize", gt_cmd_tokenize, NULL, NULL, 1},
+    {"data", gt_cmd_data, NULL, data_value_opts, 0},
 };
 
 static int in_list(const char *const *list, const char *s) {
@@ -176,8 +178,8 @@ int main(int argc, char **argv) {
       if (!strcmp(cmd, commands[i].name)) return run_command(&commands[i], argc - 2, argv + 2);
   }
   fprintf(stderr,
-          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check, decode or "
-          "tokenize (see gemtrain --help)\n",
+          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check, decode, "
+          "tokenize or data (see gemtrain --help)\n",
           cmd);
   return GT_EXIT_CONFIG;
 }

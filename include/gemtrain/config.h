@@ -112,6 +112,13 @@ typedef struct gt_config {
   char dataset_type[GT_STR_SHORT];
   char dataset_path[GT_STR_PATH];
   char tokenizer_path[GT_STR_PATH];
+  char eval_dataset_path[GT_STR_PATH];
+  char train_data_columns[GT_STR_SHORT];
+  int packing;
+  int enable_data_shuffling;
+  int use_sft;
+  int sft_train_on_completion_only;
+  char overlong_records[GT_STR_SHORT];
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;

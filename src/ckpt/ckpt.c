@@ -380,7 +380,7 @@ static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int
                          err)) ||
       (rc = gt__ckpt_int(st, "data_epoch", 0, epoch_max, file, "state", why_epoch, &out->data.epoch, err)) ||
       (rc = gt__ckpt_int(st, "data_cursor", 0, GT__CKPT_INT_MAX, file, "state",
-                         "the next window of the epoch; the data source checks it against its windows",
+                         "the next row of the epoch; the data source checks it against its rows",
                          &out->data.cursor, err)) ||
       (rc = gt__ckpt_int(st, "num_devices", nd_min, nd_max, file, "state",
                          "the range of config key 'num_devices'", &out->num_devices, err)) ||

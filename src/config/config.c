@@ -177,12 +177,33 @@ static const gt_key_spec gt__keys[] = {
     {"gradient_clipping_threshold", GT_KEY_FLOAT, F(gradient_clipping_threshold), 0, 1e12, NULL,
      "clip the global gradient norm to this (0: off)"},
     /* data */
-    {"dataset_type", GT_KEY_ENUM, F(dataset_type), 0, 0, "synthetic|text|tokens",
-     "synthetic (uniform ids, as MaxText), text (a UTF-8 file, byte tokens), tokens (gemtrain shards)"},
+    {"dataset_type", GT_KEY_ENUM, F(dataset_type), 0, 0, "synthetic|text|tokens|jsonl",
+     "synthetic (uniform ids, as MaxText), text (one UTF-8 file, one document), tokens (gemtrain .gtok shards), "
+     "jsonl (JSON Lines records, plain or gzip; see docs/data.md)"},
     {"dataset_path", GT_KEY_STR, F(dataset_path), 0, 0, NULL,
-     "corpus file (text) or shard file/directory (tokens)"},
+     "text: one file; tokens and jsonl: files, directories or globs, comma-separated, read in the order given "
+     "(a directory or glob in name order)"},
     {"tokenizer_path", GT_KEY_STR, F(tokenizer_path), 0, 0, NULL,
-     "a Hugging Face tokenizer.json for dataset_type=text (empty: byte tokens)"},
+     "a Hugging Face tokenizer.json for dataset_type=text and jsonl (empty: byte tokens)"},
+    {"eval_dataset_path", GT_KEY_STR, F(eval_dataset_path), 0, 0, NULL,
+     "eval data of the same dataset_type (MaxText's hf_eval_files); empty: the held-out tail "
+     "(eval_split_fraction) of dataset_path"},
+    {"train_data_columns", GT_KEY_STR, F(train_data_columns), 0, 0, NULL,
+     "jsonl: the record fields read, comma-separated: one text field; with use_sft, one field of chat "
+     "messages or two fields, prompt then completion"},
+    {"packing", GT_KEY_BOOL, F(packing), 0, 1, NULL,
+     "several documents share a sequence, each attending only within itself (false: one document per "
+     "sequence, padded)"},
+    {"enable_data_shuffling", GT_KEY_BOOL, F(enable_data_shuffling), 0, 1, NULL,
+     "visit the training sequences in a seeded random order, a new one each epoch (false: file order)"},
+    {"use_sft", GT_KEY_BOOL, F(use_sft), 0, 1, NULL,
+     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages, Gemma's chat "
+     "template)"},
+    {"sft_train_on_completion_only", GT_KEY_BOOL, F(sft_train_on_completion_only), 0, 1, NULL,
+     "use_sft: only the completion (the model turns) is in the loss"},
+    {"overlong_records", GT_KEY_ENUM, F(overlong_records), 0, 0, "refuse|truncate",
+     "a record that must stay whole (use_sft, or packing=false) but is longer than max_target_length + 1 "
+     "tokens: refuse it naming its file and line, or keep its first max_target_length + 1 tokens"},
     {"eval_split_fraction", GT_KEY_FLOAT, F(eval_split_fraction), 0, 0.5, NULL,
      "fraction of the corpus held out for eval (taken from its end)"},
     {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,

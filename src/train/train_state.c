@@ -175,13 +175,14 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     gt_trainer_set_step_index(s->tr, ld.state.step);
   }
   if (s->out) {
+    char dpos[1600];
+    gt_data_position(s->data, ld.state.data, dpos, sizeof dpos);
     if (full)
       fprintf(s->out,
-              "resumed from %s (%s): step %lld, AdamW step %lld, data epoch %lld window %lld; written by %lld "
-              "device%s in %lld shard%s\n",
-              ld.dir, why, (long long)ld.state.step, (long long)ld.state.opt_step, (long long)ld.state.data.epoch,
-              (long long)ld.state.data.cursor, (long long)ld.state.num_devices, ld.state.num_devices > 1 ? "s" : "",
-              (long long)ld.state.n_shards, ld.state.n_shards > 1 ? "s" : "");
+              "resumed from %s (%s): step %lld, AdamW step %lld, data %s; written by %lld device%s in %lld shard%s\n",
+              ld.dir, why, (long long)ld.state.step, (long long)ld.state.opt_step, dpos,
+              (long long)ld.state.num_devices, ld.state.num_devices > 1 ? "s" : "", (long long)ld.state.n_shards,
+              ld.state.n_shards > 1 ? "s" : "");
     else
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
     if (full) gt__report_config_changes(s->out, ld.config_json, c);

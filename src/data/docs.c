@@ -1,0 +1,330 @@
+/* Records into documents: the byte tokenizer, the encoder the data source
+ * and `gemtrain tokenize` share, and each record kind's tokens and loss
+ * mask (docs.h has the layouts). */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/data.h"
+#include "data/docs.h"
+
+int64_t gt_bytes_encode(const unsigned char *s, int64_t n, int32_t *ids) {
+  for (int64_t i = 0; i < n; i++) ids[i] = 4 + (int32_t)s[i];
+  return n;
+}
+
+int64_t gt_bytes_decode(const int32_t *ids, int64_t n, unsigned char *out) {
+  int64_t j = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] >= 4 && ids[i] < 260) out[j++] = (unsigned char)(ids[i] - 4);
+  return j;
+}
+
+/* ---------- token arrays ---------- */
+
+gt_rc gt_tokvec_push(gt_tokvec *t, const uint32_t *ids, int64_t n, gt_err *err) {
+  if (t->n + n > t->cap) {
+    int64_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->n + n) cap *= 2;
+    uint32_t *v = t->mem ? gt_mem_alloc_uninit(t->mem, GT_MEM_DATA, (size_t)cap * sizeof(uint32_t))
+                         : malloc((size_t)cap * sizeof(uint32_t));
+    if (!v) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for %lld tokens", (long long)cap);
+    if (t->n) memcpy(v, t->v, (size_t)t->n * sizeof(uint32_t));
+    if (t->mem)
+      gt_mem_free(t->mem, t->v);
+    else
+      free(t->v);
+    t->v = v;
+    t->cap = cap;
+  }
+  if (n) memcpy(t->v + t->n, ids, (size_t)n * sizeof(uint32_t));
+  t->n += n;
+  return GT_OK;
+}
+
+void gt_tokvec_free(gt_tokvec *t) {
+  if (t->mem)
+    gt_mem_free(t->mem, t->v);
+  else
+    free(t->v);
+  t->v = NULL;
+  t->n = t->cap = 0;
+}
+
+/* ---------- the encoder ---------- */
+
+static int32_t gt__special(const gt_tokenizer *tok, const char *a, const char *b, int32_t dflt) {
+  int32_t id = tok ? gt_tokenizer_token_id(tok, a, strlen(a)) : -1;
+  if (id < 0 && tok) id = gt_tokenizer_token_id(tok, b, strlen(b));
+  return id >= 0 ? id : dflt;
+}
+
+void gt_encoder_init(gt_encoder *e, const gt_tokenizer *tok, int64_t vocab) {
+  e->tok = tok;
+  e->bos = gt__special(tok, "<bos>", "<s>", GT_TOK_BOS);
+  e->eos = gt__special(tok, "<eos>", "</s>", GT_TOK_EOS);
+  e->vocab = vocab;
+}
+
+gt_rc gt_encode_append(const gt_encoder *e, const char *text, size_t n, uint32_t flag, gt_tokvec *out,
+                       const char *where, gt_err *err) {
+  int64_t n_ids = 0;
+  int32_t *ids = NULL;
+  gt_rc rc = GT_OK;
+  if (e->tok) {
+    if ((rc = gt_tokenizer_encode(e->tok, text, n, 0, &ids, &n_ids, err))) return rc;
+  } else {
+    ids = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!ids) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory to encode %s", where);
+    n_ids = gt_bytes_encode((const unsigned char *)text, (int64_t)n, ids);
+  }
+  for (int64_t i = 0; i < n_ids && !rc; i++) {
+    if (ids[i] < 0 || ids[i] >= e->vocab)
+      rc = gt_err_set(err, GT_ERR_CONFIG, "data: %s gives token id %d; vocab_size = %lld must exceed every id", where,
+                      ids[i], (long long)e->vocab);
+    ids[i] = (int32_t)((uint32_t)ids[i] | flag);
+  }
+  if (!rc) rc = gt_tokvec_push(out, (const uint32_t *)ids, n_ids, err);
+  free(ids);
+  return rc;
+}
+
+static gt_rc gt__put_id(gt_tokvec *out, int32_t id, uint32_t flag, gt_err *err) {
+  uint32_t v = (uint32_t)id | flag;
+  return gt_tokvec_push(out, &v, 1, err);
+}
+
+/* ---------- record formats ---------- */
+
+/* train_data_columns: comma-separated names, spaces around them dropped */
+static int gt__split_columns(const char *s, char col[][GT_STR_SHORT], int max) {
+  int n = 0;
+  while (*s) {
+    const char *e = strchr(s, ',');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    const char *a = s, *b = s + len;
+    while (a < b && *a == ' ') a++;
+    while (b > a && b[-1] == ' ') b--;
+    if (n < max) snprintf(col[n], GT_STR_SHORT, "%.*s", (int)(b - a), a);
+    n++;
+    if (!e) break;
+    s = e + 1;
+  }
+  return n;
+}
+
+gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err) {
+  memset(f, 0, sizeof *f);
+  char col[3][GT_STR_SHORT];
+  int n = gt__split_columns(c->train_data_columns, col, 3);
+  for (int i = 0; i < n && i < 3; i++)
+    if (!col[i][0])
+      return gt_err_set(err, GT_ERR_CONFIG, "data: key 'train_data_columns' = '%s' has an empty field name",
+                        c->train_data_columns);
+  f->completion_only = c->sft_train_on_completion_only;
+  if (!c->use_sft) {
+    if (n != 1)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "data: key 'train_data_columns' = '%s' names %d fields; documents are read from one text "
+                        "field (use_sft=true reads prompt,completion or chat messages)",
+                        c->train_data_columns, n);
+    f->kind = GT_DOC_TEXT;
+  } else if (n == 1) {
+    f->kind = GT_DOC_CHAT;
+  } else if (n == 2) {
+    f->kind = GT_DOC_PROMPT_COMPLETION;
+  } else {
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: key 'train_data_columns' = '%s' names %d fields; with use_sft=true expected one (chat "
+                      "messages) or two (prompt, completion)",
+                      c->train_data_columns, n);
+  }
+  for (int i = 0; i < n && i < 2; i++) memcpy(f->col[i], col[i], GT_STR_SHORT);
+  return GT_OK;
+}
+
+void gt_doc_format_name(const gt_doc_format *f, char *buf, size_t n) {
+  if (f->kind == GT_DOC_TEXT)
+    snprintf(buf, n, "text field '%s'", f->col[0]);
+  else if (f->kind == GT_DOC_PROMPT_COMPLETION)
+    snprintf(buf, n, "prompt/completion fields '%s', '%s'", f->col[0], f->col[1]);
+  else
+    snprintf(buf, n, "chat field '%s' (Gemma's chat template)", f->col[0]);
+}
+
+static const char *gt__type_name(const cJSON *v) {
+  if (!v) return "absent";
+  if (cJSON_IsArray(v)) return "an array";
+  if (cJSON_IsObject(v)) return "an object";
+  if (cJSON_IsNumber(v)) return "a number";
+  if (cJSON_IsBool(v)) return "a boolean";
+  if (cJSON_IsNull(v)) return "null";
+  return "a string";
+}
+
+/* The field names of a record, for "no field" errors. */
+static void gt__field_list(const cJSON *rec, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = '\0';
+  const cJSON *it;
+  int k = 0;
+  cJSON_ArrayForEach(it, rec) {
+    if (o + 1 >= n) break;
+    o += (size_t)snprintf(buf + o, n - o, "%s'%s'", k++ ? ", " : "", it->string ? it->string : "");
+  }
+  if (!k) snprintf(buf, n, "none");
+}
+
+static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *file, int64_t line, const char **s,
+                              gt_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, name);
+  if (!v) {
+    char have[400];
+    gt__field_list(rec, have, sizeof have);
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s", file,
+                      (long long)line, name, have);
+  }
+  if (!cJSON_IsString(v) || !v->valuestring)
+    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is %s; expected a string", file,
+                      (long long)line, name, gt__type_name(v));
+  *s = v->valuestring;
+  return GT_OK;
+}
+
+/* Jinja's trim, as Gemma's template applies it to each turn's content. */
+static void gt__trim(const char **s, size_t *n) {
+  const char *a = *s, *b = *s + *n;
+  while (a < b && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r' || *a == '\f' || *a == '\v')) a++;
+  while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\n' || b[-1] == '\r' || b[-1] == '\f' || b[-1] == '\v'))
+    b--;
+  *s = a;
+  *n = (size_t)(b - a);
+}
+
+static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const cJSON *rec, const char *file,
+                             int64_t line, gt_tokvec *out, int64_t *n_loss, gt_err *err) {
+  const char *name = f->col[0];
+  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(rec, name);
+  if (!msgs) {
+    char have[400];
+    gt__field_list(rec, have, sizeof have);
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s", file,
+                      (long long)line, name, have);
+  }
+  if (!cJSON_IsArray(msgs))
+    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is %s; expected an array of messages",
+                      file, (long long)line, name, gt__type_name(msgs));
+  int nm = cJSON_GetArraySize(msgs);
+  if (nm == 0)
+    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is an empty conversation", file,
+                      (long long)line, name);
+  uint32_t mask = f->completion_only ? GT_TOK_NOLOSS : 0;
+  char where[600];
+  snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
+  gt_rc rc = gt__put_id(out, e->bos, mask, err);
+  const char *sys = NULL;
+  size_t sys_n = 0;
+  int turn = 0, k = 0;
+  const cJSON *m;
+  cJSON_ArrayForEach(m, msgs) {
+    if (rc) break;
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsObject(m))
+      return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] is %s; expected a message object", file,
+                        (long long)line, name, k, gt__type_name(m));
+    if (!cJSON_IsString(role) || !cJSON_IsString(content))
+      return gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: %s[%d] has 'role' %s and 'content' %s; expected two strings", file,
+                        (long long)line, name, k, gt__type_name(role), gt__type_name(content));
+    const char *r = role->valuestring, *s = content->valuestring;
+    size_t sn = strlen(s);
+    if (!strcmp(r, "system")) {
+      if (k != 0)
+        return gt_err_set(err, GT_ERR_FORMAT,
+                          "data: '%s' line %lld: %s[%d] is a system message; only the first message may be one", file,
+                          (long long)line, name, k);
+      sys = s, sys_n = sn; /* Gemma folds it into the first user turn, untrimmed */
+      k++;
+      continue;
+    }
+    int model = !strcmp(r, "assistant") || !strcmp(r, "model");
+    if (!model && strcmp(r, "user"))
+      return gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: %s[%d] has role '%s'; expected user, assistant (or model) or system",
+                        file, (long long)line, name, k, r);
+    if (model != (turn % 2 == 1))
+      return gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: %s[%d] is a %s turn; Gemma's chat template needs the roles to "
+                        "alternate user/assistant/user/..., starting with user",
+                        file, (long long)line, name, k, model ? "model" : "user");
+    const char *head = model ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
+    rc = gt_encode_append(e, head, strlen(head), mask, out, where, err);
+    if (!rc && sys && turn == 0) {
+      rc = gt_encode_append(e, sys, sys_n, mask, out, where, err);
+      if (!rc) rc = gt_encode_append(e, "\n\n", 2, mask, out, where, err);
+    }
+    gt__trim(&s, &sn);
+    /* a model turn's text and its end marker are what the model generates */
+    uint32_t fl = model ? 0 : mask;
+    int64_t before = out->n;
+    if (!rc) rc = gt_encode_append(e, s, sn, fl, out, where, err);
+    if (!rc) rc = gt_encode_append(e, "<end_of_turn>", 13, fl, out, where, err);
+    if (model) *n_loss += out->n - before;
+    if (!rc) rc = gt_encode_append(e, "\n", 1, mask, out, where, err);
+    turn++;
+    k++;
+  }
+  if (!rc && turn == 0)
+    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' holds only a system message", file,
+                      (long long)line, name);
+  if (!rc) rc = gt__put_id(out, e->eos, mask, err);
+  return rc;
+}
+
+gt_rc gt_doc_render(const gt_encoder *e, const gt_doc_format *f, const cJSON *rec, const char *file, int64_t line,
+                    gt_tokvec *out, gt_err *err) {
+  int64_t n0 = out->n, n_loss = 0;
+  char where[600];
+  snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
+  gt_rc rc;
+  if (f->kind == GT_DOC_CHAT) {
+    rc = gt__render_chat(e, f, rec, file, line, out, &n_loss, err);
+    if (!rc && f->completion_only && n_loss == 0)
+      rc = gt_err_set(err, GT_ERR_FORMAT,
+                      "data: '%s' line %lld: field '%s' has no model turn with content: nothing is in the loss "
+                      "(sft_train_on_completion_only)",
+                      file, (long long)line, f->col[0]);
+  } else if (f->kind == GT_DOC_PROMPT_COMPLETION) {
+    const char *p, *c;
+    if ((rc = gt__string_field(rec, f->col[0], file, line, &p, err)) ||
+        (rc = gt__string_field(rec, f->col[1], file, line, &c, err)))
+      goto out;
+    if (!c[0]) {
+      rc = gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' (the completion) is empty", file,
+                      (long long)line, f->col[1]);
+      goto out;
+    }
+    uint32_t mask = f->completion_only ? GT_TOK_NOLOSS : 0;
+    if (!(rc = gt__put_id(out, e->bos, mask, err)) && !(rc = gt_encode_append(e, p, strlen(p), mask, out, where, err)) &&
+        !(rc = gt_encode_append(e, c, strlen(c), 0, out, where, err)))
+      rc = gt__put_id(out, e->eos, 0, err);
+  } else {
+    const char *t;
+    if ((rc = gt__string_field(rec, f->col[0], file, line, &t, err))) goto out;
+    if (!t[0]) {
+      rc = gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is an empty document", file,
+                      (long long)line, f->col[0]);
+      goto out;
+    }
+    if (!f->no_bos) rc = gt__put_id(out, e->bos, 0, err);
+    if (!rc) rc = gt_encode_append(e, t, strlen(t), 0, out, where, err);
+    if (!rc && !f->no_eos) rc = gt__put_id(out, e->eos, 0, err);
+  }
+out:
+  if (rc) out->n = n0;
+  return rc;
+}
