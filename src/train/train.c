@@ -103,13 +103,7 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
   gt_report_note(r, "Per train step:\n Total TFLOPs: %.4f \n split as %.2f%% learnable weight flops and %.2f%% "
                     "attention flops\n",
                  fl.total_tflops, 100 * fl.learnable_tflops / fl.total_tflops, 100 * fl.attention_tflops / fl.total_tflops);
-  int B = (int)gt_config_global_batch(c), T = (int)c->max_target_length;
-  if (d->kind == 1)
-    gt_report_note(r, "data: %s '%s', %lld tokens (%lld train, %lld eval); global batch %d x %d tokens\n",
-                   c->dataset_type, c->dataset_path, (long long)d->n_stream, (long long)d->n_train,
-                   (long long)(d->n_stream - d->n_train), B, T);
-  else
-    gt_report_note(r, "data: synthetic, one fixed batch of %d x %d uniform ids\n", B, T);
+  gt_report_note(r, "%s\n", gt_data_describe(d));
   gt_report_note(r, "devices: %lld, threads: %d; remat_policy=%s remat_scope=%s, planned peak %.1f MiB; run directory: %s\n",
                  c->num_devices, threads, c->remat_policy, c->remat_scope, (double)planned_peak / 1048576.0, r->run_dir);
   long long R = gt_config_num_ranks(c);
@@ -160,7 +154,7 @@ static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64
 }
 
 static int gt__eval_due(const gt_config *c, const gt_data *d, int64_t step) {
-  return d->kind == 1 && c->eval_interval >= 0 &&
+  return gt_data_has_eval(d) && c->eval_interval >= 0 &&
          ((c->eval_interval > 0 && (step + 1) % c->eval_interval == 0) || step == c->steps - 1);
 }
 
@@ -265,16 +259,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
     gt_trace_span(gt_profiler_host(&prof), "metrics (console, metrics.jsonl, TensorBoard)", "report", tr0, gt_prof_now());
-    /* one decision per step for every rank: whether rank 0's report failed
-     * and whether any rank was asked to stop (SIGTERM reaches the ranks at
-     * different moments) */
-    int64_t stop_any = o->stop && *o->stop ? *o->stop : 0;
+    /* one decision for every rank: whether rank 0's report failed */
     if (gt_dist_size() > 1) {
       gt_err mine = *err;
       rc = gt_dist_agree(rc, &mine, "reporting the step", err);
-      if (!rc) rc = gt_dist_allreduce_i64(&stop_any, 1, GT_DIST_MAX, "the stop flag", err);
-      if (rc && gt_dist_broken()) res->agreed = 0;
-      if (rc && gt_dist_broken()) goto out;
+      if (rc && gt_dist_broken()) {
+        res->agreed = 0;
+        goto out;
+      }
     }
     if (rc) {
       /* the state is good, its record is not: keep the state, then stop */
@@ -288,6 +280,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     res->steps_done = step + 1;
     if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
     if (o->test_after_step) o->test_after_step(&sm, o->test_ctx);
+    /* ... and whether any rank was asked to stop (a signal reaches the
+     * ranks at different moments; they must stop after the same step) */
+    int64_t stop_any = o->stop && *o->stop ? *o->stop : 0;
+    if (gt_dist_size() > 1 && (rc = gt_dist_allreduce_i64(&stop_any, 1, GT_DIST_MAX, "the stop flag", err))) {
+      res->agreed = 0;
+      goto out;
+    }
     int stop = stop_any != 0;
     if (gt__checkpoint_due(&cfg, step, stop)) {
       gt_report_pause(&rep);

@@ -62,9 +62,9 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
     t->mb[i] = (gt_batch){(int)gt_config_global_batch(cfg), (int)cfg->max_target_length, t->mbuf + (4 * i) * nb,
                           t->mbuf + (4 * i + 1) * nb, t->mbuf + (4 * i + 2) * nb, NULL};
   /* this process's rows: those of its devices, one block of rows_per_device
-   * each at the device's global index (a contiguous span on every layout
-   * whose rank part is outermost; otherwise the span covering them, of
-   * which only the own devices' rows are read) */
+   * each at the device's global index (one contiguous span when the rank
+   * part of the mesh is outermost on the batch's axes; otherwise the span
+   * covering them, of which each device computes only its own rows) */
   gt_mesh_rows(gt_fsdp_mesh(t->fs), (int)gt_config_global_batch(cfg), &t->row0, &t->nrows);
   *out = t;
   return GT_OK;
@@ -133,36 +133,32 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   return GT_OK;
 }
 
-/* Copies the next train (or eval) batch out of the data source's buffers:
- * this process's rows; any other row is masked out (inputs 0, targets -1),
- * as it belongs to another rank. */
-static void gt__copy_batch(gt_trainer *t, gt_batch *dst, gt_data *d, int eval) {
+/* Copies the next train (or eval) batch out of the data source's buffers.
+ * The source fills this process's rows only (gt_data_set_rows, set here
+ * on first use); over MPI ranks the other rows belong to other processes
+ * and arrive masked (input 0, target -1). */
+static gt_rc gt__copy_batch(gt_trainer *t, gt_batch *dst, gt_data *d, int eval, gt_err *err) {
+  if (d->row0 != t->row0 || d->nrows != t->nrows) gt_data_set_rows(d, t->row0, t->nrows);
   gt_batch b;
-  if (eval)
-    gt_data_next_eval(d, &b);
-  else
-    gt_data_next_train(d, &b);
-  const size_t T = (size_t)b.T, all = (size_t)b.B * T;
-  const size_t o = (size_t)t->row0 * T, n = (size_t)t->nrows * T;
-  int32_t *in = (int32_t *)dst->inputs, *tg = (int32_t *)dst->targets, *pos = (int32_t *)dst->positions;
+  gt_rc rc = eval ? gt_data_read_eval(d, &b, err) : gt_data_read_train(d, &b, err);
+  if (rc) return rc;
+  const size_t all = (size_t)b.B * (size_t)b.T, n = all * sizeof(int32_t);
   int32_t *seg = (int32_t *)dst->positions + all; /* the fourth array of this batch */
-  if (n < all) {
-    memset(in, 0, all * sizeof(int32_t));
-    memset(pos, 0, all * sizeof(int32_t));
-    memset(seg, 0, all * sizeof(int32_t));
-    for (size_t i = 0; i < all; i++) tg[i] = -1;
-  }
-  memcpy(in + o, b.inputs + o, n * sizeof(int32_t));
-  memcpy(tg + o, b.targets + o, n * sizeof(int32_t));
-  memcpy(pos + o, b.positions + o, n * sizeof(int32_t));
-  if (b.segments) memcpy(seg + o, b.segments + o, n * sizeof(int32_t));
-  dst->segments = b.segments ? seg : NULL;
+  memcpy((int32_t *)dst->inputs, b.inputs, n);
+  memcpy((int32_t *)dst->targets, b.targets, n);
+  memcpy((int32_t *)dst->positions, b.positions, n);
+  if (b.segments) memcpy(seg, b.segments, n);
+  dst->segments = b.segments ? seg : NULL; /* synthetic data has none */
+  return GT_OK;
 }
 
 gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
   int ga = (int)t->cfg.gradient_accumulation_steps;
   double t0 = t->trace ? gt_prof_now() : 0.0;
-  for (int i = 0; i < ga; i++) gt__copy_batch(t, &t->mb[i], d, 0);
+  for (int i = 0; i < ga; i++) {
+    gt_rc rc = gt__copy_batch(t, &t->mb[i], d, 0, err);
+    if (rc) return rc;
+  }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading", "data", t0, gt_prof_now(), "batches", ga, NULL);
   return gt_trainer_step(t, t->mb, ga, sm, err);
 }
@@ -179,7 +175,10 @@ gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *tot
   int n = (int)t->cfg.eval_steps;
   gt_data_eval_reset(d);
   double t0 = t->trace ? gt_prof_now() : 0.0;
-  for (int i = 0; i < n; i++) gt__copy_batch(t, &t->mb[i], d, 1);
+  for (int i = 0; i < n; i++) {
+    gt_rc rc = gt__copy_batch(t, &t->mb[i], d, 1, err);
+    if (rc) return rc;
+  }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading (eval)", "data", t0, gt_prof_now(), "batches", n, NULL);
   gt_loss_stats st = {0, 0, 0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
