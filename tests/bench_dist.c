@@ -12,9 +12,13 @@
  *                          doubling to 1 ms, without the library's progress
  *                          rule: what the rule is there to avoid
  *   MPI_Allreduce (sum)    time and algorithm bandwidth (bytes / time)
+ *   peer 20 ms late        gt_dist_exchange when rank 1 starts 20 ms after
+ *                          rank 0 (time from rank 1's start): the sleeping
+ *                          rank must get back to full speed
  * and then the CPU time rank 0 spends in gt_dist_exchange while rank 1
  * comes 300 ms late (a late peer must cost sleeps, not a spinning core).
- * `--mca btl_vader_single_copy_mechanism none` shows a machine without CMA. */
+ * `--mca btl_vader_single_copy_mechanism none` shows a machine without CMA.
+ * The figures and the rule they led to: src/dist/dist_mpi.c, wait_reqs. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 #include <stdio.h>

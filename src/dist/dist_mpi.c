@@ -59,28 +59,30 @@ enum {
  * SLEEP_MAX_NS, until progress, completion or the timeout.
  *
  * Why, measured on the 2-core dev machine (Open MPI 4.1.4, shared-memory
- * BTL 'vader', 2 ranks exchanging 64 MiB float32 both ways, tests/bench_dist.c;
- * the machine is shared, so each figure is the median of 9 exchanges, in
- * runs repeated until the load was quiet):
+ * BTL 'vader', 2 ranks exchanging 64 MiB float32 both ways; tests/bench_dist.c,
+ * medians of 15; the machine is shared, so the figures are from runs while
+ * it was quiet, and noisy runs swing 2-3x either way):
  * - CMA single copy (the default here): the receiver's one MPI_Test that
- *   matches the message copies all 64 MiB (~15 ms) and the sender finishes
- *   when it sees the FIN. gt_dist_exchange 14.6-18.2 ms against
- *   MPI_Sendrecv 14.7-18.8 ms (0.93-1.05x).
+ *   matches the message copies all 64 MiB (~13 ms) and the sender finishes
+ *   when it sees the FIN. gt_dist_exchange 13.5-14.1 ms, MPI_Sendrecv
+ *   13.9-14.2 ms.
  * - without single copy (btl_vader_single_copy_mechanism=none, what a
  *   machine that forbids ptrace between ranks gets) the message moves in
  *   32 KiB fragments, only while both sides are inside MPI. The same loop
  *   without the progress rule (busy 80 us from the start only, then the
- *   sleeps) took 765-896 ms instead of ~20 ms: every sleep stalls the
- *   pipeline. With the rule: 17.8-22.4 ms against MPI_Sendrecv 17.1-21.0.
+ *   sleeps) takes 750-770 ms: every sleep stalls the pipeline. With the
+ *   rule 16.6-16.9 ms, MPI_Sendrecv 16.4-16.6 ms. MPICH 4.0 (ch4, shared
+ *   memory) behaves the same: 20.6 ms with the rule and with MPI_Sendrecv,
+ *   147 ms without the rule.
  * - PROGRESS_NS: an idle poll takes < 0.25 us; polls that move fragments
  *   2-8 us. At 2 us part of them were missed (fine here, fragile on a
  *   faster memcpy), at 5 us the exchange took 31 ms instead of 20.
- * - PROGRESS_COLD_NS: the first poll after a sleep runs on cold caches:
- *   at a 1 us threshold 18% of them looked like progress while a peer was
- *   simply late, each restarting the busy phase; a waiting thread then used
- *   20-30 ms of CPU per 300 ms of waiting (7-10%), at 4 us 8-14 ms (3-5%).
- *   A peer that starts 20 ms late still gets the full rate once it starts
- *   (18-22 ms for the 64 MiB, both transports).
+ * - PROGRESS_COLD_NS: the first poll after a sleep runs on cold caches: at
+ *   a 1 us threshold 18% of them looked like progress while the peer was
+ *   simply late, each restarting the busy phase, and the waiting thread
+ *   used 20-30 ms of CPU per 300 ms of waiting; at 4 us it uses 6-11 ms
+ *   (2-4% of a core). A peer that starts 20 ms late still gets the full
+ *   rate once it starts (15.4-15.7 ms with CMA, 18.1 ms without).
  * - sched_yield: when the cores are oversubscribed (another job, or the
  *   rank's own compute threads), a busy phase that does not yield takes the
  *   core from the peer it waits for: under outside load 149-161 ms against
