@@ -4,10 +4,12 @@
 # tests use. Safe to run again: it installs and fetches only what is missing.
 # python3-protobuf, python3-crcmod and protobuf-compiler are the independent
 # reader of TensorBoard event files in tests/e2e_tensorboard.sh.
+# openmpi-bin and libopenmpi-dev: ranks on several processes or hosts
+# (src/dist; a build without them is one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3
-  python3-protobuf python3-crcmod protobuf-compiler"
+  python3-protobuf python3-crcmod protobuf-compiler openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -39,19 +39,23 @@ int gt_dist_launched(void);
 /* Initialises MPI when this process was launched by mpirun (else nothing:
  * one rank). Idempotent. GT_ERR_CONFIG when launched with more than one
  * rank but the build has no MPI; GT_ERR_IO when MPI_Init_thread fails or
- * gives less than MPI_THREAD_SERIALIZED. */
+ * gives less than MPI_THREAD_SERIALIZED, or the library's MPI_TAG_UB is
+ * below what the exchange's tags need (4,191,231). If the host program
+ * started MPI itself, that MPI is used as it is (and not finalized here). */
 gt_rc gt_dist_init(gt_err *err);
 /* MPI_Finalize when gt_dist_init started MPI (and no call timed out: a
  * rank that lost a peer must not wait for it in MPI_Finalize). */
 void gt_dist_finalize(void);
 /* Ends every rank of the job with `code` (MPI_Abort), or exit(code) with
  * one rank. The command line calls it after a failed collective, when
- * peers may be stuck; library code never does. */
+ * peers may be stuck; library code never does. (Open MPI's mpirun also
+ * ends the whole job, non-zero, when a rank exits without MPI_Finalize, as
+ * a broken rank does after gt_dist_finalize.) */
 void gt_dist_abort(int code);
 
 int gt_dist_rank(void);       /* 0 with one rank */
 int gt_dist_size(void);       /* 1 with one rank */
-const char *gt_dist_host(void); /* this rank's host name ("" if unknown) */
+const char *gt_dist_host(void); /* this rank's host name ("" if unknown; set by gt_dist_init) */
 /* "multiple", "serialized" (see above) or "none" (one rank). */
 const char *gt_dist_thread_level(void);
 
@@ -59,18 +63,28 @@ const char *gt_dist_thread_level(void);
 void gt_dist_set_timeout(double seconds);
 double gt_dist_timeout(void);
 /* 1 after any call has timed out or seen a transport error: the job is
- * broken and every later call fails at once. */
+ * broken and every later call fails at once, with "rank R: <what>: an
+ * earlier collective failed (<the first failure's message>)". Calls still
+ * waiting in other threads give up the same way. A refused argument
+ * (GT_ERR_ARG: bad lane, device, rank or root) does not break the job. */
 int gt_dist_broken(void);
 
 /* ---- host collectives ----
  * Called by one thread of every rank (the main thread, outside mesh runs),
  * in the same order on every rank. `what` names the call in error messages
  * ("checkpoint commit"). Results are the same bits on every rank and do not
- * depend on timing (sums are taken in rank order). */
+ * depend on timing (sums are taken in rank order). Each but bcast (root
+ * to every other rank) is an exchange of every rank's part with every
+ * other rank, so also a barrier; a timeout names the ranks whose part did
+ * not arrive ("rank 1: checkpoint commit: no data from rank 0 within 300 s
+ * (collective_timeout_seconds); is rank 0 alive?"). They use their own
+ * communicator: exchanges of device threads may run at the same time.
+ * Reductions go through the network R x 4 MiB at a time (scratch of that
+ * size, not of the buffer). */
 gt_rc gt_dist_barrier(const char *what, gt_err *err);
 /* buf[n] of every rank = root's. */
 gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err);
-/* In place, element-wise over ranks. */
+/* In place, element-wise over ranks (i64 sums wrap around). */
 gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op /* GT_DIST_SUM / MAX / MIN */, const char *what,
                             gt_err *err);
 gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err);
@@ -79,9 +93,10 @@ gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err)
 gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err);
 /* out[size * n]: rank r's n values at out[r * n]. */
 gt_rc gt_dist_allgather_i64(const int64_t *in, int n, int64_t *out, const char *what, gt_err *err);
-/* Agreement on an outcome: returns GT_OK when every rank passed GT_OK; else
- * the first failing rank's rc, with err = "rank R: <its message>" (the
- * failing rank's own err when it is this rank). */
+/* Agreement on an outcome: returns GT_OK when every rank passed GT_OK (err
+ * untouched); else the first failing rank's rc, with err = "rank R: <its
+ * message>" (the failing rank's own err when it is this rank; a failing
+ * rank without mine_err sends its rc's name). err may be mine_err. */
 gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err);
 
 enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
@@ -90,7 +105,12 @@ enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
  * One ring step of one device thread: send `send_bytes` from `send` to
  * device `to_dev` of rank `to_rank`, and receive `recv_bytes` into `recv`
  * from device `from_dev` of rank `from_rank`, both at once (either side may
- * be absent: rank -1 or 0 bytes). `lane` (0 device threads, 1 comm threads)
+ * be absent: rank -1 or 0 bytes; an absent side sends or expects no message
+ * at all, so both ends must agree, as they do when both derive the sizes
+ * from the same shapes). recv_bytes must equal the sender's send_bytes: a
+ * different size fails (GT_ERR_IO, naming both) and breaks the job. Devices
+ * (dev, to_dev, from_dev) are 0..1023. Any thread may call it, several at
+ * once. `lane` (0 device threads, 1 comm threads)
  * and the device pair select the channel, so concurrent rings of different
  * lanes and devices never match each other's messages; on one channel
  * messages arrive in the order they were sent (MPI's non-overtaking rule).
@@ -100,7 +120,10 @@ enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
  * GT_ERR_IO on timeout ("rank 0 device 1: gt_all_gather: no data from rank 1
  * device 0 within 300 s (collective_timeout_seconds); is rank 1 alive?") or
  * a transport error; the pending requests are then abandoned and
- * gt_dist_broken() is 1. */
+ * gt_dist_broken() is 1. An abandoned receive that MPI had already matched
+ * may still be written by a late peer during later MPI activity of this
+ * process: after such a failure keep `recv` alive or end the job
+ * (gt_dist_abort). */
 typedef struct gt_dist_xfer {
   const void *send;
   size_t send_bytes;
