@@ -800,3 +800,36 @@ gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err
   free(all);
   return out;
 }
+
+gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, gt_err *err) {
+  if (!mpi_on() || g.size < 2) return gt_err_set(err, GT_ERR_ARG, "gt_dist_bench_allreduce: needs 2 or more ranks");
+  if (n > INT_MAX) return gt_err_set(err, GT_ERR_ARG, "gt_dist_bench_allreduce: n = %lld; at most INT_MAX", (long long)n);
+  enum { MAXR = 64 };
+  double t[MAXR];
+  if (reps > MAXR) reps = MAXR;
+  if (reps < 1) reps = 1;
+  for (int r = 0; r < reps; r++) {
+    for (int64_t i = 0; i < n; i++) buf[i] = 1.0f;
+    /* the library's own blocking calls, as an MPI program would make them */
+    mpi_lock();
+    int rc = MPI_Barrier(g.host);
+    double t0 = MPI_Wtime();
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, g.host);
+    double t1 = MPI_Wtime();
+    mpi_unlock();
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING + 1];
+      return gt_err_set(err, GT_ERR_IO, "rank %d: MPI_Allreduce of %lld floats failed: %s", g.rank, (long long)n,
+                        mpi_errstr(rc, msg));
+    }
+    t[r] = t1 - t0;
+  }
+  for (int i = 1; i < reps; i++) /* median */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      double x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  *seconds = t[reps / 2];
+  return GT_OK;
+}
