@@ -61,7 +61,8 @@ static int bench_collectives(int devs, int64_t n, int reps, double *ar_s, double
   coll_bench b = {NULL, n, reps, NULL, NULL, NULL, NULL};
   int R = gt_dist_size();
   const int ici[3] = {1, devs, 1}, dcn[3] = {1, R, 1};
-  if (gt_mesh_create(&b.m, devs, &err) || gt_mesh_set_layout(b.m, ici, dcn, gt_dist_rank(), &err)) {
+  if (gt_dist_set_devices(devs, &err) || gt_mesh_create(&b.m, devs, &err) ||
+      gt_mesh_set_layout(b.m, ici, dcn, gt_dist_rank(), &err)) {
     fprintf(stderr, "gemtrain bench mpi: %s\n", err.msg);
     gt_mesh_destroy(b.m);
     return 1;
@@ -140,7 +141,7 @@ int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps) {
            bytes / ar / 1e9 * f_ar);
     if (R > 1) printf(" %.2fx |", ar / mpi_ar);
     printf("\n| gemtrain reduce_scatter | %.4f | %.2f | %.2f |", rs, bytes / rs / 1e9, bytes / rs / 1e9 * f_rs);
-    if (R > 1) printf(" %.2fx of its all-reduce |", rs / mpi_ar);
+    if (R > 1) printf(" %.2fx |", rs / mpi_ar);
     printf("\n");
     if (R > 1)
       printf("| MPI_Allreduce | %.4f | %.2f | %.2f | 1.00x |\n", mpi_ar, bytes / mpi_ar / 1e9, bytes / mpi_ar / 1e9 * f_ar);

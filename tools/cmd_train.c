@@ -63,7 +63,13 @@ int gt_cmd_train(int argc, char **argv) {
       if (gt_dist_rank() == 0) fprintf(stderr, "gemtrain: %s\n", err.msg);
       return gt_cli_exit_code(r);
     }
-    fprintf(stderr, "gemtrain: rank %d of %d: %s\n", gt_dist_rank(), gt_dist_size(), err.msg);
+    /* a message from the process layer already starts with "rank R: " */
+    char own[32];
+    snprintf(own, sizeof own, "rank %d: ", gt_dist_rank());
+    if (!strncmp(err.msg, own, strlen(own)))
+      fprintf(stderr, "gemtrain: rank %d of %d: %s\n", gt_dist_rank(), gt_dist_size(), err.msg + strlen(own));
+    else
+      fprintf(stderr, "gemtrain: rank %d of %d: %s\n", gt_dist_rank(), gt_dist_size(), err.msg);
     fflush(stderr);
     /* Open MPI forwards a rank's output through its daemon, and MPI_Abort
      * kills the job at once: give the line time to reach the terminal

@@ -11,8 +11,7 @@
 #include "base/threads.h"
 #include "train/train.h"
 
-/* Ranks of this host as the launcher says: Open MPI, MPICH/Hydra. */
-static int gt__local_ranks(void) {
+int gt_threads_local_ranks(void) {
   static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
   for (int i = 0; i < 2; i++) {
     const char *v = getenv(vars[i]);
@@ -26,7 +25,7 @@ int gt_threads_process_cores(void) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   if (procs < 1) procs = 1;
   /* a mask smaller than the host is the launcher's binding: ours alone */
-  int ranks = online > 0 && procs < online ? 1 : gt__local_ranks();
+  int ranks = online > 0 && procs < online ? 1 : gt_threads_local_ranks();
   int n = procs / ranks;
   return n < 1 ? 1 : n;
 }

@@ -7,5 +7,8 @@
  * unbound mask (mpirun without core binding, e.g. --oversubscribe), so
  * ranks x devices x threads never exceed the host's cores. At least 1. */
 int gt_threads_process_cores(void);
+/* MPI ranks on this host as the launcher says (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_SIZE, MPICH/Hydra's MPI_LOCALNRANKS); 1 without. */
+int gt_threads_local_ranks(void);
 
 #endif

@@ -124,6 +124,13 @@ enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
  * may still be written by a late peer during later MPI activity of this
  * process: after such a failure keep `recv` alive or end the job
  * (gt_dist_abort). */
+/* The devices of each process (the same on every rank), before the first
+ * exchange: the channels' tags are from_dev * n + to_dev, so the library's
+ * MPI_TAG_UB must reach n^2 - 1 (GT_ERR_CONFIG naming both otherwise; MPI
+ * promises only 32767, i.e. 181 devices). Until it is called, 1024 when the
+ * library allows that many. A no-op with one rank. */
+gt_rc gt_dist_set_devices(int n, gt_err *err);
+
 typedef struct gt_dist_xfer {
   const void *send;
   size_t send_bytes;

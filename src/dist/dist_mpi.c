@@ -10,7 +10,9 @@
  * Communicators: MPI_COMM_WORLD is duplicated once for the host collectives
  * and once per exchange lane, so a host collective, a device thread's ring
  * step and a comm thread's ring step can never match each other's messages.
- * Inside a lane the tag is from_dev * 4096 + to_dev. */
+ * Inside a lane the tag is from_dev * S + to_dev, S the devices per process
+ * (gt_dist_set_devices; 1024 until it is called, when the library's
+ * MPI_TAG_UB allows that many). */
 #define _POSIX_C_SOURCE 200809L
 #include "dist/dist.h"
 
@@ -30,7 +32,6 @@
 enum {
   LANES = 2,
   MAX_DEV = 1024,
-  DEV_TAG_STRIDE = 4096,
   /* host-collective tags: one per kind, so ranks that call different
    * collectives time out naming the call instead of mixing their bytes */
   TAG_BARRIER = 1,
@@ -103,6 +104,8 @@ static struct {
   int rank, size;
   int multiple;   /* MPI_THREAD_MULTIPLE: no mutex around MPI calls */
   MPI_Comm host, lane[LANES];
+  long tag_ub;    /* the library's largest tag */
+  _Atomic int stride; /* devices per process in the exchange's tags (0: not set and 1024 too many) */
   char host_name[MPI_MAX_PROCESSOR_NAME + 1];
   char init_msg[GT_ERR_MSG_MAX]; /* ST_FAILED: why, repeated on every init */
   pthread_mutex_t mpi_mu;        /* every MPI call below MPI_THREAD_MULTIPLE */
@@ -140,7 +143,10 @@ static void sleep_ns(long ns) {
 
 static const char *mpi_errstr(int code, char *buf) {
   int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", code);
+  mpi_lock();
+  int rc = MPI_Error_string(code, buf, &len);
+  mpi_unlock();
+  if (rc != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", code);
   return buf;
 }
 
@@ -212,17 +218,13 @@ static gt_rc init_mpi(gt_err *err) {
     return init_fail(err, "dist: MPI_Comm_set_errhandler failed: %s", rc);
   MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g.size);
+  /* MPI promises tags up to 32767 only (Open MPI and MPICH give far
+   * more, Intel MPI 524287): the exchange's tags need (devices per
+   * process)^2, checked by gt_dist_set_devices */
   int *tag_ub = NULL, flag = 0;
   rc = MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
-  long need = (long)(MAX_DEV - 1) * DEV_TAG_STRIDE + (MAX_DEV - 1);
-  if (rc != MPI_SUCCESS || !flag || !tag_ub || *tag_ub < need) {
-    snprintf(g.init_msg, sizeof g.init_msg,
-             "dist: this MPI library's largest tag (MPI_TAG_UB) is %d; gemtrain's exchanges need %ld "
-             "(device pairs of up to %d devices)",
-             flag && tag_ub ? *tag_ub : -1, need, MAX_DEV);
-    g.state = ST_FAILED;
-    return gt_err_set(err, GT_ERR_IO, "%s", g.init_msg);
-  }
+  g.tag_ub = rc == MPI_SUCCESS && flag && tag_ub ? *tag_ub : 32767;
+  g.stride = (long)(MAX_DEV - 1) * MAX_DEV + (MAX_DEV - 1) <= g.tag_ub ? MAX_DEV : 0;
   if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.host)) != MPI_SUCCESS)
     return init_fail(err, "dist: MPI_Comm_dup failed: %s", rc);
   for (int l = 0; l < LANES; l++)
@@ -441,7 +443,9 @@ static gt_rc wait_reqs(MPI_Request *req, const req_info *info, int n, const char
         rc = transport_err(req, info, n, i, st[k].MPI_ERROR, who, what, err);
       } else if (info[i].is_recv) {
         int count = 0;
+        mpi_lock(); /* an MPI call like any other below MPI_THREAD_MULTIPLE */
         MPI_Get_count(&st[k], MPI_BYTE, &count);
+        mpi_unlock();
         if ((size_t)count != info[i].bytes) {
           char p[64], msg[GT_ERR_MSG_MAX];
           peer_name(p, sizeof p, &info[i]);
@@ -510,6 +514,19 @@ static int post(int is_recv, void *buf, size_t bytes, int min_msgs, int rank, in
 
 /* ---- point-to-point ---- */
 
+gt_rc gt_dist_set_devices(int n, gt_err *err) {
+  if (!mpi_on()) return GT_OK;
+  if (n < 1 || n > MAX_DEV)
+    return gt_err_set(err, GT_ERR_ARG, "dist: %d devices per process; expected 1..%d", n, MAX_DEV);
+  if ((long)n * n - 1 > g.tag_ub)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "dist: this MPI library's largest tag (MPI_TAG_UB) is %ld, but %d devices per process need "
+                      "tags up to %ld (one per pair of devices); use fewer devices per process (num_devices)",
+                      g.tag_ub, n, (long)n * n - 1);
+  atomic_store(&g.stride, n);
+  return GT_OK;
+}
+
 gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *what, gt_err *err) {
   char who[64];
   what = what ? what : "gt_dist_exchange";
@@ -537,6 +554,12 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
   enum { STACK = 8 };
   MPI_Request req_s[STACK];
   req_info info_s[STACK];
+  const int stride = atomic_load(&g.stride);
+  if (stride < 1 || dev >= stride || (snd && x->to_dev >= stride) || (rcv && x->from_dev >= stride))
+    return gt_err_set(err, GT_ERR_ARG,
+                      "%s: %s: devices %d, %d and %d on a channel of %d devices per process; call "
+                      "gt_dist_set_devices with the devices per process first",
+                      who, what, dev, snd ? x->to_dev : -1, rcv ? x->from_dev : -1, stride);
   int cap = (snd ? n_msgs(x->send_bytes, 1) : 0) + (rcv ? n_msgs(x->recv_bytes, 1) : 0);
   MPI_Request *req = req_s;
   req_info *info = info_s;
@@ -551,10 +574,10 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
   int n = 0, mrc = MPI_SUCCESS;
   MPI_Comm comm = g.lane[lane];
   /* the receive first, so a message that arrives early lands in place */
-  if (rcv) mrc = post(1, x->recv, x->recv_bytes, 1, x->from_rank, x->from_dev, x->from_dev * DEV_TAG_STRIDE + dev, comm,
+  if (rcv) mrc = post(1, x->recv, x->recv_bytes, 1, x->from_rank, x->from_dev, x->from_dev * stride + dev, comm,
                       req, info, &n);
   if (snd && mrc == MPI_SUCCESS)
-    mrc = post(0, (void *)x->send, x->send_bytes, 1, x->to_rank, x->to_dev, dev * DEV_TAG_STRIDE + x->to_dev, comm,
+    mrc = post(0, (void *)x->send, x->send_bytes, 1, x->to_rank, x->to_dev, dev * stride + x->to_dev, comm,
                req, info, &n);
   gt_rc rc;
   if (mrc != MPI_SUCCESS) {

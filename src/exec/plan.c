@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/threads.h"
 #include "mesh/mesh.h"
 #include "model/layer.h"
 #include "model/model.h"
@@ -282,7 +283,8 @@ int64_t gt_plan_memory_limit(const gt_config *c) {
   while (f && fgets(line, sizeof line, f))
     if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
   if (f) fclose(f);
-  return kb > 0 ? kb * 1024 : INT64_MAX;
+  /* MPI ranks on one host share its memory: each gets its part */
+  return kb > 0 ? kb * 1024 / gt_threads_local_ranks() : INT64_MAX;
 }
 
 static double gt__mib(int64_t b) { return (double)b / 1048576.0; }

@@ -281,6 +281,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   f->dp = ici[0] * dcn[0];
   f->fs = ici[1] * dcn[1];
   f->ep = ici[2] * dcn[2];
+  if (!measure && f->R > 1 && (rc = gt_dist_set_devices(f->N, err))) goto fail;
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
   if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_rank(), err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
@@ -646,6 +647,11 @@ static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
   }
   int ok = f->export_buf != NULL;
   for (int i = 0; ok && i < f->N; i++) ok = f->export_buf[i] != NULL;
+  if (f->R > 1) { /* the export is collective: every rank or none */
+    gt_err mine;
+    gt_err_set(&mine, GT_ERR_NOMEM, "fsdp: no memory to gather the state for export");
+    ok = gt_dist_agree(ok ? GT_OK : GT_ERR_NOMEM, &mine, "gathering the state for export", err) == GT_OK;
+  }
   if (ok) {
     /* over ranks each process writes the pieces its devices hold into a
      * zeroed buffer, and a bitwise OR assembles them (exact: each element
@@ -655,8 +661,13 @@ static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
     f->export_which = which;
     gt_mesh_run(f->mesh, gt__run_export, f);
     rc = gt_mesh_take_error(f->mesh, err);
-    if (!rc && f->R > 1)
-      rc = gt_dist_allreduce_bor((uint32_t *)out, f->n_params, "assembling the full state", err);
+    if (f->R > 1) {
+      gt_err mine = *err;
+      rc = gt_dist_agree(rc, &mine, "gathering the state for export", err);
+      if (!rc) rc = gt_dist_allreduce_bor((uint32_t *)out, f->n_params, "assembling the full state", err);
+    }
+  } else if (f->R > 1) {
+    rc = err->rc ? err->rc : GT_ERR_NOMEM; /* the agreement's message names the rank */
   } else {
     rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to gather the state for export");
   }

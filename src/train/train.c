@@ -118,9 +118,19 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
   }
 }
 
+/* Over MPI ranks: every rank learns whether any failed (the lowest failing
+ * rank's error, on all); one rank: rc as it is. Called by every rank at the
+ * same point, after anything that may fail on one rank alone, before the
+ * next collective, so no rank waits for a peer that already gave up. */
+static gt_rc gt__agree(gt_rc rc, const char *what, gt_err *err) {
+  if (gt_dist_size() == 1) return rc;
+  gt_err mine = *err;
+  return gt_dist_agree(rc, &mine, what, err);
+}
+
 /* The closing text sample, on the host from the gathered parameters. */
 static gt_rc gt__sample(gt_report *r, gt_trainer *tr, gt_model *m, gt_mem *mem, const gt_config *c, gt_err *err) {
-  gt_rc rc = gt_model_alloc(m, mem, err);
+  gt_rc rc = gt__agree(gt_model_alloc(m, mem, err), "the sample's parameters", err);
   /* gathering the parameters is collective: every rank takes part; rank 0 decodes */
   if (!rc) rc = gt_fsdp_full_params(gt_trainer_fsdp(tr), m->params, err);
   if (!rc && gt_dist_rank() != 0) return GT_OK;
@@ -187,8 +197,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
-  if (rc || (rc = gt_config_validate(&cfg, err)) || (rc = gt__check_plan(&cfg, out, &planned_peak, err)) ||
-      (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, err))) {
+  if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, err);
+  /* the model source, the config and the plan (which reads this host's free
+   * memory) may fail on one rank alone: every rank learns it */
+  rc = gt__agree(rc, "checking the config and the plan", err);
+  if (rc || (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, err))) {
     gt_run_lock_release(&lock);
     free(src);
     return rc;
@@ -224,11 +237,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (!(rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err)) && primary)
       rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
   }
-  if (gt_dist_size() > 1) {
-    gt_err mine = *err;
-    rc = gt_dist_agree(rc, &mine, "setting up the run", err);
-  }
-  if (rc) goto out;
+  if ((rc = gt__agree(rc, "setting up the run", err))) goto out;
   res->start_step = start;
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
@@ -261,8 +270,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_trace_span(gt_profiler_host(&prof), "metrics (console, metrics.jsonl, TensorBoard)", "report", tr0, gt_prof_now());
     /* one decision for every rank: whether rank 0's report failed */
     if (gt_dist_size() > 1) {
-      gt_err mine = *err;
-      rc = gt_dist_agree(rc, &mine, "reporting the step", err);
+      rc = gt__agree(rc, "reporting the step", err);
       if (rc && gt_dist_broken()) {
         res->agreed = 0;
         goto out;
@@ -295,7 +303,9 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       gt_trace_span(gt_profiler_host(&prof), "checkpoint write", "checkpoint", t0, gt_prof_now());
       last_saved = step + 1;
     }
-    if ((rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err))) goto out;
+    rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err);
+    if (cfg.profiler[0] && (rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
+    if (rc) goto out;
     if (pline[0]) gt_report_note(&rep, "%s\n", pline);
     if (stop) {
       res->interrupted = 1;
@@ -312,9 +322,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
                    res->skipped_steps, res->steps_done - res->start_step);
-  if ((rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err))) goto out;
+  rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err);
+  if ((rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
   if (pline[0]) gt_report_note(&rep, "%s\n", pline);
-  if (primary && (rc = gt_report_plot(&rep, err))) goto out;
+  if (primary) rc = gt_report_plot(&rep, err);
+  if ((rc = gt__agree(rc, "the plot (rank 0)", err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
   if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);

@@ -37,8 +37,16 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
      * ranks every rank assembles it (collective) and rank 0 writes it */
     int64_t n = s->m->n_params;
     host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
-    if (!host) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters", (long long)n);
-    gt_rc rc0 = gt_fsdp_full_state(fs, host, host + n, host + 2 * n, err);
+    gt_rc rc0 = host ? GT_OK
+                     : gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters",
+                                  (long long)n);
+    /* the assembly is collective: a rank without the buffer must not leave
+     * the others waiting in it */
+    if (R > 1) {
+      gt_err mine = *err;
+      rc0 = gt_dist_agree(rc0, &mine, "assembling the checkpoint", err);
+    }
+    if (!rc0) rc0 = gt_fsdp_full_state(fs, host, host + n, host + 2 * n, err);
     if (rc0) {
       gt_mem_free(s->mem, host);
       return rc0;
