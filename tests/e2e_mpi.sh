@@ -93,6 +93,21 @@ mpi 2 "$bin" train "${tiny[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=r2
   { cat "$work/r2x2.log"; fail "2 ranks x 2 devices"; }
 "$bin" train "${tiny[@]}" num_devices=4 run_name=r1x4 > "$work/r1x4.log" 2>&1 || { cat "$work/r1x4.log"; fail "1 x 4"; }
 compare r2x2 r1x4
+# the plan's bytes per step, in all and to other ranks (busiest device), are what the runs measured
+for r in "r2x1 1" "r2x2 2"; do
+  set -- $r
+  "$bin" plan --json "${tiny[@]}" num_devices=$2 dcn_fsdp_parallelism=2 > "$work/plan_$1.json"
+  python3 - "$work/plan_$1.json" "$work/runs/$1/metrics.jsonl" <<'PY' || fail "plan and run disagree on bytes for $1"
+import json, sys
+p = json.load(open(sys.argv[1]))
+m = [json.loads(l) for l in open(sys.argv[2])]
+assert p["num_ranks"] == 2, p["num_ranks"]
+for s in m:
+    assert s["comm_bytes"] == p["comm_bytes_per_step_per_device"], (s["comm_bytes"], p["comm_bytes_per_step_per_device"])
+    assert s["comm_bytes_dcn"] == p["comm_bytes_dcn_per_step_per_device"], (s["comm_bytes_dcn"], p["comm_bytes_dcn_per_step_per_device"])
+    assert s["comm_seconds"] > 0
+PY
+done
 # rank 0 alone prints: one step line per step
 [ "$(grep -c '^completed step: ' "$work/r2x1.log")" = 10 ] || fail "the step lines are not printed once"
 

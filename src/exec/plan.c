@@ -207,8 +207,9 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. A device's bytes of a collective
      * cross to another rank when its ring successor in that group lives
-     * there (src/mesh.h: ranks are the outer part of each axis). The busiest
-     * device of the global mesh counts, for both totals. */
+     * there (src/mesh.h: ranks are the outer part of each axis). The plan is
+     * rank 0's: the busiest of its devices counts, for both totals (what
+     * its run reports). */
     int G = N * p->n_ranks, F = ax[1], D = ax[0], E = ax[2];
     int64_t Bd = gt_config_global_batch(c) / G, Tn = c->max_target_length;
     for (int dv = 0; dv < G; dv++) {
@@ -216,6 +217,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
       int e = dv % E, r = dv / E % F, dr = dv / (E * F);
       /* whether the ring successor in each group is on another rank */
       int me = gt__rank_of(ici, dcn, ax, dv);
+      if (me != 0) continue;
       int x_f = gt__rank_of(ici, dcn, ax, (dr * F + (r + 1) % F) * E + e) != me;
       int x_d = gt__rank_of(ici, dcn, ax, (((dr + 1) % D) * F + r) * E + e) != me;
       int x_e = gt__rank_of(ici, dcn, ax, (dr * F + r) * E + (e + 1) % E) != me;
@@ -322,11 +324,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   if (p->n_ranks > 1)
     fprintf(f, "  over %d MPI ranks of %d device%s each (%d devices); the figures above and below are one rank's, per "
                "device (the busiest): state shards %.1f MiB, gathered weights up to %.1f MiB (%s scope%s), %.1f MiB "
-               "sent per step, of which %.1f MiB to other ranks and %.1f MiB inside the process; each rank %.1f MiB\n",
+               "sent per step inside the process and to other ranks, up to %.1f MiB of it to other ranks (a device "
+               "whose ring successor is on another rank); each rank %.1f MiB\n",
             p->n_ranks, p->n_devices, p->n_devices > 1 ? "s" : "", p->n_ranks * p->n_devices,
             gt__mib(p->shard_state_bytes), gt__mib(p->gathered_peak), c->remat_scope, c->prefetch ? ", prefetch" : "",
             gt__mib(p->comm_bytes_per_step), gt__mib(p->comm_bytes_dcn_per_step),
-            gt__mib(p->comm_bytes_per_step - p->comm_bytes_dcn_per_step),
             gt__mib(p->n_devices * (p->peak_total + p->host_peak)));
   else if (p->n_devices > 1)
     fprintf(f, "  sharded over %d devices; the figures above are per device (the busiest): state shards %.1f MiB, "
