@@ -564,6 +564,8 @@ START_TEST(test_jsonl_refusals) {
        "line 1: messages[0] has 'role' a string and 'content' a number; expected two strings"},
       {"{\"messages\": \"hi\"}\n", "chat", "line 1: field 'messages' is a string; expected an array of messages"},
       {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "chat", "line 1: field 'messages' has no model turn"},
+      /* cJSON would end the string at the NUL and drop the rest silently */
+      {"{\"text\": \"a\"}\n{\"text\": \"ab\\u0000cd\"}\n", NULL, "line 2: a NUL character at column 13"},
   };
   char *dir = gt_test_mkdtemp("refuse");
   gt_mem mem;

@@ -68,6 +68,9 @@ static gt_rc gt__next_line(gt_jsonl *r, int *got, gt_err *err) {
       int k = gzread((gzFile)r->gz, r->buf, GT__JSONL_CHUNK);
       int zerr = 0;
       const char *zmsg = gzerror((gzFile)r->gz, &zerr);
+      /* zlib's message starts with the path, which ours names already */
+      size_t pl = strlen(r->path);
+      if (zerr != Z_ERRNO && zmsg && !strncmp(zmsg, r->path, pl) && !strncmp(zmsg + pl, ": ", 2)) zmsg += pl + 2;
       if (k < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR))
         return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: cannot be read: %s", r->path,
                           (long long)r->line_no + 1, zerr == Z_ERRNO ? strerror(errno) : zmsg);
@@ -111,6 +114,20 @@ static const char *gt__json_type(const cJSON *v) {
   return "an object";
 }
 
+/* cJSON keeps strings NUL-terminated, so a NUL in one (a raw 0 byte or a
+ * \u0000 escape) would cut the text there without a word: the NUL's column
+ * (1-based), or 0 when there is none. Outside strings a backslash or a 0
+ * byte is malformed JSON, which the parser has refused already. */
+static size_t gt__nul_at(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\0') return i + 1;
+    if (s[i] != '\\') continue;
+    if (i + 5 < n && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) return i + 1;
+    i++; /* the escaped character, which may be a backslash */
+  }
+  return 0;
+}
+
 gt_rc gt_jsonl_next(gt_jsonl *r, cJSON **rec, gt_err *err) {
   *rec = NULL;
   for (;;) {
@@ -142,6 +159,13 @@ gt_rc gt_jsonl_next(gt_jsonl *r, cJSON **rec, gt_err *err) {
       cJSON_Delete(v);
       return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: the line is %s; expected a JSON object", r->path,
                         (long long)r->line_no, t);
+    }
+    size_t nul = gt__nul_at(s, n);
+    if (nul) {
+      cJSON_Delete(v);
+      return gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: a NUL character at column %zu; a document cannot hold one", r->path,
+                        (long long)r->line_no, nul);
     }
     *rec = v;
     return GT_OK;
