@@ -148,8 +148,10 @@ int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps) {
     printf("\n");
     fflush(stdout);
   }
-  /* 2. training throughput, the same global batch on every layout */
-  long long gb = gt_config_global_batch(&cfg);
+  /* 2. training throughput, the same global batch on every layout: the
+   * config's per_device_batch_size for 2 devices (R of them under mpirun) */
+  const int ndev = R > 1 ? R : 2;
+  long long gb = llround(cfg.per_device_batch_size * ndev);
   struct { int dev, threads; } runs[2] = {{1, 1}, {1, 1}};
   int nruns = 1;
   if (R == 1) runs[0].dev = 2, runs[1].threads = 2, nruns = 2;
