@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "mesh/mesh.h"
+
 uint64_t gt_test_rand_u64(uint64_t *s) {
   uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
   x ^= x >> 12;
@@ -307,4 +309,22 @@ void gt_test_remat_config(gt_config *c, const char *model, const char *policy, c
   const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
                       p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh};
   gt_test_config(c, 12, ov);
+}
+
+float *gt_test_shard_of(const gt_model *m, const float *full, int r, int S) {
+  int64_t n = 0;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+    int64_t off, cnt;
+    gt_model_unit(m, u, &off, &cnt);
+    n += gt_shard_len(cnt, S, r);
+  }
+  float *out = malloc(sizeof(float) * (size_t)(n ? n : 1)), *o = out;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+    int64_t off, cnt;
+    gt_model_unit(m, u, &off, &cnt);
+    int64_t b = gt_shard_begin(cnt, S, r), k = gt_shard_len(cnt, S, r);
+    memcpy(o, full + off + b, sizeof(float) * (size_t)k);
+    o += k;
+  }
+  return out;
 }

@@ -95,6 +95,9 @@ void gt_test_remat_config(gt_config *c, const char *model, const char *policy, c
                           const char *pattern, int shared);
 /* gt_model_build of c; asserts it builds, showing the error. */
 void gt_test_model_build(gt_model *m, const gt_config *c);
+/* Shard r of S of a full parameter-layout buffer, unit by unit (what a
+ * device of an S-way fsdp axis holds, what a checkpoint shard stores); free(). */
+float *gt_test_shard_of(const gt_model *m, const float *full, int r, int S);
 /* Every norm weight (the 1-d tensors) uniform in [-0.3, 0.3) from *state,
  * so the (1 + w) path matters; plus 1 when the model stores the scale
  * itself (Gemma 4, norm_offset 0) and around_one is set. */

@@ -44,29 +44,11 @@ static void fixture_free(fixture *f) {
   gt_model_free(&f->m);
 }
 
-/* shard r of S of a full buffer, unit by unit (what a device holds) */
-static float *shard_of(const gt_model *m, const float *full, int r, int S) {
-  int64_t n = 0;
-  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
-    int64_t off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
-    n += gt_shard_len(cnt, S, r);
-  }
-  float *out = malloc(sizeof(float) * (size_t)(n ? n : 1)), *o = out;
-  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
-    int64_t off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
-    int64_t b = gt_shard_begin(cnt, S, r), k = gt_shard_len(cnt, S, r);
-    memcpy(o, full + off + b, sizeof(float) * (size_t)k);
-    o += k;
-  }
-  return out;
-}
 
 static gt_rc save_sharded(fixture *f, const char *root, int64_t step, int S, int level, int64_t keep, gt_err *e) {
   float *ps[8], *ms[8], *ns[8];
   for (int r = 0; r < S; r++)
-    ps[r] = shard_of(&f->m, f->p, r, S), ms[r] = shard_of(&f->m, f->mu, r, S), ns[r] = shard_of(&f->m, f->nu, r, S);
+    ps[r] = gt_test_shard_of(&f->m, f->p, r, S), ms[r] = gt_test_shard_of(&f->m, f->mu, r, S), ns[r] = gt_test_shard_of(&f->m, f->nu, r, S);
   gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
   gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3};
   gt_rc rc = gt_ckpt_save(root, &f->m, &src, &st, "{\"steps\": 7}", level, keep, e);

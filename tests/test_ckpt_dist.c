@@ -110,24 +110,6 @@ static void fixture_free(fixture *f) {
   gt_model_free(&f->m);
 }
 
-/* shard r of S of a full buffer, unit by unit (what a device holds) */
-static float *shard_of(const gt_model *m, const float *full, int r, int S) {
-  int64_t n = 0;
-  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
-    int64_t off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
-    n += gt_shard_len(cnt, S, r);
-  }
-  float *out = malloc(sizeof(float) * (size_t)(n ? n : 1)), *o = out;
-  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
-    int64_t off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
-    int64_t b = gt_shard_begin(cnt, S, r), k = gt_shard_len(cnt, S, r);
-    memcpy(o, full + off + b, sizeof(float) * (size_t)k);
-    o += k;
-  }
-  return out;
-}
 
 static gt_ckpt_state state_of(int64_t step, int S) { return (gt_ckpt_state){step, step - 1, {3, 17}, S, S, 1e-3}; }
 
@@ -135,7 +117,7 @@ static gt_ckpt_state state_of(int64_t step, int S) { return (gt_ckpt_state){step
 static void save_one_process(fixture *f, const char *root, int64_t step, int S, int level) {
   float *ps[MAXS], *ms[MAXS], *ns[MAXS];
   for (int r = 0; r < S; r++)
-    ps[r] = shard_of(&f->m, f->p, r, S), ms[r] = shard_of(&f->m, f->mu, r, S), ns[r] = shard_of(&f->m, f->nu, r, S);
+    ps[r] = gt_test_shard_of(&f->m, f->p, r, S), ms[r] = gt_test_shard_of(&f->m, f->mu, r, S), ns[r] = gt_test_shard_of(&f->m, f->nu, r, S);
   gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
   gt_ckpt_state st = state_of(step, S);
   gt_err e;
@@ -167,9 +149,9 @@ static void *rank_main(void *arg) {
   const float *ps[MAXS] = {0}, *ms[MAXS] = {0}, *ns[MAXS] = {0};
   for (int r = 0; r < S; r++)
     if (j->held >> r & 1) {
-      float *nu = shard_of(&j->f->m, j->f->nu, r, S);
+      float *nu = gt_test_shard_of(&j->f->m, j->f->nu, r, S);
       if (j->poison) nu[5] = NAN;
-      ps[r] = shard_of(&j->f->m, j->f->p, r, S), ms[r] = shard_of(&j->f->m, j->f->mu, r, S), ns[r] = nu;
+      ps[r] = gt_test_shard_of(&j->f->m, j->f->p, r, S), ms[r] = gt_test_shard_of(&j->f->m, j->f->mu, r, S), ns[r] = nu;
     }
   const float *mus[MAXS] = {0};
   for (int r = 0; r < S && !j->half; r++) mus[r] = ms[r];
@@ -504,7 +486,7 @@ START_TEST(test_bad_arguments) {
   fixture f;
   fixture_make(&f, 28);
   char *root = gt_test_mkdtemp("ckptd_args");
-  float *p0 = shard_of(&f.m, f.p, 0, 2), *m0 = shard_of(&f.m, f.mu, 0, 2), *n0 = shard_of(&f.m, f.nu, 0, 2);
+  float *p0 = gt_test_shard_of(&f.m, f.p, 0, 2), *m0 = gt_test_shard_of(&f.m, f.mu, 0, 2), *n0 = gt_test_shard_of(&f.m, f.nu, 0, 2);
   const float *ps[2] = {p0, NULL}, *ms[2] = {m0, NULL}, *ns[2] = {n0, NULL};
   gt_ckpt_src src = {2, ps, ms, ns};
   gt_ckpt_state st = state_of(10, 2);

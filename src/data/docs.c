@@ -153,16 +153,6 @@ void gt_doc_format_name(const gt_doc_format *f, char *buf, size_t n) {
     snprintf(buf, n, "chat field '%s' (Gemma's chat template)", f->col[0]);
 }
 
-static const char *gt__type_name(const cJSON *v) {
-  if (!v) return "absent";
-  if (cJSON_IsArray(v)) return "an array";
-  if (cJSON_IsObject(v)) return "an object";
-  if (cJSON_IsNumber(v)) return "a number";
-  if (cJSON_IsBool(v)) return "a boolean";
-  if (cJSON_IsNull(v)) return "null";
-  return "a string";
-}
-
 /* The field names of a record, for "no field" errors. */
 static void gt__field_list(const cJSON *rec, char *buf, size_t n) {
   size_t o = 0;
@@ -176,19 +166,20 @@ static void gt__field_list(const cJSON *rec, char *buf, size_t n) {
   if (!k) snprintf(buf, n, "none");
 }
 
+static gt_rc gt__no_field(const cJSON *rec, const char *name, const char *file, int64_t line, gt_err *err) {
+  char have[400];
+  gt__field_list(rec, have, sizeof have);
+  return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s",
+                    file, (long long)line, name, have);
+}
+
 static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *file, int64_t line, const char **s,
                               gt_err *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, name);
-  if (!v) {
-    char have[400];
-    gt__field_list(rec, have, sizeof have);
-    return gt_err_set(err, GT_ERR_FORMAT,
-                      "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s", file,
-                      (long long)line, name, have);
-  }
+  if (!v) return gt__no_field(rec, name, file, line, err);
   if (!cJSON_IsString(v) || !v->valuestring)
     return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is %s; expected a string", file,
-                      (long long)line, name, gt__type_name(v));
+                      (long long)line, name, gt_json_type_name(v));
   *s = v->valuestring;
   return GT_OK;
 }
@@ -207,16 +198,10 @@ static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const 
                              int64_t line, gt_tokvec *out, int64_t *n_loss, gt_err *err) {
   const char *name = f->col[0];
   const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(rec, name);
-  if (!msgs) {
-    char have[400];
-    gt__field_list(rec, have, sizeof have);
-    return gt_err_set(err, GT_ERR_FORMAT,
-                      "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s", file,
-                      (long long)line, name, have);
-  }
+  if (!msgs) return gt__no_field(rec, name, file, line, err);
   if (!cJSON_IsArray(msgs))
     return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is %s; expected an array of messages",
-                      file, (long long)line, name, gt__type_name(msgs));
+                      file, (long long)line, name, gt_json_type_name(msgs));
   int nm = cJSON_GetArraySize(msgs);
   if (nm == 0)
     return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is an empty conversation", file,
@@ -235,11 +220,11 @@ static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const 
                 *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsObject(m))
       return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] is %s; expected a message object", file,
-                        (long long)line, name, k, gt__type_name(m));
+                        (long long)line, name, k, gt_json_type_name(m));
     if (!cJSON_IsString(role) || !cJSON_IsString(content))
       return gt_err_set(err, GT_ERR_FORMAT,
                         "data: '%s' line %lld: %s[%d] has 'role' %s and 'content' %s; expected two strings", file,
-                        (long long)line, name, k, gt__type_name(role), gt__type_name(content));
+                        (long long)line, name, k, gt_json_type_name(role), gt_json_type_name(content));
     const char *r = role->valuestring, *s = content->valuestring;
     size_t sn = strlen(s);
     if (!strcmp(r, "system")) {

@@ -48,6 +48,9 @@ gt_rc gt_jsonl_open(gt_jsonl *r, const char *path, gt_err *err);
  * damaged gzip stream, is refused naming the file and line. */
 gt_rc gt_jsonl_next(gt_jsonl *r, struct cJSON **rec, gt_err *err);
 void gt_jsonl_close(gt_jsonl *r);
+/* What a JSON value is, for messages: "an array", "a string", ... ("absent"
+ * for NULL). */
+const char *gt_json_type_name(const struct cJSON *v);
 
 /* ---- tokens of a record ---- */
 /* The bit of a held token that keeps it out of the loss (an SFT prompt):

@@ -105,13 +105,14 @@ static gt_rc gt__next_line(gt_jsonl *r, int *got, gt_err *err) {
   return GT_OK;
 }
 
-static const char *gt__json_type(const cJSON *v) {
+const char *gt_json_type_name(const cJSON *v) {
+  if (!v) return "absent";
   if (cJSON_IsArray(v)) return "an array";
-  if (cJSON_IsString(v)) return "a string";
+  if (cJSON_IsObject(v)) return "an object";
   if (cJSON_IsNumber(v)) return "a number";
   if (cJSON_IsBool(v)) return "a boolean";
   if (cJSON_IsNull(v)) return "null";
-  return "an object";
+  return "a string";
 }
 
 /* cJSON keeps strings NUL-terminated, so a NUL in one (a raw 0 byte or a
@@ -155,7 +156,7 @@ gt_rc gt_jsonl_next(gt_jsonl *r, cJSON **rec, gt_err *err) {
                         r->path, (long long)r->line_no, (long)(end - s) + 1);
     }
     if (!cJSON_IsObject(v)) {
-      const char *t = gt__json_type(v);
+      const char *t = gt_json_type_name(v);
       cJSON_Delete(v);
       return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: the line is %s; expected a JSON object", r->path,
                         (long long)r->line_no, t);

@@ -485,6 +485,17 @@ static gt_rc wait_reqs(MPI_Request *req, const req_info *info, int n, const char
 }
 
 /* Messages of one transfer: ceil(bytes / MSG_MAX), at least `min`. */
+/* After posting n requests (mrc: how the last post went): wait for them,
+ * or on a failed post abandon what was posted and break the job. */
+static gt_rc settle(MPI_Request *req, const req_info *info, int n, int mrc, const char *who, const char *what,
+                    gt_err *err) {
+  if (mrc == MPI_SUCCESS) return wait_reqs(req, info, n, who, what, err);
+  char es[MPI_MAX_ERROR_STRING], msg[GT_ERR_MSG_MAX];
+  snprintf(msg, sizeof msg, "%s: %s: posting a transfer failed: %s", who, what, mpi_errstr(mrc, es));
+  abandon(req, info, n);
+  return set_broken(err, GT_ERR_IO, msg);
+}
+
 static int n_msgs(size_t bytes, int min) {
   size_t m = (bytes + MSG_MAX - 1) / MSG_MAX;
   return m < (size_t)min ? min : (int)m;
@@ -579,15 +590,7 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
   if (snd && mrc == MPI_SUCCESS)
     mrc = post(0, (void *)x->send, x->send_bytes, 1, x->to_rank, x->to_dev, dev * stride + x->to_dev, comm,
                req, info, &n);
-  gt_rc rc;
-  if (mrc != MPI_SUCCESS) {
-    char es[MPI_MAX_ERROR_STRING], msg[GT_ERR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s: %s: posting a transfer failed: %s", who, what, mpi_errstr(mrc, es));
-    abandon(req, info, n);
-    rc = set_broken(err, GT_ERR_IO, msg);
-  } else {
-    rc = wait_reqs(req, info, n, who, what, err);
-  }
+  gt_rc rc = settle(req, info, n, mrc, who, what, err);
   if (req != req_s) free(req), free(info);
   return rc;
 }
@@ -625,15 +628,7 @@ static gt_rc host_allgather(const void *mine, void *all, size_t bytes, int tag, 
   }
   for (int k = 1; k < R && mrc == MPI_SUCCESS; k++) /* the next ranks first: spreads the load */
     mrc = post(0, bytes ? base + (size_t)me * bytes : NULL, bytes, 1, (me + k) % R, -1, tag, g.host, req, info, &n);
-  gt_rc rc;
-  if (mrc != MPI_SUCCESS) {
-    char es[MPI_MAX_ERROR_STRING], msg[GT_ERR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s: %s: posting a transfer failed: %s", who, what, mpi_errstr(mrc, es));
-    abandon(req, info, n);
-    rc = set_broken(err, GT_ERR_IO, msg);
-  } else {
-    rc = wait_reqs(req, info, n, who, what, err);
-  }
+  gt_rc rc = settle(req, info, n, mrc, who, what, err);
   free(req), free(info);
   return rc;
 }
@@ -668,14 +663,7 @@ gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err 
       mrc = post(0, buf, bytes, 1, (me + k) % R, -1, TAG_BCAST, g.host, req, info, &n);
   else
     mrc = post(1, buf, bytes, 1, root, -1, TAG_BCAST, g.host, req, info, &n);
-  if (mrc != MPI_SUCCESS) {
-    char es[MPI_MAX_ERROR_STRING], msg[GT_ERR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s: %s: posting a transfer failed: %s", who, what, mpi_errstr(mrc, es));
-    abandon(req, info, n);
-    rc = set_broken(err, GT_ERR_IO, msg);
-  } else {
-    rc = wait_reqs(req, info, n, who, what, err);
-  }
+  rc = settle(req, info, n, mrc, who, what, err);
   free(req), free(info);
   return rc;
 }
