@@ -1073,8 +1073,12 @@ static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
   for (int s = 1; s < G; s++) {
     int c = gt__mod(r - 1 - s, G), cn = gt__mod(r - s, G);
     int64_t len = skip ? 0 : gt_shard_len(n, G, c), nlen = skip ? 0 : gt_shard_len(n, G, cn);
-    const char *snd = s == 1 ? in + (size_t)gt_shard_begin(n, G, cn) * es : me->scratch + (size_t)((s - 1) & 1) * half;
-    char *dst = s == G - 1 ? out_own : me->scratch + (size_t)(s & 1) * half;
+    /* formed only when data moves: a skipped step (len = nlen = 0) may
+     * have n out of range and no scratch */
+    const char *snd = nlen == 0 ? NULL
+                      : s == 1  ? in + (size_t)gt_shard_begin(n, G, cn) * es
+                                : me->scratch + (size_t)((s - 1) & 1) * half;
+    char *dst = len == 0 ? NULL : s == G - 1 ? out_own : me->scratch + (size_t)(s & 1) * half;
     if (!prev.slot) {
       /* the predecessor's chunk arrives in pieces small enough to stay in
        * cache until they are added (one piece of rbuf, reused), so a
@@ -1085,7 +1089,8 @@ static void gt__rs_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
       for (int64_t k = 0; k < np; k++) {
         int64_t o = k * pe, rl = len - o < pe ? (len - o > 0 ? len - o : 0) : pe;
         int64_t sl = nlen - o < pe ? (nlen - o > 0 ? nlen - o : 0) : pe;
-        *dcn += gt__link(m, x, &next, snd + (size_t)o * es, (size_t)sl * es, &prev, me->rbuf, (size_t)rl * es, what);
+        *dcn += gt__link(m, x, &next, sl > 0 ? snd + (size_t)o * es : NULL, (size_t)sl * es, &prev, me->rbuf,
+                         (size_t)rl * es, what);
         if (rl > 0) gt__add(dst + (size_t)o * es, me->rbuf, in + (size_t)(beg + o) * es, rl, t);
       }
       gt__barrier_wait(x->bar);
@@ -1118,9 +1123,10 @@ static void gt__ag_steps(gt_mesh *m, const gt__grp *x, const char *in, char *out
     int c = gt__mod(r - 1 - s, G), cn = gt__mod(r - s, G);
     int64_t len = skip ? 0 : gt_shard_len(n, G, c), nlen = skip ? 0 : gt_shard_len(n, G, cn);
     int64_t beg = gt_shard_begin(n, G, c);
-    if (!prev.slot || !next.slot) {
-      const char *snd = s == 0 && !own_in_out ? in : out + (size_t)gt_shard_begin(n, G, cn) * es;
-      *dcn += gt__link(m, x, &next, snd, (size_t)nlen * es, &prev, out + (size_t)beg * es, (size_t)len * es, what);
+    if (!prev.slot || !next.slot) { /* pointers formed only for data that moves (see gt__rs_steps) */
+      const char *snd = nlen == 0 ? NULL : s == 0 && !own_in_out ? in : out + (size_t)gt_shard_begin(n, G, cn) * es;
+      *dcn += gt__link(m, x, &next, snd, (size_t)nlen * es, &prev, len > 0 ? out + (size_t)beg * es : NULL,
+                       (size_t)len * es, what);
     }
     if (len > 0 && prev.slot) {
       const char *src = s == 0 && !own_in_out ? (const char *)prev.slot->pub_in
