@@ -975,6 +975,22 @@ static int64_t gt__max_chunk(int64_t n, int G) { return n / G + (n % G != 0); }
  * failure is recorded before that barrier, so its verdict skips the
  * collective on every member and nobody reads the missing scratch; with an
  * error already recorded the collective is skipped anyway, so no grow. */
+/* Grows a per-slot buffer to `need` bytes (kept for later calls); a failure
+ * becomes the mesh's error, before the publish barrier (see below). */
+static void gt__grow_buf(gt_mesh *m, char **buf, size_t *cap, size_t need, int id, const char *who, const char *what,
+                         int64_t n, int G) {
+  if (need <= *cap) return;
+  free(*buf);
+  *cap = 0;
+  *buf = malloc(need);
+  if (!*buf) {
+    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: out of memory for %zu bytes of %s (n = %lld over %d devices)", id, who,
+             need, what, (long long)n, G);
+    return;
+  }
+  *cap = need;
+}
+
 static void gt__grow_scratch(gt_mesh *m, gt__slot *sl, int id, int64_t n, int G, gt__dtype t, const char *who) {
   if (G < 3 || atomic_load(&m->failed)) return; /* accumulators only between the first and last step */
   const size_t es = gt__esize(t);
@@ -985,17 +1001,7 @@ static void gt__grow_scratch(gt_mesh *m, gt__slot *sl, int id, int64_t n, int G,
              who, (long long)n, G);
     return;
   }
-  size_t need = 2 * (size_t)chunk * es;
-  if (need <= sl->scratch_cap) return;
-  free(sl->scratch);
-  sl->scratch_cap = 0;
-  sl->scratch = malloc(need);
-  if (!sl->scratch) {
-    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: out of memory for %zu bytes of reduce scratch (n = %lld over %d devices)",
-             id, who, need, (long long)n, G);
-    return;
-  }
-  sl->scratch_cap = need;
+  gt__grow_buf(m, &sl->scratch, &sl->scratch_cap, 2 * (size_t)chunk * es, id, who, "reduce scratch", n, G);
 }
 
 /* dst[i] = a[i] + b[i]. dst may be b itself (all-reduce's last step), so no
@@ -1013,27 +1019,14 @@ static void gt__add(void *dst, const void *a, const void *b, int64_t k, gt__dtyp
 }
 
 /* The receive buffer for a chunk from a predecessor on another rank (one
- * of the largest chunk), grown like the scratch, before the publish barrier. */
+ * piece of it, at most the largest chunk), grown like the scratch, before
+ * the publish barrier. */
 static void gt__grow_rbuf(gt_mesh *m, gt__slot *sl, int id, int64_t n, int G, size_t es, const char *who) {
   if (G < 2 || atomic_load(&m->failed)) return;
+  /* one piece at most (gt__rs_steps), so no size can overflow */
   const uint64_t chunk = (uint64_t)gt__max_chunk(n, G);
-  if (chunk > SIZE_MAX / es) {
-    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: a chunk of n = %lld over %d devices is more than the address space holds",
-             id, who, (long long)n, G);
-    return;
-  }
-  size_t need = (size_t)chunk * es;
-  if (need > GT__PIECE_BYTES) need = GT__PIECE_BYTES; /* pieces (gt__rs_steps) */
-  if (need <= sl->rbuf_cap) return;
-  free(sl->rbuf);
-  sl->rbuf_cap = 0;
-  sl->rbuf = malloc(need);
-  if (!sl->rbuf) {
-    gt__fail(m, GT_ERR_NOMEM, "device %d: %s: out of memory for %zu bytes of receive buffer (n = %lld over %d devices)",
-             id, who, need, (long long)n, G);
-    return;
-  }
-  sl->rbuf_cap = need;
+  size_t need = chunk >= GT__PIECE_BYTES / es ? GT__PIECE_BYTES : (size_t)chunk * es;
+  gt__grow_buf(m, &sl->rbuf, &sl->rbuf_cap, need, id, who, "receive buffer", n, G);
 }
 
 /* One ring step's messages to and from other ranks: `send` (sb bytes) goes
