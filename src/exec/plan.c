@@ -126,13 +126,6 @@ static void gt__on_phase(void *ctx, const char *phase) {
   w->in_layers = !strncmp(phase, "forward", 7) || !strncmp(phase, "backward", 8);
 }
 
-/* The rank of global device g (src/mesh.h's layout: on each axis the rank
- * part is the outer one). */
-static int gt__rank_of(const int ici[3], const int dcn[3], const int ax[3], int g) {
-  int e = g % ax[2], f = g / ax[2] % ax[1], a = g / (ax[2] * ax[1]);
-  return (a / ici[0] * dcn[1] + f / ici[1]) * dcn[2] + e / ici[2];
-}
-
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   memset(p, 0, sizeof *p);
   gt_model m;
@@ -148,6 +141,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_plan *dp = calloc((size_t)N, sizeof *dp);
   gt__watch *w = calloc((size_t)N, sizeof *w);
   gt_mem_probe *probes = calloc((size_t)N, sizeof *probes);
+  int *rank_of = NULL; /* [global devices] the rank of each, the mesh's own map */
   if (!p->saved_per_layer || !dp || !w || !probes) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
     goto out;
@@ -179,6 +173,10 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     /* the busiest device speaks for all */
     if (dp[d].peak_total > dp[best].peak_total) best = d;
   }
+  const gt_mesh *mesh = gt_fsdp_mesh(fs);
+  const int G = gt_mesh_global_size(mesh);
+  if (!rc && !(rank_of = malloc(sizeof(int) * (size_t)G))) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+  for (int g = 0; !rc && g < G; g++) rank_of[g] = gt_mesh_rank_of(mesh, g);
   gt_trainer_destroy(tr); /* its frees still reach the probes: w and dp stay put */
   if (rc) goto out;
   memcpy(p->at_peak, dp[best].at_peak, sizeof p->at_peak);
@@ -195,10 +193,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   p->n_ranks = (int)gt_config_num_ranks(c);
   if (N > 1 || p->n_ranks > 1) {
     p->shard_state_bytes = dp[best].shard_state_bytes;
-    int ici[3], dcn[3], ax[3];
-    gt_config_mesh_axes(c, &ici[0], &ici[1], &ici[2]);
-    gt_config_dcn_axes(c, &dcn[0], &dcn[1], &dcn[2]);
-    for (int k = 0; k < 3; k++) ax[k] = ici[k] * dcn[k];
+    int ax[3];
+    gt_config_global_axes(c, &ax[0], &ax[1], &ax[2]);
     if (ax[2] > 1) gt_model_set_expert_shard(&m, ax[2], 0);
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
@@ -207,21 +203,21 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
      * count, squared norm) are all-reduced. A device's bytes of a collective
      * cross to another rank when its ring successor in that group lives
-     * there (src/mesh.h: ranks are the outer part of each axis). The plan is
+     * there (the mesh's map of devices to ranks). The plan is
      * rank 0's: the busiest of its devices counts, for both totals (what
      * its run reports). */
-    int G = N * p->n_ranks, F = ax[1], D = ax[0], E = ax[2];
+    int F = ax[1], D = ax[0], E = ax[2];
     int64_t Bd = gt_config_global_batch(c) / G, Tn = c->max_target_length;
     for (int dv = 0; dv < G; dv++) {
       int64_t sent = 0, dcn_sent = 0;
       int e = dv % E, r = dv / E % F, dr = dv / (E * F);
       /* whether the ring successor in each group is on another rank */
-      int me = gt__rank_of(ici, dcn, ax, dv);
+      int me = rank_of[dv];
       if (me != 0) continue;
-      int x_f = gt__rank_of(ici, dcn, ax, (dr * F + (r + 1) % F) * E + e) != me;
-      int x_d = gt__rank_of(ici, dcn, ax, (((dr + 1) % D) * F + r) * E + e) != me;
-      int x_e = gt__rank_of(ici, dcn, ax, (dr * F + r) * E + (e + 1) % E) != me;
-      int x_a = gt__rank_of(ici, dcn, ax, (dv + 1) % G) != me;
+      int x_f = rank_of[(dr * F + (r + 1) % F) * E + e] != me;
+      int x_d = rank_of[(((dr + 1) % D) * F + r) * E + e] != me;
+      int x_e = rank_of[(dr * F + r) * E + (e + 1) % E] != me;
+      int x_a = rank_of[(dv + 1) % G] != me;
       for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
         int64_t cnt = gt_model_unit_local(&m, u), rep = gt_model_unit_replicated(&m, u);
         int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
@@ -261,6 +257,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
   }
 out:
+  free(rank_of);
   for (int d = 0; dp && d < N; d++) free(dp[d].saved_per_layer), free(w[d].live);
   free(dp), free(w), free(probes);
   gt_model_free(&m);
