@@ -31,6 +31,8 @@ int gt_bench_checkpoint(int argc, char **argv, int reps);
 int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps);
 struct gt_config;
 int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
+/* The median of v[n] (sorts v). */
+double gt_bench_median(double *v, int n);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);

@@ -17,6 +17,11 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+double gt_bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_d);
+  return v[n / 2];
+}
+
 typedef struct bench_result {
   double fb_s, step_s; /* medians */
   int64_t peak, planned;
@@ -66,10 +71,8 @@ static int bench_config(gt_config *cfg, int steps, bench_result *br) {
       br->total_s += sm.seconds;
     }
   }
-  qsort(fb, (size_t)steps, sizeof(double), cmp_d);
-  qsort(full, (size_t)steps, sizeof(double), cmp_d);
-  br->fb_s = fb[steps / 2];
-  br->step_s = full[steps / 2];
+  br->fb_s = gt_bench_median(fb, steps);
+  br->step_s = gt_bench_median(full, steps);
   br->peak = gt_trainer_peak_bytes(tr);
   br->offload_s = m->offload_seconds / steps;
   br->offload_bytes = m->offload_bytes / steps;

@@ -27,16 +27,6 @@ typedef struct coll_bench {
   double *t_ar, *t_rs; /* [reps], device 0's */
 } coll_bench;
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp_d);
-  return v[n / 2];
-}
-
 /* Every device: a barrier, then the collective, timed on device 0 (the
  * barrier lines the devices up, so the time is the collective's). */
 static void run_colls(int dev, void *arg) {
@@ -94,8 +84,8 @@ static int bench_collectives(int devs, int64_t n, int reps, double *ar_s, double
     int G = gt_mesh_global_size(b.m);
     double want = G * (G + 1) / 2.0 * pow(G, reps - 1);
     *ok = b.buf[0][0] == (float)want && b.buf[0][n - 1] == (float)want;
-    *ar_s = median(b.t_ar, reps);
-    *rs_s = median(b.t_rs, reps);
+    *ar_s = gt_bench_median(b.t_ar, reps);
+    *rs_s = gt_bench_median(b.t_rs, reps);
   }
   for (int d = 0; b.buf && d < devs; d++) free(b.buf[d]);
   for (int d = 0; b.out && d < devs; d++) free(b.out[d]);
