@@ -328,3 +328,18 @@ float *gt_test_shard_of(const gt_model *m, const float *full, int r, int S) {
   }
   return out;
 }
+
+void gt_test_state_make(gt_test_state *f, const char *override, uint64_t seed) {
+  const char *ov[] = {"model_name=gemma3-tiny", override};
+  gt_test_config(&f->cfg, 2, ov);
+  gt_test_model_build(&f->m, &f->cfg);
+  uint64_t s = seed;
+  f->p = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
+  f->mu = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
+  f->nu = gt_test_alloc_fill(f->m.n_params, &s, 0, 1);
+}
+
+void gt_test_state_free(gt_test_state *f) {
+  free(f->p), free(f->mu), free(f->nu);
+  gt_model_free(&f->m);
+}

@@ -98,6 +98,15 @@ void gt_test_model_build(gt_model *m, const gt_config *c);
 /* Shard r of S of a full parameter-layout buffer, unit by unit (what a
  * device of an S-way fsdp axis holds, what a checkpoint shard stores); free(). */
 float *gt_test_shard_of(const gt_model *m, const float *full, int r, int S);
+/* A tiny model (gemma3-tiny with one override) with random parameters and
+ * AdamW moments in full flat buffers: a training state to checkpoint. */
+typedef struct gt_test_state {
+  gt_config cfg;
+  gt_model m;
+  float *p, *mu, *nu;
+} gt_test_state;
+void gt_test_state_make(gt_test_state *f, const char *override, uint64_t seed);
+void gt_test_state_free(gt_test_state *f);
 /* Every norm weight (the 1-d tensors) uniform in [-0.3, 0.3) from *state,
  * so the (1 + w) path matters; plus 1 when the model stores the scale
  * itself (Gemma 4, norm_offset 0) and around_one is set. */

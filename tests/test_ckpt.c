@@ -23,27 +23,7 @@
 #include "gt_testutil.h"
 
 /* a tiny model with random params and moments (full flat buffers) */
-typedef struct fixture {
-  gt_config cfg;
-  gt_model m;
-  float *p, *mu, *nu;
-} fixture;
-
-static void fixture_make(fixture *f, const char *d_model, uint64_t seed) {
-  const char *ov[] = {"model_name=gemma3-tiny", d_model};
-  gt_test_config(&f->cfg, 2, ov);
-  gt_test_model_build(&f->m, &f->cfg);
-  uint64_t s = seed;
-  f->p = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
-  f->mu = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
-  f->nu = gt_test_alloc_fill(f->m.n_params, &s, 0, 1);
-}
-
-static void fixture_free(fixture *f) {
-  free(f->p), free(f->mu), free(f->nu);
-  gt_model_free(&f->m);
-}
-
+typedef gt_test_state fixture;
 
 static gt_rc save_sharded(fixture *f, const char *root, int64_t step, int S, int level, int64_t keep, gt_err *e) {
   float *ps[8], *ms[8], *ns[8];
@@ -77,7 +57,7 @@ static void expect_loads_equal(fixture *f, const char *dir, int64_t step) {
 
 START_TEST(test_roundtrip_any_shards) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 1);
+  gt_test_state_make(&f, "base_emb_dim=64", 1);
   char *dir = gt_test_mkdtemp("ckpt_rt");
   int Ss[] = {1, 2, 3, 5};
   for (int level = 0; level <= 6; level += 6)
@@ -103,7 +83,7 @@ START_TEST(test_roundtrip_any_shards) {
   ck_assert(memcmp(p, f.p, (size_t)f.m.n_params * 4) == 0);
   free(ld.config_json);
   free(p);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST
@@ -138,7 +118,7 @@ static void logger(void *ctx, const char *line) {
  * message and load_latest must fall back to step 10. */
 static void damage_case(const char *what, const char *cmd_fmt, const char *want, int pokeat) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 2);
+  gt_test_state_make(&f, "base_emb_dim=64", 2);
   char *dir = gt_test_mkdtemp("ckpt_bad");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
@@ -165,7 +145,7 @@ static void damage_case(const char *what, const char *cmd_fmt, const char *want,
   ck_assert(memcmp(p, f.p, (size_t)f.m.n_params * 4) == 0);
   free(ld.config_json);
   free(p), free(mu), free(nu);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   gt_test_rm_rf(dir);
   free(dir);
 }
@@ -255,7 +235,7 @@ static void rewrite_header(const char *path, const header_edit *ed) {
  * load_latest must say so and fall back to step 10. */
 static void state_case(const header_edit *ed, const char *want) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 8);
+  gt_test_state_make(&f, "base_emb_dim=64", 8);
   char *dir = gt_test_mkdtemp("ckpt_state");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
@@ -279,7 +259,7 @@ static void state_case(const header_edit *ed, const char *want) {
   ck_assert_msg(strstr(lb.text, want) && strstr(lb.text, "trying the previous checkpoint"), "log '%s'", lb.text);
   free(ld.config_json);
   free(p), free(mu), free(nu);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   gt_test_rm_rf(dir);
   free(dir);
 }
@@ -318,7 +298,7 @@ END_TEST
  * leaves a checkpoint it cannot resume from. */
 START_TEST(test_invalid_state_never_written) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 11);
+  gt_test_state_make(&f, "base_emb_dim=64", 11);
   char *dir = gt_test_mkdtemp("ckpt_wstate");
   const float *p[1] = {f.p}, *mu[1] = {f.mu}, *nu[1] = {f.nu};
   gt_ckpt_src src = {1, p, mu, nu};
@@ -329,7 +309,7 @@ START_TEST(test_invalid_state_never_written) {
                                                                     "in [0, 10]"),
                 "%s", e.msg);
   ck_assert_int_eq(gt_test_system("test -z \"$(ls -A %s)\"", dir), 0);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   gt_test_rm_rf(dir);
   free(dir);
 }
@@ -339,7 +319,7 @@ END_TEST
  * they are not of one save. */
 START_TEST(test_shards_disagree_on_state) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 9);
+  gt_test_state_make(&f, "base_emb_dim=64", 9);
   char *dir = gt_test_mkdtemp("ckpt_mixed");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 20, 2, 0, 0, &e) == GT_OK);
@@ -355,7 +335,7 @@ START_TEST(test_shards_disagree_on_state) {
                     strstr(e.msg, "\"data_cursor\":17"),
                 "%s", e.msg);
   free(p);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   gt_test_rm_rf(dir);
   free(dir);
 }
@@ -365,7 +345,7 @@ END_TEST
  * naming latest's target and the checkpoint tried instead. */
 START_TEST(test_latest_missing_said) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 10);
+  gt_test_state_make(&f, "base_emb_dim=64", 10);
   char *dir = gt_test_mkdtemp("ckpt_latest");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
@@ -388,7 +368,7 @@ START_TEST(test_latest_missing_said) {
   ck_assert_msg(strstr(lb.text, "names 'step_00000020', which does not exist; there is no older checkpoint"), "log '%s'",
                 lb.text);
   free(p);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   gt_test_rm_rf(dir);
   free(dir);
 }
@@ -396,7 +376,7 @@ END_TEST
 
 START_TEST(test_every_checkpoint_bad) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 3);
+  gt_test_state_make(&f, "base_emb_dim=64", 3);
   char *dir = gt_test_mkdtemp("ckpt_allbad");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
@@ -408,15 +388,15 @@ START_TEST(test_every_checkpoint_bad) {
   ck_assert(gt_ckpt_load_latest(dir, &f.m, p, NULL, NULL, &ld, NULL, NULL, &e) == GT_ERR_FORMAT);
   ck_assert_msg(strstr(e.msg, "none of the 1 checkpoint"), "%s", e.msg);
   free(p);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST
 
 START_TEST(test_other_model_refused) {
   fixture a, b;
-  fixture_make(&a, "base_emb_dim=64", 4);
-  fixture_make(&b, "base_mlp_dim=96", 4);
+  gt_test_state_make(&a, "base_emb_dim=64", 4);
+  gt_test_state_make(&b, "base_mlp_dim=96", 4);
   char *dir = gt_test_mkdtemp("ckpt_model");
   gt_err e;
   ck_assert(save_sharded(&a, dir, 5, 1, 0, 0, &e) == GT_OK);
@@ -427,15 +407,15 @@ START_TEST(test_other_model_refused) {
                                                                   "[96, 64] here"),
                 "%s", e.msg);
   free(p);
-  fixture_free(&a);
-  fixture_free(&b);
+  gt_test_state_free(&a);
+  gt_test_state_free(&b);
   free(dir);
 }
 END_TEST
 
 START_TEST(test_keep_newest) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 5);
+  gt_test_state_make(&f, "base_emb_dim=64", 5);
   char *dir = gt_test_mkdtemp("ckpt_keep");
   gt_err e;
   for (int s = 1; s <= 5; s++) ck_assert(save_sharded(&f, dir, s * 10, 1, 0, 2, &e) == GT_OK);
@@ -445,14 +425,14 @@ START_TEST(test_keep_newest) {
     snprintf(p, sizeof p, "%s/step_%08d", dir, s * 10);
     ck_assert_int_eq(stat(p, &sb) == 0, s >= 4);
   }
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST
 
 START_TEST(test_nonfinite_never_written) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 6);
+  gt_test_state_make(&f, "base_emb_dim=64", 6);
   char *dir = gt_test_mkdtemp("ckpt_nan");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 1, 0, 0, &e) == GT_OK);
@@ -467,7 +447,7 @@ START_TEST(test_nonfinite_never_written) {
   struct stat sb;
   snprintf(p, sizeof p, "%s/step_00000020", dir);
   ck_assert(stat(p, &sb) != 0);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST
@@ -478,7 +458,7 @@ END_TEST
 START_TEST(test_disk_full_keeps_latest) {
   gt__ckpt_set_fault(GT__CKPT_FAULT_ENOSPC, 2);
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 7);
+  gt_test_state_make(&f, "base_emb_dim=64", 7);
   char *dir = gt_test_mkdtemp("ckpt_full");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
@@ -493,7 +473,7 @@ START_TEST(test_disk_full_keeps_latest) {
   /* Fired once: a third save writes. */
   ck_assert(save_sharded(&f, dir, 30, 2, 0, 0, &e) == GT_OK);
   gt__ckpt_set_fault(GT__CKPT_FAULT_NONE, 0);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST
@@ -504,7 +484,7 @@ END_TEST
  * clears it away. */
 START_TEST(test_kill_mid_write_keeps_latest) {
   fixture f;
-  fixture_make(&f, "base_emb_dim=64", 7);
+  gt_test_state_make(&f, "base_emb_dim=64", 7);
   char *dir = gt_test_mkdtemp("ckpt_kill");
   gt_err e;
   ck_assert(save_sharded(&f, dir, 10, 2, 0, 0, &e) == GT_OK);
@@ -530,7 +510,7 @@ START_TEST(test_kill_mid_write_keeps_latest) {
   /* This process never armed the seam: the next save writes. */
   ck_assert(save_sharded(&f, dir, 30, 2, 0, 0, &e) == GT_OK);
   ck_assert_int_eq(gt_test_system("test \"$(LC_ALL=C ls -A %s)\" = \"latest\nstep_00000010\nstep_00000030\"", dir), 0);
-  fixture_free(&f);
+  gt_test_state_free(&f);
   free(dir);
 }
 END_TEST

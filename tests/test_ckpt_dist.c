@@ -89,27 +89,7 @@ static gt_rc fake_agree(void *ctx, gt_rc mine, const gt_err *mine_err, const cha
 
 /* ---------- the state: a tiny model's params and moments ---------- */
 
-typedef struct fixture {
-  gt_config cfg;
-  gt_model m;
-  float *p, *mu, *nu;
-} fixture;
-
-static void fixture_make(fixture *f, uint64_t seed) {
-  const char *ov[] = {"model_name=gemma3-tiny", "base_emb_dim=64"};
-  gt_test_config(&f->cfg, 2, ov);
-  gt_test_model_build(&f->m, &f->cfg);
-  uint64_t s = seed;
-  f->p = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
-  f->mu = gt_test_alloc_fill(f->m.n_params, &s, -1, 1);
-  f->nu = gt_test_alloc_fill(f->m.n_params, &s, 0, 1);
-}
-
-static void fixture_free(fixture *f) {
-  free(f->p), free(f->mu), free(f->nu);
-  gt_model_free(&f->m);
-}
-
+typedef gt_test_state fixture;
 
 static gt_ckpt_state state_of(int64_t step, int S) { return (gt_ckpt_state){step, step - 1, {3, 17}, S, S, 1e-3}; }
 
@@ -241,7 +221,7 @@ START_TEST(test_ranks_write_what_one_process_writes) {
       {3, 2, 1, {0x0, 0x1, 0x2}},    {3, 3, 0, {0x7, 0x0, 0x0}}, {2, 1, 0, {0x0, 0x1}},
   };
   fixture f;
-  fixture_make(&f, 21);
+  gt_test_state_make(&f, "base_emb_dim=64", 21);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *one = gt_test_mkdtemp("ckptd_one"), *many = gt_test_mkdtemp("ckptd_many");
     save_one_process(&f, one, 10, cases[i].S, cases[i].level);
@@ -267,7 +247,7 @@ START_TEST(test_ranks_write_what_one_process_writes) {
     gt_test_rm_rf(one), gt_test_rm_rf(many);
     free(one), free(many);
   }
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -283,7 +263,7 @@ static void expect_untouched(fixture *f, const char *root) {
  * returns its error, naming rank 1. */
 START_TEST(test_full_disk_on_one_rank) {
   fixture f;
-  fixture_make(&f, 22);
+  gt_test_state_make(&f, "base_emb_dim=64", 22);
   char *root = gt_test_mkdtemp("ckptd_full");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x2}};
@@ -302,7 +282,7 @@ START_TEST(test_full_disk_on_one_rank) {
   expect_untouched(&f, root);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -310,7 +290,7 @@ END_TEST
  * and by every rank with rank 2's message. */
 START_TEST(test_poisoned_shard_on_one_rank) {
   fixture f;
-  fixture_make(&f, 23);
+  gt_test_state_make(&f, "base_emb_dim=64", 23);
   char *root = gt_test_mkdtemp("ckptd_nan");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x2}, {.held = 0x4}};
@@ -323,7 +303,7 @@ START_TEST(test_poisoned_shard_on_one_rank) {
   expect_untouched(&f, root);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -332,7 +312,7 @@ END_TEST
  * it is refused. */
 START_TEST(test_shard_held_by_none_or_two) {
   fixture f;
-  fixture_make(&f, 24);
+  gt_test_state_make(&f, "base_emb_dim=64", 24);
   char *root = gt_test_mkdtemp("ckptd_hole");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x6}};
@@ -353,7 +333,7 @@ START_TEST(test_shard_held_by_none_or_two) {
   expect_untouched(&f, root);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -362,7 +342,7 @@ END_TEST
  * refuse the mix: rank 0 refuses it before the commit. */
 START_TEST(test_ranks_disagree) {
   fixture f;
-  fixture_make(&f, 25);
+  gt_test_state_make(&f, "base_emb_dim=64", 25);
   char *root = gt_test_mkdtemp("ckptd_mixed");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x2}};
@@ -385,7 +365,7 @@ START_TEST(test_ranks_disagree) {
   expect_untouched(&f, root);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -401,7 +381,7 @@ static void block_move_aside(world *w, const char *what) {
 
 START_TEST(test_commit_failure_reaches_every_rank) {
   fixture f;
-  fixture_make(&f, 26);
+  gt_test_state_make(&f, "base_emb_dim=64", 26);
   char *root = gt_test_mkdtemp("ckptd_commit");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x2}};
@@ -424,7 +404,7 @@ START_TEST(test_commit_failure_reaches_every_rank) {
   expect_latest_loads(&f, root, 20);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -436,7 +416,7 @@ END_TEST
  * would. */
 START_TEST(test_crashed_save_leftovers) {
   fixture f;
-  fixture_make(&f, 27);
+  gt_test_state_make(&f, "base_emb_dim=64", 27);
   char *root = gt_test_mkdtemp("ckptd_crash"), *one = gt_test_mkdtemp("ckptd_crash_one");
   world w = {0};
   job jobs[MAXR] = {{.held = 0x1}, {.held = 0x2}};
@@ -475,7 +455,7 @@ START_TEST(test_crashed_save_leftovers) {
   expect_latest_loads(&f, root, 20);
   gt_test_rm_rf(root), gt_test_rm_rf(one);
   free(root), free(one);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
@@ -484,7 +464,7 @@ END_TEST
  * its world. */
 START_TEST(test_bad_arguments) {
   fixture f;
-  fixture_make(&f, 28);
+  gt_test_state_make(&f, "base_emb_dim=64", 28);
   char *root = gt_test_mkdtemp("ckptd_args");
   float *p0 = gt_test_shard_of(&f.m, f.p, 0, 2), *m0 = gt_test_shard_of(&f.m, f.mu, 0, 2), *n0 = gt_test_shard_of(&f.m, f.nu, 0, 2);
   const float *ps[2] = {p0, NULL}, *ms[2] = {m0, NULL}, *ns[2] = {n0, NULL};
@@ -524,7 +504,7 @@ START_TEST(test_bad_arguments) {
   free(p0), free(m0), free(n0);
   gt_test_rm_rf(root);
   free(root);
-  fixture_free(&f);
+  gt_test_state_free(&f);
 }
 END_TEST
 
