@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "model/linear.h"
 
 gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
                    int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
@@ -17,16 +18,19 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
 
-  float *h = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "final norm output");
-  float *rstd = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "final norm rstd");
-  float *dh = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "head input gradient") : NULL;
-  float *logits = gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "logits tile");
+  /* Every buffer is written in full before it is read (dh tile by tile by
+   * the written form of the projection's backward), so none is zeroed. */
+  float *h = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "final norm output");
+  float *rstd = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "final norm rstd");
+  float *dh = bwd ? gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "head input gradient") : NULL;
+  float *logits = gt_mem_alloc_uninit_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "logits tile");
   /* backward of the soft-cap needs the capped logits after xent overwrote them */
-  float *capped =
-      (bwd && cap) ? gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "capped logits tile") : NULL;
-  float *loss = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile losses");
-  float *lse = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile log-sum-exp");
-  float *roww = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile row weights") : NULL;
+  float *capped = (bwd && cap) ? gt_mem_alloc_uninit_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float),
+                                                            "capped logits tile")
+                               : NULL;
+  float *loss = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile losses");
+  float *lse = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile log-sum-exp");
+  float *roww = bwd ? gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile row weights") : NULL;
   gt_rc rc = GT_OK;
   if (!h || !rstd || (bwd && (!dh || !roww)) || !logits || (bwd && cap && !capped) || !loss || !lse) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "head: no memory for a logits tile of %lld x %lld",
@@ -57,9 +61,9 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
     if (cap) memcpy(capped, logits, (size_t)(R * V) * sizeof(float));
     GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
     if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_backward(logits, capped, R * V, m->softcap));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
   }
-  if (bwd) gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset);
+  if (bwd) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset));
 done:
   gt_mem_free(mem, h);
   gt_mem_free(mem, rstd);
