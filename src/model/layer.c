@@ -550,9 +550,9 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
   if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
-  /* dx_in = (dx_in + dx1) + the input norm's part, one pass */
+  /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
-                      W(GT_P_INPUT_NORM), N, (int)d, off, 1));
+                      W(GT_P_INPUT_NORM), N, (int)d, off, 0));
 attn_done:
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);
