@@ -207,6 +207,23 @@ void gt_softcap_backward(float *dx, const float *y, int64_t n, float cap);
 void gt_softcap_forward_ref(float *x, int64_t n, float cap);
 void gt_softcap_backward_ref(float *dx, const float *y, int64_t n, float cap);
 
+/* ---- soft-cap fused with the cross-entropy (the head's logits tile) ----
+ * Forward: logits = cap * tanh(logits / cap) in place, then loss and lse as
+ * gt_xent_forward, row by row in one sweep. Backward: dlogits = d(xent) *
+ * (1 - (y / cap)^2) with y the capped logits (the forward's output), in one
+ * pass that may overwrite them (dlogits may alias logits): the unfused form
+ * needs a copy of y. Both give the bits of the unfused kernels
+ * (gt_softcap_forward then gt_xent_forward; gt_xent_backward then
+ * gt_softcap_backward). */
+void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
+                             float cap);
+void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
+                              const float *row_weight, int64_t rows, int64_t V, float cap);
+void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows,
+                                 int64_t V, float cap);
+void gt_softcap_xent_backward_ref(float *dlogits, const float *logits, const float *lse, const int32_t *target,
+                                  const float *row_weight, int64_t rows, int64_t V, float cap);
+
 /* ---- AdamW (optax.adamw semantics), fused, in place ----
  * g' = g * grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
  * mh = m / (1 - b1^t); vh = v / (1 - b2^t);

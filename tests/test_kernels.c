@@ -1148,6 +1148,53 @@ START_TEST(test_scale_vs_ref_and_fd) {
 }
 END_TEST
 
+/* ---------- soft-cap fused with the cross-entropy ---------- */
+
+START_TEST(test_softcap_xent_vs_unfused_and_ref) {
+  const int64_t rows_list[] = {1, 3, 17, 300};
+  const int64_t Vs[] = {1, 5, 33, 257, 4099};
+  const float cap = 30.0f;
+  uint64_t seed = 65;
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 5; b++) {
+      const int64_t rows = rows_list[a], V = Vs[b], n = rows * V;
+      char what[128];
+      float *l = gt_test_alloc_fill(n, &seed, -60, 60);
+      int32_t *tg = malloc(rows * sizeof(int32_t));
+      for (int64_t r = 0; r < rows; r++) tg[r] = (r % 3 == 2) ? -1 : (int32_t)(gt_test_rand_u64(&seed) % V);
+      float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
+      /* unfused fast kernels */
+      float *ul = gt_test_copy(l, n), *uloss = gt_test_zeros(rows), *ulse = gt_test_zeros(rows);
+      gt_softcap_forward(ul, n, cap);
+      gt_xent_forward(uloss, ulse, ul, tg, rows, V);
+      float *ud = gt_test_copy(ul, n);
+      gt_xent_backward(ud, ud, ulse, tg, w, rows, V);
+      gt_softcap_backward(ud, ul, n, cap);
+      /* fused, in place as the head runs it */
+      float *fl = gt_test_copy(l, n), *floss = gt_test_zeros(rows), *flse = gt_test_zeros(rows);
+      gt_softcap_xent_forward(floss, flse, fl, tg, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent fwd rows=%ld V=%ld: the unfused bits", (long)rows, (long)V);
+      ck_assert_msg(gt_test_same_bits(fl, ul, n) && gt_test_same_bits(floss, uloss, rows) &&
+                        gt_test_same_bits(flse, ulse, rows),
+                    "%s", what);
+      gt_softcap_xent_backward(fl, fl, flse, tg, w, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent bwd rows=%ld V=%ld: the unfused bits", (long)rows, (long)V);
+      ck_assert_msg(gt_test_same_bits(fl, ud, n), "%s", what);
+      /* the reference, composed from the unfused references */
+      float *rl = gt_test_copy(l, n), *rloss = gt_test_zeros(rows), *rlse = gt_test_zeros(rows);
+      gt_softcap_xent_forward_ref(rloss, rlse, rl, tg, rows, V, cap);
+      float *rd = gt_test_zeros(n);
+      gt_softcap_xent_backward_ref(rd, rl, rlse, tg, w, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent vs ref rows=%ld V=%ld", (long)rows, (long)V);
+      gt_test_check_err(what, gt_test_scaled_err(ul, rl, n), TOL_REF);
+      gt_test_check_err(what, gt_test_scaled_err(floss, rloss, rows), 1e-5);
+      gt_test_check_err(what, gt_test_scaled_err(fl, rd, n), 1e-5);
+      free(l); free(tg); free(w); free(ul); free(uloss); free(ulse); free(ud); free(fl); free(floss); free(flse);
+      free(rl); free(rloss); free(rlse); free(rd);
+    }
+}
+END_TEST
+
 static Suite *gt__suite(void) {
   Suite *s = suite_create("kernels");
   TCase *tc = gt_test_tcase(s, "core");
@@ -1174,6 +1221,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_xent_fd);
   tcase_add_test(tc, test_softcap_vs_ref);
   tcase_add_test(tc, test_softcap_fd);
+  tcase_add_test(tc, test_softcap_xent_vs_unfused_and_ref);
   tcase_add_test(tc, test_adamw_by_hand);
   tcase_add_test(tc, test_adamw_vs_ref);
   tcase_add_test(tc, test_sumsq);
