@@ -65,7 +65,9 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
       GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
   }
-  if (bwd) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset));
+  if (bwd)
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, hg + V * d, NULL, dh, x, rstd, wn, N, (int)d,
+                                                                     m->norm_offset, 0));
 done:
   gt_mem_free(mem, h);
   gt_mem_free(mem, rstd);
