@@ -45,7 +45,7 @@ void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n)
 static inline __attribute__((always_inline)) void
 gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
               const float *up, int64_t i0, int64_t i1, const int want_gate,
-              const int want_up) {
+              const int want_up, const int set) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; i++) {
     const float x = gate[i];
@@ -57,14 +57,26 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     const float s = 1.0f / (1.0f + e);
     if (want_gate) {
       const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
-      dgate[i] += dout[i] * up[i] * dg;
+      const float v = dout[i] * up[i] * dg;
+      if (set)
+        dgate[i] = v;
+      else
+        dgate[i] += v;
     }
-    if (want_up) dup[i] += dout[i] * (x * s);
+    if (want_up) {
+      const float v = dout[i] * (x * s);
+      if (set)
+        dup[i] = v;
+      else
+        dup[i] += v;
+    }
   }
 }
 
-void gt_geglu_backward(float *dgate, float *dup, const float *dout,
-                       const float *gate, const float *up, int64_t n) {
+/* set: overwrite the gradients instead of adding (a destination that was not
+ * zeroed); the value written is the one that would have been added to 0. */
+static void gt__geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                               int64_t n, const int set) {
   if (n <= 0 || (!dgate && !dup)) return;
   /* The region is split by hand (static, 16-element aligned) because OpenMP
    * outlines it before inlining: only calls made inside it see constant
@@ -76,11 +88,30 @@ void gt_geglu_backward(float *dgate, float *dup, const float *dout,
     const int64_t i0 = nblk * t / nt * 16;
     int64_t i1 = nblk * (t + 1) / nt * 16;
     if (i1 > n) i1 = n;
-    if (dgate && dup)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1);
-    else if (dgate)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0);
-    else
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1);
+    if (set) {
+      if (dgate && dup)
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 1);
+      else if (dgate)
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 1);
+      else
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 1);
+    } else {
+      if (dgate && dup)
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 0);
+      else if (dgate)
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 0);
+      else
+        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 0);
+    }
   }
+}
+
+void gt_geglu_backward(float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, int64_t n) {
+  gt__geglu_backward(dgate, dup, dout, gate, up, n, 0);
+}
+
+void gt_geglu_backward_write(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                             int64_t n) {
+  gt__geglu_backward(dgate, dup, dout, gate, up, n, 1);
 }

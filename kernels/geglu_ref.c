@@ -27,3 +27,13 @@ void gt_geglu_backward_ref(float *dgate, float *dup, const float *dout,
     if (dup) dup[i] += dout[i] * gelu;
   }
 }
+
+/* the write variant: the add variant on a zeroed destination */
+void gt_geglu_backward_write_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dgate) dgate[i] = 0.0f;
+    if (dup) dup[i] = 0.0f;
+  }
+  gt_geglu_backward_ref(dgate, dup, dout, gate, up, n);
+}

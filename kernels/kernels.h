@@ -62,6 +62,30 @@ void gt_rmsnorm_backward_ref(float *dx, float *dw, const float *dout,
                              const float *x, const float *rstd, const float *w,
                              int64_t rows, int dim, float w_offset);
 
+/* ---- RMSNorm fused with the residual stream (one sweep instead of two or three) ----
+ * Forward: res_out = res + rmsnorm(y; w), rstd of y saved in rstd; when out2
+ * is not NULL also out2 = rmsnorm(res_out; w2) with rstd2 saved (a block's
+ * post-norm residual add and the next pre-norm in one pass).
+ * Backward: dx = dres + g (accumulate = 0: dx is written, never read, so it
+ * needs no zeroing; dres == NULL: dx = g) or dx = (dx + dres) + g
+ * (accumulate = 1; dres == NULL: dx += g), g the input gradient of
+ * gt_rmsnorm_backward; dw += as there.
+ * Both are bit-identical to the unfused sequence (gt_rmsnorm_forward, then
+ * the add, then gt_rmsnorm_forward; zero or keep dx, add dres, then
+ * gt_rmsnorm_backward): they run the same row code in the same order. */
+void gt_rmsnorm_residual_forward(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
+                                 const float *y, const float *w, const float *w2, int64_t rows, int dim, float eps,
+                                 float w_offset);
+void gt_rmsnorm_residual_backward(float *dx, float *dw, const float *dres, const float *dout, const float *x,
+                                  const float *rstd, const float *w, int64_t rows, int dim, float w_offset,
+                                  int accumulate);
+void gt_rmsnorm_residual_forward_ref(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
+                                     const float *y, const float *w, const float *w2, int64_t rows, int dim,
+                                     float eps, float w_offset);
+void gt_rmsnorm_residual_backward_ref(float *dx, float *dw, const float *dres, const float *dout, const float *x,
+                                      const float *rstd, const float *w, int64_t rows, int dim, float w_offset,
+                                      int accumulate);
+
 /* ---- RoPE, rotate-half convention ----
  * Table: cos/sin are [max_pos, head_dim/2]. Pair i (i < head_dim/2) rotates
  * dims (i, i + head_dim/2) by angle pos * inv_freq[i] with
@@ -140,6 +164,12 @@ void gt_geglu_backward(float *dgate, float *dup, const float *dout,
 void gt_geglu_forward_ref(float *out, const float *gate, const float *up, int64_t n);
 void gt_geglu_backward_ref(float *dgate, float *dup, const float *dout,
                            const float *gate, const float *up, int64_t n);
+/* The same gradients WRITTEN instead of added (destinations need no zeroing);
+ * bit-identical to gt_geglu_backward on zeroed buffers. */
+void gt_geglu_backward_write(float *dgate, float *dup, const float *dout,
+                             const float *gate, const float *up, int64_t n);
+void gt_geglu_backward_write_ref(float *dgate, float *dup, const float *dout,
+                                 const float *gate, const float *up, int64_t n);
 
 /* ---- embedding lookup, scaled ----
  * out[i,:] = table[tok[i],:] * scale ; backward dtable[tok[i],:] += scale*dout[i,:]
@@ -176,6 +206,23 @@ void gt_softcap_forward(float *x, int64_t n, float cap);
 void gt_softcap_backward(float *dx, const float *y, int64_t n, float cap);
 void gt_softcap_forward_ref(float *x, int64_t n, float cap);
 void gt_softcap_backward_ref(float *dx, const float *y, int64_t n, float cap);
+
+/* ---- soft-cap fused with the cross-entropy (the head's logits tile) ----
+ * Forward: logits = cap * tanh(logits / cap) in place, then loss and lse as
+ * gt_xent_forward, row by row in one sweep. Backward: dlogits = d(xent) *
+ * (1 - (y / cap)^2) with y the capped logits (the forward's output), in one
+ * pass that may overwrite them (dlogits may alias logits): the unfused form
+ * needs a copy of y. Both give the bits of the unfused kernels
+ * (gt_softcap_forward then gt_xent_forward; gt_xent_backward then
+ * gt_softcap_backward). */
+void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
+                             float cap);
+void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
+                              const float *row_weight, int64_t rows, int64_t V, float cap);
+void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows,
+                                 int64_t V, float cap);
+void gt_softcap_xent_backward_ref(float *dlogits, const float *logits, const float *lse, const int32_t *target,
+                                  const float *row_weight, int64_t rows, int64_t V, float cap);
 
 /* ---- AdamW (optax.adamw semantics), fused, in place ----
  * g' = g * grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;

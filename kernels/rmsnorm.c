@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
+#include "kernels/rmsnorm_row.h"
 
 /* Waking the pool costs microseconds; below this many elements one thread wins. */
 #define GT__PAR_MIN 32768
@@ -26,20 +27,8 @@ void gt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
   }
 #pragma omp parallel for schedule(static) if (gt__par(rows * dim))
   for (int64_t r = 0; r < rows; r++) {
-    const float *xr = x + r * dim;
-    float *o = out + r * dim;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int j = 0; j < dim; j++) ss += xr[j] * xr[j];
-    const float rs = 1.0f / sqrtf(ss / (float)dim + eps);
+    const float rs = gt__rms_row_fwd(out + r * dim, x + r * dim, w, dim, eps, w_offset);
     if (rstd) rstd[r] = rs;
-    if (w) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) o[j] = (xr[j] * rs) * (w_offset + w[j]);
-    } else {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) o[j] = xr[j] * rs;
-    }
   }
 }
 
@@ -67,28 +56,8 @@ void gt_rmsnorm_backward(float *dx, float *dw, const float *dout,
   if (rows <= 0 || dim <= 0) return;
   if (dx) {
 #pragma omp parallel for schedule(static) if (gt__par(rows * dim))
-    for (int64_t r = 0; r < rows; r++) {
-      const float *dr = dout + r * dim, *xr = x + r * dim;
-      float *dxr = dx + r * dim;
-      const float rs = rstd[r];
-      float dot = 0.0f;
-      if (w) {
-#pragma omp simd reduction(+ : dot)
-        for (int j = 0; j < dim; j++) dot += dr[j] * (w_offset + w[j]) * xr[j];
-      } else {
-#pragma omp simd reduction(+ : dot)
-        for (int j = 0; j < dim; j++) dot += dr[j] * xr[j];
-      }
-      const float c = rs * rs * dot / (float)dim;
-      if (w) {
-#pragma omp simd
-        for (int j = 0; j < dim; j++)
-          dxr[j] += rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
-      } else {
-#pragma omp simd
-        for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] - xr[j] * c);
-      }
-    }
+    for (int64_t r = 0; r < rows; r++)
+      gt__rms_row_bwd(dx + r * dim, NULL, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_ADD);
   }
   /* Without a weight there is no parameter to train. */
   if (dw && w) gt__rmsnorm_dw(dw, dout, x, rstd, rows, dim);

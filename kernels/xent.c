@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "simd_exp.h"
+#include "xent_row.h"
 
 #define GT__PAR_MIN 32768
 
@@ -29,13 +29,7 @@ void gt_xent_forward(float *loss, float *lse, const float *logits,
 #pragma omp parallel for schedule(static) if (gt__par(rows * V))
   for (int64_t r = 0; r < rows; r++) {
     const float *l = logits + r * V;
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < V; j++) mx = l[j] > mx ? l[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < V; j++) sum += gt__expf(l[j] - mx);
-    const float ls = mx + logf(sum);
+    const float ls = gt__xent_row_lse(l, V);
     if (lse) lse[r] = ls;
     loss[r] = target[r] < 0 ? 0.0f : ls - l[target[r]];
   }

@@ -294,6 +294,121 @@ START_TEST(test_rmsnorm_in_parallel_region) {
 }
 END_TEST
 
+/* ---------- rmsnorm fused with the residual stream ---------- */
+
+/* Equal as floats, element by element (a written 0 may be -0 where zeroing
+ * and adding gives +0: the same value); NaN never equals. */
+static int gt__same_values(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(a[i] == b[i])) return 0;
+  return 1;
+}
+
+static float *gt__nans(int64_t n) {
+  float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) x[i] = NAN;
+  return x;
+}
+
+START_TEST(test_rmsnorm_residual_vs_unfused_and_ref) {
+  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  uint64_t seed = 25;
+  const float eps = 1e-6f;
+  for (int variant = 0; variant < 3; variant++)
+    for (size_t a = 0; a < 5; a++)
+      for (size_t b = 0; b < 4; b++) {
+        const int64_t rows = rows_list[a];
+        const int dim = dims[b];
+        const int64_t n = rows * dim;
+        const float off = gt__rms_off[variant];
+        char what[160];
+        float *res = gt_test_alloc_fill(n, &seed, -2, 2), *y = gt_test_alloc_fill(n, &seed, -2, 2);
+        float *w = gt__rms_weight(variant, dim, &seed), *w2 = gt__rms_weight(variant, dim, &seed);
+        /* forward: fused (outputs start as NaN: written, never read) vs the
+         * unfused fast kernels, bit for bit, and vs the reference */
+        float *x1 = gt__nans(n), *rs = gt__nans(rows), *o2 = gt__nans(n), *rs2 = gt__nans(rows);
+        gt_rmsnorm_residual_forward(x1, rs, o2, rs2, res, y, w, w2, rows, dim, eps, off);
+        float *ux1 = gt_test_zeros(n), *urs = gt_test_zeros(rows), *uo2 = gt_test_zeros(n), *urs2 = gt_test_zeros(rows);
+        gt_rmsnorm_forward(ux1, urs, y, w, rows, dim, eps, off);
+        for (int64_t i = 0; i < n; i++) ux1[i] += res[i];
+        gt_rmsnorm_forward(uo2, urs2, ux1, w2, rows, dim, eps, off);
+        snprintf(what, sizeof what, "rmsnorm+residual fwd %s rows=%ld dim=%d: bits of the unfused kernels",
+                 gt__rms_name[variant], (long)rows, dim);
+        ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(rs, urs, rows) &&
+                          gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(rs2, urs2, rows),
+                      "%s", what);
+        /* without the second norm */
+        float *x1b = gt__nans(n), *rsb = gt__nans(rows);
+        gt_rmsnorm_residual_forward(x1b, rsb, NULL, NULL, res, y, w, NULL, rows, dim, eps, off);
+        ck_assert_msg(gt_test_same_bits(x1b, ux1, n) && gt_test_same_bits(rsb, urs, rows), "%s (no out2)", what);
+        float *rx1 = gt_test_zeros(n), *rrs = gt_test_zeros(rows), *ro2 = gt_test_zeros(n), *rrs2 = gt_test_zeros(rows);
+        gt_rmsnorm_residual_forward_ref(rx1, rrs, ro2, rrs2, res, y, w, w2, rows, dim, eps, off);
+        snprintf(what, sizeof what, "rmsnorm+residual fwd vs ref %s rows=%ld dim=%d", gt__rms_name[variant], (long)rows, dim);
+        gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), TOL_REF);
+        gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), TOL_REF);
+        gt_test_check_err(what, gt_test_scaled_err(rs2, rrs2, rows), TOL_REF);
+
+        /* backward, every mode: accumulate 0 (dx starts as NaN) or 1, with
+         * and without a residual gradient */
+        float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dres = gt_test_alloc_fill(n, &seed, -1, 1);
+        float *dx0 = gt_test_alloc_fill(n, &seed, -1, 1);
+        for (int acc = 0; acc < 2; acc++)
+          for (int with_res = 0; with_res < 2; with_res++) {
+            const float *dr = with_res ? dres : NULL;
+            float *dx = acc ? gt_test_copy(dx0, n) : gt__nans(n);
+            float *dw = gt_test_alloc_fill(dim, &seed, -1, 1), *udw = gt_test_copy(dw, dim), *rdw = gt_test_copy(dw, dim);
+            gt_rmsnorm_residual_backward(dx, dw, dr, dout, y, urs, w, rows, dim, off, acc);
+            float *udx = acc ? gt_test_copy(dx0, n) : gt_test_zeros(n);
+            if (dr)
+              for (int64_t i = 0; i < n; i++) udx[i] += dr[i];
+            gt_rmsnorm_backward(udx, udw, dout, y, urs, w, rows, dim, off);
+            snprintf(what, sizeof what, "rmsnorm+residual bwd %s rows=%ld dim=%d accumulate=%d dres=%d: the unfused kernels",
+                     gt__rms_name[variant], (long)rows, dim, acc, with_res);
+            ck_assert_msg(gt__same_values(dx, udx, n) && gt_test_same_bits(dw, udw, dim), "%s", what);
+            float *rdx = acc ? gt_test_copy(dx0, n) : gt__nans(n);
+            gt_rmsnorm_residual_backward_ref(rdx, rdw, dr, dout, y, urs, w, rows, dim, off, acc);
+            snprintf(what, sizeof what, "rmsnorm+residual bwd vs ref %s rows=%ld dim=%d accumulate=%d dres=%d",
+                     gt__rms_name[variant], (long)rows, dim, acc, with_res);
+            gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), TOL_REF);
+            gt_test_check_err(what, gt_test_scaled_err(dw, rdw, dim), TOL_REF);
+            free(dx); free(dw); free(udw); free(rdw); free(udx); free(rdx);
+          }
+        free(res); free(y); free(w); free(w2); free(x1); free(rs); free(o2); free(rs2); free(ux1); free(urs);
+        free(uo2); free(urs2); free(x1b); free(rsb); free(rx1); free(rrs); free(ro2); free(rrs2); free(dout);
+        free(dres); free(dx0);
+      }
+}
+END_TEST
+
+START_TEST(test_rmsnorm_residual_deterministic) {
+  const int64_t rows = 1000;
+  const int dim = 257;
+  const int64_t n = rows * dim;
+  uint64_t seed = 26;
+  float *res = gt_test_alloc_fill(n, &seed, -2, 2), *y = gt_test_alloc_fill(n, &seed, -2, 2);
+  float *w = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f), *w2 = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
+  float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dres = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *x1[2], *o2[2], *rs[2], *rs2[2], *dx[2], *dw[2];
+  for (int t = 0; t < 2; t++) {
+    omp_set_num_threads(t + 1);
+    x1[t] = gt_test_zeros(n), o2[t] = gt_test_zeros(n), rs[t] = gt_test_zeros(rows), rs2[t] = gt_test_zeros(rows);
+    gt_rmsnorm_residual_forward(x1[t], rs[t], o2[t], rs2[t], res, y, w, w2, rows, dim, 1e-6f, 1.0f);
+    dx[t] = gt_test_copy(dres, n), dw[t] = gt_test_zeros(dim);
+    gt_rmsnorm_residual_backward(dx[t], dw[t], dres, dout, y, rs[t], w, rows, dim, 1.0f, 1);
+  }
+  ck_assert_msg(gt_test_same_bits(x1[0], x1[1], n) && gt_test_same_bits(o2[0], o2[1], n) &&
+                    gt_test_same_bits(rs2[0], rs2[1], rows),
+                "rmsnorm+residual forward differs between 1 and 2 threads");
+  ck_assert_msg(gt_test_same_bits(dx[0], dx[1], n) && gt_test_same_bits(dw[0], dw[1], dim),
+                "rmsnorm+residual backward differs between 1 and 2 threads");
+  for (int t = 0; t < 2; t++) {
+    free(x1[t]); free(o2[t]); free(rs[t]); free(rs2[t]); free(dx[t]); free(dw[t]);
+  }
+  free(res); free(y); free(w); free(w2); free(dout); free(dres);
+}
+END_TEST
+
 /* ---------- rope ---------- */
 
 START_TEST(test_rope_table) {
@@ -506,6 +621,38 @@ START_TEST(test_geglu_vs_ref) {
     ck_assert_msg(isfinite(y[i]) && isfinite(dg[i]), "geglu extreme x=%g: %g %g", xs[i], y[i], dg[i]);
     ck_assert_msg(fabsf(y[i] - yr[i]) <= 1e-6f * fmaxf(1.0f, fabsf(yr[i])), "geglu x=%g", xs[i]);
     ck_assert_msg(fabsf(dg[i] - dgr[i]) <= 1e-6f, "geglu' x=%g: %g vs %g", xs[i], dg[i], dgr[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_geglu_backward_write) {
+  /* the written form equals the adding one on zeroed buffers, bit for bit,
+   * never reads its destinations (they start as NaN), and matches the
+   * reference's write form */
+  const int64_t ns[] = {0, 1, 17, 4099, 70001};
+  uint64_t seed = 43;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    const int64_t n = ns[a];
+    float *g = gt_test_alloc_fill(n, &seed, -8, 8), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+    float *dy = gt_test_alloc_fill(n, &seed, -1, 1);
+    for (int which = 0; which < 3; which++) { /* both, dgate only, dup only */
+      float *dg = which != 2 ? gt__nans(n) : NULL, *du = which != 1 ? gt__nans(n) : NULL;
+      float *adg = which != 2 ? gt_test_zeros(n) : NULL, *adu = which != 1 ? gt_test_zeros(n) : NULL;
+      float *rdg = which != 2 ? gt__nans(n) : NULL, *rdu = which != 1 ? gt__nans(n) : NULL;
+      gt_geglu_backward_write(dg, du, dy, g, u, n);
+      gt_geglu_backward(adg, adu, dy, g, u, n);
+      gt_geglu_backward_write_ref(rdg, rdu, dy, g, u, n);
+      if (dg) {
+        ck_assert_msg(gt__same_values(dg, adg, n), "geglu write dgate n=%ld: not the adding form's values", (long)n);
+        gt_test_check_err("geglu write dgate vs ref", gt_test_max_rel_err(dg, rdg, n, 1.0), 4e-6);
+      }
+      if (du) {
+        ck_assert_msg(gt__same_values(du, adu, n), "geglu write dup n=%ld: not the adding form's values", (long)n);
+        gt_test_check_err("geglu write dup vs ref", gt_test_max_rel_err(du, rdu, n, 1.0), TOL_REF);
+      }
+      free(dg); free(du); free(adg); free(adu); free(rdg); free(rdu);
+    }
+    free(g); free(u); free(dy);
   }
 }
 END_TEST
@@ -1001,6 +1148,53 @@ START_TEST(test_scale_vs_ref_and_fd) {
 }
 END_TEST
 
+/* ---------- soft-cap fused with the cross-entropy ---------- */
+
+START_TEST(test_softcap_xent_vs_unfused_and_ref) {
+  const int64_t rows_list[] = {1, 3, 17, 300};
+  const int64_t Vs[] = {1, 5, 33, 257, 4099};
+  const float cap = 30.0f;
+  uint64_t seed = 65;
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 5; b++) {
+      const int64_t rows = rows_list[a], V = Vs[b], n = rows * V;
+      char what[128];
+      float *l = gt_test_alloc_fill(n, &seed, -60, 60);
+      int32_t *tg = malloc(rows * sizeof(int32_t));
+      for (int64_t r = 0; r < rows; r++) tg[r] = (r % 3 == 2) ? -1 : (int32_t)(gt_test_rand_u64(&seed) % V);
+      float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
+      /* unfused fast kernels */
+      float *ul = gt_test_copy(l, n), *uloss = gt_test_zeros(rows), *ulse = gt_test_zeros(rows);
+      gt_softcap_forward(ul, n, cap);
+      gt_xent_forward(uloss, ulse, ul, tg, rows, V);
+      float *ud = gt_test_copy(ul, n);
+      gt_xent_backward(ud, ud, ulse, tg, w, rows, V);
+      gt_softcap_backward(ud, ul, n, cap);
+      /* fused, in place as the head runs it */
+      float *fl = gt_test_copy(l, n), *floss = gt_test_zeros(rows), *flse = gt_test_zeros(rows);
+      gt_softcap_xent_forward(floss, flse, fl, tg, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent fwd rows=%ld V=%ld: the unfused bits", (long)rows, (long)V);
+      ck_assert_msg(gt_test_same_bits(fl, ul, n) && gt_test_same_bits(floss, uloss, rows) &&
+                        gt_test_same_bits(flse, ulse, rows),
+                    "%s", what);
+      gt_softcap_xent_backward(fl, fl, flse, tg, w, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent bwd rows=%ld V=%ld: the unfused bits", (long)rows, (long)V);
+      ck_assert_msg(gt_test_same_bits(fl, ud, n), "%s", what);
+      /* the reference, composed from the unfused references */
+      float *rl = gt_test_copy(l, n), *rloss = gt_test_zeros(rows), *rlse = gt_test_zeros(rows);
+      gt_softcap_xent_forward_ref(rloss, rlse, rl, tg, rows, V, cap);
+      float *rd = gt_test_zeros(n);
+      gt_softcap_xent_backward_ref(rd, rl, rlse, tg, w, rows, V, cap);
+      snprintf(what, sizeof what, "softcap+xent vs ref rows=%ld V=%ld", (long)rows, (long)V);
+      gt_test_check_err(what, gt_test_scaled_err(ul, rl, n), TOL_REF);
+      gt_test_check_err(what, gt_test_scaled_err(floss, rloss, rows), 1e-5);
+      gt_test_check_err(what, gt_test_scaled_err(fl, rd, n), 1e-5);
+      free(l); free(tg); free(w); free(ul); free(uloss); free(ulse); free(ud); free(fl); free(floss); free(flse);
+      free(rl); free(rloss); free(rlse); free(rd);
+    }
+}
+END_TEST
+
 static Suite *gt__suite(void) {
   Suite *s = suite_create("kernels");
   TCase *tc = gt_test_tcase(s, "core");
@@ -1012,11 +1206,14 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_rmsnorm_fd);
   tcase_add_test(tc, test_rmsnorm_deterministic);
   tcase_add_test(tc, test_rmsnorm_in_parallel_region);
+  tcase_add_test(tc, test_rmsnorm_residual_vs_unfused_and_ref);
+  tcase_add_test(tc, test_rmsnorm_residual_deterministic);
   tcase_add_test(tc, test_rope_table);
   tcase_add_test(tc, test_rope_vs_ref);
   tcase_add_test(tc, test_rope_fd);
   tcase_add_test(tc, test_geglu_vs_ref);
   tcase_add_test(tc, test_geglu_fd);
+  tcase_add_test(tc, test_geglu_backward_write);
   tcase_add_test(tc, test_embedding_vs_ref);
   tcase_add_test(tc, test_embedding_fd);
   tcase_add_test(tc, test_embedding_deterministic);
@@ -1024,6 +1221,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_xent_fd);
   tcase_add_test(tc, test_softcap_vs_ref);
   tcase_add_test(tc, test_softcap_fd);
+  tcase_add_test(tc, test_softcap_xent_vs_unfused_and_ref);
   tcase_add_test(tc, test_adamw_by_hand);
   tcase_add_test(tc, test_adamw_vs_ref);
   tcase_add_test(tc, test_sumsq);

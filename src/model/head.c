@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "model/linear.h"
 
 gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
                    int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
@@ -17,18 +18,17 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
 
-  float *h = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "final norm output");
-  float *rstd = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "final norm rstd");
-  float *dh = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "head input gradient") : NULL;
-  float *logits = gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "logits tile");
-  /* backward of the soft-cap needs the capped logits after xent overwrote them */
-  float *capped =
-      (bwd && cap) ? gt_mem_alloc_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "capped logits tile") : NULL;
-  float *loss = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile losses");
-  float *lse = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile log-sum-exp");
-  float *roww = bwd ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile row weights") : NULL;
+  /* Every buffer is written in full before it is read (dh tile by tile by
+   * the written form of the projection's backward), so none is zeroed. */
+  float *h = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "final norm output");
+  float *rstd = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "final norm rstd");
+  float *dh = bwd ? gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N * d) * sizeof(float), "head input gradient") : NULL;
+  float *logits = gt_mem_alloc_uninit_named(mem, GT_MEM_LOGITS, (size_t)(R * V) * sizeof(float), "logits tile");
+  float *loss = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile losses");
+  float *lse = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile log-sum-exp");
+  float *roww = bwd ? gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)R * sizeof(float), "tile row weights") : NULL;
   gt_rc rc = GT_OK;
-  if (!h || !rstd || (bwd && (!dh || !roww)) || !logits || (bwd && cap && !capped) || !loss || !lse) {
+  if (!h || !rstd || (bwd && (!dh || !roww)) || !logits || !loss || !lse) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "head: no memory for a logits tile of %lld x %lld",
                     (long long)R, (long long)V);
     goto done;
@@ -45,27 +45,34 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
     const float *ht = h + (int64_t)t * R * d;
     const int32_t *tt = targets + (int64_t)t * R;
     GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(logits, ht, E, R, d, V));
-    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
-    if (logits_out) memcpy(logits_out + (int64_t)t * R * V, logits, (size_t)(R * V) * sizeof(float));
-    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_forward(loss, lse, logits, tt, R, V));
+    if (cap && !logits_out) { /* the cap inside the loss's sweep */
+      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_forward(loss, lse, logits, tt, R, V, m->softcap));
+    } else {
+      if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
+      if (logits_out) memcpy(logits_out + (int64_t)t * R * V, logits, (size_t)(R * V) * sizeof(float));
+      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_forward(loss, lse, logits, tt, R, V));
+    }
     for (int64_t r = 0; r < R; r++)
       if (tt[r] >= 0) {
         st->xent_sum += loss[r];
         st->total_weights++;
       }
     if (!bwd) continue;
-    if (cap) memcpy(capped, logits, (size_t)(R * V) * sizeof(float));
-    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
-    if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_backward(logits, capped, R * V, m->softcap));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
+    /* with the cap: one pass from the capped logits, overwriting them */
+    if (cap)
+      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap));
+    else
+      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
   }
-  if (bwd) gt_rmsnorm_backward(dx, hg + V * d, dh, x, rstd, wn, N, (int)d, m->norm_offset);
+  if (bwd)
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, hg + V * d, NULL, dh, x, rstd, wn, N, (int)d,
+                                                                     m->norm_offset, 0));
 done:
   gt_mem_free(mem, h);
   gt_mem_free(mem, rstd);
   gt_mem_free(mem, dh);
   gt_mem_free(mem, logits);
-  gt_mem_free(mem, capped);
   gt_mem_free(mem, loss);
   gt_mem_free(mem, lse);
   gt_mem_free(mem, roww);

@@ -7,8 +7,9 @@
 #include "exec/exec.h"
 
 /* x: [N,d] final residual stream. With dx != NULL this also runs backward:
- * adds d(loss)/dx into dx and the head's parameter gradients (final norm,
- * embedding) into m->grads, with per-token weight row_weight.
+ * writes d(loss)/dx into dx (never read: it needs no zeroing) and adds the
+ * head's parameter gradients (final norm, embedding) into m->grads, with
+ * per-token weight row_weight.
  * logits_out != NULL (forward only, n_tiles must be 1) copies the logits.
  * On a measuring tracker it only allocates and frees its buffers and counts
  * st->total_weights from the targets. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "model/linear.h"
 #include "model/moe.h"
 
 const char *gt_act_name(gt_act a) {
@@ -305,11 +306,17 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
   RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
-  /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo */
-  RUN(OP_ATTN_RESID) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_O], W(GT_P_POST_ATTN_NORM), N, (int)d, eps, off));
-    gt__add(a[GT_A_X1], a[GT_A_X_IN], N * d);
+  /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
+   * With the pre-FFW norm also to run, both in one sweep (the same bits as
+   * running them apart, which a recompute may do). */
+  uint32_t resid_norm = (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM);
+  if ((ops & resid_norm) == resid_norm) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
+                                                                   W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+    ops &= ~resid_norm;
   }
+  RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
+                                                                                   W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
   RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
   RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
@@ -321,15 +328,15 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_FFW_RESID) {
     float *dst = L->gemma4 ? a[GT_A_X2] : x_out;
     const float *ffw = L->n_experts ? a[GT_A_MOE_SUM] : a[GT_A_F];
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dst, a[GT_A_F_RSTD], ffw, W(GT_P_POST_FFW_NORM), N, (int)d, eps, off));
-    gt__add(dst, a[GT_A_X1], N * d);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
+                                                                   N, (int)d, eps, off));
   }
   RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
   RUN(OP_PLE_RESID) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_X3], a[GT_A_PLE_RSTD], a[GT_A_PLE_PROJ], W(GT_P_PLE_NORM), N, (int)d, eps, off));
-    gt__add(a[GT_A_X3], a[GT_A_X2], N * d);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
+                                                                   W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off));
   }
   RUN(OP_SCALE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_forward(x_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
 #undef RUN
@@ -429,13 +436,21 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   int meas = gt_mem_measuring(mem); /* allocation only: the same buffers, no arithmetic */
   gt_rc rc;
 
-  /* Temporaries, zeroed by the allocator (backward kernels accumulate). The
-   * PLE, FFW and attention stages reuse one region each to keep the peak low. */
+  /* Temporaries. The PLE, FFW and attention stages reuse one region each to
+   * keep the peak low. Backward kernels add by convention, but the first
+   * producer of each gradient here writes it instead (the gt_*_write and
+   * accumulate = 0 forms), so most regions need no zeroing pass: only what an
+   * adding kernel fills first is zeroed (and commented so). */
   int64_t n_dx1, n_ple, n_ffw, n_attn;
   gt_layer_backward_temps(m, L, N, &n_dx1, &n_ple, &n_ffw, &n_attn);
-  float *dx1 = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float), "d(attention residual)");
+  /* dx1 accumulates d(x1). It starts as d(x2): on Gemma 3 without experts
+   * the pre-FFW norm's backward writes dx1 = dx_out + its own part in one
+   * pass (no copy); the routed block adds into a copy of dx_out; Gemma 4's
+   * output stage adds into a zeroed dx1. */
+  int direct = !L->gemma4 && !L->n_experts;
+  float *dx1 = L->gemma4 ? gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float), "d(attention residual)")
+                         : gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)n_dx1 * sizeof(float), "d(attention residual)");
   if (!dx1) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
-  /* dx1 accumulates d(x1); it starts as d(x2), which on Gemma 3 is dx_out */
   const float *dx2 = dx_out;
   if (L->gemma4) {
     if ((rc = gt__backward_output(io, a, dx_out, dx1, grads, n_ple, err))) {
@@ -443,10 +458,10 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
       return rc;
     }
     dx2 = dx1; /* read by the post-FFW norm's backward before anything adds to dx1 */
-  } else if (!meas) {
+  } else if (!meas && !direct) {
     memcpy(dx1, dx_out, (size_t)n_dx1 * sizeof(float));
   }
-  float *ffw = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float), "MLP gradients");
+  float *ffw = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)n_ffw * sizeof(float), "MLP gradients");
   if (!ffw) {
     gt_mem_free(mem, dx1);
     return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
@@ -457,36 +472,35 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     /* x2 = x1 + norm(y), y = norm_1(f) + routed(x1) */
     float *dY = dUP + N * F;
     if (!meas)
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dY, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
-                          W(GT_P_POST_FFW_NORM), N, (int)d, off));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dY, G(GT_P_POST_FFW_NORM), NULL, dx2, a[GT_A_MOE_SUM], a[GT_A_F_RSTD],
+                          W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
     if ((rc = gt__moe_backward(io, a, dY, dx1, grads, err))) {
       gt_mem_free(mem, ffw);
       gt_mem_free(mem, dx1);
       return rc;
     }
     if (!meas)
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM_1), dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
-                          W(GT_P_POST_FFW_NORM_1), N, (int)d, off));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dF, G(GT_P_POST_FFW_NORM_1), NULL, dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
+                          W(GT_P_POST_FFW_NORM_1), N, (int)d, off, 0));
   } else if (!meas) {
     /* x2 = x1 + norm(f) */
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dF, G(GT_P_POST_FFW_NORM), dx2, a[GT_A_F], a[GT_A_F_RSTD],
-                        W(GT_P_POST_FFW_NORM), N, (int)d, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dF, G(GT_P_POST_FFW_NORM), NULL, dx2, a[GT_A_F], a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
   }
   if (!meas) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
-    memset(dM, 0, (size_t)(N * d) * sizeof(float));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
     GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx1, G(GT_P_PRE_FFW_NORM), dM, a[GT_A_X1], a[GT_A_M_RSTD],
-                        W(GT_P_PRE_FFW_NORM), N, (int)d, off));
+    /* direct: dx1 = dx_out + this norm's part, written */
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
+                        a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
   }
   gt_mem_free(mem, ffw);
 
-  /* x1 = x_in + norm(o) */
-  if (!meas) gt__add(dx_in, dx1, N * d);
-  float *attn = gt_mem_alloc_named(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float), "attention gradients");
+  /* x1 = x_in + norm(o): dx1 joins dx_in in the input norm's backward pass */
+  float *attn = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float), "attention gradients");
   if (!attn) {
     gt_mem_free(mem, dx1);
     return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
@@ -495,9 +509,11 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd;
   float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dO, G(GT_P_POST_ATTN_NORM), dx1, a[GT_A_O], a[GT_A_O_RSTD],
-                      W(GT_P_POST_ATTN_NORM), N, (int)d, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O], a[GT_A_O_RSTD],
+                      W(GT_P_POST_ATTN_NORM), N, (int)d, off, 0));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
+  memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io);
   const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
   int arc = 0;
@@ -516,29 +532,27 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd));
   if (own_kv) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd));
-  memset(dQR, 0, (size_t)(N * qd) * sizeof(float));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), N * H,
-                      (int)hd, off));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dQR, G(GT_P_Q_NORM), NULL, dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM),
+                      N * H, (int)hd, off, 0));
   float *dVR = dV; /* d(value projection output): Gemma 3 has no v-norm */
   if (own_kv) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM), N * K,
-                        (int)hd, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dKR, G(GT_P_K_NORM), NULL, dK, a[GT_A_K_RAW], a[GT_A_K_RSTD],
+                        W(GT_P_K_NORM), N * K, (int)hd, off, 0));
     if (L->gemma4) {
       /* v = v_norm(raw): K = V sends it into d(k raw); else into dQ's
        * region, free since the q-norm consumed it (kd <= qd: K divides H) */
-      dVR = L->k_eq_v ? dKR : dQ;
-      if (!L->k_eq_v) memset(dVR, 0, (size_t)(N * kd) * sizeof(float));
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dVR, G(GT_P_V_NORM), dV, a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW],
-                          a[GT_A_V_RSTD], W(GT_P_V_NORM), N * K, (int)hd, off));
+      dVR = L->k_eq_v ? dKR : dQ; /* adds into d(k raw), or writes */
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dVR, G(GT_P_V_NORM), NULL, dV, a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW],
+                          a[GT_A_V_RSTD], W(GT_P_V_NORM), N * K, (int)hd, off, L->k_eq_v));
     }
   }
   float *dA = dO; /* dO is consumed */
-  memset(dA, 0, (size_t)(N * d) * sizeof(float));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
   if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dx_in, G(GT_P_INPUT_NORM), dA, a[GT_A_X_IN], a[GT_A_A_RSTD], W(GT_P_INPUT_NORM),
-                      N, (int)d, off));
+  /* dx_in = dx1 + the input norm's part, written in one pass */
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
+                      W(GT_P_INPUT_NORM), N, (int)d, off, 0));
 attn_done:
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);

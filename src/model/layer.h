@@ -153,8 +153,9 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
  * its forward (once per run of its op) and inside the backward (while the
  * feed-forward's temporaries are held); 0 for other kinds. */
 void gt_layer_moe_temps(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T, int64_t *fwd, int64_t *bwd);
-/* Adds d(loss)/d(x_in) into dx_in and the parameter gradients into grads
- * (this layer's own gradient block). Temporaries come from m->mem. */
+/* Writes d(loss)/d(x_in) into dx_in (never read: it needs no zeroing) and
+ * adds the parameter gradients into grads (this layer's own gradient block).
+ * Temporaries come from m->mem. */
 gt_rc gt_layer_backward(const gt_layer_io *io, float *const acts[GT_A_NSLOTS], const float *dx_out,
                         float *dx_in, float *grads, gt_err *err);
 

@@ -82,9 +82,9 @@ gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const floa
   /* the same kernels on the same x0 as the forward: the same bits */
   gt__project(m, hp, x0, N, ctx);
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dctx, rstd, ctx, hp + no, rows, (int)m->ple_dim, m->eps, m->norm_offset));
-  memset(dctx, 0, (size_t)(N * LP) * sizeof(float));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dctx, hg + no, dple, ctx, rstd, hp + no, rows, (int)m->ple_dim,
-                                                          m->norm_offset));
+  /* written, not added: the recomputed norm output in dctx is not read */
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dctx, hg + no, NULL, dple, ctx, rstd, hp + no, rows,
+                                                                   (int)m->ple_dim, m->norm_offset, 0));
   gt__scale(dctx, N * LP, gt__proj_scale(m));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx0, hg + po, dctx, x0, hp + po, N, m->d, LP));
 done:

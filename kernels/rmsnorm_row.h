@@ -1,0 +1,85 @@
+/* One row of RMSNorm, forward and backward, as inline code shared by
+ * kernels/rmsnorm.c and the fused residual kernels (kernels/rmsnorm_residual.c).
+ * Sharing the very code is what makes the fused kernels bit-identical to the
+ * unfused sequence: the remat recompute may run either form for the same
+ * activation, and the two must agree to the bit. */
+#ifndef GEMTRAIN_RMSNORM_ROW_H
+#define GEMTRAIN_RMSNORM_ROW_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* o = x * rs * (w_offset + w) (w == NULL: multiplier 1); returns rs. */
+static inline __attribute__((always_inline)) float gt__rms_row_fwd(float *o, const float *xr, const float *w,
+                                                                   int dim, float eps, float w_offset) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int j = 0; j < dim; j++) ss += xr[j] * xr[j];
+  const float rs = 1.0f / sqrtf(ss / (float)dim + eps);
+  if (w) {
+#pragma omp simd
+    for (int j = 0; j < dim; j++) o[j] = (xr[j] * rs) * (w_offset + w[j]);
+  } else {
+#pragma omp simd
+    for (int j = 0; j < dim; j++) o[j] = xr[j] * rs;
+  }
+  return rs;
+}
+
+/* The row's input gradient g_j = rs * (dout_j s_j - x_j c), s = w_offset + w,
+ * c = rs^2 mean(dout s x), combined with what the row's destination holds:
+ * mode GT__RMS_ADD: dx += g (the kernels' convention);
+ * GT__RMS_SET: dx = g, or dres + g when dres is given (nothing to zero first);
+ * GT__RMS_ADD_RES: dx = (dx + dres) + g, the order of adding dres first. */
+enum { GT__RMS_ADD = 0, GT__RMS_SET = 1, GT__RMS_ADD_RES = 2 };
+
+static inline __attribute__((always_inline)) float gt__rms_row_c(const float *dr, const float *xr, const float *w,
+                                                                 float rs, int dim, float w_offset) {
+  float dot = 0.0f;
+  if (w) {
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < dim; j++) dot += dr[j] * (w_offset + w[j]) * xr[j];
+  } else {
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < dim; j++) dot += dr[j] * xr[j];
+  }
+  return rs * rs * dot / (float)dim;
+}
+
+static inline __attribute__((always_inline)) void gt__rms_row_bwd(float *dxr, const float *resr, const float *dr,
+                                                                  const float *xr, const float *w, float rs, int dim,
+                                                                  float w_offset, const int mode) {
+  const float c = gt__rms_row_c(dr, xr, w, rs, dim, w_offset);
+  if (w) {
+    if (mode == GT__RMS_ADD) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
+    } else if (mode == GT__RMS_ADD_RES) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
+    } else if (resr) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
+    }
+  } else {
+    if (mode == GT__RMS_ADD) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] - xr[j] * c);
+    } else if (mode == GT__RMS_ADD_RES) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] - xr[j] * c);
+    } else if (resr) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] - xr[j] * c);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] - xr[j] * c);
+    }
+  }
+}
+
+#endif

@@ -1,0 +1,67 @@
+/* The output head's soft-cap fused with its cross-entropy. Unfused, a logits
+ * tile is swept by the cap, the loss's two reductions, a copy of the capped
+ * logits (the cap's backward needs them after the loss's backward overwrote
+ * the tile), the loss's backward and the cap's backward. Fused, the cap runs
+ * row by row right before the row's reductions (the row is then in cache),
+ * and the backward reads the capped logit y once and writes
+ * (softmax - onehot) * w * (1 - (y/cap)^2) over it: no copy, and no second
+ * tile-sized buffer. Each element is computed by the unfused expressions
+ * (the shared inline code of kernels/softcap_tanh.h and kernels/xent_row.h),
+ * so the results are the unfused bits. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "softcap_tanh.h"
+#include "xent_row.h"
+
+#define GT__PAR_MIN 32768
+
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+
+void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
+                             float cap) {
+  if (rows <= 0) return;
+  if (V <= 0) {
+    gt_xent_forward(loss, lse, logits, target, rows, V);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (gt__par(rows * V))
+  for (int64_t r = 0; r < rows; r++) {
+    float *l = logits + r * V;
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) l[j] = cap * gt__tanhf(l[j] / cap);
+    const float ls = gt__xent_row_lse(l, V);
+    if (lse) lse[r] = ls;
+    loss[r] = target[r] < 0 ? 0.0f : ls - l[target[r]];
+  }
+}
+
+void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
+                              const float *row_weight, int64_t rows, int64_t V, float cap) {
+  if (rows <= 0 || V <= 0) return;
+#pragma omp parallel for schedule(static) if (gt__par(rows * V))
+  for (int64_t r = 0; r < rows; r++) {
+    float *d = dlogits + r * V;
+    const float *l = logits + r * V;
+    const int32_t tg = target[r];
+    if (tg < 0) {
+#pragma omp simd
+      for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
+      continue;
+    }
+    const float ls = lse[r];
+    const float w = row_weight ? row_weight[r] : 1.0f;
+    const float lt = l[tg]; /* read first: d may alias l */
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) {
+      const float t = l[j] / cap;
+      const float g = gt__expf(l[j] - ls) * w;
+      d[j] = g * (1.0f - t * t);
+    }
+    const float tt = lt / cap;
+    const float gt = (gt__expf(lt - ls) - 1.0f) * w;
+    d[tg] = gt * (1.0f - tt * tt);
+  }
+}
