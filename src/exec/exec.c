@@ -316,7 +316,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   int meas = gt_mem_measuring(m->mem);
   size_t xbytes = (size_t)(N * d) * sizeof(float);
   gt_mem_phase(m->mem, "output head (logits and loss)");
-  dx = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, xbytes, "residual gradient");
+  dx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, xbytes, "residual gradient"); /* the head writes it */
   dprev = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, xbytes, "residual gradient (other)");
   if (!dx || !dprev) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for the residual gradient");
@@ -371,7 +371,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
         }
       }
       gt_layer_io io = gt__io(&r, l);
-      if (!meas) memset(dprev, 0, xbytes);
+      /* gt_layer_backward writes d(x_in) whole: dprev needs no zeroing */
       if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
         for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
         goto done;
