@@ -32,6 +32,12 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
 void gt_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The measured float32 FMA peak of `threads` threads in GFLOP/s (kernels/
+ * peak.c: an assembly loop of 12 independent vector FMAs per thread, the best
+ * of three runs of about `seconds` each); 0 without FMA. `gemtrain bench
+ * gemm` divides GEMM rates by it. */
+double gt_fma_peak_gflops(int threads, double seconds);
+
 /* ---- matmul (projections: gt_sgemm) ----
  * out[n,out_dim] = inp[n,in_dim] . w[out_dim,in_dim]^T  (overwrites out)
  * backward: dinp[n,in_dim] += dout . w ;  dw[out_dim,in_dim] += dout^T . inp */
