@@ -329,25 +329,39 @@ typedef struct gt__plan {
 
 /* Enough tasks that dynamic scheduling balances the team (4 per thread),
  * as few as that allows (each task packs its own A block). Depends on nt
- * only through the cut of C into tasks, never through the k order. */
+ * only through the cut of C into tasks, never through the k order: KC and
+ * so every element's order of operations come from K and the caches. */
 static void gt__plan_make(gt__plan *p, int64_t M, int64_t N, int64_t K, int nt) {
+  /* a product too small to pay for waking a second thread runs on one */
+  if ((double)M * N * K < 4e6) nt = 1;
   /* K in equal blocks of at most gt__kc (256 = 192 + 64 would waste the
    * second block's call overhead on little work) */
   p->kc = gt__cdiv(gt__cdiv(K, gt__cdiv(K, gt__kc)), 8) * 8;
   p->nc = gt__min(gt__nc_max, gt__cdiv(N, NR) * NR);
   int64_t npanels = gt__cdiv(gt__min(p->nc, N), NR), mpanels = gt__cdiv(M, MR);
-  int64_t target = nt == 1 ? 1 : 4 * (int64_t)nt;
-  int64_t nic = gt__cdiv(M, gt__mc_max);
-  int64_t ng = gt__min(npanels, gt__cdiv(target, nic));
-  if (nic * ng < target) nic = gt__min(mpanels, gt__cdiv(target, ng));
-  /* even row blocks, each a whole number of MR panels */
+  int64_t nic = gt__min(mpanels, gt__cdiv(M, gt__mc_max)), ng = 1;
+  if (nt > 1) {
+    /* skinny products get their tasks from the long side: few rows split
+     * the columns, few columns the rows */
+    int64_t target = 4 * (int64_t)nt;
+    ng = gt__min(npanels, gt__cdiv(target, nic));
+    if (nic * ng < target) nic = gt__min(mpanels, gt__cdiv(target, ng));
+    /* a multiple of the team when possible: near-equal tasks then split
+     * evenly (9 tasks on 2 threads would leave one idle for a ninth) */
+    for (int tries = 0; (nic * ng) % nt && tries < nt; tries++) {
+      if (nic < mpanels)
+        nic++;
+      else if (ng < npanels)
+        ng++;
+      else
+        break;
+    }
+  }
+  /* row block b holds MR panels [mpanels*b/nic, mpanels*(b+1)/nic) */
+  p->nic = nic;
   p->mc = gt__cdiv(mpanels, nic) * MR;
-  p->nic = gt__cdiv(M, p->mc);
   p->ngroups = ng;
-  /* a product too small to pay for waking a second thread runs on one */
-  p->nt = nt;
-  if ((double)M * N * K < 4e6) p->nt = 1;
-  if (p->nt > p->nic * p->ngroups) p->nt = (int)(p->nic * p->ngroups);
+  p->nt = (int)gt__min(nt, nic * ng);
 }
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -375,7 +389,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
   float *Bp = cache->b, *Abase = cache->a;
-  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups;
+  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__cdiv(M, MR);
 #pragma omp parallel num_threads(pl.nt)
   {
     int tid = omp_get_thread_num();
@@ -396,7 +410,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < nic * ng; t++) {
           int64_t ib = t / ng, g = t % ng;
-          int64_t ic = ib * mc, m = gt__min(mc, M - ic);
+          int64_t ic = mpanels * ib / nic * MR, m = gt__min(M, mpanels * (ib + 1) / nic * MR) - ic;
           if (ib != packed_ic) {
             gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
             packed_ic = ib;
