@@ -4,12 +4,28 @@
  * ("Prescott") kernel at a tenth of the machine's speed; the kernel is chosen
  * when the library loads, so a program cannot fix that for itself.
  *
- * Loops (BLIS): jc over N by NC, pc over K by KC (pack B: KC x NC into NR-wide
- * panels), ic over M by MC (pack A: MC x KC into MR-tall panels), jr over NR
- * panels, ir over MR panels -> micro-kernel MR x NR over kc.
- * Threads split the ic loop (or the jr loop when M is small). Each element of
- * C is summed by one thread in a fixed k order, so the result does not depend
- * on the thread count. Without AVX-512 the call goes to cblas_sgemm. */
+ * Loops: jc over N by NC, pc over K by KC (pack B: KC x NC into NR-wide
+ * panels, all threads), then the C block [M, NC] is cut into tasks of mc rows
+ * times a group of NR panels, handed out dynamically (a thread that lost its
+ * core to another process simply takes fewer tasks). A task packs its mc x KC
+ * block of A (MR-tall panels) and runs, per B panel, the micro-kernel over
+ * every A panel: the A block stays in L2, the B micro-panel streams.
+ *
+ * Determinism: every C element gets the same operations in the same order
+ * whoever computes it: within a (jc, pc) block a tile is computed whole by one
+ * task, blocks follow each other in a fixed order behind barriers, and the
+ * blocking (KC, MC, NC) depends on the cache sizes only, never on the thread
+ * count. So the bits do not depend on the thread count or on timing.
+ *
+ * Block sizes come from the caches, read once at run time (sysconf): KC and
+ * the A block (mc x KC) from L2, the B block (KC x NC) at most half of L3
+ * (capped); see gt__block_init.
+ *
+ * Buffers: each calling thread owns one cache of packing buffers (the shared
+ * B block and one A block per team thread), grown on demand and kept between
+ * calls, freed when the thread exits (a pthread key destructor; the main
+ * thread's lives until the process ends). If it cannot grow, the call goes to
+ * cblas_sgemm instead. Without AVX-512 every call goes to cblas_sgemm. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,80 +35,230 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
+#include <unistd.h>
 
-enum { MR = 12, NR = 32, KC = 256, MC = 192, NC = 2048 };
+enum { MR = 12, NR = 32 };
 
-/* element (i,k) of op(A), (k,j) of op(B) */
-#define OPA(i, k) (transA ? A[(int64_t)(k) * lda + (i)] : A[(int64_t)(i) * lda + (k)])
+static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t gt__max(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t gt__cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc,
-                       int64_t k0, int64_t kc) {
+/* ------------------------------------------------------------- blocking */
+
+static int64_t gt__kc, gt__mc_max, gt__nc_max;
+static pthread_once_t gt__block_once = PTHREAD_ONCE_INIT;
+
+static int64_t gt__cache_bytes(int name, int64_t fallback) {
+  long v = sysconf(name);
+  return v > 0 ? (int64_t)v : fallback;
+}
+
+static void gt__block_init(void) {
+  int64_t l2 = gt__cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20);
+  int64_t l3 = gt__cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
+  /* KC as large as lets an A block of 256 rows take half of L2 (512 on 1 and
+   * 2 MiB L2s), capped at 512: measured on Zen 4, KC 512 beat 384, 256 and
+   * 192 (fewer passes over C and fewer barriers; the KC x NR B micro-panel,
+   * 64 KiB, streams from L2 fast enough: the kernel needs 128 bytes per 24
+   * FMAs) */
+  gt__kc = gt__max(128, gt__min(512, l2 / 2 / (256 * 4) / 16 * 16));
+  gt__mc_max = gt__max(4 * MR, gt__min(4096, l2 / 2 / (gt__kc * 4) / MR * MR));
+  gt__nc_max = gt__max(16 * NR, gt__min(8192, l3 / 2 / (gt__kc * 4) / NR * NR));
+}
+
+/* ---------------------------------------------------- per-thread buffers */
+
+typedef struct gt__gemm_cache {
+  float *a, *b;
+  size_t acap, bcap; /* floats */
+} gt__gemm_cache;
+
+static pthread_key_t gt__cache_key;
+static int gt__cache_key_ok;
+static pthread_once_t gt__cache_once = PTHREAD_ONCE_INIT;
+
+static void gt__cache_free(void *p) {
+  gt__gemm_cache *c = p;
+  free(c->a);
+  free(c->b);
+  free(c);
+}
+
+static void gt__cache_key_init(void) { gt__cache_key_ok = pthread_key_create(&gt__cache_key, gt__cache_free) == 0; }
+
+static gt__gemm_cache *gt__cache_get(void) {
+  pthread_once(&gt__cache_once, gt__cache_key_init);
+  if (!gt__cache_key_ok) return NULL;
+  gt__gemm_cache *c = pthread_getspecific(gt__cache_key);
+  if (c) return c;
+  c = calloc(1, sizeof *c);
+  if (c && pthread_setspecific(gt__cache_key, c)) {
+    free(c);
+    c = NULL;
+  }
+  return c;
+}
+
+/* *p holds at least n floats, 64-byte aligned; 0, or -1 with *p unchanged. */
+static int gt__grow(float **p, size_t *cap, size_t n) {
+  if (n <= *cap) return 0;
+  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63; /* aligned_alloc wants a multiple */
+  float *q = aligned_alloc(64, bytes);
+  if (!q) return -1;
+  free(*p);
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+/* -------------------------------------------------------------- packing */
+
+/* In-register transpose of 16 rows of 16 floats: on return r[c] holds
+ * column c (element i from row i). */
+static inline __attribute__((always_inline)) void gt__tr16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  /* u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c */
+#pragma GCC unroll 16
+  for (int g = 0; g < 4; g++) {
+    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+  /* a 4 x 4 transpose of 128-bit lanes across u[c], u[4+c], u[8+c], u[12+c] */
+#pragma GCC unroll 16
+  for (int c = 0; c < 4; c++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+/* rows[0..nrows) of a matrix whose rows run along k: 16 k values each from
+ * k (masked to kn), the other rows 0, transposed: r[kk] = column k + kk. */
+static inline __attribute__((always_inline)) void gt__load_tr(__m512 r[16], const float *src, int64_t ld,
+                                                              int64_t nrows, int64_t k, int64_t kn,
+                                                              const float *next, int64_t nnext) {
+  __mmask16 m = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1);
+  /* rows of a KB or two are too short for the hardware prefetcher to ramp
+   * up: ask now for the same line of the rows packed next (nnext of them
+   * from `next`), a whole panel ahead; without it the loads below waited
+   * on L3 for most of the packing time */
+  for (int64_t i = 0; i < nnext; i++) _mm_prefetch((const char *)(next + i * ld + k), _MM_HINT_T0);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_maskz_loadu_ps(m, src + i * ld + k) : _mm512_setzero_ps();
+  gt__tr16(r);
+}
+
+/* A block [mc, kc] from (i0, k0) into MR-tall panels: panel p holds
+ * rows p*MR.., k-major (MR floats per k), rows past mc zero. */
+static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                       int64_t kc) {
   if (transA) {
-    /* k outer: each k reads one contiguous row segment. Walking panels first
-     * would read columns at a stride of lda, and a power-of-two lda maps every
-     * row to the same L1 set. */
-    for (int64_t k = 0; k < kc; k++) {
-      const float *src = A + (k0 + k) * lda + i0;
-      int64_t p = 0;
-      for (; p + MR <= mc; p += MR) memcpy(dst + p * kc + k * MR, src + p, MR * sizeof(float));
-      if (p < mc) {
-        float *d = dst + p * kc + k * MR;
-        int64_t r = 0;
-        for (; r < mc - p; r++) d[r] = src[p + r];
-        for (; r < MR; r++) d[r] = 0.0f;
-      }
+    /* op(A)(i, k) = A[k][i]: each k's MR values are contiguous */
+    for (int64_t p = 0; p < mc; p += MR) {
+      int64_t mr = gt__min(MR, mc - p);
+      __mmask16 m = (__mmask16)((1u << mr) - 1);
+      float *d = dst + p * kc;
+      const float *src = A + k0 * lda + i0 + p;
+      for (int64_t k = 0; k < kc; k++)
+        _mm512_mask_storeu_ps(d + k * MR, 0x0FFF, _mm512_maskz_loadu_ps(m, src + k * lda));
     }
     return;
   }
+  /* rows run along k: transpose 16 k at a time (12 rows + 4 zero rows) */
   for (int64_t p = 0; p < mc; p += MR) {
+    int64_t mr = gt__min(MR, mc - p);
     float *d = dst + p * kc;
-    int64_t mr = mc - p < MR ? mc - p : MR;
-    const float *rows[MR];
-    for (int64_t r = 0; r < MR; r++) rows[r] = A + (i0 + p + (r < mr ? r : 0)) * lda + k0;
-    /* k outer so each written 12-float group is contiguous; the 12 source
-     * rows stream in parallel */
-    for (int64_t k = 0; k < kc; k++) {
-      float *dk = d + k * MR;
-      for (int64_t r = 0; r < MR; r++) dk[r] = r < mr ? rows[r][k] : 0.0f;
+    const float *src = A + (i0 + p) * lda;
+    int64_t nnext = gt__max(0, gt__min(MR, mc - p - MR));
+    const float *next = nnext ? src + MR * lda : src;
+    for (int64_t k = 0; k < kc; k += 16) {
+      __m512 r[16];
+      int64_t kn = gt__min(16, kc - k);
+      gt__load_tr(r, src, lda, mr, k0 + k, kn, next, nnext);
+      if (kn == 16) {
+#pragma GCC unroll 16
+        for (int kk = 0; kk < 16; kk++) _mm512_mask_storeu_ps(d + (k + kk) * MR, 0x0FFF, r[kk]);
+      } else {
+        for (int64_t kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(d + (k + kk) * MR, 0x0FFF, r[kk]);
+      }
     }
   }
 }
 
-static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
-                             int64_t j0, int64_t nr) {
+/* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc][NR], columns
+ * past nr zero. */
+static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                             int64_t nr) {
   if (!transB) {
     __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
     __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
     for (int64_t k = 0; k < kc; k++) {
       const float *src = B + (k0 + k) * ldb + j0;
-      _mm512_storeu_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, src));
-      _mm512_storeu_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+      _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
     }
-  } else {
-    for (int64_t c = 0; c < NR; c++) {
-      if (c < nr) {
-        const float *src = B + (j0 + c) * ldb + k0;
-        for (int64_t k = 0; k < kc; k++) d[k * NR + c] = src[k];
-      } else {
-        for (int64_t k = 0; k < kc; k++) d[k * NR + c] = 0.0f;
+    return;
+  }
+  /* op(B)(k, j) = B[j][k]: rows of B run along k; two 16-row transposes */
+  const float *src = B + j0 * ldb;
+  for (int64_t k = 0; k < kc; k += 16) {
+    __m512 r[16], s[16];
+    int64_t kn = gt__min(16, kc - k);
+    gt__load_tr(r, src, ldb, gt__min(16, nr), k0 + k, kn, src, 0);
+    gt__load_tr(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__max(0, nr - 16), k0 + k, kn, src, 0);
+    if (kn == 16) {
+#pragma GCC unroll 16
+      for (int kk = 0; kk < 16; kk++) {
+        _mm512_store_ps(d + (k + kk) * NR, r[kk]);
+        _mm512_store_ps(d + (k + kk) * NR + 16, s[kk]);
+      }
+    } else {
+      for (int64_t kk = 0; kk < kn; kk++) {
+        _mm512_store_ps(d + (k + kk) * NR, r[kk]);
+        _mm512_store_ps(d + (k + kk) * NR + 16, s[kk]);
       }
     }
   }
 }
 
-/* C[mr, nr] = alpha * Ap . Bp + beta * C (beta == 0: C is not read). */
-static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int64_t mr,
-                      int64_t nr, float alpha, float beta) {
-  __m512 c[MR][2];
-  for (int r = 0; r < MR; r++) c[r][0] = _mm512_setzero_ps(), c[r][1] = _mm512_setzero_ps();
+/* --------------------------------------------------------- micro-kernel */
+
+/* C[mr, nr] = alpha * Ap . Bp + beta * C (beta == 0: C is not read).
+ * Ap: [kc][MR], Bp: [kc][NR] (64-byte aligned). Cnext is the tile the next
+ * call writes: its lines are requested (for writing) now, a whole k loop
+ * ahead, so the next epilogue does not wait for L3 or memory. The rows are
+ * spelled out one by one so the 24 accumulators stay in registers. */
+static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                      float alpha, float beta, const float *Cnext) {
+  for (int64_t r = 0; r < MR; r++) {
+    _mm_prefetch((const char *)(Cnext + r * ldc), _MM_HINT_ET0);
+    _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);
+  }
+#define GT__DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+  GT__DECL(0) GT__DECL(1) GT__DECL(2) GT__DECL(3) GT__DECL(4) GT__DECL(5)
+  GT__DECL(6) GT__DECL(7) GT__DECL(8) GT__DECL(9) GT__DECL(10) GT__DECL(11)
+#undef GT__DECL
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
-    __m512 b0 = _mm512_loadu_ps(Bp + k * NR), b1 = _mm512_loadu_ps(Bp + k * NR + 16);
+    __m512 b0 = _mm512_load_ps(Bp + k * NR), b1 = _mm512_load_ps(Bp + k * NR + 16);
     const float *a = Ap + k * MR;
-#define GT__ROW(r)                                   \
-  {                                                  \
-    __m512 ar = _mm512_set1_ps(a[r]);                \
-    c[r][0] = _mm512_fmadd_ps(ar, b0, c[r][0]);      \
-    c[r][1] = _mm512_fmadd_ps(ar, b1, c[r][1]);      \
+#define GT__ROW(r)                            \
+  {                                           \
+    __m512 ar = _mm512_set1_ps(a[r]);         \
+    c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0); \
+    c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1); \
   }
     GT__ROW(0) GT__ROW(1) GT__ROW(2) GT__ROW(3) GT__ROW(4) GT__ROW(5)
     GT__ROW(6) GT__ROW(7) GT__ROW(8) GT__ROW(9) GT__ROW(10) GT__ROW(11)
@@ -101,25 +267,30 @@ static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, in
   __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
   __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (int64_t r = 0; r < mr; r++) {
-    float *cr = C + r * ldc;
-    __m512 x0 = _mm512_mul_ps(va, c[r][0]), x1 = _mm512_mul_ps(va, c[r][1]);
-    if (beta != 0.0f) {
-      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
-      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
-    }
-    _mm512_mask_storeu_ps(cr, m0, x0);
-    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  /* one rule for every row: alpha and beta folded in only when they are not
+   * 1 (and C read only when beta is not 0) */
+  const int scale = alpha != 1.0f, mode = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
+#define GT__STORE(r)                                                           \
+  if (r < mr) {                                                                \
+    float *cr = C + r * ldc;                                                   \
+    __m512 x0 = c##r##0, x1 = c##r##1;                                         \
+    if (scale) x0 = _mm512_mul_ps(va, x0), x1 = _mm512_mul_ps(va, x1);         \
+    if (mode == 1) {                                                           \
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));                   \
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));              \
+    } else if (mode == 2) {                                                    \
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);             \
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);        \
+    }                                                                          \
+    _mm512_mask_storeu_ps(cr, m0, x0);                                         \
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);                                    \
   }
+  GT__STORE(0) GT__STORE(1) GT__STORE(2) GT__STORE(3) GT__STORE(4) GT__STORE(5)
+  GT__STORE(6) GT__STORE(7) GT__STORE(8) GT__STORE(9) GT__STORE(10) GT__STORE(11)
+#undef GT__STORE
 }
 
-static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* C11 aligned_alloc wants the size to be a multiple of the alignment. */
-static float *gt__alloc64(int64_t nfloats) {
-  size_t bytes = ((size_t)nfloats * sizeof(float) + 127) & ~(size_t)63;
-  return aligned_alloc(64, bytes);
-}
+/* ------------------------------------------------------- small products */
 
 /* A few rows times B^T (decoding one token: x [1, K] times W [N, K]^T):
  * packing would copy all of W for one use, so each output is a dot product of
@@ -130,7 +301,8 @@ static void gt__gemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const floa
                         int64_t ldb, float beta, float *C, int64_t ldc) {
   int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
   __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
-#pragma omp parallel for schedule(static) num_threads(nt)
+  /* dynamic chunks of columns: a thread whose core is taken does fewer */
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
   for (int64_t j = 0; j < N; j++) {
     const float *b = B + j * ldb;
     for (int64_t i = 0; i < M; i++) {
@@ -146,8 +318,54 @@ static void gt__gemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const floa
   }
 }
 
-void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* ---------------------------------------------------------------- driver */
+
+/* How one call is cut: mc rows per A block, the NR panels of a B block in
+ * ngroups groups; tasks = row blocks x groups. */
+typedef struct gt__plan {
+  int64_t kc, nc, mc, nic, ngroups;
+  int nt;
+} gt__plan;
+
+/* Enough tasks that dynamic scheduling balances the team (4 per thread),
+ * as few as that allows (each task packs its own A block). Depends on nt
+ * only through the cut of C into tasks, never through the k order: KC and
+ * so every element's order of operations come from K and the caches. */
+static void gt__plan_make(gt__plan *p, int64_t M, int64_t N, int64_t K, int nt) {
+  /* a product too small to pay for waking a second thread runs on one */
+  if ((double)M * N * K < 4e6) nt = 1;
+  /* K in equal blocks of at most gt__kc (256 = 192 + 64 would waste the
+   * second block's call overhead on little work) */
+  p->kc = gt__cdiv(gt__cdiv(K, gt__cdiv(K, gt__kc)), 8) * 8;
+  p->nc = gt__min(gt__nc_max, gt__cdiv(N, NR) * NR);
+  int64_t npanels = gt__cdiv(gt__min(p->nc, N), NR), mpanels = gt__cdiv(M, MR);
+  int64_t nic = gt__min(mpanels, gt__cdiv(M, gt__mc_max)), ng = 1;
+  if (nt > 1) {
+    /* skinny products get their tasks from the long side: few rows split
+     * the columns, few columns the rows */
+    int64_t target = 4 * (int64_t)nt;
+    ng = gt__min(npanels, gt__cdiv(target, nic));
+    if (nic * ng < target) nic = gt__min(mpanels, gt__cdiv(target, ng));
+    /* a multiple of the team when possible: near-equal tasks then split
+     * evenly (9 tasks on 2 threads would leave one idle for a ninth) */
+    for (int tries = 0; (nic * ng) % nt && tries < nt; tries++) {
+      if (nic < mpanels)
+        nic++;
+      else if (ng < npanels)
+        ng++;
+      else
+        break;
+    }
+  }
+  /* row block b holds MR panels [mpanels*b/nic, mpanels*(b+1)/nic) */
+  p->nic = nic;
+  p->mc = gt__cdiv(mpanels, nic) * MR;
+  p->ngroups = ng;
+  p->nt = (int)gt__min(nt, nic * ng);
+}
+
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     for (int64_t i = 0; i < M; i++)
@@ -158,69 +376,73 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     gt__gemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  int64_t nc_max = gt__min(NC, (N + NR - 1) / NR * NR);
-  int64_t kc_max = gt__min(KC, K);
-  float *Bp = gt__alloc64(nc_max * kc_max);
-  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  /* split rows when there are enough of them, else the NR panels of B */
-  int split_rows = M >= (int64_t)nt * MR * 2 || nt == 1;
-  int64_t mc = gt__min(MC, (M + MR - 1) / MR * MR);
-  for (int64_t jc = 0; jc < N; jc += NC) {
-    int64_t nc = gt__min(NC, N - jc);
-    int64_t npanels = (nc + NR - 1) / NR;
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      int64_t kc = gt__min(KC, K - pc);
-      float bta = pc == 0 ? beta : 1.0f;
-#pragma omp parallel num_threads(nt)
-      {
+  pthread_once(&gt__block_once, gt__block_init);
+  gt__plan pl;
+  gt__plan_make(&pl, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  /* the plan's task cut uses the team size it asked for; the buffers are
+   * sized for it, and a smaller team only takes more tasks each */
+  gt__gemm_cache *cache = gt__cache_get();
+  if (!cache || gt__grow(&cache->b, &cache->bcap, (size_t)(pl.kc * pl.nc)) ||
+      gt__grow(&cache->a, &cache->acap, (size_t)(pl.nt * pl.mc * pl.kc))) {
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
+                (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+    return;
+  }
+  float *Bp = cache->b, *Abase = cache->a;
+  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__cdiv(M, MR);
+#pragma omp parallel num_threads(pl.nt)
+  {
+    int tid = omp_get_thread_num();
+    float *Ap = Abase + (int64_t)tid * mc * kcb;
+    for (int64_t jc = 0; jc < N; jc += ncb) {
+      int64_t nc = gt__min(ncb, N - jc), npanels = gt__cdiv(nc, NR);
+      for (int64_t pc = 0; pc < K; pc += kcb) {
+        int64_t kc = gt__min(kcb, K - pc);
+        float bta = pc == 0 ? beta : 1.0f;
+        /* every thread packs panels of the shared B block; the loop's
+         * barrier keeps them from reading it early */
 #pragma omp for schedule(static)
         for (int64_t q = 0; q < npanels; q++)
           gt__pack_b_panel(Bp + q * NR * kc, transB, B, ldb, pc, kc, jc + q * NR, gt__min(NR, nc - q * NR));
-        float *Ap = gt__alloc64(mc * kc);
-        if (split_rows) {
-          /* each thread owns an equal run of MR panels (balanced to one panel),
-           * walked in blocks of at most mc rows */
-          int64_t panels = (M + MR - 1) / MR, tid = omp_get_thread_num(), nth = omp_get_num_threads();
-          int64_t p0 = panels * tid / nth, p1 = panels * (tid + 1) / nth;
-          int64_t row_end = gt__min(M, p1 * MR);
-          for (int64_t ic = p0 * MR; ic < row_end; ic += mc) {
-            int64_t m = gt__min(mc, row_end - ic);
+        int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
+        /* ... and the end of this loop keeps the next pack from overwriting
+         * B while a task still reads it */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < nic * ng; t++) {
+          int64_t ib = t / ng, g = t % ng;
+          int64_t ic = mpanels * ib / nic * MR, m = gt__min(M, mpanels * (ib + 1) / nic * MR) - ic;
+          if (ib != packed_ic) {
             gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
-            for (int64_t q = 0; q < npanels; q++)
-              for (int64_t ir = 0; ir < m; ir += MR)
-                gt__micro(kc, Ap + ir * kc, Bp + q * NR * kc, C + (ic + ir) * ldc + jc + q * NR, ldc,
-                          gt__min(MR, m - ir), gt__min(NR, nc - q * NR), alpha, bta);
+            packed_ic = ib;
           }
-        } else {
-          for (int64_t ic = 0; ic < M; ic += mc) {
-            int64_t m = gt__min(mc, M - ic);
-            gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < npanels; q++)
-              for (int64_t ir = 0; ir < m; ir += MR)
-                gt__micro(kc, Ap + ir * kc, Bp + q * NR * kc, C + (ic + ir) * ldc + jc + q * NR, ldc,
-                          gt__min(MR, m - ir), gt__min(NR, nc - q * NR), alpha, bta);
+          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
+          for (int64_t q = q0; q < q1; q++) {
+            const float *bq = Bp + q * NR * kc;
+            float *cq = C + ic * ldc + jc + q * NR;
+            int64_t nr = gt__min(NR, nc - q * NR);
+            for (int64_t ir = 0; ir < m; ir += MR) {
+              /* the next tile: below this one, or the top of the next panel */
+              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
+              gt__micro(kc, Ap + ir * kc, bq, cq + ir * ldc, ldc, gt__min(MR, m - ir), nr, alpha, bta, cn);
+            }
           }
         }
-        free(Ap);
       }
     }
   }
-  free(Bp);
 }
 
 #else /* no AVX-512: OpenBLAS */
 
-void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C,
-              (blasint)ldc);
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
+              (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 #endif

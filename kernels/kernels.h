@@ -26,11 +26,20 @@ extern "C" {
  * C[M,N] = alpha * op(A) . op(B) + beta * C; op(A)(i,k) = A[i*lda+k], or
  * A[k*lda+i] when transA; op(B)(k,j) = B[k*ldb+j], or B[j*ldb+k] when transB.
  * beta == 0 never reads C. Our own packed AVX-512 kernel (kernels/gemm.c),
- * OpenBLAS where AVX-512 is missing; the reference sums in double. */
+ * OpenBLAS where AVX-512 is missing (or, for one call, when the calling
+ * thread's packing buffers cannot grow); the reference sums in double.
+ * Bits do not depend on the thread count; inside a parallel region the call
+ * runs on the calling thread. */
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void gt_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* The measured float32 FMA peak of `threads` threads in GFLOP/s (kernels/
+ * peak.c: an assembly loop of 12 independent vector FMAs per thread, the best
+ * of three runs of about `seconds` each); 0 without FMA. `gemtrain bench
+ * gemm` divides GEMM rates by it. */
+double gt_fma_peak_gflops(int threads, double seconds);
 
 /* ---- matmul (projections: gt_sgemm) ----
  * out[n,out_dim] = inp[n,in_dim] . w[out_dim,in_dim]^T  (overwrites out)

@@ -1,6 +1,11 @@
 /* gt_sgemm (our packed AVX-512 kernel) against the float64 reference over
  * every transpose combination, sizes off the register and cache blocks,
- * alpha/beta, strided leading dimensions, and thread-count invariance. */
+ * alpha/beta, strided leading dimensions, and thread-count invariance.
+ *
+ * Bound: |got - want| <= 1e-5 (sqrt(K) + |want|) for inputs in [-1, 1]: a
+ * float32 sum of K products of size <= 1 errs by about eps sqrt(K) on
+ * average; the kernel's order (blocks of KC, then k within) is not the
+ * reference's, so only this bound, not the bits, can be asserted. */
 #include <check.h>
 #include <math.h>
 #include <omp.h>
@@ -86,11 +91,81 @@ START_TEST(test_thread_invariance) {
 }
 END_TEST
 
+START_TEST(test_block_edges) {
+  /* K across the KC blocks (up to 512 here; 1100 is three blocks), N across
+   * the NC blocks (8192 here: 8229 is two), M across row blocks and MR,
+   * with every transpose, alpha and beta 0 / 1 / other */
+  int64_t sizes[][3] = {{25, 40, 511}, {25, 40, 512}, {13, 70, 513}, {37, 33, 1100}, {5, 8229, 20},
+                        {1000, 31, 19}, {121, 97, 64}, {11, 31, 1}};
+  float betas[] = {0.0f, 1.0f, -0.7f};
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        run_case(ta, tb, sizes[i][0], sizes[i][1], sizes[i][2], (i % 2) ? 0.5f : 1.0f, betas[(i + ta + tb) % 3],
+                 (int)((i + ta) % 3));
+}
+END_TEST
+
+/* C of one product on `threads` threads into C (beta 0.5 over a fixed C). */
+static void product_on(int threads, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                       float *C) {
+  for (int64_t i = 0; i < M * N; i++) C[i] = (float)(i % 7) - 3.0f;
+  omp_set_num_threads(threads);
+  gt_sgemm(ta, tb, M, N, K, 1.25f, A, ta ? M : K, B, tb ? K : N, 0.5f, C, N);
+}
+
+START_TEST(test_dynamic_tiles_thread_counts) {
+  /* tiles go to whichever thread asks first, so 1, 2 and 3 threads cut the
+   * work differently and share it by timing; every element must still come
+   * out bit-identical. Shapes: rows split (many rows, one panel), columns
+   * split (few rows, two NC blocks), several KC blocks, and the M <= 4
+   * dot-product path. */
+  int64_t shapes[][3] = {{300, 200, 700}, {2000, 20, 600}, {7, 9000, 40}, {13, 33, 1030}, {3, 500, 77}};
+  uint64_t s = 11;
+  float *A = gt_test_alloc_fill(2000 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(9000 * 600, &s, -1, 1);
+  float *C1 = malloc(sizeof(float) * 64000), *C2 = malloc(sizeof(float) * 64000);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        product_on(1, ta, tb, M, N, K, A, B, C1);
+        for (int t = 2; t <= 3; t++) {
+          product_on(t, ta, tb, M, N, K, A, B, C2);
+          ck_assert_msg(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+                        "M%lld N%lld K%lld ta%d tb%d: %d threads differ from 1", (long long)M, (long long)N,
+                        (long long)K, ta, tb, t);
+        }
+      }
+  free(A), free(B), free(C1), free(C2);
+}
+END_TEST
+
+START_TEST(test_inside_parallel_region) {
+  /* inside a parallel region (a device's worker) each call runs on its own
+   * thread with that thread's own packing buffers: concurrent calls give the
+   * serial call's bits */
+  int64_t M = 150, N = 90, K = 600;
+  uint64_t s = 21;
+  float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, -1, 1);
+  float *want = calloc((size_t)(M * N), sizeof(float)), *got = calloc((size_t)(3 * M * N), sizeof(float));
+  omp_set_num_threads(1);
+  gt_sgemm(0, 1, M, N, K, 1, A, K, B, K, 0, want, N);
+  omp_set_num_threads(3);
+#pragma omp parallel num_threads(3)
+  gt_sgemm(0, 1, M, N, K, 1, A, K, B, K, 0, got + omp_get_thread_num() * M * N, N);
+  for (int t = 0; t < 3; t++) ck_assert(memcmp(want, got + t * M * N, sizeof(float) * (size_t)(M * N)) == 0);
+  free(A), free(B), free(want), free(got);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_all_transposes_odd_sizes);
   tcase_add_test(tc, test_alpha_beta_and_empty_k);
   tcase_add_test(tc, test_thread_invariance);
+  tcase_add_test(tc, test_block_edges);
+  tcase_add_test(tc, test_dynamic_tiles_thread_counts);
+  tcase_add_test(tc, test_inside_parallel_region);
   return gt_test_run_suite(s, 0);
 }

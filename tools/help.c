@@ -56,8 +56,8 @@ static const help_entry entries[] = {
      "  --json  print the plan as one JSON object instead\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi)",
-     "usage: gemtrain bench [remat|devices|checkpoint|mpi] [--steps N] [config.json] [key=value ...]\n"
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm)",
+     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
      "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
      "measured peak memory.\n"
@@ -65,6 +65,7 @@ static const help_entry entries[] = {
      "  gemtrain bench devices     1 and 2 devices at the same global batch\n"
      "  gemtrain bench checkpoint  writing and loading a full-state checkpoint\n"
      "  gemtrain bench mpi         collectives and throughput across MPI ranks (tools/bench_mpi.sh)\n"
+     "  gemtrain bench gemm        GEMM GFLOP/s of a step's products next to the measured FMA peak\n"
      "('gemtrain bench remat --help' and so on for each.)\n"
      "\n"
      "options:\n"
@@ -103,6 +104,19 @@ static const help_entry entries[] = {
      "  --reps K   repetitions of each collective; the median is reported (default 5)\n"
      "  --steps N  timed training steps; the median is reported (default 5)\n"
      "  --help     this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"bench", "gemm", NULL,
+     "usage: gemtrain bench gemm [tiny|small|270m|small-products ...]\n"
+     "Measures the fp32 FMA peak of 1 and 2 threads (an assembly loop of 12 independent FMAs),\n"
+     "then times gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on 1 and 2 threads on the products\n"
+     "of a training step: forward X.W^T, dX = dY.W and dW = dY^T.X of every projection and the\n"
+     "vocabulary head of three models (tiny: d256 V4096 B8 T256; small: d640 V32768 B4 T512;\n"
+     "270m: gemma3-270m at B1 T512), a 64 x 64 attention tile and one decoding token's products\n"
+     "(small-products). Prints GFLOP/s and the share of the peak, medians of repeated calls.\n"
+     "Without a set named, all of them (about two minutes).\n"
+     "\n"
+     "options:\n"
+     "  --help     this text\n",
      NULL},
     {"bench", "checkpoint", NULL,
      "usage: gemtrain bench checkpoint [--steps N] [config.json] [key=value ...]\n"

@@ -1,0 +1,71 @@
+/* The machine's float32 FMA peak, measured: `gemtrain bench gemm` divides
+ * every GEMM rate by it, so "share of peak" means the same thing on every CPU
+ * without a table of clock speeds and port counts.
+ *
+ * The loop is inline assembly on purpose: with intrinsics gcc may keep an
+ * accumulator array in memory, and the loop then measures store forwarding,
+ * not the FMA units. Twelve independent accumulators cover the FMA latency
+ * (4 cycles) times the FMA ports (1 to 2 per cycle for 512 bits) of the CPUs
+ * we run on; the operands never change, so no load or dependency chain other
+ * than each accumulator's own limits the rate. */
+#include <omp.h>
+
+#include "kernels/kernels.h"
+
+#if defined(__AVX512F__)
+#define GT__FMA(acc) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #acc "\n\t"
+#define GT__ZERO "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
+#define GT__CLOB "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", \
+                 "zmm10", "zmm11", "zmm30", "zmm31"
+enum { GT__LANES = 16 };
+#elif defined(__FMA__) && defined(__AVX__)
+#define GT__FMA(acc) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #acc "\n\t"
+#define GT__ZERO "vxorps %%ymm14, %%ymm14, %%ymm14\n\tvxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+#define GT__CLOB "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+                 "xmm10", "xmm11", "xmm14", "xmm15"
+enum { GT__LANES = 8 };
+#endif
+
+#ifdef GT__FMA
+/* n iterations of 12 vector FMAs. */
+static void gt__fma_loop(long n) {
+  __asm__ volatile(GT__ZERO
+                   "1:\n\t" GT__FMA(0) GT__FMA(1) GT__FMA(2) GT__FMA(3) GT__FMA(4) GT__FMA(5)
+                   GT__FMA(6) GT__FMA(7) GT__FMA(8) GT__FMA(9) GT__FMA(10) GT__FMA(11)
+                   "dec %0\n\t"
+                   "jnz 1b"
+                   : "+r"(n)
+                   :
+                   : "memory", "cc", GT__CLOB);
+}
+
+/* Seconds for n iterations on `threads` threads (each runs the whole loop). */
+static double gt__fma_run(int threads, long n) {
+  double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+  gt__fma_loop(n);
+  return omp_get_wtime() - t0;
+}
+
+double gt_fma_peak_gflops(int threads, double seconds) {
+  if (threads < 1) threads = 1;
+  /* calibrate: a short run sizes the timed ones to `seconds` each */
+  long n = 1000000;
+  double t = gt__fma_run(threads, n);
+  if (t > 0) n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
+  double best = 0;
+  /* the best of three: a peak is what the units can do, and any interruption
+   * (another process, a frequency step) only lowers a run */
+  for (int rep = 0; rep < 3; rep++) {
+    t = gt__fma_run(threads, n);
+    double g = t > 0 ? (double)n * 12.0 * 2.0 * GT__LANES * threads / t / 1e9 : 0;
+    if (g > best) best = g;
+  }
+  return best;
+}
+#else
+double gt_fma_peak_gflops(int threads, double seconds) {
+  (void)threads, (void)seconds;
+  return 0.0;
+}
+#endif

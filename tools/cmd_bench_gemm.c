@@ -1,0 +1,180 @@
+/* gemtrain bench gemm: gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on the
+ * products of a training step, on 1 and 2 threads, next to the machine's
+ * fp32 FMA peak measured by the same run (kernels/peak.c). Timing lives here,
+ * never in tests. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kernels/kernels.h"
+
+/* One model's dimensions: the products of its step come from these. */
+typedef struct bench_model {
+  const char *key, *desc;
+  int64_t M, d, F, H, K, hd, V;
+} bench_model;
+
+static const bench_model models[] = {
+    {"tiny", "tiny: d256 F1024 H4 K1 hd64 V4096, B8 T256", 2048, 256, 1024, 4, 1, 64, 4096},
+    {"small", "small: d640 F2048 H4 K1 hd128 V32768, B4 T512", 2048, 640, 2048, 4, 1, 128, 32768},
+    {"270m", "gemma3-270m: d640 F2048 H4 K1 hd256 V262144, B1 T512", 512, 640, 2048, 4, 1, 256, 262144},
+};
+
+typedef struct shape {
+  const char *what;
+  int ta, tb;
+  int64_t M, N, K;
+} shape;
+
+typedef double (*gemm_fn)(const shape *s, const float *A, const float *B, float *C);
+
+static double run_ours(const shape *s, const float *A, const float *B, float *C) {
+  int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+  double t0 = omp_get_wtime();
+  gt_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 1.0f, C, s->N);
+  return omp_get_wtime() - t0;
+}
+
+static double run_blas(const shape *s, const float *A, const float *B, float *C) {
+  int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+  double t0 = omp_get_wtime();
+  cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, (blasint)s->M,
+              (blasint)s->N, (blasint)s->K, 1.0f, A, (blasint)lda, B, (blasint)ldb, 1.0f, C, (blasint)s->N);
+  return omp_get_wtime() - t0;
+}
+
+/* Median seconds of one product: one untimed warm-up call when calls are
+ * short, then calls until about 0.12 s have passed (3 to 25 of them); a call
+ * of more than 0.15 s is itself the warm-up's measurement, repeated only
+ * while short enough (the vocabulary heads take seconds). */
+static double time_median(gemm_fn f, const shape *s, const float *A, const float *B, float *C, int threads) {
+  omp_set_num_threads(threads);
+  double v[25];
+  int n = 0;
+  double t = f(s, A, B, C);
+  if (t > 0.15) {
+    v[n++] = t;
+    int more = t > 0.6 ? 0 : 2;
+    for (int i = 0; i < more; i++) v[n++] = f(s, A, B, C);
+  } else {
+    double spent = 0;
+    while (n < 25 && (n < 3 || spent < 0.12)) {
+      v[n] = f(s, A, B, C);
+      spent += v[n++];
+    }
+  }
+  return gt_bench_median(v, n);
+}
+
+static void fill(float *x, int64_t n, uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    x[i] = (float)((seed >> 40) & 0xFFFF) / 32768.0f - 1.0f;
+  }
+}
+
+static double peak1, peak2;
+
+static int bench_shape(const shape *s) {
+  int64_t na = s->M * s->K, nb = s->K * s->N, nc = s->M * s->N;
+  float *A = malloc(sizeof(float) * (size_t)na), *B = malloc(sizeof(float) * (size_t)nb),
+        *C = malloc(sizeof(float) * (size_t)nc);
+  if (!A || !B || !C) {
+    fprintf(stderr, "gemtrain bench gemm: no memory for %lld x %lld x %lld\n", (long long)s->M, (long long)s->N,
+            (long long)s->K);
+    free(A), free(B), free(C);
+    return 1;
+  }
+  fill(A, na, 1), fill(B, nb, 2), fill(C, nc, 3);
+  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[4];
+  gemm_fn fns[2] = {run_ours, run_blas};
+  for (int i = 0; i < 4; i++) g[i] = fl / time_median(fns[i / 2], s, A, B, C, 1 + i % 2);
+  printf("| %s | %lld %lld %lld | %c%c | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) |\n", s->what,
+         (long long)s->M, (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', g[0],
+         100 * g[0] / peak1, g[1], 100 * g[1] / peak2, g[2], 100 * g[2] / peak1, g[3], 100 * g[3] / peak2);
+  fflush(stdout);
+  free(A), free(B), free(C);
+  return 0;
+}
+
+/* The three products of a projection out[M, o] = in[M, i] . W[o, i]^T:
+ * forward, the input gradient and the weight gradient. */
+static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out) {
+  char w[3][64];
+  snprintf(w[0], sizeof w[0], "%s fwd X.W^T", name);
+  snprintf(w[1], sizeof w[1], "%s dX = dY.W", name);
+  snprintf(w[2], sizeof w[2], "%s dW = dY^T.X", name);
+  shape sh[3] = {{w[0], 0, 1, M, out, in}, {w[1], 0, 0, M, in, out}, {w[2], 1, 0, out, in, M}};
+  for (int i = 0; i < 3; i++)
+    if (bench_shape(&sh[i])) return 1;
+  return 0;
+}
+
+static int bench_model_products(const bench_model *m) {
+  printf("| **%s** | | | | | | |\n", m->desc);
+  int64_t qd = m->H * m->hd, kd = m->K * m->hd;
+  if (bench_proj("q", m->M, m->d, qd) || bench_proj("k, v", m->M, m->d, kd) || bench_proj("o", m->M, qd, m->d) ||
+      bench_proj("gate, up", m->M, m->d, m->F) || bench_proj("down", m->M, m->F, m->d) ||
+      bench_proj("head", m->M, m->d, m->V))
+    return 1;
+  return 0;
+}
+
+/* A 64 x 64 attention tile (the shapes of kernels/attention.c's products) and
+ * one decoding token's projections (M = 1). */
+static int bench_small_products(void) {
+  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | |\n");
+  shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128},       {"tile O += P.V", 0, 0, 64, 128, 64},
+                {"tile dV += P^T.dO", 1, 0, 64, 128, 64},     {"decode gate", 0, 1, 1, 2048, 640},
+                {"decode down", 0, 1, 1, 640, 2048},          {"decode head", 0, 1, 1, 262144, 640}};
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    if (bench_shape(&sh[i])) return 1;
+  return 0;
+}
+
+int gt_bench_gemm(int argc, char **argv) {
+  int want[4] = {argc == 0, argc == 0, argc == 0, argc == 0};
+  for (int i = 0; i < argc; i++) {
+    int found = 0;
+    for (int j = 0; j < 3; j++)
+      if (!strcmp(argv[i], models[j].key)) want[j] = found = 1;
+    if (!strcmp(argv[i], "small-products")) want[3] = found = 1;
+    if (!found) {
+      fprintf(stderr, "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m or small-products\n",
+              argv[i]);
+      return 2;
+    }
+  }
+  int threads0 = omp_get_max_threads();
+  peak1 = gt_fma_peak_gflops(1, 0.3);
+  peak2 = gt_fma_peak_gflops(2, 0.3);
+  printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
+         peak2, openblas_get_corename());
+  printf("GFLOP/s (share of that peak), median of repeated calls, C += A.B (beta 1)\n\n");
+  if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
+  printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread | OpenBLAS 2 threads |\n");
+  printf("|---|---|---|---|---|---|---|\n");
+  {
+    /* warm both libraries up on both thread counts first: OpenBLAS starts
+     * its threads and buffers on its first call */
+    shape w = {"warm-up", 0, 1, 256, 256, 256};
+    float *x = calloc(256 * 256 * 3, sizeof(float));
+    if (!x) return 1;
+    for (int t = 1; t <= 2; t++) {
+      omp_set_num_threads(t);
+      run_ours(&w, x, x + 65536, x + 131072);
+      run_blas(&w, x, x + 65536, x + 131072);
+    }
+    free(x);
+  }
+  int rc = 0;
+  for (int j = 0; j < 3 && !rc; j++)
+    if (want[j]) rc = bench_model_products(&models[j]);
+  if (!rc && want[3]) rc = bench_small_products();
+  omp_set_num_threads(threads0);
+  return rc;
+}
