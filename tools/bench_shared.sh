@@ -45,17 +45,23 @@ run() {
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-for set in $settings; do
-  qs="" bs=""
-  for ((r = 0; r < reps; r++)); do
-    qs+=" $(run "$set")"
+# repetitions outside, settings inside: a slow minute of the machine hits
+# every setting alike
+sets=($settings)
+declare -A qs bs
+for ((r = 0; r < reps; r++)); do
+  for set in "${sets[@]}"; do
+    qs[$set]+=" $(run "$set")"
     sh -c 'while :; do :; done' &
     busy=$!
-    bs+=" $(run "$set")"
+    bs[$set]+=" $(run "$set")"
     stop_busy
   done
-  q=$(echo "$qs" | median); b=$(echo "$bs" | median)
-  awk -v s="$set" -v q="$q" -v b="$b" -v qs="$qs" -v bs="$bs" -v reps="$reps" 'BEGIN {
+done
+for set in "${sets[@]}"; do
+  q=$(echo "${qs[$set]}" | median); b=$(echo "${bs[$set]}" | median)
+  label=$set; [ "$set" = none ] && label="no OpenMP variable set"
+  awk -v s="$label" -v q="$q" -v b="$b" -v qs="${qs[$set]}" -v bs="${bs[$set]}" -v reps="$reps" 'BEGIN {
     printf "shared: %s: quiet %.1f tokens/s, one core busy %.1f tokens/s, ratio %.1f%%", s, q, b, 100 * b / q
     if (reps > 1) printf " (runs: quiet%s; busy%s)", qs, bs
     printf "\n" }'
