@@ -16,24 +16,30 @@
  * one libgomp ignores).
  *
  * The value, measured with tools/bench_shared.sh (the tiny model of issue 18:
- * V4096 d256 L6, B8 T256, remat none, 5 steps; 2-core AMD EPYC Zen 4, tokens/s,
- * medians of 2 runs, quiet and with `sh -c 'while :; do :; done'` on one
- * core; quiet runs vary by +-7% from run to run):
+ * V4096 d256 L6, B8 T256, remat none, 5 steps; 2-core AMD EPYC Zen 4, where a
+ * pause takes ~25 ns, so 1000 spins are ~25 us; tokens/s, medians of 2 runs
+ * (4 where a setting was in both sessions), quiet and with
+ * `sh -c 'while :; do :; done'` on one core; quiet runs of one setting vary
+ * by up to 20% from run to run on this shared machine):
  *
- *   GOMP_SPINCOUNT     quiet   one core busy   busy/quiet
- *   300000 (default)    3242     1080            33%
- *   30000               see the second table in the report of issue 18
- *   10000               3555     1326            37%
- *   3000                3473     1583            46%
- *   1000                3181     1671            53%
- *   300                 3266     1749            54%
- *   100                 3327     1753            53%
- *   0 (= PASSIVE)       3109     1739            56%
- *   OMP_WAIT_POLICY=PASSIVE 3027  1698           56%
+ *   GOMP_SPINCOUNT            quiet   one core busy   busy/quiet
+ *   300000 (libgomp default)  3242     1080            33%
+ *   30000                     3223      942            29%
+ *   10000                     3555     1326            37%
+ *   3000                      3412     1560            46%
+ *   1000 (chosen)             3071     1636            53%
+ *   300                       3025     1721            57%
+ *   100                       3327     1753            53%
+ *   0                         3109     1739            56%
+ *   OMP_WAIT_POLICY=PASSIVE   3025     1698            56%
  *
- * Below ~1000 a busy core costs no more than a passive wait does; above
- * ~3000 the busy figure falls towards the collapse. The quiet figures are
- * within noise of each other, the passive ones lowest.
+ * At 3000 and above a busy core costs more than a passive wait does and the
+ * busy figure falls towards the collapse; from 1000 down the busy figures are
+ * alike, and the quiet ones are within the noise of each other (the passive
+ * ones a little lower). 1000 keeps a short spin for the quiet case (a
+ * balanced barrier completes within it) at the same busy speed. On the small
+ * model (d640 L12, B4 T512, 3 steps) 1000 gave 297 quiet and 170 busy
+ * tokens/s (57%) against 301 and 160 (53%) with the default.
  *
  * Guards. The re-executed program sees GOMP_SPINCOUNT set and does not
  * execute again; GEMTRAIN_WAIT_REEXEC marks that it was us (if something
@@ -48,10 +54,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/threads.h"
 #include "cli.h"
 
-/* GOMP_SPINCOUNT chosen from the table above. */
-#define GT__SPINCOUNT "1000"
+/* GOMP_SPINCOUNT chosen from the table above (the library's header names
+ * it for library users too). */
+#define GT__SPINCOUNT GT_THREADS_GOMP_SPINCOUNT
 #define GT__REEXEC_MARK "GEMTRAIN_WAIT_REEXEC"
 
 void gt_cli_wait_policy(char **argv) {
