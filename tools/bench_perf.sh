@@ -130,8 +130,8 @@ for m in tiny small; do
   section "$m model: gemtrain and PyTorch (tools/bench_vs_torch.sh)"
   if wants torch; then
     bash "$here/bench_vs_torch.sh" "$bin" "$steps" "${keys[@]}" | tee "$work/$m.txt"
-    read -r _ _ _ _ t1 _ t2 < <(grep '^vs_torch:' "$work/$m.txt")
-    tt1[$m]=$t1; tt2[$m]=$t2
+    read -r _ _ _ _ t1 _ t2 < <(grep '^vs_torch:' "$work/$m.txt" | sed 's/torch_detected  /torch_detected - /; s/torch_skylakex *$/torch_skylakex -/')
+    if [ "$t1" != - ] && [ "$t2" != - ]; then tt1[$m]=$t1; tt2[$m]=$t2; fi
   else
     "$bin" bench --steps "$steps" "${keys[@]}" | tee "$work/$m.txt"
   fi

@@ -46,7 +46,8 @@ echo "$g"
 gt=$(echo "$g" | sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s.*/\1/p')
 run_torch() {
   local out
-  out=$(env "$@" OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 "$(dirname "$0")/bench_torch.py" "${targs[@]}" 2>&1)
+  out=$(env "$@" OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 "$(dirname "$0")/bench_torch.py" "${targs[@]}" 2>&1) ||
+    { echo "$out" | tail -n 3 >&2; echo "(PyTorch failed: is python3-torch installed?)" >&2; return 0; }
   echo "$out" | grep '^median' >&2
   echo "$out" | sed -n 's/^median over [0-9]* steps: step [0-9.]* s -> \([0-9.]*\) tokens.*/\1/p'
 }
@@ -55,5 +56,5 @@ t1=$(run_torch OPENBLAS_VERBOSE=0)
 echo "PyTorch, OPENBLAS_CORETYPE=SkylakeX:"
 t2=$(run_torch OPENBLAS_CORETYPE=SkylakeX)
 echo "gemtrain: $gt tokens/s; PyTorch: $t1 (as detected), $t2 (SkylakeX) tokens/s"
-awk -v g="$gt" -v a="$t1" -v b="$t2" 'BEGIN { printf "ratio gemtrain / PyTorch: %.2fx (as detected), %.2fx (SkylakeX)\n", g / a, g / b }'
+awk -v g="$gt" -v a="$t1" -v b="$t2" 'BEGIN { if (a > 0 && b > 0) printf "ratio gemtrain / PyTorch: %.2fx (as detected), %.2fx (SkylakeX)\n", g / a, g / b }'
 echo "vs_torch: gemtrain $gt torch_detected $t1 torch_skylakex $t2"
