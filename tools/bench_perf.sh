@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Issue 18's combined benchmark ("Done when"), in one run:
+#  1. `gemtrain bench gemm` (the measured fp32 FMA peak and GEMM GFLOP/s per
+#     shape) where this build has it; otherwise a note, and the peak from a
+#     small FMA loop compiled here (AVX-512 or AVX2, one OpenMP thread a core);
+#  2. tokens/s, GFLOP/s and share of that peak for the tiny and small models
+#     of the issue, PyTorch side by side (tools/bench_vs_torch.sh: passive
+#     waits, OpenBLAS as detected and OPENBLAS_CORETYPE=SkylakeX) and the
+#     ratios; the same figures for gemma3-270m at T=512 (no PyTorch);
+#  3. the shared-core figure (tools/bench_shared.sh, tiny model);
+#  4. remat_policy=full against none on the small model;
+#  5. 2 devices x 1 thread against 1 device x 1 thread on the small model
+#     (`gemtrain bench devices`);
+# then a summary table with the issue's goals. gemtrain runs with no OpenMP
+# variable set, as a user runs it (it chooses its own wait policy).
+# About 15 minutes on a 2-core machine.
+#
+# Usage: tools/bench_perf.sh [build/gemtrain]
+# Environment:
+#   GT_LOCK=FILE   take `flock FILE` around each section (each a few minutes),
+#                  so other jobs that take the same lock cannot run meanwhile
+#                  and can run between sections. Do not also wrap the whole
+#                  script in flock on the same file (it would wait on itself).
+#   GT_PERF_STEPS  timed steps for tiny and small (default 5); 270m uses 2
+#   GT_PERF_SKIP   space-separated sections to leave out: gemm torch 270m
+#                  shared remat devices
+set -euo pipefail
+bin="${1:-build/gemtrain}"
+here=$(cd "$(dirname "$0")" && pwd)
+steps=${GT_PERF_STEPS:-5}
+skip=" ${GT_PERF_SKIP:-} "
+work=$(mktemp -d /tmp/gt_bench_perf.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+for v in OMP_WAIT_POLICY GOMP_SPINCOUNT OMP_NUM_THREADS OMP_PROC_BIND OMP_PLACES GOMP_CPU_AFFINITY; do unset "$v"; done
+
+tiny=(vocab_size=4096 base_emb_dim=256 base_num_decoder_layers=6 base_num_query_heads=4 base_num_kv_heads=1
+      head_dim=64 base_mlp_dim=1024 sliding_window_size=64 query_pre_attn_scalar=64 max_target_length=256
+      per_device_batch_size=8 model_name=gemma3-small remat_policy=none)
+small=(vocab_size=32768 base_emb_dim=640 base_num_decoder_layers=12 base_num_query_heads=4 base_num_kv_heads=1
+       head_dim=128 base_mlp_dim=2048 sliding_window_size=128 query_pre_attn_scalar=128 max_target_length=512
+       per_device_batch_size=4 model_name=gemma3-small remat_policy=none)
+m270=(model_name=gemma3-270m max_target_length=512 remat_policy=none)
+
+if [ -n "${GT_LOCK:-}" ]; then exec 9> "$GT_LOCK"; fi
+lock() { if [ -n "${GT_LOCK:-}" ]; then flock 9; fi; }
+unlock() { if [ -n "${GT_LOCK:-}" ]; then flock -u 9; fi; }
+section() { echo; echo "=== $* ($(date -u +%H:%M:%S), load average $(cut -d' ' -f1-3 /proc/loadavg))"; }
+wants() { case "$skip" in *" $1 "*) return 1 ;; *) return 0 ;; esac; }
+# the figures of a `gemtrain bench` output: "tokens/s GFLOP/s"
+figures() { sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s, \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$1"; }
+
+echo "bench_perf: $("$bin" --version), commit $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
+echo "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 '^cpu family' /proc/cpuinfo | awk '{print $NF}') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | awk '{print $NF}')), $(nproc) cores"
+
+# ---- 1. GEMM and the peak -------------------------------------------------
+peak="" peak_src=""
+if wants gemm && "$bin" bench gemm --help 2>/dev/null | grep -q 'bench gemm'; then
+  lock
+  section "gemtrain bench gemm"
+  "$bin" bench gemm | tee "$work/gemm.txt"
+  unlock
+  peak=$(sed -n 's/.*FMA peak measured [0-9.]* GFLOP\/s on 1 thread, \([0-9.]*\) on 2.*/\1/p' "$work/gemm.txt")
+  peak_src="gemtrain bench gemm"
+else
+  section "gemtrain bench gemm"
+  echo "(skipped: this gemtrain has no 'bench gemm'$(wants gemm || echo ', or GT_PERF_SKIP has gemm'))"
+fi
+if [ -z "$peak" ]; then
+  # the fp32 FMA peak: 12 independent accumulators per thread (more than
+  # latency x throughput of the FMA units), one thread per core
+  cat > "$work/peak.c" <<'EOF'
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#if defined(__AVX512F__)
+typedef __m512 V; enum { W = 16 };
+#define SET1 _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define ADD _mm512_add_ps
+#define RED _mm512_reduce_add_ps
+#else
+typedef __m256 V; enum { W = 8 };
+#define SET1 _mm256_set1_ps
+#define FMA _mm256_fmadd_ps
+#define ADD _mm256_add_ps
+static float RED(V v) { float f[8], s = 0; _mm256_storeu_ps(f, v); for (int i = 0; i < 8; i++) s += f[i]; return s; }
+#endif
+int main(void) {
+  const long iters = 100000000;
+  double best = 0; float sink = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    double t0 = omp_get_wtime();
+#pragma omp parallel reduction(+ : sink)
+    {
+      V a0 = SET1(1), a1 = SET1(2), a2 = SET1(3), a3 = SET1(4), a4 = SET1(5), a5 = SET1(6);
+      V a6 = SET1(7), a7 = SET1(8), a8 = SET1(9), a9 = SET1(10), a10 = SET1(11), a11 = SET1(12);
+      const V x = SET1(0.999999f), y = SET1(1e-7f);
+      for (long i = 0; i < iters; i++) {
+        a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y); a3 = FMA(a3, x, y);
+        a4 = FMA(a4, x, y); a5 = FMA(a5, x, y); a6 = FMA(a6, x, y); a7 = FMA(a7, x, y);
+        a8 = FMA(a8, x, y); a9 = FMA(a9, x, y); a10 = FMA(a10, x, y); a11 = FMA(a11, x, y);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+      }
+      sink += RED(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(ADD(a6, a7), ADD(ADD(a8, a9), ADD(a10, a11))))));
+    }
+    double s = omp_get_wtime() - t0;
+    double gf = 2.0 * W * 12 * iters * omp_get_max_threads() / s / 1e9;
+    if (gf > best) best = gf;
+  }
+  printf("%.1f %d %g\n", best, omp_get_max_threads(), (double)sink * 0);
+  return 0;
+}
+EOF
+  lock
+  if gcc -O2 -march=native -fopenmp "$work/peak.c" -o "$work/peak" 2> "$work/peak.err" &&
+     out=$(OMP_NUM_THREADS=$(nproc) OMP_PROC_BIND=spread "$work/peak"); then
+    peak=$(echo "$out" | cut -d' ' -f1)
+    peak_src="tools/bench_perf.sh's FMA loop, $(echo "$out" | cut -d' ' -f2) threads"
+  fi
+  unlock
+fi
+if [ -n "$peak" ]; then echo "fp32 FMA peak: $peak GFLOP/s ($peak_src)"; else echo "fp32 FMA peak: not measured"; peak=0; fi
+share() { awk -v g="$1" -v p="$peak" 'BEGIN { if (p > 0 && g != "") printf "%.1f%%", 100 * g / p; else printf "-" }'; }
+
+# ---- 2. the models, PyTorch side by side ----------------------------------
+declare -A tok gf tt1 tt2
+for m in tiny small; do
+  declare -n keys=$m
+  lock
+  section "$m model: gemtrain and PyTorch (tools/bench_vs_torch.sh)"
+  if wants torch; then
+    bash "$here/bench_vs_torch.sh" "$bin" "$steps" "${keys[@]}" | tee "$work/$m.txt"
+    read -r _ _ _ _ t1 _ t2 < <(grep '^vs_torch:' "$work/$m.txt" | sed 's/torch_detected  /torch_detected - /; s/torch_skylakex *$/torch_skylakex -/')
+    if [ "$t1" != - ] && [ "$t2" != - ]; then tt1[$m]=$t1; tt2[$m]=$t2; fi
+  else
+    "$bin" bench --steps "$steps" "${keys[@]}" | tee "$work/$m.txt"
+  fi
+  unlock
+  read -r tok[$m] gf[$m] < <(figures "$work/$m.txt")
+  echo "$m: ${tok[$m]} tokens/s, ${gf[$m]} GFLOP/s, $(share "${gf[$m]}") of the measured peak"
+done
+if wants 270m; then
+  lock
+  section "gemma3-270m, T=512, remat none"
+  "$bin" bench --steps 2 "${m270[@]}" | tee "$work/270m.txt"
+  unlock
+  read -r tok[270m] gf[270m] < <(figures "$work/270m.txt")
+  echo "270m: ${tok[270m]} tokens/s, ${gf[270m]} GFLOP/s, $(share "${gf[270m]}") of the measured peak"
+fi
+
+# ---- 3. shared cores ------------------------------------------------------
+shared="" shared_p=""
+if wants shared; then
+  lock
+  section "one core taken by another process (tools/bench_shared.sh, tiny model)"
+  GT_SHARED_SETTINGS="none OMP_WAIT_POLICY=PASSIVE" bash "$here/bench_shared.sh" "$bin" "$steps" 9>&- | tee "$work/shared.txt"
+  unlock
+  shared=$(sed -n 's/^shared: no OpenMP variable set:.*ratio \([0-9.]*\)%.*/\1/p' "$work/shared.txt")
+  shared_p=$(sed -n 's/^shared: OMP_WAIT_POLICY=PASSIVE:.*ratio \([0-9.]*\)%.*/\1/p' "$work/shared.txt")
+fi
+
+# ---- 4. remat full vs none ------------------------------------------------
+remat=""
+if wants remat; then
+  lock
+  section "remat_policy=full vs none, small model"
+  "$bin" bench --steps "$steps" "${small[@]}" remat_policy=none > "$work/none.txt"
+  "$bin" bench --steps "$steps" "${small[@]}" remat_policy=full > "$work/full.txt"
+  unlock
+  read -r tn _ < <(figures "$work/none.txt"); read -r tf _ < <(figures "$work/full.txt")
+  remat=$(awk -v n="$tn" -v f="$tf" 'BEGIN { printf "%.2f", n / f }')
+  echo "none $tn tokens/s, full $tf tokens/s: full takes ${remat}x the time of none"
+fi
+
+# ---- 5. devices -----------------------------------------------------------
+dev=""
+if wants devices; then
+  lock
+  section "2 devices x 1 thread vs 1 device x 1 thread, small model (gemtrain bench devices)"
+  "$bin" bench devices --steps 3 "${small[@]}" | tee "$work/devices.txt"
+  unlock
+  dev=$(sed -n 's/^| 2 devices x 1 BLAS\/OpenMP thread, prefetch, layer scope | [0-9.]* | \([0-9.]*\)x |.*/\1/p' "$work/devices.txt")
+  dev_best=$(grep '^| 2 devices' "$work/devices.txt" | awk -F'|' '{ gsub(/[ x]/, "", $4); if ($4 > b) b = $4 } END { print b }')
+fi
+
+# ---- summary --------------------------------------------------------------
+goal() { awk -v v="$1" -v g="$2" -v dir="$3" 'BEGIN { if (v == "" || v == "-") print "-"; else if ((dir == ">=" && v + 0 >= g) || (dir == "<=" && v + 0 <= g)) print "met"; else print "not met" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else printf "-" }'; }
+best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
+section "summary"
+echo "fp32 FMA peak $peak GFLOP/s ($peak_src); GEMM per shape: $( [ -s "$work/gemm.txt" ] && echo 'see the bench gemm table above' || echo 'not measured (no bench gemm)')"
+echo
+echo "| what | figure | goal | |"
+echo "|---|---|---|---|"
+for m in tiny small 270m; do
+  [ -n "${tok[$m]:-}" ] || continue
+  s=$(share "${gf[$m]}")
+  g="-" st=""
+  [ $m = small ] && g=">= 70% of peak" && st=$(goal "${s%\%}" 70 ">=")
+  echo "| $m: gemtrain tokens/s, GFLOP/s, share of peak | ${tok[$m]}, ${gf[$m]}, $s | $g | $st |"
+  if [ -n "${tt1[$m]:-}" ]; then
+    b=$(best "${tt1[$m]}" "${tt2[$m]}")
+    r=$(ratio "${tok[$m]}" "$b")
+    echo "| $m: PyTorch tokens/s as detected, SkylakeX; gemtrain / PyTorch | ${tt1[$m]}, ${tt2[$m]}; $(ratio "${tok[$m]}" "${tt1[$m]}")x, $(ratio "${tok[$m]}" "${tt2[$m]}")x | >= 2.5x its best | $(goal "$r" 2.5 ">=") |"
+  fi
+done
+[ -n "$shared" ] && echo "| one core busy / quiet, tiny, no variable set (PASSIVE: $shared_p%) | $shared% | >= 45% | $(goal "$shared" 45 ">=") |"
+[ -n "$remat" ] && echo "| small: step time full / none | ${remat}x | <= 1.15x | $(goal "$remat" 1.15 "<=") |"
+[ -n "$dev" ] && echo "| small: 2 devices x 1 thread / 1 device x 1 thread (prefetch, layer scope; best 2-device setup ${dev_best}x) | ${dev}x | >= 1.8x | $(goal "$dev" 1.8 ">=") |"
+echo
+echo "(single runs, medians of their steps; compare ratios, and mind the load average printed per section when the machine is shared)"
