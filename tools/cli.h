@@ -29,6 +29,8 @@ int gt_bench_checkpoint(int argc, char **argv, int reps);
 /* gemtrain bench mpi (cmd_bench_mpi.c) and the median step time of a config
  * it shares with gemtrain bench (cmd_bench.c). */
 int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps);
+/* gemtrain bench gemm (tools/cmd_bench_gemm.c): the FMA peak and gt_sgemm per product of a step */
+int gt_bench_gemm(int argc, char **argv);
 struct gt_config;
 int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
 /* The median of v[n] (sorts v). */

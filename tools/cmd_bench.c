@@ -180,10 +180,6 @@ static int bench_devices(int argc, char **argv, int steps) {
   return 0;
 }
 
-/* gemtrain bench gemm (tools/cmd_bench_gemm.c); its declaration belongs in
- * cli.h with the other bench modes. */
-int gt_bench_gemm(int argc, char **argv);
-
 int gt_cmd_bench(int argc, char **argv) {
   int steps = 5;
   int first = 0, remat = 0, devices = 0, ckpt = 0, mpi = 0, gemm = 0, mib = 64, reps = 5;
