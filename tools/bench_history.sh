@@ -10,6 +10,7 @@
 # gemtrain runs with no OpenMP variable set, as a user runs it (revisions
 # from before tools/cli_threads.c then run with libgomp's default spin).
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 rounds=3 steps=5
 while getopts "r:s:" o; do case $o in r) rounds=$OPTARG ;; s) steps=$OPTARG ;; *) exit 2 ;; esac; done
 shift $((OPTIND - 1))
@@ -39,14 +40,14 @@ run_set() { # the key set of one benchmark
   echo "bench: gemtrain bench --steps $steps $*; $rounds rounds, binaries alternating"
   for r in $(seq 1 "$rounds"); do
     for i in "${!bins[@]}"; do
-      t=$("${bins[$i]}" bench --steps "$steps" "$@" 2>&1 | sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s.*/\1/p')
+      t=$("${bins[$i]}" bench --steps "$steps" "$@" 2>&1 | gt_bench_tokens)
       echo "round $r rev $i: $t tokens/s"
       echo "$t" >> "$work/t$i"
     done
   done
   local base=""
   for i in "${!bins[@]}"; do
-    med=$(sort -g "$work/t$i" | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+    med=$(gt_median < "$work/t$i")
     [ -n "$base" ] || base=$med
     awk -v i="$i" -v r="${revs[$i]}" -v m="$med" -v b="$base" 'BEGIN { printf "rev %d (%s): median %.1f tokens/s, %.2fx rev 0\n", i, r, m, m / b }'
   done

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18's combined benchmark ("Done when"), in one run:
 #  1. `gemtrain bench gemm` (the measured fp32 FMA peak and GEMM GFLOP/s per
-#     shape) where this build has it; otherwise a note, and the peak from a
-#     small FMA loop compiled here (AVX-512 or AVX2, one OpenMP thread a core);
+#     shape);
 #  2. tokens/s, GFLOP/s and share of that peak for the tiny and small models
 #     of the issue, PyTorch side by side (tools/bench_vs_torch.sh: passive
 #     waits, OpenBLAS as detected and OPENBLAS_CORETYPE=SkylakeX) and the
@@ -25,6 +24,7 @@
 #   GT_PERF_SKIP   space-separated sections to leave out: gemm torch 270m
 #                  shared remat devices
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"
 here=$(cd "$(dirname "$0")" && pwd)
 steps=${GT_PERF_STEPS:-5}
@@ -47,79 +47,24 @@ unlock() { if [ -n "${GT_LOCK:-}" ]; then flock -u 9; fi; }
 section() { echo; echo "=== $* ($(date -u +%H:%M:%S), load average $(cut -d' ' -f1-3 /proc/loadavg))"; }
 wants() { case "$skip" in *" $1 "*) return 1 ;; *) return 0 ;; esac; }
 # the figures of a `gemtrain bench` output: "tokens/s GFLOP/s"
-figures() { sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s, \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$1"; }
+figures() { gt_bench_figures < "$1"; }
 
 echo "bench_perf: $("$bin" --version), commit $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
 echo "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 '^cpu family' /proc/cpuinfo | awk '{print $NF}') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | awk '{print $NF}')), $(nproc) cores"
 
 # ---- 1. GEMM and the peak -------------------------------------------------
-peak="" peak_src=""
-if wants gemm && "$bin" bench gemm --help 2>/dev/null | grep -q 'bench gemm'; then
+# the peak is the one `gemtrain bench gemm` measures (kernels/peak.c)
+peak=""
+section "gemtrain bench gemm"
+if wants gemm; then
   lock
-  section "gemtrain bench gemm"
   "$bin" bench gemm | tee "$work/gemm.txt"
   unlock
   peak=$(sed -n 's/.*FMA peak measured [0-9.]* GFLOP\/s on 1 thread, \([0-9.]*\) on 2.*/\1/p' "$work/gemm.txt")
-  peak_src="gemtrain bench gemm"
 else
-  section "gemtrain bench gemm"
-  echo "(skipped: this gemtrain has no 'bench gemm'$(wants gemm || echo ', or GT_PERF_SKIP has gemm'))"
+  echo "(skipped: GT_PERF_SKIP has gemm; no peak, so no shares of it)"
 fi
-if [ -z "$peak" ]; then
-  # the fp32 FMA peak: 12 independent accumulators per thread (more than
-  # latency x throughput of the FMA units), one thread per core
-  cat > "$work/peak.c" <<'EOF'
-#include <immintrin.h>
-#include <omp.h>
-#include <stdio.h>
-#if defined(__AVX512F__)
-typedef __m512 V; enum { W = 16 };
-#define SET1 _mm512_set1_ps
-#define FMA _mm512_fmadd_ps
-#define ADD _mm512_add_ps
-#define RED _mm512_reduce_add_ps
-#else
-typedef __m256 V; enum { W = 8 };
-#define SET1 _mm256_set1_ps
-#define FMA _mm256_fmadd_ps
-#define ADD _mm256_add_ps
-static float RED(V v) { float f[8], s = 0; _mm256_storeu_ps(f, v); for (int i = 0; i < 8; i++) s += f[i]; return s; }
-#endif
-int main(void) {
-  const long iters = 100000000;
-  double best = 0; float sink = 0;
-  for (int rep = 0; rep < 3; rep++) {
-    double t0 = omp_get_wtime();
-#pragma omp parallel reduction(+ : sink)
-    {
-      V a0 = SET1(1), a1 = SET1(2), a2 = SET1(3), a3 = SET1(4), a4 = SET1(5), a5 = SET1(6);
-      V a6 = SET1(7), a7 = SET1(8), a8 = SET1(9), a9 = SET1(10), a10 = SET1(11), a11 = SET1(12);
-      const V x = SET1(0.999999f), y = SET1(1e-7f);
-      for (long i = 0; i < iters; i++) {
-        a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y); a3 = FMA(a3, x, y);
-        a4 = FMA(a4, x, y); a5 = FMA(a5, x, y); a6 = FMA(a6, x, y); a7 = FMA(a7, x, y);
-        a8 = FMA(a8, x, y); a9 = FMA(a9, x, y); a10 = FMA(a10, x, y); a11 = FMA(a11, x, y);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-      }
-      sink += RED(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(ADD(a6, a7), ADD(ADD(a8, a9), ADD(a10, a11))))));
-    }
-    double s = omp_get_wtime() - t0;
-    double gf = 2.0 * W * 12 * iters * omp_get_max_threads() / s / 1e9;
-    if (gf > best) best = gf;
-  }
-  printf("%.1f %d %g\n", best, omp_get_max_threads(), (double)sink * 0);
-  return 0;
-}
-EOF
-  lock
-  if gcc -O2 -march=native -fopenmp "$work/peak.c" -o "$work/peak" 2> "$work/peak.err" &&
-     out=$(OMP_NUM_THREADS=$(nproc) OMP_PROC_BIND=spread "$work/peak"); then
-    peak=$(echo "$out" | cut -d' ' -f1)
-    peak_src="tools/bench_perf.sh's FMA loop, $(echo "$out" | cut -d' ' -f2) threads"
-  fi
-  unlock
-fi
-if [ -n "$peak" ]; then echo "fp32 FMA peak: $peak GFLOP/s ($peak_src)"; else echo "fp32 FMA peak: not measured"; peak=0; fi
+if [ -n "$peak" ]; then echo "fp32 FMA peak: $peak GFLOP/s (gemtrain bench gemm)"; else echo "fp32 FMA peak: not measured"; peak=0; fi
 share() { awk -v g="$1" -v p="$peak" 'BEGIN { if (p > 0 && g != "") printf "%.1f%%", 100 * g / p; else printf "-" }'; }
 
 # ---- 2. the models, PyTorch side by side ----------------------------------
@@ -188,7 +133,7 @@ goal() { awk -v v="$1" -v g="$2" -v dir="$3" 'BEGIN { if (v == "" || v == "-") p
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else printf "-" }'; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
 section "summary"
-echo "fp32 FMA peak $peak GFLOP/s ($peak_src); GEMM per shape: $( [ -s "$work/gemm.txt" ] && echo 'see the bench gemm table above' || echo 'not measured (no bench gemm)')"
+echo "fp32 FMA peak $peak GFLOP/s (gemtrain bench gemm); GEMM per shape: $( [ -s "$work/gemm.txt" ] && echo 'see the bench gemm table above' || echo 'not measured (skipped)')"
 echo
 echo "| what | figure | goal | |"
 echo "|---|---|---|---|"

@@ -20,6 +20,7 @@
 #   shared: <setting>: quiet Q tokens/s, one core busy B tokens/s, ratio R%
 # The machine must otherwise be quiet (run it under the lock other jobs take).
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"; steps="${2:-5}"
 shift $(( $# < 2 ? $# : 2 ))
 model=("$@")
@@ -41,9 +42,8 @@ run() {
               -u GOMP_CPU_AFFINITY -u OMP_DYNAMIC)
   [ "$set" != none ] && envs+=("$set")
   out=$(env "${envs[@]}" "$bin" bench --steps "$steps" "${model[@]}")
-  echo "$out" | sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s.*/\1/p'
+  echo "$out" | gt_bench_tokens
 }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # repetitions outside, settings inside: a slow minute of the machine hits
 # every setting alike
@@ -59,7 +59,7 @@ for ((r = 0; r < reps; r++)); do
   done
 done
 for set in "${sets[@]}"; do
-  q=$(echo "${qs[$set]}" | median); b=$(echo "${bs[$set]}" | median)
+  q=$(echo "${qs[$set]}" | gt_median); b=$(echo "${bs[$set]}" | gt_median)
   label=$set; [ "$set" = none ] && label="no OpenMP variable set"
   awk -v s="$label" -v q="$q" -v b="$b" -v qs="${qs[$set]}" -v bs="${bs[$set]}" -v reps="$reps" 'BEGIN {
     printf "shared: %s: quiet %.1f tokens/s, one core busy %.1f tokens/s, ratio %.1f%%", s, q, b, 100 * b / q

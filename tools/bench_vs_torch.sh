@@ -15,6 +15,7 @@
 # The last line is for scripts (tools/bench_perf.sh):
 #   vs_torch: gemtrain G torch_detected A torch_skylakex B   (tokens/s)
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"; steps="${2:-5}"
 shift $(( $# < 2 ? $# : 2 ))
 shape=(vocab_size=4096 base_emb_dim=512 base_num_decoder_layers=8 base_num_query_heads=8 base_num_kv_heads=2
@@ -43,7 +44,7 @@ done
 targs+=(--threads "$threads")
 g=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$bin" bench --steps "$steps" "${shape[@]}")
 echo "$g"
-gt=$(echo "$g" | sed -n 's/^train step (with clipping and AdamW): \([0-9.]*\) tokens\/s.*/\1/p')
+gt=$(echo "$g" | gt_bench_tokens)
 run_torch() {
   local out
   out=$(env "$@" OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 "$(dirname "$0")/bench_torch.py" "${targs[@]}" 2>&1) ||
