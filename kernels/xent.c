@@ -40,21 +40,7 @@ void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
                       int64_t rows, int64_t V) {
   if (rows <= 0 || V <= 0) return;
 #pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++) {
-    float *d = dlogits + r * V;
-    const float *l = logits + r * V;
-    const int32_t tg = target[r];
-    if (tg < 0) {
-#pragma omp simd
-      for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
-      continue;
-    }
-    const float ls = lse[r];
-    const float w = row_weight ? row_weight[r] : 1.0f;
-    /* Read before the loop: d may alias l and overwrite it. */
-    const float lt = l[tg];
-#pragma omp simd
-    for (int64_t j = 0; j < V; j++) d[j] = gt__expf(l[j] - ls) * w;
-    d[tg] = (gt__expf(lt - ls) - 1.0f) * w;
-  }
+  for (int64_t r = 0; r < rows; r++)
+    gt__xent_row_backward(dlogits + r * V, logits + r * V, target[r] < 0 ? 0.0f : lse[r], target[r],
+                          row_weight ? row_weight[r] : 1.0f, V, 0.0f);
 }

@@ -20,4 +20,34 @@ static inline __attribute__((always_inline)) float gt__xent_row_lse(const float 
   return mx + logf(sum);
 }
 
+/* d(loss)/d(logits) of one row, written over d (which may alias l): w times
+ * softmax - onehot(tg); a row without a target (tg < 0) gets zeros. With
+ * cap > 0, l holds soft-capped logits y = cap tanh(x / cap) and the gradient
+ * goes on through the cap, times 1 - (y / cap)^2. cap is a constant at each
+ * call site, so each form is its own branch-free vector loop. */
+static inline __attribute__((always_inline)) void gt__xent_row_backward(float *d, const float *l, float ls, int32_t tg,
+                                                                        float w, int64_t V, const float cap) {
+  if (tg < 0) {
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
+    return;
+  }
+  const float lt = l[tg]; /* read first: d may alias l */
+  if (cap > 0.0f) {
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) {
+      const float t = l[j] / cap;
+      const float g = gt__expf(l[j] - ls) * w;
+      d[j] = g * (1.0f - t * t);
+    }
+    const float tt = lt / cap;
+    const float gt = (gt__expf(lt - ls) - 1.0f) * w;
+    d[tg] = gt * (1.0f - tt * tt);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) d[j] = gt__expf(l[j] - ls) * w;
+    d[tg] = (gt__expf(lt - ls) - 1.0f) * w;
+  }
+}
+
 #endif

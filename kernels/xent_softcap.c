@@ -42,26 +42,7 @@ void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *
                               const float *row_weight, int64_t rows, int64_t V, float cap) {
   if (rows <= 0 || V <= 0) return;
 #pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++) {
-    float *d = dlogits + r * V;
-    const float *l = logits + r * V;
-    const int32_t tg = target[r];
-    if (tg < 0) {
-#pragma omp simd
-      for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
-      continue;
-    }
-    const float ls = lse[r];
-    const float w = row_weight ? row_weight[r] : 1.0f;
-    const float lt = l[tg]; /* read first: d may alias l */
-#pragma omp simd
-    for (int64_t j = 0; j < V; j++) {
-      const float t = l[j] / cap;
-      const float g = gt__expf(l[j] - ls) * w;
-      d[j] = g * (1.0f - t * t);
-    }
-    const float tt = lt / cap;
-    const float gt = (gt__expf(lt - ls) - 1.0f) * w;
-    d[tg] = gt * (1.0f - tt * tt);
-  }
+  for (int64_t r = 0; r < rows; r++)
+    gt__xent_row_backward(dlogits + r * V, logits + r * V, target[r] < 0 ? 0.0f : lse[r], target[r],
+                          row_weight ? row_weight[r] : 1.0f, V, cap);
 }
