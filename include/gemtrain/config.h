@@ -76,8 +76,10 @@ typedef struct gt_config {
   long long shared_experts;
   double load_balance_loss_weight;
   double weight_init_scale;
-  char dtype[GT_STR_SHORT];
-  char weight_dtype[GT_STR_SHORT];
+  char dtype[GT_STR_SHORT];            /* float32 | bfloat16: activations and matmul inputs */
+  char weight_dtype[GT_STR_SHORT];     /* float32: the master weights AdamW updates */
+  char mu_dtype[GT_STR_SHORT];         /* float32 | bfloat16: AdamW's first moment */
+  char matmul_precision[GT_STR_SHORT]; /* default (inputs in dtype) | high | highest (float32 inputs) */
   /* batch and sequence */
   double per_device_batch_size;
   long long max_target_length;

@@ -67,28 +67,11 @@ static int gt__dtype_from_name(const char *s, gt_dtype *out) {
 
 /* ---- scalar conversions ---- */
 
-static uint32_t gt__f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-
 static float gt__bits_f32(uint32_t u) {
   float x;
   memcpy(&x, &u, 4);
   return x;
 }
-
-uint16_t gt_f32_to_bf16(float x) {
-  uint32_t u = gt__f32_bits(x);
-  /* Rounding could carry a NaN with a low-only payload into infinity; setting
-   * the quiet bit keeps it a NaN (as PyTorch and JAX do). */
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-float gt_bf16_to_f32(uint16_t h) { return gt__bits_f32((uint32_t)h << 16); }
 
 float gt_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

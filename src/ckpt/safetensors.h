@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "kernels/bf16.h" /* gt_f32_to_bf16, gt_bf16_to_f32 */
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,8 +78,6 @@ gt_rc gt_st_read_f32(const gt_st_tensor *t, float *out, int64_t n, gt_err *err);
 gt_rc gt_st_read_f32_range(const gt_st_tensor *t, int64_t first, int64_t n, float *out, gt_err *err);
 
 /* Scalar conversions used by the reader and writer. */
-uint16_t gt_f32_to_bf16(float x); /* round to nearest even, NaN stays NaN */
-float gt_bf16_to_f32(uint16_t h);
 float gt_f16_to_f32(uint16_t h);
 
 typedef struct gt_st_wtensor {

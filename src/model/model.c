@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "exec/remat.h"
 
@@ -142,8 +143,10 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   m->eps = (float)c->normalization_layer_epsilon;
   /* Gemma 4 stores the norm scale itself (spec 3.2.1) */
   m->norm_offset = g4 ? 0.0f : 1.0f;
-  /* HF multiplies by sqrt(d) cast to the compute dtype; we compute in fp32. */
-  m->emb_scale = sqrtf((float)m->d);
+  m->bf16_act = !strcmp(c->dtype, "bfloat16");
+  m->bf16_mm = m->bf16_act && !strcmp(c->matmul_precision, "default");
+  /* HF multiplies by sqrt(d) cast to the compute dtype */
+  m->emb_scale = m->bf16_act ? gt_bf16_round1(sqrtf((float)m->d)) : sqrtf((float)m->d);
   m->softcap = (float)c->final_logits_soft_cap;
   m->max_pos = c->max_target_length;
   m->ple_dim = g4 ? c->hidden_size_per_layer_input : 0;

@@ -146,6 +146,14 @@ typedef struct gt_model {
   float eps;
   float norm_offset;  /* 1: Gemma 3 (1 + w); 0: Gemma 4 (stored scale) */
   float emb_scale;    /* sqrt(d) in the compute dtype */
+  /* precision (docs/precision.md): bf16_act = dtype=bfloat16, every
+   * activation a forward op writes is rounded to bf16 (kept in float32
+   * storage while a layer runs, in 2 bytes when saved) and the compute
+   * reads a bf16-rounded copy of the weights; bf16_mm = matmul inputs
+   * rounded to bf16 with float32 accumulation (dtype=bfloat16 and
+   * matmul_precision=default). Statistics, the loss and all gradients stay
+   * float32. */
+  int bf16_act, bf16_mm;
   float softcap;      /* 0 = off */
   int64_t max_pos;    /* RoPE tables cover positions [0, max_pos) */
   /* graph */
