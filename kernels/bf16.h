@@ -44,6 +44,20 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n);
 /* dst[i] = float(src[i]) (exact) */
 void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n);
 
+/* ---- bf16 matrix products, float32 accumulation ----
+ * gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C, arguments as
+ * gt_sgemm (kernels.h): each input element is rounded to bf16 (exact for
+ * inputs already rounded), products and sums in float32. Bits do not depend
+ * on the thread count. */
+void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void gt_bgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* gt_matmul_forward / gt_matmul_backward (kernels.h) with bf16 inputs */
+void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim, int64_t out_dim);
+void gt_matmul_backward_bf16(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,
+                             int64_t in_dim, int64_t out_dim);
+
 /* scalar references (tests) */
 void gt_bf16_round_ref(float *x, int64_t n);
 void gt_bf16_pack_ref(uint16_t *dst, const float *src, int64_t n);
