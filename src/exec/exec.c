@@ -24,7 +24,9 @@
 #include "model/layer.h"
 #include "base/prof.h"
 #include "exec/remat.h"
+#include "kernels/bf16.h"
 #include "model/head.h"
+#include "model/linear.h"
 #include "model/ple.h"
 
 int64_t gt_batch_total_weights(const gt_batch *b) {
@@ -34,8 +36,9 @@ int64_t gt_batch_total_weights(const gt_batch *b) {
 }
 
 typedef struct gt__lstate {
-  float *a[GT_A_NSLOTS];    /* device buffers (NULL when dropped) */
-  float *host[GT_A_NSLOTS]; /* offloaded copies */
+  float *a[GT_A_NSLOTS];       /* device buffers (NULL when dropped) */
+  void *host[GT_A_NSLOTS];     /* offloaded copies (bf16 when packed) */
+  uint16_t *b16[GT_A_NSLOTS];  /* kept on the device in bf16 (dtype=bfloat16) */
 } gt__lstate;
 
 typedef struct gt__run {
@@ -78,11 +81,32 @@ static size_t gt__bytes(const gt_model *m, const gt_batch *b, int64_t l, int k) 
   return (size_t)gt_act_numel(m, &m->layers[l], (gt_act)k, b->B, b->T) * sizeof(float);
 }
 
+/* Is slot k of layer L one a later layer reads (a donor's K or V)? */
+static int gt__shared_kv(const gt_layer_desc *L, int k) {
+  return L->kv_last_reader >= 0 && (k == GT_A_K || k == GT_A_V);
+}
+
+/* dtype=bfloat16: is slot k kept (or offloaded) in 2 bytes? Its values are
+ * bf16 already (the forward rounds every tensor it writes), so packing and
+ * unpacking are exact and a restored slot has the bits the forward wrote.
+ * Statistics stay float32; a KV donor's K and V stay float32 on the device,
+ * because later layers read them in place. */
+static int gt__packed(const gt_model *m, int64_t l, int k) {
+  return m->bf16_act && gt_act_is_tensor((gt_act)k) && !gt__shared_kv(&m->layers[l], k);
+}
+
+static size_t gt__kept_bytes(const gt_model *m, const gt_batch *b, int64_t l, int k) {
+  return gt__packed(m, l, k) ? gt__bytes(m, b, l, k) / 2 : gt__bytes(m, b, l, k);
+}
+
 static void gt__free_layer(gt__run *r, int64_t l) {
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     gt_mem_free(r->m->mem, r->ls[l].a[k]);
     gt_mem_free(r->m->mem, r->ls[l].host[k]);
-    r->ls[l].a[k] = r->ls[l].host[k] = NULL;
+    gt_mem_free(r->m->mem, r->ls[l].b16[k]);
+    r->ls[l].a[k] = NULL;
+    r->ls[l].host[k] = NULL;
+    r->ls[l].b16[k] = NULL;
   }
 }
 
@@ -127,11 +151,6 @@ static gt_layer_io gt__io(gt__run *r, int64_t l) {
   return io;
 }
 
-/* Is slot k of layer L one a later layer reads (a donor's K or V)? */
-static int gt__shared_kv(const gt_layer_desc *L, int k) {
-  return L->kv_last_reader >= 0 && (k == GT_A_K || k == GT_A_V);
-}
-
 static gt_rc gt__check_batch(gt_model *m, const gt_batch *b, gt_err *err) {
   int64_t N = (int64_t)b->B * b->T;
   if (b->T > m->max_pos)
@@ -146,10 +165,18 @@ static gt_rc gt__check_batch(gt_model *m, const gt_batch *b, gt_err *err) {
   return GT_OK;
 }
 
-static void gt__copy_timed(gt_model *m, float *dst, const float *src, size_t bytes) {
+/* To or from the host pool (to_host: src is the device's float32 buffer):
+ * a copy, or a bf16 pack / unpack of n elements when packed. */
+static void gt__copy_timed(gt_model *m, void *dst, const void *src, int64_t n, int packed, int to_host) {
   if (gt_mem_measuring(m->mem)) return;
   double t0 = gt_prof_now();
-  memcpy(dst, src, bytes);
+  size_t bytes = (size_t)n * (packed ? sizeof(uint16_t) : sizeof(float));
+  if (!packed)
+    memcpy(dst, src, bytes);
+  else if (to_host)
+    gt_bf16_pack(dst, src, n);
+  else
+    gt_bf16_unpack(dst, src, n);
   m->offload_seconds += gt_prof_now() - t0;
   m->offload_bytes += (long long)bytes;
 }
@@ -172,7 +199,9 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     gt__free_run(r);
     return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
   }
-  gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) ? GT_MEM_SAVED : GT_MEM_TEMP;
+  /* a kept carry is saved as it is, or packed to bf16 after the layer that
+   * reads it (dtype=bfloat16): then it is a temporary until then */
+  gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
   float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");
   if (!x) goto nomem;
   int meas = gt_mem_measuring(m->mem);
@@ -182,7 +211,10 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     gt__free_run(r);
     return rc;
   }
-  if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+  if (!meas) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x, N * d));
+  }
   if (m->ple_dim) {
     /* every layer reads its slice, through the backward too */
     size_t pb = (size_t)(N * L * m->ple_dim) * sizeof(float);
@@ -215,10 +247,12 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     a[GT_A_X_IN] = x;
     for (int k = 1; k < GT_A_NSLOTS; k++) {
       if (!gt_layer_has_slot(ld, (gt_act)k)) continue;
-      gt_mem_cat cat = train && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE ? GT_MEM_SAVED : GT_MEM_TEMP;
+      gt_mem_cat cat = train && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE && !gt__packed(m, l, k) ? GT_MEM_SAVED
+                                                                                                        : GT_MEM_TEMP;
       if (!(a[k] = gt_mem_alloc_uninit_named(m->mem, cat, gt__bytes(m, b, l, k), gt_act_name((gt_act)k)))) goto nomem;
     }
-    gt_mem_cat next_cat = train && l + 1 < L && gt_remat_block_start(rm, l + 1) ? GT_MEM_SAVED : GT_MEM_TEMP;
+    gt_mem_cat next_cat =
+        train && l + 1 < L && gt_remat_block_start(rm, l + 1) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
     float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
     float lb = 0.0f;
@@ -229,12 +263,21 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     for (int k = 0; k < GT_A_NSLOTS; k++) {
       if (!a[k]) continue;
       gt_save_mode mode = gt_remat_slot_mode(rm, ld, k);
-      if (train && mode == GT_SAVE_DEVICE) continue;
+      int packed = gt__packed(m, l, k);
+      if (train && mode == GT_SAVE_DEVICE && !packed) continue;
       if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
+      int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
+      if (train && mode == GT_SAVE_DEVICE) { /* kept in bf16 */
+        if (!(r->ls[l].b16[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_SAVED, gt__kept_bytes(m, b, l, k),
+                                                          gt_act_name((gt_act)k))))
+          goto nomem;
+        if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_bf16_pack(r->ls[l].b16[k], a[k], n));
+      }
       if (train && mode == GT_SAVE_OFFLOAD) {
-        size_t nb = gt__bytes(m, b, l, k);
-        if (!(r->ls[l].host[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_HOST, nb, gt_act_name((gt_act)k)))) goto nomem;
-        gt__copy_timed(m, r->ls[l].host[k], a[k], nb);
+        if (!(r->ls[l].host[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_HOST, gt__kept_bytes(m, b, l, k),
+                                                           gt_act_name((gt_act)k))))
+          goto nomem;
+        gt__copy_timed(m, r->ls[l].host[k], a[k], n, packed, 1);
       }
       gt_mem_free(m->mem, a[k]);
       a[k] = NULL;
@@ -259,16 +302,23 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   const gt_batch *b = r->b;
   gt__lstate *s = &r->ls[l];
   size_t xbytes = (size_t)((int64_t)b->B * b->T * m->d) * sizeof(float);
-  if (!s->a[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
+  if (!s->a[GT_A_X_IN] && !s->b16[GT_A_X_IN] && !s->host[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
   const gt_layer_desc *ld = &m->layers[l];
   uint8_t have[GT_A_NSLOTS];
   for (int k = 0; k < GT_A_NSLOTS; k++) {
-    if (s->host[k]) {
-      size_t nb = gt__bytes(m, b, l, k);
-      if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, nb, gt_act_name((gt_act)k)))) goto nomem;
-      gt__copy_timed(m, s->a[k], s->host[k], nb);
-      gt_mem_free(m->mem, s->host[k]);
-      s->host[k] = NULL;
+    if (s->host[k] || s->b16[k]) {
+      int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
+      if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k), gt_act_name((gt_act)k))))
+        goto nomem;
+      if (s->host[k]) {
+        gt__copy_timed(m, s->a[k], s->host[k], n, gt__packed(m, l, k), 0);
+        gt_mem_free(m->mem, s->host[k]);
+        s->host[k] = NULL;
+      } else {
+        if (!gt_mem_measuring(m->mem)) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_bf16_unpack(s->a[k], s->b16[k], n));
+        gt_mem_free(m->mem, s->b16[k]);
+        s->b16[k] = NULL;
+      }
     }
     have[k] = s->a[k] != NULL || !gt_layer_has_slot(ld, (gt_act)k);
   }
@@ -350,7 +400,8 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     for (int64_t l = start; l < end; l++) {
       float *next = NULL;
       gt_mem_phase(m->mem, "backward, recomputing layer %lld", (long long)l);
-      if ((rc = gt__restore(&r, l, carry, l + 1 < end && !r.ls[l + 1].a[GT_A_X_IN], &next, err))) {
+      int next_kept = r.ls[l + 1 < end ? l + 1 : l].a[GT_A_X_IN] || r.ls[l + 1 < end ? l + 1 : l].b16[GT_A_X_IN];
+      if ((rc = gt__restore(&r, l, carry, l + 1 < end && !next_kept, &next, err))) {
         for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 1);
         goto done;
       }

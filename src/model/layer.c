@@ -19,6 +19,17 @@ const char *gt_act_name(gt_act a) {
   return (int)a >= 0 && a < GT_A_NSLOTS ? names[a] : "?";
 }
 
+int gt_act_is_tensor(gt_act a) {
+  switch (a) {
+    case GT_A_A_RSTD: case GT_A_Q_RSTD: case GT_A_K_RSTD: case GT_A_LSE: case GT_A_O_RSTD: case GT_A_M_RSTD:
+    case GT_A_F_RSTD: case GT_A_V_RSTD: case GT_A_PLE_RSTD: case GT_A_SHARED_RSTD: case GT_A_MOE_SAVED:
+    case GT_A_NSLOTS:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
 /* The routed block's dimensions: with expert parallelism it routes the
  * whole expert group's tokens (P times this device's B sequences). */
 static gt_moe_dims gt__moe_dims(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T) {
@@ -269,6 +280,21 @@ static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] + z[i];
 }
 
+/* dtype=bfloat16: the tensors op just wrote (and x_out, when it is the
+ * layer's output op) rounded to bf16, so every activation a later op or a
+ * backward reads is a bf16 value, whichever ops a recompute re-runs. */
+static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, float *x_out) {
+  const gt_model *m = io->m;
+  if (!m->bf16_act) return;
+  gt_act o[GT__OUTS];
+  gt__op_out(io->L, op, o);
+  for (int k = 0; k < GT__OUTS; k++)
+    if (o[k] != GT_A_NSLOTS && gt_act_is_tensor(o[k]))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, a[o[k]], gt_act_numel(m, io->L, o[k], io->B, io->T)));
+  if ((1u << op) == gt_layer_output_op(io->L))
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
+}
+
 void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
@@ -282,12 +308,13 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     if (ops & gt_layer_moe_op()) gt__moe_forward(io, a);
     return;
   }
-#define RUN(op) if (ops & (1u << (op)))
+  /* RUN(op) stmt: runs stmt when op is in ops, then rounds op's outputs */
+#define RUN(op) for (int run_ = (int)((ops >> (op)) & 1u); run_; run_ = 0, gt__round_outputs(io, a, (op), x_out))
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
-  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
-  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
-  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
+  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
+  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
   RUN(OP_Q_NORM_ROPE) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
@@ -305,7 +332,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
-  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
    * With the pre-FFW norm also to run, both in one sweep (the same bits as
    * running them apart, which a recompute may do). */
@@ -313,15 +340,17 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   if ((ops & resid_norm) == resid_norm) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
                                                                    W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+    gt__round_outputs(io, a, OP_ATTN_RESID, x_out);
+    gt__round_outputs(io, a, OP_FFW_NORM, x_out);
     ops &= ~resid_norm;
   }
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
                                                                                    W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
-  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
-  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off));
   RUN(OP_MOE) gt__moe_forward(io, a);
   RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
@@ -331,9 +360,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
                                                                    N, (int)d, eps, off));
   }
-  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_forward(a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
   RUN(OP_PLE_RESID) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
                                                                    W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off));
@@ -382,9 +411,9 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
   }
   float *dPP = pl, *dACT = dPP + N * d, *dGATE = dACT + N * P;
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
   gt_mem_free(m->mem, pl);
   return GT_OK;
 }
@@ -488,11 +517,11 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
                         W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
   }
   if (!meas) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
     /* direct: dx1 = dx_out + this norm's part, written */
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
                         a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
@@ -511,7 +540,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O], a[GT_A_O_RSTD],
                       W(GT_P_POST_ATTN_NORM), N, (int)d, off, 0));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io);
@@ -547,9 +576,9 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     }
   }
   float *dA = dO; /* dO is consumed */
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__linear_backward_write(dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
-  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
-  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt_matmul_backward(dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward_write(m, dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
+  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward(m, dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
+  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__mm_backward(m, dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
   /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
                       W(GT_P_INPUT_NORM), N, (int)d, off, 0));

@@ -87,6 +87,10 @@ typedef enum gt_act {
 _Static_assert(GT_A_NSLOTS <= GT_MAX_ACT_SLOTS, "gt_remat.slot is too small");
 
 const char *gt_act_name(gt_act a);
+/* Does slot a hold an activation tensor (rounded to bf16 and saved in 2
+ * bytes under dtype=bfloat16), rather than float32 statistics (norm rstd,
+ * log-sum-exp) or the routed block's saved state? */
+int gt_act_is_tensor(gt_act a);
 /* Does this layer kind have slot a? (Absent slots are never allocated.) */
 int gt_layer_has_slot(const gt_layer_desc *L, gt_act a);
 /* Elements of one slot for a layer at batch B, length T. */

@@ -1,15 +1,29 @@
-/* A linear layer's backward that WRITES its input gradient: the first product
- * into a buffer then needs no zeroing pass before it (gt_matmul_backward adds,
- * by the kernels' convention). */
+/* The model's linear layers and its activations' precision.
+ *
+ * Every projection of the model goes through these, so the precision is
+ * chosen in one place: float32 inputs, or bf16 inputs with float32
+ * accumulation when m->bf16_mm (dtype=bfloat16, matmul_precision=default).
+ * gt__act_round rounds an activation a forward op just wrote to bf16 when
+ * m->bf16_act (dtype=bfloat16); it does nothing in float32 runs. */
 #ifndef GEMTRAIN_MODEL_LINEAR_H
 #define GEMTRAIN_MODEL_LINEAR_H
 
 #include <stdint.h>
 
-/* dinp[n,in_dim] = dout . w (overwritten, never read); dw[out_dim,in_dim] +=
- * dout^T . inp (dw may be NULL). The same bits as gt_matmul_backward on a
- * zeroed dinp: one gt_sgemm with beta 0 instead of 1 on zeros. */
-void gt__linear_backward_write(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,
-                               int64_t in_dim, int64_t out_dim);
+#include "model/model.h"
+
+/* out[n,out_dim] = inp . w^T (overwritten) */
+void gt__mm_forward(const gt_model *m, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+                    int64_t out_dim);
+/* dinp += dout . w ; dw += dout^T . inp (either may be NULL) */
+void gt__mm_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                     int64_t n, int64_t in_dim, int64_t out_dim);
+/* The same, but dinp is WRITTEN (never read): the first product into a
+ * buffer then needs no zeroing pass. The same bits as gt__mm_backward on a
+ * zeroed dinp: one product with beta 0 instead of 1 on zeros. */
+void gt__mm_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
+                           const float *w, int64_t n, int64_t in_dim, int64_t out_dim);
+/* dtype=bfloat16: x[0..n) rounded to bf16 in place */
+void gt__act_round(const gt_model *m, float *x, int64_t n);
 
 #endif

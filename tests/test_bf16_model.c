@@ -1,0 +1,274 @@
+/* dtype=bfloat16 through the model and the executor (docs/precision.md).
+ *
+ * - Against the float64 references of test_reference.c (PyTorch, written
+ *   from the spec; tests/data/README.md): Gemma 3 and the three Gemma 4
+ *   kinds in bf16 agree within bounds derived from bf16's 8-bit mantissa
+ *   (see BF16_* below).
+ * - Every activation a forward writes is a bf16 value (the logits too).
+ * - Remat changes memory, never math, in bf16 too: every policy and scope
+ *   gives loss and gradients bit-identical to remat_policy=none, because
+ *   slots are rounded when written and packing them to 2 bytes is exact.
+ * - Saved activations take 2 bytes: full remat keeps exactly the carries at
+ *   half their float32 size; statistics and a KV donor's K/V stay float32.
+ * The executor is driven directly here (no mesh), so the weights are
+ * rounded to bf16 first, as the trainer's compute copy is. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/safetensors.h"
+#include "config/config.h"
+#include "exec/exec.h"
+#include "kernels/bf16.h"
+#include "model/layer.h"
+#include "model/model.h"
+#include "gt_testutil.h"
+
+/* Bounds: twice PyTorch's own error when it runs the same reference model
+ * in bfloat16 (parameters, activations and gradients; printed by
+ * `/usr/bin/python3 tools/ref_bf16_errors.py`, PyTorch 1.13 on CPU): an
+ * independent bf16 implementation of the same math shows how far bf16's
+ * 8-bit mantissa (a relative error of 2^-9 per rounding) moves these small
+ * random models, and the Gemma 4 ones (attention scale 1, soft-capped
+ * logits) move much further than Gemma 3. The loss is a mean over tokens
+ * whose errors partly cancel: 1e-2 relative (5 x 2^-9) for all. */
+typedef struct bound {
+  const char *stem;
+  double logits, grads; /* PyTorch bf16: largest logit error / largest |logit|; gradients' relative L2 error */
+} bound;
+static const bound torch_bf16[] = {
+    {"gemma3_ref_small", 0.0112, 0.0308}, {"gemma3_ref_packed", 0.00644, 0.0146},
+    {"gemma4_ref_dense", 0.0714, 0.136},  {"gemma4_ref_ple", 0.0943, 0.256},
+    {"gemma4_ref_moe", 0.16, 0.13},
+};
+#define BF16_LOSS_TOL 1e-2
+
+static int32_t *read_i32(const gt_st_file *f, const char *name) {
+  const gt_st_tensor *t = gt_st_find(f, name);
+  ck_assert_msg(t && t->dtype == GT_DT_I32, "fixture lacks I32 tensor %s", name);
+  int32_t *v = malloc(sizeof(int32_t) * (size_t)t->numel);
+  memcpy(v, t->data, sizeof(int32_t) * (size_t)t->numel);
+  return v;
+}
+
+static void check_fixture(const char *stem) {
+  const bound *bd = NULL;
+  for (size_t i = 0; i < sizeof torch_bf16 / sizeof torch_bf16[0]; i++)
+    if (!strcmp(torch_bf16[i].stem, stem)) bd = &torch_bf16[i];
+  ck_assert_ptr_nonnull(bd);
+  char path[512], cfgpath[512];
+  snprintf(path, sizeof path, "%s/%s.safetensors", GT_TEST_DATA_DIR, stem);
+  snprintf(cfgpath, sizeof cfgpath, "%s/%s.json", GT_TEST_DATA_DIR, stem);
+  gt_st_file f;
+  gt_err e;
+  ck_assert_msg(gt_st_open(&f, path, &e) == GT_OK, "%s", e.msg);
+  const gt_st_tensor *in_t = gt_st_find(&f, "inputs");
+  int B = (int)in_t->shape[0], T = (int)in_t->shape[1];
+  char ob[64], ot[64];
+  snprintf(ob, sizeof ob, "per_device_batch_size=%d", B);
+  snprintf(ot, sizeof ot, "max_target_length=%d", T);
+  const char *ov[] = {"model_name=", ob, ot, "dataset_type=synthetic", "dtype=bfloat16"};
+  gt_config c;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", cfgpath, 5, ov, &e) == GT_OK, "%s", e.msg);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  ck_assert(m.bf16_act && m.bf16_mm);
+  ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
+  for (int i = 0; i < m.n_tensors; i++) {
+    float *v = gt_test_st_f32(&f, m.tensors[i].name, m.tensors[i].numel);
+    memcpy(m.params + m.tensors[i].offset, v, sizeof(float) * (size_t)m.tensors[i].numel);
+    free(v);
+  }
+  gt_bf16_round(m.params, m.n_params);
+  int32_t *inputs = read_i32(&f, "inputs"), *targets = read_i32(&f, "targets");
+  int32_t *positions = read_i32(&f, "positions"), *segments = read_i32(&f, "segments");
+  gt_batch b = {B, T, inputs, targets, positions, segments};
+
+  int64_t V = m.vocab, N = (int64_t)B * T;
+  float *logits = malloc(sizeof(float) * (size_t)(N * V));
+  ck_assert_msg(gt_exec_forward_logits(&m, &b, logits, &e) == GT_OK, "%s", e.msg);
+  float *want_logits = gt_test_st_f32(&f, "expected.logits", N * V);
+  double lerr = gt_test_max_abs_err(logits, want_logits, N * V), lmax = gt_test_max_abs(want_logits, N * V);
+  if (m.softcap == 0) /* the head's output is bf16 (a soft-cap then works on it in float32) */
+    for (int64_t i = 0; i < N * V; i++)
+      ck_assert_msg(logits[i] == gt_bf16_round1(logits[i]), "%s: logit %lld = %.9g is not a bf16 value", stem,
+                    (long long)i, logits[i]);
+
+  int64_t tw = gt_batch_total_weights(&b);
+  gt_model_zero_grads(&m);
+  gt_loss_stats st = {0, 0, 0};
+  ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
+  float *want_loss = gt_test_st_f32(&f, "expected.loss", 1);
+  double loss = st.xent_sum / (double)st.total_weights;
+  /* all gradients as one vector, relative L2 error: per tensor, a norm
+   * weight's gradient sums thousands of rows that nearly cancel, so its
+   * error against its own largest element says little in bf16 */
+  double num = 0, den = 0;
+  for (int i = 0; i < m.n_tensors; i++) {
+    char gname[160];
+    snprintf(gname, sizeof gname, "grad.%s", m.tensors[i].name);
+    float *want = gt_test_st_f32(&f, gname, m.tensors[i].numel);
+    const float *got = m.grads + m.tensors[i].offset;
+    for (int64_t k = 0; k < m.tensors[i].numel; k++) {
+      num += ((double)got[k] - want[k]) * ((double)got[k] - want[k]);
+      den += (double)want[k] * want[k];
+    }
+    free(want);
+  }
+  double gerr = sqrt(num / den);
+  fprintf(stderr, "%s (bf16): logits err %.3g of max |logit|, loss rel err %.3g, gradients L2 rel err %.3g\n", stem,
+          lerr / lmax, fabs(loss - want_loss[0]) / want_loss[0], gerr);
+  ck_assert_msg(lerr <= 2 * bd->logits * lmax, "%s logits: max error %.3g vs max |logit| %.3g", stem, lerr, lmax);
+  ck_assert_msg(fabs(loss - want_loss[0]) <= BF16_LOSS_TOL * fabs(want_loss[0]), "%s loss %.9g vs %.9g", stem, loss,
+                want_loss[0]);
+  ck_assert_msg(gerr <= 2 * bd->grads, "%s: gradients' relative L2 error %.3g > 2 x %.3g", stem, gerr, bd->grads);
+  free(want_loss), free(want_logits), free(logits);
+  free(inputs), free(targets), free(positions), free(segments);
+  gt_model_free(&m);
+  gt_st_close(&f);
+}
+
+START_TEST(test_reference_gemma3) {
+  check_fixture("gemma3_ref_small");
+  check_fixture("gemma3_ref_packed");
+}
+END_TEST
+
+START_TEST(test_reference_gemma4) {
+  check_fixture("gemma4_ref_dense");
+  check_fixture("gemma4_ref_ple");
+  check_fixture("gemma4_ref_moe");
+}
+END_TEST
+
+/* ---- remat in bf16 ---- */
+
+static const char *policies[] = {"none", "minimal", "minimal_with_context", "save_dot_except_mlp", "save_qkv_proj",
+                                 "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
+#define NPOL ((int)(sizeof policies / sizeof policies[0]))
+
+typedef struct run {
+  double loss, lb;
+  float *grads;
+  int64_t n, saved_peak, host_peak;
+} run;
+
+static run run_model(const char *model, const char *policy, const char *scope, int layers, const char *pattern,
+                     int shared, const char *dtype) {
+  char mn[96], p[96], s[64], l[64], pat[64], sh[64], dt[64];
+  snprintf(mn, sizeof mn, "model_name=%s", model);
+  snprintf(p, sizeof p, "remat_policy=%s", policy);
+  snprintf(s, sizeof s, "remat_scope=%s", scope);
+  snprintf(l, sizeof l, "base_num_decoder_layers=%d", layers);
+  snprintf(pat, sizeof pat, "layer_pattern=%s", pattern);
+  snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
+  snprintf(dt, sizeof dt, "dtype=%s", dtype);
+  const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
+                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh, dt};
+  gt_config c;
+  gt_test_config(&c, 13, ov);
+  gt_err e;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
+  gt_model_init_params(&m, 3, 1.0);
+  if (m.bf16_act) gt_bf16_round(m.params, m.n_params);
+  int B = 2, T = 24;
+  int32_t in[48], tg[48], pos[48];
+  uint64_t st = 77;
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)(gt_test_rand_u64(&st) % 260);
+    tg[i] = (int32_t)(gt_test_rand_u64(&st) % 260);
+    pos[i] = i % T;
+  }
+  gt_batch b = {B, T, in, tg, pos, NULL};
+  gt_loss_stats ls = {0, 0, 0};
+  ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / 48, &ls, &e) == GT_OK);
+  run r = {ls.xent_sum, ls.moe_lb_sum, malloc(sizeof(float) * (size_t)m.n_params), m.n_params,
+           gt_mem_peak(&mem, GT_MEM_SAVED), gt_mem_peak(&mem, GT_MEM_HOST)};
+  memcpy(r.grads, m.grads, sizeof(float) * (size_t)m.n_params);
+  gt_model_free(&m);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  return r;
+}
+
+static void check_policies(const char *model, int layers, const char *pattern, int shared) {
+  const char *scopes[] = {"layer", "block"};
+  run ref = run_model(model, "none", "layer", layers, pattern, shared, "bfloat16");
+  run f32 = run_model(model, "none", "layer", layers, pattern, shared, "float32");
+  /* bf16 is not float32 (the test would pass vacuously if the key did nothing) */
+  ck_assert_msg(ref.loss != f32.loss, "%s: bf16 and float32 give the same loss", model);
+  /* (3e-2: a MoE layer may route a token to other experts in bf16) */
+  ck_assert_msg(fabs(ref.loss - f32.loss) <= 3e-2 * fabs(f32.loss), "%s: bf16 loss %.9g, float32 %.9g", model,
+                ref.loss, f32.loss);
+  for (int sc = 0; sc < 2; sc++)
+    for (int i = 0; i < NPOL; i++) {
+      run r = run_model(model, policies[i], scopes[sc], layers, pattern, shared, "bfloat16");
+      ck_assert_msg(r.loss == ref.loss && r.lb == ref.lb, "%s: %s/%s: bf16 loss differs", model, policies[i],
+                    scopes[sc]);
+      ck_assert_msg(memcmp(r.grads, ref.grads, sizeof(float) * (size_t)r.n) == 0, "%s: %s/%s: bf16 gradients differ",
+                    model, policies[i], scopes[sc]);
+      free(r.grads);
+    }
+  free(ref.grads);
+  free(f32.grads);
+}
+
+START_TEST(test_remat_bit_identical_gemma3) { check_policies("gemma3-tiny", 5, "LLG", 0); }
+END_TEST
+
+START_TEST(test_remat_bit_identical_gemma4) {
+  check_policies("gemma4-tiny-dense", 5, "LLG", 0);
+  check_policies("gemma4-tiny-ple", 7, "LLG", 3); /* KV-shared layers: the donors' K/V stay float32 */
+  check_policies("gemma4-tiny-moe", 5, "LLG", 0);
+}
+END_TEST
+
+START_TEST(test_saved_activations_halved) {
+  /* full remat, layer scope keeps the 6 carries [48, 64]: 2 bytes each */
+  run r = run_model("gemma3-tiny", "full", "layer", 6, "LLLLLG", 0, "bfloat16");
+  ck_assert_int_eq(r.saved_peak, 6LL * 48 * 64 * 2);
+  free(r.grads);
+  /* none keeps every slot: the tensors at 2 bytes, the statistics at 4 */
+  run f = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "float32");
+  run h = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "bfloat16");
+  gt_config c;
+  const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=24", "per_device_batch_size=2",
+                      "base_num_decoder_layers=6", "layer_pattern=LLLLLG"};
+  gt_test_config(&c, 5, ov);
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  int64_t tensors = 0, stats = 0;
+  for (int l = 0; l < 6; l++)
+    for (int k = 0; k < GT_A_NSLOTS; k++) {
+      int64_t n = gt_act_numel(&m, &m.layers[l], (gt_act)k, 2, 24);
+      if (gt_act_is_tensor((gt_act)k))
+        tensors += n;
+      else
+        stats += n;
+    }
+  gt_model_free(&m);
+  ck_assert_int_eq(f.saved_peak, (tensors + stats) * 4);
+  ck_assert_int_eq(h.saved_peak, tensors * 2 + stats * 4);
+  free(f.grads);
+  free(h.grads);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("bf16_model");
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_test(tc, test_reference_gemma3);
+  tcase_add_test(tc, test_reference_gemma4);
+  tcase_add_test(tc, test_remat_bit_identical_gemma3);
+  tcase_add_test(tc, test_remat_bit_identical_gemma4);
+  tcase_add_test(tc, test_saved_activations_halved);
+  return gt_test_run_suite(s, 0);
+}
