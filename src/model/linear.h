@@ -13,15 +13,15 @@
 #include "model/model.h"
 
 /* out[n,out_dim] = inp . w^T (overwritten) */
-void gt__mm_forward(const gt_model *m, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+void gt__matmul_forward(const gt_model *m, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
                     int64_t out_dim);
 /* dinp += dout . w ; dw += dout^T . inp (either may be NULL) */
-void gt__mm_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                      int64_t n, int64_t in_dim, int64_t out_dim);
 /* The same, but dinp is WRITTEN (never read): the first product into a
- * buffer then needs no zeroing pass. The same bits as gt__mm_backward on a
+ * buffer then needs no zeroing pass. The same bits as gt__matmul_backward on a
  * zeroed dinp: one product with beta 0 instead of 1 on zeros. */
-void gt__mm_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
+void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
                            const float *w, int64_t n, int64_t in_dim, int64_t out_dim);
 /* dtype=bfloat16: x[0..n) rounded to bf16 in place */
 void gt__act_round(const gt_model *m, float *x, int64_t n);
