@@ -84,7 +84,7 @@ static void check_fixture(const char *stem) {
     memcpy(m.params + m.tensors[i].offset, v, sizeof(float) * (size_t)m.tensors[i].numel);
     free(v);
   }
-  gt_bf16_round(m.params, m.n_params);
+  gt_model_round_params(&m);
   int32_t *inputs = read_i32(&f, "inputs"), *targets = read_i32(&f, "targets");
   int32_t *positions = read_i32(&f, "positions"), *segments = read_i32(&f, "segments");
   gt_batch b = {B, T, inputs, targets, positions, segments};
@@ -179,7 +179,7 @@ static run run_model(const char *model, const char *policy, const char *scope, i
   gt_test_model_build(&m, &c);
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
-  if (m.bf16_act) gt_bf16_round(m.params, m.n_params);
+  gt_model_round_params(&m);
   int B = 2, T = 24;
   int32_t in[48], tg[48], pos[48];
   uint64_t st = 77;

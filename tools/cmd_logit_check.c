@@ -62,6 +62,7 @@ int gt_cmd_logit_check(int argc, char **argv) {
   }
   cfg.threads_per_device = opt.threads_per_device;
   gt_threads_configure(&cfg);
+  gt_model_round_params(&m); /* dtype=bfloat16: compute with the bf16 weights, as training does */
   printf("logit-check: %s (%s): %lld layers (pattern %s, window %lld), d=%lld, vocab %lld; %d golden sequence%s from "
          "%s\n",
          opt.load_parameters_path, cfg.model_name, cfg.base_num_decoder_layers, cfg.layer_pattern, cfg.sliding_window_size,

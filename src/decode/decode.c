@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "decode/decode.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/head.h"
+#include "model/linear.h"
 #include "model/ple.h"
 
 static void gt__free_tables(gt_decoder *d) {
@@ -36,6 +38,7 @@ void gt_decoder_free(gt_decoder *d) {
   gt_mem_free(d->m->mem, d->x);
   gt_mem_free(d->m->mem, d->xn);
   gt_mem_free(d->m->mem, d->ple);
+  gt_mem_free(d->m->mem, d->rounded);
   gt__free_tables(d);
   memset(d, 0, sizeof *d);
 }
@@ -47,7 +50,17 @@ gt_rc gt_decoder_init(gt_decoder *d, gt_model *m, int64_t max_len, gt_err *err) 
   if (max_len < 1) return gt_err_set(err, GT_ERR_ARG, "decode: a context of %lld positions", (long long)max_len);
   d->m = m;
   d->view = *m;
+  d->params = m->params;
   gt_rc rc;
+  if (m->bf16_act) {
+    if (!(d->rounded = gt_mem_alloc_uninit_named(m->mem, GT_MEM_GATHERED, (size_t)m->n_params * sizeof(float),
+                                                 "weights (bf16 copy)")))
+      return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the bf16 copy of %lld weights",
+                        (long long)m->n_params);
+    memcpy(d->rounded, m->params, (size_t)m->n_params * sizeof(float));
+    gt_bf16_round(d->rounded, m->n_params);
+    d->params = d->rounded;
+  }
   if (max_len > m->max_pos) {
     /* The model's tables stop at max_target_length; a longer context gets
      * tables of its own, filled by the same function (entries do not depend
@@ -98,7 +111,7 @@ static gt_rc gt__logits(gt_decoder *d, const float *x_last, float *logits, gt_er
   gt_model_unit(d->m, 0, &off, &cnt);
   const int32_t no_target = -1;
   gt_loss_stats st = {0, 0, 0};
-  return gt__head_run(&d->view, d->m->params + off, NULL, x_last, &no_target, 1, 1, 0.0f, NULL, logits, &st, err);
+  return gt__head_run(&d->view, d->params + off, NULL, x_last, &no_target, 1, 1, 0.0f, NULL, logits, &st, err);
 }
 
 /* Copies the keys and values of positions [p0, p0 + n) (rows of k and v)
@@ -130,13 +143,14 @@ gt_rc gt_decoder_prefill(gt_decoder *d, const int32_t *ids, int64_t n, float *lo
   float **kept = calloc((size_t)(2 * m->n_layers), sizeof(float *));
   if (!pos || !x || !kept) goto nomem;
   for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)i;
-  gt_embedding_forward(x, ids, m->params + m->embed_offset, n, (int)dm, m->emb_scale);
+  gt_embedding_forward(x, ids, d->params + m->embed_offset, n, (int)dm, m->emb_scale);
+  gt__act_round(m, x, n * dm);
   if (m->ple_dim) {
     int64_t hoff, hcnt;
     gt_model_unit(m, 0, &hoff, &hcnt);
     if (!(ple = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * m->n_layers * m->ple_dim) * sizeof(float))))
       goto nomem;
-    if ((rc = gt__ple_forward(m, m->params + hoff, x, ids, n, ple, err))) goto done;
+    if ((rc = gt__ple_forward(m, d->params + hoff, x, ids, n, ple, err))) goto done;
   }
   for (int64_t l = 0; l < m->n_layers; l++) {
     const gt_layer_desc *L = &m->layers[l];
@@ -146,7 +160,7 @@ gt_rc gt_decoder_prefill(gt_decoder *d, const int32_t *ids, int64_t n, float *lo
     }
     if (!(xn = gt_mem_alloc_uninit(m->mem, GT_MEM_TEMP, (size_t)(n * dm) * sizeof(float)))) goto nomem;
     a[GT_A_X_IN] = x;
-    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = (int)n, .pos = pos, .params = m->params + L->param_offset};
+    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = (int)n, .pos = pos, .params = d->params + L->param_offset};
     if (L->kv_donor >= 0) io.kv_k = kept[2 * L->kv_donor], io.kv_v = kept[2 * L->kv_donor + 1];
     if (L->ple_dim) io.ple = ple + l * L->ple_dim, io.ple_stride = m->n_layers * L->ple_dim;
     gt_layer_forward(&io, a, xn);
@@ -185,15 +199,16 @@ gt_rc gt_decoder_step(gt_decoder *d, int32_t id, float *logits, gt_err *err) {
   const int64_t p = d->cache.len;
   const int32_t pos = (int32_t)p;
   const uint32_t attn = gt_layer_attention_op(), before = attn - 1;
-  gt_embedding_forward(d->x, &id, m->params + m->embed_offset, 1, (int)m->d, m->emb_scale);
+  gt_embedding_forward(d->x, &id, d->params + m->embed_offset, 1, (int)m->d, m->emb_scale);
+  gt__act_round(m, d->x, m->d);
   if (d->ple) {
     int64_t hoff, hcnt;
     gt_model_unit(m, 0, &hoff, &hcnt);
-    if ((rc = gt__ple_forward(m, m->params + hoff, d->x, &id, 1, d->ple, err))) return rc;
+    if ((rc = gt__ple_forward(m, d->params + hoff, d->x, &id, 1, d->ple, err))) return rc;
   }
   for (int64_t l = 0; l < m->n_layers; l++) {
     const gt_layer_desc *L = &m->layers[l];
-    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = 1, .pos = &pos, .params = m->params + L->param_offset};
+    gt_layer_io io = {.m = &d->view, .L = L, .B = 1, .T = 1, .pos = &pos, .params = d->params + L->param_offset};
     const uint32_t after = gt_layer_all_ops(L) & ~(attn | before);
     if (L->ple_dim) io.ple = d->ple + l * L->ple_dim, io.ple_stride = m->n_layers * L->ple_dim;
     d->acts[GT_A_X_IN] = d->x;

@@ -66,7 +66,12 @@ void gt_kv_visible(const gt_kv_cache *c, int64_t l, int64_t pos, int64_t *start,
 /* ---- decoder ---- */
 
 typedef struct gt_decoder {
-  gt_model *m;     /* the model; its parameters are read from m->params */
+  gt_model *m;     /* the model */
+  /* the weights it computes with: m->params, or with dtype=bfloat16 a copy
+   * rounded to bf16 when the decoder was made (as the trainer's compute
+   * copy is; a decoder made before an update does not see it) */
+  const float *params;
+  float *rounded;
   gt_model view;   /* m with RoPE tables that cover max_len positions */
   float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE]; /* own tables when max_len > m->max_pos */
   gt_kv_cache cache;

@@ -369,3 +369,7 @@ void gt_model_free(gt_model *m) {
   free(m->tensors);
   memset(m, 0, sizeof *m);
 }
+
+void gt_model_round_params(gt_model *m) {
+  if (m->bf16_act && m->params) gt_bf16_round(m->params, m->n_params);
+}

@@ -201,6 +201,10 @@ gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err);
 gt_rc gt_model_alloc_inference(gt_model *m, gt_mem *mem, gt_err *err);
 /* Only the RoPE tables (a sharded device keeps its parameters elsewhere). */
 gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
+/* dtype=bfloat16: rounds m->params to bf16 in place, turning them into the
+ * compute copy the trainer gathers (for a model that only computes: a
+ * logit check, a test). Nothing in float32 runs. */
+void gt_model_round_params(gt_model *m);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
 /* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
