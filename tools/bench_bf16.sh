@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Issue 17's benchmark (bfloat16 against float32), in one run:
+#  1. `gemtrain bench gemm`: every product of a step (forward X.W^T, backward
+#     dY.W and dY^T.X) in float32 and bf16, each next to the peak of its own
+#     instruction measured by the same tool (FMA, vdpbf16ps);
+#  2. the 12-layer model (d640 F2048 V32768, B4 T512) and gemma3-270m (T512),
+#     remat none: tokens/s, measured peak memory and the planned saved
+#     activations with dtype=float32 and dtype=bfloat16, run alternately
+#     (f32, bf16, f32, bf16, ...) and reported as medians, then the ratios.
+# gemtrain runs with no OpenMP variable set, as a user runs it.
+# About 10 minutes on a 2-core machine.
+#
+# Usage: tools/bench_bf16.sh [build/gemtrain]
+# Environment:
+#   GT_LOCK=FILE     take `flock FILE` around each section
+#   GT_BF16_STEPS    timed steps per run (default 3; 270m uses 2)
+#   GT_BF16_ROUNDS   alternating rounds per model (default 2)
+#   GT_BF16_SKIP     sections to leave out: gemm small 270m
+set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
+bin="${1:-build/gemtrain}"
+here=$(cd "$(dirname "$0")" && pwd)
+steps=${GT_BF16_STEPS:-3}
+rounds=${GT_BF16_ROUNDS:-2}
+skip=" ${GT_BF16_SKIP:-} "
+work=$(mktemp -d /tmp/gt_bench_bf16.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+for v in OMP_WAIT_POLICY GOMP_SPINCOUNT OMP_NUM_THREADS OMP_PROC_BIND OMP_PLACES GOMP_CPU_AFFINITY; do unset "$v"; done
+
+small=(vocab_size=32768 base_emb_dim=640 base_num_decoder_layers=12 base_num_query_heads=4 base_num_kv_heads=1
+       head_dim=128 base_mlp_dim=2048 sliding_window_size=128 query_pre_attn_scalar=128 max_target_length=512
+       per_device_batch_size=4 model_name=gemma3-small remat_policy=none)
+m270=(model_name=gemma3-270m max_target_length=512 remat_policy=none)
+
+if [ -n "${GT_LOCK:-}" ]; then exec 9> "$GT_LOCK"; fi
+lock() { if [ -n "${GT_LOCK:-}" ]; then flock 9; fi; }
+unlock() { if [ -n "${GT_LOCK:-}" ]; then flock -u 9; fi; }
+section() { echo; echo "=== $* ($(date -u +%H:%M:%S), load average $(cut -d' ' -f1-3 /proc/loadavg))"; }
+wants() { case "$skip" in *" $1 "*) return 1 ;; *) return 0 ;; esac; }
+
+echo "bench_bf16: $("$bin" --version), commit $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
+echo "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 '^cpu family' /proc/cpuinfo | awk '{print $NF}') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | awk '{print $NF}')), $(nproc) cores, avx512_bf16: $(grep -qw avx512_bf16 /proc/cpuinfo && echo yes || echo no)"
+
+if wants gemm; then
+  section "gemtrain bench gemm (float32 and bf16)"
+  lock
+  "$bin" bench gemm
+  unlock
+fi
+
+# one model: alternating runs, medians, one summary line
+declare -a summary
+model() {
+  local name=$1 st=$2
+  shift 2
+  local -a keys=("$@")
+  section "$name: float32 and bfloat16, $rounds alternating rounds of $st steps"
+  lock
+  for r in $(seq "$rounds"); do
+    for dt in float32 bfloat16; do
+      "$bin" bench --steps "$st" "${keys[@]}" "dtype=$dt" > "$work/$name.$dt.$r.txt"
+      echo "round $r, $dt: $(gt_bench_tokens < "$work/$name.$dt.$r.txt") tokens/s, $(grep '^peak memory' "$work/$name.$dt.$r.txt")"
+    done
+  done
+  local -A tok mem saved
+  for dt in float32 bfloat16; do
+    tok[$dt]=$(cat "$work/$name.$dt".*.txt | gt_bench_tokens | gt_median)
+    mem[$dt]=$(sed -n 's/^peak memory: \([0-9.]*\) MiB measured.*/\1/p' "$work/$name.$dt.1.txt")
+    saved[$dt]=$("$bin" plan --json "${keys[@]}" "dtype=$dt" | grep -o '"saved_activation_bytes":[[:space:]]*[0-9]*' \
+                 | grep -o '[0-9]*$' | awk '{ printf "%.1f", $1 / 1048576 }')
+  done
+  unlock
+  summary+=("$(printf '| %s | %s | %s | %sx | %s | %s | %s | %s |' "$name" "${tok[float32]}" "${tok[bfloat16]}" \
+    "$(awk -v a="${tok[float32]}" -v b="${tok[bfloat16]}" 'BEGIN { printf "%.2f", b / a }')" \
+    "${mem[float32]}" "${mem[bfloat16]}" "${saved[float32]}" "${saved[bfloat16]}")")
+}
+if wants small; then model "12-layer (d640 F2048 V32768 B4 T512)" "$steps" "${small[@]}"; fi
+if wants 270m; then model "gemma3-270m (B8 T512)" 2 "${m270[@]}"; fi
+
+section "summary (medians; peak memory as measured by gemtrain bench; saved activations as planned)"
+echo "| model | float32 tokens/s | bf16 tokens/s | bf16 speed-up | float32 peak MiB | bf16 peak MiB | float32 saved MiB | bf16 saved MiB |"
+echo "|---|---|---|---|---|---|---|---|"
+for l in "${summary[@]}"; do echo "$l"; done
