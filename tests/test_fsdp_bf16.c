@@ -12,7 +12,12 @@
  *    parameters and nu are the float32 run's bits); later steps stay finite,
  *    every exported mu value is a bf16 value, and the loss stays within a
  *    stated bound of the float32-mu run; the state set from an export
- *    continues bit for bit. */
+ *    continues bit for bit;
+ *  - the memory plan (an allocation-only replay of the same code): the
+ *    optimizer category 2 bytes per parameter of the shard smaller with
+ *    mu_dtype=bfloat16; dtype=bfloat16 on one device plans the rounded
+ *    copies (GT_MEM_GATHERED), and every device's measured peak equals the
+ *    plan's. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -23,6 +28,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "kernels/bf16.h"
+#include "exec/plan.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
 #include "gt_testutil.h"
@@ -364,6 +370,64 @@ START_TEST(test_mu_bf16_set_state_continues_bit_exact) {
 }
 END_TEST
 
+/* ---------- the memory plan ---------- */
+
+static void plan_of(gt_plan *p, int devices, const char *dtype, const char *mu_dtype) {
+  gt_config c;
+  load(&c, devices, dtype, mu_dtype, "true");
+  gt_err e;
+  ck_assert_msg(gt_plan_compute(p, &c, &e) == GT_OK, "%s", e.msg);
+}
+
+START_TEST(test_plan_mu_bf16_and_bf16_copies) {
+  gt_config c;
+  load(&c, 1, "float32", "float32", "true");
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, &c, &e) == GT_OK);
+  for (int N = 1; N <= 3; N++) {
+    gt_plan a, b, w;
+    plan_of(&a, N, "float32", "float32");
+    plan_of(&b, N, "float32", "bfloat16");
+    plan_of(&w, N, "bfloat16", "float32");
+    /* the plan's device (the largest): 2 bytes less per element of its
+     * shard, which is one of the shards of gt_shard_len */
+    int64_t diff = a.cat_peak[GT_MEM_OPTIM] - b.cat_peak[GT_MEM_OPTIM], ok = 0;
+    for (int d = 0; d < N; d++) {
+      int64_t sn = 0;
+      for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
+        int64_t off, cnt;
+        gt_model_unit(&m, u, &off, &cnt);
+        sn += gt_shard_len(cnt, N, d);
+      }
+      ok |= diff == 2 * sn;
+    }
+    ck_assert_msg(ok, "%d devices: optimizer %lld -> %lld bytes", N, (long long)a.cat_peak[GT_MEM_OPTIM],
+                  (long long)b.cat_peak[GT_MEM_OPTIM]);
+    if (N == 1) {
+      ck_assert_int_eq(diff, 2 * m.n_params);
+      ck_assert_int_eq(a.cat_peak[GT_MEM_GATHERED], 0); /* float32 computes on its shard */
+      ck_assert_int_gt(w.cat_peak[GT_MEM_GATHERED], 0); /* bf16 on rounded copies */
+    } else {
+      ck_assert_int_eq(w.cat_peak[GT_MEM_GATHERED], a.cat_peak[GT_MEM_GATHERED]); /* same buffers */
+    }
+    /* the runs allocate what the plans say */
+    int64_t g[3];
+    one_step(N, "bfloat16", "float32", "true", NULL, g, NULL);
+    int64_t gmax = 0;
+    for (int d = 0; d < N; d++) gmax = g[d] > gmax ? g[d] : gmax;
+    ck_assert_int_eq(gmax, w.cat_peak[GT_MEM_GATHERED]);
+    int64_t o[3];
+    one_step(N, "float32", "bfloat16", "true", NULL, NULL, o);
+    int64_t omax = 0;
+    for (int d = 0; d < N; d++) omax = o[d] > omax ? o[d] : omax;
+    ck_assert_int_eq(omax, b.cat_peak[GT_MEM_OPTIM]);
+    gt_plan_free(&a), gt_plan_free(&b), gt_plan_free(&w);
+  }
+  gt_model_free(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp_bf16");
   TCase *tc = tcase_create("core");
@@ -375,6 +439,7 @@ int main(void) {
   tcase_add_test(tc, test_mu_bf16_first_step_is_rounded_float32);
   tcase_add_test(tc, test_mu_bf16_trains_close_to_float32);
   tcase_add_test(tc, test_mu_bf16_set_state_continues_bit_exact);
+  tcase_add_test(tc, test_plan_mu_bf16_and_bf16_copies);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
