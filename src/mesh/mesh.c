@@ -54,6 +54,11 @@
  * Nobody reads a device's own range of `out`, and the chunk d writes at step s
  * is not the one d+1 reads from it at the same step, so no double buffer.
  *
+ * The all-gather moves bytes: the same code runs on 4-byte (float32) and
+ * 2-byte elements (gt_all_gather_bf16*: bf16 bit patterns, moved as they
+ * are), with chunks over the same element ranges and bytes counted at the
+ * element's size; an async request carries its element size.
+ *
  * All-reduce = reduce-scatter into buf's own range (in = out = buf: a device's
  * own chunk of buf is read only by itself, at the last step, element by
  * element) followed by all-gather with in = own range of buf; the publish
