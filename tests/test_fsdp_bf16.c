@@ -344,11 +344,13 @@ START_TEST(test_mu_bf16_set_state_continues_bit_exact) {
     ck_assert(gt_test_same_bits(b.nu, a.nu, a.n));
     /* the shards a checkpoint writes: float32 copies of the same values,
      * unit by unit (the checkpoint's shard layout), held until done */
-    int64_t t0 = gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_TEMP);
+    gt_mem staging;
+    gt_mem_init(&staging);
+    int64_t t0 = gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_TEMP) + gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_OTHER);
     gt_model *m = gt_fsdp_device_model(f, 0);
     for (int r = 0; r < gt_fsdp_num_shards(f); r++) {
       const float *p, *mu, *nu;
-      ck_assert(gt_fsdp_shard_state(f, r, &p, &mu, &nu, &e) == GT_OK);
+      ck_assert(gt_fsdp_shard_state(f, r, &p, &mu, &nu, &staging, &e) == GT_OK);
       ck_assert(p && mu && nu);
       int64_t k = 0;
       for (int64_t u = 0; u < gt_model_n_units(m); u++) {
@@ -360,9 +362,11 @@ START_TEST(test_mu_bf16_set_state_continues_bit_exact) {
         k += len;
       }
     }
-    ck_assert_int_gt(gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_TEMP), t0);
+    /* staged in the caller's tracker, not in device memory */
+    ck_assert_int_eq(gt_mem_cur(&staging, GT_MEM_OTHER), 4 * a.n);
+    ck_assert_int_eq(gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_TEMP) + gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_OTHER), t0);
     gt_fsdp_shard_state_done(f);
-    ck_assert_int_eq(gt_mem_cur(gt_fsdp_device_mem(f, 0), GT_MEM_TEMP), t0);
+    ck_assert_int_eq(gt_mem_cur(&staging, GT_MEM_OTHER), 0);
     gt_fsdp_destroy(f);
     gt_data_close(&dd);
     free_state(&a), free_state(&b);

@@ -19,6 +19,7 @@ typedef struct gt__dev {
   float *pshard, *gshard, *mu, *nu, *rs_tmp;
   uint16_t *mu16;     /* mu_dtype=bfloat16: the first moment's shard in bf16 (mu is then NULL) */
   float *mu_out;      /* gt_fsdp_shard_state: mu16 expanded to float32, until gt_fsdp_shard_state_done */
+  gt_mem *mu_out_mem; /* the tracker mu_out came from (the caller's) */
   int64_t shard_n;
   int64_t *shard_off; /* [units] */
   float **gathered;   /* [units] live gathered copies */
@@ -475,7 +476,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     gt_mem_free(&d->mem, d->gshard);
     gt_mem_free(&d->mem, d->mu);
     gt_mem_free(&d->mem, d->mu16);
-    gt_mem_free(&d->mem, d->mu_out);
+    if (d->mu_out) gt_mem_free(d->mu_out_mem, d->mu_out);
     gt_mem_free(&d->mem, d->nu);
     gt_mem_free(&d->mem, d->rs_tmp);
     free(d->shard_off);
@@ -793,7 +794,8 @@ int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }
 
 int gt_fsdp_num_shards(const gt_fsdp *f) { return f->fs; }
 
-gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_err *err) {
+gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_mem *staging,
+                          gt_err *err) {
   /* global device r has data index 0 and fsdp index r (ep 1: g = data *
    * fsdp + fsdp index); over ranks it may live in another process */
   *params = *mu = *nu = NULL;
@@ -802,8 +804,9 @@ gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float *
     if (gt_mesh_global_id(f->mesh, i) == r) {
       gt__dev *d = &f->devs[i];
       if (d->mu16 && !d->mu_out) { /* bf16 moments leave as float32 (exact) */
-        d->mu_out = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_TEMP, (size_t)(d->shard_n > 0 ? d->shard_n : 1) * sizeof(float),
+        d->mu_out = gt_mem_alloc_uninit_named(staging, GT_MEM_OTHER, (size_t)(d->shard_n > 0 ? d->shard_n : 1) * sizeof(float),
                                               "adam mu (float32 copy for a checkpoint)");
+        d->mu_out_mem = staging;
         if (!d->mu_out)
           return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory to expand its %lld bf16 first moments",
                             i, (long long)d->shard_n);
@@ -818,7 +821,7 @@ gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float *
 
 void gt_fsdp_shard_state_done(gt_fsdp *f) {
   for (int i = 0; f && i < f->N; i++) {
-    gt_mem_free(&f->devs[i].mem, f->devs[i].mu_out);
+    if (f->devs[i].mu_out) gt_mem_free(f->devs[i].mu_out_mem, f->devs[i].mu_out);
     f->devs[i].mu_out = NULL;
   }
 }

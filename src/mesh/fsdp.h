@@ -98,14 +98,17 @@ gt_model *gt_fsdp_device_model(gt_fsdp *f, int d);
  *
  * The moments always cross this interface in float32, whatever mu_dtype:
  * with mu_dtype=bfloat16 gt_fsdp_shard_state expands the shard's bf16 mu
- * into a float32 copy (exact; GT_MEM_TEMP of the device, GT_ERR_NOMEM when
- * it cannot) that stays valid until gt_fsdp_shard_state_done, which the
- * caller makes once the arrays are written; the full-state exports expand
+ * into a float32 copy (exact; allocated from `staging`, the caller's host
+ * tracker, as GT_MEM_OTHER: a checkpoint's staging, not device memory;
+ * GT_ERR_NOMEM when it cannot) that stays valid until
+ * gt_fsdp_shard_state_done, which the caller makes once the arrays are
+ * written (staging is unused with float32 moments); the full-state exports expand
  * the same way, and gt_fsdp_set_state rounds mu to bf16 (round to nearest
  * even: exact for moments saved by a mu_dtype=bfloat16 run, so a resume is
  * bit for bit). */
 int gt_fsdp_num_shards(const gt_fsdp *f);
-gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_err *err);
+gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_mem *staging,
+                          gt_err *err);
 void gt_fsdp_shard_state_done(gt_fsdp *f);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);

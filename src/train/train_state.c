@@ -59,7 +59,7 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
     gt_rc rc0 = GT_OK;
     /* mu_dtype=bfloat16: mu is expanded to float32 copies here (freed
      * below, after the save) */
-    for (int r = 0; r < src.n_shards && !rc0; r++) rc0 = gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r], err);
+    for (int r = 0; r < src.n_shards && !rc0; r++) rc0 = gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r], s->mem, err);
     if (R > 1) { /* the save is collective: every rank or none */
       gt_err mine = *err;
       rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
