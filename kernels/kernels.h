@@ -246,6 +246,15 @@ void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
                      const gt_adamw_hparams *h);
 void gt_adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n,
                          const gt_adamw_hparams *h);
+/* The same step with m stored as bf16 bit patterns (mu_dtype=bfloat16): m
+ * is expanded to float32 (exact), every operation above is the same float32
+ * operation in the same order (so p and v get gt_adamw_update's bits for
+ * the expanded m), the update uses the float32 m, and m is stored rounded
+ * to nearest even (gt_f32_to_bf16, kernels/bf16.h). */
+void gt_adamw_update_mu_bf16(float *p, const float *g, uint16_t *m, float *v, int64_t n,
+                             const gt_adamw_hparams *h);
+void gt_adamw_update_mu_bf16_ref(float *p, const float *g, uint16_t *m, float *v, int64_t n,
+                                 const gt_adamw_hparams *h);
 
 /* ---- reductions ----
  * Sum of squares and dot product accumulated in double with a fixed

@@ -6,6 +6,8 @@
 #     = 1 rank x 4 devices: every step's loss, lm_loss, grad_norm (and MoE
 #     lb loss) as printed with 9 significant digits, and the final weights
 #     and AdamW moments byte for byte (the tensor bytes of the checkpoint);
+#     the same with dtype=bfloat16 and mu_dtype=bfloat16 (bf16 gathers
+#     between ranks: 2/3 of the float32 run's bytes);
 #  2. a checkpoint written by 2 ranks resumes on 1 rank (bit for bit the
 #     uninterrupted run's later steps: the same global mesh) and on 2 ranks
 #     x 2 devices (the same as 1 rank x 4 devices resuming it);
@@ -93,6 +95,29 @@ mpi 2 "$bin" train "${tiny[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=r2
   { cat "$work/r2x2.log"; fail "2 ranks x 2 devices"; }
 "$bin" train "${tiny[@]}" num_devices=4 run_name=r1x4 > "$work/r1x4.log" 2>&1 || { cat "$work/r1x4.log"; fail "1 x 4"; }
 compare r2x2 r1x4
+# dtype=bfloat16 with mu_dtype=bfloat16: the weights cross ranks as 2-byte
+# bf16 gathers, and the bf16 first moments are exported (checkpoint shards,
+# float32 files) from each rank; still 2 ranks x 1 device = 1 rank x 2
+# devices bit for bit (losses, weights and both moments)
+bf=(model_name=gemma3-tiny steps=6 dtype=bfloat16 mu_dtype=bfloat16 "${common[@]}")
+mpi 2 "$bin" train "${bf[@]}" num_devices=1 dcn_fsdp_parallelism=2 run_name=b2x1 > "$work/b2x1.log" 2>&1 ||
+  { cat "$work/b2x1.log"; fail "bf16: 2 ranks x 1 device"; }
+"$bin" train "${bf[@]}" num_devices=2 run_name=b1x2 > "$work/b1x2.log" 2>&1 || { cat "$work/b1x2.log"; fail "bf16: 1 x 2"; }
+compare b2x1 b1x2
+# and its messages are smaller: per step a float32 run sends ~4n bytes of
+# gathers (2 per unit, n/2 elements each) and ~2n of reduce-scatter, bf16
+# ~2n + 2n, so bf16 / float32 = 2/3 (uneven shards and the 3 doubles of
+# sums move it by a few bytes; test_fsdp_bf16 counts it exactly)
+python3 - "$work/runs/r2x1/metrics.jsonl" "$work/runs/b2x1/metrics.jsonl" <<'PY' || fail "bf16 bytes over ranks"
+import json, sys
+f = [json.loads(l) for l in open(sys.argv[1])][0]
+b = [json.loads(l) for l in open(sys.argv[2])]
+for s in b:
+    assert s["comm_bytes_dcn"] == s["comm_bytes"] > 0, s  # 1 device per rank: every byte crosses
+    r = s["comm_bytes_dcn"] / f["comm_bytes_dcn"]
+    assert abs(r - 2 / 3) < 1e-3, (s["comm_bytes_dcn"], f["comm_bytes_dcn"], r)
+print("bf16 bytes to the other rank:", b[0]["comm_bytes_dcn"], "float32:", f["comm_bytes_dcn"])
+PY
 # the plan's bytes per step, in all and to other ranks (busiest device), are what the runs measured
 for r in "r2x1 1" "r2x2 2"; do
   set -- $r

@@ -1,7 +1,8 @@
 /* Checkpoints: the file format round-trips bit for bit (any shard count,
  * raw or zlib); every kind of damage is refused with its own message and the
  * previous checkpoint is used instead; a run resumed from a checkpoint
- * continues bit-identically (and to 1e-5 on another device count); NaN steps
+ * continues bit-identically (and to 1e-5 on another device count; with
+ * dtype=bfloat16 and mu_dtype=bfloat16 too, on 1 and 2 devices); NaN steps
  * stop or skip without a poisoned checkpoint; a signal checkpoints and stops. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -657,6 +658,65 @@ START_TEST(test_resume_bit_exact) {
 }
 END_TEST
 
+START_TEST(test_resume_bf16_bit_exact) {
+  /* dtype=bfloat16 with mu_dtype=bfloat16, on 1 device (rounded copies) and
+   * 2 (bf16 gathers, 2 shard files): 8 steps straight, or 4, a checkpoint
+   * (float32 files: mu expanded exactly) and a resume for 4 more, give the
+   * same losses and final checkpoint (params and both moments) bit for bit;
+   * the saved mu are bf16 values */
+  char *base = run_base("ckpt_bf16");
+  const char *dev[2][2] = {{"num_devices=1", "per_device_batch_size=4"}, {"num_devices=2", "per_device_batch_size=2"}};
+  for (int k = 0; k < 2; k++) {
+    char sa[32], sr[32];
+    snprintf(sa, sizeof sa, "straight%d", k);
+    snprintf(sr, sizeof sr, "resumed%d", k);
+    const char *s8[] = {"steps=8", "dtype=bfloat16", "mu_dtype=bfloat16", dev[k][0], dev[k][1]};
+    const char *s4[] = {"steps=4", "dtype=bfloat16", "mu_dtype=bfloat16", dev[k][0], dev[k][1]};
+    run a = train(base, sa, 5, s8, 0);
+    ck_assert_msg(a.rc == GT_OK, "%s", a.err);
+    ck_assert_msg(train(base, sr, 5, s4, 0).rc == GT_OK, "first half");
+    run b = train(base, sr, 5, s8, 0);
+    ck_assert_msg(b.rc == GT_OK && b.res.start_step == 4 && b.res.steps_done == 8, "%s", b.err);
+    char *la = losses(base, sa), *lb = losses(base, sr);
+    ck_assert_str_eq(la, lb);
+    const char *ov[] = {"model_name=gemma3-tiny"};
+    gt_config c;
+    gt_test_config(&c, 1, ov);
+    gt_model m;
+    gt_err e;
+    gt_test_model_build(&m, &c);
+    size_t nb = sizeof(float) * (size_t)m.n_params;
+    float *st[2][3];
+    const char *names[2] = {sa, sr};
+    for (int r = 0; r < 2; r++) {
+      for (int x = 0; x < 3; x++) st[r][x] = malloc(nb);
+      char path[700];
+      snprintf(path, sizeof path, "%s/%s", base, names[r]);
+      gt_ckpt_loaded ld;
+      ck_assert_msg(gt_ckpt_load_latest(path, &m, st[r][0], st[r][1], st[r][2], &ld, NULL, NULL, &e) == GT_OK, "%s",
+                    e.msg);
+      ck_assert_int_eq(ld.state.step, 8);
+      ck_assert_int_eq(ld.state.n_shards, k + 1);
+      free(ld.config_json);
+    }
+    for (int x = 0; x < 3; x++) ck_assert(memcmp(st[0][x], st[1][x], nb) == 0);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < m.n_params; i++) {
+      uint32_t u;
+      memcpy(&u, &st[0][1][i], 4);
+      ck_assert_msg((u & 0xffffu) == 0, "mu[%lld] = %.9g is no bf16 value", (long long)i, (double)st[0][1][i]);
+      nonzero += st[0][1][i] != 0.0f;
+    }
+    ck_assert_int_gt(nonzero, m.n_params / 2);
+    for (int r = 0; r < 2; r++)
+      for (int x = 0; x < 3; x++) free(st[r][x]);
+    gt_model_free(&m);
+    free(la), free(lb);
+  }
+  free(base);
+}
+END_TEST
+
 START_TEST(test_resume_expert_parallel) {
   /* gemma4-tiny-moe on 2 devices as 1 x 1 x 2 (each holds 4 of the 8
    * experts of every layer): stop at step 4, resume, and steps 5-8 (losses
@@ -894,6 +954,7 @@ int main(void) {
   TCase *tr = gt_test_tcase(s, "runs");
   tcase_add_test(tr, test_resume_bit_exact);
   tcase_add_test(tr, test_resume_other_device_count);
+  tcase_add_test(tr, test_resume_bf16_bit_exact);
   tcase_add_test(tr, test_resume_expert_parallel);
   tcase_add_test(tr, test_nan_stops_without_checkpoint);
   tcase_add_test(tr, test_nan_skipped_one_device);

@@ -1,6 +1,11 @@
 /* Optimizer: the learning-rate schedule at hand-computed points, global-norm
  * clipping, and gt_optim_update (clip + AdamW) one step by hand and three steps
- * against a float64 transcription of optax.adamw written here. */
+ * against a float64 transcription of optax.adamw written here. The bf16
+ * first moment (mu_dtype=bfloat16): gt_adamw_update_mu_bf16 against its
+ * scalar reference bit for bit (every size around the 16-lane blocks and the
+ * thread split, moments near bf16 rounding ties, NaN gradients), against
+ * gt_adamw_update on the expanded moment (p and v the same bits, m its
+ * rounding), and gt_optim_update_mu_bf16's clipping and skipping. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -8,6 +13,8 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
 #include "train/optim.h"
 #include "gt_testutil.h"
 
@@ -125,6 +132,88 @@ START_TEST(test_three_steps_vs_reference) {
 }
 END_TEST
 
+/* 3 steps of the kernel and of the reference from the same state: bits equal */
+static void mu_bf16_case(int64_t n, uint64_t seed, int with_nan) {
+  uint64_t s = seed;
+  float *p = gt_test_alloc_fill(n, &s, -1.f, 1.f), *v = gt_test_alloc_fill(n, &s, 0.f, 1e-3f);
+  float *g = gt_test_alloc_fill(n, &s, -2.f, 2.f);
+  uint16_t *m = malloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; i < n; i++) {
+    /* moments whose update often lands on a rounding tie or a carry */
+    float x = gt_test_rand_uniform(&s, -0.05f, 0.05f);
+    m[i] = gt_f32_to_bf16(x);
+    if (i % 7 == 3) g[i] = 0.0f;
+  }
+  if (with_nan && n > 5) g[n / 2] = NAN, g[n - 1] = INFINITY;
+  float *pr = gt_test_copy(p, n), *vr = gt_test_copy(v, n);
+  uint16_t *mr = malloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+  memcpy(mr, m, sizeof(uint16_t) * (size_t)n);
+  for (int t = 1; t <= 3; t++) {
+    const gt_adamw_hparams h = {.lr = 3e-3f, .b1 = 0.9f, .b2 = 0.95f, .eps = 1e-8f, .eps_root = 0.f,
+                                .weight_decay = 0.1f, .t = t, .grad_scale = t == 2 ? 0.37f : 1.f};
+    gt_adamw_update_mu_bf16(p, g, m, v, n, &h);
+    gt_adamw_update_mu_bf16_ref(pr, g, mr, vr, n, &h);
+  }
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(&p[i], &pr[i], 4) || memcmp(&v[i], &vr[i], 4) || m[i] != mr[i])
+      ck_abort_msg("n=%lld i=%lld: p %.9g/%.9g v %.9g/%.9g m 0x%04x/0x%04x", (long long)n, (long long)i,
+                   (double)p[i], (double)pr[i], (double)v[i], (double)vr[i], m[i], mr[i]);
+  free(p), free(v), free(g), free(m), free(pr), free(vr), free(mr);
+}
+
+START_TEST(test_adamw_mu_bf16_vs_ref) {
+  /* tails of every length below a 16-lane block, a thread split's edges
+   * (the kernel goes parallel from 32768) and a large odd size */
+  for (int64_t n = 0; n <= 40; n++) mu_bf16_case(n, 11 + (uint64_t)n, 0);
+  const int64_t big[] = {32767, 32768, 32769, 100003};
+  for (int i = 0; i < 4; i++) mu_bf16_case(big[i], 101 + (uint64_t)i, 0);
+  mu_bf16_case(1000, 7, 1);
+  mu_bf16_case(65537, 8, 1);
+}
+END_TEST
+
+START_TEST(test_adamw_mu_bf16_is_float32_step_rounded) {
+  /* one step from a bf16 moment = gt_adamw_update from its float32
+   * expansion, with m stored rounded: the same operations in the same order */
+  enum { N = 1037 };
+  uint64_t s = 5;
+  float *p = gt_test_alloc_fill(N, &s, -1.f, 1.f), *v = gt_test_alloc_fill(N, &s, 0.f, 1e-2f);
+  float *g = gt_test_alloc_fill(N, &s, -1.f, 1.f), *mf = gt_test_alloc_fill(N, &s, -0.1f, 0.1f);
+  uint16_t m[N];
+  gt_bf16_pack(m, mf, N);
+  gt_bf16_unpack(mf, m, N);
+  float *p2 = gt_test_copy(p, N), *v2 = gt_test_copy(v, N);
+  const gt_adamw_hparams h = {.lr = 0.01f, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f, .eps_root = 1e-12f,
+                              .weight_decay = 0.05f, .t = 4, .grad_scale = 0.5f};
+  gt_adamw_update_mu_bf16(p, g, m, v, N, &h);
+  gt_adamw_update(p2, g, mf, v2, N, &h);
+  ck_assert(gt_test_same_bits(p, p2, N));
+  ck_assert(gt_test_same_bits(v, v2, N));
+  for (int i = 0; i < N; i++) ck_assert_uint_eq(m[i], gt_f32_to_bf16(mf[i]));
+  free(p), free(v), free(g), free(mf), free(p2), free(v2);
+}
+END_TEST
+
+START_TEST(test_optim_update_mu_bf16) {
+  /* the by-hand step of test_one_step_by_hand: the same clipping, lr and
+   * parameters; m = 0.1 g' rounded to bf16; a non-finite step changes nothing */
+  gt_config c = base_cfg();
+  c.warmup_steps_fraction = 0;
+  float p[2] = {1, 1}, g[2] = {3, 4}, mu[2] = {0, 0}, nu[2] = {0, 0}, p2[2] = {1, 1}, nu2[2] = {0, 0};
+  uint16_t m[2] = {0, 0};
+  gt_update_info a = gt_optim_update(&c, 0, 5.0, 1, p, g, mu, nu, 2);
+  gt_update_info b = gt_optim_update_mu_bf16(&c, 0, 5.0, 1, p2, g, m, nu2, 2);
+  ck_assert(a.lr == b.lr && a.clip_scale == b.clip_scale && a.grad_norm == b.grad_norm && !b.skipped);
+  ck_assert(gt_test_same_bits(p, p2, 2) && gt_test_same_bits(nu, nu2, 2));
+  ck_assert(m[0] == gt_f32_to_bf16(mu[0]) && m[1] == gt_f32_to_bf16(mu[1]));
+  ck_assert(gt_bf16_to_f32(m[0]) != mu[0] || gt_bf16_to_f32(m[1]) != mu[1]); /* 0.06 and 0.08 are no bf16 values */
+  uint16_t keep[2] = {m[0], m[1]};
+  ck_assert_int_eq(gt_optim_update_mu_bf16(&c, 1, NAN, 1, p2, g, m, nu2, 2).skipped, 1);
+  ck_assert_int_eq(gt_optim_update_mu_bf16(&c, 1, 5.0, 0, p2, g, m, nu2, 2).skipped, 1);
+  ck_assert(gt_test_same_bits(p, p2, 2) && m[0] == keep[0] && m[1] == keep[1]);
+}
+END_TEST
+
 Suite *optim_suite(void) {
   Suite *s = suite_create("optim");
   TCase *tc = gt_test_tcase(s, "core");
@@ -132,6 +221,9 @@ Suite *optim_suite(void) {
   tcase_add_test(tc, test_grad_norm);
   tcase_add_test(tc, test_one_step_by_hand);
   tcase_add_test(tc, test_three_steps_vs_reference);
+  tcase_add_test(tc, test_adamw_mu_bf16_vs_ref);
+  tcase_add_test(tc, test_adamw_mu_bf16_is_float32_step_rounded);
+  tcase_add_test(tc, test_optim_update_mu_bf16);
   return s;
 }
 

@@ -107,7 +107,9 @@ enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
  * from device `from_dev` of rank `from_rank`, both at once (either side may
  * be absent: rank -1 or 0 bytes; an absent side sends or expects no message
  * at all, so both ends must agree, as they do when both derive the sizes
- * from the same shapes). recv_bytes must equal the sender's send_bytes: a
+ * from the same shapes). Messages are bytes, whatever the elements (the
+ * mesh's float32 rings and its 2-byte bf16 all-gather alike, MPI_BYTE on
+ * the wire). recv_bytes must equal the sender's send_bytes: a
  * different size fails (GT_ERR_IO, naming both) and breaks the job. Devices
  * (dev, to_dev, from_dev) are 0..1023. Any thread may call it, several at
  * once. `lane` (0 device threads, 1 comm threads)

@@ -7,6 +7,7 @@
 #include "base/prof.h"
 #include "base/trace.h"
 #include "dist/dist.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 typedef struct gt__dev {
@@ -16,6 +17,9 @@ typedef struct gt__dev {
   gt_model model;     /* descriptors and RoPE tables; parameters come through the view */
   gt_param_view view;
   float *pshard, *gshard, *mu, *nu, *rs_tmp;
+  uint16_t *mu16;     /* mu_dtype=bfloat16: the first moment's shard in bf16 (mu is then NULL) */
+  float *mu_out;      /* gt_fsdp_shard_state: mu16 expanded to float32, until gt_fsdp_shard_state_done */
+  gt_mem *mu_out_mem; /* the tracker mu_out came from (the caller's) */
   int64_t shard_n;
   int64_t *shard_off; /* [units] */
   float **gathered;   /* [units] live gathered copies */
@@ -51,6 +55,12 @@ struct gt_fsdp {
   /* allocation-only (gemtrain plan): every tracked buffer is allocated and
    * freed in the real order, but nothing is computed, copied or exchanged */
   int measure;
+  /* dtype=bfloat16: the executor computes with bf16-rounded weights. The
+   * master shards stay float32; acquire hands out a rounded copy (in place)
+   * or a copy gathered in bf16 and expanded (sharded), the same bits either
+   * way: rounding is per element. */
+  int bf16_w;
+  int mu_bf16;          /* mu_dtype=bfloat16: AdamW's first moment stored in bf16 */
   int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
   float **full_scatter; /* init / export: the host's full buffer */
   float **export_buf;   /* [N] export: each device's gather buffer */
@@ -71,38 +81,92 @@ static int64_t gt__rep_len(const gt__dev *d, int64_t u);
 
 /* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
 
+/* Whether the gathered pointers are buffers of their own (else they point
+ * into the device's shard: one float32 device computing in place). */
+static int gt__owns_gathered(const gt_fsdp *f) { return !f->inplace || f->bf16_w; }
+
+static gt_rc gt__alloc_gathered(gt__dev *d, int64_t u, gt_err *err) {
+  d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float),
+                                             d->f->bf16_w ? "weights (gathered, bf16-rounded)" : "weights (gathered)");
+  if (!d->gathered[u])
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
+                      (long long)u, (long long)d->lcnt[u]);
+  return GT_OK;
+}
+
+/* dtype=bfloat16, sharded: unit u's bf16 gather lands in the upper half of
+ * its float32 buffer (2 bytes per element from byte 2 * lcnt on), and the
+ * device packs its own shard straight into its range there (the gather's
+ * `in` may alias out's own range), so no scratch. */
+static uint16_t *gt__upper(const gt__dev *d, int64_t u) { return (uint16_t *)(void *)d->gathered[u] + d->lcnt[u]; }
+
+static const uint16_t *gt__pack_own(gt__dev *d, int64_t u) {
+  int64_t b = gt_shard_begin(d->lcnt[u], d->f->fs, d->rank), n = gt_shard_len(d->lcnt[u], d->f->fs, d->rank);
+  uint16_t *h = gt__upper(d, u) + b;
+  gt_bf16_pack(h, d->pshard + d->shard_off[u], n);
+  return h;
+}
+
+/* Expands the n bf16 values in the upper half of buf (bytes [2n, 4n)) to
+ * float32 over the whole of buf, front to back. Float i (bytes [4i, 4i+4))
+ * overwrites only bf16 values of index below i, so a chunk [a, b) is safe
+ * to expand with every thread at once when its floats end where the
+ * unread bf16 values begin: 4b <= 2n + 2a, i.e. b = (n + a) / 2. The chunks
+ * halve; the last few thousand go through a copy on the stack. */
+#define GT__UNPACK_TAIL 2048
+static void gt__unpack_upper(float *buf, int64_t n) {
+  const uint16_t *h = (const uint16_t *)(const void *)buf + n;
+  int64_t a = 0;
+  while (n - a > GT__UNPACK_TAIL) {
+    int64_t b = (n + a) / 2;
+    gt_bf16_unpack(buf + a, h + a, b - a);
+    a = b;
+  }
+  uint16_t tail[GT__UNPACK_TAIL];
+  memcpy(tail, h + a, (size_t)(n - a) * sizeof(uint16_t));
+  gt_bf16_unpack(buf + a, tail, n - a);
+}
+
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
-  if (f->inplace) {
+  if (f->inplace && !f->bf16_w) {
     d->gathered[u] = d->pshard + d->shard_off[u];
     return GT_OK;
   }
   if (d->pending[u] >= 0) { /* prefetched: wait for the communication thread */
     gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
     d->pending[u] = -1;
+    if (f->bf16_w) gt__unpack_upper(d->gathered[u], d->lcnt[u]);
   }
   if (d->gathered[u]) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float), "weights (gathered)");
-  if (!d->gathered[u])
-    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
-                      (long long)u, (long long)d->lcnt[u]);
-  if (!f->measure)
+  gt_rc rc = gt__alloc_gathered(d, u, err);
+  if (rc || f->measure) return rc;
+  if (f->inplace) { /* one device, bf16: a rounded copy of the unit (the master shard stays float32) */
+    memcpy(d->gathered[u], d->pshard + d->shard_off[u], (size_t)d->lcnt[u] * sizeof(float));
+    gt_bf16_round(d->gathered[u], d->lcnt[u]);
+  } else if (f->bf16_w) {
+    gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u), gt__upper(d, u), d->lcnt[u]);
+    gt__unpack_upper(d->gathered[u], d->lcnt[u]);
+  } else {
     gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
+  }
   return GT_OK;
 }
 
 /* Starts the next unit's gather on the communication threads, so it runs
- * while this device computes the current unit. */
+ * while this device computes the current unit (bf16: packed here, expanded
+ * by gt__gather after the wait). */
 static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
   if (f->inplace || d->gathered[u] || d->pending[u] >= 0) return GT_OK;
-  d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float), "weights (gathered)");
-  if (!d->gathered[u])
-    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold unit %lld's %lld gathered weights", d->dev,
-                      (long long)u, (long long)d->lcnt[u]);
-  if (f->measure) return GT_OK; /* allocated as the real prefetch would, nothing to move */
-  d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
-                                      d->lcnt[u]);
+  gt_rc rc = gt__alloc_gathered(d, u, err);
+  if (rc || f->measure) return rc; /* measure: allocated as the real prefetch would, nothing to move */
+  if (f->bf16_w)
+    d->pending[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u), gt__upper(d, u),
+                                             d->lcnt[u]);
+  else
+    d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
+                                        d->lcnt[u]);
   return GT_OK;
 }
 
@@ -138,7 +202,7 @@ static void gt__drop(void *ctx, int64_t u) {
     gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]);
     d->pending[u] = -1;
   }
-  if (!d->f->inplace) gt_mem_free(&d->mem, d->gathered[u]);
+  if (gt__owns_gathered(d->f)) gt_mem_free(&d->mem, d->gathered[u]);
   d->gathered[u] = NULL;
 }
 
@@ -206,6 +270,18 @@ static void gt__ep_reduce_scatter(void *ctx, const float *all, float *own, int64
 
 /* Local elements [b, b+n) of unit u's block on device d, to or from the
  * full layout `full` (to_full 0: full -> dst; 1: src -> full). */
+static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full);
+
+/* The same from `full` into a bf16 local block, rounded (gt_bf16_pack). */
+static void gt__local_pack(const gt__dev *d, int64_t u, uint16_t *local, const float *full, int64_t b, int64_t n) {
+  int64_t fo[3], lo[3], ln[3];
+  int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+  for (int i = 0; i < np; i++) {
+    int64_t s0 = b > lo[i] ? b : lo[i], s1 = b + n < lo[i] + ln[i] ? b + n : lo[i] + ln[i];
+    if (s1 > s0) gt_bf16_pack(local + (s0 - b), full + fo[i] + (s0 - lo[i]), s1 - s0);
+  }
+}
+
 static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full) {
   int64_t fo[3], lo[3], ln[3];
   int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
@@ -232,7 +308,8 @@ static void gt__scatter_init(int dev, void *arg) {
   for (int64_t u = 0; u < f->n_units; u++) {
     int64_t b = gt_shard_begin(d->lcnt[u], f->fs, d->rank), n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
     gt__local_copy(d, u, d->pshard + d->shard_off[u], *f->full_scatter, b, n, 0);
-    if (f->set_mu) gt__local_copy(d, u, d->mu + d->shard_off[u], (float *)f->set_mu, b, n, 0);
+    if (f->set_mu && d->mu16) gt__local_pack(d, u, d->mu16 + d->shard_off[u], f->set_mu, b, n);
+    else if (f->set_mu) gt__local_copy(d, u, d->mu + d->shard_off[u], (float *)f->set_mu, b, n, 0);
     if (f->set_nu) gt__local_copy(d, u, d->nu + d->shard_off[u], (float *)f->set_nu, b, n, 0);
   }
 }
@@ -248,6 +325,8 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   f->prefetch = cfg->prefetch;
   f->inplace = f->NG == 1;
   f->measure = measure;
+  f->bf16_w = !strcmp(cfg->dtype, "bfloat16");
+  f->mu_bf16 = !strcmp(cfg->mu_dtype, "bfloat16");
   /* a real mesh over ranks needs exactly that many processes; an
    * allocation-only one (the plan) stands for rank 0 and never talks */
   if (!measure && f->R != gt_dist_size()) {
@@ -342,11 +421,14 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     size_t sb = (size_t)d->shard_n * sizeof(float);
     d->pshard = gt_mem_alloc_named(&d->mem, GT_MEM_PARAMS, sb, "parameters (shard)");
     d->gshard = gt_mem_alloc_named(&d->mem, GT_MEM_GRADS, sb, "gradients (shard)");
-    d->mu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam mu (shard)");
+    if (f->mu_bf16)
+      d->mu16 = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, (size_t)d->shard_n * sizeof(uint16_t), "adam mu (shard, bf16)");
+    else
+      d->mu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam mu (shard)");
     d->nu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam nu (shard)");
     /* the reduce-scatter's landing buffer (in place: nothing to reduce) */
     if (!f->inplace) d->rs_tmp = gt_mem_alloc_named(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float), "reduce-scatter buffer");
-    if (!d->pshard || !d->gshard || !d->mu || !d->nu || (!f->inplace && !d->rs_tmp)) {
+    if (!d->pshard || !d->gshard || (!d->mu && !d->mu16) || !d->nu || (!f->inplace && !d->rs_tmp)) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld parameters", i,
                       (long long)d->shard_n);
       goto fail;
@@ -387,12 +469,14 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     gt__dev *d = &f->devs[i];
     for (int64_t u = 0; d->gathered && d->ugrad && d->pending && u < f->n_units; u++) {
       if (d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
-      if (!f->inplace) gt_mem_free(&d->mem, d->gathered[u]);
+      if (gt__owns_gathered(f)) gt_mem_free(&d->mem, d->gathered[u]);
       if (!f->inplace) gt_mem_free(&d->mem, d->ugrad[u]);
     }
     gt_mem_free(&d->mem, d->pshard);
     gt_mem_free(&d->mem, d->gshard);
     gt_mem_free(&d->mem, d->mu);
+    gt_mem_free(&d->mem, d->mu16);
+    if (d->mu_out) gt_mem_free(d->mu_out_mem, d->mu_out);
     gt_mem_free(&d->mem, d->nu);
     gt_mem_free(&d->mem, d->rs_tmp);
     free(d->shard_off);
@@ -516,8 +600,12 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
   /* every device sees the same sums, so all skip together */
   int finite = isfinite(sums[0]) && isfinite(lb);
   gt_update_info ui;
-  GT_PROF(d->model.prof, GT_PROF_OPTIM,
-          ui = gt_optim_update(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu, d->nu, d->shard_n));
+  if (d->mu16)
+    GT_PROF(d->model.prof, GT_PROF_OPTIM,
+            ui = gt_optim_update_mu_bf16(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu16, d->nu, d->shard_n));
+  else
+    GT_PROF(d->model.prof, GT_PROF_OPTIM,
+            ui = gt_optim_update(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu, d->nu, d->shard_n));
   if (dev == 0) {
     f->info->loss = sums[0] / sums[1];
     f->info->moe_lb_loss = lb;
@@ -619,6 +707,18 @@ static void gt__run_export(int dev, void *arg) {
   gt__dev *d = &f->devs[dev];
   const float *src = f->export_which == 1 ? d->mu : f->export_which == 2 ? d->nu : d->pshard;
   float *buf = f->export_buf[dev];
+  if (f->export_which == 1 && d->mu16) { /* bf16 moments: gathered in 2 bytes, expanded (exactly) on the way out */
+    uint16_t *h = (uint16_t *)(void *)buf;
+    for (int64_t u = 0; u < f->n_units; u++) {
+      gt_all_gather_bf16_g(f->mesh, dev, GT_GROUP_FSDP, d->mu16 + d->shard_off[u], h, d->lcnt[u]);
+      if (d->drank == 0) {
+        int64_t fo[3], lo[3], ln[3];
+        int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+        for (int i = d->erank == 0 ? 0 : 1; i < np; i++) gt_bf16_unpack(f->full_out + fo[i], h + lo[i], ln[i]);
+      }
+    }
+    return;
+  }
   /* every device gathers each unit (its own experts' block); the devices of
    * data index 0 write their experts out, expert rank 0 also the rest */
   for (int64_t u = 0; u < f->n_units; u++) {
@@ -694,18 +794,36 @@ int gt_fsdp_expert_parallelism(const gt_fsdp *f) { return f->ep; }
 
 int gt_fsdp_num_shards(const gt_fsdp *f) { return f->fs; }
 
-void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu) {
+gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_mem *staging,
+                          gt_err *err) {
   /* global device r has data index 0 and fsdp index r (ep 1: g = data *
    * fsdp + fsdp index); over ranks it may live in another process */
   *params = *mu = *nu = NULL;
-  if (gt_mesh_rank_of(f->mesh, r) != gt_mesh_rank(f->mesh)) return;
+  if (gt_mesh_rank_of(f->mesh, r) != gt_mesh_rank(f->mesh)) return GT_OK;
   for (int i = 0; i < f->N; i++)
     if (gt_mesh_global_id(f->mesh, i) == r) {
       gt__dev *d = &f->devs[i];
+      if (d->mu16 && !d->mu_out) { /* bf16 moments leave as float32 (exact) */
+        d->mu_out = gt_mem_alloc_uninit_named(staging, GT_MEM_OTHER, (size_t)(d->shard_n > 0 ? d->shard_n : 1) * sizeof(float),
+                                              "adam mu (float32 copy for a checkpoint)");
+        d->mu_out_mem = staging;
+        if (!d->mu_out)
+          return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory to expand its %lld bf16 first moments",
+                            i, (long long)d->shard_n);
+        if (!f->measure) gt_bf16_unpack(d->mu_out, d->mu16, d->shard_n);
+      }
       *params = d->pshard;
-      *mu = d->mu;
+      *mu = d->mu16 ? d->mu_out : d->mu;
       *nu = d->nu;
     }
+  return GT_OK;
+}
+
+void gt_fsdp_shard_state_done(gt_fsdp *f) {
+  for (int i = 0; f && i < f->N; i++) {
+    if (f->devs[i].mu_out) gt_mem_free(f->devs[i].mu_out_mem, f->devs[i].mu_out);
+    f->devs[i].mu_out = NULL;
+  }
 }
 
 int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
@@ -720,7 +838,8 @@ gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float 
   f->set_mu = f->set_nu = NULL;
   for (int i = 0; i < f->N; i++)
     if (!mu || !nu) { /* parameters only: fresh moments */
-      memset(f->devs[i].mu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
+      if (f->devs[i].mu16) memset(f->devs[i].mu16, 0, (size_t)f->devs[i].shard_n * sizeof(uint16_t));
+      else memset(f->devs[i].mu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
       memset(f->devs[i].nu, 0, (size_t)f->devs[i].shard_n * sizeof(float));
     }
   f->step_t = opt_step;

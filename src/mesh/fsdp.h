@@ -7,6 +7,18 @@
  * The global batch is the same whatever the device count; losses and the
  * gradient norm are summed across devices, so only reduction order differs.
  *
+ * dtype=bfloat16: the master shards stay float32 (AdamW updates them,
+ * checkpoints keep them), and what acquire hands the executor is the unit
+ * rounded to bf16 (gt_bf16_round), the same bits on any device count: one
+ * device rounds a copy of the unit (a GT_MEM_GATHERED buffer, the shard
+ * itself is never rounded); sharded, each device packs its own shard to
+ * bf16, the devices all-gather 2-byte elements (half the bytes of a float32
+ * gather, prefetch included) into the upper half of the float32 gathered
+ * buffer, which is then expanded in place. Gradients, their reduce-scatter
+ * and the optimizer stay float32. mu_dtype=bfloat16: AdamW's first moment is
+ * stored as bf16 in the shards (2 bytes per parameter in GT_MEM_OPTIM; see
+ * gt_optim_update_mu_bf16).
+ *
  * Expert parallelism (ici_expert_parallelism = P, mesh data x fsdp x
  * expert): a device holds the experts [r*E/P, (r+1)*E/P) of every MoE layer
  * (r its expert index) and the whole of every other tensor; each unit's
@@ -82,9 +94,22 @@ gt_model *gt_fsdp_device_model(gt_fsdp *f, int d);
  * (parameters and AdamW moments of every unit, unit by unit; all NULL when
  * another rank holds shard r), the optimizer step, and a restore from full
  * flat buffers of the model layout (mu, nu NULL: parameters only, moments
- * zeroed) — every rank restores from the same full buffers. */
+ * zeroed) — every rank restores from the same full buffers.
+ *
+ * The moments always cross this interface in float32, whatever mu_dtype:
+ * with mu_dtype=bfloat16 gt_fsdp_shard_state expands the shard's bf16 mu
+ * into a float32 copy (exact; allocated from `staging`, the caller's host
+ * tracker, as GT_MEM_OTHER: a checkpoint's staging, not device memory;
+ * GT_ERR_NOMEM when it cannot) that stays valid until
+ * gt_fsdp_shard_state_done, which the caller makes once the arrays are
+ * written (staging is unused with float32 moments); the full-state exports expand
+ * the same way, and gt_fsdp_set_state rounds mu to bf16 (round to nearest
+ * even: exact for moments saved by a mu_dtype=bfloat16 run, so a resume is
+ * bit for bit). */
 int gt_fsdp_num_shards(const gt_fsdp *f);
-void gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu);
+gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float **mu, const float **nu, gt_mem *staging,
+                          gt_err *err);
+void gt_fsdp_shard_state_done(gt_fsdp *f);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
 /* The profiler timeline (base/trace.h; NULL detaches): device d's steps,

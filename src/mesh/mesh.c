@@ -54,6 +54,11 @@
  * Nobody reads a device's own range of `out`, and the chunk d writes at step s
  * is not the one d+1 reads from it at the same step, so no double buffer.
  *
+ * The all-gather moves bytes: the same code runs on 4-byte (float32) and
+ * 2-byte elements (gt_all_gather_bf16*: bf16 bit patterns, moved as they
+ * are), with chunks over the same element ranges and bytes counted at the
+ * element's size; an async request carries its element size.
+ *
  * All-reduce = reduce-scatter into buf's own range (in = out = buf: a device's
  * own chunk of buf is read only by itself, at the last step, element by
  * element) followed by all-gather with in = own range of buf; the publish
@@ -113,7 +118,7 @@
  * Async all-gather. Every device has a comm thread (created with the mesh,
  * OpenMP threads 1: it only memcpy's) and a FIFO of requests guarded by a
  * per-device mutex. gt_all_gather_async captures the group geometry at issue
- * time, appends {ticket, in, out, n} and signals; the comm thread sleeps on a
+ * time, appends {ticket, in, out, n, element size} and signals; the comm thread sleeps on a
  * condition variable when the FIFO is empty (no busy-spin while idle), runs
  * requests in order with the lane-1 slots/barriers of the group instance,
  * then publishes done = ticket under the mutex and broadcasts. Tickets are
@@ -236,9 +241,10 @@ typedef struct gt__req {
   int ticket;
   gt_group g; /* for the trace */
   gt__grp grp;
-  const float *in;
-  float *out;
+  const void *in;
+  void *out;
   int64_t n;
+  size_t es; /* element bytes: 4 (float) or 2 (bf16) */
 } gt__req;
 
 /* One device: its threads, its published pointers and its counters. Aligned
@@ -550,15 +556,16 @@ static void *gt__comm_main(void *p) {
     pthread_mutex_unlock(&dv->cmu);
     double t0 = gt_prof_now();
     int64_t dcn = 0;
-    bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, sizeof(float), &dcn);
+    bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, rq.es, &dcn);
     double t1 = gt_prof_now(), dt = t1 - t0;
     gt_trace *tr = atomic_load_explicit(&m->trace, memory_order_acquire);
     if (tr && !skipped)
-      gt_trace_span_arg(gt_trace_comm(tr, dv->id), "all_gather (async)", "collective", t0, t1, "bytes",
-                        gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float), gt__group_name(rq.g));
+      gt_trace_span_arg(gt_trace_comm(tr, dv->id), rq.es == 2 ? "all_gather bf16 (async)" : "all_gather (async)",
+                        "collective", t0, t1, "bytes", gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)rq.es,
+                        gt__group_name(rq.g));
     pthread_mutex_lock(&dv->cmu);
     if (!skipped) {
-      dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)sizeof(float);
+      dv->cstats.bytes_sent += gt__ag_sent(rq.n, rq.grp.G, rq.grp.r) * (int64_t)rq.es;
       dv->cstats.calls += 1;
       dv->cstats.seconds += dt;
       dv->cstats.bytes_dcn += dcn;
@@ -1221,6 +1228,19 @@ void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *ou
     gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(float), dcn, t0, "all_gather", g);
 }
 
+/* The same ring on 2-byte elements: the chunks are the same element ranges
+ * (gt_shard_begin over n), each moved as raw bytes, so every element keeps
+ * its bits and a device contributes exactly its shard; over ranks the
+ * messages are half the bytes. */
+void gt_all_gather_bf16_g(gt_mesh *m, int dev, gt_group g, const uint16_t *in, uint16_t *out, int64_t n) {
+  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_gather_bf16")) < 0) return;
+  double t0 = gt_prof_now();
+  gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
+  int64_t dcn = 0;
+  if (!gt__ag(m, &x, (const char *)in, (char *)out, n, sizeof(uint16_t), &dcn))
+    gt__account(m, dev, gt__ag_sent(n, x.G, x.r), sizeof(uint16_t), dcn, t0, "all_gather (bf16)", g);
+}
+
 static void gt__all_reduce_g(gt_mesh *m, int dev, gt_group g, void *buf, int64_t n, gt__dtype t) {
   double t0 = gt_prof_now();
   gt__grp x = gt__group(m, GT__LANE_DEV, g, dev);
@@ -1248,6 +1268,10 @@ void gt_reduce_scatter(gt_mesh *m, int dev, const float *in, float *out, int64_t
 
 void gt_all_gather(gt_mesh *m, int dev, const float *in, float *out, int64_t n) {
   gt_all_gather_g(m, dev, GT_GROUP_ALL, in, out, n);
+}
+
+void gt_all_gather_bf16(gt_mesh *m, int dev, const uint16_t *in, uint16_t *out, int64_t n) {
+  gt_all_gather_bf16_g(m, dev, GT_GROUP_ALL, in, out, n);
 }
 
 void gt_all_reduce(gt_mesh *m, int dev, float *buf, int64_t n) { gt_all_reduce_g(m, dev, GT_GROUP_ALL, buf, n); }
@@ -1310,14 +1334,15 @@ void gt_barrier(gt_mesh *m, int dev) {
 
 /* ---- asynchronous all-gather -------------------------------------------- */
 
-int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
-  if ((dev = gt__enter(m, dev, &g, &n, "gt_all_gather_async")) < 0) return 0;
+static int gt__all_gather_async(gt_mesh *m, int dev, gt_group g, const void *in, void *out, int64_t n, size_t es,
+                                const char *who) {
+  if ((dev = gt__enter(m, dev, &g, &n, who)) < 0) return 0;
   gt__dev *dv = &m->dev[dev];
   /* Resolved now: the axes cannot change while it is queued (set_axes
    * refuses while gathers are in flight), and the comm thread need not
    * read them. A misused call (repaired by gt__enter) is queued too, so the
    * peers' comm threads find their partner; its verdict skips it. */
-  gt__req rq = {.g = g, .grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n};
+  gt__req rq = {.g = g, .grp = gt__group(m, GT__LANE_COMM, g, dev), .in = in, .out = out, .n = n, .es = es};
   pthread_mutex_lock(&dv->cmu);
   while (dv->q_len == dv->q_cap) {
     /* Unwrap into a buffer twice the size; the comm thread only touches the
@@ -1342,6 +1367,14 @@ int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float 
   pthread_cond_signal(&dv->cwork);
   pthread_mutex_unlock(&dv->cmu);
   return rq.ticket;
+}
+
+int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n) {
+  return gt__all_gather_async(m, dev, g, in, out, n, sizeof(float), "gt_all_gather_async");
+}
+
+int gt_all_gather_bf16_async(gt_mesh *m, int dev, gt_group g, const uint16_t *in, uint16_t *out, int64_t n) {
+  return gt__all_gather_async(m, dev, g, in, out, n, sizeof(uint16_t), "gt_all_gather_bf16_async");
 }
 
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket) {

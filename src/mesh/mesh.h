@@ -97,6 +97,11 @@ void gt_reduce_scatter(gt_mesh *m, int dev, const float *in, float *out, int64_t
 void gt_all_reduce(gt_mesh *m, int dev, float *buf, int64_t n);
 void gt_all_reduce_f64(gt_mesh *m, int dev, double *buf, int64_t n);
 void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root);
+/* all_gather of 2-byte elements (bfloat16 bit patterns, moved as they are):
+ * the same ring, chunks and order over the same element ranges
+ * (gt_shard_begin(n, N, d)), so every element arrives with its bits; bytes
+ * counted are 2 per element (half a float32 gather's). */
+void gt_all_gather_bf16(gt_mesh *m, int dev, const uint16_t *in, uint16_t *out, int64_t n);
 void gt_barrier(gt_mesh *m, int dev);
 
 /* ---- mesh axes and group collectives ----
@@ -153,6 +158,7 @@ void gt_mesh_rows(const gt_mesh *m, int B, int *row0, int *nrows);
 int gt_mesh_group_size(const gt_mesh *m, gt_group g);
 int gt_mesh_group_rank(const gt_mesh *m, gt_group g, int dev);
 void gt_all_gather_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
+void gt_all_gather_bf16_g(gt_mesh *m, int dev, gt_group g, const uint16_t *in, uint16_t *out, int64_t n);
 void gt_reduce_scatter_g(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
 void gt_all_reduce_g(gt_mesh *m, int dev, gt_group g, float *buf, int64_t n);
 void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n);
@@ -178,6 +184,9 @@ void gt_all_reduce_f64_g(gt_mesh *m, int dev, gt_group g, double *buf, int64_t n
  * like a synchronous one; it returns 0 only when no device of the mesh
  * called it. */
 int gt_all_gather_async(gt_mesh *m, int dev, gt_group g, const float *in, float *out, int64_t n);
+/* The same on 2-byte elements (gt_all_gather_bf16_g's ring, its bits and
+ * bytes); shares the device's FIFO and tickets with the float32 one. */
+int gt_all_gather_bf16_async(gt_mesh *m, int dev, gt_group g, const uint16_t *in, uint16_t *out, int64_t n);
 void gt_mesh_wait(gt_mesh *m, int dev, int ticket);
 
 /* The profiler timeline (base/trace.h; NULL detaches): every completed

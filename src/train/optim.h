@@ -37,6 +37,13 @@ double gt_grad_norm(const float *g, int64_t n);
  * parameters or the moments. The trainer calls this on every device. */
 gt_update_info gt_optim_update(const gt_config *cfg, int64_t t, double norm, int finite, float *params,
                                const float *grads, float *mu, float *nu, int64_t n);
+/* The same with the first moment stored in bf16 (mu_dtype=bfloat16): each
+ * element's m is expanded to float32, updated and used in float32 exactly
+ * as gt_optim_update does, and stored back rounded to nearest even
+ * (gt_adamw_update_mu_bf16; optax.adamw with mu_dtype casts the same way:
+ * the step uses the float32 moment, the state keeps the cast one). */
+gt_update_info gt_optim_update_mu_bf16(const gt_config *cfg, int64_t t, double norm, int finite, float *params,
+                                       const float *grads, uint16_t *mu, float *nu, int64_t n);
 
 #ifdef __cplusplus
 }

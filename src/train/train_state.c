@@ -56,7 +56,18 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   } else {
     /* each rank writes the shards its devices hold (NULL: another rank's) */
     src.n_shards = gt_fsdp_num_shards(fs);
-    for (int r = 0; r < src.n_shards; r++) gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r]);
+    gt_rc rc0 = GT_OK;
+    /* mu_dtype=bfloat16: mu is expanded to float32 copies here (freed
+     * below, after the save) */
+    for (int r = 0; r < src.n_shards && !rc0; r++) rc0 = gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r], s->mem, err);
+    if (R > 1) { /* the save is collective: every rank or none */
+      gt_err mine = *err;
+      rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
+    }
+    if (rc0) {
+      gt_fsdp_shard_state_done(fs);
+      return rc0;
+    }
   }
   opt_step = gt_fsdp_opt_step(fs);
   gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
@@ -69,6 +80,7 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
                                s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
+  gt_fsdp_shard_state_done(fs);
   if (rc == GT_OK && s->out) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
             (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt_prof_now() - t0);
