@@ -239,6 +239,23 @@ START_TEST(test_device_peaks_equal_plan) {
 }
 END_TEST
 
+START_TEST(test_bf16_device_peaks_equal_plan) {
+  /* dtype=bfloat16 and mu_dtype=bfloat16: the gathers send 2 bytes a
+   * weight, kept activations take 2 bytes, mu 2 bytes; the plan says so */
+  const char *nds[] = {"num_devices=1", "num_devices=2", "num_devices=3"};
+  const char *pds[] = {"per_device_batch_size=4", "per_device_batch_size=2", "per_device_batch_size=2"};
+  const char *models[] = {"model_name=gemma3-tiny", "model_name=gemma4-tiny-ple"};
+  for (int mi = 0; mi < 2; mi++)
+    for (int ni = 0; ni < 3; ni++) {
+      const char *ov[] = {models[mi], "dataset_type=synthetic", "max_target_length=16", nds[ni], pds[ni],
+                          "prefetch=true", "remat_policy=minimal", "dtype=bfloat16", "mu_dtype=bfloat16"};
+      char what[200];
+      snprintf(what, sizeof what, "bf16 %s %s", models[mi], nds[ni]);
+      step_matches_plan(9, ov, what);
+    }
+}
+END_TEST
+
 START_TEST(test_moe_expert_parallel_agrees) {
   /* gemma4-tiny-moe (8 experts top-2, lb weight 0.01): one device against
    * 2 devices as 1x1x2 (expert axis only), 4 as 2x1x2 (data x expert) and
@@ -309,6 +326,7 @@ int main(void) {
   tcase_add_test(tc, test_same_count_bit_identical);
   tcase_add_test(tc, test_gathered_weights_bounded);
   tcase_add_test(tc, test_device_peaks_equal_plan);
+  tcase_add_test(tc, test_bf16_device_peaks_equal_plan);
   tcase_add_test(tc, test_moe_expert_parallel_agrees);
   tcase_add_test(tc, test_moe_device_peaks_equal_plan);
   return gt_test_run_suite(s, 0);

@@ -223,7 +223,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
         int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
-        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * 4 + (cnt - ns) * 4;
+        /* dtype=bfloat16 gathers the weights in 2 bytes; gradients stay float32 */
+        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * (m.bf16_act ? 2 : 4) + (cnt - ns) * 4;
         sent += b, dcn_sent += x_f ? b : 0;
         if (D > 1) {
           b = ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
