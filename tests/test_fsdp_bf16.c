@@ -306,15 +306,18 @@ START_TEST(test_mu_bf16_trains_close_to_float32) {
    * later the master weights differ by float32 ulps (the gradient sums'
    * order), which flips a bf16 copy by one bf16 ulp (2^-8) only where a
    * master weight sits that close to a rounding boundary, a few weights in
-   * 2^16; measured 1.3e-6 at most over 6 steps (float32: 1e-5 in test_fsdp).
-   * 1e-4 leaves room for activations rounded to bf16 too (dtype=bfloat16
-   * rounds every activation; a flip there moves it by 2^-8 as well). */
+   * 2^16. dtype=bfloat16 also rounds every activation: once a weight or
+   * an activation flips, everything downstream differs in float32 and
+   * flips further bf16 roundings (2^-9 relative each), so the runs drift
+   * apart at bf16's noise level rather than float32's: measured 1.0e-4 at
+   * step 4 (1.3e-6 with the weights rounded but float32 activations);
+   * 2e-3 is about four bf16 roundings of the loss. */
   state one = train(1, "bfloat16", "bfloat16", 6);
   for (int N = 2; N <= 3; N++) {
     state s = train(N, "bfloat16", "bfloat16", 6);
     ck_assert(fabs(s.loss[0] - one.loss[0]) <= 1e-12 * one.loss[0]); /* the same weights: only the loss sum's order */
     for (int i = 0; i < 6; i++)
-      ck_assert_msg(fabs(s.loss[i] - one.loss[i]) <= 1e-4 * fabs(one.loss[i]), "%d devices step %d: %.9g vs %.9g", N,
+      ck_assert_msg(fabs(s.loss[i] - one.loss[i]) <= 2e-3 * fabs(one.loss[i]), "%d devices step %d: %.9g vs %.9g", N,
                     i, s.loss[i], one.loss[i]);
     free_state(&s);
   }
