@@ -189,17 +189,24 @@ static void gt__bpack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
                         int64_t kc) {
   const int64_t kp = (kc + 1) / 2;
   if (transA) {
-    /* op(A)(i, k) = A[k][i]: rows k and k + 1, MR values each */
-    for (int64_t p = 0; p < mc; p += MR) {
-      int64_t mr = gt__gmin(MR, mc - p);
-      __mmask16 m = (__mmask16)((1u << mr) - 1);
-      uint32_t *d = dst + p * kp;
-      const float *src = A + k0 * lda + i0 + p;
-      for (int64_t q = 0; q < kp; q++) {
-        __m512i e = gt__rnd16(_mm512_maskz_loadu_ps(m, src + 2 * q * lda));
-        __m512i o = 2 * q + 1 < kc ? gt__rnd16(_mm512_maskz_loadu_ps(m, src + (2 * q + 1) * lda))
-                                   : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(d + q * MR, 0x0FFF, gt__pair(e, o));
+    /* op(A)(i, k) = A[k][i]: rows k and k + 1 of A, MR values each per
+     * panel. Pair steps outside, panels inside: each row of A is then read
+     * along its length (panels inside the pair steps, the other way round,
+     * read 48 bytes per row and left the loads waiting on memory) */
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = A + (k0 + 2 * q) * lda + i0, *o = e + lda;
+      const int odd = 2 * q + 1 < kc;
+      if (q + 1 < kp)
+        for (int64_t i = 0; i < mc; i += 16) {
+          _mm_prefetch((const char *)(e + 2 * lda + i), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 3 * lda + i), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < mc; p += MR) {
+        int64_t mr = gt__gmin(MR, mc - p);
+        __mmask16 m = (__mmask16)((1u << mr) - 1);
+        __m512i ve = gt__rnd16(_mm512_maskz_loadu_ps(m, e + p));
+        __m512i vo = odd ? gt__rnd16(_mm512_maskz_loadu_ps(m, o + p)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__pair(ve, vo));
       }
     }
     return;
