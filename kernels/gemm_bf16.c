@@ -17,8 +17,10 @@
  * on timing. KC here counts k (bf16 elements): a pair panel of KC k takes the
  * bytes of a float32 panel of KC/2.
  *
- * Arithmetic (measured on this Zen 4, matching Intel's description): per
- * lane, vdpbf16ps computes acc = acc + a[2p+1] b[2p+1], rounded, then
+ * Arithmetic (measured on this Zen 4 against candidate emulations, 32 M
+ * lanes per exponent range, one matching every lane; Intel documents round
+ * to nearest for each accumulation, DAZ, FTZ, MXCSR neither read nor
+ * written): per lane, vdpbf16ps computes acc = acc + a[2p+1] b[2p+1], rounded, then
  * acc = acc + a[2p] b[2p], rounded (each product exact, each add one
  * float32 rounding, i.e. two sequential FMAs, the odd k first), with
  * denormal inputs read as zero (DAZ: bf16 denormals in A and B and a
@@ -27,19 +29,23 @@
  * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
  * environment, read once, or gt__bgemm_force_fallback(1)), the same packing
  * and loops with a micro-kernel that splits each pair into two floats and
- * runs two float32 FMAs, odd k first, with MXCSR's DAZ and FTZ set for its k
- * loop (and restored before alpha, beta and C are applied). On this CPU it
+ * runs two float32 FMAs, odd k first, with MXCSR set to DAZ, FTZ and round
+ * to nearest for its k loop (and restored before alpha, beta and C are
+ * applied). On this CPU it
  * gives the fast path's bits exactly: tests/test_bf16_kernels.c asserts
  * bit-identity on random data over the whole exponent range, denormals,
  * infinities and NaN included. (On a CPU whose vdpbf16ps flushes at a
  * different tininess point, the two could differ only in results within an
  * ulp of 2^-126.)
  *
- * Bound against exact bf16 products summed in double (gt_bgemm_ref): with
- * no bf16 denormal among the inputs, each float32 add of an exact product
- * errs by at most 2^-24 of the running sum (plus at most 2^-126 when it
- * flushes), so |C - C_ref| <= |alpha| K 2^-24 sum_k |a_k b_k| + 2K 2^-126
- * (+ the final alpha/beta roundings). A bf16-denormal input counts as zero.
+ * Bound against exact bf16 products summed in double (gt_bgemm_ref), with
+ * S = sum_k |a_k b_k|: each float32 add of an exact product (2 per pair,
+ * then one per K block into C) errs by at most 2^-24 of a running sum
+ * bounded by |alpha| S, and the epilogue (alpha, beta) and the reference's
+ * own float rounding add at most 4 more of 2^-24 (|alpha| S + |beta C0|):
+ *   |C - C_ref| <= 2^-24 ((K + 8) |alpha| S + 4 |beta C0|)
+ * for inputs without bf16 denormals (read as zero) and sums above 2^-126
+ * (FTZ); tests/test_bf16_kernels.c asserts it element by element.
  *
  * Without AVX-512 (F, BW, VL, DQ and FMA) at all: rounded float32 copies and
  * gt_sgemm, the same rounded products summed in float32 in gt_sgemm's order
@@ -346,7 +352,10 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
   GT__BPREFETCH_C
   GT__BROWS(GT__BDECL)
   const unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15) and DAZ (bit 6) */
+  /* FTZ (bit 15), DAZ (bit 6), round to nearest (bits 13-14 clear):
+   * vdpbf16ps does not consult MXCSR; the flags the loop raises are dropped
+   * with the restore, as vdpbf16ps does not update them */
+  _mm_setcsr((csr & ~0x6000u) | 0x8040u);
   /* the loads below stay after the mode switch */
   __asm__ volatile("" ::: "memory");
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
