@@ -79,7 +79,9 @@ double gt_fma_peak_gflops(int threads, double seconds) {
  * text, so the function needs no target attribute. */
 #if defined(__x86_64__)
 #define GT__DP(acc) "vdpbf16ps %%zmm30, %%zmm31, %%zmm" #acc "\n\t"
-static void gt__dp_loop(long n) {
+/* noinline: the one function that needs AVX-512 registers (its callers run
+ * only after the cpuid check) */
+__attribute__((noinline, target("avx512f"))) static void gt__dp_loop(long n) {
   __asm__ volatile("vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
                    "1:\n\t" GT__DP(0) GT__DP(1) GT__DP(2) GT__DP(3) GT__DP(4) GT__DP(5)
                    GT__DP(6) GT__DP(7) GT__DP(8) GT__DP(9) GT__DP(10) GT__DP(11)
