@@ -58,6 +58,22 @@ void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_
 void gt_matmul_backward_bf16(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,
                              int64_t in_dim, int64_t out_dim);
 
+/* Which gt_bgemm kernel runs (kernels/gemm_bf16.c): 2 vdpbf16ps
+ * (AVX512_BF16), 1 its emulation with float32 FMAs under DAZ/FTZ (no
+ * AVX512_BF16, GEMTRAIN_NO_AVX512BF16=1, or forced), 0 rounded float32
+ * copies through gt_sgemm (no AVX-512). The two AVX-512 kernels give the same
+ * bits (measured; see gemm_bf16.c). */
+int gt__bgemm_kernel(void);
+/* Tests: on != 0 makes gt_bgemm take the FMA emulation where it would take
+ * vdpbf16ps; not for use while another thread runs gt_bgemm. */
+void gt__bgemm_force_fallback(int on);
+
+/* The machine's bf16 dot-product peak in GFLOP/s on `threads` threads
+ * (kernels/peak.c): a vdpbf16ps loop counted at 64 flops per 512-bit
+ * instruction (32 bf16 products, each with its add: 2 flops); 0 without
+ * AVX512_BF16. */
+double gt_bf16_peak_gflops(int threads, double seconds);
+
 /* scalar references (tests) */
 void gt_bf16_round_ref(float *x, int64_t n);
 void gt_bf16_pack_ref(uint16_t *dst, const float *src, int64_t n);

@@ -25,54 +25,81 @@
  * B block and one A block per team thread), grown on demand and kept between
  * calls, freed when the thread exits (a pthread key destructor; the main
  * thread's lives until the process ends). If it cannot grow, the call goes to
- * cblas_sgemm instead. Without AVX-512 every call goes to cblas_sgemm. */
+ * cblas_sgemm instead. Without AVX-512 every call goes to cblas_sgemm.
+ *
+ * The cache sizes, the plan and the buffers are shared with the bf16 kernel
+ * (kernels/gemm_blocking.h, defined here in plain C for every -march). */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "kernels/kernels.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#include <omp.h>
-#include <pthread.h>
 #include <unistd.h>
 
-enum { MR = 12, NR = 32 };
+#include "kernels/gemm_blocking.h"
+#include "kernels/kernels.h"
 
-static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t gt__max(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t gt__cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* ------------------------------------------- shared (gemm_blocking.h) */
 
-/* ------------------------------------------------------------- blocking */
-
-static int64_t gt__kc, gt__mc_max, gt__nc_max;
-static pthread_once_t gt__block_once = PTHREAD_ONCE_INIT;
+static int64_t gt__l2, gt__l3;
+static pthread_once_t gt__caches_once = PTHREAD_ONCE_INIT;
 
 static int64_t gt__cache_bytes(int name, int64_t fallback) {
   long v = sysconf(name);
   return v > 0 ? (int64_t)v : fallback;
 }
 
-static void gt__block_init(void) {
-  int64_t l2 = gt__cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20);
-  int64_t l3 = gt__cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
-  /* KC as large as lets an A block of 256 rows take half of L2 (512 on 1 and
-   * 2 MiB L2s), capped at 512: measured on Zen 4, KC 512 beat 384, 256 and
-   * 192 (fewer passes over C and fewer barriers; the KC x NR B micro-panel,
-   * 64 KiB, streams from L2 fast enough: the kernel needs 128 bytes per 24
-   * FMAs) */
-  gt__kc = gt__max(128, gt__min(512, l2 / 2 / (256 * 4) / 16 * 16));
-  gt__mc_max = gt__max(4 * MR, gt__min(4096, l2 / 2 / (gt__kc * 4) / MR * MR));
-  gt__nc_max = gt__max(16 * NR, gt__min(8192, l3 / 2 / (gt__kc * 4) / NR * NR));
+static void gt__caches_init(void) {
+  gt__l2 = gt__cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20);
+  gt__l3 = gt__cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
 }
 
-/* ---------------------------------------------------- per-thread buffers */
+int64_t gt__gemm_l2_bytes(void) {
+  pthread_once(&gt__caches_once, gt__caches_init);
+  return gt__l2;
+}
 
-typedef struct gt__gemm_cache {
-  float *a, *b;
-  size_t acap, bcap; /* floats */
-} gt__gemm_cache;
+int64_t gt__gemm_l3_bytes(void) {
+  pthread_once(&gt__caches_once, gt__caches_init);
+  return gt__l3;
+}
+
+/* Enough tasks that dynamic scheduling balances the team (4 per thread),
+ * as few as that allows (each task packs its own A block). Depends on nt
+ * only through the cut of C into tasks, never through the k order: kc and
+ * so every element's order of operations come from K and the caches. */
+void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, int64_t N, int64_t K, int nt) {
+  const int64_t MR = b->mr, NR = b->nr;
+  /* a product too small to pay for waking a second thread runs on one */
+  if ((double)M * N * K < 4e6) nt = 1;
+  /* K in equal blocks of at most kc_max (256 = 192 + 64 would waste the
+   * second block's call overhead on little work) */
+  p->kc = gt__gcdiv(gt__gcdiv(K, gt__gcdiv(K, b->kc_max)), b->kalign) * b->kalign;
+  p->nc = gt__gmin(b->nc_max, gt__gcdiv(N, NR) * NR);
+  int64_t npanels = gt__gcdiv(gt__gmin(p->nc, N), NR), mpanels = gt__gcdiv(M, MR);
+  int64_t nic = gt__gmin(mpanels, gt__gcdiv(M, b->mc_max)), ng = 1;
+  if (nt > 1) {
+    /* skinny products get their tasks from the long side: few rows split
+     * the columns, few columns the rows */
+    int64_t target = 4 * (int64_t)nt;
+    ng = gt__gmin(npanels, gt__gcdiv(target, nic));
+    if (nic * ng < target) nic = gt__gmin(mpanels, gt__gcdiv(target, ng));
+    /* a multiple of the team when possible: near-equal tasks then split
+     * evenly (9 tasks on 2 threads would leave one idle for a ninth) */
+    for (int tries = 0; (nic * ng) % nt && tries < nt; tries++) {
+      if (nic < mpanels)
+        nic++;
+      else if (ng < npanels)
+        ng++;
+      else
+        break;
+    }
+  }
+  /* row block b holds MR panels [mpanels*b/nic, mpanels*(b+1)/nic) */
+  p->nic = nic;
+  p->mc = gt__gcdiv(mpanels, nic) * MR;
+  p->ngroups = ng;
+  p->nt = (int)gt__gmin(nt, nic * ng);
+}
 
 static pthread_key_t gt__cache_key;
 static int gt__cache_key_ok;
@@ -87,7 +114,7 @@ static void gt__cache_free(void *p) {
 
 static void gt__cache_key_init(void) { gt__cache_key_ok = pthread_key_create(&gt__cache_key, gt__cache_free) == 0; }
 
-static gt__gemm_cache *gt__cache_get(void) {
+gt__gemm_cache *gt__gemm_cache_get(void) {
   pthread_once(&gt__cache_once, gt__cache_key_init);
   if (!gt__cache_key_ok) return NULL;
   gt__gemm_cache *c = pthread_getspecific(gt__cache_key);
@@ -100,48 +127,51 @@ static gt__gemm_cache *gt__cache_get(void) {
   return c;
 }
 
-/* *p holds at least n floats, 64-byte aligned; 0, or -1 with *p unchanged. */
-static int gt__grow(float **p, size_t *cap, size_t n) {
-  if (n <= *cap) return 0;
-  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63; /* aligned_alloc wants a multiple */
-  float *q = aligned_alloc(64, bytes);
+int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
+  if (bytes <= *cap) return 0;
+  size_t n = (bytes + 63) & ~(size_t)63; /* aligned_alloc wants a multiple */
+  void *q = aligned_alloc(64, n);
   if (!q) return -1;
   free(*p);
   *p = q;
-  *cap = n;
+  *cap = bytes;
   return 0;
 }
 
-/* -------------------------------------------------------------- packing */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#include <omp.h>
 
-/* In-register transpose of 16 rows of 16 floats: on return r[c] holds
- * column c (element i from row i). */
-static inline __attribute__((always_inline)) void gt__tr16(__m512 r[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  /* u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c */
-#pragma GCC unroll 16
-  for (int g = 0; g < 4; g++) {
-    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-  /* a 4 x 4 transpose of 128-bit lanes across u[c], u[4+c], u[8+c], u[12+c] */
-#pragma GCC unroll 16
-  for (int c = 0; c < 4; c++) {
-    __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-    r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-  }
+#include "kernels/gemm_tr16.h"
+
+enum { MR = 12, NR = 32 };
+
+static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t gt__max(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t gt__cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ------------------------------------------------------------- blocking */
+
+static gt__gemm_blocks gt__blocks;
+static pthread_once_t gt__block_once = PTHREAD_ONCE_INIT;
+
+static void gt__block_init(void) {
+  int64_t l2 = gt__gemm_l2_bytes(), l3 = gt__gemm_l3_bytes();
+  /* KC as large as lets an A block of 256 rows take half of L2 (512 on 1 and
+   * 2 MiB L2s), capped at 512: measured on Zen 4, KC 512 beat 384, 256 and
+   * 192 (fewer passes over C and fewer barriers; the KC x NR B micro-panel,
+   * 64 KiB, streams from L2 fast enough: the kernel needs 128 bytes per 24
+   * FMAs) */
+  int64_t kc = gt__max(128, gt__min(512, l2 / 2 / (256 * 4) / 16 * 16));
+  gt__blocks = (gt__gemm_blocks){.mr = MR,
+                                 .nr = NR,
+                                 .kc_max = kc,
+                                 .kalign = 8,
+                                 .mc_max = gt__max(4 * MR, gt__min(4096, l2 / 2 / (kc * 4) / MR * MR)),
+                                 .nc_max = gt__max(16 * NR, gt__min(8192, l3 / 2 / (kc * 4) / NR * NR))};
 }
+
+/* -------------------------------------------------------------- packing */
 
 /* rows[0..nrows) of a matrix whose rows run along k: 16 k values each from
  * k (masked to kn), the other rows 0, transposed: r[kk] = column k + kk. */
@@ -320,50 +350,6 @@ static void gt__gemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const floa
 
 /* ---------------------------------------------------------------- driver */
 
-/* How one call is cut: mc rows per A block, the NR panels of a B block in
- * ngroups groups; tasks = row blocks x groups. */
-typedef struct gt__plan {
-  int64_t kc, nc, mc, nic, ngroups;
-  int nt;
-} gt__plan;
-
-/* Enough tasks that dynamic scheduling balances the team (4 per thread),
- * as few as that allows (each task packs its own A block). Depends on nt
- * only through the cut of C into tasks, never through the k order: KC and
- * so every element's order of operations come from K and the caches. */
-static void gt__plan_make(gt__plan *p, int64_t M, int64_t N, int64_t K, int nt) {
-  /* a product too small to pay for waking a second thread runs on one */
-  if ((double)M * N * K < 4e6) nt = 1;
-  /* K in equal blocks of at most gt__kc (256 = 192 + 64 would waste the
-   * second block's call overhead on little work) */
-  p->kc = gt__cdiv(gt__cdiv(K, gt__cdiv(K, gt__kc)), 8) * 8;
-  p->nc = gt__min(gt__nc_max, gt__cdiv(N, NR) * NR);
-  int64_t npanels = gt__cdiv(gt__min(p->nc, N), NR), mpanels = gt__cdiv(M, MR);
-  int64_t nic = gt__min(mpanels, gt__cdiv(M, gt__mc_max)), ng = 1;
-  if (nt > 1) {
-    /* skinny products get their tasks from the long side: few rows split
-     * the columns, few columns the rows */
-    int64_t target = 4 * (int64_t)nt;
-    ng = gt__min(npanels, gt__cdiv(target, nic));
-    if (nic * ng < target) nic = gt__min(mpanels, gt__cdiv(target, ng));
-    /* a multiple of the team when possible: near-equal tasks then split
-     * evenly (9 tasks on 2 threads would leave one idle for a ninth) */
-    for (int tries = 0; (nic * ng) % nt && tries < nt; tries++) {
-      if (nic < mpanels)
-        nic++;
-      else if (ng < npanels)
-        ng++;
-      else
-        break;
-    }
-  }
-  /* row block b holds MR panels [mpanels*b/nic, mpanels*(b+1)/nic) */
-  p->nic = nic;
-  p->mc = gt__cdiv(mpanels, nic) * MR;
-  p->ngroups = ng;
-  p->nt = (int)gt__min(nt, nic * ng);
-}
-
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
@@ -377,13 +363,13 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
   pthread_once(&gt__block_once, gt__block_init);
-  gt__plan pl;
-  gt__plan_make(&pl, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  gt__gemm_plan pl;
+  gt__gemm_plan_make(&pl, &gt__blocks, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
   /* the plan's task cut uses the team size it asked for; the buffers are
    * sized for it, and a smaller team only takes more tasks each */
-  gt__gemm_cache *cache = gt__cache_get();
-  if (!cache || gt__grow(&cache->b, &cache->bcap, (size_t)(pl.kc * pl.nc)) ||
-      gt__grow(&cache->a, &cache->acap, (size_t)(pl.nt * pl.mc * pl.kc))) {
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, sizeof(float) * (size_t)(pl.kc * pl.nc)) ||
+      gt__gemm_grow(&cache->a, &cache->acap, sizeof(float) * (size_t)(pl.nt * pl.mc * pl.kc))) {
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
                 (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
     return;

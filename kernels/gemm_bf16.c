@@ -1,12 +1,103 @@
-/* gt_bgemm, first version: round op(A) and op(B) into float32 copies and
- * multiply them with gt_sgemm. A product of two bf16 values is exact in
- * float32, so this is a bf16 product with float32 accumulation; it runs at
- * the float32 rate. (To be replaced by a packed vdpbf16ps kernel.) */
+/* gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C (kernels/bf16.h),
+ * a packed kernel on AVX512_BF16's vdpbf16ps.
+ *
+ * Layout: the float32 inputs are rounded to bf16 (round to nearest even, the
+ * integer rounding of bf16.h, denormals and NaNs as gt_f32_to_bf16) while
+ * they are packed, two consecutive k in one 32-bit lane: k = 2p in the low
+ * half, 2p + 1 in the high half, an odd K block padded with a zero. A panel:
+ * [kc/2][MR] pairs, B panel: [kc/2][NR] pairs. The micro-kernel broadcasts
+ * one A pair per row and runs vdpbf16ps on two B vectors: 2 x 32 products
+ * per row and pair step, float32 accumulators.
+ *
+ * Loops, blocking, tasks and buffers are kernels/gemm.c's (shared through
+ * kernels/gemm_blocking.h): jc over N by NC, pc over K by KC (B block packed
+ * by all threads), tasks of mc rows times a group of NR panels handed out
+ * dynamically, one parallel region per call; a tile is computed whole by one
+ * task in a fixed k order, so the bits do not depend on the thread count or
+ * on timing. KC here counts k (bf16 elements): a pair panel of KC k takes the
+ * bytes of a float32 panel of KC/2.
+ *
+ * Arithmetic (measured on this Zen 4 against candidate emulations, 32 M
+ * lanes per exponent range, one matching every lane; Intel documents round
+ * to nearest for each accumulation, DAZ, FTZ, MXCSR neither read nor
+ * written): per lane, vdpbf16ps computes acc = acc + a[2p+1] b[2p+1], rounded, then
+ * acc = acc + a[2p] b[2p], rounded (each product exact, each add one
+ * float32 rounding, i.e. two sequential FMAs, the odd k first), with
+ * denormal inputs read as zero (DAZ: bf16 denormals in A and B and a
+ * denormal accumulator) and denormal results flushed to zero (FTZ).
+ *
+ * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
+ * environment, read once, or gt__bgemm_force_fallback(1)), the same packing
+ * and loops with a micro-kernel that splits each pair into two floats and
+ * runs two float32 FMAs, odd k first, with MXCSR set to DAZ, FTZ and round
+ * to nearest for its k loop (and restored before alpha, beta and C are
+ * applied). On this CPU it
+ * gives the fast path's bits exactly: tests/test_bf16_kernels.c asserts
+ * bit-identity on random data over the whole exponent range, denormals,
+ * infinities and NaN included. (On a CPU whose vdpbf16ps flushes at a
+ * different tininess point, the two could differ only in results within an
+ * ulp of 2^-126.)
+ *
+ * Bound against exact bf16 products summed in double (gt_bgemm_ref), with
+ * S = sum_k |a_k b_k|: each float32 add of an exact product (2 per pair,
+ * then one per K block into C) errs by at most 2^-24 of a running sum
+ * bounded by |alpha| S, and the epilogue (alpha, beta) and the reference's
+ * own float rounding add at most 4 more of 2^-24 (|alpha| S + |beta C0|):
+ *   |C - C_ref| <= 2^-24 ((K + 8) |alpha| S + 4 |beta C0|)
+ * for inputs without bf16 denormals (read as zero) and sums above 2^-126
+ * (FTZ); tests/test_bf16_kernels.c asserts it element by element.
+ *
+ * Without AVX-512 (F, BW, VL, DQ and FMA) at all: rounded float32 copies and
+ * gt_sgemm, the same rounded products summed in float32 in gt_sgemm's order
+ * (no DAZ/FTZ), so those bits differ from the AVX-512 paths within the
+ * bound. Nothing here runs an instruction the CPU lacks: the vector code is
+ * compiled with target attributes and chosen from cpuid. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+#define GT__BG_X86 1
+#include <immintrin.h>
+
+#include "kernels/gemm_tr16.h"
+#endif
+
+/* ------------------------------------------------------ path selection */
+
+enum { GT__BG_COPY = 0, GT__BG_FMA = 1, GT__BG_DP = 2 };
+
+static int gt__bg_hw, gt__bg_env_off;
+static atomic_int gt__bg_forced;
+static pthread_once_t gt__bg_once = PTHREAD_ONCE_INIT;
+
+static void gt__bg_init(void) {
+  gt__bg_hw = GT__BG_COPY;
+#if defined(GT__BG_X86)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+    gt__bg_hw = __builtin_cpu_supports("avx512bf16") ? GT__BG_DP : GT__BG_FMA;
+#endif
+  const char *e = getenv("GEMTRAIN_NO_AVX512BF16");
+  gt__bg_env_off = e && *e && strcmp(e, "0") != 0;
+}
+
+void gt__bgemm_force_fallback(int on) { atomic_store(&gt__bg_forced, on != 0); }
+
+int gt__bgemm_kernel(void) {
+  pthread_once(&gt__bg_once, gt__bg_init);
+  if (gt__bg_hw == GT__BG_DP && (gt__bg_env_off || atomic_load(&gt__bg_forced))) return GT__BG_FMA;
+  return gt__bg_hw;
+}
+
+/* ----------------------------------------- no AVX-512: rounded copies */
 
 static float *gt__rounded(int trans, int64_t rows, int64_t cols, const float *X, int64_t ld) {
   /* op(X) is rows x cols; the copy keeps X's layout (ld = its row length) */
@@ -18,12 +109,362 @@ static float *gt__rounded(int trans, int64_t rows, int64_t cols, const float *X,
   return y;
 }
 
+static void gt__bgemm_copy(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  float *a = gt__rounded(transA, M, K, A, lda), *b = gt__rounded(transB, K, N, B, ldb);
+  if (a && b) gt_sgemm(transA, transB, M, N, K, alpha, a, transA ? M : K, b, transB ? K : N, beta, C, ldc);
+  free(a);
+  free(b);
+}
+
+#if defined(GT__BG_X86)
+/* ------------------------------------------------ AVX-512 (cpuid-chosen) */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+
+enum { MR = 12, NR = 32 };
+
+static gt__gemm_blocks gt__bblocks;
+static pthread_once_t gt__bblock_once = PTHREAD_ONCE_INIT;
+
+/* (inside the AVX-512 region: reached only after the cpuid check) */
+static void gt__bblock_init(void) {
+  int64_t l2 = gt__gemm_l2_bytes(), l3 = gt__gemm_l3_bytes();
+  /* KC (in k) as large as lets an A block of 256 rows (2 bytes per k) take
+   * half of L2, capped at 1024: the B micro-panel is then 64 KiB as in the
+   * float32 kernel at KC 512 */
+  int64_t kc = gt__gmax(256, gt__gmin(1024, l2 / 2 / (256 * 2) / 32 * 32));
+  gt__bblocks = (gt__gemm_blocks){.mr = MR,
+                                  .nr = NR,
+                                  .kc_max = kc,
+                                  .kalign = 32,
+                                  .mc_max = gt__gmax(4 * MR, gt__gmin(4096, l2 / 2 / (kc * 2) / MR * MR)),
+                                  .nc_max = gt__gmax(16 * NR, gt__gmin(8192, l3 / 2 / (kc * 2) / NR * NR))};
+}
+
+/* 16 floats -> their bf16 patterns (round to nearest even, NaNs quieted, as
+ * gt_f32_to_bf16) in the top half of each lane, the low half zero */
+static inline __attribute__((always_inline)) __m512i gt__rnd16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+/* pairs of two k: lo from the even k's rounded lanes, hi from the odd's */
+static inline __attribute__((always_inline)) __m512i gt__pair(__m512i even, __m512i odd) {
+  return _mm512_or_si512(_mm512_srli_epi32(even, 16), odd);
+}
+
+/* 32 consecutive k of one row (masked to kn) -> 16 pair lanes */
+static inline __attribute__((always_inline)) __m512i gt__row_pairs(const float *src, int64_t kn) {
+  __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
+  __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
+  __m512i r0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, src)), r1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, src + 16));
+  /* words 2w+1 (the top halves) of r0 then of r1 */
+  const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(r0, idx, r1);
+}
+
+/* rows[0..nrows) of a matrix whose rows run along k: 32 k each from k
+ * (masked to kn), as 16 pairs, the other rows 0, transposed: r[p] = the
+ * pairs of k + 2p, one lane per row. */
+static inline __attribute__((always_inline)) void gt__load_tr_pairs(__m512 r[16], const float *src, int64_t ld,
+                                                                    int64_t nrows, int64_t k, int64_t kn,
+                                                                    const float *next, int64_t nnext) {
+  /* short rows do not ramp up the hardware prefetcher: ask for the rows
+   * packed next now (see gemm.c) */
+  for (int64_t i = 0; i < nnext; i++) {
+    _mm_prefetch((const char *)(next + i * ld + k), _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + i * ld + k + 16), _MM_HINT_T0);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_castsi512_ps(gt__row_pairs(src + i * ld + k, kn)) : _mm512_setzero_ps();
+  gt__tr16(r);
+}
+
+/* A block [mc, kc] from (i0, k0) into MR-tall panels of pairs: panel p holds
+ * rows p*MR.., [kc/2 rounded up][MR] lanes, rows past mc zero. */
+static void gt__bpack_a(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                        int64_t kc) {
+  const int64_t kp = (kc + 1) / 2;
+  if (transA) {
+    /* op(A)(i, k) = A[k][i]: rows k and k + 1 of A, MR values each per
+     * panel. Pair steps outside, panels inside: each row of A is then read
+     * along its length (panels inside the pair steps, the other way round,
+     * read 48 bytes per row and left the loads waiting on memory) */
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = A + (k0 + 2 * q) * lda + i0, *o = e + lda;
+      const int odd = 2 * q + 1 < kc;
+      if (q + 1 < kp)
+        for (int64_t i = 0; i < mc; i += 16) {
+          _mm_prefetch((const char *)(e + 2 * lda + i), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 3 * lda + i), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < mc; p += MR) {
+        int64_t mr = gt__gmin(MR, mc - p);
+        __mmask16 m = (__mmask16)((1u << mr) - 1);
+        __m512i ve = gt__rnd16(_mm512_maskz_loadu_ps(m, e + p));
+        __m512i vo = odd ? gt__rnd16(_mm512_maskz_loadu_ps(m, o + p)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__pair(ve, vo));
+      }
+    }
+    return;
+  }
+  /* rows run along k: 32 k (16 pairs) at a time, 12 rows + 4 zero rows */
+  for (int64_t p = 0; p < mc; p += MR) {
+    int64_t mr = gt__gmin(MR, mc - p);
+    uint32_t *d = dst + p * kp;
+    const float *src = A + (i0 + p) * lda;
+    int64_t nnext = gt__gmax(0, gt__gmin(MR, mc - p - MR));
+    const float *next = nnext ? src + MR * lda : src;
+    for (int64_t k = 0; k < kc; k += 32) {
+      __m512 r[16];
+      int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+      gt__load_tr_pairs(r, src, lda, mr, k0 + k, kn, next, nnext);
+      uint32_t *dk = d + k / 2 * MR;
+      if (qn == 16) {
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; q++) _mm512_mask_storeu_ps(dk + q * MR, 0x0FFF, r[q]);
+      } else {
+        for (int64_t q = 0; q < qn; q++) _mm512_mask_storeu_ps(dk + q * MR, 0x0FFF, r[q]);
+      }
+    }
+  }
+}
+
+/* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc/2 rounded
+ * up][NR] pairs, columns past nr zero. */
+static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
+                              int64_t j0, int64_t nr) {
+  const int64_t kp = (kc + 1) / 2;
+  if (!transB) {
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
+      __m512i e0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, e)), e1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, e + 16));
+      __m512i o0 = _mm512_setzero_si512(), o1 = _mm512_setzero_si512();
+      if (2 * q + 1 < kc) o0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, o)), o1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, o + 16));
+      _mm512_store_si512(d + q * NR, gt__pair(e0, o0));
+      _mm512_store_si512(d + q * NR + 16, gt__pair(e1, o1));
+    }
+    return;
+  }
+  /* op(B)(k, j) = B[j][k]: rows of B run along k; two 16-row transposes */
+  const float *src = B + j0 * ldb;
+  for (int64_t k = 0; k < kc; k += 32) {
+    __m512 r[16], s[16];
+    int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+    gt__load_tr_pairs(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0);
+    gt__load_tr_pairs(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0);
+    uint32_t *dk = d + k / 2 * NR;
+    if (qn == 16) {
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    } else {
+      for (int64_t q = 0; q < qn; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------- micro-kernels */
+
+/* C[mr, nr] = alpha * Ap . Bp + beta * C over kp pair steps (beta == 0: C
+ * not read). Ap: [kp][MR] pairs, Bp: [kp][NR] pairs (64-byte aligned).
+ * Cnext: the tile the next call writes, requested now (see gemm.c). */
+typedef void (*gt__bmicro_fn)(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
+                              int64_t nr, float alpha, float beta, const float *Cnext);
+
+#define GT__BDECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define GT__BROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+/* alpha and beta folded in only when they are not 1 (C read only when beta
+ * is not 0), one rule for every row */
+#define GT__BSTORE(r)                                                          \
+  if (r < mr) {                                                                \
+    float *cr = C + r * ldc;                                                   \
+    __m512 x0 = c##r##0, x1 = c##r##1;                                         \
+    if (scale) x0 = _mm512_mul_ps(va, x0), x1 = _mm512_mul_ps(va, x1);         \
+    if (mode == 1) {                                                           \
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));                   \
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));              \
+    } else if (mode == 2) {                                                    \
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);             \
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);        \
+    }                                                                          \
+    _mm512_mask_storeu_ps(cr, m0, x0);                                         \
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);                                    \
+  }
+
+#define GT__BEPILOGUE                                                                           \
+  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);                                \
+  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);           \
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                  \
+  const int scale = alpha != 1.0f, mode = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;               \
+  GT__BROWS(GT__BSTORE)
+
+#define GT__BPREFETCH_C                                                 \
+  for (int64_t r = 0; r < MR; r++) {                                    \
+    _mm_prefetch((const char *)(Cnext + r * ldc), _MM_HINT_ET0);        \
+    _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);   \
+  }
+
+/* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair */
+__attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
+                                                                float *C, int64_t ldc, int64_t mr, int64_t nr,
+                                                                float alpha, float beta, const float *Cnext) {
+  GT__BPREFETCH_C
+  GT__BROWS(GT__BDECL)
+#pragma GCC unroll 2
+  for (int64_t q = 0; q < kp; q++) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
+    const int *a = (const int *)(Ap + q * MR);
+#define GT__ROW(r)                                       \
+  {                                                      \
+    __m512bh ar = (__m512bh)_mm512_set1_epi32(a[r]);     \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);         \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);         \
+  }
+    GT__BROWS(GT__ROW)
+#undef GT__ROW
+  }
+  GT__BEPILOGUE
+}
+
+/* The fallback: each pair split into two floats (the low half shifted up,
+ * the high half masked), two FMAs per pair, odd k first, under DAZ and FTZ:
+ * vdpbf16ps's arithmetic with float32 FMAs. */
+static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
+                           int64_t nr, float alpha, float beta, const float *Cnext) {
+  GT__BPREFETCH_C
+  GT__BROWS(GT__BDECL)
+  const unsigned csr = _mm_getcsr();
+  /* FTZ (bit 15), DAZ (bit 6), round to nearest (bits 13-14 clear):
+   * vdpbf16ps does not consult MXCSR; the flags the loop raises are dropped
+   * with the restore, as vdpbf16ps does not update them */
+  _mm_setcsr((csr & ~0x6000u) | 0x8040u);
+  /* the loads below stay after the mode switch */
+  __asm__ volatile("" ::: "memory");
+  const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+  for (int64_t q = 0; q < kp; q++) {
+    __m512i b0 = _mm512_load_si512(Bp + q * NR), b1 = _mm512_load_si512(Bp + q * NR + 16);
+    __m512 b0e = _mm512_castsi512_ps(_mm512_slli_epi32(b0, 16)), b0o = _mm512_castsi512_ps(_mm512_and_si512(b0, hi));
+    __m512 b1e = _mm512_castsi512_ps(_mm512_slli_epi32(b1, 16)), b1o = _mm512_castsi512_ps(_mm512_and_si512(b1, hi));
+    const uint32_t *a = Ap + q * MR;
+#define GT__ROW(r)                                                      \
+  {                                                                     \
+    uint32_t pr = a[r], ue = pr << 16, uo = pr & 0xffff0000u;           \
+    float fe, fo;                                                       \
+    memcpy(&fe, &ue, 4);                                                \
+    memcpy(&fo, &uo, 4);                                                \
+    __m512 ae = _mm512_set1_ps(fe), ao = _mm512_set1_ps(fo);            \
+    c##r##0 = _mm512_fmadd_ps(ae, b0e, _mm512_fmadd_ps(ao, b0o, c##r##0)); \
+    c##r##1 = _mm512_fmadd_ps(ae, b1e, _mm512_fmadd_ps(ao, b1o, c##r##1)); \
+  }
+    GT__BROWS(GT__ROW)
+#undef GT__ROW
+  }
+  /* every accumulator is final before the mode is restored (both asm
+   * statements and the MXCSR writes are volatile, so they keep their order) */
+  __asm__ volatile("" : "+v"(c00), "+v"(c01), "+v"(c10), "+v"(c11), "+v"(c20), "+v"(c21), "+v"(c30), "+v"(c31),
+                   "+v"(c40), "+v"(c41), "+v"(c50), "+v"(c51));
+  __asm__ volatile("" : "+v"(c60), "+v"(c61), "+v"(c70), "+v"(c71), "+v"(c80), "+v"(c81), "+v"(c90), "+v"(c91),
+                   "+v"(c100), "+v"(c101), "+v"(c110), "+v"(c111));
+  _mm_setcsr(csr);
+  GT__BEPILOGUE
+}
+
+/* ---------------------------------------------------------------- driver */
+
+/* 0, or -1 when the buffers could not grow (the caller then takes the
+ * copies path) */
+static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                            float *C, int64_t ldc) {
+  pthread_once(&gt__bblock_once, gt__bblock_init);
+  gt__gemm_plan pl;
+  gt__gemm_plan_make(&pl, &gt__bblocks, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  const int64_t kpb = pl.kc / 2; /* pairs per K block (kc is a multiple of 32) */
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kpb * pl.nc)) ||
+      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(pl.nt * pl.mc * kpb)))
+    return -1;
+  uint32_t *Bp = cache->b, *Abase = cache->a;
+  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__gcdiv(M, MR);
+#pragma omp parallel num_threads(pl.nt)
+  {
+    int tid = omp_get_thread_num();
+    uint32_t *Ap = Abase + (int64_t)tid * mc * kpb;
+    for (int64_t jc = 0; jc < N; jc += ncb) {
+      int64_t nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
+      for (int64_t pc = 0; pc < K; pc += kcb) {
+        int64_t kc = gt__gmin(kcb, K - pc), kp = (kc + 1) / 2;
+        float bta = pc == 0 ? beta : 1.0f;
+        /* all threads pack the shared B block; the loop's barrier keeps
+         * them from reading it early */
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < npanels; q++)
+          gt__bpack_b_panel(Bp + q * NR * kp, transB, B, ldb, pc, kc, jc + q * NR, gt__gmin(NR, nc - q * NR));
+        int64_t packed_ic = -1;
+        /* ... and the end of this loop keeps the next pack from overwriting
+         * B while a task still reads it */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < nic * ng; t++) {
+          int64_t ib = t / ng, g = t % ng;
+          int64_t ic = mpanels * ib / nic * MR, m = gt__gmin(M, mpanels * (ib + 1) / nic * MR) - ic;
+          if (ib != packed_ic) {
+            gt__bpack_a(Ap, transA, A, lda, ic, m, pc, kc);
+            packed_ic = ib;
+          }
+          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
+          for (int64_t q = q0; q < q1; q++) {
+            const uint32_t *bq = Bp + q * NR * kp;
+            float *cq = C + ic * ldc + jc + q * NR;
+            int64_t nr = gt__gmin(NR, nc - q * NR);
+            for (int64_t ir = 0; ir < m; ir += MR) {
+              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
+              micro(kp, Ap + ir * kp, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
+            }
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+#pragma GCC pop_options
+#endif /* GT__BG_X86 */
+
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  float *a = gt__rounded(transA, M, K, A, lda), *b = gt__rounded(transB, K, N, B, ldb);
-  if (a && b)
-    gt_sgemm(transA, transB, M, N, K, alpha, a, transA ? M : K, b, transB ? K : N, beta, C, ldc);
-  free(a);
-  free(b);
+  if (K <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  int path = gt__bgemm_kernel();
+#if defined(GT__BG_X86)
+  if (path != GT__BG_COPY &&
+      gt__bgemm_packed(path == GT__BG_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A, lda,
+                       B, ldb, beta, C, ldc) == 0)
+    return;
+#else
+  (void)path;
+#endif
+  gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

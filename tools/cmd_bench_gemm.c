@@ -1,6 +1,8 @@
 /* gemtrain bench gemm: gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on the
  * products of a training step, on 1 and 2 threads, next to the machine's
- * fp32 FMA peak measured by the same run (kernels/peak.c). Timing lives here,
+ * fp32 FMA peak measured by the same run (kernels/peak.c); and gt_bgemm (bf16
+ * inputs, kernels/gemm_bf16.c) on the same products next to the measured
+ * bf16 (vdpbf16ps) peak, with the bf16/f32 speed ratio. Timing lives here,
  * never in tests. */
 #include <cblas.h>
 #include <omp.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 /* One model's dimensions: the products of its step come from these. */
@@ -36,6 +39,13 @@ static double run_ours(const shape *s, const float *A, const float *B, float *C)
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
   double t0 = omp_get_wtime();
   gt_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 1.0f, C, s->N);
+  return omp_get_wtime() - t0;
+}
+
+static double run_bf16(const shape *s, const float *A, const float *B, float *C) {
+  int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+  double t0 = omp_get_wtime();
+  gt_bgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 1.0f, C, s->N);
   return omp_get_wtime() - t0;
 }
 
@@ -77,7 +87,7 @@ static void fill(float *x, int64_t n, uint64_t seed) {
   }
 }
 
-static double peak1, peak2;
+static double peak1, peak2, bpeak1, bpeak2;
 
 static int bench_shape(const shape *s) {
   int64_t na = s->M * s->K, nb = s->K * s->N, nc = s->M * s->N;
@@ -90,12 +100,14 @@ static int bench_shape(const shape *s) {
     return 1;
   }
   fill(A, na, 1), fill(B, nb, 2), fill(C, nc, 3);
-  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[4];
-  gemm_fn fns[2] = {run_ours, run_blas};
-  for (int i = 0; i < 4; i++) g[i] = fl / time_median(fns[i / 2], s, A, B, C, 1 + i % 2);
-  printf("| %s | %lld %lld %lld | %c%c | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) |\n", s->what,
-         (long long)s->M, (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', g[0],
-         100 * g[0] / peak1, g[1], 100 * g[1] / peak2, g[2], 100 * g[2] / peak1, g[3], 100 * g[3] / peak2);
+  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[6];
+  gemm_fn fns[3] = {run_ours, run_blas, run_bf16};
+  for (int i = 0; i < 6; i++) g[i] = fl / time_median(fns[i / 2], s, A, B, C, 1 + i % 2);
+  printf("| %s | %lld %lld %lld | %c%c | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f (%.0f%%) "
+         "| %.1f (%.0f%%) | %.1f (%.0f%%) | %.2f / %.2f |\n",
+         s->what, (long long)s->M, (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', g[0],
+         100 * g[0] / peak1, g[1], 100 * g[1] / peak2, g[2], 100 * g[2] / peak1, g[3], 100 * g[3] / peak2, g[4],
+         100 * g[4] / bpeak1, g[5], 100 * g[5] / bpeak2, g[4] / g[0], g[5] / g[1]);
   fflush(stdout);
   free(A), free(B), free(C);
   return 0;
@@ -115,7 +127,7 @@ static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out) {
 }
 
 static int bench_model_products(const bench_model *m) {
-  printf("| **%s** | | | | | | |\n", m->desc);
+  printf("| **%s** | | | | | | | | | |\n", m->desc);
   int64_t qd = m->H * m->hd, kd = m->K * m->hd;
   if (bench_proj("q", m->M, m->d, qd) || bench_proj("k, v", m->M, m->d, kd) || bench_proj("o", m->M, qd, m->d) ||
       bench_proj("gate, up", m->M, m->d, m->F) || bench_proj("down", m->M, m->F, m->d) ||
@@ -127,7 +139,7 @@ static int bench_model_products(const bench_model *m) {
 /* A 64 x 64 attention tile (the shapes of kernels/attention.c's products) and
  * one decoding token's projections (M = 1). */
 static int bench_small_products(void) {
-  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | |\n");
+  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | | | | |\n");
   shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128},       {"tile O += P.V", 0, 0, 64, 128, 64},
                 {"tile dV += P^T.dO", 1, 0, 64, 128, 64},     {"decode gate", 0, 1, 1, 2048, 640},
                 {"decode down", 0, 1, 1, 640, 2048},          {"decode head", 0, 1, 1, 262144, 640}};
@@ -154,10 +166,19 @@ int gt_bench_gemm(int argc, char **argv) {
   peak2 = gt_fma_peak_gflops(2, 0.3);
   printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
          peak2, openblas_get_corename());
-  printf("GFLOP/s (share of that peak), median of repeated calls, C += A.B (beta 1)\n\n");
+  bpeak1 = gt_bf16_peak_gflops(1, 0.3);
+  bpeak2 = gt_bf16_peak_gflops(2, 0.3);
+  static const char *kname[3] = {"rounded copies + gt_sgemm", "FMA emulation", "vdpbf16ps"};
+  int kern = gt__bgemm_kernel();
+  printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; gt_bgemm kernel: %s\n", bpeak1, bpeak2,
+         kname[kern < 0 || kern > 2 ? 0 : kern]);
+  printf("GFLOP/s (share of that peak: fp32 columns of the fp32 peak, bf16 columns of the bf16 peak), median of\n"
+         "repeated calls, C += A.B (beta 1); bf16/f32 = gt_bgemm rate over gt_sgemm rate on 1 / 2 threads\n\n");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
-  printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread | OpenBLAS 2 threads |\n");
-  printf("|---|---|---|---|---|---|---|\n");
+  if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
+  printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
+         "| OpenBLAS 2 threads | gt_bgemm 1 thread | gt_bgemm 2 threads | bf16/f32 |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|\n");
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
      * its threads and buffers on its first call */
@@ -168,6 +189,7 @@ int gt_bench_gemm(int argc, char **argv) {
       omp_set_num_threads(t);
       run_ours(&w, x, x + 65536, x + 131072);
       run_blas(&w, x, x + 65536, x + 131072);
+      run_bf16(&w, x, x + 65536, x + 131072);
     }
     free(x);
   }

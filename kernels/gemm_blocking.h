@@ -1,0 +1,51 @@
+/* Pieces shared by the packed GEMMs, kernels/gemm.c (float32) and
+ * kernels/gemm_bf16.c (bf16): the cache sizes, the plan that cuts one product
+ * into tasks, and the per-thread packing buffers. Defined in gemm.c in plain
+ * C (no vector code), so they exist whatever -march the library is built
+ * for. Private to kernels/. */
+#ifndef GEMTRAIN_GEMM_BLOCKING_H
+#define GEMTRAIN_GEMM_BLOCKING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+static inline int64_t gt__gmin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t gt__gmax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t gt__gcdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* L2 and L3 sizes in bytes, read once (sysconf; 1 MiB and 8 MiB when the
+ * system does not say). */
+int64_t gt__gemm_l2_bytes(void);
+int64_t gt__gemm_l3_bytes(void);
+
+/* A kernel's register tile (mr x nr) and cache blocks: kc_max elements of K
+ * per block, K blocks rounded up to a multiple of kalign, at most mc_max rows
+ * per A block and nc_max columns per B block. */
+typedef struct gt__gemm_blocks {
+  int64_t mr, nr, kc_max, kalign, mc_max, nc_max;
+} gt__gemm_blocks;
+
+/* How one call is cut: K in blocks of kc, N in blocks of nc; the C block
+ * [M, nc] in nic row blocks (of at most mc rows, whole mr panels) times
+ * ngroups groups of nr panels: nic * ngroups tasks for a team of nt. The cut
+ * of K (so every element's order of operations) depends on K and the blocks
+ * only, never on the thread count. */
+typedef struct gt__gemm_plan {
+  int64_t kc, nc, mc, nic, ngroups;
+  int nt;
+} gt__gemm_plan;
+void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, int64_t N, int64_t K, int nt);
+
+/* The calling thread's packing buffers (a: the A blocks of its team, b: the
+ * shared B block), grown on demand, kept between calls, freed when the thread
+ * exits; NULL when they cannot be set up. Both GEMMs use the same ones (a
+ * thread runs one product at a time). */
+typedef struct gt__gemm_cache {
+  void *a, *b;
+  size_t acap, bcap; /* bytes */
+} gt__gemm_cache;
+gt__gemm_cache *gt__gemm_cache_get(void);
+/* *p holds at least `bytes`, 64-byte aligned: 0, or -1 with *p unchanged. */
+int gt__gemm_grow(void **p, size_t *cap, size_t bytes);
+
+#endif
