@@ -387,6 +387,40 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
   GT__BEPILOGUE
 }
 
+/* ------------------------------------------------------- small products */
+
+/* A few rows times B^T (decoding one token: x [1, K] times W [N, K]^T), as
+ * gt_sgemm does it: packing would convert all of W for one use, so each
+ * output is a dot product of two contiguous rows, both rounded to bf16 in
+ * registers; the products are exact in float32 and summed in 16 lanes, then
+ * across them: another order than the packed kernel's, within the same
+ * bound. Every output is one thread's fixed-order sum, so the bits do not
+ * depend on threads. Both paths (vdpbf16ps and its fallback) use it. */
+#define GT__BGEMV_ROWS 4
+static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float beta, float *C, int64_t ldc) {
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
+  __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
+  for (int64_t j = 0; j < N; j++) {
+    const float *b = B + j * ldb;
+    for (int64_t i = 0; i < M; i++) {
+      const float *a = A + i * lda;
+      __m512 acc = _mm512_setzero_ps();
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16)
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(gt__rnd16(_mm512_loadu_ps(a + k))),
+                              _mm512_castsi512_ps(gt__rnd16(_mm512_loadu_ps(b + k))), acc);
+      if (k < K)
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(gt__rnd16(_mm512_maskz_loadu_ps(tail, a + k))),
+                              _mm512_castsi512_ps(gt__rnd16(_mm512_maskz_loadu_ps(tail, b + k))), acc);
+      float dot = alpha * _mm512_reduce_add_ps(acc);
+      float *c = C + i * ldc + j;
+      *c = beta == 0.0f ? dot : dot + beta * *c;
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- driver */
 
 /* 0, or -1 when the buffers could not grow (the caller then takes the
@@ -459,6 +493,10 @@ void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   }
   int path = gt__bgemm_kernel();
 #if defined(GT__BG_X86)
+  if (path != GT__BG_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
+    gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (path != GT__BG_COPY &&
       gt__bgemm_packed(path == GT__BG_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A, lda,
                        B, ldb, beta, C, ldc) == 0)

@@ -123,10 +123,13 @@ static void run_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
 START_TEST(test_bgemm_transposes_and_edges) {
   /* M around MR (12) and its multiples, N around NR (32), K odd, around the
    * 32-k packing steps and the KC blocks (1024 k on 1 MiB L2s: 2049 is three
-   * blocks), N over an NC block (8192) */
+   * blocks), N over an NC block (8192); M <= 4 with B^T takes the
+   * dot-product path */
   int64_t sizes[][3] = {{1, 1, 1},     {11, 31, 3},   {12, 32, 32},   {13, 33, 33},   {24, 64, 63},
                         {25, 65, 65},  {37, 17, 301}, {5, 100, 1023}, {13, 40, 1024}, {7, 33, 1025},
-                        {30, 20, 2049}, {3, 8229, 9}, {200, 7, 31},   {0, 5, 5},      {5, 0, 5}};
+                        {30, 20, 2049}, {3, 8229, 9}, {200, 7, 31},   {0, 5, 5},      {5, 0, 5},
+                        /* up to 4 rows times B^T: the dot-product path (decoding) */
+                        {1, 2048, 640}, {4, 300, 641}, {2, 70, 15}};
   float ab[][2] = {{1, 0}, {1, 1}, {0.5f, -0.75f}, {-2, 0}, {1, 1}};
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
