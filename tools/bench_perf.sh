@@ -31,7 +31,7 @@ steps=${GT_PERF_STEPS:-5}
 skip=" ${GT_PERF_SKIP:-} "
 work=$(mktemp -d /tmp/gt_bench_perf.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-for v in OMP_WAIT_POLICY GOMP_SPINCOUNT OMP_NUM_THREADS OMP_PROC_BIND OMP_PLACES GOMP_CPU_AFFINITY; do unset "$v"; done
+gt_bench_no_omp_env
 
 tiny=(vocab_size=4096 base_emb_dim=256 base_num_decoder_layers=6 base_num_query_heads=4 base_num_kv_heads=1
       head_dim=64 base_mlp_dim=1024 sliding_window_size=64 query_pre_attn_scalar=64 max_target_length=256
@@ -41,16 +41,11 @@ small=(vocab_size=32768 base_emb_dim=640 base_num_decoder_layers=12 base_num_que
        per_device_batch_size=4 model_name=gemma3-small remat_policy=none)
 m270=(model_name=gemma3-270m max_target_length=512 remat_policy=none)
 
-if [ -n "${GT_LOCK:-}" ]; then exec 9> "$GT_LOCK"; fi
-lock() { if [ -n "${GT_LOCK:-}" ]; then flock 9; fi; }
-unlock() { if [ -n "${GT_LOCK:-}" ]; then flock -u 9; fi; }
-section() { echo; echo "=== $* ($(date -u +%H:%M:%S), load average $(cut -d' ' -f1-3 /proc/loadavg))"; }
-wants() { case "$skip" in *" $1 "*) return 1 ;; *) return 0 ;; esac; }
 # the figures of a `gemtrain bench` output: "tokens/s GFLOP/s"
 figures() { gt_bench_figures < "$1"; }
 
 echo "bench_perf: $("$bin" --version), commit $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
-echo "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 '^cpu family' /proc/cpuinfo | awk '{print $NF}') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | awk '{print $NF}')), $(nproc) cores"
+gt_bench_cpu
 
 # ---- 1. GEMM and the peak -------------------------------------------------
 # the peak is the one `gemtrain bench gemm` measures (kernels/peak.c)
