@@ -120,8 +120,7 @@ static void gt__bgemm_copy(int transA, int transB, int64_t M, int64_t N, int64_t
 #if defined(GT__BG_X86)
 /* ------------------------------------------------ AVX-512 (cpuid-chosen) */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,fma")
 
 enum { MR = 12, NR = 32 };
 
@@ -480,7 +479,7 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   return 0;
 }
 
-#pragma GCC pop_options
+GT__TARGET_END
 #endif /* GT__BG_X86 */
 
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

@@ -8,8 +8,9 @@
 
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+#include "kernels/target.h"
+
+GT__TARGET_BEGIN("avx512f")
 
 /* In-register transpose of 16 rows of 16 floats: on return r[c] holds
  * column c (element i from row i). */
@@ -40,6 +41,6 @@ static inline __attribute__((always_inline)) void gt__tr16(__m512 r[16]) {
   }
 }
 
-#pragma GCC pop_options
+GT__TARGET_END
 
 #endif
