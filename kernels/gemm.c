@@ -30,6 +30,7 @@
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
  * (kernels/gemm_blocking.h, defined here in plain C for every -march). */
 #include <cblas.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,71 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
   return 0;
 }
 
+/* Loops: jc over N by nc, pc over K by kc (pack B: kc x nc into nr-wide
+ * panels, all threads), then the C block [M, nc] cut into tasks of mc rows
+ * times a group of nr panels, handed out dynamically (a thread that lost its
+ * core takes fewer). A task packs its mc x kc block of A and runs, per B
+ * panel, the micro-kernel over every A panel: the A block stays in L2, the
+ * B micro-panel streams. Every C tile is computed whole by one task in a
+ * fixed k order, blocks follow each other behind barriers: the bits do not
+ * depend on the thread count or on timing. */
+int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  const gt__gemm_blocks *bl = k->blocks;
+  gt__gemm_plan pl;
+  gt__gemm_plan_make(&pl, bl, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  /* the plan's task cut uses the team size it asked for; the buffers are
+   * sized for it, and a smaller team only takes more tasks each */
+  const int64_t MR = bl->mr, NR = bl->nr, kub = pl.kc / k->kdiv; /* elements per full K block */
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kub * pl.nc)) ||
+      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(pl.nt * pl.mc * kub)))
+    return -1;
+  uint32_t *Bp = cache->b, *Abase = cache->a;
+  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__gcdiv(M, MR);
+#pragma omp parallel num_threads(pl.nt)
+  {
+    int tid = omp_get_thread_num();
+    uint32_t *Ap = Abase + (int64_t)tid * mc * kub;
+    for (int64_t jc = 0; jc < N; jc += ncb) {
+      int64_t nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
+      for (int64_t pc = 0; pc < K; pc += kcb) {
+        int64_t kc = gt__gmin(kcb, K - pc), ku = gt__gcdiv(kc, k->kdiv);
+        float bta = pc == 0 ? beta : 1.0f;
+        /* every thread packs panels of the shared B block; the loop's
+         * barrier keeps them from reading it early */
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < npanels; q++)
+          k->pack_b(Bp + q * NR * ku, transB, B, ldb, pc, kc, jc + q * NR, gt__gmin(NR, nc - q * NR));
+        int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
+        /* ... and the end of this loop keeps the next pack from overwriting
+         * B while a task still reads it */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < nic * ng; t++) {
+          int64_t ib = t / ng, g = t % ng;
+          int64_t ic = mpanels * ib / nic * MR, m = gt__gmin(M, mpanels * (ib + 1) / nic * MR) - ic;
+          if (ib != packed_ic) {
+            k->pack_a(Ap, transA, A, lda, ic, m, pc, kc);
+            packed_ic = ib;
+          }
+          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
+          for (int64_t q = q0; q < q1; q++) {
+            const uint32_t *bq = Bp + q * NR * ku;
+            float *cq = C + ic * ldc + jc + q * NR;
+            int64_t nr = gt__gmin(NR, nc - q * NR);
+            for (int64_t ir = 0; ir < m; ir += MR) {
+              /* the next tile: below this one, or the top of the next panel */
+              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
+              k->micro(ku, Ap + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
+            }
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #include <omp.h>
@@ -148,7 +214,6 @@ enum { MR = 12, NR = 32 };
 
 static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t gt__max(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t gt__cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ------------------------------------------------------------- blocking */
 
@@ -320,6 +385,21 @@ static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, in
 #undef GT__STORE
 }
 
+/* the shared driver's view of this kernel (gemm_blocking.h: packed
+ * elements of 4 bytes, here one float each) */
+static void gt__pack_a_u(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                         int64_t kc) {
+  gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc);
+}
+static void gt__pack_b_u(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t nr) {
+  gt__pack_b_panel((float *)(void *)d, tB, B, ldb, k0, kc, j0, nr);
+}
+static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
+                        int64_t nr, float alpha, float beta, const float *cn) {
+  gt__micro(kc, (const float *)(const void *)Ap, (const float *)(const void *)Bp, C, ldc, mr, nr, alpha, beta, cn);
+}
+
 /* ------------------------------------------------------- small products */
 
 /* A few rows times B^T (decoding one token: x [1, K] times W [N, K]^T):
@@ -363,59 +443,10 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
   pthread_once(&gt__block_once, gt__block_init);
-  gt__gemm_plan pl;
-  gt__gemm_plan_make(&pl, &gt__blocks, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
-  /* the plan's task cut uses the team size it asked for; the buffers are
-   * sized for it, and a smaller team only takes more tasks each */
-  gt__gemm_cache *cache = gt__gemm_cache_get();
-  if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, sizeof(float) * (size_t)(pl.kc * pl.nc)) ||
-      gt__gemm_grow(&cache->a, &cache->acap, sizeof(float) * (size_t)(pl.nt * pl.mc * pl.kc))) {
+  static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__pack_b_u, gt__micro_u};
+  if (gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
                 (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-    return;
-  }
-  float *Bp = cache->b, *Abase = cache->a;
-  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__cdiv(M, MR);
-#pragma omp parallel num_threads(pl.nt)
-  {
-    int tid = omp_get_thread_num();
-    float *Ap = Abase + (int64_t)tid * mc * kcb;
-    for (int64_t jc = 0; jc < N; jc += ncb) {
-      int64_t nc = gt__min(ncb, N - jc), npanels = gt__cdiv(nc, NR);
-      for (int64_t pc = 0; pc < K; pc += kcb) {
-        int64_t kc = gt__min(kcb, K - pc);
-        float bta = pc == 0 ? beta : 1.0f;
-        /* every thread packs panels of the shared B block; the loop's
-         * barrier keeps them from reading it early */
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < npanels; q++)
-          gt__pack_b_panel(Bp + q * NR * kc, transB, B, ldb, pc, kc, jc + q * NR, gt__min(NR, nc - q * NR));
-        int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
-        /* ... and the end of this loop keeps the next pack from overwriting
-         * B while a task still reads it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < nic * ng; t++) {
-          int64_t ib = t / ng, g = t % ng;
-          int64_t ic = mpanels * ib / nic * MR, m = gt__min(M, mpanels * (ib + 1) / nic * MR) - ic;
-          if (ib != packed_ic) {
-            gt__pack_a(Ap, transA, A, lda, ic, m, pc, kc);
-            packed_ic = ib;
-          }
-          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
-          for (int64_t q = q0; q < q1; q++) {
-            const float *bq = Bp + q * NR * kc;
-            float *cq = C + ic * ldc + jc + q * NR;
-            int64_t nr = gt__min(NR, nc - q * NR);
-            for (int64_t ir = 0; ir < m; ir += MR) {
-              /* the next tile: below this one, or the top of the next panel */
-              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-              gt__micro(kc, Ap + ir * kc, bq, cq + ir * ldc, ldc, gt__min(MR, m - ir), nr, alpha, bta, cn);
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
 #else /* no AVX-512: OpenBLAS */

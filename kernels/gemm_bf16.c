@@ -428,55 +428,9 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                             float *C, int64_t ldc) {
   pthread_once(&gt__bblock_once, gt__bblock_init);
-  gt__gemm_plan pl;
-  gt__gemm_plan_make(&pl, &gt__bblocks, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
-  const int64_t kpb = pl.kc / 2; /* pairs per K block (kc is a multiple of 32) */
-  gt__gemm_cache *cache = gt__gemm_cache_get();
-  if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kpb * pl.nc)) ||
-      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(pl.nt * pl.mc * kpb)))
-    return -1;
-  uint32_t *Bp = cache->b, *Abase = cache->a;
-  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__gcdiv(M, MR);
-#pragma omp parallel num_threads(pl.nt)
-  {
-    int tid = omp_get_thread_num();
-    uint32_t *Ap = Abase + (int64_t)tid * mc * kpb;
-    for (int64_t jc = 0; jc < N; jc += ncb) {
-      int64_t nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
-      for (int64_t pc = 0; pc < K; pc += kcb) {
-        int64_t kc = gt__gmin(kcb, K - pc), kp = (kc + 1) / 2;
-        float bta = pc == 0 ? beta : 1.0f;
-        /* all threads pack the shared B block; the loop's barrier keeps
-         * them from reading it early */
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < npanels; q++)
-          gt__bpack_b_panel(Bp + q * NR * kp, transB, B, ldb, pc, kc, jc + q * NR, gt__gmin(NR, nc - q * NR));
-        int64_t packed_ic = -1;
-        /* ... and the end of this loop keeps the next pack from overwriting
-         * B while a task still reads it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < nic * ng; t++) {
-          int64_t ib = t / ng, g = t % ng;
-          int64_t ic = mpanels * ib / nic * MR, m = gt__gmin(M, mpanels * (ib + 1) / nic * MR) - ic;
-          if (ib != packed_ic) {
-            gt__bpack_a(Ap, transA, A, lda, ic, m, pc, kc);
-            packed_ic = ib;
-          }
-          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
-          for (int64_t q = q0; q < q1; q++) {
-            const uint32_t *bq = Bp + q * NR * kp;
-            float *cq = C + ic * ldc + jc + q * NR;
-            int64_t nr = gt__gmin(NR, nc - q * NR);
-            for (int64_t ir = 0; ir < m; ir += MR) {
-              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-              micro(kp, Ap + ir * kp, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
-            }
-          }
-        }
-      }
-    }
-  }
-  return 0;
+  /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a, gt__bpack_b_panel, micro};
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 GT__TARGET_END

@@ -48,4 +48,29 @@ gt__gemm_cache *gt__gemm_cache_get(void);
 /* *p holds at least `bytes`, 64-byte aligned: 0, or -1 with *p unchanged. */
 int gt__gemm_grow(void **p, size_t *cap, size_t bytes);
 
+/* One packed GEMM's kernel: how it packs and multiplies. A packed element
+ * is 4 bytes and holds kdiv consecutive k (a float: 1; a pair of bf16: 2),
+ * so a K block of kc takes ku = ceil(kc / kdiv) elements per row. A panel is
+ * mr (A) or nr (B) elements wide; pack_a writes a block of mc rows as
+ * mr-tall panels, pack_b one nr-wide panel; micro multiplies one A panel by
+ * one B panel over ku elements into the mr x nr tile of C at C (prefetching
+ * cnext, the tile the next call writes). */
+typedef struct gt__gemm_kernel {
+  const gt__gemm_blocks *blocks;
+  int64_t kdiv;
+  void (*pack_a)(uint32_t *Ap, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                 int64_t kc);
+  void (*pack_b)(uint32_t *Bp, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                 int64_t nr);
+  void (*micro)(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                float alpha, float beta, const float *cnext);
+} gt__gemm_kernel;
+
+/* The loops both packed GEMMs share (kernels/gemm.c): C = alpha op(A) op(B)
+ * + beta C with the blocks' plan and the calling thread's buffers. 0, or -1
+ * when the buffers cannot grow (nothing written: the caller takes another
+ * path). M, N, K > 0. */
+int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 #endif
