@@ -208,6 +208,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 #include <immintrin.h>
 #include <omp.h>
 
+#include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
 
 enum { MR = 12, NR = 32 };
@@ -337,14 +338,8 @@ static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, 
  * spelled out one by one so the 24 accumulators stay in registers. */
 static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
                       float alpha, float beta, const float *Cnext) {
-  for (int64_t r = 0; r < MR; r++) {
-    _mm_prefetch((const char *)(Cnext + r * ldc), _MM_HINT_ET0);
-    _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);
-  }
-#define GT__DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-  GT__DECL(0) GT__DECL(1) GT__DECL(2) GT__DECL(3) GT__DECL(4) GT__DECL(5)
-  GT__DECL(6) GT__DECL(7) GT__DECL(8) GT__DECL(9) GT__DECL(10) GT__DECL(11)
-#undef GT__DECL
+  GT__TILE_PREFETCH
+  GT__TILE_ROWS(GT__TILE_DECL)
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_load_ps(Bp + k * NR), b1 = _mm512_load_ps(Bp + k * NR + 16);
@@ -355,34 +350,10 @@ static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, in
     c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0); \
     c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1); \
   }
-    GT__ROW(0) GT__ROW(1) GT__ROW(2) GT__ROW(3) GT__ROW(4) GT__ROW(5)
-    GT__ROW(6) GT__ROW(7) GT__ROW(8) GT__ROW(9) GT__ROW(10) GT__ROW(11)
+    GT__TILE_ROWS(GT__ROW)
 #undef GT__ROW
   }
-  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
-  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  /* one rule for every row: alpha and beta folded in only when they are not
-   * 1 (and C read only when beta is not 0) */
-  const int scale = alpha != 1.0f, mode = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
-#define GT__STORE(r)                                                           \
-  if (r < mr) {                                                                \
-    float *cr = C + r * ldc;                                                   \
-    __m512 x0 = c##r##0, x1 = c##r##1;                                         \
-    if (scale) x0 = _mm512_mul_ps(va, x0), x1 = _mm512_mul_ps(va, x1);         \
-    if (mode == 1) {                                                           \
-      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));                   \
-      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));              \
-    } else if (mode == 2) {                                                    \
-      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);             \
-      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);        \
-    }                                                                          \
-    _mm512_mask_storeu_ps(cr, m0, x0);                                         \
-    _mm512_mask_storeu_ps(cr + 16, m1, x1);                                    \
-  }
-  GT__STORE(0) GT__STORE(1) GT__STORE(2) GT__STORE(3) GT__STORE(4) GT__STORE(5)
-  GT__STORE(6) GT__STORE(7) GT__STORE(8) GT__STORE(9) GT__STORE(10) GT__STORE(11)
-#undef GT__STORE
+  GT__TILE_EPILOGUE
 }
 
 /* the shared driver's view of this kernel (gemm_blocking.h: packed

@@ -66,6 +66,7 @@
 #define GT__BG_X86 1
 #include <immintrin.h>
 
+#include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
 #endif
 
@@ -287,46 +288,12 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
 typedef void (*gt__bmicro_fn)(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                               int64_t nr, float alpha, float beta, const float *Cnext);
 
-#define GT__BDECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-#define GT__BROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-
-/* alpha and beta folded in only when they are not 1 (C read only when beta
- * is not 0), one rule for every row */
-#define GT__BSTORE(r)                                                          \
-  if (r < mr) {                                                                \
-    float *cr = C + r * ldc;                                                   \
-    __m512 x0 = c##r##0, x1 = c##r##1;                                         \
-    if (scale) x0 = _mm512_mul_ps(va, x0), x1 = _mm512_mul_ps(va, x1);         \
-    if (mode == 1) {                                                           \
-      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));                   \
-      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));              \
-    } else if (mode == 2) {                                                    \
-      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);             \
-      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);        \
-    }                                                                          \
-    _mm512_mask_storeu_ps(cr, m0, x0);                                         \
-    _mm512_mask_storeu_ps(cr + 16, m1, x1);                                    \
-  }
-
-#define GT__BEPILOGUE                                                                           \
-  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);                                \
-  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);           \
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                  \
-  const int scale = alpha != 1.0f, mode = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;               \
-  GT__BROWS(GT__BSTORE)
-
-#define GT__BPREFETCH_C                                                 \
-  for (int64_t r = 0; r < MR; r++) {                                    \
-    _mm_prefetch((const char *)(Cnext + r * ldc), _MM_HINT_ET0);        \
-    _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);   \
-  }
-
 /* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair */
 __attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
                                                                 float *C, int64_t ldc, int64_t mr, int64_t nr,
                                                                 float alpha, float beta, const float *Cnext) {
-  GT__BPREFETCH_C
-  GT__BROWS(GT__BDECL)
+  GT__TILE_PREFETCH
+  GT__TILE_ROWS(GT__TILE_DECL)
 #pragma GCC unroll 2
   for (int64_t q = 0; q < kp; q++) {
     __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
@@ -337,10 +304,10 @@ __attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, cons
     c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);         \
     c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);         \
   }
-    GT__BROWS(GT__ROW)
+    GT__TILE_ROWS(GT__ROW)
 #undef GT__ROW
   }
-  GT__BEPILOGUE
+  GT__TILE_EPILOGUE
 }
 
 /* The fallback: each pair split into two floats (the low half shifted up,
@@ -348,8 +315,8 @@ __attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, cons
  * vdpbf16ps's arithmetic with float32 FMAs. */
 static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                            int64_t nr, float alpha, float beta, const float *Cnext) {
-  GT__BPREFETCH_C
-  GT__BROWS(GT__BDECL)
+  GT__TILE_PREFETCH
+  GT__TILE_ROWS(GT__TILE_DECL)
   const unsigned csr = _mm_getcsr();
   /* FTZ (bit 15), DAZ (bit 6), round to nearest (bits 13-14 clear):
    * vdpbf16ps does not consult MXCSR; the flags the loop raises are dropped
@@ -373,7 +340,7 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
     c##r##0 = _mm512_fmadd_ps(ae, b0e, _mm512_fmadd_ps(ao, b0o, c##r##0)); \
     c##r##1 = _mm512_fmadd_ps(ae, b1e, _mm512_fmadd_ps(ao, b1o, c##r##1)); \
   }
-    GT__BROWS(GT__ROW)
+    GT__TILE_ROWS(GT__ROW)
 #undef GT__ROW
   }
   /* every accumulator is final before the mode is restored (both asm
@@ -383,7 +350,7 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
   __asm__ volatile("" : "+v"(c60), "+v"(c61), "+v"(c70), "+v"(c71), "+v"(c80), "+v"(c81), "+v"(c90), "+v"(c91),
                    "+v"(c100), "+v"(c101), "+v"(c110), "+v"(c111));
   _mm_setcsr(csr);
-  GT__BEPILOGUE
+  GT__TILE_EPILOGUE
 }
 
 /* ------------------------------------------------------- small products */
