@@ -363,28 +363,10 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
  * bound. Every output is one thread's fixed-order sum, so the bits do not
  * depend on threads. Both paths (vdpbf16ps and its fallback) use it. */
 #define GT__BGEMV_ROWS 4
+#define GT__RND_PS(v) _mm512_castsi512_ps(gt__rnd16(v))
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
-  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
-  __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
-#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
-  for (int64_t j = 0; j < N; j++) {
-    const float *b = B + j * ldb;
-    for (int64_t i = 0; i < M; i++) {
-      const float *a = A + i * lda;
-      __m512 acc = _mm512_setzero_ps();
-      int64_t k = 0;
-      for (; k + 16 <= K; k += 16)
-        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(gt__rnd16(_mm512_loadu_ps(a + k))),
-                              _mm512_castsi512_ps(gt__rnd16(_mm512_loadu_ps(b + k))), acc);
-      if (k < K)
-        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(gt__rnd16(_mm512_maskz_loadu_ps(tail, a + k))),
-                              _mm512_castsi512_ps(gt__rnd16(_mm512_maskz_loadu_ps(tail, b + k))), acc);
-      float dot = alpha * _mm512_reduce_add_ps(acc);
-      float *c = C + i * ldc + j;
-      *c = beta == 0.0f ? dot : dot + beta * *c;
-    }
-  }
+  GT__GEMV_BT_BODY(GT__RND_PS)
 }
 
 /* ---------------------------------------------------------------- driver */

@@ -42,4 +42,32 @@
     _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);   \
   }
 
+/* The body of a few rows times B^T (decoding: x [M <= 4, K] times W [N, K]^T),
+ * where packing would copy all of W for one use: each output is a dot
+ * product of two contiguous rows, memory-bound as it must be, LOAD(v) the
+ * operand made of 16 loaded floats (as they are, or rounded to bf16). Every
+ * output is one thread's fixed-order sum, so the bits do not depend on
+ * threads; dynamic chunks of columns: a thread whose core is taken does
+ * fewer. Arguments as gt_sgemm's. */
+#define GT__GEMV_BT_BODY(LOAD)                                                                 \
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();               \
+  __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);                                          \
+  _Pragma("omp parallel for schedule(dynamic, 64) num_threads(nt)")                            \
+  for (int64_t j = 0; j < N; j++) {                                                            \
+    const float *b = B + j * ldb;                                                              \
+    for (int64_t i = 0; i < M; i++) {                                                          \
+      const float *a = A + i * lda;                                                            \
+      __m512 acc = _mm512_setzero_ps();                                                        \
+      int64_t k = 0;                                                                           \
+      for (; k + 16 <= K; k += 16)                                                             \
+        acc = _mm512_fmadd_ps(LOAD(_mm512_loadu_ps(a + k)), LOAD(_mm512_loadu_ps(b + k)), acc); \
+      if (k < K)                                                                               \
+        acc = _mm512_fmadd_ps(LOAD(_mm512_maskz_loadu_ps(tail, a + k)),                        \
+                              LOAD(_mm512_maskz_loadu_ps(tail, b + k)), acc);                  \
+      float dot = alpha * _mm512_reduce_add_ps(acc);                                           \
+      float *c = C + i * ldc + j;                                                              \
+      *c = beta == 0.0f ? dot : dot + beta * *c;                                               \
+    }                                                                                          \
+  }
+
 #endif
