@@ -556,7 +556,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   const float *vb = v + ((size_t)b * T * K + kh) * hd;
   float *S = w->S;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
-  (void)kp, (void)hd16;
+  (void)bm, (void)kp, (void)hd16;
 #ifdef GT__HAND
   if (bm)
     for (int g = 0; g < group; g++)
@@ -742,7 +742,7 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
   const float *kt = a->k + koff, *vt = a->v + koff;
   float *S = w->S, *dP = w->dP, *D = w->D;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
-  (void)kp, (void)hd16;
+  (void)bm, (void)kp, (void)hd16;
 #ifdef GT__HAND
   if (bm) {
     gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
@@ -810,7 +810,7 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
   const float *vb = a->v + ((size_t)b * T * K + kh) * hd;
   float *S = w->S, *dP = w->dP;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
-  (void)kp, (void)hd16;
+  (void)bm, (void)kp, (void)hd16;
   for (int g = 0; g < group; g++)
     gt__rowdot(w->D + g * GT__BQ, a->dout + qoff + (size_t)g * hd,
                a->out + qoff + (size_t)g * hd, nq, ldq, hd);
