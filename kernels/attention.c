@@ -25,6 +25,8 @@
  * returns -1 with nothing written (see gt__team_scratch). */
 #include "kernels/kernels.h"
 #include "simd_exp.h"
+#include "kernels/bf16.h"
+#include "kernels/target.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -249,32 +251,282 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
 #endif
 }
 
+/* ------------------------------------------------- bf16 tile products
+ * gt_attn_dims.bf16 = 1: every tile product takes bf16 inputs with float32
+ * accumulation. Operands are rounded (round to nearest even, NaNs quieted,
+ * as gt_f32_to_bf16) while they are packed into 32-bit lanes that hold two
+ * consecutive elements of the reduction dimension: the even one in the low
+ * half, the odd one in the high half, a zero after an odd length. Each
+ * product then runs on vdpbf16ps, or, without AVX512_BF16 (or with
+ * GEMTRAIN_NO_AVX512BF16=1 / gt__bgemm_force_fallback(1): the choice is
+ * gt__bgemm_kernel()'s), on its emulation: per lane and pair, two float32
+ * FMAs, the odd element first, under DAZ and FTZ with round to nearest (the
+ * arithmetic kernels/gemm_bf16.c measured vdpbf16ps to have), so both give
+ * the same bits.
+ *
+ * Packed shapes (uint32 pairs):
+ *   "A" rows  [m][kp]:      row r, pairs along the row (Q, dO, P, dS);
+ *   "B^T"     [kp][GT__BK]: lane c = pair p of row c (K, V for S and dP);
+ *   "Y"       [kkp][ld]:    lane j = (Y[2p][j], Y[2p+1][j]) (V, K, Q, dO as
+ *                           the right operand of gt__mm_acc; P^T and dS^T).
+ * Scale and accumulation into C are float32, as in the float32 products. */
+#ifdef GT__HAND
+GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512bf16,fma")
+
+/* 16 floats -> bf16 patterns (RNE, NaNs quieted) in the high half of each
+ * lane, the low half zero */
+static inline __attribute__((always_inline)) __m512i gt__bf_hi(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+static inline __mmask16 gt__m16(int n) {
+  return (__mmask16)(n >= 16 ? 0xFFFFu : n > 0 ? (1u << n) - 1u : 0u);
+}
+
+/* "A" rows: dst[r * ldd + p] = pair(src[r][2p], src[r][2p + 1]), r < m,
+ * p < (k + 1) / 2. A row of pairs is the row's bf16 values in order. */
+static void gt__bpack_rows(uint32_t *dst, int ldd, const float *src, int lds, int m, int k) {
+  const int nw = 2 * ((k + 1) / 2);
+  for (int r = 0; r < m; r++) {
+    const float *s = src + (size_t)r * lds;
+    uint16_t *o = (uint16_t *)(dst + (size_t)r * ldd);
+    for (int c = 0; c < nw; c += 16) {
+      const __m512 x = _mm512_maskz_loadu_ps(gt__m16(k - c), s + c);
+      const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf_hi(x), 16));
+      _mm256_mask_storeu_epi16(o + c, gt__m16(nw - c), h);
+    }
+  }
+}
+
+/* "Y": dst[p * ldd + j] = pair(src[2p][j], src[2p + 1][j]) for j < n, zero
+ * for n <= j < ldd (ldd a multiple of 16); an odd kk pairs its last row
+ * with zeros. */
+static void gt__bpack_y(uint32_t *dst, int ldd, const float *src, int lds, int kk, int n) {
+  for (int p = 0; p < (kk + 1) / 2; p++) {
+    const float *e = src + (size_t)(2 * p) * lds;
+    const float *o = 2 * p + 1 < kk ? e + lds : NULL;
+    for (int j = 0; j < ldd; j += 16) {
+      const __mmask16 mk = gt__m16(n - j);
+      const __m512i ve = _mm512_srli_epi32(gt__bf_hi(_mm512_maskz_loadu_ps(mk, e + j)), 16);
+      const __m512i vo = o ? gt__bf_hi(_mm512_maskz_loadu_ps(mk, o + j)) : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + (size_t)p * ldd + j, _mm512_or_si512(ve, vo));
+    }
+  }
+}
+
+/* "B^T" of rows [n][k] (stride ldb): rows packed as "A" rows into tmp, then
+ * transposed; lanes n..GT__BK-1 zero. */
+static void gt__bpack_nt(uint32_t *dst, uint32_t *tmp, const float *B, int ldb, int n, int k) {
+  const int kp = (k + 1) / 2;
+  gt__bpack_rows(tmp, kp, B, ldb, n, k);
+  for (int p = 0; p < kp; p++) {
+    uint32_t *d = dst + (size_t)p * GT__BK;
+    for (int c = 0; c < n; c++) d[c] = tmp[(size_t)c * kp + p];
+    for (int c = n; c < GT__BK; c++) d[c] = 0;
+  }
+}
+
+/* One pair step of the fallback: acc + x_odd y_odd, then + x_even y_even,
+ * each a float32 FMA (the caller has set DAZ, FTZ and round to nearest). */
+static inline __attribute__((always_inline)) __m512 gt__bdp_emu(__m512 acc, __m512i x, __m512i yo,
+                                                                __m512i ye) {
+  const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+  acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(x, hi)), _mm512_castsi512_ps(yo), acc);
+  return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), _mm512_castsi512_ps(ye), acc);
+}
+
+#define GT__MXCSR_BF 0x8040u /* FTZ | DAZ, round to nearest, exceptions as they were */
+#define GT__MXCSR_ON(DP)                                                       \
+  const unsigned csr0 = (DP) ? 0u : _mm_getcsr();                             \
+  if (!(DP)) _mm_setcsr((csr0 & ~0x6000u) | GT__MXCSR_BF)
+#define GT__MXCSR_OFF(DP)                                                      \
+  if (!(DP)) _mm_setcsr(csr0)
+
+/* Rows [r, r + R) of the bf16 gt__mm_nt: C = alpha * A2 . pk over kp pairs. */
+#define GT__BNT_BODY(R, DP)                                                    \
+  do {                                                                         \
+    __m512 acc[R][GT__NV];                                                     \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)                \
+        acc[i][v] = _mm512_setzero_ps();                                       \
+    GT__MXCSR_ON(DP);                                                          \
+    for (int p = 0; p < kp; p++) {                                             \
+      const uint32_t *y = pk + (size_t)p * GT__BK;                             \
+      __m512i yv[GT__NV], yo[GT__NV], ye[GT__NV];                              \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++) {              \
+        yv[v] = _mm512_loadu_si512(y + 16 * v);                                \
+        if (!(DP)) {                                                           \
+          yo[v] = _mm512_and_si512(yv[v], _mm512_set1_epi32((int)0xffff0000u)); \
+          ye[v] = _mm512_slli_epi32(yv[v], 16);                                \
+        }                                                                      \
+      }                                                                        \
+      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
+        const __m512i x = _mm512_set1_epi32((int)A2[(size_t)(r + i) * lda2 + p]); \
+        _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)              \
+          acc[i][v] = (DP) ? _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, (__m512bh)yv[v]) \
+                           : gt__bdp_emu(acc[i][v], x, yo[v], ye[v]);          \
+      }                                                                        \
+    }                                                                          \
+    GT__MXCSR_OFF(DP);                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)                \
+        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + 16 * v, _mm512_mul_ps(va, acc[i][v])); \
+  } while (0)
+
+/* C (leading dim GT__BK) = alpha * A . B^T with A packed as "A" rows (lda2)
+ * and B as "B^T", kp pairs. */
+static void gt__bmm_nt(float *C, float alpha, const uint32_t *A2, int lda2, int m,
+                       const uint32_t *pk, int kp, int dp) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  int r = 0;
+  if (dp) {
+    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__BNT_BODY(GT__NT_ROWS, 1);
+    for (; r < m; r++) GT__BNT_BODY(1, 1);
+  } else {
+    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__BNT_BODY(GT__NT_ROWS, 0);
+    for (; r < m; r++) GT__BNT_BODY(1, 0);
+  }
+}
+
+/* Rows [r, r + R) of the bf16 gt__mm_acc, NV vectors from column j. */
+#define GT__BACC_BODY(R, NV, DP)                                               \
+  do {                                                                         \
+    __m512 acc[R][NV];                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
+        acc[i][v] = _mm512_setzero_ps();                                       \
+    GT__MXCSR_ON(DP);                                                          \
+    for (int p = 0; p < kkp; p++) {                                            \
+      const uint32_t *y = Y2 + (size_t)p * ldy2 + j;                           \
+      __m512i yv[NV], yo[NV], ye[NV];                                          \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
+        yv[v] = _mm512_loadu_si512(y + 16 * v);                                \
+        if (!(DP)) {                                                           \
+          yo[v] = _mm512_and_si512(yv[v], _mm512_set1_epi32((int)0xffff0000u)); \
+          ye[v] = _mm512_slli_epi32(yv[v], 16);                                \
+        }                                                                      \
+      }                                                                        \
+      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
+        const __m512i x = _mm512_set1_epi32((int)X2[(size_t)(r + i) * xr2 + (size_t)p * xc2]); \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                \
+          acc[i][v] = (DP) ? _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, (__m512bh)yv[v]) \
+                           : gt__bdp_emu(acc[i][v], x, yo[v], ye[v]);          \
+      }                                                                        \
+    }                                                                          \
+    GT__MXCSR_OFF(DP);                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
+      float *o = C + (size_t)(r + i) * ldc + j;                                \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
+        const __mmask16 mk = v == (NV)-1 ? tail : (__mmask16)0xFFFF;           \
+        const __m512 cur = _mm512_maskz_loadu_ps(mk, o + 16 * v);              \
+        _mm512_mask_storeu_ps(o + 16 * v, mk, _mm512_fmadd_ps(va, acc[i][v], cur)); \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+#define GT__BACC_ROWS(NV, DP)                                                  \
+  do {                                                                         \
+    for (; r + 4 <= m; r += 4) GT__BACC_BODY(4, NV, DP);                       \
+    for (; r < m; r++) GT__BACC_BODY(1, NV, DP);                               \
+  } while (0)
+
+/* C[r, 0:n] += alpha * sum_p X2[r*xr2 + p*xc2] . Y2[p*ldy2 + 0:n] (pairs),
+ * r < m, p < kkp; Y2 rows are padded with zeros to a multiple of 16. */
+static void gt__bmm_acc(float *C, int ldc, float alpha, const uint32_t *X2, int xr2, int xc2,
+                        int m, int kkp, const uint32_t *Y2, int ldy2, int n, int dp) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int j = 0; j < n; j += 64) {
+    const int w = gt__imin(64, n - j);
+    const int nv = (w + 15) / 16;
+    const __mmask16 tail = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1u : 0xFFFFu);
+    int r = 0;
+    if (dp) {
+      if (nv == 4) GT__BACC_ROWS(4, 1);
+      else if (nv == 3) GT__BACC_ROWS(3, 1);
+      else if (nv == 2) GT__BACC_ROWS(2, 1);
+      else GT__BACC_ROWS(1, 1);
+    } else {
+      if (nv == 4) GT__BACC_ROWS(4, 0);
+      else if (nv == 3) GT__BACC_ROWS(3, 0);
+      else if (nv == 2) GT__BACC_ROWS(2, 0);
+      else GT__BACC_ROWS(1, 0);
+    }
+  }
+}
+
+GT__TARGET_END
+#endif /* GT__HAND */
+
 /* Per-thread scratch: score and dP tiles, the packed K^T / V^T tiles, and
  * per-row softmax state for every query head of one GQA group. */
 typedef struct gt__scratch {
   float S[GT__BQ * GT__BK], dP[GT__BQ * GT__BK];
   float *kt, *vt;   /* [hd][GT__BK] each */
   float *m, *l, *D; /* [group][GT__BQ] each */
+  /* bf16 mode (bmode 2: vdpbf16ps, 1: its FMA emulation, 0: float32), pairs
+   * of kp = (hd + 1) / 2 and hd16 = hd rounded up to 16:
+   * bk, bv: K and V as "B^T" [kp][GT__BK]; by: V (forward) or K (dQ) as "Y"
+   * [GT__BK / 2][hd16]; qa, doa: Q and dO as "A" rows [group][GT__BQ][kp];
+   * qy, doy: Q and dO as "Y" [GT__BQ / 2][hd16]; px: P or dS (or their
+   * transposes) [GT__BQ * GT__BK / 2]; tmp: [GT__BK][kp]. */
+  int bmode;
+  uint32_t *bk, *bv, *by, *qa, *doa, *qy, *doy, *px, *tmp;
 } gt__scratch;
 
-static gt__scratch *gt__scratch_new(int hd, int group) {
+static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   const size_t nfl = 2 * (size_t)hd * GT__BK + 3 * (size_t)group * GT__BQ;
-  gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float));
+  const size_t kp = (size_t)(hd + 1) / 2, hd16 = (size_t)(hd + 15) / 16 * 16;
+  const size_t npx = gt__imax(GT__BQ * (GT__BK / 2), (GT__BQ + 1) / 2 * GT__BK);
+  const size_t nbf = bmode ? 3 * kp * GT__BK + GT__BK / 2 * hd16 + 2 * (size_t)group * GT__BQ * kp +
+                                 2 * (size_t)(GT__BQ + 1) / 2 * hd16 + npx
+                           : 0;
+  gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float) + nbf * sizeof(uint32_t) + 64);
   if (!w) return NULL;
   w->kt = (float *)(w + 1);
   w->vt = w->kt + (size_t)hd * GT__BK;
   w->m = w->vt + (size_t)hd * GT__BK;
   w->l = w->m + (size_t)group * GT__BQ;
   w->D = w->l + (size_t)group * GT__BQ;
+  w->bmode = bmode;
+  w->bk = w->bv = w->by = w->qa = w->doa = w->qy = w->doy = w->px = w->tmp = NULL;
+  if (bmode) {
+    /* (64-byte aligned: the packed rows are read with full-vector loads) */
+    uintptr_t a = (uintptr_t)(w->D + (size_t)group * GT__BQ);
+    w->bk = (uint32_t *)((a + 63) & ~(uintptr_t)63);
+    w->bv = w->bk + kp * GT__BK;
+    w->tmp = w->bv + kp * GT__BK;
+    w->by = w->tmp + kp * GT__BK;
+    w->qa = w->by + GT__BK / 2 * hd16;
+    w->doa = w->qa + (size_t)group * GT__BQ * kp;
+    w->qy = w->doa + (size_t)group * GT__BQ * kp;
+    w->doy = w->qy + (size_t)(GT__BQ + 1) / 2 * hd16;
+    w->px = w->doy + (size_t)(GT__BQ + 1) / 2 * hd16;
+  }
   return w;
+}
+
+/* The product kernel of bf16 mode: 2 (vdpbf16ps) or 1 (its emulation). */
+static int gt__attn_bmode(const gt_attn_dims *d) {
+  if (!d->bf16) return 0;
+#ifdef GT__HAND
+  return gt__bgemm_kernel() == 2 ? 2 : 1;
+#else
+  return 0; /* no AVX-512 at build time: float32 products (kernels.h) */
+#endif
 }
 
 /* Called by every thread of the team at the start of the parallel region:
  * its scratch, and (*team_ok, after a barrier) whether EVERY thread got one.
  * The work loops are worksharing constructs that all threads of a team must
  * meet or all skip, so the decision has to be the same on every thread. */
-static gt__scratch *gt__team_scratch(int hd, int group, int *nomem, int *team_ok) {
-  gt__scratch *w = gt__scratch_new(hd, group);
+static gt__scratch *gt__team_scratch(int hd, int group, int bmode, int *nomem, int *team_ok) {
+  gt__scratch *w = gt__scratch_new(hd, group, bmode);
   if (!w) {
 #pragma omp atomic write
     *nomem = 1;
@@ -303,6 +555,13 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   const float *kb = k + ((size_t)b * T * K + kh) * hd;
   const float *vb = v + ((size_t)b * T * K + kh) * hd;
   float *S = w->S;
+  const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
+  (void)bm, (void)kp, (void)hd16;
+#ifdef GT__HAND
+  if (bm)
+    for (int g = 0; g < group; g++)
+      gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, q + qoff + (size_t)g * hd, ldq, nq, hd);
+#endif
 
   for (int g = 0; g < group; g++)
     for (int r = 0; r < nq; r++) {
@@ -316,12 +575,23 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     const int nk = gt__imin(GT__BK, jend - j0);
     if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
     const float *kj = kb + (size_t)j0 * ldk;
-    gt__pack_t(w->kt, kj, ldk, nk, hd);
+#ifdef GT__HAND
+    if (bm) {
+      gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
+      gt__bpack_y(w->by, hd16, vb + (size_t)j0 * ldk, ldk, nk, hd);
+    } else
+#endif
+      gt__pack_t(w->kt, kj, ldk, nk, hd);
     for (int g = 0; g < group; g++) {
       const float *qt = q + qoff + (size_t)g * hd;
       float *ot = out + qoff + (size_t)g * hd;
       float *m = w->m + g * GT__BQ, *l = w->l + g * GT__BQ;
-      gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd);
+#ifdef GT__HAND
+      if (bm)
+        gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, bm == 2);
+      else
+#endif
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd);
       for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * GT__BK;
         if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
@@ -353,7 +623,13 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         }
         l[r] += sum;
       }
-      gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd);
+#ifdef GT__HAND
+      if (bm) {
+        gt__bpack_rows(w->px, GT__BK / 2, S, GT__BK, nq, nk);
+        gt__bmm_acc(ot, ldq, 1.0f, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd, bm == 2);
+      } else
+#endif
+        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd);
     }
   }
   for (int g = 0; g < group; g++) {
@@ -380,11 +656,12 @@ int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
   const int np = gt__npairs(nqt);
   const int64_t nitems = (int64_t)B * K * np;
+  const int bm = gt__attn_bmode(d);
   int nomem = 0;
 #pragma omp parallel
   {
     int ok;
-    gt__scratch *w = gt__team_scratch(d->hd, H / K, &nomem, &ok);
+    gt__scratch *w = gt__team_scratch(d->hd, H / K, bm, &nomem, &ok);
     /* Every thread has the same ok. With it the items run exactly as they
      * did before the check existed, so the bits do not change. */
     if (ok) {
@@ -464,8 +741,18 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
   const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
   const float *kt = a->k + koff, *vt = a->v + koff;
   float *S = w->S, *dP = w->dP, *D = w->D;
-  gt__pack_t(w->kt, kt, ldk, nk, hd);
-  if (a->dk) gt__pack_t(w->vt, vt, ldk, nk, hd);
+  const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
+  (void)bm, (void)kp, (void)hd16;
+#ifdef GT__HAND
+  if (bm) {
+    gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
+    if (a->dk) gt__bpack_nt(w->bv, w->tmp, vt, ldk, nk, hd);
+  } else
+#endif
+  {
+    gt__pack_t(w->kt, kt, ldk, nk, hd);
+    if (a->dk) gt__pack_t(w->vt, vt, ldk, nk, hd);
+  }
   const int iend = W > 0 ? gt__imin(T, j0 + nk - 1 + W) : T;
   for (int h = kh * group; h < (kh + 1) * group; h++) {
     const float *lse_bh = a->lse + ((size_t)b * H + h) * T;
@@ -474,6 +761,29 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
       if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
       const size_t qoff = (((size_t)b * T + i0) * H + h) * hd;
       const float *qt = a->q + qoff, *dot = a->dout + qoff;
+#ifdef GT__HAND
+      if (bm) {
+        const int dp = bm == 2, nqp = (nq + 1) / 2;
+        gt__bpack_rows(w->qa, kp, qt, ldq, nq, hd);
+        gt__bmm_nt(S, d->scale, w->qa, kp, nq, w->bk, kp, dp);
+        if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
+        if (a->dv) {
+          gt__bpack_y(w->doy, hd16, dot, ldq, nq, hd);
+          gt__bpack_y(w->px, GT__BK, S, GT__BK, nq, nk);
+          gt__bmm_acc(a->dv + koff, ldk, 1.0f, w->px, 1, GT__BK, nk, nqp, w->doy, hd16, hd, dp);
+        }
+        if (a->dk) {
+          gt__rowdot(D, dot, a->out + qoff, nq, ldq, hd);
+          gt__bpack_rows(w->doa, kp, dot, ldq, nq, hd);
+          gt__bmm_nt(dP, 1.0f, w->doa, kp, nq, w->bv, kp, dp);
+          gt__dscores(dP, S, nq, nk, D);
+          gt__bpack_y(w->qy, hd16, qt, ldq, nq, hd);
+          gt__bpack_y(w->px, GT__BK, dP, GT__BK, nq, nk);
+          gt__bmm_acc(a->dk + koff, ldk, d->scale, w->px, 1, GT__BK, nk, nqp, w->qy, hd16, hd, dp);
+        }
+        continue;
+      }
+#endif
       gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd);
       if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
       if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd);
@@ -499,15 +809,45 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
   const float *kb = a->k + ((size_t)b * T * K + kh) * hd;
   const float *vb = a->v + ((size_t)b * T * K + kh) * hd;
   float *S = w->S, *dP = w->dP;
+  const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
+  (void)bm, (void)kp, (void)hd16;
   for (int g = 0; g < group; g++)
     gt__rowdot(w->D + g * GT__BQ, a->dout + qoff + (size_t)g * hd,
                a->out + qoff + (size_t)g * hd, nq, ldq, hd);
+#ifdef GT__HAND
+  if (bm)
+    for (int g = 0; g < group; g++) {
+      const size_t off = qoff + (size_t)g * hd;
+      gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, a->q + off, ldq, nq, hd);
+      gt__bpack_rows(w->doa + (size_t)g * GT__BQ * kp, kp, a->dout + off, ldq, nq, hd);
+    }
+#endif
   const int jlo = W > 0 ? gt__imax(0, i0 - W + 1) : 0;
   const int jend = i0 + nq;
   for (int j0 = jlo; j0 < jend; j0 += GT__BK) {
     const int nk = gt__imin(GT__BK, jend - j0);
     if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
     const float *kj = kb + (size_t)j0 * ldk, *vj = vb + (size_t)j0 * ldk;
+#ifdef GT__HAND
+    if (bm) {
+      const int dp = bm == 2;
+      gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
+      gt__bpack_nt(w->bv, w->tmp, vj, ldk, nk, hd);
+      gt__bpack_y(w->by, hd16, kj, ldk, nk, hd);
+      for (int g = 0; g < group; g++) {
+        const size_t off = qoff + (size_t)g * hd;
+        const float *lse_t = a->lse + ((size_t)b * H + (size_t)kh * group + g) * T + i0;
+        gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, dp);
+        if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
+        gt__bmm_nt(dP, 1.0f, w->doa + (size_t)g * GT__BQ * kp, kp, nq, w->bv, kp, dp);
+        gt__dscores(dP, S, nq, nk, w->D + g * GT__BQ);
+        gt__bpack_rows(w->px, GT__BK / 2, dP, GT__BK, nq, nk);
+        gt__bmm_acc(a->dq + off, ldq, d->scale, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd,
+                    dp);
+      }
+      continue;
+    }
+#endif
     gt__pack_t(w->kt, kj, ldk, nk, hd);
     gt__pack_t(w->vt, vj, ldk, nk, hd);
     for (int g = 0; g < group; g++) {
@@ -533,11 +873,12 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   const int npk = gt__npairs(nkt), npq = gt__npairs(nqt);
   const int64_t nk_items = (dk || dv) ? (int64_t)B * K * npk : 0;
   const int64_t nq_items = dq ? (int64_t)B * K * npq : 0;
+  const int bm = gt__attn_bmode(d);
   int nomem = 0;
 #pragma omp parallel
   {
     int ok;
-    gt__scratch *w = gt__team_scratch(d->hd, H / K, &nomem, &ok);
+    gt__scratch *w = gt__team_scratch(d->hd, H / K, bm, &nomem, &ok);
     if (ok) { /* the same on every thread, as in the forward */
 #pragma omp for schedule(static)
       for (int64_t it = 0; it < nk_items; it++) {

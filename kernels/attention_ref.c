@@ -2,6 +2,7 @@
  * Deliberately naive: one full score row per query, no tiling, so the fast
  * kernel in attention.c has something obviously correct to be compared to. */
 #include "kernels/kernels.h"
+#include "kernels/bf16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,8 +14,116 @@ static int gt__ref_visible(const int32_t *seg_b, int window, int i, int j) {
   return 1;
 }
 
+/* ---- bf16 mode (gt_attn_dims.bf16): the operands of each product rounded
+ * to bf16 at the points the kernel rounds them (q, k, v; the unnormalized
+ * softmax weights exp(s - max) of forward; P = exp(s - lse), dS = P (dP - D)
+ * before scale, and dO in backward), every sum in double. */
+static double gt__r16(double x) { return gt_bf16_round1((float)x); }
+
+static void gt__fwd_ref_bf16(float *out, float *lse, const float *q, const float *k,
+                             const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
+  const int group = H / K;
+  double *s = malloc((size_t)(T > 0 ? T : 1) * sizeof(double));
+  double *o = malloc((size_t)(hd > 0 ? hd : 1) * sizeof(double));
+  for (int b = 0; b < B; b++) {
+    const int32_t *seg_b = seg ? seg + (size_t)b * T : NULL;
+    for (int h = 0; h < H; h++) {
+      const int kh = h / group;
+      for (int i = 0; i < T; i++) {
+        const float *qi = q + (((size_t)b * T + i) * H + h) * hd;
+        double mx = -INFINITY;
+        for (int j = 0; j < T; j++) {
+          s[j] = -INFINITY;
+          if (!gt__ref_visible(seg_b, d->window, i, j)) continue;
+          const float *kj = k + (((size_t)b * T + j) * K + kh) * hd;
+          double dot = 0.0;
+          for (int c = 0; c < hd; c++) dot += gt__r16(qi[c]) * gt__r16(kj[c]);
+          s[j] = (double)d->scale * dot;
+          if (s[j] > mx) mx = s[j];
+        }
+        double sum = 0.0;
+        for (int c = 0; c < hd; c++) o[c] = 0.0;
+        for (int j = 0; j < T; j++) {
+          if (s[j] == -INFINITY) continue;
+          const double p = exp(s[j] - mx);
+          sum += p;
+          const double pr = gt__r16(p);
+          const float *vj = v + (((size_t)b * T + j) * K + kh) * hd;
+          for (int c = 0; c < hd; c++) o[c] += pr * gt__r16(vj[c]);
+        }
+        float *oi = out + (((size_t)b * T + i) * H + h) * hd;
+        for (int c = 0; c < hd; c++) oi[c] = (float)(o[c] / sum);
+        lse[((size_t)b * H + h) * T + i] = (float)(mx + log(sum));
+      }
+    }
+  }
+  free(s);
+  free(o);
+}
+
+static void gt__bwd_ref_bf16(float *dq, float *dk, float *dv, const float *dout,
+                             const float *out, const float *lse, const float *q,
+                             const float *k, const float *v, const int32_t *seg,
+                             const gt_attn_dims *d) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
+  const int group = H / K;
+  const size_t nkv = (size_t)B * T * K * hd;
+  const double scale = d->scale;
+  double *p = malloc((size_t)(T > 0 ? T : 1) * sizeof(double));
+  double *gq = malloc((size_t)(hd > 0 ? hd : 1) * sizeof(double));
+  double *gk = malloc((nkv ? nkv : 1) * sizeof(double)), *gv = malloc((nkv ? nkv : 1) * sizeof(double));
+  for (size_t x = 0; x < nkv; x++) {
+    gk[x] = dk ? dk[x] : 0.0;
+    gv[x] = dv ? dv[x] : 0.0;
+  }
+  for (int b = 0; b < B; b++) {
+    const int32_t *seg_b = seg ? seg + (size_t)b * T : NULL;
+    for (int h = 0; h < H; h++) {
+      const int kh = h / group;
+      for (int i = 0; i < T; i++) {
+        const size_t qoff = (((size_t)b * T + i) * H + h) * hd;
+        const float *qi = q + qoff, *doi = dout + qoff, *oi = out + qoff;
+        const double lse_i = lse[((size_t)b * H + h) * T + i];
+        double D = 0.0;
+        for (int c = 0; c < hd; c++) D += (double)doi[c] * oi[c];
+        for (int c = 0; c < hd; c++) gq[c] = dq ? dq[qoff + c] : 0.0;
+        for (int j = 0; j < T; j++) {
+          if (!gt__ref_visible(seg_b, d->window, i, j)) continue;
+          const size_t koff = (((size_t)b * T + j) * K + kh) * hd;
+          const float *kj = k + koff, *vj = v + koff;
+          double dot = 0.0, dp = 0.0;
+          for (int c = 0; c < hd; c++) dot += gt__r16(qi[c]) * gt__r16(kj[c]);
+          p[j] = exp(scale * dot - lse_i);
+          for (int c = 0; c < hd; c++) dp += gt__r16(doi[c]) * gt__r16(vj[c]);
+          const double ds = gt__r16(p[j] * (dp - D)), pr = gt__r16(p[j]);
+          for (int c = 0; c < hd; c++) {
+            gq[c] += scale * ds * gt__r16(kj[c]);
+            gk[koff + c] += scale * ds * gt__r16(qi[c]);
+            gv[koff + c] += pr * gt__r16(doi[c]);
+          }
+        }
+        if (dq)
+          for (int c = 0; c < hd; c++) dq[qoff + c] = (float)gq[c];
+      }
+    }
+  }
+  for (size_t x = 0; x < nkv; x++) {
+    if (dk) dk[x] = (float)gk[x];
+    if (dv) dv[x] = (float)gv[x];
+  }
+  free(p);
+  free(gq);
+  free(gk);
+  free(gv);
+}
+
 void gt_attention_forward_ref(float *out, float *lse, const float *q, const float *k,
                               const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  if (d->bf16) {
+    gt__fwd_ref_bf16(out, lse, q, k, v, seg, d);
+    return;
+  }
   const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
   const int group = H / K;
   float *s = malloc((size_t)(T > 0 ? T : 1) * sizeof(float));
@@ -60,6 +169,10 @@ void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dou
                                const float *out, const float *lse, const float *q,
                                const float *k, const float *v, const int32_t *seg,
                                const gt_attn_dims *d) {
+  if (d->bf16) {
+    gt__bwd_ref_bf16(dq, dk, dv, dout, out, lse, q, k, v, seg, d);
+    return;
+  }
   const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
   const int group = H / K;
   float *p = malloc((size_t)(T > 0 ? T : 1) * sizeof(float));

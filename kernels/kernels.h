@@ -131,6 +131,22 @@ typedef struct gt_attn_dims {
   int B, T, H, K, hd;
   int window;  /* 0 = global (causal only) */
   float scale;
+  /* 0: float32 (products in float32). 1: bf16 products. q, k, v hold bf16
+   * values (the caller rounded them; the kernels round them again where they
+   * pack them, a no-op for such values). The tile products S = Q.K^T,
+   * O += P.V and in backward dP = dO.V^T, dQ += dS.K, dK += dS^T.Q,
+   * dV += P^T.dO take bf16 inputs: P (the unnormalized exp(S - running max)
+   * in forward, exp(S - lse) in backward), dS = P (dP - D) (unscaled) and dO
+   * are rounded to bf16 (round to nearest even) where they enter a product.
+   * Products accumulate in float32 on vdpbf16ps (pairs along the reduction
+   * dimension), or on its bit-identical float32-FMA emulation where
+   * AVX512_BF16 is missing or turned off (gt__bgemm_kernel(), kernels/bf16.h).
+   * Softmax, running max and sum, lse, D = rowsum(dO * O) (from the unrounded
+   * dO) and all outputs stay float32. Without AVX-512 at build time the
+   * flag is ignored (float32 products). The references implement the same
+   * rounding with sums in double. Trailing, so positional initializers leave
+   * it 0. */
+  int bf16;
 } gt_attn_dims;
 
 int gt_attention_forward(float *out, float *lse, const float *q, const float *k,

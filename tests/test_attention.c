@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/bf16.h"
 #include "gt_testutil.h"
 
 /* Fast vs reference: both are float32 with different summation orders, and
@@ -79,7 +80,7 @@ static void run_case(const attn_case *c, uint64_t seed) {
   const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd;
   const int64_t nk = (int64_t)c->B * c->T * c->K * c->hd;
   const int64_t nl = (int64_t)c->B * c->H * c->T;
-  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd)};
+  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), 0};
   float *q = gt_test_alloc_fill(nq, &st, -2, 2);
   float *k = gt_test_alloc_fill(nk, &st, -2, 2);
   float *v = gt_test_alloc_fill(nk, &st, -1, 1);
@@ -196,7 +197,7 @@ static double err_vs_double(const float *a, const double *ref, int64_t n) {
 
 static void run_fd(int B, int T, int H, int K, int hd, int W, int segmode, uint64_t seed) {
   uint64_t st = seed;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.7f};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.7f, 0};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   const int64_t nl = (int64_t)B * H * T;
   float *q = gt_test_alloc_fill(nq, &st, -1.5f, 1.5f);
@@ -263,7 +264,7 @@ END_TEST
 static void run_poison(int W, int segmode) {
   uint64_t st = 4242 + (uint64_t)W;
   const int B = 2, T = 420, H = 2, K = 1, hd = 16, P = 97;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.25f};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.25f, 0};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   const int64_t nl = (int64_t)B * H * T;
   float *q = gt_test_alloc_fill(nq, &st, -1, 1);
@@ -324,7 +325,7 @@ END_TEST
 START_TEST(test_poison_k_exact) {
   uint64_t st = 99;
   const int B = 1, T = 150, H = 2, K = 2, hd = 8, W = 10, P = 37;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.3f};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.3f, 0};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   float *q = gt_test_alloc_fill(nq, &st, -1, 1);
   float *k = gt_test_alloc_fill(nk, &st, -1, 1);
@@ -357,7 +358,7 @@ START_TEST(test_deterministic) {
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   int32_t *seg = make_seg(B, T, 1, &st);
   for (int wi = 0; wi < 2; wi++) {
-    gt_attn_dims d = {B, T, H, K, hd, windows[wi], 0.15f};
+    gt_attn_dims d = {B, T, H, K, hd, windows[wi], 0.15f, 0};
     float *o[3], *l[3], *g[3][3];
     const int threads[3] = {2, 2, 1};
     for (int r = 0; r < 3; r++) {
@@ -387,6 +388,226 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* ---- bf16 mode (gt_attn_dims.bf16 = 1) ----
+ * The fast kernel against the bf16 reference (the same operands rounded at
+ * the same points, sums in double), element by element within
+ *   |fast - ref| <= (2^-8 (1 + 2^-6) + 2 eps_S + n * 2^-24) * M + 2^-23 |ref|
+ * where M is the output's sum of |terms| (below) and n its number of float32
+ * roundings:
+ * - each product term has one operand that both sides round from values
+ *   that may differ slightly (the weights P, or dS): each rounding is within
+ *   2^-9 relative, so the two rounded terms differ by at most 2^-8 of the
+ *   term plus the difference before rounding (times 1 + 2^-9; the 2^-6 is
+ *   room for these second-order parts). In forward the kernel rounds
+ *   exp(s - running max), the reference exp(s - final max): different
+ *   scales, which this covers too;
+ * - the weights before rounding differ by the float32 scores: S sums hd
+ *   exact products in float32, so |dS| <= eps_S = (hd + 2) 2^-24 scale
+ *   sum|q k| (worst row), which moves exp(S - m) and its normalisation by at
+ *   most eps_S relative each (2 eps_S; the expf error is in n);
+ * - dS = P (dP - D) also carries the float32 errors of dP and D (hd products
+ *   each), bounded by hd 2^-24 (sum|dO v| + sum|dO O|): M for dQ and dK
+ *   weights each term with A = P (sum|dO v| + sum|dO O|) >= |dS|;
+ * - float32 accumulation of exact products (vdpbf16ps or its emulation):
+ *   at most one 2^-24 rounding per term of a running sum bounded by M, with
+ *   n = terms + hd + 64 for the tile sums, the rescales, exp and the
+ *   initial gradient added in.
+ * Sizes: M_out = sum_j p_j |v_j|; M_dv = sum_i p_ij |dO_i|;
+ * M_dk = scale sum_i A_ij |q_i|; M_dq = scale sum_j A_ij |k_j|; for lse,
+ * |d lse| <= 2 eps_S + (T + 16) 2^-24 + 2^-23 |lse|. bf16 denormals, which
+ * vdpbf16ps reads as zero, add at most 2^-126 per term: far below the
+ * 2^-23 |ref| term at these magnitudes. */
+
+static double r16d(float x) { return gt_bf16_round1(x); }
+
+typedef struct bf_mags {
+  double *out, *dq, *dk, *dv;
+  double eps_s;
+} bf_mags;
+
+static bf_mags bf16_mags(const gt_attn_dims *d, const float *q, const float *k, const float *v,
+                         const float *dout, const float *out, const float *lse, const int32_t *seg) {
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
+  const int group = H / K;
+  const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * K * hd;
+  bf_mags m = {calloc(nq, sizeof(double)), calloc(nq, sizeof(double)),
+               calloc(nk, sizeof(double)), calloc(nk, sizeof(double)), 0.0};
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < T; i++) {
+        const size_t qo = (((size_t)b * T + i) * H + h) * hd;
+        double sdo = 0;
+        for (int c = 0; c < hd; c++) sdo += fabs((double)dout[qo + c] * out[qo + c]);
+        for (int j = 0; j <= i; j++) {
+          if ((W > 0 && i - j >= W) || (seg && seg[b * T + i] != seg[b * T + j])) continue;
+          const size_t ko = (((size_t)b * T + j) * K + h / group) * hd;
+          double dot = 0, adot = 0, adv = 0;
+          for (int c = 0; c < hd; c++) {
+            dot += r16d(q[qo + c]) * r16d(k[ko + c]);
+            adot += fabs(r16d(q[qo + c]) * r16d(k[ko + c]));
+            adv += fabs(r16d(dout[qo + c]) * r16d(v[ko + c]));
+          }
+          const double s = d->scale * dot;
+          const double es = (hd + 2) * 0x1p-24 * d->scale * adot + 0x1p-24 * fabs(s);
+          if (es > m.eps_s) m.eps_s = es;
+          const double p = exp(s - lse[((size_t)b * H + h) * T + i]);
+          const double A = p * (adv + sdo);
+          for (int c = 0; c < hd; c++) {
+            m.out[qo + c] += p * fabs(r16d(v[ko + c]));
+            m.dv[ko + c] += p * fabs(r16d(dout[qo + c]));
+            m.dq[qo + c] += d->scale * A * fabs(r16d(k[ko + c]));
+            m.dk[ko + c] += d->scale * A * fabs(r16d(q[qo + c]));
+          }
+        }
+      }
+  return m;
+}
+
+static double bf_worst; /* worst |fast - ref| / bound seen */
+
+static void check_bf16(const char *what, const attn_case *c, const float *a, const float *ref,
+                       const double *M, double eps_s, double n, int64_t len) {
+  for (int64_t i = 0; i < len; i++) {
+    const double tol = M ? (0x1p-8 * (1 + 0x1p-6) + 2 * eps_s + n * 0x1p-24) * M[i] +
+                               0x1p-23 * fabs(ref[i])
+                         : 2 * eps_s + n * 0x1p-24 + 0x1p-23 * fabs(ref[i]);
+    const double e = fabs((double)a[i] - ref[i]);
+    if (tol > 0 && e / tol > bf_worst) bf_worst = e / tol;
+    ck_assert_msg(e <= tol, "bf16 B=%d T=%d H=%d K=%d hd=%d W=%d seg=%d: %s[%lld] = %.9g, ref %.9g, bound %.3g",
+                  c->B, c->T, c->H, c->K, c->hd, c->window, c->seg, what, (long long)i, a[i], ref[i], tol);
+  }
+}
+
+static float *alloc_fill_bf16(int64_t n, uint64_t *st, float lo, float hi) {
+  float *x = gt_test_alloc_fill(n, st, lo, hi);
+  gt_bf16_round(x, n); /* the caller's rounding: q, k, v hold bf16 values */
+  return x;
+}
+
+static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
+  uint64_t st = seed;
+  const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd;
+  const int64_t nk = (int64_t)c->B * c->T * c->K * c->hd;
+  const int64_t nl = (int64_t)c->B * c->H * c->T;
+  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, scale, 1};
+  gt_attn_dims d32 = d;
+  d32.bf16 = 0;
+  float *q = alloc_fill_bf16(nq, &st, -2, 2);
+  float *k = alloc_fill_bf16(nk, &st, -2, 2);
+  float *v = alloc_fill_bf16(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1); /* not rounded: the kernel rounds it */
+  int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
+  float *out_r = malloc(nq * sizeof(float)), *out_f = malloc(nq * sizeof(float));
+  float *lse_r = malloc(nl * sizeof(float)), *lse_f = malloc(nl * sizeof(float));
+  float *out_e = malloc(nq * sizeof(float)), *lse_e = malloc(nl * sizeof(float));
+  float *out_32 = malloc(nq * sizeof(float)), *lse_32 = malloc(nl * sizeof(float));
+  float *g0[3], *gr[3], *gf[3], *ge[3];
+  for (int i = 0; i < 3; i++) {
+    g0[i] = gt_test_alloc_fill(i ? nk : nq, &st, -0.1f, 0.1f);
+    gr[i] = gt_test_copy(g0[i], i ? nk : nq);
+    gf[i] = gt_test_copy(g0[i], i ? nk : nq);
+    ge[i] = gt_test_copy(g0[i], i ? nk : nq);
+  }
+
+  gt_attention_forward_ref(out_r, lse_r, q, k, v, seg, &d);
+  memset(out_f, 0xff, nq * sizeof(float));
+  memset(lse_f, 0xff, nl * sizeof(float));
+  ck_assert_int_eq(gt_attention_forward(out_f, lse_f, q, k, v, seg, &d), 0);
+  gt_attention_backward_ref(gr[0], gr[1], gr[2], dout, out_r, lse_r, q, k, v, seg, &d);
+  ck_assert_int_eq(gt_attention_backward(gf[0], gf[1], gf[2], dout, out_r, lse_r, q, k, v, seg, &d), 0);
+
+  bf_mags m = bf16_mags(&d, q, k, v, dout, out_r, lse_r, seg);
+  const double terms = (double)c->T * (c->H / c->K);
+  check_bf16("out", c, out_f, out_r, m.out, m.eps_s, 2.0 * c->T + 64, nq);
+  check_bf16("lse", c, lse_f, lse_r, NULL, m.eps_s, c->T + 16, nl);
+  check_bf16("dq", c, gf[0], gr[0], m.dq, m.eps_s, terms + c->hd + 64, nq);
+  check_bf16("dk", c, gf[1], gr[1], m.dk, m.eps_s, terms + c->hd + 64, nk);
+  check_bf16("dv", c, gf[2], gr[2], m.dv, m.eps_s, terms + c->hd + 64, nk);
+
+  /* The fallback (float32 FMAs under DAZ/FTZ) gives the same bits as the
+   * vdpbf16ps path (where the CPU has it; otherwise both runs take it). */
+  gt__bgemm_force_fallback(1);
+  gt_attention_forward(out_e, lse_e, q, k, v, seg, &d);
+  gt_attention_backward(ge[0], ge[1], ge[2], dout, out_r, lse_r, q, k, v, seg, &d);
+  gt__bgemm_force_fallback(0);
+  ck_assert(memcmp(out_e, out_f, nq * sizeof(float)) == 0);
+  ck_assert(memcmp(lse_e, lse_f, nl * sizeof(float)) == 0);
+  for (int i = 0; i < 3; i++) ck_assert(memcmp(ge[i], gf[i], (i ? nk : nq) * sizeof(float)) == 0);
+
+  /* The flag is not ignored: float32 mode on the same inputs differs
+   * (unless every query sees only itself: W = 1 makes out = v exactly). */
+  gt_attention_forward(out_32, lse_32, q, k, v, seg, &d32);
+  if (c->hd >= 8 && c->T >= 7 && c->window != 1) ck_assert(memcmp(out_32, out_f, nq * sizeof(float)) != 0);
+
+  free(m.out), free(m.dq), free(m.dk), free(m.dv);
+  free(q), free(k), free(v), free(dout), free(seg), free(out_r), free(out_f), free(lse_r);
+  free(lse_f), free(out_e), free(lse_e), free(out_32), free(lse_32);
+  for (int i = 0; i < 3; i++) free(g0[i]), free(gr[i]), free(gf[i]), free(ge[i]);
+}
+
+START_TEST(test_bf16_vs_ref) {
+  run_case_bf16(&cases[_i], 1.0f / sqrtf((float)cases[_i].hd), 3000 + (uint64_t)_i);
+  printf("bf16 case %2d (kernel %d): worst |fast - ref| / bound %.3g\n", _i, gt__bgemm_kernel(),
+         bf_worst);
+}
+END_TEST
+
+/* Shapes of the small Gemma 4 fixtures (scale 1: query_pre_attn_scalar 1
+ * with q/k norms, so scores reach tens and P is sharp; head dims 12 and 16,
+ * window 6) and Gemma 3-like ones at hd 512. */
+static const attn_case cases_sharp[] = {
+    {2, 24, 4, 1, 12, 6, 1}, {2, 24, 4, 1, 16, 0, 1}, {1, 130, 4, 1, 12, 6, 0},
+    {1, 100, 2, 1, 512, 0, 0}, {1, 70, 4, 1, 512, 33, 1},
+};
+
+START_TEST(test_bf16_sharp) {
+  const attn_case *c = &cases_sharp[_i];
+  run_case_bf16(c, c->hd >= 512 ? 1.0f / sqrtf((float)c->hd) : 1.0f, 4000 + (uint64_t)_i);
+  printf("bf16 sharp case %d (kernel %d): worst |fast - ref| / bound %.3g\n", _i, gt__bgemm_kernel(), bf_worst);
+}
+END_TEST
+
+/* bf16 mode: the same bits on 2 threads twice and on 1 thread, with and
+ * without the fallback forced (and the two paths equal). */
+START_TEST(test_bf16_deterministic) {
+  uint64_t st = 6;
+  const int B = 2, T = 333, H = 4, K = 2, hd = 40;
+  const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
+  const int64_t nl = (int64_t)B * H * T;
+  float *q = alloc_fill_bf16(nq, &st, -2, 2);
+  float *k = alloc_fill_bf16(nk, &st, -2, 2);
+  float *v = alloc_fill_bf16(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+  int32_t *seg = make_seg(B, T, 1, &st);
+  for (int wi = 0; wi < 2; wi++) {
+    gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1};
+    float *o[4], *l[4], *g[4][3];
+    const int threads[4] = {2, 2, 1, 2};
+    for (int r = 0; r < 4; r++) {
+      omp_set_num_threads(threads[r]);
+      gt__bgemm_force_fallback(r == 3);
+      o[r] = malloc(nq * sizeof(float));
+      l[r] = malloc(nl * sizeof(float));
+      for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
+      gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+      gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v,
+                            wi ? seg : NULL, &d);
+    }
+    gt__bgemm_force_fallback(0);
+    for (int r = 1; r < 4; r++) {
+      ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
+      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
+      for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
+    }
+    for (int r = 0; r < 4; r++) {
+      free(o[r]), free(l[r]);
+      for (int i = 0; i < 3; i++) free(g[r][i]);
+    }
+  }
+  free(q), free(k), free(v), free(dout), free(seg);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
   TCase *tc = gt_test_tcase(s, "fast_vs_ref");
@@ -401,6 +622,10 @@ static Suite *attention_suite(void) {
   tcase_add_test(tc, test_poison_k_exact);
   tc = gt_test_tcase(s, "determinism");
   tcase_add_test(tc, test_deterministic);
+  tc = gt_test_tcase(s, "bf16");
+  tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);
+  tcase_add_loop_test(tc, test_bf16_sharp, 0, (int)(sizeof cases_sharp / sizeof cases_sharp[0]));
+  tcase_add_test(tc, test_bf16_deterministic);
   return s;
 }
 

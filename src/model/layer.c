@@ -71,7 +71,7 @@ int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_
 
 static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
   const gt_layer_desc *L = io->L;
-  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale};
+  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale, 0};
   return d;
 }
 
