@@ -543,7 +543,13 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
+  /* dtype=bfloat16: the backward's tile products (S, dP, dQ, dK, dV) on
+   * bf16 inputs with float32 sums. The forward keeps float32 products on
+   * its bf16 q, k, v (exact) and an unrounded P: rounding P before P.V
+   * tripled the gradient error on the Gemma 4 PLE reference, where PyTorch's
+   * own bf16 has a third of it (docs/precision.md). */
   gt_attn_dims ad = gt__attn_dims(io);
+  ad.bf16 = m->bf16_mm;
   const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
   int arc = 0;
   GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
