@@ -185,6 +185,21 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
 }
 
 #ifdef GT__HAND
+/* C[r + i, j + 16 v ...] += alpha * acc[i][v] for the R rows and NV vectors
+ * of a tile (the last vector masked by `tail`): both accumulate routines'
+ * epilogue (float32 and bf16 products) */
+#define GT__ACC_STORE(R, NV)                                                   \
+  do {                                                                         \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
+      float *o = C + (size_t)(r + i) * ldc + j;                                \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
+        const __mmask16 mk = v == (NV)-1 ? tail : (__mmask16)0xFFFF;           \
+        const __m512 cur = _mm512_maskz_loadu_ps(mk, o + 16 * v);              \
+        _mm512_mask_storeu_ps(o + 16 * v, mk, _mm512_fmadd_ps(va, acc[i][v], cur)); \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
 /* Rows [r, r + R) of gt__mm_acc, NV 16-wide vectors from column j; the last
  * vector is masked by `tail`. */
 #define GT__ACC_BODY(R, NV)                                                    \
@@ -205,14 +220,7 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
           acc[i][v] = _mm512_fmadd_ps(x, yv[v], acc[i][v]);                    \
       }                                                                        \
     }                                                                          \
-    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
-      float *o = C + (size_t)(r + i) * ldc + j;                                \
-      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
-        const __mmask16 mk = v == (NV)-1 ? tail : (__mmask16)0xFFFF;           \
-        const __m512 cur = _mm512_maskz_loadu_ps(mk, o + 16 * v);              \
-        _mm512_mask_storeu_ps(o + 16 * v, mk, _mm512_fmadd_ps(va, acc[i][v], cur)); \
-      }                                                                        \
-    }                                                                          \
+    GT__ACC_STORE(R, NV);                                                      \
   } while (0)
 #endif
 
@@ -420,14 +428,7 @@ static void gt__bmm_nt(float *C, float alpha, const uint32_t *A2, int lda2, int 
       }                                                                        \
     }                                                                          \
     GT__MXCSR_OFF(DP);                                                         \
-    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
-      float *o = C + (size_t)(r + i) * ldc + j;                                \
-      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
-        const __mmask16 mk = v == (NV)-1 ? tail : (__mmask16)0xFFFF;           \
-        const __m512 cur = _mm512_maskz_loadu_ps(mk, o + 16 * v);              \
-        _mm512_mask_storeu_ps(o + 16 * v, mk, _mm512_fmadd_ps(va, acc[i][v], cur)); \
-      }                                                                        \
-    }                                                                          \
+    GT__ACC_STORE(R, NV);                                                      \
   } while (0)
 
 #define GT__BACC_ROWS(NV, DP)                                                  \

@@ -213,8 +213,6 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 
 enum { MR = 12, NR = 32 };
 
-static int64_t gt__min(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t gt__max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* ------------------------------------------------------------- blocking */
 
@@ -228,13 +226,13 @@ static void gt__block_init(void) {
    * 192 (fewer passes over C and fewer barriers; the KC x NR B micro-panel,
    * 64 KiB, streams from L2 fast enough: the kernel needs 128 bytes per 24
    * FMAs) */
-  int64_t kc = gt__max(128, gt__min(512, l2 / 2 / (256 * 4) / 16 * 16));
+  int64_t kc = gt__gmax(128, gt__gmin(512, l2 / 2 / (256 * 4) / 16 * 16));
   gt__blocks = (gt__gemm_blocks){.mr = MR,
                                  .nr = NR,
                                  .kc_max = kc,
                                  .kalign = 8,
-                                 .mc_max = gt__max(4 * MR, gt__min(4096, l2 / 2 / (kc * 4) / MR * MR)),
-                                 .nc_max = gt__max(16 * NR, gt__min(8192, l3 / 2 / (kc * 4) / NR * NR))};
+                                 .mc_max = gt__gmax(4 * MR, gt__gmin(4096, l2 / 2 / (kc * 4) / MR * MR)),
+                                 .nc_max = gt__gmax(16 * NR, gt__gmin(8192, l3 / 2 / (kc * 4) / NR * NR))};
 }
 
 /* -------------------------------------------------------------- packing */
@@ -263,7 +261,7 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
   if (transA) {
     /* op(A)(i, k) = A[k][i]: each k's MR values are contiguous */
     for (int64_t p = 0; p < mc; p += MR) {
-      int64_t mr = gt__min(MR, mc - p);
+      int64_t mr = gt__gmin(MR, mc - p);
       __mmask16 m = (__mmask16)((1u << mr) - 1);
       float *d = dst + p * kc;
       const float *src = A + k0 * lda + i0 + p;
@@ -274,14 +272,14 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
   }
   /* rows run along k: transpose 16 k at a time (12 rows + 4 zero rows) */
   for (int64_t p = 0; p < mc; p += MR) {
-    int64_t mr = gt__min(MR, mc - p);
+    int64_t mr = gt__gmin(MR, mc - p);
     float *d = dst + p * kc;
     const float *src = A + (i0 + p) * lda;
-    int64_t nnext = gt__max(0, gt__min(MR, mc - p - MR));
+    int64_t nnext = gt__gmax(0, gt__gmin(MR, mc - p - MR));
     const float *next = nnext ? src + MR * lda : src;
     for (int64_t k = 0; k < kc; k += 16) {
       __m512 r[16];
-      int64_t kn = gt__min(16, kc - k);
+      int64_t kn = gt__gmin(16, kc - k);
       gt__load_tr(r, src, lda, mr, k0 + k, kn, next, nnext);
       if (kn == 16) {
 #pragma GCC unroll 16
@@ -311,9 +309,9 @@ static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, 
   const float *src = B + j0 * ldb;
   for (int64_t k = 0; k < kc; k += 16) {
     __m512 r[16], s[16];
-    int64_t kn = gt__min(16, kc - k);
-    gt__load_tr(r, src, ldb, gt__min(16, nr), k0 + k, kn, src, 0);
-    gt__load_tr(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__max(0, nr - 16), k0 + k, kn, src, 0);
+    int64_t kn = gt__gmin(16, kc - k);
+    gt__load_tr(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0);
+    gt__load_tr(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0);
     if (kn == 16) {
 #pragma GCC unroll 16
       for (int kk = 0; kk < 16; kk++) {
