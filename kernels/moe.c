@@ -1,16 +1,26 @@
 /* Gemma 4 routed MoE, fast path (contract in include/gemtrain/moe.h).
  *
  * Tokens are processed row-parallel with static partitioning; per-expert
- * GEMMs go through gt_sgemm, whose every output element is summed by one
+ * GEMMs go through gt_sgemm (gt_bgemm in bf16), whose every output element is summed by one
  * thread in a fixed order. Per-token combines walk the slots in order and
  * column reductions give each column to one thread, so no result depends on
  * the thread count. Experts run in parallel with each other when there are
  * enough of them (each GEMM then single-threaded), else one after another
- * with threaded GEMMs: the bits are the same either way. */
+ * with threaded GEMMs: the bits are the same either way.
+ *
+ * bf16 (d->bf16): the experts run as the dense MLP does in bf16 (docs/
+ * precision.md): their products go through gt_bgemm (bf16 inputs, float32
+ * sums), and what they write in the forward (the normalised input rows, gate,
+ * up, the GeGLU activation, each expert's output and the combined sum) is
+ * rounded to bf16, the backward's recomputations the same way. The router
+ * stays float32: its logits choose experts, a discrete decision that bf16
+ * rounding would flip on near ties (HF and MaxText keep routing weights in
+ * float32 too). */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
 #include "model/moe_carve.h"
@@ -19,6 +29,17 @@
 #define GT__COL_BLOCK 16
 
 static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+
+typedef void (*gt__gemm_fn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                            int64_t, float, float *, int64_t);
+
+/* the experts' GEMM: bf16 inputs or float32 */
+static gt__gemm_fn gt__expert_gemm(const gt_moe_dims *d) { return d->bf16 ? gt_bgemm : gt_sgemm; }
+
+/* bf16 runs: x rounded to bf16 in place */
+static void gt__round(const gt_moe_dims *d, float *x, int64_t n) {
+  if (d->bf16) gt_bf16_round(x, n);
+}
 
 /* Scratch, one layout for forward and backward (the forward uses a subset);
  * M = N*k rows, the most one rank can be routed. */
@@ -189,19 +210,25 @@ void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weight
   s->lb_loss = d->lb_weight > 0.0f ? gt_moe_lb_loss(s->probs, s->topk, d) : 0.0f;
 
   gt_rmsnorm_forward(wk.a, s->rstd_pre, h, w->pre_norm, N, D, d->eps, 0.0f);
+  gt__round(d, wk.a, N * D);
   gt__bucket(s, d);
   gt__gather(wk.x, wk.a, s, K, D);
 
+  const gt__gemm_fn mm = gt__expert_gemm(d);
 #pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
   for (int le = 0; le < EL; le++) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
     const float *xe = wk.x + p.r0 * D;
-    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk.act + p.r0 * F;
-    gt_sgemm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
-    gt_sgemm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
+    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk.act + p.r0 * F, *ye = wk.y + p.r0 * D;
+    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
+    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
+    gt__round(d, ge, p.m * F);
+    gt__round(d, ue, p.m * F);
     gt_geglu_forward(ae, ge, ue, p.m * F);
-    gt_sgemm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, wk.y + p.r0 * D, D);
+    gt__round(d, ae, p.m * F);
+    mm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, ye, D);
+    gt__round(d, ye, p.m * D);
   }
 
   gt__combine(s->sum, wk.y, s->topk_w, s, N, K, D);
@@ -209,6 +236,9 @@ void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weight
 
 void gt_moe_forward_finish(float *out, gt_moe_saved *s, const gt_moe_weights *w,
                            const gt_moe_dims *d) {
+  /* the combined sum is rounded only here, after an expert group's all-reduce
+   * has completed it, so every expert layout rounds the same value */
+  gt__round(d, s->sum, d->B * d->T * d->d);
   gt_rmsnorm_forward(out, s->rstd_post, s->sum, w->post_norm, d->B * d->T, d->d, d->eps, 0.0f);
 }
 
@@ -226,6 +256,7 @@ static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
                                  const gt_moe_saved *s, const gt_moe_weights *w,
                                  const gt_moe_dims *d) {
   const int D = d->d, F = d->F, EL = d->E / d->ep_size;
+  const gt__gemm_fn mm = gt__expert_gemm(d);
 #pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
   for (int le = 0; le < EL; le++) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
@@ -234,8 +265,9 @@ static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
     float *ye = wk->y + p.r0 * D, *ae = wk->act + p.r0 * F, *he = wk->hf + p.r0 * F;
     float *dge = wk->dgate + p.r0 * F, *due = wk->dup + p.r0 * F;
     gt_geglu_forward(ae, ge, ue, p.m * F);
+    gt__round(d, ae, p.m * F); /* as the forward wrote it */
     /* H = dsum . Wd: dL/dw = H . act, dL/dact = w H */
-    gt_sgemm(0, 0, p.m, F, D, 1.0f, ye, D, p.wd, F, 0.0f, he, F);
+    mm(0, 0, p.m, F, D, 1.0f, ye, D, p.wd, F, 0.0f, he, F);
     for (int64_t m = 0; m < p.m; m++) {
       const float *hr = he + m * F, *ar = ae + m * F;
       float dot = 0.0f;
@@ -246,17 +278,17 @@ static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
       for (int c = 0; c < D; c++) ye[m * D + c] *= wt;
     }
     if (g->down)
-      gt_sgemm(1, 0, D, F, p.m, 1.0f, ye, D, ae, F, 1.0f, g->down + (int64_t)le * D * F, F);
+      mm(1, 0, D, F, p.m, 1.0f, ye, D, ae, F, 1.0f, g->down + (int64_t)le * D * F, F);
     memset(dge, 0, sizeof(float) * (size_t)(p.m * F));
     memset(due, 0, sizeof(float) * (size_t)(p.m * F));
     gt_geglu_backward(dge, due, he, ge, ue, p.m * F);
     if (g->gate_up) {
       float *gwg = g->gate_up + (int64_t)le * 2 * F * D;
-      gt_sgemm(1, 0, F, D, p.m, 1.0f, dge, F, xe, D, 1.0f, gwg, D);
-      gt_sgemm(1, 0, F, D, p.m, 1.0f, due, F, xe, D, 1.0f, gwg + (int64_t)F * D, D);
+      mm(1, 0, F, D, p.m, 1.0f, dge, F, xe, D, 1.0f, gwg, D);
+      mm(1, 0, F, D, p.m, 1.0f, due, F, xe, D, 1.0f, gwg + (int64_t)F * D, D);
     }
-    gt_sgemm(0, 0, p.m, D, F, 1.0f, dge, F, p.wg, D, 0.0f, ye, D);
-    gt_sgemm(0, 0, p.m, D, F, 1.0f, due, F, p.wu, D, 1.0f, ye, D);
+    mm(0, 0, p.m, D, F, 1.0f, dge, F, p.wg, D, 0.0f, ye, D);
+    mm(0, 0, p.m, D, F, 1.0f, due, F, p.wu, D, 1.0f, ye, D);
   }
 }
 
@@ -338,6 +370,7 @@ void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float 
 
   /* experts */
   gt_rmsnorm_forward(wk.a, NULL, h, w->pre_norm, N, D, d->eps, 0.0f);
+  gt__round(d, wk.a, N * D);
   gt__gather(wk.x, wk.a, s, K, D);
   gt__gather(wk.y, wk.b, s, K, D);
   gt__experts_backward(&wk, g, s, w, d);

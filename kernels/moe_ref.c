@@ -2,11 +2,17 @@
  * evaluated directly on the token's own vector with dot products summed in
  * double, no grouping and no GEMM. It writes the same saved layout as the
  * fast path (rows sorted by expert, then token, then slot) so the tests can
- * compare the two state for state. Test-only: per-call scratch is malloc'd. */
+ * compare the two state for state. Test-only: per-call scratch is malloc'd.
+ *
+ * bf16 (d->bf16): the experts' inputs enter their products rounded to bf16
+ * (gt__in), the products are summed in double, and what the experts write
+ * (the normalised row, gate, up, act, each expert's output, the combined
+ * sum) is rounded to bf16; gradients stay float32, the router float32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
 
@@ -64,6 +70,22 @@ static float gt__ref_dot(const float *a, const float *b, int n) {
   return (float)s;
 }
 
+/* an expert product's input: rounded to bf16 in bf16 runs */
+static float gt__in(const gt_moe_dims *d, float x) { return d->bf16 ? gt_bf16_round1(x) : x; }
+
+/* an expert's output as it is written: rounded to bf16 in bf16 runs */
+static void gt__out(const gt_moe_dims *d, float *x, int64_t n) {
+  if (d->bf16)
+    for (int64_t i = 0; i < n; i++) x[i] = gt_bf16_round1(x[i]);
+}
+
+/* the expert dot product: inputs as gt__in, summed in double */
+static float gt__ref_edot(const gt_moe_dims *d, const float *a, const float *b, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += (double)gt__in(d, a[i]) * gt__in(d, b[i]);
+  return (float)s;
+}
+
 void gt_moe_forward_partial_ref(gt_moe_saved *s, const float *h, const gt_moe_weights *w,
                                 const gt_moe_dims *d, void *work) {
   (void)work;
@@ -105,6 +127,7 @@ void gt_moe_forward_partial_ref(gt_moe_saved *s, const float *h, const gt_moe_we
   /* experts, token by token */
   for (int64_t n = 0; n < N; n++) {
     gt_rmsnorm_forward_ref(t.rin, s->rstd_pre + n, h + n * D, w->pre_norm, 1, D, d->eps, 0.0f);
+    gt__out(d, t.rin, D);
     double *acc = calloc((size_t)D, sizeof(double));
     for (int j = 0; j < K; j++) {
       const int32_t row = s->row_of[n * K + j];
@@ -113,11 +136,18 @@ void gt_moe_forward_partial_ref(gt_moe_saved *s, const float *h, const gt_moe_we
       const float *wg = w->gate_up + le * 2 * F * D, *wu = wg + (int64_t)F * D, *wd = w->down + le * D * F;
       float *g = s->gate + (int64_t)row * F, *u = s->up + (int64_t)row * F;
       for (int f = 0; f < F; f++) {
-        g[f] = gt__ref_dot(t.rin, wg + (int64_t)f * D, D);
-        u[f] = gt__ref_dot(t.rin, wu + (int64_t)f * D, D);
+        g[f] = gt__ref_edot(d, t.rin, wg + (int64_t)f * D, D);
+        u[f] = gt__ref_edot(d, t.rin, wu + (int64_t)f * D, D);
       }
+      gt__out(d, g, F);
+      gt__out(d, u, F);
       gt_geglu_forward_ref(t.act, g, u, F);
-      for (int c = 0; c < D; c++) acc[c] += (double)s->topk_w[n * K + j] * gt__ref_dot(t.act, wd + (int64_t)c * F, F);
+      gt__out(d, t.act, F);
+      for (int c = 0; c < D; c++) {
+        float y = gt__ref_edot(d, t.act, wd + (int64_t)c * F, F);
+        gt__out(d, &y, 1);
+        acc[c] += (double)s->topk_w[n * K + j] * y;
+      }
     }
     for (int c = 0; c < D; c++) s->sum[n * D + c] = (float)acc[c];
     free(acc);
@@ -127,6 +157,7 @@ void gt_moe_forward_partial_ref(gt_moe_saved *s, const float *h, const gt_moe_we
 
 void gt_moe_forward_finish_ref(float *out, gt_moe_saved *s, const gt_moe_weights *w,
                                const gt_moe_dims *d) {
+  gt__out(d, s->sum, d->B * d->T * d->d);
   gt_rmsnorm_forward_ref(out, s->rstd_post, s->sum, w->post_norm, d->B * d->T, d->d, d->eps, 0.0f);
 }
 
@@ -146,25 +177,29 @@ static float gt__ref_slot_backward(gt__ref_tmp *t, const gt_moe_grads *g, const 
   const float *wg = w->gate_up + le * 2 * F * D, *wu = wg + (int64_t)F * D, *wd = w->down + le * D * F;
   const float *gr = s->gate + row * F, *ur = s->up + row * F;
   gt_geglu_forward_ref(t->act, gr, ur, F);
+  gt__out(d, t->act, F);
   double dw = 0.0;
   for (int f = 0; f < F; f++) {
     double hsum = 0.0;
-    for (int c = 0; c < D; c++) hsum += (double)t->ds[c] * wd[(int64_t)c * F + f];
+    for (int c = 0; c < D; c++) hsum += (double)gt__in(d, t->ds[c]) * gt__in(d, wd[(int64_t)c * F + f]);
     dw += hsum * t->act[f];
     t->hf[f] = (float)(wt * hsum);
     t->dg[f] = t->du[f] = 0.0f;
   }
+  /* the weight is applied to dL/dsum before it enters the down projection's
+   * weight gradient, so bf16 rounds the product wt * ds */
   if (g->down)
     for (int c = 0; c < D; c++)
-      for (int f = 0; f < F; f++) g->down[le * D * F + (int64_t)c * F + f] += wt * t->ds[c] * t->act[f];
+      for (int f = 0; f < F; f++) g->down[le * D * F + (int64_t)c * F + f] += gt__in(d, wt * t->ds[c]) * t->act[f];
   gt_geglu_backward_ref(t->dg, t->du, t->hf, gr, ur, F);
   for (int f = 0; f < F; f++)
     for (int c = 0; c < D; c++) {
+      const float dg = gt__in(d, t->dg[f]), du = gt__in(d, t->du[f]);
       if (g->gate_up) {
-        g->gate_up[le * 2 * F * D + (int64_t)f * D + c] += t->dg[f] * t->rin[c];
-        g->gate_up[le * 2 * F * D + (int64_t)(F + f) * D + c] += t->du[f] * t->rin[c];
+        g->gate_up[le * 2 * F * D + (int64_t)f * D + c] += dg * t->rin[c];
+        g->gate_up[le * 2 * F * D + (int64_t)(F + f) * D + c] += du * t->rin[c];
       }
-      t->drin[c] += t->dg[f] * wg[(int64_t)f * D + c] + t->du[f] * wu[(int64_t)f * D + c];
+      t->drin[c] += dg * gt__in(d, wg[(int64_t)f * D + c]) + du * gt__in(d, wu[(int64_t)f * D + c]);
     }
   return (float)dw;
 }
@@ -193,6 +228,7 @@ void gt_moe_backward_ref(float *dh, const gt_moe_grads *g, const float *dout, fl
                             s->rstd_post + n, w->post_norm, 1, D, 0.0f);
     /* experts, then the pre norm */
     gt_rmsnorm_forward_ref(t.rin, NULL, hn, w->pre_norm, 1, D, d->eps, 0.0f);
+    gt__out(d, t.rin, D);
     memset(t.drin, 0, sizeof(float) * (size_t)D);
     for (int j = 0; j < K; j++)
       dwk[j] = s->row_of[n * K + j] < 0 ? 0.0f : gt__ref_slot_backward(&t, g, s, w, d, n * K + j, e0);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "model/moe.h"
 #include "ckpt/safetensors.h"
 #include "gt_testutil.h"
@@ -49,7 +50,7 @@ static void gt__moe_sizes(gt__moe *m) {
 
 static void gt__moe_init(gt__moe *m, int64_t B, int64_t T, int d, int E, int k, int F, uint64_t seed) {
   memset(m, 0, sizeof *m);
-  m->d = (gt_moe_dims){B, T, d, E, k, F, 1e-6f, 0.25f, 1, 0};
+  m->d = (gt_moe_dims){B, T, d, E, k, F, 1e-6f, 0.25f, 1, 0, 0};
   gt__moe_sizes(m);
   uint64_t s = seed;
   /* router rows large enough that logits spread (ties only where a test makes them) */
@@ -428,7 +429,7 @@ static void gt__check_fixture(const char *path) {
   float *hp = gt_test_st_f32(&f, "hparams", 3);
   gt__moe m;
   memset(&m, 0, sizeof m);
-  m.d = (gt_moe_dims){dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], hp[0], hp[1], 1, 0};
+  m.d = (gt_moe_dims){dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], hp[0], hp[1], 1, 0, 0};
   m.dlb = hp[2];
   gt__moe_sizes(&m);
   for (int i = 0; i < GT__NT; i++) m.t[i] = gt_test_st_f32(&f, gt__names[i], m.n[i]);
@@ -520,7 +521,7 @@ START_TEST(test_lb_by_hand) {
   const float P[6 * 4] = {.4f, .3f, .2f, .1f,   .1f, .2f, .3f, .4f,   .5f, .1f, .1f, .3f,
                           .25f, .25f, .25f, .25f, .25f, .25f, .25f, .25f, .25f, .25f, .25f, .25f};
   const int32_t topk[6 * 2] = {0, 1, 3, 2, 0, 3, 0, 1, 2, 3, 0, 2};
-  gt_moe_dims d = {1, 3, 8, 4, 2, 8, 1e-6f, 1.0f, 1, 0};
+  gt_moe_dims d = {1, 3, 8, 4, 2, 8, 1e-6f, 1.0f, 1, 0, 0};
   for (int ref = 0; ref < 2; ref++) {
     float (*loss)(const float *, const int32_t *, const gt_moe_dims *) = ref ? gt_moe_lb_loss_ref : gt_moe_lb_loss;
     void (*back)(float *, const int32_t *, float, const gt_moe_dims *) = ref ? gt_moe_lb_backward_ref : gt_moe_lb_backward;
@@ -617,9 +618,10 @@ END_TEST
 
 /* ---------- determinism ---------- */
 
-static void gt__thread_bits(int64_t T, int d, int E, int k, int F) {
+static void gt__thread_bits(int64_t T, int d, int E, int k, int F, int bf16) {
   gt__moe m;
   gt__moe_init(&m, 2, T, d, E, k, F, 77);
+  m.d.bf16 = bf16;
   gt__run a, b;
   omp_set_num_threads(1);
   gt__run_full(&a, &m, 0);
@@ -639,8 +641,79 @@ static void gt__thread_bits(int64_t T, int d, int E, int k, int F) {
 
 START_TEST(test_thread_count_bits) {
   /* many experts: experts run in parallel; two experts: GEMMs run threaded */
-  gt__thread_bits(256, 64, 16, 4, 32);
-  gt__thread_bits(300, 128, 2, 1, 96);
+  gt__thread_bits(256, 64, 16, 4, 32, 0);
+  gt__thread_bits(300, 128, 2, 1, 96, 0);
+  gt__thread_bits(256, 64, 16, 4, 32, 1);
+  gt__thread_bits(300, 128, 2, 1, 96, 1);
+}
+END_TEST
+
+/* ---------- bf16 ---------- */
+
+/* Over n elements of two bf16-valued arrays: the largest |a - b| in bf16
+ * ulps of b (2^(e-7) for |b| in [2^e, 2^(e+1))) and the share that differ. */
+static void gt__bf16_diff(const float *a, const float *b, int64_t n, double *max_ulps, double *share) {
+  int64_t differ = 0;
+  *max_ulps = 0;
+  for (int64_t i = 0; i < n; i++) {
+    ck_assert_msg(gt_bf16_round1(a[i]) == a[i] && gt_bf16_round1(b[i]) == b[i], "element %ld not a bf16 value",
+                  (long)i);
+    if (a[i] == b[i]) continue;
+    differ++;
+    int e;
+    frexp(fabs((double)b[i]), &e); /* |b| in [2^(e-1), 2^e) */
+    *max_ulps = fmax(*max_ulps, fabs((double)a[i] - b[i]) / ldexp(1.0, e - 8));
+  }
+  *share = n ? (double)differ / (double)n : 0.0;
+}
+
+/* dtype=bfloat16 experts against the bf16 reference (bf16 inputs, sums in
+ * double, outputs rounded). Routing is float32 in both and must agree
+ * exactly. The two differ only where the float32 and double sums of the same
+ * products fall on two sides of a bf16 rounding boundary: a flip moves that
+ * value by one bf16 ulp (2^-8 relative) and is rare (the sums differ by
+ * ~K 2^-24, the boundary is 2^-8 wide). gate and up, the first rounded
+ * products, are held to exactly that, and the combined sum (rounded too) to
+ * at most 2% of its elements differing (0.1-0.3% seen). Later tensors carry
+ * flips through the GeGLU, the next product and the norms: at most 4 ulps'
+ * worth (2^-6 of the largest element) for them and the gradients (at most
+ * 0.004 seen). The same run in float32 matches the bf16 reference's sums
+ * almost nowhere (none seen): the mode changes the arithmetic, and the
+ * reference follows it. */
+START_TEST(test_bf16_vs_ref) {
+  const struct {
+    int64_t B, T;
+    int d, E, k, F;
+  } cases[] = {{2, 5, 16, 8, 2, 12}, {2, 256, 64, 16, 4, 32}, {1, 300, 40, 4, 2, 70}, {2, 7, 20, 12, 3, 9}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    gt__moe m;
+    gt__moe_init(&m, cases[c].B, cases[c].T, cases[c].d, cases[c].E, cases[c].k, cases[c].F, 300 + c);
+    char tag[96];
+    snprintf(tag, sizeof tag, "bf16 B%ld T%ld d%d E%d k%d F%d", (long)cases[c].B, (long)cases[c].T, cases[c].d,
+             cases[c].E, cases[c].k, cases[c].F);
+    gt__run x, f, r;
+    gt__run_full(&x, &m, 0); /* float32 */
+    m.d.bf16 = 1;
+    gt__run_full(&f, &m, 0);
+    gt__run_full(&r, &m, 1);
+    const int64_t NK = m.N * m.d.k, NF = NK * m.d.F, ND = m.N * m.d.d;
+    ck_assert_msg(memcmp(f.s.topk, r.s.topk, sizeof(int32_t) * (size_t)NK) == 0, "%s: top-k differs", tag);
+    ck_assert_msg(memcmp(f.s.topk, x.s.topk, sizeof(int32_t) * (size_t)NK) == 0, "%s: bf16 moved routing", tag);
+    double ulps, share;
+    gt__bf16_diff(f.s.gate, r.s.gate, NF, &ulps, &share);
+    ck_assert_msg(ulps <= 1.0 && share <= 0.01, "%s gate: %.3g ulps, %.3g differ", tag, ulps, share);
+    gt__bf16_diff(f.s.up, r.s.up, NF, &ulps, &share);
+    ck_assert_msg(ulps <= 1.0 && share <= 0.01, "%s up: %.3g ulps, %.3g differ", tag, ulps, share);
+    gt__bf16_diff(f.s.sum, r.s.sum, ND, &ulps, &share); /* the combined sum is rounded too */
+    int64_t f32_same = 0;
+    for (int64_t i = 0; i < ND; i++) f32_same += x.s.sum[i] == r.s.sum[i];
+    ck_assert_msg(share <= 0.02, "%s sum: %.3g differ", tag, share);
+    ck_assert_msg(f32_same < ND / 2, "%s: float32 sums equal the bf16 reference's in %ld of %ld", tag, (long)f32_same,
+                  (long)ND);
+    gt__compare(tag, &m, &f, &r, 0x1p-6, 0x1p-6);
+    gt__run_free(&x), gt__run_free(&f), gt__run_free(&r);
+    gt__moe_free(&m);
+  }
 }
 END_TEST
 
@@ -653,7 +726,7 @@ START_TEST(test_sizes_and_refusals) {
    *   row_of 64, gate 8*16*4=512, up 512, sum 4*16*4=256, rstd_post 64 = 2000
    * work: a, b, c 256 each, logits 128, x, y 8*16*4=512 each,
    *   act, hf, dgate, dup 512 each, dw 64 = 4224 */
-  gt_moe_dims d = {1, 4, 16, 8, 2, 16, 1e-6f, 0.001f, 2, 1};
+  gt_moe_dims d = {1, 4, 16, 8, 2, 16, 1e-6f, 0.001f, 2, 1, 0};
   ck_assert_uint_eq(gt_moe_saved_bytes(&d), 1984);
   ck_assert_uint_eq(gt_moe_work_bytes(&d), 4032);
   gt_mem mem;
@@ -703,6 +776,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_lb_by_hand);
   tcase_add_test(tc, test_expert_parallel_sums);
   tcase_add_test(tc, test_thread_count_bits);
+  tcase_add_test(tc, test_bf16_vs_ref);
   tcase_add_test(tc, test_sizes_and_refusals);
   return s;
 }

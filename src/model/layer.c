@@ -34,7 +34,7 @@ int gt_act_is_tensor(gt_act a) {
  * whole expert group's tokens (P times this device's B sequences). */
 static gt_moe_dims gt__moe_dims(const gt_model *m, const gt_layer_desc *L, int64_t B, int64_t T) {
   gt_moe_dims d = {B * m->ep_size, T, (int)m->d, L->n_experts, L->experts_per_tok, L->moe_mlp_dim, m->eps,
-                   L->lb_weight, m->ep_size, m->ep_rank};
+                   L->lb_weight, m->ep_size, m->ep_rank, m->bf16_mm};
   return d;
 }
 

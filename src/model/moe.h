@@ -66,6 +66,9 @@ typedef struct gt_moe_dims {
   float lb_weight; /* load_balance_loss_weight; 0: no loss and no gradient */
   int ep_size;     /* ici_expert_parallelism P (1 = every expert here) */
   int ep_rank;     /* this device's position on the expert axis, 0..P-1 */
+  int bf16;        /* dtype=bfloat16: the experts' products take bf16 inputs (gt_bgemm) and
+                    * the tensors the experts write are rounded to bf16; the router, the
+                    * routing weights, the norms' statistics and all gradients stay float32 */
 } gt_moe_dims;
 
 /* The layer's tensors (HF names under model.layers.N.). Replicated ones are
