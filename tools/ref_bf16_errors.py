@@ -6,8 +6,9 @@ tests/data/*.safetensors) with every tensor in torch.bfloat16, parameters,
 activations and gradients alike, and prints, against the float64 results
 stored in each fixture: the largest logit error over the largest |logit|,
 the loss's relative error, and the relative L2 error of all gradients as one
-vector. tests/test_bf16_model.c holds gemtrain's dtype=bfloat16 run to
-twice these figures.
+vector. tests/test_bf16_model.c holds gemtrain's dtype=bfloat16 run to the
+larger of twice these figures and the spread over stochastic roundings of
+the weights that tools/bf16_spread.py prints (which also prints these).
 
   /usr/bin/python3 tools/ref_bf16_errors.py     (from the repository root)
 """

@@ -69,9 +69,13 @@ int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_
   return 0;
 }
 
+/* dtype=bfloat16: forward and backward attention both on bf16 tile products
+ * with float32 sums and softmax statistics (the forward's P rounded before
+ * P.V; docs/precision.md). A recompute after remat runs the same kernel on
+ * the same bf16 q, k, v, so it gives the same bits. */
 static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
   const gt_layer_desc *L = io->L;
-  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale, 0};
+  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale, io->m->bf16_mm};
   return d;
 }
 
@@ -543,13 +547,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
-  /* dtype=bfloat16: the backward's tile products (S, dP, dQ, dK, dV) on
-   * bf16 inputs with float32 sums. The forward keeps float32 products on
-   * its bf16 q, k, v (exact) and an unrounded P: rounding P before P.V
-   * tripled the gradient error on the Gemma 4 PLE reference, where PyTorch's
-   * own bf16 has a third of it (docs/precision.md). */
-  gt_attn_dims ad = gt__attn_dims(io);
-  ad.bf16 = m->bf16_mm;
+  gt_attn_dims ad = gt__attn_dims(io); /* bf16 tile products with dtype=bfloat16 */
   const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
   int arc = 0;
   GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
