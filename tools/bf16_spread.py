@@ -43,6 +43,14 @@ emulation follows the ops, not gemtrain's exact summation order, so it is not
 bit-identical to gemtrain; it is only for Gemma 4 (the Gemma 3 fixtures get
 the exact and torch rows).
 
+The fixtures: the five of tests/test_reference.c, and gemma4_bf16_{dense,ple,
+moe}, the same three Gemma 4 models drawn with q_norm / k_norm scales and
+matrices halved (tools/ref_gemma4.py make-fixture --qk-norm-scale 0.5
+--matrix-scale 0.5; tests/data/README.md), whose attention scores are O(1)
+instead of O(sqrt(hd)): gemma4_ref_ple spreads 0.18-2.0 here, gemma4_bf16_ple
+a few hundredths, so the bf16 fixtures are the ones that measure gemtrain's
+bf16 gradients.
+
   /usr/bin/python3 tools/bf16_spread.py [--samples 32] [fixture stems...]
 """
 import argparse
@@ -59,7 +67,8 @@ import ref_gemma3 as g3  # noqa: E402
 import ref_gemma4 as g4  # noqa: E402
 import ref_moe as rm  # noqa: E402
 
-FIXTURES = ["gemma3_ref_small", "gemma3_ref_packed", "gemma4_ref_dense", "gemma4_ref_ple", "gemma4_ref_moe"]
+FIXTURES = ["gemma3_ref_small", "gemma3_ref_packed", "gemma4_ref_dense", "gemma4_ref_ple", "gemma4_ref_moe",
+            "gemma4_bf16_dense", "gemma4_bf16_ple", "gemma4_bf16_moe"]
 
 
 def bf(x):
@@ -247,7 +256,7 @@ def grad_err(grads, t, names):
 
 def run_fixture(stem, samples, seed):
     t, meta = g3.load_safetensors(os.path.join("tests", "data", stem + ".safetensors"))
-    mod = g3 if stem.startswith("gemma3") else g4
+    mod = g3 if stem.startswith("gemma3") else g4  # gemma4_ref_* and gemma4_bf16_*
     cfg = mod.load_config(json.loads(meta["config"]))
     names = [n for n, _ in mod.param_shapes(cfg)]
     params = {n: torch.from_numpy(t[n].copy()) for n in names}

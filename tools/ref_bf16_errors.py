@@ -9,14 +9,17 @@ the loss's relative error, and the relative L2 error of all gradients as one
 vector. tests/test_bf16_model.c holds gemtrain's dtype=bfloat16 run to the
 larger of twice these figures and the spread over stochastic roundings of
 the weights that tools/bf16_spread.py prints (which also prints these).
+The gemma4_bf16_* fixtures are the Gemma 4 models drawn well-conditioned
+for this test (tests/data/README.md).
 
-  /usr/bin/python3 tools/ref_bf16_errors.py     (from the repository root)
+  /usr/bin/python3 tools/ref_bf16_errors.py [fixture stems...]   (from the repository root)
 """
 import sys, json, torch, numpy as np
 sys.path.insert(0, "tools")
 import ref_gemma3 as g3, ref_gemma4 as g4
 torch.set_num_threads(1)
-for stem in ["gemma3_ref_small","gemma3_ref_packed","gemma4_ref_dense","gemma4_ref_ple","gemma4_ref_moe"]:
+for stem in sys.argv[1:] or ["gemma3_ref_small", "gemma3_ref_packed", "gemma4_ref_dense", "gemma4_ref_ple",
+                             "gemma4_ref_moe", "gemma4_bf16_dense", "gemma4_bf16_ple", "gemma4_bf16_moe"]:
     t, meta = g3.load_safetensors("tests/data/%s.safetensors" % stem)
     mod = g3 if stem.startswith("gemma3") else g4
     cfg = mod.load_config(json.loads(meta["config"]))

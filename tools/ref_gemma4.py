@@ -7,7 +7,8 @@ reference's helpers (tools/ref_gemma3.py: safetensors I/O, GELU, masks, loss,
 batches). Used to make test fixtures for gemtrain.
 
   /usr/bin/python3 tools/ref_gemma4.py make-fixture --config cfg.json \\
-      --batch B --seq T --seed S [--segments] [--mask-some-targets] --out f.safetensors
+      --batch B --seq T --seed S [--segments] [--mask-some-targets] \\
+      [--qk-norm-scale 0.5 --matrix-scale 0.5] [--min-topk-gap G] --out f.safetensors
   /usr/bin/python3 tools/ref_gemma4.py check-fixture f.safetensors
   /usr/bin/python3 tools/ref_gemma4.py selftest
 
@@ -287,16 +288,38 @@ def forward_backward_lb(params32, cfg, inputs, targets, positions, segments, dty
 # ----------------------------------------------------------------------------
 # fixtures
 
+def calm_params(params, qk_norm_scale, matrix_scale):
+    """--qk-norm-scale / --matrix-scale: multiply the drawn q_norm and k_norm
+    scales by qk_norm_scale, and every matrix but the embeddings and the
+    router by matrix_scale (after drawing, so the random stream is the same).
+    With attention scale 1 (query_pre_attn_scalar 1) and q, k RMS-normalised
+    to about 1 per element, a score q.k is a sum of hd terms of size ~1: the
+    softmax is nearly one-hot and the gradients move chaotically with the
+    weights' last bits. Scales of 0.5 give scores ~ 0.25 sqrt(hd) = O(1), as
+    in trained models, for the bf16 fixtures (tests/data/README.md)."""
+    for name in params:
+        if name.endswith("self_attn.q_norm.weight") or name.endswith("self_attn.k_norm.weight"):
+            params[name] = params[name] * qk_norm_scale
+        elif params[name].dim() > 1 and not name.startswith("embed_tokens") and "router" not in name:
+            params[name] = params[name] * matrix_scale
+    return params
+
+
 def cmd_make_fixture(args):
     cfg = load_config(args.config)
     gen = torch.Generator().manual_seed(args.seed)
     params = init_params(cfg, gen)
+    if args.qk_norm_scale is not None or args.matrix_scale is not None:
+        params = calm_params(params, 1.0 if args.qk_norm_scale is None else args.qk_norm_scale,
+                             1.0 if args.matrix_scale is None else args.matrix_scale)
     inputs, targets, pos, seg = g3.make_batch(cfg, args.batch, args.seq, gen, args.segments, args.mask_some_targets)
     gaps = []
     logits, loss, count, grads, lb = forward_backward_lb(params, cfg, inputs, targets, pos, seg, torch.float64, gaps)
     if gaps:
-        # gemtrain routes in float32: the chosen experts must not depend on rounding
-        assert min(gaps) > 1e-3, "a top-k gap of %.3g: pick another seed" % min(gaps)
+        # gemtrain routes in float32: the chosen experts must not depend on
+        # rounding (--min-topk-gap: a bf16 fixture needs a wider gap, as
+        # rounding the weights and activations to bf16 moves router logits)
+        assert min(gaps) > args.min_topk_gap, "a top-k gap of %.3g: pick another seed" % min(gaps)
     t = {}
     for name, _ in param_shapes(cfg):
         t[name] = params[name].numpy().astype(np.float32)
@@ -450,6 +473,12 @@ def main():
     mk.add_argument("--segments", action="store_true")
     mk.add_argument("--mask-some-targets", action="store_true")
     mk.add_argument("--out", required=True)
+    mk.add_argument("--qk-norm-scale", type=float, default=None,
+                    help="multiply the drawn q_norm/k_norm scales by this (default: as drawn)")
+    mk.add_argument("--matrix-scale", type=float, default=None,
+                    help="multiply every drawn matrix but the embeddings and router by this (default: as drawn)")
+    mk.add_argument("--min-topk-gap", type=float, default=1e-3,
+                    help="MoE: refuse a seed whose smallest top-k router logit gap is not above this")
     ck = sub.add_parser("check-fixture")
     ck.add_argument("file")
     sub.add_parser("selftest")
