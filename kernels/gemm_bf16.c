@@ -280,6 +280,195 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
   }
 }
 
+/* ------------------------------------------- packing with vcvtne2ps2bf16 */
+
+/* The vdpbf16ps path packs with AVX512_BF16's own conversion: one
+ * vcvtne2ps2bf16 turns 32 floats into 32 bf16 in k order, which is already
+ * the pair layout (k = 2p low, 2p + 1 high), where the integer rounding
+ * above takes two roundings of 16 lanes (8 operations each) and a word
+ * permute. It rounds to nearest even and quiets NaNs exactly as
+ * gt_f32_to_bf16 does, except that it flushes float32 denormal inputs to
+ * (signed) zero, where gt_f32_to_bf16 keeps them (measured on this Zen 4
+ * over all 2^32 inputs: those are the only lanes that differ; Intel
+ * documents the same). So each block also classifies its inputs
+ * (vfpclassps, denormal), and a block with a float32 denormal in it is
+ * packed again by the integer rounding: the packed bits are the integer
+ * rounding's in every case, and both paths (vdpbf16ps and its fallback, which
+ * packs with the integer rounding) see the same pairs. */
+#define GT__FPCLASS_DENORMAL 0x20
+
+/* 32 consecutive k of one row (masked to kn) -> 16 pair lanes; denormal
+ * inputs marked in *den */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+gt__row_pairs_cvt(const float *src, int64_t kn, __mmask16 *den) {
+  __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
+  __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
+  __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
+  *den |= _mm512_fpclass_ps_mask(lo, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(hi, GT__FPCLASS_DENORMAL);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+/* lane j of the 16 loaded from row 2p (e) and of those from row 2p + 1 (o)
+ * -> pair lane j */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+gt__two_rows_cvt(__m512 e, __m512 o, __mmask16 *den) {
+  *den |= _mm512_fpclass_ps_mask(e, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(o, GT__FPCLASS_DENORMAL);
+  /* words: e's 16 then o's 16; interleave them */
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(o, e));
+}
+
+/* gt__load_tr_pairs with the conversion above */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows, int64_t k, int64_t kn,
+                      const float *next, int64_t nnext, __mmask16 *den) {
+  for (int64_t i = 0; i < nnext; i++) {
+    _mm_prefetch((const char *)(next + i * ld + k), _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + i * ld + k + 16), _MM_HINT_T0);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_castsi512_ps(gt__row_pairs_cvt(src + i * ld + k, kn, den)) : _mm512_setzero_ps();
+  gt__tr16(r);
+}
+
+/* The vdpbf16ps kernel's A panels when the rows of op(A) run along k (A not
+ * transposed: the forward's X and the input gradient's dY): groups of 16 pair
+ * steps, row by row, [kp/16][MR][16] pairs, and a last group of the w < 16
+ * remaining steps as [MR][w]; rows past mc zero. One row's 32 k convert to
+ * its 16 pairs of a group in one vcvtne2ps2bf16 and one store: no transpose
+ * (the [kp][MR] layout took a 16 x 16 transpose per 32 k of 12 rows, a
+ * quarter of the time of products with few columns). gt__bmicro_dp_grp
+ * reads it. exact: the integer rounding of gt__row_pairs (a block with a
+ * float32 denormal in it: see above), else vcvtne2ps2bf16 with denormals
+ * marked in *den. */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bpack_a_grouped(uint32_t *dst, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                    const int exact, __mmask16 *den) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p < mc; p += MR) {
+    int64_t mr = gt__gmin(MR, mc - p);
+    uint32_t *d = dst + p * kp;
+    const float *src = A + (i0 + p) * lda + k0;
+    for (int64_t k = 0; k < kc; k += 32) {
+      int64_t kn = gt__gmin(32, kc - k), w = (kn + 1) / 2;
+      uint32_t *dg = d + k / 2 * MR;
+      /* the same 32 k of the rows 12 ahead (the next panel): rows of a few
+       * KB do not ramp the hardware prefetcher up */
+      if (p + MR < mc)
+        for (int64_t r = 0; r < gt__gmin(MR, mc - p - MR); r++) {
+          _mm_prefetch((const char *)(src + (MR + r) * lda + k), _MM_HINT_T0);
+          _mm_prefetch((const char *)(src + (MR + r) * lda + k + 16), _MM_HINT_T0);
+        }
+      if (w == 16) {
+        for (int64_t r = 0; r < mr; r++)
+          _mm512_storeu_si512(dg + r * 16, exact ? gt__row_pairs(src + r * lda + k, kn)
+                                                 : gt__row_pairs_cvt(src + r * lda + k, kn, den));
+        for (int64_t r = mr; r < MR; r++) _mm512_storeu_si512(dg + r * 16, _mm512_setzero_si512());
+      } else {
+        __mmask16 m = (__mmask16)((1u << w) - 1);
+        for (int64_t r = 0; r < MR; r++) {
+          __m512i v = r >= mr ? _mm512_setzero_si512()
+                      : exact ? gt__row_pairs(src + r * lda + k, kn)
+                              : gt__row_pairs_cvt(src + r * lda + k, kn, den);
+          _mm512_mask_storeu_epi32(dg + r * w, m, v);
+        }
+      }
+    }
+  }
+}
+
+/* gt__bpack_a with vcvtne2ps2bf16 (the same layout and bits) */
+__attribute__((target("avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst, int transA, const float *A,
+                                                                  int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                                                                  int64_t kc) {
+  const int64_t kp = (kc + 1) / 2;
+  __mmask16 den = 0;
+  if (transA) {
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = A + (k0 + 2 * q) * lda + i0, *o = e + lda;
+      const int odd = 2 * q + 1 < kc;
+      if (q + 1 < kp)
+        for (int64_t i = 0; i < mc; i += 16) {
+          _mm_prefetch((const char *)(e + 2 * lda + i), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 3 * lda + i), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < mc; p += MR) {
+        int64_t mr = gt__gmin(MR, mc - p);
+        __mmask16 m = (__mmask16)((1u << mr) - 1);
+        __m512 ve = _mm512_maskz_loadu_ps(m, e + p), vo = _mm512_maskz_loadu_ps(odd ? m : 0, o + p);
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__two_rows_cvt(ve, vo, &den));
+      }
+    }
+  } else {
+    gt__bpack_a_grouped(dst, A, lda, i0, mc, k0, kc, 0, &den);
+    if (den) gt__bpack_a_grouped(dst, A, lda, i0, mc, k0, kc, 1, &den);
+    return;
+  }
+  /* a float32 denormal somewhere in the block: the integer rounding keeps
+   * it, vcvtne2ps2bf16 flushed it */
+  if (den) gt__bpack_a(dst, transA, A, lda, i0, mc, k0, kc);
+}
+
+/* gt__bpack_b_panel with vcvtne2ps2bf16 (the same layout and bits) */
+__attribute__((target("avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
+                                                                  int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                                                                  int64_t nr) {
+  const int64_t kp = (kc + 1) / 2;
+  __mmask16 den = 0;
+  if (!transB) {
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
+      const int odd = 2 * q + 1 < kc;
+      /* the rows lie ldb apart (often a page or more): no hardware
+       * prefetcher follows that, so ask for the rows 8 pair steps ahead */
+      if (2 * q + 17 < kc) {
+        const float *f = e + 16 * ldb;
+        _mm_prefetch((const char *)f, _MM_HINT_T0);
+        _mm_prefetch((const char *)(f + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(f + ldb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(f + ldb + 16), _MM_HINT_T0);
+      }
+      __m512 e0 = _mm512_maskz_loadu_ps(m0, e), e1 = _mm512_maskz_loadu_ps(m1, e + 16);
+      __m512 o0 = _mm512_maskz_loadu_ps(odd ? m0 : 0, o), o1 = _mm512_maskz_loadu_ps(odd ? m1 : 0, o + 16);
+      _mm512_store_si512(d + q * NR, gt__two_rows_cvt(e0, o0, &den));
+      _mm512_store_si512(d + q * NR + 16, gt__two_rows_cvt(e1, o1, &den));
+    }
+  } else {
+    const float *src = B + j0 * ldb;
+    for (int64_t k = 0; k < kc; k += 32) {
+      __m512 r[16], s[16];
+      int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+      /* 32 rows read 128 bytes at a time: too short a run for the hardware
+       * prefetcher; ask for the next 32 k of every row now */
+      int64_t kf = gt__gmin(k + 32, gt__gmax(0, kc - 32));
+      for (int64_t i = 0; i < nr; i++) {
+        _mm_prefetch((const char *)(src + i * ldb + k0 + kf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(src + i * ldb + k0 + kf + 16), _MM_HINT_T0);
+      }
+      gt__load_tr_pairs_cvt(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0, &den);
+      gt__load_tr_pairs_cvt(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0, &den);
+      uint32_t *dk = d + k / 2 * NR;
+      if (qn == 16) {
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; q++) {
+          _mm512_store_ps(dk + q * NR, r[q]);
+          _mm512_store_ps(dk + q * NR + 16, s[q]);
+        }
+      } else {
+        for (int64_t q = 0; q < qn; q++) {
+          _mm512_store_ps(dk + q * NR, r[q]);
+          _mm512_store_ps(dk + q * NR + 16, s[q]);
+        }
+      }
+    }
+  }
+  if (den) gt__bpack_b_panel(d, transB, B, ldb, k0, kc, j0, nr);
+}
+
 /* ------------------------------------------------------- micro-kernels */
 
 /* C[mr, nr] = alpha * Ap . Bp + beta * C over kp pair steps (beta == 0: C
@@ -288,26 +477,78 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
 typedef void (*gt__bmicro_fn)(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                               int64_t nr, float alpha, float beta, const float *Cnext);
 
-/* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair */
-__attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
-                                                                float *C, int64_t ldc, int64_t mr, int64_t nr,
-                                                                float alpha, float beta, const float *Cnext) {
+/* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair per row.
+ * G: the A layout, 1 for [kp][MR] (gt__bpack_a's), 16 for groups of 16
+ * pair steps (gt__bpack_a_grouped's); R: the rows computed, 4, 8 or 12 (mr
+ * <= R: a tile of a few rows, at the bottom edge of C, does not pay for
+ * twelve; every element gets the same operations whatever R). */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bmicro_dp_body(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                   float alpha, float beta, const float *Cnext, const int G, const int R) {
   GT__TILE_PREFETCH
   GT__TILE_ROWS(GT__TILE_DECL)
-#pragma GCC unroll 2
-  for (int64_t q = 0; q < kp; q++) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
-    const int *a = (const int *)(Ap + q * MR);
 #define GT__ROW(r)                                       \
-  {                                                      \
-    __m512bh ar = (__m512bh)_mm512_set1_epi32(a[r]);     \
+  if ((r) < R) {                                         \
+    __m512bh ar = (__m512bh)_mm512_set1_epi32(a[(r) * st]); \
     c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);         \
     c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);         \
   }
-    GT__TILE_ROWS(GT__ROW)
-#undef GT__ROW
+  int64_t q = 0;
+  if (G == 1) {
+    const int64_t st = 1;
+#pragma GCC unroll 2
+    for (; q < kp; q++) {
+      __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
+      const int *a = (const int *)(Ap + q * MR);
+      GT__TILE_ROWS(GT__ROW)
+    }
+  } else {
+    for (; q + 16 <= kp; q += 16) {
+      const int *ag = (const int *)(Ap + q * MR);
+      const int64_t st = 16;
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; t++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR);
+        __m512bh b1 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR + 16);
+        const int *a = ag + t;
+        GT__TILE_ROWS(GT__ROW)
+      }
+    }
+    /* the last group, w < 16 steps, rows w apart */
+    const int *ag = (const int *)(Ap + q * MR);
+    const int64_t st = kp - q;
+    for (int64_t t = 0; q + t < kp; t++) {
+      __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR);
+      __m512bh b1 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR + 16);
+      const int *a = ag + t;
+      GT__TILE_ROWS(GT__ROW)
+    }
   }
+#undef GT__ROW
   GT__TILE_EPILOGUE
+}
+
+__attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
+                                                                float *C, int64_t ldc, int64_t mr, int64_t nr,
+                                                                float alpha, float beta, const float *Cnext) {
+  if (mr > 8)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 12);
+  else if (mr > 4)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 8);
+  else
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 4);
+}
+
+__attribute__((target("avx512bf16"))) static void gt__bmicro_dp_grp(int64_t kp, const uint32_t *Ap,
+                                                                    const uint32_t *Bp, float *C, int64_t ldc,
+                                                                    int64_t mr, int64_t nr, float alpha, float beta,
+                                                                    const float *Cnext) {
+  if (mr > 8)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 12);
+  else if (mr > 4)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 8);
+  else
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 4);
 }
 
 /* The fallback: each pair split into two floats (the low half shifted up,
@@ -378,7 +619,10 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
                             float *C, int64_t ldc) {
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
-  const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a, gt__bpack_b_panel, micro};
+  const int dp = micro == gt__bmicro_dp;
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a,
+                                dp ? gt__bpack_b_cvt : gt__bpack_b_panel,
+                                dp && !transA ? gt__bmicro_dp_grp : micro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -247,6 +247,51 @@ START_TEST(test_fallback_same_bits) {
 }
 END_TEST
 
+START_TEST(test_bgemm_pack_paths) {
+  /* The vdpbf16ps path packs with vcvtne2ps2bf16 (it flushes float32
+   * denormals, which the integer rounding keeps: a block holding one is
+   * packed again), A not transposed in groups of 16 pair steps (a last group
+   * of K/2 mod 16 steps), and computes tiles of at most 4 or 8 rows with
+   * fewer accumulators. Against the fallback (integer rounding, [kp][MR]
+   * panels, all twelve rows) bit for bit and against the reference, on
+   * M mod 12 of 1..4, 5..8 and 9..11, K around the 32-k steps: ordinary
+   * values, then the same with one float32 denormal that rounds to the
+   * smallest normal bf16 (2^-126) in A, then in B, whose products must
+   * survive. */
+  if (gt__bgemm_kernel() != 2) return;
+  int64_t shapes[][3] = {{4, 40, 31}, {8, 33, 32}, {44, 64, 33}, {45, 31, 47}, {52, 96, 65}, {64, 70, 300}, {23, 5, 2}};
+  uint64_t s = 77;
+  for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+    for (int t = 0; t < 4; t++)
+      for (int den = 0; den < 3; den++) {
+        int ta = t & 1, tb = t >> 1;
+        int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+        float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, 1, 2);
+        int64_t lda = ta ? M : K, ldb = tb ? K : N, i = M - 1, j = N / 2, k = K - 1;
+        if (den == 1) { /* A row i: zero but for one denormal at k */
+          for (int64_t kk = 0; kk < K; kk++) A[ta ? kk * lda + i : i * lda + kk] = 0;
+          A[ta ? k * lda + i : i * lda + k] = bits_to_f(0x007fffffu);
+        } else if (den == 2) { /* B column j: likewise */
+          for (int64_t kk = 0; kk < K; kk++) B[tb ? j * ldb + kk : kk * ldb + j] = 0;
+          B[tb ? j * ldb + k : k * ldb + j] = bits_to_f(0x007fffffu);
+          A[ta ? k * lda : k] = 1.5f; /* row 0's product with it: 1.5 2^-126 */
+        }
+        float *Cf = calloc((size_t)(M * N), sizeof(float)), *Cs = calloc((size_t)(M * N), sizeof(float));
+        gt_bgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, Cf, N);
+        gt__bgemm_force_fallback(1);
+        gt_bgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, Cs, N);
+        gt__bgemm_force_fallback(0);
+        ck_assert_msg(memcmp(Cf, Cs, sizeof(float) * (size_t)(M * N)) == 0, "M%lld N%lld K%lld ta%d tb%d den%d",
+                      (long long)M, (long long)N, (long long)K, ta, tb, den);
+        if (den == 1) /* 2^-126 b with b in [1, 2]: a normal float, not flushed */
+          ck_assert(Cf[i * N + j] >= 0x1p-126f && Cf[i * N + 0] >= 0x1p-126f);
+        if (den == 2) ck_assert(Cf[j] == 1.5f * 0x1p-126f);
+        free(A), free(B), free(Cf), free(Cs);
+        if (den == 0) run_case(ta, tb, M, N, K, 0.5f, 1.0f, (int)(c % 3));
+      }
+}
+END_TEST
+
 /* the kernel a child process picks with GEMTRAIN_NO_AVX512BF16=value */
 static int kernel_with_env(const char *value) {
   pid_t pid = fork();
@@ -388,6 +433,7 @@ int main(void) {
   tcase_add_test(tc, test_bgemm_alpha_zero_and_empty_k);
   tcase_add_test(tc, test_bgemm_specials_and_denormals);
   tcase_add_test(tc, test_fallback_same_bits);
+  tcase_add_test(tc, test_bgemm_pack_paths);
   tcase_add_test(tc, test_bgemm_thread_counts);
   tcase_add_test(tc, test_bgemm_inside_parallel_region);
   tcase_add_test(tc, test_matmul_bf16_vs_float32);
