@@ -610,6 +610,129 @@ static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const flo
   GT__GEMV_BT_BODY(GT__RND_PS)
 }
 
+/* The same sums, faster, on the vdpbf16ps path: rounding both operands in
+ * registers (8 integer operations per 16 floats each) made the MLP's rows
+ * a third as fast as float32's. The M <= 4 rows of A are rounded once per
+ * call into the calling thread's packing buffer (zero-padded to whole
+ * vectors), and the rows of B with vcvtne2ps2bf16, 32 floats at a time,
+ * widened back by one masked word permute per 16; a pair of vectors holding
+ * a float32 denormal (which it would flush, gt_f32_to_bf16 keeps) takes the
+ * integer rounding. Each output gets the same FMAs in the same order as
+ * gt__bgemv_bt's (lane l sums k = l mod 16 in k order, then
+ * _mm512_reduce_add_ps), so the bits are the same; rows of B are converted
+ * once for all M rows of A. 0, or -1 when the buffer cannot grow. */
+/* x (32 floats in two vectors) rounded to bf16 values, as GT__RND_PS */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__round32_cvt(__m512 x0, __m512 x1, __m512 *r0, __m512 *r1) {
+  if (__builtin_expect((_mm512_fpclass_ps_mask(x0, GT__FPCLASS_DENORMAL) |
+                        _mm512_fpclass_ps_mask(x1, GT__FPCLASS_DENORMAL)) != 0,
+                       0)) {
+    *r0 = GT__RND_PS(x0), *r1 = GT__RND_PS(x1);
+    return;
+  }
+  /* words 0-15: x0's bf16, 16-31: x1's; each to the top half of a lane */
+  const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3,
+                                      0, 2, 0, 1, 0, 0, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  __m512i w = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+  *r0 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, lo, w));
+  *r1 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, hi, w));
+}
+
+/* Outputs (i < MM, j in [j0, j0 + JB)): JB rows of B at once, each output
+ * its own accumulator. The order within an output is fixed (one FMA chain
+ * per lane), so the FMA latency bounds a single dot product: rows of B side
+ * by side give the core independent chains. */
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bgemv_rows_cvt(int64_t j0, int64_t K, float alpha, const float *a, int64_t K16, const float *B, int64_t ldb,
+                   float beta, float *C, int64_t ldc, const int MM, const int JB) {
+  const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+  __m512 acc[4][4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < MM; i++)
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    __m512 r0[4], r1[4];
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      const float *b = B + (j0 + jb) * ldb + k;
+      gt__round32_cvt(_mm512_loadu_ps(b), _mm512_loadu_ps(b + 16), &r0[jb], &r1[jb]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < MM; i++) {
+      __m512 a0 = _mm512_load_ps(a + i * K16 + k), a1 = _mm512_load_ps(a + i * K16 + k + 16);
+      #pragma GCC unroll 4
+      for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_fmadd_ps(a0, r0[jb], acc[i][jb]);
+      #pragma GCC unroll 4
+      for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_fmadd_ps(a1, r1[jb], acc[i][jb]);
+    }
+  }
+  /* the rest: a whole vector, then the masked tail, as gt__bgemv_bt */
+  for (; k < K; k += 16) {
+    __mmask16 m = k + 16 <= K ? (__mmask16)0xFFFF : tail;
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      __m512 r = GT__RND_PS(_mm512_maskz_loadu_ps(m, B + (j0 + jb) * ldb + k));
+      #pragma GCC unroll 4
+      for (int i = 0; i < MM; i++) acc[i][jb] = _mm512_fmadd_ps(_mm512_load_ps(a + i * K16 + k), r, acc[i][jb]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int i = 0; i < MM; i++)
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      float dot = alpha * _mm512_reduce_add_ps(acc[i][jb]);
+      float *c = C + i * ldc + j0 + jb;
+      *c = beta == 0.0f ? dot : dot + beta * *c;
+    }
+}
+
+__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bgemv_row_cvt(int64_t N0, int64_t N1, int64_t K, float alpha, const float *a, int64_t K16, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc, const int MM, int side) {
+  int64_t j = N0;
+  if (side)
+    for (; j + 4 <= N1; j += 4) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 4);
+  for (; j < N1; j++) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 1);
+}
+
+__attribute__((target("avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
+                                                                  const float *A, int64_t lda, const float *B,
+                                                                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  const int64_t K16 = gt__gcdiv(K, 16) * 16;
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  if (!cache || gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(M * K16))) return -1;
+  float *a = cache->a;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t k = 0; k < K16; k += 16) {
+      __mmask16 m = (__mmask16)(k + 16 <= K ? 0xFFFF : (1u << (K - k)) - 1);
+      _mm512_store_ps(a + i * K16 + k, GT__RND_PS(_mm512_maskz_loadu_ps(m, A + i * lda + k)));
+    }
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
+  const int64_t chunk = 64;
+  /* rows side by side (four FMA chains at once) when B comes from the
+   * caches (the MLP's weights between calls: as fast as float32's one
+   * chain per output); one row after another, a single sequential stream,
+   * when B is larger than half of L3 and comes from memory (the vocabulary
+   * head: side by side ran at half the rate) */
+  const int side = (double)N * (double)ldb * 4 <= (double)gt__gemm_l3_bytes() / 2;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t j0 = 0; j0 < N; j0 += chunk) {
+    int64_t j1 = gt__gmin(N, j0 + chunk);
+    if (M == 1)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 1, side);
+    else if (M == 2)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 2, side);
+    else if (M == 3)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 3, side);
+    else
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 4, side);
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- driver */
 
 /* 0, or -1 when the buffers could not grow (the caller then takes the
@@ -640,7 +763,8 @@ void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   int path = gt__bgemm_kernel();
 #if defined(GT__BG_X86)
   if (path != GT__BG_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
-    gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (path != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+      gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (path != GT__BG_COPY &&

@@ -292,6 +292,54 @@ START_TEST(test_bgemm_pack_paths) {
 }
 END_TEST
 
+START_TEST(test_bgemv_same_bits) {
+  /* up to 4 rows times B^T (decoding): on the vdpbf16ps path the rows of A
+   * are rounded once per call and B's with vcvtne2ps2bf16 (a float32
+   * denormal takes the integer rounding), four rows of B side by side; the
+   * fallback rounds both in registers, one output at a time. The same FMAs
+   * in the same order: the same bits, on every exponent range (denormals,
+   * infinities and NaNs included), for M 1..4, N around the groups of four
+   * rows and K around the 32-float steps and the 16-float tail. */
+  if (gt__bgemm_kernel() != 2) return;
+  int ranges[][2] = {{110, 140}, {0, 70}, {0, 255}};
+  int64_t nk[][2] = {{1, 15}, {3, 16}, {4, 31}, {5, 32}, {7, 33}, {9, 47}, {70, 640}, {13, 2049}};
+  uint64_t s = 404;
+  for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
+    for (size_t c = 0; c < sizeof nk / sizeof nk[0]; c++)
+      for (int64_t M = 1; M <= 4; M++) {
+        int64_t N = nk[c][0], K = nk[c][1], ldc = N + 1;
+        float *A = exp_range(M * K, &s, ranges[r][0], ranges[r][1]);
+        float *B = exp_range(K * N, &s, ranges[r][0], ranges[r][1]);
+        float *C0 = exp_range(M * ldc, &s, 110, 140);
+        float *Cf = gt_test_copy(C0, M * ldc), *Cs = gt_test_copy(C0, M * ldc);
+        float beta = (float)(c % 3) * 0.5f;
+        gt_bgemm(0, 1, M, N, K, 1.0f, A, K, B, K, beta, Cf, ldc);
+        gt__bgemm_force_fallback(1);
+        gt_bgemm(0, 1, M, N, K, 1.0f, A, K, B, K, beta, Cs, ldc);
+        gt__bgemm_force_fallback(0);
+        int64_t w = 0;
+        ck_assert_msg(same_or_both_nan(Cf, Cs, M * ldc, &w), "exponents [%d, %d] M%lld N%lld K%lld [%lld]: %a vs %a",
+                      ranges[r][0], ranges[r][1], (long long)M, (long long)N, (long long)K, (long long)w, Cf[w], Cs[w]);
+        free(A), free(B), free(C0), free(Cf), free(Cs);
+      }
+  /* a float32 denormal in B, alone in its row, times 2^100: kept by the
+   * rounding (no DAZ on this path), so the output is 2^100 bf16(d) */
+  static const uint32_t dens[] = {0x00400000u, 0x007fffffu, 0x80018000u};
+  for (int64_t K = 31; K <= 65; K += 17)
+    for (size_t d = 0; d < sizeof dens / sizeof dens[0]; d++) {
+      int64_t N = 6;
+      float *A = malloc(sizeof(float) * (size_t)K), *B = calloc((size_t)(N * K), sizeof(float)), C[6];
+      for (int64_t k = 0; k < K; k++) A[k] = 0x1p100f;
+      for (int64_t j = 0; j < N; j++) B[j * K + (j * 7) % K] = bits_to_f(dens[d]);
+      gt_bgemm(0, 1, 1, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+      for (int64_t j = 0; j < N; j++)
+        ck_assert_msg(C[j] == 0x1p100f * gt_bf16_round1(bits_to_f(dens[d])), "K%lld d%zu [%lld]: %a", (long long)K, d,
+                      (long long)j, C[j]);
+      free(A), free(B);
+    }
+}
+END_TEST
+
 /* the kernel a child process picks with GEMTRAIN_NO_AVX512BF16=value */
 static int kernel_with_env(const char *value) {
   pid_t pid = fork();
@@ -434,6 +482,7 @@ int main(void) {
   tcase_add_test(tc, test_bgemm_specials_and_denormals);
   tcase_add_test(tc, test_fallback_same_bits);
   tcase_add_test(tc, test_bgemm_pack_paths);
+  tcase_add_test(tc, test_bgemv_same_bits);
   tcase_add_test(tc, test_bgemm_thread_counts);
   tcase_add_test(tc, test_bgemm_inside_parallel_region);
   tcase_add_test(tc, test_matmul_bf16_vs_float32);
