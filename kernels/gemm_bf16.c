@@ -280,6 +280,14 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
   }
 }
 
+/* columns j0..j0+n of the block as consecutive B panels (kernels/gemm_blocking.h) */
+static void gt__bpack_b_panels(uint32_t *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
+                               int64_t j0, int64_t n) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p * NR < n; p++)
+    gt__bpack_b_panel(d + p * NR * kp, transB, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR));
+}
+
 /* ------------------------------------------- packing with vcvtne2ps2bf16 */
 
 /* The vdpbf16ps path packs with AVX512_BF16's own conversion: one
@@ -411,62 +419,77 @@ __attribute__((target("avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst,
   if (den) gt__bpack_a(dst, transA, A, lda, i0, mc, k0, kc);
 }
 
-/* gt__bpack_b_panel with vcvtne2ps2bf16 (the same layout and bits) */
-__attribute__((target("avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
-                                                                  int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                                                                  int64_t nr) {
-  const int64_t kp = (kc + 1) / 2;
+/* B panels with vcvtne2ps2bf16 (gt__bpack_b_panels' layout and bits) */
+__attribute__((target("avx512bf16"))) static __attribute__((noinline)) void
+gt__bpack_bt_cvt(uint32_t *d, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
+                 __mmask16 *dn) {
   __mmask16 den = 0;
-  if (!transB) {
-    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
-    __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
-    for (int64_t q = 0; q < kp; q++) {
-      const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
-      const int odd = 2 * q + 1 < kc;
-      /* the rows lie ldb apart (often a page or more): no hardware
-       * prefetcher follows that, so ask for the rows 8 pair steps ahead */
-      if (2 * q + 17 < kc) {
-        const float *f = e + 16 * ldb;
-        _mm_prefetch((const char *)f, _MM_HINT_T0);
-        _mm_prefetch((const char *)(f + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(f + ldb), _MM_HINT_T0);
-        _mm_prefetch((const char *)(f + ldb + 16), _MM_HINT_T0);
-      }
-      __m512 e0 = _mm512_maskz_loadu_ps(m0, e), e1 = _mm512_maskz_loadu_ps(m1, e + 16);
-      __m512 o0 = _mm512_maskz_loadu_ps(odd ? m0 : 0, o), o1 = _mm512_maskz_loadu_ps(odd ? m1 : 0, o + 16);
-      _mm512_store_si512(d + q * NR, gt__two_rows_cvt(e0, o0, &den));
-      _mm512_store_si512(d + q * NR + 16, gt__two_rows_cvt(e1, o1, &den));
+  const float *src = B + j0 * ldb;
+  for (int64_t k = 0; k < kc; k += 32) {
+    __m512 r[16], s[16];
+    int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+    /* 32 rows read 128 bytes at a time: too short a run for the hardware
+     * prefetcher; ask for the next 32 k of every row now */
+    int64_t kf = gt__gmin(k + 32, gt__gmax(0, kc - 32));
+    for (int64_t i = 0; i < nr; i++) {
+      _mm_prefetch((const char *)(src + i * ldb + k0 + kf), _MM_HINT_T0);
+      _mm_prefetch((const char *)(src + i * ldb + k0 + kf + 16), _MM_HINT_T0);
     }
-  } else {
-    const float *src = B + j0 * ldb;
-    for (int64_t k = 0; k < kc; k += 32) {
-      __m512 r[16], s[16];
-      int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
-      /* 32 rows read 128 bytes at a time: too short a run for the hardware
-       * prefetcher; ask for the next 32 k of every row now */
-      int64_t kf = gt__gmin(k + 32, gt__gmax(0, kc - 32));
-      for (int64_t i = 0; i < nr; i++) {
-        _mm_prefetch((const char *)(src + i * ldb + k0 + kf), _MM_HINT_T0);
-        _mm_prefetch((const char *)(src + i * ldb + k0 + kf + 16), _MM_HINT_T0);
-      }
-      gt__load_tr_pairs_cvt(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0, &den);
-      gt__load_tr_pairs_cvt(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0, &den);
-      uint32_t *dk = d + k / 2 * NR;
-      if (qn == 16) {
+    gt__load_tr_pairs_cvt(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0, &den);
+    gt__load_tr_pairs_cvt(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0, &den);
+    uint32_t *dk = d + k / 2 * NR;
+    if (qn == 16) {
 #pragma GCC unroll 16
-        for (int q = 0; q < 16; q++) {
-          _mm512_store_ps(dk + q * NR, r[q]);
-          _mm512_store_ps(dk + q * NR + 16, s[q]);
-        }
-      } else {
-        for (int64_t q = 0; q < qn; q++) {
-          _mm512_store_ps(dk + q * NR, r[q]);
-          _mm512_store_ps(dk + q * NR + 16, s[q]);
-        }
+      for (int q = 0; q < 16; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    } else {
+      for (int64_t q = 0; q < qn; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
       }
     }
   }
-  if (den) gt__bpack_b_panel(d, transB, B, ldb, k0, kc, j0, nr);
+  *dn |= den;
+}
+
+__attribute__((target("avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
+                                                                  int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                                                                  int64_t n) {
+  const int64_t kp = (kc + 1) / 2, np = gt__gcdiv(n, NR);
+  __mmask16 den = 0;
+  if (transB) {
+    for (int64_t p = 0; p < np; p++)
+      gt__bpack_bt_cvt(d + p * NR * kp, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR), &den);
+  } else {
+    /* rows 2q and 2q + 1 across all the panels: each row's n columns are
+     * read in one run (panel by panel, 128 bytes of each of kc rows a page
+     * or more apart, the loads waited on L3) */
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
+      const int odd = 2 * q + 1 < kc;
+      /* and the rows 8 pair steps ahead requested now */
+      if (2 * q + 17 < kc)
+        for (int64_t j = 0; j < n; j += 16) {
+          _mm_prefetch((const char *)(e + 16 * ldb + j), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 17 * ldb + j), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < np; p++) {
+        int64_t nr = gt__gmin(NR, n - p * NR);
+        __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+        __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+        const float *ep = e + p * NR, *op = o + p * NR;
+        __m512 e0 = _mm512_maskz_loadu_ps(m0, ep), e1 = _mm512_maskz_loadu_ps(m1, ep + 16);
+        __m512 o0 = _mm512_maskz_loadu_ps(odd ? m0 : 0, op), o1 = _mm512_maskz_loadu_ps(odd ? m1 : 0, op + 16);
+        uint32_t *dq = d + p * NR * kp + q * NR;
+        _mm512_store_si512(dq, gt__two_rows_cvt(e0, o0, &den));
+        _mm512_store_si512(dq + 16, gt__two_rows_cvt(e1, o1, &den));
+      }
+    }
+  }
+  /* a float32 denormal somewhere: the integer rounding keeps it */
+  if (den) gt__bpack_b_panels(d, transB, B, ldb, k0, kc, j0, n);
 }
 
 /* ------------------------------------------------------- micro-kernels */
@@ -744,7 +767,7 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
   const int dp = micro == gt__bmicro_dp;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a,
-                                dp ? gt__bpack_b_cvt : gt__bpack_b_panel,
+                                dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
                                 dp && !transA ? gt__bmicro_dp_grp : micro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
