@@ -5,9 +5,13 @@
  * integer rounding of bf16.h, denormals and NaNs as gt_f32_to_bf16) while
  * they are packed, two consecutive k in one 32-bit lane: k = 2p in the low
  * half, 2p + 1 in the high half, an odd K block padded with a zero. A panel:
- * [kc/2][MR] pairs, B panel: [kc/2][NR] pairs. The micro-kernel broadcasts
- * one A pair per row and runs vdpbf16ps on two B vectors: 2 x 32 products
- * per row and pair step, float32 accumulators.
+ * [kc/2][MR] pairs (on the vdpbf16ps path, A not transposed: groups of 16
+ * pair steps row by row, see gt__bpack_a_grouped), B panel: [kc/2][NR]
+ * pairs. The micro-kernel broadcasts one A pair per row and runs vdpbf16ps
+ * on two B vectors: 2 x 32 products per row and pair step, float32
+ * accumulators. The vdpbf16ps path converts with vcvtne2ps2bf16 instead of
+ * the integer rounding, with the same bits (see "packing with
+ * vcvtne2ps2bf16").
  *
  * Loops, blocking, tasks and buffers are kernels/gemm.c's (shared through
  * kernels/gemm_blocking.h): jc over N by NC, pc over K by KC (B block packed
@@ -27,11 +31,11 @@
  * denormal accumulator) and denormal results flushed to zero (FTZ).
  *
  * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
- * environment, read once, or gt__bgemm_force_fallback(1)), the same packing
- * and loops with a micro-kernel that splits each pair into two floats and
- * runs two float32 FMAs, odd k first, with MXCSR set to DAZ, FTZ and round
- * to nearest for its k loop (and restored before alpha, beta and C are
- * applied). On this CPU it
+ * environment, read once, or gt__bgemm_force_fallback(1)), the same pairs
+ * (integer rounding, [kc/2][MR] A panels) and loops with a micro-kernel that
+ * splits each pair into two floats and runs two float32 FMAs, odd k first,
+ * with MXCSR set to DAZ, FTZ and round to nearest for its k loop (and
+ * restored before alpha, beta and C are applied). On this CPU it
  * gives the fast path's bits exactly: tests/test_bf16_kernels.c asserts
  * bit-identity on random data over the whole exponent range, denormals,
  * infinities and NaN included. (On a CPU whose vdpbf16ps flushes at a
@@ -625,7 +629,8 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
  * registers; the products are exact in float32 and summed in 16 lanes, then
  * across them: another order than the packed kernel's, within the same
  * bound. Every output is one thread's fixed-order sum, so the bits do not
- * depend on threads. Both paths (vdpbf16ps and its fallback) use it. */
+ * depend on threads. The fallback uses it; the vdpbf16ps path the faster
+ * gt__bgemv_bt_cvt below, with the same bits. */
 #define GT__BGEMV_ROWS 4
 #define GT__RND_PS(v) _mm512_castsi512_ps(gt__rnd16(v))
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
