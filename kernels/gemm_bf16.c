@@ -311,7 +311,7 @@ static void gt__bpack_b_panels(uint32_t *d, int transB, const float *B, int64_t 
 
 /* 32 consecutive k of one row (masked to kn) -> 16 pair lanes; denormal
  * inputs marked in *den */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
 gt__row_pairs_cvt(const float *src, int64_t kn, __mmask16 *den) {
   __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
   __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
@@ -322,7 +322,7 @@ gt__row_pairs_cvt(const float *src, int64_t kn, __mmask16 *den) {
 
 /* lane j of the 16 loaded from row 2p (e) and of those from row 2p + 1 (o)
  * -> pair lane j */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
 gt__two_rows_cvt(__m512 e, __m512 o, __mmask16 *den) {
   *den |= _mm512_fpclass_ps_mask(e, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(o, GT__FPCLASS_DENORMAL);
   /* words: e's 16 then o's 16; interleave them */
@@ -332,7 +332,7 @@ gt__two_rows_cvt(__m512 e, __m512 o, __mmask16 *den) {
 }
 
 /* gt__load_tr_pairs with the conversion above */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows, int64_t k, int64_t kn,
                       const float *next, int64_t nnext, __mmask16 *den) {
   for (int64_t i = 0; i < nnext; i++) {
@@ -355,7 +355,7 @@ gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows,
  * reads it. exact: the integer rounding of gt__row_pairs (a block with a
  * float32 denormal in it: see above), else vcvtne2ps2bf16 with denormals
  * marked in *den. */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__bpack_a_grouped(uint32_t *dst, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                     const int exact, __mmask16 *den) {
   const int64_t kp = (kc + 1) / 2;
@@ -392,7 +392,7 @@ gt__bpack_a_grouped(uint32_t *dst, const float *A, int64_t lda, int64_t i0, int6
 }
 
 /* gt__bpack_a with vcvtne2ps2bf16 (the same layout and bits) */
-__attribute__((target("avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst, int transA, const float *A,
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst, int transA, const float *A,
                                                                   int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                                                                   int64_t kc) {
   const int64_t kp = (kc + 1) / 2;
@@ -424,7 +424,7 @@ __attribute__((target("avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst,
 }
 
 /* B panels with vcvtne2ps2bf16 (gt__bpack_b_panels' layout and bits) */
-__attribute__((target("avx512bf16"))) static __attribute__((noinline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static __attribute__((noinline)) void
 gt__bpack_bt_cvt(uint32_t *d, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
                  __mmask16 *dn) {
   __mmask16 den = 0;
@@ -458,7 +458,7 @@ gt__bpack_bt_cvt(uint32_t *d, const float *B, int64_t ldb, int64_t k0, int64_t k
   *dn |= den;
 }
 
-__attribute__((target("avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
                                                                   int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                                                                   int64_t n) {
   const int64_t kp = (kc + 1) / 2, np = gt__gcdiv(n, NR);
@@ -509,7 +509,7 @@ typedef void (*gt__bmicro_fn)(int64_t kp, const uint32_t *Ap, const uint32_t *Bp
  * pair steps (gt__bpack_a_grouped's); R: the rows computed, 4, 8 or 12 (mr
  * <= R: a tile of a few rows, at the bottom edge of C, does not pay for
  * twelve; every element gets the same operations whatever R). */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__bmicro_dp_body(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
                    float alpha, float beta, const float *Cnext, const int G, const int R) {
   GT__TILE_PREFETCH
@@ -555,7 +555,7 @@ gt__bmicro_dp_body(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C,
   GT__TILE_EPILOGUE
 }
 
-__attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
                                                                 float *C, int64_t ldc, int64_t mr, int64_t nr,
                                                                 float alpha, float beta, const float *Cnext) {
   if (mr > 8)
@@ -566,7 +566,7 @@ __attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, cons
     gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 4);
 }
 
-__attribute__((target("avx512bf16"))) static void gt__bmicro_dp_grp(int64_t kp, const uint32_t *Ap,
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bmicro_dp_grp(int64_t kp, const uint32_t *Ap,
                                                                     const uint32_t *Bp, float *C, int64_t ldc,
                                                                     int64_t mr, int64_t nr, float alpha, float beta,
                                                                     const float *Cnext) {
@@ -650,7 +650,7 @@ static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const flo
  * _mm512_reduce_add_ps), so the bits are the same; rows of B are converted
  * once for all M rows of A. 0, or -1 when the buffer cannot grow. */
 /* x (32 floats in two vectors) rounded to bf16 values, as GT__RND_PS */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__round32_cvt(__m512 x0, __m512 x1, __m512 *r0, __m512 *r1) {
   if (__builtin_expect((_mm512_fpclass_ps_mask(x0, GT__FPCLASS_DENORMAL) |
                         _mm512_fpclass_ps_mask(x1, GT__FPCLASS_DENORMAL)) != 0,
@@ -671,7 +671,7 @@ gt__round32_cvt(__m512 x0, __m512 x1, __m512 *r0, __m512 *r1) {
  * its own accumulator. The order within an output is fixed (one FMA chain
  * per lane), so the FMA latency bounds a single dot product: rows of B side
  * by side give the core independent chains. */
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__bgemv_rows_cvt(int64_t j0, int64_t K, float alpha, const float *a, int64_t K16, const float *B, int64_t ldb,
                    float beta, float *C, int64_t ldc, const int MM, const int JB) {
   const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
@@ -717,7 +717,7 @@ gt__bgemv_rows_cvt(int64_t j0, int64_t K, float alpha, const float *a, int64_t K
     }
 }
 
-__attribute__((target("avx512bf16"))) static inline __attribute__((always_inline)) void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__bgemv_row_cvt(int64_t N0, int64_t N1, int64_t K, float alpha, const float *a, int64_t K16, const float *B,
                   int64_t ldb, float beta, float *C, int64_t ldc, const int MM, int side) {
   int64_t j = N0;
@@ -726,7 +726,7 @@ gt__bgemv_row_cvt(int64_t N0, int64_t N1, int64_t K, float alpha, const float *a
   for (; j < N1; j++) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 1);
 }
 
-__attribute__((target("avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
                                                                   const float *A, int64_t lda, const float *B,
                                                                   int64_t ldb, float beta, float *C, int64_t ldc) {
   const int64_t K16 = gt__gcdiv(K, 16) * 16;
