@@ -170,11 +170,16 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
       for (int64_t pc = 0; pc < K; pc += kcb) {
         int64_t kc = gt__gmin(kcb, K - pc), ku = gt__gcdiv(kc, k->kdiv);
         float bta = pc == 0 ? beta : 1.0f;
-        /* every thread packs panels of the shared B block; the loop's
-         * barrier keeps them from reading it early */
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < npanels; q++)
-          k->pack_b(Bp + q * NR * ku, transB, B, ldb, pc, kc, jc + q * NR, gt__gmin(NR, nc - q * NR));
+        /* every thread packs a run of panels of the shared B block (one
+         * call: rows of B not transposed are then read in runs across the
+         * panels); the barrier keeps them from reading it early */
+        {
+          int nth = omp_get_num_threads();
+          int64_t q0 = npanels * tid / nth, q1 = npanels * (tid + 1) / nth;
+          if (q1 > q0)
+            k->pack_b(Bp + q0 * NR * ku, transB, B, ldb, pc, kc, jc + q0 * NR, gt__gmin(nc, q1 * NR) - q0 * NR);
+        }
+#pragma omp barrier
         int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
         /* ... and the end of this loop keeps the next pack from overwriting
          * B while a task still reads it */
@@ -361,8 +366,9 @@ static void gt__pack_a_u(uint32_t *d, int tA, const float *A, int64_t lda, int64
   gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc);
 }
 static void gt__pack_b_u(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                         int64_t nr) {
-  gt__pack_b_panel((float *)(void *)d, tB, B, ldb, k0, kc, j0, nr);
+                         int64_t n) {
+  for (int64_t p = 0; p * NR < n; p++)
+    gt__pack_b_panel((float *)(void *)d + p * NR * kc, tB, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR));
 }
 static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                         int64_t nr, float alpha, float beta, const float *cn) {

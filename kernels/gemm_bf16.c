@@ -5,9 +5,13 @@
  * integer rounding of bf16.h, denormals and NaNs as gt_f32_to_bf16) while
  * they are packed, two consecutive k in one 32-bit lane: k = 2p in the low
  * half, 2p + 1 in the high half, an odd K block padded with a zero. A panel:
- * [kc/2][MR] pairs, B panel: [kc/2][NR] pairs. The micro-kernel broadcasts
- * one A pair per row and runs vdpbf16ps on two B vectors: 2 x 32 products
- * per row and pair step, float32 accumulators.
+ * [kc/2][MR] pairs (on the vdpbf16ps path, A not transposed: groups of 16
+ * pair steps row by row, see gt__bpack_a_grouped), B panel: [kc/2][NR]
+ * pairs. The micro-kernel broadcasts one A pair per row and runs vdpbf16ps
+ * on two B vectors: 2 x 32 products per row and pair step, float32
+ * accumulators. The vdpbf16ps path converts with vcvtne2ps2bf16 instead of
+ * the integer rounding, with the same bits (see "packing with
+ * vcvtne2ps2bf16").
  *
  * Loops, blocking, tasks and buffers are kernels/gemm.c's (shared through
  * kernels/gemm_blocking.h): jc over N by NC, pc over K by KC (B block packed
@@ -27,11 +31,11 @@
  * denormal accumulator) and denormal results flushed to zero (FTZ).
  *
  * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
- * environment, read once, or gt__bgemm_force_fallback(1)), the same packing
- * and loops with a micro-kernel that splits each pair into two floats and
- * runs two float32 FMAs, odd k first, with MXCSR set to DAZ, FTZ and round
- * to nearest for its k loop (and restored before alpha, beta and C are
- * applied). On this CPU it
+ * environment, read once, or gt__bgemm_force_fallback(1)), the same pairs
+ * (integer rounding, [kc/2][MR] A panels) and loops with a micro-kernel that
+ * splits each pair into two floats and runs two float32 FMAs, odd k first,
+ * with MXCSR set to DAZ, FTZ and round to nearest for its k loop (and
+ * restored before alpha, beta and C are applied). On this CPU it
  * gives the fast path's bits exactly: tests/test_bf16_kernels.c asserts
  * bit-identity on random data over the whole exponent range, denormals,
  * infinities and NaN included. (On a CPU whose vdpbf16ps flushes at a
@@ -280,6 +284,218 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
   }
 }
 
+/* columns j0..j0+n of the block as consecutive B panels (kernels/gemm_blocking.h) */
+static void gt__bpack_b_panels(uint32_t *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
+                               int64_t j0, int64_t n) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p * NR < n; p++)
+    gt__bpack_b_panel(d + p * NR * kp, transB, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR));
+}
+
+/* ------------------------------------------- packing with vcvtne2ps2bf16 */
+
+/* The vdpbf16ps path packs with AVX512_BF16's own conversion: one
+ * vcvtne2ps2bf16 turns 32 floats into 32 bf16 in k order, which is already
+ * the pair layout (k = 2p low, 2p + 1 high), where the integer rounding
+ * above takes two roundings of 16 lanes (8 operations each) and a word
+ * permute. It rounds to nearest even and quiets NaNs exactly as
+ * gt_f32_to_bf16 does, except that it flushes float32 denormal inputs to
+ * (signed) zero, where gt_f32_to_bf16 keeps them (measured on this Zen 4
+ * over all 2^32 inputs: those are the only lanes that differ; Intel
+ * documents the same). So each block also classifies its inputs
+ * (vfpclassps, denormal), and a block with a float32 denormal in it is
+ * packed again by the integer rounding: the packed bits are the integer
+ * rounding's in every case, and both paths (vdpbf16ps and its fallback, which
+ * packs with the integer rounding) see the same pairs. */
+#define GT__FPCLASS_DENORMAL 0x20
+
+/* 32 consecutive k of one row (masked to kn) -> 16 pair lanes; denormal
+ * inputs marked in *den */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+gt__row_pairs_cvt(const float *src, int64_t kn, __mmask16 *den) {
+  __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
+  __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
+  __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
+  *den |= _mm512_fpclass_ps_mask(lo, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(hi, GT__FPCLASS_DENORMAL);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+/* lane j of the 16 loaded from row 2p (e) and of those from row 2p + 1 (o)
+ * -> pair lane j */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
+gt__two_rows_cvt(__m512 e, __m512 o, __mmask16 *den) {
+  *den |= _mm512_fpclass_ps_mask(e, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(o, GT__FPCLASS_DENORMAL);
+  /* words: e's 16 then o's 16; interleave them */
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(o, e));
+}
+
+/* gt__load_tr_pairs with the conversion above */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows, int64_t k, int64_t kn,
+                      const float *next, int64_t nnext, __mmask16 *den) {
+  for (int64_t i = 0; i < nnext; i++) {
+    _mm_prefetch((const char *)(next + i * ld + k), _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + i * ld + k + 16), _MM_HINT_T0);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_castsi512_ps(gt__row_pairs_cvt(src + i * ld + k, kn, den)) : _mm512_setzero_ps();
+  gt__tr16(r);
+}
+
+/* The vdpbf16ps kernel's A panels when the rows of op(A) run along k (A not
+ * transposed: the forward's X and the input gradient's dY): groups of 16 pair
+ * steps, row by row, [kp/16][MR][16] pairs, and a last group of the w < 16
+ * remaining steps as [MR][w]; rows past mc zero. One row's 32 k convert to
+ * its 16 pairs of a group in one vcvtne2ps2bf16 and one store: no transpose
+ * (the [kp][MR] layout took a 16 x 16 transpose per 32 k of 12 rows, a
+ * quarter of the time of products with few columns). gt__bmicro_dp_grp
+ * reads it. exact: the integer rounding of gt__row_pairs (a block with a
+ * float32 denormal in it: see above), else vcvtne2ps2bf16 with denormals
+ * marked in *den. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bpack_a_grouped(uint32_t *dst, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                    const int exact, __mmask16 *den) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p < mc; p += MR) {
+    int64_t mr = gt__gmin(MR, mc - p);
+    uint32_t *d = dst + p * kp;
+    const float *src = A + (i0 + p) * lda + k0;
+    for (int64_t k = 0; k < kc; k += 32) {
+      int64_t kn = gt__gmin(32, kc - k), w = (kn + 1) / 2;
+      uint32_t *dg = d + k / 2 * MR;
+      /* the same 32 k of the rows 12 ahead (the next panel): rows of a few
+       * KB do not ramp the hardware prefetcher up */
+      if (p + MR < mc)
+        for (int64_t r = 0; r < gt__gmin(MR, mc - p - MR); r++) {
+          _mm_prefetch((const char *)(src + (MR + r) * lda + k), _MM_HINT_T0);
+          _mm_prefetch((const char *)(src + (MR + r) * lda + k + 16), _MM_HINT_T0);
+        }
+      if (w == 16) {
+        for (int64_t r = 0; r < mr; r++)
+          _mm512_storeu_si512(dg + r * 16, exact ? gt__row_pairs(src + r * lda + k, kn)
+                                                 : gt__row_pairs_cvt(src + r * lda + k, kn, den));
+        for (int64_t r = mr; r < MR; r++) _mm512_storeu_si512(dg + r * 16, _mm512_setzero_si512());
+      } else {
+        __mmask16 m = (__mmask16)((1u << w) - 1);
+        for (int64_t r = 0; r < MR; r++) {
+          __m512i v = r >= mr ? _mm512_setzero_si512()
+                      : exact ? gt__row_pairs(src + r * lda + k, kn)
+                              : gt__row_pairs_cvt(src + r * lda + k, kn, den);
+          _mm512_mask_storeu_epi32(dg + r * w, m, v);
+        }
+      }
+    }
+  }
+}
+
+/* gt__bpack_a with vcvtne2ps2bf16 (the same layout and bits) */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bpack_a_cvt(uint32_t *dst, int transA, const float *A,
+                                                                  int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                                                                  int64_t kc) {
+  const int64_t kp = (kc + 1) / 2;
+  __mmask16 den = 0;
+  if (transA) {
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = A + (k0 + 2 * q) * lda + i0, *o = e + lda;
+      const int odd = 2 * q + 1 < kc;
+      if (q + 1 < kp)
+        for (int64_t i = 0; i < mc; i += 16) {
+          _mm_prefetch((const char *)(e + 2 * lda + i), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 3 * lda + i), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < mc; p += MR) {
+        int64_t mr = gt__gmin(MR, mc - p);
+        __mmask16 m = (__mmask16)((1u << mr) - 1);
+        __m512 ve = _mm512_maskz_loadu_ps(m, e + p), vo = _mm512_maskz_loadu_ps(odd ? m : 0, o + p);
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__two_rows_cvt(ve, vo, &den));
+      }
+    }
+  } else {
+    gt__bpack_a_grouped(dst, A, lda, i0, mc, k0, kc, 0, &den);
+    if (den) gt__bpack_a_grouped(dst, A, lda, i0, mc, k0, kc, 1, &den);
+    return;
+  }
+  /* a float32 denormal somewhere in the block: the integer rounding keeps
+   * it, vcvtne2ps2bf16 flushed it */
+  if (den) gt__bpack_a(dst, transA, A, lda, i0, mc, k0, kc);
+}
+
+/* B panels with vcvtne2ps2bf16 (gt__bpack_b_panels' layout and bits) */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static __attribute__((noinline)) void
+gt__bpack_bt_cvt(uint32_t *d, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
+                 __mmask16 *dn) {
+  __mmask16 den = 0;
+  const float *src = B + j0 * ldb;
+  for (int64_t k = 0; k < kc; k += 32) {
+    __m512 r[16], s[16];
+    int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+    /* 32 rows read 128 bytes at a time: too short a run for the hardware
+     * prefetcher; ask for the next 32 k of every row now */
+    int64_t kf = gt__gmin(k + 32, gt__gmax(0, kc - 32));
+    for (int64_t i = 0; i < nr; i++) {
+      _mm_prefetch((const char *)(src + i * ldb + k0 + kf), _MM_HINT_T0);
+      _mm_prefetch((const char *)(src + i * ldb + k0 + kf + 16), _MM_HINT_T0);
+    }
+    gt__load_tr_pairs_cvt(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src, 0, &den);
+    gt__load_tr_pairs_cvt(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src, 0, &den);
+    uint32_t *dk = d + k / 2 * NR;
+    if (qn == 16) {
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    } else {
+      for (int64_t q = 0; q < qn; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    }
+  }
+  *dn |= den;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bpack_b_cvt(uint32_t *d, int transB, const float *B,
+                                                                  int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                                                                  int64_t n) {
+  const int64_t kp = (kc + 1) / 2, np = gt__gcdiv(n, NR);
+  __mmask16 den = 0;
+  if (transB) {
+    for (int64_t p = 0; p < np; p++)
+      gt__bpack_bt_cvt(d + p * NR * kp, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR), &den);
+  } else {
+    /* rows 2q and 2q + 1 across all the panels: each row's n columns are
+     * read in one run (panel by panel, 128 bytes of each of kc rows a page
+     * or more apart, the loads waited on L3) */
+    for (int64_t q = 0; q < kp; q++) {
+      const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
+      const int odd = 2 * q + 1 < kc;
+      /* and the rows 8 pair steps ahead requested now */
+      if (2 * q + 17 < kc)
+        for (int64_t j = 0; j < n; j += 16) {
+          _mm_prefetch((const char *)(e + 16 * ldb + j), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 17 * ldb + j), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < np; p++) {
+        int64_t nr = gt__gmin(NR, n - p * NR);
+        __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+        __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+        const float *ep = e + p * NR, *op = o + p * NR;
+        __m512 e0 = _mm512_maskz_loadu_ps(m0, ep), e1 = _mm512_maskz_loadu_ps(m1, ep + 16);
+        __m512 o0 = _mm512_maskz_loadu_ps(odd ? m0 : 0, op), o1 = _mm512_maskz_loadu_ps(odd ? m1 : 0, op + 16);
+        uint32_t *dq = d + p * NR * kp + q * NR;
+        _mm512_store_si512(dq, gt__two_rows_cvt(e0, o0, &den));
+        _mm512_store_si512(dq + 16, gt__two_rows_cvt(e1, o1, &den));
+      }
+    }
+  }
+  /* a float32 denormal somewhere: the integer rounding keeps it */
+  if (den) gt__bpack_b_panels(d, transB, B, ldb, k0, kc, j0, n);
+}
+
 /* ------------------------------------------------------- micro-kernels */
 
 /* C[mr, nr] = alpha * Ap . Bp + beta * C over kp pair steps (beta == 0: C
@@ -288,26 +504,78 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
 typedef void (*gt__bmicro_fn)(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                               int64_t nr, float alpha, float beta, const float *Cnext);
 
-/* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair */
-__attribute__((target("avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
-                                                                float *C, int64_t ldc, int64_t mr, int64_t nr,
-                                                                float alpha, float beta, const float *Cnext) {
+/* vdpbf16ps: 24 accumulators, two B vectors, one broadcast pair per row.
+ * G: the A layout, 1 for [kp][MR] (gt__bpack_a's), 16 for groups of 16
+ * pair steps (gt__bpack_a_grouped's); R: the rows computed, 4, 8 or 12 (mr
+ * <= R: a tile of a few rows, at the bottom edge of C, does not pay for
+ * twelve; every element gets the same operations whatever R). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bmicro_dp_body(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                   float alpha, float beta, const float *Cnext, const int G, const int R) {
   GT__TILE_PREFETCH
   GT__TILE_ROWS(GT__TILE_DECL)
-#pragma GCC unroll 2
-  for (int64_t q = 0; q < kp; q++) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
-    const int *a = (const int *)(Ap + q * MR);
 #define GT__ROW(r)                                       \
-  {                                                      \
-    __m512bh ar = (__m512bh)_mm512_set1_epi32(a[r]);     \
+  if ((r) < R) {                                         \
+    __m512bh ar = (__m512bh)_mm512_set1_epi32(a[(r) * st]); \
     c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);         \
     c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);         \
   }
-    GT__TILE_ROWS(GT__ROW)
-#undef GT__ROW
+  int64_t q = 0;
+  if (G == 1) {
+    const int64_t st = 1;
+#pragma GCC unroll 2
+    for (; q < kp; q++) {
+      __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * NR), b1 = (__m512bh)_mm512_load_si512(Bp + q * NR + 16);
+      const int *a = (const int *)(Ap + q * MR);
+      GT__TILE_ROWS(GT__ROW)
+    }
+  } else {
+    for (; q + 16 <= kp; q += 16) {
+      const int *ag = (const int *)(Ap + q * MR);
+      const int64_t st = 16;
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; t++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR);
+        __m512bh b1 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR + 16);
+        const int *a = ag + t;
+        GT__TILE_ROWS(GT__ROW)
+      }
+    }
+    /* the last group, w < 16 steps, rows w apart */
+    const int *ag = (const int *)(Ap + q * MR);
+    const int64_t st = kp - q;
+    for (int64_t t = 0; q + t < kp; t++) {
+      __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR);
+      __m512bh b1 = (__m512bh)_mm512_load_si512(Bp + (q + t) * NR + 16);
+      const int *a = ag + t;
+      GT__TILE_ROWS(GT__ROW)
+    }
   }
+#undef GT__ROW
   GT__TILE_EPILOGUE
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bmicro_dp(int64_t kp, const uint32_t *Ap, const uint32_t *Bp,
+                                                                float *C, int64_t ldc, int64_t mr, int64_t nr,
+                                                                float alpha, float beta, const float *Cnext) {
+  if (mr > 8)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 12);
+  else if (mr > 4)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 8);
+  else
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 1, 4);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void gt__bmicro_dp_grp(int64_t kp, const uint32_t *Ap,
+                                                                    const uint32_t *Bp, float *C, int64_t ldc,
+                                                                    int64_t mr, int64_t nr, float alpha, float beta,
+                                                                    const float *Cnext) {
+  if (mr > 8)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 12);
+  else if (mr > 4)
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 8);
+  else
+    gt__bmicro_dp_body(kp, Ap, Bp, C, ldc, mr, nr, alpha, beta, Cnext, 16, 4);
 }
 
 /* The fallback: each pair split into two floats (the low half shifted up,
@@ -361,12 +629,136 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
  * registers; the products are exact in float32 and summed in 16 lanes, then
  * across them: another order than the packed kernel's, within the same
  * bound. Every output is one thread's fixed-order sum, so the bits do not
- * depend on threads. Both paths (vdpbf16ps and its fallback) use it. */
+ * depend on threads. The fallback uses it; the vdpbf16ps path the faster
+ * gt__bgemv_bt_cvt below, with the same bits. */
 #define GT__BGEMV_ROWS 4
 #define GT__RND_PS(v) _mm512_castsi512_ps(gt__rnd16(v))
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
   GT__GEMV_BT_BODY(GT__RND_PS)
+}
+
+/* The same sums, faster, on the vdpbf16ps path: rounding both operands in
+ * registers (8 integer operations per 16 floats each) made the MLP's rows
+ * a third as fast as float32's. The M <= 4 rows of A are rounded once per
+ * call into the calling thread's packing buffer (zero-padded to whole
+ * vectors), and the rows of B with vcvtne2ps2bf16, 32 floats at a time,
+ * widened back by one masked word permute per 16; a pair of vectors holding
+ * a float32 denormal (which it would flush, gt_f32_to_bf16 keeps) takes the
+ * integer rounding. Each output gets the same FMAs in the same order as
+ * gt__bgemv_bt's (lane l sums k = l mod 16 in k order, then
+ * _mm512_reduce_add_ps), so the bits are the same; rows of B are converted
+ * once for all M rows of A. 0, or -1 when the buffer cannot grow. */
+/* x (32 floats in two vectors) rounded to bf16 values, as GT__RND_PS */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__round32_cvt(__m512 x0, __m512 x1, __m512 *r0, __m512 *r1) {
+  if (__builtin_expect((_mm512_fpclass_ps_mask(x0, GT__FPCLASS_DENORMAL) |
+                        _mm512_fpclass_ps_mask(x1, GT__FPCLASS_DENORMAL)) != 0,
+                       0)) {
+    *r0 = GT__RND_PS(x0), *r1 = GT__RND_PS(x1);
+    return;
+  }
+  /* words 0-15: x0's bf16, 16-31: x1's; each to the top half of a lane */
+  const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3,
+                                      0, 2, 0, 1, 0, 0, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  __m512i w = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+  *r0 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, lo, w));
+  *r1 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, hi, w));
+}
+
+/* Outputs (i < MM, j in [j0, j0 + JB)): JB rows of B at once, each output
+ * its own accumulator. The order within an output is fixed (one FMA chain
+ * per lane), so the FMA latency bounds a single dot product: rows of B side
+ * by side give the core independent chains. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bgemv_rows_cvt(int64_t j0, int64_t K, float alpha, const float *a, int64_t K16, const float *B, int64_t ldb,
+                   float beta, float *C, int64_t ldc, const int MM, const int JB) {
+  const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+  __m512 acc[4][4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < MM; i++)
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    __m512 r0[4], r1[4];
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      const float *b = B + (j0 + jb) * ldb + k;
+      gt__round32_cvt(_mm512_loadu_ps(b), _mm512_loadu_ps(b + 16), &r0[jb], &r1[jb]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < MM; i++) {
+      __m512 a0 = _mm512_load_ps(a + i * K16 + k), a1 = _mm512_load_ps(a + i * K16 + k + 16);
+      #pragma GCC unroll 4
+      for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_fmadd_ps(a0, r0[jb], acc[i][jb]);
+      #pragma GCC unroll 4
+      for (int jb = 0; jb < JB; jb++) acc[i][jb] = _mm512_fmadd_ps(a1, r1[jb], acc[i][jb]);
+    }
+  }
+  /* the rest: a whole vector, then the masked tail, as gt__bgemv_bt */
+  for (; k < K; k += 16) {
+    __mmask16 m = k + 16 <= K ? (__mmask16)0xFFFF : tail;
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      __m512 r = GT__RND_PS(_mm512_maskz_loadu_ps(m, B + (j0 + jb) * ldb + k));
+      #pragma GCC unroll 4
+      for (int i = 0; i < MM; i++) acc[i][jb] = _mm512_fmadd_ps(_mm512_load_ps(a + i * K16 + k), r, acc[i][jb]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int i = 0; i < MM; i++)
+    #pragma GCC unroll 4
+    for (int jb = 0; jb < JB; jb++) {
+      float dot = alpha * _mm512_reduce_add_ps(acc[i][jb]);
+      float *c = C + i * ldc + j0 + jb;
+      *c = beta == 0.0f ? dot : dot + beta * *c;
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
+gt__bgemv_row_cvt(int64_t N0, int64_t N1, int64_t K, float alpha, const float *a, int64_t K16, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc, const int MM, int side) {
+  int64_t j = N0;
+  if (side)
+    for (; j + 4 <= N1; j += 4) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 4);
+  for (; j < N1; j++) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 1);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
+                                                                  const float *A, int64_t lda, const float *B,
+                                                                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  const int64_t K16 = gt__gcdiv(K, 16) * 16;
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  if (!cache || gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(M * K16))) return -1;
+  float *a = cache->a;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t k = 0; k < K16; k += 16) {
+      __mmask16 m = (__mmask16)(k + 16 <= K ? 0xFFFF : (1u << (K - k)) - 1);
+      _mm512_store_ps(a + i * K16 + k, GT__RND_PS(_mm512_maskz_loadu_ps(m, A + i * lda + k)));
+    }
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
+  const int64_t chunk = 64;
+  /* rows side by side (four FMA chains at once) when B comes from the
+   * caches (the MLP's weights between calls: as fast as float32's one
+   * chain per output); one row after another, a single sequential stream,
+   * when B is larger than half of L3 and comes from memory (the vocabulary
+   * head: side by side ran at half the rate) */
+  const int side = (double)N * (double)ldb * 4 <= (double)gt__gemm_l3_bytes() / 2;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t j0 = 0; j0 < N; j0 += chunk) {
+    int64_t j1 = gt__gmin(N, j0 + chunk);
+    if (M == 1)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 1, side);
+    else if (M == 2)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 2, side);
+    else if (M == 3)
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 3, side);
+    else
+      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 4, side);
+  }
+  return 0;
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -378,7 +770,10 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
                             float *C, int64_t ldc) {
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
-  const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a, gt__bpack_b_panel, micro};
+  const int dp = micro == gt__bmicro_dp;
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a,
+                                dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
+                                dp && !transA ? gt__bmicro_dp_grp : micro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -396,7 +791,8 @@ void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   int path = gt__bgemm_kernel();
 #if defined(GT__BG_X86)
   if (path != GT__BG_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
-    gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (path != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+      gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (path != GT__BG_COPY &&

@@ -52,16 +52,18 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes);
  * is 4 bytes and holds kdiv consecutive k (a float: 1; a pair of bf16: 2),
  * so a K block of kc takes ku = ceil(kc / kdiv) elements per row. A panel is
  * mr (A) or nr (B) elements wide; pack_a writes a block of mc rows as
- * mr-tall panels, pack_b one nr-wide panel; micro multiplies one A panel by
- * one B panel over ku elements into the mr x nr tile of C at C (prefetching
- * cnext, the tile the next call writes). */
+ * mr-tall panels, pack_b the columns j0..j0+n (n > 0) as consecutive
+ * nr-wide panels of ku x nr elements (the last one zero-padded; one call per
+ * thread and K block, for its run of panels); micro multiplies one A panel
+ * by one B panel over ku elements into the mr x nr tile of C at C
+ * (prefetching cnext, the tile the next call writes). */
 typedef struct gt__gemm_kernel {
   const gt__gemm_blocks *blocks;
   int64_t kdiv;
   void (*pack_a)(uint32_t *Ap, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                  int64_t kc);
   void (*pack_b)(uint32_t *Bp, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                 int64_t nr);
+                 int64_t n);
   void (*micro)(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
                 float alpha, float beta, const float *cnext);
 } gt__gemm_kernel;

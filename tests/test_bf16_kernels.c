@@ -247,6 +247,99 @@ START_TEST(test_fallback_same_bits) {
 }
 END_TEST
 
+START_TEST(test_bgemm_pack_paths) {
+  /* The vdpbf16ps path packs with vcvtne2ps2bf16 (it flushes float32
+   * denormals, which the integer rounding keeps: a block holding one is
+   * packed again), A not transposed in groups of 16 pair steps (a last group
+   * of K/2 mod 16 steps), and computes tiles of at most 4 or 8 rows with
+   * fewer accumulators. Against the fallback (integer rounding, [kp][MR]
+   * panels, all twelve rows) bit for bit and against the reference, on
+   * M mod 12 of 1..4, 5..8 and 9..11, K around the 32-k steps: ordinary
+   * values, then the same with one float32 denormal that rounds to the
+   * smallest normal bf16 (2^-126) in A, then in B, whose products must
+   * survive. */
+  if (gt__bgemm_kernel() != 2) return;
+  int64_t shapes[][3] = {{4, 40, 31}, {8, 33, 32}, {44, 64, 33}, {45, 31, 47}, {52, 96, 65}, {64, 70, 300}, {23, 5, 2}};
+  uint64_t s = 77;
+  for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+    for (int t = 0; t < 4; t++)
+      for (int den = 0; den < 3; den++) {
+        int ta = t & 1, tb = t >> 1;
+        int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+        float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, 1, 2);
+        int64_t lda = ta ? M : K, ldb = tb ? K : N, i = M - 1, j = N / 2, k = K - 1;
+        if (den == 1) { /* A row i: zero but for one denormal at k */
+          for (int64_t kk = 0; kk < K; kk++) A[ta ? kk * lda + i : i * lda + kk] = 0;
+          A[ta ? k * lda + i : i * lda + k] = bits_to_f(0x007fffffu);
+        } else if (den == 2) { /* B column j: likewise */
+          for (int64_t kk = 0; kk < K; kk++) B[tb ? j * ldb + kk : kk * ldb + j] = 0;
+          B[tb ? j * ldb + k : k * ldb + j] = bits_to_f(0x007fffffu);
+          A[ta ? k * lda : k] = 1.5f; /* row 0's product with it: 1.5 2^-126 */
+        }
+        float *Cf = calloc((size_t)(M * N), sizeof(float)), *Cs = calloc((size_t)(M * N), sizeof(float));
+        gt_bgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, Cf, N);
+        gt__bgemm_force_fallback(1);
+        gt_bgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, Cs, N);
+        gt__bgemm_force_fallback(0);
+        ck_assert_msg(memcmp(Cf, Cs, sizeof(float) * (size_t)(M * N)) == 0, "M%lld N%lld K%lld ta%d tb%d den%d",
+                      (long long)M, (long long)N, (long long)K, ta, tb, den);
+        if (den == 1) /* 2^-126 b with b in [1, 2]: a normal float, not flushed */
+          ck_assert(Cf[i * N + j] >= 0x1p-126f && Cf[i * N + 0] >= 0x1p-126f);
+        if (den == 2) ck_assert(Cf[j] == 1.5f * 0x1p-126f);
+        free(A), free(B), free(Cf), free(Cs);
+        if (den == 0) run_case(ta, tb, M, N, K, 0.5f, 1.0f, (int)(c % 3));
+      }
+}
+END_TEST
+
+START_TEST(test_bgemv_same_bits) {
+  /* up to 4 rows times B^T (decoding): on the vdpbf16ps path the rows of A
+   * are rounded once per call and B's with vcvtne2ps2bf16 (a float32
+   * denormal takes the integer rounding), four rows of B side by side; the
+   * fallback rounds both in registers, one output at a time. The same FMAs
+   * in the same order: the same bits, on every exponent range (denormals,
+   * infinities and NaNs included), for M 1..4, N around the groups of four
+   * rows and K around the 32-float steps and the 16-float tail. */
+  if (gt__bgemm_kernel() != 2) return;
+  int ranges[][2] = {{110, 140}, {0, 70}, {0, 255}};
+  int64_t nk[][2] = {{1, 15}, {3, 16}, {4, 31}, {5, 32}, {7, 33}, {9, 47}, {70, 640}, {13, 2049}};
+  uint64_t s = 404;
+  for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
+    for (size_t c = 0; c < sizeof nk / sizeof nk[0]; c++)
+      for (int64_t M = 1; M <= 4; M++) {
+        int64_t N = nk[c][0], K = nk[c][1], ldc = N + 1;
+        float *A = exp_range(M * K, &s, ranges[r][0], ranges[r][1]);
+        float *B = exp_range(K * N, &s, ranges[r][0], ranges[r][1]);
+        float *C0 = exp_range(M * ldc, &s, 110, 140);
+        float *Cf = gt_test_copy(C0, M * ldc), *Cs = gt_test_copy(C0, M * ldc);
+        float beta = (float)(c % 3) * 0.5f;
+        gt_bgemm(0, 1, M, N, K, 1.0f, A, K, B, K, beta, Cf, ldc);
+        gt__bgemm_force_fallback(1);
+        gt_bgemm(0, 1, M, N, K, 1.0f, A, K, B, K, beta, Cs, ldc);
+        gt__bgemm_force_fallback(0);
+        int64_t w = 0;
+        ck_assert_msg(same_or_both_nan(Cf, Cs, M * ldc, &w), "exponents [%d, %d] M%lld N%lld K%lld [%lld]: %a vs %a",
+                      ranges[r][0], ranges[r][1], (long long)M, (long long)N, (long long)K, (long long)w, Cf[w], Cs[w]);
+        free(A), free(B), free(C0), free(Cf), free(Cs);
+      }
+  /* a float32 denormal in B, alone in its row, times 2^100: kept by the
+   * rounding (no DAZ on this path), so the output is 2^100 bf16(d) */
+  static const uint32_t dens[] = {0x00400000u, 0x007fffffu, 0x80018000u};
+  for (int64_t K = 31; K <= 65; K += 17)
+    for (size_t d = 0; d < sizeof dens / sizeof dens[0]; d++) {
+      int64_t N = 6;
+      float *A = malloc(sizeof(float) * (size_t)K), *B = calloc((size_t)(N * K), sizeof(float)), C[6];
+      for (int64_t k = 0; k < K; k++) A[k] = 0x1p100f;
+      for (int64_t j = 0; j < N; j++) B[j * K + (j * 7) % K] = bits_to_f(dens[d]);
+      gt_bgemm(0, 1, 1, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+      for (int64_t j = 0; j < N; j++)
+        ck_assert_msg(C[j] == 0x1p100f * gt_bf16_round1(bits_to_f(dens[d])), "K%lld d%zu [%lld]: %a", (long long)K, d,
+                      (long long)j, C[j]);
+      free(A), free(B);
+    }
+}
+END_TEST
+
 /* the kernel a child process picks with GEMTRAIN_NO_AVX512BF16=value */
 static int kernel_with_env(const char *value) {
   pid_t pid = fork();
@@ -388,6 +481,8 @@ int main(void) {
   tcase_add_test(tc, test_bgemm_alpha_zero_and_empty_k);
   tcase_add_test(tc, test_bgemm_specials_and_denormals);
   tcase_add_test(tc, test_fallback_same_bits);
+  tcase_add_test(tc, test_bgemm_pack_paths);
+  tcase_add_test(tc, test_bgemv_same_bits);
   tcase_add_test(tc, test_bgemm_thread_counts);
   tcase_add_test(tc, test_bgemm_inside_parallel_region);
   tcase_add_test(tc, test_matmul_bf16_vs_float32);
