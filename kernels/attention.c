@@ -281,17 +281,7 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
 #ifdef GT__HAND
 GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512bf16,fma")
 
-/* 16 floats -> bf16 patterns (RNE, NaNs quieted) in the high half of each
- * lane, the low half zero */
-static inline __attribute__((always_inline)) __m512i gt__bf_hi(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-}
+#include "kernels/bf16_lanes.h"
 
 static inline __mmask16 gt__m16(int n) {
   return (__mmask16)(n >= 16 ? 0xFFFFu : n > 0 ? (1u << n) - 1u : 0u);
@@ -306,7 +296,7 @@ static void gt__bpack_rows(uint32_t *dst, int ldd, const float *src, int lds, in
     uint16_t *o = (uint16_t *)(dst + (size_t)r * ldd);
     for (int c = 0; c < nw; c += 16) {
       const __m512 x = _mm512_maskz_loadu_ps(gt__m16(k - c), s + c);
-      const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf_hi(x), 16));
+      const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(x), 16));
       _mm256_mask_storeu_epi16(o + c, gt__m16(nw - c), h);
     }
   }
@@ -321,8 +311,8 @@ static void gt__bpack_y(uint32_t *dst, int ldd, const float *src, int lds, int k
     const float *o = 2 * p + 1 < kk ? e + lds : NULL;
     for (int j = 0; j < ldd; j += 16) {
       const __mmask16 mk = gt__m16(n - j);
-      const __m512i ve = _mm512_srli_epi32(gt__bf_hi(_mm512_maskz_loadu_ps(mk, e + j)), 16);
-      const __m512i vo = o ? gt__bf_hi(_mm512_maskz_loadu_ps(mk, o + j)) : _mm512_setzero_si512();
+      const __m512i ve = _mm512_srli_epi32(gt__bf16_round16(_mm512_maskz_loadu_ps(mk, e + j)), 16);
+      const __m512i vo = o ? gt__bf16_round16(_mm512_maskz_loadu_ps(mk, o + j)) : _mm512_setzero_si512();
       _mm512_storeu_si512(dst + (size_t)p * ldd + j, _mm512_or_si512(ve, vo));
     }
   }

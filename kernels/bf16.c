@@ -14,16 +14,7 @@
 #define GT__PAR_MIN 65536
 
 #if defined(__AVX512F__)
-/* 16 floats -> their rounded bf16 patterns in the top half of each lane */
-static inline __m512i gt__round16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-}
+#include "kernels/bf16_lanes.h"
 #endif
 
 void gt_bf16_round(float *x, int64_t n) {
@@ -31,7 +22,7 @@ void gt_bf16_round(float *x, int64_t n) {
   for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(__AVX512F__)
-    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__round16(_mm512_loadu_ps(x + i))));
+    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(x + i))));
 #endif
     for (; i < e; i++) x[i] = gt_bf16_round1(x[i]);
   }
@@ -44,7 +35,7 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
 #if defined(__AVX512F__)
     for (; i + 16 <= e; i += 16)
       _mm256_storeu_si256((__m256i *)(dst + i),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__round16(_mm512_loadu_ps(src + i)), 16)));
+                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_loadu_ps(src + i)), 16)));
 #endif
     for (; i < e; i++) dst[i] = gt_f32_to_bf16(src[i]);
   }

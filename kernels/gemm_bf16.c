@@ -147,17 +147,7 @@ static void gt__bblock_init(void) {
                                   .nc_max = gt__gmax(16 * NR, gt__gmin(8192, l3 / 2 / (kc * 2) / NR * NR))};
 }
 
-/* 16 floats -> their bf16 patterns (round to nearest even, NaNs quieted, as
- * gt_f32_to_bf16) in the top half of each lane, the low half zero */
-static inline __attribute__((always_inline)) __m512i gt__rnd16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-}
+#include "kernels/bf16_lanes.h"
 
 /* pairs of two k: lo from the even k's rounded lanes, hi from the odd's */
 static inline __attribute__((always_inline)) __m512i gt__pair(__m512i even, __m512i odd) {
@@ -168,7 +158,7 @@ static inline __attribute__((always_inline)) __m512i gt__pair(__m512i even, __m5
 static inline __attribute__((always_inline)) __m512i gt__row_pairs(const float *src, int64_t kn) {
   __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
   __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
-  __m512i r0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, src)), r1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, src + 16));
+  __m512i r0 = gt__bf16_round16(_mm512_maskz_loadu_ps(m0, src)), r1 = gt__bf16_round16(_mm512_maskz_loadu_ps(m1, src + 16));
   /* words 2w+1 (the top halves) of r0 then of r1 */
   const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                                        25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -214,8 +204,8 @@ static void gt__bpack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
       for (int64_t p = 0; p < mc; p += MR) {
         int64_t mr = gt__gmin(MR, mc - p);
         __mmask16 m = (__mmask16)((1u << mr) - 1);
-        __m512i ve = gt__rnd16(_mm512_maskz_loadu_ps(m, e + p));
-        __m512i vo = odd ? gt__rnd16(_mm512_maskz_loadu_ps(m, o + p)) : _mm512_setzero_si512();
+        __m512i ve = gt__bf16_round16(_mm512_maskz_loadu_ps(m, e + p));
+        __m512i vo = odd ? gt__bf16_round16(_mm512_maskz_loadu_ps(m, o + p)) : _mm512_setzero_si512();
         _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__pair(ve, vo));
       }
     }
@@ -253,9 +243,9 @@ static void gt__bpack_b_panel(uint32_t *d, int transB, const float *B, int64_t l
     __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
     for (int64_t q = 0; q < kp; q++) {
       const float *e = B + (k0 + 2 * q) * ldb + j0, *o = e + ldb;
-      __m512i e0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, e)), e1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, e + 16));
+      __m512i e0 = gt__bf16_round16(_mm512_maskz_loadu_ps(m0, e)), e1 = gt__bf16_round16(_mm512_maskz_loadu_ps(m1, e + 16));
       __m512i o0 = _mm512_setzero_si512(), o1 = _mm512_setzero_si512();
-      if (2 * q + 1 < kc) o0 = gt__rnd16(_mm512_maskz_loadu_ps(m0, o)), o1 = gt__rnd16(_mm512_maskz_loadu_ps(m1, o + 16));
+      if (2 * q + 1 < kc) o0 = gt__bf16_round16(_mm512_maskz_loadu_ps(m0, o)), o1 = gt__bf16_round16(_mm512_maskz_loadu_ps(m1, o + 16));
       _mm512_store_si512(d + q * NR, gt__pair(e0, o0));
       _mm512_store_si512(d + q * NR + 16, gt__pair(e1, o1));
     }
@@ -632,7 +622,7 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
  * depend on threads. The fallback uses it; the vdpbf16ps path the faster
  * gt__bgemv_bt_cvt below, with the same bits. */
 #define GT__BGEMV_ROWS 4
-#define GT__RND_PS(v) _mm512_castsi512_ps(gt__rnd16(v))
+#define GT__RND_PS(v) _mm512_castsi512_ps(gt__bf16_round16(v))
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
   GT__GEMV_BT_BODY(GT__RND_PS)
