@@ -346,32 +346,38 @@ static inline __attribute__((always_inline)) __m512 gt__bdp_emu(__m512 acc, __m5
 #define GT__MXCSR_OFF(DP)                                                      \
   if (!(DP)) _mm_setcsr(csr0)
 
+/* acc[R][NV] (declared here) = the pair products of R rows and NV vectors
+ * over NP pair steps, on vdpbf16ps (DP) or its emulation: YROW is step p's
+ * row of packed lanes, XPAIR row i's pair at step p. */
+#define GT__BDP_ACC(R, NV, DP, NP, YROW, XPAIR)                                \
+  __m512 acc[R][NV];                                                           \
+  _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                       \
+    _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                    \
+      acc[i][v] = _mm512_setzero_ps();                                         \
+  GT__MXCSR_ON(DP);                                                            \
+  for (int p = 0; p < (NP); p++) {                                             \
+    const uint32_t *y = (YROW);                                                \
+    __m512i yv[NV], yo[NV], ye[NV];                                            \
+    _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                  \
+      yv[v] = _mm512_loadu_si512(y + 16 * v);                                  \
+      if (!(DP)) {                                                             \
+        yo[v] = _mm512_and_si512(yv[v], _mm512_set1_epi32((int)0xffff0000u));  \
+        ye[v] = _mm512_slli_epi32(yv[v], 16);                                  \
+      }                                                                        \
+    }                                                                          \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                   \
+      const __m512i x = _mm512_set1_epi32((int)(XPAIR));                       \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
+        acc[i][v] = (DP) ? _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, (__m512bh)yv[v]) \
+                         : gt__bdp_emu(acc[i][v], x, yo[v], ye[v]);            \
+    }                                                                          \
+  }                                                                            \
+  GT__MXCSR_OFF(DP)
+
 /* Rows [r, r + R) of the bf16 gt__mm_nt: C = alpha * A2 . pk over kp pairs. */
 #define GT__BNT_BODY(R, DP)                                                    \
   do {                                                                         \
-    __m512 acc[R][GT__NV];                                                     \
-    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)                \
-        acc[i][v] = _mm512_setzero_ps();                                       \
-    GT__MXCSR_ON(DP);                                                          \
-    for (int p = 0; p < kp; p++) {                                             \
-      const uint32_t *y = pk + (size_t)p * GT__BK;                             \
-      __m512i yv[GT__NV], yo[GT__NV], ye[GT__NV];                              \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++) {              \
-        yv[v] = _mm512_loadu_si512(y + 16 * v);                                \
-        if (!(DP)) {                                                           \
-          yo[v] = _mm512_and_si512(yv[v], _mm512_set1_epi32((int)0xffff0000u)); \
-          ye[v] = _mm512_slli_epi32(yv[v], 16);                                \
-        }                                                                      \
-      }                                                                        \
-      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
-        const __m512i x = _mm512_set1_epi32((int)A2[(size_t)(r + i) * lda2 + p]); \
-        _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)              \
-          acc[i][v] = (DP) ? _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, (__m512bh)yv[v]) \
-                           : gt__bdp_emu(acc[i][v], x, yo[v], ye[v]);          \
-      }                                                                        \
-    }                                                                          \
-    GT__MXCSR_OFF(DP);                                                         \
+    GT__BDP_ACC(R, GT__NV, DP, kp, pk + (size_t)p * GT__BK, A2[(size_t)(r + i) * lda2 + p]); \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
       _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)                \
         _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + 16 * v, _mm512_mul_ps(va, acc[i][v])); \
@@ -395,29 +401,7 @@ static void gt__bmm_nt(float *C, float alpha, const uint32_t *A2, int lda2, int 
 /* Rows [r, r + R) of the bf16 gt__mm_acc, NV vectors from column j. */
 #define GT__BACC_BODY(R, NV, DP)                                               \
   do {                                                                         \
-    __m512 acc[R][NV];                                                         \
-    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
-      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
-        acc[i][v] = _mm512_setzero_ps();                                       \
-    GT__MXCSR_ON(DP);                                                          \
-    for (int p = 0; p < kkp; p++) {                                            \
-      const uint32_t *y = Y2 + (size_t)p * ldy2 + j;                           \
-      __m512i yv[NV], yo[NV], ye[NV];                                          \
-      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
-        yv[v] = _mm512_loadu_si512(y + 16 * v);                                \
-        if (!(DP)) {                                                           \
-          yo[v] = _mm512_and_si512(yv[v], _mm512_set1_epi32((int)0xffff0000u)); \
-          ye[v] = _mm512_slli_epi32(yv[v], 16);                                \
-        }                                                                      \
-      }                                                                        \
-      _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
-        const __m512i x = _mm512_set1_epi32((int)X2[(size_t)(r + i) * xr2 + (size_t)p * xc2]); \
-        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                \
-          acc[i][v] = (DP) ? _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, (__m512bh)yv[v]) \
-                           : gt__bdp_emu(acc[i][v], x, yo[v], ye[v]);          \
-      }                                                                        \
-    }                                                                          \
-    GT__MXCSR_OFF(DP);                                                         \
+    GT__BDP_ACC(R, NV, DP, kkp, Y2 + (size_t)p * ldy2 + j, X2[(size_t)(r + i) * xr2 + (size_t)p * xc2]); \
     GT__ACC_STORE(R, NV);                                                      \
   } while (0)
 
