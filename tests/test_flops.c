@@ -39,6 +39,9 @@ START_TEST(test_hand_count_tiny) {
   double attn = 3 * (1 * 2 * B * T * T * H * hd + 5 * 4 * B * (T * W - 0.5 * W * W) * H * hd) / 1e12;
   ck_assert(fabs(f.learnable_tflops - learn) < 1e-15);
   ck_assert(fabs(f.attention_tflops - attn) < 1e-15);
+  /* what remat_policy=full recomputes: the six layers' forward, no logits */
+  double fwd = (6 * per_layer + 1 * 2 * B * T * T * H * hd + 5 * 4 * B * (T * W - 0.5 * W * W) * H * hd) / 1e12;
+  ck_assert_msg(fabs(f.layers_forward_tflops - fwd) < 1e-15, "layers forward %.6g, hand %.6g", f.layers_forward_tflops, fwd);
 }
 END_TEST
 
@@ -58,6 +61,10 @@ START_TEST(test_hand_count_gemma4) {
   }
   ck_assert(fabs(f.learnable_tflops - 3 * learn / 1e12) < 1e-15);
   ck_assert(fabs(f.attention_tflops - 3 * attn / 1e12) < 1e-15);
+  /* the layers' forward leaves out the logits and PLE's model projection,
+   * which run once per step whatever the remat policy */
+  double outside = 2 * B * T * d * V + 2 * B * T * d * (L * P);
+  ck_assert(fabs(f.layers_forward_tflops - (learn - outside + attn) / 1e12) < 1e-15);
   /* gemma4-tiny-dense: K=V on the global (layer 5: hd 32, 1 kv head, one
    * projection), locals hd 16 with 2 kv heads */
   f = for_model("gemma4-tiny-dense", 64);

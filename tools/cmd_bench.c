@@ -134,6 +134,10 @@ static int bench_remat(int argc, char **argv, int steps) {
              (double)br.planned / 1048576.0, (double)br.peak / 1048576.0, br.step_s, br.step_s / base, host);
       fflush(stdout);
     }
+  gt_flops fl = gt_flops_per_step_per_device(&cfg);
+  printf("\nremat_policy=full computes every layer's forward twice: %.4f more TFLOPs on a step of %.4f (MaxText "
+         "count), so at the same GFLOP/s it takes %.2fx the time of none\n",
+         fl.layers_forward_tflops, fl.total_tflops, 1 + fl.layers_forward_tflops / fl.total_tflops);
   return 0;
 }
 
@@ -223,6 +227,10 @@ int gt_cmd_bench(int argc, char **argv) {
   printf("forward+backward: %.1f tokens/s (median %.3f s of %d steps)\n", tok / br.fb_s, br.fb_s, steps);
   printf("train step (with clipping and AdamW): %.1f tokens/s, %.1f GFLOP/s (MaxText count %.4f TFLOPs/step)\n",
          tok / br.step_s, fl.total_tflops * 1e3 / br.step_s, fl.total_tflops);
+  if (!strcmp(cfg.remat_policy, "full"))
+    printf("remat_policy=full: the backward computes the layers' forward again, %.4f more TFLOPs (not in the count "
+           "above): at the same GFLOP/s a step takes %.2fx the time of remat_policy=none\n",
+           fl.layers_forward_tflops, 1 + fl.layers_forward_tflops / fl.total_tflops);
   printf("time shares:");
   double acc = 0;
   for (int c = 0; c < GT_PROF_NCAT; c++) {

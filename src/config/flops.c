@@ -19,6 +19,7 @@ static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
   int64_t L = m->n_layers;
   double learn = 2 * B * T * d * V, attn = 0;
   if (P > 0) learn += 2 * B * T * d * ((double)L * P);
+  const double outside = learn; /* the embedding-side and head products, once per step */
   for (int64_t l = 0; l < L; l++) {
     const gt_layer_desc *ld = &m->layers[l];
     double H = (double)ld->n_heads, hd = (double)ld->head_dim, K = (double)ld->n_kv_heads;
@@ -39,13 +40,14 @@ static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
   f.attention_tflops = ga * 3 * attn / 1e12;
   f.learnable_tflops = ga * 3 * learn / 1e12;
   f.total_tflops = f.attention_tflops + f.learnable_tflops;
+  f.layers_forward_tflops = ga * (learn - outside + attn) / 1e12;
   return f;
 }
 
 /* Gemma 3: every layer has the same projections and MLP (layer 0's), only
  * the attention span differs between local and global layers. */
 gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
-  gt_flops f = {0, 0, 0};
+  gt_flops f = {0, 0, 0, 0};
   if (m->n_layers < 1) return f;
   if (m->layers[0].gemma4) return gt__gemma4(m, c);
   const gt_layer_desc *l0 = &m->layers[0];
@@ -73,11 +75,12 @@ gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
   f.attention_tflops = ga * 3 * (n_glob * glob + n_loc * loc) / 1e12;
   f.learnable_tflops = ga * 3 * ((double)L * ffn + (double)L * (qkv + proj) + emb) / 1e12;
   f.total_tflops = f.attention_tflops + f.learnable_tflops;
+  f.layers_forward_tflops = ga * ((double)L * (ffn + qkv + proj) + n_glob * glob + n_loc * loc) / 1e12;
   return f;
 }
 
 gt_flops gt_flops_per_step_per_device(const gt_config *c) {
-  gt_flops f = {0, 0, 0};
+  gt_flops f = {0, 0, 0, 0};
   gt_model m;
   gt_err err;
   if (gt_model_build(&m, c, &err) != GT_OK) return f;

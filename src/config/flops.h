@@ -18,6 +18,10 @@ typedef struct gt_flops {
   double learnable_tflops; /* weight matmuls incl. the logits */
   double attention_tflops; /* q.k and p.v */
   double total_tflops;
+  /* the forward of the decoder layers alone (projections, MLP, attention;
+   * not the embedding, PLE's model projection or the logits): what
+   * remat_policy=full computes a second time in the backward */
+  double layers_forward_tflops;
 } gt_flops;
 
 /* The model's layer descriptors give each layer's geometry (head dim, kv
