@@ -130,6 +130,14 @@ static void gt__pack_t(float *pk, const float *B, int ldb, int n, int k) {
 enum { GT__NV = GT__BK / 16 };
 _Static_assert(GT__BK % 16 == 0, "hand kernels need BK to be a multiple of 16");
 
+/* Keeps v in a register from here on. Without it gcc folds each use of a
+ * loaded B vector into its FMA as a memory operand, so every row reloads
+ * all of them: 16 vector loads per 16 FMAs, where Zen 4 issues one 512-bit
+ * load a cycle, and the loop ran at about half of the FMA peak (perf
+ * annotate). The empty asm changes nothing else: the same FMAs in the same
+ * order, the same bits. */
+#define GT__PIN(v) __asm__("" : "+v"(v))
+
 /* 4 rows x GT__NV vectors of accumulators: 16 zmm at BK = 64, leaving room
  * for the B vectors and the broadcast. */
 #define GT__NT_ROWS 4
@@ -150,8 +158,10 @@ _Static_assert(GT__BK % 16 == 0, "hand kernels need BK to be a multiple of 16");
     for (int d = d0; d < d1; d++) {                                           \
       const float *p = pk + (size_t)d * GT__BK;                               \
       __m512 y[GT__NV];                                                       \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++) {             \
         y[v] = _mm512_loadu_ps(p + 16 * v);                                   \
+        GT__PIN(y[v]);                                                        \
+      }                                                                       \
       _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                \
         const __m512 x = _mm512_set1_ps(A[(size_t)(r + i) * lda + d]);        \
         _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)             \
@@ -211,9 +221,11 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
     for (int c = 0; c < kk; c++) {                                             \
       const float *y = Y + (size_t)c * ldy + j;                                \
       __m512 yv[NV];                                                           \
-      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
         yv[v] = _mm512_maskz_loadu_ps(v == (NV)-1 ? tail : (__mmask16)0xFFFF,  \
                                       y + 16 * v);                             \
+        GT__PIN(yv[v]);                                                        \
+      }                                                                        \
       _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                 \
         const __m512 x = _mm512_set1_ps(X[(size_t)(r + i) * xr + (size_t)c * xc]); \
         _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                \
@@ -443,7 +455,7 @@ GT__TARGET_END
 typedef struct gt__scratch {
   float S[GT__BQ * GT__BK], dP[GT__BQ * GT__BK];
   float *kt, *vt;   /* [hd][GT__BK] each */
-  float *m, *l, *D; /* [group][GT__BQ] each */
+  float *m, *l; /* [group][GT__BQ] each */
   /* bf16 mode (bmode 2: vdpbf16ps, 1: its FMA emulation, 0: float32), pairs
    * of kp = (hd + 1) / 2 and hd16 = hd rounded up to 16:
    * bk, bv: K and V as "B^T" [kp][GT__BK]; by: V (forward) or K (dQ) as "Y"
@@ -455,7 +467,7 @@ typedef struct gt__scratch {
 } gt__scratch;
 
 static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
-  const size_t nfl = 2 * (size_t)hd * GT__BK + 3 * (size_t)group * GT__BQ;
+  const size_t nfl = 2 * (size_t)hd * GT__BK + 2 * (size_t)group * GT__BQ;
   const size_t kp = (size_t)(hd + 1) / 2, hd16 = (size_t)(hd + 15) / 16 * 16;
   const size_t npx = gt__imax(GT__BQ * (GT__BK / 2), (GT__BQ + 1) / 2 * GT__BK);
   const size_t nbf = bmode ? 3 * kp * GT__BK + GT__BK / 2 * hd16 + 2 * (size_t)group * GT__BQ * kp +
@@ -467,12 +479,11 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   w->vt = w->kt + (size_t)hd * GT__BK;
   w->m = w->vt + (size_t)hd * GT__BK;
   w->l = w->m + (size_t)group * GT__BQ;
-  w->D = w->l + (size_t)group * GT__BQ;
   w->bmode = bmode;
   w->bk = w->bv = w->by = w->qa = w->doa = w->qy = w->doy = w->px = w->tmp = NULL;
   if (bmode) {
     /* (64-byte aligned: the packed rows are read with full-vector loads) */
-    uintptr_t a = (uintptr_t)(w->D + (size_t)group * GT__BQ);
+    uintptr_t a = (uintptr_t)(w->l + (size_t)group * GT__BQ);
     w->bk = (uint32_t *)((a + 63) & ~(uintptr_t)63);
     w->bv = w->bk + kp * GT__BK;
     w->tmp = w->bv + kp * GT__BK;
@@ -701,6 +712,7 @@ static void gt__rowdot(float *D, const float *a, const float *b, int n, int ld, 
 typedef struct gt__bwd_args {
   float *dq, *dk, *dv;
   const float *dout, *out, *lse, *q, *k, *v;
+  const float *D; /* [B, H, T]: rowsum(dO * O) of every query row */
   const int32_t *seg;
   const gt_attn_dims *d;
 } gt__bwd_args;
@@ -715,7 +727,7 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
   const int32_t *seg_b = a->seg ? a->seg + (size_t)b * T : NULL;
   const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
   const float *kt = a->k + koff, *vt = a->v + koff;
-  float *S = w->S, *dP = w->dP, *D = w->D;
+  float *S = w->S, *dP = w->dP;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
   (void)bm, (void)kp, (void)hd16;
 #ifdef GT__HAND
@@ -730,7 +742,7 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
   }
   const int iend = W > 0 ? gt__imin(T, j0 + nk - 1 + W) : T;
   for (int h = kh * group; h < (kh + 1) * group; h++) {
-    const float *lse_bh = a->lse + ((size_t)b * H + h) * T;
+    const float *lse_bh = a->lse + ((size_t)b * H + h) * T, *D_bh = a->D + ((size_t)b * H + h) * T;
     for (int i0 = j0; i0 < iend; i0 += GT__BQ) {
       const int nq = gt__imin(GT__BQ, iend - i0);
       if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
@@ -748,10 +760,9 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
           gt__bmm_acc(a->dv + koff, ldk, 1.0f, w->px, 1, GT__BK, nk, nqp, w->doy, hd16, hd, dp);
         }
         if (a->dk) {
-          gt__rowdot(D, dot, a->out + qoff, nq, ldq, hd);
           gt__bpack_rows(w->doa, kp, dot, ldq, nq, hd);
           gt__bmm_nt(dP, 1.0f, w->doa, kp, nq, w->bv, kp, dp);
-          gt__dscores(dP, S, nq, nk, D);
+          gt__dscores(dP, S, nq, nk, D_bh + i0);
           gt__bpack_y(w->qy, hd16, qt, ldq, nq, hd);
           gt__bpack_y(w->px, GT__BK, dP, GT__BK, nq, nk);
           gt__bmm_acc(a->dk + koff, ldk, d->scale, w->px, 1, GT__BK, nk, nqp, w->qy, hd16, hd, dp);
@@ -763,9 +774,8 @@ static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scra
       if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
       if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd);
       if (a->dk) {
-        gt__rowdot(D, dot, a->out + qoff, nq, ldq, hd);
         gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd);
-        gt__dscores(dP, S, nq, nk, D);
+        gt__dscores(dP, S, nq, nk, D_bh + i0);
         gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd);
       }
     }
@@ -786,9 +796,6 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
   float *S = w->S, *dP = w->dP;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
   (void)bm, (void)kp, (void)hd16;
-  for (int g = 0; g < group; g++)
-    gt__rowdot(w->D + g * GT__BQ, a->dout + qoff + (size_t)g * hd,
-               a->out + qoff + (size_t)g * hd, nq, ldq, hd);
 #ifdef GT__HAND
   if (bm)
     for (int g = 0; g < group; g++) {
@@ -815,7 +822,7 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
         gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, dp);
         if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
         gt__bmm_nt(dP, 1.0f, w->doa + (size_t)g * GT__BQ * kp, kp, nq, w->bv, kp, dp);
-        gt__dscores(dP, S, nq, nk, w->D + g * GT__BQ);
+        gt__dscores(dP, S, nq, nk, a->D + ((size_t)b * H + (size_t)kh * group + g) * T + i0);
         gt__bpack_rows(w->px, GT__BK / 2, dP, GT__BK, nq, nk);
         gt__bmm_acc(a->dq + off, ldq, d->scale, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd,
                     dp);
@@ -831,7 +838,7 @@ static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scra
       gt__mm_nt(S, d->scale, a->q + off, ldq, nq, kj, ldk, w->kt, nk, hd);
       if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
       gt__mm_nt(dP, 1.0f, a->dout + off, ldq, nq, vj, ldk, w->vt, nk, hd);
-      gt__dscores(dP, S, nq, nk, w->D + g * GT__BQ);
+      gt__dscores(dP, S, nq, nk, a->D + ((size_t)b * H + (size_t)kh * group + g) * T + i0);
       gt__mm_acc(a->dq + off, ldq, d->scale, dP, GT__BK, 1, nq, nk, kj, ldk, hd);
     }
   }
@@ -843,7 +850,12 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const gt_attn_dims *d) {
   const int B = d->B, T = d->T, H = d->H, K = d->K;
   if (B <= 0 || T <= 0 || H <= 0) return 0;
-  const gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, seg, d};
+  /* D = rowsum(dO * O) depends on the query row alone: computed once for
+   * every row here, not again for every key tile the row meets (that took
+   * 8% of a bf16 backward) */
+  float *D = malloc((size_t)B * H * T * sizeof(float));
+  if (!D) return -1;
+  const gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, D, seg, d};
   const int nkt = (T + GT__BK - 1) / GT__BK, nqt = (T + GT__BQ - 1) / GT__BQ;
   const int npk = gt__npairs(nkt), npq = gt__npairs(nqt);
   const int64_t nk_items = (dk || dv) ? (int64_t)B * K * npk : 0;
@@ -855,6 +867,13 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
     int ok;
     gt__scratch *w = gt__team_scratch(d->hd, H / K, bm, &nomem, &ok);
     if (ok) { /* the same on every thread, as in the forward */
+#pragma omp for schedule(static)
+      for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
+        const int64_t b = bt / T, t = bt % T;
+        for (int h = 0; h < H; h++)
+          gt__rowdot(D + ((size_t)b * H + h) * T + t, dout + ((size_t)bt * H + h) * d->hd,
+                     out + ((size_t)bt * H + h) * d->hd, 1, 0, d->hd);
+      }
 #pragma omp for schedule(static)
       for (int64_t it = 0; it < nk_items; it++) {
         const int p = (int)(it % npk);
@@ -876,5 +895,6 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
     }
     free(w);
   }
+  free(D);
   return nomem ? -1 : 0;
 }
