@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18's combined benchmark ("Done when"), in one run:
 #  1. `gemtrain bench gemm` (the measured fp32 FMA peak and GEMM GFLOP/s per
-#     shape);
+#     shape) and `gemtrain bench attention` (the attention kernels, the
+#     products of the attention tiles);
 #  2. tokens/s, GFLOP/s and share of that peak for the tiny and small models
 #     of the issue, PyTorch side by side (tools/bench_vs_torch.sh: passive
 #     waits, OpenBLAS as detected and OPENBLAS_CORETYPE=SkylakeX) and the
@@ -23,7 +24,7 @@
 #                  and can run between sections. Do not also wrap the whole
 #                  script in flock on the same file (it would wait on itself).
 #   GT_PERF_STEPS  timed steps for tiny and small (default 5); 270m uses 2
-#   GT_PERF_SKIP   space-separated sections to leave out: gemm torch 270m
+#   GT_PERF_SKIP   space-separated sections to leave out: gemm attention torch 270m
 #                  shared remat devices
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
@@ -62,6 +63,14 @@ else
   echo "(skipped: GT_PERF_SKIP has gemm; no peak, so no shares of it)"
 fi
 if [ -n "$peak" ]; then echo "fp32 FMA peak: $peak GFLOP/s (gemtrain bench gemm)"; else echo "fp32 FMA peak: not measured"; peak=0; fi
+section "gemtrain bench attention"
+if wants attention; then
+  lock
+  "$bin" bench attention
+  unlock
+else
+  echo "(skipped: GT_PERF_SKIP has attention)"
+fi
 share() { awk -v g="$1" -v p="$peak" 'BEGIN { if (p > 0 && g != "") printf "%.1f%%", 100 * g / p; else printf "-" }'; }
 
 # ---- 2. the models, PyTorch side by side ----------------------------------

@@ -31,6 +31,8 @@ int gt_bench_checkpoint(int argc, char **argv, int reps);
 int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps);
 /* gemtrain bench gemm (tools/cmd_bench_gemm.c): the FMA peak and gt_sgemm per product of a step */
 int gt_bench_gemm(int argc, char **argv);
+/* gemtrain bench attention (tools/cmd_bench_attn.c): the attention kernels next to the peaks */
+int gt_bench_attention(int argc, char **argv);
 struct gt_config;
 int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
 /* The median of v[n] (sorts v). */

@@ -186,12 +186,13 @@ static int bench_devices(int argc, char **argv, int steps) {
 
 int gt_cmd_bench(int argc, char **argv) {
   int steps = 5;
-  int first = 0, remat = 0, devices = 0, ckpt = 0, mpi = 0, gemm = 0, mib = 64, reps = 5;
+  int first = 0, remat = 0, devices = 0, ckpt = 0, mpi = 0, gemm = 0, attn = 0, mib = 64, reps = 5;
   if (argc > 0 && !strcmp(argv[0], "remat")) remat = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "devices")) devices = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "checkpoint")) ckpt = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "mpi")) mpi = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "gemm")) gemm = 1, first = 1;
+  if (argc > 0 && !strcmp(argv[0], "attention")) attn = 1, first = 1;
   while (first < argc && argv[first][0] == '-' && argv[first][1]) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);
@@ -210,6 +211,7 @@ int gt_cmd_bench(int argc, char **argv) {
   if (ckpt) return gt_bench_checkpoint(argc - first, argv + first, steps == 5 ? 3 : steps);
   if (mpi) return gt_bench_mpi(argc - first, argv + first, steps, mib, reps);
   if (gemm) return gt_bench_gemm(argc - first, argv + first);
+  if (attn) return gt_bench_attention(argc - first, argv + first);
   gt_config cfg;
   int rc = gt_cli_load_config(argc - first, argv + first, &cfg);
   if (rc) return rc;

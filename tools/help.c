@@ -56,8 +56,8 @@ static const help_entry entries[] = {
      "  --json  print the plan as one JSON object instead\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm)",
-     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm] [--steps N] [config.json] [key=value ...]\n"
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention)",
+     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
      "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
      "measured peak memory.\n"
@@ -66,6 +66,7 @@ static const help_entry entries[] = {
      "  gemtrain bench checkpoint  writing and loading a full-state checkpoint\n"
      "  gemtrain bench mpi         collectives and throughput across MPI ranks (tools/bench_mpi.sh)\n"
      "  gemtrain bench gemm        GEMM GFLOP/s of a step's products next to the measured FMA peak\n"
+     "  gemtrain bench attention   the attention kernels' GFLOP/s next to the measured peaks\n"
      "('gemtrain bench remat --help' and so on for each.)\n"
      "\n"
      "options:\n"
@@ -114,6 +115,18 @@ static const help_entry entries[] = {
      "270m: gemma3-270m at B1 T512), a 64 x 64 attention tile and one decoding token's products\n"
      "(small-products). Prints GFLOP/s and the share of the peak, medians of repeated calls.\n"
      "Without a set named, all of them (about two minutes).\n"
+     "\n"
+     "options:\n"
+     "  --help     this text\n",
+     NULL},
+    {"bench", "attention", NULL,
+     "usage: gemtrain bench attention\n"
+     "Measures the fp32 FMA and bf16 dot-product peaks of 1 and 2 threads, then times the attention\n"
+     "kernels' forward and backward (float32 and bf16, 1 and 2 threads) on the local and global\n"
+     "layers of the tiny (hd 64, W 64, B8 T256) and small (hd 128, W 128, B4 T512) models and on\n"
+     "gemma3-270m (hd 256, B1 T512). Prints GFLOP/s by MaxText's count (the band of a window, half\n"
+     "of T^2 when causal; backward = 2 x forward) and the share of the peak, medians of repeated\n"
+     "calls (about half a minute).\n"
      "\n"
      "options:\n"
      "  --help     this text\n",
