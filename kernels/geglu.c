@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/bf16_row.h"
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 
@@ -26,15 +27,30 @@ static inline int gt__par(int64_t work) {
  * silently ran scalar (8x slower). Hence "if (parallel : ...)" below. */
 
 
+/* One element of the forward, shared by both forms below so that they give
+ * the same bits. */
+static inline __attribute__((always_inline)) float gt__geglu1(float x, float up) {
+  const float u = GT__K0 * (x + GT__K1 * (x * x * x));
+  const float s = 1.0f / (1.0f + gt__expf(-2.0f * u));
+  return (x * s) * up;
+}
+
 void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
   if (n <= 0) return;
 #pragma omp parallel for simd schedule(static) if (parallel : gt__par(n))
-  for (int64_t i = 0; i < n; i++) {
-    const float x = gate[i];
-    const float u = GT__K0 * (x + GT__K1 * (x * x * x));
-    const float s = 1.0f / (1.0f + gt__expf(-2.0f * u));
-    out[i] = (x * s) * up[i];
+  for (int64_t i = 0; i < n; i++) out[i] = gt__geglu1(gate[i], up[i]);
+}
+
+/* dtype=bfloat16: each value is rounded in the loop that computes it,
+ * instead of in a second pass over memory (bf16_row.h; the same bits). */
+void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
+  if (!round_bf16) {
+    gt_geglu_forward(out, gate, up, n);
+    return;
   }
+  if (n <= 0) return;
+#pragma omp parallel for simd schedule(static) if (parallel : gt__par(n))
+  for (int64_t i = 0; i < n; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
 }
 
 /* d gelu/dx = s + x * 2 s (1 - s) * K0 (1 + 3 K1 x^2) with s = sigmoid(2u).

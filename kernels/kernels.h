@@ -196,6 +196,47 @@ void gt_geglu_backward_write(float *dgate, float *dup, const float *dout,
 void gt_geglu_backward_write_ref(float *dgate, float *dup, const float *dout,
                                  const float *gate, const float *up, int64_t n);
 
+/* ---- fused elementwise sweeps (kernels/norm_rope.c; gt_geglu_forward_rnd in
+ * kernels/geglu.c) ----
+ * One pass over the rows where the unfused sequence makes two or three. With
+ * round_bf16 (dtype=bfloat16) each output is rounded to bf16 where it is
+ * computed, in place of a gt_bf16_round pass over the output afterwards. Each
+ * is bit-identical to the unfused sequence it names (the same expressions in
+ * the same order), so a remat recompute that runs either gets the same bits.
+ * gt_rmsnorm_forward_rnd: gt_rmsnorm_forward, then round out.
+ * gt_rmsnorm_rope_forward: gt_rmsnorm_forward over ntok * nheads rows of
+ *   head_dim, gt_rope_forward on out, then round out.
+ * gt_rope_rmsnorm_backward: gt_rope_backward on dout (in place: dout holds
+ *   the rotated-back gradient on return), then gt_rmsnorm_residual_backward
+ *   (dx, dw, NULL, dout, ..., accumulate = 0): dx written, dw added to.
+ * gt_rmsnorm_residual_forward_rnd: gt_rmsnorm_residual_forward, then round
+ *   res_out and out2 (out2 is the norm of the unrounded res_out, as there).
+ * gt_geglu_forward_rnd: gt_geglu_forward, then round out. */
+void gt_rmsnorm_forward_rnd(float *out, float *rstd, const float *x, const float *w, int64_t rows, int dim, float eps,
+                            float w_offset, int round_bf16);
+void gt_rmsnorm_rope_forward(float *out, float *rstd, const float *x, const float *w, const int32_t *pos,
+                             const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim,
+                             float eps, float w_offset, int round_bf16);
+void gt_rope_rmsnorm_backward(float *dx, float *dw, float *dout, const float *x, const float *rstd, const float *w,
+                              const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok,
+                              int nheads, int head_dim, float w_offset);
+void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
+                                     const float *y, const float *w, const float *w2, int64_t rows, int dim,
+                                     float eps, float w_offset, int round_bf16);
+void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16);
+void gt_rmsnorm_forward_rnd_ref(float *out, float *rstd, const float *x, const float *w, int64_t rows, int dim,
+                                float eps, float w_offset, int round_bf16);
+void gt_rmsnorm_rope_forward_ref(float *out, float *rstd, const float *x, const float *w, const int32_t *pos,
+                                 const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim,
+                                 float eps, float w_offset, int round_bf16);
+void gt_rope_rmsnorm_backward_ref(float *dx, float *dw, float *dout, const float *x, const float *rstd, const float *w,
+                                  const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok,
+                                  int nheads, int head_dim, float w_offset);
+void gt_rmsnorm_residual_forward_rnd_ref(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
+                                         const float *y, const float *w, const float *w2, int64_t rows, int dim,
+                                         float eps, float w_offset, int round_bf16);
+void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, int64_t n, int round_bf16);
+
 /* ---- embedding lookup, scaled ----
  * out[i,:] = table[tok[i],:] * scale ; backward dtable[tok[i],:] += scale*dout[i,:]
  * (backward is deterministic: each thread owns a range of columns). */

@@ -10,13 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* o = x * rs * (w_offset + w) (w == NULL: multiplier 1); returns rs. */
-static inline __attribute__((always_inline)) float gt__rms_row_fwd(float *o, const float *xr, const float *w,
-                                                                   int dim, float eps, float w_offset) {
+/* rs = 1 / sqrt(mean(x^2) + eps) of one row (also the fused norm + RoPE
+ * row of kernels/norm_rope.c, which applies it itself). */
+static inline __attribute__((always_inline)) float gt__rms_row_rs(const float *xr, int dim, float eps) {
   float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
   for (int j = 0; j < dim; j++) ss += xr[j] * xr[j];
-  const float rs = 1.0f / sqrtf(ss / (float)dim + eps);
+  return 1.0f / sqrtf(ss / (float)dim + eps);
+}
+
+/* o = x * rs * (w_offset + w) (w == NULL: multiplier 1); returns rs. */
+static inline __attribute__((always_inline)) float gt__rms_row_fwd(float *o, const float *xr, const float *w,
+                                                                   int dim, float eps, float w_offset) {
+  const float rs = gt__rms_row_rs(xr, dim, eps);
   if (w) {
 #pragma omp simd
     for (int j = 0; j < dim; j++) o[j] = (xr[j] * rs) * (w_offset + w[j]);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
+#include "kernels/rope_row.h"
 
 #define GT__PAR_MIN 32768
 
@@ -32,8 +33,7 @@ void gt_rope_table_fill(float *cos_tab, float *sin_tab, int max_pos, int head_di
   }
 }
 
-/* Rotates every (i, i + half) pair of x by +angle (dir = 1: forward) or
- * -angle (dir = -1: backward, the transpose of a rotation is its inverse). */
+/* Rotates every row-head of x (kernels/rope_row.h). */
 static void gt__rotate(float *x, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok,
                        int nheads, int head_dim, float dir) {
   const int half = head_dim / 2;
@@ -42,15 +42,7 @@ static void gt__rotate(float *x, const int32_t *pos, const float *cos_tab, const
   for (int64_t t = 0; t < ntok; t++) {
     const float *c = cos_tab + (int64_t)pos[t] * half;
     const float *s = sin_tab + (int64_t)pos[t] * half;
-    for (int h = 0; h < nheads; h++) {
-      float *a = x + (t * nheads + h) * head_dim, *b = a + half;
-#pragma omp simd
-      for (int i = 0; i < half; i++) {
-        const float x1 = a[i], x2 = b[i], sn = dir * s[i];
-        a[i] = x1 * c[i] - x2 * sn;
-        b[i] = x2 * c[i] + x1 * sn;
-      }
-    }
+    for (int h = 0; h < nheads; h++) gt__rope_row(x + (t * nheads + h) * head_dim, c, s, half, dir);
   }
 }
 

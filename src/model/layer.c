@@ -284,12 +284,21 @@ static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] + z[i];
 }
 
+/* The ops whose kernels round every tensor they write to bf16 themselves
+ * (the *_rnd forms and gt_rmsnorm_rope_forward, round_bf16 = m->bf16_act),
+ * in the loop that computes each value: the same bits as the separate pass
+ * below, without the second sweep over memory. */
+#define GT__ROUNDS_INSIDE                                                                                         \
+  ((1u << OP_IN_NORM) | (1u << OP_Q_NORM_ROPE) | (1u << OP_K_NORM_ROPE) | (1u << OP_V_NORM) |                   \
+   (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM) | (1u << OP_GEGLU) | (1u << OP_SHARED_NORM) |                    \
+   (1u << OP_FFW_RESID) | (1u << OP_PLE_RESID))
+
 /* dtype=bfloat16: the tensors op just wrote (and x_out, when it is the
  * layer's output op) rounded to bf16, so every activation a later op or a
  * backward reads is a bf16 value, whichever ops a recompute re-runs. */
 static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, float *x_out) {
   const gt_model *m = io->m;
-  if (!m->bf16_act) return;
+  if (!m->bf16_act || ((1u << op) & GT__ROUNDS_INSIDE)) return;
   gt_act o[GT__OUTS];
   gt__op_out(io->L, op, o);
   for (int k = 0; k < GT__OUTS; k++)
@@ -306,6 +315,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim, P = L->ple_dim;
   float eps = m->eps, off = m->norm_offset;
   const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  const int rnd = m->bf16_act; /* the kernels of GT__ROUNDS_INSIDE round their outputs */
   ops &= gt_layer_all_ops(L);
   if (gt_mem_measuring(m->mem)) {
     /* allocation only: the routed op's scratch is the only buffer an op takes */
@@ -315,20 +325,17 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   /* RUN(op) stmt: runs stmt when op is in ops, then rounds op's outputs */
 #define RUN(op) for (int run_ = (int)((ops >> (op)) & 1u); run_; run_ = 0, gt__round_outputs(io, a, (op), x_out))
 
-  RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+  RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
   RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
   RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
-  RUN(OP_Q_NORM_ROPE) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), N * H, (int)hd, eps, off));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_Q], io->pos, cs, sn, N, (int)H, (int)hd));
-  }
-  RUN(OP_K_NORM_ROPE) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), N * K, (int)hd, eps, off));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_forward(a[GT_A_K], io->pos, cs, sn, N, (int)K, (int)hd));
-  }
+  /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
+  RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
+                                                                               N, (int)H, (int)hd, eps, off, rnd));
+  RUN(OP_K_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs, sn,
+                                                                               N, (int)K, (int)hd, eps, off, rnd));
   /* K = V: the value is the raw key projection, before k_norm and RoPE */
-  RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off));
+  RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off, rnd));
   RUN(OP_ATTN) {
     gt_attn_dims ad = gt__attn_dims(io);
     const float *k = L->kv_donor < 0 ? a[GT_A_K] : io->kv_k, *v = L->kv_donor < 0 ? a[GT_A_V] : io->kv_v;
@@ -342,34 +349,32 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
    * running them apart, which a recompute may do). */
   uint32_t resid_norm = (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM);
   if ((ops & resid_norm) == resid_norm) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
-                                                                   W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
-    gt__round_outputs(io, a, OP_ATTN_RESID, x_out);
-    gt__round_outputs(io, a, OP_FFW_NORM, x_out);
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
+                                                                       W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
     ops &= ~resid_norm;
   }
-  RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
-                                                                                   W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off));
-  RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+  RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
+                                                                                       W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
+  RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
   RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
-  RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F));
+  RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
   RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
-  RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off));
+  RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
   RUN(OP_MOE) gt__moe_forward(io, a);
   RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
   RUN(OP_FFW_RESID) {
     float *dst = L->gemma4 ? a[GT_A_X2] : x_out;
     const float *ffw = L->n_experts ? a[GT_A_MOE_SUM] : a[GT_A_F];
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
-                                                                   N, (int)d, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
+                                                                       N, (int)d, eps, off, rnd));
   }
   RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
   RUN(OP_PLE_RESID) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
-                                                                   W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
+                                                                       W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off, rnd));
   }
   RUN(OP_SCALE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_forward(x_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
 #undef RUN
@@ -563,14 +568,14 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     gt__add(dK, io->dkv_k, N * kd);
     gt__add(dV, io->dkv_v, N * kd);
   }
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dQ, io->pos, cs, sn, N, (int)H, (int)hd));
-  if (own_kv) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_backward(dK, io->pos, cs, sn, N, (int)K, (int)hd));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dQR, G(GT_P_Q_NORM), NULL, dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM),
-                      N * H, (int)hd, off, 0));
+  /* RoPE's backward (in place on dQ, dK) and the q/k norm's backward, which
+   * writes d(q raw) and d(k raw), in one sweep over each row-head */
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), io->pos,
+                                                              cs, sn, N, (int)H, (int)hd, off));
   float *dVR = dV; /* d(value projection output): Gemma 3 has no v-norm */
   if (own_kv) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dKR, G(GT_P_K_NORM), NULL, dK, a[GT_A_K_RAW], a[GT_A_K_RSTD],
-                        W(GT_P_K_NORM), N * K, (int)hd, off, 0));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM),
+                                                                io->pos, cs, sn, N, (int)K, (int)hd, off));
     if (L->gemma4) {
       /* v = v_norm(raw): K = V sends it into d(k raw); else into dQ's
        * region, free since the q-norm consumed it (kd <= qd: K divides H) */

@@ -1,0 +1,301 @@
+/* Fused elementwise sweeps (kernels/norm_rope.c, gt_geglu_forward_rnd):
+ *  - each gives the SAME BITS as the unfused fast kernels run in sequence
+ *    (so a remat recompute, which may run either, and the recorded losses do
+ *    not change), over awkward sizes and sizes that take the threaded path,
+ *    with outputs that start as NaN (written, never read);
+ *  - each agrees with its scalar reference (kernels/norm_rope_ref.c) to
+ *    float rounding, or to one bf16 step where it rounds;
+ *  - the bits do not depend on the thread count. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt_testutil.h"
+#include "kernels/bf16.h"
+#include "kernels/bf16_row.h"
+#include "kernels/kernels.h"
+
+#define TOL_REF 2e-6
+/* a bf16 rounding of one side can move a value by 2^-8 of itself, and a value
+ * near a rounding boundary may round the other way on the other side */
+#define TOL_REF_BF16 8e-3
+
+static const float gt__off[3] = {1.0f, 0.0f, 0.0f};
+static const char *gt__wname[3] = {"w_offset=1", "w_offset=0", "w=NULL"};
+
+static float *gt__weight(int variant, int dim, uint64_t *seed) {
+  return variant == 2 ? NULL : gt_test_alloc_fill(dim, seed, -0.5f, 0.5f);
+}
+
+static float *gt__nans(int64_t n) {
+  float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) x[i] = NAN;
+  return x;
+}
+
+/* the tolerance against the reference */
+static double gt__tol(int rnd) { return rnd ? TOL_REF_BF16 : TOL_REF; }
+
+/* ---------- the in-loop rounding ---------- */
+
+/* gt__bf16_round1_nb (branch-free, vectorized inside the fused loops) against
+ * gt_bf16_round1 on every top half with the low halves around the tie
+ * (0x7fff, 0x8000, 0x8001), the extremes and a random one: every exponent,
+ * both signs, denormals, infinities and NaNs (quiet and signalling). */
+START_TEST(test_round_nb_bits) {
+  static const uint32_t lows[] = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu};
+  uint64_t seed = 40;
+  for (uint32_t hi = 0; hi < 65536u; hi++)
+    for (size_t k = 0; k <= sizeof lows / sizeof lows[0]; k++) {
+      const uint32_t lo = k < sizeof lows / sizeof lows[0] ? lows[k] : (uint32_t)(gt_test_rand_u64(&seed) & 0xffffu);
+      const uint32_t u = hi << 16 | lo;
+      float x, a, b;
+      memcpy(&x, &u, 4);
+      a = gt__bf16_round1_nb(x);
+      b = gt_bf16_round1(x);
+      ck_assert_msg(!memcmp(&a, &b, 4), "bits 0x%08x: branch-free rounding differs from gt_bf16_round1", u);
+    }
+}
+END_TEST
+
+/* ---------- q/k norm + RoPE ---------- */
+
+static const int gt__hds[] = {2, 5, 33, 64, 128};
+static const int64_t gt__ntoks[] = {0, 1, 3, 17, 700};
+#define GT__P 64 /* table positions */
+
+START_TEST(test_rmsnorm_rope_forward_vs_unfused_and_ref) {
+  uint64_t seed = 41;
+  const float eps = 1e-6f;
+  for (size_t hi = 0; hi < sizeof gt__hds / sizeof gt__hds[0]; hi++) {
+    const int hd = gt__hds[hi], half = hd / 2;
+    float *ct = gt_test_zeros(GT__P * half), *st = gt_test_zeros(GT__P * half);
+    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
+      for (int H = 1; H <= 3; H += 2)
+        for (int variant = 0; variant < 3; variant++)
+          for (int rnd = 0; rnd < 2; rnd++) {
+            const int64_t T = gt__ntoks[ti], rows = T * H, n = rows * hd;
+            const float off = gt__off[variant];
+            char what[160];
+            int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+            gt_test_fill_ids(pos, T, &seed, 0, GT__P);
+            float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+            float *o = gt__nans(n), *rs = gt__nans(rows);
+            gt_rmsnorm_rope_forward(o, rs, x, w, pos, ct, st, T, H, hd, eps, off, rnd);
+            /* unfused: norm, rotate, round */
+            float *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+            gt_rmsnorm_forward(uo, urs, x, w, rows, hd, eps, off);
+            gt_rope_forward(uo, pos, ct, st, T, H, hd);
+            if (rnd) gt_bf16_round(uo, n);
+            snprintf(what, sizeof what, "norm+rope fwd hd=%d T=%ld H=%d %s round=%d: the unfused bits", hd, (long)T, H,
+                     gt__wname[variant], rnd);
+            ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s", what);
+            float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+            gt_rmsnorm_rope_forward_ref(ro, rrs, x, w, pos, ct, st, T, H, hd, eps, off, rnd);
+            snprintf(what, sizeof what, "norm+rope fwd vs ref hd=%d T=%ld H=%d %s round=%d", hd, (long)T, H,
+                     gt__wname[variant], rnd);
+            gt_test_check_err(what, gt_test_scaled_err(o, ro, n), gt__tol(rnd));
+            gt_test_check_err(what, gt_test_scaled_err(rs, rrs, rows), TOL_REF);
+            free(pos); free(x); free(w); free(o); free(rs); free(uo); free(urs); free(ro); free(rrs);
+          }
+    free(ct); free(st);
+  }
+}
+END_TEST
+
+START_TEST(test_rope_rmsnorm_backward_vs_unfused_and_ref) {
+  uint64_t seed = 42;
+  for (size_t hi = 0; hi < sizeof gt__hds / sizeof gt__hds[0]; hi++) {
+    const int hd = gt__hds[hi], half = hd / 2;
+    float *ct = gt_test_zeros(GT__P * half), *st = gt_test_zeros(GT__P * half);
+    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
+      for (int H = 1; H <= 3; H += 2)
+        for (int variant = 0; variant < 3; variant++) {
+          const int64_t T = gt__ntoks[ti], rows = T * H, n = rows * hd;
+          const float off = gt__off[variant];
+          char what[160];
+          int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+          gt_test_fill_ids(pos, T, &seed, 0, GT__P);
+          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+          float *rs = gt_test_zeros(rows), *tmp = gt_test_zeros(n);
+          gt_rmsnorm_forward(tmp, rs, x, w, rows, hd, 1e-6f, off);
+          float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dw0 = gt_test_alloc_fill(hd, &seed, -1, 1);
+          /* fused: dx written over NaN, dw added to, dout rotated back in place */
+          float *fd = gt_test_copy(dout, n), *dx = gt__nans(n), *dw = w ? gt_test_copy(dw0, hd) : NULL;
+          gt_rope_rmsnorm_backward(dx, dw, fd, x, rs, w, pos, ct, st, T, H, hd, off);
+          float *ud = gt_test_copy(dout, n), *udx = gt__nans(n), *udw = w ? gt_test_copy(dw0, hd) : NULL;
+          gt_rope_backward(ud, pos, ct, st, T, H, hd);
+          gt_rmsnorm_residual_backward(udx, udw, NULL, ud, x, rs, w, rows, hd, off, 0);
+          snprintf(what, sizeof what, "rope+norm bwd hd=%d T=%ld H=%d %s: the unfused bits", hd, (long)T, H,
+                   gt__wname[variant]);
+          ck_assert_msg(gt_test_same_bits(dx, udx, n) && gt_test_same_bits(fd, ud, n), "%s", what);
+          if (w) ck_assert_msg(gt_test_same_bits(dw, udw, hd), "%s (dw)", what);
+          float *rd = gt_test_copy(dout, n), *rdx = gt__nans(n), *rdw = w ? gt_test_copy(dw0, hd) : NULL;
+          gt_rope_rmsnorm_backward_ref(rdx, rdw, rd, x, rs, w, pos, ct, st, T, H, hd, off);
+          snprintf(what, sizeof what, "rope+norm bwd vs ref hd=%d T=%ld H=%d %s", hd, (long)T, H, gt__wname[variant]);
+          gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), TOL_REF);
+          if (w) gt_test_check_err(what, gt_test_scaled_err(dw, rdw, hd), TOL_REF);
+          /* no dx: the weight gradient alone, from the rotated-back dout */
+          if (w) {
+            float *fd2 = gt_test_copy(dout, n), *dw2 = gt_test_copy(dw0, hd);
+            gt_rope_rmsnorm_backward(NULL, dw2, fd2, x, rs, w, pos, ct, st, T, H, hd, off);
+            ck_assert_msg(gt_test_same_bits(dw2, udw, hd) && gt_test_same_bits(fd2, ud, n), "%s (dx NULL)", what);
+            free(fd2); free(dw2);
+          }
+          free(pos); free(x); free(w); free(rs); free(tmp); free(dout); free(dw0); free(fd); free(dx); free(dw);
+          free(ud); free(udx); free(udw); free(rd); free(rdx); free(rdw);
+        }
+    free(ct); free(st);
+  }
+}
+END_TEST
+
+/* ---------- RMSNorm (plain, with the residual) and GeGLU, rounded ---------- */
+
+START_TEST(test_rmsnorm_rnd_vs_unfused_and_ref) {
+  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  uint64_t seed = 43;
+  const float eps = 1e-6f;
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 4; b++)
+      for (int variant = 0; variant < 3; variant++)
+        for (int rnd = 0; rnd < 2; rnd++) {
+          const int64_t rows = rows_list[a], n = rows * dims[b];
+          const int dim = dims[b];
+          const float off = gt__off[variant];
+          char what[160];
+          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *res = gt_test_alloc_fill(n, &seed, -2, 2);
+          float *w = gt__weight(variant, dim, &seed), *w2 = gt__weight(variant, dim, &seed);
+          /* plain norm */
+          float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+          gt_rmsnorm_forward_rnd(o, rs, x, w, rows, dim, eps, off, rnd);
+          gt_rmsnorm_forward(uo, urs, x, w, rows, dim, eps, off);
+          if (rnd) gt_bf16_round(uo, n);
+          snprintf(what, sizeof what, "rmsnorm rnd rows=%ld dim=%d %s round=%d", (long)rows, dim, gt__wname[variant], rnd);
+          ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
+          float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+          gt_rmsnorm_forward_rnd_ref(ro, rrs, x, w, rows, dim, eps, off, rnd);
+          gt_test_check_err(what, gt_test_scaled_err(o, ro, n), gt__tol(rnd));
+          /* with the residual, with and without the next norm */
+          for (int with2 = 0; with2 < 2; with2++) {
+            float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
+            float *r2 = with2 ? gt__nans(rows) : NULL;
+            gt_rmsnorm_residual_forward_rnd(x1, r1, o2, r2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
+            float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
+            float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
+            gt_rmsnorm_residual_forward(ux1, ur1, uo2, ur2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off);
+            if (rnd) {
+              gt_bf16_round(ux1, n);
+              if (with2) gt_bf16_round(uo2, n);
+            }
+            snprintf(what, sizeof what, "rmsnorm+residual rnd rows=%ld dim=%d %s round=%d out2=%d", (long)rows, dim,
+                     gt__wname[variant], rnd, with2);
+            ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits", what);
+            if (with2)
+              ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows), "%s: the unfused bits (out2)",
+                            what);
+            float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
+            float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
+            gt_rmsnorm_residual_forward_rnd_ref(rx1, rr1, ro2, rr2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
+            gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), gt__tol(rnd));
+            if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), gt__tol(rnd));
+            free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
+            free(rx1); free(rr1); free(ro2); free(rr2);
+          }
+          free(x); free(res); free(w); free(w2); free(o); free(rs); free(uo); free(urs); free(ro); free(rrs);
+        }
+}
+END_TEST
+
+START_TEST(test_geglu_rnd_vs_unfused_and_ref) {
+  /* chunk edges (1024), vector tails (16) and the threaded path */
+  const int64_t ns[] = {0, 1, 15, 17, 1023, 1024, 1025, 4097, 100003};
+  uint64_t seed = 44;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int rnd = 0; rnd < 2; rnd++) {
+      const int64_t n = ns[a];
+      char what[96];
+      float *g = gt_test_alloc_fill(n, &seed, -6, 6), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+      /* values whose products are denormal or huge, and a NaN: the rounding
+       * keeps denormals and quiets NaNs the same way in both forms */
+      if (n > 8) {
+        g[0] = 1e-20f, u[0] = 1e-20f;
+        g[1] = 3e18f, u[1] = 3e18f;
+        g[2] = NAN;
+        g[3] = -0.0f;
+        u[4] = 1e-38f;
+      }
+      float *o = gt__nans(n), *uo = gt_test_zeros(n), *ro = gt_test_zeros(n);
+      gt_geglu_forward_rnd(o, g, u, n, rnd);
+      gt_geglu_forward(uo, g, u, n);
+      if (rnd) gt_bf16_round(uo, n);
+      snprintf(what, sizeof what, "geglu rnd n=%ld round=%d", (long)n, rnd);
+      ck_assert_msg(gt_test_same_bits(o, uo, n), "%s: the unfused bits", what);
+      if (n > 8) /* the reference without the NaN */
+        g[2] = 0.5f, gt_geglu_forward_rnd(o, g, u, n, rnd);
+      gt_geglu_forward_rnd_ref(ro, g, u, n, rnd);
+      gt_test_check_err(what, gt_test_scaled_err(o, ro, n), rnd ? TOL_REF_BF16 : 1e-5);
+      free(g); free(u); free(o); free(uo); free(ro);
+    }
+}
+END_TEST
+
+/* ---------- thread count ---------- */
+
+START_TEST(test_fused_deterministic) {
+  const int64_t T = 700;
+  const int H = 3, hd = 128, half = hd / 2, dim = 257;
+  const int64_t n = T * H * hd, rows = 1000, nd = rows * dim, ng = 100003;
+  uint64_t seed = 45;
+  float *ct = gt_test_zeros(GT__P * half), *st = gt_test_zeros(GT__P * half);
+  gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+  int32_t *pos = malloc((size_t)T * sizeof(int32_t));
+  gt_test_fill_ids(pos, T, &seed, 0, GT__P);
+  float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt_test_alloc_fill(hd, &seed, -0.5f, 0.5f);
+  float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *y = gt_test_alloc_fill(nd, &seed, -2, 2);
+  float *res = gt_test_alloc_fill(nd, &seed, -2, 2), *wd = gt_test_alloc_fill(dim, &seed, -0.5f, 0.5f);
+  float *g = gt_test_alloc_fill(ng, &seed, -6, 6), *u = gt_test_alloc_fill(ng, &seed, -2, 2);
+  float *o[2], *rs[2], *d[2], *dx[2], *dw[2], *x1[2], *o2[2], *r1[2], *r2[2], *act[2];
+  for (int t = 0; t < 2; t++) {
+    omp_set_num_threads(t + 1);
+    o[t] = gt_test_zeros(n), rs[t] = gt_test_zeros(T * H);
+    gt_rmsnorm_rope_forward(o[t], rs[t], x, w, pos, ct, st, T, H, hd, 1e-6f, 1.0f, 1);
+    d[t] = gt_test_copy(dout, n), dx[t] = gt_test_zeros(n), dw[t] = gt_test_zeros(hd);
+    gt_rope_rmsnorm_backward(dx[t], dw[t], d[t], x, rs[t], w, pos, ct, st, T, H, hd, 1.0f);
+    x1[t] = gt_test_zeros(nd), o2[t] = gt_test_zeros(nd), r1[t] = gt_test_zeros(rows), r2[t] = gt_test_zeros(rows);
+    gt_rmsnorm_residual_forward_rnd(x1[t], r1[t], o2[t], r2[t], res, y, wd, wd, rows, dim, 1e-6f, 1.0f, 1);
+    act[t] = gt_test_zeros(ng);
+    gt_geglu_forward_rnd(act[t], g, u, ng, 1);
+  }
+  omp_set_num_threads(2);
+  ck_assert(gt_test_same_bits(o[0], o[1], n) && gt_test_same_bits(rs[0], rs[1], T * H));
+  ck_assert(gt_test_same_bits(d[0], d[1], n) && gt_test_same_bits(dx[0], dx[1], n) && gt_test_same_bits(dw[0], dw[1], hd));
+  ck_assert(gt_test_same_bits(x1[0], x1[1], nd) && gt_test_same_bits(o2[0], o2[1], nd));
+  ck_assert(gt_test_same_bits(act[0], act[1], ng));
+  for (int t = 0; t < 2; t++) {
+    free(o[t]); free(rs[t]); free(d[t]); free(dx[t]); free(dw[t]); free(x1[t]); free(o2[t]); free(r1[t]); free(r2[t]);
+    free(act[t]);
+  }
+  free(ct); free(st); free(pos); free(x); free(w); free(dout); free(y); free(res); free(wd); free(g); free(u);
+}
+END_TEST
+
+static Suite *gt__suite(void) {
+  Suite *s = suite_create("fused");
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_test(tc, test_round_nb_bits);
+  tcase_add_test(tc, test_rmsnorm_rope_forward_vs_unfused_and_ref);
+  tcase_add_test(tc, test_rope_rmsnorm_backward_vs_unfused_and_ref);
+  tcase_add_test(tc, test_rmsnorm_rnd_vs_unfused_and_ref);
+  tcase_add_test(tc, test_geglu_rnd_vs_unfused_and_ref);
+  tcase_add_test(tc, test_fused_deterministic);
+  return s;
+}
+
+int main(void) { return gt_test_run_suite(gt__suite(), 0); }
