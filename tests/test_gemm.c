@@ -92,11 +92,14 @@ START_TEST(test_thread_invariance) {
 END_TEST
 
 START_TEST(test_block_edges) {
-  /* K across the KC blocks (up to 512 here; 1100 is three blocks), N across
-   * the NC blocks (8192 here: 8229 is two), M across row blocks and MR,
-   * with every transpose, alpha and beta 0 / 1 / other */
+  /* K across the KC blocks (up to 1024 here: 640 is one block, 1025 and
+   * 2048 two, 2100 three), N across the NC blocks (8192 here: 8229 is two),
+   * M across row blocks and MR, with every transpose, alpha and beta
+   * 0 / 1 / other; 250 x 2100 with A transposed packs A rows across many
+   * panels with a partial last one and a K tail not a multiple of 4 */
   int64_t sizes[][3] = {{25, 40, 511}, {25, 40, 512}, {13, 70, 513}, {37, 33, 1100}, {5, 8229, 20},
-                        {1000, 31, 19}, {121, 97, 64}, {11, 31, 1}};
+                        {1000, 31, 19}, {121, 97, 64}, {11, 31, 1},   {26, 45, 640}, {25, 40, 1024},
+                        {14, 35, 1025}, {250, 70, 2100}, {29, 100, 2051}};
   float betas[] = {0.0f, 1.0f, -0.7f};
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
@@ -118,9 +121,10 @@ START_TEST(test_dynamic_tiles_thread_counts) {
   /* tiles go to whichever thread asks first, so 1, 2 and 3 threads cut the
    * work differently and share it by timing; every element must still come
    * out bit-identical. Shapes: rows split (many rows, one panel), columns
-   * split (few rows, two NC blocks), several KC blocks, and the M <= 4
-   * dot-product path. */
-  int64_t shapes[][3] = {{300, 200, 700}, {2000, 20, 600}, {7, 9000, 40}, {13, 33, 1030}, {3, 500, 77}};
+   * split (few rows, two NC blocks), several KC blocks (1030: two; 2100:
+   * three), and the M <= 4 dot-product path. */
+  int64_t shapes[][3] = {{300, 200, 700}, {2000, 20, 600}, {7, 9000, 40},
+                         {13, 33, 1030}, {3, 500, 77},   {150, 97, 2100}};
   uint64_t s = 11;
   float *A = gt_test_alloc_fill(2000 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(9000 * 600, &s, -1, 1);
   float *C1 = malloc(sizeof(float) * 64000), *C2 = malloc(sizeof(float) * 64000);
