@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "mesh/mesh.h"
 
@@ -140,12 +141,42 @@ double gt_test_norm_rel_err(const float *a, const float *b, int64_t n) {
   return sqrt(num / den);
 }
 
+/* Every directory gt_test_mkdtemp made, with the process that made it:
+ * removed when that process exits, so a test that returns (or fails) without
+ * gt_test_rm_rf leaves nothing in /tmp (many did: thousands of directories
+ * after a day of test runs). Check runs each test in a forked child, which
+ * inherits this list and the atexit handler: the pid keeps a child from
+ * removing its parent's directories, such as an unchecked fixture's. */
+enum { GT__MAX_TMP = 256 };
+static struct {
+  char *dir;
+  pid_t pid;
+} gt__tmp[GT__MAX_TMP];
+static int gt__ntmp;
+
+static void gt__tmp_cleanup(void) {
+  for (int i = 0; i < gt__ntmp; i++)
+    if (gt__tmp[i].pid == getpid()) {
+      char *cmd = NULL;
+      if (asprintf(&cmd, "rm -rf '%s'", gt__tmp[i].dir) > 0 && system(cmd) != 0) {
+        /* nothing to do at exit: the directory stays */
+      }
+      free(cmd);
+    }
+}
+
 char *gt_test_mkdtemp(const char *tag) {
   char *p = NULL;
   if (asprintf(&p, "/tmp/gt_test_%s_XXXXXX", tag) < 0) return NULL;
   if (!mkdtemp(p)) {
     free(p);
     return NULL;
+  }
+  if (gt__ntmp == 0) atexit(gt__tmp_cleanup);
+  if (gt__ntmp < GT__MAX_TMP) {
+    gt__tmp[gt__ntmp].dir = strdup(p);
+    gt__tmp[gt__ntmp].pid = getpid();
+    if (gt__tmp[gt__ntmp].dir) gt__ntmp++;
   }
   return p;
 }

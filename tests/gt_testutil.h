@@ -58,7 +58,8 @@ void gt_test_central_diff(double *grad, double *p, int64_t n, double h, gt_test_
 /* ---- scratch directories and files ---- */
 
 /* Make a fresh empty directory under /tmp for one test; returns a heap
- * string the caller frees. */
+ * string the caller frees. The directory is removed when the process that
+ * made it exits (gt_test_rm_rf removes it sooner). */
 char *gt_test_mkdtemp(const char *tag);
 /* dir/name as a heap string. */
 char *gt_test_path(const char *dir, const char *name);

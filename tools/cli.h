@@ -35,6 +35,12 @@ int gt_bench_gemm(int argc, char **argv);
 int gt_bench_attention(int argc, char **argv);
 struct gt_config;
 int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
+/* The peak (gt_fma_peak_gflops or gt_bf16_peak_gflops) of 1 and of 2
+ * threads, each the best of up to 5 rounds, stopping once two threads give
+ * 1.8-2.1 times one: another process holding a core for a second or two
+ * lowers a measurement (a 2-thread bf16 peak of 234.5, one core's worth, made
+ * every 2-thread share of a bench gemm table read 115-169%). */
+void gt_bench_peaks(double (*peak)(int threads, double seconds), double *one, double *two);
 /* The median of v[n] (sorts v). */
 double gt_bench_median(double *v, int n);
 int gt_cmd_plan(int argc, char **argv);

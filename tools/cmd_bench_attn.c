@@ -78,9 +78,10 @@ int gt_bench_attention(int argc, char **argv) {
     return 2;
   }
   int threads0 = omp_get_max_threads();
-  double peak[2] = {gt_fma_peak_gflops(1, 0.3), gt_fma_peak_gflops(2, 0.3)};
+  double peak[2], bpeak[2] = {0, 0};
+  gt_bench_peaks(gt_fma_peak_gflops, &peak[0], &peak[1]);
   int has_bf16 = gt__bgemm_kernel() == 2;
-  double bpeak[2] = {has_bf16 ? gt_bf16_peak_gflops(1, 0.3) : 0, has_bf16 ? gt_bf16_peak_gflops(2, 0.3) : 0};
+  if (has_bf16) gt_bench_peaks(gt_bf16_peak_gflops, &bpeak[0], &bpeak[1]);
   printf("attention benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2", peak[0], peak[1]);
   if (has_bf16)
     printf("; bf16 (vdpbf16ps) peak %.1f on 1 thread, %.1f on 2\n", bpeak[0], bpeak[1]);

@@ -192,12 +192,10 @@ int gt_bench_gemm(int argc, char **argv) {
     }
   }
   int threads0 = omp_get_max_threads();
-  peak1 = gt_fma_peak_gflops(1, 0.3);
-  peak2 = gt_fma_peak_gflops(2, 0.3);
+  gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
   printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
          peak2, openblas_get_corename());
-  bpeak1 = gt_bf16_peak_gflops(1, 0.3);
-  bpeak2 = gt_bf16_peak_gflops(2, 0.3);
+  gt_bench_peaks(gt_bf16_peak_gflops, &bpeak1, &bpeak2);
   static const char *kname[3] = {"rounded copies + gt_sgemm", "FMA emulation", "vdpbf16ps"};
   int kern = gt__bgemm_kernel();
   printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; gt_bgemm kernel: %s\n", bpeak1, bpeak2,
