@@ -120,7 +120,7 @@ static const help_entry entries[] = {
      "  --help     this text\n",
      NULL},
     {"bench", "attention", NULL,
-     "usage: gemtrain bench attention\n"
+     "usage: gemtrain bench attention [--help]\n"
      "Measures the fp32 FMA and bf16 dot-product peaks of 1 and 2 threads, then times the attention\n"
      "kernels' forward and backward (float32 and bf16, 1 and 2 threads) on the local and global\n"
      "layers of the tiny (hd 64, W 64, B8 T256) and small (hd 128, W 128, B4 T512) models and on\n"
