@@ -19,12 +19,20 @@
 extern "C" {
 #endif
 
+/* The rounding on a float32's bits: the bf16 pattern in the top half, the
+ * low half zero. Written without a branch (a select) so that it vectorizes
+ * inside a loop that computes the value (kernels/bf16_row.h); the one scalar
+ * definition of the rounding (the 16-lane form is kernels/bf16_lanes.h). */
+static inline uint32_t gt__bf16_round_bits(uint32_t u) {
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t q = (u | 0x00400000u) & 0xffff0000u; /* a NaN, quieted */
+  return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+}
+
 static inline uint16_t gt_f32_to_bf16(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+  return (uint16_t)(gt__bf16_round_bits(u) >> 16);
 }
 
 static inline float gt_bf16_to_f32(uint16_t h) {
