@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/flops.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
@@ -32,13 +33,8 @@ static const attn_shape shapes[] = {
     {"gemma3-270m (B1 T512; its window 512 covers T)", 1, 512, 4, 1, 256, 0},
 };
 
-/* MaxText's forward count for one layer (config/flops.c) */
-static double fwd_flops(const attn_shape *s) {
-  double B = s->B, T = s->T, H = s->H, hd = s->hd;
-  if (!s->window || s->window >= s->T) return 2 * B * T * T * H * hd;
-  double W = s->window;
-  return 4 * B * (T * W - 0.5 * W * W) * H * hd;
-}
+/* MaxText's forward count for one layer */
+static double fwd_flops(const attn_shape *s) { return gt_flops_attention_forward(s->B, s->T, s->H, s->hd, s->window); }
 
 static void fill(float *x, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++) {

@@ -4,8 +4,13 @@
 
 #include "model/model.h"
 
-/* The counted window of a local layer: keys visible per query, at most T. */
-static double gt__window(const gt_layer_desc *ld, double T) { return (double)ld->window < T ? (double)ld->window : T; }
+double gt_flops_attention_forward(double B, double T, double H, double head_dim, double window) {
+  if (window <= 0 || window >= T) return 2 * B * T * T * H * head_dim;
+  return 4 * B * (T * window - 0.5 * window * window) * H * head_dim;
+}
+
+/* A layer's window for gt_flops_attention_forward (0: global). */
+static double gt__window(const gt_layer_desc *ld) { return ld->kind == GT_LAYER_GLOBAL ? 0 : (double)ld->window; }
 
 /* MaxText calculate_gemma4_tflops_training_per_device, layer by layer:
  * globals count their own head dim and kv heads (K = V: one projection),
@@ -23,7 +28,7 @@ static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
   for (int64_t l = 0; l < L; l++) {
     const gt_layer_desc *ld = &m->layers[l];
     double H = (double)ld->n_heads, hd = (double)ld->head_dim, K = (double)ld->n_kv_heads;
-    double F = (double)ld->mlp_dim, W = gt__window(ld, T);
+    double F = (double)ld->mlp_dim;
     double kv_mult = ld->kv_donor >= 0 ? 0 : ld->k_eq_v ? 1 : 2;
     learn += 2 * B * T * F * d * 2 + 2 * B * T * F * d; /* the dense MLP, or MoE's shared expert */
     if (ld->n_experts) {
@@ -33,7 +38,7 @@ static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
     }
     learn += 2 * B * T * d * (H + kv_mult * K) * hd + 2 * B * T * d * H * hd;
     if (ld->ple_dim > 0) learn += 2 * B * T * d * P + 2 * B * T * P * d;
-    attn += ld->kind == GT_LAYER_GLOBAL ? 2 * B * T * T * H * hd : 4 * B * (T * W - 0.5 * W * W) * H * hd;
+    attn += gt_flops_attention_forward(B, T, H, hd, gt__window(ld));
   }
   double ga = (double)c->gradient_accumulation_steps;
   gt_flops f;
@@ -61,16 +66,15 @@ gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
   double proj = 2 * B * T * d * H * hd;
   double emb = 2 * B * T * d * V;
   /* Gemma 3's locals share one window: count the layers of each kind */
-  double n_glob = 0, W = T;
+  double n_glob = 0, W = 0;
   for (int64_t l = 0; l < L; l++) {
     if (m->layers[l].kind == GT_LAYER_GLOBAL)
       n_glob++;
     else
-      W = gt__window(&m->layers[l], T);
+      W = gt__window(&m->layers[l]);
   }
   double n_loc = (double)L - n_glob;
-  double glob = 2 * B * T * T * H * hd;            /* causal: half of 4 B T^2 H hd */
-  double loc = 4 * B * (T * W - 0.5 * W * W) * H * hd; /* exact band */
+  double glob = gt_flops_attention_forward(B, T, H, hd, 0), loc = gt_flops_attention_forward(B, T, H, hd, W);
   double ga = (double)c->gradient_accumulation_steps;
   f.attention_tflops = ga * 3 * (n_glob * glob + n_loc * loc) / 1e12;
   f.learnable_tflops = ga * 3 * ((double)L * ffn + (double)L * (qkv + proj) + emb) / 1e12;

@@ -27,6 +27,11 @@ typedef struct gt_flops {
 /* The model's layer descriptors give each layer's geometry (head dim, kv
  * heads, window, MLP width, K/V sharing, experts); cfg gives the batch, the
  * sequence length and gradient accumulation. */
+/* MaxText's forward FLOPs of one attention layer's q.k and p.v (not TFLOPs):
+ * with a window W < T the exact band 4 B (T W - W^2 / 2) H hd, else (window
+ * 0: global) the causal half of 4 B T^2 H hd. */
+double gt_flops_attention_forward(double B, double T, double H, double head_dim, double window);
+
 struct gt_model;
 gt_flops gt_flops_of_model(const struct gt_model *m, const gt_config *cfg);
 /* The same on the descriptors gt_model_build makes of cfg (zero if cfg does
