@@ -156,13 +156,7 @@ static int gt__ntmp;
 
 static void gt__tmp_cleanup(void) {
   for (int i = 0; i < gt__ntmp; i++)
-    if (gt__tmp[i].pid == getpid()) {
-      char *cmd = NULL;
-      if (asprintf(&cmd, "rm -rf '%s'", gt__tmp[i].dir) > 0 && system(cmd) != 0) {
-        /* nothing to do at exit: the directory stays */
-      }
-      free(cmd);
-    }
+    if (gt__tmp[i].pid == getpid()) gt_test_rm_rf(gt__tmp[i].dir);
 }
 
 char *gt_test_mkdtemp(const char *tag) {
