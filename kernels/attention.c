@@ -154,48 +154,81 @@ _Static_assert(GT__BK % 16 == 0, "hand kernels need BK to be a multiple of 16");
  * head_dim 256 or 512 the whole packed tile would not. */
 #define GT__NT_CHUNK 128
 
-/* Rows [r, r + R) of gt__mm_nt over d in [d0, d1). */
-#define GT__NT_BODY(R)                                                        \
+/* Rows [r, r + R) of gt__mm_nt over d in [d0, d1), NV vectors from column
+ * co (the columns the band leaves visible to these rows). */
+#define GT__NT_BODY(R, NV)                                                    \
   do {                                                                        \
-    __m512 acc[R][GT__NV];                                                    \
+    __m512 acc[R][NV];                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                 \
         acc[i][v] = d0 == 0 ? _mm512_setzero_ps()                             \
-                            : _mm512_loadu_ps(C + (size_t)(r + i) * GT__BK + 16 * v); \
+                            : _mm512_loadu_ps(C + (size_t)(r + i) * GT__BK + co + 16 * v); \
     for (int d = d0; d < d1; d++) {                                           \
-      const float *p = pk + (size_t)d * GT__BK;                               \
-      __m512 y[GT__NV];                                                       \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++) {             \
+      const float *p = pk + (size_t)d * GT__BK + co;                          \
+      __m512 y[NV];                                                           \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {               \
         y[v] = _mm512_loadu_ps(p + 16 * v);                                   \
         GT__PIN(y[v]);                                                        \
       }                                                                       \
       _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                \
         const __m512 x = _mm512_set1_ps(A[(size_t)(r + i) * lda + d]);        \
-        _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)             \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)               \
           acc[i][v] = _mm512_fmadd_ps(x, y[v], acc[i][v]);                    \
       }                                                                       \
     }                                                                         \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
-        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + 16 * v,               \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                 \
+        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + co + 16 * v,          \
                          d1 == k ? _mm512_mul_ps(va, acc[i][v]) : acc[i][v]); \
+  } while (0)
+
+/* Rows [r, r + R) of gt__mm_nt: only the 16-wide vectors that hold a column
+ * in [r + blo, r + R - 1 + bhi], the band of these rows. */
+#define GT__NT_BAND(R)                                                        \
+  do {                                                                        \
+    const int lo = gt__imax(0, r + blo), hi = gt__imin(GT__BK - 1, r + (R)-1 + bhi); \
+    if (lo > hi) break;                                                       \
+    const int co = lo / 16 * 16, nv = hi / 16 - lo / 16 + 1;                  \
+    if (nv == 4) GT__NT_BODY(R, 4);                                           \
+    else if (nv == 3) GT__NT_BODY(R, 3);                                      \
+    else if (nv == 2) GT__NT_BODY(R, 2);                                      \
+    else GT__NT_BODY(R, 1);                                                   \
   } while (0)
 #endif
 
-/* C (leading dim GT__BK) = alpha * A . B^T; pk is B packed by gt__pack_t. */
+/* A band of a tile product: output row r (the rows of A in gt__mm_nt, of X
+ * in gt__mm_acc) can only meet the columns (reduction indices) in
+ * [r + blo, r + bhi]; the others are masked, and their products are
+ * skipped. Queries i0 + r against keys j0 + c under window W (0: global):
+ * keys j0 + c <= i0 + r and > i0 + r - W; keys against queries: the other
+ * way round. The narrow band of a local layer leaves a large part of its
+ * tiles masked (half of the columns at W = 64, a third at W = 128). */
+#define GT__NOBAND (1 << 28)
+static void gt__band_qk(int i0, int j0, int W, int *blo, int *bhi) {
+  *bhi = i0 - j0;
+  *blo = W > 0 ? i0 - j0 - W + 1 : -GT__NOBAND;
+}
+static void gt__band_kq(int i0, int j0, int W, int *blo, int *bhi) {
+  *blo = j0 - i0;
+  *bhi = W > 0 ? j0 - i0 + W - 1 : GT__NOBAND;
+}
+
+/* C (leading dim GT__BK) = alpha * A . B^T; pk is B packed by gt__pack_t.
+ * Entries outside the band [blo, bhi] (see gt__band_qk) may be left as they
+ * were: the caller masks them. */
 static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
-                      const float *B, int ldb, const float *pk, int n, int k) {
+                      const float *B, int ldb, const float *pk, int n, int k, int blo, int bhi) {
 #ifdef GT__HAND
   (void)B, (void)ldb, (void)n;
   const __m512 va = _mm512_set1_ps(alpha);
   for (int d0 = 0; d0 < k; d0 += GT__NT_CHUNK) {
     const int d1 = gt__imin(k, d0 + GT__NT_CHUNK);
     int r = 0;
-    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BODY(GT__NT_ROWS);
-    for (; r < m; r++) GT__NT_BODY(1);
+    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BAND(GT__NT_ROWS);
+    for (; r < m; r++) GT__NT_BAND(1);
   }
 #else
-  (void)pk;
+  (void)pk, (void)blo, (void)bhi;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, A, lda, B, ldb,
               0.0f, C, GT__BK);
 #endif
@@ -218,14 +251,15 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
   } while (0)
 
 /* Rows [r, r + R) of gt__mm_acc, NV 16-wide vectors from column j; the last
- * vector is masked by `tail`. */
+ * vector is masked by `tail`. The sum runs over c in [c0, c1), the band of
+ * these rows (gt__ACC_BAND). */
 #define GT__ACC_BODY(R, NV)                                                    \
   do {                                                                         \
     __m512 acc[R][NV];                                                         \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
       _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
         acc[i][v] = _mm512_setzero_ps();                                       \
-    for (int c = 0; c < kk; c++) {                                             \
+    for (int c = c0; c < c1; c++) {                                            \
       const float *y = Y + (size_t)c * ldy + j;                                \
       __m512 yv[NV];                                                           \
       _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
@@ -244,9 +278,18 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
 #endif
 
 /* C[r, 0:n] += alpha * sum_c X[r*xr + c*xc] * Y[c*ldy + 0:n], r < m, c < kk.
- * Either xc == 1 (X row-major [m, kk]) or xr == 1 (X stored as [kk, m]). */
+ * Either xc == 1 (X row-major [m, kk]) or xr == 1 (X stored as [kk, m]).
+ * X is zero outside the band [blo, bhi] (gt__band_qk, gt__band_kq): those
+ * terms are skipped. */
+#ifdef GT__HAND
+#define GT__ACC_BAND(R, NV)                                                    \
+  do {                                                                         \
+    const int c0 = gt__imax(0, r + blo), c1 = gt__imin(kk, r + (R) + bhi);      \
+    if (c0 < c1) GT__ACC_BODY(R, NV);                                          \
+  } while (0)
+#endif
 static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, int xc,
-                       int m, int kk, const float *Y, int ldy, int n) {
+                       int m, int kk, const float *Y, int ldy, int n, int blo, int bhi) {
 #ifdef GT__HAND
   const __m512 va = _mm512_set1_ps(alpha);
   for (int j = 0; j < n; j += 64) {
@@ -255,20 +298,21 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
     const __mmask16 tail = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1u : 0xFFFFu);
     int r = 0;
     if (nv == 4) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 4);
-      for (; r < m; r++) GT__ACC_BODY(1, 4);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 4);
+      for (; r < m; r++) GT__ACC_BAND(1, 4);
     } else if (nv == 3) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 3);
-      for (; r < m; r++) GT__ACC_BODY(1, 3);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 3);
+      for (; r < m; r++) GT__ACC_BAND(1, 3);
     } else if (nv == 2) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 2);
-      for (; r < m; r++) GT__ACC_BODY(1, 2);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 2);
+      for (; r < m; r++) GT__ACC_BAND(1, 2);
     } else {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 1);
-      for (; r < m; r++) GT__ACC_BODY(1, 1);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 1);
+      for (; r < m; r++) GT__ACC_BAND(1, 1);
     }
   }
 #else
+  (void)blo, (void)bhi;
   if (xc == 1)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, alpha, X, xr, Y, ldy,
                 1.0f, C, ldc);
@@ -568,6 +612,8 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     const int nk = gt__imin(GT__BK, jend - j0);
     if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
     const float *kj = kb + (size_t)j0 * ldk;
+    int blo, bhi;
+    gt__band_qk(i0, j0, W, &blo, &bhi);
 #ifdef GT__HAND
     if (bm) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
@@ -584,7 +630,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, bm == 2);
       else
 #endif
-        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
       for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * GT__BK;
         if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
@@ -622,7 +668,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         gt__bmm_acc(ot, ldq, 1.0f, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd, bm == 2);
       } else
 #endif
-        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd);
+        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd, blo, bhi);
     }
   }
   for (int g = 0; g < group; g++) {
@@ -823,15 +869,18 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
           continue;
         }
 #endif
-        gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd);
+        int qlo, qhi, klo, khi;
+        gt__band_qk(i0, j0, W, &qlo, &qhi);
+        gt__band_kq(i0, j0, W, &klo, &khi);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
         if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
-        if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd);
+        if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd, klo, khi);
         if (need_dp) {
-          gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd);
+          gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
           gt__dscores(dP, S, nq, nk, D_bh + i0);
         }
-        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd);
-        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kt, ldk, hd);
+        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd, klo, khi);
+        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kt, ldk, hd, qlo, qhi);
       }
     }
   }
