@@ -8,21 +8,28 @@
  * online (running max m and sum l per row); the rows of `out` double as the
  * accumulator.
  *
- * Backward recomputes P = exp(S - lse) tile by tile. To stay deterministic
- * without atomics it runs two passes that each own their output rows:
- *   pass 1, per (b, kv head, key tile): dK, dV over every query head of the
- *           GQA group and every query tile that can see the key tile;
- *   pass 2, per (b, kv head, query tile): dQ.
- * Each item sums in a fixed order and writes rows no other item writes, so
- * the result depends neither on the thread count nor on timing. Items pair
- * tile t with tile n-1-t so a static partition is balanced under the causal
- * mask.
+ * Backward recomputes P = exp(S - lse) tile by tile, in one pass
+ * (FlashAttention-2 style): per (b, kv head), over key tiles, and for each
+ * key tile over every query head of the GQA group and every query tile that
+ * can see it, S, P, dP and dS are formed once and give dV and dK of the key
+ * tile and dQ of the query tile. To stay deterministic without atomics,
+ * the key tiles of a (b, kv head) are cut into a few contiguous parts of
+ * about equal work, their number fixed by the shape (enough work items for
+ * a small B * K), never by the thread count. A part owns dK, dV of its key
+ * tiles and dQ of the query tiles with the same indices, which it adds into
+ * in place; its dQ terms for later query tiles go to its own partial
+ * buffer, added into dQ in part order once every part is done. So every sum
+ * runs in an order fixed by the shape, and the bits depend neither on the
+ * thread count nor on timing. (It replaced two passes, one per key tile for
+ * dK, dV and one per query tile for dQ, that formed S, P and dP twice.)
  *
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
  * of one key tile (2 * hd * BK floats), and per-row state of one GQA group.
  * Each thread allocates its own (first touch near the thread); if any
  * thread's allocation fails, every thread skips the work and the kernel
- * returns -1 with nothing written (see gt__team_scratch). */
+ * returns -1 with nothing written (see gt__team_scratch). The backward also
+ * allocates, once per call, D = rowsum(dO * O) ([B, H, T]) and the parts'
+ * partial dQ (none with a single part; see gt__bwd_split). */
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 #include "kernels/bf16.h"
@@ -147,48 +154,81 @@ _Static_assert(GT__BK % 16 == 0, "hand kernels need BK to be a multiple of 16");
  * head_dim 256 or 512 the whole packed tile would not. */
 #define GT__NT_CHUNK 128
 
-/* Rows [r, r + R) of gt__mm_nt over d in [d0, d1). */
-#define GT__NT_BODY(R)                                                        \
+/* Rows [r, r + R) of gt__mm_nt over d in [d0, d1), NV vectors from column
+ * co (the columns the band leaves visible to these rows). */
+#define GT__NT_BODY(R, NV)                                                    \
   do {                                                                        \
-    __m512 acc[R][GT__NV];                                                    \
+    __m512 acc[R][NV];                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                 \
         acc[i][v] = d0 == 0 ? _mm512_setzero_ps()                             \
-                            : _mm512_loadu_ps(C + (size_t)(r + i) * GT__BK + 16 * v); \
+                            : _mm512_loadu_ps(C + (size_t)(r + i) * GT__BK + co + 16 * v); \
     for (int d = d0; d < d1; d++) {                                           \
-      const float *p = pk + (size_t)d * GT__BK;                               \
-      __m512 y[GT__NV];                                                       \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++) {             \
+      const float *p = pk + (size_t)d * GT__BK + co;                          \
+      __m512 y[NV];                                                           \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {               \
         y[v] = _mm512_loadu_ps(p + 16 * v);                                   \
         GT__PIN(y[v]);                                                        \
       }                                                                       \
       _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                \
         const __m512 x = _mm512_set1_ps(A[(size_t)(r + i) * lda + d]);        \
-        _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)             \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)               \
           acc[i][v] = _mm512_fmadd_ps(x, y[v], acc[i][v]);                    \
       }                                                                       \
     }                                                                         \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                    \
-      _Pragma("GCC unroll 16") for (int v = 0; v < GT__NV; v++)               \
-        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + 16 * v,               \
+      _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                 \
+        _mm512_storeu_ps(C + (size_t)(r + i) * GT__BK + co + 16 * v,          \
                          d1 == k ? _mm512_mul_ps(va, acc[i][v]) : acc[i][v]); \
+  } while (0)
+
+/* Rows [r, r + R) of gt__mm_nt: only the 16-wide vectors that hold a column
+ * in [r + blo, r + R - 1 + bhi], the band of these rows. */
+#define GT__NT_BAND(R)                                                        \
+  do {                                                                        \
+    const int lo = gt__imax(0, r + blo), hi = gt__imin(GT__BK - 1, r + (R)-1 + bhi); \
+    if (lo > hi) break;                                                       \
+    const int co = lo / 16 * 16, nv = hi / 16 - lo / 16 + 1;                  \
+    if (nv == 4) GT__NT_BODY(R, 4);                                           \
+    else if (nv == 3) GT__NT_BODY(R, 3);                                      \
+    else if (nv == 2) GT__NT_BODY(R, 2);                                      \
+    else GT__NT_BODY(R, 1);                                                   \
   } while (0)
 #endif
 
-/* C (leading dim GT__BK) = alpha * A . B^T; pk is B packed by gt__pack_t. */
+/* A band of a tile product: output row r (the rows of A in gt__mm_nt, of X
+ * in gt__mm_acc) can only meet the columns (reduction indices) in
+ * [r + blo, r + bhi]; the others are masked, and their products are
+ * skipped. Queries i0 + r against keys j0 + c under window W (0: global):
+ * keys j0 + c <= i0 + r and > i0 + r - W; keys against queries: the other
+ * way round. The narrow band of a local layer leaves a large part of its
+ * tiles masked (half of the columns at W = 64, a third at W = 128). */
+#define GT__NOBAND (1 << 28)
+static void gt__band_qk(int i0, int j0, int W, int *blo, int *bhi) {
+  *bhi = i0 - j0;
+  *blo = W > 0 ? i0 - j0 - W + 1 : -GT__NOBAND;
+}
+static void gt__band_kq(int i0, int j0, int W, int *blo, int *bhi) {
+  *blo = j0 - i0;
+  *bhi = W > 0 ? j0 - i0 + W - 1 : GT__NOBAND;
+}
+
+/* C (leading dim GT__BK) = alpha * A . B^T; pk is B packed by gt__pack_t.
+ * Entries outside the band [blo, bhi] (see gt__band_qk) may be left as they
+ * were: the caller masks them. */
 static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
-                      const float *B, int ldb, const float *pk, int n, int k) {
+                      const float *B, int ldb, const float *pk, int n, int k, int blo, int bhi) {
 #ifdef GT__HAND
   (void)B, (void)ldb, (void)n;
   const __m512 va = _mm512_set1_ps(alpha);
   for (int d0 = 0; d0 < k; d0 += GT__NT_CHUNK) {
     const int d1 = gt__imin(k, d0 + GT__NT_CHUNK);
     int r = 0;
-    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BODY(GT__NT_ROWS);
-    for (; r < m; r++) GT__NT_BODY(1);
+    for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BAND(GT__NT_ROWS);
+    for (; r < m; r++) GT__NT_BAND(1);
   }
 #else
-  (void)pk;
+  (void)pk, (void)blo, (void)bhi;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, A, lda, B, ldb,
               0.0f, C, GT__BK);
 #endif
@@ -211,14 +251,15 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
   } while (0)
 
 /* Rows [r, r + R) of gt__mm_acc, NV 16-wide vectors from column j; the last
- * vector is masked by `tail`. */
+ * vector is masked by `tail`. The sum runs over c in [c0, c1), the band of
+ * these rows (gt__ACC_BAND). */
 #define GT__ACC_BODY(R, NV)                                                    \
   do {                                                                         \
     __m512 acc[R][NV];                                                         \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                     \
       _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++)                  \
         acc[i][v] = _mm512_setzero_ps();                                       \
-    for (int c = 0; c < kk; c++) {                                             \
+    for (int c = c0; c < c1; c++) {                                            \
       const float *y = Y + (size_t)c * ldy + j;                                \
       __m512 yv[NV];                                                           \
       _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) {                \
@@ -237,9 +278,18 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
 #endif
 
 /* C[r, 0:n] += alpha * sum_c X[r*xr + c*xc] * Y[c*ldy + 0:n], r < m, c < kk.
- * Either xc == 1 (X row-major [m, kk]) or xr == 1 (X stored as [kk, m]). */
+ * Either xc == 1 (X row-major [m, kk]) or xr == 1 (X stored as [kk, m]).
+ * X is zero outside the band [blo, bhi] (gt__band_qk, gt__band_kq): those
+ * terms are skipped. */
+#ifdef GT__HAND
+#define GT__ACC_BAND(R, NV)                                                    \
+  do {                                                                         \
+    const int c0 = gt__imax(0, r + blo), c1 = gt__imin(kk, r + (R) + bhi);      \
+    if (c0 < c1) GT__ACC_BODY(R, NV);                                          \
+  } while (0)
+#endif
 static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, int xc,
-                       int m, int kk, const float *Y, int ldy, int n) {
+                       int m, int kk, const float *Y, int ldy, int n, int blo, int bhi) {
 #ifdef GT__HAND
   const __m512 va = _mm512_set1_ps(alpha);
   for (int j = 0; j < n; j += 64) {
@@ -248,20 +298,21 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
     const __mmask16 tail = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1u : 0xFFFFu);
     int r = 0;
     if (nv == 4) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 4);
-      for (; r < m; r++) GT__ACC_BODY(1, 4);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 4);
+      for (; r < m; r++) GT__ACC_BAND(1, 4);
     } else if (nv == 3) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 3);
-      for (; r < m; r++) GT__ACC_BODY(1, 3);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 3);
+      for (; r < m; r++) GT__ACC_BAND(1, 3);
     } else if (nv == 2) {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 2);
-      for (; r < m; r++) GT__ACC_BODY(1, 2);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 2);
+      for (; r < m; r++) GT__ACC_BAND(1, 2);
     } else {
-      for (; r + 4 <= m; r += 4) GT__ACC_BODY(4, 1);
-      for (; r < m; r++) GT__ACC_BODY(1, 1);
+      for (; r + 4 <= m; r += 4) GT__ACC_BAND(4, 1);
+      for (; r < m; r++) GT__ACC_BAND(1, 1);
     }
   }
 #else
+  (void)blo, (void)bhi;
   if (xc == 1)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, alpha, X, xr, Y, ldy,
                 1.0f, C, ldc);
@@ -561,6 +612,8 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     const int nk = gt__imin(GT__BK, jend - j0);
     if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
     const float *kj = kb + (size_t)j0 * ldk;
+    int blo, bhi;
+    gt__band_qk(i0, j0, W, &blo, &bhi);
 #ifdef GT__HAND
     if (bm) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
@@ -577,7 +630,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, bm == 2);
       else
 #endif
-        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
       for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * GT__BK;
         if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
@@ -615,7 +668,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         gt__bmm_acc(ot, ldq, 1.0f, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd, bm == 2);
       } else
 #endif
-        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd);
+        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd, blo, bhi);
     }
   }
   for (int g = 0; g < group; g++) {
@@ -715,182 +768,240 @@ typedef struct gt__bwd_args {
   const float *D; /* [B, H, T]: rowsum(dO * O) of every query row */
   const int32_t *seg;
   const gt_attn_dims *d;
+  /* The key tiles of one (b, kv head) in np contiguous parts: part p owns key
+   * tiles [ks[p], ks[p + 1]) and the query tiles with the same indices. */
+  int np;
+  const int *ks;
+  /* dQ of rows part p does not own, [B * K][rows][group * hd]: part p's
+   * rows are [ks[p + 1] * BQ, pend[p]), at poff[p] in each (b, kv head)'s
+   * block of pstride floats */
+  float *part;
+  const int *pend;
+  const size_t *poff;
+  size_t pstride;
 } gt__bwd_args;
 
-/* dK, dV for keys [j0, j0 + nk) of kv head kh. */
-static void gt__bwd_ktile(const gt__bwd_args *a, int b, int kh, int j0, gt__scratch *w) {
+/* Query rows key tile j0 (nk keys) is visible from, [j0, end): the causal
+ * mask starts them at j0, the window ends them at the last key + W. */
+static int gt__bwd_iend(int T, int W, int j0, int nk) {
+  return W > 0 ? gt__imin(T, j0 + nk - 1 + W) : T;
+}
+
+/* One part of the backward of kv head kh of batch row b, in one pass
+ * (FlashAttention-2 style): for each of its key tiles and each query tile
+ * that can see it, P and dS are formed once, and dV, dK of the key tile and
+ * dQ of the query tile are all accumulated from them. The part owns dK and
+ * dV of its key tiles and dQ of its query tiles, which it adds into
+ * directly; its dQ terms for later query tiles (owned by later parts) go to
+ * its own partial buffer, which gt_attention_backward adds after every part
+ * has finished. Every sum runs in an order fixed by the shape alone. */
+static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratch *w) {
   const gt_attn_dims *d = a->d;
   const int T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
   const int group = H / K;
-  const int nk = gt__imin(GT__BK, T - j0);
-  const int ldq = H * hd, ldk = K * hd;
+  const int ldq = H * hd, ldk = K * hd, ldp = group * hd;
   const int32_t *seg_b = a->seg ? a->seg + (size_t)b * T : NULL;
-  const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
-  const float *kt = a->k + koff, *vt = a->v + koff;
+  const int own_end = gt__imin(T, a->ks[p + 1] * GT__BK); /* first query row not owned */
+  float *part = a->dq && p + 1 < a->np
+                    ? a->part + (size_t)(b * K + kh) * a->pstride + a->poff[p]
+                    : NULL;
+  if (part) memset(part, 0, (size_t)(a->pend[p] - own_end) * ldp * sizeof(float));
   float *S = w->S, *dP = w->dP;
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
   (void)bm, (void)kp, (void)hd16;
+  for (int kt_i = a->ks[p]; kt_i < a->ks[p + 1]; kt_i++) {
+    const int j0 = kt_i * GT__BK;
+    const int nk = gt__imin(GT__BK, T - j0);
+    const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
+    const float *kt = a->k + koff, *vt = a->v + koff;
+    const int need_dp = a->dk || a->dq;
 #ifdef GT__HAND
-  if (bm) {
-    gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
-    if (a->dk) gt__bpack_nt(w->bv, w->tmp, vt, ldk, nk, hd);
-  } else
+    if (bm) {
+      gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
+      if (need_dp) gt__bpack_nt(w->bv, w->tmp, vt, ldk, nk, hd);
+      if (a->dq) gt__bpack_y(w->by, hd16, kt, ldk, nk, hd);
+    } else
 #endif
-  {
-    gt__pack_t(w->kt, kt, ldk, nk, hd);
-    if (a->dk) gt__pack_t(w->vt, vt, ldk, nk, hd);
-  }
-  const int iend = W > 0 ? gt__imin(T, j0 + nk - 1 + W) : T;
-  for (int h = kh * group; h < (kh + 1) * group; h++) {
-    const float *lse_bh = a->lse + ((size_t)b * H + h) * T, *D_bh = a->D + ((size_t)b * H + h) * T;
-    for (int i0 = j0; i0 < iend; i0 += GT__BQ) {
-      const int nq = gt__imin(GT__BQ, iend - i0);
-      if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
-      const size_t qoff = (((size_t)b * T + i0) * H + h) * hd;
-      const float *qt = a->q + qoff, *dot = a->dout + qoff;
+    {
+      gt__pack_t(w->kt, kt, ldk, nk, hd);
+      if (need_dp) gt__pack_t(w->vt, vt, ldk, nk, hd);
+    }
+    const int iend = gt__bwd_iend(T, W, j0, nk);
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+      const float *lse_bh = a->lse + ((size_t)b * H + h) * T, *D_bh = a->D + ((size_t)b * H + h) * T;
+      for (int i0 = j0; i0 < iend; i0 += GT__BQ) {
+        const int nq = gt__imin(GT__BQ, iend - i0);
+        if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
+        const size_t qoff = (((size_t)b * T + i0) * H + h) * hd;
+        const float *qt = a->q + qoff, *dot = a->dout + qoff;
+        /* dQ rows of this query tile: in place when the part owns them */
+        float *dqt = NULL;
+        int lddq = ldq;
+        if (a->dq) {
+          if (i0 < own_end) dqt = a->dq + qoff;
+          else dqt = part + (size_t)(i0 - own_end) * ldp + (size_t)(h - kh * group) * hd, lddq = ldp;
+        }
 #ifdef GT__HAND
-      if (bm) {
-        const int dp = bm == 2, nqp = (nq + 1) / 2;
-        gt__bpack_rows(w->qa, kp, qt, ldq, nq, hd);
-        gt__bmm_nt(S, d->scale, w->qa, kp, nq, w->bk, kp, dp);
+        if (bm) {
+          const int dp = bm == 2, nqp = (nq + 1) / 2;
+          gt__bpack_rows(w->qa, kp, qt, ldq, nq, hd);
+          gt__bmm_nt(S, d->scale, w->qa, kp, nq, w->bk, kp, dp);
+          if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
+          if (a->dv) {
+            gt__bpack_y(w->doy, hd16, dot, ldq, nq, hd);
+            gt__bpack_y(w->px, GT__BK, S, GT__BK, nq, nk);
+            gt__bmm_acc(a->dv + koff, ldk, 1.0f, w->px, 1, GT__BK, nk, nqp, w->doy, hd16, hd, dp);
+          }
+          if (need_dp) {
+            gt__bpack_rows(w->doa, kp, dot, ldq, nq, hd);
+            gt__bmm_nt(dP, 1.0f, w->doa, kp, nq, w->bv, kp, dp);
+            gt__dscores(dP, S, nq, nk, D_bh + i0);
+          }
+          if (a->dk) {
+            gt__bpack_y(w->qy, hd16, qt, ldq, nq, hd);
+            gt__bpack_y(w->px, GT__BK, dP, GT__BK, nq, nk);
+            gt__bmm_acc(a->dk + koff, ldk, d->scale, w->px, 1, GT__BK, nk, nqp, w->qy, hd16, hd, dp);
+          }
+          if (dqt) {
+            gt__bpack_rows(w->px, GT__BK / 2, dP, GT__BK, nq, nk);
+            gt__bmm_acc(dqt, lddq, d->scale, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd, dp);
+          }
+          continue;
+        }
+#endif
+        int qlo, qhi, klo, khi;
+        gt__band_qk(i0, j0, W, &qlo, &qhi);
+        gt__band_kq(i0, j0, W, &klo, &khi);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
         if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
-        if (a->dv) {
-          gt__bpack_y(w->doy, hd16, dot, ldq, nq, hd);
-          gt__bpack_y(w->px, GT__BK, S, GT__BK, nq, nk);
-          gt__bmm_acc(a->dv + koff, ldk, 1.0f, w->px, 1, GT__BK, nk, nqp, w->doy, hd16, hd, dp);
-        }
-        if (a->dk) {
-          gt__bpack_rows(w->doa, kp, dot, ldq, nq, hd);
-          gt__bmm_nt(dP, 1.0f, w->doa, kp, nq, w->bv, kp, dp);
+        if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd, klo, khi);
+        if (need_dp) {
+          gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
           gt__dscores(dP, S, nq, nk, D_bh + i0);
-          gt__bpack_y(w->qy, hd16, qt, ldq, nq, hd);
-          gt__bpack_y(w->px, GT__BK, dP, GT__BK, nq, nk);
-          gt__bmm_acc(a->dk + koff, ldk, d->scale, w->px, 1, GT__BK, nk, nqp, w->qy, hd16, hd, dp);
         }
-        continue;
-      }
-#endif
-      gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd);
-      if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
-      if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd);
-      if (a->dk) {
-        gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd);
-        gt__dscores(dP, S, nq, nk, D_bh + i0);
-        gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd);
+        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd, klo, khi);
+        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kt, ldk, hd, qlo, qhi);
       }
     }
   }
 }
 
-/* dQ for query rows [i0, i0 + BQ) of every head of kv group kh. */
-static void gt__bwd_qtile(const gt__bwd_args *a, int b, int kh, int i0, gt__scratch *w) {
+/* Adds into dQ of query tile qt_i of (b, kh) the partial sums of the parts
+ * before its owner, in part order. */
+static void gt__bwd_reduce(const gt__bwd_args *a, int b, int kh, int qt_i) {
   const gt_attn_dims *d = a->d;
-  const int T = d->T, H = d->H, K = d->K, hd = d->hd, W = d->window;
-  const int group = H / K;
-  const int nq = gt__imin(GT__BQ, T - i0);
-  const int ldq = H * hd, ldk = K * hd;
-  const int32_t *seg_b = a->seg ? a->seg + (size_t)b * T : NULL;
-  const size_t qoff = (((size_t)b * T + i0) * H + (size_t)kh * group) * hd;
-  const float *kb = a->k + ((size_t)b * T * K + kh) * hd;
-  const float *vb = a->v + ((size_t)b * T * K + kh) * hd;
-  float *S = w->S, *dP = w->dP;
-  const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
-  (void)bm, (void)kp, (void)hd16;
-#ifdef GT__HAND
-  if (bm)
-    for (int g = 0; g < group; g++) {
-      const size_t off = qoff + (size_t)g * hd;
-      gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, a->q + off, ldq, nq, hd);
-      gt__bpack_rows(w->doa + (size_t)g * GT__BQ * kp, kp, a->dout + off, ldq, nq, hd);
-    }
-#endif
-  const int jlo = W > 0 ? gt__imax(0, i0 - W + 1) : 0;
-  const int jend = i0 + nq;
-  for (int j0 = jlo; j0 < jend; j0 += GT__BK) {
-    const int nk = gt__imin(GT__BK, jend - j0);
-    if (seg_b && gt__seg_disjoint(seg_b, i0, nq, j0, nk)) continue;
-    const float *kj = kb + (size_t)j0 * ldk, *vj = vb + (size_t)j0 * ldk;
-#ifdef GT__HAND
-    if (bm) {
-      const int dp = bm == 2;
-      gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
-      gt__bpack_nt(w->bv, w->tmp, vj, ldk, nk, hd);
-      gt__bpack_y(w->by, hd16, kj, ldk, nk, hd);
-      for (int g = 0; g < group; g++) {
-        const size_t off = qoff + (size_t)g * hd;
-        const float *lse_t = a->lse + ((size_t)b * H + (size_t)kh * group + g) * T + i0;
-        gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, dp);
-        if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
-        gt__bmm_nt(dP, 1.0f, w->doa + (size_t)g * GT__BQ * kp, kp, nq, w->bv, kp, dp);
-        gt__dscores(dP, S, nq, nk, a->D + ((size_t)b * H + (size_t)kh * group + g) * T + i0);
-        gt__bpack_rows(w->px, GT__BK / 2, dP, GT__BK, nq, nk);
-        gt__bmm_acc(a->dq + off, ldq, d->scale, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd,
-                    dp);
-      }
-      continue;
-    }
-#endif
-    gt__pack_t(w->kt, kj, ldk, nk, hd);
-    gt__pack_t(w->vt, vj, ldk, nk, hd);
-    for (int g = 0; g < group; g++) {
-      const size_t off = qoff + (size_t)g * hd;
-      const float *lse_t = a->lse + ((size_t)b * H + (size_t)kh * group + g) * T + i0;
-      gt__mm_nt(S, d->scale, a->q + off, ldq, nq, kj, ldk, w->kt, nk, hd);
-      if (!gt__probs(S, nq, nk, i0, j0, lse_t, W, seg_b)) continue;
-      gt__mm_nt(dP, 1.0f, a->dout + off, ldq, nq, vj, ldk, w->vt, nk, hd);
-      gt__dscores(dP, S, nq, nk, a->D + ((size_t)b * H + (size_t)kh * group + g) * T + i0);
-      gt__mm_acc(a->dq + off, ldq, d->scale, dP, GT__BK, 1, nq, nk, kj, ldk, hd);
+  const int T = d->T, H = d->H, K = d->K, hd = d->hd;
+  const int group = H / K, ldp = group * hd;
+  const int r0 = qt_i * GT__BQ, r1 = gt__imin(T, r0 + GT__BQ);
+  for (int p = 0; p + 1 < a->np && a->ks[p + 1] <= qt_i; p++) {
+    const int base = a->ks[p + 1] * GT__BK;
+    const float *part = a->part + (size_t)(b * K + kh) * a->pstride + a->poff[p];
+    for (int r = r0; r < gt__imin(r1, a->pend[p]); r++) {
+      float *o = a->dq + (((size_t)b * T + r) * H + (size_t)kh * group) * hd;
+      const float *x = part + (size_t)(r - base) * ldp;
+#pragma omp simd
+      for (int c = 0; c < ldp; c++) o[c] += x[c];
     }
   }
+}
+
+/* The parts of one (b, kv head): how many, and where they split the key
+ * tiles. Fixed by the shape alone (never by the thread count, which would
+ * change the partial sums of dQ): B * K * np work items, at least
+ * GT__BWD_ITEMS when there are enough key tiles, each part about the same
+ * number of (query tile, key tile) pairs under the causal and window masks.
+ * More parts cost partial buffers of dQ (for a global layer about 0.7 of
+ * the (b, kv head)'s dQ with two parts) and their sum. */
+#define GT__BWD_ITEMS 4
+#define GT__BWD_MAXP 4
+static int gt__bwd_split(int B, int K, int T, int W, int ks[GT__BWD_MAXP + 1]) {
+  const int nkt = (T + GT__BK - 1) / GT__BK;
+  int np = 1;
+  /* (an odd count of items below 8 is split in two too: one whole item more
+   * on one of two threads is a third or more of the time) */
+  for (int64_t n = (int64_t)B * K; (n * np < GT__BWD_ITEMS || (n * np % 2 && n * np < 8)) &&
+                                   np * 2 <= GT__BWD_MAXP && np * 2 <= nkt;)
+    np *= 2;
+  int64_t total = 0;
+  for (int j = 0; j < nkt; j++) {
+    const int j0 = j * GT__BK;
+    total += (gt__bwd_iend(T, W, j0, gt__imin(GT__BK, T - j0)) - j0 + GT__BQ - 1) / GT__BQ;
+  }
+  ks[0] = 0;
+  int64_t cum = 0;
+  int j = 0;
+  for (int p = 1; p < np; p++) {
+    /* the first tile at which the work before it reaches p / np of the total */
+    while (j < nkt && cum * np < total * p) {
+      const int j0 = j * GT__BK;
+      cum += (gt__bwd_iend(T, W, j0, gt__imin(GT__BK, T - j0)) - j0 + GT__BQ - 1) / GT__BQ;
+      j++;
+    }
+    /* every part keeps at least one tile (np <= nkt / 2) */
+    ks[p] = gt__imin(gt__imax(j, ks[p - 1] + 1), nkt - (np - p));
+  }
+  ks[np] = nkt;
+  return np;
 }
 
 int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const float *out, const float *lse, const float *q,
                           const float *k, const float *v, const int32_t *seg,
                           const gt_attn_dims *d) {
-  const int B = d->B, T = d->T, H = d->H, K = d->K;
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
   if (B <= 0 || T <= 0 || H <= 0) return 0;
+  if (!dq && !dk && !dv) return 0;
+  const int group = H / K;
+  int ks[GT__BWD_MAXP + 1], pend[GT__BWD_MAXP];
+  size_t poff[GT__BWD_MAXP];
+  const int np = gt__bwd_split(B, K, T, d->window, ks);
+  /* partial dQ rows of part p: from its first unowned query row to the last
+   * row its last key tile is visible from */
+  size_t pstride = 0;
+  for (int p = 0; p + 1 < np; p++) {
+    const int j0 = (ks[p + 1] - 1) * GT__BK;
+    pend[p] = gt__bwd_iend(T, d->window, j0, gt__imin(GT__BK, T - j0));
+    poff[p] = pstride;
+    pstride += (size_t)(pend[p] - ks[p + 1] * GT__BK) * group * hd;
+  }
+  if (!dq) pstride = 0;
   /* D = rowsum(dO * O) depends on the query row alone: computed once for
    * every row here, not again for every key tile the row meets (that took
    * 8% of a bf16 backward) */
-  float *D = malloc((size_t)B * H * T * sizeof(float));
+  float *D = malloc(((size_t)B * H * T + (size_t)B * K * pstride) * sizeof(float));
   if (!D) return -1;
-  const gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, D, seg, d};
-  const int nkt = (T + GT__BK - 1) / GT__BK, nqt = (T + GT__BQ - 1) / GT__BQ;
-  const int npk = gt__npairs(nkt), npq = gt__npairs(nqt);
-  const int64_t nk_items = (dk || dv) ? (int64_t)B * K * npk : 0;
-  const int64_t nq_items = dq ? (int64_t)B * K * npq : 0;
+  gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, D, seg, d,
+                    np, ks, D + (size_t)B * H * T, pend, poff, pstride};
+  const int nqt = (T + GT__BQ - 1) / GT__BQ;
+  const int64_t nitems = (int64_t)B * K * np;
+  const int64_t nred = dq && np > 1 ? (int64_t)B * K * nqt : 0;
   const int bm = gt__attn_bmode(d);
   int nomem = 0;
 #pragma omp parallel
   {
     int ok;
-    gt__scratch *w = gt__team_scratch(d->hd, H / K, bm, &nomem, &ok);
+    gt__scratch *w = gt__team_scratch(hd, group, bm, &nomem, &ok);
     if (ok) { /* the same on every thread, as in the forward */
 #pragma omp for schedule(static)
       for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
         const int64_t b = bt / T, t = bt % T;
         for (int h = 0; h < H; h++)
-          gt__rowdot(D + ((size_t)b * H + h) * T + t, dout + ((size_t)bt * H + h) * d->hd,
-                     out + ((size_t)bt * H + h) * d->hd, 1, 0, d->hd);
+          gt__rowdot(D + ((size_t)b * H + h) * T + t, dout + ((size_t)bt * H + h) * hd,
+                     out + ((size_t)bt * H + h) * hd, 1, 0, hd);
       }
 #pragma omp for schedule(static)
-      for (int64_t it = 0; it < nk_items; it++) {
-        const int p = (int)(it % npk);
-        const int kh = (int)((it / npk) % K);
-        const int b = (int)(it / ((int64_t)npk * K));
-        gt__bwd_ktile(&a, b, kh, p * GT__BK, w);
-        const int t2 = nkt - 1 - p;
-        if (t2 != p) gt__bwd_ktile(&a, b, kh, t2 * GT__BK, w);
+      for (int64_t it = 0; it < nitems; it++) {
+        const int p = (int)(it % np);
+        const int kh = (int)((it / np) % K);
+        const int b = (int)(it / ((int64_t)np * K));
+        gt__bwd_part(&a, b, kh, p, w);
       }
 #pragma omp for schedule(static)
-      for (int64_t it = 0; it < nq_items; it++) {
-        const int p = (int)(it % npq);
-        const int kh = (int)((it / npq) % K);
-        const int b = (int)(it / ((int64_t)npq * K));
-        gt__bwd_qtile(&a, b, kh, p * GT__BQ, w);
-        const int t2 = nqt - 1 - p;
-        if (t2 != p) gt__bwd_qtile(&a, b, kh, t2 * GT__BQ, w);
+      for (int64_t it = 0; it < nred; it++) {
+        const int t = (int)(it % nqt);
+        const int kh = (int)((it / nqt) % K);
+        const int b = (int)(it / ((int64_t)nqt * K));
+        gt__bwd_reduce(&a, b, kh, t);
       }
     }
     free(w);

@@ -388,6 +388,70 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* The backward splits the key tiles of a (batch row, kv head) into parts
+ * when B * K is small, and adds the dQ terms of a part's later query rows
+ * from a partial buffer after all parts are done. The split and the order
+ * of that sum are fixed by the shape, so dQ (and everything else) must have
+ * the same bits on 1, 2 and 3 threads: shapes with one or two (b, kv head)
+ * pairs (so 2 to 4 parts), GQA groups of 1 to 4, global and windowed
+ * layers, packed segments, T not a multiple of the tile, dQ starting from
+ * nonzero values; float32 and (with AVX-512) bf16 products. */
+static const attn_case cases_split[] = {
+    {1, 517, 4, 1, 24, 0, 0},   {1, 517, 4, 2, 24, 100, 0}, {3, 301, 2, 1, 20, 64, 2},
+    {1, 389, 6, 3, 16, 130, 1}, {2, 450, 4, 1, 32, 0, 0},   {1, 517, 4, 1, 24, 0, 1},
+    {1, 200, 1, 1, 8, 1, 0},    {5, 200, 2, 1, 8, 0, 0},
+};
+
+START_TEST(test_split_threads) {
+  const attn_case *c = &cases_split[_i];
+  uint64_t st = 7000 + (uint64_t)_i;
+  const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd, nk = (int64_t)c->B * c->T * c->K * c->hd;
+  const int64_t nl = (int64_t)c->B * c->H * c->T;
+  float *q = gt_test_alloc_fill(nq, &st, -2, 2);
+  float *k = gt_test_alloc_fill(nk, &st, -2, 2);
+  float *v = gt_test_alloc_fill(nk, &st, -1, 1);
+  float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+  float *g0 = gt_test_alloc_fill(nq + 2 * nk, &st, -0.1f, 0.1f);
+  int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
+#if defined(__AVX512F__)
+  const int nmodes = 2;
+#else
+  const int nmodes = 1; /* bf16 mode is float32 without AVX-512 */
+#endif
+  for (int bf = 0; bf < nmodes; bf++) {
+    gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf};
+    float *o[3], *l[3], *g[3];
+    for (int r = 0; r < 3; r++) {
+      omp_set_num_threads(r + 1);
+      o[r] = malloc(nq * sizeof(float));
+      l[r] = malloc(nl * sizeof(float));
+      g[r] = gt_test_copy(g0, nq + 2 * nk);
+      ck_assert_int_eq(gt_attention_forward(o[r], l[r], q, k, v, seg, &d), 0);
+      /* every run differentiates the 1-thread forward, so only the backward's
+       * thread count varies */
+      ck_assert_int_eq(gt_attention_backward(g[r], g[r] + nq, g[r] + nq + nk, dout, o[0], l[0], q, k, v, seg, &d), 0);
+    }
+    for (int r = 1; r < 3; r++) {
+      ck_assert_msg(memcmp(o[0], o[r], nq * sizeof(float)) == 0, "case %d bf16 %d: out differs on %d threads", _i, bf, r + 1);
+      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
+      ck_assert_msg(memcmp(g[0], g[r], nq * sizeof(float)) == 0, "case %d bf16 %d: dq differs on %d threads", _i, bf, r + 1);
+      ck_assert_msg(memcmp(g[0] + nq, g[r] + nq, 2 * nk * sizeof(float)) == 0, "case %d bf16 %d: dk/dv differ on %d threads", _i, bf, r + 1);
+    }
+    /* and the split gradients are right: against the reference */
+    if (!bf) {
+      float *gr = gt_test_copy(g0, nq + 2 * nk);
+      gt_attention_backward_ref(gr, gr + nq, gr + nq + nk, dout, o[0], l[0], q, k, v, seg, &d);
+      check_close("dq", c, g[0], gr, nq);
+      check_close("dk", c, g[0] + nq, gr + nq, nk);
+      check_close("dv", c, g[0] + nq + nk, gr + nq + nk, nk);
+      free(gr);
+    }
+    for (int r = 0; r < 3; r++) free(o[r]), free(l[r]), free(g[r]);
+  }
+  free(q), free(k), free(v), free(dout), free(g0), free(seg);
+}
+END_TEST
+
 /* ---- bf16 mode (gt_attn_dims.bf16 = 1) ----
  * The fast kernel against the bf16 reference (the same operands rounded at
  * the same points, sums in double), element by element within
@@ -624,6 +688,7 @@ static Suite *attention_suite(void) {
   tcase_add_test(tc, test_poison_k_exact);
   tc = gt_test_tcase(s, "determinism");
   tcase_add_test(tc, test_deterministic);
+  tcase_add_loop_test(tc, test_split_threads, 0, (int)(sizeof cases_split / sizeof cases_split[0]));
 #if defined(__AVX512F__) /* without AVX-512 at build time the bf16 mode is ignored (kernels.h) */
   tc = gt_test_tcase(s, "bf16");
   tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);
