@@ -4,10 +4,9 @@
  * and vdpbf16ps peaks measured by the same run. The FLOPs are MaxText's
  * count (the exact band of a sliding window, half of T^2 for causal global
  * layers; backward twice the forward), so a share of the peak here is the
- * share a step's attention time gets credited with. The kernel does more:
- * whole 64 x 64 tiles on the band's edges, and a backward that forms the
- * scores and dP twice (once per key tile for dK, dV and once per query
- * tile for dQ, which keeps every output written by one thread). */
+ * share a step's attention time gets credited with. The kernel does a
+ * little more: the 16-wide column vectors on the band's edges in float32,
+ * whole 64 x 64 tiles there in bf16. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
