@@ -280,14 +280,25 @@ static void gt__block_init(void) {
    * 270m model's MLP products from 74-80% to 85-90%; KC 640 (one block for
    * 640, 4 x 512 for 2048) measured the same within noise. The KC x NR B
    * micro-panel (128 KiB) streams from L2 fast enough: the kernel needs 128
-   * bytes per 24 FMAs. */
+   * bytes per 24 FMAs.
+   *
+   * NC at most 1024 columns (a B block of 2.5-4 MiB), though half of this
+   * L3 (32 MiB) would hold 4096: per B block the L3, a victim cache, also
+   * takes the block's C rows (with 512 rows, 8 MiB at 4096 columns) and
+   * the source rows the pack reads (another 10 MiB for gemma3-270m's head
+   * W), and the VM's L3 may not be ours alone. Alternated with 4096 on
+   * that head's X.W^T (512 x 262144 x 640, B packed 5 times less often per
+   * flop than the 2048-row products'), five runs: +1% to +8% on 1 thread,
+   * -1% to +8% on 2 (this VM's noise is about 5%); 512 columns no better;
+   * the other products with N > 1024 within +-1%, the small model's head
+   * within noise. */
   int64_t kc = gt__gmax(128, gt__gmin(1024, l2 / 2 / (128 * 4) / 16 * 16));
   gt__blocks = (gt__gemm_blocks){.mr = MR,
                                  .nr = NR,
                                  .kc_max = kc,
                                  .kalign = 8,
                                  .mc_max = gt__gmax(4 * MR, gt__gmin(4096, l2 / 2 / (kc * 4) / MR * MR)),
-                                 .nc_max = gt__gmax(16 * NR, gt__gmin(8192, l3 / 2 / (kc * 4) / NR * NR))};
+                                 .nc_max = gt__gmax(16 * NR, gt__gmin(1024, l3 / 2 / (kc * 4) / NR * NR))};
 }
 
 /* -------------------------------------------------------------- packing */

@@ -94,7 +94,7 @@ END_TEST
 
 START_TEST(test_block_edges) {
   /* K across the KC blocks (up to 1024 here: 640 is one block, 1025 and
-   * 2048 two, 2100 three), N across the NC blocks (8192 here: 8229 is two),
+   * 2048 two, 2100 three), N across the NC blocks (1024 here: 8229 is nine),
    * M across row blocks and MR, with every transpose, alpha and beta
    * 0 / 1 / other; 250 x 2100 with A transposed packs A rows across many
    * panels with a partial last one and a K tail not a multiple of 4 */
