@@ -199,9 +199,16 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
   /* the plan's task cut uses the team size it asked for; the buffers are
    * sized for it, and a smaller team only takes more tasks each */
   const int64_t MR = bl->mr, NR = bl->nr, kub = pl.kc / k->kdiv; /* elements per full K block */
+  /* One K block, several B blocks, tasks of whole rows: every row block's
+   * A is the same for each B block, so keep them all (packed while the
+   * first B block is computed, into the row block's own place) instead of
+   * packing each once per B block: gemma3-270m's head X.W^T (512 rows, 256
+   * B blocks) packed its 1.3 MB of X 256 times. Up to 16 MiB of them. */
+  const int64_t mall = gt__gcdiv(M, MR) * MR;
+  const int a_keep = pl.ngroups == 1 && K <= pl.kc && N > pl.nc && 4 * mall * kub <= ((int64_t)16 << 20);
   gt__gemm_cache *cache = gt__gemm_cache_get();
   if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kub * pl.nc)) ||
-      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(pl.nt * pl.mc * kub)))
+      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;
   uint32_t *Bp = cache->b, *Abase = cache->a;
   const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups;
@@ -232,8 +239,11 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
           int64_t ib = t / ng, g = t % ng, rp0, rp1;
           gt__gemm_plan_rows(&pl, ib, &rp0, &rp1);
           int64_t ic = rp0 * MR, m = gt__gmin(M, rp1 * MR) - ic;
-          if (ib != packed_ic) {
-            k->pack_a(Ap, transA, A, lda, ic, m, pc, kc);
+          /* kept: row block ib's own place, packed in the first B block
+           * (the barrier ending that block's loop publishes it) */
+          uint32_t *At = a_keep ? Abase + ic * ku : Ap;
+          if (a_keep ? jc == 0 : ib != packed_ic) {
+            k->pack_a(At, transA, A, lda, ic, m, pc, kc);
             packed_ic = ib;
           }
           int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
@@ -244,7 +254,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
             for (int64_t ir = 0; ir < m; ir += MR) {
               /* the next tile: below this one, or the top of the next panel */
               const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-              k->micro(ku, Ap + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
+              k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
             }
           }
         }

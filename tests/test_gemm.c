@@ -194,11 +194,14 @@ END_TEST
 START_TEST(test_row_tail_thread_counts) {
   /* products with rows to spare (row tasks with a tail of small blocks on
    * 2 and 3 threads): the same bits as on 1 thread, every transpose, a K
-   * of two blocks, and within the reference's bound */
-  int64_t shapes[][3] = {{384, 70, 300}, {517, 200, 640}, {1000, 40, 1030}, {2049, 65, 129}};
+   * of two blocks, and within the reference's bound; one K block and
+   * several B blocks (N > 1024) keep every row block's packed A for all B
+   * blocks (517 x 2100 x 300, 40 x 1500 x 64) */
+  int64_t shapes[][3] = {{384, 70, 300},  {517, 200, 640},  {1000, 40, 1030},
+                         {2049, 65, 129}, {517, 2100, 300}, {40, 1500, 64}};
   uint64_t s = 17;
-  float *A = gt_test_alloc_fill(2049 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(1030 * 200, &s, -1, 1);
-  float *C1 = malloc(sizeof(float) * 2049 * 200), *C2 = malloc(sizeof(float) * 2049 * 200);
+  float *A = gt_test_alloc_fill(2049 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(1030 * 2100, &s, -1, 1);
+  float *C1 = malloc(sizeof(float) * 1100000), *C2 = malloc(sizeof(float) * 1100000);
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
