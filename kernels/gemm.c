@@ -7,9 +7,11 @@
  * Loops: jc over N by NC, pc over K by KC (pack B: KC x NC into NR-wide
  * panels, all threads), then the C block [M, NC] is cut into tasks of mc rows
  * times a group of NR panels, handed out dynamically (a thread that lost its
- * core to another process simply takes fewer tasks). A task packs its mc x KC
- * block of A (MR-tall panels) and runs, per B panel, the micro-kernel over
- * every A panel: the A block stays in L2, the B micro-panel streams.
+ * core to another process simply takes fewer tasks); with rows to spare,
+ * full-width row blocks ending in smaller ones (gt__gemm_plan_make). A task
+ * packs its mc x KC block of A (MR-tall panels; with one K block kept for
+ * every B block) and runs, per B panel, the micro-kernel over every A
+ * panel: the A block stays in L2, the B micro-panel streams.
  *
  * Determinism: every C element gets the same operations in the same order
  * whoever computes it: within a (jc, pc) block a tile is computed whole by one
@@ -40,11 +42,15 @@
 #include "kernels/kernels.h"
 
 /* Row tasks with a tail of small blocks (gt__gemm_plan_make) from this many
- * MR panels per thread up: 16 (384 rows on 2 threads). With fewer, as at
- * 256 rows (22 panels: tasks of 6, 6, 6, 2, 2), the rows do not split into
- * enough tasks, and the columns split too, as before. */
+ * MR panels per thread up: 32 (768 rows on 2 threads). With fewer the rows
+ * do not split into enough tasks (256 rows, 22 panels: 6, 6, 6, 2, 2), and
+ * the columns split too, as before; at 512 rows (43 panels: 8, 8, 8, 7, 4,
+ * 4, 2, 2) the two cuts measured the same per shape (0.97 to 1.02, 2
+ * threads, alternated) but `gemtrain bench gemm` put the row cut 5-10%
+ * lower on gemma3-270m's 512-row products in two runs, so those keep the
+ * old cut. */
 #ifndef GT__GEMM_ROWS_MODE
-#define GT__GEMM_ROWS_MODE 16
+#define GT__GEMM_ROWS_MODE 32
 #endif
 
 /* ------------------------------------------- shared (gemm_blocking.h) */
@@ -297,8 +303,8 @@ static void gt__block_init(void) {
    * takes the block's C rows (with 512 rows, 8 MiB at 4096 columns) and
    * the source rows the pack reads (another 10 MiB for gemma3-270m's head
    * W), and the VM's L3 may not be ours alone. Alternated with 4096 on
-   * that head's X.W^T (512 x 262144 x 640, B packed 5 times less often per
-   * flop than the 2048-row products'), five runs: +1% to +8% on 1 thread,
+   * that head's X.W^T (512 x 262144 x 640: each packed B element serves
+   * 512 rows, a quarter of the 2048-row products'), five runs: +1% to +8% on 1 thread,
    * -1% to +8% on 2 (this VM's noise is about 5%); 512 columns no better;
    * the other products with N > 1024 within +-1%, the small model's head
    * within noise. */
