@@ -7,9 +7,11 @@
  * Loops: jc over N by NC, pc over K by KC (pack B: KC x NC into NR-wide
  * panels, all threads), then the C block [M, NC] is cut into tasks of mc rows
  * times a group of NR panels, handed out dynamically (a thread that lost its
- * core to another process simply takes fewer tasks). A task packs its mc x KC
- * block of A (MR-tall panels) and runs, per B panel, the micro-kernel over
- * every A panel: the A block stays in L2, the B micro-panel streams.
+ * core to another process simply takes fewer tasks); with rows to spare,
+ * full-width row blocks ending in smaller ones (gt__gemm_plan_make). A task
+ * packs its mc x KC block of A (MR-tall panels; with one K block kept for
+ * every B block) and runs, per B panel, the micro-kernel over every A
+ * panel: the A block stays in L2, the B micro-panel streams.
  *
  * Determinism: every C element gets the same operations in the same order
  * whoever computes it: within a (jc, pc) block a tile is computed whole by one
@@ -39,6 +41,18 @@
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 
+/* Row tasks with a tail of small blocks (gt__gemm_plan_make) from this many
+ * MR panels per thread up: 32 (768 rows on 2 threads). With fewer the rows
+ * do not split into enough tasks (256 rows, 22 panels: 6, 6, 6, 2, 2), and
+ * the columns split too, as before; at 512 rows (43 panels: 8, 8, 8, 7, 4,
+ * 4, 2, 2) the two cuts measured the same per shape (0.97 to 1.02, 2
+ * threads, alternated) but `gemtrain bench gemm` put the row cut 5-10%
+ * lower on gemma3-270m's 512-row products in two runs, so those keep the
+ * old cut. */
+#ifndef GT__GEMM_ROWS_MODE
+#define GT__GEMM_ROWS_MODE 32
+#endif
+
 /* ------------------------------------------- shared (gemm_blocking.h) */
 
 static int64_t gt__l2, gt__l3;
@@ -67,7 +81,17 @@ int64_t gt__gemm_l3_bytes(void) {
 /* Enough tasks that dynamic scheduling balances the team (4 per thread),
  * as few as that allows (each task packs its own A block). Depends on nt
  * only through the cut of C into tasks, never through the k order: kc and
- * so every element's order of operations come from K and the caches. */
+ * so every element's order of operations come from K and the caches.
+ *
+ * With rows to spare the tasks are row blocks of the full width, the last
+ * ones smaller: the team takes tasks as it frees up, so the last task to
+ * start leaves the other threads idle for its length; equal tasks of a
+ * tenth of a thread's share cost about 5% on 2 threads (perf: that much in
+ * libgomp's barrier wait). A tail of tail_nt blocks of each size 2^L .. 4, 2
+ * panels (largest first) ends the product within a small block of each
+ * other, each row block still packed once. Measured (2 threads, alternated
+ * with the equal tasks): the 2048-row products of the 12-layer model +3% to
+ * +6%, to 87-91% of the 2-thread peak. */
 void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, int64_t N, int64_t K, int nt) {
   const int64_t MR = b->mr, NR = b->nr;
   /* a product too small to pay for waking a second thread runs on one */
@@ -78,6 +102,20 @@ void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, i
   p->nc = gt__gmin(b->nc_max, gt__gcdiv(N, NR) * NR);
   int64_t npanels = gt__gcdiv(gt__gmin(p->nc, N), NR), mpanels = gt__gcdiv(M, MR);
   int64_t nic = gt__gmin(mpanels, gt__gcdiv(M, b->mc_max)), ng = 1;
+  p->tail_levels = 0, p->tail_nt = nt;
+  if (nt > 1 && mpanels >= GT__GEMM_ROWS_MODE * (int64_t)nt) {
+    /* rows to spare: the tail takes at most half of them */
+    int64_t mcp = gt__gcdiv(mpanels, nic), L = 0;
+    while ((2 << L) < mcp && nt * ((2 << (L + 1)) - 2) <= mpanels / 2) L++;
+    p->tail_levels = L;
+    p->headp = mpanels - nt * ((2 << L) - 2);
+    p->nhead = gt__gcdiv(p->headp, mcp);
+    p->nic = p->nhead + L * nt;
+    p->mc = gt__gcdiv(p->headp, p->nhead) * MR;
+    p->ngroups = 1;
+    p->nt = nt;
+    return;
+  }
   if (nt > 1) {
     /* skinny products get their tasks from the long side: few rows split
      * the columns, few columns the rows */
@@ -97,9 +135,21 @@ void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, i
   }
   /* row block b holds MR panels [mpanels*b/nic, mpanels*(b+1)/nic) */
   p->nic = nic;
+  p->headp = mpanels, p->nhead = nic;
   p->mc = gt__gcdiv(mpanels, nic) * MR;
   p->ngroups = ng;
   p->nt = (int)gt__gmin(nt, nic * ng);
+}
+
+void gt__gemm_plan_rows(const gt__gemm_plan *p, int64_t ib, int64_t *p0, int64_t *p1) {
+  if (ib < p->nhead) {
+    *p0 = p->headp * ib / p->nhead, *p1 = p->headp * (ib + 1) / p->nhead;
+    return;
+  }
+  /* tail block i: level l (size 2^(l+1)) from L-1 down to 0, tail_nt each */
+  int64_t i = ib - p->nhead, L = p->tail_levels, l = L - 1 - i / p->tail_nt, sz = (int64_t)2 << l;
+  *p0 = p->headp + p->tail_nt * ((2 << L) - (4 << l)) + (i % p->tail_nt) * sz;
+  *p1 = *p0 + sz;
 }
 
 static pthread_key_t gt__cache_key;
@@ -155,12 +205,19 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
   /* the plan's task cut uses the team size it asked for; the buffers are
    * sized for it, and a smaller team only takes more tasks each */
   const int64_t MR = bl->mr, NR = bl->nr, kub = pl.kc / k->kdiv; /* elements per full K block */
+  /* One K block, several B blocks, tasks of whole rows: every row block's
+   * A is the same for each B block, so keep them all (packed while the
+   * first B block is computed, into the row block's own place) instead of
+   * packing each once per B block: gemma3-270m's head X.W^T (512 rows, 256
+   * B blocks) packed its 1.3 MB of X 256 times. Up to 16 MiB of them. */
+  const int64_t mall = gt__gcdiv(M, MR) * MR;
+  const int a_keep = pl.ngroups == 1 && K <= pl.kc && N > pl.nc && 4 * mall * kub <= ((int64_t)16 << 20);
   gt__gemm_cache *cache = gt__gemm_cache_get();
   if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kub * pl.nc)) ||
-      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(pl.nt * pl.mc * kub)))
+      gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;
   uint32_t *Bp = cache->b, *Abase = cache->a;
-  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups, mpanels = gt__gcdiv(M, MR);
+  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups;
 #pragma omp parallel num_threads(pl.nt)
   {
     int tid = omp_get_thread_num();
@@ -185,10 +242,14 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
          * B while a task still reads it */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < nic * ng; t++) {
-          int64_t ib = t / ng, g = t % ng;
-          int64_t ic = mpanels * ib / nic * MR, m = gt__gmin(M, mpanels * (ib + 1) / nic * MR) - ic;
-          if (ib != packed_ic) {
-            k->pack_a(Ap, transA, A, lda, ic, m, pc, kc);
+          int64_t ib = t / ng, g = t % ng, rp0, rp1;
+          gt__gemm_plan_rows(&pl, ib, &rp0, &rp1);
+          int64_t ic = rp0 * MR, m = gt__gmin(M, rp1 * MR) - ic;
+          /* kept: row block ib's own place, packed in the first B block
+           * (the barrier ending that block's loop publishes it) */
+          uint32_t *At = a_keep ? Abase + ic * ku : Ap;
+          if (a_keep ? jc == 0 : ib != packed_ic) {
+            k->pack_a(At, transA, A, lda, ic, m, pc, kc);
             packed_ic = ib;
           }
           int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
@@ -199,7 +260,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
             for (int64_t ir = 0; ir < m; ir += MR) {
               /* the next tile: below this one, or the top of the next panel */
               const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-              k->micro(ku, Ap + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
+              k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
             }
           }
         }
@@ -235,14 +296,25 @@ static void gt__block_init(void) {
    * 270m model's MLP products from 74-80% to 85-90%; KC 640 (one block for
    * 640, 4 x 512 for 2048) measured the same within noise. The KC x NR B
    * micro-panel (128 KiB) streams from L2 fast enough: the kernel needs 128
-   * bytes per 24 FMAs. */
+   * bytes per 24 FMAs.
+   *
+   * NC at most 1024 columns (a B block of 2.5-4 MiB), though half of this
+   * L3 (32 MiB) would hold 4096: per B block the L3, a victim cache, also
+   * takes the block's C rows (with 512 rows, 8 MiB at 4096 columns) and
+   * the source rows the pack reads (another 10 MiB for gemma3-270m's head
+   * W), and the VM's L3 may not be ours alone. Alternated with 4096 on
+   * that head's X.W^T (512 x 262144 x 640: each packed B element serves
+   * 512 rows, a quarter of the 2048-row products'), five runs: +1% to +8% on 1 thread,
+   * -1% to +8% on 2 (this VM's noise is about 5%); 512 columns no better;
+   * the other products with N > 1024 within +-1%, the small model's head
+   * within noise. */
   int64_t kc = gt__gmax(128, gt__gmin(1024, l2 / 2 / (128 * 4) / 16 * 16));
   gt__blocks = (gt__gemm_blocks){.mr = MR,
                                  .nr = NR,
                                  .kc_max = kc,
                                  .kalign = 8,
                                  .mc_max = gt__gmax(4 * MR, gt__gmin(4096, l2 / 2 / (kc * 4) / MR * MR)),
-                                 .nc_max = gt__gmax(16 * NR, gt__gmin(8192, l3 / 2 / (kc * 4) / NR * NR))};
+                                 .nc_max = gt__gmax(16 * NR, gt__gmin(1024, l3 / 2 / (kc * 4) / NR * NR))};
 }
 
 /* -------------------------------------------------------------- packing */

@@ -26,15 +26,21 @@ typedef struct gt__gemm_blocks {
 } gt__gemm_blocks;
 
 /* How one call is cut: K in blocks of kc, N in blocks of nc; the C block
- * [M, nc] in nic row blocks (of at most mc rows, whole mr panels) times
- * ngroups groups of nr panels: nic * ngroups tasks for a team of nt. The cut
- * of K (so every element's order of operations) depends on K and the blocks
- * only, never on the thread count. */
+ * [M, nc] in nic row blocks (whole mr panels, at most mc rows) times ngroups
+ * groups of nr panels: nic * ngroups tasks for a team of nt. Row blocks: the
+ * first nhead split the first headp panels evenly; when ngroups is 1 the
+ * rest are a tail of tail_levels levels of tail_nt blocks each, from
+ * 2^tail_levels panels down to 2 (gt__gemm_plan_rows). The cut of K (so every
+ * element's order of operations) depends on K and the blocks only, never on
+ * the thread count. */
 typedef struct gt__gemm_plan {
   int64_t kc, nc, mc, nic, ngroups;
+  int64_t headp, nhead, tail_levels, tail_nt;
   int nt;
 } gt__gemm_plan;
 void gt__gemm_plan_make(gt__gemm_plan *p, const gt__gemm_blocks *b, int64_t M, int64_t N, int64_t K, int nt);
+/* Row block ib (0 <= ib < nic) of a plan: mr panels [*p0, *p1). */
+void gt__gemm_plan_rows(const gt__gemm_plan *p, int64_t ib, int64_t *p0, int64_t *p1);
 
 /* The calling thread's packing buffers (a: the A blocks of its team, b: the
  * shared B block), grown on demand, kept between calls, freed when the thread

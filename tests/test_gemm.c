@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
 
@@ -93,7 +94,7 @@ END_TEST
 
 START_TEST(test_block_edges) {
   /* K across the KC blocks (up to 1024 here: 640 is one block, 1025 and
-   * 2048 two, 2100 three), N across the NC blocks (8192 here: 8229 is two),
+   * 2048 two, 2100 three), N across the NC blocks (1024 here: 8229 is nine),
    * M across row blocks and MR, with every transpose, alpha and beta
    * 0 / 1 / other; 250 x 2100 with A transposed packs A rows across many
    * panels with a partial last one and a K tail not a multiple of 4 */
@@ -162,6 +163,63 @@ START_TEST(test_inside_parallel_region) {
 }
 END_TEST
 
+START_TEST(test_plan_rows_cover_once) {
+  /* the row blocks of every plan (the tail of small blocks with rows to
+   * spare, the equal blocks otherwise) tile [0, M) in order, no gap or
+   * overlap, none past the buffer's mc rows: a row block lost or taken
+   * twice would leave C rows unwritten or written twice */
+  const gt__gemm_blocks b = {.mr = 12, .nr = 32, .kc_max = 1024, .kalign = 8, .mc_max = 120, .nc_max = 4096};
+  int64_t Ms[] = {1, 12, 100, 255, 256, 383, 384, 385, 512, 640, 1000, 1024, 2048, 2049, 5000, 32768};
+  int tails = 0;
+  for (size_t i = 0; i < sizeof Ms / sizeof Ms[0]; i++)
+    for (int nt = 1; nt <= 8; nt++) {
+      gt__gemm_plan p;
+      gt__gemm_plan_make(&p, &b, Ms[i], 640, 640, nt);
+      int64_t end = 0, mpanels = (Ms[i] + 11) / 12;
+      tails += p.tail_levels > 0;
+      for (int64_t ib = 0; ib < p.nic; ib++) {
+        int64_t p0, p1;
+        gt__gemm_plan_rows(&p, ib, &p0, &p1);
+        ck_assert_msg(p0 == end && p1 > p0 && (p1 - p0) * 12 <= p.mc, "M%lld nt%d block %lld: [%lld, %lld) after %lld",
+                      (long long)Ms[i], nt, (long long)ib, (long long)p0, (long long)p1, (long long)end);
+        end = p1;
+      }
+      ck_assert_msg(end == mpanels, "M%lld nt%d: blocks end at panel %lld of %lld", (long long)Ms[i], nt,
+                    (long long)end, (long long)mpanels);
+    }
+  ck_assert(tails > 0); /* the tail was exercised */
+}
+END_TEST
+
+START_TEST(test_row_tail_thread_counts) {
+  /* products with rows to spare (row tasks with a tail of small blocks on
+   * 2 and 3 threads): the same bits as on 1 thread, every transpose, a K
+   * of two blocks, and within the reference's bound; one K block and
+   * several B blocks (N > 1024) keep every row block's packed A for all B
+   * blocks (517 x 2100 x 300, 40 x 1500 x 64) */
+  int64_t shapes[][3] = {{384, 70, 300},  {517, 200, 640},  {1000, 40, 1030},
+                         {2049, 65, 129}, {517, 2100, 300}, {40, 1500, 64}};
+  uint64_t s = 17;
+  float *A = gt_test_alloc_fill(2049 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(1030 * 2100, &s, -1, 1);
+  float *C1 = malloc(sizeof(float) * 1100000), *C2 = malloc(sizeof(float) * 1100000);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        product_on(1, ta, tb, M, N, K, A, B, C1);
+        for (int t = 2; t <= 3; t++) {
+          product_on(t, ta, tb, M, N, K, A, B, C2);
+          ck_assert_msg(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+                        "M%lld N%lld K%lld ta%d tb%d: %d threads differ from 1", (long long)M, (long long)N,
+                        (long long)K, ta, tb, t);
+        }
+        omp_set_num_threads(2);
+        run_case(ta, tb, M, N, K, 0.5f, (i & 1) ? 0.0f : -0.7f, (int)i % 3);
+      }
+  free(A), free(B), free(C1), free(C2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = gt_test_tcase(s, "core");
@@ -171,5 +229,7 @@ int main(void) {
   tcase_add_test(tc, test_block_edges);
   tcase_add_test(tc, test_dynamic_tiles_thread_counts);
   tcase_add_test(tc, test_inside_parallel_region);
+  tcase_add_test(tc, test_plan_rows_cover_once);
+  tcase_add_test(tc, test_row_tail_thread_counts);
   return gt_test_run_suite(s, 0);
 }
