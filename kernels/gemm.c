@@ -27,11 +27,12 @@
  * B block and one A block per team thread), grown on demand and kept between
  * calls, freed when the thread exits (a pthread key destructor; the main
  * thread's lives until the process ends). If it cannot grow, the call goes to
- * cblas_sgemm instead. Without AVX-512 every call goes to cblas_sgemm.
+ * OpenBLAS instead; without AVX-512 every call does. Either way it goes
+ * through gt__sgemm_fixed (kernels/gemm_fixed.c), in blocks fixed by the
+ * shape, so the bits stay independent of the thread count there too.
  *
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
  * (kernels/gemm_blocking.h, defined here in plain C for every -march). */
-#include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "kernels/gemm_blocking.h"
+#include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 
 /* Row tasks with a tail of small blocks (gt__gemm_plan_make) from this many
@@ -502,8 +504,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__pack_b_u, gt__micro_u};
   if (gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
-                (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+    gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 #else /* no AVX-512: OpenBLAS */
@@ -516,7 +517,6 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 #endif
