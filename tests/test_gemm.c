@@ -118,6 +118,27 @@ static void product_on(int threads, int ta, int tb, int64_t M, int64_t N, int64_
   gt_sgemm(ta, tb, M, N, K, 1.25f, A, ta ? M : K, B, tb ? K : N, 0.5f, C, N);
 }
 
+/* Every shape under every transpose: the same bits on 2 and 3 threads as on
+ * 1; with `ref`, also within the reference's bound (run_case). */
+static void same_bits_any_team(int64_t (*shapes)[3], size_t n, const float *A, const float *B, float *C1,
+                               float *C2, int ref) {
+  for (size_t i = 0; i < n; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        product_on(1, ta, tb, M, N, K, A, B, C1);
+        for (int t = 2; t <= 3; t++) {
+          product_on(t, ta, tb, M, N, K, A, B, C2);
+          ck_assert_msg(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+                        "M%lld N%lld K%lld ta%d tb%d: %d threads differ from 1", (long long)M, (long long)N,
+                        (long long)K, ta, tb, t);
+        }
+        if (!ref) continue;
+        omp_set_num_threads(2);
+        run_case(ta, tb, M, N, K, 0.5f, (i & 1) ? 0.0f : -0.7f, (int)i % 3);
+      }
+}
+
 START_TEST(test_dynamic_tiles_thread_counts) {
   /* tiles go to whichever thread asks first, so 1, 2 and 3 threads cut the
    * work differently and share it by timing; every element must still come
@@ -129,18 +150,7 @@ START_TEST(test_dynamic_tiles_thread_counts) {
   uint64_t s = 11;
   float *A = gt_test_alloc_fill(2000 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(9000 * 600, &s, -1, 1);
   float *C1 = malloc(sizeof(float) * 64000), *C2 = malloc(sizeof(float) * 64000);
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-    for (int ta = 0; ta < 2; ta++)
-      for (int tb = 0; tb < 2; tb++) {
-        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-        product_on(1, ta, tb, M, N, K, A, B, C1);
-        for (int t = 2; t <= 3; t++) {
-          product_on(t, ta, tb, M, N, K, A, B, C2);
-          ck_assert_msg(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
-                        "M%lld N%lld K%lld ta%d tb%d: %d threads differ from 1", (long long)M, (long long)N,
-                        (long long)K, ta, tb, t);
-        }
-      }
+  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 0);
   free(A), free(B), free(C1), free(C2);
 }
 END_TEST
@@ -202,20 +212,7 @@ START_TEST(test_row_tail_thread_counts) {
   uint64_t s = 17;
   float *A = gt_test_alloc_fill(2049 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(1030 * 2100, &s, -1, 1);
   float *C1 = malloc(sizeof(float) * 1100000), *C2 = malloc(sizeof(float) * 1100000);
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-    for (int ta = 0; ta < 2; ta++)
-      for (int tb = 0; tb < 2; tb++) {
-        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-        product_on(1, ta, tb, M, N, K, A, B, C1);
-        for (int t = 2; t <= 3; t++) {
-          product_on(t, ta, tb, M, N, K, A, B, C2);
-          ck_assert_msg(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
-                        "M%lld N%lld K%lld ta%d tb%d: %d threads differ from 1", (long long)M, (long long)N,
-                        (long long)K, ta, tb, t);
-        }
-        omp_set_num_threads(2);
-        run_case(ta, tb, M, N, K, 0.5f, (i & 1) ? 0.0f : -0.7f, (int)i % 3);
-      }
+  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 1);
   free(A), free(B), free(C1), free(C2);
 }
 END_TEST
