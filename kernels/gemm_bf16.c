@@ -623,9 +623,29 @@ static void gt__bmicro_fma(int64_t kp, const uint32_t *Ap, const uint32_t *Bp, f
  * gt__bgemv_bt_cvt below, with the same bits. */
 #define GT__BGEMV_ROWS 4
 #define GT__RND_PS(v) _mm512_castsi512_ps(gt__bf16_round16(v))
+/* Its columns j0 <= j < j1. The vector code stays out of the parallel
+ * regions of this section (here and in gt__bgemv_bt_cvt): clang outlines a
+ * region into a function without the enclosing function's target
+ * attribute, so with -march below AVX-512 an __m512 passed or returned
+ * there is an ABI error, and always_inline AVX-512 code inlined there
+ * crashes clang 14's instruction selection. The region calls this function
+ * with scalars and pointers only (which clang then does not inline: the
+ * region lacks its features; gcc's regions keep the target, and gcc may
+ * inline it). */
+static void gt__bgemv_bt_cols(int64_t j0, int64_t j1, int64_t M, int64_t K, float alpha, const float *A, int64_t lda,
+                              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  GT__GEMV_BT_COLS(GT__RND_PS, j0, j1)
+}
+
+/* GT__GEMV_BT_BODY's threads and chunks (64 columns, handed out
+ * dynamically), the region split from the vector code as above */
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
-  GT__GEMV_BT_BODY(GT__RND_PS)
+  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
+  const int64_t chunk = 64;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t j0 = 0; j0 < N; j0 += chunk)
+    gt__bgemv_bt_cols(j0, gt__gmin(N, j0 + chunk), M, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The same sums, faster, on the vdpbf16ps path: rounding both operands in
@@ -716,6 +736,21 @@ gt__bgemv_row_cvt(int64_t N0, int64_t N1, int64_t K, float alpha, const float *a
   for (; j < N1; j++) gt__bgemv_rows_cvt(j, K, alpha, a, K16, B, ldb, beta, C, ldc, MM, 1);
 }
 
+/* Columns j0 <= j < j1 for M rows of A: the vector code called from
+ * gt__bgemv_bt_cvt's parallel region (see gt__bgemv_bt_cols) */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void
+gt__bgemv_cols_cvt(int64_t j0, int64_t j1, int64_t M, int64_t K, float alpha, const float *a, int64_t K16,
+                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int side) {
+  if (M == 1)
+    gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 1, side);
+  else if (M == 2)
+    gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 2, side);
+  else if (M == 3)
+    gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 3, side);
+  else
+    gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 4, side);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
                                                                   const float *A, int64_t lda, const float *B,
                                                                   int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -737,17 +772,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) sta
    * head: side by side ran at half the rate) */
   const int side = (double)N * (double)ldb * 4 <= (double)gt__gemm_l3_bytes() / 2;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t j0 = 0; j0 < N; j0 += chunk) {
-    int64_t j1 = gt__gmin(N, j0 + chunk);
-    if (M == 1)
-      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 1, side);
-    else if (M == 2)
-      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 2, side);
-    else if (M == 3)
-      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 3, side);
-    else
-      gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 4, side);
-  }
+  for (int64_t j0 = 0; j0 < N; j0 += chunk)
+    gt__bgemv_cols_cvt(j0, gt__gmin(N, j0 + chunk), M, K, alpha, a, K16, B, ldb, beta, C, ldc, side);
   return 0;
 }
 
