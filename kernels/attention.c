@@ -13,15 +13,18 @@
  * key tile over every query head of the GQA group and every query tile that
  * can see it, S, P, dP and dS are formed once and give dV and dK of the key
  * tile and dQ of the query tile. To stay deterministic without atomics,
- * the key tiles of a (b, kv head) are cut into a few contiguous parts of
- * about equal work, their number fixed by the shape (enough work items for
- * a small B * K), never by the thread count. A part owns dK, dV of its key
- * tiles and dQ of the query tiles with the same indices, which it adds into
- * in place; its dQ terms for later query tiles go to its own partial
- * buffer, added into dQ in part order once every part is done. So every sum
- * runs in an order fixed by the shape, and the bits depend neither on the
- * thread count nor on timing. (It replaced two passes, one per key tile for
- * dK, dV and one per query tile for dQ, that formed S, P and dP twice.)
+ * the key tiles of a (b, kv head) are cut into a few contiguous parts,
+ * their number and cuts fixed by the shape (enough work items for a small
+ * B * K; cut so that 2 and 3 threads running the parts longest first
+ * finish together, see gt__bwd_split), never by the thread count. A part
+ * owns dK, dV of its key tiles and dQ of the query tiles with the same
+ * indices, which it adds into in place; its dQ terms for later query
+ * tiles go to its own partial buffer, added into dQ in part order once
+ * every part is done. So every sum runs in an order fixed by the shape,
+ * and the bits depend neither on the thread count nor on timing, nor on
+ * which thread runs a part (the parts run on a dynamic schedule). (It
+ * replaced two passes, one per key tile for dK, dV and one per query tile
+ * for dQ, that formed S, P and dP twice.)
  *
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
  * of one key tile (2 * hd * BK floats), and per-row state of one GQA group.
@@ -909,8 +912,8 @@ static void gt__bwd_reduce(const gt__bwd_args *a, int b, int kh, int qt_i) {
  * tiles. Fixed by the shape alone (never by the thread count, which would
  * change the partial sums of dQ): B * K * np work items, at least
  * GT__BWD_ITEMS when there are enough key tiles. More parts cost partial
- * buffers of dQ (for a global layer about 0.6 of the (b, kv head)'s dQ with
- * two parts, under 2 with four) and their sum.
+ * buffers of dQ (for a global layer about half of the (b, kv head)'s dQ
+ * with two parts, about 2 with four) and their sum.
  *
  * The items run longest first on a dynamic schedule (gt_attention_backward),
  * so where the cuts go decides how evenly 2 or 3 threads finish: with one
