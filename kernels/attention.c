@@ -13,15 +13,18 @@
  * key tile over every query head of the GQA group and every query tile that
  * can see it, S, P, dP and dS are formed once and give dV and dK of the key
  * tile and dQ of the query tile. To stay deterministic without atomics,
- * the key tiles of a (b, kv head) are cut into a few contiguous parts of
- * about equal work, their number fixed by the shape (enough work items for
- * a small B * K), never by the thread count. A part owns dK, dV of its key
- * tiles and dQ of the query tiles with the same indices, which it adds into
- * in place; its dQ terms for later query tiles go to its own partial
- * buffer, added into dQ in part order once every part is done. So every sum
- * runs in an order fixed by the shape, and the bits depend neither on the
- * thread count nor on timing. (It replaced two passes, one per key tile for
- * dK, dV and one per query tile for dQ, that formed S, P and dP twice.)
+ * the key tiles of a (b, kv head) are cut into a few contiguous parts,
+ * their number and cuts fixed by the shape (enough work items for a small
+ * B * K; cut so that 2 and 3 threads running the parts longest first
+ * finish together, see gt__bwd_split), never by the thread count. A part
+ * owns dK, dV of its key tiles and dQ of the query tiles with the same
+ * indices, which it adds into in place; its dQ terms for later query
+ * tiles go to its own partial buffer, added into dQ in part order once
+ * every part is done. So every sum runs in an order fixed by the shape,
+ * and the bits depend neither on the thread count nor on timing, nor on
+ * which thread runs a part (the parts run on a dynamic schedule). (It
+ * replaced two passes, one per key tile for dK, dV and one per query tile
+ * for dQ, that formed S, P and dP twice.)
  *
  * Scratch is per thread and independent of T: two BQ x BK tiles, K^T and V^T
  * of one key tile (2 * hd * BK floats), and per-row state of one GQA group.
@@ -684,17 +687,12 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   }
 }
 
-/* Work items pair tile t with tile n-1-t so every item costs about the same
- * under the causal mask and a static partition stays balanced. */
-static int gt__npairs(int ntiles) { return (ntiles + 1) / 2; }
-
 int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
                          const float *v, const int32_t *seg, const gt_attn_dims *d) {
   const int B = d->B, T = d->T, H = d->H, K = d->K;
   if (B <= 0 || T <= 0 || H <= 0) return 0;
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
-  const int np = gt__npairs(nqt);
-  const int64_t nitems = (int64_t)B * K * np;
+  const int64_t nitems = (int64_t)B * K * nqt;
   const int bm = gt__attn_bmode(d);
   int nomem = 0;
 #pragma omp parallel
@@ -704,14 +702,19 @@ int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
     /* Every thread has the same ok. With it the items run exactly as they
      * did before the check existed, so the bits do not change. */
     if (ok) {
-#pragma omp for schedule(static)
+      /* One query tile an item, the last (the longest: under the causal
+       * mask a query tile meets every key tile up to its own, under a
+       * window the same number once past the first few) first, each to
+       * the thread free first. Items write disjoint rows, so the schedule
+       * changes no bits. (Pairing tile t with tile n-1-t on a static
+       * schedule balanced causal layers but not windowed ones: at T 1024,
+       * W 512 one of 2 threads had 46 and the other 62 key tiles.) */
+#pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < nitems; it++) {
-        const int p = (int)(it % np);
-        const int kh = (int)((it / np) % K);
-        const int b = (int)(it / ((int64_t)np * K));
-        gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, p * GT__BQ, w);
-        const int t2 = nqt - 1 - p;
-        if (t2 != p) gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t2 * GT__BQ, w);
+        const int t = nqt - 1 - (int)(it % nqt);
+        const int kh = (int)((it / nqt) % K);
+        const int b = (int)(it / ((int64_t)nqt * K));
+        gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t * GT__BQ, w);
       }
     }
     free(w);
@@ -908,39 +911,156 @@ static void gt__bwd_reduce(const gt__bwd_args *a, int b, int kh, int qt_i) {
 /* The parts of one (b, kv head): how many, and where they split the key
  * tiles. Fixed by the shape alone (never by the thread count, which would
  * change the partial sums of dQ): B * K * np work items, at least
- * GT__BWD_ITEMS when there are enough key tiles, each part about the same
- * number of (query tile, key tile) pairs under the causal and window masks.
- * More parts cost partial buffers of dQ (for a global layer about 0.7 of
- * the (b, kv head)'s dQ with two parts) and their sum. */
+ * GT__BWD_ITEMS when there are enough key tiles. More parts cost partial
+ * buffers of dQ (for a global layer about half of the (b, kv head)'s dQ
+ * with two parts, about 2 with four) and their sum.
+ *
+ * The items run longest first on a dynamic schedule (gt_attention_backward),
+ * so where the cuts go decides how evenly 2 or 3 threads finish: with one
+ * (b, kv head) of 8 global key tiles, four parts of equal work would leave
+ * 3 threads one part too many, and the tile-sized steps of the cumulative
+ * work rarely fall on a quarter anyway (cutting at the first tile that
+ * reached it gave gemma3-270m at B = 1 parts of 15, 6, 9 and 6 tile pairs,
+ * 21 : 15 on 2 threads). So the cuts are searched: each candidate's parts
+ * are scheduled as the dynamic schedule would run them (the B * K copies of
+ * every part, longest first, each to the thread that is free first) on 2
+ * and on 3 threads under a cost model of the tiles, and the split with the
+ * least 2 * (2-thread time) + (3-thread time) wins (2 threads, this
+ * machine's cores, counting double), with a small charge for the partial
+ * buffers' size (gt__bwd_score), ties going to the earlier candidate. All
+ * in integers: the same split on every machine. */
 #define GT__BWD_ITEMS 4
 #define GT__BWD_MAXP 4
-static int gt__bwd_split(int B, int K, int T, int W, int ks[GT__BWD_MAXP + 1]) {
+
+/* Cost of key tile j in the cost model: per (query tile, key tile) pair it
+ * meets, a fixed part (the score tile's exponentials and the packing and
+ * loop overheads; bf16 products do not skip masked vectors, so for them the
+ * fixed part is most of a tile) plus the (query, key) entries the causal
+ * mask and the window leave visible. Fitted to the 1-thread times of each
+ * key tile's part (gemma3-270m and the 12-layer model, global and local,
+ * float32 and bf16): within 10% of every tile. */
+static int64_t gt__bwd_tcost(int T, int W, int bf, int j) {
+  const int j0 = j * GT__BK, nk = gt__imin(GT__BK, T - j0);
+  const int64_t npairs = (gt__bwd_iend(T, W, j0, nk) - j0 + GT__BQ - 1) / GT__BQ;
+  int64_t vis = 0; /* key j0 + c is seen by queries [j0 + c, min(T, j0 + c + W)) */
+  for (int c = 0; c < nk; c++) vis += (W > 0 ? gt__imin(T, j0 + c + W) : T) - (j0 + c);
+  return npairs * (bf ? 3 * GT__BQ * GT__BK / 2 : GT__BQ * GT__BK / 4) + vis;
+}
+
+/* order[r]: the part run r-th, longest first (ties: the lower part). */
+static void gt__bwd_order(const int64_t *pc, int np, int *order) {
+  for (int p = 0; p < np; p++) {
+    int r = p;
+    while (r > 0 && pc[order[r - 1]] < pc[p]) order[r] = order[r - 1], r--;
+    order[r] = p;
+  }
+}
+/* The time of the dynamic schedule on nt <= 3 threads: n copies of each of
+ * the np parts' costs pc, longest first, each item to the thread with the
+ * least work so far (ties: the lower thread). */
+static int64_t gt__bwd_sched(const int64_t *pc, int np, int64_t n, int nt) {
+  int order[GT__BWD_MAXP];
+  gt__bwd_order(pc, np, order);
+  int64_t th[3] = {0, 0, 0};
+  for (int r = 0; r < np; r++)
+    for (int64_t c = 0; c < n; c++) {
+      int m = 0;
+      for (int t = 1; t < nt; t++) m = th[t] < th[m] ? t : m;
+      th[m] += pc[order[r]];
+    }
+  int64_t mx = 0;
+  for (int t = 0; t < nt; t++) mx = th[t] > mx ? th[t] : mx;
+  return mx;
+}
+
+/* Score of the cuts ks[1..np-1] (lower is better; cum[j] is the cost of key
+ * tiles [0, j)): 2 * (2-thread time) + (3-thread time), each relative to
+ * its ideal (total / threads) by scaling with the thread count, which is
+ * 3 * total * n at best; plus 1% of that for every dQ-sized partial buffer
+ * (nkt tiles after the cuts; writing, reading and adding them back takes
+ * about that share of a 270m backward), which steers ties and near-ties to
+ * later cuts. (In int64 up to T of about a million.) */
+static int64_t gt__bwd_score(const int64_t *cum, const int *ks, int np, int64_t n, int nkt) {
+  int64_t pc[GT__BWD_MAXP], m = 0;
+  for (int p = 0; p < np; p++) pc[p] = cum[ks[p + 1]] - cum[ks[p]];
+  for (int p = 1; p < np; p++) m += nkt - ks[p];
+  const int64_t t = 4 * gt__bwd_sched(pc, np, n, 2) + 3 * gt__bwd_sched(pc, np, n, 3);
+  return t * nkt + 3 * cum[nkt] * n / 100 * m;
+}
+
+/* Returns np (order[r]: the part run r-th, longest first by the model), or
+ * -1 when out of memory. bf: bf16 products (gt__attn_bmode nonzero). */
+static int gt__bwd_split(int B, int K, int T, int W, int bf, int ks[GT__BWD_MAXP + 1],
+                         int order[GT__BWD_MAXP]) {
   const int nkt = (T + GT__BK - 1) / GT__BK;
   int np = 1;
   /* (an odd count of items below 8 is split in two too: one whole item more
    * on one of two threads is a third or more of the time) */
-  for (int64_t n = (int64_t)B * K; (n * np < GT__BWD_ITEMS || (n * np % 2 && n * np < 8)) &&
-                                   np * 2 <= GT__BWD_MAXP && np * 2 <= nkt;)
+  const int64_t n = (int64_t)B * K;
+  while ((n * np < GT__BWD_ITEMS || (n * np % 2 && n * np < 8)) && np * 2 <= GT__BWD_MAXP &&
+         np * 2 <= nkt)
     np *= 2;
-  int64_t total = 0;
-  for (int j = 0; j < nkt; j++) {
-    const int j0 = j * GT__BK;
-    total += (gt__bwd_iend(T, W, j0, gt__imin(GT__BK, T - j0)) - j0 + GT__BQ - 1) / GT__BQ;
-  }
-  ks[0] = 0;
-  int64_t cum = 0;
-  int j = 0;
-  for (int p = 1; p < np; p++) {
-    /* the first tile at which the work before it reaches p / np of the total */
-    while (j < nkt && cum * np < total * p) {
-      const int j0 = j * GT__BK;
-      cum += (gt__bwd_iend(T, W, j0, gt__imin(GT__BK, T - j0)) - j0 + GT__BQ - 1) / GT__BQ;
-      j++;
+  ks[0] = 0, ks[np] = nkt, order[0] = 0;
+  if (np == 1) return 1;
+  int64_t *cum = malloc(((size_t)nkt + 1) * sizeof(int64_t));
+  if (!cum) return -1;
+  cum[0] = 0;
+  for (int j = 0; j < nkt; j++) cum[j + 1] = cum[j] + gt__bwd_tcost(T, W, bf, j);
+  /* Every combination of cuts on a grid of step g: every tile up to 48 key
+   * tiles, at most 48 grid points beyond (about 17000 candidates, well
+   * under a millisecond; a backward of that many tiles takes seconds). */
+  const int g = (nkt + 47) / 48;
+  int c[GT__BWD_MAXP + 1], best[GT__BWD_MAXP + 1];
+  int64_t bs = INT64_MAX;
+  c[0] = 0, c[np] = nkt;
+  for (int p = 1; p < np; p++) c[p] = p * g;
+  for (;;) {
+    const int64_t s = gt__bwd_score(cum, c, np, n, nkt);
+    if (s < bs) {
+      bs = s;
+      memcpy(best, c, sizeof c);
     }
-    /* every part keeps at least one tile (np <= nkt / 2) */
-    ks[p] = gt__imin(gt__imax(j, ks[p - 1] + 1), nkt - (np - p));
+    /* next combination 0 < c[1] < ... < c[np - 1] < nkt on the grid */
+    int p = np - 1;
+    while (p >= 1 && c[p] + g * (np - p) >= nkt) p--;
+    if (p < 1) break;
+    c[p] += g;
+    for (int q = p + 1; q < np; q++) c[q] = c[q - 1] + g;
   }
-  ks[np] = nkt;
+  /* then every combination of the cuts within two steps of h of the best,
+   * h halving down to one tile, and at one tile again while that improves */
+  for (int h = g, moved = g > 1; h > 1 || moved;) {
+    h = (h + 1) / 2;
+    moved = 0;
+    int base[GT__BWD_MAXP + 1], k[GT__BWD_MAXP + 1];
+    memcpy(base, best, sizeof base);
+    for (int p = 1; p < np; p++) k[p] = -2;
+    for (;;) {
+      int t[GT__BWD_MAXP + 1], okc = 1;
+      t[0] = 0, t[np] = nkt;
+      for (int p = 1; p < np; p++) {
+        t[p] = base[p] + k[p] * h;
+        okc &= t[p] > t[p - 1] && t[p] < nkt;
+      }
+      if (okc) {
+        const int64_t s = gt__bwd_score(cum, t, np, n, nkt);
+        if (s < bs) {
+          bs = s, moved = 1;
+          memcpy(best, t, sizeof t);
+        }
+      }
+      int p = np - 1;
+      while (p >= 1 && k[p] == 2) k[p--] = -2;
+      if (p < 1) break;
+      k[p]++;
+    }
+    if (h > 1) moved = 1; /* (keep halving) */
+  }
+  for (int p = 1; p < np; p++) ks[p] = best[p];
+  int64_t pc[GT__BWD_MAXP];
+  for (int p = 0; p < np; p++) pc[p] = cum[ks[p + 1]] - cum[ks[p]];
+  free(cum);
+  gt__bwd_order(pc, np, order);
   return np;
 }
 
@@ -952,9 +1072,10 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   if (B <= 0 || T <= 0 || H <= 0) return 0;
   if (!dq && !dk && !dv) return 0;
   const int group = H / K;
-  int ks[GT__BWD_MAXP + 1], pend[GT__BWD_MAXP];
+  int ks[GT__BWD_MAXP + 1], order[GT__BWD_MAXP], pend[GT__BWD_MAXP];
   size_t poff[GT__BWD_MAXP];
-  const int np = gt__bwd_split(B, K, T, d->window, ks);
+  const int np = gt__bwd_split(B, K, T, d->window, gt__attn_bmode(d) != 0, ks, order);
+  if (np < 0) return -1;
   /* partial dQ rows of part p: from its first unowned query row to the last
    * row its last key tile is visible from */
   size_t pstride = 0;
@@ -989,11 +1110,15 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
           gt__rowdot(D + ((size_t)b * H + h) * T + t, dout + ((size_t)bt * H + h) * hd,
                      out + ((size_t)bt * H + h) * hd, 1, 0, hd);
       }
-#pragma omp for schedule(static)
+      /* Longest parts first, each to the thread free first: a part's
+       * results do not depend on the thread that runs it (its partial dQ
+       * is added in part order below), so the schedule may follow the
+       * timing. */
+#pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < nitems; it++) {
-        const int p = (int)(it % np);
-        const int kh = (int)((it / np) % K);
-        const int b = (int)(it / ((int64_t)np * K));
+        const int p = order[it / ((int64_t)B * K)];
+        const int kh = (int)(it % K);
+        const int b = (int)((it / K) % B);
         gt__bwd_part(&a, b, kh, p, w);
       }
 #pragma omp for schedule(static)

@@ -395,11 +395,17 @@ END_TEST
  * the same bits on 1, 2 and 3 threads: shapes with one or two (b, kv head)
  * pairs (so 2 to 4 parts), GQA groups of 1 to 4, global and windowed
  * layers, packed segments, T not a multiple of the tile, dQ starting from
- * nonzero values; float32 and (with AVX-512) bf16 products. */
+ * nonzero values; float32 and (with AVX-512) bf16 products. The parts run
+ * on a dynamic schedule, longest first: which thread runs a part, and
+ * when, must not matter either. */
 static const attn_case cases_split[] = {
     {1, 517, 4, 1, 24, 0, 0},   {1, 517, 4, 2, 24, 100, 0}, {3, 301, 2, 1, 20, 64, 2},
     {1, 389, 6, 3, 16, 130, 1}, {2, 450, 4, 1, 32, 0, 0},   {1, 517, 4, 1, 24, 0, 1},
     {1, 200, 1, 1, 8, 1, 0},    {5, 200, 2, 1, 8, 0, 0},
+    /* (the cuts searched since session 10: parts run longest first, so not
+     * in part order; a local layer split 2 : 1; 52 key tiles, where the
+     * search starts on a grid of 2 tiles) */
+    {1, 512, 4, 1, 32, 0, 0},   {2, 700, 2, 1, 16, 200, 1}, {1, 3300, 1, 1, 8, 0, 0},
 };
 
 START_TEST(test_split_threads) {
