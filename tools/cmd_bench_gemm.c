@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_PROCESS_CPUTIME_ID (gcc got them through cblas.h) */
 /* gemtrain bench gemm: gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on the
  * products of a training step, on 1 and 2 threads, next to the machine's
  * fp32 FMA peak measured by the same run (kernels/peak.c); and gt_bgemm (bf16
