@@ -51,6 +51,12 @@
  * threads, alternated) but `gemtrain bench gemm` put the row cut 5-10%
  * lower on gemma3-270m's 512-row products in two runs, so those keep the
  * old cut. */
+#ifndef GT__COLS_ANY_M
+#define GT__COLS_ANY_M 0
+#endif
+#ifndef GT__COLS_BLOCKS
+#define GT__COLS_BLOCKS 8
+#endif
 #ifndef GT__GEMM_ROWS_MODE
 #define GT__GEMM_ROWS_MODE 32
 #endif
@@ -191,6 +197,47 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
   return 0;
 }
 
+/* Many B blocks, few rows, one K block (gemma3-270m's head X.W^T at B =
+ * 1: 512 rows, 256 blocks of 1024 columns): each thread takes whole B
+ * blocks, packs each into its own buffer and multiplies every row by it; A
+ * is packed once and shared. The shared-block loops below made both threads
+ * pack the same block at once, each waiting on memory, then meet at a
+ * barrier, 512 times a call: on 2 threads packing took 12% of the time
+ * there (6% on 1) and the barrier 3%. Every tile is the same micro call on
+ * the same packed data as there, so the bits are the same. */
+static void gt__gemm_run_cols(const gt__gemm_kernel *k, const gt__gemm_plan *pl, int transA, int transB, int64_t M,
+                              int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, float beta, float *C, int64_t ldc, uint32_t *Ap, uint32_t *Bbase) {
+  const int64_t MR = k->blocks->mr, NR = k->blocks->nr, ku = gt__gcdiv(K, k->kdiv), ncb = pl->nc;
+  const int64_t mpanels = gt__gcdiv(M, MR), nb = gt__gcdiv(N, ncb), mcp = pl->mc / MR;
+#pragma omp parallel num_threads(pl->nt)
+  {
+    const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+    for (int64_t p = mpanels * tid / nth; p < mpanels * (tid + 1) / nth; p++)
+      k->pack_a(Ap + p * MR * ku, transA, A, lda, p * MR, gt__gmin(MR, M - p * MR), 0, K);
+#pragma omp barrier
+    uint32_t *Bp = Bbase + (int64_t)tid * ncb * ku;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t jb = 0; jb < nb; jb++) {
+      const int64_t jc = jb * ncb, nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
+      k->pack_b(Bp, transB, B, ldb, 0, K, jc, nc);
+      /* row blocks of mc rows (the A block stays in L2), then as there */
+      for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
+        const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
+        for (int64_t q = 0; q < npanels; q++) {
+          const uint32_t *bq = Bp + q * NR * ku;
+          float *cq = C + ic * ldc + jc + q * NR;
+          int64_t nr = gt__gmin(NR, nc - q * NR);
+          for (int64_t ir = 0; ir < m; ir += MR) {
+            const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
+            k->micro(ku, Ap + (ic + ir) * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, beta, cn);
+          }
+        }
+      }
+    }
+  }
+}
+
 /* Loops: jc over N by nc, pc over K by kc (pack B: kc x nc into nr-wide
  * panels, all threads), then the C block [M, nc] cut into tasks of mc rows
  * times a group of nr panels, handed out dynamically (a thread that lost its
@@ -215,6 +262,16 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
   const int64_t mall = gt__gcdiv(M, MR) * MR;
   const int a_keep = pl.ngroups == 1 && K <= pl.kc && N > pl.nc && 4 * mall * kub <= ((int64_t)16 << 20);
   gt__gemm_cache *cache = gt__gemm_cache_get();
+  /* whole B blocks per thread: a team, one K block, A small enough to keep,
+   * at least GT__COLS_BLOCKS blocks a thread, rows too few for row tasks */
+  if (pl.nt > 1 && K <= pl.kc && 4 * mall * kub <= ((int64_t)16 << 20) &&
+      gt__gcdiv(N, pl.nc) >= GT__COLS_BLOCKS * pl.nt && (GT__COLS_ANY_M || gt__gcdiv(M, MR) < GT__GEMM_ROWS_MODE * pl.nt)) {
+    if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(pl.nt * kub * pl.nc)) ||
+        gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(mall * kub)))
+      return -1;
+    gt__gemm_run_cols(k, &pl, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, cache->a, cache->b);
+    return 0;
+  }
   if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kub * pl.nc)) ||
       gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;

@@ -217,6 +217,21 @@ START_TEST(test_row_tail_thread_counts) {
 }
 END_TEST
 
+START_TEST(test_whole_b_blocks_per_thread) {
+  /* few rows, one K block and 16 or more B blocks of at most 1024 columns
+   * (NC, from the caches): on 2 threads each thread packs and multiplies
+   * whole B blocks of its own (gemma3-270m's head at B = 1): the same bits
+   * as the shared-block loops on 1 and 3 threads, and every block within
+   * the reference's bound */
+  int64_t shapes[][3] = {{50, 16429, 37}, {13, 16500, 129}};
+  uint64_t s = 23;
+  float *A = gt_test_alloc_fill(50 * 129, &s, -1, 1), *B = gt_test_alloc_fill(16500 * 129, &s, -1, 1);
+  float *C1 = malloc(sizeof(float) * 821450), *C2 = malloc(sizeof(float) * 821450);
+  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 1);
+  free(A), free(B), free(C1), free(C2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = gt_test_tcase(s, "core");
@@ -228,5 +243,6 @@ int main(void) {
   tcase_add_test(tc, test_inside_parallel_region);
   tcase_add_test(tc, test_plan_rows_cover_once);
   tcase_add_test(tc, test_row_tail_thread_counts);
+  tcase_add_test(tc, test_whole_b_blocks_per_thread);
   return gt_test_run_suite(s, 0);
 }

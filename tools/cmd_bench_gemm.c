@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_PROCESS_CPUTIME_ID (gcc got them through cblas.h) */
 /* gemtrain bench gemm: gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on the
  * products of a training step, on 1 and 2 threads, next to the machine's
  * fp32 FMA peak measured by the same run (kernels/peak.c); and gt_bgemm (bf16
@@ -28,10 +29,15 @@ static const bench_model models[] = {
     {"270m", "gemma3-270m: d640 F2048 H4 K1 hd256 V262144, B1 T512", 512, 640, 2048, 4, 1, 256, 262144},
 };
 
+/* beta: 0 where the step writes C (every forward product, some dX), 1
+ * where it adds into C (dW, the other dX): a written C is never read,
+ * an added one is, and for the heads' C (512 MB at gemma3-270m's 512 x
+ * 262144) that read is a tenth of the product's time */
 typedef struct shape {
   const char *what;
   int ta, tb;
   int64_t M, N, K;
+  float beta;
 } shape;
 
 typedef double (*gemm_fn)(const shape *s, const float *A, const float *B, float *C);
@@ -39,14 +45,14 @@ typedef double (*gemm_fn)(const shape *s, const float *A, const float *B, float 
 static double run_ours(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
   double t0 = omp_get_wtime();
-  gt_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 1.0f, C, s->N);
+  gt_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C, s->N);
   return omp_get_wtime() - t0;
 }
 
 static double run_bf16(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
   double t0 = omp_get_wtime();
-  gt_bgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 1.0f, C, s->N);
+  gt_bgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C, s->N);
   return omp_get_wtime() - t0;
 }
 
@@ -54,7 +60,7 @@ static double run_blas(const shape *s, const float *A, const float *B, float *C)
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
   double t0 = omp_get_wtime();
   cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, (blasint)s->M,
-              (blasint)s->N, (blasint)s->K, 1.0f, A, (blasint)lda, B, (blasint)ldb, 1.0f, C, (blasint)s->N);
+              (blasint)s->N, (blasint)s->K, 1.0f, A, (blasint)lda, B, (blasint)ldb, s->beta, C, (blasint)s->N);
   return omp_get_wtime() - t0;
 }
 
@@ -68,7 +74,8 @@ static double cpu_now(void) {
 /* Median seconds of one product: one untimed warm-up call when calls are
  * short, then calls until about `budget` seconds have passed (3 to 25 of
  * them); a call of more than 0.15 s is itself the warm-up's measurement,
- * repeated only while short enough (the vocabulary heads take seconds).
+ * and the median of three such calls is taken (the vocabulary heads take
+ * about a second each; one call alone moved 5-10% between runs).
  * *use: the process's CPU time over threads x wall time of the timed calls:
  * about 1 when every thread had a core throughout (they spin at barriers),
  * lower when another process took one. */
@@ -81,8 +88,7 @@ static double time_median(gemm_fn f, const shape *s, const float *A, const float
   double t = f(s, A, B, C);
   if (t > 0.15) {
     v[n++] = t;
-    int more = t > 0.6 ? 0 : 2;
-    for (int i = 0; i < more; i++) v[n++] = f(s, A, B, C);
+    for (int i = 0; i < 2; i++) v[n++] = f(s, A, B, C);
   } else {
     double spent = 0;
     c0 = cpu_now(), w0 = omp_get_wtime();
@@ -145,12 +151,12 @@ static int bench_shape(const shape *s) {
 
 /* The three products of a projection out[M, o] = in[M, i] . W[o, i]^T:
  * forward, the input gradient and the weight gradient. */
-static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out) {
+static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out, float dx_beta) {
   char w[3][64];
   snprintf(w[0], sizeof w[0], "%s fwd X.W^T", name);
   snprintf(w[1], sizeof w[1], "%s dX = dY.W", name);
   snprintf(w[2], sizeof w[2], "%s dW = dY^T.X", name);
-  shape sh[3] = {{w[0], 0, 1, M, out, in}, {w[1], 0, 0, M, in, out}, {w[2], 1, 0, out, in, M}};
+  shape sh[3] = {{w[0], 0, 1, M, out, in, 0.0f}, {w[1], 0, 0, M, in, out, dx_beta}, {w[2], 1, 0, out, in, M, 1.0f}};
   for (int i = 0; i < 3; i++)
     if (bench_shape(&sh[i])) return 1;
   return 0;
@@ -159,9 +165,11 @@ static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out) {
 static int bench_model_products(const bench_model *m) {
   printf("| **%s** | | | | | | | | | |\n", m->desc);
   int64_t qd = m->H * m->hd, kd = m->K * m->hd;
-  if (bench_proj("q", m->M, m->d, qd) || bench_proj("k, v", m->M, m->d, kd) || bench_proj("o", m->M, qd, m->d) ||
-      bench_proj("gate, up", m->M, m->d, m->F) || bench_proj("down", m->M, m->F, m->d) ||
-      bench_proj("head", m->M, m->d, m->V))
+  /* dX's beta as src/model/layer.c calls it: q's, o's, down's and the
+   * head's write, k's, v's and up's add onto q's and gate's */
+  if (bench_proj("q", m->M, m->d, qd, 0.0f) || bench_proj("k, v", m->M, m->d, kd, 1.0f) ||
+      bench_proj("o", m->M, qd, m->d, 0.0f) || bench_proj("gate, up", m->M, m->d, m->F, 1.0f) ||
+      bench_proj("down", m->M, m->F, m->d, 0.0f) || bench_proj("head", m->M, m->d, m->V, 0.0f))
     return 1;
   return 0;
 }
@@ -170,9 +178,9 @@ static int bench_model_products(const bench_model *m) {
  * one decoding token's projections (M = 1). */
 static int bench_small_products(void) {
   printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | | | | |\n");
-  shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128},       {"tile O += P.V", 0, 0, 64, 128, 64},
-                {"tile dV += P^T.dO", 1, 0, 64, 128, 64},     {"decode gate", 0, 1, 1, 2048, 640},
-                {"decode down", 0, 1, 1, 640, 2048},          {"decode head", 0, 1, 1, 262144, 640}};
+  shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128, 0.0f},   {"tile O += P.V", 0, 0, 64, 128, 64, 1.0f},
+                {"tile dV += P^T.dO", 1, 0, 64, 128, 64, 1.0f}, {"decode gate", 0, 1, 1, 2048, 640, 0.0f},
+                {"decode down", 0, 1, 1, 640, 2048, 0.0f},      {"decode head", 0, 1, 1, 262144, 640, 0.0f}};
   for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
     if (bench_shape(&sh[i])) return 1;
   return 0;
@@ -201,7 +209,9 @@ int gt_bench_gemm(int argc, char **argv) {
   printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; gt_bgemm kernel: %s\n", bpeak1, bpeak2,
          kname[kern < 0 || kern > 2 ? 0 : kern]);
   printf("GFLOP/s (share of that peak: fp32 columns of the fp32 peak, bf16 columns of the bf16 peak), median of\n"
-         "repeated calls, the best of three rounds, C += A.B (beta 1); bf16/f32 = gt_bgemm rate over gt_sgemm rate\n"
+         "repeated calls, the best of three rounds; beta as the step calls them: C = A.B (beta 0) for forward\n"
+         "products and the dX of q, o, gate, down and the head, C += A.B (beta 1) for the others; bf16/f32 = gt_bgemm\n"
+         "rate over gt_sgemm rate "
          "on 1 / 2 threads; * = a thread lacked its core (another process) even in the best round\n\n");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
@@ -211,7 +221,7 @@ int gt_bench_gemm(int argc, char **argv) {
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
      * its threads and buffers on its first call */
-    shape w = {"warm-up", 0, 1, 256, 256, 256};
+    shape w = {"warm-up", 0, 1, 256, 256, 256, 1.0f};
     float *x = calloc(256 * 256 * 3, sizeof(float));
     if (!x) return 1;
     for (int t = 1; t <= 2; t++) {

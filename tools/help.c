@@ -113,8 +113,9 @@ static const help_entry entries[] = {
      "of a training step: forward X.W^T, dX = dY.W and dW = dY^T.X of every projection and the\n"
      "vocabulary head of three models (tiny: d256 V4096 B8 T256; small: d640 V32768 B4 T512;\n"
      "270m: gemma3-270m at B1 T512), a 64 x 64 attention tile and one decoding token's products\n"
-     "(small-products). Prints GFLOP/s and the share of the peak, medians of repeated calls.\n"
-     "Without a set named, all of them (about two minutes).\n"
+     "(small-products), each with the beta the step uses (C written or added into). Prints\n"
+     "GFLOP/s and the share of the peak, medians of repeated calls.\n"
+     "Without a set named, all of them (about three minutes).\n"
      "\n"
      "options:\n"
      "  --help     this text\n",
