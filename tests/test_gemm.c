@@ -139,6 +139,20 @@ static void same_bits_any_team(int64_t (*shapes)[3], size_t n, const float *A, c
       }
 }
 
+/* same_bits_any_team on inputs filled from seed, sized for every shape */
+static void same_bits_shapes(int64_t (*shapes)[3], size_t n, uint64_t seed, int ref) {
+  int64_t na = 1, nb = 1, nc = 1;
+  for (size_t i = 0; i < n; i++) {
+    na = shapes[i][0] * shapes[i][2] > na ? shapes[i][0] * shapes[i][2] : na;
+    nb = shapes[i][2] * shapes[i][1] > nb ? shapes[i][2] * shapes[i][1] : nb;
+    nc = shapes[i][0] * shapes[i][1] > nc ? shapes[i][0] * shapes[i][1] : nc;
+  }
+  float *A = gt_test_alloc_fill(na, &seed, -1, 1), *B = gt_test_alloc_fill(nb, &seed, -1, 1);
+  float *C1 = malloc(sizeof(float) * (size_t)nc), *C2 = malloc(sizeof(float) * (size_t)nc);
+  same_bits_any_team(shapes, n, A, B, C1, C2, ref);
+  free(A), free(B), free(C1), free(C2);
+}
+
 START_TEST(test_dynamic_tiles_thread_counts) {
   /* tiles go to whichever thread asks first, so 1, 2 and 3 threads cut the
    * work differently and share it by timing; every element must still come
@@ -147,11 +161,7 @@ START_TEST(test_dynamic_tiles_thread_counts) {
    * three), and the M <= 4 dot-product path. */
   int64_t shapes[][3] = {{300, 200, 700}, {2000, 20, 600}, {7, 9000, 40},
                          {13, 33, 1030}, {3, 500, 77},   {150, 97, 2100}};
-  uint64_t s = 11;
-  float *A = gt_test_alloc_fill(2000 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(9000 * 600, &s, -1, 1);
-  float *C1 = malloc(sizeof(float) * 64000), *C2 = malloc(sizeof(float) * 64000);
-  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 0);
-  free(A), free(B), free(C1), free(C2);
+  same_bits_shapes(shapes, sizeof shapes / sizeof shapes[0], 11, 0);
 }
 END_TEST
 
@@ -209,11 +219,7 @@ START_TEST(test_row_tail_thread_counts) {
    * blocks (517 x 2100 x 300, 40 x 1500 x 64) */
   int64_t shapes[][3] = {{384, 70, 300},  {517, 200, 640},  {1000, 40, 1030},
                          {2049, 65, 129}, {517, 2100, 300}, {40, 1500, 64}};
-  uint64_t s = 17;
-  float *A = gt_test_alloc_fill(2049 * 1030, &s, -1, 1), *B = gt_test_alloc_fill(1030 * 2100, &s, -1, 1);
-  float *C1 = malloc(sizeof(float) * 1100000), *C2 = malloc(sizeof(float) * 1100000);
-  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 1);
-  free(A), free(B), free(C1), free(C2);
+  same_bits_shapes(shapes, sizeof shapes / sizeof shapes[0], 17, 1);
 }
 END_TEST
 
@@ -224,11 +230,7 @@ START_TEST(test_whole_b_blocks_per_thread) {
    * as the shared-block loops on 1 and 3 threads, and every block within
    * the reference's bound */
   int64_t shapes[][3] = {{50, 16429, 37}, {13, 16500, 129}};
-  uint64_t s = 23;
-  float *A = gt_test_alloc_fill(50 * 129, &s, -1, 1), *B = gt_test_alloc_fill(16500 * 129, &s, -1, 1);
-  float *C1 = malloc(sizeof(float) * 821450), *C2 = malloc(sizeof(float) * 821450);
-  same_bits_any_team(shapes, sizeof shapes / sizeof shapes[0], A, B, C1, C2, 1);
-  free(A), free(B), free(C1), free(C2);
+  same_bits_shapes(shapes, sizeof shapes / sizeof shapes[0], 23, 1);
 }
 END_TEST
 
