@@ -51,14 +51,13 @@
  * threads, alternated) but `gemtrain bench gemm` put the row cut 5-10%
  * lower on gemma3-270m's 512-row products in two runs, so those keep the
  * old cut. */
-#ifndef GT__COLS_ANY_M
-#define GT__COLS_ANY_M 0
-#endif
-#ifndef GT__COLS_BLOCKS
-#define GT__COLS_BLOCKS 8
-#endif
 #ifndef GT__GEMM_ROWS_MODE
 #define GT__GEMM_ROWS_MODE 32
+#endif
+/* Whole B blocks per thread (gt__gemm_run_cols) from this many B blocks per
+ * thread up, for products with fewer rows than the row tasks take. */
+#ifndef GT__COLS_BLOCKS
+#define GT__COLS_BLOCKS 8
 #endif
 
 /* ------------------------------------------- shared (gemm_blocking.h) */
@@ -197,6 +196,24 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
   return 0;
 }
 
+/* The tiles of one task: B panels [q0, q1) of the packed block Bp, each
+ * against every MR-tall panel of the m rows of packed A At, into C (the
+ * task's top-left corner) with the micro-kernel; the next tile (below, or
+ * the top of the next panel) is the one prefetched. */
+static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t *At, const uint32_t *Bp, int64_t q0,
+                           int64_t q1, int64_t m, int64_t nc, float alpha, float beta, float *C, int64_t ldc) {
+  const int64_t MR = k->blocks->mr, NR = k->blocks->nr;
+  for (int64_t q = q0; q < q1; q++) {
+    const uint32_t *bq = Bp + q * NR * ku;
+    float *cq = C + q * NR;
+    int64_t nr = gt__gmin(NR, nc - q * NR);
+    for (int64_t ir = 0; ir < m; ir += MR) {
+      const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
+      k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, beta, cn);
+    }
+  }
+}
+
 /* Many B blocks, few rows, one K block (gemma3-270m's head X.W^T at B =
  * 1: 512 rows, 256 blocks of 1024 columns): each thread takes whole B
  * blocks, packs each into its own buffer and multiplies every row by it; A
@@ -224,15 +241,7 @@ static void gt__gemm_run_cols(const gt__gemm_kernel *k, const gt__gemm_plan *pl,
       /* row blocks of mc rows (the A block stays in L2), then as there */
       for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
         const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
-        for (int64_t q = 0; q < npanels; q++) {
-          const uint32_t *bq = Bp + q * NR * ku;
-          float *cq = C + ic * ldc + jc + q * NR;
-          int64_t nr = gt__gmin(NR, nc - q * NR);
-          for (int64_t ir = 0; ir < m; ir += MR) {
-            const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-            k->micro(ku, Ap + (ic + ir) * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, beta, cn);
-          }
-        }
+        gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, alpha, beta, C + ic * ldc + jc, ldc);
       }
     }
   }
@@ -260,12 +269,13 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
    * packing each once per B block: gemma3-270m's head X.W^T (512 rows, 256
    * B blocks) packed its 1.3 MB of X 256 times. Up to 16 MiB of them. */
   const int64_t mall = gt__gcdiv(M, MR) * MR;
-  const int a_keep = pl.ngroups == 1 && K <= pl.kc && N > pl.nc && 4 * mall * kub <= ((int64_t)16 << 20);
+  const int a_fits = K <= pl.kc && 4 * mall * kub <= ((int64_t)16 << 20); /* one K block, A keepable */
+  const int a_keep = a_fits && pl.ngroups == 1 && N > pl.nc;
   gt__gemm_cache *cache = gt__gemm_cache_get();
-  /* whole B blocks per thread: a team, one K block, A small enough to keep,
-   * at least GT__COLS_BLOCKS blocks a thread, rows too few for row tasks */
-  if (pl.nt > 1 && K <= pl.kc && 4 * mall * kub <= ((int64_t)16 << 20) &&
-      gt__gcdiv(N, pl.nc) >= GT__COLS_BLOCKS * pl.nt && (GT__COLS_ANY_M || gt__gcdiv(M, MR) < GT__GEMM_ROWS_MODE * pl.nt)) {
+  /* whole B blocks per thread: a team, A keepable, at least GT__COLS_BLOCKS
+   * blocks a thread, rows too few for row tasks */
+  if (pl.nt > 1 && a_fits && gt__gcdiv(N, pl.nc) >= GT__COLS_BLOCKS * pl.nt &&
+      gt__gcdiv(M, MR) < GT__GEMM_ROWS_MODE * pl.nt) {
     if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(pl.nt * kub * pl.nc)) ||
         gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(mall * kub)))
       return -1;
@@ -311,17 +321,8 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
             k->pack_a(At, transA, A, lda, ic, m, pc, kc);
             packed_ic = ib;
           }
-          int64_t q0 = npanels * g / ng, q1 = npanels * (g + 1) / ng;
-          for (int64_t q = q0; q < q1; q++) {
-            const uint32_t *bq = Bp + q * NR * ku;
-            float *cq = C + ic * ldc + jc + q * NR;
-            int64_t nr = gt__gmin(NR, nc - q * NR);
-            for (int64_t ir = 0; ir < m; ir += MR) {
-              /* the next tile: below this one, or the top of the next panel */
-              const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-              k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, bta, cn);
-            }
-          }
+          gt__gemm_tiles(k, ku, At, Bp, npanels * g / ng, npanels * (g + 1) / ng, m, nc, alpha, bta,
+                         C + ic * ldc + jc, ldc);
         }
       }
     }
