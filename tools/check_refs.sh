@@ -131,7 +131,7 @@ for f in files:
                 report(f, n, m.group(0), "no such file in the repository")
             elif anchor:
                 check_anchor(f, n, m.group(0), os.path.join(root, p), anchor[1:])
-            else:  # a section named after the page: docs/x.md "Threads"
+            else:  # a section named after the page: docs/<page>.md "Threads"
                 q = re.match(r',?\s*"([^"]+)', ln[m.end():])
                 if q and p.endswith(".md") and not section_named(os.path.join(root, p), q.group(1)):
                     report(f, n, '%s "%s"' % (p, q.group(1)), "no such section")
