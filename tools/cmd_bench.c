@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "config/flops.h"
+#include "model/flops.h"
 #include "exec/plan.h"
 #include "base/prof.h"
 #include "train/train.h"

@@ -12,7 +12,7 @@
 #include "base/alloc.h"
 #include "base/common.h"
 #include "config/config.h"
-#include "config/flops.h"
+#include "model/flops.h"
 
 #ifdef __cplusplus
 extern "C" {
