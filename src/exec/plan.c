@@ -9,7 +9,7 @@
 #include "mesh/mesh.h"
 #include "model/layer.h"
 #include "model/model.h"
-#include "exec/remat.h"
+#include "model/remat.h"
 #include "train/trainer.h"
 
 /* The plan is the real trainer (train/trainer.h) run for one step on an
