@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "model/flops.h"
-#include "exec/plan.h"
+#include "train/plan.h"
 #include "base/prof.h"
 #include "train/train.h"
 #include "train/trainer.h"
