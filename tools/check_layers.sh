@@ -1,8 +1,9 @@
 #!/bin/sh
-# Fails when an include climbs a layer: scans every `#include "dir/..."` in
-# src/, kernels/ and tools/ of the tree at ROOT (default: this script's
-# tree) against the order in ROOT/tools/layers.txt and names file, line,
-# include and both layers of each climb. Exit 0: none; 1: climbs found;
+# Fails when an include climbs a layer: scans every `#include "dir/..."`
+# (and <dir/...> naming a layer) in src/, kernels/ and tools/ of the tree at
+# ROOT (default: this script's tree) against the order in
+# ROOT/tools/layers.txt and names file, line, include and both layers of
+# each climb. Exit 0: none; 1: climbs found;
 # 2: the order file or an include could not be placed.
 #   usage: check_layers.sh [ROOT]
 set -eu
@@ -36,21 +37,25 @@ FNR == 1 {
     printf "%s: layer %s is not in %s\n", FILENAME, layer, order; bad = 2
   }
 }
-/^[ \t]*#[ \t]*include[ \t]*"/ {
+/^[ \t]*#[ \t]*include[ \t]*[<"]/ {
   inc = $0
-  sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
-  if (inc !~ /\//) next                      # beside its source: same layer
+  sub(/^[^<"]*[<"]/, "", inc)
+  angle = $0 ~ /include[ \t]*</
+  sub(/[>"].*/, "", inc)
+  shown = angle ? "<" inc ">" : "\"" inc "\""
+  if (inc !~ /\//) next                      # beside its source, or a system header
   if (inc ~ /^gemtrain\//) next              # public headers: usable by all
   split(inc, q, "/")
   to = q[1]
+  if (angle && !(to in rank)) next           # <cjson/cJSON.h>, <sys/stat.h>
   if (!(to in rank) || inc ~ /\.\./) {
-    printf "%s:%d: #include \"%s\": %s is not a layer in %s\n", FILENAME, FNR, inc, to, order
+    printf "%s:%d: #include %s: %s is not a layer in %s\n", FILENAME, FNR, shown, to, order
     bad = 2; next
   }
   if (!(layer in rank) || rank[to] <= rank[layer]) next
   if ((FILENAME " " inc) in allowed) { seen[FILENAME " " inc] = 1; next }
-  printf "%s:%d: #include \"%s\" climbs from layer %s (%d) to layer %s (%d)\n", \
-         FILENAME, FNR, inc, layer, rank[layer] + 1, to, rank[to] + 1
+  printf "%s:%d: #include %s climbs from layer %s (%d) to layer %s (%d)\n", \
+         FILENAME, FNR, shown, layer, rank[layer] + 1, to, rank[to] + 1
   climbs++
 }
 END {

@@ -13,11 +13,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 cp -R "$root/src" "$root/kernels" "$root/tools" "$work/"
 check() { rc=0; sh "$work/tools/check_layers.sh" "$work" > "$work/out" 2>&1 || rc=$?; }
 
-printf '/* planted */\n#include "train/train.h"\n' > "$work/src/base/planted.c"
+printf '/* planted */\n#include "train/train.h"\n#include <exec/exec.h>\n' > "$work/src/base/planted.c"
 check
 [ "$rc" -eq 1 ] || fail "a planted upward include exits $rc, not 1: $(cat "$work/out")"
 grep -q '^src/base/planted.c:2: #include "train/train.h" climbs from layer base (1) to layer train ' "$work/out" \
   || fail "the planted include is not named: $(cat "$work/out")"
+grep -q '^src/base/planted.c:3: #include <exec/exec.h> climbs from layer base (1) to layer exec ' "$work/out" \
+  || fail "the planted <include> is not named: $(cat "$work/out")"
 rm "$work/src/base/planted.c"
 
 mkdir "$work/src/unlisted" && printf '#include "base/common.h"\n' > "$work/src/unlisted/x.c"
