@@ -1,4 +1,4 @@
-/* Gemma 4 routed MoE, fast path (contract in include/gemtrain/moe.h).
+/* Gemma 4 routed MoE, fast path (contract in kernels/moe.h).
  *
  * Tokens are processed row-parallel with static partitioning; per-expert
  * GEMMs go through gt_sgemm (gt_bgemm in bf16), whose every output element is summed by one
@@ -22,8 +22,8 @@
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
-#include "model/moe.h"
-#include "model/moe_carve.h"
+#include "kernels/moe.h"
+#include "kernels/moe_carve.h"
 
 #define GT__PAR_MIN 32768
 #define GT__COL_BLOCK 16

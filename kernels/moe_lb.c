@@ -2,7 +2,7 @@
  * counts come from the top-k lists (N*k work) instead of one-hot masks
  * (N*E*k), and experts are taken in stack-sized chunks so the kernel needs no
  * allocation. Sums run in double, in sequence and token order. */
-#include "model/moe.h"
+#include "kernels/moe.h"
 
 enum { GT__LB_CHUNK = 256 };
 

@@ -14,7 +14,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
-#include "model/moe.h"
+#include "kernels/moe.h"
 
 typedef struct gt__ref_tmp {
   float *nh, *gin, *rin, *logit, *act, *hf, *dg, *du, *ds, *dnh, *drin, *dP, *dP_all;

@@ -888,7 +888,7 @@ START_TEST(test_load_parameters_only) {
   run f2 = train(base, "cont", 2, ov2, 0);
   ck_assert_msg(f2.rc == GT_OK && f2.res.start_step == 10 && f2.res.steps_done == 12, "%s", f2.err);
   /* a model key given explicitly that contradicts the checkpoint's model is
-   * refused naming the key and both values (ckpt/model_source.h) */
+   * refused naming the key and both values (hf/model_source.h) */
   const char *ov3[] = {"steps=3", lp, "base_mlp_dim=96", "enable_checkpointing=false"};
   run bad = train(base, "bad", 4, ov3, 0);
   ck_assert_int_eq(bad.rc, GT_ERR_CONFIG);

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "data/data_internal.h"
+#include "exec/exec.h"
 #include "gt_testutil.h"
 
 static char *tmp_path(const char *name) {

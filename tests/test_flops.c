@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "config/config.h"
-#include "config/flops.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "gt_testutil.h"
 

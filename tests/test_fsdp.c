@@ -14,7 +14,7 @@
 #include "data/data.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
-#include "exec/plan.h"
+#include "train/plan.h"
 #include "gt_testutil.h"
 
 #define GLOBAL_B 8

@@ -28,9 +28,9 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "kernels/bf16.h"
-#include "exec/plan.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
+#include "train/plan.h"
 #include "gt_testutil.h"
 
 #define GLOBAL_B 6

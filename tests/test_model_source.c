@@ -1,4 +1,4 @@
-/* The model source (src/ckpt/model_source.h): load_parameters_path is
+/* The model source (src/hf/model_source.h): load_parameters_path is
  * classified (checkpoint step / checkpoints / run directory, Hugging Face
  * directory, parameter file) from fixtures written by the real writers; the
  * source's model keys replace the preset's, an explicit conflicting model key
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/model_source.h"
+#include "hf/model_source.h"
 #include "ckpt/paramfile.h"
 #include "gt_testutil.h"
 #include "hf/hf.h"

@@ -1,4 +1,4 @@
-/* MoE suite (include/gemtrain/moe.h): the routed half of the Gemma 4 26b block.
+/* MoE suite (kernels/moe.h, src/model/moe.h): the routed half of the Gemma 4 26b block.
  *
  *  - fast against the scalar reference, state for state (routing, sorted
  *    layout) and on the output, the load-balance loss and every gradient, for

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "exec/plan.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 #include "gt_testutil.h"
 

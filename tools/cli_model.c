@@ -1,5 +1,5 @@
 /* load_parameters_path for the commands (decode, convert, logit-check): the
- * model source (src/ckpt/model_source.h) decides what the path is and which
+ * model source (src/hf/model_source.h) decides what the path is and which
  * model it holds; this builds that model for one device and loads it.
  *
  * cfg is in and out: on entry the command's own config (its explicit model
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ckpt/model_source.h"
+#include "hf/model_source.h"
 
 int gt_cli_load_params(const char *path, long long max_target_length, gt_config *cfg, gt_model *m, gt_mem *mem,
                        gt_hf_info *info) {

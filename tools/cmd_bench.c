@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "config/flops.h"
-#include "exec/plan.h"
+#include "model/flops.h"
+#include "train/plan.h"
 #include "base/prof.h"
 #include "train/train.h"
 #include "train/trainer.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/flops.h"
+#include "model/flops.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"

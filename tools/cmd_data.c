@@ -12,6 +12,7 @@
 #include "base/prof.h"
 #include "cli.h"
 #include "data/data.h"
+#include "exec/exec.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct data_opts {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "exec/plan.h"
+#include "train/plan.h"
 
 int gt_cmd_plan(int argc, char **argv) {
   int json = 0, first = 0;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "exec/plan.h"
+#include "train/plan.h"
 #include "sweep_runner.h"
 
 /* Does the config file set key? (Not readable: it does not; loading the

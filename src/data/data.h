@@ -43,7 +43,7 @@
 #include "base/alloc.h"
 #include "base/common.h"
 #include "config/config.h"
-#include "exec/exec.h"
+#include "model/batch.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,7 +23,7 @@
 #include "kernels/kernels.h"
 #include "model/layer.h"
 #include "base/prof.h"
-#include "exec/remat.h"
+#include "model/remat.h"
 #include "kernels/bf16.h"
 #include "model/head.h"
 #include "model/linear.h"

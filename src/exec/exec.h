@@ -10,25 +10,12 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "model/batch.h"
 #include "model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct gt_batch {
-  int B, T;
-  const int32_t *inputs;    /* [B*T] token ids */
-  const int32_t *targets;   /* [B*T] next-token ids; < 0 = masked (padding) */
-  const int32_t *positions; /* [B*T] RoPE positions */
-  const int32_t *segments;  /* [B*T] segment ids of packed documents, or NULL */
-} gt_batch;
-
-typedef struct gt_loss_stats {
-  double xent_sum;       /* sum of per-token cross-entropy over unmasked tokens */
-  int64_t total_weights; /* unmasked tokens */
-  double moe_lb_sum;     /* MoE: sum over the MoE layers of each one's load-balance loss (weight included) */
-} gt_loss_stats;
 
 /* Forward and backward of one micro-batch; ADDS gradients into m->grads.
  * MoE layers add their load-balance losses to st->moe_lb_sum, and each

@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/shard.h"
 #include "base/threads.h"
-#include "mesh/mesh.h"
 #include "model/layer.h"
 #include "model/model.h"
-#include "exec/remat.h"
-#include "train/trainer.h"
+#include "model/remat.h"
 
-/* The plan is the real trainer (train/trainer.h) run for one step on an
- * allocation-only mesh: every device's tracker counts what the executor,
- * the remat policy and the sharding allocate, in their real order, without
- * reserving or computing anything. A probe per device watches the step and
- * notes what is live at its peak. Nothing here restates that order. */
+/* The plan is the real trainer run for one step on an allocation-only mesh
+ * (the driver is train/plan.c): every device's tracker counts what the
+ * executor, the remat policy and the sharding allocate, in their real
+ * order, without reserving or computing anything. A probe per device, here,
+ * watches the step and notes what is live at its peak. Nothing here
+ * restates that order. */
 
 typedef struct gt__live {
   const void *ptr;
@@ -126,58 +126,76 @@ static void gt__on_phase(void *ctx, const char *phase) {
   w->in_layers = !strncmp(phase, "forward", 7) || !strncmp(phase, "backward", 8);
 }
 
-gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
-  memset(p, 0, sizeof *p);
+struct gt_plan_watch {
+  gt_plan *p;
+  const gt_config *c;
   gt_model m;
-  gt_rc rc = gt_model_build(&m, c, err);
-  if (rc) return rc;
-  int N = (int)c->num_devices;
-  p->n_params = m.n_params;
+  int N, best;         /* devices; the busiest so far */
+  gt_plan *dp;         /* [N] each device's figures */
+  gt__watch *w;        /* [N] */
+  gt_mem_probe *probes; /* [N] */
+};
+
+gt_rc gt_plan_watch_open(gt_plan_watch **out, gt_plan *p, const gt_config *c, gt_err *err) {
+  *out = NULL;
+  memset(p, 0, sizeof *p);
+  gt_plan_watch *pw = calloc(1, sizeof *pw);
+  if (!pw) return gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+  gt_rc rc = gt_model_build(&pw->m, c, err);
+  if (rc) {
+    free(pw);
+    return rc;
+  }
+  pw->p = p, pw->c = c;
+  gt_model *m = &pw->m;
+  int N = pw->N = (int)c->num_devices;
+  p->n_params = m->n_params;
   p->n_active_params = gt_model_count_active_params(c);
-  p->n_layers = m.n_layers;
+  p->n_layers = m->n_layers;
   p->flops = gt_flops_per_step_per_device(c);
   p->n_devices = N;
-  p->saved_per_layer = calloc((size_t)(m.n_layers > 0 ? m.n_layers : 1), sizeof(int64_t));
-  gt_plan *dp = calloc((size_t)N, sizeof *dp);
-  gt__watch *w = calloc((size_t)N, sizeof *w);
-  gt_mem_probe *probes = calloc((size_t)N, sizeof *probes);
-  int *rank_of = NULL; /* [global devices] the rank of each, the mesh's own map */
+  p->saved_per_layer = calloc((size_t)(m->n_layers > 0 ? m->n_layers : 1), sizeof(int64_t));
+  gt_plan *dp = pw->dp = calloc((size_t)N, sizeof *dp);
+  gt__watch *w = pw->w = calloc((size_t)N, sizeof *w);
+  gt_mem_probe *probes = pw->probes = calloc((size_t)N, sizeof *probes);
   if (!p->saved_per_layer || !dp || !w || !probes) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
-    goto out;
+    return gt_plan_watch_close(pw, rc, NULL, 0, err);
   }
   for (int d = 0; d < N; d++) {
-    dp[d].n_layers = m.n_layers;
-    dp[d].saved_per_layer = calloc((size_t)(m.n_layers > 0 ? m.n_layers : 1), sizeof(int64_t));
+    dp[d].n_layers = m->n_layers;
+    dp[d].saved_per_layer = calloc((size_t)(m->n_layers > 0 ? m->n_layers : 1), sizeof(int64_t));
     w[d] = (gt__watch){&dp[d], {0}, 0, NULL, 0, 0, 0, "setup", 0, 0, -1};
     probes[d] = (gt_mem_probe){&w[d], gt__on_alloc, gt__on_free, gt__on_phase};
     if (!dp[d].saved_per_layer) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
-      goto out;
+      return gt_plan_watch_close(pw, rc, NULL, 0, err);
     }
   }
-  /* one step of the real trainer, allocation only */
-  gt_trainer *tr = NULL;
-  if ((rc = gt_trainer_create(&tr, c, probes, err))) goto out;
-  gt_step_metrics sm;
-  rc = gt_trainer_step_zero(tr, &sm, err);
-  gt_fsdp *fs = gt_trainer_fsdp(tr);
-  int best = 0;
-  for (int d = 0; !rc && d < N; d++) {
-    gt_mem *mem = gt_fsdp_device_mem(fs, d);
-    if (w[d].oom) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory to follow device %d's buffers", d);
-    for (int k = 0; k < GT_MEM_NCAT; k++)
-      if (gt_mem_peak(mem, (gt_mem_cat)k) > p->cat_peak[k]) p->cat_peak[k] = gt_mem_peak(mem, (gt_mem_cat)k);
-    dp[d].host_peak = gt_mem_peak(mem, GT_MEM_HOST);
-    dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_GRADS) + gt_mem_cur(mem, GT_MEM_OPTIM);
-    /* the busiest device speaks for all */
-    if (dp[d].peak_total > dp[best].peak_total) best = d;
-  }
-  const gt_mesh *mesh = gt_fsdp_mesh(fs);
-  const int G = gt_mesh_global_size(mesh);
-  if (!rc && !(rank_of = malloc(sizeof(int) * (size_t)G))) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
-  for (int g = 0; !rc && g < G; g++) rank_of[g] = gt_mesh_rank_of(mesh, g);
-  gt_trainer_destroy(tr); /* its frees still reach the probes: w and dp stay put */
+  *out = pw;
+  return GT_OK;
+}
+
+gt_mem_probe *gt_plan_watch_probes(gt_plan_watch *pw) { return pw->probes; }
+
+gt_rc gt_plan_watch_device(gt_plan_watch *pw, int d, const gt_mem *mem, gt_err *err) {
+  gt_plan *p = pw->p, *dp = pw->dp;
+  if (pw->w[d].oom) return gt_err_set(err, GT_ERR_NOMEM, "plan: no memory to follow device %d's buffers", d);
+  for (int k = 0; k < GT_MEM_NCAT; k++)
+    if (gt_mem_peak(mem, (gt_mem_cat)k) > p->cat_peak[k]) p->cat_peak[k] = gt_mem_peak(mem, (gt_mem_cat)k);
+  dp[d].host_peak = gt_mem_peak(mem, GT_MEM_HOST);
+  dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_GRADS) + gt_mem_cur(mem, GT_MEM_OPTIM);
+  /* the busiest device speaks for all */
+  if (dp[d].peak_total > dp[pw->best].peak_total) pw->best = d;
+  return GT_OK;
+}
+
+gt_rc gt_plan_watch_close(gt_plan_watch *pw, gt_rc rc, const int *rank_of, int G, gt_err *err) {
+  gt_plan *p = pw->p, *dp = pw->dp;
+  gt__watch *w = pw->w;
+  const gt_config *c = pw->c;
+  gt_model *m = &pw->m;
+  const int N = pw->N, best = pw->best;
   if (rc) goto out;
   memcpy(p->at_peak, dp[best].at_peak, sizeof p->at_peak);
   p->peak_total = dp[best].peak_total;
@@ -185,8 +203,8 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   snprintf(p->peak_where, sizeof p->peak_where, "%s", dp[best].peak_where);
   p->n_top = dp[best].n_top;
   memcpy(p->top, dp[best].top, sizeof p->top);
-  memcpy(p->saved_per_layer, dp[best].saved_per_layer, sizeof(int64_t) * (size_t)m.n_layers);
-  for (int64_t l = 0; l < m.n_layers; l++) p->saved_total += p->saved_per_layer[l];
+  memcpy(p->saved_per_layer, dp[best].saved_per_layer, sizeof(int64_t) * (size_t)m->n_layers);
+  for (int64_t l = 0; l < m->n_layers; l++) p->saved_total += p->saved_per_layer[l];
   p->layer_act_peak = dp[best].layer_act_peak;
   p->layer_act_saved = dp[best].layer_act_saved;
   snprintf(p->layer_act_where, sizeof p->layer_act_where, "%s", dp[best].layer_act_where);
@@ -195,7 +213,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->shard_state_bytes = dp[best].shard_state_bytes;
     int ax[3];
     gt_config_global_axes(c, &ax[0], &ax[1], &ax[2]);
-    if (ax[2] > 1) gt_model_set_expert_shard(&m, ax[2], 0);
+    if (ax[2] > 1) gt_model_set_expert_shard(m, ax[2], 0);
     /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
      * twice (forward and backward; the head for the lookup and the logits,
@@ -218,13 +236,13 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
       int x_d = rank_of[(((dr + 1) % D) * F + r) * E + e] != me;
       int x_e = rank_of[(dr * F + r) * E + (e + 1) % E] != me;
       int x_a = rank_of[(dv + 1) % G] != me;
-      for (int64_t u = 0; u < gt_model_n_units(&m); u++) {
-        int64_t cnt = gt_model_unit_local(&m, u), rep = gt_model_unit_replicated(&m, u);
+      for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+        int64_t cnt = gt_model_unit_local(m, u), rep = gt_model_unit_replicated(m, u);
         int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
-        int64_t gathers = u == 0 && m.ple_dim ? 3 : 2;
+        int64_t gathers = u == 0 && m->ple_dim ? 3 : 2;
         /* dtype=bfloat16 gathers the weights in 2 bytes; gradients stay float32 */
-        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * (m.bf16_act ? 2 : 4) + (cnt - ns) * 4;
+        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * (m->bf16_act ? 2 : 4) + (cnt - ns) * 4;
         sent += b, dcn_sent += x_f ? b : 0;
         if (D > 1) {
           b = ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
@@ -239,17 +257,17 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
         /* src/layer.c: a MoE layer's routed op gathers the group's inputs
          * and all-reduces their sums (again when remat recomputes it);
          * backward gathers d(routed) and reduce-scatters d(x1) */
-        const gt_layer_desc *ld = u > 0 ? &m.layers[u - 1] : NULL;
+        const gt_layer_desc *ld = u > 0 ? &m->layers[u - 1] : NULL;
         if (ld && ld->moe_ep > 1) {
-          int64_t n = E * Bd * Tn * m.d, one = (n - n / E) * 4;
-          int runs = 1 + (gt_remat_slot_mode(&m.remat, ld, GT_A_MOE_SAVED) == GT_SAVE_REMAT);
+          int64_t n = E * Bd * Tn * m->d, one = (n - n / E) * 4;
+          int runs = 1 + (gt_remat_slot_mode(&m->remat, ld, GT_A_MOE_SAVED) == GT_SAVE_REMAT);
           b = runs * 3 * one + 2 * one;
           sent += b, dcn_sent += x_e ? b : 0;
         }
       }
       sent *= c->gradient_accumulation_steps;
       dcn_sent *= c->gradient_accumulation_steps;
-      int64_t nsum = m.n_moe_layers ? 4 : 3; /* loss, token count, squared norm (and the MoE lb sum) */
+      int64_t nsum = m->n_moe_layers ? 4 : 3; /* loss, token count, squared norm (and the MoE lb sum) */
       int64_t b = ((nsum - gt_shard_len(nsum, G, dv)) + (nsum - gt_shard_len(nsum, G, (dv + 1) % G))) * 8;
       sent += b, dcn_sent += x_a ? b : 0;
       if (sent > p->comm_bytes_per_step) p->comm_bytes_per_step = sent;
@@ -258,10 +276,10 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
     p->gathered_peak = p->cat_peak[GT_MEM_GATHERED];
   }
 out:
-  free(rank_of);
-  for (int d = 0; dp && d < N; d++) free(dp[d].saved_per_layer), free(w[d].live);
-  free(dp), free(w), free(probes);
-  gt_model_free(&m);
+  for (int d = 0; dp && w && d < N; d++) free(dp[d].saved_per_layer), free(w[d].live);
+  free(dp), free(w), free(pw->probes);
+  gt_model_free(m);
+  free(pw);
   if (rc) gt_plan_free(p);
   return rc;
 }

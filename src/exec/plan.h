@@ -1,8 +1,9 @@
 /* gemtrain plan: the bytes of every buffer of a training step, before
- * anything is allocated. It replays the executor's allocation sequence
+ * anything is allocated. It watches the executor's allocation sequence
  * (forward, head, per-boundary recompute and backward) on a virtual tracker,
  * so the planned peak of each category is what the tracked allocator will
- * measure; tests hold the two together. */
+ * measure; tests hold the two together. gt_plan_compute (train/plan.h)
+ * makes one: the trainer runs a step under the watch below. */
 #ifndef GEMTRAIN_PLAN_H
 #define GEMTRAIN_PLAN_H
 
@@ -12,7 +13,7 @@
 #include "base/alloc.h"
 #include "base/common.h"
 #include "config/config.h"
-#include "config/flops.h"
+#include "model/flops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,8 +60,19 @@ typedef struct gt_plan {
   int64_t comm_bytes_dcn_per_step;
 } gt_plan;
 
-/* Plans one training step of cfg (validated). */
-gt_rc gt_plan_compute(gt_plan *p, const gt_config *cfg, gt_err *err);
+/* The watch over one allocation-only step of cfg (validated), for the
+ * driver, train/plan.c: _open fills p's model figures and makes one probe
+ * per device (_probes, num_devices of them) for the step's trackers; after
+ * the step, while the trackers live, _device reads device d's; the trackers
+ * may then go (their frees still reach the probes); _close takes the mesh's
+ * map of the G global devices to ranks, completes p and frees the watch
+ * (and p, when rc or its own work fails), returning rc or its own error. */
+typedef struct gt_plan_watch gt_plan_watch;
+gt_rc gt_plan_watch_open(gt_plan_watch **w, gt_plan *p, const gt_config *cfg, gt_err *err);
+gt_mem_probe *gt_plan_watch_probes(gt_plan_watch *w);
+gt_rc gt_plan_watch_device(gt_plan_watch *w, int d, const gt_mem *mem, gt_err *err);
+gt_rc gt_plan_watch_close(gt_plan_watch *w, gt_rc rc, const int *rank_of, int G, gt_err *err);
+
 void gt_plan_free(gt_plan *p);
 void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *cfg);
 char *gt_plan_to_json(const gt_plan *p, const gt_config *cfg);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "base/shard.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,11 +33,6 @@ typedef struct gt_comm_stats {
   double seconds;     /* wall time inside collectives */
   int64_t bytes_dcn;  /* of bytes_sent, those that went to another rank (MPI) */
 } gt_comm_stats;
-
-static inline int64_t gt_shard_begin(int64_t n, int n_dev, int d) { return n * d / n_dev; }
-static inline int64_t gt_shard_len(int64_t n, int n_dev, int d) {
-  return gt_shard_begin(n, n_dev, d + 1) - gt_shard_begin(n, n_dev, d);
-}
 
 /* n_devices >= 1 worker threads (created once, reused by every run). Each
  * device thread computes with max(1, omp_get_num_procs() / n_devices) OpenMP

@@ -4,7 +4,9 @@
 #ifndef GT_HEAD_H
 #define GT_HEAD_H
 
-#include "exec/exec.h"
+#include "base/common.h"
+#include "model/batch.h"
+#include "model/model.h"
 
 /* x: [N,d] final residual stream. With dx != NULL this also runs backward:
  * writes d(loss)/dx into dx (never read: it needs no zeroing) and adds the

@@ -18,7 +18,7 @@
  *
  * MoE layers (spec 3.6) replace the plain feed-forward tail: the dense
  * mlp.* is the shared expert, post_feedforward_layernorm_1 normalises its
- * mlpwo (shared), the routed block (gemtrain/moe.h) turns x1 into its
+ * mlpwo (shared), the routed block (kernels/moe.h) turns x1 into its
  * normalised output, and post_feedforward_layernorm takes shared + routed.
  * With expert parallelism (m->ep) the routed op all-gathers its group's x1
  * rows, computes its experts for all of them, all-reduces the partial sums

@@ -8,7 +8,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
-#include "exec/remat.h"
+#include "model/remat.h"
 
 static int gt__rope_index(gt_model *m, double base, double scale, double fraction, int head_dim) {
   for (int i = 0; i < m->n_rope; i++)

@@ -1,10 +1,10 @@
-/* MoE bookkeeping: dimension checks, the expert-parallel split, and the
- * saved-state layout (sizes and binding). The compute is in kernels/moe.c. */
+/* MoE bookkeeping: dimension checks and the saved-state layout (sizes and
+ * binding). The compute and the expert-parallel split are in kernels/moe.h. */
 #include "model/moe.h"
 
 #include <string.h>
 
-#include "model/moe_carve.h"
+#include "kernels/moe_carve.h"
 
 gt_rc gt_moe_dims_check(const gt_moe_dims *d, gt_err *err) {
   if (!d) return gt_err_set(err, GT_ERR_ARG, "moe: dims is NULL");
@@ -32,12 +32,6 @@ gt_rc gt_moe_dims_check(const gt_moe_dims *d, gt_err *err) {
     return gt_err_set(err, GT_ERR_ARG, "moe: %lld tokens x k=%d slots exceed 2^31-1",
                       (long long)(d->B * d->T), d->k);
   return GT_OK;
-}
-
-void gt_moe_expert_range(int E, int P, int rank, int *e0, int *e1) {
-  const int per = E / P;
-  *e0 = rank * per;
-  *e1 = (rank + 1) * per;
 }
 
 static void gt__saved_layout(gt_moe_saved *s, gt__carve *c, const gt_moe_dims *d) {

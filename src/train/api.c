@@ -9,7 +9,7 @@
 #include "train/train_internal.h"
 #include "train/trainer.h"
 #include "exec/exec.h"
-#include "config/flops.h"
+#include "model/flops.h"
 #include "gemtrain/gemtrain.h"
 #include "model/model.h"
 #include "train/optim.h"

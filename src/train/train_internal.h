@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "ckpt/model_source.h"
+#include "hf/model_source.h"
 #include "data/data.h"
 #include "config/config.h"
 #include "model/model.h"
@@ -22,7 +22,7 @@ typedef struct gt__tstate {
 } gt__tstate;
 
 /* Opens load_parameters_path (when set) into *src and lets it define cfg's
- * model keys (ckpt/model_source.h); *have is 1 when there is a source. */
+ * model keys (hf/model_source.h); *have is 1 when there is a source. */
 gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err);
 
 /* Writes the checkpoint of `step` completed steps under <run_dir>/checkpoints. */

@@ -7,7 +7,7 @@
 
 #include "base/prof.h"
 #include "base/trace.h"
-#include "config/flops.h"
+#include "model/flops.h"
 #include "dist/dist.h"
 #include "train/optim.h"
 

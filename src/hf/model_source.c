@@ -1,6 +1,6 @@
 /* A model source (model_source.h): classify load_parameters_path, take the
  * model it defines, load its parameters. */
-#include "ckpt/model_source.h"
+#include "hf/model_source.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -27,7 +27,10 @@
  * A damaged checkpoint is refused naming the file, not walked back to an
  * older one: a new run starts from the parameters it was pointed at, and the
  * description names exactly what is loaded. (Resuming a run walks back:
- * that is the trainer's gt_ckpt_load_latest on the run's own checkpoints.) */
+ * that is the trainer's gt_ckpt_load_latest on the run's own checkpoints.)
+ *
+ * It lives in hf/, the highest of the file formats, because it reads all
+ * three: hf/ uses ckpt/, never the reverse (tools/layers.txt). */
 #ifndef GT_MODEL_SOURCE_H
 #define GT_MODEL_SOURCE_H
 

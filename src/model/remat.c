@@ -1,4 +1,4 @@
-#include "exec/remat.h"
+#include "model/remat.h"
 
 #include <string.h>
 

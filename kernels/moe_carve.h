@@ -1,8 +1,8 @@
 /* Internal: carving one block into 64-byte aligned arrays. Run once with a
  * NULL base to size a layout and once with the block to bind it, so the
  * byte count a plan reserves is by construction the one the code uses. */
-#ifndef GEMTRAIN_MOE_CARVE_H
-#define GEMTRAIN_MOE_CARVE_H
+#ifndef GEMTRAIN_KERNELS_MOE_CARVE_H
+#define GEMTRAIN_KERNELS_MOE_CARVE_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-#include "config/flops.h"
+#include "model/flops.h"
 
 #include <string.h>
 

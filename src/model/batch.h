@@ -1,0 +1,30 @@
+/* What one micro-batch brings to the model and what its loss comes back
+ * as: data/ fills batches, the executor (exec/exec.h) runs them and the
+ * output head (model/head.h) adds to the loss sums. */
+#ifndef GEMTRAIN_BATCH_H
+#define GEMTRAIN_BATCH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gt_batch {
+  int B, T;
+  const int32_t *inputs;    /* [B*T] token ids */
+  const int32_t *targets;   /* [B*T] next-token ids; < 0 = masked (padding) */
+  const int32_t *positions; /* [B*T] RoPE positions */
+  const int32_t *segments;  /* [B*T] segment ids of packed documents, or NULL */
+} gt_batch;
+
+typedef struct gt_loss_stats {
+  double xent_sum;       /* sum of per-token cross-entropy over unmasked tokens */
+  int64_t total_weights; /* unmasked tokens */
+  double moe_lb_sum;     /* MoE: sum over the MoE layers of each one's load-balance loss (weight included) */
+} gt_loss_stats;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
