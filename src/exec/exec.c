@@ -202,6 +202,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   /* a kept carry is saved as it is, or packed to bf16 after the layer that
    * reads it (dtype=bfloat16): then it is a temporary until then */
   gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
+  float *xn_own = NULL; /* a layer's output until it is the next layer's recorded input */
   float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");
   if (!x) goto nomem;
   int meas = gt_mem_measuring(m->mem);
@@ -255,6 +256,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
         train && l + 1 < L && gt_remat_block_start(rm, l + 1) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
     float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
+    xn_own = xn; /* the run's records do not hold it yet */
     float lb = 0.0f;
     io.moe_lb = &lb;
     gt_layer_forward(&io, a, xn);
@@ -283,12 +285,14 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       a[k] = NULL;
     }
     x = xn;
+    xn_own = NULL;
     if (l == be - 1)
       for (int64_t u = bs; u < be; u++) gt__release(m, 1 + u, 0);
   }
   *x_out = x;
   return GT_OK;
 nomem:
+  gt_mem_free(m->mem, xn_own);
   gt__free_run(r);
   return gt_err_set(err, GT_ERR_NOMEM, "executor: out of memory in the forward pass");
 }
