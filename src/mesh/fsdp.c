@@ -364,6 +364,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
   if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_rank(), err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
+  gt_mesh_set_timeout(f->mesh, cfg->collective_timeout_seconds);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   if (!f->devs) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for %d devices", f->N);

@@ -170,6 +170,7 @@
 #include "base/threads.h"
 #include "dist/dist.h"
 
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -314,6 +315,11 @@ struct gt_mesh {
    * lock by every collective; error is written and taken under mu. */
   atomic_int failed;
   gt_err error;
+
+  /* collective_timeout_seconds of the exchanges its threads make with other
+   * ranks (0: the default): set on each device and comm thread before it
+   * works, so two meshes of one process keep each their own */
+  _Atomic double timeout;
 
   /* The profiler timeline (NULL: off): set between runs, read by the
    * device and comm threads, each recording on its own lane. */
@@ -523,6 +529,7 @@ static void *gt__device_main(void *p) {
     /* Again before each run, so a run that changed it does not leak into
      * the next one; fn may still change it for itself. */
     omp_set_num_threads(m->threads_per_device);
+    gt_dist_set_timeout(atomic_load(&m->timeout));
     fn(dv->id, arg);
     pthread_mutex_lock(&m->mu);
     if (++m->n_done == m->n) pthread_cond_broadcast(&m->done_cv);
@@ -554,6 +561,7 @@ static void *gt__comm_main(void *p) {
     dv->q_head = (dv->q_head + 1) % dv->q_cap;
     dv->q_len--;
     pthread_mutex_unlock(&dv->cmu);
+    gt_dist_set_timeout(atomic_load(&m->timeout));
     double t0 = gt_prof_now();
     int64_t dcn = 0;
     bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, rq.es, &dcn);
@@ -671,6 +679,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
   m->fsdp = n_devices;
   m->expert = 1;
   atomic_init(&m->failed, 0);
+  atomic_init(&m->timeout, 0.0);
   atomic_init(&m->trace, NULL);
   if (pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
@@ -1468,4 +1477,13 @@ void gt_mesh_reset_stats(gt_mesh *m) {
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device) {
   /* applied by each device thread at the start of its next run */
   if (threads_per_device > 0) m->threads_per_device = threads_per_device;
+}
+
+void gt_mesh_set_timeout(gt_mesh *m, double seconds) {
+  if (seconds > 0 && isfinite(seconds)) atomic_store(&m->timeout, seconds);
+}
+
+double gt_mesh_timeout(const gt_mesh *m) {
+  double t = atomic_load(&m->timeout);
+  return t > 0 ? t : GT_DIST_DEFAULT_TIMEOUT;
 }

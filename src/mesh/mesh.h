@@ -48,6 +48,12 @@ int gt_mesh_size(const gt_mesh *m);
 /* OpenMP threads each device computes with (default: cores / devices, at
  * least 1); the config's threads_per_device when it is set. Call between runs. */
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device);
+/* collective_timeout_seconds of this mesh's exchanges with other ranks (> 0
+ * and finite, else ignored; default 300): each device and comm thread takes
+ * it as its own (gt_dist_set_timeout) before it works, so meshes of one
+ * process do not share it. Call between runs. */
+void gt_mesh_set_timeout(gt_mesh *m, double seconds);
+double gt_mesh_timeout(const gt_mesh *m);
 /* Runs fn(device, arg) once on every device's thread and waits for all.
  * Not from inside fn (it would deadlock); concurrent callers are serialised.
  * A misused or failed collective inside fn cannot return an error (see

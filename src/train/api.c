@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "dist/dist.h"
 #include "train/train_internal.h"
 #include "train/trainer.h"
 #include "exec/exec.h"
@@ -64,6 +65,9 @@ const char *gt_ctx_error(const gt_ctx *c) { return c ? c->err.msg : "no context"
 static gt_rc gt__need(gt_ctx *c, int init) {
   if (!c->configured) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_configure first");
   if (init && !c->initialised) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_init first");
+  /* the host-side collectives of this call wait by this context's timeout
+   * (its mesh's threads have their own copy) */
+  if (init) gt_dist_set_timeout(c->cfg.collective_timeout_seconds);
   return GT_OK;
 }
 
@@ -96,6 +100,8 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
 }
 
 const gt_config *gt__ctx_config(const gt_ctx *c) { return c->configured ? &c->cfg : NULL; }
+
+struct gt_trainer *gt__ctx_trainer(gt_ctx *c) { return c->initialised ? c->tr : NULL; }
 
 const char *gt_rc_str(gt_rc rc) { return gt_rc_name(rc); }
 
