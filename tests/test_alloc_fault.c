@@ -116,6 +116,26 @@ START_TEST(test_fault_one_device) {
 }
 END_TEST
 
+/* One device's allocation fails while its peer goes on: the failed device
+ * leaves the mesh (gt_mesh_leave), so the peer is not left waiting in a
+ * collective. */
+START_TEST(test_fault_two_devices) {
+  const char *ov[] = {"dataset_type=synthetic", "base_num_decoder_layers=2", "layer_pattern=LG",
+                      "per_device_batch_size=1", "max_target_length=16", "threads_per_device=1", "num_devices=2"};
+  every_allocation_fails_cleanly(life_ctx, 7, ov);
+}
+END_TEST
+
+/* Expert parallelism over 2 devices: the MoE layers' collectives run in the
+ * expert group, the prefetched gathers on the comm threads. */
+START_TEST(test_fault_expert_parallel) {
+  const char *ov[] = {"dataset_type=synthetic", "model_name=gemma4-tiny-moe", "base_num_decoder_layers=2",
+                      "layer_pattern=LG", "per_device_batch_size=1", "max_target_length=16", "threads_per_device=1",
+                      "num_devices=2", "ici_expert_parallelism=2"};
+  every_allocation_fails_cleanly(life_ctx, 9, ov);
+}
+END_TEST
+
 START_TEST(test_fault_moe_bf16) {
   const char *ov[] = {"dataset_type=synthetic", "model_name=gemma4-tiny-moe", "base_num_decoder_layers=2",
                       "layer_pattern=LG", "per_device_batch_size=2", "max_target_length=16", "threads_per_device=1",
@@ -134,6 +154,8 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("alloc_fault");
   tcase_add_test(gt_test_tcase(s, "one_device"), test_fault_one_device);
+  tcase_add_test(gt_test_tcase(s, "two_devices"), test_fault_two_devices);
+  tcase_add_test(gt_test_tcase(s, "expert_parallel"), test_fault_expert_parallel);
   tcase_add_test(gt_test_tcase(s, "moe_bf16"), test_fault_moe_bf16);
   tcase_add_test(gt_test_tcase(s, "train_loop"), test_fault_train_loop);
   /* no fork: LeakSanitizer sees every run's leaks at exit */

@@ -78,6 +78,15 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
  * garbage: discard them). Misuses the mesh cannot see (devices calling
  * different collectives, groups or n) still hang or corrupt. */
 gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err);
+/* Called by a device inside a run when it stops calling collectives (its
+ * step failed): records the mesh's error (GT_ERR_INTERNAL, "device d left
+ * the run before its peers' collectives") and from then until the run ends
+ * counts the device as arrived at every barrier of its groups, so its peers'
+ * collectives complete without moving data (their verdict is failed) and no
+ * peer waits for it. Its async gathers already queued are finished first.
+ * The next run starts with every device present. Peers on other ranks
+ * are not told: their exchanges with this rank time out. */
+void gt_mesh_leave(gt_mesh *m, int dev);
 /* 1 when an error is recorded and not yet taken. Read after a collective
  * that every device completed, all devices see the same answer: a device
  * step checks it before applying an update computed from collectives. */
