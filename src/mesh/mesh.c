@@ -160,6 +160,12 @@
  * is already skipped by everyone; so is every later one until the error is
  * taken. A verdict cannot be overwritten before every member has read it:
  * the next generation of the same barrier needs them all to arrive first.
+ * A device whose own work failed (an allocation in its step) and that will
+ * call no more collectives in this run leaves it (gt_mesh_leave): it records
+ * the error, then counts as arrived at every barrier of its groups until the
+ * run ends, so its peers' collectives complete with a failed verdict. A
+ * barrier's arrivals and leaves are one word, so exactly one of them
+ * completes a generation.
  * Misuses the code cannot see (devices calling different collectives, or
  * different groups or n) still hang or corrupt, as in MPI. */
 #define _POSIX_C_SOURCE 200809L
