@@ -4,7 +4,13 @@
  * end in GT_ERR_NOMEM with a message, without a crash, and leave no tracked
  * byte behind once the context is freed; the sanitizer build runs the same
  * suite under AddressSanitizer and LeakSanitizer (no fork), which catch a
- * use of a half-built object or an untracked leak on an error path. */
+ * use of a half-built object or an untracked leak on an error path. The
+ * runs: gemma3-tiny on one device and on two (one device failing while its
+ * peer goes on), gemma4-tiny-moe with expert parallelism over two devices,
+ * the MoE with bf16 activations and moments and full remat, and gemtrain
+ * train's loop with checkpoints, TensorBoard and a resume.
+ * To look at one failure: GT_FAULT_FROM=n starts at the n-th allocation,
+ * GT_FAULT_TRACE=1 prints each n before its run (a hang shows which). */
 #define _GNU_SOURCE
 #include <check.h>
 #include <stdio.h>
@@ -84,7 +90,6 @@ static void every_allocation_fails_cleanly(life_fn life, int n_ov, const char *c
   ck_assert_int_gt(total, 20);
   ck_assert_int_eq(gt_mem_process_bytes(), 0);
   ck_assert_int_eq(gt_mem_process_blocks(), 0);
-  /* GT_FAULT_FROM=n starts at the n-th (to look at one failure) */
   int64_t from = getenv("GT_FAULT_FROM") ? atoll(getenv("GT_FAULT_FROM")) : 1;
   for (int64_t n = from < 1 ? 1 : from; n <= total; n++) {
     if (getenv("GT_FAULT_TRACE")) fprintf(stderr, "fault %lld\n", (long long)n);
