@@ -16,13 +16,33 @@ for f in include/gemtrain/gemtrain.h share/gemtrain/configs/base.json bin/gemtra
 done
 # only the public API is installed: gemtrain.h and the headers it includes
 got=$(cd "$work/stage/include/gemtrain" && ls | tr '\n' ' ')
-[ "$got" = "common.h config.h gemtrain.h metrics.h " ] || fail "installed headers: '$got', expected only the public API"
-# and the shared library exports that API only: gt_ctx_* and gt_version
+[ "$got" = "common.h gemtrain.h metrics.h " ] || fail "installed headers: '$got', expected only the public API"
+# the configuration struct is private (keys are read and set by name), so a
+# new key never changes the ABI: no installed header names it or its fields
+if grep -rnE 'gt_config\b|base_emb_dim|GT_STR_PATH' "$work/stage/include"; then
+  fail "the installed headers expose gt_config"
+fi
+cat > "$work/peek.c" <<'C'
+#include <gemtrain/gemtrain.h>
+int main(void) { gt_config c; return (int)sizeof c; }
+C
+cat > "$work/keys.c" <<'C'
+#include <gemtrain/gemtrain.h>
+int main(void) { char v[64]; gt_ctx *c = gt_ctx_new(); int r = gt_ctx_get(c, "learning_rate", v, sizeof v); gt_ctx_free(c); return r; }
+C
+cc -c -o "$work/keys.o" -I"$work/stage/include" "$work/keys.c" || fail "the installed headers do not compile"
+if cc -c -o "$work/peek.o" -I"$work/stage/include" "$work/peek.c" 2> "$work/peek.log"; then
+  fail "a program using only the installed headers sees gt_config"
+fi
+grep -q "gt_config" "$work/peek.log" || { cat "$work/peek.log"; fail "peek.c failed for another reason than gt_config"; }
+# and the shared library exports that API only: gt_ctx_*, gt_version, gt_rc_str
 so=$(find "$work/stage" -name libgemtrain.so | head -1)
 if [ -n "$so" ] && command -v nm > /dev/null; then
-  extra=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | grep -v '^gt_ctx_' | grep -vx 'gt_version' || true)
+  extra=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | grep -v '^gt_ctx_' | grep -vx 'gt_version' | grep -vx 'gt_rc_str' || true)
   [ -z "$extra" ] || fail "libgemtrain.so exports more than the public API: $(echo $extra | head -c 300)"
-  nm -D --defined-only "$so" | grep -q ' T gt_ctx_train$' || fail "libgemtrain.so does not export gt_ctx_train"
+  for f in gt_ctx_train gt_ctx_set gt_ctx_get gt_rc_str; do
+    nm -D --defined-only "$so" | grep -q " T $f\$" || fail "libgemtrain.so does not export $f"
+  done
 fi
 ls "$work"/stage/lib*/libgemtrain.so* "$work"/stage/lib*/libgemtrain.a > /dev/null 2>&1 || \
   ls "$work"/stage/lib/*/libgemtrain.so > /dev/null || fail "no libraries installed"
@@ -40,9 +60,14 @@ cat > "$work/hello.c" <<'C'
 int main(void) {
   gt_ctx *c = gt_ctx_new();
   const char *ov[] = {"dataset_type=synthetic"};
-  if (gt_ctx_configure(c, "gemma3-tiny", 1, ov) || gt_ctx_init(c)) { printf("%s\n", gt_ctx_error(c)); return 1; }
-  double l; int rc = gt_ctx_train(c, 1, &l);
-  printf("params %lld loss %.3f\n", (long long)gt_ctx_num_params(c), l);
+  int64_t dim = 0;
+  if (gt_ctx_configure(c, "gemma3-tiny", 1, ov) || gt_ctx_set_int(c, "base_emb_dim", 48) ||
+      gt_ctx_get_int(c, "base_emb_dim", &dim) || gt_ctx_init(c)) {
+    printf("%s\n", gt_ctx_error(c));
+    return 1;
+  }
+  double l; gt_rc rc = gt_ctx_train(c, 1, &l);
+  printf("params %lld loss %.3f dim %lld %s\n", (long long)gt_ctx_num_params(c), l, (long long)dim, gt_rc_str(rc));
   gt_ctx_free(c);
   return rc;
 }
@@ -50,7 +75,7 @@ C
 # shellcheck disable=SC2046
 cc -o "$work/hello" "$work/hello.c" $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs gemtrain) \
   -Wl,-rpath,"$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir gemtrain)" || fail "pkg-config build"
-"$work/hello" | grep -q '^params [0-9]* loss ' || fail "pkg-config program did not train"
+"$work/hello" | grep -q '^params [0-9]* loss [0-9.]* dim 48 ok$' || fail "pkg-config program did not train"
 # the installed command finds the installed configs
 GEMTRAIN_CONFIG_DIR= "$work/stage/bin/gemtrain" train model_name=gemma3-4b dump_config=true > "$work/dump.json"
 grep -q '"base_emb_dim":[[:space:]]*2560' "$work/dump.json" || fail "installed gemtrain lacks its configs"

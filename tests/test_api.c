@@ -13,7 +13,9 @@
 #include "gemtrain/gemtrain.h"
 #include "gt_testutil.h"
 #include "ckpt/paramfile.h"
+#include "config/config.h"
 #include "model/model.h"
+#include "train/api_internal.h"
 #include "train/train.h"
 
 static const char *tiny_ov[] = {"dataset_type=synthetic", "steps=20", "learning_rate=0.01",
@@ -179,7 +181,7 @@ static void ctx_equals_train(int n_extra, const char *const *extra) {
   gt_train_result res;
   gt_err e;
   gt_err_clear(&e);
-  ck_assert_msg(gt_train(gt_ctx_config(cfgc), &o, &res, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_train(gt__ctx_config(cfgc), &o, &res, &e) == GT_OK, "%s", e.msg);
   gt_ctx_free(cfgc);
   ck_assert_int_eq(a.n, 8);
   /* the library's */
@@ -233,7 +235,9 @@ START_TEST(test_ctx_load_parameters_path) {
                       "max_target_length=32", lp};
   gt_ctx *b = gt_ctx_new();
   ck_assert_msg(gt_ctx_configure(b, NULL, 5, ov) == GT_OK, "%s", gt_ctx_error(b));
-  ck_assert_msg(strstr(gt_ctx_config(b)->model_name, "gemma3-tiny"), "model_name %s", gt_ctx_config(b)->model_name);
+  char mn[64];
+  ck_assert(gt_ctx_get(b, "model_name", mn, sizeof mn) == GT_OK);
+  ck_assert_msg(strstr(mn, "gemma3-tiny"), "model_name %s", mn);
   ck_assert_msg(gt_ctx_init(b) == GT_OK, "%s", gt_ctx_error(b));
   ck_assert(gt_ctx_eval_tokens(b, tok, 2, 32, &got) == GT_OK);
   ck_assert_msg(got == want, "loaded %.17g, saved %.17g", got, want);
@@ -258,7 +262,7 @@ START_TEST(test_load_refuses_bad_optimizer_step) {
   char *dir = gt_test_mkdtemp("api_badstep");
   char path[600];
   snprintf(path, sizeof path, "%s/p.safetensors", dir);
-  const gt_config *cfg = gt_ctx_config(c);
+  const gt_config *cfg = gt__ctx_config(c);
   gt_model m;
   gt_err e;
   ck_assert(gt_model_build(&m, cfg, &e) == GT_OK);
@@ -309,6 +313,101 @@ START_TEST(test_refused_pass_leaves_no_state) {
 }
 END_TEST
 
+/* Keys by name: every key reads back what was set, in text and typed,
+ * through each of the five key types; an unknown key and a refused value
+ * are named and change nothing; a set key reaches the model. */
+START_TEST(test_keys_get_set) {
+  gt_ctx *c = gt_ctx_new();
+  char v[GT_STR_PATH + 32], w[GT_STR_PATH + 32];
+  ck_assert_int_eq(gt_ctx_get(c, "learning_rate", v, sizeof v), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "gt_ctx_configure"), "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", 5, tiny_ov) == GT_OK, "%s", gt_ctx_error(c));
+  /* every key: its text set back gives the same text */
+  int types[5] = {0};
+  for (int i = 0; i < gt_config_num_keys(); i++) {
+    const gt_key_spec *k = gt_config_key_at(i);
+    ck_assert_msg(gt_ctx_get(c, k->name, v, sizeof v) == GT_OK, "%s", gt_ctx_error(c));
+    ck_assert_msg(gt_ctx_set(c, k->name, v) == GT_OK, "%s = '%s': %s", k->name, v, gt_ctx_error(c));
+    ck_assert(gt_ctx_get(c, k->name, w, sizeof w) == GT_OK);
+    ck_assert_msg(!strcmp(v, w), "%s: '%s' read back as '%s'", k->name, v, w);
+    types[k->type]++;
+  }
+  for (int t = 0; t < 5; t++) ck_assert_int_gt(types[t], 0);
+  /* integer (long long and int fields) */
+  int64_t iv;
+  ck_assert(gt_ctx_set(c, "base_emb_dim", "48") == GT_OK && gt_ctx_get_int(c, "base_emb_dim", &iv) == GT_OK);
+  ck_assert_int_eq(iv, 48);
+  ck_assert(gt_ctx_set_int(c, "init_weights_seed", 12345) == GT_OK);
+  ck_assert(gt_ctx_get(c, "init_weights_seed", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "12345");
+  /* float: the text is the shortest that reads back to the same double */
+  double dv, third = 1.0 / 3.0;
+  ck_assert(gt_ctx_set(c, "learning_rate", "0.003") == GT_OK && gt_ctx_get(c, "learning_rate", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "0.003");
+  ck_assert(gt_ctx_set_double(c, "adam_b2", third) == GT_OK && gt_ctx_get_double(c, "adam_b2", &dv) == GT_OK);
+  ck_assert(dv == third);
+  ck_assert(gt_ctx_get(c, "adam_b2", v, sizeof v) == GT_OK);
+  ck_assert_msg(strtod(v, NULL) == third, "%s", v);
+  ck_assert(gt_ctx_get_double(c, "base_emb_dim", &dv) == GT_OK && dv == 48.0);
+  /* boolean */
+  ck_assert(gt_ctx_set(c, "packing", "false") == GT_OK && gt_ctx_get_int(c, "packing", &iv) == GT_OK);
+  ck_assert_int_eq(iv, 0);
+  ck_assert(gt_ctx_set_int(c, "packing", 1) == GT_OK && gt_ctx_get(c, "packing", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "true");
+  /* string and enumeration */
+  ck_assert(gt_ctx_set(c, "run_name", "a run") == GT_OK && gt_ctx_get(c, "run_name", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "a run");
+  ck_assert(gt_ctx_set(c, "mu_dtype", "bfloat16") == GT_OK && gt_ctx_get(c, "mu_dtype", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "bfloat16");
+  ck_assert(gt_ctx_set(c, "mu_dtype", "float32") == GT_OK);
+  /* an unknown key, named with the nearest known one */
+  ck_assert_int_eq(gt_ctx_set(c, "learnin_rate", "0.1"), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'learnin_rate'") && strstr(gt_ctx_error(c), "did you mean 'learning_rate'"),
+                "%s", gt_ctx_error(c));
+  ck_assert_int_eq(gt_ctx_get(c, "no_such_key", v, sizeof v), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'no_such_key'"), "%s", gt_ctx_error(c));
+  ck_assert_int_eq(gt_ctx_get_int(c, "no_such_key", &iv), GT_ERR_CONFIG);
+  /* refused values name key and value and leave the old value */
+  const char *bad[][2] = {{"learning_rate", "fast"}, {"base_emb_dim", "4.5"}, {"packing", "maybe"},
+                          {"mu_dtype", "float8"}, {"adam_b1", "-3"}};
+  for (int i = 0; i < 5; i++) {
+    char before[64], after[64];
+    ck_assert(gt_ctx_get(c, bad[i][0], before, sizeof before) == GT_OK);
+    ck_assert_int_eq(gt_ctx_set(c, bad[i][0], bad[i][1]), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(gt_ctx_error(c), bad[i][0]) && strstr(gt_ctx_error(c), bad[i][1]), "%s", gt_ctx_error(c));
+    ck_assert(gt_ctx_get(c, bad[i][0], after, sizeof after) == GT_OK);
+    ck_assert_str_eq(before, after);
+  }
+  /* a typed read of another type, and a buffer too small, are refused */
+  ck_assert_int_eq(gt_ctx_get_int(c, "learning_rate", &iv), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'learning_rate' is a float"), "%s", gt_ctx_error(c));
+  ck_assert_int_eq(gt_ctx_get_double(c, "mu_dtype", &dv), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_get(c, "run_name", v, 3), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'run_name' holds 5 characters"), "%s", gt_ctx_error(c));
+  /* keys set one by one build the model that the same overrides build */
+  ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
+  const char *ov[] = {"dataset_type=synthetic", "learning_rate=0.003", "per_device_batch_size=2",
+                      "max_target_length=32", "base_emb_dim=48", "init_weights_seed=12345", "adam_b2=0.5"};
+  gt_ctx *d = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(d, "gemma3-tiny", 7, ov) == GT_OK && gt_ctx_set_double(d, "adam_b2", third) == GT_OK &&
+                    gt_ctx_init(d) == GT_OK,
+                "%s", gt_ctx_error(d));
+  ck_assert_int_eq(gt_ctx_num_params(c), gt_ctx_num_params(d));
+  double lc[2], ld[2];
+  ck_assert(gt_ctx_train(c, 2, lc) == GT_OK && gt_ctx_train(d, 2, ld) == GT_OK);
+  ck_assert_msg(lc[0] == ld[0] && lc[1] == ld[1], "%.17g %.17g vs %.17g %.17g", lc[0], lc[1], ld[0], ld[1]);
+  /* after init the configuration is fixed */
+  ck_assert_int_eq(gt_ctx_set(c, "learning_rate", "0.1"), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'learning_rate'") && strstr(gt_ctx_error(c), "gt_ctx_init"), "%s",
+                gt_ctx_error(c));
+  ck_assert(gt_ctx_get(c, "learning_rate", v, sizeof v) == GT_OK);
+  ck_assert_str_eq(v, "0.003");
+  ck_assert_str_eq(gt_rc_str(GT_ERR_NOMEM), "out of memory");
+  ck_assert_str_eq(gt_rc_str(GT_OK), "ok");
+  gt_ctx_free(c), gt_ctx_free(d);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = gt_test_tcase(s, "core");
@@ -322,6 +421,7 @@ int main(void) {
   tcase_add_test(tc, test_ctx_load_parameters_path);
   tcase_add_test(tc, test_load_refuses_bad_optimizer_step);
   tcase_add_test(tc, test_refused_pass_leaves_no_state);
+  tcase_add_test(tc, test_keys_get_set);
   /* no fork: leaks of every test are the process's, seen by LeakSanitizer */
   return gt_test_run_suite(s, 1);
 }

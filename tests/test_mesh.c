@@ -1366,6 +1366,77 @@ START_TEST(test_misuse_in_one_group) {
 }
 END_TEST
 
+/* A device that leaves a run part way (its step failed) releases its peers:
+ * every collective after the leave completes on the others without moving
+ * data, the mesh records who left, and the next run has every device back,
+ * with sums that are right again. Device 1 leaves at point `at`: before any
+ * collective, after the first all-reduce, or with an async gather of its
+ * own still queued (the leave finishes it first). */
+enum { LV_N = 96 };
+typedef struct leave_job {
+  gt_mesh *m;
+  int at;
+  float buf[3][LV_N], gath[3][3 * LV_N], own[3][LV_N];
+  double sums[3][2];
+} leave_job;
+
+static void leave_fn(int d, void *arg) {
+  leave_job *j = arg;
+  if (d == 1 && j->at == 0) return gt_mesh_leave(j->m, d);
+  gt_all_reduce(j->m, d, j->buf[d], LV_N);
+  int t = gt_all_gather_async(j->m, d, GT_GROUP_ALL, j->own[d], j->gath[d], 3 * LV_N);
+  if (d == 1 && j->at == 1) return gt_mesh_leave(j->m, d);
+  gt_mesh_wait(j->m, d, t);
+  if (d == 1) return gt_mesh_leave(j->m, d);
+  gt_all_reduce(j->m, d, j->buf[d], LV_N);
+  gt_all_gather(j->m, d, j->own[d], j->gath[d], 3 * LV_N);
+  gt_barrier(j->m, d);
+  gt_all_reduce_f64(j->m, d, j->sums[d], 2);
+  t = gt_all_gather_async(j->m, d, GT_GROUP_ALL, j->own[d], j->gath[d], 3 * LV_N);
+  gt_mesh_wait(j->m, d, t);
+}
+
+static void all_reduce_fn(int d, void *arg) {
+  leave_job *j = arg;
+  gt_all_reduce(j->m, d, j->buf[d], LV_N);
+}
+
+START_TEST(test_device_leaves_run) {
+  for (int rep = 0; rep < 30; rep++) {
+    leave_job *j = calloc(1, sizeof *j);
+    j->m = make_mesh(3);
+    j->at = rep % 3;
+    for (int d = 0; d < 3; d++) {
+      for (int i = 0; i < LV_N; i++) j->buf[d][i] = (float)(d + 1), j->own[d][i] = (float)(10 * d + 1);
+      j->sums[d][0] = d, j->sums[d][1] = 1;
+    }
+    gt_mesh_run(j->m, leave_fn, j);
+    gt_err e;
+    ck_assert_int_eq(gt_mesh_take_error(j->m, &e), GT_ERR_INTERNAL);
+    ck_assert_str_eq(e.msg, "mesh: device 1 left the run before its peers' collectives (its own error says why)");
+    /* devices 0 and 2: the first all-reduce ran when device 1 was still in
+     * (sum 6) or moved nothing (the leave came first); nothing after the
+     * leave moved data, and both ended alike */
+    float want = j->at == 0 ? 0.0f : 6.0f;
+    for (int d = 0; d < 3; d += 2) {
+      for (int i = 0; i < LV_N; i++)
+        ck_assert_msg(j->buf[d][i] == (want ? want : (float)(d + 1)), "rep %d device %d: %g", rep, d,
+                      (double)j->buf[d][i]);
+      ck_assert(j->sums[d][0] == d && j->sums[d][1] == 1);
+    }
+    /* the next run has all three back */
+    for (int d = 0; d < 3; d++)
+      for (int i = 0; i < LV_N; i++) j->buf[d][i] = (float)(d + 1);
+    gt_mesh_run(j->m, all_reduce_fn, j);
+    ck_assert_int_eq(gt_mesh_take_error(j->m, &e), GT_OK);
+    for (int d = 0; d < 3; d++)
+      for (int i = 0; i < LV_N; i++) ck_assert_float_eq(j->buf[d][i], 6.0f);
+    gt_mesh_destroy(j->m);
+    free(j);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mesh");
   TCase *tc = gt_test_tcase(s, "core");
@@ -1392,5 +1463,6 @@ int main(void) {
   tcase_add_test(tc, test_misuse_records_error);
   tcase_add_test(tc, test_misuse_outside_run);
   tcase_add_test(tc, test_misuse_in_one_group);
+  tcase_add_test(tc, test_device_leaves_run);
   return gt_test_run_suite(s, 0);
 }

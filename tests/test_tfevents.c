@@ -5,10 +5,12 @@
  * record, fresh file names, and failed writes reported with the file's name
  * by the writer and by the reporter. tests/e2e_tensorboard.sh reads real
  * runs back with an independent reader. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,11 +233,109 @@ START_TEST(test_report_failed_write_fails_the_run) {
 }
 END_TEST
 
+/* The test's own CRC-32C, bit by bit from the polynomial (no table). */
+static uint32_t bitwise_crc32c(const uint8_t *p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0x82f63b78u ^ (c >> 1) : c >> 1;
+  }
+  return ~c;
+}
+
+/* A one-byte message b reads table entry (0xff ^ b): the 256 bytes read
+ * every entry of the constant table once. */
+START_TEST(test_crc32c_every_table_entry) {
+  for (int b = 0; b < 256; b++) {
+    uint8_t x = (uint8_t)b;
+    ck_assert_msg(gt_crc32c(&x, 1) == bitwise_crc32c(&x, 1), "byte 0x%02x: 0x%08x, expected 0x%08x", b,
+                  gt_crc32c(&x, 1), bitwise_crc32c(&x, 1));
+  }
+  uint8_t buf[1000];
+  uint64_t st = 5;
+  for (int i = 0; i < 1000; i++) buf[i] = (uint8_t)gt_test_rand_u64(&st);
+  ck_assert_uint_eq(gt_crc32c(buf, sizeof buf), bitwise_crc32c(buf, sizeof buf));
+}
+END_TEST
+
+/* Writers in several threads at once, started together at a barrier as the
+ * first CRC users of the process (each Check test runs in its own child):
+ * every record of every file carries the CRCs the bitwise reference gives.
+ * The sanitizer build runs it too; a table filled lazily on first use was
+ * written by every thread that found it empty while others read it. */
+enum { N_WRITERS = 8, N_EVENTS = 40 };
+static pthread_barrier_t start_line;
+
+typedef struct writer_job {
+  int id;
+  char dir[700];
+  gt_rc rc;
+  char msg[GT_ERR_MSG_MAX];
+} writer_job;
+
+static void *write_events(void *arg) {
+  writer_job *j = arg;
+  gt_tfevents w;
+  gt_err e;
+  gt_err_clear(&e);
+  pthread_barrier_wait(&start_line);
+  j->rc = gt_tfevents_open(&w, j->dir, &e);
+  for (int s = 1; s <= N_EVENTS && !j->rc; s++) {
+    gt_tf_scalar v[2] = {{"loss", (float)(j->id * 1000 + s)}, {"learning/rate", 0.5f / (float)s}};
+    j->rc = gt_tfevents_write_scalars(&w, s, v, 2, &e);
+  }
+  if (!j->rc) j->rc = gt_tfevents_close(&w, &e);
+  snprintf(j->msg, sizeof j->msg, "%s", e.msg);
+  return NULL;
+}
+
+static uint64_t le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+START_TEST(test_writers_in_threads_at_once) {
+  writer_job jobs[N_WRITERS];
+  pthread_t th[N_WRITERS];
+  pthread_barrier_init(&start_line, NULL, N_WRITERS);
+  for (int i = 0; i < N_WRITERS; i++) {
+    jobs[i].id = i;
+    snprintf(jobs[i].dir, sizeof jobs[i].dir, "%s/w%d", gt_test_dir, i);
+    pthread_create(&th[i], NULL, write_events, &jobs[i]);
+  }
+  for (int i = 0; i < N_WRITERS; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&start_line);
+  for (int i = 0; i < N_WRITERS; i++) {
+    ck_assert_msg(jobs[i].rc == GT_OK, "writer %d: %s", i, jobs[i].msg);
+    char *path = gt_test_output("ls %s/events.out.tfevents.*", jobs[i].dir);
+    path[strcspn(path, "\n")] = 0;
+    long n;
+    uint8_t *d = (uint8_t *)gt_test_read_file(path, &n);
+    ck_assert_ptr_nonnull(d);
+    int records = 0;
+    for (long o = 0; o < n; records++) {
+      ck_assert_int_le(o + 12, n);
+      uint64_t len = le(d + o, 8);
+      ck_assert_uint_eq(le(d + o + 8, 4), gt_tfrecord_mask(bitwise_crc32c(d + o, 8)));
+      ck_assert_int_le(o + 16 + (long)len, n);
+      ck_assert_msg(le(d + o + 12 + len, 4) == gt_tfrecord_mask(bitwise_crc32c(d + o + 12, len)),
+                    "writer %d, record %d: data CRC", i, records);
+      o += 16 + (long)len;
+    }
+    ck_assert_int_eq(records, 1 + N_EVENTS);
+    free(d), free(path);
+  }
+}
+END_TEST
+
 Suite *tfevents_suite(void) {
   Suite *s = suite_create("tfevents");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
   tcase_add_test(tc, test_crc32c_known_vectors);
+  tcase_add_test(tc, test_crc32c_every_table_entry);
+  tcase_add_test(tc, test_writers_in_threads_at_once);
   tcase_add_test(tc, test_event_bytes_by_hand);
   tcase_add_test(tc, test_record_frame);
   tcase_add_test(tc, test_file_first_record_and_fresh_names);

@@ -42,6 +42,9 @@ typedef struct gt_err {
 
 /* The library's version ("0.1.0"). */
 GT_API const char *gt_version(void);
+/* A result code's name for messages ("out of memory"; "unknown" for a value
+ * outside the enum). A static string. */
+GT_API const char *gt_rc_str(gt_rc rc);
 
 #ifdef __cplusplus
 }

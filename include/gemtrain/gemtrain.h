@@ -9,7 +9,8 @@
  *
  *   gt_ctx *c = gt_ctx_new();
  *   const char *ov[] = {"dataset_type=synthetic", "steps=20"};
- *   if (gt_ctx_configure(c, "gemma3-tiny", 2, ov) || gt_ctx_init(c)) fail(gt_ctx_error(c));
+ *   if (gt_ctx_configure(c, "gemma3-tiny", 2, ov) || gt_ctx_set(c, "learning_rate", "1e-3") ||
+ *       gt_ctx_init(c)) fail(gt_ctx_error(c));
  *   double loss[20];
  *   gt_ctx_train(c, 20, loss);            // 20 optimizer steps on the configured data
  *   gt_ctx_free(c);
@@ -20,7 +21,6 @@
 #include <stdint.h>
 
 #include "gemtrain/common.h"
-#include "gemtrain/config.h"
 #include "gemtrain/metrics.h"
 
 #ifdef __cplusplus
@@ -41,8 +41,29 @@ GT_API const char *gt_ctx_error(const gt_ctx *c);
  * (configs/models/<name>.json, e.g. "gemma3-tiny"), a path to a .json config
  * file, or NULL for base.json's default. Any previous model is freed. */
 GT_API gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, const char *const *overrides);
-/* The resolved configuration (read-only; valid until the next configure). */
-GT_API const gt_config *gt_ctx_config(const gt_ctx *c);
+
+/* Reading and setting the configuration one key at a time, by MaxText's
+ * names (`gemtrain train --help` lists every key with its type, range and
+ * meaning). Values travel as text, as on the command line: integers in
+ * decimal, floats in any decimal form, booleans "true"/"false", strings and
+ * enumerations as they are. Both need a configured context. gt_ctx_set
+ * checks the key, the value's type and its range at once (an unknown key or
+ * a refused value is GT_ERR_CONFIG, naming them, and changes nothing);
+ * keys are checked against each other at gt_ctx_init. A key set here counts
+ * as the user's, like an override given to gt_ctx_configure (a model key
+ * that contradicts load_parameters_path's model is refused). Setting a key
+ * after gt_ctx_init is refused: configure again. */
+GT_API gt_rc gt_ctx_set(gt_ctx *c, const char *key, const char *value);
+/* The value of key as text into buf (n bytes; GT_ERR_ARG when it does not
+ * fit). Floats are written in the shortest form that reads back exactly. */
+GT_API gt_rc gt_ctx_get(gt_ctx *c, const char *key, char *buf, size_t n);
+/* Typed conveniences: integer keys, and booleans as 0 / 1 (get_int);
+ * float and integer keys (get_double). A key of another type is refused
+ * (GT_ERR_CONFIG), naming it and its type. */
+GT_API gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value);
+GT_API gt_rc gt_ctx_set_double(gt_ctx *c, const char *key, double value);
+GT_API gt_rc gt_ctx_get_int(gt_ctx *c, const char *key, int64_t *value);
+GT_API gt_rc gt_ctx_get_double(gt_ctx *c, const char *key, double *value);
 
 /* Allocates and initialises the model (seeded by init_weights_seed), the
  * optimizer state and the data source of the configuration. */

@@ -66,7 +66,28 @@ void gt_mem_phase(gt_mem *m, const char *fmt, ...) {
   m->probe.on_phase(m->probe.ctx, buf);
 }
 
+/* Fault injection and the process-wide totals (see alloc.h). Relaxed
+ * atomics: the count is exact, and the tests that arm it do so between
+ * runs, with no allocation in flight. */
+static _Atomic int64_t gt__fault_at, gt__fault_count, gt__live_bytes, gt__live_blocks;
+static _Atomic int gt__fault_fired;
+
+void gt_mem_fault_arm(int64_t n) {
+  atomic_store(&gt__fault_fired, 0);
+  atomic_store(&gt__fault_count, 0);
+  atomic_store(&gt__fault_at, n);
+}
+int64_t gt_mem_fault_count(void) { return atomic_load(&gt__fault_count); }
+int gt_mem_fault_fired(void) { return atomic_load(&gt__fault_fired); }
+int64_t gt_mem_process_bytes(void) { return atomic_load(&gt__live_bytes); }
+int64_t gt_mem_process_blocks(void) { return atomic_load(&gt__live_blocks); }
+
 static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const char *name) {
+  int64_t k = atomic_fetch_add_explicit(&gt__fault_count, 1, memory_order_relaxed) + 1;
+  if (k == atomic_load_explicit(&gt__fault_at, memory_order_relaxed)) {
+    atomic_store(&gt__fault_fired, 1);
+    return NULL;
+  }
   if ((int)cat < 0 || cat >= GT_MEM_NCAT) return NULL;
   size_t rounded = (bytes + 63) & ~(size_t)63;
   if (rounded < bytes || rounded > SIZE_MAX - GT__HDR) return NULL; /* overflow */
@@ -87,6 +108,8 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const 
     gt__raise_peak(&m->total_peak, t);
   }
   atomic_fetch_add(&m->n_allocs, 1);
+  atomic_fetch_add_explicit(&gt__live_bytes, (int64_t)bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&gt__live_blocks, 1, memory_order_relaxed);
   void *p = (char *)raw + GT__HDR;
   if (m->probe.on_alloc) m->probe.on_alloc(m->probe.ctx, p, cat, bytes, name);
   return p;
@@ -113,6 +136,8 @@ void gt_mem_free(gt_mem *m, void *p) {
   atomic_fetch_sub(&m->cur[h->cat], (int64_t)h->bytes);
   if (h->cat != GT_MEM_HOST) atomic_fetch_sub(&m->total_cur, (int64_t)h->bytes);
   atomic_fetch_sub(&m->n_allocs, 1);
+  atomic_fetch_sub_explicit(&gt__live_bytes, (int64_t)h->bytes, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&gt__live_blocks, 1, memory_order_relaxed);
   if (m->probe.on_free) m->probe.on_free(m->probe.ctx, p, (gt_mem_cat)h->cat, (size_t)h->bytes, h->name);
   free(h);
 }

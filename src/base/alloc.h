@@ -104,6 +104,22 @@ int64_t gt_mem_total_peak(const gt_mem *m);
 int64_t gt_mem_n_allocs(const gt_mem *m);
 const char *gt_mem_cat_name(gt_mem_cat cat);
 
+/* Fault injection, for tests (SQLite's way): every tracked allocation of the
+ * process, on any tracker and thread, is counted; gt_mem_fault_arm(n)
+ * restarts the count and makes the n-th allocation from then on return NULL,
+ * once (n = 0: none fails, the count only counts). Code under test must then
+ * return GT_ERR_NOMEM with a message and free what it made. Arm it while no
+ * other test allocates. */
+void gt_mem_fault_arm(int64_t n);
+/* Tracked allocations since the last arm (the failed one included). */
+int64_t gt_mem_fault_count(void);
+/* 1 once the armed allocation has failed. */
+int gt_mem_fault_fired(void);
+/* Bytes and blocks in use over every tracker of the process (measuring ones
+ * too): 0 / 0 again after everything that allocated is torn down. */
+int64_t gt_mem_process_bytes(void);
+int64_t gt_mem_process_blocks(void);
+
 #ifdef __cplusplus
 }
 #endif

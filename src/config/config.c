@@ -297,6 +297,8 @@ int gt_config_is_user_set(const gt_config *cfg, const char *key) {
   return (cfg->user_set[i / 8] >> (i % 8)) & 1;
 }
 
+void gt_config_mark_user_set(gt_config *cfg, const char *key) { gt__mark_user_set(cfg, key); }
+
 /* ---------- did you mean ---------- */
 
 int gt_edit_distance(const char *a, const char *b) {

@@ -59,7 +59,13 @@ const char *gt_dist_host(void); /* this rank's host name ("" if unknown; set by 
 /* "multiple", "serialized" (see above) or "none" (one rank). */
 const char *gt_dist_thread_level(void);
 
-/* The timeout of every wait below, in seconds (> 0; default 300). */
+/* The timeout of every wait below, in seconds (> 0; default 300), is the
+ * calling thread's: each thread starts at the default, and a set (a value
+ * not > 0 or not finite is ignored) changes only its own. So the host
+ * collectives of two trainers in two threads, and the exchanges of two
+ * meshes (each sets its own on its device and comm threads, see
+ * gt_mesh_set_timeout), keep each their collective_timeout_seconds. */
+#define GT_DIST_DEFAULT_TIMEOUT 300.0
 void gt_dist_set_timeout(double seconds);
 double gt_dist_timeout(void);
 /* 1 after any call has timed out or seen a transport error: the job is

@@ -109,7 +109,6 @@ static struct {
   char host_name[MPI_MAX_PROCESSOR_NAME + 1];
   char init_msg[GT_ERR_MSG_MAX]; /* ST_FAILED: why, repeated on every init */
   pthread_mutex_t mpi_mu;        /* every MPI call below MPI_THREAD_MULTIPLE */
-  _Atomic double timeout;
   atomic_int broken;
   pthread_mutex_t broken_mu;
   char broken_msg[GT_ERR_MSG_MAX];
@@ -118,7 +117,6 @@ static struct {
     .rank = 0,
     .size = 1,
     .mpi_mu = PTHREAD_MUTEX_INITIALIZER,
-    .timeout = 300.0,
     .broken_mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
@@ -303,10 +301,13 @@ int gt_dist_size(void) { return mpi_on() ? g.size : 1; }
 const char *gt_dist_host(void) { return g.host_name; }
 const char *gt_dist_thread_level(void) { return mpi_on() ? (g.multiple ? "multiple" : "serialized") : "none"; }
 
+/* The calling thread's (see dist.h); 0: not set, the default. */
+static _Thread_local double tl_timeout;
+
 void gt_dist_set_timeout(double seconds) {
-  if (seconds > 0 && isfinite(seconds)) atomic_store(&g.timeout, seconds);
+  if (seconds > 0 && isfinite(seconds)) tl_timeout = seconds;
 }
-double gt_dist_timeout(void) { return atomic_load(&g.timeout); }
+double gt_dist_timeout(void) { return tl_timeout > 0 ? tl_timeout : GT_DIST_DEFAULT_TIMEOUT; }
 int gt_dist_broken(void) { return atomic_load(&g.broken); }
 
 /* ---- the poll loop ---- */

@@ -202,6 +202,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   /* a kept carry is saved as it is, or packed to bf16 after the layer that
    * reads it (dtype=bfloat16): then it is a temporary until then */
   gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
+  float *xn_own = NULL; /* a layer's output until it is the next layer's recorded input */
   float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");
   if (!x) goto nomem;
   int meas = gt_mem_measuring(m->mem);
@@ -255,6 +256,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
         train && l + 1 < L && gt_remat_block_start(rm, l + 1) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
     float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
+    xn_own = xn; /* the run's records do not hold it yet */
     float lb = 0.0f;
     io.moe_lb = &lb;
     gt_layer_forward(&io, a, xn);
@@ -283,12 +285,14 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       a[k] = NULL;
     }
     x = xn;
+    xn_own = NULL;
     if (l == be - 1)
       for (int64_t u = bs; u < be; u++) gt__release(m, 1 + u, 0);
   }
   *x_out = x;
   return GT_OK;
 nomem:
+  gt_mem_free(m->mem, xn_own);
   gt__free_run(r);
   return gt_err_set(err, GT_ERR_NOMEM, "executor: out of memory in the forward pass");
 }
@@ -392,7 +396,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
       if ((rc = gt__acquire(m, 1 + l, 1, &r.lp[l], &r.lg[l], err))) {
         for (int64_t v = l + 1; v < end; v++) r.lp[v] = NULL;
         end = l; /* release what was acquired below */
-        for (int64_t v = start; v < l; v++) gt__release(m, 1 + v, 1);
+        for (int64_t v = start; v < l; v++) gt__release(m, 1 + v, 0);
         goto done;
       }
     /* recompute the boundary's layers in forward order */
@@ -402,7 +406,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
       gt_mem_phase(m->mem, "backward, recomputing layer %lld", (long long)l);
       int next_kept = r.ls[l + 1 < end ? l + 1 : l].a[GT_A_X_IN] || r.ls[l + 1 < end ? l + 1 : l].b16[GT_A_X_IN];
       if ((rc = gt__restore(&r, l, carry, l + 1 < end && !next_kept, &next, err))) {
-        for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 1);
+        for (int64_t v = start; v < end; v++) gt__release(m, 1 + v, 0);
         goto done;
       }
       carry = next;
@@ -416,7 +420,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
         size_t kb = gt__bytes(m, b, ld->kv_donor, GT_A_K);
         if (!(r.dkv[2 * ld->kv_donor] = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, kb, "shared K gradient")) ||
             !(r.dkv[2 * ld->kv_donor + 1] = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, kb, "shared V gradient"))) {
-          for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+          for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 0);
           rc = gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for layer %d's shared K/V gradients", ld->kv_donor);
           goto done;
         }
@@ -424,7 +428,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
       gt_layer_io io = gt__io(&r, l);
       /* gt_layer_backward writes d(x_in) whole: dprev needs no zeroing */
       if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
-        for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 1);
+        for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 0);
         goto done;
       }
       if (ld->kv_last_reader >= 0) {
@@ -445,7 +449,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
         gt_mem_free(m->mem, r.ple);
         r.dple = r.ple = NULL;
         if (rc) {
-          gt__release(m, 1, 1);
+          gt__release(m, 1, 0);
           goto done;
         }
       }
@@ -459,7 +463,10 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   }
   if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
 done:
-  if (head_held) gt__release(m, 0, 1);
+  /* after a failure nothing is reduced (phase 0): a reduction is a
+   * collective, and on a mesh the peers that did not fail are elsewhere;
+   * the unreduced gradients are the view's to free (fsdp's abandon) */
+  if (head_held) gt__release(m, 0, rc ? 0 : 1);
   gt_mem_free(m->mem, x);
   gt_mem_free(m->mem, dx);
   gt_mem_free(m->mem, dprev);

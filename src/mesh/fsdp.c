@@ -364,6 +364,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
   if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_rank(), err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
+  gt_mesh_set_timeout(f->mesh, cfg->collective_timeout_seconds);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
   if (!f->devs) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for %d devices", f->N);
@@ -550,13 +551,13 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
       d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
     /* the executor's last phase (a layer's backward, or the head) ends with it */
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
-    /* a failed device cannot leave the others waiting in a collective: the
-     * batches were checked before the run (gt__check_batches), so an error
-     * here is an allocation failure, which strikes every device alike when
-     * their sizes agree (a device whose shard is one element longer can still
-     * fail alone: that case is not handled) */
+    /* the batches were checked before the run (gt__check_batches), so an
+     * error here is an allocation failure, which may strike one device
+     * alone: it leaves the mesh, so its peers' collectives complete without
+     * it (moving no data) and none waits for it */
     if (d->rc) {
       gt__abandon(d);
+      gt_mesh_leave(f->mesh, dev);
       return;
     }
   }
@@ -615,14 +616,16 @@ static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
 }
 
 static gt_rc gt__collect(gt_fsdp *f, gt_err *err) {
-  gt_rc rc = gt_mesh_take_error(f->mesh, err);
-  if (rc) return rc;
+  /* a device's own error first: the mesh's may only say that it left */
+  gt_err me;
+  gt_rc rc = gt_mesh_take_error(f->mesh, &me);
   for (int i = 0; i < f->N; i++)
     if (f->devs[i].rc) {
       gt_err_set(err, f->devs[i].rc, "device %d: %s", i, f->devs[i].err.msg);
       return f->devs[i].rc;
     }
-  return GT_OK;
+  if (rc) *err = me;
+  return rc;
 }
 
 /* Refused before any device runs, so a bad batch never fails part way. */

@@ -160,6 +160,12 @@
  * is already skipped by everyone; so is every later one until the error is
  * taken. A verdict cannot be overwritten before every member has read it:
  * the next generation of the same barrier needs them all to arrive first.
+ * A device whose own work failed (an allocation in its step) and that will
+ * call no more collectives in this run leaves it (gt_mesh_leave): it records
+ * the error, then counts as arrived at every barrier of its groups until the
+ * run ends, so its peers' collectives complete with a failed verdict. A
+ * barrier's arrivals and leaves are one word, so exactly one of them
+ * completes a generation.
  * Misuses the code cannot see (devices calling different collectives, or
  * different groups or n) still hang or corrupt, as in MPI. */
 #define _POSIX_C_SOURCE 200809L
@@ -170,6 +176,7 @@
 #include "base/threads.h"
 #include "dist/dist.h"
 
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -205,7 +212,10 @@
 typedef struct gt__barrier {
   _Alignas(GT__CACHE_LINE) pthread_mutex_t mu;
   pthread_cond_t cv;
-  atomic_int count;     /* arrivals at the current generation */
+  /* arrivals at the current generation (low 32 bits) and members that
+   * left the run (high 32, gt_mesh_leave): one word, so that an arrival
+   * and a leave cannot both, or neither, see the barrier complete */
+  _Atomic uint64_t state;
   atomic_uint gen;      /* completed barriers (wraps; only != matters) */
   atomic_int verdict;   /* the mesh's failed flag when gen last advanced */
   const atomic_int *failed; /* the mesh's sticky error flag */
@@ -306,6 +316,7 @@ struct gt_mesh {
   uint64_t run_gen;
   int n_done;
   bool busy; /* a gt_mesh_run is in flight (serialises concurrent callers) */
+  int n_left; /* devices that left this run (gt_mesh_leave) */
   bool quit;
   void (*fn)(int device, void *arg);
   void *arg;
@@ -314,6 +325,11 @@ struct gt_mesh {
    * lock by every collective; error is written and taken under mu. */
   atomic_int failed;
   gt_err error;
+
+  /* collective_timeout_seconds of the exchanges its threads make with other
+   * ranks (0: the default): set on each device and comm thread before it
+   * works, so two meshes of one process keep each their own */
+  _Atomic double timeout;
 
   /* The profiler timeline (NULL: off): set between runs, read by the
    * device and comm threads, each recording on its own lane. */
@@ -366,7 +382,7 @@ static int gt__barrier_init(gt__barrier *b, int n, int spin, const atomic_int *f
     pthread_mutex_destroy(&b->mu);
     return -1;
   }
-  atomic_init(&b->count, 0);
+  atomic_init(&b->state, 0);
   atomic_init(&b->gen, 0u);
   atomic_init(&b->verdict, 0);
   b->failed = failed;
@@ -380,26 +396,36 @@ static void gt__barrier_destroy(gt__barrier *b) {
   pthread_mutex_destroy(&b->mu);
 }
 
+#define GT__ARRIVED(v) ((int)((v) & 0xffffffffu))
+#define GT__LEFT(v) ((int)((v) >> 32))
+#define GT__ONE_LEFT ((uint64_t)1 << 32)
+
+/* The last of the barrier's members to arrive or leave completes it: the
+ * verdict (the mesh's failed flag, or any member gone: a collective missing
+ * a member moves no data), the count reset, the next generation published. */
+static bool gt__barrier_release(gt__barrier *b, unsigned g, uint64_t v) {
+  /* Every member's arrival (and so any error it recorded before it)
+   * happens before this load through the fetch-add chain. */
+  int fail = atomic_load(b->failed) || GT__LEFT(v) > 0;
+  atomic_store_explicit(&b->verdict, fail, memory_order_relaxed);
+  /* Reset before publishing the new generation: a device that sees it may
+   * arrive at the next barrier at once. Members that left stay left. */
+  atomic_fetch_sub_explicit(&b->state, (uint64_t)GT__ARRIVED(v), memory_order_relaxed);
+  pthread_mutex_lock(&b->mu);
+  atomic_store_explicit(&b->gen, g + 1u, memory_order_release);
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+  return fail;
+}
+
 /* Returns the verdict every member of this barrier shares: nonzero when the
  * mesh had an error recorded by the time the last member arrived. */
 static bool gt__barrier_wait(gt__barrier *b) {
   /* The generation cannot move past ours before we arrive, so this load
    * reads the generation of the barrier we are about to join. */
   unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
-  if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
-    /* Last arriver. Every member's arrival (and so any error it recorded
-     * before it) happens before this load through the fetch-add chain. */
-    int v = atomic_load(b->failed);
-    atomic_store_explicit(&b->verdict, v, memory_order_relaxed);
-    /* Reset before publishing the new generation: a device that sees it may
-     * arrive at the next barrier at once. */
-    atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-    pthread_mutex_lock(&b->mu);
-    atomic_store_explicit(&b->gen, g + 1u, memory_order_release);
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    return v != 0;
-  }
+  uint64_t v = atomic_fetch_add_explicit(&b->state, 1, memory_order_acq_rel) + 1;
+  if (GT__ARRIVED(v) + GT__LEFT(v) == b->n) return gt__barrier_release(b, g, v);
   bool passed = false;
   for (int i = 0; i < b->spin && !passed; i++) {
     passed = atomic_load_explicit(&b->gen, memory_order_acquire) != g;
@@ -415,6 +441,16 @@ static bool gt__barrier_wait(gt__barrier *b) {
   /* Written before the generation's release; not rewritten before this
    * member arrives at the barrier's next generation. */
   return atomic_load_explicit(&b->verdict, memory_order_relaxed) != 0;
+}
+
+/* A member leaves the barrier for the rest of the run: it counts as
+ * arrived at this and every later generation. The generation cannot move
+ * between the load and the add: without this member neither arrived nor
+ * left, no generation completes. */
+static void gt__barrier_leave(gt__barrier *b) {
+  unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+  uint64_t v = atomic_fetch_add_explicit(&b->state, GT__ONE_LEFT, memory_order_acq_rel) + GT__ONE_LEFT;
+  if (GT__ARRIVED(v) > 0 && GT__ARRIVED(v) + GT__LEFT(v) == b->n) gt__barrier_release(b, g, v);
 }
 
 /* Which group instances global device g belongs to (barrier indices). */
@@ -523,6 +559,7 @@ static void *gt__device_main(void *p) {
     /* Again before each run, so a run that changed it does not leak into
      * the next one; fn may still change it for itself. */
     omp_set_num_threads(m->threads_per_device);
+    gt_dist_set_timeout(atomic_load(&m->timeout));
     fn(dv->id, arg);
     pthread_mutex_lock(&m->mu);
     if (++m->n_done == m->n) pthread_cond_broadcast(&m->done_cv);
@@ -554,6 +591,7 @@ static void *gt__comm_main(void *p) {
     dv->q_head = (dv->q_head + 1) % dv->q_cap;
     dv->q_len--;
     pthread_mutex_unlock(&dv->cmu);
+    gt_dist_set_timeout(atomic_load(&m->timeout));
     double t0 = gt_prof_now();
     int64_t dcn = 0;
     bool skipped = gt__ag(m, &rq.grp, (const char *)rq.in, (char *)rq.out, rq.n, rq.es, &dcn);
@@ -671,6 +709,7 @@ gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err) {
   m->fsdp = n_devices;
   m->expert = 1;
   atomic_init(&m->failed, 0);
+  atomic_init(&m->timeout, 0.0);
   atomic_init(&m->trace, NULL);
   if (pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
@@ -779,6 +818,23 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg) {
   m->run_gen++;
   pthread_cond_broadcast(&m->work_cv);
   while (m->n_done < m->n) pthread_cond_wait(&m->done_cv, &m->mu);
+  if (m->n_left) {
+    /* Members that left count as arrived until the next run: once every
+     * comm thread has finished what the run queued (outside mu: a gather
+     * may record an error, which takes it), no barrier has a member left
+     * in it and the next run starts with every member present. */
+    pthread_mutex_unlock(&m->mu);
+    for (int d = 0; d < m->n; d++) {
+      gt__dev *dv = &m->dev[d];
+      pthread_mutex_lock(&dv->cmu);
+      while (dv->done < dv->issued) pthread_cond_wait(&dv->cdone, &dv->cmu);
+      pthread_mutex_unlock(&dv->cmu);
+    }
+    for (int l = 0; l < 2; l++)
+      for (int i = 0; i < m->nbar; i++) atomic_store(&m->lane[l].bar[i].state, 0);
+    pthread_mutex_lock(&m->mu);
+    m->n_left = 0;
+  }
   m->busy = false;
   /* Wake a caller queued behind this run. */
   pthread_cond_broadcast(&m->done_cv);
@@ -1468,4 +1524,38 @@ void gt_mesh_reset_stats(gt_mesh *m) {
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device) {
   /* applied by each device thread at the start of its next run */
   if (threads_per_device > 0) m->threads_per_device = threads_per_device;
+}
+
+void gt_mesh_leave(gt_mesh *m, int dev) {
+  if (!m || !gt__self || gt__self->mesh != m) return; /* only a device thread of this mesh */
+  gt__dev *dv = &m->dev[gt__self->id];
+  (void)dev; /* the thread's own device, whatever it was given */
+  gt__fail(m, GT_ERR_INTERNAL, "device %d left the run before its peers' collectives (its own error says why)",
+           dv->id);
+  int idx[3];
+  gt__instances(m, dv->gid, idx);
+  /* the device thread's barriers first: peers blocked in them go on (and
+   * issue the gathers this device's comm thread may still share with them) */
+  gt__barrier *b = m->lane[0].bar;
+  gt__barrier_leave(&b[0]);
+  for (int k = 0; k < 3; k++) gt__barrier_leave(&b[idx[k]]);
+  /* then the comm thread's, once it has done every gather queued before */
+  pthread_mutex_lock(&dv->cmu);
+  while (dv->done < dv->issued) pthread_cond_wait(&dv->cdone, &dv->cmu);
+  pthread_mutex_unlock(&dv->cmu);
+  b = m->lane[1].bar;
+  gt__barrier_leave(&b[0]);
+  for (int k = 0; k < 3; k++) gt__barrier_leave(&b[idx[k]]);
+  pthread_mutex_lock(&m->mu);
+  m->n_left++;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void gt_mesh_set_timeout(gt_mesh *m, double seconds) {
+  if (seconds > 0 && isfinite(seconds)) atomic_store(&m->timeout, seconds);
+}
+
+double gt_mesh_timeout(const gt_mesh *m) {
+  double t = atomic_load(&m->timeout);
+  return t > 0 ? t : GT_DIST_DEFAULT_TIMEOUT;
 }

@@ -44,6 +44,12 @@ int gt_mesh_size(const gt_mesh *m);
 /* OpenMP threads each device computes with (default: cores / devices, at
  * least 1); the config's threads_per_device when it is set. Call between runs. */
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device);
+/* collective_timeout_seconds of this mesh's exchanges with other ranks (> 0
+ * and finite, else ignored; default 300): each device and comm thread takes
+ * it as its own (gt_dist_set_timeout) before it works, so meshes of one
+ * process do not share it. Call between runs. */
+void gt_mesh_set_timeout(gt_mesh *m, double seconds);
+double gt_mesh_timeout(const gt_mesh *m);
 /* Runs fn(device, arg) once on every device's thread and waits for all.
  * Not from inside fn (it would deadlock); concurrent callers are serialised.
  * A misused or failed collective inside fn cannot return an error (see
@@ -68,6 +74,15 @@ void gt_mesh_run(gt_mesh *m, void (*fn)(int device, void *arg), void *arg);
  * garbage: discard them). Misuses the mesh cannot see (devices calling
  * different collectives, groups or n) still hang or corrupt. */
 gt_rc gt_mesh_take_error(gt_mesh *m, gt_err *err);
+/* Called by a device inside a run when it stops calling collectives (its
+ * step failed): records the mesh's error (GT_ERR_INTERNAL, "device d left
+ * the run before its peers' collectives") and from then until the run ends
+ * counts the device as arrived at every barrier of its groups, so its peers'
+ * collectives complete without moving data (their verdict is failed) and no
+ * peer waits for it. Its async gathers already queued are finished first.
+ * The next run starts with every device present. Peers on other ranks
+ * are not told: their exchanges with this rank time out. */
+void gt_mesh_leave(gt_mesh *m, int dev);
 /* 1 when an error is recorded and not yet taken. Read after a collective
  * that every device completed, all devices see the same answer: a device
  * step checks it before applying an update computed from collectives. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "dist/dist.h"
 #include "train/train_internal.h"
 #include "train/trainer.h"
 #include "exec/exec.h"
@@ -16,6 +17,7 @@
 #include "base/prof.h"
 #include "ckpt/paramfile.h"
 #include "train/train.h"
+#include "train/api_internal.h"
 
 struct gt_ctx {
   gt_err err;
@@ -63,6 +65,9 @@ const char *gt_ctx_error(const gt_ctx *c) { return c ? c->err.msg : "no context"
 static gt_rc gt__need(gt_ctx *c, int init) {
   if (!c->configured) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_configure first");
   if (init && !c->initialised) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_init first");
+  /* the host-side collectives of this call wait by this context's timeout
+   * (its mesh's threads have their own copy) */
+  if (init) gt_dist_set_timeout(c->cfg.collective_timeout_seconds);
   return GT_OK;
 }
 
@@ -88,13 +93,141 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
   gt_rc rc = gt_config_load(&c->cfg, NULL, user, k, all, &c->err);
   free(all);
   /* as `gemtrain train`: load_parameters_path defines the model keys, so
-   * gt_ctx_config shows the model that will be loaded */
+   * gt_ctx_get shows the model that will be loaded */
   if (rc == GT_OK) rc = gt__train_source(&c->cfg, &c->src, &c->have_src, &c->err);
   if (rc == GT_OK) c->configured = 1;
   return rc;
 }
 
-const gt_config *gt_ctx_config(const gt_ctx *c) { return c->configured ? &c->cfg : NULL; }
+const gt_config *gt__ctx_config(const gt_ctx *c) { return c->configured ? &c->cfg : NULL; }
+
+struct gt_trainer *gt__ctx_trainer(gt_ctx *c) { return c->initialised ? c->tr : NULL; }
+
+const char *gt_rc_str(gt_rc rc) { return gt_rc_name(rc); }
+
+/* ---------- keys by name ---------- */
+
+/* key's spec, or NULL with *rc and the context's error set. who names the
+ * call in messages. */
+static const gt_key_spec *gt__ctx_key(gt_ctx *c, const char *key, const char *who, gt_rc *rc) {
+  *rc = gt__need(c, 0);
+  if (*rc) return NULL;
+  gt_err_clear(&c->err);
+  if (!key) {
+    *rc = gt_err_set(&c->err, GT_ERR_ARG, "api: the key is NULL");
+    return NULL;
+  }
+  const gt_key_spec *k = gt_config_key(key);
+  /* gt_config_set refuses an unknown key before it writes anything, naming
+   * the key and the nearest known one */
+  if (!k) *rc = gt_config_set(&c->cfg, key, "", who, &c->err);
+  return k;
+}
+
+static const char *gt__type_name(gt_key_type t) {
+  static const char *n[] = {"an integer", "a float", "a boolean", "a string", "an enumeration"};
+  return n[t];
+}
+
+gt_rc gt_ctx_set(gt_ctx *c, const char *key, const char *value) {
+  gt_rc rc;
+  if (!gt__ctx_key(c, key, "gt_ctx_set", &rc)) return rc;
+  if (!value) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_set: the value of key '%s' is NULL", key);
+  if (c->initialised)
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: key '%s' cannot change after gt_ctx_init (the model is built from it); call "
+                      "gt_ctx_configure again",
+                      key);
+  /* the old config comes back on any refusal: a refused set changes nothing */
+  gt_config *old = malloc(sizeof *old);
+  if (!old) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to set key '%s'", key);
+  *old = c->cfg;
+  rc = gt_config_set(&c->cfg, key, value, "gt_ctx_set", &c->err);
+  if (rc == GT_OK) {
+    gt_config_mark_user_set(&c->cfg, key);
+    /* load_parameters_path defines the model keys, as at configure */
+    rc = gt__train_source(&c->cfg, &c->src, &c->have_src, &c->err);
+  }
+  if (rc) {
+    gt_err keep;
+    c->cfg = *old;
+    gt__train_source(&c->cfg, &c->src, &c->have_src, &keep);
+  }
+  free(old);
+  return rc;
+}
+
+gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_set_int", &rc);
+  if (!k) return rc;
+  char t[32];
+  if (k->type == GT_KEY_BOOL && (value == 0 || value == 1))
+    snprintf(t, sizeof t, "%s", value ? "true" : "false");
+  else
+    snprintf(t, sizeof t, "%lld", (long long)value);
+  return gt_ctx_set(c, key, t);
+}
+
+gt_rc gt_ctx_set_double(gt_ctx *c, const char *key, double value) {
+  char t[40];
+  snprintf(t, sizeof t, "%.17g", value);
+  return gt_ctx_set(c, key, t);
+}
+
+gt_rc gt_ctx_get(gt_ctx *c, const char *key, char *buf, size_t n) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_get", &rc);
+  if (!k) return rc;
+  if (!buf || !n) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_get: no buffer for key '%s'", key);
+  char t[GT_STR_PATH + 32];
+  if (k->type == GT_KEY_FLOAT) {
+    /* the shortest of %.15g .. %.17g that reads back to the same double */
+    double v = *(const double *)((const char *)&c->cfg + k->offset);
+    for (int prec = 15; prec <= 17; prec++) {
+      snprintf(t, sizeof t, "%.*g", prec, v);
+      if (strtod(t, NULL) == v) break;
+    }
+  } else if ((rc = gt_config_get_text(&c->cfg, key, t, sizeof t, &c->err))) {
+    return rc;
+  }
+  size_t len = strlen(t);
+  snprintf(buf, n, "%s", t);
+  if (len >= n)
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: key '%s' holds %zu characters; the buffer has room for %zu", key,
+                      len, n - 1);
+  return GT_OK;
+}
+
+gt_rc gt_ctx_get_int(gt_ctx *c, const char *key, int64_t *value) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_get_int", &rc);
+  if (!k) return rc;
+  const char *f = (const char *)&c->cfg + k->offset;
+  if (k->type == GT_KEY_BOOL)
+    *value = *(const int *)f;
+  else if (k->type == GT_KEY_INT)
+    *value = k->size == sizeof(int) ? *(const int *)f : *(const long long *)f;
+  else
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not an integer or boolean%s", key,
+                      gt__type_name(k->type), k->type == GT_KEY_FLOAT ? ": use gt_ctx_get_double" : ": use gt_ctx_get");
+  return GT_OK;
+}
+
+gt_rc gt_ctx_get_double(gt_ctx *c, const char *key, double *value) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_get_double", &rc);
+  if (!k) return rc;
+  const char *f = (const char *)&c->cfg + k->offset;
+  if (k->type == GT_KEY_FLOAT)
+    *value = *(const double *)f;
+  else if (k->type == GT_KEY_INT)
+    *value = (double)(k->size == sizeof(int) ? *(const int *)f : *(const long long *)f);
+  else
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not a number: use gt_ctx_get", key,
+                      gt__type_name(k->type));
+  return GT_OK;
+}
 
 /* The layout model's host parameter buffer (allocated once, on demand). */
 static gt_rc gt__host_alloc(gt_ctx *c) {
