@@ -286,8 +286,26 @@ gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float
   switch (src->kind) {
     case GT_SRC_CHECKPOINT: {
       gt_ckpt_loaded ld;
-      rc = gt_ckpt_load_dir(src->dir, m, params, NULL, NULL, &ld, err);
-      if (rc == GT_OK) free(ld.config_json);
+      if (!m->n_frozen_tensors) {
+        rc = gt_ckpt_load_dir(src->dir, m, params, NULL, NULL, &ld, err);
+        if (rc == GT_OK) free(ld.config_json);
+        return rc;
+      }
+      /* a model with frozen tensors places them after the trainable ones
+       * (model/store.h): read the checkpoint in the order without a mask,
+       * then move each tensor to its place */
+      gt_model plain;
+      if ((rc = gt_model_copy_unmasked(m, &plain, err))) return rc;
+      float *tmp = malloc((size_t)m->n_params * sizeof(float));
+      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)m->n_params);
+      if (!rc) rc = gt_ckpt_load_dir(src->dir, &plain, tmp, NULL, NULL, &ld, err);
+      if (rc == GT_OK) {
+        free(ld.config_json);
+        for (int i = 0; i < m->n_tensors; i++)
+          memcpy(params + m->tensors[i].offset, tmp + plain.tensors[i].offset, (size_t)m->tensors[i].numel * sizeof(float));
+      }
+      free(tmp);
+      gt_model_free(&plain);
       return rc;
     }
     case GT_SRC_PARAMFILE:

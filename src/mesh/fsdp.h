@@ -76,7 +76,14 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
 /* The full parameters (gathered) into a flat buffer of the model layout. */
 gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
 int64_t gt_fsdp_num_params(const gt_fsdp *f);
-/* The full parameters and AdamW moments (each n_params, the model layout). */
+/* Of them, the trainable group's (model/store.h): the elements that have
+ * gradients and moments; the rest is frozen (parameters only). */
+int64_t gt_fsdp_num_trainable(const gt_fsdp *f);
+/* Checksum (gt_model_frozen_sum) of the frozen parameters, taken when the
+ * state was set (initialised or restored); they never change after. */
+uint64_t gt_fsdp_frozen_sum(const gt_fsdp *f);
+/* The full parameters and AdamW moments (each n_params, the model layout;
+ * a frozen tensor's moments are zeros). */
 gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err);
 /* The expert axis (ici_expert_parallelism): with more than 1, a device's
  * shard holds its own experts only, so checkpoints go through full buffers. */
