@@ -193,7 +193,9 @@ static gt_rc gt__place(gt_model *m, gt_err *err) {
   for (int i0 = 0; i0 < m->n_tensors;) {
     int i1 = i0;
     while (i1 < m->n_tensors && m->tensors[i1].layer == m->tensors[i0].layer) i1++;
-    int64_t cur = m->tensors[i0].offset;
+    int64_t cur = m->tensors[i0].offset; /* the unit's start: its lowest offset */
+    for (int i = i0; i < i1; i++)
+      if (m->tensors[i].offset < cur) cur = m->tensors[i].offset;
     for (int pass = 0; pass < 2; pass++)
       for (int i = i0; i < i1; i++) {
         gt_tensor_info *t = &m->tensors[i];
