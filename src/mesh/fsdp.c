@@ -39,6 +39,9 @@ typedef struct gt__dev {
   int64_t *lrep;      /* [units] of which the leading ones every expert rank holds alike */
   gt_expert_comm ecomm;
   gt_prof tprof;      /* the model's profile while traced, when nobody else hung one */
+  double t_step;      /* when the step began on this device (its trace span) */
+  gt_fsdp_norm_part *part; /* [npart] the shard's gradient-norm parts */
+  int npart;
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -76,11 +79,13 @@ struct gt_fsdp {
   /* per run arguments */
   const gt_batch *batches;
   int n_batches;
-  int train;
+  int micro_i;             /* the micro-batch gt_fsdp_forward_backward runs */
+  gt_fsdp_shard_fn norm_fn, update_fn;
+  void *fn_ctx;
+  double sums[4];          /* gt_fsdp_reduce: device 0's all-reduced sums */
   float *full_out;
   int64_t step_t;
   int64_t last_comm_bytes; /* the last step's, per device (the largest) */
-  gt_fsdp_step_info *info;
   int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
   gt_trace *trace;      /* the profiler timeline (NULL: off) */
@@ -513,6 +518,19 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
                       (long long)d->shard_n);
       goto fail;
     }
+    /* the gradient norm counts each shard once: it lives on dp devices,
+     * and all but the own experts on dp x ep */
+    d->npart = f->ep > 1 ? (int)f->n_units : 1;
+    if (!(d->part = calloc((size_t)(d->npart > 0 ? d->npart : 1), sizeof *d->part))) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
+      goto fail;
+    }
+    if (f->ep > 1)
+      for (int64_t u = 0; u < f->n_units; u++)
+        d->part[u] = (gt_fsdp_norm_part){d->shard_off[u], gt__tlen(d, u), gt__rep_len(d, u), (double)f->dp * f->ep,
+                                         (double)f->dp};
+    else
+      d->part[0] = (gt_fsdp_norm_part){0, d->shard_n, d->shard_n, (double)f->dp, (double)f->dp};
     d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
     d->model.view = &d->view;
   }
@@ -554,6 +572,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
       if (!f->inplace) gt_mem_free(&d->mem, d->ugrad[u]);
     }
     gt_mem_free(&d->mem, d->fshard);
+    free(d->part);
     free(d->tcnt);
     free(d->foff);
     free(d->pending_f);
@@ -599,105 +618,118 @@ static gt_batch gt__slice(const gt_batch *g, int N, int d) {
   return b;
 }
 
-static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane);
+/* ---------- the phases of a step (train/trainer.c runs them in order) ---------- */
 
-/* A device's part of a step or eval pass, one span on its lane. */
-static void gt__run_step(int dev, void *arg) {
+/* Eval: forward passes over every batch and the loss sums' all-reduce, one
+ * span on each device's lane. */
+static void gt__run_eval(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
   gt_trace_lane *lane = gt_trace_device(f->trace, dev);
   double t0 = lane ? gt_prof_now() : 0.0;
-  gt__run_step_body(d, lane);
-  if (lane) {
-    double t1 = gt_prof_now();
-    gt_trace_phase_end(lane, t1);
-    gt_trace_span(lane, f->train ? "train step" : "eval", "step", t0, t1);
-  }
-}
-
-static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
-  gt_fsdp *f = d->f;
-  int dev = d->dev;
   const gt_config *c = &f->cfg;
   d->rc = GT_OK;
   gt_err_clear(&d->err);
   memset(&d->st, 0, sizeof d->st);
-  if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
-  if (f->train) gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
-  int ga = f->n_batches;
-  /* the global token count decides every token's weight (gt__count_weights) */
-  const int64_t tw = f->tw;
   const int gid = gt_mesh_global_id(f->mesh, dev);
-  for (int i = 0; i < ga; i++) {
+  for (int i = 0; i < f->n_batches && !d->rc; i++) {
     gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
-    float w = ga == 1 ? 1.0f / (float)tw : 1.0f;
-    if (f->train)
-      d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
-    else
-      d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
-    /* the executor's last phase (a layer's backward, or the head) ends with it */
+    d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
-    /* a failed device cannot leave the others waiting in a collective: the
-     * batches were checked before the run (gt__check_batches), so an error
-     * here is an allocation failure, which strikes every device alike when
-     * their sizes agree (a device whose shard is one element longer can still
-     * fail alone: that case is not handled) */
-    if (d->rc) {
-      gt__abandon(d);
-      return;
-    }
   }
-  /* a forward-only pass ends at the head, whose acquire prefetched layer 0
-   * for a forward that does not follow: drop it, so no gathered copy
-   * outlives the pass */
+  /* the head's acquire prefetched layer 0 for a forward that does not
+   * follow: drop it, so no gathered copy outlives the pass */
+  if (d->rc) gt__abandon(d);
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
-  if (f->measure) return; /* the step's allocations are done; the rest is arithmetic */
-  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, 0, d->st.moe_lb_sum};
-  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
-  if (!f->train) {
+  if (!d->rc && !f->measure) {
+    double sums[2] = {d->st.xent_sum, (double)d->st.total_weights};
     gt_all_reduce_f64(f->mesh, dev, sums, 2);
     d->st.xent_sum = sums[0];
     d->st.total_weights = (int64_t)sums[1];
-    return;
   }
-  if (ga > 1) {
-    float inv = 1.0f / (float)tw;
+  if (lane) {
+    double t1 = gt_prof_now();
+    gt_trace_phase_end(lane, t1);
+    gt_trace_span(lane, "eval", "step", t0, t1);
+  }
+}
+
+/* zero: the gradient shards, the loss sums and the step's memory peaks */
+static void gt__run_zero(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  d->t_step = lane ? gt_prof_now() : 0.0;
+  d->rc = GT_OK;
+  gt_err_clear(&d->err);
+  memset(&d->st, 0, sizeof d->st);
+  if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
+  gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
+}
+
+/* forward/backward of micro-batch f->micro_i: gradients reduce-scatter into
+ * the shards unit by unit as the backward releases them */
+static void gt__run_micro(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc) return;
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  gt_batch b = gt__slice(&f->batches[f->micro_i], f->NG, gt_mesh_global_id(f->mesh, dev));
+  /* the global token count decides every token's weight (gt__count_weights) */
+  float w = f->n_batches == 1 ? 1.0f / (float)f->tw : 1.0f;
+  d->rc = gt_exec_forward_backward(&d->model, &b, (int)f->cfg.num_vocab_tiling, w, &d->st, &d->err);
+  /* the executor's last phase (a layer's backward, or the head) ends with it */
+  if (lane) gt_trace_phase_end(lane, gt_prof_now());
+  /* a failed device cannot leave the others waiting in a collective: the
+   * batches were checked before the run (gt__check_batches), so an error
+   * here is an allocation failure, which strikes every device alike when
+   * their sizes agree (a device whose shard is one element longer can still
+   * fail alone: that case is not handled) */
+  if (d->rc) gt__abandon(d);
+}
+
+static gt_fsdp_shard gt__shard_view(gt__dev *d) {
+  gt_fsdp_shard s = {d->dev, d->pshard, d->gshard, d->mu, d->mu16, d->nu, d->shard_n, d->part, d->npart,
+                     0.0, d->model.prof, gt_trace_device(d->f->trace, d->dev)};
+  return s;
+}
+
+/* reduce and norm: the gradient average over micro-batches, the caller's
+ * partial squared norm of the shard, and the all-reduce of the loss sums
+ * and norms (every device gets the same sums) */
+static void gt__run_reduce(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc) return;
+  for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
+  if (f->measure) return; /* the step's allocations are done; the rest is arithmetic */
+  if (f->n_batches > 1) {
+    float inv = 1.0f / (float)f->tw;
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
-  double tn = lane ? gt_prof_now() : 0.0;
-  /* each shard lives on dp devices (all but the experts on dp x ep): count it once */
-  if (f->ep > 1) {
-    for (int64_t u = 0; u < f->n_units; u++) {
-      int64_t n = gt__tlen(d, u), nr = gt__rep_len(d, u);
-      const float *g = d->gshard + d->shard_off[u];
-      sums[2] += gt_sumsq(g, nr) / ((double)f->dp * f->ep) + gt_sumsq(g + nr, n - nr) / f->dp;
-    }
-  } else {
-    sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
-  }
-  if (lane) gt_trace_span(lane, "gradient norm", "optimizer", tn, gt_prof_now());
+  gt_fsdp_shard s = gt__shard_view(d);
+  f->norm_fn(f->fn_ctx, &s);
+  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum};
+  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
-  /* a collective of this step failed: its sums and gradients are garbage,
-   * and every device sees the same verdict, so none updates anything */
-  if (gt_mesh_failed(f->mesh)) return;
-  /* every device of a token group holds its group's lb sum */
-  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->NG * d->model.n_moe_layers) : 0.0;
-  double norm = sqrt(sums[2]);
-  /* every device sees the same sums, so all skip together */
-  int finite = isfinite(sums[0]) && isfinite(lb);
-  gt_update_info ui;
-  if (d->mu16)
-    GT_PROF(d->model.prof, GT_PROF_OPTIM,
-            ui = gt_optim_update_mu_bf16(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu16, d->nu, d->shard_n));
-  else
-    GT_PROF(d->model.prof, GT_PROF_OPTIM,
-            ui = gt_optim_update(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu, d->nu, d->shard_n));
-  if (dev == 0) {
-    f->info->loss = sums[0] / sums[1];
-    f->info->moe_lb_loss = lb;
-    f->info->total_weights = (int64_t)sums[1];
-    f->info->update = ui;
+  if (dev == 0) memcpy(f->sums, sums, sizeof sums);
+}
+
+/* clip and update: the caller's update of each device's shard; the step's
+ * span on the device's lane ends here */
+static void gt__run_update(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  if (!d->rc && !f->measure && f->update_fn) {
+    gt_fsdp_shard s = gt__shard_view(d);
+    f->update_fn(f->fn_ctx, &s);
+  }
+  if (lane) {
+    double t1 = gt_prof_now();
+    gt_trace_phase_end(lane, t1);
+    gt_trace_span(lane, "train step", "step", d->t_step, t1);
   }
 }
 
@@ -751,27 +783,55 @@ static gt_rc gt__count_weights(gt_fsdp *f, gt_err *err) {
   return GT_OK;
 }
 
-gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err) {
+gt_rc gt_fsdp_zero(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_err *err) {
   gt_rc rc = gt__check_batches(f, micro, n_micro, err);
   if (rc) return rc;
-  memset(info, 0, sizeof *info);
   gt_mesh_reset_stats(f->mesh);
   f->batches = micro;
   f->n_batches = n_micro;
   if ((rc = gt__count_weights(f, err))) return rc;
-  f->train = 1;
-  f->info = info;
-  gt_mesh_run(f->mesh, gt__run_step, f);
+  gt_mesh_run(f->mesh, gt__run_zero, f);
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_forward_backward(gt_fsdp *f, int i, gt_err *err) {
+  f->micro_i = i;
+  gt_mesh_run(f->mesh, gt__run_micro, f);
+  return gt__collect(f, err);
+}
+
+gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fsdp_sums *out, gt_err *err) {
+  f->norm_fn = partial_norm;
+  f->fn_ctx = ctx;
+  memset(f->sums, 0, sizeof f->sums);
+  gt_mesh_run(f->mesh, gt__run_reduce, f);
   f->poison_next = 0;
-  if ((rc = gt__collect(f, err))) return rc;
-  if (!info->update.skipped) f->step_t++;
-  f->last_comm_bytes = 0;
+  f->norm_fn = NULL;
+  gt_rc rc = gt__collect(f, err);
+  if (rc) return rc;
+  out->xent_sum = f->sums[0];
+  out->total_weights = (int64_t)f->sums[1];
+  out->sumsq = f->sums[2];
+  /* every device of a token group holds its group's lb sum */
+  out->moe_lb = f->devs[0].model.n_moe_layers ? f->sums[3] / ((double)f->NG * f->devs[0].model.n_moe_layers) : 0.0;
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_update(gt_fsdp *f, gt_fsdp_shard_fn update, void *ctx, gt_fsdp_comm *comm, gt_err *err) {
+  f->update_fn = update;
+  f->fn_ctx = ctx;
+  gt_mesh_run(f->mesh, gt__run_update, f);
+  f->update_fn = NULL;
+  gt_rc rc = gt__collect(f, err);
+  if (rc) return rc;
+  memset(comm, 0, sizeof *comm);
   for (int i = 0; i < f->N; i++) {
     gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
-    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = f->last_comm_bytes = cs.bytes_sent;
-    if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
-    if (cs.bytes_dcn > info->comm_bytes_dcn) info->comm_bytes_dcn = cs.bytes_dcn;
+    if (cs.bytes_sent > comm->bytes) comm->bytes = cs.bytes_sent;
+    if (cs.seconds > comm->seconds) comm->seconds = cs.seconds;
+    if (cs.bytes_dcn > comm->bytes_dcn) comm->bytes_dcn = cs.bytes_dcn;
   }
+  f->last_comm_bytes = comm->bytes;
   return GT_OK;
 }
 
@@ -781,8 +841,7 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   f->batches = batches;
   f->n_batches = n;
   if ((rc = gt__count_weights(f, err))) return rc;
-  f->train = 0;
-  gt_mesh_run(f->mesh, gt__run_step, f);
+  gt_mesh_run(f->mesh, gt__run_eval, f);
   if ((rc = gt__collect(f, err))) return rc;
   st->xent_sum += f->devs[0].st.xent_sum;
   st->total_weights += f->devs[0].st.total_weights;
@@ -920,6 +979,8 @@ void gt_fsdp_shard_state_done(gt_fsdp *f) {
 }
 
 int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
+void gt_fsdp_set_opt_step(gt_fsdp *f, int64_t t) { f->step_t = t; }
+const gt_config *gt_fsdp_config(const gt_fsdp *f) { return &f->cfg; }
 
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err) {
   (void)err;
