@@ -7,6 +7,12 @@
  * The global batch is the same whatever the device count; losses and the
  * gradient norm are summed across devices, so only reduction order differs.
  *
+ * The parameter store's groups (model/store.h): each unit's block is its
+ * trainable part then its frozen part; the trainable part's shard has
+ * parameters, gradients and both moments, the frozen part's parameters only.
+ * A gather delivers the whole unit; the gradient block, its reduce-scatter
+ * and everything after cover the trainable part.
+ *
  * dtype=bfloat16: the master shards stay float32 (AdamW updates them,
  * checkpoints keep them), and what acquire hands the executor is the unit
  * rounded to bf16 (gt_bf16_round), the same bits on any device count: one

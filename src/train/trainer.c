@@ -134,7 +134,8 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
   if ((rc = gt_fsdp_update(fs, apply ? gt__apply : NULL, &h, &comm, err))) return rc;
   if (apply) gt_fsdp_set_opt_step(fs, t + 1);
   /* report */
-  info->loss = sums.xent_sum / (double)sums.total_weights;
+  /* no tokens (an allocation-only step): no loss */
+  info->loss = sums.total_weights ? sums.xent_sum / (double)sums.total_weights : 0.0;
   info->moe_lb_loss = sums.moe_lb;
   info->total_weights = sums.total_weights;
   info->comm_bytes = comm.bytes;
