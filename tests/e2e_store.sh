@@ -3,8 +3,9 @@
 # plus a reference (source and checksum) to the frozen tensors; a resume is
 # bit-exact (the same losses and final tensors as a run straight through);
 # a resume whose frozen base changed (another init_weights_seed) or whose
-# mask changed is refused, naming both sides; the plan shows the trainable
-# count. Usage: e2e_store.sh <gemtrain binary> <source dir>
+# mask changed is refused, naming both sides; the checkpoint converts to
+# Hugging Face with its frozen tensors re-created from the reference; the
+# plan shows the trainable count. Usage: e2e_store.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_store.XXXXXX)
@@ -67,6 +68,34 @@ if "$bin" train "${common[@]}" "trainable_parameters_mask=lora_B" run_name=none 
   fail "a mask matching nothing was accepted"
 fi
 grep -q "matches none of the model's" "$work/e.log" && grep -q "embed_tokens.weight" "$work/e.log" || { cat "$work/e.log"; fail "no names"; }
+
+# export: a masked run's checkpoint converts to Hugging Face with its frozen
+# tensors re-created from the reference (the initialisation here): they are
+# the initial model's bytes, the trained ones are not
+"$bin" convert to_hf "$work/runs/straight" "$work/hf_run" dtype=float32 > "$work/conv.log" 2>&1 ||
+  { cat "$work/conv.log"; fail "convert of a masked run"; }
+"$bin" convert to_hf init "$work/hf_init" dtype=float32 model_name=gemma3-tiny > "$work/conv0.log" 2>&1 ||
+  { cat "$work/conv0.log"; fail "convert of the initial model"; }
+python3 - "$work/hf_run" "$work/hf_init" <<'PY' || fail "the exported frozen tensors are not the initial ones"
+import glob, json, struct, sys
+def tensors(d):
+    out = {}
+    for f in glob.glob(d + "/*.safetensors"):
+        raw = open(f, "rb").read()
+        n, = struct.unpack_from("<Q", raw, 0)
+        h = json.loads(raw[8:8 + n])
+        for k, v in h.items():
+            if k != "__metadata__":
+                a, b = v["data_offsets"]
+                out[k] = raw[8 + n + a:8 + n + b]
+    return out
+run, init = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert run.keys() == init.keys() and run, (len(run), len(init))
+for k in run:
+    trains = "self_attn" in k or "norm" in k
+    assert (run[k] != init[k]) == trains, (k, trains)
+print("export: frozen tensors are the initial ones,", sum(("self_attn" in k or "norm" in k) for k in run), "of", len(run), "trained")
+PY
 
 "$bin" plan "${common[@]}" > "$work/plan.txt"
 grep -q "trainable: [0-9]*, frozen: [0-9]* in [0-9]* tensors" "$work/plan.txt" || { cat "$work/plan.txt"; fail "the plan lacks the store"; }

@@ -626,6 +626,37 @@ static gt_rc gt__attempt_config(const char *dir, void *ctx, gt_err *err) {
   return GT_OK;
 }
 
+gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen *fz, gt_err *err) {
+  *names = NULL;
+  *n = 0;
+  memset(fz, 0, sizeof *fz);
+  int S = -1;
+  gt_rc rc = gt__shard_count(dir, &S, err);
+  if (rc) return rc;
+  char file[GT__PATH + 64];
+  snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
+  cJSON *h = NULL;
+  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(h, "frozen");
+  const cJSON *tens = cJSON_GetObjectItemCaseSensitive(ref, "tensors"), *src = cJSON_GetObjectItemCaseSensitive(ref, "source");
+  const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ref, "checksum"), *it;
+  size_t bytes = 0;
+  cJSON_ArrayForEach(it, tens) if (cJSON_IsString(it)) bytes += strlen(it->valuestring) + 1;
+  if (ref && bytes && !(*names = malloc(bytes)))
+    rc = gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the frozen tensors' names of '%s'", dir);
+  size_t o = 0;
+  cJSON_ArrayForEach(it, tens) if (!rc && cJSON_IsString(it)) {
+    size_t k = strlen(it->valuestring) + 1;
+    memcpy(*names + o, it->valuestring, k);
+    o += k;
+    (*n)++;
+  }
+  if (cJSON_IsString(src)) snprintf(fz->source, sizeof fz->source, "%s", src->valuestring);
+  if (cJSON_IsString(sum)) fz->sum = strtoull(sum->valuestring, NULL, 16);
+  cJSON_Delete(h);
+  return rc;
+}
+
 gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err) {
   *config_json = NULL;
   return gt__walk(path, gt__attempt_config, config_json, NULL, NULL, NULL, err);

@@ -162,6 +162,12 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *layout, float *param
  * pick (malloc'd JSON; free() it), to build the model before loading. */
 gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err);
 
+/* The frozen reference of a step directory (its first shard's header): *n
+ * frozen tensors, their names in *names (malloc'd, one after another, each
+ * ending in '\0'; free() it), the source and checksum in *fz. *n = 0 and
+ * *names = NULL when the checkpoint stores every tensor. */
+gt_rc gt_ckpt_read_frozen(const char *step_dir, char **names, int *n, gt_ckpt_frozen *fz, gt_err *err);
+
 /* 1 when `path` (as for gt_ckpt_load_latest) holds at least one step
  * directory or a `latest` pointer. */
 int gt_ckpt_present(const char *path);

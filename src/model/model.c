@@ -363,6 +363,10 @@ int gt_model_unit_pieces(const gt_model *m, int64_t u, int64_t full_off[3], int6
 }
 
 gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
+  return gt_model_copy_frozen(m, NULL, 0, out, err);
+}
+
+gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err) {
   *out = *m;
   out->mem = NULL;
   out->params = out->grads = NULL;
@@ -381,7 +385,23 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
   for (int64_t l = 0; l < out->n_layers; l++) memset(out->layers[l].frozen, 0, sizeof out->layers[l].frozen);
   out->n_frozen_tensors = 0;
   out->n_trainable = out->n_params;
-  gt_rc rc = gt__place(out, err);
+  gt_rc rc = GT_OK;
+  const char *nm = names;
+  for (int k = 0; k < n && !rc; k++, nm += strlen(nm) + 1) {
+    int i = 0;
+    while (i < out->n_tensors && strcmp(out->tensors[i].name, nm)) i++;
+    if (i == out->n_tensors) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "model: no tensor named '%s' to freeze", nm);
+      break;
+    }
+    if (out->tensors[i].role == GT_ROLE_FROZEN) continue;
+    out->tensors[i].role = GT_ROLE_FROZEN;
+    out->tensors[i].group = GT_GROUP_FROZEN;
+    out->n_frozen_tensors++;
+    out->n_trainable -= out->tensors[i].numel;
+  }
+  /* the slots' frozen flags follow from the roles in gt__place */
+  if (!rc) rc = gt__place(out, err);
   if (rc) gt_model_free(out);
   return rc;
 }

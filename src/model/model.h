@@ -264,6 +264,11 @@ uint64_t gt_model_frozen_sum(const gt_model *m, const float *params);
  * a deep copy of the descriptors, no storage; free with gt_model_free. For
  * reading a source written without the mask. */
 gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err);
+/* The same with the n tensors named in `names` (one after another, each
+ * ending in '\0') frozen and every other one trainable: the layout of a
+ * checkpoint written under another mask. GT_ERR_CONFIG naming a name the
+ * model lacks. */
+gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err);
 /* Names (comma-separated, at most n bytes) of a few tensors, for messages. */
 void gt_model_some_names(const gt_model *m, char *buf, size_t n);
 

@@ -38,7 +38,7 @@ static void gt__pack_trainable(const gt_model *m, float *buf) {
 /* Where a run's frozen tensors come from (a checkpoint's reference). */
 static void gt__frozen_source(const gt_config *c, char *buf, size_t n) {
   if (c->load_parameters_path[0]) snprintf(buf, n, "load_parameters_path=%s", c->load_parameters_path);
-  else snprintf(buf, n, "init_weights_seed=%d (weight_init_scale=%g)", c->init_weights_seed, c->weight_init_scale);
+  else snprintf(buf, n, "init_weights_seed=%d (weight_init_scale=%.17g)", c->init_weights_seed, c->weight_init_scale);
 }
 
 /* Fills the frozen tensors of a full buffer from the run's source (the
