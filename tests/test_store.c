@@ -85,15 +85,17 @@ START_TEST(test_mask_matching) {
 }
 END_TEST
 
+static const char *g_dtype = "dtype=float32"; /* of the next cfg_of */
+
 static void cfg_of(gt_config *c, const char *model, const char *mask, int devices) {
   char mn[96], mk[256], nd[64], pd[64];
   snprintf(mn, sizeof mn, "model_name=%s", model);
   snprintf(mk, sizeof mk, "trainable_parameters_mask=%s", mask);
   snprintf(nd, sizeof nd, "num_devices=%d", devices);
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", 4 / devices);
-  const char *ov[] = {mn, mk, nd, pd, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01"};
+  const char *ov[] = {mn, mk, nd, pd, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01", g_dtype};
   gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 7, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 8, ov, &e) == GT_OK, "%s", e.msg);
 }
 
 START_TEST(test_layout_follows_roles) {
@@ -249,6 +251,25 @@ START_TEST(test_frozen_subset_trains_only_the_subset) {
 }
 END_TEST
 
+START_TEST(test_frozen_subset_bf16) {
+  /* dtype=bfloat16: each unit's two parts are packed, gathered in 2 bytes
+   * and expanded together (sharded), or rounded as one copy (one device);
+   * the master shards stay float32 and the frozen ones untouched */
+  g_dtype = "dtype=bfloat16";
+  double first = 0;
+  for (int devices = 1; devices <= 2; devices++) {
+    run r = train_masked("gemma3-tiny", "self_attn norm", devices, 3);
+    check_frozen("gemma3-tiny", "self_attn norm", &r);
+    for (int s = 0; s < 3; s++) ck_assert(isfinite(r.loss[s]));
+    /* the first step computes with the same bf16 weights on any device count */
+    if (devices == 1) first = r.loss[0];
+    else ck_assert_msg(fabs(r.loss[0] - first) <= 1e-5 * fabs(first), "%.9g vs %.9g", r.loss[0], first);
+    free(r.p0), free(r.p);
+  }
+  g_dtype = "dtype=float32";
+}
+END_TEST
+
 START_TEST(test_frozen_ple_and_experts) {
   /* Gemma 4 PLE (its table, projection and norm frozen) and MoE (experts
    * and router frozen): only the rest moves */
@@ -335,6 +356,7 @@ int main(void) {
   tcase_add_test(tc, test_layout_follows_roles);
   tcase_add_test(tc, test_mask_matching_nothing_is_refused);
   tcase_add_test(tc, test_frozen_subset_trains_only_the_subset);
+  tcase_add_test(tc, test_frozen_subset_bf16);
   tcase_add_test(tc, test_frozen_ple_and_experts);
   tcase_add_test(tc, test_plan_with_mask_equals_measured);
   tcase_add_test(tc, test_flops_drop_frozen_dw);
