@@ -7,7 +7,8 @@
 #     lb loss) as printed with 9 significant digits, and the final weights
 #     and AdamW moments byte for byte (the tensor bytes of the checkpoint);
 #     the same with dtype=bfloat16 and mu_dtype=bfloat16 (bf16 gathers
-#     between ranks: 2/3 of the float32 run's bytes);
+#     between ranks: 2/3 of the float32 run's bytes); and with
+#     trainable_parameters_mask (a frozen group);
 #  2. a checkpoint written by 2 ranks resumes on 1 rank (bit for bit the
 #     uninterrupted run's later steps: the same global mesh) and on 2 ranks
 #     x 2 devices (the same as 1 rank x 4 devices resuming it);
@@ -104,6 +105,14 @@ mpi 2 "$bin" train "${bf[@]}" num_devices=1 dcn_fsdp_parallelism=2 run_name=b2x1
   { cat "$work/b2x1.log"; fail "bf16: 2 ranks x 1 device"; }
 "$bin" train "${bf[@]}" num_devices=2 run_name=b1x2 > "$work/b1x2.log" 2>&1 || { cat "$work/b1x2.log"; fail "bf16: 1 x 2"; }
 compare b2x1 b1x2
+# trainable_parameters_mask: the frozen group is sharded and gathered like the
+# trainable one (parameters only) and the checkpoint holds what trains, so a
+# masked run is the same on 2 ranks x 1 device as on 1 rank x 2 devices
+mk=(model_name=gemma3-tiny steps=6 "trainable_parameters_mask=self_attn norm" "${common[@]}")
+mpi 2 "$bin" train "${mk[@]}" num_devices=1 dcn_fsdp_parallelism=2 run_name=k2x1 > "$work/k2x1.log" 2>&1 ||
+  { cat "$work/k2x1.log"; fail "mask: 2 ranks x 1 device"; }
+"$bin" train "${mk[@]}" num_devices=2 run_name=k1x2 > "$work/k1x2.log" 2>&1 || { cat "$work/k1x2.log"; fail "mask: 1 x 2"; }
+compare k2x1 k1x2
 # and its messages are smaller: per step a float32 run sends ~4n bytes of
 # gathers (2 per unit, n/2 elements each) and ~2n of reduce-scatter, bf16
 # ~2n + 2n, so bf16 / float32 = 2/3 (uneven shards and the 3 doubles of

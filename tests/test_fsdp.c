@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "mesh/fsdp.h"
+#include "train/trainer.h"
 #include "model/model.h"
 #include "train/plan.h"
 #include "gt_testutil.h"
@@ -63,8 +64,8 @@ static result train_model(const char *model, int devices, int data, const char *
   for (int s = 0; s < steps; s++) {
     gt_batch b;
     gt_data_next_train(&d, &b);
-    gt_fsdp_step_info fi;
-    ck_assert_msg(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
+    gt_mesh_step_info fi;
+    ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
     r.loss[s] = fi.loss;
     r.lb[s] = fi.moe_lb_loss;
     if (devices > 1) ck_assert_int_gt(fi.comm_bytes, 0);
@@ -198,8 +199,8 @@ static void step_matches_plan(int n, const char *const *ov, const char *what) {
   ck_assert(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK);
   gt_batch b;
   gt_data_next_train(&d, &b);
-  gt_fsdp_step_info fi;
-  ck_assert(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK);
+  gt_mesh_step_info fi;
+  ck_assert(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK);
   ck_assert_msg(fi.comm_bytes == p.comm_bytes_per_step, "%s: sent %lld, planned %lld", what, (long long)fi.comm_bytes,
                 (long long)p.comm_bytes_per_step);
   int64_t worst = 0;

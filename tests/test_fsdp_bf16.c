@@ -29,6 +29,7 @@
 #include "data/data.h"
 #include "kernels/bf16.h"
 #include "mesh/fsdp.h"
+#include "train/trainer.h"
 #include "model/model.h"
 #include "train/plan.h"
 #include "gt_testutil.h"
@@ -92,8 +93,8 @@ static void check_acquired(int devices, const char *dtype, const char *prefetch,
     for (int s = 0; s < steps; s++) {
       gt_batch b;
       gt_data_next_train(&dd, &b);
-      gt_fsdp_step_info fi;
-      ck_assert_msg(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
+      gt_mesh_step_info fi;
+      ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
     }
     gt_data_close(&dd);
   }
@@ -155,8 +156,8 @@ static void one_step(int devices, const char *dtype, const char *mu_dtype, const
   ck_assert_msg(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK, "%s", e.msg);
   gt_batch b;
   gt_data_next_train(&dd, &b);
-  gt_fsdp_step_info fi;
-  ck_assert_msg(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
+  gt_mesh_step_info fi;
+  ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
   ck_assert(isfinite(fi.loss));
   for (int d = 0; d < devices; d++) {
     if (bytes) bytes[d] = gt_mesh_stats(gt_fsdp_mesh(f), d).bytes_sent;
@@ -244,8 +245,8 @@ static state train(int devices, const char *dtype, const char *mu_dtype, int ste
   for (int i = 0; i < steps; i++) {
     gt_batch b;
     gt_data_next_train(&dd, &b);
-    gt_fsdp_step_info fi;
-    ck_assert_msg(gt_fsdp_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
+    gt_mesh_step_info fi;
+    ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
     ck_assert(!fi.update.skipped);
     s.loss[i] = fi.loss;
   }
@@ -344,8 +345,8 @@ START_TEST(test_mu_bf16_set_state_continues_bit_exact) {
     ck_assert(gt_fsdp_set_state(f, b.p, b.mu, b.nu, 2, &e) == GT_OK);
     for (int i = 2; i < 4; i++) {
       gt_data_next_train(&dd, &bt);
-      gt_fsdp_step_info fi;
-      ck_assert(gt_fsdp_step(f, &bt, 1, &fi, &e) == GT_OK);
+      gt_mesh_step_info fi;
+      ck_assert(gt_trainer_mesh_step(f, &bt, 1, &fi, &e) == GT_OK);
       ck_assert_msg(fi.loss == a.loss[i], "%d devices step %d: %.9g vs %.9g", N, i, fi.loss, a.loss[i]);
     }
     ck_assert(gt_fsdp_full_state(f, b.p, b.mu, b.nu, &e) == GT_OK);

@@ -120,7 +120,17 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
 gt_rc gt_ckpt_save_sync(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
                         gt_err *err) {
+  return gt_ckpt_save_frozen(root, m, src, st, NULL, config_json, compression, keep, sync, err);
+}
+
+gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                          const gt_ckpt_frozen *frozen, const char *config_json, int compression, int64_t keep,
+                          const gt_ckpt_sync *sync, gt_err *err) {
   gt_err local;
+  if (m->n_frozen_tensors && !frozen)
+    return gt_err_set(err ? err : &local, GT_ERR_ARG,
+                      "checkpoint: the model has %d frozen tensors and no reference to them was given",
+                      m->n_frozen_tensors);
   if (!err) err = &local; /* the ranks' outcomes are agreed through it */
   if (sync && (!sync->agree || sync->size < 1 || sync->rank < 0 || sync->rank >= sync->size))
     return gt_err_set(err, GT_ERR_ARG, "checkpoint: rank %d of %d%s; expected 0 <= rank < size and an agree function",
@@ -167,6 +177,8 @@ gt_rc gt_ckpt_save_sync(const char *root, const gt_model *m, const gt_ckpt_src *
   cJSON *cj = config_json ? cJSON_Parse(config_json) : NULL;
   if (cj) cJSON_AddItemToObject(meta, "config", cj);
   cJSON_AddItemToObject(meta, "model", gt__ckpt_model_table(m));
+  cJSON *fz = frozen ? gt__ckpt_frozen_ref(m, frozen->sum, frozen->source) : NULL;
+  if (fz) cJSON_AddItemToObject(meta, "frozen", fz);
 prepared:
   if ((rc = gt__agree(sync, rc, err, name, "prepare"))) goto failed;
   for (int r = 0; r < src->n_shards && !rc; r++) {
@@ -436,6 +448,24 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
     cJSON_Delete(h0);
     return rc;
   }
+  /* the frozen tensors are not in the files: the caller filled them from
+   * their source, and they must be the bytes the checkpoint was trained on */
+  const cJSON *fz = cJSON_GetObjectItemCaseSensitive(h0, "frozen");
+  if (fz) {
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(fz, "source"), *sum = cJSON_GetObjectItemCaseSensitive(fz, "checksum");
+    snprintf(out->frozen.source, sizeof out->frozen.source, "%s", cJSON_IsString(src) ? src->valuestring : "");
+    out->frozen.sum = cJSON_IsString(sum) ? strtoull(sum->valuestring, NULL, 16) : 0;
+    uint64_t have = params ? gt_model_frozen_sum(m, params) : out->frozen.sum;
+    if (have != out->frozen.sum) {
+      rc = gt_err_set(err, GT_ERR_CONFIG,
+                      "checkpoint: '%s' references frozen parameters from %s with checksum %016llx, but the frozen "
+                      "parameters given have checksum %016llx: the frozen base changed since the checkpoint was written",
+                      dir, out->frozen.source[0] ? out->frozen.source : "(no source recorded)",
+                      (unsigned long long)out->frozen.sum, (unsigned long long)have);
+      cJSON_Delete(h0);
+      return rc;
+    }
+  }
   const cJSON *cj = cJSON_GetObjectItemCaseSensitive(h0, "config");
   out->config_json = cj ? cJSON_PrintUnformatted(cj) : NULL;
   snprintf(out->dir, sizeof out->dir, "%s", dir);
@@ -594,6 +624,37 @@ static gt_rc gt__attempt_config(const char *dir, void *ctx, gt_err *err) {
   cJSON_Delete(h);
   if (!*json) return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' stores no config", file);
   return GT_OK;
+}
+
+gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen *fz, gt_err *err) {
+  *names = NULL;
+  *n = 0;
+  memset(fz, 0, sizeof *fz);
+  int S = -1;
+  gt_rc rc = gt__shard_count(dir, &S, err);
+  if (rc) return rc;
+  char file[GT__PATH + 64];
+  snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
+  cJSON *h = NULL;
+  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(h, "frozen");
+  const cJSON *tens = cJSON_GetObjectItemCaseSensitive(ref, "tensors"), *src = cJSON_GetObjectItemCaseSensitive(ref, "source");
+  const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ref, "checksum"), *it;
+  size_t bytes = 0;
+  cJSON_ArrayForEach(it, tens) if (cJSON_IsString(it)) bytes += strlen(it->valuestring) + 1;
+  if (ref && bytes && !(*names = malloc(bytes)))
+    rc = gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory for the frozen tensors' names of '%s'", dir);
+  size_t o = 0;
+  cJSON_ArrayForEach(it, tens) if (!rc && cJSON_IsString(it)) {
+    size_t k = strlen(it->valuestring) + 1;
+    memcpy(*names + o, it->valuestring, k);
+    o += k;
+    (*n)++;
+  }
+  if (cJSON_IsString(src)) snprintf(fz->source, sizeof fz->source, "%s", src->valuestring);
+  if (cJSON_IsString(sum)) fz->sum = strtoull(sum->valuestring, NULL, 16);
+  cJSON_Delete(h);
+  return rc;
 }
 
 gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err) {

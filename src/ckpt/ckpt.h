@@ -22,7 +22,11 @@
  *               begin, count, offset, stored, crc32 (of the raw bytes)}
  * The file ends exactly at the header's end. Shard r of S holds, for every
  * unit u (gt_model_unit), elements [gt_shard_begin(n_u, S, r), +len) of the
- * parameters and of both AdamW moments, so any device count can read it. */
+ * parameters and of both AdamW moments, so any device count can read it.
+ * n_u is the unit's trainable elements (gt_model_unit_trainable: all of it
+ * without trainable_parameters_mask); the frozen ones are not stored: the
+ * header's "frozen" object references them (source, checksum, tensor names),
+ * a load expects them already in `params` and refuses a checksum mismatch. */
 #ifndef GEMTRAIN_CKPT_H
 #define GEMTRAIN_CKPT_H
 
@@ -47,6 +51,14 @@ typedef struct gt_ckpt_state {
   int64_t n_shards;      /* files per checkpoint (the FSDP axis) */
   double next_lr;        /* learning rate of the next update (for the log) */
 } gt_ckpt_state;
+
+/* The frozen tensors (model/store.h), which a checkpoint references instead
+ * of storing: the checksum of their bytes (gt_model_frozen_sum) and where
+ * they come from ("init_weights_seed=N ...", "load_parameters_path=P"). */
+typedef struct gt_ckpt_frozen {
+  uint64_t sum;
+  char source[1100];
+} gt_ckpt_frozen;
 
 /* What gt_ckpt_save writes: n_shards shards, shard r given as three flat
  * arrays (params, mu, nu) holding that shard of every unit, unit by unit.
@@ -106,6 +118,11 @@ typedef struct gt_ckpt_sync {
 gt_rc gt_ckpt_save_sync(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
                         gt_err *err);
+/* The same for a layout with frozen tensors: `frozen` is their reference
+ * (required then: GT_ERR_ARG without it; ignored when nothing is frozen). */
+gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                          const gt_ckpt_frozen *frozen, const char *config_json, int compression, int64_t keep,
+                          const gt_ckpt_sync *sync, gt_err *err);
 
 /* Called with one line for each checkpoint that was refused on the way to a
  * good one ("... ; trying the previous checkpoint"). */
@@ -116,6 +133,7 @@ typedef struct gt_ckpt_loaded {
   char dir[1200];     /* the step directory that was loaded */
   char *config_json;  /* the writer's config (malloc'd, may be NULL); free() it */
   int n_refused;      /* newer checkpoints refused on the way */
+  gt_ckpt_frozen frozen; /* the frozen tensors' reference (zero when none) */
 } gt_ckpt_loaded;
 
 /* Loads one step directory into full flat buffers of `layout` (mu and nu
@@ -143,6 +161,12 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *layout, float *param
 /* The resolved config stored in the checkpoint gt_ckpt_load_latest would
  * pick (malloc'd JSON; free() it), to build the model before loading. */
 gt_rc gt_ckpt_read_config(const char *path, char **config_json, gt_err *err);
+
+/* The frozen reference of a step directory (its first shard's header): *n
+ * frozen tensors, their names in *names (malloc'd, one after another, each
+ * ending in '\0'; free() it), the source and checksum in *fz. *n = 0 and
+ * *names = NULL when the checkpoint stores every tensor. */
+gt_rc gt_ckpt_read_frozen(const char *step_dir, char **names, int *n, gt_ckpt_frozen *fz, gt_err *err);
 
 /* 1 when `path` (as for gt_ckpt_load_latest) holds at least one step
  * directory or a `latest` pointer. */

@@ -171,6 +171,51 @@ cJSON *gt__ckpt_model_table(const gt_model *m) {
   return t;
 }
 
+/* A unit as checkpoints hold it: its trainable elements (a prefix of the
+ * unit; all of it when nothing is frozen). The frozen rest is referenced,
+ * not stored (gt__ckpt_frozen_ref). */
+static void gt__unit_stored(const gt_model *m, int64_t u, int64_t *off, int64_t *cnt) {
+  gt_model_unit(m, u, off, cnt);
+  *cnt = gt_model_unit_trainable(m, u);
+}
+
+cJSON *gt__ckpt_frozen_ref(const gt_model *m, uint64_t sum, const char *source) {
+  if (!m->n_frozen_tensors) return NULL;
+  cJSON *o = cJSON_CreateObject(), *names = cJSON_CreateArray();
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+  cJSON_AddStringToObject(o, "source", source ? source : "");
+  cJSON_AddStringToObject(o, "checksum", hex);
+  cJSON_AddNumberToObject(o, "elements", (double)(m->n_params - m->n_trainable));
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].role == GT_ROLE_FROZEN) cJSON_AddItemToArray(names, cJSON_CreateString(m->tensors[i].name));
+  cJSON_AddItemToObject(o, "tensors", names);
+  return o;
+}
+
+gt_rc gt__ckpt_check_frozen(const cJSON *ref, const gt_model *m, const char *where, gt_err *err) {
+  const cJSON *names = cJSON_GetObjectItemCaseSensitive(ref, "tensors");
+  int there = ref ? cJSON_GetArraySize(names) : 0, same = there == m->n_frozen_tensors;
+  if (ref && !cJSON_IsArray(names))
+    return gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' has a frozen reference without its tensor list", where);
+  const cJSON *it;
+  int i = 0;
+  cJSON_ArrayForEach(it, names) {
+    while (i < m->n_tensors && m->tensors[i].role != GT_ROLE_FROZEN) i++;
+    if (!same || i >= m->n_tensors || !cJSON_IsString(it) || strcmp(it->valuestring, m->tensors[i].name)) {
+      same = 0;
+      break;
+    }
+    i++;
+  }
+  if (!same)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "checkpoint: '%s' was written with %d frozen tensor%s, this run freezes %d "
+                      "(trainable_parameters_mask differs); a checkpoint resumes only under the mask that wrote it",
+                      where, there, there == 1 ? "" : "s", m->n_frozen_tensors);
+  return GT_OK;
+}
+
 static void gt__shape_str(const int64_t *s, int nd, char *buf, size_t n) {
   size_t o = (size_t)snprintf(buf, n, "[");
   for (int d = 0; d < nd && o < n; d++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? ", " : "", (long long)s[d]);
@@ -230,7 +275,7 @@ gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, co
   int64_t shard_n = 0;
   for (int64_t u = 0; u < nu_; u++) {
     int64_t off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
+    gt__unit_stored(m, u, &off, &cnt);
     shard_n += gt_shard_len(cnt, S, r);
   }
   for (int k = 0; k < 3; k++)
@@ -259,7 +304,7 @@ gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, co
     const float *base = cls[k];
     for (int64_t u = 0; u < nu_ && !rc; u++) {
       int64_t off, cnt;
-      gt_model_unit(m, u, &off, &cnt);
+      gt__unit_stored(m, u, &off, &cnt);
       int64_t b = gt_shard_begin(cnt, S, r), n = gt_shard_len(cnt, S, r);
       uint64_t at = w.pos, stored = 0;
       uint32_t crc = 0;
@@ -481,6 +526,7 @@ gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int
   }
   S = (int)hs;
   if ((rc = gt__ckpt_check_model(cJSON_GetObjectItemCaseSensitive(h, "model"), m, path, err))) goto out;
+  if ((rc = gt__ckpt_check_frozen(cJSON_GetObjectItemCaseSensitive(h, "frozen"), m, path, err))) goto out;
   /* the tensors tile [64, header) exactly, in order */
   const cJSON *tens = cJSON_GetObjectItemCaseSensitive(h, "tensors"), *e;
   uint64_t expect_at = GT__CKPT_PREAMBLE;
@@ -494,7 +540,7 @@ gt_rc gt__ckpt_read_shard(const char *path, const gt_model *m, int r, int S, int
   cJSON_ArrayForEach(e, tens) {
     int k = (int)(i / nu_);
     int64_t u = i % nu_, off, cnt;
-    gt_model_unit(m, u, &off, &cnt);
+    gt__unit_stored(m, u, &off, &cnt);
     /* the name, dtype and shape the writer gives this position */
     char want[64], un[32], what[96];
     gt__unit_name(m, u, un, sizeof un);

@@ -46,6 +46,13 @@ gt_rc gt__ckpt_read_header(const char *path, cJSON **header, gt_err *err);
 cJSON *gt__ckpt_model_table(const gt_model *m);
 gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *where, gt_err *err);
 
+/* The reference a checkpoint keeps to the frozen tensors it does not store
+ * (NULL when nothing is frozen): {source, checksum (gt_model_frozen_sum, 16
+ * hex digits), elements, tensors: [names]}; and the check that a model
+ * freezes exactly the checkpoint's tensors (ref NULL: none). */
+cJSON *gt__ckpt_frozen_ref(const gt_model *m, uint64_t sum, const char *source);
+gt_rc gt__ckpt_check_frozen(const cJSON *ref, const gt_model *m, const char *where, gt_err *err);
+
 /* Test hooks (ckpt_seam.h): called once per checkpoint save in which this
  * process writes a shard file (every save of one process; in a save by
  * several ranks, those of the ranks that hold a shard). */

@@ -180,6 +180,10 @@ static const gt_key_spec gt__keys[] = {
      "decoupled weight decay (applied to every parameter, as MaxText's empty mask)"},
     {"gradient_clipping_threshold", GT_KEY_FLOAT, F(gradient_clipping_threshold), 0, 1e12, NULL,
      "clip the global gradient norm to this (0: off)"},
+    {"trainable_parameters_mask", GT_KEY_STR, F(trainable_parameters_mask), 0, 0, NULL,
+     "POSIX extended regular expressions separated by spaces (a JSON list is joined): a parameter trains when one "
+     "matches somewhere in its name (e.g. 'layers.3.self_attn.q_proj.weight'); the others are frozen: no gradient, no "
+     "optimizer state, not stored in checkpoints (docs/parameter-store.md). Empty: everything trains"},
     /* data */
     {"dataset_type", GT_KEY_ENUM, F(dataset_type), 0, 0, "synthetic|text|tokens|jsonl",
      "synthetic (uniform ids, as MaxText), text (one UTF-8 file, one document), tokens (gemtrain .gtok shards), "
@@ -576,6 +580,17 @@ static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, s
     snprintf(buf, n, "%s", cJSON_IsTrue(it) ? "true" : "false");
   } else if (cJSON_IsNumber(it)) {
     snprintf(buf, n, "%.17g", it->valuedouble);
+  } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "trainable_parameters_mask")) {
+    /* MaxText's list of expressions: joined by spaces, the key's separator */
+    size_t o = 0;
+    buf[0] = '\0';
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+      if (!cJSON_IsString(e))
+        return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' in '%s' must be a list of strings", it->string, path);
+      o += (size_t)snprintf(buf + o, o < n ? n - o : 0, "%s%s", o ? " " : "", e->valuestring);
+    }
+    if (o >= n) return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' in '%s' is too long", it->string, path);
   } else {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key '%s' in '%s' must be a number, string or boolean", it->string, path);

@@ -109,6 +109,7 @@ typedef struct gt_config {
   double adam_eps_root;
   double adam_weight_decay;
   double gradient_clipping_threshold;
+  char trainable_parameters_mask[GT_STR_PATH];
   /* data */
   char dataset_type[GT_STR_SHORT];
   char dataset_path[GT_STR_PATH];

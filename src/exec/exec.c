@@ -461,7 +461,9 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
     }
     end = start;
   }
-  if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg, dx, b->inputs, N, (int)d, m->emb_scale));
+  /* a frozen embedding has no gradient: the lookup's backward is skipped */
+  float *gE = gt_model_head_grad(m, hg, m->embed_offset);
+  if (!meas && gE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(gE, dx, b->inputs, N, (int)d, m->emb_scale));
 done:
   /* after a failure nothing is reduced (phase 0): a reduction is a
    * collective, and on a mesh the peers that did not fail are elsewhere;

@@ -150,6 +150,8 @@ gt_rc gt_plan_watch_open(gt_plan_watch **out, gt_plan *p, const gt_config *c, gt
   gt_model *m = &pw->m;
   int N = pw->N = (int)c->num_devices;
   p->n_params = m->n_params;
+  p->n_trainable = m->n_trainable;
+  p->n_frozen_tensors = m->n_frozen_tensors;
   p->n_active_params = gt_model_count_active_params(c);
   p->n_layers = m->n_layers;
   p->flops = gt_flops_per_step_per_device(c);
@@ -316,6 +318,9 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   if (p->n_active_params != p->n_params) /* MoE: a token runs num_experts_per_tok experts */
     fprintf(f, ", active per token: %lld (%.3f billion)", (long long)p->n_active_params,
             (double)p->n_active_params / 1e9);
+  if (p->n_frozen_tensors) /* the store: the frozen group has parameters only */
+    fprintf(f, "; trainable: %lld, frozen: %lld in %d tensors (no gradient, no optimizer state)",
+            (long long)p->n_trainable, (long long)(p->n_params - p->n_trainable), p->n_frozen_tensors);
   fprintf(f, "\n");
   fprintf(f, "  Per train step: Total TFLOPs: %.4f, split as %.2f%% learnable weight flops and %.2f%% attention flops\n",
           p->flops.total_tflops, 100 * p->flops.learnable_tflops / p->flops.total_tflops,
@@ -364,6 +369,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddStringToObject(o, "remat_scope", c->remat_scope);
   cJSON_AddNumberToObject(o, "parameters", (double)p->n_params);
   cJSON_AddNumberToObject(o, "active_parameters", (double)p->n_active_params);
+  cJSON_AddNumberToObject(o, "trainable_parameters", (double)p->n_trainable);
   cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
   cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
   cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);

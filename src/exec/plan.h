@@ -30,6 +30,8 @@ typedef struct gt_plan_buf {
 typedef struct gt_plan {
   int64_t n_params;
   int64_t n_active_params;         /* what one token uses (MoE: top-k experts); = n_params when dense */
+  int64_t n_trainable;             /* of n_params, the trainable group's (model/store.h) */
+  int n_frozen_tensors;            /* tensors of the frozen group: parameters only */
   int64_t n_layers;
   int64_t cat_peak[GT_MEM_NCAT];   /* peak of each category on its own */
   int64_t at_peak[GT_MEM_NCAT];    /* each category's bytes at the moment of the device peak */

@@ -278,6 +278,31 @@ out:
   return rc;
 }
 
+/* The frozen tensors of a checkpoint's layout km, re-created into buf from
+ * the source its reference names: the initialisation (seed and scale) or
+ * another model source. */
+static gt_rc gt__frozen_base(const char *dir, const gt_model *km, const gt_ckpt_frozen *fz, float *buf, gt_err *err) {
+  int seed;
+  double scale;
+  const char *lp = "load_parameters_path=";
+  if (sscanf(fz->source, "init_weights_seed=%d (weight_init_scale=%lf)", &seed, &scale) == 2) {
+    gt_model view = *km;
+    view.params = buf;
+    gt_model_init_params(&view, (uint64_t)seed, scale);
+    return GT_OK;
+  }
+  if (!strncmp(fz->source, lp, strlen(lp))) {
+    gt_model_source *inner = malloc(sizeof *inner);
+    if (!inner) return gt_err_set(err, GT_ERR_NOMEM, "model source: no memory");
+    gt_rc rc = gt_model_source_open(fz->source + strlen(lp), inner, err);
+    if (!rc) rc = gt_model_source_load_params(inner, km, buf, err);
+    free(inner);
+    return rc;
+  }
+  return gt_err_set(err, GT_ERR_FORMAT, "model source: checkpoint '%s' references frozen tensors from '%s', which is "
+                    "neither an initialisation nor a load_parameters_path", dir, fz->source);
+}
+
 gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float *params, gt_err *err) {
   /* the readers fill m->params: a view of m whose parameters are the caller's buffer */
   gt_model view = *m;
@@ -286,8 +311,37 @@ gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float
   switch (src->kind) {
     case GT_SRC_CHECKPOINT: {
       gt_ckpt_loaded ld;
-      rc = gt_ckpt_load_dir(src->dir, m, params, NULL, NULL, &ld, err);
-      if (rc == GT_OK) free(ld.config_json);
+      char *fnames = NULL;
+      int nf = 0;
+      gt_ckpt_frozen fz;
+      if ((rc = gt_ckpt_read_frozen(src->dir, &fnames, &nf, &fz, err))) return rc;
+      if (!nf && !m->n_frozen_tensors) {
+        rc = gt_ckpt_load_dir(src->dir, m, params, NULL, NULL, &ld, err);
+        if (rc == GT_OK) free(ld.config_json);
+        return rc;
+      }
+      /* the store (model/store.h) places frozen tensors after the trainable
+       * ones: read the checkpoint in the layout of the mask that wrote it,
+       * its frozen tensors re-created from their source first (it holds only
+       * what trained; the load checks their checksum), then move each
+       * tensor to its place in m */
+      gt_model km;
+      if ((rc = gt_model_copy_frozen(m, fnames, nf, &km, err))) {
+        free(fnames);
+        return rc;
+      }
+      float *tmp = malloc((size_t)m->n_params * sizeof(float));
+      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)m->n_params);
+      if (!rc && nf) rc = gt__frozen_base(src->dir, &km, &fz, tmp, err);
+      if (!rc) rc = gt_ckpt_load_dir(src->dir, &km, tmp, NULL, NULL, &ld, err);
+      if (rc == GT_OK) {
+        free(ld.config_json);
+        for (int i = 0; i < m->n_tensors; i++)
+          memcpy(params + m->tensors[i].offset, tmp + km.tensors[i].offset, (size_t)m->tensors[i].numel * sizeof(float));
+      }
+      free(tmp);
+      free(fnames);
+      gt_model_free(&km);
       return rc;
     }
     case GT_SRC_PARAMFILE:

@@ -16,12 +16,20 @@ typedef struct gt__dev {
   gt_mem mem;
   gt_model model;     /* descriptors and RoPE tables; parameters come through the view */
   gt_param_view view;
+  /* the trainable group's shard (parameters, gradients, both moments) and
+   * the frozen group's (parameters only); each unit's block is
+   * [trainable | frozen] (model/store.h), each part sharded on its own */
   float *pshard, *gshard, *mu, *nu, *rs_tmp;
+  float *fshard;
+  int64_t fshard_n;
+  int64_t *foff;      /* [units] offset of the unit's frozen shard in fshard */
+  int64_t *tcnt;      /* [units] trainable elements of each unit's block (a prefix) */
+  int *pending_f;     /* [units] ticket of the frozen part's asynchronous gather, or -1 */
   uint16_t *mu16;     /* mu_dtype=bfloat16: the first moment's shard in bf16 (mu is then NULL) */
   float *mu_out;      /* gt_fsdp_shard_state: mu16 expanded to float32, until gt_fsdp_shard_state_done */
   gt_mem *mu_out_mem; /* the tracker mu_out came from (the caller's) */
-  int64_t shard_n;
-  int64_t *shard_off; /* [units] */
+  int64_t shard_n;    /* the trainable shard's elements */
+  int64_t *shard_off; /* [units] offset of the unit's trainable shard */
   float **gathered;   /* [units] live gathered copies */
   float **ugrad;      /* [units] live full-size gradient blocks */
   int *pending;       /* [units] ticket of an asynchronous gather in flight, or -1 */
@@ -31,6 +39,9 @@ typedef struct gt__dev {
   int64_t *lrep;      /* [units] of which the leading ones every expert rank holds alike */
   gt_expert_comm ecomm;
   gt_prof tprof;      /* the model's profile while traced, when nobody else hung one */
+  double t_step;      /* when the step began on this device (its trace span) */
+  gt_fsdp_norm_part *part; /* [npart] the shard's gradient-norm parts */
+  int npart;
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -44,7 +55,8 @@ struct gt_fsdp {
   int64_t tw;           /* per run: the global batch's tokens in the loss */
   gt_mesh *mesh;
   gt__dev *devs;
-  int64_t n_units, n_params;
+  int64_t n_units, n_params, n_trainable;
+  uint64_t frozen_sum;  /* checksum of the frozen bytes (model/store.h), set with the state */
   int64_t *unit_off, *unit_cnt;
   int prefetch;
   int dp, fs, ep;       /* mesh axes: data x fsdp x expert */
@@ -67,11 +79,13 @@ struct gt_fsdp {
   /* per run arguments */
   const gt_batch *batches;
   int n_batches;
-  int train;
+  int micro_i;             /* the micro-batch gt_fsdp_forward_backward runs */
+  gt_fsdp_shard_fn norm_fn, update_fn;
+  void *fn_ctx;
+  double sums[4];          /* gt_fsdp_reduce: device 0's all-reduced sums */
   float *full_out;
   int64_t step_t;
   int64_t last_comm_bytes; /* the last step's, per device (the largest) */
-  gt_fsdp_step_info *info;
   int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
   gt_trace *trace;      /* the profiler timeline (NULL: off) */
@@ -81,9 +95,20 @@ static int64_t gt__rep_len(const gt__dev *d, int64_t u);
 
 /* ---------- the view: gather on acquire, reduce-scatter on release ---------- */
 
-/* Whether the gathered pointers are buffers of their own (else they point
- * into the device's shard: one float32 device computing in place). */
-static int gt__owns_gathered(const gt_fsdp *f) { return !f->inplace || f->bf16_w; }
+/* Whether unit u's gathered pointer is a buffer of its own (else it points
+ * into the device's shard: one float32 device computing in place on a unit
+ * with no frozen part). */
+static int gt__owns_gathered(const gt__dev *d, int64_t u) {
+  return !d->f->inplace || d->f->bf16_w || d->tcnt[u] != d->lcnt[u];
+}
+
+/* The unit's trainable part [0, tcnt) and frozen part [tcnt, lcnt): this
+ * device's shard of each (begin inside the part, length). */
+static int64_t gt__tbeg(const gt__dev *d, int64_t u) { return gt_shard_begin(d->tcnt[u], d->f->fs, d->rank); }
+static int64_t gt__tlen(const gt__dev *d, int64_t u) { return gt_shard_len(d->tcnt[u], d->f->fs, d->rank); }
+static int64_t gt__fcnt(const gt__dev *d, int64_t u) { return d->lcnt[u] - d->tcnt[u]; }
+static int64_t gt__fbeg(const gt__dev *d, int64_t u) { return gt_shard_begin(gt__fcnt(d, u), d->f->fs, d->rank); }
+static int64_t gt__flen(const gt__dev *d, int64_t u) { return gt_shard_len(gt__fcnt(d, u), d->f->fs, d->rank); }
 
 static gt_rc gt__alloc_gathered(gt__dev *d, int64_t u, gt_err *err) {
   d->gathered[u] = gt_mem_alloc_uninit_named(&d->mem, GT_MEM_GATHERED, (size_t)d->lcnt[u] * sizeof(float),
@@ -100,10 +125,10 @@ static gt_rc gt__alloc_gathered(gt__dev *d, int64_t u, gt_err *err) {
  * `in` may alias out's own range), so no scratch. */
 static uint16_t *gt__upper(const gt__dev *d, int64_t u) { return (uint16_t *)(void *)d->gathered[u] + d->lcnt[u]; }
 
-static const uint16_t *gt__pack_own(gt__dev *d, int64_t u) {
-  int64_t b = gt_shard_begin(d->lcnt[u], d->f->fs, d->rank), n = gt_shard_len(d->lcnt[u], d->f->fs, d->rank);
-  uint16_t *h = gt__upper(d, u) + b;
-  gt_bf16_pack(h, d->pshard + d->shard_off[u], n);
+static const uint16_t *gt__pack_own(gt__dev *d, int64_t u, int frozen) {
+  uint16_t *h = frozen ? gt__upper(d, u) + d->tcnt[u] + gt__fbeg(d, u) : gt__upper(d, u) + gt__tbeg(d, u);
+  if (frozen) gt_bf16_pack(h, d->fshard + d->foff[u], gt__flen(d, u));
+  else gt_bf16_pack(h, d->pshard + d->shard_off[u], gt__tlen(d, u));
   return h;
 }
 
@@ -127,28 +152,39 @@ static void gt__unpack_upper(float *buf, int64_t n) {
   gt_bf16_unpack(buf + a, tail, n - a);
 }
 
+/* Waits for unit u's prefetched gathers (both parts), if any. 1 if there were. */
+static int gt__wait_pending(gt__dev *d, int64_t u) {
+  int had = 0;
+  if (d->pending[u] >= 0) gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]), had = 1;
+  if (d->pending_f[u] >= 0) gt_mesh_wait(d->f->mesh, d->dev, d->pending_f[u]), had = 1;
+  d->pending[u] = d->pending_f[u] = -1;
+  return had;
+}
+
+/* The unit as the executor reads it: its trainable part, then its frozen
+ * part, each all-gathered from its own shards. */
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
-  if (f->inplace && !f->bf16_w) {
+  if (!gt__owns_gathered(d, u)) {
     d->gathered[u] = d->pshard + d->shard_off[u];
     return GT_OK;
   }
-  if (d->pending[u] >= 0) { /* prefetched: wait for the communication thread */
-    gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
-    d->pending[u] = -1;
-    if (f->bf16_w) gt__unpack_upper(d->gathered[u], d->lcnt[u]);
-  }
+  if (gt__wait_pending(d, u) && f->bf16_w) gt__unpack_upper(d->gathered[u], d->lcnt[u]);
   if (d->gathered[u]) return GT_OK;
   gt_rc rc = gt__alloc_gathered(d, u, err);
   if (rc || f->measure) return rc;
-  if (f->inplace) { /* one device, bf16: a rounded copy of the unit (the master shard stays float32) */
-    memcpy(d->gathered[u], d->pshard + d->shard_off[u], (size_t)d->lcnt[u] * sizeof(float));
-    gt_bf16_round(d->gathered[u], d->lcnt[u]);
+  int64_t t = d->tcnt[u], fz = gt__fcnt(d, u);
+  if (f->inplace) { /* one device: a copy of the unit (bf16: rounded; the master shards stay float32) */
+    memcpy(d->gathered[u], d->pshard + d->shard_off[u], (size_t)t * sizeof(float));
+    if (fz) memcpy(d->gathered[u] + t, d->fshard + d->foff[u], (size_t)fz * sizeof(float));
+    if (f->bf16_w) gt_bf16_round(d->gathered[u], d->lcnt[u]);
   } else if (f->bf16_w) {
-    gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u), gt__upper(d, u), d->lcnt[u]);
+    if (t) gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 0), gt__upper(d, u), t);
+    if (fz) gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 1), gt__upper(d, u) + t, fz);
     gt__unpack_upper(d->gathered[u], d->lcnt[u]);
   } else {
-    gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], d->lcnt[u]);
+    if (t) gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], t);
+    if (fz) gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->fshard + d->foff[u], d->gathered[u] + t, fz);
   }
   return GT_OK;
 }
@@ -158,15 +194,23 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
  * by gt__gather after the wait). */
 static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
-  if (f->inplace || d->gathered[u] || d->pending[u] >= 0) return GT_OK;
+  if (f->inplace || d->gathered[u] || d->pending[u] >= 0 || d->pending_f[u] >= 0) return GT_OK;
   gt_rc rc = gt__alloc_gathered(d, u, err);
   if (rc || f->measure) return rc; /* measure: allocated as the real prefetch would, nothing to move */
-  if (f->bf16_w)
-    d->pending[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u), gt__upper(d, u),
-                                             d->lcnt[u]);
-  else
-    d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u],
-                                        d->lcnt[u]);
+  int64_t t = d->tcnt[u], fz = gt__fcnt(d, u);
+  if (f->bf16_w) {
+    if (t)
+      d->pending[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 0), gt__upper(d, u), t);
+    if (fz)
+      d->pending_f[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 1),
+                                                 gt__upper(d, u) + t, fz);
+  } else {
+    if (t)
+      d->pending[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], t);
+    if (fz)
+      d->pending_f[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->fshard + d->foff[u], d->gathered[u] + t,
+                                            fz);
+  }
   return GT_OK;
 }
 
@@ -182,11 +226,15 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
     if (next >= 1 && next < f->n_units && (rc = gt__prefetch(d, next, err))) return rc;
   }
   *p = d->gathered[u];
-  if (phase == 1 && g && f->inplace) {
+  /* the gradient block covers the unit's trainable part only (none: NULL,
+   * and the executor computes no weight gradient for the unit) */
+  if (phase == 1 && g && d->tcnt[u] == 0) {
+    *g = NULL;
+  } else if (phase == 1 && g && f->inplace) {
     *g = d->gshard + d->shard_off[u];
   } else if (phase == 1 && g) {
     if (!d->ugrad[u]) {
-      d->ugrad[u] = gt_mem_alloc_named(&d->mem, GT_MEM_GRADS, (size_t)d->lcnt[u] * sizeof(float), "gradient (unsharded)");
+      d->ugrad[u] = gt_mem_alloc_named(&d->mem, GT_MEM_GRADS, (size_t)d->tcnt[u] * sizeof(float), "gradient (unsharded)");
       if (!d->ugrad[u])
         return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for unit %lld's gradient", d->dev,
                           (long long)u);
@@ -198,11 +246,8 @@ static gt_rc gt__acquire(void *ctx, int64_t u, int phase, const float **p, float
 
 static void gt__drop(void *ctx, int64_t u) {
   gt__dev *d = ctx;
-  if (d->pending[u] >= 0) { /* never free a buffer a gather still writes */
-    gt_mesh_wait(d->f->mesh, d->dev, d->pending[u]);
-    d->pending[u] = -1;
-  }
-  if (gt__owns_gathered(d->f)) gt_mem_free(&d->mem, d->gathered[u]);
+  gt__wait_pending(d, u); /* never free a buffer a gather still writes */
+  if (gt__owns_gathered(d, u)) gt_mem_free(&d->mem, d->gathered[u]);
   d->gathered[u] = NULL;
 }
 
@@ -214,8 +259,8 @@ static void gt__release(void *ctx, int64_t u, int phase) {
     gt_mem_free(&d->mem, d->ugrad[u]);
     d->ugrad[u] = NULL;
   } else if (phase == 1 && d->ugrad[u]) {
-    int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
-    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, d->lcnt[u]);
+    int64_t n = gt__tlen(d, u);
+    gt_reduce_scatter_g(f->mesh, d->dev, GT_GROUP_FSDP, d->ugrad[u], d->rs_tmp, d->tcnt[u]);
     /* replicas of this shard (the data axis) sum their gradients */
     if (f->dp > 1) gt_all_reduce_g(f->mesh, d->dev, GT_GROUP_DATA, d->rs_tmp, n);
     /* so do the expert ranks for everything but their own experts: their
@@ -248,8 +293,10 @@ static void gt__abandon(gt__dev *d) {
 /* The leading elements of the device's shard of unit u that every expert
  * rank holds alike (all but its own experts). */
 static int64_t gt__rep_len(const gt__dev *d, int64_t u) {
-  int64_t b = gt_shard_begin(d->lcnt[u], d->f->fs, d->rank), n = gt_shard_len(d->lcnt[u], d->f->fs, d->rank);
-  int64_t r = d->lrep[u] - b;
+  /* of the trainable shard: when a unit has a frozen part its experts are
+   * frozen, so every trainable element is replicated */
+  int64_t b = gt__tbeg(d, u), n = gt__tlen(d, u);
+  int64_t r = (d->lrep[u] < d->tcnt[u] ? d->lrep[u] : d->tcnt[u]) - b;
   return r < 0 ? 0 : r > n ? n : r;
 }
 
@@ -306,8 +353,10 @@ static void gt__scatter_init(int dev, void *arg) {
   /* each device copies its own shard of each unit (of its own experts'
    * block) out of the host's full initial buffer (the host is not a device) */
   for (int64_t u = 0; u < f->n_units; u++) {
-    int64_t b = gt_shard_begin(d->lcnt[u], f->fs, d->rank), n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+    int64_t b = gt__tbeg(d, u), n = gt__tlen(d, u);
     gt__local_copy(d, u, d->pshard + d->shard_off[u], *f->full_scatter, b, n, 0);
+    if (gt__flen(d, u) > 0)
+      gt__local_copy(d, u, d->fshard + d->foff[u], *f->full_scatter, d->tcnt[u] + gt__fbeg(d, u), gt__flen(d, u), 0);
     if (f->set_mu && d->mu16) gt__local_pack(d, u, d->mu16 + d->shard_off[u], f->set_mu, b, n);
     else if (f->set_mu) gt__local_copy(d, u, d->mu + d->shard_off[u], (float *)f->set_mu, b, n, 0);
     if (f->set_nu) gt__local_copy(d, u, d->nu + d->shard_off[u], (float *)f->set_nu, b, n, 0);
@@ -347,6 +396,28 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   }
   f->n_units = gt_model_n_units(&layout);
   f->n_params = layout.n_params;
+  {
+    /* expert parallelism shards a layer's experts as its last two tensors:
+     * behind them nothing frozen may follow (model/store.h's order) */
+    int ie, de, id_, if_, dd, df;
+    gt_config_mesh_axes(cfg, &id_, &if_, &ie);
+    gt_config_dcn_axes(cfg, &dd, &df, &de);
+    for (int64_t l = 0; ie * de > 1 && l < layout.n_layers; l++) {
+      const gt_layer_desc *L = &layout.layers[l];
+      if (!L->n_experts || L->train_count == L->param_count) continue;
+      if (!L->frozen[GT_P_EXPERT_GATE_UP] || !L->frozen[GT_P_EXPERT_DOWN]) {
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key 'trainable_parameters_mask' = '%s' trains layer %lld's experts but freezes other "
+                        "tensors of the layer; with expert parallelism (%d) a layer with a frozen tensor must freeze "
+                        "both experts.gate_up_proj and experts.down_proj",
+                        cfg->trainable_parameters_mask, (long long)l, ie * de);
+        gt_model_free(&layout);
+        free(f);
+        return rc;
+      }
+    }
+  }
+  f->n_trainable = layout.n_trainable;
   f->unit_off = malloc(sizeof(int64_t) * (size_t)(f->n_units > 0 ? f->n_units : 1));
   f->unit_cnt = malloc(sizeof(int64_t) * (size_t)(f->n_units > 0 ? f->n_units : 1));
   if (!f->unit_off || !f->unit_cnt) {
@@ -399,25 +470,31 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
       goto fail;
     }
-    for (int64_t u = 0; u < f->n_units; u++) {
-      d->lcnt[u] = gt_model_unit_local(&d->model, u);
-      d->lrep[u] = gt_model_unit_replicated(&d->model, u);
-    }
+    d->tcnt = malloc(sizeof(int64_t) * nu);
+    d->foff = malloc(sizeof(int64_t) * nu);
     d->shard_off = malloc(sizeof(int64_t) * nu);
     d->pending = malloc(sizeof(int) * nu);
+    d->pending_f = malloc(sizeof(int) * nu);
     d->gathered = calloc(nu, sizeof(float *));
     d->ugrad = calloc(nu, sizeof(float *));
-    if (!d->shard_off || !d->pending || !d->gathered || !d->ugrad) {
+    if (!d->tcnt || !d->foff || !d->shard_off || !d->pending || !d->pending_f || !d->gathered || !d->ugrad) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
       goto fail;
     }
-    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = -1;
+    for (int64_t u = 0; u < f->n_units; u++) {
+      d->lcnt[u] = gt_model_unit_local(&d->model, u);
+      d->lrep[u] = gt_model_unit_replicated(&d->model, u);
+      d->tcnt[u] = gt_model_unit_trainable(&d->model, u);
+    }
+    for (int64_t u = 0; u < f->n_units; u++) d->pending[u] = d->pending_f[u] = -1;
     int64_t maxs = 0;
     for (int64_t u = 0; u < f->n_units; u++) {
       d->shard_off[u] = d->shard_n;
-      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank);
+      int64_t n = gt__tlen(d, u);
       d->shard_n += n;
       if (n > maxs) maxs = n;
+      d->foff[u] = d->fshard_n;
+      d->fshard_n += gt__flen(d, u);
     }
     size_t sb = (size_t)d->shard_n * sizeof(float);
     d->pshard = gt_mem_alloc_named(&d->mem, GT_MEM_PARAMS, sb, "parameters (shard)");
@@ -427,6 +504,14 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     else
       d->mu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam mu (shard)");
     d->nu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam nu (shard)");
+    /* the frozen group: parameters only (no gradient, no moments) */
+    if (d->fshard_n > 0 &&
+        !(d->fshard = gt_mem_alloc_named(&d->mem, GT_MEM_PARAMS, (size_t)d->fshard_n * sizeof(float),
+                                         "parameters (frozen shard)"))) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld frozen parameters", i,
+                      (long long)d->fshard_n);
+      goto fail;
+    }
     /* the reduce-scatter's landing buffer (in place: nothing to reduce) */
     if (!f->inplace) d->rs_tmp = gt_mem_alloc_named(&d->mem, GT_MEM_TEMP, (size_t)(maxs > 0 ? maxs : 1) * sizeof(float), "reduce-scatter buffer");
     if (!d->pshard || !d->gshard || (!d->mu && !d->mu16) || !d->nu || (!f->inplace && !d->rs_tmp)) {
@@ -434,6 +519,19 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
                       (long long)d->shard_n);
       goto fail;
     }
+    /* the gradient norm counts each shard once: it lives on dp devices,
+     * and all but the own experts on dp x ep */
+    d->npart = f->ep > 1 ? (int)f->n_units : 1;
+    if (!(d->part = calloc((size_t)(d->npart > 0 ? d->npart : 1), sizeof *d->part))) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory for device %d's unit table", i);
+      goto fail;
+    }
+    if (f->ep > 1)
+      for (int64_t u = 0; u < f->n_units; u++)
+        d->part[u] = (gt_fsdp_norm_part){d->shard_off[u], gt__tlen(d, u), gt__rep_len(d, u), (double)f->dp * f->ep,
+                                         (double)f->dp};
+    else
+      d->part[0] = (gt_fsdp_norm_part){0, d->shard_n, d->shard_n, (double)f->dp, (double)f->dp};
     d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
     d->model.view = &d->view;
   }
@@ -448,6 +546,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
       goto fail;
     }
     gt_model_init_params(&full, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale);
+    f->frozen_sum = gt_model_frozen_sum(&full, full.params);
     f->full_scatter = &full.params;
     gt_mesh_run(f->mesh, gt__scatter_init, f);
     f->full_scatter = NULL;
@@ -468,11 +567,16 @@ void gt_fsdp_destroy(gt_fsdp *f) {
   if (!f) return;
   for (int i = 0; f->devs && i < f->N; i++) {
     gt__dev *d = &f->devs[i];
-    for (int64_t u = 0; d->gathered && d->ugrad && d->pending && u < f->n_units; u++) {
-      if (d->pending[u] >= 0) gt_mesh_wait(f->mesh, d->dev, d->pending[u]);
-      if (gt__owns_gathered(f)) gt_mem_free(&d->mem, d->gathered[u]);
+    for (int64_t u = 0; d->gathered && d->ugrad && d->pending && d->pending_f && d->tcnt && u < f->n_units; u++) {
+      gt__wait_pending(d, u);
+      if (gt__owns_gathered(d, u)) gt_mem_free(&d->mem, d->gathered[u]);
       if (!f->inplace) gt_mem_free(&d->mem, d->ugrad[u]);
     }
+    gt_mem_free(&d->mem, d->fshard);
+    free(d->part);
+    free(d->tcnt);
+    free(d->foff);
+    free(d->pending_f);
     gt_mem_free(&d->mem, d->pshard);
     gt_mem_free(&d->mem, d->gshard);
     gt_mem_free(&d->mem, d->mu);
@@ -496,6 +600,8 @@ void gt_fsdp_destroy(gt_fsdp *f) {
 }
 
 int64_t gt_fsdp_num_params(const gt_fsdp *f) { return f->n_params; }
+int64_t gt_fsdp_num_trainable(const gt_fsdp *f) { return f->n_trainable; }
+uint64_t gt_fsdp_frozen_sum(const gt_fsdp *f) { return f->frozen_sum; }
 int gt_fsdp_devices(const gt_fsdp *f) { return f->N; }
 gt_mesh *gt_fsdp_mesh(gt_fsdp *f) { return f->mesh; }
 int64_t gt_fsdp_last_comm_bytes(const gt_fsdp *f) { return f->last_comm_bytes; }
@@ -513,105 +619,128 @@ static gt_batch gt__slice(const gt_batch *g, int N, int d) {
   return b;
 }
 
-static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane);
+/* ---------- the phases of a step (train/trainer.c runs them in order) ---------- */
 
-/* A device's part of a step or eval pass, one span on its lane. */
-static void gt__run_step(int dev, void *arg) {
+/* Eval: forward passes over every batch and the loss sums' all-reduce, one
+ * span on each device's lane. */
+static void gt__run_eval(int dev, void *arg) {
   gt_fsdp *f = arg;
   gt__dev *d = &f->devs[dev];
   gt_trace_lane *lane = gt_trace_device(f->trace, dev);
   double t0 = lane ? gt_prof_now() : 0.0;
-  gt__run_step_body(d, lane);
-  if (lane) {
-    double t1 = gt_prof_now();
-    gt_trace_phase_end(lane, t1);
-    gt_trace_span(lane, f->train ? "train step" : "eval", "step", t0, t1);
-  }
-}
-
-static void gt__run_step_body(gt__dev *d, gt_trace_lane *lane) {
-  gt_fsdp *f = d->f;
-  int dev = d->dev;
   const gt_config *c = &f->cfg;
   d->rc = GT_OK;
   gt_err_clear(&d->err);
   memset(&d->st, 0, sizeof d->st);
-  if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
-  if (f->train) gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
-  int ga = f->n_batches;
-  /* the global token count decides every token's weight (gt__count_weights) */
-  const int64_t tw = f->tw;
   const int gid = gt_mesh_global_id(f->mesh, dev);
-  for (int i = 0; i < ga; i++) {
+  for (int i = 0; i < f->n_batches && !d->rc; i++) {
     gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
-    float w = ga == 1 ? 1.0f / (float)tw : 1.0f;
-    if (f->train)
-      d->rc = gt_exec_forward_backward(&d->model, &b, (int)c->num_vocab_tiling, w, &d->st, &d->err);
-    else
-      d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
-    /* the executor's last phase (a layer's backward, or the head) ends with it */
+    d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
-    /* the batches were checked before the run (gt__check_batches), so an
-     * error here is an allocation failure, which may strike one device
-     * alone: it leaves the mesh, so its peers' collectives complete without
-     * it (moving no data) and none waits for it */
-    if (d->rc) {
-      gt__abandon(d);
-      gt_mesh_leave(f->mesh, dev);
-      return;
-    }
   }
-  /* a forward-only pass ends at the head, whose acquire prefetched layer 0
-   * for a forward that does not follow: drop it, so no gathered copy
-   * outlives the pass */
+  /* the head's acquire prefetched layer 0 for a forward that does not
+   * follow: drop it, so no gathered copy outlives the pass. The batches
+   * were checked before the run (gt__check_batches), so an error is an
+   * allocation failure, which may strike one device alone: it leaves the
+   * mesh, so its peers' collectives complete without it (moving no data)
+   * and none waits for it */
+  if (d->rc) {
+    gt__abandon(d);
+    gt_mesh_leave(f->mesh, dev);
+  }
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
-  if (f->measure) return; /* the step's allocations are done; the rest is arithmetic */
-  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, 0, d->st.moe_lb_sum};
-  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
-  if (!f->train) {
+  if (!d->rc && !f->measure) {
+    double sums[2] = {d->st.xent_sum, (double)d->st.total_weights};
     gt_all_reduce_f64(f->mesh, dev, sums, 2);
     d->st.xent_sum = sums[0];
     d->st.total_weights = (int64_t)sums[1];
-    return;
   }
-  if (ga > 1) {
-    float inv = 1.0f / (float)tw;
+  if (lane) {
+    double t1 = gt_prof_now();
+    gt_trace_phase_end(lane, t1);
+    gt_trace_span(lane, "eval", "step", t0, t1);
+  }
+}
+
+/* zero: the gradient shards, the loss sums and the step's memory peaks */
+static void gt__run_zero(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  d->t_step = lane ? gt_prof_now() : 0.0;
+  d->rc = GT_OK;
+  gt_err_clear(&d->err);
+  memset(&d->st, 0, sizeof d->st);
+  if (!f->measure) memset(d->gshard, 0, (size_t)d->shard_n * sizeof(float));
+  gt_mem_reset_peaks(&d->mem); /* a step's peaks: an eval pass adds to them */
+}
+
+/* forward/backward of micro-batch f->micro_i: gradients reduce-scatter into
+ * the shards unit by unit as the backward releases them */
+static void gt__run_micro(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc) return;
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  gt_batch b = gt__slice(&f->batches[f->micro_i], f->NG, gt_mesh_global_id(f->mesh, dev));
+  /* the global token count decides every token's weight (gt__count_weights) */
+  float w = f->n_batches == 1 ? 1.0f / (float)f->tw : 1.0f;
+  d->rc = gt_exec_forward_backward(&d->model, &b, (int)f->cfg.num_vocab_tiling, w, &d->st, &d->err);
+  /* the executor's last phase (a layer's backward, or the head) ends with it */
+  if (lane) gt_trace_phase_end(lane, gt_prof_now());
+  /* the batches were checked before the run (gt__check_batches), so an
+   * error here is an allocation failure, which may strike one device alone:
+   * it leaves the mesh, so its peers' collectives complete without it
+   * (moving no data) and none waits for it; the step ends with the error
+   * after this phase (gt_fsdp_forward_backward collects it) */
+  if (d->rc) {
+    gt__abandon(d);
+    gt_mesh_leave(f->mesh, dev);
+  }
+}
+
+static gt_fsdp_shard gt__shard_view(gt__dev *d) {
+  gt_fsdp_shard s = {d->dev, d->pshard, d->gshard, d->mu, d->mu16, d->nu, d->shard_n, d->part, d->npart,
+                     0.0, d->model.prof, gt_trace_device(d->f->trace, d->dev)};
+  return s;
+}
+
+/* reduce and norm: the gradient average over micro-batches, the caller's
+ * partial squared norm of the shard, and the all-reduce of the loss sums
+ * and norms (every device gets the same sums) */
+static void gt__run_reduce(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc) return;
+  for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
+  if (f->measure) return; /* the step's allocations are done; the rest is arithmetic */
+  if (f->n_batches > 1) {
+    float inv = 1.0f / (float)f->tw;
     for (int64_t i = 0; i < d->shard_n; i++) d->gshard[i] *= inv;
   }
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
-  double tn = lane ? gt_prof_now() : 0.0;
-  /* each shard lives on dp devices (all but the experts on dp x ep): count it once */
-  if (f->ep > 1) {
-    for (int64_t u = 0; u < f->n_units; u++) {
-      int64_t n = gt_shard_len(d->lcnt[u], f->fs, d->rank), nr = gt__rep_len(d, u);
-      const float *g = d->gshard + d->shard_off[u];
-      sums[2] += gt_sumsq(g, nr) / ((double)f->dp * f->ep) + gt_sumsq(g + nr, n - nr) / f->dp;
-    }
-  } else {
-    sums[2] = gt_sumsq(d->gshard, d->shard_n) / f->dp;
-  }
-  if (lane) gt_trace_span(lane, "gradient norm", "optimizer", tn, gt_prof_now());
+  gt_fsdp_shard s = gt__shard_view(d);
+  f->norm_fn(f->fn_ctx, &s);
+  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum};
+  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
-  /* a collective of this step failed: its sums and gradients are garbage,
-   * and every device sees the same verdict, so none updates anything */
-  if (gt_mesh_failed(f->mesh)) return;
-  /* every device of a token group holds its group's lb sum */
-  double lb = d->model.n_moe_layers ? sums[3] / ((double)f->NG * d->model.n_moe_layers) : 0.0;
-  double norm = sqrt(sums[2]);
-  /* every device sees the same sums, so all skip together */
-  int finite = isfinite(sums[0]) && isfinite(lb);
-  gt_update_info ui;
-  if (d->mu16)
-    GT_PROF(d->model.prof, GT_PROF_OPTIM,
-            ui = gt_optim_update_mu_bf16(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu16, d->nu, d->shard_n));
-  else
-    GT_PROF(d->model.prof, GT_PROF_OPTIM,
-            ui = gt_optim_update(c, f->step_t, norm, finite, d->pshard, d->gshard, d->mu, d->nu, d->shard_n));
-  if (dev == 0) {
-    f->info->loss = sums[0] / sums[1];
-    f->info->moe_lb_loss = lb;
-    f->info->total_weights = (int64_t)sums[1];
-    f->info->update = ui;
+  if (dev == 0) memcpy(f->sums, sums, sizeof sums);
+}
+
+/* clip and update: the caller's update of each device's shard; the step's
+ * span on the device's lane ends here */
+static void gt__run_update(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  if (!d->rc && !f->measure && f->update_fn) {
+    gt_fsdp_shard s = gt__shard_view(d);
+    f->update_fn(f->fn_ctx, &s);
+  }
+  if (lane) {
+    double t1 = gt_prof_now();
+    gt_trace_phase_end(lane, t1);
+    gt_trace_span(lane, "train step", "step", d->t_step, t1);
   }
 }
 
@@ -667,27 +796,55 @@ static gt_rc gt__count_weights(gt_fsdp *f, gt_err *err) {
   return GT_OK;
 }
 
-gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err) {
+gt_rc gt_fsdp_zero(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_err *err) {
   gt_rc rc = gt__check_batches(f, micro, n_micro, err);
   if (rc) return rc;
-  memset(info, 0, sizeof *info);
   gt_mesh_reset_stats(f->mesh);
   f->batches = micro;
   f->n_batches = n_micro;
   if ((rc = gt__count_weights(f, err))) return rc;
-  f->train = 1;
-  f->info = info;
-  gt_mesh_run(f->mesh, gt__run_step, f);
+  gt_mesh_run(f->mesh, gt__run_zero, f);
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_forward_backward(gt_fsdp *f, int i, gt_err *err) {
+  f->micro_i = i;
+  gt_mesh_run(f->mesh, gt__run_micro, f);
+  return gt__collect(f, err);
+}
+
+gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fsdp_sums *out, gt_err *err) {
+  f->norm_fn = partial_norm;
+  f->fn_ctx = ctx;
+  memset(f->sums, 0, sizeof f->sums);
+  gt_mesh_run(f->mesh, gt__run_reduce, f);
   f->poison_next = 0;
-  if ((rc = gt__collect(f, err))) return rc;
-  if (!info->update.skipped) f->step_t++;
-  f->last_comm_bytes = 0;
+  f->norm_fn = NULL;
+  gt_rc rc = gt__collect(f, err);
+  if (rc) return rc;
+  out->xent_sum = f->sums[0];
+  out->total_weights = (int64_t)f->sums[1];
+  out->sumsq = f->sums[2];
+  /* every device of a token group holds its group's lb sum */
+  out->moe_lb = f->devs[0].model.n_moe_layers ? f->sums[3] / ((double)f->NG * f->devs[0].model.n_moe_layers) : 0.0;
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_update(gt_fsdp *f, gt_fsdp_shard_fn update, void *ctx, gt_fsdp_comm *comm, gt_err *err) {
+  f->update_fn = update;
+  f->fn_ctx = ctx;
+  gt_mesh_run(f->mesh, gt__run_update, f);
+  f->update_fn = NULL;
+  gt_rc rc = gt__collect(f, err);
+  if (rc) return rc;
+  memset(comm, 0, sizeof *comm);
   for (int i = 0; i < f->N; i++) {
     gt_comm_stats cs = gt_mesh_stats(f->mesh, i);
-    if (cs.bytes_sent > info->comm_bytes) info->comm_bytes = f->last_comm_bytes = cs.bytes_sent;
-    if (cs.seconds > info->comm_seconds) info->comm_seconds = cs.seconds;
-    if (cs.bytes_dcn > info->comm_bytes_dcn) info->comm_bytes_dcn = cs.bytes_dcn;
+    if (cs.bytes_sent > comm->bytes) comm->bytes = cs.bytes_sent;
+    if (cs.seconds > comm->seconds) comm->seconds = cs.seconds;
+    if (cs.bytes_dcn > comm->bytes_dcn) comm->bytes_dcn = cs.bytes_dcn;
   }
+  f->last_comm_bytes = comm->bytes;
   return GT_OK;
 }
 
@@ -697,8 +854,7 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   f->batches = batches;
   f->n_batches = n;
   if ((rc = gt__count_weights(f, err))) return rc;
-  f->train = 0;
-  gt_mesh_run(f->mesh, gt__run_step, f);
+  gt_mesh_run(f->mesh, gt__run_eval, f);
   if ((rc = gt__collect(f, err))) return rc;
   st->xent_sum += f->devs[0].st.xent_sum;
   st->total_weights += f->devs[0].st.total_weights;
@@ -713,7 +869,9 @@ static void gt__run_export(int dev, void *arg) {
   if (f->export_which == 1 && d->mu16) { /* bf16 moments: gathered in 2 bytes, expanded (exactly) on the way out */
     uint16_t *h = (uint16_t *)(void *)buf;
     for (int64_t u = 0; u < f->n_units; u++) {
-      gt_all_gather_bf16_g(f->mesh, dev, GT_GROUP_FSDP, d->mu16 + d->shard_off[u], h, d->lcnt[u]);
+      gt_all_gather_bf16_g(f->mesh, dev, GT_GROUP_FSDP, d->mu16 + d->shard_off[u], h, d->tcnt[u]);
+      /* a frozen part has no moments: zeros */
+      memset(h + d->tcnt[u], 0, (size_t)gt__fcnt(d, u) * sizeof(uint16_t));
       if (d->drank == 0) {
         int64_t fo[3], lo[3], ln[3];
         int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
@@ -725,7 +883,11 @@ static void gt__run_export(int dev, void *arg) {
   /* every device gathers each unit (its own experts' block); the devices of
    * data index 0 write their experts out, expert rank 0 also the rest */
   for (int64_t u = 0; u < f->n_units; u++) {
-    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, src + d->shard_off[u], buf, d->lcnt[u]);
+    int64_t t = d->tcnt[u], fz = gt__fcnt(d, u);
+    gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, src + d->shard_off[u], buf, t);
+    /* the frozen part: its parameters, and zeros for its (absent) moments */
+    if (fz && f->export_which == 0) gt_all_gather_g(f->mesh, dev, GT_GROUP_FSDP, d->fshard + d->foff[u], buf + t, fz);
+    else if (fz) memset(buf + t, 0, (size_t)fz * sizeof(float));
     if (d->drank == 0) {
       int64_t fo[3], lo[3], ln[3];
       int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
@@ -830,9 +992,12 @@ void gt_fsdp_shard_state_done(gt_fsdp *f) {
 }
 
 int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
+void gt_fsdp_set_opt_step(gt_fsdp *f, int64_t t) { f->step_t = t; }
+const gt_config *gt_fsdp_config(const gt_fsdp *f) { return &f->cfg; }
 
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err) {
   (void)err;
+  f->frozen_sum = gt_model_frozen_sum(&f->devs[0].model, params);
   f->full_scatter = &params;
   f->set_mu = mu;
   f->set_nu = nu;

@@ -7,6 +7,12 @@
  * The global batch is the same whatever the device count; losses and the
  * gradient norm are summed across devices, so only reduction order differs.
  *
+ * The parameter store's groups (model/store.h): each unit's block is its
+ * trainable part then its frozen part; the trainable part's shard has
+ * parameters, gradients and both moments, the frozen part's parameters only.
+ * A gather delivers the whole unit; the gradient block, its reduce-scatter
+ * and everything after cover the trainable part.
+ *
  * dtype=bfloat16: the master shards stay float32 (AdamW updates them,
  * checkpoints keep them), and what acquire hands the executor is the unit
  * rounded to bf16 (gt_bf16_round), the same bits on any device count: one
@@ -38,7 +44,8 @@
 #include "exec/exec.h"
 #include "mesh/mesh.h"
 #include "model/model.h"
-#include "train/optim.h"
+
+struct gt_trace_lane;
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,15 +53,47 @@ extern "C" {
 
 typedef struct gt_fsdp gt_fsdp;
 
-typedef struct gt_fsdp_step_info {
-  double loss;            /* LM loss: mean over the global batch */
-  double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
-  int64_t total_weights;
-  gt_update_info update;  /* global gradient norm, lr, clip scale */
-  int64_t comm_bytes;     /* per device, this step */
-  double comm_seconds;    /* per device (max), this step */
-  int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks (the largest device's) */
-} gt_fsdp_step_info;
+/* A device's trainable shard as the optimizer (train/) sees it in the
+ * reduce and update phases. The shard's part of the squared gradient norm
+ * is, over parts p, sumsq(grads[off, off + n_rep)) / div_rep +
+ * sumsq(grads[off + n_rep, off + n)) / div_own: each element counted once
+ * over the devices that hold a copy of it (data replicas; with expert
+ * parallelism every expert rank holds all but its own experts). */
+typedef struct gt_fsdp_norm_part {
+  int64_t off, n, n_rep;
+  double div_rep, div_own;
+} gt_fsdp_norm_part;
+
+typedef struct gt_fsdp_shard {
+  int dev;             /* this process's device index */
+  float *params, *grads, *mu;
+  uint16_t *mu16;      /* mu_dtype=bfloat16: the first moment in bf16 (mu is then NULL) */
+  float *nu;
+  int64_t n;           /* elements of each (the trainable group's shard) */
+  const gt_fsdp_norm_part *parts;
+  int n_parts;
+  double sumsq;        /* the reduce phase's callback sets it */
+  gt_prof *prof;       /* the device model's time profile (may be NULL) */
+  struct gt_trace_lane *lane; /* the device's trace lane (NULL: not traced) */
+} gt_fsdp_shard;
+
+/* Runs on every device's thread, all at once. */
+typedef void (*gt_fsdp_shard_fn)(void *ctx, gt_fsdp_shard *s);
+
+/* The step's sums after the all-reduce, the same on every device. */
+typedef struct gt_fsdp_sums {
+  double xent_sum;       /* LM loss, summed over the global batch's tokens */
+  int64_t total_weights; /* tokens in the loss */
+  double sumsq;          /* squared global gradient norm */
+  double moe_lb;         /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
+} gt_fsdp_sums;
+
+/* Communication of the last step, per device (the largest device's). */
+typedef struct gt_fsdp_comm {
+  int64_t bytes;
+  double seconds;
+  int64_t bytes_dcn;     /* of bytes, sent to other ranks */
+} gt_fsdp_comm;
 
 /* Builds the mesh and every device's shards, initialised exactly as the
  * single-device model would be (same seed, same values). Over MPI ranks
@@ -69,14 +108,39 @@ typedef struct gt_fsdp_step_info {
  * copying or exchanging anything. */
 gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err);
 void gt_fsdp_destroy(gt_fsdp *f);
-/* One optimizer step over `n_micro` global micro-batches. */
-gt_rc gt_fsdp_step(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_fsdp_step_info *info, gt_err *err);
+/* The phases of one optimizer step over n_micro global micro-batches, in
+ * this order (train/trainer.c's step; the mesh moves bytes, train/ owns the
+ * norm, clipping, the update and the schedule):
+ *   gt_fsdp_zero              checks the batches, counts the global batch's
+ *                             tokens, zeroes the gradient shards and loss sums
+ *   gt_fsdp_forward_backward  micro-batch i on every device; each unit's
+ *                             gradient reduce-scatters into the shards as its
+ *                             backward ends
+ *   gt_fsdp_reduce            averages over micro-batches, calls partial_norm
+ *                             on every device's shard (it sets s->sumsq), and
+ *                             all-reduces the loss sums and norms
+ *   gt_fsdp_update            calls update on every device's shard (NULL: none,
+ *                             a skipped step) and ends the step
+ * An allocation-only mesh allocates as the real phases do and calls
+ * neither callback. */
+gt_rc gt_fsdp_zero(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_err *err);
+gt_rc gt_fsdp_forward_backward(gt_fsdp *f, int i, gt_err *err);
+gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fsdp_sums *out, gt_err *err);
+gt_rc gt_fsdp_update(gt_fsdp *f, gt_fsdp_shard_fn update, void *ctx, gt_fsdp_comm *comm, gt_err *err);
+const gt_config *gt_fsdp_config(const gt_fsdp *f);
 /* Loss of global batches without training. */
 gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err);
 /* The full parameters (gathered) into a flat buffer of the model layout. */
 gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
 int64_t gt_fsdp_num_params(const gt_fsdp *f);
-/* The full parameters and AdamW moments (each n_params, the model layout). */
+/* Of them, the trainable group's (model/store.h): the elements that have
+ * gradients and moments; the rest is frozen (parameters only). */
+int64_t gt_fsdp_num_trainable(const gt_fsdp *f);
+/* Checksum (gt_model_frozen_sum) of the frozen parameters, taken when the
+ * state was set (initialised or restored); they never change after. */
+uint64_t gt_fsdp_frozen_sum(const gt_fsdp *f);
+/* The full parameters and AdamW moments (each n_params, the model layout;
+ * a frozen tensor's moments are zeros). */
 gt_rc gt_fsdp_full_state(gt_fsdp *f, float *params, float *mu, float *nu, gt_err *err);
 /* The expert axis (ici_expert_parallelism): with more than 1, a device's
  * shard holds its own experts only, so checkpoints go through full buffers. */
@@ -111,6 +175,7 @@ gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float *
                           gt_err *err);
 void gt_fsdp_shard_state_done(gt_fsdp *f);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
+void gt_fsdp_set_opt_step(gt_fsdp *f, int64_t t); /* the trainer, after an applied update */
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
 /* The profiler timeline (base/trace.h; NULL detaches): device d's steps,
  * layer phases, timed ops and memory counters go on the trace's device lane

@@ -17,6 +17,8 @@ static double gt__window(const gt_layer_desc *ld) { return ld->kind == GT_LAYER_
  * KV-shared layers no K/V projection, double-wide layers their own F, and
  * PLE its model projection plus each layer's gate and projection; a MoE
  * layer its router (2BTdE), the shared expert and top-k routed experts. */
+static gt_flops gt__flops_all_trainable(const gt_model *m, const gt_config *c);
+
 static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
   double B = c->per_device_batch_size, T = (double)c->max_target_length;
   double d = (double)m->d, V = (double)m->vocab;
@@ -49,9 +51,37 @@ static gt_flops gt__gemma4(const gt_model *m, const gt_config *c) {
   return f;
 }
 
+/* The weight-gradient products a frozen tensor does not have (model/store.h:
+ * no gradient, so no dW): 2 B T per weight a token uses, per micro-batch.
+ * The counted weights are the matrices: every 2-D and 3-D tensor but the
+ * per-layer embedding table (a lookup, free like the main embedding's, whose
+ * tied logits product is counted); a token uses num_experts_per_tok of a
+ * layer's E experts. */
+static double gt__frozen_dw(const gt_model *m, const gt_config *c) {
+  if (!m->n_frozen_tensors) return 0;
+  double B = c->per_device_batch_size, T = (double)c->max_target_length, used = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    if (t->role != GT_ROLE_FROZEN || t->ndim < 2 || t->offset == m->ple_embed_offset) continue;
+    double n = (double)t->numel;
+    if (t->ndim == 3 && t->layer >= 0 && m->layers[t->layer].n_experts)
+      n *= (double)m->layers[t->layer].experts_per_tok / (double)m->layers[t->layer].n_experts;
+    used += n;
+  }
+  return (double)c->gradient_accumulation_steps * 2 * B * T * used / 1e12;
+}
+
+gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
+  gt_flops f = gt__flops_all_trainable(m, c);
+  double dw = gt__frozen_dw(m, c);
+  f.learnable_tflops -= dw;
+  f.total_tflops -= dw;
+  return f;
+}
+
 /* Gemma 3: every layer has the same projections and MLP (layer 0's), only
  * the attention span differs between local and global layers. */
-gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
+static gt_flops gt__flops_all_trainable(const gt_model *m, const gt_config *c) {
   gt_flops f = {0, 0, 0, 0};
   if (m->n_layers < 1) return f;
   if (m->layers[0].gemma4) return gt__gemma4(m, c);

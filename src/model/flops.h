@@ -4,7 +4,9 @@
  * logits matmul counts once; local layers count the exact banded triangle.
  * Gemma 4 (calculate_gemma4_tflops_training_per_device) counts per layer:
  * globals with their head dim and kv heads, K = V as one projection, no K/V
- * projection on KV-shared layers, double-wide MLPs, and PLE's projections. */
+ * projection on KV-shared layers, double-wide MLPs, and PLE's projections.
+ * A frozen weight (trainable_parameters_mask, model/store.h) has no weight
+ * gradient: its dW product (a third of its 3 x forward) is not counted. */
 #ifndef GEMTRAIN_FLOPS_H
 #define GEMTRAIN_FLOPS_H
 

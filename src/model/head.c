@@ -13,8 +13,10 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
     return gt_err_set(err, GT_ERR_ARG, "head: %lld tokens do not split into %d vocab tiles",
                       (long long)N, n_tiles);
   int64_t R = N / n_tiles;
-  const float *E = hp;
-  const float *wn = hp + V * d;
+  /* the head unit starts at 0; a frozen tensor has no gradient (NULL) */
+  const float *E = hp + m->embed_offset;
+  const float *wn = hp + m->final_norm_offset;
+  float *gE = gt_model_head_grad(m, hg, m->embed_offset), *gN = gt_model_head_grad(m, hg, m->final_norm_offset);
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
 
@@ -67,10 +69,10 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap));
     else
       GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, hg, logits, ht, E, R, d, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, E, R, d, V));
   }
   if (bwd)
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, hg + V * d, NULL, dh, x, rstd, wn, N, (int)d,
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, gN, NULL, dh, x, rstd, wn, N, (int)d,
                                                                      m->norm_offset, 0));
 done:
   gt_mem_free(mem, h);

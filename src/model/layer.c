@@ -397,7 +397,7 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
   *attn = N * d + 2 * N * qd + (L->kv_donor < 0 ? 3 * N * kd : 0);
 }
 
-#define G(slot) (gt_layer_slot(L, grads, (slot)))  /* grads: this layer's block */
+#define G(slot) (gt_layer_grad(L, grads, (slot)))  /* grads: this layer's block; NULL for a frozen tensor */
 
 /* Gemma 4's output stage: x_out = lambda * y with y = x3 (PLE) or x2, and
  * the PLE block x3 = x2 + norm(proj(gelu(gate(x2)) * ple)). On return dx1

@@ -131,6 +131,106 @@ static void gt__layer_tensors(gt_model *m, const gt_config *c, int64_t l, int64_
   for (int s = 0; s < GT_P_NSLOTS; s++) ld->slot_rel[s] = ld->slot_offset[s] < 0 ? -1 : ld->slot_offset[s] - ld->param_offset;
 }
 
+void gt_model_some_names(const gt_model *m, char *buf, size_t n) {
+  /* the head's, then layer 0's and the last layer's first few */
+  size_t o = 0;
+  buf[0] = '\0';
+  int picks[8], np = 0;
+  for (int i = 0; i < m->n_tensors && np < 4; i++)
+    if (m->tensors[i].layer <= 0) picks[np++] = i;
+  for (int i = m->n_tensors - 1, k = 0; i >= 0 && k < 2; i--, k++) picks[np++] = i;
+  for (int k = 0; k < np && o + 2 < n; k++) {
+    int dup = 0;
+    for (int j = 0; j < k; j++) dup |= picks[j] == picks[k];
+    if (dup) continue;
+    o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", m->tensors[picks[k]].name);
+  }
+}
+
+/* The store's roles from trainable_parameters_mask, and the layout they
+ * imply: inside each unit the trainable tensors first (in table order), then
+ * the frozen ones, so a unit's gradient block is a prefix of its parameter
+ * block. Table order (and with it each tensor's initialisation stream) does
+ * not change; with everything trainable neither do the offsets. */
+static gt_rc gt__place(gt_model *m, gt_err *err);
+
+static gt_rc gt__apply_store(gt_model *m, const gt_config *c, gt_err *err) {
+  gt_store_mask *mk = NULL;
+  gt_rc rc = gt_store_mask_compile(c->trainable_parameters_mask, &mk, err);
+  if (rc) return rc;
+  int64_t n_train = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    t->dtype = GT_STORE_F32;
+    t->role = gt_store_mask_trains(mk, t->name) ? GT_ROLE_TRAINABLE : GT_ROLE_FROZEN;
+    t->group = t->role == GT_ROLE_TRAINABLE ? GT_GROUP_TRAINABLE : GT_GROUP_FROZEN;
+    if ((rc = gt_store_check(t->name, t->role, t->dtype, err))) break;
+    if (t->role == GT_ROLE_TRAINABLE) n_train += t->numel;
+    else m->n_frozen_tensors++;
+  }
+  int n_re = gt_store_mask_count(mk);
+  gt_store_mask_free(mk);
+  if (rc) return rc;
+  if (n_re > 0 && n_train == 0) {
+    char names[600];
+    gt_model_some_names(m, names, sizeof names);
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'trainable_parameters_mask' = '%s' matches none of the model's %d parameters, so "
+                      "nothing would train; its expressions are searched for in names such as %s",
+                      c->trainable_parameters_mask, m->n_tensors, names);
+  }
+  m->n_trainable = n_train;
+  return gt__place(m, err);
+}
+
+/* Places each unit's tensors by role: trainable ones first, in table order. */
+static gt_rc gt__place(gt_model *m, gt_err *err) {
+  m->head_train_count = 0;
+  for (int64_t l = 0; l < m->n_layers; l++) m->layers[l].train_count = 0;
+  int64_t *old = malloc(sizeof(int64_t) * (size_t)(m->n_tensors > 0 ? m->n_tensors : 1));
+  if (!old) return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for the store");
+  for (int i = 0; i < m->n_tensors; i++) old[i] = m->tensors[i].offset;
+  for (int i0 = 0; i0 < m->n_tensors;) {
+    int i1 = i0;
+    while (i1 < m->n_tensors && m->tensors[i1].layer == m->tensors[i0].layer) i1++;
+    int64_t cur = m->tensors[i0].offset; /* the unit's start: its lowest offset */
+    for (int i = i0; i < i1; i++)
+      if (m->tensors[i].offset < cur) cur = m->tensors[i].offset;
+    for (int pass = 0; pass < 2; pass++)
+      for (int i = i0; i < i1; i++) {
+        gt_tensor_info *t = &m->tensors[i];
+        if ((int)t->role != pass) continue;
+        t->offset = cur;
+        cur += t->numel;
+        if (t->role != GT_ROLE_TRAINABLE) continue;
+        if (t->layer < 0) m->head_train_count += t->numel;
+        else m->layers[t->layer].train_count += t->numel;
+      }
+    i0 = i1;
+  }
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    if (t->layer < 0) {
+      if (old[i] == m->embed_offset) m->embed_offset = t->offset;
+      else if (old[i] == m->final_norm_offset) m->final_norm_offset = t->offset;
+      else if (old[i] == m->ple_embed_offset) m->ple_embed_offset = t->offset;
+      else if (old[i] == m->ple_proj_offset) m->ple_proj_offset = t->offset;
+      else if (old[i] == m->ple_norm_offset) m->ple_norm_offset = t->offset;
+      continue;
+    }
+    gt_layer_desc *ld = &m->layers[t->layer];
+    for (int s = 0; s < GT_P_NSLOTS; s++)
+      if (ld->slot_offset[s] == old[i]) {
+        ld->slot_offset[s] = t->offset;
+        ld->slot_rel[s] = t->offset - ld->param_offset;
+        ld->frozen[s] = t->role == GT_ROLE_FROZEN;
+        break;
+      }
+  }
+  free(old);
+  return GT_OK;
+}
+
 gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   memset(m, 0, sizeof *m);
   if (strcmp(c->decoder_block, "gemma3") && !gt_config_is_gemma4(c))
@@ -188,13 +288,19 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   }
   for (int64_t l = 0; l < L; l++) gt__layer_tensors(m, c, l, &cur);
   m->n_params = cur;
+  if ((rc = gt__apply_store(m, c, err))) {
+    gt_model_free(m);
+    return rc;
+  }
   return GT_OK;
 }
 
 void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count) {
   if (u == 0) {
-    *offset = m->embed_offset;
-    *count = (m->n_layers > 0 ? m->layers[0].param_offset : m->n_params) - m->embed_offset;
+    /* the head unit starts the layout (its first tensor need not be the
+     * embedding: a frozen one follows the trainable ones) */
+    *offset = 0;
+    *count = m->n_layers > 0 ? m->layers[0].param_offset : m->n_params;
   } else {
     *offset = m->layers[u - 1].param_offset;
     *count = m->layers[u - 1].param_count;
@@ -254,6 +360,73 @@ int gt_model_unit_pieces(const gt_model *m, int64_t u, int64_t full_off[3], int6
   local_off[2] = L->slot_rel[GT_P_EXPERT_DOWN];
   len[2] = EL * per_dn;
   return 3;
+}
+
+gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
+  return gt_model_copy_frozen(m, NULL, 0, out, err);
+}
+
+gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err) {
+  *out = *m;
+  out->mem = NULL;
+  out->params = out->grads = NULL;
+  for (int r = 0; r < GT_MAX_ROPE; r++) out->rope_cos[r] = out->rope_sin[r] = NULL;
+  out->view = NULL;
+  out->layers = malloc(sizeof *m->layers * (size_t)(m->n_layers > 0 ? m->n_layers : 1));
+  out->tensors = malloc(sizeof *m->tensors * (size_t)(m->n_tensors > 0 ? m->n_tensors : 1));
+  if (!out->layers || !out->tensors) {
+    free(out->layers), free(out->tensors);
+    memset(out, 0, sizeof *out);
+    return gt_err_set(err, GT_ERR_NOMEM, "model: no memory to copy the layout");
+  }
+  memcpy(out->layers, m->layers, sizeof *m->layers * (size_t)m->n_layers);
+  memcpy(out->tensors, m->tensors, sizeof *m->tensors * (size_t)m->n_tensors);
+  for (int i = 0; i < out->n_tensors; i++) out->tensors[i].role = GT_ROLE_TRAINABLE, out->tensors[i].group = GT_GROUP_TRAINABLE;
+  for (int64_t l = 0; l < out->n_layers; l++) memset(out->layers[l].frozen, 0, sizeof out->layers[l].frozen);
+  out->n_frozen_tensors = 0;
+  out->n_trainable = out->n_params;
+  gt_rc rc = GT_OK;
+  const char *nm = names;
+  for (int k = 0; k < n && !rc; k++, nm += strlen(nm) + 1) {
+    int i = 0;
+    while (i < out->n_tensors && strcmp(out->tensors[i].name, nm)) i++;
+    if (i == out->n_tensors) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "model: no tensor named '%s' to freeze", nm);
+      break;
+    }
+    if (out->tensors[i].role == GT_ROLE_FROZEN) continue;
+    out->tensors[i].role = GT_ROLE_FROZEN;
+    out->tensors[i].group = GT_GROUP_FROZEN;
+    out->n_frozen_tensors++;
+    out->n_trainable -= out->tensors[i].numel;
+  }
+  /* the slots' frozen flags follow from the roles in gt__place */
+  if (!rc) rc = gt__place(out, err);
+  if (rc) gt_model_free(out);
+  return rc;
+}
+
+int64_t gt_model_unit_trainable(const gt_model *m, int64_t u) {
+  if (u == 0) return m->head_train_count;
+  const gt_layer_desc *L = &m->layers[u - 1];
+  /* every tensor trains: the whole block (with expert parallelism, its own
+   * experts only); else the leading ones, which never include an expert
+   * shard (gt_fsdp refuses trainable experts behind a frozen tensor) */
+  return L->train_count == L->param_count ? L->local_count : L->train_count;
+}
+
+float *gt_model_head_grad(const gt_model *m, float *hg, int64_t offset) {
+  if (!hg) return NULL;
+  for (int i = 0; i < m->n_tensors && m->tensors[i].layer < 0; i++)
+    if (m->tensors[i].offset == offset) return m->tensors[i].role == GT_ROLE_FROZEN ? NULL : hg + offset;
+  return NULL;
+}
+
+uint64_t gt_model_frozen_sum(const gt_model *m, const float *params) {
+  uint64_t h = GT_STORE_SUM_INIT;
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].role == GT_ROLE_FROZEN) h = gt_store_sum(h, params + m->tensors[i].offset, m->tensors[i].numel);
+  return h;
 }
 
 int64_t gt_model_unit_local(const gt_model *m, int64_t u) {

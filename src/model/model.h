@@ -16,6 +16,7 @@
 #include "base/common.h"
 #include "config/config.h"
 #include "base/prof.h"
+#include "model/store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,10 @@ typedef struct gt_layer_desc {
    * slot_rel[s] (-1 if absent). Without it, the whole layer. */
   int64_t local_count;
   int64_t slot_rel[GT_P_NSLOTS];
+  /* the parameter store (store.h): frozen[s] when slot s does not train;
+   * the trainable tensors lead the block, train_count elements in all */
+  unsigned char frozen[GT_P_NSLOTS];
+  int64_t train_count;
 } gt_layer_desc;
 
 typedef struct gt_rope_desc {
@@ -97,6 +102,10 @@ typedef struct gt_tensor_info {
   int64_t offset;    /* element offset into the flat buffer */
   int64_t numel;
   int layer;         /* -1 for embedding and final norm */
+  /* the store (store.h) */
+  gt_store_dtype dtype;
+  gt_store_role role;
+  gt_store_group group;
 } gt_tensor_info;
 
 #define GT_MAX_ROPE 4
@@ -164,6 +173,10 @@ typedef struct gt_model {
   int n_tensors;
   gt_tensor_info *tensors;
   int64_t n_params;
+  /* the store: elements that train (the rest is frozen), and of them the
+   * head unit's (its leading ones) */
+  int64_t n_trainable, head_train_count;
+  int n_frozen_tensors;
   int64_t embed_offset, final_norm_offset;
   /* per-layer embeddings (Gemma 4 small), in the head unit after the final
    * norm: table [ple_vocab, L*ple_dim], projection [L*ple_dim, d], norm
@@ -238,11 +251,37 @@ int64_t gt_model_unit_local(const gt_model *m, int64_t u);
 int64_t gt_model_unit_replicated(const gt_model *m, int64_t u);
 const gt_tensor_info *gt_model_find_tensor(const gt_model *m, const char *name);
 
+/* Elements of unit u's block on this device that train: a prefix of the
+ * block (gt_model_unit_local), the gradient block's size. */
+int64_t gt_model_unit_trainable(const gt_model *m, int64_t u);
+/* The gradient of the head-unit tensor at flat offset `offset` inside the
+ * head's gradient block hg; NULL when hg is NULL or the tensor is frozen. */
+float *gt_model_head_grad(const gt_model *m, float *hg, int64_t offset);
+/* Checksum (gt_store_sum) of the frozen tensors' bytes in a flat buffer of
+ * the layout, in table order; GT_STORE_SUM_INIT when nothing is frozen. */
+uint64_t gt_model_frozen_sum(const gt_model *m, const float *params);
+/* The same layout with every tensor trainable (the order without a mask):
+ * a deep copy of the descriptors, no storage; free with gt_model_free. For
+ * reading a source written without the mask. */
+gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err);
+/* The same with the n tensors named in `names` (one after another, each
+ * ending in '\0') frozen and every other one trainable: the layout of a
+ * checkpoint written under another mask. GT_ERR_CONFIG naming a name the
+ * model lacks. */
+gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err);
+/* Names (comma-separated, at most n bytes) of a few tensors, for messages. */
+void gt_model_some_names(const gt_model *m, char *buf, size_t n);
+
 /* Pointer to a layer's slot given the start of that layer's own block of
  * params or grads (wherever it lives: the flat buffer or a gathered copy);
  * NULL if the kind has no such tensor. */
 static inline float *gt_layer_slot(const gt_layer_desc *L, float *layer_base, gt_lparam s) {
   return L->slot_rel[s] < 0 ? (float *)0 : layer_base + L->slot_rel[s];
+}
+/* The same for a gradient block: NULL for a frozen tensor (no gradient, so
+ * the op skips its weight-gradient product) and for no block at all. */
+static inline float *gt_layer_grad(const gt_layer_desc *L, float *grads, gt_lparam s) {
+  return !grads || L->slot_rel[s] < 0 || L->frozen[s] ? (float *)0 : grads + L->slot_rel[s];
 }
 
 #ifdef __cplusplus

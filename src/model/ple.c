@@ -27,7 +27,7 @@ static void gt__scale(float *x, int64_t n, float s) {
 /* ctx = x0 . Wproj^T * d^-0.5, [N, L*P] */
 static void gt__project(const gt_model *m, const float *hp, const float *x0, int64_t N, float *ctx) {
   int64_t LP = m->n_layers * m->ple_dim;
-  const float *Wp = hp + (m->ple_proj_offset - m->embed_offset);
+  const float *Wp = hp + m->ple_proj_offset;
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, ctx, x0, Wp, N, m->d, LP));
   gt__scale(ctx, N * LP, gt__proj_scale(m));
   gt__act_round(m, ctx, N * LP);
@@ -36,7 +36,7 @@ static void gt__project(const gt_model *m, const float *hp, const float *x0, int
 gt_rc gt__ple_forward(const gt_model *m, const float *hp, const float *x0, const int32_t *tok, int64_t N, float *ple,
                       gt_err *err) {
   int64_t LP = m->n_layers * m->ple_dim;
-  const float *E = hp + (m->ple_embed_offset - m->embed_offset), *wn = hp + (m->ple_norm_offset - m->embed_offset);
+  const float *E = hp + m->ple_embed_offset, *wn = hp + m->ple_norm_offset;
   float *ctx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float), "per-layer projection");
   if (!ctx) return gt_err_set(err, GT_ERR_NOMEM, "ple: no memory for the per-layer projection [%lld, %lld]",
                               (long long)N, (long long)LP);
@@ -63,13 +63,14 @@ gt_rc gt__ple_forward(const gt_model *m, const float *hp, const float *x0, const
 gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const float *x0, const int32_t *tok, int64_t N,
                        float *dple, float *dx0, gt_err *err) {
   int64_t LP = m->n_layers * m->ple_dim, rows = N * m->n_layers;
-  int64_t eo = m->ple_embed_offset - m->embed_offset, po = m->ple_proj_offset - m->embed_offset;
-  int64_t no = m->ple_norm_offset - m->embed_offset;
+  /* offsets in the head unit, which starts at 0 */
+  int64_t eo = m->ple_embed_offset, po = m->ple_proj_offset, no = m->ple_norm_offset;
+  float *gE = gt_model_head_grad(m, hg, eo), *gP = gt_model_head_grad(m, hg, po), *gN = gt_model_head_grad(m, hg, no);
   int meas = gt_mem_measuring(m->mem); /* allocation only: the buffers, no arithmetic */
   /* both halves of the sum get dple * 2^-0.5 */
   if (!meas) {
     gt__scale(dple, N * LP, gt__mix);
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(hg + eo, dple, tok, N, (int)LP, gt__ident_scale(m)));
+    if (gE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_backward(gE, dple, tok, N, (int)LP, gt__ident_scale(m)));
   }
   gt_rc rc = GT_OK;
   float *ctx = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, (size_t)(N * LP) * sizeof(float),
@@ -86,10 +87,10 @@ gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const floa
   gt__project(m, hp, x0, N, ctx);
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(dctx, rstd, ctx, hp + no, rows, (int)m->ple_dim, m->eps, m->norm_offset));
   /* written, not added: the recomputed norm output in dctx is not read */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dctx, hg + no, NULL, dple, ctx, rstd, hp + no, rows,
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dctx, gN, NULL, dple, ctx, rstd, hp + no, rows,
                                                                    (int)m->ple_dim, m->norm_offset, 0));
   gt__scale(dctx, N * LP, gt__proj_scale(m));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx0, hg + po, dctx, x0, hp + po, N, m->d, LP));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx0, gP, dctx, x0, hp + po, N, m->d, LP));
 done:
   gt_mem_free(m->mem, ctx);
   gt_mem_free(m->mem, dctx);

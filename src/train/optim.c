@@ -22,8 +22,7 @@ double gt_grad_norm(const float *g, int64_t n) { return sqrt(gt_sumsq(g, n)); }
 
 /* Clipping and the AdamW hyperparameters of step t; 0 when the step is
  * skipped (*ui says so). */
-static int gt__optim_prepare(const gt_config *c, int64_t t, double norm, int finite, gt_adamw_hparams *h,
-                             gt_update_info *ui) {
+int gt_optim_prepare(const gt_config *c, int64_t t, double norm, int finite, gt_adamw_hparams *h, gt_update_info *ui) {
   double lr = gt_lr_at(c, t);
   if (!finite || !isfinite(norm)) {
     *ui = (gt_update_info){norm, lr, 1.0, 1};
@@ -43,7 +42,7 @@ gt_update_info gt_optim_update(const gt_config *c, int64_t t, double norm, int f
                                const float *grads, float *mu, float *nu, int64_t n) {
   gt_adamw_hparams h;
   gt_update_info ui;
-  if (gt__optim_prepare(c, t, norm, finite, &h, &ui)) gt_adamw_update(params, grads, mu, nu, n, &h);
+  if (gt_optim_prepare(c, t, norm, finite, &h, &ui)) gt_adamw_update(params, grads, mu, nu, n, &h);
   return ui;
 }
 
@@ -51,6 +50,12 @@ gt_update_info gt_optim_update_mu_bf16(const gt_config *c, int64_t t, double nor
                                        const float *grads, uint16_t *mu, float *nu, int64_t n) {
   gt_adamw_hparams h;
   gt_update_info ui;
-  if (gt__optim_prepare(c, t, norm, finite, &h, &ui)) gt_adamw_update_mu_bf16(params, grads, mu, nu, n, &h);
+  if (gt_optim_prepare(c, t, norm, finite, &h, &ui)) gt_adamw_update_mu_bf16(params, grads, mu, nu, n, &h);
   return ui;
+}
+
+void gt_optim_apply(const gt_adamw_hparams *h, float *params, const float *grads, float *mu, uint16_t *mu16, float *nu,
+                    int64_t n) {
+  if (mu) gt_adamw_update(params, grads, mu, nu, n, h);
+  else gt_adamw_update_mu_bf16(params, grads, mu16, nu, n, h);
 }

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/common.h"
 #include "config/config.h"
+#include "kernels/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +27,15 @@ typedef struct gt_update_info {
   double clip_scale; /* factor applied to the gradients (1 = not clipped) */
   int skipped;       /* 1: the loss or the norm was not finite; nothing was updated */
 } gt_update_info;
+
+/* Clipping and the AdamW hyperparameters of 0-based optimizer step t from
+ * the global gradient norm: 1 when the update applies, 0 when it is skipped
+ * (finite = 0 or a non-finite norm); *ui says which, and the clip scale. */
+int gt_optim_prepare(const gt_config *cfg, int64_t t, double norm, int finite, gt_adamw_hparams *h, gt_update_info *ui);
+/* AdamW with prepared hyperparameters on n elements; mu16 (mu_dtype=
+ * bfloat16) instead of mu when mu is NULL. */
+void gt_optim_apply(const gt_adamw_hparams *h, float *params, const float *grads, float *mu, uint16_t *mu16, float *nu,
+                    int64_t n);
 
 /* Global norm of a gradient buffer (deterministic: fixed partition). */
 double gt_grad_norm(const float *g, int64_t n);

@@ -23,6 +23,36 @@ static gt_rc gt__agree(void *ctx, gt_rc mine, const gt_err *mine_err, const char
   return gt_dist_agree(mine, mine_err, what, err);
 }
 
+/* Compacts a full flat buffer to its units' trainable prefixes, in unit
+ * order (a checkpoint shard's arrays; ckpt.h). */
+static void gt__pack_trainable(const gt_model *m, float *buf) {
+  int64_t o = 0;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) {
+    int64_t off, cnt, t = gt_model_unit_trainable(m, u);
+    gt_model_unit(m, u, &off, &cnt);
+    memmove(buf + o, buf + off, (size_t)t * sizeof(float));
+    o += t;
+  }
+}
+
+/* Where a run's frozen tensors come from (a checkpoint's reference). */
+static void gt__frozen_source(const gt_config *c, char *buf, size_t n) {
+  if (c->load_parameters_path[0]) snprintf(buf, n, "load_parameters_path=%s", c->load_parameters_path);
+  else snprintf(buf, n, "init_weights_seed=%d (weight_init_scale=%.17g)", c->init_weights_seed, c->weight_init_scale);
+}
+
+/* Fills the frozen tensors of a full buffer from the run's source (the
+ * parameters of load_parameters_path, else the initialisation), before a
+ * checkpoint that references them is loaded over the trainable ones. */
+static gt_rc gt__frozen_fill(const gt__tstate *s, float *p, gt_err *err) {
+  if (!s->m->n_frozen_tensors) return GT_OK;
+  if (s->src) return gt_model_source_load_params(s->src, s->m, p, err);
+  gt_model tmp = *s->m;
+  tmp.params = p;
+  gt_model_init_params(&tmp, (uint64_t)s->cfg->init_weights_seed, s->cfg->weight_init_scale);
+  return GT_OK;
+}
+
 gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
   enum { MAXS = 1024 };
   const float *p[MAXS], *mu[MAXS], *nu[MAXS];
@@ -52,6 +82,9 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
       return rc0;
     }
     p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
+    /* one shard holds each unit's trainable prefix, unit after unit */
+    if (s->m->n_frozen_tensors)
+      for (int k = 0; k < 3; k++) gt__pack_trainable(s->m, host + k * n);
     if (!primary) p[0] = mu[0] = nu[0] = NULL;
   } else {
     /* each rank writes the shards its devices hold (NULL: another rank's) */
@@ -71,12 +104,15 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   }
   opt_step = gt_fsdp_opt_step(fs);
   gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
+  gt_ckpt_frozen fz;
+  fz.sum = gt_fsdp_frozen_sum(fs);
+  gt__frozen_source(s->cfg, fz.source, sizeof fz.source);
   char root[2200];
   snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
   gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
-  gt_rc rc = gt_ckpt_save_sync(root, s->m, &src, &st, cj, (int)s->cfg->checkpoint_compression,
+  gt_rc rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, cj, (int)s->cfg->checkpoint_compression,
                                s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
@@ -172,7 +208,15 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     if (s->src && s->src->kind == GT_SRC_HF) why = "load_parameters_path, a Hugging Face directory";
     if (s->src && s->src->kind == GT_SRC_PARAMFILE) why = "load_parameters_path, a parameter file";
   } else {
-    rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
+    char fsrc[1100];
+    gt__frozen_source(c, fsrc, sizeof fsrc);
+    rc = gt__frozen_fill(s, p, err);
+    if (!rc) rc = gt_ckpt_load_latest(path, m, p, mu, nu, &ld, gt__log, s->out, err);
+    if (rc && m->n_frozen_tensors) { /* say where this run's frozen tensors came from */
+      char msg[GT_ERR_MSG_MAX];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      gt_err_set(err, rc, "%s (this run's frozen tensors: %s)", msg, fsrc);
+    }
   }
   if (rc) {
     char msg[GT_ERR_MSG_MAX];

@@ -9,6 +9,7 @@
 #include "base/trace.h"
 #include "model/flops.h"
 #include "dist/dist.h"
+#include "kernels/kernels.h"
 #include "train/optim.h"
 
 struct gt_trainer {
@@ -87,11 +88,67 @@ int64_t gt_trainer_peak_bytes(gt_trainer *t) {
   return peak;
 }
 
+/* reduce and norm, on every device: its shard's part of the squared global
+ * gradient norm (the mesh says how often each element is held) */
+static void gt__partial_norm(void *ctx, gt_fsdp_shard *s) {
+  (void)ctx;
+  double t0 = s->lane ? gt_prof_now() : 0.0, sum = 0.0;
+  for (int i = 0; i < s->n_parts; i++) {
+    const gt_fsdp_norm_part *p = &s->parts[i];
+    const float *g = s->grads + p->off;
+    sum += gt_sumsq(g, p->n_rep) / p->div_rep + gt_sumsq(g + p->n_rep, p->n - p->n_rep) / p->div_own;
+  }
+  s->sumsq = sum;
+  if (s->lane) gt_trace_span(s->lane, "gradient norm", "optimizer", t0, gt_prof_now());
+}
+
+/* clip and update, on every device: AdamW (clip scale and weight decay in
+ * its hyperparameters) on the trainable shard */
+static void gt__optim_update(const gt_adamw_hparams *h, gt_fsdp_shard *s) {
+  gt_optim_apply(h, s->params, s->grads, s->mu, s->mu16, s->nu, s->n);
+}
+
+static void gt__apply(void *ctx, gt_fsdp_shard *s) {
+  /* its trace span is named by the call: "optim_update" */
+  GT_PROF(s->prof, GT_PROF_OPTIM, gt__optim_update(ctx, s));
+}
+
+gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_mesh_step_info *info, gt_err *err) {
+  const gt_config *c = gt_fsdp_config(fs);
+  memset(info, 0, sizeof *info);
+  /* zero */
+  gt_rc rc = gt_fsdp_zero(fs, micro, n_micro, err);
+  /* forward/backward per micro-batch (gradients reduce-scatter as they come) */
+  for (int i = 0; i < n_micro && !rc; i++) rc = gt_fsdp_forward_backward(fs, i, err);
+  /* reduce and norm: loss sums and the squared norm of the trainable group */
+  gt_fsdp_sums sums;
+  if (!rc) rc = gt_fsdp_reduce(fs, gt__partial_norm, NULL, &sums, err);
+  if (rc) return rc;
+  /* clip and update: one decision for every device (their sums agree); a
+   * non-finite loss or norm updates nothing */
+  int64_t t = gt_fsdp_opt_step(fs);
+  int finite = isfinite(sums.xent_sum) && isfinite(sums.moe_lb);
+  gt_adamw_hparams h;
+  int apply = gt_optim_prepare(c, t, sqrt(sums.sumsq), finite, &h, &info->update);
+  gt_fsdp_comm comm;
+  if ((rc = gt_fsdp_update(fs, apply ? gt__apply : NULL, &h, &comm, err))) return rc;
+  if (apply) gt_fsdp_set_opt_step(fs, t + 1);
+  /* report */
+  /* no tokens (an allocation-only step): no loss */
+  info->loss = sums.total_weights ? sums.xent_sum / (double)sums.total_weights : 0.0;
+  info->moe_lb_loss = sums.moe_lb;
+  info->total_weights = sums.total_weights;
+  info->comm_bytes = comm.bytes;
+  info->comm_seconds = comm.seconds;
+  info->comm_bytes_dcn = comm.bytes_dcn;
+  return GT_OK;
+}
+
 gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err) {
   const gt_config *c = &t->cfg;
   double t0 = gt_prof_now();
-  gt_fsdp_step_info fi;
-  gt_rc rc = gt_fsdp_step(t->fs, micro, n_micro, &fi, err);
+  gt_mesh_step_info fi;
+  gt_rc rc = gt_trainer_mesh_step(t->fs, micro, n_micro, &fi, err);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;
   if (t->trace) { /* the host's span is the step's measured time exactly */

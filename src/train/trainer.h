@@ -24,6 +24,7 @@
 #include "config/config.h"
 #include "gemtrain/metrics.h"
 #include "mesh/fsdp.h"
+#include "train/optim.h"
 
 typedef struct gt_trainer gt_trainer;
 
@@ -31,6 +32,22 @@ typedef struct gt_trainer gt_trainer;
  * (one per device) make it allocation-only, for the plan (mesh/fsdp.h). */
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err);
 void gt_trainer_destroy(gt_trainer *t);
+
+/* What one step over the mesh did. */
+typedef struct gt_mesh_step_info {
+  double loss;            /* LM loss: mean over the global batch */
+  double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
+  int64_t total_weights;
+  gt_update_info update;  /* global gradient norm, lr, clip scale, skipped */
+  int64_t comm_bytes;     /* per device, this step (the largest device's) */
+  double comm_seconds;    /* per device (max), this step */
+  int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks */
+} gt_mesh_step_info;
+
+/* The step itself, on a mesh (gt_trainer_step runs it; tests call it on a
+ * bare gt_fsdp): zero, forward/backward per micro-batch, reduce and norm,
+ * clip and update. Over MPI ranks every rank calls it. */
+gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_mesh_step_info *info, gt_err *err);
 
 /* One optimizer step over n_micro global micro-batches (each of the
  * configured global batch). sm receives the step's metrics (step, loss,
