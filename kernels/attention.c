@@ -53,7 +53,7 @@
 
 enum { GT__BQ = GT_ATTN_BQ, GT__BK = GT_ATTN_BK };
 
-#if defined(__AVX512F__) && !defined(GT_ATTN_USE_BLAS)
+#if defined(GT__KERNELS_AVX512) && !defined(GT_ATTN_USE_BLAS)
 #include <immintrin.h>
 #define GT__HAND 1
 #endif

@@ -14,7 +14,7 @@
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #define GT__FMA(acc) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #acc "\n\t"
 #define GT__ZERO "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
 #define GT__CLOB "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", \
