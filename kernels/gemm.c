@@ -32,7 +32,7 @@
  * shape, so the bits stay independent of the thread count there too.
  *
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
- * (kernels/gemm_blocking.h, defined here in plain C for every -march). */
+ * (kernels/gemm_blocking.h, defined here in plain C, in the portable copy). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
