@@ -138,7 +138,7 @@ START_TEST(test_gemma4_devices_agree) {
    * follows the product's shape, so the devices' forward passes already
    * differ in the last bits: there the small model's losses part by 5e-6 at
    * step 4 and 2.4e-5 at step 5 (measured, 2 and 4 devices), the weights by
-   * 3e-6. */
+   * 3e-6 (1.4e-5 in a GT_NATIVE=ON build). */
   g_lr = "learning_rate=0.002";
   const double tol = gt__kernels_avx512() ? 1e-5 : 1e-4;
   const char *models[] = {"gemma4-tiny-dense", "gemma4-tiny-ple"};
@@ -152,7 +152,7 @@ START_TEST(test_gemma4_devices_agree) {
         ck_assert_msg(fabs(r.loss[st] - one.loss[st]) <= tol * fabs(one.loss[st]), "%s, %d devices, step %d: %.9g vs %.9g",
                       models[mi], shapes[i][0], st, r.loss[st], one.loss[st]);
       double err = gt_test_norm_rel_err(r.params, one.params, one.n);
-      ck_assert_msg(err <= 1e-5, "%s, %d devices: final weights differ by %.3g", models[mi], shapes[i][0], err);
+      ck_assert_msg(err <= tol, "%s, %d devices: final weights differ by %.3g", models[mi], shapes[i][0], err);
       free(r.params);
     }
     free(one.params);
