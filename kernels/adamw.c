@@ -3,7 +3,7 @@
  * corrections are scalars, formed once in double. */
 #include <math.h>
 #include <omp.h>
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -41,7 +41,7 @@ static inline void gt__adamw_scalar(float *p, const float *g, float *m, float *v
 static void gt__adamw_range(float *p, const float *g, float *m, float *v,
                             int64_t i0, int64_t i1, const gt__adamw_k *k) {
   int64_t i = i0;
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
   const __m512 b1 = _mm512_set1_ps(k->b1), b2 = _mm512_set1_ps(k->b2);
   const __m512 ob1 = _mm512_set1_ps(k->ob1), ob2 = _mm512_set1_ps(k->ob2);
   const __m512 bc1 = _mm512_set1_ps(k->bc1), bc2 = _mm512_set1_ps(k->bc2);

@@ -5,7 +5,7 @@
  * bit), so the vector path and the scalar tail give the reference's bits. */
 #include <math.h>
 #include <omp.h>
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -34,7 +34,7 @@ static inline void gt__scalar(float *p, const float *g, uint16_t *m, float *v, i
 
 static void gt__range(float *p, const float *g, uint16_t *m, float *v, int64_t i0, int64_t i1, const gt__adamw_k *k) {
   int64_t i = i0;
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
   const __m512 b1 = _mm512_set1_ps(k->b1), b2 = _mm512_set1_ps(k->b2);
   const __m512 ob1 = _mm512_set1_ps(k->ob1), ob2 = _mm512_set1_ps(k->ob2);
   const __m512 bc1 = _mm512_set1_ps(k->bc1), bc2 = _mm512_set1_ps(k->bc2);

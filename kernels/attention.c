@@ -53,7 +53,7 @@
 
 enum { GT__BQ = GT_ATTN_BQ, GT__BK = GT_ATTN_BK };
 
-#if defined(__AVX512F__) && !defined(GT_ATTN_USE_BLAS)
+#if defined(GT__KERNELS_AVX512) && !defined(GT_ATTN_USE_BLAS)
 #include <immintrin.h>
 #define GT__HAND 1
 #endif
@@ -117,8 +117,8 @@ static int gt__seg_disjoint(const int32_t *seg_b, int i0, int nq, int j0, int nk
  * With AVX-512 these are register-blocked micro-kernels: at 64 x 64 tiles
  * they beat OpenBLAS's sgemm, whose per-call packing and dispatch cost is a
  * large share of such small products (and OpenBLAS 0.3.21 does not recognise
- * every AVX-512 CPU and may fall back to an SSE3 kernel). Without AVX-512 the
- * same products go to cblas_sgemm. */
+ * every AVX-512 CPU and may fall back to an SSE3 kernel). In the portable copy
+ * (kernels/cpu.h) the same products go to cblas_sgemm. */
 
 /* B^T of one key tile, packed [k][GT__BK] for gt__mm_nt; columns n..BK-1 are
  * zero so the micro-kernel can always run full width. */
@@ -557,7 +557,7 @@ static int gt__attn_bmode(const gt_attn_dims *d) {
 #ifdef GT__HAND
   return gt__bgemm_kernel() == 2 ? 2 : 1;
 #else
-  return 0; /* no AVX-512 at build time: float32 products (kernels.h) */
+  return 0; /* the portable copy: float32 products (kernels.h) */
 #endif
 }
 

@@ -7,13 +7,13 @@
 
 #include "kernels/bf16.h"
 
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
 #define GT__PAR_MIN 65536
 
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #include "kernels/bf16_lanes.h"
 #endif
 
@@ -21,7 +21,7 @@ void gt_bf16_round(float *x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
   for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(x + i))));
 #endif
     for (; i < e; i++) x[i] = gt_bf16_round1(x[i]);
@@ -32,7 +32,7 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
   for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16)
       _mm256_storeu_si256((__m256i *)(dst + i),
                           _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_loadu_ps(src + i)), 16)));
@@ -45,7 +45,7 @@ void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
   for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16)
       _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16));
 #endif

@@ -4,7 +4,7 @@
  * conversions, gemm_bf16.c's packing, attention.c's bf16 tiles). It keeps
  * denormals, which AVX512_BF16's conversion instructions flush.
  * Include it where AVX-512F code is compiled: inside a GT__TARGET_BEGIN
- * region (kernels/target.h) or under __AVX512F__. */
+ * region (kernels/target.h) or in an AVX-512 copy (kernels/isa.h). */
 #ifndef GEMTRAIN_KERNELS_BF16_LANES_H
 #define GEMTRAIN_KERNELS_BF16_LANES_H
 

@@ -27,12 +27,12 @@
  * B block and one A block per team thread), grown on demand and kept between
  * calls, freed when the thread exits (a pthread key destructor; the main
  * thread's lives until the process ends). If it cannot grow, the call goes to
- * OpenBLAS instead; without AVX-512 every call does. Either way it goes
+ * OpenBLAS instead; on the portable path every call does. Either way it goes
  * through gt__sgemm_fixed (kernels/gemm_fixed.c), in blocks fixed by the
  * shape, so the bits stay independent of the thread count there too.
  *
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
- * (kernels/gemm_blocking.h, defined here in plain C for every -march). */
+ * (kernels/gemm_blocking.h, defined here in plain C, in the portable copy). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -42,6 +42,11 @@
 #include "kernels/gemm_blocking.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
+
+/* The shared driver below is compiled once, in the portable build of this
+ * file (kernels/isa.h); the AVX-512 copy holds the kernel alone and runs
+ * through it, as the bf16 kernel does. */
+#if !defined(GT__KERNELS_AVX512)
 
 /* Row tasks with a tail of small blocks (gt__gemm_plan_make) from this many
  * MR panels per thread up: 32 (768 rows on 2 threads). With fewer the rows
@@ -330,7 +335,9 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
   return 0;
 }
 
-#if defined(__AVX512F__)
+#endif /* !GT__KERNELS_AVX512 */
+
+#if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #include <omp.h>
 
@@ -565,7 +572,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-#else /* no AVX-512: OpenBLAS */
+#else /* the portable copy: OpenBLAS */
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {

@@ -51,7 +51,8 @@
  * for inputs without bf16 denormals (read as zero) and sums above 2^-126
  * (FTZ); tests/test_bf16_kernels.c asserts it element by element.
  *
- * Without AVX-512 (F, BW, VL, DQ and FMA) at all: rounded float32 copies and
+ * Without AVX-512 (F, BW, VL, DQ and FMA) at all, or on the portable path
+ * (kernels/cpu.h): rounded float32 copies and
  * gt_sgemm, the same rounded products summed in float32 in gt_sgemm's order
  * (no DAZ/FTZ), so those bits differ from the AVX-512 paths within the
  * bound. Nothing here runs an instruction the CPU lacks: the vector code is
@@ -63,6 +64,7 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 
@@ -85,10 +87,9 @@ static pthread_once_t gt__bg_once = PTHREAD_ONCE_INIT;
 static void gt__bg_init(void) {
   gt__bg_hw = GT__BG_COPY;
 #if defined(GT__BG_X86)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
-    gt__bg_hw = __builtin_cpu_supports("avx512bf16") ? GT__BG_DP : GT__BG_FMA;
+  /* AVX-512 F, BW, VL, DQ and FMA, as the float32 kernels' choice (which
+   * GT_TEST_KERNELS=portable turns off for the tests: then the copies) */
+  if (gt__kernels_avx512()) gt__bg_hw = __builtin_cpu_supports("avx512bf16") ? GT__BG_DP : GT__BG_FMA;
 #endif
   const char *e = getenv("GEMTRAIN_NO_AVX512BF16");
   gt__bg_env_off = e && *e && strcmp(e, "0") != 0;

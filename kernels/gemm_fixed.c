@@ -1,6 +1,6 @@
 /* gt_sgemm through OpenBLAS, with the same bits on any thread count.
  *
- * Where our packed kernel cannot run (a build without AVX-512, or packing
+ * Where our packed kernel cannot run (the portable path, or packing
  * buffers that cannot grow) gt_sgemm hands the product to cblas_sgemm. A
  * multi-threaded OpenBLAS call cuts the product by its thread count, and its
  * bits follow the cut: a non-native build gave different C on 1 and 2

@@ -68,8 +68,8 @@
  * operand made of 16 loaded floats (as they are, or rounded to bf16). Every
  * output is one thread's fixed-order sum, so the bits do not depend on
  * threads; dynamic chunks of columns: a thread whose core is taken does
- * fewer. Arguments as gt_sgemm's. For code compiled for AVX-512 by -march
- * only (kernels/gemm.c): clang outlines the parallel region into a function
+ * fewer. Arguments as gt_sgemm's. For code compiled for AVX-512 as a whole file
+ * only (kernels/gemm.c's AVX-512 copy): clang outlines the parallel region into a function
  * without the enclosing function's target attribute, so under
  * GT__TARGET_BEGIN the region must not hold vector code; there the region
  * calls a target-attributed function made of GT__GEMV_BT_COLS (see

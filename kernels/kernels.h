@@ -142,8 +142,8 @@ typedef struct gt_attn_dims {
    * dimension), or on its bit-identical float32-FMA emulation where
    * AVX512_BF16 is missing or turned off (gt__bgemm_kernel(), kernels/bf16.h).
    * Softmax, running max and sum, lse, D = rowsum(dO * O) (from the unrounded
-   * dO) and all outputs stay float32. Without AVX-512 at build time the
-   * flag is ignored (float32 products). The references implement the same
+   * dO) and all outputs stay float32. On the portable path (kernels/cpu.h)
+   * the flag is ignored (float32 products). The references implement the same
    * rounding with sums in double. Trailing, so positional initializers leave
    * it 0. */
   int bf16;

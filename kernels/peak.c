@@ -14,18 +14,22 @@
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
-#if defined(__AVX512F__)
+#if defined(GT__KERNELS_AVX512)
 #define GT__FMA(acc) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #acc "\n\t"
 #define GT__ZERO "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
 #define GT__CLOB "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", \
                  "zmm10", "zmm11", "zmm30", "zmm31"
 enum { GT__LANES = 16 };
-#elif defined(__FMA__) && defined(__AVX__)
+#define GT__FMA_CPU() 1
+#elif defined(__x86_64__)
+/* the portable copy: 256-bit FMAs where the CPU has them (the assembler
+ * takes the instructions whatever the compiler targets) */
 #define GT__FMA(acc) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #acc "\n\t"
 #define GT__ZERO "vxorps %%ymm14, %%ymm14, %%ymm14\n\tvxorps %%ymm15, %%ymm15, %%ymm15\n\t"
 #define GT__CLOB "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
                  "xmm10", "xmm11", "xmm14", "xmm15"
 enum { GT__LANES = 8 };
+#define GT__FMA_CPU() (__builtin_cpu_init(), __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"))
 #endif
 
 #ifdef GT__FMA
@@ -50,6 +54,7 @@ static double gt__fma_run(int threads, long n) {
 }
 
 double gt_fma_peak_gflops(int threads, double seconds) {
+  if (!GT__FMA_CPU()) return 0.0;
   if (threads < 1) threads = 1;
   /* calibrate: a short run sizes the timed ones to `seconds` each */
   long n = 1000000;

@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "gt_testutil.h"
 
 /* Fast vs reference: both are float32 with different summation orders, and
@@ -419,11 +420,7 @@ START_TEST(test_split_threads) {
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   float *g0 = gt_test_alloc_fill(nq + 2 * nk, &st, -0.1f, 0.1f);
   int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
-#if defined(__AVX512F__)
-  const int nmodes = 2;
-#else
-  const int nmodes = 1; /* bf16 mode is float32 without AVX-512 */
-#endif
+  const int nmodes = gt__kernels_avx512() ? 2 : 1; /* bf16 mode is float32 on the portable path */
   for (int bf = 0; bf < nmodes; bf++) {
     gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf};
     float *o[3], *l[3], *g[3];
@@ -488,7 +485,7 @@ END_TEST
  * vdpbf16ps reads as zero, add at most 2^-126 per term: far below the
  * 2^-23 |ref| term at these magnitudes. */
 
-#if defined(__AVX512F__) /* the bf16 mode exists only in AVX-512 builds (kernels.h) */
+/* the bf16 mode exists only on the AVX-512 path (kernels.h) */
 static double r16d(float x) { return gt_bf16_round1(x); }
 
 typedef struct bf_mags {
@@ -678,7 +675,6 @@ START_TEST(test_bf16_deterministic) {
   free(q), free(k), free(v), free(dout), free(seg);
 }
 END_TEST
-#endif /* __AVX512F__ */
 
 static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
@@ -695,12 +691,12 @@ static Suite *attention_suite(void) {
   tc = gt_test_tcase(s, "determinism");
   tcase_add_test(tc, test_deterministic);
   tcase_add_loop_test(tc, test_split_threads, 0, (int)(sizeof cases_split / sizeof cases_split[0]));
-#if defined(__AVX512F__) /* without AVX-512 at build time the bf16 mode is ignored (kernels.h) */
-  tc = gt_test_tcase(s, "bf16");
-  tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);
-  tcase_add_loop_test(tc, test_bf16_sharp, 0, (int)(sizeof cases_sharp / sizeof cases_sharp[0]));
-  tcase_add_test(tc, test_bf16_deterministic);
-#endif
+  if (gt__kernels_avx512()) { /* on the portable path the bf16 mode is ignored (kernels.h) */
+    tc = gt_test_tcase(s, "bf16");
+    tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);
+    tcase_add_loop_test(tc, test_bf16_sharp, 0, (int)(sizeof cases_sharp / sizeof cases_sharp[0]));
+    tcase_add_test(tc, test_bf16_deterministic);
+  }
   return s;
 }
 

@@ -15,6 +15,7 @@
  *   quarter (the split before session 10: 15, 6, 9 and 6 tile pairs) gives
  *   12% and 31% under the longest-first schedule, 20% under a static one.
  * No timing: the model's balance, not the machine's. */
+#include "kernels/isa.h" /* its kernels as the library's portable copy names them */
 #include "kernels/attention.c"
 
 #include <check.h>

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "train/plan.h"
 #include "gt_testutil.h"
+#include "kernels/cpu.h"
 
 #define GLOBAL_B 8
 
@@ -133,8 +134,14 @@ START_TEST(test_gemma4_devices_agree) {
    * the reduction order moves by a whole step either way, and the small
    * model (scale-1 attention, PLE) grows such differences ~20x per step.
    * At lr 0.01 its 1- and 2-device losses part by 5e-5 at step 5 (measured;
-   * the first update's weights agree to 1e-8); at 0.002 they agree to 1e-6. */
+   * the first update's weights agree to 1e-8); at 0.002 they agree to 1e-6.
+   * On the portable kernels (docs/cpus.md) OpenBLAS sums in an order that
+   * follows the product's shape, so the devices' forward passes already
+   * differ in the last bits: there the small model's losses part by 5e-6 at
+   * step 4 and 2.4e-5 at step 5 (measured, 2 and 4 devices), the weights by
+   * 3e-6 (1.4e-5 in a GT_NATIVE=ON build). */
   g_lr = "learning_rate=0.002";
+  const double tol = gt__kernels_avx512() ? 1e-5 : 1e-4;
   const char *models[] = {"gemma4-tiny-dense", "gemma4-tiny-ple"};
   for (int mi = 0; mi < 2; mi++) {
     result one = train_model(models[mi], 1, 1, "true", "layer", 6);
@@ -143,10 +150,10 @@ START_TEST(test_gemma4_devices_agree) {
     for (int i = 0; i < 2; i++) {
       result r = train_model(models[mi], shapes[i][0], shapes[i][1], i ? "false" : "true", scopes[i], 6);
       for (int st = 0; st < 6; st++)
-        ck_assert_msg(fabs(r.loss[st] - one.loss[st]) <= 1e-5 * fabs(one.loss[st]), "%s, %d devices, step %d: %.9g vs %.9g",
+        ck_assert_msg(fabs(r.loss[st] - one.loss[st]) <= tol * fabs(one.loss[st]), "%s, %d devices, step %d: %.9g vs %.9g",
                       models[mi], shapes[i][0], st, r.loss[st], one.loss[st]);
       double err = gt_test_norm_rel_err(r.params, one.params, one.n);
-      ck_assert_msg(err <= 1e-5, "%s, %d devices: final weights differ by %.3g", models[mi], shapes[i][0], err);
+      ck_assert_msg(err <= tol, "%s, %d devices: final weights differ by %.3g", models[mi], shapes[i][0], err);
       free(r.params);
     }
     free(one.params);

@@ -1,0 +1,19 @@
+/* Which compiled copy of the kernels runs (docs/cpus.md). Every kernel file
+ * with vector code is compiled twice: once for baseline x86-64 (the
+ * portable path: OpenBLAS for the float32 products, plain C loops
+ * elsewhere) and once for AVX-512 (F, BW, VL, DQ and FMA), its entry points
+ * renamed by kernels/isa.h; kernels/dispatch.c sends each public kernel to
+ * one of them. Private to kernels/ and the tests. */
+#ifndef GEMTRAIN_KERNELS_CPU_H
+#define GEMTRAIN_KERNELS_CPU_H
+
+/* 1 when the AVX-512 copies run: the CPU (and the OS, which must save the
+ * AVX-512 registers) has AVX-512 F, BW, VL, DQ and FMA, and the test-only
+ * environment variable GT_TEST_KERNELS is not "portable". Decided at the
+ * first call, the same for the rest of the process. */
+int gt__kernels_avx512(void);
+
+/* "avx512" or "portable": gt__kernels_avx512() by name, for logs. */
+const char *gt__kernels_name(void);
+
+#endif

@@ -1,0 +1,162 @@
+/* The public kernels of the files compiled twice (kernels/isa.h): each
+ * calls its AVX-512 copy or its portable one, as gt__kernels_avx512()
+ * decided once for the process (docs/cpus.md). Compiled for baseline
+ * x86-64: nothing here runs an instruction the CPU may lack. */
+#include "kernels/bf16.h"
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
+
+#define GT__VARIANTS(fn) extern __typeof__(fn) fn##__avx512, fn##__portable;
+GT__VARIANTS(gt_sgemm)
+GT__VARIANTS(gt_fma_peak_gflops)
+GT__VARIANTS(gt_bf16_peak_gflops)
+GT__VARIANTS(gt_rmsnorm_forward)
+GT__VARIANTS(gt_rmsnorm_backward)
+GT__VARIANTS(gt_rmsnorm_residual_forward)
+GT__VARIANTS(gt_rmsnorm_residual_backward)
+GT__VARIANTS(gt_rope_table_fill)
+GT__VARIANTS(gt_rope_forward)
+GT__VARIANTS(gt_rope_backward)
+GT__VARIANTS(gt_attention_forward)
+GT__VARIANTS(gt_attention_backward)
+GT__VARIANTS(gt_attention_decode)
+GT__VARIANTS(gt_geglu_forward)
+GT__VARIANTS(gt_geglu_backward)
+GT__VARIANTS(gt_geglu_backward_write)
+GT__VARIANTS(gt_rmsnorm_forward_rnd)
+GT__VARIANTS(gt_rmsnorm_rope_forward)
+GT__VARIANTS(gt_rope_rmsnorm_backward)
+GT__VARIANTS(gt_rmsnorm_residual_forward_rnd)
+GT__VARIANTS(gt_geglu_forward_rnd)
+GT__VARIANTS(gt_embedding_forward)
+GT__VARIANTS(gt_embedding_backward)
+GT__VARIANTS(gt_xent_forward)
+GT__VARIANTS(gt_xent_backward)
+GT__VARIANTS(gt_softcap_forward)
+GT__VARIANTS(gt_softcap_backward)
+GT__VARIANTS(gt_softcap_xent_forward)
+GT__VARIANTS(gt_softcap_xent_backward)
+GT__VARIANTS(gt_adamw_update)
+GT__VARIANTS(gt_adamw_update_mu_bf16)
+GT__VARIANTS(gt_sumsq)
+GT__VARIANTS(gt_dot)
+GT__VARIANTS(gt_scale_forward)
+GT__VARIANTS(gt_scale_backward)
+GT__VARIANTS(gt_bf16_round)
+GT__VARIANTS(gt_bf16_pack)
+GT__VARIANTS(gt_bf16_unpack)
+
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (gt__kernels_avx512() ? gt_sgemm__avx512 : gt_sgemm__portable)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+double gt_fma_peak_gflops(int threads, double seconds) {
+  return (gt__kernels_avx512() ? gt_fma_peak_gflops__avx512 : gt_fma_peak_gflops__portable)(threads, seconds);
+}
+double gt_bf16_peak_gflops(int threads, double seconds) {
+  return (gt__kernels_avx512() ? gt_bf16_peak_gflops__avx512 : gt_bf16_peak_gflops__portable)(threads, seconds);
+}
+void gt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int64_t rows, int dim, float eps, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_forward__avx512 : gt_rmsnorm_forward__portable)(out, rstd, x, w, rows, dim, eps, w_offset);
+}
+void gt_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *rstd, const float *w, int64_t rows, int dim, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_backward__avx512 : gt_rmsnorm_backward__portable)(dx, dw, dout, x, rstd, w, rows, dim, w_offset);
+}
+void gt_rmsnorm_residual_forward(float *res_out, float *rstd, float *out2, float *rstd2, const float *res, const float *y, const float *w, const float *w2, int64_t rows, int dim, float eps, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_residual_forward__avx512 : gt_rmsnorm_residual_forward__portable)(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset);
+}
+void gt_rmsnorm_residual_backward(float *dx, float *dw, const float *dres, const float *dout, const float *x, const float *rstd, const float *w, int64_t rows, int dim, float w_offset, int accumulate) {
+  (gt__kernels_avx512() ? gt_rmsnorm_residual_backward__avx512 : gt_rmsnorm_residual_backward__portable)(dx, dw, dres, dout, x, rstd, w, rows, dim, w_offset, accumulate);
+}
+void gt_rope_table_fill(float *cos_tab, float *sin_tab, int max_pos, int head_dim, double base, double scale, double fraction) {
+  (gt__kernels_avx512() ? gt_rope_table_fill__avx512 : gt_rope_table_fill__portable)(cos_tab, sin_tab, max_pos, head_dim, base, scale, fraction);
+}
+void gt_rope_forward(float *x, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim) {
+  (gt__kernels_avx512() ? gt_rope_forward__avx512 : gt_rope_forward__portable)(x, pos, cos_tab, sin_tab, ntok, nheads, head_dim);
+}
+void gt_rope_backward(float *dx, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim) {
+  (gt__kernels_avx512() ? gt_rope_backward__avx512 : gt_rope_backward__portable)(dx, pos, cos_tab, sin_tab, ntok, nheads, head_dim);
+}
+int gt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  return (gt__kernels_avx512() ? gt_attention_forward__avx512 : gt_attention_forward__portable)(out, lse, q, k, v, seg, d);
+}
+int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse, const float *q, const float *k, const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  return (gt__kernels_avx512() ? gt_attention_backward__avx512 : gt_attention_backward__portable)(dq, dk, dv, dout, out, lse, q, k, v, seg, d);
+}
+void gt_attention_decode(float *out, const float *q, const float *kc, const float *vc, const gt_attn_cache_dims *d) {
+  (gt__kernels_avx512() ? gt_attention_decode__avx512 : gt_attention_decode__portable)(out, q, kc, vc, d);
+}
+void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_forward__avx512 : gt_geglu_forward__portable)(out, gate, up, n);
+}
+void gt_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_backward__avx512 : gt_geglu_backward__portable)(dgate, dup, dout, gate, up, n);
+}
+void gt_geglu_backward_write(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_backward_write__avx512 : gt_geglu_backward_write__portable)(dgate, dup, dout, gate, up, n);
+}
+void gt_rmsnorm_forward_rnd(float *out, float *rstd, const float *x, const float *w, int64_t rows, int dim, float eps, float w_offset, int round_bf16) {
+  (gt__kernels_avx512() ? gt_rmsnorm_forward_rnd__avx512 : gt_rmsnorm_forward_rnd__portable)(out, rstd, x, w, rows, dim, eps, w_offset, round_bf16);
+}
+void gt_rmsnorm_rope_forward(float *out, float *rstd, const float *x, const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim, float eps, float w_offset, int round_bf16) {
+  (gt__kernels_avx512() ? gt_rmsnorm_rope_forward__avx512 : gt_rmsnorm_rope_forward__portable)(out, rstd, x, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, eps, w_offset, round_bf16);
+}
+void gt_rope_rmsnorm_backward(float *dx, float *dw, float *dout, const float *x, const float *rstd, const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim, float w_offset) {
+  (gt__kernels_avx512() ? gt_rope_rmsnorm_backward__avx512 : gt_rope_rmsnorm_backward__portable)(dx, dw, dout, x, rstd, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, w_offset);
+}
+void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, float *rstd2, const float *res, const float *y, const float *w, const float *w2, int64_t rows, int dim, float eps, float w_offset, int round_bf16) {
+  (gt__kernels_avx512() ? gt_rmsnorm_residual_forward_rnd__avx512 : gt_rmsnorm_residual_forward_rnd__portable)(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset, round_bf16);
+}
+void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
+  (gt__kernels_avx512() ? gt_geglu_forward_rnd__avx512 : gt_geglu_forward_rnd__portable)(out, gate, up, n, round_bf16);
+}
+void gt_embedding_forward(float *out, const int32_t *tok, const float *table, int64_t n, int dim, float scale) {
+  (gt__kernels_avx512() ? gt_embedding_forward__avx512 : gt_embedding_forward__portable)(out, tok, table, n, dim, scale);
+}
+void gt_embedding_backward(float *dtable, const float *dout, const int32_t *tok, int64_t n, int dim, float scale) {
+  (gt__kernels_avx512() ? gt_embedding_backward__avx512 : gt_embedding_backward__portable)(dtable, dout, tok, n, dim, scale);
+}
+void gt_xent_forward(float *loss, float *lse, const float *logits, const int32_t *target, int64_t rows, int64_t V) {
+  (gt__kernels_avx512() ? gt_xent_forward__avx512 : gt_xent_forward__portable)(loss, lse, logits, target, rows, V);
+}
+void gt_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V) {
+  (gt__kernels_avx512() ? gt_xent_backward__avx512 : gt_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V);
+}
+void gt_softcap_forward(float *x, int64_t n, float cap) {
+  (gt__kernels_avx512() ? gt_softcap_forward__avx512 : gt_softcap_forward__portable)(x, n, cap);
+}
+void gt_softcap_backward(float *dx, const float *y, int64_t n, float cap) {
+  (gt__kernels_avx512() ? gt_softcap_backward__avx512 : gt_softcap_backward__portable)(dx, y, n, cap);
+}
+void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V, float cap) {
+  (gt__kernels_avx512() ? gt_softcap_xent_forward__avx512 : gt_softcap_xent_forward__portable)(loss, lse, logits, target, rows, V, cap);
+}
+void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap) {
+  (gt__kernels_avx512() ? gt_softcap_xent_backward__avx512 : gt_softcap_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V, cap);
+}
+void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const gt_adamw_hparams *h) {
+  (gt__kernels_avx512() ? gt_adamw_update__avx512 : gt_adamw_update__portable)(p, g, m, v, n, h);
+}
+void gt_adamw_update_mu_bf16(float *p, const float *g, uint16_t *m, float *v, int64_t n, const gt_adamw_hparams *h) {
+  (gt__kernels_avx512() ? gt_adamw_update_mu_bf16__avx512 : gt_adamw_update_mu_bf16__portable)(p, g, m, v, n, h);
+}
+double gt_sumsq(const float *x, int64_t n) {
+  return (gt__kernels_avx512() ? gt_sumsq__avx512 : gt_sumsq__portable)(x, n);
+}
+double gt_dot(const float *a, const float *b, int64_t n) {
+  return (gt__kernels_avx512() ? gt_dot__avx512 : gt_dot__portable)(a, b, n);
+}
+void gt_scale_forward(float *out, const float *x, float s, int64_t n) {
+  (gt__kernels_avx512() ? gt_scale_forward__avx512 : gt_scale_forward__portable)(out, x, s, n);
+}
+void gt_scale_backward(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n) {
+  (gt__kernels_avx512() ? gt_scale_backward__avx512 : gt_scale_backward__portable)(dx, ds, dout, x, s, n);
+}
+void gt_bf16_round(float *x, int64_t n) {
+  (gt__kernels_avx512() ? gt_bf16_round__avx512 : gt_bf16_round__portable)(x, n);
+}
+void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
+  (gt__kernels_avx512() ? gt_bf16_pack__avx512 : gt_bf16_pack__portable)(dst, src, n);
+}
+void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
+  (gt__kernels_avx512() ? gt_bf16_unpack__avx512 : gt_bf16_unpack__portable)(dst, src, n);
+}

@@ -1,0 +1,198 @@
+/* The two compiled copies of the kernels (docs/cpus.md):
+ * - the path: gt__kernels_avx512() follows cpuid (AVX-512 F, BW, VL, DQ, FMA,
+ *   AVX2) and GT_TEST_KERNELS=portable turns it off (CI runs the unit suites
+ *   both ways; this suite then checks that the switch took);
+ * - on a CPU with AVX-512, both copies of a kernel called side by side on
+ *   the same inputs: the elementwise kernels, AdamW, the bf16 conversions and
+ *   the double-lane reductions give the same bits on both paths (the same
+ *   float32 operations in the same order, only the vector width differs);
+ *   RMSNorm, the cross-entropy and the float32 GEMM sum in another order on
+ *   each path and agree within float32 rounding of those sums.
+ * The suites of each kernel check either copy against the scalar references
+ * (run them with GT_TEST_KERNELS=portable for the portable one). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt_testutil.h"
+#include "kernels/bf16.h"
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
+
+#define GT__BOTH(fn) extern __typeof__(fn) fn##__avx512, fn##__portable;
+GT__BOTH(gt_geglu_forward)
+GT__BOTH(gt_geglu_backward)
+GT__BOTH(gt_rope_forward)
+GT__BOTH(gt_softcap_forward)
+GT__BOTH(gt_softcap_backward)
+GT__BOTH(gt_scale_forward)
+GT__BOTH(gt_embedding_forward)
+GT__BOTH(gt_bf16_round)
+GT__BOTH(gt_bf16_pack)
+GT__BOTH(gt_bf16_unpack)
+GT__BOTH(gt_adamw_update)
+GT__BOTH(gt_adamw_update_mu_bf16)
+GT__BOTH(gt_sumsq)
+GT__BOTH(gt_dot)
+GT__BOTH(gt_rmsnorm_forward)
+GT__BOTH(gt_xent_forward)
+GT__BOTH(gt_sgemm)
+
+static int cpu_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+}
+
+START_TEST(test_path) {
+  const char *e = getenv("GT_TEST_KERNELS");
+  const int forced = e && strcmp(e, "portable") == 0;
+  const int want = !forced && cpu_avx512();
+  ck_assert_int_eq(gt__kernels_avx512(), want);
+  ck_assert_str_eq(gt__kernels_name(), want ? "avx512" : "portable");
+  /* decided once: the same answer after the environment changes */
+  setenv("GT_TEST_KERNELS", forced ? "" : "portable", 1);
+  ck_assert_int_eq(gt__kernels_avx512(), want);
+  /* the bf16 GEMM follows the same choice (0: rounded copies) */
+  if (!want) ck_assert_int_eq(gt__bgemm_kernel(), 0);
+  else ck_assert_int_ne(gt__bgemm_kernel(), 0);
+}
+END_TEST
+
+/* n not a multiple of 16 or 4: every copy's vector tail runs */
+enum { N = 4099 };
+
+static float *dup_of(const float *x, int64_t n) { return gt_test_copy(x, n); }
+
+#define SAME(a, b, n) ck_assert_msg(gt_test_same_bits(a, b, n), "%s: the copies differ", what)
+
+START_TEST(test_same_bits) {
+  if (!cpu_avx512()) return; /* one copy only can run here */
+  uint64_t st = 12345;
+  float *x = gt_test_alloc_fill(N, &st, -6, 6), *y = gt_test_alloc_fill(N, &st, -2, 2);
+  float *z = gt_test_alloc_fill(N, &st, -1, 1);
+  const char *what;
+  {
+    what = "geglu_forward";
+    float *a = gt_test_zeros(N), *b = gt_test_zeros(N);
+    gt_geglu_forward__avx512(a, x, y, N), gt_geglu_forward__portable(b, x, y, N);
+    SAME(a, b, N);
+    what = "geglu_backward";
+    float *a2 = gt_test_copy(y, N), *b2 = gt_test_copy(y, N);
+    gt_geglu_backward__avx512(a, a2, z, x, y, N), gt_geglu_backward__portable(b, b2, z, x, y, N);
+    SAME(a, b, N), SAME(a2, b2, N);
+    free(a), free(b), free(a2), free(b2);
+  }
+  {
+    what = "softcap";
+    float *a = dup_of(x, N), *b = dup_of(x, N);
+    gt_softcap_forward__avx512(a, N, 3.0f), gt_softcap_forward__portable(b, N, 3.0f);
+    SAME(a, b, N);
+    float *da = dup_of(z, N), *db = dup_of(z, N);
+    gt_softcap_backward__avx512(da, a, N, 3.0f), gt_softcap_backward__portable(db, a, N, 3.0f);
+    SAME(da, db, N);
+    what = "scale";
+    gt_scale_forward__avx512(a, x, 0.37f, N), gt_scale_forward__portable(b, x, 0.37f, N);
+    SAME(a, b, N);
+    free(a), free(b), free(da), free(db);
+  }
+  {
+    what = "rope";
+    enum { T = 37, H = 3, HD = 64 };
+    float cs[T * HD / 2], sn[T * HD / 2];
+    gt_rope_table_fill(cs, sn, T, HD, 10000.0, 1.0, 1.0);
+    int32_t pos[T];
+    for (int t = 0; t < T; t++) pos[t] = (t * 7) % T;
+    float *r = gt_test_alloc_fill(T * H * HD, &st, -2, 2);
+    float *a = dup_of(r, T * H * HD), *b = dup_of(r, T * H * HD);
+    gt_rope_forward__avx512(a, pos, cs, sn, T, H, HD), gt_rope_forward__portable(b, pos, cs, sn, T, H, HD);
+    SAME(a, b, T * H * HD);
+    free(r);
+    what = "embedding"; /* rows of 100 of x: the table */
+    gt_embedding_forward__avx512(a, pos, x, T, 100, 1.5f), gt_embedding_forward__portable(b, pos, x, T, 100, 1.5f);
+    SAME(a, b, T * 100);
+    free(a), free(b);
+  }
+  {
+    /* bf16 conversions: the range's edges too (denormals, infinities, NaN) */
+    what = "bf16_round";
+    float *s = dup_of(x, N);
+    const uint32_t special[] = {0x00000001u, 0x007fffffu, 0x00808000u, 0x7f7fffffu, 0x7f800000u,
+                                0xff800000u, 0x7fc00001u, 0xff800001u, 0x3f808000u, 0x3f818000u};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++) memcpy(s + 100 * i, &special[i], 4);
+    float *a = dup_of(s, N), *b = dup_of(s, N);
+    gt_bf16_round__avx512(a, N), gt_bf16_round__portable(b, N);
+    SAME(a, b, N);
+    what = "bf16_pack";
+    uint16_t *pa = calloc(N, 2), *pb = calloc(N, 2);
+    gt_bf16_pack__avx512(pa, s, N), gt_bf16_pack__portable(pb, s, N);
+    ck_assert_msg(memcmp(pa, pb, 2 * N) == 0, "bf16_pack: the copies differ");
+    what = "bf16_unpack";
+    gt_bf16_unpack__avx512(a, pa, N), gt_bf16_unpack__portable(b, pa, N);
+    SAME(a, b, N);
+    free(s), free(a), free(b), free(pa), free(pb);
+  }
+  {
+    what = "adamw";
+    const gt_adamw_hparams h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.1f, 7, 0.8f};
+    float *pa = dup_of(x, N), *pb = dup_of(x, N), *ma = dup_of(z, N), *mb = dup_of(z, N);
+    float *va = gt_test_alloc_fill(N, &st, 0, 1), *vb = dup_of(va, N);
+    gt_adamw_update__avx512(pa, y, ma, va, N, &h), gt_adamw_update__portable(pb, y, mb, vb, N, &h);
+    SAME(pa, pb, N), SAME(ma, mb, N), SAME(va, vb, N);
+    what = "adamw_mu_bf16";
+    uint16_t *ua = calloc(N, 2), *ub;
+    gt_bf16_pack__portable(ua, z, N);
+    ub = malloc(2 * N), memcpy(ub, ua, 2 * N);
+    gt_adamw_update_mu_bf16__avx512(pa, y, ua, va, N, &h), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h);
+    SAME(pa, pb, N), SAME(va, vb, N);
+    ck_assert_msg(memcmp(ua, ub, 2 * N) == 0, "adamw_mu_bf16: m differs");
+    free(pa), free(pb), free(ma), free(mb), free(va), free(vb), free(ua), free(ub);
+  }
+  /* sums over 16 double lanes: the same bits on both */
+  ck_assert(gt_sumsq__avx512(x, N) == gt_sumsq__portable(x, N));
+  ck_assert(gt_dot__avx512(x, y, N) == gt_dot__portable(x, y, N));
+  free(x), free(y), free(z);
+}
+END_TEST
+
+/* Sums whose order follows the vector width (RMSNorm's sum of squares, the
+ * cross-entropy's logsumexp) or the blocking (OpenBLAS against our GEMM):
+ * the same values to float32 rounding of the sums. */
+START_TEST(test_close) {
+  if (!cpu_avx512()) return;
+  uint64_t st = 777;
+  enum { R = 13, D = 1000, V = 517, M = 70, NN = 90, K = 300 };
+  float *x = gt_test_alloc_fill(R * D, &st, -3, 3), *w = gt_test_alloc_fill(D, &st, -1, 1);
+  float *a = gt_test_zeros(R * D), *b = gt_test_zeros(R * D), ra[R], rb[R];
+  gt_rmsnorm_forward__avx512(a, ra, x, w, R, D, 1e-6f, 1.0f);
+  gt_rmsnorm_forward__portable(b, rb, x, w, R, D, 1e-6f, 1.0f);
+  ck_assert_double_le(gt_test_max_rel_err(a, b, R * D, 1e-3), 1e-5);
+  ck_assert_double_le(gt_test_max_rel_err(ra, rb, R, 1e-3), 1e-5);
+  int32_t tgt[R];
+  for (int r = 0; r < R; r++) tgt[r] = (r * 31) % V;
+  float la[R], lb[R], sa[R], sb[R];
+  gt_xent_forward__avx512(la, sa, x, tgt, R, V), gt_xent_forward__portable(lb, sb, x, tgt, R, V);
+  ck_assert_double_le(gt_test_max_rel_err(la, lb, R, 1e-3), 1e-5);
+  ck_assert_double_le(gt_test_max_rel_err(sa, sb, R, 1e-3), 1e-5);
+  float *A = gt_test_alloc_fill(M * K, &st, -1, 1), *B = gt_test_alloc_fill(K * NN, &st, -1, 1);
+  float *Ca = gt_test_zeros(M * NN), *Cb = gt_test_zeros(M * NN);
+  gt_sgemm__avx512(0, 0, M, NN, K, 1.0f, A, K, B, NN, 0.0f, Ca, NN);
+  gt_sgemm__portable(0, 0, M, NN, K, 1.0f, A, K, B, NN, 0.0f, Cb, NN);
+  /* |c| is about sqrt(K / 9) here; each sum errs by at most K 2^-24 sum|ab| */
+  ck_assert_double_le(gt_test_max_abs_err(Ca, Cb, M * NN), 2.0 * K * K / 3.0 * 0x1p-24);
+  free(x), free(w), free(a), free(b), free(A), free(B), free(Ca), free(Cb);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("kernel_paths");
+  TCase *tc = gt_test_tcase(s, "path");
+  tcase_add_test(tc, test_path);
+  tc = gt_test_tcase(s, "copies");
+  tcase_add_test(tc, test_same_bits);
+  tcase_add_test(tc, test_close);
+  return gt_test_run_suite(s, 0);
+}
