@@ -14,9 +14,10 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "config/flops.h"
+#include "model/flops.h"
 #include "data/data.h"
 #include "exec/plan.h"
+#include "train/plan.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
 #include "model/store.h"
