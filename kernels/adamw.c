@@ -32,7 +32,7 @@ static inline void gt__adamw_scalar(float *p, const float *g, float *m, float *v
 }
 
 /* GCC will not vectorize sqrtf unless errno is off for the whole translation
- * unit (a pragma or attribute does not reach OpenMP's outlined body), and the
+ * unit (a pragma or attribute did not reach an outlined region's body), and the
  * scalar loop is compute-bound at about half of memory speed. So the same
  * operations, in the same order and each correctly rounded, are spelled out
  * in AVX-512: results are bit-identical to the scalar loop. */

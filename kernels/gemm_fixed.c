@@ -10,8 +10,8 @@
  * the same whichever member computes it.
  *
  * OpenBLAS threads of its own. The OpenMP build we link threads a call made
- * outside an OpenMP region (every call now: the teams are not OpenMP's) on
- * the calling thread's OpenMP thread count, which starts an OpenMP pool
+ * outside an OpenMP region (every call: the teams are not OpenMP's) on the
+ * calling thread's OpenMP thread count, which starts an OpenMP pool
  * with libgomp's long spinning wait beside our teams, and cuts the block by
  * its own thread count (other bits). gt__blas_one_thread, called on every
  * thread before its first cblas call, sets that thread's count to one

@@ -115,7 +115,7 @@
  * slot or a barrier, and each lane's slot has its own cache line.
  *
  * Async all-gather. Every device has a comm thread (created with the mesh,
- * OpenMP threads 1: it only memcpy's) and a FIFO of requests guarded by a
+ * a one-thread team: it only memcpy's) and a FIFO of requests guarded by a
  * per-device mutex. gt_all_gather_async captures the group geometry at issue
  * time, appends {ticket, in, out, n, element size} and signals; the comm thread sleeps on a
  * condition variable when the FIFO is empty (no busy-spin while idle), runs
