@@ -4,10 +4,10 @@
 # quiet. A step's threads wait for each other at every region and barrier; a
 # waiter that spins on a core another process wants keeps the thread it
 # waits for off that core, and the step collapses (25-32% of the quiet speed
-# with libgomp's default 300000-spin wait on 2 cores, before gemtrain had its
-# own threads). The goal is >= 45% with no variable set, which the library's
-# thread teams reach with their bounded spin (src/base/team.c). A binary from
-# before them (one that still used OpenMP) takes the settings too.
+# with libgomp's default 300000-spin wait on 2 cores). The goal is >= 45%
+# with no variable set, which the library's thread teams reach with their
+# bounded spin (src/base/team.c). An older, OpenMP-threaded gemtrain binary
+# (to compare with) takes OpenMP settings too.
 #
 # Usage: tools/bench_shared.sh [build/gemtrain] [steps] [key=value ...]
 #   (default: the tiny model of issue 18, 5 steps)
