@@ -2,18 +2,16 @@
  * math is float32 in the order optax applies it; only the two bias
  * corrections are scalars, formed once in double. */
 #include <math.h>
-#include <omp.h>
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 
 #define GT__PAR_MIN 32768
 
-static inline int gt__par(int64_t work) {
-  return work >= GT__PAR_MIN && !omp_in_parallel();
-}
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
 
 typedef struct gt__adamw_k {
   float b1, b2, ob1, ob2, bc1, bc2, lr, eps, eps_root, wd, gs;
@@ -34,7 +32,7 @@ static inline void gt__adamw_scalar(float *p, const float *g, float *m, float *v
 }
 
 /* GCC will not vectorize sqrtf unless errno is off for the whole translation
- * unit (a pragma or attribute does not reach OpenMP's outlined body), and the
+ * unit (a pragma or attribute did not reach an outlined region's body), and the
  * scalar loop is compute-bound at about half of memory speed. So the same
  * operations, in the same order and each correctly rounded, are spelled out
  * in AVX-512: results are bit-identical to the scalar loop. */
@@ -66,6 +64,26 @@ static void gt__adamw_range(float *p, const float *g, float *m, float *v,
   gt__adamw_scalar(p, g, m, v, i, i1, k);
 }
 
+typedef struct gt__adamw_args {
+  float *p;
+  const float *g;
+  float *m;
+  float *v;
+  int64_t n;
+  const gt__adamw_k *k;
+} gt__adamw_args;
+
+/* Member t's part: a static split by hand, in 16-element blocks (one cache
+ * line of floats). */
+static void gt__adamw_member(void *arg, int t, int nt) {
+  const gt__adamw_args *a = arg;
+  const int64_t n = a->n, nblk = (n + 15) / 16;
+  const int64_t i0 = nblk * t / nt * 16;
+  int64_t i1 = nblk * (t + 1) / nt * 16;
+  if (i1 > n) i1 = n;
+  if (i0 < i1) gt__adamw_range(a->p, a->g, a->m, a->v, i0, i1, a->k);
+}
+
 void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
                      const gt_adamw_hparams *h) {
   if (n <= 0) return;
@@ -76,13 +94,6 @@ void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
       .lr = h->lr, .eps = h->eps, .eps_root = h->eps_root,
       .wd = h->weight_decay, .gs = h->grad_scale};
   /* Static split by hand, in 16-element blocks (one cache line of floats). */
-#pragma omp parallel if (gt__par(n))
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t nblk = (n + 15) / 16;
-    const int64_t i0 = nblk * t / nt * 16;
-    int64_t i1 = nblk * (t + 1) / nt * 16;
-    if (i1 > n) i1 = n;
-    if (i0 < i1) gt__adamw_range(p, g, m, v, i0, i1, &k);
-  }
+gt__adamw_args a = {p, g, m, v, n, &k};
+  gt_team_par(gt__par(n), gt__adamw_member, &a);
 }

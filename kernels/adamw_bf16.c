@@ -4,11 +4,11 @@
  * on store, with the integer rounding of kernels/bf16.h (NaNs keep a quiet
  * bit), so the vector path and the scalar tail give the reference's bits. */
 #include <math.h>
-#include <omp.h>
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
+#include "base/team.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
@@ -69,6 +69,26 @@ static void gt__range(float *p, const float *g, uint16_t *m, float *v, int64_t i
   gt__scalar(p, g, m, v, i, i1, k);
 }
 
+typedef struct gt__adamw_args {
+  float *p;
+  const float *g;
+  uint16_t *m;
+  float *v;
+  int64_t n;
+  const gt__adamw_k *k;
+} gt__adamw_args;
+
+/* Member t's part: a static split by hand, in 16-element blocks (one cache
+ * line of floats). */
+static void gt__adamw_member(void *arg, int t, int nt) {
+  const gt__adamw_args *a = arg;
+  const int64_t n = a->n, nblk = (n + 15) / 16;
+  const int64_t i0 = nblk * t / nt * 16;
+  int64_t i1 = nblk * (t + 1) / nt * 16;
+  if (i1 > n) i1 = n;
+  if (i0 < i1) gt__range(a->p, a->g, a->m, a->v, i0, i1, a->k);
+}
+
 void gt_adamw_update_mu_bf16(float *p, const float *g, uint16_t *m, float *v, int64_t n, const gt_adamw_hparams *h) {
   if (n <= 0) return;
   const gt__adamw_k k = {.b1 = h->b1,
@@ -83,13 +103,6 @@ void gt_adamw_update_mu_bf16(float *p, const float *g, uint16_t *m, float *v, in
                          .wd = h->weight_decay,
                          .gs = h->grad_scale};
   /* the static split of gt_adamw_update: 16-element blocks */
-#pragma omp parallel if (n >= GT__PAR_MIN && !omp_in_parallel())
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t nblk = (n + 15) / 16;
-    const int64_t i0 = nblk * t / nt * 16;
-    int64_t i1 = nblk * (t + 1) / nt * 16;
-    if (i1 > n) i1 = n;
-    if (i0 < i1) gt__range(p, g, m, v, i0, i1, &k);
-  }
+gt__adamw_args a = {p, g, m, v, n, &k};
+  gt_team_par(n >= GT__PAR_MIN, gt__adamw_member, &a);
 }

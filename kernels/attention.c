@@ -33,6 +33,8 @@
  * returns -1 with nothing written (see gt__team_scratch). The backward also
  * allocates, once per call, D = rowsum(dO * O) ([B, H, T]) and the parts'
  * partial dQ (none with a single part; see gt__bwd_split). */
+#include "base/team.h"
+#include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 #include "kernels/bf16.h"
@@ -232,6 +234,7 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
   }
 #else
   (void)pk, (void)blo, (void)bhi;
+  gt__blas_one_thread();
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, A, lda, B, ldb,
               0.0f, C, GT__BK);
 #endif
@@ -316,6 +319,7 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
   }
 #else
   (void)blo, (void)bhi;
+  gt__blas_one_thread();
   if (xc == 1)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, alpha, X, xr, Y, ldy,
                 1.0f, C, ldc);
@@ -561,21 +565,15 @@ static int gt__attn_bmode(const gt_attn_dims *d) {
 #endif
 }
 
-/* Called by every thread of the team at the start of the parallel region:
- * its scratch, and (*team_ok, after a barrier) whether EVERY thread got one.
- * The work loops are worksharing constructs that all threads of a team must
- * meet or all skip, so the decision has to be the same on every thread. */
-static gt__scratch *gt__team_scratch(int hd, int group, int bmode, int *nomem, int *team_ok) {
+/* Called by every member of the team at the start of the run: its scratch,
+ * and (*team_ok, after a barrier) whether EVERY member got one. The work
+ * loops share counters and barriers that all members must meet or all
+ * skip, so the decision has to be the same on every member. */
+static gt__scratch *gt__team_scratch(int hd, int group, int bmode, _Atomic int *nomem, int *team_ok) {
   gt__scratch *w = gt__scratch_new(hd, group, bmode);
-  if (!w) {
-#pragma omp atomic write
-    *nomem = 1;
-  }
-#pragma omp barrier
-  int bad;
-#pragma omp atomic read
-  bad = *nomem;
-  *team_ok = !bad;
+  if (!w) atomic_store(nomem, 1);
+  gt_team_barrier();
+  *team_ok = !atomic_load(nomem);
   return w;
 }
 
@@ -687,39 +685,51 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   }
 }
 
+typedef struct gt__attn_fwd_job {
+  float *out, *lse;
+  const float *q, *k, *v;
+  const int32_t *seg;
+  const gt_attn_dims *d;
+  int nqt, bm;
+  int64_t nitems;
+  _Atomic int nomem;
+  gt_team_counter next;
+} gt__attn_fwd_job;
+
+static void gt__attn_fwd_member(void *arg, int tid, int nth) {
+  gt__attn_fwd_job *j = arg;
+  const gt_attn_dims *d = j->d;
+  const int K = d->K, nqt = j->nqt;
+  int ok;
+  gt__scratch *w = gt__team_scratch(d->hd, d->H / K, j->bm, &j->nomem, &ok);
+  /* Every member has the same ok. With it the items run exactly as they
+   * did before the check existed, so the bits do not change. */
+  if (ok) {
+    /* One query tile an item, the last (the longest: under the causal
+     * mask a query tile meets every key tile up to its own, under a
+     * window the same number once past the first few) first, each to
+     * the member free first. Items write disjoint rows, so the schedule
+     * changes no bits. (Pairing tile t with tile n-1-t on a static
+     * schedule balanced causal layers but not windowed ones: at T 1024,
+     * W 512 one of 2 threads had 46 and the other 62 key tiles.) */
+    for (int64_t it; (it = gt_team_take(&j->next, 0)) < j->nitems;) {
+      const int t = nqt - 1 - (int)(it % nqt);
+      const int kh = (int)((it / nqt) % K);
+      const int b = (int)(it / ((int64_t)nqt * K));
+      gt__fwd_qtile(j->out, j->lse, j->q, j->k, j->v, j->seg, d, b, kh, t * GT__BQ, w);
+    }
+  }
+  free(w);
+}
+
 int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
                          const float *v, const int32_t *seg, const gt_attn_dims *d) {
   const int B = d->B, T = d->T, H = d->H, K = d->K;
   if (B <= 0 || T <= 0 || H <= 0) return 0;
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
-  const int64_t nitems = (int64_t)B * K * nqt;
-  const int bm = gt__attn_bmode(d);
-  int nomem = 0;
-#pragma omp parallel
-  {
-    int ok;
-    gt__scratch *w = gt__team_scratch(d->hd, H / K, bm, &nomem, &ok);
-    /* Every thread has the same ok. With it the items run exactly as they
-     * did before the check existed, so the bits do not change. */
-    if (ok) {
-      /* One query tile an item, the last (the longest: under the causal
-       * mask a query tile meets every key tile up to its own, under a
-       * window the same number once past the first few) first, each to
-       * the thread free first. Items write disjoint rows, so the schedule
-       * changes no bits. (Pairing tile t with tile n-1-t on a static
-       * schedule balanced causal layers but not windowed ones: at T 1024,
-       * W 512 one of 2 threads had 46 and the other 62 key tiles.) */
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t it = 0; it < nitems; it++) {
-        const int t = nqt - 1 - (int)(it % nqt);
-        const int kh = (int)((it / nqt) % K);
-        const int b = (int)(it / ((int64_t)nqt * K));
-        gt__fwd_qtile(out, lse, q, k, v, seg, d, b, kh, t * GT__BQ, w);
-      }
-    }
-    free(w);
-  }
-  return nomem ? -1 : 0;
+  gt__attn_fwd_job j = {out, lse, q, k, v, seg, d, nqt, gt__attn_bmode(d), (int64_t)B * K * nqt, 0, {0}};
+  gt_team_par(1, gt__attn_fwd_member, &j);
+  return atomic_load(&j.nomem) ? -1 : 0;
 }
 
 /* --------------------------------------------------------------- backward */
@@ -1064,6 +1074,55 @@ static int gt__bwd_split(int B, int K, int T, int W, int bf, int ks[GT__BWD_MAXP
   return np;
 }
 
+typedef struct gt__attn_bwd_job {
+  const gt__bwd_args *a;
+  float *D; /* a->D, written by the first loop */
+  const int *order;
+  int nqt, bm;
+  int64_t nitems, nred;
+  _Atomic int nomem;
+  gt_team_counter next;
+} gt__attn_bwd_job;
+
+static void gt__attn_bwd_member(void *arg, int tid, int nth) {
+  gt__attn_bwd_job *j = arg;
+  const gt__bwd_args *a = j->a;
+  const gt_attn_dims *d = a->d;
+  const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd, nqt = j->nqt;
+  int ok;
+  gt__scratch *w = gt__team_scratch(hd, H / K, j->bm, &j->nomem, &ok);
+  if (ok) { /* the same on every member, as in the forward */
+    int64_t lo, hi;
+    gt_team_split((int64_t)B * T, tid, nth, &lo, &hi);
+    for (int64_t bt = lo; bt < hi; bt++) {
+      const int64_t b = bt / T, t = bt % T;
+      for (int h = 0; h < H; h++)
+        gt__rowdot(j->D + ((size_t)b * H + h) * T + t, a->dout + ((size_t)bt * H + h) * hd,
+                   a->out + ((size_t)bt * H + h) * hd, 1, 0, hd);
+    }
+    gt_team_barrier();
+    /* Longest parts first, each to the member free first: a part's
+     * results do not depend on the member that runs it (its partial dQ
+     * is added in part order below), so the schedule may follow the
+     * timing. */
+    for (int64_t it; (it = gt_team_take(&j->next, 0)) < j->nitems;) {
+      const int p = j->order[it / ((int64_t)B * K)];
+      const int kh = (int)(it % K);
+      const int b = (int)((it / K) % B);
+      gt__bwd_part(a, b, kh, p, w);
+    }
+    gt_team_barrier();
+    gt_team_split(j->nred, tid, nth, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) {
+      const int t = (int)(it % nqt);
+      const int kh = (int)((it / nqt) % K);
+      const int b = (int)(it / ((int64_t)nqt * K));
+      gt__bwd_reduce(a, b, kh, t);
+    }
+  }
+  free(w);
+}
+
 int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const float *out, const float *lse, const float *q,
                           const float *k, const float *v, const int32_t *seg,
@@ -1094,43 +1153,9 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, D, seg, d,
                     np, ks, D + (size_t)B * H * T, pend, poff, pstride};
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
-  const int64_t nitems = (int64_t)B * K * np;
-  const int64_t nred = dq && np > 1 ? (int64_t)B * K * nqt : 0;
-  const int bm = gt__attn_bmode(d);
-  int nomem = 0;
-#pragma omp parallel
-  {
-    int ok;
-    gt__scratch *w = gt__team_scratch(hd, group, bm, &nomem, &ok);
-    if (ok) { /* the same on every thread, as in the forward */
-#pragma omp for schedule(static)
-      for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
-        const int64_t b = bt / T, t = bt % T;
-        for (int h = 0; h < H; h++)
-          gt__rowdot(D + ((size_t)b * H + h) * T + t, dout + ((size_t)bt * H + h) * hd,
-                     out + ((size_t)bt * H + h) * hd, 1, 0, hd);
-      }
-      /* Longest parts first, each to the thread free first: a part's
-       * results do not depend on the thread that runs it (its partial dQ
-       * is added in part order below), so the schedule may follow the
-       * timing. */
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t it = 0; it < nitems; it++) {
-        const int p = order[it / ((int64_t)B * K)];
-        const int kh = (int)(it % K);
-        const int b = (int)((it / K) % B);
-        gt__bwd_part(&a, b, kh, p, w);
-      }
-#pragma omp for schedule(static)
-      for (int64_t it = 0; it < nred; it++) {
-        const int t = (int)(it % nqt);
-        const int kh = (int)((it / nqt) % K);
-        const int b = (int)(it / ((int64_t)nqt * K));
-        gt__bwd_reduce(&a, b, kh, t);
-      }
-    }
-    free(w);
-  }
+  gt__attn_bwd_job j = {&a, D, order, nqt, gt__attn_bmode(d), (int64_t)B * K * np,
+                        dq && np > 1 ? (int64_t)B * K * nqt : 0, 0, {0}};
+  gt_team_par(1, gt__attn_bwd_member, &j);
   free(D);
-  return nomem ? -1 : 0;
+  return atomic_load(&j.nomem) ? -1 : 0;
 }

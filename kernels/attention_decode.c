@@ -9,9 +9,9 @@
  * static partition, each summing in key order: the result does not depend on
  * the thread count. */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 
@@ -56,14 +56,27 @@ static void gt__decode_head(float *o, const float *qh, const float *kc, const fl
   for (int c = 0; c < hd; c++) o[c] *= inv;
 }
 
+typedef struct gt__decode_args {
+  float *out;
+  const float *q, *kc, *vc;
+  const gt_attn_cache_dims *d;
+  int64_t row;
+  int hd, group;
+} gt__decode_args;
+
+static void gt__decode_part(void *arg, int64_t h0, int64_t h1) {
+  const gt__decode_args *a = arg;
+  const int hd = a->hd;
+  for (int h = (int)h0; h < (int)h1; h++) {
+    const int64_t koff = (int64_t)(h / a->group) * hd;
+    gt__decode_head(a->out + (int64_t)h * hd, a->q + (int64_t)h * hd, a->kc + koff, a->vc + koff, a->row, hd, a->d);
+  }
+}
+
 void gt_attention_decode(float *out, const float *q, const float *kc, const float *vc,
                          const gt_attn_cache_dims *d) {
   const int H = d->H, hd = d->hd, group = H / d->K;
   const int64_t row = (int64_t)d->K * hd;
-  const int par = (int64_t)H * hd * d->n >= 65536 && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (par)
-  for (int h = 0; h < H; h++) {
-    const int64_t koff = (int64_t)(h / group) * hd;
-    gt__decode_head(out + (int64_t)h * hd, q + (int64_t)h * hd, kc + koff, vc + koff, row, hd, d);
-  }
+  gt__decode_args a = {out, q, kc, vc, d, row, hd, group};
+  gt_team_for((int64_t)H * hd * d->n >= 65536, H, gt__decode_part, &a);
 }

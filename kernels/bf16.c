@@ -3,8 +3,7 @@
  * bit, keep the top half; NaNs get their quiet bit), so it gives the scalar
  * function's bits for every input, NaNs and denormals included: the
  * AVX512_BF16 conversion instruction would flush denormals. */
-#include <omp.h>
-
+#include "base/team.h"
 #include "kernels/bf16.h"
 
 #if defined(GT__KERNELS_AVX512)
@@ -17,9 +16,18 @@
 #include "kernels/bf16_lanes.h"
 #endif
 
-void gt_bf16_round(float *x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
-  for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
+/* Chunks of 1024 elements [c0, c1) of an n-element array. */
+typedef struct gt__bf16_args {
+  void *dst;
+  const void *src;
+  int64_t n;
+} gt__bf16_args;
+
+static void gt__round_part(void *p, int64_t c0, int64_t c1) {
+  const gt__bf16_args *a = p;
+  float *x = a->dst;
+  const int64_t n = a->n;
+  for (int64_t c = c0; c < c1; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(x + i))));
@@ -28,9 +36,17 @@ void gt_bf16_round(float *x, int64_t n) {
   }
 }
 
-void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
-  for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
+void gt_bf16_round(float *x, int64_t n) {
+  gt__bf16_args a = {x, NULL, n};
+  gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__round_part, &a);
+}
+
+static void gt__pack_part(void *p, int64_t c0, int64_t c1) {
+  const gt__bf16_args *a = p;
+  uint16_t *dst = a->dst;
+  const float *src = a->src;
+  const int64_t n = a->n;
+  for (int64_t c = c0; c < c1; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16)
@@ -41,9 +57,17 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
   }
 }
 
-void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= GT__PAR_MIN && !omp_in_parallel())
-  for (int64_t c = 0; c < (n + 1023) / 1024; c++) {
+void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
+  gt__bf16_args a = {dst, src, n};
+  gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__pack_part, &a);
+}
+
+static void gt__unpack_part(void *p, int64_t c0, int64_t c1) {
+  const gt__bf16_args *a = p;
+  float *dst = a->dst;
+  const uint16_t *src = a->src;
+  const int64_t n = a->n;
+  for (int64_t c = c0; c < c1; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16)
@@ -51,4 +75,9 @@ void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
 #endif
     for (; i < e; i++) dst[i] = gt_bf16_to_f32(src[i]);
   }
+}
+
+void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
+  gt__bf16_args a = {dst, src, n};
+  gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__unpack_part, &a);
 }

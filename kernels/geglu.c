@@ -6,10 +6,10 @@
  * formula; the two agree to a few 1e-7 absolute and the fast one is closer to
  * the exact value. */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/bf16_row.h"
 #include "kernels/kernels.h"
 #include "simd_exp.h"
@@ -17,15 +17,6 @@
 #define GT__PAR_MIN 32768
 #define GT__K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GT__K1 0.044715f
-
-static inline int gt__par(int64_t work) {
-  return work >= GT__PAR_MIN && !omp_in_parallel();
-}
-
-/* On "parallel for simd" a bare if() also governs the simd part, and there it
- * is evaluated inside the team, where omp_in_parallel() is true: the loop
- * silently ran scalar (8x slower). Hence "if (parallel : ...)" below. */
-
 
 /* One element of the forward, shared by both forms below so that they give
  * the same bits. */
@@ -35,22 +26,35 @@ static inline __attribute__((always_inline)) float gt__geglu1(float x, float up)
   return (x * s) * up;
 }
 
+typedef struct gt__geglu_args {
+  float *out;
+  const float *gate, *up;
+  int round_bf16;
+} gt__geglu_args;
+
+static void gt__geglu_fwd_part(void *p, int64_t i0, int64_t i1) {
+  const gt__geglu_args *a = p;
+  float *out = a->out;
+  const float *gate = a->gate, *up = a->up;
+  if (a->round_bf16) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
+  } else {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; i++) out[i] = gt__geglu1(gate[i], up[i]);
+  }
+}
+
 void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
-  if (n <= 0) return;
-#pragma omp parallel for simd schedule(static) if (parallel : gt__par(n))
-  for (int64_t i = 0; i < n; i++) out[i] = gt__geglu1(gate[i], up[i]);
+  gt__geglu_args a = {out, gate, up, 0};
+  gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
 /* dtype=bfloat16: each value is rounded in the loop that computes it,
  * instead of in a second pass over memory (bf16_row.h; the same bits). */
 void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
-  if (!round_bf16) {
-    gt_geglu_forward(out, gate, up, n);
-    return;
-  }
-  if (n <= 0) return;
-#pragma omp parallel for simd schedule(static) if (parallel : gt__par(n))
-  for (int64_t i = 0; i < n; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
+  gt__geglu_args a = {out, gate, up, round_bf16 != 0};
+  gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
 /* d gelu/dx = s + x * 2 s (1 - s) * K0 (1 + 3 K1 x^2) with s = sigmoid(2u).
@@ -89,37 +93,47 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
   }
 }
 
+typedef struct gt__geglu_bwd_args {
+  float *dgate, *dup;
+  const float *dout, *gate, *up;
+  int64_t n;
+  int set;
+} gt__geglu_bwd_args;
+
+/* Member t of nt: 16-element aligned blocks, so that two members never
+ * write one cache line. */
+static void gt__geglu_bwd_member(void *p, int t, int nt) {
+  const gt__geglu_bwd_args *a = p;
+  float *dgate = a->dgate, *dup = a->dup;
+  const float *dout = a->dout, *gate = a->gate, *up = a->up;
+  const int64_t n = a->n, nblk = (n + 15) / 16;
+  const int64_t i0 = nblk * t / nt * 16;
+  int64_t i1 = nblk * (t + 1) / nt * 16;
+  if (i1 > n) i1 = n;
+  if (a->set) {
+    if (dgate && dup)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 1);
+    else if (dgate)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 1);
+    else
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 1);
+  } else {
+    if (dgate && dup)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 0);
+    else if (dgate)
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 0);
+    else
+      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 0);
+  }
+}
+
 /* set: overwrite the gradients instead of adding (a destination that was not
  * zeroed); the value written is the one that would have been added to 0. */
 static void gt__geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                                int64_t n, const int set) {
   if (n <= 0 || (!dgate && !dup)) return;
-  /* The region is split by hand (static, 16-element aligned) because OpenMP
-   * outlines it before inlining: only calls made inside it see constant
-   * want_* flags. */
-#pragma omp parallel if (gt__par(n))
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t nblk = (n + 15) / 16;
-    const int64_t i0 = nblk * t / nt * 16;
-    int64_t i1 = nblk * (t + 1) / nt * 16;
-    if (i1 > n) i1 = n;
-    if (set) {
-      if (dgate && dup)
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 1);
-      else if (dgate)
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 1);
-      else
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 1);
-    } else {
-      if (dgate && dup)
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 0);
-      else if (dgate)
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 0);
-      else
-        gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 0);
-    }
-  }
+  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, n, set};
+  gt_team_par(n >= GT__PAR_MIN, gt__geglu_bwd_member, &a);
 }
 
 void gt_geglu_backward(float *dgate, float *dup, const float *dout,

@@ -33,12 +33,12 @@
  *
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
  * (kernels/gemm_blocking.h, defined here in plain C, in the portable copy). */
-#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/team.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
@@ -219,6 +219,40 @@ static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t 
   }
 }
 
+typedef struct gt__gemm_job {
+  const gt__gemm_kernel *k;
+  const gt__gemm_plan *pl;
+  int transA, transB;
+  int64_t M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  uint32_t *Ap, *Bp; /* packing buffers: A (kept or per member), B (shared or per member) */
+  int a_keep;
+  gt_team_counter next;
+} gt__gemm_job;
+
+static void gt__gemm_cols_member(void *arg, int tid, int nth) {
+  gt__gemm_job *j = arg;
+  const gt__gemm_kernel *k = j->k;
+  const int64_t M = j->M, N = j->N, K = j->K, MR = k->blocks->mr, NR = k->blocks->nr, ku = gt__gcdiv(K, k->kdiv);
+  const int64_t ncb = j->pl->nc, mpanels = gt__gcdiv(M, MR), nb = gt__gcdiv(N, ncb), mcp = j->pl->mc / MR;
+  uint32_t *Ap = j->Ap;
+  for (int64_t p = mpanels * tid / nth; p < mpanels * (tid + 1) / nth; p++)
+    k->pack_a(Ap + p * MR * ku, j->transA, j->A, j->lda, p * MR, gt__gmin(MR, M - p * MR), 0, K);
+  gt_team_barrier();
+  uint32_t *Bp = j->Bp + (int64_t)tid * ncb * ku;
+  for (int64_t jb; (jb = gt_team_take(&j->next, 0)) < nb;) {
+    const int64_t jc = jb * ncb, nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
+    k->pack_b(Bp, j->transB, j->B, j->ldb, 0, K, jc, nc);
+    /* row blocks of mc rows (the A block stays in L2), then as there */
+    for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
+      const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
+      gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, j->alpha, j->beta, j->C + ic * j->ldc + jc, j->ldc);
+    }
+  }
+}
+
 /* Many B blocks, few rows, one K block (gemma3-270m's head X.W^T at B =
  * 1: 512 rows, 256 blocks of 1024 columns): each thread takes whole B
  * blocks, packs each into its own buffer and multiplies every row by it; A
@@ -227,29 +261,75 @@ static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t 
  * barrier, 512 times a call: on 2 threads packing took 12% of the time
  * there (6% on 1) and the barrier 3%. Every tile is the same micro call on
  * the same packed data as there, so the bits are the same. */
-static void gt__gemm_run_cols(const gt__gemm_kernel *k, const gt__gemm_plan *pl, int transA, int transB, int64_t M,
-                              int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-                              int64_t ldb, float beta, float *C, int64_t ldc, uint32_t *Ap, uint32_t *Bbase) {
-  const int64_t MR = k->blocks->mr, NR = k->blocks->nr, ku = gt__gcdiv(K, k->kdiv), ncb = pl->nc;
-  const int64_t mpanels = gt__gcdiv(M, MR), nb = gt__gcdiv(N, ncb), mcp = pl->mc / MR;
-#pragma omp parallel num_threads(pl->nt)
-  {
-    const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-    for (int64_t p = mpanels * tid / nth; p < mpanels * (tid + 1) / nth; p++)
-      k->pack_a(Ap + p * MR * ku, transA, A, lda, p * MR, gt__gmin(MR, M - p * MR), 0, K);
-#pragma omp barrier
-    uint32_t *Bp = Bbase + (int64_t)tid * ncb * ku;
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t jb = 0; jb < nb; jb++) {
-      const int64_t jc = jb * ncb, nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
-      k->pack_b(Bp, transB, B, ldb, 0, K, jc, nc);
-      /* row blocks of mc rows (the A block stays in L2), then as there */
-      for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
-        const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
-        gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, alpha, beta, C + ic * ldc + jc, ldc);
+static void gt__gemm_run_cols(gt__gemm_job *j) { gt_team_par_n(j->pl->nt, gt__gemm_cols_member, j); }
+
+/* One member's part of gt__gemm_run's loops. */
+static void gt__gemm_member(void *arg, int tid, int nth) {
+  gt__gemm_job *j = arg;
+  const gt__gemm_kernel *k = j->k;
+  const gt__gemm_plan *pl = j->pl;
+  const gt__gemm_blocks *bl = k->blocks;
+  const int64_t M = j->M, N = j->N, K = j->K, MR = bl->mr, NR = bl->nr, kub = pl->kc / k->kdiv;
+  const int64_t kcb = pl->kc, ncb = pl->nc, mc = pl->mc, nic = pl->nic, ng = pl->ngroups;
+  const int a_keep = j->a_keep;
+  uint32_t *Bp = j->Bp, *Abase = j->Ap;
+  uint32_t *Ap = Abase + (int64_t)tid * mc * kub;
+  int64_t base = 0; /* the dynamic loops' running start (gt_team_take) */
+  for (int64_t jc = 0; jc < N; jc += ncb) {
+    int64_t nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
+    for (int64_t pc = 0; pc < K; pc += kcb) {
+      int64_t kc = gt__gmin(kcb, K - pc), ku = gt__gcdiv(kc, k->kdiv);
+      float bta = pc == 0 ? j->beta : 1.0f;
+      /* every thread packs a run of panels of the shared B block (one
+       * call: rows of B not transposed are then read in runs across the
+       * panels); the barrier keeps them from reading it early */
+      {
+        int64_t q0 = npanels * tid / nth, q1 = npanels * (tid + 1) / nth;
+        if (q1 > q0)
+          k->pack_b(Bp + q0 * NR * ku, j->transB, j->B, j->ldb, pc, kc, jc + q0 * NR, gt__gmin(nc, q1 * NR) - q0 * NR);
       }
+      gt_team_barrier();
+      int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
+      const int64_t ntasks = nic * ng;
+      for (int64_t t; (t = gt_team_take(&j->next, base)) < ntasks;) {
+        int64_t ib = t / ng, g = t % ng, rp0, rp1;
+        gt__gemm_plan_rows(pl, ib, &rp0, &rp1);
+        int64_t ic = rp0 * MR, m = gt__gmin(M, rp1 * MR) - ic;
+        /* kept: row block ib's own place, packed in the first B block
+         * (the barrier ending that block's loop publishes it) */
+        uint32_t *At = a_keep ? Abase + ic * ku : Ap;
+        if (a_keep ? jc == 0 : ib != packed_ic) {
+          k->pack_a(At, j->transA, j->A, j->lda, ic, m, pc, kc);
+          packed_ic = ib;
+        }
+        gt__gemm_tiles(k, ku, At, Bp, npanels * g / ng, npanels * (g + 1) / ng, m, nc, j->alpha, bta,
+                       j->C + ic * j->ldc + jc, j->ldc);
+      }
+      base += ntasks + nth;
+      /* ... and this barrier keeps the next pack from overwriting B while
+       * a task still reads it */
+      gt_team_barrier();
     }
   }
+}
+
+typedef struct gt__cols_job {
+  gt__gemm_cols_fn cols;
+  const void *args;
+  int64_t N, chunk;
+  gt_team_counter next;
+} gt__cols_job;
+
+static void gt__cols_member(void *arg, int tid, int nth) {
+  gt__cols_job *j = arg;
+  const int64_t nchunks = gt__gcdiv(j->N, j->chunk);
+  for (int64_t c; (c = gt_team_take(&j->next, 0)) < nchunks;)
+    j->cols(j->args, c * j->chunk, gt__gmin(j->N, (c + 1) * j->chunk));
+}
+
+void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, const void *args) {
+  gt__cols_job j = {cols, args, N, chunk, {0}};
+  gt_team_par(N * K >= (1 << 15), gt__cols_member, &j);
 }
 
 /* Loops: jc over N by nc, pc over K by kc (pack B: kc x nc into nr-wide
@@ -264,10 +344,10 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   const gt__gemm_blocks *bl = k->blocks;
   gt__gemm_plan pl;
-  gt__gemm_plan_make(&pl, bl, M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  gt__gemm_plan_make(&pl, bl, M, N, K, gt_team_threads());
   /* the plan's task cut uses the team size it asked for; the buffers are
    * sized for it, and a smaller team only takes more tasks each */
-  const int64_t MR = bl->mr, NR = bl->nr, kub = pl.kc / k->kdiv; /* elements per full K block */
+  const int64_t MR = bl->mr, kub = pl.kc / k->kdiv; /* elements per full K block */
   /* One K block, several B blocks, tasks of whole rows: every row block's
    * A is the same for each B block, so keep them all (packed while the
    * first B block is computed, into the row block's own place) instead of
@@ -284,54 +364,16 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
     if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(pl.nt * kub * pl.nc)) ||
         gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(mall * kub)))
       return -1;
-    gt__gemm_run_cols(k, &pl, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, cache->a, cache->b);
+    gt__gemm_job jc = {k, &pl, transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, cache->a, cache->b, 0, {0}};
+    gt__gemm_run_cols(&jc);
     return 0;
   }
   if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(kub * pl.nc)) ||
       gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;
-  uint32_t *Bp = cache->b, *Abase = cache->a;
-  const int64_t kcb = pl.kc, ncb = pl.nc, mc = pl.mc, nic = pl.nic, ng = pl.ngroups;
-#pragma omp parallel num_threads(pl.nt)
-  {
-    int tid = omp_get_thread_num();
-    uint32_t *Ap = Abase + (int64_t)tid * mc * kub;
-    for (int64_t jc = 0; jc < N; jc += ncb) {
-      int64_t nc = gt__gmin(ncb, N - jc), npanels = gt__gcdiv(nc, NR);
-      for (int64_t pc = 0; pc < K; pc += kcb) {
-        int64_t kc = gt__gmin(kcb, K - pc), ku = gt__gcdiv(kc, k->kdiv);
-        float bta = pc == 0 ? beta : 1.0f;
-        /* every thread packs a run of panels of the shared B block (one
-         * call: rows of B not transposed are then read in runs across the
-         * panels); the barrier keeps them from reading it early */
-        {
-          int nth = omp_get_num_threads();
-          int64_t q0 = npanels * tid / nth, q1 = npanels * (tid + 1) / nth;
-          if (q1 > q0)
-            k->pack_b(Bp + q0 * NR * ku, transB, B, ldb, pc, kc, jc + q0 * NR, gt__gmin(nc, q1 * NR) - q0 * NR);
-        }
-#pragma omp barrier
-        int64_t packed_ic = -1; /* the row block this thread's Ap holds (this pc) */
-        /* ... and the end of this loop keeps the next pack from overwriting
-         * B while a task still reads it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < nic * ng; t++) {
-          int64_t ib = t / ng, g = t % ng, rp0, rp1;
-          gt__gemm_plan_rows(&pl, ib, &rp0, &rp1);
-          int64_t ic = rp0 * MR, m = gt__gmin(M, rp1 * MR) - ic;
-          /* kept: row block ib's own place, packed in the first B block
-           * (the barrier ending that block's loop publishes it) */
-          uint32_t *At = a_keep ? Abase + ic * ku : Ap;
-          if (a_keep ? jc == 0 : ib != packed_ic) {
-            k->pack_a(At, transA, A, lda, ic, m, pc, kc);
-            packed_ic = ib;
-          }
-          gt__gemm_tiles(k, ku, At, Bp, npanels * g / ng, npanels * (g + 1) / ng, m, nc, alpha, bta,
-                         C + ic * ldc + jc, ldc);
-        }
-      }
-    }
-  }
+  gt__gemm_job job = {k, &pl, transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, cache->a, cache->b,
+                      a_keep, {0}};
+  gt_team_par_n(pl.nt, gt__gemm_member, &job);
   return 0;
 }
 
@@ -339,7 +381,6 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
-#include <omp.h>
 
 #include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
@@ -547,9 +588,26 @@ static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, floa
  * one thread's fixed-order sum, so the bits do not depend on threads. */
 #define GT__GEMV_ROWS 4
 #define GT__AS_IS(v) (v)
+typedef struct gt__gemv_args {
+  int64_t M, K, lda, ldb, ldc;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+} gt__gemv_args;
+
+static void gt__gemv_bt_cols(const void *arg, int64_t j0, int64_t j1) {
+  const gt__gemv_args *g = arg;
+  const int64_t M = g->M, K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
+  const float alpha = g->alpha, beta = g->beta, *A = g->A, *B = g->B;
+  float *C = g->C;
+  GT__GEMV_BT_COLS(GT__AS_IS, j0, j1)
+}
+
+/* chunks of 64 columns, handed out dynamically */
 static void gt__gemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float beta, float *C, int64_t ldc) {
-  GT__GEMV_BT_BODY(GT__AS_IS)
+  const gt__gemv_args g = {M, K, lda, ldb, ldc, alpha, beta, A, B, C};
+  gt__gemm_cols(N, K, 64, gt__gemv_bt_cols, &g);
 }
 
 /* ---------------------------------------------------------------- driver */

@@ -57,7 +57,6 @@
  * (no DAZ/FTZ), so those bits differ from the AVX-512 paths within the
  * bound. Nothing here runs an instruction the CPU lacks: the vector code is
  * compiled with target attributes and chosen from cpuid. */
-#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -638,15 +637,25 @@ static void gt__bgemv_bt_cols(int64_t j0, int64_t j1, int64_t M, int64_t K, floa
   GT__GEMV_BT_COLS(GT__RND_PS, j0, j1)
 }
 
-/* GT__GEMV_BT_BODY's threads and chunks (64 columns, handed out
- * dynamically), the region split from the vector code as above */
+/* The arguments of both row-times-B^T paths' column chunks. */
+typedef struct gt__bgemv_args {
+  int64_t M, K, lda, ldb, ldc, K16;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int side;
+} gt__bgemv_args;
+
+static void gt__bgemv_chunk(const void *arg, int64_t j0, int64_t j1) {
+  const gt__bgemv_args *g = arg;
+  gt__bgemv_bt_cols(j0, j1, g->M, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
+}
+
+/* chunks of 64 columns, handed out dynamically (gt__gemm_cols) */
 static void gt__bgemv_bt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
-  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
-  const int64_t chunk = 64;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t j0 = 0; j0 < N; j0 += chunk)
-    gt__bgemv_bt_cols(j0, gt__gmin(N, j0 + chunk), M, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const gt__bgemv_args g = {M, K, lda, ldb, ldc, 0, alpha, beta, A, B, C, 0};
+  gt__gemm_cols(N, K, 64, gt__bgemv_chunk, &g);
 }
 
 /* The same sums, faster, on the vdpbf16ps path: rounding both operands in
@@ -752,6 +761,12 @@ gt__bgemv_cols_cvt(int64_t j0, int64_t j1, int64_t M, int64_t K, float alpha, co
     gt__bgemv_row_cvt(j0, j1, K, alpha, a, K16, B, ldb, beta, C, ldc, 4, side);
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void
+gt__bgemv_chunk_cvt(const void *arg, int64_t j0, int64_t j1) {
+  const gt__bgemv_args *g = arg;
+  gt__bgemv_cols_cvt(j0, j1, g->M, g->K, g->alpha, g->A, g->K16, g->B, g->ldb, g->beta, g->C, g->ldc, g->side);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static int gt__bgemv_bt_cvt(int64_t M, int64_t N, int64_t K, float alpha,
                                                                   const float *A, int64_t lda, const float *B,
                                                                   int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -764,17 +779,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) sta
       __mmask16 m = (__mmask16)(k + 16 <= K ? 0xFFFF : (1u << (K - k)) - 1);
       _mm512_store_ps(a + i * K16 + k, GT__RND_PS(_mm512_maskz_loadu_ps(m, A + i * lda + k)));
     }
-  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();
-  const int64_t chunk = 64;
   /* rows side by side (four FMA chains at once) when B comes from the
    * caches (the MLP's weights between calls: as fast as float32's one
    * chain per output); one row after another, a single sequential stream,
    * when B is larger than half of L3 and comes from memory (the vocabulary
    * head: side by side ran at half the rate) */
   const int side = (double)N * (double)ldb * 4 <= (double)gt__gemm_l3_bytes() / 2;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t j0 = 0; j0 < N; j0 += chunk)
-    gt__bgemv_cols_cvt(j0, gt__gmin(N, j0 + chunk), M, K, alpha, a, K16, B, ldb, beta, C, ldc, side);
+  const gt__bgemv_args g = {M, K, 0, ldb, ldc, K16, alpha, beta, a, B, C, side};
+  gt__gemm_cols(N, K, 64, gt__bgemv_chunk_cvt, &g);
   return 0;
 }
 

@@ -81,4 +81,13 @@ typedef struct gt__gemm_kernel {
 int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The row-times-B^T products' loop (kernels/gemm_tile.h's GT__GEMV_BT_COLS):
+ * cols(args, j0, j1) on chunks of `chunk` columns of [0, N), each to the
+ * team member free first (a member whose core is taken does fewer); every
+ * output is one member's fixed-order sum, so the bits do not depend on
+ * which. On the caller's team when N * K >= 2^15, else on the caller. cols
+ * is the caller's vector code: this loop itself holds none. */
+typedef void (*gt__gemm_cols_fn)(const void *args, int64_t j0, int64_t j1);
+void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, const void *args);
+
 #endif

@@ -6,13 +6,30 @@
  * bits follow the cut: a non-native build gave different C on 1 and 2
  * threads (test_gemm, test_fsdp's devices). So the product is cut here into
  * blocks that depend on its shape only, each block is one single-threaded
- * cblas_sgemm (the OpenMP build of OpenBLAS runs single-threaded inside an
- * active parallel region, and one thread is one thread), and a block's bits
- * are then the same whichever thread computes it. */
+ * cblas_sgemm on a member of the caller's team, and a block's bits are then
+ * the same whichever member computes it.
+ *
+ * OpenBLAS threads of its own. The OpenMP build we link threads a call made
+ * outside an OpenMP region (every call: the teams are not OpenMP's) on the
+ * calling thread's OpenMP thread count, which starts an OpenMP pool
+ * with libgomp's long spinning wait beside our teams, and cuts the block by
+ * its own thread count (other bits). gt__blas_one_thread, called on every
+ * thread before its first cblas call, sets that thread's count to one
+ * (openblas_set_num_threads: OpenBLAS's count and the thread's OpenMP one),
+ * so no pool ever starts. */
 #include "kernels/gemm_fixed.h"
 
 #include <cblas.h>
-#include <omp.h>
+
+#include "base/team.h"
+
+void gt__blas_one_thread(void) {
+  static _Thread_local int done;
+  if (!done) {
+    openblas_set_num_threads(1);
+    done = 1;
+  }
+}
 
 /* Blocks of at least this many rows or columns (the long side is cut): a
  * block re-packs the other operand whole, which stays small against its
@@ -32,6 +49,7 @@ int64_t gt__sgemm_fixed_blocks(int64_t M, int64_t N) {
 static void gt__fixed_block(int64_t b, int64_t nb, int transA, int transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                             float *C, int64_t ldc) {
+  gt__blas_one_thread();
   const int rows = M >= N;
   const int64_t side = rows ? M : N, s0 = side * b / nb, s1 = side * (b + 1) / nb;
   if (rows) {
@@ -47,21 +65,27 @@ static void gt__fixed_block(int64_t b, int64_t nb, int transA, int transB, int64
   }
 }
 
+typedef struct gt__fixed_job {
+  int transA, transB;
+  int64_t M, N, K, lda, ldb, ldc, nb;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  gt_team_counter next;
+} gt__fixed_job;
+
+static void gt__fixed_member(void *arg, int tid, int nth) {
+  gt__fixed_job *j = arg;
+  for (int64_t b; (b = gt_team_take(&j->next, 0)) < j->nb;)
+    gt__fixed_block(b, j->nb, j->transA, j->transB, j->M, j->N, j->K, j->alpha, j->A, j->lda, j->B, j->ldb, j->beta,
+                    j->C, j->ldc);
+}
+
 void gt__sgemm_fixed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  const int64_t nb = gt__sgemm_fixed_blocks(M, N);
-  /* Inside a caller's active region, or alone: the blocks in order on this
-   * thread (OpenBLAS is single-threaded in the first case, and has one
-   * thread in the second). */
-  if (omp_in_parallel() || omp_get_max_threads() == 1) {
-    for (int64_t b = 0; b < nb; b++)
-      gt__fixed_block(b, nb, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  /* An active team even for one block, so that OpenBLAS never threads a
-   * block by itself (a spare thread of the team just finds no work). */
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t b = 0; b < nb; b++)
-    gt__fixed_block(b, nb, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gt__fixed_job j = {transA, transB, M, N, K, lda, ldb, ldc, gt__sgemm_fixed_blocks(M, N), alpha, beta, A, B, C,
+                     {0}};
+  /* blocks to the member free first; alone inside a caller's region */
+  gt_team_par(j.nb > 1, gt__fixed_member, &j);
 }

@@ -42,7 +42,7 @@
     _mm_prefetch((const char *)(Cnext + r * ldc + 16), _MM_HINT_ET0);   \
   }
 
-/* Column j of C's M rows in GT__GEMV_BT_BODY and GT__GEMV_BT_COLS below
+/* Column j of C's M rows in GT__GEMV_BT_COLS below
  * (tail: the mask of K's last K % 16 k). */
 #define GT__GEMV_BT_COL(LOAD)                                                                  \
   {                                                                                            \
@@ -62,26 +62,13 @@
     }                                                                                          \
   }
 
-/* The body of a few rows times B^T (decoding: x [M <= 4, K] times W [N, K]^T),
- * where packing would copy all of W for one use: each output is a dot
- * product of two contiguous rows, memory-bound as it must be, LOAD(v) the
- * operand made of 16 loaded floats (as they are, or rounded to bf16). Every
- * output is one thread's fixed-order sum, so the bits do not depend on
- * threads; dynamic chunks of columns: a thread whose core is taken does
- * fewer. Arguments as gt_sgemm's. For code compiled for AVX-512 as a whole file
- * only (kernels/gemm.c's AVX-512 copy): clang outlines the parallel region into a function
- * without the enclosing function's target attribute, so under
- * GT__TARGET_BEGIN the region must not hold vector code; there the region
- * calls a target-attributed function made of GT__GEMV_BT_COLS (see
- * kernels/gemm_bf16.c's gt__bgemv_bt). */
-#define GT__GEMV_BT_BODY(LOAD)                                                                 \
-  int nt = omp_in_parallel() || N * K < (1 << 15) ? 1 : omp_get_max_threads();               \
-  __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);                                          \
-  _Pragma("omp parallel for schedule(dynamic, 64) num_threads(nt)")                            \
-  for (int64_t j = 0; j < N; j++) GT__GEMV_BT_COL(LOAD)
-
-/* Columns j0 <= j < j1 of GT__GEMV_BT_BODY, with the same operations for
- * every output (needs M, K, alpha, A, lda, B, ldb, beta, C, ldc in scope). */
+/* A few rows times B^T (decoding: x [M <= 4, K] times W [N, K]^T), where
+ * packing would copy all of W for one use: each output is a dot product of
+ * two contiguous rows, memory-bound as it must be, LOAD(v) the operand made
+ * of 16 loaded floats (as they are, or rounded to bf16). Columns j0 <= j <
+ * j1, with the same operations for every output (needs M, K, alpha, A, lda,
+ * B, ldb, beta, C, ldc in scope); gt__gemm_cols (gemm_blocking.h) hands
+ * out the chunks of columns. */
 #define GT__GEMV_BT_COLS(LOAD, j0, j1)                                                         \
   {                                                                                            \
     __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);                                        \

@@ -7,9 +7,10 @@
  *
  * Every kernel has a plain scalar reference `*_ref` with the same signature;
  * tests compare the fast version against it, and the framework only ever calls
- * the fast one. Fast kernels split work over OpenMP with static partitioning,
- * so results are the same run to run; inside an enclosing parallel region
- * (one worker thread per device) they run on the calling thread.
+ * the fast one. Fast kernels split work over the calling thread's team
+ * (src/base/team.h) with fixed partitions, so results are the same run to
+ * run and on any thread count; called from inside a team member's work they
+ * run on the calling thread.
  *
  * Layouts: activations are row-major [tokens, features]. Weight matrices are
  * stored as Hugging Face does, [out_features, in_features]. */

@@ -17,9 +17,9 @@
  * rounding would flip on near ties (HF and MaxText keep routing weights in
  * float32 too). */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "kernels/moe.h"
@@ -28,7 +28,28 @@
 #define GT__PAR_MIN 32768
 #define GT__COL_BLOCK 16
 
-static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
+
+/* The arguments of the row loops below: out[n * D + j] = (in[n * D + j] *
+ * scale[j]) * root over rows, and the like. */
+typedef struct gt__moe_rows {
+  float *out;
+  const float *in, *scale;
+  float root;
+  int D;
+} gt__moe_rows;
+
+static void gt__scale_rows_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__moe_rows *a = arg;
+  const int D = a->D;
+  for (int64_t n = n0; n < n1; n++)
+    for (int j = 0; j < D; j++) a->out[n * D + j] = (a->in[n * D + j] * a->scale[j]) * a->root;
+}
+
+static void gt__scale_rows(float *out, const float *in, const float *scale, float root, int64_t N, int D) {
+  gt__moe_rows a = {out, in, scale, root, D};
+  gt_team_for(gt__par(N * D), N, gt__scale_rows_part, &a);
+}
 
 typedef void (*gt__gemm_fn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
                             int64_t, float, float *, int64_t);
@@ -86,9 +107,7 @@ static void gt__router_input(float *out, float *rstd, const float *h, const floa
                              int D, float eps) {
   gt_rmsnorm_forward(out, rstd, h, NULL, N, D, eps, 0.0f);
   const float root = 1.0f / sqrtf((float)D);
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++)
-    for (int j = 0; j < D; j++) out[n * D + j] = (out[n * D + j] * scale[j]) * root;
+  gt__scale_rows(out, out, scale, root, N, D);
 }
 
 /* Top-k of one row by logit into a descending list: a later expert displaces
@@ -147,23 +166,35 @@ static void gt__bucket(gt_moe_saved *s, const gt_moe_dims *d) {
   s->n_rows = s->offsets[EL];
 }
 
-/* Copies src[token of row] into dst[row] for every sorted row. */
-static void gt__gather(float *dst, const float *src, const gt_moe_saved *s, int K, int D) {
-#pragma omp parallel for schedule(static) if (gt__par(s->n_rows * D))
-  for (int64_t r = 0; r < s->n_rows; r++)
-    memcpy(dst + r * D, src + (int64_t)(s->slot_of[r] / K) * D, sizeof(float) * (size_t)D);
+typedef struct gt__moe_mix {
+  float *out;
+  const float *in, *wt;
+  const gt_moe_saved *s;
+  int K, D;
+} gt__moe_mix;
+
+static void gt__gather_part(void *arg, int64_t r0, int64_t r1) {
+  const gt__moe_mix *a = arg;
+  const int D = a->D;
+  for (int64_t r = r0; r < r1; r++)
+    memcpy(a->out + r * D, a->in + (int64_t)(a->s->slot_of[r] / a->K) * D, sizeof(float) * (size_t)D);
 }
 
-/* out[n] = sum over token n's owned slots, in slot order, of wt * rows[row]
- * (wt NULL: weight 1); tokens with no owned slot get 0. */
-static void gt__combine(float *out, const float *rows, const float *wt, const gt_moe_saved *s,
-                        int64_t N, int K, int D) {
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++) {
-    float *o = out + n * D;
+/* Copies src[token of row] into dst[row] for every sorted row. */
+static void gt__gather(float *dst, const float *src, const gt_moe_saved *s, int K, int D) {
+  gt__moe_mix a = {dst, src, NULL, s, K, D};
+  gt_team_for(gt__par(s->n_rows * D), s->n_rows, gt__gather_part, &a);
+}
+
+static void gt__combine_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__moe_mix *a = arg;
+  const int D = a->D, K = a->K;
+  const float *rows = a->in, *wt = a->wt;
+  for (int64_t n = n0; n < n1; n++) {
+    float *o = a->out + n * D;
     memset(o, 0, sizeof(float) * (size_t)D);
     for (int j = 0; j < K; j++) {
-      const int32_t r = s->row_of[n * K + j];
+      const int32_t r = a->s->row_of[n * K + j];
       if (r < 0) continue;
       const float wj = wt ? wt[n * K + j] : 1.0f;
       const float *yr = rows + (int64_t)r * D;
@@ -172,9 +203,17 @@ static void gt__combine(float *out, const float *rows, const float *wt, const gt
   }
 }
 
+/* out[n] = sum over token n's owned slots, in slot order, of wt * rows[row]
+ * (wt NULL: weight 1); tokens with no owned slot get 0. */
+static void gt__combine(float *out, const float *rows, const float *wt, const gt_moe_saved *s,
+                        int64_t N, int K, int D) {
+  gt__moe_mix a = {out, rows, wt, s, K, D};
+  gt_team_for(gt__par(N * D), N, gt__combine_part, &a);
+}
+
 /* Expert loops: parallel over experts when each thread gets a couple. */
 static int gt__experts_par(int EL, int64_t rows, int D, int F) {
-  return EL >= 2 * omp_get_max_threads() && gt__par(rows * D * F / 64 + 1);
+  return EL >= 2 * gt_team_threads() && gt__par(rows * D * F / 64 + 1);
 }
 
 typedef struct gt__expert_ptrs {
@@ -193,6 +232,61 @@ static gt__expert_ptrs gt__expert(const gt_moe_saved *s, const gt_moe_weights *w
   return p;
 }
 
+typedef struct gt__moe_route {
+  gt_moe_saved *s;
+  const gt_moe_weights *w;
+  const float *logits;
+  const gt__moe_work *wk;
+  int E, K;
+} gt__moe_route;
+
+static void gt__route_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__moe_route *a = arg;
+  gt_moe_saved *s = a->s;
+  const int E = a->E, K = a->K;
+  for (int64_t n = n0; n < n1; n++)
+    gt__route_row(s->probs + n * E, s->topk + n * K, s->topk_w + n * K, a->logits + n * E,
+                  a->w->per_expert_scale, E, K);
+}
+
+/* The expert loops: one expert at a time to the member free first (each
+ * expert's results are computed whole by one member, so which one does not
+ * change them). */
+typedef struct gt__moe_experts {
+  const gt__moe_work *wk;
+  const gt_moe_grads *g;
+  const gt_moe_saved *s;
+  const gt_moe_weights *w;
+  const gt_moe_dims *d;
+  gt__gemm_fn mm;
+  int EL;
+  gt_team_counter next;
+} gt__moe_experts;
+
+static void gt__experts_fwd_member(void *arg, int tid, int nth) {
+  gt__moe_experts *a = arg;
+  const gt__moe_work *wk = a->wk;
+  const gt_moe_saved *s = a->s;
+  const gt_moe_weights *w = a->w;
+  const gt_moe_dims *d = a->d;
+  const gt__gemm_fn mm = a->mm;
+  const int D = d->d, F = d->F;
+  for (int le; (le = (int)gt_team_take(&a->next, 0)) < a->EL;) {
+    const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
+    if (p.m == 0) continue;
+    const float *xe = wk->x + p.r0 * D;
+    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk->act + p.r0 * F, *ye = wk->y + p.r0 * D;
+    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
+    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
+    gt__round(d, ge, p.m * F);
+    gt__round(d, ue, p.m * F);
+    gt_geglu_forward(ae, ge, ue, p.m * F);
+    gt__round(d, ae, p.m * F);
+    mm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, ye, D);
+    gt__round(d, ye, p.m * D);
+  }
+}
+
 void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weights *w,
                             const gt_moe_dims *d, void *work) {
   const int64_t N = d->B * d->T;
@@ -203,10 +297,8 @@ void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weight
 
   gt__router_input(wk.a, s->rstd_router, h, w->router_scale, N, D, d->eps);
   gt_matmul_forward(wk.logits, wk.a, w->router_proj, N, D, E);
-#pragma omp parallel for schedule(static) if (gt__par(N * E))
-  for (int64_t n = 0; n < N; n++)
-    gt__route_row(s->probs + n * E, s->topk + n * K, s->topk_w + n * K, wk.logits + n * E,
-                  w->per_expert_scale, E, K);
+  gt__moe_route ra = {s, w, wk.logits, NULL, E, K};
+  gt_team_for(gt__par(N * E), N, gt__route_part, &ra);
   s->lb_loss = d->lb_weight > 0.0f ? gt_moe_lb_loss(s->probs, s->topk, d) : 0.0f;
 
   gt_rmsnorm_forward(wk.a, s->rstd_pre, h, w->pre_norm, N, D, d->eps, 0.0f);
@@ -215,21 +307,8 @@ void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weight
   gt__gather(wk.x, wk.a, s, K, D);
 
   const gt__gemm_fn mm = gt__expert_gemm(d);
-#pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
-  for (int le = 0; le < EL; le++) {
-    const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
-    if (p.m == 0) continue;
-    const float *xe = wk.x + p.r0 * D;
-    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk.act + p.r0 * F, *ye = wk.y + p.r0 * D;
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
-    gt__round(d, ge, p.m * F);
-    gt__round(d, ue, p.m * F);
-    gt_geglu_forward(ae, ge, ue, p.m * F);
-    gt__round(d, ae, p.m * F);
-    mm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, ye, D);
-    gt__round(d, ye, p.m * D);
-  }
+  gt__moe_experts ea = {&wk, NULL, s, w, d, mm, EL, {0}};
+  gt_team_par(gt__experts_par(EL, s->n_rows, D, F), gt__experts_fwd_member, &ea);
 
   gt__combine(s->sum, wk.y, s->topk_w, s, N, K, D);
 }
@@ -250,15 +329,16 @@ void gt_moe_forward(float *out, gt_moe_saved *s, const float *h, const gt_moe_we
 
 /* ---------------- backward ---------------- */
 
-/* The owned experts: dL/dsum rows in wk->y on entry; fills wk->dw and leaves
- * dL/drin rows in wk->y. */
-static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
-                                 const gt_moe_saved *s, const gt_moe_weights *w,
-                                 const gt_moe_dims *d) {
-  const int D = d->d, F = d->F, EL = d->E / d->ep_size;
-  const gt__gemm_fn mm = gt__expert_gemm(d);
-#pragma omp parallel for schedule(dynamic, 1) if (gt__experts_par(EL, s->n_rows, D, F))
-  for (int le = 0; le < EL; le++) {
+static void gt__experts_bwd_member(void *arg, int tid, int nth) {
+  gt__moe_experts *a = arg;
+  const gt__moe_work *wk = a->wk;
+  const gt_moe_grads *g = a->g;
+  const gt_moe_saved *s = a->s;
+  const gt_moe_weights *w = a->w;
+  const gt_moe_dims *d = a->d;
+  const gt__gemm_fn mm = a->mm;
+  const int D = d->d, F = d->F;
+  for (int le; (le = (int)gt_team_take(&a->next, 0)) < a->EL;) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
     const float *xe = wk->x + p.r0 * D, *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F;
@@ -292,6 +372,17 @@ static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
   }
 }
 
+/* The owned experts: dL/dsum rows in wk->y on entry; fills wk->dw and leaves
+ * dL/drin rows in wk->y. */
+static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
+                                 const gt_moe_saved *s, const gt_moe_weights *w,
+                                 const gt_moe_dims *d) {
+  const int D = d->d, F = d->F, EL = d->E / d->ep_size;
+  const gt__gemm_fn mm = gt__expert_gemm(d);
+  gt__moe_experts ea = {wk, g, s, w, d, mm, EL, {0}};
+  gt_team_par(gt__experts_par(EL, s->n_rows, D, F), gt__experts_bwd_member, &ea);
+}
+
 /* dL/dP from the routing weights of one token (slots of other ranks carry
  * dw = 0 but still take part in the normalisation), then through softmax. */
 static void gt__route_row_backward(float *dP, const float *P, const int32_t *idx,
@@ -311,16 +402,52 @@ static void gt__route_row_backward(float *dP, const float *P, const int32_t *idx
   for (int e = 0; e < E; e++) dP[e] = P[e] * (dP[e] - t);
 }
 
+static void gt__route_bwd_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__moe_route *a = arg;
+  const gt_moe_saved *s = a->s;
+  const int E = a->E, K = a->K;
+  float *dl = (float *)a->logits;
+  for (int64_t n = n0; n < n1; n++)
+    gt__route_row_backward(dl + n * E, s->probs + n * E, s->topk + n * K, s->row_of + n * K, a->wk->dw,
+                           a->w->per_expert_scale, E, K);
+}
+
+typedef struct gt__moe_scale_grad {
+  float *gscale;
+  const float *dgin, *nh;
+  float root;
+  int64_t N;
+  int D;
+} gt__moe_scale_grad;
+
+/* Column blocks [bk0, bk1) of GT__COL_BLOCK: each column summed over the
+ * rows in row order by one member. */
+static void gt__scale_grad_part(void *arg, int64_t bk0, int64_t bk1) {
+  const gt__moe_scale_grad *a = arg;
+  const int D = a->D;
+  for (int64_t bk = bk0; bk < bk1; bk++) {
+    const int j1 = (int)((bk + 1) * GT__COL_BLOCK < D ? (bk + 1) * GT__COL_BLOCK : D);
+    for (int64_t n = 0; n < a->N; n++)
+      for (int j = (int)(bk * GT__COL_BLOCK); j < j1; j++)
+        a->gscale[j] += a->dgin[n * D + j] * a->nh[n * D + j] * a->root;
+  }
+}
+
+static void gt__scale_grad_rows_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__moe_rows *a = arg;
+  const int D = a->D;
+  for (int64_t n = n0; n < n1; n++)
+    for (int j = 0; j < D; j++) a->out[n * D + j] *= a->scale[j] * a->root;
+}
+
 static void gt__router_backward(float *dh, const gt_moe_grads *g, const gt__moe_work *wk,
                                 const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
                                 const gt_moe_dims *d) {
   const int64_t N = d->B * d->T;
   const int D = d->d, E = d->E, K = d->k;
   float *dl = wk->logits, *nh = wk->a, *gin = wk->c, *dgin = wk->x;
-#pragma omp parallel for schedule(static) if (gt__par(N * E))
-  for (int64_t n = 0; n < N; n++)
-    gt__route_row_backward(dl + n * E, s->probs + n * E, s->topk + n * K, s->row_of + n * K, wk->dw,
-                           w->per_expert_scale, E, K);
+  gt__moe_route ra = {(gt_moe_saved *)s, w, dl, wk, E, K};
+  gt_team_for(gt__par(N * E), N, gt__route_bwd_part, &ra);
   if (g->per_expert_scale)
     for (int64_t n = 0; n < N; n++) {
       const float *P = s->probs + n * E;
@@ -332,24 +459,16 @@ static void gt__router_backward(float *dh, const gt_moe_grads *g, const gt__moe_
     }
   const float root = 1.0f / sqrtf((float)D);
   gt_rmsnorm_forward(nh, NULL, h, NULL, N, D, d->eps, 0.0f);
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++)
-    for (int j = 0; j < D; j++) gin[n * D + j] = (nh[n * D + j] * w->router_scale[j]) * root;
+  gt__scale_rows(gin, nh, w->router_scale, root, N, D);
   if (g->router_proj) gt_sgemm(1, 0, E, D, N, 1.0f, dl, E, gin, D, 1.0f, g->router_proj, D);
   gt_sgemm(0, 0, N, D, E, 1.0f, dl, E, w->router_proj, D, 0.0f, dgin, D);
   if (g->router_scale) {
     const int64_t nblk = (D + GT__COL_BLOCK - 1) / GT__COL_BLOCK;
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-    for (int64_t bk = 0; bk < nblk; bk++) {
-      const int j1 = (int)((bk + 1) * GT__COL_BLOCK < D ? (bk + 1) * GT__COL_BLOCK : D);
-      for (int64_t n = 0; n < N; n++)
-        for (int j = (int)(bk * GT__COL_BLOCK); j < j1; j++)
-          g->router_scale[j] += dgin[n * D + j] * nh[n * D + j] * root;
-    }
+    gt__moe_scale_grad sa = {g->router_scale, dgin, nh, root, N, D};
+    gt_team_for(gt__par(N * D), nblk, gt__scale_grad_part, &sa);
   }
-#pragma omp parallel for schedule(static) if (gt__par(N * D))
-  for (int64_t n = 0; n < N; n++)
-    for (int j = 0; j < D; j++) dgin[n * D + j] *= w->router_scale[j] * root;
+  gt__moe_rows da = {dgin, NULL, w->router_scale, root, D};
+  gt_team_for(gt__par(N * D), N, gt__scale_grad_rows_part, &da);
   gt_rmsnorm_backward(dh, NULL, dgin, h, s->rstd_router, NULL, N, D, 0.0f);
 }
 

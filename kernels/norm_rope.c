@@ -15,8 +15,7 @@
  * norm's reduction reads back what was just written, as unfused. Rows split
  * over threads statically; dw is left to gt_rmsnorm_backward (columns per
  * thread), so nothing depends on the thread count. */
-#include <omp.h>
-
+#include "base/team.h"
 #include "kernels/bf16_row.h"
 #include "kernels/kernels.h"
 #include "kernels/rmsnorm_row.h"
@@ -24,7 +23,16 @@
 
 #define GT__PAR_MIN 32768
 
-static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
+
+/* The arguments of every region below, by the entry points' names. */
+typedef struct gt__nr_args {
+  float *out, *rstd, *dx, *dout, *res_out, *out2, *rstd2;
+  const float *x, *w, *w2, *res, *y, *cos_tab, *sin_tab;
+  const int32_t *pos;
+  int nheads, head_dim, half, dim, round_bf16;
+  float eps, w_offset;
+} gt__nr_args;
 
 /* round_bf16 is a constant at every call of these (always inlined), so each
  * variant is a branch-free vector loop */
@@ -45,18 +53,25 @@ static inline __attribute__((always_inline)) void gt__rms_apply(float *o, const 
   }
 }
 
+static void gt__norm_rnd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__nr_args *a = p;
+  const float *x = a->x, *w = a->w;
+  const int dim = a->dim;
+  for (int64_t r = r0; r < r1; r++) {
+    const float rs = gt__rms_row_rs(x + r * dim, dim, a->eps);
+    if (a->rstd) a->rstd[r] = rs;
+    gt__rms_apply(a->out + r * dim, x + r * dim, w, rs, dim, a->w_offset, 1);
+  }
+}
+
 void gt_rmsnorm_forward_rnd(float *out, float *rstd, const float *x, const float *w, int64_t rows, int dim, float eps,
                             float w_offset, int round_bf16) {
   if (!round_bf16 || rows <= 0 || dim <= 0) {
     gt_rmsnorm_forward(out, rstd, x, w, rows, dim, eps, w_offset);
     return;
   }
-#pragma omp parallel for schedule(static) if (gt__par(rows * dim))
-  for (int64_t r = 0; r < rows; r++) {
-    const float rs = gt__rms_row_rs(x + r * dim, dim, eps);
-    if (rstd) rstd[r] = rs;
-    gt__rms_apply(out + r * dim, x + r * dim, w, rs, dim, w_offset, 1);
-  }
+  gt__nr_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .dim = dim, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(rows * dim), rows, gt__norm_rnd_part, &a);
 }
 
 /* One row-head: the norm's products go straight into the rotation, each pair
@@ -89,6 +104,25 @@ static inline __attribute__((always_inline)) float gt__norm_rope_row(float *o, c
   return rs;
 }
 
+static void gt__norm_rope_part(void *p, int64_t t0, int64_t t1) {
+  const gt__nr_args *a = p;
+  const float *x = a->x, *w = a->w;
+  const int32_t *pos = a->pos;
+  const int nheads = a->nheads, head_dim = a->head_dim, half = a->half;
+  const float eps = a->eps, w_offset = a->w_offset;
+  for (int64_t t = t0; t < t1; t++) {
+    const float *c = a->cos_tab + (int64_t)pos[t] * half, *s = a->sin_tab + (int64_t)pos[t] * half;
+    for (int h = 0; h < nheads; h++) {
+      const int64_t r = t * nheads + h;
+      const float *xr = x + r * head_dim;
+      float *o = a->out + r * head_dim;
+      const float rs = a->round_bf16 ? gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 1)
+                                     : gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 0);
+      if (a->rstd) a->rstd[r] = rs;
+    }
+  }
+}
+
 void gt_rmsnorm_rope_forward(float *out, float *rstd, const float *x, const float *w, const int32_t *pos,
                              const float *cos_tab, const float *sin_tab, int64_t ntok, int nheads, int head_dim,
                              float eps, float w_offset, int round_bf16) {
@@ -98,16 +132,27 @@ void gt_rmsnorm_rope_forward(float *out, float *rstd, const float *x, const floa
     gt_rmsnorm_forward_rnd(out, rstd, x, w, ntok * nheads, head_dim, eps, w_offset, round_bf16);
     return;
   }
-#pragma omp parallel for schedule(static) if (gt__par(ntok * nheads * head_dim))
-  for (int64_t t = 0; t < ntok; t++) {
-    const float *c = cos_tab + (int64_t)pos[t] * half, *s = sin_tab + (int64_t)pos[t] * half;
+  gt__nr_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .pos = pos, .cos_tab = cos_tab, .sin_tab = sin_tab,
+                   .nheads = nheads, .head_dim = head_dim, .half = half, .round_bf16 = round_bf16, .eps = eps,
+                   .w_offset = w_offset};
+  gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__norm_rope_part, &a);
+}
+
+static void gt__rope_norm_bwd_part(void *p, int64_t t0, int64_t t1) {
+  const gt__nr_args *a = p;
+  const float *x = a->x, *w = a->w, *rstd = a->rstd;
+  float *dx = a->dx, *dout = a->dout;
+  const int32_t *pos = a->pos;
+  const int nheads = a->nheads, head_dim = a->head_dim, half = a->half;
+  const float w_offset = a->w_offset;
+  for (int64_t t = t0; t < t1; t++) {
+    const float *c = half > 0 ? a->cos_tab + (int64_t)pos[t] * half : NULL;
+    const float *s = half > 0 ? a->sin_tab + (int64_t)pos[t] * half : NULL;
     for (int h = 0; h < nheads; h++) {
       const int64_t r = t * nheads + h;
-      const float *xr = x + r * head_dim;
-      float *o = out + r * head_dim;
-      const float rs = round_bf16 ? gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 1)
-                                  : gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 0);
-      if (rstd) rstd[r] = rs;
+      float *dr = dout + r * head_dim;
+      if (half > 0) gt__rope_row(dr, c, s, half, -1.0f);
+      if (dx) gt__rms_row_bwd(dx + r * head_dim, NULL, dr, x + r * head_dim, w, rstd[r], head_dim, w_offset, GT__RMS_SET);
     }
   }
 }
@@ -118,31 +163,22 @@ void gt_rope_rmsnorm_backward(float *dx, float *dw, float *dout, const float *x,
   const int half = head_dim / 2;
   if (ntok <= 0 || nheads <= 0 || head_dim <= 0) return;
   if (dx || half > 0) {
-#pragma omp parallel for schedule(static) if (gt__par(ntok * nheads * head_dim))
-    for (int64_t t = 0; t < ntok; t++) {
-      const float *c = half > 0 ? cos_tab + (int64_t)pos[t] * half : NULL;
-      const float *s = half > 0 ? sin_tab + (int64_t)pos[t] * half : NULL;
-      for (int h = 0; h < nheads; h++) {
-        const int64_t r = t * nheads + h;
-        float *dr = dout + r * head_dim;
-        if (half > 0) gt__rope_row(dr, c, s, half, -1.0f);
-        if (dx) gt__rms_row_bwd(dx + r * head_dim, NULL, dr, x + r * head_dim, w, rstd[r], head_dim, w_offset, GT__RMS_SET);
-      }
-    }
+    gt__nr_args a = {.rstd = (float *)rstd, .dx = dx, .dout = dout, .x = x, .w = w, .pos = pos,
+                     .cos_tab = cos_tab, .sin_tab = sin_tab, .nheads = nheads, .head_dim = head_dim, .half = half,
+                     .w_offset = w_offset};
+    gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__rope_norm_bwd_part, &a);
   }
   /* the weight gradient reads the rotated-back dout, column-split as unfused */
   if (dw && w) gt_rmsnorm_backward(NULL, dw, dout, x, rstd, w, ntok * nheads, head_dim, w_offset);
 }
 
-void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
-                                     const float *y, const float *w, const float *w2, int64_t rows, int dim,
-                                     float eps, float w_offset, int round_bf16) {
-  if (!round_bf16 || rows <= 0 || dim <= 0) {
-    gt_rmsnorm_residual_forward(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset);
-    return;
-  }
-#pragma omp parallel for schedule(static) if (gt__par(rows * dim))
-  for (int64_t r = 0; r < rows; r++) {
+static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__nr_args *a = p;
+  float *res_out = a->res_out, *rstd = a->rstd, *out2 = a->out2, *rstd2 = a->rstd2;
+  const float *res = a->res, *y = a->y, *w = a->w, *w2 = a->w2;
+  const int dim = a->dim;
+  const float eps = a->eps, w_offset = a->w_offset;
+  for (int64_t r = r0; r < r1; r++) {
     float *o = res_out + r * dim;
     const float *rr = res + r * dim, *yr = y + r * dim;
     /* as gt_rmsnorm_residual_forward: norm(y) + res (in that order), the next
@@ -180,4 +216,16 @@ void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, f
       }
     }
   }
+}
+
+void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
+                                     const float *y, const float *w, const float *w2, int64_t rows, int dim,
+                                     float eps, float w_offset, int round_bf16) {
+  if (!round_bf16 || rows <= 0 || dim <= 0) {
+    gt_rmsnorm_residual_forward(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset);
+    return;
+  }
+  gt__nr_args a = {.res_out = res_out, .rstd = rstd, .out2 = out2, .rstd2 = rstd2, .res = res, .y = y, .w = w,
+                   .w2 = w2, .dim = dim, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(rows * dim), rows, gt__res_rnd_part, &a);
 }

@@ -9,8 +9,10 @@
  * we run on; the operands never change, so no load or dependency chain other
  * than each accumulator's own limits the rate. The bf16 peak (vdpbf16ps)
  * follows at the end. */
-#include <omp.h>
+#define _POSIX_C_SOURCE 200809L
+#include <time.h>
 
+#include "base/team.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
@@ -32,6 +34,38 @@ enum { GT__LANES = 8 };
 #define GT__FMA_CPU() (__builtin_cpu_init(), __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"))
 #endif
 
+#if defined(GT__FMA) || defined(__x86_64__)
+/* Seconds for n iterations of loop on each of `threads` threads: a team of
+ * its own, made before the clock starts (a team of fewer when the system
+ * refuses threads: the figure then counts the threads that ran). */
+typedef struct gt__peak_job {
+  void (*loop)(long);
+  long n;
+} gt__peak_job;
+
+static void gt__peak_member(void *arg, int tid, int nth) {
+  const gt__peak_job *j = arg;
+  j->loop(j->n);
+}
+
+static double gt__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double gt__peak_run(void (*loop)(long), int *threads, long n) {
+  gt_team *t = NULL;
+  while (*threads > 1 && gt_team_create(*threads, &t, NULL)) --*threads;
+  gt__peak_job j = {loop, n};
+  double t0 = gt__now();
+  gt_team_run(t, gt__peak_member, &j);
+  double dt = gt__now() - t0;
+  gt_team_destroy(t);
+  return dt;
+}
+#endif
+
 #ifdef GT__FMA
 /* n iterations of 12 vector FMAs. */
 static void gt__fma_loop(long n) {
@@ -46,25 +80,20 @@ static void gt__fma_loop(long n) {
 }
 
 /* Seconds for n iterations on `threads` threads (each runs the whole loop). */
-static double gt__fma_run(int threads, long n) {
-  double t0 = omp_get_wtime();
-#pragma omp parallel num_threads(threads)
-  gt__fma_loop(n);
-  return omp_get_wtime() - t0;
-}
+static double gt__fma_run(int *threads, long n) { return gt__peak_run(gt__fma_loop, threads, n); }
 
 double gt_fma_peak_gflops(int threads, double seconds) {
   if (!GT__FMA_CPU()) return 0.0;
   if (threads < 1) threads = 1;
   /* calibrate: a short run sizes the timed ones to `seconds` each */
   long n = 1000000;
-  double t = gt__fma_run(threads, n);
+  double t = gt__fma_run(&threads, n);
   if (t > 0) n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
   double best = 0;
   /* the best of three: a peak is what the units can do, and any interruption
    * (another process, a frequency step) only lowers a run */
   for (int rep = 0; rep < 3; rep++) {
-    t = gt__fma_run(threads, n);
+    t = gt__fma_run(&threads, n);
     double g = t > 0 ? (double)n * 12.0 * 2.0 * GT__LANES * threads / t / 1e9 : 0;
     if (g > best) best = g;
   }
@@ -99,23 +128,18 @@ __attribute__((noinline, target("avx512f"))) static void gt__dp_loop(long n) {
                      "xmm9", "xmm10", "xmm11", "xmm30", "xmm31");
 }
 
-static double gt__dp_run(int threads, long n) {
-  double t0 = omp_get_wtime();
-#pragma omp parallel num_threads(threads)
-  gt__dp_loop(n);
-  return omp_get_wtime() - t0;
-}
+static double gt__dp_run(int *threads, long n) { return gt__peak_run(gt__dp_loop, threads, n); }
 
 double gt_bf16_peak_gflops(int threads, double seconds) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
   if (threads < 1) threads = 1;
   long n = 1000000;
-  double t = gt__dp_run(threads, n);
+  double t = gt__dp_run(&threads, n);
   if (t > 0) n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
   double best = 0;
   for (int rep = 0; rep < 3; rep++) {
-    t = gt__dp_run(threads, n);
+    t = gt__dp_run(&threads, n);
     double g = t > 0 ? (double)n * 12.0 * 64.0 * threads / t / 1e9 : 0;
     if (g > best) best = g;
   }

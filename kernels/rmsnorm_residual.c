@@ -9,14 +9,56 @@
  * a remat recompute that runs one of the ops alone gets the same bits. Rows
  * split over threads statically; dw is left to gt_rmsnorm_backward (columns
  * per thread), so nothing depends on the thread count. */
-#include <omp.h>
-
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "kernels/rmsnorm_row.h"
 
 #define GT__PAR_MIN 32768
 
-static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
+
+typedef struct gt__rr_args {
+  float *res_out, *rstd, *out2, *rstd2, *dx;
+  const float *res, *y, *w, *w2, *dres, *dout, *x, *rs;
+  int dim, mode;
+  float eps, w_offset;
+} gt__rr_args;
+
+static void gt__rr_fwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__rr_args *a = p;
+  const int dim = a->dim;
+  for (int64_t r = r0; r < r1; r++) {
+    float *o = a->res_out + r * dim;
+    const float *rr = a->res + r * dim;
+    /* the normed y lands in res_out first (a row is in L1), then the residual
+     * joins it: y_normed + res, the order of the unfused add */
+    const float rs = gt__rms_row_fwd(o, a->y + r * dim, a->w, dim, a->eps, a->w_offset);
+    if (a->rstd) a->rstd[r] = rs;
+#pragma omp simd
+    for (int j = 0; j < dim; j++) o[j] += rr[j];
+    if (a->out2) {
+      const float rs2 = gt__rms_row_fwd(a->out2 + r * dim, o, a->w2, dim, a->eps, a->w_offset);
+      if (a->rstd2) a->rstd2[r] = rs2;
+    }
+  }
+}
+
+static void gt__rr_bwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__rr_args *a = p;
+  const int dim = a->dim, mode = a->mode;
+  const float *dres = a->dres, *dout = a->dout, *x = a->x, *w = a->w, *rstd = a->rs;
+  float *dx = a->dx;
+  const float w_offset = a->w_offset;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *rr = dres ? dres + r * dim : NULL;
+    if (mode == GT__RMS_ADD_RES)
+      gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_ADD_RES);
+    else if (mode == GT__RMS_ADD)
+      gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_ADD);
+    else
+      gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_SET);
+  }
+}
 
 void gt_rmsnorm_residual_forward(float *res_out, float *rstd, float *out2, float *rstd2, const float *res,
                                  const float *y, const float *w, const float *w2, int64_t rows, int dim, float eps,
@@ -29,21 +71,9 @@ void gt_rmsnorm_residual_forward(float *res_out, float *rstd, float *out2, float
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (gt__par(rows * dim))
-  for (int64_t r = 0; r < rows; r++) {
-    float *o = res_out + r * dim;
-    const float *rr = res + r * dim;
-    /* the normed y lands in res_out first (a row is in L1), then the residual
-     * joins it: y_normed + res, the order of the unfused add */
-    const float rs = gt__rms_row_fwd(o, y + r * dim, w, dim, eps, w_offset);
-    if (rstd) rstd[r] = rs;
-#pragma omp simd
-    for (int j = 0; j < dim; j++) o[j] += rr[j];
-    if (out2) {
-      const float rs2 = gt__rms_row_fwd(out2 + r * dim, o, w2, dim, eps, w_offset);
-      if (rstd2) rstd2[r] = rs2;
-    }
-  }
+  gt__rr_args a = {.res_out = res_out, .rstd = rstd, .out2 = out2, .rstd2 = rstd2, .res = res, .y = y, .w = w,
+                   .w2 = w2, .dim = dim, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(rows * dim), rows, gt__rr_fwd_part, &a);
 }
 
 void gt_rmsnorm_residual_backward(float *dx, float *dw, const float *dres, const float *dout, const float *x,
@@ -52,16 +82,9 @@ void gt_rmsnorm_residual_backward(float *dx, float *dw, const float *dres, const
   if (rows <= 0 || dim <= 0) return;
   if (dx) {
     const int mode = accumulate ? (dres ? GT__RMS_ADD_RES : GT__RMS_ADD) : GT__RMS_SET;
-#pragma omp parallel for schedule(static) if (gt__par(rows * dim))
-    for (int64_t r = 0; r < rows; r++) {
-      const float *rr = dres ? dres + r * dim : NULL;
-      if (mode == GT__RMS_ADD_RES)
-        gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_ADD_RES);
-      else if (mode == GT__RMS_ADD)
-        gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_ADD);
-      else
-        gt__rms_row_bwd(dx + r * dim, rr, dout + r * dim, x + r * dim, w, rstd[r], dim, w_offset, GT__RMS_SET);
-    }
+    gt__rr_args a = {.dx = dx, .dres = dres, .dout = dout, .x = x, .w = w, .rs = rstd, .dim = dim, .mode = mode,
+                     .w_offset = w_offset};
+    gt_team_for(gt__par(rows * dim), rows, gt__rr_bwd_part, &a);
   }
   if (dw && w) gt_rmsnorm_backward(NULL, dw, dout, x, rstd, w, rows, dim, w_offset);
 }

@@ -1,17 +1,42 @@
 /* Softmax cross-entropy over rows of logits, one row per iteration of a
  * static loop; each row's max and exp-sum are float32 vector reductions. */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "xent_row.h"
 
 #define GT__PAR_MIN 32768
 
-static inline int gt__par(int64_t work) {
-  return work >= GT__PAR_MIN && !omp_in_parallel();
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
+
+typedef struct gt__xent_args {
+  float *loss, *lse, *dlogits;
+  const float *logits, *lse_in, *row_weight;
+  const int32_t *target;
+  int64_t V;
+} gt__xent_args;
+
+static void gt__xent_fwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__xent_args *a = p;
+  const int64_t V = a->V;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *l = a->logits + r * V;
+    const float ls = gt__xent_row_lse(l, V);
+    if (a->lse) a->lse[r] = ls;
+    a->loss[r] = a->target[r] < 0 ? 0.0f : ls - l[a->target[r]];
+  }
+}
+
+static void gt__xent_bwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__xent_args *a = p;
+  const int64_t V = a->V;
+  const int32_t *target = a->target;
+  for (int64_t r = r0; r < r1; r++)
+    gt__xent_row_backward(a->dlogits + r * V, a->logits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                          a->row_weight ? a->row_weight[r] : 1.0f, V, 0.0f);
 }
 
 
@@ -26,21 +51,15 @@ void gt_xent_forward(float *loss, float *lse, const float *logits,
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++) {
-    const float *l = logits + r * V;
-    const float ls = gt__xent_row_lse(l, V);
-    if (lse) lse[r] = ls;
-    loss[r] = target[r] < 0 ? 0.0f : ls - l[target[r]];
-  }
+  gt__xent_args a = {.loss = loss, .lse = lse, .logits = logits, .target = target, .V = V};
+  gt_team_for(gt__par(rows * V), rows, gt__xent_fwd_part, &a);
 }
 
 void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
                       const int32_t *target, const float *row_weight,
                       int64_t rows, int64_t V) {
   if (rows <= 0 || V <= 0) return;
-#pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++)
-    gt__xent_row_backward(dlogits + r * V, logits + r * V, target[r] < 0 ? 0.0f : lse[r], target[r],
-                          row_weight ? row_weight[r] : 1.0f, V, 0.0f);
+  gt__xent_args a = {.dlogits = dlogits, .logits = logits, .lse_in = lse, .row_weight = row_weight,
+                     .target = target, .V = V};
+  gt_team_for(gt__par(rows * V), rows, gt__xent_bwd_part, &a);
 }

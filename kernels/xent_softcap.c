@@ -9,16 +9,47 @@
  * (the shared inline code of kernels/softcap_tanh.h and kernels/xent_row.h),
  * so the results are the unfused bits. */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "softcap_tanh.h"
 #include "xent_row.h"
 
 #define GT__PAR_MIN 32768
 
-static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN && !omp_in_parallel(); }
+static inline int gt__par(int64_t work) { return work >= GT__PAR_MIN; }
+
+typedef struct gt__sx_args {
+  float *loss, *lse, *logits, *dlogits;
+  const float *clogits, *lse_in, *row_weight;
+  const int32_t *target;
+  int64_t V;
+  float cap;
+} gt__sx_args;
+
+static void gt__sx_fwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__sx_args *a = p;
+  const int64_t V = a->V;
+  const float cap = a->cap;
+  for (int64_t r = r0; r < r1; r++) {
+    float *l = a->logits + r * V;
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) l[j] = cap * gt__tanhf(l[j] / cap);
+    const float ls = gt__xent_row_lse(l, V);
+    if (a->lse) a->lse[r] = ls;
+    a->loss[r] = a->target[r] < 0 ? 0.0f : ls - l[a->target[r]];
+  }
+}
+
+static void gt__sx_bwd_part(void *p, int64_t r0, int64_t r1) {
+  const gt__sx_args *a = p;
+  const int64_t V = a->V;
+  const int32_t *target = a->target;
+  for (int64_t r = r0; r < r1; r++)
+    gt__xent_row_backward(a->dlogits + r * V, a->clogits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                          a->row_weight ? a->row_weight[r] : 1.0f, V, a->cap);
+}
 
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
                              float cap) {
@@ -27,22 +58,14 @@ void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32
     gt_xent_forward(loss, lse, logits, target, rows, V);
     return;
   }
-#pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++) {
-    float *l = logits + r * V;
-#pragma omp simd
-    for (int64_t j = 0; j < V; j++) l[j] = cap * gt__tanhf(l[j] / cap);
-    const float ls = gt__xent_row_lse(l, V);
-    if (lse) lse[r] = ls;
-    loss[r] = target[r] < 0 ? 0.0f : ls - l[target[r]];
-  }
+  gt__sx_args a = {.loss = loss, .lse = lse, .logits = logits, .target = target, .V = V, .cap = cap};
+  gt_team_for(gt__par(rows * V), rows, gt__sx_fwd_part, &a);
 }
 
 void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
                               const float *row_weight, int64_t rows, int64_t V, float cap) {
   if (rows <= 0 || V <= 0) return;
-#pragma omp parallel for schedule(static) if (gt__par(rows * V))
-  for (int64_t r = 0; r < rows; r++)
-    gt__xent_row_backward(dlogits + r * V, logits + r * V, target[r] < 0 ? 0.0f : lse[r], target[r],
-                          row_weight ? row_weight[r] : 1.0f, V, cap);
+  gt__sx_args a = {.dlogits = dlogits, .clogits = logits, .lse_in = lse, .row_weight = row_weight,
+                   .target = target, .V = V, .cap = cap};
+  gt_team_for(gt__par(rows * V), rows, gt__sx_bwd_part, &a);
 }

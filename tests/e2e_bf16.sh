@@ -12,7 +12,6 @@ work=$(mktemp -d /tmp/gt_e2e_bf16.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
 head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
-export OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
 common=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" learning_rate=0.01
         eval_interval=-1 sample_tokens=0 "base_output_directory=$work/runs" threads_per_device=1 dtype=bfloat16

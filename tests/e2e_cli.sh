@@ -13,7 +13,6 @@ set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_cli.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 fail() { echo "FAIL: $*"; exit 1; }
 tiny=(model_name=gemma3-tiny dataset_type=synthetic)
 

@@ -9,7 +9,6 @@
 # token shards, on 1 and 2 devices. Usage: e2e_data.sh <gemtrain> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 work=$(mktemp -d /tmp/gt_e2e_data.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -10,7 +10,6 @@ set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_decode.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 "$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
 head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
 fail() { echo "FAIL: $*"; exit 1; }

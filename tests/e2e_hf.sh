@@ -10,7 +10,6 @@
 # Usage: e2e_hf.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
 work=$(mktemp -d /tmp/gt_e2e_hf.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -13,7 +13,6 @@ bin="$1"; src="$2"
 fail() { echo "FAIL: $*"; exit 1; }
 work=$(mktemp -d /tmp/gt_e2e_inputs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 tok="$src/tests/data/tokenizer_small.json"
 
 # refuse <expected substring> <args...>: non-zero exit, exactly one line on stderr

@@ -29,9 +29,9 @@ trap 'pkill -9 -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 flags=(--oversubscribe)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
-mpi() { local np=$1; shift; OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np "$np" "$@"; }
+mpi() { local np=$1; shift; "$mpirun" "${flags[@]}" -np "$np" "$@"; }
 # in the background, with $! the pid of mpirun itself (exec): <log> <np> <args...>
-mpi_bg() { local log=$1 np=$2; shift 2; (exec env OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np "$np" "$@" > "$log" 2>&1) & }
+mpi_bg() { local log=$1 np=$2; shift 2; (exec "$mpirun" "${flags[@]}" -np "$np" "$@" > "$log" 2>&1) & }
 "$src/tools/kjv.sh" "$work/kjv.txt" > /dev/null
 head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
 common=(dataset_type=text "dataset_path=$work/corpus.txt" eval_interval=5 eval_steps=2 sample_tokens=0

@@ -9,7 +9,6 @@
 # Usage: e2e_sft.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" OMP_WAIT_POLICY=PASSIVE
 work=$(mktemp -d /tmp/gt_e2e_sft.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -110,7 +110,6 @@ EOF
 
 "$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
 head -c 200000 "$work/kjv.txt" > "$work/corpus.txt"
-export OMP_NUM_THREADS=1
 text=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" eval_interval=3 eval_steps=1
       checkpoint_period=4 save_checkpoint_on_completion=false sample_tokens=0 "base_output_directory=$work/runs"
       run_name=text)

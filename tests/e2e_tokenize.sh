@@ -13,7 +13,6 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ -s "$tok" ] || fail "missing $tok: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)"
 work=$(mktemp -d /tmp/gt_e2e_tokenize.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 
 # a corpus with prose, code, tabs, CJK, emoji and whitespace runs, in two files
 python3 - "$src/tests/data/tokenizer_golden.json" "$work" <<'EOF'

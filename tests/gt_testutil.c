@@ -4,6 +4,7 @@
 #include <check.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -367,4 +368,27 @@ void gt_test_state_make(gt_test_state *f, const char *override, uint64_t seed) {
 void gt_test_state_free(gt_test_state *f) {
   free(f->p), free(f->mu), free(f->nu);
   gt_model_free(&f->m);
+}
+
+typedef struct gt__test_thread {
+  void (*fn)(void *, int);
+  void *arg;
+  int t;
+} gt__test_thread;
+
+static void *gt__test_thread_main(void *p) {
+  gt__test_thread *x = p;
+  x->fn(x->arg, x->t);
+  return NULL;
+}
+
+void gt_test_on_threads(int n, void (*fn)(void *arg, int t), void *arg) {
+  pthread_t th[16];
+  gt__test_thread x[16];
+  ck_assert_int_le(n, 16);
+  for (int t = 0; t < n; t++) {
+    x[t] = (gt__test_thread){fn, arg, t};
+    ck_assert_int_eq(pthread_create(&th[t], NULL, gt__test_thread_main, &x[t]), 0);
+  }
+  for (int t = 0; t < n; t++) pthread_join(th[t], NULL);
 }

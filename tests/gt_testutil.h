@@ -11,6 +11,13 @@
 #include "ckpt/safetensors.h"
 #include "model/model.h"
 
+/* ---- threads ---- */
+
+/* fn(arg, t) on n plain threads at once (t = 0..n-1, none of them a team
+ * member: callers of the library from threads of their own), joined
+ * before it returns. */
+void gt_test_on_threads(int n, void (*fn)(void *arg, int t), void *arg);
+
 /* ---- seeded random data ---- */
 
 /* xorshift64* stream; the same seed gives the same numbers everywhere. */

@@ -2,11 +2,11 @@
  * double, masked keys never read, and run-to-run determinism. */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu.h"
@@ -363,7 +363,7 @@ START_TEST(test_deterministic) {
     float *o[3], *l[3], *g[3][3];
     const int threads[3] = {2, 2, 1};
     for (int r = 0; r < 3; r++) {
-      omp_set_num_threads(threads[r]);
+      gt_team_set_process(threads[r]);
       o[r] = malloc(nq * sizeof(float));
       l[r] = malloc(nl * sizeof(float));
       for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
@@ -425,7 +425,7 @@ START_TEST(test_split_threads) {
     gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf};
     float *o[3], *l[3], *g[3];
     for (int r = 0; r < 3; r++) {
-      omp_set_num_threads(r + 1);
+      gt_team_set_process(r + 1);
       o[r] = malloc(nq * sizeof(float));
       l[r] = malloc(nl * sizeof(float));
       g[r] = gt_test_copy(g0, nq + 2 * nk);
@@ -652,7 +652,7 @@ START_TEST(test_bf16_deterministic) {
     float *o[4], *l[4], *g[4][3];
     const int threads[4] = {2, 2, 1, 2};
     for (int r = 0; r < 4; r++) {
-      omp_set_num_threads(threads[r]);
+      gt_team_set_process(threads[r]);
       gt__bgemm_force_fallback(r == 3);
       o[r] = malloc(nq * sizeof(float));
       l[r] = malloc(nl * sizeof(float));

@@ -19,12 +19,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/team.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
@@ -365,7 +365,7 @@ END_TEST
 static void product_on(int threads, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
                        float *C) {
   for (int64_t i = 0; i < M * N; i++) C[i] = (float)(i % 7) - 3.0f;
-  omp_set_num_threads(threads);
+  gt_team_set_process(threads);
   gt_bgemm(ta, tb, M, N, K, 1.25f, A, ta ? M : K, B, tb ? K : N, 0.5f, C, N);
 }
 
@@ -393,6 +393,22 @@ START_TEST(test_bgemm_thread_counts) {
 }
 END_TEST
 
+typedef struct concurrent_job {
+  int64_t M, N, K;
+  const float *A, *B;
+  float *junk, *got;
+} concurrent_job;
+
+/* thread t: a float32 and a bf16 product, three times, into its own C */
+static void concurrent_products(void *arg, int t) {
+  const concurrent_job *j = arg;
+  const int64_t M = j->M, N = j->N, K = j->K;
+  for (int rep = 0; rep < 3; rep++) {
+    gt_sgemm(0, 1, M, N, K, 1, j->A, K, j->B, K, 0, j->junk + t * M * N, N);
+    gt_bgemm(0, 1, M, N, K, 1, j->A, K, j->B, K, 0, j->got + t * M * N, N);
+  }
+}
+
 START_TEST(test_bgemm_inside_parallel_region) {
   /* concurrent calls, each on its own thread with its own buffers (and the
    * float32 kernel's calls in between sharing them), give the serial bits */
@@ -401,17 +417,11 @@ START_TEST(test_bgemm_inside_parallel_region) {
   float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, -1, 1);
   float *want = calloc((size_t)(M * N), sizeof(float)), *got = calloc((size_t)(3 * M * N), sizeof(float));
   float *junk = calloc((size_t)(3 * M * N), sizeof(float));
-  omp_set_num_threads(1);
+  gt_team_set_process(1);
   gt_bgemm(0, 1, M, N, K, 1, A, K, B, K, 0, want, N);
-  omp_set_num_threads(3);
-#pragma omp parallel num_threads(3)
-  {
-    int t = omp_get_thread_num();
-    for (int rep = 0; rep < 3; rep++) {
-      gt_sgemm(0, 1, M, N, K, 1, A, K, B, K, 0, junk + t * M * N, N);
-      gt_bgemm(0, 1, M, N, K, 1, A, K, B, K, 0, got + t * M * N, N);
-    }
-  }
+  gt_team_set_process(3);
+  concurrent_job j = {M, N, K, A, B, junk, got};
+  gt_test_on_threads(3, concurrent_products, &j);
   for (int t = 0; t < 3; t++) ck_assert(memcmp(want, got + t * M * N, sizeof(float) * (size_t)(M * N)) == 0);
   free(A), free(B), free(want), free(got), free(junk);
 }

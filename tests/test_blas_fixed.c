@@ -11,10 +11,10 @@
  * in test_gemm (OpenBLAS's order of additions is not the reference's). */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
@@ -36,19 +36,33 @@ static prod prod_make(int ta, int tb, int64_t M, int64_t N, int64_t K, int pad) 
 
 static void prod_free(prod *p) { free(p->A), free(p->B), free(p->C0); }
 
+typedef struct inside_job {
+  const prod *p;
+  float alpha, beta;
+  float *C;
+} inside_job;
+
+/* member 0 of a running team computes the product (it then runs alone) */
+static void inside_product(void *arg, int tid, int nth) {
+  const inside_job *j = arg;
+  const prod *p = j->p;
+  if (tid == 0)
+    gt__sgemm_fixed(p->ta, p->tb, p->M, p->N, p->K, j->alpha, p->A, p->lda, p->B, p->ldb, j->beta, j->C, p->ldc);
+}
+
 /* C = C0, then the product into it on `threads` threads; inside: called by
- * one thread of an active team of 2 (the caller's own parallel region) */
+ * one member of a running team of 2 (the caller's own region) */
 static float *prod_run(const prod *p, float alpha, float beta, int threads, int inside) {
   size_t n = (size_t)(p->M * p->ldc);
   float *C = malloc(sizeof(float) * n);
   memcpy(C, p->C0, sizeof(float) * n);
-  omp_set_num_threads(threads);
+  gt_team_set_process(threads);
   if (inside) {
-#pragma omp parallel num_threads(2)
-    {
-#pragma omp single
-      gt__sgemm_fixed(p->ta, p->tb, p->M, p->N, p->K, alpha, p->A, p->lda, p->B, p->ldb, beta, C, p->ldc);
-    }
+    gt_team *t = NULL;
+    ck_assert_int_eq(gt_team_create(2, &t, NULL), GT_OK);
+    inside_job j = {p, alpha, beta, C};
+    gt_team_run(t, inside_product, &j);
+    gt_team_destroy(t);
   } else {
     gt__sgemm_fixed(p->ta, p->tb, p->M, p->N, p->K, alpha, p->A, p->lda, p->B, p->ldb, beta, C, p->ldc);
   }
@@ -108,7 +122,7 @@ START_TEST(test_same_bits_any_team) {
         free(C1);
         prod_free(&p);
       }
-  omp_set_num_threads(2);
+  gt_team_set_process(2);
 }
 END_TEST
 
@@ -118,10 +132,10 @@ START_TEST(test_blocks_follow_the_shape) {
   ck_assert_int_eq(gt__sgemm_fixed_blocks(256, 3), 2);
   ck_assert_int_eq(gt__sgemm_fixed_blocks(40, 2100), 16); /* the long side, columns */
   ck_assert_int_eq(gt__sgemm_fixed_blocks(1 << 20, 640), 16);
-  int t = omp_get_max_threads();
-  omp_set_num_threads(3);
+  int t = gt_team_size(gt_team_current());
+  gt_team_set_process(3);
   ck_assert_int_eq(gt__sgemm_fixed_blocks(300, 200), 2); /* no team in it */
-  omp_set_num_threads(t);
+  gt_team_set_process(t);
 }
 END_TEST
 

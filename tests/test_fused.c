@@ -8,11 +8,11 @@
  *  - the bits do not depend on the thread count. */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "gt_testutil.h"
 #include "kernels/bf16.h"
 #include "kernels/bf16_row.h"
@@ -263,7 +263,7 @@ START_TEST(test_fused_deterministic) {
   float *g = gt_test_alloc_fill(ng, &seed, -6, 6), *u = gt_test_alloc_fill(ng, &seed, -2, 2);
   float *o[2], *rs[2], *d[2], *dx[2], *dw[2], *x1[2], *o2[2], *r1[2], *r2[2], *act[2];
   for (int t = 0; t < 2; t++) {
-    omp_set_num_threads(t + 1);
+    gt_team_set_process(t + 1);
     o[t] = gt_test_zeros(n), rs[t] = gt_test_zeros(T * H);
     gt_rmsnorm_rope_forward(o[t], rs[t], x, w, pos, ct, st, T, H, hd, 1e-6f, 1.0f, 1);
     d[t] = gt_test_copy(dout, n), dx[t] = gt_test_zeros(n), dw[t] = gt_test_zeros(hd);
@@ -273,7 +273,7 @@ START_TEST(test_fused_deterministic) {
     act[t] = gt_test_zeros(ng);
     gt_geglu_forward_rnd(act[t], g, u, ng, 1);
   }
-  omp_set_num_threads(2);
+  gt_team_set_process(2);
   ck_assert(gt_test_same_bits(o[0], o[1], n) && gt_test_same_bits(rs[0], rs[1], T * H));
   ck_assert(gt_test_same_bits(d[0], d[1], n) && gt_test_same_bits(dx[0], dx[1], n) && gt_test_same_bits(dw[0], dw[1], hd));
   ck_assert(gt_test_same_bits(x1[0], x1[1], nd) && gt_test_same_bits(o2[0], o2[1], nd));

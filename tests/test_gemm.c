@@ -8,10 +8,10 @@
  * reference's, so only this bound, not the bits, can be asserted. */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
@@ -70,22 +70,22 @@ START_TEST(test_thread_invariance) {
   float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, -1, 1);
   float *C1 = calloc((size_t)(M * N), 4), *C2 = calloc((size_t)(M * N), 4);
   for (int ta = 0; ta < 2; ta++) {
-    omp_set_num_threads(1);
+    gt_team_set_process(1);
     gt_sgemm(ta, 1, M, N, K, 1, A, ta ? M : K, B, K, 0, C1, N);
-    omp_set_num_threads(2);
+    gt_team_set_process(2);
     gt_sgemm(ta, 1, M, N, K, 1, A, ta ? M : K, B, K, 0, C2, N);
     ck_assert(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0);
   }
   /* small M takes the column split: still the same bits */
-  omp_set_num_threads(1);
+  gt_team_set_process(1);
   gt_sgemm(0, 0, 7, N, K, 1, A, K, B, N, 0, C1, N);
-  omp_set_num_threads(2);
+  gt_team_set_process(2);
   gt_sgemm(0, 0, 7, N, K, 1, A, K, B, N, 0, C2, N);
   ck_assert(memcmp(C1, C2, sizeof(float) * 7 * (size_t)N) == 0);
   /* one row times B^T (decoding) splits the outputs: the same bits too */
-  omp_set_num_threads(1);
+  gt_team_set_process(1);
   gt_sgemm(0, 1, 1, N, K, 1, A, K, B, K, 0, C1, N);
-  omp_set_num_threads(2);
+  gt_team_set_process(2);
   gt_sgemm(0, 1, 1, N, K, 1, A, K, B, K, 0, C2, N);
   ck_assert(memcmp(C1, C2, sizeof(float) * (size_t)N) == 0);
   free(A), free(B), free(C1), free(C2);
@@ -114,7 +114,7 @@ END_TEST
 static void product_on(int threads, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
                        float *C) {
   for (int64_t i = 0; i < M * N; i++) C[i] = (float)(i % 7) - 3.0f;
-  omp_set_num_threads(threads);
+  gt_team_set_process(threads);
   gt_sgemm(ta, tb, M, N, K, 1.25f, A, ta ? M : K, B, tb ? K : N, 0.5f, C, N);
 }
 
@@ -134,7 +134,7 @@ static void same_bits_any_team(int64_t (*shapes)[3], size_t n, const float *A, c
                         (long long)K, ta, tb, t);
         }
         if (!ref) continue;
-        omp_set_num_threads(2);
+        gt_team_set_process(2);
         run_case(ta, tb, M, N, K, 0.5f, (i & 1) ? 0.0f : -0.7f, (int)i % 3);
       }
 }
@@ -165,6 +165,17 @@ START_TEST(test_dynamic_tiles_thread_counts) {
 }
 END_TEST
 
+typedef struct concurrent_job {
+  int64_t M, N, K;
+  const float *A, *B;
+  float *got;
+} concurrent_job;
+
+static void concurrent_product(void *arg, int t) {
+  const concurrent_job *j = arg;
+  gt_sgemm(0, 1, j->M, j->N, j->K, 1, j->A, j->K, j->B, j->K, 0, j->got + t * j->M * j->N, j->N);
+}
+
 START_TEST(test_inside_parallel_region) {
   /* inside a parallel region (a device's worker) each call runs on its own
    * thread with that thread's own packing buffers: concurrent calls give the
@@ -173,11 +184,11 @@ START_TEST(test_inside_parallel_region) {
   uint64_t s = 21;
   float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *B = gt_test_alloc_fill(K * N, &s, -1, 1);
   float *want = calloc((size_t)(M * N), sizeof(float)), *got = calloc((size_t)(3 * M * N), sizeof(float));
-  omp_set_num_threads(1);
+  gt_team_set_process(1);
   gt_sgemm(0, 1, M, N, K, 1, A, K, B, K, 0, want, N);
-  omp_set_num_threads(3);
-#pragma omp parallel num_threads(3)
-  gt_sgemm(0, 1, M, N, K, 1, A, K, B, K, 0, got + omp_get_thread_num() * M * N, N);
+  gt_team_set_process(3);
+  concurrent_job j = {M, N, K, A, B, got};
+  gt_test_on_threads(3, concurrent_product, &j);
   for (int t = 0; t < 3; t++) ck_assert(memcmp(want, got + t * M * N, sizeof(float) * (size_t)(M * N)) == 0);
   free(A), free(B), free(want), free(got);
 }

@@ -12,11 +12,12 @@
  * largest error of every check. */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
 
@@ -243,7 +244,7 @@ START_TEST(test_rmsnorm_deterministic) {
   gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
   float *dx[2], *dw[2], *yy[2];
   for (int t = 0; t < 2; t++) {
-    omp_set_num_threads(t + 1);
+    gt_team_set_process(t + 1);
     yy[t] = gt_test_zeros(n);
     float *rs2 = gt_test_zeros(rows);
     gt_rmsnorm_forward(yy[t], rs2, x, w, rows, dim, 1e-6f, 1.0f);
@@ -266,6 +267,28 @@ START_TEST(test_rmsnorm_deterministic) {
 }
 END_TEST
 
+typedef struct rms_job {
+  const float *x, *w, *dy, *y, *dx, *dw;
+  int64_t rows;
+  int dim;
+  atomic_int bad;
+} rms_job;
+
+/* on each thread: the same norm forward and backward, compared with the
+ * caller's */
+static void rms_concurrent(void *arg, int t) {
+  rms_job *j = arg;
+  const int64_t rows = j->rows, n = rows * j->dim;
+  const int dim = j->dim;
+  float *y2 = gt_test_zeros(n), *rs2 = gt_test_zeros(rows), *dx2 = gt_test_zeros(n), *dw2 = gt_test_zeros(dim);
+  gt_rmsnorm_forward(y2, rs2, j->x, j->w, rows, dim, 1e-6f, 1.0f);
+  gt_rmsnorm_backward(dx2, dw2, j->dy, j->x, rs2, j->w, rows, dim, 1.0f);
+  int bad = !gt_test_same_bits(j->y, y2, n) + !gt_test_same_bits(j->dx, dx2, n) + !gt_test_same_bits(j->dw, dw2, dim);
+  bad += gt_sumsq(j->x, n) != gt_sumsq(j->x, n);
+  atomic_fetch_add(&j->bad, bad);
+  free(y2); free(rs2); free(dx2); free(dw2);
+}
+
 START_TEST(test_rmsnorm_in_parallel_region) {
   /* Called from inside a parallel region (one worker per device), a kernel
    * runs on the calling thread and still gives the same answer. */
@@ -279,16 +302,10 @@ START_TEST(test_rmsnorm_in_parallel_region) {
   gt_rmsnorm_forward(y, rs, x, w, rows, dim, 1e-6f, 1.0f);
   gt_rmsnorm_backward(dx, dw, dy, x, rs, w, rows, dim, 1.0f);
   int bad = 0;
-  omp_set_num_threads(2);
-#pragma omp parallel reduction(+ : bad)
-  {
-    float *y2 = gt_test_zeros(n), *rs2 = gt_test_zeros(rows), *dx2 = gt_test_zeros(n), *dw2 = gt_test_zeros(dim);
-    gt_rmsnorm_forward(y2, rs2, x, w, rows, dim, 1e-6f, 1.0f);
-    gt_rmsnorm_backward(dx2, dw2, dy, x, rs2, w, rows, dim, 1.0f);
-    bad += !gt_test_same_bits(y, y2, n) + !gt_test_same_bits(dx, dx2, n) + !gt_test_same_bits(dw, dw2, dim);
-    bad += gt_sumsq(x, n) != gt_sumsq(x, n);
-    free(y2); free(rs2); free(dx2); free(dw2);
-  }
+  gt_team_set_process(2);
+  rms_job rj = {x, w, dy, y, dx, dw, rows, dim, 0};
+  gt_test_on_threads(2, rms_concurrent, &rj);
+  bad = atomic_load(&rj.bad);
   ck_assert_int_eq(bad, 0);
   free(x); free(w); free(dy); free(y); free(rs); free(dx); free(dw);
 }
@@ -391,7 +408,7 @@ START_TEST(test_rmsnorm_residual_deterministic) {
   float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dres = gt_test_alloc_fill(n, &seed, -1, 1);
   float *x1[2], *o2[2], *rs[2], *rs2[2], *dx[2], *dw[2];
   for (int t = 0; t < 2; t++) {
-    omp_set_num_threads(t + 1);
+    gt_team_set_process(t + 1);
     x1[t] = gt_test_zeros(n), o2[t] = gt_test_zeros(n), rs[t] = gt_test_zeros(rows), rs2[t] = gt_test_zeros(rows);
     gt_rmsnorm_residual_forward(x1[t], rs[t], o2[t], rs2[t], res, y, w, w2, rows, dim, 1e-6f, 1.0f);
     dx[t] = gt_test_copy(dres, n), dw[t] = gt_test_zeros(dim);
@@ -766,7 +783,7 @@ START_TEST(test_embedding_deterministic) {
   float *dy = gt_test_alloc_fill(n * dim, &seed, -1, 1);
   float *dt[3];
   for (int t = 0; t < 3; t++) {
-    omp_set_num_threads(t == 0 ? 1 : 2);
+    gt_team_set_process(t == 0 ? 1 : 2);
     dt[t] = gt_test_zeros((int64_t)Vocab * dim);
     gt_embedding_backward(dt[t], dy, tok, n, dim, 1.5f);
   }
@@ -1057,9 +1074,9 @@ START_TEST(test_sumsq) {
     const int64_t n = ns[a];
     char what[96];
     float *x = gt_test_alloc_fill(n, &seed, -3, 3);
-    omp_set_num_threads(1);
+    gt_team_set_process(1);
     const double s1 = gt_sumsq(x, n);
-    omp_set_num_threads(2);
+    gt_team_set_process(2);
     const double s2 = gt_sumsq(x, n);
     const double s2b = gt_sumsq(x, n);
     const double sr = gt_sumsq_ref(x, n);
@@ -1087,9 +1104,9 @@ START_TEST(test_dot) {
   for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
     const int64_t n = ns[k];
     float *x = gt_test_alloc_fill(n, &seed, -3, 3), *y = gt_test_alloc_fill(n, &seed, -3, 3);
-    omp_set_num_threads(1);
+    gt_team_set_process(1);
     const double d1 = gt_dot(x, y, n);
-    omp_set_num_threads(2);
+    gt_team_set_process(2);
     const double d2 = gt_dot(x, y, n);
     long double dl = 0, al = 0;
     for (int64_t i = 0; i < n; i++) dl += (long double)x[i] * y[i], al += fabsl((long double)x[i] * y[i]);

@@ -8,7 +8,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -17,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/team.h"
+#include "base/threads.h"
 #include "mesh/mesh.h"
 #include "gt_testutil.h"
 
@@ -478,12 +479,12 @@ static void run_fn(int d, void *arg) {
   }
   atomic_fetch_add(&r->calls[d], 1);
   r->tid[r->run][d] = pthread_self();
-  r->omp_threads[d] = omp_get_max_threads();
-  omp_set_num_threads(7); /* must not leak into the next run */
+  r->omp_threads[d] = gt_team_size(gt_team_current());
+  gt_team_set_current(gt_team_alone()); /* must not leak into the next run */
 }
 
 START_TEST(test_run_once_per_device_and_reuse) {
-  int procs = omp_get_num_procs();
+  int procs = gt_threads_process_cores();
   for (int N = 1; N <= MAX_DEV; N++) {
     gt_mesh *m = make_mesh(N);
     run_job_t *r = calloc(1, sizeof *r);
@@ -497,7 +498,7 @@ START_TEST(test_run_once_per_device_and_reuse) {
                       atomic_load(&r->calls[d]));
         /* The cores are split between devices: max(1, procs / N) each. */
         int want = procs / N > 1 ? procs / N : 1;
-        ck_assert_msg(r->omp_threads[d] == want, "N=%d device %d: %d OpenMP threads, want %d", N, d,
+        ck_assert_msg(r->omp_threads[d] == want, "N=%d device %d: a team of %d threads, want %d", N, d,
                       r->omp_threads[d], want);
       }
     }

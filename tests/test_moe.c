@@ -14,11 +14,11 @@
  * Errors are max|a - b| / max|b| per tensor. GT_TEST_VERBOSE=1 prints them. */
 #include <check.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/bf16.h"
 #include "model/moe.h"
 #include "ckpt/safetensors.h"
@@ -623,9 +623,9 @@ static void gt__thread_bits(int64_t T, int d, int E, int k, int F, int bf16) {
   gt__moe_init(&m, 2, T, d, E, k, F, 77);
   m.d.bf16 = bf16;
   gt__run a, b;
-  omp_set_num_threads(1);
+  gt_team_set_process(1);
   gt__run_full(&a, &m, 0);
-  omp_set_num_threads(2);
+  gt_team_set_process(2);
   gt__run_full(&b, &m, 0);
   const size_t ND = sizeof(float) * (size_t)(m.N * d);
   ck_assert(memcmp(a.out, b.out, ND) == 0);

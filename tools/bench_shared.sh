@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# Shared cores (issue 18): the same `gemtrain bench` on a quiet machine and
-# with one core taken by another process (a shell busy loop), and the ratio
-# busy / quiet. OpenMP's threads wait for each other at every barrier; a
-# waiter that spins on a core another process wants keeps the thread it waits
-# for off that core, and the step collapses (25-32% of the quiet speed with
-# libgomp's default 300000-spin wait on 2 cores). The goal is >= 45% with no
-# OpenMP variable set, which gemtrain reaches by choosing its own wait policy
-# (tools/cli_threads.c); PASSIVE is printed beside it for comparison.
+# Shared cores: the same `gemtrain bench` on a quiet machine and with one
+# core taken by another process (a shell busy loop), and the ratio busy /
+# quiet. A step's threads wait for each other at every region and barrier; a
+# waiter that spins on a core another process wants keeps the thread it
+# waits for off that core, and the step collapses (25-32% of the quiet speed
+# with libgomp's default 300000-spin wait on 2 cores). The goal is >= 45%
+# with no variable set, which the library's thread teams reach with their
+# bounded spin (src/base/team.c). An older, OpenMP-threaded gemtrain binary
+# (to compare with) takes OpenMP settings too.
 #
 # Usage: tools/bench_shared.sh [build/gemtrain] [steps] [key=value ...]
 #   (default: the tiny model of issue 18, 5 steps)
 # Environment:
 #   GT_SHARED_SETTINGS  space-separated settings, each "none" (every OpenMP
 #                       variable unset: gemtrain's own choice) or VAR=VALUE
-#                       (e.g. GOMP_SPINCOUNT=300000, libgomp's default);
-#                       default "none OMP_WAIT_POLICY=PASSIVE"
+#                       (e.g. GOMP_SPINCOUNT=300000, libgomp's default, for
+#                       an OpenMP build); default "none"
 #   GT_SHARED_REPS      quiet/busy pairs per setting, median reported (default 1)
 # Prints one line per setting:
 #   shared: <setting>: quiet Q tokens/s, one core busy B tokens/s, ratio R%
@@ -29,7 +30,7 @@ if [ ${#model[@]} -eq 0 ]; then
          head_dim=64 base_mlp_dim=1024 sliding_window_size=64 query_pre_attn_scalar=64 max_target_length=256
          per_device_batch_size=8 model_name=gemma3-small remat_policy=none)
 fi
-settings=${GT_SHARED_SETTINGS:-none OMP_WAIT_POLICY=PASSIVE}
+settings=${GT_SHARED_SETTINGS:-none}
 reps=${GT_SHARED_REPS:-1}
 busy=""
 stop_busy() { if [ -n "$busy" ]; then kill "$busy" 2>/dev/null || true; wait "$busy" 2>/dev/null || true; busy=""; fi; }

@@ -61,13 +61,6 @@ void gt_cli_install_test_seams(void);
 struct gt_train_opts;
 void gt_cli_train_test_seams(struct gt_train_opts *o);
 
-/* tools/cli_threads.c: the program's OpenMP wait policy. When neither
- * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets a bounded spin
- * (GOMP_SPINCOUNT) and executes the program again with the same argv, since
- * libgomp reads the variables before main() and never again; returns when
- * there is nothing to do or the exec failed. main() calls it first. */
-void gt_cli_wait_policy(char **argv);
-
 /* tools/help.c: every command's help from one table. Prints the help of cmd
  * (sub: a word after it with its own entry, such as bench's "remat"; NULL or
  * an unknown word gives the command's own help) to f; -1 when cmd is not a

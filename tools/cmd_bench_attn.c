@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* gemtrain bench attention: the attention kernels' forward and backward
  * (kernels/attention.c) on the attention shapes of the models issue 18
  * measures, float32 and bf16, 1 and 2 threads, in GFLOP/s next to the FMA
@@ -8,12 +9,13 @@
  * little more: the 16-wide column vectors on the band's edges in float32,
  * whole 64 x 64 tiles there in bf16. */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/team.h"
 #include "model/flops.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
@@ -48,16 +50,22 @@ typedef struct attn_bufs {
 
 /* median seconds of one forward (bwd 0) or backward (bwd 1): a warm-up
  * call, then at least 5 calls and until about 0.3 s have passed */
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static double time_one(const attn_bufs *b, const gt_attn_dims *d, int bwd, int threads) {
-  omp_set_num_threads(threads);
+  gt_team_set_process(threads);
   double v[41];
   int n = 0;
   double spent = 0;
   for (int i = -1; n < 41 && (n < 5 || spent < 0.3); i++) {
-    double t0 = omp_get_wtime();
+    double t0 = wall_now();
     int rc = bwd ? gt_attention_backward(b->dq, b->dk, b->dv, b->dout, b->o, b->lse, b->q, b->k, b->v, NULL, d)
                  : gt_attention_forward(b->o, b->lse, b->q, b->k, b->v, NULL, d);
-    double t = omp_get_wtime() - t0;
+    double t = wall_now() - t0;
     if (rc) return -1;
     if (i < 0) continue;
     v[n++] = t;
@@ -72,7 +80,7 @@ int gt_bench_attention(int argc, char **argv) {
     fprintf(stderr, "gemtrain bench attention: takes no arguments (see --help)\n");
     return 2;
   }
-  int threads0 = omp_get_max_threads();
+  int threads0 = gt_team_size(gt_team_current());
   double peak[2], bpeak[2] = {0, 0};
   gt_bench_peaks(gt_fma_peak_gflops, &peak[0], &peak[1]);
   int has_bf16 = gt__bgemm_kernel() == 2;
@@ -117,6 +125,6 @@ int gt_bench_attention(int argc, char **argv) {
     }
     free(b.q), free(b.k), free(b.v), free(b.o), free(b.lse), free(b.dq), free(b.dk), free(b.dv), free(b.dout);
   }
-  omp_set_num_threads(threads0);
+  gt_team_set_process(threads0);
   return 0;
 }

@@ -6,15 +6,16 @@
  * bf16 (vdpbf16ps) peak, with the bf16/f32 speed ratio. Timing lives here,
  * never in tests. */
 #include <cblas.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/team.h"
 #include "cli.h"
 #include "kernels/bf16.h"
+#include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 
 /* One model's dimensions: the products of its step come from these. */
@@ -41,28 +42,43 @@ typedef struct shape {
   float beta;
 } shape;
 
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* `threads` threads for both libraries: the process team (our kernels) and
+ * OpenBLAS's own OpenMP pool, which the library otherwise keeps at one
+ * thread (kernels/gemm_fixed.c) and this command sets back to one at the
+ * end. */
+static void use_threads(int threads) {
+  gt_team_set_process(threads);
+  openblas_set_num_threads(threads);
+}
+
 typedef double (*gemm_fn)(const shape *s, const float *A, const float *B, float *C);
 
 static double run_ours(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-  double t0 = omp_get_wtime();
+  double t0 = wall_now();
   gt_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C, s->N);
-  return omp_get_wtime() - t0;
+  return wall_now() - t0;
 }
 
 static double run_bf16(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-  double t0 = omp_get_wtime();
+  double t0 = wall_now();
   gt_bgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C, s->N);
-  return omp_get_wtime() - t0;
+  return wall_now() - t0;
 }
 
 static double run_blas(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-  double t0 = omp_get_wtime();
+  double t0 = wall_now();
   cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, (blasint)s->M,
               (blasint)s->N, (blasint)s->K, 1.0f, A, (blasint)lda, B, (blasint)ldb, s->beta, C, (blasint)s->N);
-  return omp_get_wtime() - t0;
+  return wall_now() - t0;
 }
 
 /* Process CPU seconds (all threads) */
@@ -82,23 +98,23 @@ static double cpu_now(void) {
  * lower when another process took one. */
 static double time_median(gemm_fn f, const shape *s, const float *A, const float *B, float *C, int threads,
                           double budget, double *use) {
-  omp_set_num_threads(threads);
+  use_threads(threads);
   double v[25];
   int n = 0;
-  double c0 = cpu_now(), w0 = omp_get_wtime();
+  double c0 = cpu_now(), w0 = wall_now();
   double t = f(s, A, B, C);
   if (t > 0.15) {
     v[n++] = t;
     for (int i = 0; i < 2; i++) v[n++] = f(s, A, B, C);
   } else {
     double spent = 0;
-    c0 = cpu_now(), w0 = omp_get_wtime();
+    c0 = cpu_now(), w0 = wall_now();
     while (n < 25 && (n < 3 || spent < budget)) {
       v[n] = f(s, A, B, C);
       spent += v[n++];
     }
   }
-  double wall = omp_get_wtime() - w0;
+  double wall = wall_now() - w0;
   *use = wall > 0 ? (cpu_now() - c0) / (wall * threads) : 1;
   return gt_bench_median(v, n);
 }
@@ -200,7 +216,8 @@ int gt_bench_gemm(int argc, char **argv) {
       return 2;
     }
   }
-  int threads0 = omp_get_max_threads();
+  int threads0 = gt_team_size(gt_team_current());
+  gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
   printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
          peak2, openblas_get_corename());
@@ -226,7 +243,7 @@ int gt_bench_gemm(int argc, char **argv) {
     float *x = calloc(256 * 256 * 3, sizeof(float));
     if (!x) return 1;
     for (int t = 1; t <= 2; t++) {
-      omp_set_num_threads(t);
+      use_threads(t);
       run_ours(&w, x, x + 65536, x + 131072);
       run_blas(&w, x, x + 65536, x + 131072);
       run_bf16(&w, x, x + 65536, x + 131072);
@@ -237,6 +254,7 @@ int gt_bench_gemm(int argc, char **argv) {
   for (int j = 0; j < 3 && !rc; j++)
     if (want[j]) rc = bench_model_products(&models[j]);
   if (!rc && want[3]) rc = bench_small_products();
-  omp_set_num_threads(threads0);
+  gt_team_set_process(threads0);
+  openblas_set_num_threads(1);
   return rc;
 }

@@ -146,9 +146,6 @@ static int run_command(const command *c, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  /* first, before anything else happens: may execute the program again with
-   * a bounded OpenMP spin (tools/cli_threads.c) */
-  gt_cli_wait_policy(argv);
   /* A step frees and re-allocates the same activation buffers; keep them in
    * the heap (no mmap per buffer, no trimming) so each step does not pay
    * page faults for memory the previous step just released. Steps run on

@@ -1,15 +1,13 @@
-/* The one place that decides how many threads compute. OpenBLAS is linked as
- * its OpenMP build, so BLAS and our own kernels share one OpenMP pool: outside
- * a parallel region a BLAS call uses omp_get_max_threads() threads, inside one
- * (a device's worker thread) it runs on the calling thread. We never call
- * openblas_set_num_threads (in that build it would also resize our pool). */
-#define _POSIX_C_SOURCE 200809L
-#include <omp.h>
+/* The one place that decides how many threads compute outside a mesh; the
+ * cores are counted from the affinity mask, as the OpenMP runtime did. */
+#define _GNU_SOURCE
+#include "base/threads.h"
+
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "base/threads.h"
-#include "train/train.h"
+#include "base/team.h"
 
 int gt_threads_local_ranks(void) {
   static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
@@ -21,8 +19,9 @@ int gt_threads_local_ranks(void) {
 }
 
 int gt_threads_process_cores(void) {
-  int procs = omp_get_num_procs();
+  cpu_set_t set;
   long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int procs = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
   if (procs < 1) procs = 1;
   /* a mask smaller than the host is the launcher's binding: ours alone */
   int ranks = online > 0 && procs < online ? 1 : gt_threads_local_ranks();
@@ -30,12 +29,10 @@ int gt_threads_process_cores(void) {
   return n < 1 ? 1 : n;
 }
 
-int gt_threads_configure(const gt_config *cfg) {
-  int n = (int)cfg->threads_per_device;
-  if (n <= 0) {
-    n = gt_threads_process_cores() / (int)cfg->num_devices;
-    if (n < 1) n = 1;
-  }
-  omp_set_num_threads(n);
-  return n;
+int gt_threads_use(long long threads_per_device, long long num_devices) {
+  long long n = threads_per_device;
+  if (n <= 0) n = gt_threads_process_cores() / (num_devices > 0 ? num_devices : 1);
+  if (n < 1) n = 1;
+  if (n > 1024) n = 1024;
+  return gt_team_set_process((int)n);
 }

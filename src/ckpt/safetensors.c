@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/team.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define GT__HOST_LE 1
 #else
@@ -686,6 +688,24 @@ gt_rc gt_st_read_f32(const gt_st_tensor *t, float *out, int64_t n, gt_err *err) 
   return gt_st_read_f32_range(t, 0, n, out, err);
 }
 
+/* Elements [i0, i1) of a 16-bit tensor at p converted to float32 (bf16 or
+ * f16). */
+typedef struct gt__cvt16 {
+  float *out;
+  const unsigned char *p;
+  int bf16;
+} gt__cvt16;
+
+static void gt__cvt16_part(void *arg, int64_t i0, int64_t i1) {
+  const gt__cvt16 *a = arg;
+  float *out = a->out;
+  const unsigned char *p = a->p;
+  if (a->bf16)
+    for (int64_t i = i0; i < i1; i++) out[i] = gt_bf16_to_f32(gt__ld16(p + 2 * i));
+  else
+    for (int64_t i = i0; i < i1; i++) out[i] = gt_f16_to_f32(gt__ld16(p + 2 * i));
+}
+
 gt_rc gt_st_read_f32_range(const gt_st_tensor *t, int64_t first, int64_t n, float *out, gt_err *err) {
   if (!t) return gt_err_set(err, GT_ERR_ARG, "gt_st_read_f32_range: tensor is NULL");
   if (first < 0 || n < 0 || first > t->numel || n > t->numel - first)
@@ -707,13 +727,17 @@ gt_rc gt_st_read_f32_range(const gt_st_tensor *t, int64_t first, int64_t n, floa
     case GT_DT_BF16:
       /* Whole embedding tables go through here; threads also spread the page
        * faults of the first touch of the mapping. */
-#pragma omp parallel for schedule(static) if (n >= (1 << 20))
-      for (int64_t i = 0; i < n; i++) out[i] = gt_bf16_to_f32(gt__ld16(p + 2 * i));
+    {
+      gt__cvt16 a = {out, p, 1};
+      gt_team_for(n >= (1 << 20), n, gt__cvt16_part, &a);
       return GT_OK;
+    }
     case GT_DT_F16:
-#pragma omp parallel for schedule(static) if (n >= (1 << 20))
-      for (int64_t i = 0; i < n; i++) out[i] = gt_f16_to_f32(gt__ld16(p + 2 * i));
+    {
+      gt__cvt16 a = {out, p, 0};
+      gt_team_for(n >= (1 << 20), n, gt__cvt16_part, &a);
       return GT_OK;
+    }
     default:
       return gt_err_set(err, GT_ERR_FORMAT,
                         "tensor '%s' is %s; only F32, BF16 and F16 convert to float32", t->name,

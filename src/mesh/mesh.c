@@ -1,14 +1,13 @@
 /* gt_mesh: persistent worker threads standing in for devices, and collectives
  * between them over shared memory (see include/gemtrain/mesh.h).
  *
- * Threads and cores. Every device thread sets its own OpenMP thread count
- * (the nthreads ICV is per thread) to threads_per_device =
- * max(1, omp_get_num_procs() / N), at its start and again before every run.
- * With N devices the cores are split between them (on this 2-core machine: 2
- * threads for 1 device, 1 each for 2 devices): BLAS (the OpenMP build, see
- * src/threads.c) and our kernels called inside a device use that device's
- * count, so devices x threads never exceeds the cores and workers never
- * oversubscribe them. With more devices than cores every device gets 1 thread
+ * Threads and cores. Every device thread owns a thread team (base/team.h) of
+ * threads_per_device = max(1, cores / N) threads, itself included, made at
+ * its start and remade before a run when the count changed, and set as its
+ * current team: the kernels called inside a device compute on that team, so
+ * devices x threads never exceeds the cores and workers never oversubscribe
+ * them (on this 2-core machine: 2 threads for 1 device, 1 each for 2
+ * devices). With more devices than cores every device gets 1 thread
  * and the OS time-slices them; the collectives then block rather than spin.
  *
  * Runs. gt_mesh_run publishes fn/arg, bumps a generation counter and
@@ -116,7 +115,7 @@
  * slot or a barrier, and each lane's slot has its own cache line.
  *
  * Async all-gather. Every device has a comm thread (created with the mesh,
- * OpenMP threads 1: it only memcpy's) and a FIFO of requests guarded by a
+ * a one-thread team: it only memcpy's) and a FIFO of requests guarded by a
  * per-device mutex. gt_all_gather_async captures the group geometry at issue
  * time, appends {ticket, in, out, n, element size} and signals; the comm thread sleeps on a
  * condition variable when the FIFO is empty (no busy-spin while idle), runs
@@ -173,11 +172,11 @@
 #include "mesh/mesh.h"
 #include "base/prof.h"
 #include "base/trace.h"
+#include "base/team.h"
 #include "base/threads.h"
 #include "dist/dist.h"
 
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -293,7 +292,7 @@ typedef struct gt__lane {
 
 struct gt_mesh {
   int n;                  /* devices of this process (worker threads) */
-  int threads_per_device; /* OpenMP threads each device computes with */
+  int threads_per_device; /* threads of each device's team */
   int data, fsdp, expert; /* global axes; data * fsdp * expert == G */
   /* Ranks (see gt_mesh_set_layout): R processes of n devices each, this
    * one is `rank`; G = R * n global devices. g_rank/g_dev: where global
@@ -541,12 +540,25 @@ static inline gt__slot *gt__member(gt_mesh *m, const gt__grp *x, int k) { return
 
 /* ---- threads ------------------------------------------------------------ */
 
+/* The device's team of n (this thread and n - 1 workers), kept while n
+ * stays; fewer threads when the system refuses more (the results are the
+ * same on any count), NULL for one. Set as the thread's current team, so
+ * the kernels it calls compute on its share of the cores. */
+static gt_team *gt__device_team(gt_team *t, int n) {
+  if (gt_team_size(t) != n) {
+    gt_team_destroy(t);
+    t = NULL;
+    while (n > 1 && gt_team_create(n, &t, NULL)) n--;
+  }
+  gt_team_set_current(t ? t : gt_team_alone());
+  return t;
+}
+
 static void *gt__device_main(void *p) {
   gt__dev *dv = p;
   gt_mesh *m = dv->mesh;
   gt__self = dv;
-  /* Per-thread ICV: this device's BLAS and kernels use its share of cores. */
-  omp_set_num_threads(m->threads_per_device);
+  gt_team *team = gt__device_team(NULL, m->threads_per_device);
   uint64_t seen = 0;
   pthread_mutex_lock(&m->mu);
   for (;;) {
@@ -556,15 +568,18 @@ static void *gt__device_main(void *p) {
     void (*fn)(int, void *) = m->fn;
     void *arg = m->arg;
     pthread_mutex_unlock(&m->mu);
-    /* Again before each run, so a run that changed it does not leak into
-     * the next one; fn may still change it for itself. */
-    omp_set_num_threads(m->threads_per_device);
+    /* Again before each run: gt_mesh_set_threads may have changed the
+     * count, and a run that set another current team must not leak it
+     * into the next one. */
+    team = gt__device_team(team, m->threads_per_device);
     gt_dist_set_timeout(atomic_load(&m->timeout));
     fn(dv->id, arg);
     pthread_mutex_lock(&m->mu);
     if (++m->n_done == m->n) pthread_cond_broadcast(&m->done_cv);
   }
   pthread_mutex_unlock(&m->mu);
+  gt_team_set_current(NULL);
+  gt_team_destroy(team);
   return NULL;
 }
 
@@ -581,8 +596,8 @@ static const char *gt__group_name(gt_group g) {
 static void *gt__comm_main(void *p) {
   gt__dev *dv = p;
   gt_mesh *m = dv->mesh;
-  /* It only memcpy's; it must not add OpenMP teams next to the device's. */
-  omp_set_num_threads(1);
+  /* It only memcpy's; it must not add threads next to the device's. */
+  gt_team_set_current(gt_team_alone());
   pthread_mutex_lock(&dv->cmu);
   for (;;) {
     while (dv->q_len == 0 && !dv->cquit) pthread_cond_wait(&dv->cwork, &dv->cmu);

@@ -35,13 +35,13 @@ typedef struct gt_comm_stats {
 } gt_comm_stats;
 
 /* n_devices >= 1 worker threads (created once, reused by every run). Each
- * device thread computes with max(1, omp_get_num_procs() / n_devices) OpenMP
- * threads (set per thread before every run), so devices never oversubscribe
- * the cores. GT_ERR_ARG for n_devices outside 1..1024. */
+ * device thread computes with a team of max(1, cores / n_devices) threads
+ * (base/team.h; remade before a run when the count changed), so devices
+ * never oversubscribe the cores. GT_ERR_ARG for n_devices outside 1..1024. */
 gt_rc gt_mesh_create(gt_mesh **out, int n_devices, gt_err *err);
 void gt_mesh_destroy(gt_mesh *m);
 int gt_mesh_size(const gt_mesh *m);
-/* OpenMP threads each device computes with (default: cores / devices, at
+/* Threads each device computes with (default: cores / devices, at
  * least 1); the config's threads_per_device when it is set. Call between runs. */
 void gt_mesh_set_threads(gt_mesh *m, int threads_per_device);
 /* collective_timeout_seconds of this mesh's exchanges with other ranks (> 0

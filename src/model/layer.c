@@ -1,8 +1,8 @@
 #include "model/layer.h"
 
-#include <omp.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/moe.h"
@@ -81,10 +81,25 @@ static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
 
 #define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
 
+/* The elementwise loops of this file (gt__add, gt__sum, the PLE gate). */
+typedef struct gt__ew_args {
+  float *y, *y2;
+  const float *x, *z, *x2, *x3;
+  int64_t stride;
+  int P;
+} gt__ew_args;
+
+static void gt__add_part(void *arg, int64_t i0, int64_t i1) {
+  const gt__ew_args *a = arg;
+  float *y = a->y;
+  const float *x = a->x;
+  for (int64_t i = i0; i < i1; i++) y[i] += x[i];
+}
+
 /* y += x, split over threads by fixed ranges */
 static void gt__add(float *y, const float *x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
-  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+  gt__ew_args a = {.y = y, .x = x};
+  gt_team_for(n > 65536, n, gt__add_part, &a);
 }
 
 /* The forward as a list of ops, each writing its output slots. Recompute
@@ -189,16 +204,29 @@ void gt_layer_ops_outputs(const gt_layer_desc *L, uint32_t ops, uint8_t out[GT_A
 
 /* PLE's gate: act = gelu_tanh(gate) * ple over rows, the per-layer input
  * being a column block of the model-wide [N, L*P] buffer (row stride). */
+static void gt__ple_fwd_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__ew_args *a = arg;
+  const int P = a->P;
+  for (int64_t n = n0; n < n1; n++) gt_geglu_forward(a->y + n * P, a->x + n * P, a->z + n * a->stride, P);
+}
+
 static void gt__ple_act_forward(float *act, const float *gate, const float *ple, int64_t stride, int64_t N, int P) {
-#pragma omp parallel for schedule(static) if (N * P > 65536 && !omp_in_parallel())
-  for (int64_t n = 0; n < N; n++) gt_geglu_forward(act + n * P, gate + n * P, ple + n * stride, P);
+  gt__ew_args a = {.y = act, .x = gate, .z = ple, .stride = stride, .P = P};
+  gt_team_for(N * P > 65536, N, gt__ple_fwd_part, &a);
+}
+
+static void gt__ple_bwd_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__ew_args *a = arg;
+  const int P = a->P;
+  const int64_t stride = a->stride;
+  for (int64_t n = n0; n < n1; n++)
+    gt_geglu_backward(a->y + n * P, a->y2 + n * stride, a->x + n * P, a->x2 + n * P, a->x3 + n * stride, P);
 }
 
 static void gt__ple_act_backward(float *dgate, float *dple, const float *dact, const float *gate, const float *ple,
                                  int64_t stride, int64_t N, int P) {
-#pragma omp parallel for schedule(static) if (N * P > 65536 && !omp_in_parallel())
-  for (int64_t n = 0; n < N; n++)
-    gt_geglu_backward(dgate + n * P, dple + n * stride, dact + n * P, gate + n * P, ple + n * stride, P);
+  gt__ew_args a = {.y = dgate, .y2 = dple, .x = dact, .x2 = gate, .x3 = ple, .stride = stride, .P = P};
+  gt_team_for(N * P > 65536, N, gt__ple_bwd_part, &a);
 }
 
 /* The layer result before layer_scalar multiplies it. */
@@ -278,10 +306,17 @@ static void gt__moe_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]) 
   gt_mem_free(m->mem, tmp);
 }
 
+static void gt__sum_part(void *arg, int64_t i0, int64_t i1) {
+  const gt__ew_args *a = arg;
+  float *y = a->y;
+  const float *x = a->x, *z = a->z;
+  for (int64_t i = i0; i < i1; i++) y[i] = x[i] + z[i];
+}
+
 /* y = a + b, split over threads by fixed ranges */
 static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] + z[i];
+  gt__ew_args a = {.y = y, .x = x, .z = z};
+  gt_team_for(n > 65536, n, gt__sum_part, &a);
 }
 
 /* The ops whose kernels round every tensor they write to bf16 themselves

@@ -1,9 +1,9 @@
 #include "model/ple.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
+#include "base/team.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
 
@@ -19,9 +19,36 @@ static float gt__proj_scale(const gt_model *m) { return (float)(1.0 / sqrt((doub
 static float gt__ident_scale(const gt_model *m) { return sqrtf((float)m->ple_dim); }
 static const float gt__mix = 0.70710678118654752f; /* 2^-0.5 */
 
+typedef struct gt__ple_args {
+  float *x;
+  const float *E;
+  const int32_t *tok;
+  int64_t LP;
+  float s;
+} gt__ple_args;
+
+static void gt__scale_part(void *arg, int64_t i0, int64_t i1) {
+  const gt__ple_args *a = arg;
+  float *x = a->x;
+  const float s = a->s;
+  for (int64_t i = i0; i < i1; i++) x[i] *= s;
+}
+
 static void gt__scale(float *x, int64_t n, float s) {
-#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
+  gt__ple_args a = {.x = x, .s = s};
+  gt_team_for(n > 65536, n, gt__scale_part, &a);
+}
+
+/* ple[n] = (E[tok[n]] * s + ple[n]) * 2^-0.5 over tokens n */
+static void gt__mix_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__ple_args *a = arg;
+  const int64_t LP = a->LP;
+  const float s = a->s;
+  for (int64_t n = n0; n < n1; n++) {
+    const float *e = a->E + (int64_t)a->tok[n] * LP;
+    float *p = a->x + n * LP;
+    for (int64_t c = 0; c < LP; c++) p[c] = (e[c] * s + p[c]) * gt__mix;
+  }
 }
 
 /* ctx = x0 . Wproj^T * d^-0.5, [N, L*P] */
@@ -49,12 +76,8 @@ gt_rc gt__ple_forward(const gt_model *m, const float *hp, const float *x0, const
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward(ple, NULL, ctx, wn, N * m->n_layers, (int)m->ple_dim, m->eps,
                                                          m->norm_offset));
   float s = gt__ident_scale(m);
-#pragma omp parallel for schedule(static) if (N * LP > 65536 && !omp_in_parallel())
-  for (int64_t n = 0; n < N; n++) {
-    const float *e = E + (int64_t)tok[n] * LP;
-    float *p = ple + n * LP;
-    for (int64_t c = 0; c < LP; c++) p[c] = (e[c] * s + p[c]) * gt__mix;
-  }
+  gt__ple_args a = {.x = ple, .E = E, .tok = tok, .LP = LP, .s = s};
+  gt_team_for(N * LP > 65536, N, gt__mix_part, &a);
   gt__act_round(m, ple, N * LP);
   gt_mem_free(m->mem, ctx);
   return GT_OK;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "base/common.h"
+#include "base/threads.h"
 #include "config/config.h"
 #include "gemtrain/metrics.h"
 
@@ -52,7 +53,9 @@ typedef struct gt_train_result {
 
 /* Apply the thread rule (see docs/performance.md "Threads") and return the
  * thread count: threads_per_device, or cores / num_devices when it is 0. */
-int gt_threads_configure(const gt_config *cfg);
+static inline int gt_threads_configure(const gt_config *cfg) {
+  return gt_threads_use(cfg->threads_per_device, cfg->num_devices);
+}
 
 gt_rc gt_train(const gt_config *cfg, const gt_train_opts *opts, gt_train_result *res, gt_err *err);
 
