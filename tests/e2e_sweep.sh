@@ -283,6 +283,15 @@ refuse "'bad.json' defines no points" '{"steps": 3}'
 refuse "the base configuration (before any point's keys) is refused: config: unknown key 'learnin_rate'" \
   '{"points": [{}]}' learnin_rate=1
 refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
+# an empty base_output_directory would put the sweep at the filesystem's
+# root (a name of its own, removed if it gets there)
+probe="gt_e2e_sweep_probe_$$"
+printf '{"points": [{}]}' > "$work/$probe.json"
+set +e; (cd "$work" && "$bin" sweep "$probe.json" base_output_directory=) > "$work/out.log" 2> "$work/err.log"; rc=$?; set -e
+if [ -e "/$probe" ]; then rm -rf "/${probe:?}"; fail "an empty base_output_directory wrote /$probe"; fi
+[ $rc = 2 ] || fail "an empty base_output_directory: exit $rc"
+grep -q "key 'base_output_directory' is empty and '$probe.json' sets no output_directory" "$work/err.log" \
+  || { cat "$work/err.log"; fail "the refusal of an empty base_output_directory"; }
 [ ! -e "$work/runs" ] || fail "a refused sweep created its directory"
 "$bin" sweep --help > "$work/help.txt" || fail "sweep --help exit status"
 grep -q '^usage: gemtrain sweep' "$work/help.txt" && grep -q '3 does_not_fit' "$work/help.txt" || fail "sweep --help"

@@ -267,6 +267,12 @@ static gt_rc gt__check_base(const gt_sweep *s, const gt_sweep_run_opts *o, char 
   if (rc)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "sweep: '%s': the base configuration (before any point's keys) is refused: %s", s->path, e.msg);
+  /* empty, the sweep would write at the filesystem's root */
+  if (!s->output_directory[0] && !cfg.base_output_directory[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "sweep: key 'base_output_directory' is empty and '%s' sets no output_directory; give a "
+                      "directory ('.' for here)",
+                      s->path);
   int w = s->output_directory[0] ? snprintf(dir, n, "%s", s->output_directory)
                                  : snprintf(dir, n, "%s/%s", cfg.base_output_directory, s->name);
   if (w < 0 || (size_t)w >= n) return gt_err_set(err, GT_ERR_CONFIG, "sweep: the output directory path is too long");
