@@ -74,7 +74,8 @@ static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock,
 static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
   /* empty, the run would write at the filesystem's root */
   if (!cfg->base_output_directory[0])
-    return gt_err_set(err, GT_ERR_CONFIG, "train: key 'base_output_directory' is empty; give a directory ('.' for here)");
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'base_output_directory' is empty; give a directory ('.' for here)");
   gt_rc rc;
   if (!cfg->run_name[0]) {
     time_t now = time(NULL);
