@@ -6,7 +6,10 @@
 # twice; an interrupted sweep runs only what is missing; a dry run decides
 # the plan in-process and writes nothing; a hung point is killed at
 # point_timeout_s while another runs beside it; a bad sweep file is refused
-# with one line.
+# with one line. A point's directory is its own: changed settings move an
+# earlier run aside, an interrupted point resumes its checkpoint and keeps
+# its metrics; a second sweep on a directory in use is refused naming the
+# first's pid, and a point directory held by another run is left alone.
 # Usage: e2e_sweep.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -130,6 +133,113 @@ grep -q "^point $missing/6: " "$work/third.txt" || { cat "$work/third.txt"; fail
 # other command-line keys are another sweep: every point runs again
 (cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.004) > "$work/fourth.txt"
 grep -q "ran 5, skipped 0" "$work/fourth.txt" || { cat "$work/fourth.txt"; fail "changed overrides were skipped"; }
+# ... and a point never resumes another sweep's run: the earlier run of
+# point 1 (learning_rate 0.003, 3 steps done, a checkpoint at step 3) is
+# moved aside whole, and point 1 trains its 3 steps afresh
+grep -q "^sweep: runs/point-1 held a run of other settings; moved it to .*/runs/point-1.previous-1$" "$work/fourth.txt" \
+  || { cat "$work/fourth.txt"; fail "the earlier point 1 was not moved aside"; }
+[ -s "$d/runs/point-1.previous-1/metrics.jsonl" ] && [ -e "$d/runs/point-1.previous-1/checkpoints/latest" ] \
+  || fail "the earlier point 1's files were not kept"
+grep -qi 'resum' "$d/runs/point-1.log" && { cat "$d/runs/point-1.log"; fail "point 1 resumed another sweep's run"; }
+python3 - "$d/results.jsonl" "$d/runs/point-1.previous-1/metrics.jsonl" "$d/runs/point-1/metrics.jsonl" <<'PY' \
+  || fail "point 1 after changed overrides"
+import json, sys
+last = {}
+for r in map(json.loads, open(sys.argv[1])):
+    last[r["point"]] = r
+r = last[1]
+assert r["status"] == "ok" and r["steps_done"] == 3 and r["overrides"]["learning_rate"] == "0.004", r
+old = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+new = [json.loads(l)["loss"] for l in open(sys.argv[3])]
+# step 0's loss is the initialisation's; the learning rate shows from step 1
+assert len(new) == 3 and new[0] == old[0] and new[2] != old[2], (old, new)
+PY
+
+# an interrupted point resumes its checkpoint and keeps its metrics: point 1
+# stopped after its step-2 checkpoint (as a killed sweep leaves it: the
+# later checkpoint never written, the point not recorded); the restart
+# trains steps 2 and 3 only, and metrics.jsonl keeps steps 0 and 1 as the
+# first attempt wrote them
+cat > "$work/resume.json" <<'JSON'
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "synthetic", "eval_interval": -1,
+                         "threads_per_device": 1, "checkpoint_period": 2}},
+  "points": [{}],
+  "steps": 4,
+  "output_directory": "resume_out"
+}
+JSON
+(cd "$work" && "$bin" sweep resume.json) > "$work/resume1.txt" || { cat "$work/resume1.txt"; fail "resume sweep"; }
+rd="$work/resume_out/runs/point-1"
+[ -d "$rd/checkpoints/step_00000004" ] && [ -d "$rd/checkpoints/step_00000002" ] || fail "no step-2 and step-4 checkpoints"
+rm -rf "$rd/checkpoints/step_00000004"
+printf 'step_00000002' > "$rd/checkpoints/latest"
+: > "$work/resume_out/results.jsonl"
+head -n 2 "$rd/metrics.jsonl" > "$work/first_two"
+(cd "$work" && "$bin" sweep resume.json) > "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "resumed sweep"; }
+grep -q 'ran 1, skipped 0; 1 of 1 points ok' "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "the resumed point"; }
+[ "$(grep -c '^completed step' "$work/resume_out/runs/point-1.log")" = 2 ] \
+  || { cat "$work/resume_out/runs/point-1.log"; fail "the point did not resume at step 2"; }
+[ "$(wc -l < "$rd/metrics.jsonl")" = 4 ] || { cat "$rd/metrics.jsonl"; fail "the resumed point's metrics lost steps"; }
+head -n 2 "$rd/metrics.jsonl" | cmp -s - "$work/first_two" || fail "the resumed point rewrote steps 0 and 1"
+python3 - "$work/resume_out/results.jsonl" <<'PY' || fail "the resumed point's record"
+import json, sys
+(r,) = map(json.loads, open(sys.argv[1]))
+assert r["status"] == "ok" and r["steps_done"] == 4, r
+PY
+
+# two sweeps on one directory: the second is refused at once naming the
+# first's pid, and touches nothing
+cat > "$work/long.json" <<'JSON'
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "synthetic", "eval_interval": -1,
+                         "threads_per_device": 1, "enable_checkpointing": false}},
+  "points": [{"steps": 1000000}, {"steps": 2}],
+  "point_timeout_s": 3600
+}
+JSON
+wait_line() { # file pid: wait (up to 300 s) until the file holds a line, while the process lives
+  for _ in $(seq 3000); do
+    grep -q . "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || fail "process $2 ended before '$1' got a line"
+    sleep 0.1
+  done
+  fail "'$1' never got a line"
+}
+(cd "$work" && exec "$bin" sweep long.json base_output_directory=long_base) > "$work/longA.txt" 2>&1 &
+apid=$!
+wait_line "$work/long_base/long/runs/point-1/metrics.jsonl" $apid
+set +e; (cd "$work" && "$bin" sweep long.json base_output_directory=long_base) > "$work/longB.txt" 2>&1; brc=$?; set -e
+n_after=$( (wc -l < "$work/long_base/long/runs/point-1/metrics.jsonl") 2>/dev/null || echo 0)
+kill -KILL $apid; wait $apid 2>/dev/null || true
+[ $brc != 0 ] || { cat "$work/longB.txt"; fail "a second sweep on the same directory exited 0"; }
+grep -q "^gemtrain: sweep: sweep directory '.*long_base/long' is in use by another gemtrain (pid $apid)" "$work/longB.txt" \
+  || { cat "$work/longB.txt"; fail "the second sweep's refusal does not name the first's pid ($apid)"; }
+grep -q '^point ' "$work/longB.txt" && fail "the refused sweep ran points"
+[ "$n_after" -ge 1 ] || fail "the refused sweep deleted a running point's metrics"
+
+# a point's files are only touched under its run lock: a run by hand that
+# holds point 1's directory keeps its metrics, and the sweep records point
+# 1 failed, naming that run's pid
+mkdir -p "$work/hand_base/long/runs"
+(cd "$work" && exec "$bin" train model_name=gemma3-tiny dataset_type=synthetic eval_interval=-1 threads_per_device=1 \
+  enable_checkpointing=false sample_tokens=0 steps=1000000 run_name=point-1 base_output_directory=hand_base/long/runs) \
+  > "$work/hand.txt" 2>&1 &
+hpid=$!
+wait_line "$work/hand_base/long/runs/point-1/metrics.jsonl" $hpid
+set +e; (cd "$work" && "$bin" sweep long.json base_output_directory=hand_base) > "$work/handsweep.txt" 2>&1; hrc=$?; set -e
+n_after=$( (wc -l < "$work/hand_base/long/runs/point-1/metrics.jsonl") 2>/dev/null || echo 0)
+kill -KILL $hpid; wait $hpid 2>/dev/null || true
+[ $hrc = 0 ] || { cat "$work/handsweep.txt"; fail "the sweep beside a run by hand"; }
+[ "$n_after" -ge 1 ] || fail "the sweep deleted the metrics of a run it does not hold"
+[ ! -e "$work/hand_base/long/runs/point-1/sweep_point.txt" ] || fail "the sweep wrote into a point directory it does not hold"
+python3 - "$work/hand_base/long/results.jsonl" "$hpid" <<'PY' || { cat "$work/handsweep.txt"; fail "the held point's record"; }
+import json, sys
+recs = {r["point"]: r for r in map(json.loads, open(sys.argv[1]))}
+r = recs[1]
+assert r["status"] == "failed" and "in use by another gemtrain (pid %s)" % sys.argv[2] in r["reason"], r
+assert recs[2]["status"] == "ok", recs[2]
+PY
 
 # a hung point is killed at point_timeout_s while another runs beside it;
 # a failing run keeps its last error line
@@ -173,6 +283,15 @@ refuse "'bad.json' defines no points" '{"steps": 3}'
 refuse "the base configuration (before any point's keys) is refused: config: unknown key 'learnin_rate'" \
   '{"points": [{}]}' learnin_rate=1
 refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
+# an empty base_output_directory would put the sweep at the filesystem's
+# root (a name of its own, removed if it gets there)
+probe="gt_e2e_sweep_probe_$$"
+printf '{"points": [{}]}' > "$work/$probe.json"
+set +e; (cd "$work" && "$bin" sweep "$probe.json" base_output_directory=) > "$work/out.log" 2> "$work/err.log"; rc=$?; set -e
+if [ -e "/$probe" ]; then rm -rf "/${probe:?}"; fail "an empty base_output_directory wrote /$probe"; fi
+[ $rc = 2 ] || fail "an empty base_output_directory: exit $rc"
+grep -q "key 'base_output_directory' is empty and '$probe.json' sets no output_directory" "$work/err.log" \
+  || { cat "$work/err.log"; fail "the refusal of an empty base_output_directory"; }
 [ ! -e "$work/runs" ] || fail "a refused sweep created its directory"
 "$bin" sweep --help > "$work/help.txt" || fail "sweep --help exit status"
 grep -q '^usage: gemtrain sweep' "$work/help.txt" && grep -q '3 does_not_fit' "$work/help.txt" || fail "sweep --help"

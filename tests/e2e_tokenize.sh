@@ -92,6 +92,13 @@ refuse "model type 'WordPiece' is not supported" "tokenizer_path=$work/wp.json" 
 refuse "already holds .gtok shards" "tokenizer_path=$tok" "output_path=$work/shards" "$work/a.txt"
 refuse "unknown key 'shard_token'" "tokenizer_path=$tok" "output_path=$work/x" shard_token=5 "$work/a.txt"
 refuse "'$work/missing.txt' is not a readable file" "tokenizer_path=$tok" "output_path=$work/y" "$work/missing.txt"
+# an empty input (a 0-token shard, or <bos><eos> alone) and a JSON Lines
+# file of no records: refused naming the file, no shard written
+: > "$work/empty.txt"
+printf '\n\n' > "$work/blank.jsonl"
+refuse "input '$work/empty.txt' is empty (0 bytes)" "tokenizer_path=$tok" "output_path=$work/e1" "$work/a.txt" "$work/empty.txt"
+refuse "'$work/blank.jsonl' holds no records" "tokenizer_path=$tok" "output_path=$work/e2" "$work/blank.jsonl"
+! ls "$work/e1" "$work/e2" 2>/dev/null | grep -q gtok || fail "a refused empty input wrote a shard"
 echo '[1, "a"]' > "$work/notids.json"
 set +e; "$bin" tokenize "tokenizer_path=$tok" --decode < "$work/notids.json" 2> "$work/err.log"; rc=$?; set -e
 [ $rc -ne 0 ] && grep -q "JSON array of integer ids" "$work/err.log" || fail "--decode accepted a non-id array"

@@ -11,11 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
+
+#include <cjson/cJSON.h>
 
 #include "config/config.h"
 #include "data/data.h"
 #include "data/data_internal.h"
+#include "data/docs.h"
 #include "exec/exec.h"
 #include "gt_testutil.h"
 
@@ -638,6 +642,97 @@ START_TEST(test_jsonl_refusals) {
 }
 END_TEST
 
+/* A line with no newline is refused at GT_JSONL_MAX_LINE (64 MiB), naming
+ * its own line number, before it is held in memory: a 64 KiB gzip file
+ * would otherwise become a line of any size first. */
+START_TEST(test_jsonl_line_cap) {
+  char *dir = gt_test_mkdtemp("cap");
+  char *p = gt_test_path(dir, "long.jsonl.gz");
+  gzFile g = gzopen(p, "wb");
+  ck_assert_ptr_nonnull(g);
+  const char *first = "{\"text\": \"a\"}\n";
+  ck_assert_int_eq(gzwrite(g, first, (unsigned)strlen(first)), (int)strlen(first));
+  enum { CH = 1 << 20 };
+  char *zeros = calloc(CH, 1);
+  for (int i = 0; i <= GT_JSONL_MAX_LINE / CH; i++) ck_assert_int_eq(gzwrite(g, zeros, CH), CH);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  free(zeros);
+  gt_jsonl r;
+  gt_err e;
+  ck_assert_msg(gt_jsonl_open(&r, p, &e) == GT_OK, "%s", e.msg);
+  cJSON *rec;
+  ck_assert_msg(gt_jsonl_next(&r, &rec, &e) == GT_OK && rec, "%s", e.msg);
+  cJSON_Delete(rec);
+  ck_assert_int_eq(gt_jsonl_next(&r, &rec, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, "long.jsonl.gz' line 2: longer than 64 MiB, the limit for one record"), "%s", e.msg);
+  /* held at most the cap (and the read buffer's chunk) */
+  ck_assert_uint_le(r.line_cap, (size_t)GT_JSONL_MAX_LINE + 1);
+  gt_jsonl_close(&r);
+  gt_test_rm_rf(dir);
+  free(p), free(dir);
+}
+END_TEST
+
+/* A directory or a glob reads regular files only: a FIFO in a dataset
+ * directory is refused naming it (reading one that nobody writes blocks
+ * forever), not opened. */
+START_TEST(test_dataset_dir_fifo_refused) {
+  char *dir = gt_test_mkdtemp("fifo");
+  char *a = gt_test_path(dir, "a.jsonl"), *b = gt_test_path(dir, "b.jsonl");
+  gt_test_write_text(a, "{\"text\": \"hello\"}\n");
+  ck_assert_int_eq(mkfifo(b, 0644), 0);
+  static const char *const exts[] = {".jsonl", NULL};
+  char glob_spec[600];
+  snprintf(glob_spec, sizeof glob_spec, "%s/*.jsonl", dir);
+  const char *specs[] = {dir, glob_spec};
+  const char *how[] = {"holds", "matches"};
+  for (int i = 0; i < 2; i++) {
+    gt__paths ps;
+    gt_err e;
+    ck_assert_int_eq(gt__paths_expand(specs[i], "dataset_path", exts, &ps, &e), GT_ERR_IO);
+    char want[800];
+    snprintf(want, sizeof want, "data: dataset_path '%s' %s '%s', a FIFO, not a regular file; name it in dataset_path",
+             specs[i], how[i], b);
+    ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  }
+  /* the same refusal from gt_data_open, which never opens the FIFO */
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", dir);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=16", "eval_interval=-1", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_IO);
+  ck_assert_msg(strstr(e.msg, "a FIFO, not a regular file"), "%s", e.msg);
+  gt_test_rm_rf(dir);
+  free(a), free(b), free(dir);
+}
+END_TEST
+
+/* The data line's total is the training files' tokens; an
+ * eval_dataset_path's tokens are named apart, not added in. */
+START_TEST(test_describe_train_tokens_apart_from_eval) {
+  char *tp = counting_shard("train.gtok", 5000, 10, 0), *ep = counting_shard("eval.gtok", 700, 10, 0);
+  char dp[600], ev[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", tp);
+  snprintf(ev, sizeof ev, "eval_dataset_path=%s", ep);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, ev, "max_target_length=10",
+      "per_device_batch_size=3", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  char want[1400];
+  snprintf(want, sizeof want, "data: tokens '%s', 5000 tokens in 1 shard (5000 train; eval: '%s', 700 tokens)", tp, ep);
+  ck_assert_msg(strstr(gt_data_describe(&d), want), "'%s' lacks '%s'", gt_data_describe(&d), want);
+  gt_data_close(&d);
+  free(tp), free(ep);
+}
+END_TEST
+
 /* ---------- order ---------- */
 
 START_TEST(test_permutations_are_bijections) {
@@ -860,6 +955,9 @@ int main(void) {
   tcase_add_test(tc, test_sft_masks);
   tcase_add_test(tc, test_jsonl_files_gzip_globs);
   tcase_add_test(tc, test_jsonl_refusals);
+  tcase_add_test(tc, test_jsonl_line_cap);
+  tcase_add_test(tc, test_dataset_dir_fifo_refused);
+  tcase_add_test(tc, test_describe_train_tokens_apart_from_eval);
   tcase_add_test(tc, test_permutations_are_bijections);
   tcase_add_test(tc, test_order_file_and_shuffled);
   tcase_add_test(tc, test_rows_and_resume_every_type);

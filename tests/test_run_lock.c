@@ -87,11 +87,48 @@ START_TEST(test_missing_directory_refused) {
 }
 END_TEST
 
+/* A lock handed to a child (the sweep's points) is adopted, not refused:
+ * the child's descriptor is the holder's open file; a number naming another
+ * file is ignored, and the lock then refuses as for any second holder. */
+START_TEST(test_handed_down_lock_adopted) {
+  char *dir = gt_test_mkdtemp("lock_handed");
+  gt_run_lock held;
+  gt_err e;
+  ck_assert_msg(gt_run_lock_take(&held, dir, &e) == GT_OK, "%s", e.msg);
+  pid_t p = fork();
+  ck_assert_int_ge(p, 0);
+  if (p == 0) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", held.fd);
+    setenv(GT_RUN_LOCK_FD_ENV, v, 1);
+    gt_run_lock lk;
+    if (gt_run_lock_take(&lk, dir, &e) != GT_OK || lk.fd != held.fd) _exit(1);
+    /* the pid in the lock file is now the child's */
+    char buf[32] = "", want[32];
+    snprintf(want, sizeof want, "%ld\n", (long)getpid());
+    if (pread(lk.fd, buf, sizeof buf - 1, 0) <= 0 || strcmp(buf, want)) _exit(2);
+    /* stdin is not the lock file: ignored, and the lock is held */
+    setenv(GT_RUN_LOCK_FD_ENV, "0", 1);
+    gt_run_lock other;
+    if (gt_run_lock_take(&other, dir, &e) == GT_OK || !strstr(e.msg, "in use by another gemtrain")) _exit(3);
+    _exit(0);
+  }
+  int st;
+  ck_assert_int_eq(waitpid(p, &st, 0), p);
+  ck_assert(WIFEXITED(st));
+  ck_assert_int_eq(WEXITSTATUS(st), 0);
+  gt_run_lock_release(&held);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("run_lock");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_second_run_refused);
   tcase_add_test(tc, test_killed_holder_leaves_no_stale_lock);
   tcase_add_test(tc, test_missing_directory_refused);
+  tcase_add_test(tc, test_handed_down_lock_adopted);
   return gt_test_run_suite(s, 0);
 }

@@ -316,7 +316,7 @@ static int tokenize_jsonl(const gt_encoder *enc, shard_writer *w, const char *pa
   gt_err err;
   gt_tokvec tv = {NULL, 0, 0, NULL};
   int rc = 0;
-  long long base = w->bytes_done;
+  long long base = w->bytes_done, n_rec = 0;
   if (gt_jsonl_open(&r, path, &err)) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
     return 1;
@@ -331,11 +331,16 @@ static int tokenize_jsonl(const gt_encoder *enc, shard_writer *w, const char *pa
     }
     if (!rec) break;
     cJSON_Delete(rec);
+    n_rec++;
     rc = emit(w, (const int32_t *)tv.v, tv.n);
     tv.n = 0;
     w->bytes_done = base + (long long)r.bytes_in;
     report(w, 0);
     if (rc) break;
+  }
+  if (!rc && n_rec == 0) {
+    fprintf(stderr, "%sgemtrain: tokenize: '%s' holds no records\n", w->tty ? "\n" : "", path);
+    rc = 2;
   }
   gt_tokvec_free(&tv);
   gt_jsonl_close(&r);
@@ -367,6 +372,12 @@ static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
       fprintf(stderr, "gemtrain: tokenize: input '%s' is not a readable file\n", o->files[i]);
       return 2;
     }
+    /* a shard of nothing (or of <bos><eos> alone) is not a dataset */
+    if (st.st_size == 0) {
+      fprintf(stderr, "gemtrain: tokenize: input '%s' is empty (0 bytes); there are no tokens to write\n",
+              o->files[i]);
+      return 2;
+    }
     w.bytes_total += (long long)st.st_size;
   }
   gt_err err;
@@ -393,7 +404,12 @@ static int run_shards(const gt_tokenizer *t, const tok_opts *o) {
     struct stat st;
     if (!rc && stat(o->files[i], &st) == 0) w.bytes_done = before + (long long)st.st_size;
   }
-  if (!rc && (w.n > 0 || w.index == 0)) rc = flush_shard(&w, w.n);
+  if (!rc && w.total == 0) {
+    fprintf(stderr, "gemtrain: tokenize: the input%s hold%s no tokens; no shard written\n", o->n_files > 1 ? "s" : "",
+            o->n_files > 1 ? "" : "s");
+    rc = 2;
+  }
+  if (!rc && w.n > 0) rc = flush_shard(&w, w.n);
   if (!rc) {
     report(&w, 1);
     fprintf(stderr, "tokenize: wrote %d shard%s (%lld tokens) to %s\n", w.index, w.index == 1 ? "" : "s",

@@ -3,8 +3,12 @@
  * point never costs a process) and what its plan holds. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "train/plan.h"
@@ -107,4 +111,100 @@ int gt_sweep_point_check(const gt_sweep *s, const gt_sweep_kvs *ov, const gt_swe
     return 0;
   }
   return 1;
+}
+
+/* The point's settings as its directory records them: the base config file
+ * and the merged overrides, one per line (where the sweep lives is not
+ * among them: a moved sweep still owns its points). */
+static char *gt__point_identity(const char *base_config, const gt_sweep_kvs *ov) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m) return NULL;
+  fprintf(m, "config %s\n", base_config);
+  for (int i = 0; i < ov->n; i++) fprintf(m, "%s\n", ov->kv[i]);
+  if (fclose(m) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* Does the directory hold anything but its lock file and its settings? */
+static int gt__dir_has_run(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int has = 0;
+  struct dirent *e;
+  while (!has && (e = readdir(d)))
+    has = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".lock") &&
+          strcmp(e->d_name, GT_SWEEP_POINT_FILE);
+  closedir(d);
+  return has;
+}
+
+/* path holds text, whole or not at all (a temporary file renamed over it) */
+static gt_rc gt__write_file(const char *path, const char *text, gt_err *err) {
+  char tmp[GT_STR_PATH + 160];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  size_t n = strlen(text);
+  int ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return gt_err_set(err, GT_ERR_IO, "sweep: cannot write '%s': %s", path, strerror(e));
+  }
+  return GT_OK;
+}
+
+static gt_rc gt__lock_point(const char *pdir, gt_run_lock *lk, gt_err *err) {
+  gt_rc rc = gt_mkdirs(pdir, "sweep", err);
+  if (!rc)
+    rc = gt_dir_lock_take(lk, pdir, "sweep", "point directory",
+                          "a point's files are only touched under its lock: wait for it to finish", err);
+  return rc;
+}
+
+gt_rc gt_sweep_point_claim(const char *dir, int k, const char *base_config, const gt_sweep_kvs *ov, gt_run_lock *lk,
+                           char *moved, size_t moved_n, gt_err *err) {
+  lk->fd = -1;
+  if (moved_n) moved[0] = '\0';
+  char pdir[GT_STR_PATH + 64], file[GT_STR_PATH + 128];
+  snprintf(pdir, sizeof pdir, "%s/runs/point-%d", dir, k + 1);
+  snprintf(file, sizeof file, "%s/%s", pdir, GT_SWEEP_POINT_FILE);
+  char *want = gt__point_identity(base_config, ov);
+  if (!want) return gt_err_set(err, GT_ERR_NOMEM, "sweep: no memory");
+  gt_rc rc = gt__lock_point(pdir, lk, err);
+  char *have = NULL;
+  size_t have_n = 0;
+  if (!rc && gt__dir_has_run(pdir) &&
+      (gt_read_file(file, "sweep", &have, &have_n, NULL) || have_n != strlen(want) || memcmp(have, want, have_n))) {
+    /* a run of other settings (an earlier sweep's point k with other keys,
+     * or a run by hand): resuming it would pass its checkpoint and metrics
+     * off as this point's; it is kept aside, never deleted */
+    char aside[GT_STR_PATH + 96];
+    int i = 1, r;
+    do
+      snprintf(aside, sizeof aside, "%s.previous-%d", pdir, i++);
+    while ((r = mkdir(aside, 0755)) != 0 && errno == EEXIST && i < 10000);
+    /* mkdir reserved the name; rename replaces the empty directory */
+    if (r != 0 || rename(pdir, aside) != 0) {
+      rc = gt_err_set(err, GT_ERR_IO, "sweep: '%s' holds a run of other settings and cannot be moved aside to '%s': %s",
+                      pdir, aside, strerror(errno));
+      if (r == 0) rmdir(aside);
+    } else {
+      gt_run_lock_release(lk);
+      snprintf(moved, moved_n, "%s", aside);
+      rc = gt__lock_point(pdir, lk, err);
+    }
+  }
+  free(have);
+  /* the settings go in before the run starts: a point interrupted at any
+   * moment after this resumes, one interrupted before it starts over */
+  if (!rc) rc = gt__write_file(file, want, err);
+  free(want);
+  if (rc) gt_run_lock_release(lk);
+  return rc;
 }

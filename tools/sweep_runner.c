@@ -107,6 +107,25 @@ static void gt__finish(gt__runner *r, int k, int ran) {
   gt_sweep_write_plot(r->s, r->res, path, &e);
 }
 
+/* The environment a point's process runs with: the sweep's, and the number
+ * of the run lock's descriptor it inherits (train/run_lock.h). Built before
+ * fork: the child only execs. */
+static char **gt__child_env(int lock_fd) {
+  extern char **environ;
+  static char var[64];
+  size_t n = 0, plen = strlen(GT_RUN_LOCK_FD_ENV);
+  while (environ[n]) n++;
+  char **env = calloc(n + 2, sizeof(char *));
+  if (!env) return NULL;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], GT_RUN_LOCK_FD_ENV, plen) || environ[i][plen] != '=') env[m++] = environ[i];
+  snprintf(var, sizeof var, "%s=%d", GT_RUN_LOCK_FD_ENV, lock_fd);
+  env[m++] = var;
+  env[m] = NULL;
+  return env;
+}
+
 /* Check point k in-process and start its process when it is to run.
  * Returns the pid, or 0 when the point is already decided. */
 static pid_t gt__start(gt__runner *r, int k) {
@@ -132,17 +151,35 @@ static pid_t gt__start(gt__runner *r, int k) {
     return 0;
   }
 
+  /* the point's files (its directory and its log) are touched only under
+   * its run lock, which then passes to its process */
+  gt_run_lock lk;
+  char moved[GT_STR_PATH + 96];
+  if (gt_sweep_point_claim(r->dir, k, s->base_config, &r->ov[k], &lk, moved, sizeof moved, &e)) {
+    res->status = GT_SWEEP_FAILED;
+    snprintf(res->reason, sizeof res->reason, "%s", e.msg);
+    gt_sweep_kvs_free(&args);
+    return 0;
+  }
+  FILE *say = r->o->progress ? r->o->progress : r->o->out;
+  if (moved[0] && say) {
+    if (r->o->progress) fputs("\r\033[K", say);
+    fprintf(say, "sweep: runs/point-%d held a run of other settings; moved it to %s\n", k + 1, moved);
+  }
   char log[2 * GT_STR_PATH + 64];
   snprintf(log, sizeof log, "%s/%s", r->dir, res->log);
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   char **argv = calloc((size_t)args.n + 4, sizeof(char *));
-  if (fd < 0 || !argv) {
+  char **envp = gt__child_env(lk.fd);
+  if (fd < 0 || !argv || !envp) {
     res->status = GT_SWEEP_FAILED;
     gt_sweep_msg(res->reason, sizeof res->reason, "cannot write the log '%s': %s", log,
                  fd < 0 ? strerror(errno) : "no memory");
     if (fd >= 0) close(fd);
     free(argv);
+    free(envp);
     gt_sweep_kvs_free(&args);
+    gt_run_lock_release(&lk);
     return 0;
   }
   int a = 0;
@@ -151,10 +188,6 @@ static pid_t gt__start(gt__runner *r, int k) {
   if (s->base_config[0]) argv[a++] = (char *)s->base_config;
   for (int i = 0; i < args.n; i++) argv[a++] = args.kv[i];
   argv[a] = NULL;
-  /* an earlier attempt's metrics must not pass for this one's */
-  char old_metrics[2 * GT_STR_PATH + 64];
-  snprintf(old_metrics, sizeof old_metrics, "%s/runs/point-%d/metrics.jsonl", r->dir, k + 1);
-  unlink(old_metrics);
   if (r->o->out) fflush(r->o->out);
   if (r->o->progress) fflush(r->o->progress);
   pid_t parent = getpid();
@@ -169,13 +202,18 @@ static pid_t gt__start(gt__runner *r, int k) {
     dup2(fd, STDERR_FILENO);
     int nul = open("/dev/null", O_RDONLY);
     if (nul >= 0) dup2(nul, STDIN_FILENO);
-    execv(r->o->exe, argv);
+    /* the point's lock stays open across exec: the run adopts it */
+    fcntl(lk.fd, F_SETFD, 0);
+    execve(r->o->exe, argv, envp);
     dprintf(STDERR_FILENO, "gemtrain: sweep: cannot run '%s': %s\n", r->o->exe, strerror(errno));
     _exit(127);
   }
   int fork_errno = errno;
+  /* the child holds the lock now (the same open file); the sweep lets go */
+  gt_run_lock_release(&lk);
   close(fd);
   free(argv);
+  free(envp);
   gt_sweep_kvs_free(&args);
   if (pid < 0) {
     res->status = GT_SWEEP_FAILED;
@@ -229,6 +267,12 @@ static gt_rc gt__check_base(const gt_sweep *s, const gt_sweep_run_opts *o, char 
   if (rc)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "sweep: '%s': the base configuration (before any point's keys) is refused: %s", s->path, e.msg);
+  /* empty, the sweep would write at the filesystem's root */
+  if (!s->output_directory[0] && !cfg.base_output_directory[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "sweep: key 'base_output_directory' is empty and '%s' sets no output_directory; give a "
+                      "directory ('.' for here)",
+                      s->path);
   int w = s->output_directory[0] ? snprintf(dir, n, "%s", s->output_directory)
                                  : snprintf(dir, n, "%s/%s", cfg.base_output_directory, s->name);
   if (w < 0 || (size_t)w >= n) return gt_err_set(err, GT_ERR_CONFIG, "sweep: the output directory path is too long");
@@ -248,7 +292,15 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   char path[GT_STR_PATH + 64];
   snprintf(path, sizeof path, "%s/runs", r.dir);
   if (!o->dry_run && (rc = gt_mkdirs(path, "sweep", err))) return rc;
-  if ((rc = gt_sweep_point_defaults(s, &r.defaults, err))) return rc;
+  /* one sweep per directory: two would record each other's points */
+  gt_run_lock lock = {-1};
+  if (!o->dry_run && (rc = gt_dir_lock_take(&lock, r.dir, "sweep", "sweep directory",
+                                            "wait for that sweep to finish or choose another output_directory", err)))
+    return rc;
+  if ((rc = gt_sweep_point_defaults(s, &r.defaults, err))) {
+    gt_run_lock_release(&lock);
+    return rc;
+  }
 
   int n = s->n_points;
   r.ov = calloc((size_t)n, sizeof *r.ov);
@@ -370,5 +422,6 @@ out:
   free(r.done);
   free(slots);
   gt_sweep_kvs_free(&r.defaults);
+  gt_run_lock_release(&lock);
   return rc;
 }

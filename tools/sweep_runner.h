@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "sweep/sweep.h"
+#include "train/run_lock.h"
 
 /* ---------- running (sweep_runner.c) ---------- */
 
@@ -53,6 +54,20 @@ gt_rc gt_sweep_point_args(const gt_sweep_kvs *defaults, const gt_sweep_kvs *ov, 
  * not. */
 int gt_sweep_point_check(const gt_sweep *s, const gt_sweep_kvs *ov, const gt_sweep_kvs *args, int decide_fit,
                          gt_sweep_result *res);
+
+/* The file in a point's directory that records its settings. */
+#define GT_SWEEP_POINT_FILE "sweep_point.txt"
+
+/* Takes point k's run lock (<dir>/runs/point-<k+1>/.lock, the directory
+ * made if missing) and makes the directory the point's: one holding a run
+ * of other settings (base_config and the merged overrides ov, as recorded
+ * in GT_SWEEP_POINT_FILE: another sweep's point k, a run by hand) is moved
+ * aside to point-<k+1>.previous-<n> (named in moved, else moved is "") and
+ * a new one made, so a point resumes only its own checkpoint and metrics.
+ * On success the lock is held (the caller hands it to the point's process);
+ * a point directory in use is refused naming its holder's pid. */
+gt_rc gt_sweep_point_claim(const char *dir, int k, const char *base_config, const gt_sweep_kvs *ov, gt_run_lock *lk,
+                           char *moved, size_t moved_n, gt_err *err);
 
 /* ---------- a point after its process (sweep_outcome.c) ---------- */
 

@@ -525,16 +525,23 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
   if (k == 2) return attempt(root, ctx, err);
   /* `latest` is the commit point: start there, never above it */
   int64_t top = -1;
-  char lp[GT__PATH + 16], line[128] = "";
+  char lp[GT__PATH + 16], line[128] = "", shown[4 * sizeof line] = "";
   snprintf(lp, sizeof lp, "%s/latest", root);
   FILE *f = fopen(lp, "r");
   if (f) {
     if (fgets(line, sizeof line, f)) line[strcspn(line, "\r\n")] = 0;
     fclose(f);
     top = gt__step_of(line);
+    /* quoted with its non-printable bytes as \xNN: a damaged file's bytes
+     * must not reach the terminal raw */
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)line; *c && o + 5 < sizeof shown; c++)
+      o += (size_t)snprintf(shown + o, sizeof shown - o, *c >= 0x20 && *c < 0x7f && *c != '\\' ? "%c" : "\\x%02x",
+                            *c);
+    shown[o] = 0;
     if (top < 0 && log) {
-      char msg[GT__PATH + 16 + 128 + 80];
-      snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', not a step directory; trying every checkpoint", lp, line);
+      char msg[GT__PATH + 16 + sizeof shown + 80];
+      snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', not a step directory; trying every checkpoint", lp, shown);
       log(log_ctx, msg);
     }
   }
@@ -550,9 +557,9 @@ static gt_rc gt__walk(const char *path, gt__attempt_fn attempt, void *ctx, int *
     int older = -1;
     for (int i = 0; i < n && older < 0; i++)
       if (steps[i] < top) older = i;
-    char msg[GT__PATH + 300], nm[64] = "";
+    char msg[GT__PATH + sizeof shown + 200], nm[64] = "";
     if (older >= 0) gt__step_name(steps[older], nm, sizeof nm);
-    snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', which does not exist; %s%s%s", lp, line,
+    snprintf(msg, sizeof msg, "checkpoint: '%s' names '%s', which does not exist; %s%s%s", lp, shown,
              older >= 0 ? "trying the newest older checkpoint, '" : "there is no older checkpoint", nm,
              older >= 0 ? "'" : "");
     log(log_ctx, msg);

@@ -76,7 +76,8 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   const gt__store *s = d->store;
   int whole = gt__whole_records(c);
 #define PUT(...) (o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, __VA_ARGS__))
-  PUT("data: %s '%s', %lld tokens", c->dataset_type, c->dataset_path, (long long)d->n_stream);
+  /* the training files' tokens: an eval_dataset_path's are named apart */
+  PUT("data: %s '%s', %lld tokens", c->dataset_type, c->dataset_path, (long long)s->n_tok);
   if (s->n_shards)
     PUT(" in %d shard%s", s->n_shards, s->n_shards > 1 ? "s" : "");
   else if (!strcmp(c->dataset_type, "jsonl"))

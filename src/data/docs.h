@@ -30,6 +30,9 @@
 struct cJSON;
 
 /* ---- JSON Lines ---- */
+/* The longest line (one record) read, in bytes: a longer one is refused
+ * naming its file and line, before it is held in memory. */
+#define GT_JSONL_MAX_LINE (64 << 20)
 typedef struct gt_jsonl {
   char *path;
   void *gz;           /* gzFile: reads gzip and plain files alike */

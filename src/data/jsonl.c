@@ -40,14 +40,22 @@ void gt_jsonl_close(gt_jsonl *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* The line being read is line_no + 1: line_no counts whole lines. */
 static gt_rc gt__line_add(gt_jsonl *r, const char *p, size_t n, gt_err *err) {
+  /* refused at the cap, not when memory runs out: a small gzip file can
+   * hold gigabytes without a newline */
+  if (r->line_len + n > GT_JSONL_MAX_LINE)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "data: '%s' line %lld: longer than %d MiB, the limit for one record (no newline in the first "
+                      "%d MiB)",
+                      r->path, (long long)r->line_no + 1, GT_JSONL_MAX_LINE >> 20, GT_JSONL_MAX_LINE >> 20);
   if (r->line_len + n + 1 > r->line_cap) {
     size_t cap = r->line_cap ? r->line_cap : 4096;
     while (cap < r->line_len + n + 1) cap *= 2;
     char *l = realloc(r->line, cap);
     if (!l)
       return gt_err_set(err, GT_ERR_NOMEM, "data: '%s' line %lld: no memory for a line of %zu bytes", r->path,
-                        (long long)r->line_no, r->line_len + n);
+                        (long long)r->line_no + 1, r->line_len + n);
     r->line = l;
     r->line_cap = cap;
   }

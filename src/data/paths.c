@@ -31,6 +31,30 @@ static int gt__has_ext(const char *name, const char *const *exts) {
   return 0;
 }
 
+/* What a file that is not a regular file is, for messages. */
+static const char *gt__kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISDIR(m)) return "a directory";
+  return "not a regular file";
+}
+
+/* A file a directory or a glob found is read only if it is a regular file
+ * (or a link to one): a FIFO nobody writes would block the run forever.
+ * Named in the list itself, a FIFO is read: that is asked for. */
+static gt_rc gt__check_found(const char *f, const char *key, const char *from, const char *how, gt_err *err) {
+  struct stat st;
+  if (stat(f, &st) != 0)
+    return gt_err_set(err, GT_ERR_IO, "data: %s '%s' %s '%s', which cannot be read: %s", key, from, how, f,
+                      strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return gt_err_set(err, GT_ERR_IO, "data: %s '%s' %s '%s', %s, not a regular file; name it in %s to read it", key,
+                      from, how, f, gt__kind(st.st_mode), key);
+  return GT_OK;
+}
+
 static gt_rc gt__add_dir(gt__paths *p, const char *dir, const char *key, const char *const *exts, gt_err *err) {
   DIR *d = opendir(dir);
   if (!d) return gt_err_set(err, GT_ERR_IO, "data: %s '%s' cannot be read: %s", key, dir, strerror(errno));
@@ -46,7 +70,8 @@ static gt_rc gt__add_dir(gt__paths *p, const char *dir, const char *key, const c
       break;
     }
     snprintf(f, n, "%s/%s", dir, e->d_name);
-    rc = gt__add(&found, f, err);
+    rc = gt__check_found(f, key, dir, "holds", err);
+    if (!rc) rc = gt__add(&found, f, err);
     free(f);
   }
   closedir(d);
@@ -87,7 +112,7 @@ gt_rc gt__paths_expand(const char *spec, const char *key, const char *const *ext
       for (size_t i = 0; !rc && i < g.gl_pathc; i++) /* glob sorts by name */
         if (stat(g.gl_pathv[i], &st) == 0 && S_ISDIR(st.st_mode))
           rc = gt__add_dir(out, g.gl_pathv[i], key, exts, err);
-        else
+        else if (!(rc = gt__check_found(g.gl_pathv[i], key, item, "matches", err)))
           rc = gt__add(out, g.gl_pathv[i], err);
       if (gr == 0) globfree(&g);
     } else if (stat(item, &st) != 0) {

@@ -4,9 +4,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/prof.h"
@@ -70,20 +72,38 @@ static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock,
 }
 
 static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
+  /* empty, the run would write at the filesystem's root */
+  if (!cfg->base_output_directory[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'base_output_directory' is empty; give a directory ('.' for here)");
+  gt_rc rc;
   if (!cfg->run_name[0]) {
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    char stamp[32];
+    char stamp[32], stem[sizeof cfg->run_name];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(cfg->run_name, sizeof cfg->run_name, "%s-%s", cfg->model_name[0] ? cfg->model_name : "model", stamp);
-    for (char *q = cfg->run_name; *q; q++) /* "hf:dir" names a source, not a path */
+    snprintf(stem, sizeof stem, "%s-%s", cfg->model_name[0] ? cfg->model_name : "model", stamp);
+    for (char *q = stem; *q; q++) /* "hf:dir" names a source, not a path */
       if (*q == ':' || *q == '/') *q = '-';
+    /* an unnamed run never resumes another: its directory is new, made
+     * exclusively (a run started in the same second takes the next suffix) */
+    if ((rc = gt_mkdirs(cfg->base_output_directory, "train", err))) return rc;
+    for (int i = 1;; i++) {
+      if (i == 1)
+        snprintf(cfg->run_name, sizeof cfg->run_name, "%s", stem);
+      else
+        snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s-%d", (int)sizeof cfg->run_name - 16, stem, i);
+      snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
+      if (mkdir(dir, 0755) == 0) break;
+      if (errno != EEXIST || i >= 100000)
+        return gt_err_set(err, GT_ERR_IO, "train: cannot create the run directory '%s': %s", dir, strerror(errno));
+    }
+  } else {
+    snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
+    if ((rc = gt_mkdirs(dir, "train", err))) return rc;
   }
-  snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
-  gt_rc rc = gt_mkdirs(dir, "train", err);
-  if (!rc) rc = gt_run_lock_take(lock, dir, err);
-  if (rc) return rc;
+  if ((rc = gt_run_lock_take(lock, dir, err))) return rc;
   char path[2200];
   snprintf(path, sizeof path, "%s/config.json", dir);
   return gt_config_write_json(cfg, path, err);
@@ -314,11 +334,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (pline[0]) gt_report_note(&rep, "%s\n", pline);
     if (stop) {
       res->interrupted = 1;
-      gt_report_note(&rep, "stopped by %s after step %lld%s\n",
+      /* an unnamed run's name is new every time: the hint names it */
+      gt_report_note(&rep, "stopped by %s after step %lld%s%s\n",
                      stop_any == SIGINT ? "SIGINT" : stop_any == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
                      (long long)step,
-                     cfg.enable_checkpointing ? "; run the same command again to resume"
-                                              : " (enable_checkpointing=false: no checkpoint)");
+                     !cfg.enable_checkpointing ? " (enable_checkpointing=false: no checkpoint)"
+                     : cfg_in->run_name[0]     ? "; run the same command again to resume"
+                                               : "; to resume, run the same command with run_name=",
+                     cfg.enable_checkpointing && !cfg_in->run_name[0] ? cfg.run_name : "");
       break;
     }
   }
