@@ -1,5 +1,6 @@
 /* The MoE kernel contract: the routed half of the Gemma 4 26b feed-forward
- * block (../shared/spec/gemma.md section 3.6), forward and backward, float32.
+ * block (the Gemma spec (kept outside the repository), section 3.6), forward
+ * and backward, float32.
  * The saved state's layout, allocation and the dimension check are the
  * model's (src/model/moe.h).
  *
