@@ -264,7 +264,7 @@ START_TEST(test_unknown_preset_and_bad_files) {
 }
 END_TEST
 
-/* ---- issue 20: inputs that used to be taken wrongly ---- */
+/* ---- inputs that used to be taken wrongly ---- */
 
 START_TEST(test_directory_where_a_file_is_expected) {
   /* a directory was read with malloc(ftell() + 1): ASan aborted on a 2^63
