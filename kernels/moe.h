@@ -1,5 +1,6 @@
 /* The MoE kernel contract: the routed half of the Gemma 4 26b feed-forward
- * block (../shared/spec/gemma.md section 3.6), forward and backward, float32.
+ * block (the Gemma spec (kept outside the repository), section 3.6), forward
+ * and backward, float32.
  * The saved state's layout, allocation and the dimension check are the
  * model's (src/model/moe.h).
  *
@@ -27,7 +28,7 @@
  * inside an expert), each expert runs one gt_sgemm per projection over its own
  * rows, and results are combined per token in slot order. No compute touches
  * an expert that received no token. Every result is bit-identical for any
- * OpenMP thread count.
+ * thread count.
  *
  * Expert parallelism (ici_expert_parallelism = P). Rank r owns the contiguous
  * experts [r*E/P, (r+1)*E/P) (gt_moe_expert_range); its gate_up/down (and

@@ -1,7 +1,7 @@
 /* Benchmark of the process layer's exchange (src/dist) between 2 ranks;
  * built with MPI, never run by ctest (timing is not a test):
  *
- *   OMP_WAIT_POLICY=PASSIVE mpirun --allow-run-as-root --bind-to none -np 2 build/bench_dist [MiB] [reps]
+ *   mpirun --allow-run-as-root --bind-to none -np 2 build/bench_dist [MiB] [reps]
  *
  * For a message of MiB (default 64) float32s, both ranks sending to each
  * other at once (the 2-rank ring step), it prints the median and best time

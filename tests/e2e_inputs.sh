@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end (issue 20, finding 4): a directory where a file is expected is
+# End-to-end: a directory where a file is expected is
 # refused with one line naming it, and a FIFO is read to its end, for each
 # whole file the command reads: the .json config, dataset_path,
 # tokenizer_path (train and tokenize) and the sweep file. Before, each was
 # read with malloc(ftell() + 1): a directory asked for 2^63 bytes (ASan
 # aborted, a release build said "no memory") and a FIFO's content was
-# ignored. Also (finding 2) logit-check refuses golden logits that are not
+# ignored. Also logit-check refuses golden logits that are not
 # finite or not one per vocabulary entry, which used to pass.
 # Usage: e2e_inputs.sh <gemtrain> <source dir>
 set -euo pipefail
@@ -59,7 +59,7 @@ loss() { sed -n 's/^completed step: \([0-9]*\),.* loss: \([0-9.]*\),.*/\1 \2/p' 
 [ -n "$(loss "$work/fifo.log")" ] || { tail -3 "$work/fifo.log"; fail "no step lines from the FIFO run"; }
 [ "$(loss "$work/fifo.log")" = "$(loss "$work/file.log")" ] \
   || fail "FIFO and file runs differ: $(loss "$work/fifo.log" | tr '\n' ' ') vs $(loss "$work/file.log" | tr '\n' ' ')"
-# 3. logit-check (finding 2): golden logits that are NaN or infinite, or rows
+# 3. logit-check: golden logits that are NaN or infinite, or rows
 # that are not the model's vocabulary, used to pass with max_kl_div alone
 "$bin" convert to_hf init "$work/hf" dtype=float32 model_name=gemma3-tiny > /dev/null || fail "convert to_hf init"
 python3 - "$work" <<'EOF2'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end over MPI ranks (issue 16, docs/sharding.md "Across processes"):
+# End-to-end over MPI ranks (docs/sharding.md "Across processes"):
 #  1. the same global mesh gives the same run bit for bit wherever its
 #     devices live: 2 ranks x 1 device = 1 rank x 2 devices (dense
 #     gemma3-tiny, and expert-parallel gemma4-tiny-moe), 2 ranks x 2 devices

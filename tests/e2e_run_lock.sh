@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end: one run per run directory (issue 20, finding 3). A second
+# End-to-end: one run per run directory. A second
 # `gemtrain train` on a directory a running one holds exits at once, naming
 # the first one's pid, and leaves its files alone; after the first is killed
 # with SIGKILL, the lock is gone and a third run resumes from its checkpoint.

@@ -68,7 +68,7 @@ refuse "neither a .json config file nor key=value" bogus
 # dump_config prints the resolved JSON and trains nothing
 "$bin" train model_name=gemma3-4b dump_config=true > "$work/dump.json"
 grep -q '"base_emb_dim":[[:space:]]*2560' "$work/dump.json" || fail "dump_config does not show the preset"
-# skipped steps end with a warning that counts them (issue 20, finding 9)
+# skipped steps end with a warning that counts them
 GEMTRAIN_TEST_NAN_STEP=1 "$bin" train model_name=gemma3-tiny dataset_type=synthetic steps=3 skip_nonfinite_steps=true \
   sample_tokens=0 enable_checkpointing=false enable_tensorboard=false "base_output_directory=$work" run_name=skips \
   > "$work/skips.txt" 2>&1 || { cat "$work/skips.txt"; fail "run with a skipped step"; }

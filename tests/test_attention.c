@@ -403,7 +403,7 @@ static const attn_case cases_split[] = {
     {1, 517, 4, 1, 24, 0, 0},   {1, 517, 4, 2, 24, 100, 0}, {3, 301, 2, 1, 20, 64, 2},
     {1, 389, 6, 3, 16, 130, 1}, {2, 450, 4, 1, 32, 0, 0},   {1, 517, 4, 1, 24, 0, 1},
     {1, 200, 1, 1, 8, 1, 0},    {5, 200, 2, 1, 8, 0, 0},
-    /* (the cuts searched since session 10: parts run longest first, so not
+    /* (searched cuts: parts run longest first, so not
      * in part order; a local layer split 2 : 1; 52 key tiles, where the
      * search starts on a grid of 2 tiles) */
     {1, 512, 4, 1, 32, 0, 0},   {2, 700, 2, 1, 16, 200, 1}, {1, 3300, 1, 1, 8, 0, 0},

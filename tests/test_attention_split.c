@@ -12,7 +12,7 @@
  * - for gemma3-270m at B = 1 (8 global key tiles, one kv head) the modeled
  *   2-thread time is within 3% of half the work, and the 3-thread time within
  *   15% of a third. The cut at the first tile whose preceding work reached a
- *   quarter (the split before session 10: 15, 6, 9 and 6 tile pairs) gives
+ *   quarter (15, 6, 9 and 6 tile pairs) gives
  *   12% and 31% under the longest-first schedule, 20% under a static one.
  * No timing: the model's balance, not the machine's. */
 #include "kernels/isa.h" /* its kernels as the library's portable copy names them */

@@ -266,7 +266,7 @@ static void state_case(const header_edit *ed, const char *want) {
 }
 
 /* Every state field out of its range, each refused naming the field, the
- * value and the range (issue 20: a negative data_cursor crashed the resume,
+ * value and the range (unchecked, a negative data_cursor crashed the resume,
  * opt_step = -100 gave a NaN loss). */
 START_TEST(test_state_fields_validated) {
   static const struct {
@@ -899,7 +899,7 @@ START_TEST(test_load_parameters_only) {
 }
 END_TEST
 
-/* A resumed run takes its data position from the checkpoint (issue 20: a
+/* A resumed run takes its data position from the checkpoint (unchecked, a
  * negative data_cursor with valid crc32s crashed the resume): the loader
  * refuses it; a cursor the checkpoint allows but the data source does not
  * have (past its windows) is refused by the data source, naming both. */

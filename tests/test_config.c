@@ -1,6 +1,6 @@
 /* Config loader: precedence of every layer, every class of refusal (with its
  * message), round trip of the resolved config, and the presets' parameter
- * counts against ../shared/spec/gemma.md section 2. */
+ * counts against the Gemma spec (kept outside the repository), section 2. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -264,7 +264,7 @@ START_TEST(test_unknown_preset_and_bad_files) {
 }
 END_TEST
 
-/* ---- issue 20: inputs that used to be taken wrongly ---- */
+/* ---- inputs that used to be taken wrongly ---- */
 
 START_TEST(test_directory_where_a_file_is_expected) {
   /* a directory was read with malloc(ftell() + 1): ASan aborted on a 2^63
@@ -429,7 +429,7 @@ static void check_preset(const char *name, double billions) {
 }
 
 START_TEST(test_presets_param_counts) {
-  /* ../shared/spec/gemma.md section 2, "params, text only (V=262144)" */
+  /* the Gemma spec, section 2, "params, text only (V=262144)" */
   check_preset("gemma3-270m", 0.268);
   check_preset("gemma3-1b", 1.000);
   check_preset("gemma3-4b", 3.880);

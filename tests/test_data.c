@@ -197,7 +197,7 @@ START_TEST(test_windows_order_and_split) {
 END_TEST
 
 /* A saved position outside the data is refused naming the field, its value
- * and the range, instead of reading past the row order (issue 20); the
+ * and the range, instead of reading past the row order; the
  * position just after an epoch's last row is a real one. */
 START_TEST(test_seek_refuses_bad_position) {
   char *p = counting_shard("s.gtok", 5000, 10, 0);
@@ -238,7 +238,7 @@ START_TEST(test_seek_refuses_bad_position) {
 }
 END_TEST
 
-/* The refusals of a too-small corpus name its sizes (issue 20: they were
+/* The refusals of a too-small corpus name its sizes (they used to be
  * formatted after the data source was cleared: "fewer than one batch of 0 x 1"). */
 START_TEST(test_too_small_names_sizes) {
   char *p = tmp_path("small.txt");

@@ -1,5 +1,6 @@
 /* MaxText's TFLOPs formula against the worked numbers of
- * ../shared/spec/gemma.md section 5.2 (B=1, T=2048) and a hand count. */
+ * the Gemma spec (kept outside the repository), section 5.2 (B=1, T=2048)
+ * and a hand count. */
 #include <check.h>
 #include <math.h>
 

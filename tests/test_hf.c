@@ -465,7 +465,7 @@ START_TEST(test_missing_and_bad_shapes) {
 END_TEST
 
 /* NaN or Inf weights in a Hugging Face directory are refused at import,
- * naming the tensor and the element (issue 20: they were taken, and training
+ * naming the tensor and the element (they used to be taken, and training
  * stopped at step 0). */
 START_TEST(test_nonfinite_weights_refused) {
   gt_config c;

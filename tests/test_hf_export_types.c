@@ -1,5 +1,5 @@
 /* Every key of an exported config.json (Gemma 3 and Gemma 4) has the JSON
- * type Hugging Face's config class declares (issue 20, finding 8).
+ * type Hugging Face's config class declares.
  * transformers' configs are @strict dataclasses (huggingface_hub): a key
  * declared `float | None` refuses a JSON integer, so "final_logit_softcapping":
  * 30 (how cJSON prints a whole double) made Gemma4ForCausalLM.from_pretrained

@@ -6,7 +6,7 @@
  *  - every backward against central differences of a double-precision forward
  *    written here, with loss = sum(out * R) for a random R;
  *  - determinism where the header promises it (bit-identical for 1 and 2
- *    OpenMP threads).
+ *    threads).
  * Errors are measured as max|a - b| / max|b| (relative to the scale of the
  * result) unless a check says otherwise. Set GT_TEST_VERBOSE=1 to print the
  * largest error of every check. */

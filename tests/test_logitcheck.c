@@ -62,7 +62,7 @@ START_TEST(test_topk_metrics) {
 END_TEST
 
 START_TEST(test_vocab_mismatch) {
-  /* issue 20: a golden row shorter or longer than the model's vocabulary
+  /* a golden row shorter or longer than the model's vocabulary
    * used to be compared over the common prefix and could pass; a row must
    * hold one logit per vocabulary entry */
   float model[4] = {0, 1, 2, 3}, golden[6] = {0, 1, 2, 3, 100, 100};
@@ -77,7 +77,7 @@ START_TEST(test_vocab_mismatch) {
 END_TEST
 
 START_TEST(test_compare_nonfinite_golden) {
-  /* issue 20: a NaN or infinite golden logit gave KL 0 (its probability was
+  /* a NaN or infinite golden logit used to give KL 0 (its probability was
    * NaN and skipped), so max_kl_div alone passed whatever the model said;
    * the comparison refuses it, naming the position and index */
   float model[6] = {9, 0, 0, 0, 0, 9};
@@ -199,7 +199,7 @@ START_TEST(test_golden_refusals) {
       {"{\"p\": {\"a\" 1}, \"tokens\": [1], \"logits\": [[1]]}\n",
        "line 1 is not valid JSON: expected ':' at column 12, found '1'"},
       {"{\"tokens\": [1], \"logits\": [[1]]}\n\"just a string\"\n", "line 2 is not a JSON object"},
-      /* issue 20: non-finite golden logits are refused by line and position
+      /* non-finite golden logits are refused by line and position
        * (Python writes NaN and Infinity; a KL against them means nothing) */
       {"{\"tokens\": [1], \"logits\": [[1]]}\n{\"tokens\": [1, 2], \"logits\": [[1, 2], [3, NaN]]}\n",
        "line 2: logits[1][1] is NaN; golden logits must be finite"},

@@ -248,7 +248,7 @@ START_TEST(test_params_load_bit_identical) {
 }
 END_TEST
 
-/* The issue's case: sliding_window_size=6 on the command line with an HF
+/* A conflict: sliding_window_size=6 on the command line with an HF
  * directory whose config.json says 16. */
 START_TEST(test_conflicting_explicit_key_refused) {
   fixture f;

@@ -10,7 +10,7 @@
  *    PyTorch written from the spec; tests/data/README.md has the command);
  *  - the load-balance loss of a case worked by hand;
  *  - expert parallelism: the ranks' partial results sum to the full one;
- *  - the same bits for 1 and 2 OpenMP threads; sizes and refusals.
+ *  - the same bits for 1 and 2 threads; sizes and refusals.
  * Errors are max|a - b| / max|b| per tensor. GT_TEST_VERBOSE=1 prints them. */
 #include <check.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* gemtrain's Gemma 3 and Gemma 4 against independent references: the
  * fixtures in tests/data/ were written by tools/ref_gemma3.py and
- * tools/ref_gemma4.py, PyTorch implementations of ../shared/spec/gemma.md
- * sections 1 and 3 computed in float64 (tests/data/README.md has the exact
+ * tools/ref_gemma4.py, PyTorch implementations of the Gemma spec
+ * (kept outside the repository), sections 1 and 3 computed in float64 (tests/data/README.md has the exact
  * commands). Each file holds the parameters, a batch, and the
  * expected logits, loss and every parameter gradient. gemtrain runs the same
  * batch in float32 and must agree to 1e-4 relative. */

@@ -1,4 +1,4 @@
-/* The reporter's record of a run (issue 20, finding 7): a metrics.jsonl
+/* The reporter's record of a run: a metrics.jsonl
  * write that fails is an error naming the file and never leaves a torn
  * line behind; a resume drops a torn last line and says so, keeping every
  * whole record before it. */

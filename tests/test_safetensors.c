@@ -605,7 +605,7 @@ START_TEST(test_bad_sizes) {
 }
 END_TEST
 
-/* One test per malformed case the issue lists (#8): each is refused with a
+/* One test per malformed case: each is refused with a
  * format error whose one-line message names what is wrong. */
 
 START_TEST(test_malformed_huge_header) {

@@ -533,7 +533,7 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
-/* issue 20: ids were cast to int32_t unchecked (UB past 2^31: 2^31+5 was
+/* ids used to be cast to int32_t unchecked (UB past 2^31: 2^31+5 was
  * reported as -2147483648, 5000.7 silently became 5000); each is refused
  * naming the token and the id as written */
 START_TEST(test_id_out_of_range) {
@@ -571,7 +571,7 @@ START_TEST(test_id_out_of_range) {
 }
 END_TEST
 
-/* issue 20: an empty token "" as the first string stored passed NULL to
+/* an empty token "" as the first string stored used to pass NULL to
  * memcpy (UBSan); it loads, has its id and decodes to nothing */
 START_TEST(test_empty_token) {
   char *j = small_json("null");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17's benchmark (bfloat16 against float32), in one run:
+# bfloat16 against float32, in one run:
 #  1. `gemtrain bench gemm`: every product of a step (forward X.W^T, backward
 #     dY.W and dY^T.X) in float32 and bf16, each next to the peak of its own
 #     instruction measured by the same tool (FMA, vdpbf16ps);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Streaming benchmark (issue 19): trains the default job (gemma3-small, 8 x 256
+# Streaming benchmark: trains the default job (gemma3-small, 8 x 256
 # tokens a step) on a corpus of .gtok shards of at least 2 GB and on one of
 # 256 MB, and prints for each the process's resident memory (VmRSS, sampled
 # from /proc/<pid>/status) over the run, the time to open (every shard is

@@ -7,8 +7,8 @@
 # Usage: tools/bench_history.sh [-r ROUNDS] [-s STEPS] REV [REV ...] -- key=value ... [-- key=value ...]
 #   e.g. tools/bench_history.sh 51979bf 5cf64d1 HEAD -- model_name=gemma3-small
 # Each key set after a `--` is one benchmark, run with every binary.
-# gemtrain runs with no OpenMP variable set, as a user runs it (revisions
-# from before tools/cli_threads.c then run with libgomp's default spin).
+# gemtrain runs with no OpenMP variable set, as a user runs it (older,
+# OpenMP-threaded revisions then run with libgomp's default spin).
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
 rounds=3 steps=5

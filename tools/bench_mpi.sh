@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's benchmark, side by side in one run on this machine:
+# MPI ranks against in-process devices, side by side in one run on this machine:
 #  - tokens/s of a 12-layer model on 2 MPI ranks x 1 device x 1 thread, on
 #    1 process x 2 devices x 1 thread, and on 1 process x 1 device x 2 threads
 #    (the same global batch);

@@ -10,7 +10,7 @@
 # (to compare with) takes OpenMP settings too.
 #
 # Usage: tools/bench_shared.sh [build/gemtrain] [steps] [key=value ...]
-#   (default: the tiny model of issue 18, 5 steps)
+#   (default: the 6-layer model of tools/bench_perf.sh, 5 steps)
 # Environment:
 #   GT_SHARED_SETTINGS  space-separated settings, each "none" (every OpenMP
 #                       variable unset: gemtrain's own choice) or VAR=VALUE

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """PyTorch training-throughput baseline for gemtrain: a Gemma 3 decoder as an
-nn.Module (the same math as tools/ref_gemma3.py, ../shared/spec/gemma.md s1),
+nn.Module (the same math as tools/ref_gemma3.py, the Gemma spec, section 1),
 float32, trained with AdamW on random tokens.
 
 Run it with a passive OpenMP wait policy, otherwise PyTorch's OpenMP pool
 busy-waits and steals the cores from its own BLAS threads (1.2-2.2x slower
-here, see ../shared/spec/cpu.md); the variable must be set before Python
+here, see docs/performance.md#figures); the variable must be set before Python
 starts:
 
   OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=Haswell \

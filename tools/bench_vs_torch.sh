@@ -2,11 +2,11 @@
 # Side by side on this machine: gemtrain's training step and the same Gemma 3
 # model in PyTorch (tools/bench_torch.py, Debian's python3-torch), 2 threads,
 # float32, then the ratio. PyTorch runs with OMP_WAIT_POLICY=PASSIVE (its
-# best setting here, see ../shared/spec/cpu.md), once with OpenBLAS as this
+# best setting here, see docs/performance.md#figures), once with OpenBLAS as this
 # machine picks it and once with OPENBLAS_CORETYPE=SkylakeX (its fastest
 # kernel here) so the comparison does not hinge on OpenBLAS's CPU detection.
-# gemtrain runs with no OpenMP variable set (it chooses its own wait policy,
-# tools/cli_threads.c), as a user would run it.
+# gemtrain runs with no threading variable set (its thread teams choose
+# their own wait, src/base/team.c), as a user would run it.
 # Usage: tools/bench_vs_torch.sh [build/gemtrain] [steps] [key=value ...]
 #   The keys replace the default shape (d=512 L8 H8 K2 hd64 F2048 V4096 T512
 #   B4 W128) and are passed to gemtrain as they are; the model keys below are

@@ -7,30 +7,45 @@
 # A path that leaves the repository (../shared/...) is reported too: a
 # reader of the repository does not have it.
 #
-# Scans the git-tracked *.md files, the comments of *.c and *.h files (their
-# code and strings are the compiler's and the tests' business), and *.sh,
-# *.py, *.cmake and CMakeLists.txt files whole. A path with a <placeholder>
+# Scans the files git sees (tracked, or new and not ignored; build/ and
+# data/ are neither): the *.md files, the comments of *.c and *.h files
+# (their code and strings are the compiler's and the tests' business), and
+# *.sh, *.py, *.cmake and CMakeLists.txt files whole. A {a,b} group names
+# every alternative. A path with a <placeholder>
 # is checked up to the placeholder; one followed by a shell variable ($k) is
 # skipped. Paths in other projects that look like ours are listed in
 # `external` below. Prints one line per stale reference,
 # "file:line: reference: what is wrong", and exits 1 if there is any.
 #
+# A reference counts only a file git sees, never a local ignored one; outside
+# a git checkout the script exits 77 (skipped).
+#
 # Usage: tools/check_refs.sh [repository root, default: this script's]
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+git -C "$root" rev-parse --is-inside-work-tree > /dev/null 2>&1 \
+  || { echo "check_refs: $root is not a git checkout: skipped"; exit 77; }
 exec python3 - "$root" <<'PY'
-import glob, os, re, subprocess, sys
+import fnmatch, os, re, subprocess, sys
 
 root = sys.argv[1]
-files = subprocess.run(["git", "-C", root, "ls-files"], check=True, capture_output=True,
-                       text=True).stdout.split("\n")
+# the files git sees (tracked, or new and not ignored): a reference is checked
+# against these, so build/, data/ and other ignored local files never satisfy it
+files = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"],
+                       check=True, capture_output=True, text=True).stdout.split("\n")
+files = sorted({f for f in files if f and os.path.lexists(os.path.join(root, f))})
+known = set(files)
+for f in files:
+    d = os.path.dirname(f)
+    while d and d not in known:
+        known.add(d); d = os.path.dirname(d)
 exts = (".md", ".c", ".h", ".sh", ".py", ".cmake")
 files = [f for f in files if f and (f.endswith(exts) or os.path.basename(f) == "CMakeLists.txt")]
 
 TOP = r"(?:src|kernels|docs|tools|tests|include|configs|cmake|examples)"
 SRC = r"(?:base|config|model|exec|mesh|dist|train|data|ckpt|hf|tokenizer|decode|sweep)"
 # a path starts after a character that cannot be part of one
-path_re = re.compile(r"(?<![\w./~$-])(" + TOP + r"/[\w./*<>{}-]*[\w*>}/])(#[\w-]+)?")
+path_re = re.compile(r"(?<![\w./~$-])(" + TOP + r"/(?:[\w./*<>-]|\{[\w.,]*\})*(?:[\w*>/]|\{[\w.,]*\}))(#[\w-]+)?")
 src_re = re.compile(r"(?<![\w./~$-])(" + SRC + r"/[\w-]+\.[ch])\b")
 up_re = re.compile(r"(?<![\w.~$-])(\.\./[\w./-]*\.\w+)\b")
 link_re = re.compile(r"\]\(([^)\s]+)\)")
@@ -95,10 +110,14 @@ def section_named(page, name):
 
 def exists(rel, base=root):
     p = os.path.normpath(os.path.join(base, rel))
-    if "*" in p or "{" in p:
-        p = re.sub(r"\{[^}]*\}", "*", p)
-        return bool(glob.glob(p))
-    return os.path.exists(p)
+    m = re.search(r"\{([^}]*)\}", p)
+    if m:  # src/base/team.{c,h}: every alternative must exist
+        return all(exists(p[:m.start()] + alt + p[m.end():]) for alt in m.group(1).split(","))
+    r = os.path.relpath(p, root)
+    if r == ".": return True
+    if "*" in r:
+        return any(fnmatch.fnmatchcase(k, r) for k in known)
+    return r in known
 
 bad = []
 def report(f, n, ref, why):
@@ -145,7 +164,7 @@ for f in files:
             inside = [p for p in inside if p.startswith(os.path.normpath(root) + os.sep)]
             if not inside:
                 report(f, n, m.group(1), "outside the repository")
-            elif not any(os.path.exists(p) for p in inside):
+            elif not any(exists(p) for p in inside):
                 report(f, n, m.group(1), "not in the repository")
         if is_md and not fence:
             for m in link_re.finditer(ln):
@@ -155,7 +174,7 @@ for f in files:
                 target = os.path.normpath(os.path.join(here, page)) if page else full
                 if not target.startswith(os.path.normpath(root)):
                     report(f, n, t, "link outside the repository")
-                elif page and not os.path.exists(target):
+                elif page and not exists(target):
                     report(f, n, t, "link to a missing file")
                 elif anchor:
                     check_anchor(f, n, t, target, anchor)

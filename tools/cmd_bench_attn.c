@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* gemtrain bench attention: the attention kernels' forward and backward
- * (kernels/attention.c) on the attention shapes of the models issue 18
- * measures, float32 and bf16, 1 and 2 threads, in GFLOP/s next to the FMA
+ * (kernels/attention.c) on the attention shapes of the models
+ * tools/bench_perf.sh measures, float32 and bf16, 1 and 2 threads, in GFLOP/s next to the FMA
  * and vdpbf16ps peaks measured by the same run. The FLOPs are MaxText's
  * count (the exact band of a sliding window, half of T^2 for causal global
  * layers; backward twice the forward), so a share of the peak here is the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent PyTorch reference of the Gemma 3 text decoder, written from
-../shared/spec/gemma.md section 1 (math) and 4.6 (loss), used to make test
+the Gemma spec (kept outside the repository), section 1 (math) and 4.6 (loss), used to make test
 fixtures for gemtrain.
 
 Run with Debian's python (torch 1.13 + numpy, nothing else needed):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent PyTorch reference of the Gemma 4 text decoder (dense, small and
-mixture-of-experts models), written from ../shared/spec/gemma.md section 3
-(3.2 layer math, 3.4 per-layer embeddings, 3.5 KV sharing, 3.6 MoE; the routed
+mixture-of-experts models), written from the Gemma spec (kept outside the repository),
+section 3 (3.2 layer math, 3.4 per-layer embeddings, 3.5 KV sharing, 3.6 MoE; the routed
 block is tools/ref_moe.py's) on top of the Gemma 3
 reference's helpers (tools/ref_gemma3.py: safetensors I/O, GELU, masks, loss,
 batches). Used to make test fixtures for gemtrain.

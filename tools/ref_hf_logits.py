@@ -2,7 +2,7 @@
 """Golden logits for `gemtrain logit-check` from a Hugging Face Gemma 3 or
 Gemma 4 directory, computed by the independent float64 PyTorch references in
 tools/ref_gemma3.py and tools/ref_gemma4.py (written from
-../shared/spec/gemma.md, not from gemtrain).
+the Gemma spec, kept outside the repository, not from gemtrain).
 
   /usr/bin/python3 tools/ref_hf_logits.py --hf-dir DIR --seqs N --len T \
       --seed S --out golden.jsonl

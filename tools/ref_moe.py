@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent float64 PyTorch reference of the routed Gemma 4 MoE block
-(../shared/spec/gemma.md section 3.6; norms as section 3.2: stored scale, no
+(the Gemma spec (kept outside the repository), section 3.6; norms as section 3.2: stored scale, no
 +1), written from the spec and not from gemtrain's C sources. It makes the
 fixture tests/data/moe_ref.safetensors that tests/test_moe.c checks.
 

@@ -1,5 +1,5 @@
 /* The one place that decides how many threads compute outside a mesh; the
- * cores are counted from the affinity mask, as the OpenMP runtime did. */
+ * cores are counted from the affinity mask. */
 #define _GNU_SOURCE
 #include "base/threads.h"
 

@@ -3,8 +3,8 @@
  * "model." prefix, F32; the AdamW moments follow as "optimizer.mu.<name>" and
  * "optimizer.nu.<name>"; __metadata__ holds "format", "optimizer_step" and
  * "config" (the resolved gemtrain config as JSON), so a file describes its
- * own model. The checkpoint format of issue #7 will supersede it; until then
- * `gemtrain convert` reads and writes this. */
+ * own model. `gemtrain convert` reads and writes it; a run's full state (data
+ * position, RNG, sharding) is the checkpoint of src/ckpt/ckpt.h. */
 #ifndef GEMTRAIN_PARAMFILE_H
 #define GEMTRAIN_PARAMFILE_H
 

@@ -1,5 +1,6 @@
 /* safetensors reader, writer and sharded checkpoints; see
- * include/gemtrain/safetensors.h and ../shared/spec/gemma.md section 8. */
+ * src/ckpt/safetensors.h and the Gemma spec (kept outside the repository),
+ * section 8. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "ckpt/safetensors.h"

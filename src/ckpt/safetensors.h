@@ -2,8 +2,8 @@
  * writer whose bytes match the Rust `safetensors` crate, and HF-style sharded
  * checkpoints (model.safetensors.index.json).
  *
- * Format (../shared/spec/gemma.md section 8): 8-byte little-endian header
- * length N, N bytes of UTF-8 JSON, then the data buffer. Every tensor's
+ * Format (the Gemma spec, kept outside the repository, section 8): 8-byte
+ * little-endian header length N, N bytes of UTF-8 JSON, then the data buffer. Every tensor's
  * data_offsets are relative to the data buffer; tensors tile the buffer
  * exactly, with no gaps or overlaps. */
 #ifndef GEMTRAIN_SAFETENSORS_H

@@ -1,6 +1,6 @@
 /* The forward-pass logit checker (MaxText tests/utils/
- * forward_pass_logit_checker.py; ../shared/spec/gemma.md section 7): golden
- * logits in, per-token KL divergence, the largest logit difference and the
+ * forward_pass_logit_checker.py; the Gemma spec (kept outside the
+ * repository), section 7): golden logits in, per-token KL divergence, the largest logit difference and the
  * top-k agreement of the last position out.
  *
  * Golden file: JSON Lines, one object per sequence,

@@ -216,7 +216,7 @@ gt_rc gt_plan_watch_close(gt_plan_watch *pw, gt_rc rc, const int *rank_of, int G
     int ax[3];
     gt_config_global_axes(c, &ax[0], &ax[1], &ax[2]);
     if (ax[2] > 1) gt_model_set_expert_shard(m, ax[2], 0);
-    /* the ring's bytes (src/mesh.c): an all-gather sends n - shard(d+1),
+    /* the ring's bytes (src/mesh/mesh.c): an all-gather sends n - shard(d+1),
      * a reduce-scatter n - shard(d). Per micro-batch every unit is gathered
      * twice (forward and backward; the head for the lookup and the logits,
      * and a PLE model's head once more for the PLE backward)
@@ -250,13 +250,13 @@ gt_rc gt_plan_watch_close(gt_plan_watch *pw, gt_rc rc, const int *rank_of, int G
           b = ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
           sent += b, dcn_sent += x_d ? b : 0;
         }
-        /* src/fsdp.c: the expert ranks sum the replicated part of the shard */
+        /* src/mesh/fsdp.c: the expert ranks sum the replicated part of the shard */
         int64_t nr = rep - nb < 0 ? 0 : rep - nb > ns ? ns : rep - nb;
         if (E > 1 && nr > 0) {
           b = ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
           sent += b, dcn_sent += x_e ? b : 0;
         }
-        /* src/layer.c: a MoE layer's routed op gathers the group's inputs
+        /* src/model/layer.c: a MoE layer's routed op gathers the group's inputs
          * and all-reduces their sums (again when remat recomputes it);
          * backward gathers d(routed) and reduce-scatters d(x1) */
         const gt_layer_desc *ld = u > 0 ? &m->layers[u - 1] : NULL;

@@ -1,5 +1,5 @@
 /* gemtrain <-> Hugging Face Gemma 3 and Gemma 4 checkpoints
- * (../shared/spec/gemma.md sections 2, 3, 6 and 8).
+ * (the Gemma spec (kept outside the repository), sections 2, 3, 6 and 8).
  *
  * An HF directory holds config.json (Gemma3ForCausalLM / model_type
  * gemma3_text, or the multimodal wrapper Gemma3ForConditionalGeneration /

@@ -1,5 +1,5 @@
 /* gt_mesh: persistent worker threads standing in for devices, and collectives
- * between them over shared memory (see include/gemtrain/mesh.h).
+ * between them over shared memory (see src/mesh/mesh.h).
  *
  * Threads and cores. Every device thread owns a thread team (base/team.h) of
  * threads_per_device = max(1, cores / N) threads, itself included, made at
@@ -14,7 +14,7 @@
  * broadcasts a condition variable; each device thread waits for a generation
  * it has not run yet, runs fn once and counts itself done; the caller sleeps
  * on a second condition variable until all N are done. N = 1 uses its worker
- * thread too, so fn always runs with the same ICVs and thread identity.
+ * thread too, so fn always runs on the same team and thread identity.
  *
  * Collectives. Each device publishes its buffer pointers in its slot of a
  * per-mesh array, then all wait at a barrier; after it a device may read its

@@ -110,7 +110,7 @@ typedef struct gt_tensor_info {
 
 #define GT_MAX_ROPE 4
 
-/* Remat policy in executable form (src/remat.c builds it; see remat.h).
+/* Remat policy in executable form (src/model/remat.c builds it; see model/remat.h).
  * slot[s] says what becomes of activation slot s (gt_act in layer.h) after
  * a layer's forward: recomputed in backward, kept, or kept in the host pool. */
 #define GT_MAX_ACT_SLOTS 40

@@ -1,6 +1,7 @@
 /* Internals of the tokenizer shared by its files: the tables built from
- * tokenizer.json (src/tokenizer_load.c), the BPE model (src/tokenizer_bpe.c),
- * and the pipeline around it (src/tokenizer.c). */
+ * tokenizer.json (src/tokenizer/tokenizer_load.c), the BPE model
+ * (src/tokenizer/tokenizer_bpe.c), and the pipeline around it
+ * (src/tokenizer/tokenizer.c). */
 #ifndef GT_TOKENIZER_INT_H
 #define GT_TOKENIZER_INT_H
 

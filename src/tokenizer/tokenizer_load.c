@@ -1,4 +1,4 @@
-/* Reading tokenizer.json into the tables of src/tokenizer_int.h. Every
+/* Reading tokenizer.json into the tables of src/tokenizer/tokenizer_int.h. Every
  * component type is checked here, so encoding never meets one it does not
  * know: an unsupported type or option is refused with its name. */
 #include <cjson/cJSON.h>
