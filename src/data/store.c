@@ -104,6 +104,13 @@ static gt_rc gt__rec_push(gt__store *s, int64_t *cap, int64_t off, gt_err *err) 
   return GT_OK;
 }
 
+/* Whether any of a row's targets (tokens 1 .. n - 1) is in the loss. */
+static int gt__contributes(const uint32_t *t, int64_t n) {
+  for (int64_t k = 1; k < n; k++)
+    if (!(t[k] & GT__NOLOSS)) return 1;
+  return 0;
+}
+
 static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, const char *key, const gt_encoder *enc,
                             gt_err *err) {
   gt_doc_format fmt;
@@ -141,6 +148,18 @@ static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, 
           break;
         }
         s->n_truncated++;
+      }
+      /* a row's targets are its tokens after the first: a record whose kept
+       * tokens (the first T + 1) hold none in the loss trains nothing, and a
+       * batch of such rows would have no loss at all */
+      if (whole && !gt__contributes(tv.v + at, len < row ? len : row)) {
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: the record keeps no token in the loss (%lld tokens%s, of which the "
+                        "first %lld are kept and all masked out: the prompt fills the sequence); shorten the prompt "
+                        "or raise max_target_length",
+                        p.v[i], (long long)r.line_no, (long long)len, len > row ? ", truncated" : "",
+                        (long long)(len < row ? len : row));
+        break;
       }
       s->n_docs++;
       if (whole && (rc = gt__rec_push(s, &rec_cap, at, err))) break;

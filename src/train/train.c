@@ -259,7 +259,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       res->agreed = rc == GT_ERR_NUMERIC;
       goto out;
     }
-    res->skipped_steps += sm.skipped;
+    res->skipped_steps += sm.skipped && !sm.no_tokens;
+    res->empty_steps += sm.no_tokens;
     if (gt__eval_due(&cfg, &data, step)) {
       double t0 = gt_prof_now();
       if ((rc = gt_trainer_eval_data(tr, &data, &sm.eval_loss, &sm.eval_total_weights, err))) {
@@ -267,8 +268,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
         goto out;
       }
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
-      sm.has_eval = 1;
-      res->last_eval_loss = sm.eval_loss;
+      if (sm.eval_total_weights) {
+        sm.has_eval = 1;
+        res->last_eval_loss = sm.eval_loss;
+      } else {
+        res->empty_evals++;
+        gt_report_note(&rep, "skipped eval after step %lld: no token of the eval batches is in the loss\n",
+                       (long long)step);
+      }
     }
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
@@ -327,6 +334,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
                    res->skipped_steps, res->steps_done - res->start_step);
+  if (res->empty_steps || res->empty_evals)
+    gt_report_note(&rep, "warning: %lld of the %lld steps run and %lld evaluations had no token in the loss and were "
+                         "skipped (every target masked, e.g. use_sft with prompts that fill the row)\n",
+                   res->empty_steps, res->steps_done - res->start_step, res->empty_evals);
   rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err);
   if ((rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
   if (pline[0]) gt_report_note(&rep, "%s\n", pline);
