@@ -17,7 +17,9 @@
 #  4. failure: a rank that hangs (SIGSTOP) makes the other exit non-zero
 #     within collective_timeout_seconds with a message naming it; a rank
 #     killed mid-run ends the job non-zero with the dead rank named; a rerun
-#     resumes from the last committed checkpoint.
+#     resumes from the last committed checkpoint;
+#  5. ranks whose configurations differ (init_weights_seed, steps) are
+#     refused at once naming the key and both values.
 # Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -227,4 +229,27 @@ grep -qi "rank 1" "$work/dead.log" || { cat "$work/dead.log"; fail "the message 
 mpi 2 "$bin" train model_name=gemma3-tiny "${common[@]}" steps=$((10#${committed#step_} + 1)) checkpoint_period=2 \
   num_devices=1 dcn_fsdp_parallelism=2 run_name=hang > "$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
 grep -q "^resumed from .*$committed" "$work/rerun.log" || { cat "$work/rerun.log"; fail "rerun did not resume $committed"; }
+# 5. the ranks' configurations are compared before anything runs: ranks
+#    launched with another init_weights_seed, or another steps (which used
+#    to hang until the collective timeout), are refused at once, naming the
+#    key with both values; a host-local key (threads_per_device) may differ
+cfgrun() { # <log> <rank 0's extra key> <rank 1's extra key>
+  local log=$1 a=$2 b=$3
+  local args=(model_name=gemma3-tiny steps=2 "${common[@]}" num_devices=1 dcn_fsdp_parallelism=2
+              collective_timeout_seconds=20 enable_checkpointing=false run_name=cfg)
+  rc=0
+  timeout 100 env OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np 1 "$bin" train "${args[@]}" "$a" : \
+    -np 1 "$bin" train "${args[@]}" "$b" > "$work/$log" 2>&1 || rc=$?
+}
+cfgrun seed.log init_weights_seed=1 init_weights_seed=2
+[ "$rc" != 0 ] || { cat "$work/seed.log"; fail "ranks with different init_weights_seed: exit 0"; }
+grep -q "^gemtrain: .*config: the ranks disagree: rank 1 has init_weights_seed=2 where rank 0 has init_weights_seed=1" \
+  "$work/seed.log" || { cat "$work/seed.log"; fail "different seeds: the message does not name the key"; }
+cfgrun steps.log steps=2 steps=3
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/steps.log"; fail "ranks with different steps: rc $rc"; }
+grep -q "^gemtrain: .*config: the ranks disagree: rank 1 has steps=3 where rank 0 has steps=2" "$work/steps.log" \
+  || { cat "$work/steps.log"; fail "different steps: the message does not name the key"; }
+grep -q "within 20 s" "$work/steps.log" && fail "different steps: a timeout instead of the comparison"
+cfgrun threads.log threads_per_device=1 threads_per_device=2
+[ "$rc" = 0 ] || { cat "$work/threads.log"; fail "a host-local key that differs was refused"; }
 echo "e2e_mpi: 1 passed, 0 failed"

@@ -13,6 +13,7 @@
 #include "decode/decode.h"
 #include "dist/dist.h"
 #include "model/model.h"
+#include "train/config_agree.h"
 #include "train/plan.h"
 #include "train/profiler.h"
 #include "train/report.h"
@@ -202,6 +203,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
+  /* every rank runs the same resolved configuration, checked before
+   * anything depends on it (a difference would train two half-models or
+   * hang in a collective) */
+  rc = gt__agree(rc, "reading the model source", err);
+  if (!rc) rc = gt_config_agree_ranks(&cfg, &res->config_checksum, err);
   if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, err);
   /* the model source, the config and the plan (which reads this host's free
    * memory) may fail on one rank alone: every rank learns it */
