@@ -19,7 +19,9 @@
 #     killed mid-run ends the job non-zero with the dead rank named; a rerun
 #     resumes from the last committed checkpoint;
 #  5. ranks whose configurations differ (init_weights_seed, steps) are
-#     refused at once naming the key and both values.
+#     refused at once naming the key and both values;
+#  6. a token shard truncated mid-run stops both ranks after a checkpoint
+#     of the last good step, saying the file changed.
 # Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -252,4 +254,28 @@ grep -q "^gemtrain: .*config: the ranks disagree: rank 1 has steps=3 where rank 
 grep -q "within 20 s" "$work/steps.log" && fail "different steps: a timeout instead of the comparison"
 cfgrun threads.log threads_per_device=1 threads_per_device=2
 [ "$rc" = 0 ] || { cat "$work/threads.log"; fail "a host-local key that differs was refused"; }
+# 6. a token shard truncated under a 2-rank run: every rank stops after a
+#    checkpoint of the last good step (checkpoint_period is far away), with
+#    the message that the file changed after it was checked
+python3 - "$work/docs.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        f.write(json.dumps({"text": "Document %d says %s." % (i, "word " * (i % 17))}) + "\n")
+PY
+"$bin" tokenize "output_path=$work/shards" shard_tokens=4000 compress=false "$work/docs.jsonl" 2> /dev/null \
+  || fail "tokenize"
+mpi_bg "$work/changed.log" 2 "$bin" train model_name=gemma3-tiny dataset_type=tokens "dataset_path=$work/shards" \
+  max_target_length=32 eval_interval=-1 sample_tokens=0 checkpoint_period=1000000 steps=1000000 num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=60 "base_output_directory=$work/runs" run_name=changed
+pid=$!
+wait_steps changed 3
+for s in "$work"/shards/*.gtok; do truncate -s 100 "$s"; done
+rc=0; wait "$pid" || rc=$?
+[ "$rc" != 0 ] || fail "a shard truncated under 2 ranks: mpirun exited 0"
+grep -q "^gemtrain: .*tokens: '$work/shards/.*' changed after it was checked when the data was opened" \
+  "$work/changed.log" || { tail -5 "$work/changed.log"; fail "2 ranks: the message does not say the file changed"; }
+done_steps=$(wc -l < "$work/runs/changed/metrics.jsonl")
+[ "$(cat "$work/runs/changed/checkpoints/latest")" = "$(printf 'step_%08d' "$done_steps")" ] \
+  || { tail -5 "$work/changed.log"; fail "2 ranks: no checkpoint at the $done_steps reported steps"; }
 echo "e2e_mpi: 1 passed, 0 failed"

@@ -220,7 +220,7 @@ static gt_rc gt__copy_batch(gt_trainer *t, gt_batch *dst, gt_data *d, int eval, 
   return GT_OK;
 }
 
-gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
+gt_rc gt_trainer_load_data(gt_trainer *t, gt_data *d, gt_err *err) {
   int ga = (int)t->cfg.gradient_accumulation_steps;
   double t0 = t->trace ? gt_prof_now() : 0.0;
   for (int i = 0; i < ga; i++) {
@@ -228,7 +228,16 @@ gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_er
     if (rc) return rc;
   }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading", "data", t0, gt_prof_now(), "batches", ga, NULL);
-  return gt_trainer_step(t, t->mb, ga, sm, err);
+  return GT_OK;
+}
+
+gt_rc gt_trainer_step_loaded(gt_trainer *t, gt_step_metrics *sm, gt_err *err) {
+  return gt_trainer_step(t, t->mb, (int)t->cfg.gradient_accumulation_steps, sm, err);
+}
+
+gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
+  gt_rc rc = gt_trainer_load_data(t, d, err);
+  return rc ? rc : gt_trainer_step_loaded(t, sm, err);
 }
 
 gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err) {
@@ -240,6 +249,11 @@ gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st
 }
 
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err) {
+  gt_rc rc = gt_trainer_load_eval(t, d, err);
+  return rc ? rc : gt_trainer_eval_loaded(t, loss, total_weights, err);
+}
+
+gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
   gt_data_eval_reset(d);
   double t0 = t->trace ? gt_prof_now() : 0.0;
@@ -248,6 +262,11 @@ gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *tot
     if (rc) return rc;
   }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading (eval)", "data", t0, gt_prof_now(), "batches", n, NULL);
+  return GT_OK;
+}
+
+gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err) {
+  int n = (int)t->cfg.eval_steps;
   gt_loss_stats st = {0, 0, 0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (rc) return rc;

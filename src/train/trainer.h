@@ -61,6 +61,11 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
 /* The same with the step's gradient_accumulation_steps micro-batches taken
  * from the data source. */
 gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err);
+/* The same in two halves: the step's batches from the data source (nothing
+ * is computed: a failure leaves the state as the last step left it), then
+ * the step on them. */
+gt_rc gt_trainer_load_data(gt_trainer *t, gt_data *d, gt_err *err);
+gt_rc gt_trainer_step_loaded(gt_trainer *t, gt_step_metrics *sm, gt_err *err);
 /* One step on the trainer's own zero-filled batches (the plan's step). */
 gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err);
 /* Loss sums of global batches without training. */
@@ -68,6 +73,9 @@ gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st
 /* eval_steps batches of the data source's held-out part: mean loss and
  * tokens; no token in the loss gives total_weights 0 and loss 0 (skip it). */
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err);
+/* The same in two halves: the eval batches, then the loss on them. */
+gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err);
+gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err);
 
 /* Steps done (skipped ones included): the next step's index. Set by a
  * resume together with the state. */
