@@ -17,7 +17,11 @@
 #  4. failure: a rank that hangs (SIGSTOP) makes the other exit non-zero
 #     within collective_timeout_seconds with a message naming it; a rank
 #     killed mid-run ends the job non-zero with the dead rank named; a rerun
-#     resumes from the last committed checkpoint.
+#     resumes from the last committed checkpoint;
+#  5. ranks whose configurations differ (init_weights_seed, steps) are
+#     refused at once naming the key and both values;
+#  6. a token shard truncated mid-run stops both ranks after a checkpoint
+#     of the last good step, saying the file changed.
 # Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -227,4 +231,51 @@ grep -qi "rank 1" "$work/dead.log" || { cat "$work/dead.log"; fail "the message 
 mpi 2 "$bin" train model_name=gemma3-tiny "${common[@]}" steps=$((10#${committed#step_} + 1)) checkpoint_period=2 \
   num_devices=1 dcn_fsdp_parallelism=2 run_name=hang > "$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
 grep -q "^resumed from .*$committed" "$work/rerun.log" || { cat "$work/rerun.log"; fail "rerun did not resume $committed"; }
+# 5. the ranks' configurations are compared before anything runs: ranks
+#    launched with another init_weights_seed, or another steps (which used
+#    to hang until the collective timeout), are refused at once, naming the
+#    key with both values; a host-local key (threads_per_device) may differ
+cfgrun() { # <log> <rank 0's extra key> <rank 1's extra key>
+  local log=$1 a=$2 b=$3
+  local args=(model_name=gemma3-tiny steps=2 "${common[@]}" num_devices=1 dcn_fsdp_parallelism=2
+              collective_timeout_seconds=20 enable_checkpointing=false run_name=cfg)
+  rc=0
+  timeout 100 env OMP_WAIT_POLICY=PASSIVE "$mpirun" "${flags[@]}" -np 1 "$bin" train "${args[@]}" "$a" : \
+    -np 1 "$bin" train "${args[@]}" "$b" > "$work/$log" 2>&1 || rc=$?
+}
+cfgrun seed.log init_weights_seed=1 init_weights_seed=2
+[ "$rc" != 0 ] || { cat "$work/seed.log"; fail "ranks with different init_weights_seed: exit 0"; }
+grep -q "^gemtrain: .*config: the ranks disagree: rank 1 has init_weights_seed=2 where rank 0 has init_weights_seed=1" \
+  "$work/seed.log" || { cat "$work/seed.log"; fail "different seeds: the message does not name the key"; }
+cfgrun steps.log steps=2 steps=3
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/steps.log"; fail "ranks with different steps: rc $rc"; }
+grep -q "^gemtrain: .*config: the ranks disagree: rank 1 has steps=3 where rank 0 has steps=2" "$work/steps.log" \
+  || { cat "$work/steps.log"; fail "different steps: the message does not name the key"; }
+grep -q "within 20 s" "$work/steps.log" && fail "different steps: a timeout instead of the comparison"
+cfgrun threads.log threads_per_device=1 threads_per_device=2
+[ "$rc" = 0 ] || { cat "$work/threads.log"; fail "a host-local key that differs was refused"; }
+# 6. a token shard truncated under a 2-rank run: every rank stops after a
+#    checkpoint of the last good step (checkpoint_period is far away), with
+#    the message that the file changed after it was checked
+python3 - "$work/docs.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        f.write(json.dumps({"text": "Document %d says %s." % (i, "word " * (i % 17))}) + "\n")
+PY
+"$bin" tokenize "output_path=$work/shards" shard_tokens=4000 compress=false "$work/docs.jsonl" 2> /dev/null \
+  || fail "tokenize"
+mpi_bg "$work/changed.log" 2 "$bin" train model_name=gemma3-tiny dataset_type=tokens "dataset_path=$work/shards" \
+  max_target_length=32 eval_interval=-1 sample_tokens=0 checkpoint_period=1000000 steps=1000000 num_devices=1 \
+  dcn_fsdp_parallelism=2 collective_timeout_seconds=60 "base_output_directory=$work/runs" run_name=changed
+pid=$!
+wait_steps changed 3
+for s in "$work"/shards/*.gtok; do truncate -s 100 "$s"; done
+rc=0; wait "$pid" || rc=$?
+[ "$rc" != 0 ] || fail "a shard truncated under 2 ranks: mpirun exited 0"
+grep -q "^gemtrain: .*tokens: '$work/shards/.*' changed after it was checked when the data was opened" \
+  "$work/changed.log" || { tail -5 "$work/changed.log"; fail "2 ranks: the message does not say the file changed"; }
+done_steps=$(wc -l < "$work/runs/changed/metrics.jsonl")
+[ "$(cat "$work/runs/changed/checkpoints/latest")" = "$(printf 'step_%08d' "$done_steps")" ] \
+  || { tail -5 "$work/changed.log"; fail "2 ranks: no checkpoint at the $done_steps reported steps"; }
 echo "e2e_mpi: 1 passed, 0 failed"

@@ -472,6 +472,10 @@ static char *records_text(int n, uint64_t seed, int sft) {
     for (int k = 0; k < la; k++) a[k] = (char)('a' + gt_test_rand_u64(&st) % 26);
     for (int k = 0; k < lb; k++) b[k] = (char)('A' + gt_test_rand_u64(&st) % 26);
     a[la] = b[lb] = '\0';
+    /* in byte tokens Gemma's chat template takes 56 tokens around a user
+     * turn: a prompt of up to 4 leaves some of the model turn inside a row
+     * of 64 (a record with no token in the loss is refused) */
+    if (sft == 2 && la > 4) a[4] = '\0';
     if (sft == 1)
       o += (size_t)snprintf(s + o, cap - o, "{\"prompt\": \"%s?\", \"completion\": \" %s.\"}\n", a, b);
     else if (sft == 2)

@@ -7,6 +7,12 @@
  * line. Memory: the context owns everything it allocates; pointers you pass in
  * stay yours and are not kept after the call returns.
  *
+ * Misuse is refused, never undefined: a NULL context makes every call return
+ * GT_ERR_ARG (gt_ctx_num_params 0, gt_ctx_error "no context"); so do a
+ * negative count or shape, a NULL array, buffer or path, and a call before
+ * gt_ctx_configure / gt_ctx_init (the message says which comes first). A
+ * refused call changes nothing, and the context keeps working.
+ *
  *   gt_ctx *c = gt_ctx_new();
  *   const char *ov[] = {"dataset_type=synthetic", "steps=20"};
  *   if (gt_ctx_configure(c, "gemma3-tiny", 2, ov) || gt_ctx_set(c, "learning_rate", "1e-3") ||
@@ -80,7 +86,9 @@ GT_API gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
 GT_API gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Metrics of the last step (the fields of metrics.jsonl). */
 GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
-/* Mean loss of tokens ([batch, seq + 1], as above) without training. */
+/* Mean loss of tokens ([batch, seq + 1], as above) without training. A batch
+ * whose every target is masked has no mean and is refused (GT_ERR_ARG), as
+ * gt_ctx_train_tokens refuses it. */
 GT_API gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Forward pass: logits [batch, seq, vocab_size] of tokens [batch, seq] into a
  * buffer you own. */

@@ -32,6 +32,7 @@ typedef struct gt_step_metrics {
   double comm_seconds;
   int64_t comm_bytes, comm_bytes_dcn;
   int ranks; /* MPI processes of the run (1 without mpirun) */
+  int no_tokens; /* skipped because no token of the batch is in the loss (total_weights 0) */
 } gt_step_metrics;
 
 #ifdef __cplusplus

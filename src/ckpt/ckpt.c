@@ -103,9 +103,33 @@ static void gt__clean_tmp(const char *root) {
 }
 
 static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int S, gt_ckpt_state *out, gt_err *err);
+
+/* The writer's identity, beside the state: {"run_id": hex, "config_checksum": hex}. */
+static void gt__add_writer(cJSON *meta, const gt_ckpt_writer *wr) {
+  char a[20], b[20];
+  snprintf(a, sizeof a, "%016llx", (unsigned long long)wr->run_id);
+  snprintf(b, sizeof b, "%016llx", (unsigned long long)wr->config_sum);
+  cJSON *w = cJSON_AddObjectToObject(meta, "writer");
+  cJSON_AddStringToObject(w, "run_id", a);
+  cJSON_AddStringToObject(w, "config_checksum", b);
+}
+
+/* Shards whose writers differ (one absent and the other present counts):
+ * refused, naming both files and both writers. */
+static gt_rc gt__same_writer(const cJSON *h0, const char *file0, const cJSON *h, const char *file, gt_err *err) {
+  const cJSON *w0 = cJSON_GetObjectItemCaseSensitive(h0, "writer"), *w = cJSON_GetObjectItemCaseSensitive(h, "writer");
+  if ((!w0 && !w) || (w0 && w && cJSON_Compare(w0, w, 1))) return GT_OK;
+  char *a = w0 ? cJSON_PrintUnformatted(w0) : NULL, *b = w ? cJSON_PrintUnformatted(w) : NULL;
+  gt_err_set(err, GT_ERR_FORMAT,
+             "checkpoint: '%s' was written by %s and '%s' by %s: the shards come from different runs (or "
+             "configurations) and do not make one checkpoint",
+             file0, a ? a : "a writer that recorded no run", file, b ? b : "a writer that recorded no run");
+  free(a), free(b);
+  return GT_ERR_FORMAT;
+}
 static gt_rc gt__check_src(const gt_ckpt_src *src, const gt_ckpt_sync *sync, const char *fin, int *mine, gt_err *err);
 static gt_rc gt__agree(const gt_ckpt_sync *sync, gt_rc mine, gt_err *err, const char *name, const char *phase);
-static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, gt_err *err);
+static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, const cJSON *meta, gt_err *err);
 static gt_rc gt__commit(const char *root, const char *name, const char *tmp, const char *fin, const char *old,
                         int64_t step, int64_t keep, gt_err *err);
 
@@ -120,12 +144,12 @@ gt_rc gt_ckpt_save(const char *root, const gt_model *m, const gt_ckpt_src *src, 
 gt_rc gt_ckpt_save_sync(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
                         gt_err *err) {
-  return gt_ckpt_save_frozen(root, m, src, st, NULL, config_json, compression, keep, sync, err);
+  return gt_ckpt_save_frozen(root, m, src, st, NULL, NULL, config_json, compression, keep, sync, err);
 }
 
 gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
-                          const gt_ckpt_frozen *frozen, const char *config_json, int compression, int64_t keep,
-                          const gt_ckpt_sync *sync, gt_err *err) {
+                          const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer, const char *config_json,
+                          int compression, int64_t keep, const gt_ckpt_sync *sync, gt_err *err) {
   gt_err local;
   if (m->n_frozen_tensors && !frozen)
     return gt_err_set(err ? err : &local, GT_ERR_ARG,
@@ -161,6 +185,7 @@ gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src
   cJSON_AddNumberToObject(sj, "num_devices", (double)st->num_devices);
   cJSON_AddNumberToObject(sj, "n_shards", (double)src->n_shards);
   cJSON_AddNumberToObject(sj, "next_lr", st->next_lr);
+  if (writer) gt__add_writer(meta, writer);
   /* a state the loader would refuse is never written */
   gt_ckpt_state chk;
   if (gt__read_state(sj, fin, st->step, src->n_shards, &chk, err)) {
@@ -189,7 +214,7 @@ prepared:
   }
   if ((rc = gt__agree(sync, rc, err, name, "write"))) goto failed;
   if (lead) {
-    rc = sync ? gt__check_written(tmp, src->n_shards, sj, err) : GT_OK;
+    rc = sync ? gt__check_written(tmp, src->n_shards, sj, meta, err) : GT_OK;
     if (rc)
       gt__rm_dir(tmp);
     else
@@ -245,7 +270,7 @@ static gt_rc gt__agree(const gt_ckpt_sync *sync, gt_rc mine, gt_err *err, const 
  * another shard count or state) is refused here, not by the next load.
  * Every file is opened, not only looked up: on a shared filesystem, an open
  * is what sees another client's closed file (close-to-open consistency). */
-static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, gt_err *err) {
+static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, const cJSON *meta, gt_err *err) {
   DIR *d = opendir(tmp);
   if (!d) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot open '%s': %s", tmp, strerror(errno));
   struct dirent *e;
@@ -280,7 +305,7 @@ static gt_rc gt__check_written(const char *tmp, int S, const cJSON *state, gt_er
     int64_t v;
     if (!(rc = gt__ckpt_int(sh, "rank", r, r, file, "shard", "the shard its name says", &v, err)) &&
         !(rc = gt__ckpt_int(sh, "of", S, S, file, "shard", "this save's shard count", &v, err)) &&
-        !cJSON_Compare(hs, state, 1)) {
+        !(rc = gt__same_writer(meta, "rank 0's save", h, file, err)) && !cJSON_Compare(hs, state, 1)) {
       char *a = hs ? cJSON_PrintUnformatted(hs) : NULL, *b = cJSON_PrintUnformatted(state);
       rc = gt_err_set(err, GT_ERR_ARG,
                       "checkpoint: '%s' holds the state %s, rank 0 saves %s: the ranks did not save one state; not "
@@ -430,10 +455,17 @@ gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float 
       h0 = h;
       /* the state is checked before the other shards are read */
       rc = gt__read_state(cJSON_GetObjectItemCaseSensitive(h0, "state"), file, step, S, &out->state, err);
+      const cJSON *w = cJSON_GetObjectItemCaseSensitive(h0, "writer");
+      const cJSON *id = cJSON_GetObjectItemCaseSensitive(w, "run_id"), *cs = cJSON_GetObjectItemCaseSensitive(w, "config_checksum");
+      if (cJSON_IsString(id)) out->writer.run_id = strtoull(id->valuestring, NULL, 16);
+      if (cJSON_IsString(cs)) out->writer.config_sum = strtoull(cs->valuestring, NULL, 16);
     } else if (!rc) {
       /* every shard of one save holds the same state */
       const cJSON *s0 = cJSON_GetObjectItemCaseSensitive(h0, "state"), *sr = cJSON_GetObjectItemCaseSensitive(h, "state");
-      if (!cJSON_Compare(s0, sr, 1)) {
+      char file0[GT__PATH + 64];
+      snprintf(file0, sizeof file0, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
+      rc = gt__same_writer(h0, file0, h, file, err);
+      if (!rc && !cJSON_Compare(s0, sr, 1)) {
         char *a = cJSON_PrintUnformatted(sr), *b = cJSON_PrintUnformatted(s0);
         rc = gt_err_set(err, GT_ERR_FORMAT,
                         "checkpoint: '%s' holds the state %s, shard 0 holds %s; the shards are not of one save", file,

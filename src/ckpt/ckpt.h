@@ -52,6 +52,15 @@ typedef struct gt_ckpt_state {
   double next_lr;        /* learning rate of the next update (for the log) */
 } gt_ckpt_state;
 
+/* Who wrote a checkpoint: the run's id (made at its start, the same on
+ * every rank) and the checksum of its resolved config
+ * (train/config_agree.h), in each shard's header as "writer". Every shard
+ * of a step directory must carry the same writer, or none (older
+ * checkpoints and tools record none). */
+typedef struct gt_ckpt_writer {
+  uint64_t run_id, config_sum;
+} gt_ckpt_writer;
+
 /* The frozen tensors (model/store.h), which a checkpoint references instead
  * of storing: the checksum of their bytes (gt_model_frozen_sum) and where
  * they come from ("init_weights_seed=N ...", "load_parameters_path=P"). */
@@ -119,10 +128,11 @@ gt_rc gt_ckpt_save_sync(const char *root, const gt_model *layout, const gt_ckpt_
                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
                         gt_err *err);
 /* The same for a layout with frozen tensors: `frozen` is their reference
- * (required then: GT_ERR_ARG without it; ignored when nothing is frozen). */
+ * (required then: GT_ERR_ARG without it; ignored when nothing is frozen);
+ * `writer` (NULL: none recorded) goes into every shard. */
 gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
-                          const gt_ckpt_frozen *frozen, const char *config_json, int compression, int64_t keep,
-                          const gt_ckpt_sync *sync, gt_err *err);
+                          const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer, const char *config_json,
+                          int compression, int64_t keep, const gt_ckpt_sync *sync, gt_err *err);
 
 /* Called with one line for each checkpoint that was refused on the way to a
  * good one ("... ; trying the previous checkpoint"). */
@@ -134,6 +144,7 @@ typedef struct gt_ckpt_loaded {
   char *config_json;  /* the writer's config (malloc'd, may be NULL); free() it */
   int n_refused;      /* newer checkpoints refused on the way */
   gt_ckpt_frozen frozen; /* the frozen tensors' reference (zero when none) */
+  gt_ckpt_writer writer; /* zero when the shards record none */
 } gt_ckpt_loaded;
 
 /* Loads one step directory into full flat buffers of `layout` (mu and nu
@@ -142,7 +153,9 @@ typedef struct gt_ckpt_loaded {
  * (F32), shape and place, each value finite, and each state field against
  * its range (0 <= opt_step <= step, 0 <= data_epoch <= step x the most
  * batches a step reads, data_cursor >= 0, num_devices as the config key,
- * n_shards = the shard files, all shards the same state), refused naming
+ * n_shards = the shard files, all shards the same state and the same
+ * writer: run id and config checksum, so shards of two runs never load as
+ * one checkpoint), refused naming
  * the field, its value and the range. data_cursor's upper bound is the data
  * source's windows: gt_data_seek checks it. The buffers may hold partial
  * data when it fails. */

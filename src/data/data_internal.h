@@ -49,6 +49,8 @@ gt_rc gt__gtok_inflate(const char *path, int fd, const gt__gtok_hdr *h, uint32_t
 typedef struct gt__shard {
   char *path;
   gt__gtok_hdr h;
+  /* the file as it was checked at open: a read finds it the same or stops */
+  int64_t size, mtime_ns, ino, dev;
 } gt__shard;
 
 /* A corpus: tokens in memory (text, JSON Lines) or shards on disk. Token

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/data_internal.h"
@@ -59,6 +60,40 @@ static gt_rc gt__open_text(gt__store *s, const gt_config *c, const char *path, c
 
 /* ---------- token shards ---------- */
 
+static void gt__shard_ident(gt__shard *sh, const struct stat *st) {
+  sh->size = (int64_t)st->st_size;
+  sh->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+  sh->ino = (int64_t)st->st_ino;
+  sh->dev = (int64_t)st->st_dev;
+}
+
+/* The shard's file is the one checked at open: the same file (device and
+ * inode), size and modification time. Anything else (truncated, deleted,
+ * rewritten or replaced) is refused saying so: its tokens are no longer
+ * the ones that were verified. Checked around every read by range. */
+static gt_rc gt__shard_unchanged(const gt__shard *sh, gt_err *err) {
+  struct stat st;
+  if (stat(sh->path, &st))
+    return gt_err_set(err, GT_ERR_IO,
+                      "tokens: '%s' changed after it was checked when the data was opened: it is gone now (%s)",
+                      sh->path, strerror(errno));
+  gt__shard now;
+  gt__shard_ident(&now, &st);
+  if (now.dev != sh->dev || now.ino != sh->ino)
+    return gt_err_set(err, GT_ERR_IO,
+                      "tokens: '%s' changed after it was checked when the data was opened: another file has replaced "
+                      "it",
+                      sh->path);
+  if (now.size != sh->size || now.mtime_ns != sh->mtime_ns)
+    return gt_err_set(err, GT_ERR_IO,
+                      "tokens: '%s' changed after it was checked when the data was opened: %lld bytes modified at "
+                      "%lld.%09lld then, %lld bytes modified at %lld.%09lld now",
+                      sh->path, (long long)sh->size, (long long)(sh->mtime_ns / 1000000000),
+                      (long long)(sh->mtime_ns % 1000000000), (long long)now.size,
+                      (long long)(now.mtime_ns / 1000000000), (long long)(now.mtime_ns % 1000000000));
+  return GT_OK;
+}
+
 static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec, const char *key, gt_err *err) {
   gt__paths p;
   gt_rc rc = gt__paths_expand(spec, key, gt__gtok_exts, &p, err);
@@ -79,6 +114,9 @@ static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec,
     rc = gt__gtok_header(sh->path, fd, &sh->h, err);
     /* every shard is checked once, in bounded memory, before it is used */
     if (!rc) rc = gt__gtok_verify(sh->path, fd, &sh->h, c->vocab_size, err);
+    struct stat st;
+    if (!rc && fstat(fd, &st)) rc = gt_err_set(err, GT_ERR_IO, "tokens: cannot stat '%s': %s", sh->path, strerror(errno));
+    if (!rc) gt__shard_ident(sh, &st);
     close(fd);
     s->shard_tok0[i + 1] = s->shard_tok0[i] + sh->h.n_tokens;
     s->file_tok0[i + 1] = s->shard_tok0[i + 1];
@@ -102,6 +140,13 @@ static gt_rc gt__rec_push(gt__store *s, int64_t *cap, int64_t off, gt_err *err) 
   }
   s->rec[s->n_rec++] = off;
   return GT_OK;
+}
+
+/* Whether any of a row's targets (tokens 1 .. n - 1) is in the loss. */
+static int gt__contributes(const uint32_t *t, int64_t n) {
+  for (int64_t k = 1; k < n; k++)
+    if (!(t[k] & GT__NOLOSS)) return 1;
+  return 0;
 }
 
 static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, const char *key, const gt_encoder *enc,
@@ -141,6 +186,18 @@ static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, 
           break;
         }
         s->n_truncated++;
+      }
+      /* a row's targets are its tokens after the first: a record whose kept
+       * tokens (the first T + 1) hold none in the loss trains nothing, and a
+       * batch of such rows would have no loss at all */
+      if (whole && !gt__contributes(tv.v + at, len < row ? len : row)) {
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: the record keeps no token in the loss (%lld tokens%s, of which the "
+                        "first %lld are kept and all masked out: the prompt fills the sequence); shorten the prompt "
+                        "or raise max_target_length",
+                        p.v[i], (long long)r.line_no, (long long)len, len > row ? ", truncated" : "",
+                        (long long)(len < row ? len : row));
+        break;
       }
       s->n_docs++;
       if (whole && (rc = gt__rec_push(s, &rec_cap, at, err))) break;
@@ -269,14 +326,22 @@ gt_rc gt__store_read(gt__store *s, int64_t off, int64_t n, uint32_t *out, gt_err
     int k = gt__shard_at(s, off);
     int64_t local = off - s->shard_tok0[k], take = s->shard_tok0[k + 1] - off;
     if (take > n) take = n;
-    gt_rc rc;
+    /* before and after: a read that fails, or succeeds with other bytes
+     * (a file rewritten in place), blames the change, not the bytes */
+    gt_rc rc = gt__shard_unchanged(&s->shards[k], err);
+    if (rc) return rc;
     if (s->shards[k].h.flags & 1) {
       const uint32_t *t = NULL;
-      if ((rc = gt__inflated(s, k, &t, err))) return rc;
-      memcpy(out, t + local, (size_t)take * sizeof(uint32_t));
-    } else if ((rc = gt__shard_fd(s, k, err)) || (rc = gt__gtok_pread(s->shards[k].path, s->fd, local, take, out, err))) {
-      return rc;
+      if (!(rc = gt__inflated(s, k, &t, err))) memcpy(out, t + local, (size_t)take * sizeof(uint32_t));
+    } else if (!(rc = gt__shard_fd(s, k, err))) {
+      rc = gt__gtok_pread(s->shards[k].path, s->fd, local, take, out, err);
     }
+    gt_err why;
+    if (gt__shard_unchanged(&s->shards[k], &why)) {
+      if (err) *err = why;
+      return GT_ERR_IO;
+    }
+    if (rc) return rc;
     out += take;
     off += take;
     n -= take;

@@ -62,7 +62,15 @@ void gt_ctx_free(gt_ctx *c) {
 
 const char *gt_ctx_error(const gt_ctx *c) { return c ? c->err.msg : "no context"; }
 
+/* A NULL context has nowhere to keep a message: GT_ERR_ARG alone
+ * (gt_ctx_error(NULL) says "no context"). */
+#define GT__CTX_OR_ARG(c) \
+  do {                    \
+    if (!(c)) return GT_ERR_ARG; \
+  } while (0)
+
 static gt_rc gt__need(gt_ctx *c, int init) {
+  GT__CTX_OR_ARG(c);
   if (!c->configured) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_configure first");
   if (init && !c->initialised) return gt_err_set(&c->err, GT_ERR_ARG, "api: call gt_ctx_init first");
   /* the host-side collectives of this call wait by this context's timeout
@@ -72,9 +80,15 @@ static gt_rc gt__need(gt_ctx *c, int init) {
 }
 
 gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *ov) {
+  GT__CTX_OR_ARG(c);
   gt_err_clear(&c->err);
   gt__release(c);
   c->configured = 0;
+  if (n < 0 || (n > 0 && !ov))
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_configure: %d overrides%s", n,
+                      n < 0 ? " (a count cannot be negative)" : " but the array is NULL");
+  for (int i = 0; i < n; i++)
+    if (!ov[i]) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_configure: override %d of %d is NULL", i, n);
   const char *user = NULL;
   char mn[GT_STR_SHORT + 16];
   const char **all = malloc(sizeof(char *) * (size_t)(n + 1));
@@ -203,6 +217,7 @@ gt_rc gt_ctx_get_int(gt_ctx *c, const char *key, int64_t *value) {
   gt_rc rc;
   const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_get_int", &rc);
   if (!k) return rc;
+  if (!value) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_get_int: no place for key '%s'", key);
   const char *f = (const char *)&c->cfg + k->offset;
   if (k->type == GT_KEY_BOOL)
     *value = *(const int *)f;
@@ -218,6 +233,7 @@ gt_rc gt_ctx_get_double(gt_ctx *c, const char *key, double *value) {
   gt_rc rc;
   const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_get_double", &rc);
   if (!k) return rc;
+  if (!value) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_get_double: no place for key '%s'", key);
   const char *f = (const char *)&c->cfg + k->offset;
   if (k->type == GT_KEY_FLOAT)
     *value = *(const double *)f;
@@ -244,7 +260,7 @@ static gt_rc gt__host_params(gt_ctx *c) {
  * checkpoint, an HF directory or a parameter file; optimizer and data fresh. */
 static gt_rc gt__ctx_restore(gt_ctx *c) {
   if (!c->have_src) return GT_OK;
-  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL, &c->src};
+  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL, &c->src, {0, 0}};
   gt_config cfg = c->cfg;
   cfg.enable_checkpointing = 0; /* a context has no run directory of its own */
   cfg.load_full_state_path[0] = '\0';
@@ -271,7 +287,7 @@ gt_rc gt_ctx_init(gt_ctx *c) {
   return GT_OK;
 }
 
-int64_t gt_ctx_num_params(const gt_ctx *c) { return c->initialised ? c->model.n_params : 0; }
+int64_t gt_ctx_num_params(const gt_ctx *c) { return c && c->initialised ? c->model.n_params : 0; }
 
 /* One trainer step; the metrics are the ones `gemtrain train` logs. */
 static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
@@ -287,6 +303,7 @@ gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
+  if (n < 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_train: %d steps (a count cannot be negative)", n);
   for (int i = 0; i < n; i++)
     if ((rc = gt__step(c, NULL, losses ? &losses[i] : NULL))) return rc;
   return GT_OK;
@@ -345,15 +362,18 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
+  if (!loss) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_eval_tokens: no place for the loss");
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
+  /* no target in the loss: no mean to report (never a NaN) */
+  if (gt_batch_total_weights(&b) == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
   gt_loss_stats st = {0, 0, 0};
   if ((rc = gt_trainer_eval(c->tr, &b, 1, &st, &c->err))) return rc;
-  *loss = st.total_weights ? st.xent_sum / (double)st.total_weights : NAN;
+  *loss = st.xent_sum / (double)st.total_weights;
   return GT_OK;
 }
 
 gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out) {
-  if (!c->has_last) return GT_ERR_ARG;
+  if (!c || !out || !c->has_last) return GT_ERR_ARG;
   *out = c->last;
   return GT_OK;
 }
@@ -363,6 +383,7 @@ gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
+  if (!logits) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_forward_logits: no buffer for the logits");
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 0, &b)) || (rc = gt__host_params(c))) return rc;
   return gt_exec_forward_logits(&c->model, &b, logits, &c->err);
 }
@@ -373,6 +394,7 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
+  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is NULL");
   int64_t n = c->model.n_params;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save %lld parameters", (long long)n);
@@ -387,6 +409,7 @@ gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
+  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is NULL");
   int64_t n = c->model.n_params, step = 0;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);

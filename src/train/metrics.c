@@ -11,7 +11,8 @@ void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
            (long long)s->step, s->seconds, s->tflops_per_s_per_device, s->tokens_per_s_per_device,
            (long long)s->total_weights, s->loss, s->lm_loss, s->perplexity);
   /* metric_logger.py appends the MoE term when num_experts > 1 */
-  if (s->has_moe && w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ", moe_lb_loss: %.6f", s->moe_lb_loss);
+  if (s->has_moe && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", moe_lb_loss: %.6f", s->moe_lb_loss);
+  if (s->no_tokens && w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ", skipped: no tokens in the loss");
 }
 
 /* JSON has no NaN or infinity: a skipped step's values are null */
@@ -39,6 +40,7 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
   fprintf(f, ", \"comm_seconds\": %.6f, \"comm_bytes\": %lld", s->comm_seconds, (long long)s->comm_bytes);
   if (s->ranks > 1) fprintf(f, ", \"comm_bytes_dcn\": %lld", (long long)s->comm_bytes_dcn);
   if (s->skipped) fprintf(f, ", \"skipped\": true");
+  if (s->no_tokens) fprintf(f, ", \"no_tokens\": true");
   if (s->has_eval)
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
             (long long)s->eval_total_weights);

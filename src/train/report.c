@@ -184,7 +184,10 @@ int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf
 }
 
 gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
-  if (sm->skipped)
+  if (sm->no_tokens)
+    gt_report_note(r, "skipped step: %lld, total_weights: 0 (no token in the loss; parameters, optimizer and "
+                      "schedule unchanged)\n", (long long)sm->step);
+  else if (sm->skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                    (long long)sm->step, sm->loss, sm->grad_norm);
   if (r->out) {

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/prof.h"
 #include "decode/decode.h"
 #include "dist/dist.h"
 #include "model/model.h"
+#include "train/config_agree.h"
 #include "train/plan.h"
 #include "train/profiler.h"
 #include "train/report.h"
@@ -153,6 +155,24 @@ static gt_rc gt__agree(gt_rc rc, const char *what, gt_err *err) {
   return gt_dist_agree(rc, &mine, what, err);
 }
 
+/* A run's id: 64 random bits on rank 0 (the clock and pid when there is no
+ * /dev/urandom), shared with every rank; never 0 (0 is "none recorded"). */
+static gt_rc gt__run_id(uint64_t *id, gt_err *err) {
+  uint64_t v = 0;
+  if (gt_dist_rank() == 0) {
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&v, sizeof v, 1, f) != 1) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      v = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid();
+    }
+    if (f) fclose(f);
+    if (!v) v = 1;
+  }
+  *id = v;
+  return gt_dist_size() > 1 ? gt_dist_bcast(id, sizeof *id, 0, "the run's id", err) : GT_OK;
+}
+
 /* The closing text sample, on the host from the gathered parameters. */
 static gt_rc gt__sample(gt_report *r, gt_trainer *tr, gt_model *m, gt_mem *mem, const gt_config *c, gt_err *err) {
   gt_rc rc = gt__agree(gt_model_alloc(m, mem, err), "the sample's parameters", err);
@@ -186,6 +206,22 @@ static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64
                    r->run_dir, tb, (long long)last_saved);
   else
     gt_report_note(r, "wrote %s/config.json, metrics.jsonl%s and loss.svg\n", r->run_dir, tb);
+}
+
+/* The data could not be read (agreed by every rank): the state after
+ * `steps` steps is good, so it is checkpointed, unless it already is,
+ * before the run stops with the read's error; as a signal would stop it. */
+static void gt__data_stop(gt__tstate *ts, gt_report *rep, const char *run_dir, int64_t steps, int64_t last_saved,
+                          const char *what) {
+  if (!ts->cfg->enable_checkpointing || steps == last_saved || steps == 0) return;
+  gt_err e2;
+  if (gt__train_save(ts, run_dir, steps, &e2) == GT_OK)
+    gt_report_note(rep, "the %s data could not be read: saved the state after step %lld before stopping; run the "
+                        "same command again to resume once the data is restored\n",
+                   what, (long long)steps - 1);
+  else
+    gt_report_note(rep, "the %s data could not be read, and the state after step %lld could not be saved: %s\n", what,
+                   (long long)steps - 1, e2.msg);
 }
 
 static int gt__eval_due(const gt_config *c, const gt_data *d, int64_t step) {
@@ -222,6 +258,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
+  /* every rank runs the same resolved configuration, checked before
+   * anything depends on it (a difference would train two half-models or
+   * hang in a collective) */
+  rc = gt__agree(rc, "reading the model source", err);
+  if (!rc) rc = gt_config_agree_ranks(&cfg, &res->config_checksum, err);
+  /* the run's identity, which its checkpoint shards record: rank 0's */
+  uint64_t run_id = 0;
+  if (!rc) rc = gt__run_id(&run_id, err);
   if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, err);
   /* the model source, the config and the plan (which reads this host's free
    * memory) may fail on one rank alone: every rank learns it */
@@ -254,7 +298,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   }
   int64_t start = 0, last_saved = -1;
   int resumed = 0;
-  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL};
+  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL, {run_id, res->config_checksum}};
   /* what the run starts from: its own checkpoint, another run's state or
    * parameters, or the initialisation (nothing here talks to other ranks) */
   if (!(rc = gt_data_open(&data, &cfg, &mem, err)) && !(rc = gt_trainer_create(&tr, &cfg, NULL, err))) {
@@ -273,22 +317,47 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   for (int64_t step = start; step < cfg.steps; step++) {
     gt_step_metrics sm;
     if (o->test_nan_step && *o->test_nan_step == step) gt__trainer_poison_next_step(tr);
-    if ((rc = gt_profiler_step_begin(&prof, tr, step, err)) || (rc = gt_trainer_step_data(tr, &data, &sm, err))) {
+    /* the step's data first, agreed over ranks before any computes: a
+     * failed read (a shard changed under the run) stops every rank after
+     * a checkpoint of the last good step, as a signal would */
+    gt_data_state before = data.st;
+    if ((rc = gt_profiler_step_begin(&prof, tr, step, err))) {
+      res->agreed = 0;
+      goto out;
+    }
+    if ((rc = gt__agree(gt_trainer_load_data(tr, &data, err), "reading the step's data", err))) {
+      data.st = before;
+      gt__data_stop(&ts, &rep, res->run_dir, step, last_saved, "training");
+      goto out;
+    }
+    if ((rc = gt_trainer_step_loaded(tr, &sm, err))) {
       /* a non-finite step is decided from all-reduced values: every rank
        * refuses it alike; any other failure may be this rank's alone */
       res->agreed = rc == GT_ERR_NUMERIC;
       goto out;
     }
-    res->skipped_steps += sm.skipped;
+    res->skipped_steps += sm.skipped && !sm.no_tokens;
+    res->empty_steps += sm.no_tokens;
     if (gt__eval_due(&cfg, &data, step)) {
       double t0 = gt_prof_now();
-      if ((rc = gt_trainer_eval_data(tr, &data, &sm.eval_loss, &sm.eval_total_weights, err))) {
+      if ((rc = gt__agree(gt_trainer_load_eval(tr, &data, err), "reading the eval data", err))) {
+        /* the step itself is good (its report is lost): keep it */
+        gt__data_stop(&ts, &rep, res->run_dir, step + 1, last_saved, "eval");
+        goto out;
+      }
+      if ((rc = gt_trainer_eval_loaded(tr, &sm.eval_loss, &sm.eval_total_weights, err))) {
         res->agreed = 0;
         goto out;
       }
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
-      sm.has_eval = 1;
-      res->last_eval_loss = sm.eval_loss;
+      if (sm.eval_total_weights) {
+        sm.has_eval = 1;
+        res->last_eval_loss = sm.eval_loss;
+      } else {
+        res->empty_evals++;
+        gt_report_note(&rep, "skipped eval after step %lld: no token of the eval batches is in the loss\n",
+                       (long long)step);
+      }
     }
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
@@ -350,6 +419,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
                    res->skipped_steps, res->steps_done - res->start_step);
+  if (res->empty_steps || res->empty_evals)
+    gt_report_note(&rep, "warning: %lld of the %lld steps run and %lld evaluations had no token in the loss and were "
+                         "skipped (every target masked, e.g. use_sft with prompts that fill the row)\n",
+                   res->empty_steps, res->steps_done - res->start_step, res->empty_evals);
   rc = gt_profiler_finish(&prof, tr, pline, sizeof pline, err);
   if ((rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
   if (pline[0]) gt_report_note(&rep, "%s\n", pline);

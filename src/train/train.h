@@ -42,6 +42,9 @@ typedef struct gt_train_result {
   long long peak_memory_bytes;
   long long start_step;    /* > 0 when the run continued from a checkpoint */
   long long skipped_steps; /* non-finite steps skipped (skip_nonfinite_steps) */
+  uint64_t config_checksum; /* of the resolved configuration (train/config_agree.h) */
+  long long empty_steps;   /* steps skipped: no token in the loss */
+  long long empty_evals;   /* evaluations skipped: no token in the loss */
   int interrupted;         /* stopped by *stop after a checkpoint */
   /* On error over MPI ranks: 1 when every rank returned this same error
    * (they agreed on it and can exit normally), 0 when it was this rank's

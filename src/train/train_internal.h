@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "ckpt/ckpt.h"
 #include "hf/model_source.h"
 #include "data/data.h"
 #include "config/config.h"
@@ -19,6 +20,7 @@ typedef struct gt__tstate {
   gt_mem *mem;     /* host memory for assembling full buffers */
   FILE *out;
   gt_model_source *src; /* load_parameters_path, opened (NULL: none) */
+  gt_ckpt_writer writer; /* recorded in every shard it saves (zero: none) */
 } gt__tstate;
 
 /* Opens load_parameters_path (when set) into *src and lets it define cfg's

@@ -112,7 +112,8 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
   gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
-  gt_rc rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, cj, (int)s->cfg->checkpoint_compression,
+  gt_rc rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
+                                 (int)s->cfg->checkpoint_compression,
                                s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);

@@ -25,6 +25,7 @@ struct gt_trainer {
   int64_t step;       /* steps done, skipped ones included */
   gt_flops flops;
   gt_trace *trace;    /* the profiler timeline (NULL: off) */
+  int measure;        /* allocation-only (the plan): no tokens, nothing skipped */
 };
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
@@ -38,6 +39,7 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
   gt_trainer *t = calloc(1, sizeof *t);
   if (!t) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
   t->cfg = *cfg;
+  t->measure = probes != NULL;
   gt_dist_set_timeout(cfg->collective_timeout_seconds);
   gt_mem_init(&t->host);
   t->flops = gt_flops_per_step_per_device(cfg);
@@ -130,11 +132,19 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
   int finite = isfinite(sums.xent_sum) && isfinite(sums.moe_lb);
   gt_adamw_hparams h;
   int apply = gt_optim_prepare(c, t, sqrt(sums.sumsq), finite, &h, &info->update);
+  /* no token of the global batch is in the loss (the count is all-reduced:
+   * every device and rank decides alike): nothing to learn from, and weight
+   * decay or the schedule must not move either */
+  if (sums.total_weights == 0) {
+    apply = 0;
+    info->update.skipped = 1;
+    info->no_tokens = 1;
+  }
   gt_fsdp_comm comm;
   if ((rc = gt_fsdp_update(fs, apply ? gt__apply : NULL, &h, &comm, err))) return rc;
   if (apply) gt_fsdp_set_opt_step(fs, t + 1);
   /* report */
-  /* no tokens (an allocation-only step): no loss */
+  /* no tokens (an empty or allocation-only step): no loss */
   info->loss = sums.total_weights ? sums.xent_sum / (double)sums.total_weights : 0.0;
   info->moe_lb_loss = sums.moe_lb;
   info->total_weights = sums.total_weights;
@@ -175,13 +185,14 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->moe_lb_loss = fi.moe_lb_loss;
   sm->learning_rate = fi.update.lr;
   sm->grad_norm = fi.update.grad_norm;
-  sm->skipped = fi.update.skipped;
+  sm->skipped = fi.update.skipped && !t->measure;
+  sm->no_tokens = fi.no_tokens && !t->measure;
   sm->peak_memory_bytes = gt_trainer_peak_bytes(t);
   sm->comm_seconds = fi.comm_seconds;
   sm->comm_bytes = fi.comm_bytes;
   sm->comm_bytes_dcn = fi.comm_bytes_dcn;
   sm->ranks = (int)gt_config_num_ranks(c);
-  if (sm->skipped && !c->skip_nonfinite_steps)
+  if (sm->skipped && !sm->no_tokens && !c->skip_nonfinite_steps)
     return gt_err_set(err, GT_ERR_NUMERIC,
                       "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
                       "checkpoint (skip_nonfinite_steps=true would skip such steps)",
@@ -209,7 +220,7 @@ static gt_rc gt__copy_batch(gt_trainer *t, gt_batch *dst, gt_data *d, int eval, 
   return GT_OK;
 }
 
-gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
+gt_rc gt_trainer_load_data(gt_trainer *t, gt_data *d, gt_err *err) {
   int ga = (int)t->cfg.gradient_accumulation_steps;
   double t0 = t->trace ? gt_prof_now() : 0.0;
   for (int i = 0; i < ga; i++) {
@@ -217,7 +228,16 @@ gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_er
     if (rc) return rc;
   }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading", "data", t0, gt_prof_now(), "batches", ga, NULL);
-  return gt_trainer_step(t, t->mb, ga, sm, err);
+  return GT_OK;
+}
+
+gt_rc gt_trainer_step_loaded(gt_trainer *t, gt_step_metrics *sm, gt_err *err) {
+  return gt_trainer_step(t, t->mb, (int)t->cfg.gradient_accumulation_steps, sm, err);
+}
+
+gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err) {
+  gt_rc rc = gt_trainer_load_data(t, d, err);
+  return rc ? rc : gt_trainer_step_loaded(t, sm, err);
 }
 
 gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err) {
@@ -229,6 +249,11 @@ gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st
 }
 
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err) {
+  gt_rc rc = gt_trainer_load_eval(t, d, err);
+  return rc ? rc : gt_trainer_eval_loaded(t, loss, total_weights, err);
+}
+
+gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
   gt_data_eval_reset(d);
   double t0 = t->trace ? gt_prof_now() : 0.0;
@@ -237,9 +262,21 @@ gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *tot
     if (rc) return rc;
   }
   if (t->trace) gt_trace_span_arg(gt_trace_host(t->trace), "data loading (eval)", "data", t0, gt_prof_now(), "batches", n, NULL);
+  return GT_OK;
+}
+
+gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err) {
+  int n = (int)t->cfg.eval_steps;
   gt_loss_stats st = {0, 0, 0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (rc) return rc;
+  /* no token in the loss (all-reduced: every rank sees the same 0): no
+   * loss; the caller skips the evaluation instead of reporting NaN */
+  if (st.total_weights == 0) {
+    *loss = 0.0;
+    *total_weights = 0;
+    return GT_OK;
+  }
   *loss = st.xent_sum / (double)st.total_weights;
   *total_weights = st.total_weights;
   return GT_OK;

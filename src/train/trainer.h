@@ -8,7 +8,10 @@
  * reduce-scatter, the global gradient norm, clipping and AdamW on each
  * device's shard; its loss is the LM loss plus the MoE load-balance loss;
  * a step whose loss or gradient norm is not finite updates nothing and is
- * refused (GT_ERR_NUMERIC) unless skip_nonfinite_steps. Metrics are filled
+ * refused (GT_ERR_NUMERIC) unless skip_nonfinite_steps; a step with no
+ * token in its loss (total_weights 0 over the global batch) updates
+ * nothing either (no weight decay, no schedule step) and is counted as
+ * skipped with no_tokens set, never refused. Metrics are filled
  * the same way for everyone.
  *
  * An allocation-only trainer (with probes) runs the same schedule without
@@ -39,6 +42,7 @@ typedef struct gt_mesh_step_info {
   double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
   int64_t total_weights;
   gt_update_info update;  /* global gradient norm, lr, clip scale, skipped */
+  int no_tokens;          /* total_weights was 0: the update was skipped (update.skipped = 1) */
   int64_t comm_bytes;     /* per device, this step (the largest device's) */
   double comm_seconds;    /* per device (max), this step */
   int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks */
@@ -57,12 +61,21 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
 /* The same with the step's gradient_accumulation_steps micro-batches taken
  * from the data source. */
 gt_rc gt_trainer_step_data(gt_trainer *t, gt_data *d, gt_step_metrics *sm, gt_err *err);
+/* The same in two halves: the step's batches from the data source (nothing
+ * is computed: a failure leaves the state as the last step left it), then
+ * the step on them. */
+gt_rc gt_trainer_load_data(gt_trainer *t, gt_data *d, gt_err *err);
+gt_rc gt_trainer_step_loaded(gt_trainer *t, gt_step_metrics *sm, gt_err *err);
 /* One step on the trainer's own zero-filled batches (the plan's step). */
 gt_rc gt_trainer_step_zero(gt_trainer *t, gt_step_metrics *sm, gt_err *err);
 /* Loss sums of global batches without training. */
 gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st, gt_err *err);
-/* eval_steps batches of the data source's held-out part: mean loss and tokens. */
+/* eval_steps batches of the data source's held-out part: mean loss and
+ * tokens; no token in the loss gives total_weights 0 and loss 0 (skip it). */
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err);
+/* The same in two halves: the eval batches, then the loss on them. */
+gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err);
+gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err);
 
 /* Steps done (skipped ones included): the next step's index. Set by a
  * resume together with the state. */

@@ -1,0 +1,251 @@
+/* libgemtrain's entry points (include/gemtrain/gemtrain.h) misused: every
+ * one with a NULL context, negative and NULL counts and buffers, calls in
+ * the wrong order and after an error, and an all-masked batch. Each is
+ * refused with GT_ERR_ARG (a message in gt_ctx_error when there is a
+ * context), never a crash, a write out of bounds or a NaN returned as OK;
+ * and a context that refused a call still works. The sanitizer build
+ * (GT_SANITIZE) runs this suite under AddressSanitizer and UBSan, which is
+ * where a negative override count used to write past its buffer. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemtrain/gemtrain.h"
+#include "gt_testutil.h"
+
+static const char *tiny_ov[] = {"dataset_type=synthetic", "per_device_batch_size=2", "max_target_length=16"};
+
+static gt_ctx *tiny(void) {
+  gt_ctx *c = gt_ctx_new();
+  ck_assert_ptr_nonnull(c);
+  ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
+  return c;
+}
+
+static void has(const gt_ctx *c, const char *want) {
+  ck_assert_msg(strstr(gt_ctx_error(c), want) != NULL, "error '%s' should say '%s'", gt_ctx_error(c), want);
+}
+
+START_TEST(test_null_context) {
+  int32_t tok[2 * 17] = {0};
+  float logits[4];
+  char buf[64];
+  int64_t i64;
+  double d;
+  gt_step_metrics m;
+  const char *ov[] = {"steps=1"};
+  gt_ctx_free(NULL);
+  ck_assert_str_eq(gt_ctx_error(NULL), "no context");
+  ck_assert_int_eq(gt_ctx_configure(NULL, "gemma3-tiny", 1, ov), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set(NULL, "steps", "3"), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get(NULL, "steps", buf, sizeof buf), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_int(NULL, "steps", 3), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_double(NULL, "learning_rate", 0.1), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_int(NULL, "steps", &i64), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_double(NULL, "learning_rate", &d), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_init(NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_num_params(NULL), 0);
+  ck_assert_int_eq(gt_ctx_train(NULL, 1, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_train_tokens(NULL, tok, 2, 16, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_last_metrics(NULL, &m), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(NULL, tok, 2, 16, &d), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_forward_logits(NULL, tok, 1, 1, logits), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_save(NULL, "/nonexistent/x"), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_load(NULL, "/nonexistent/x"), GT_ERR_ARG);
+  /* the two free-standing calls */
+  ck_assert_str_eq(gt_rc_str(GT_ERR_ARG), "bad argument");
+  ck_assert_str_eq(gt_rc_str((gt_rc)12345), "unknown");
+  ck_assert_ptr_nonnull(gt_version());
+}
+END_TEST
+
+/* Before gt_ctx_configure / gt_ctx_init: every call says which comes first. */
+START_TEST(test_out_of_order) {
+  gt_ctx *c = gt_ctx_new();
+  int32_t tok[2 * 17] = {0};
+  float logits[4];
+  char buf[64];
+  int64_t i64;
+  double d;
+  gt_step_metrics m;
+  ck_assert_str_eq(gt_ctx_error(c), "");
+  ck_assert_int_eq(gt_ctx_set(c, "steps", "3"), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
+  ck_assert_int_eq(gt_ctx_get(c, "steps", buf, sizeof buf), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_int(c, "steps", 3), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_double(c, "learning_rate", 0.1), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &i64), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_double(c, "learning_rate", &d), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_init(c), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_num_params(c), 0);
+  ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_train_tokens(c, tok, 2, 16, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, 2, 16, &d), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_forward_logits(c, tok, 1, 1, logits), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_save(c, "/nonexistent/x"), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_load(c, "/nonexistent/x"), GT_ERR_ARG);
+  /* configured, not initialised */
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
+  ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_init first");
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, 2, 16, &d), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_save(c, "/nonexistent/x"), GT_ERR_ARG);
+  gt_ctx_free(c);
+}
+END_TEST
+
+/* Negative and NULL counts and arrays in gt_ctx_configure (a negative count
+ * used to size the override array below its preset entry). */
+START_TEST(test_configure_counts) {
+  gt_ctx *c = gt_ctx_new();
+  const char *ov[] = {"steps=2", NULL};
+  for (int n = -1; n >= -3; n -= 2) {
+    ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", n, ov), GT_ERR_ARG);
+    has(c, "cannot be negative");
+  }
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", -2147483647 - 1, ov), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, NULL, -1, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, NULL), GT_ERR_ARG);
+  has(c, "NULL");
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, ov), GT_ERR_ARG);
+  has(c, "override 1 of 2 is NULL");
+  /* a refused configure leaves the context unconfigured, not half-set */
+  int64_t v;
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_ERR_ARG);
+  /* n = 0 with a NULL array is no override */
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 0, NULL), GT_OK);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, ov), GT_OK);
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_OK);
+  ck_assert_int_eq(v, 2);
+  gt_ctx_free(c);
+}
+END_TEST
+
+/* NULL keys, values and result pointers of the key calls. */
+START_TEST(test_key_arguments) {
+  gt_ctx *c = gt_ctx_new();
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
+  char buf[8];
+  ck_assert_int_eq(gt_ctx_set(c, NULL, "1"), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set(c, "steps", NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get(c, "steps", NULL, 8), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get(c, "steps", buf, 0), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get(c, NULL, buf, sizeof buf), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_get_double(c, "learning_rate", NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_int(c, NULL, 1), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_set_double(c, NULL, 1.0), GT_ERR_ARG);
+  /* a buffer too small: cut, NUL-terminated, refused */
+  ck_assert_int_eq(gt_ctx_get(c, "model_name", buf, 4), GT_ERR_ARG);
+  ck_assert_int_eq(strlen(buf), 3);
+  /* and the context still works */
+  ck_assert_int_eq(gt_ctx_set_int(c, "steps", 7), GT_OK);
+  int64_t v;
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_OK);
+  ck_assert_int_eq(v, 7);
+  ck_assert_str_eq(gt_ctx_error(c), "");
+  gt_ctx_free(c);
+}
+END_TEST
+
+/* Token calls: NULL and negative shapes, out-of-range ids, NULL outputs,
+ * negative step counts; an all-masked batch is refused by both train and
+ * eval (its mean loss is 0 / 0), and a refused call leaves a working
+ * context whose state did not move. */
+START_TEST(test_token_calls) {
+  gt_ctx *c = tiny();
+  enum { B = 2, S = 16 };
+  int32_t tok[B * (S + 1)];
+  for (int i = 0; i < B * (S + 1); i++) tok[i] = 5 + i % 50;
+  float *logits = malloc(sizeof(float) * 4 * 262144);
+  double loss = 0.0, losses[2];
+  ck_assert_int_eq(gt_ctx_train(c, -1, losses), GT_ERR_ARG);
+  has(c, "cannot be negative");
+  ck_assert_int_eq(gt_ctx_train(c, 0, NULL), GT_OK);
+  const int shapes[][2] = {{-1, S}, {B, -1}, {0, S}, {B, 0}, {B, S + 1}, {-2147483647 - 1, S}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    ck_assert_int_eq(gt_ctx_train_tokens(c, tok, shapes[k][0], shapes[k][1], &loss), GT_ERR_ARG);
+    ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, shapes[k][0], shapes[k][1], &loss), GT_ERR_ARG);
+    ck_assert_int_eq(gt_ctx_forward_logits(c, tok, shapes[k][0], shapes[k][1], logits), GT_ERR_ARG);
+  }
+  ck_assert_int_eq(gt_ctx_train_tokens(c, NULL, B, S, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, NULL, B, S, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, B, S, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_forward_logits(c, NULL, 1, S, logits), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_forward_logits(c, tok, 1, S, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_save(c, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_load(c, NULL), GT_ERR_ARG);
+  /* ids outside the vocabulary */
+  tok[3] = -7;
+  ck_assert_int_eq(gt_ctx_train_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
+  has(c, "outside the vocabulary");
+  tok[3] = 1 << 30;
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
+  tok[3] = 8;
+  /* all targets masked: in [batch, seq + 1] rows the targets after the
+   * first are inputs too, so an all-masked batch has seq = 1 */
+  int32_t masked[B * 2] = {5, -1, 6, -1};
+  loss = 123.0;
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  has(c, "masked");
+  ck_assert(loss == 123.0);
+  ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  has(c, "masked");
+  gt_step_metrics m;
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG); /* no step was taken */
+  ck_assert_int_eq(gt_ctx_last_metrics(c, NULL), GT_ERR_ARG);
+  /* after all that, the context trains and evaluates */
+  double e0;
+  ck_assert_msg(gt_ctx_eval_tokens(c, tok, B, S, &e0) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(isfinite(e0) && e0 > 0);
+  ck_assert_msg(gt_ctx_train_tokens(c, tok, B, S, &loss) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(loss == e0); /* the refusals moved nothing: the first step's loss is the untrained eval */
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_OK);
+  ck_assert_int_eq(m.step, 0);
+  ck_assert_str_eq(gt_ctx_error(c), "");
+  free(logits);
+  gt_ctx_free(c);
+}
+END_TEST
+
+/* After a failed init the context is configured but holds no model; after
+ * a failed load it keeps its state. */
+START_TEST(test_after_errors) {
+  gt_ctx *c = gt_ctx_new();
+  const char *bad[] = {"dataset_type=text", "dataset_path=/nonexistent/corpus.txt", "max_target_length=16"};
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, bad), GT_OK);
+  ck_assert_int_ne(gt_ctx_init(c), GT_OK);
+  ck_assert_str_ne(gt_ctx_error(c), "");
+  ck_assert_int_eq(gt_ctx_num_params(c), 0);
+  ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_init first");
+  ck_assert_int_eq(gt_ctx_configure(c, "no-such-model-preset", 0, NULL), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_init(c), GT_ERR_ARG);
+  gt_ctx_free(c);
+  c = tiny();
+  ck_assert_int_ne(gt_ctx_load(c, "/nonexistent/dir/params.safetensors"), GT_OK);
+  ck_assert_str_ne(gt_ctx_error(c), "");
+  double l[1];
+  ck_assert_msg(gt_ctx_train(c, 1, l) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(isfinite(l[0]));
+  gt_ctx_free(c);
+}
+END_TEST
+
+static Suite *misuse_suite(void) {
+  Suite *s = suite_create("api_misuse");
+  TCase *tc = gt_test_tcase(s, "misuse");
+  tcase_add_test(tc, test_null_context);
+  tcase_add_test(tc, test_out_of_order);
+  tcase_add_test(tc, test_configure_counts);
+  tcase_add_test(tc, test_key_arguments);
+  tcase_add_test(tc, test_token_calls);
+  tcase_add_test(tc, test_after_errors);
+  return s;
+}
+
+int main(void) { return gt_test_run_suite(misuse_suite(), 0); }
