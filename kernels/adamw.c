@@ -77,10 +77,8 @@ typedef struct gt__adamw_args {
  * line of floats). */
 static void gt__adamw_member(void *arg, int t, int nt) {
   const gt__adamw_args *a = arg;
-  const int64_t n = a->n, nblk = (n + 15) / 16;
-  const int64_t i0 = nblk * t / nt * 16;
-  int64_t i1 = nblk * (t + 1) / nt * 16;
-  if (i1 > n) i1 = n;
+  int64_t i0, i1;
+  gt_team_split_blocks(a->n, 16, t, nt, &i0, &i1);
   if (i0 < i1) gt__adamw_range(a->p, a->g, a->m, a->v, i0, i1, a->k);
 }
 

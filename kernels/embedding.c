@@ -36,10 +36,8 @@ static void gt__emb_bwd_member(void *p, int t, int nt) {
   const gt__emb_args *a = p;
   const int64_t dim = a->dim, n = a->n;
   const float scale = a->scale;
-  const int64_t nblk = (dim + GT__COL_BLOCK - 1) / GT__COL_BLOCK;
-  const int64_t c0 = nblk * t / nt * GT__COL_BLOCK;
-  int64_t c1 = nblk * (t + 1) / nt * GT__COL_BLOCK;
-  if (c1 > dim) c1 = dim;
+  int64_t c0, c1;
+  gt_team_split_blocks(dim, GT__COL_BLOCK, t, nt, &c0, &c1);
   for (int64_t i = 0; i < n && c0 < c1; i++) {
     float *dst = a->dst + (int64_t)a->tok[i] * dim;
     const float *g = a->src + i * dim;

@@ -106,10 +106,8 @@ static void gt__geglu_bwd_member(void *p, int t, int nt) {
   const gt__geglu_bwd_args *a = p;
   float *dgate = a->dgate, *dup = a->dup;
   const float *dout = a->dout, *gate = a->gate, *up = a->up;
-  const int64_t n = a->n, nblk = (n + 15) / 16;
-  const int64_t i0 = nblk * t / nt * 16;
-  int64_t i1 = nblk * (t + 1) / nt * 16;
-  if (i1 > n) i1 = n;
+  int64_t i0, i1;
+  gt_team_split_blocks(a->n, 16, t, nt, &i0, &i1);
   if (a->set) {
     if (dgate && dup)
       gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 1);

@@ -45,10 +45,8 @@ static void gt__rms_dw_member(void *p, int t, int nt) {
   float *dw = a->out;
   const float *dout = a->dout, *x = a->x, *rstd = a->rs;
   const int64_t rows = a->rows, dim = a->dim;
-  const int64_t nblk = (dim + GT__COL_BLOCK - 1) / GT__COL_BLOCK;
-  const int64_t c0 = nblk * t / nt * GT__COL_BLOCK;
-  int64_t c1 = nblk * (t + 1) / nt * GT__COL_BLOCK;
-  if (c1 > dim) c1 = dim;
+  int64_t c0, c1;
+  gt_team_split_blocks(dim, GT__COL_BLOCK, t, nt, &c0, &c1);
   for (int64_t r = 0; r < rows && c0 < c1; r++) {
     const float rs = rstd[r];
     const float *dr = dout + r * dim, *xr = x + r * dim;

@@ -97,6 +97,17 @@ static inline void gt_team_split(int64_t n, int tid, int nth, int64_t *lo, int64
   *hi = *lo + q + (tid < r);
 }
 
+/* [*lo, *hi): member tid's part of [0, n) in whole blocks of blk elements
+ * (the last block may be short; a part may be empty), so no two members
+ * write into one block (blk floats a cache line, or a kernel's column
+ * block). */
+static inline void gt_team_split_blocks(int64_t n, int64_t blk, int tid, int nth, int64_t *lo, int64_t *hi) {
+  const int64_t nblk = (n + blk - 1) / blk;
+  *lo = nblk * tid / nth * blk;
+  *hi = nblk * (tid + 1) / nth * blk;
+  if (*hi > n) *hi = n;
+}
+
 /* Items handed out one at a time. Set next to 0 before the run (a
  * gt_team_counter in the run's ctx, zero-initialised). Each member takes
  * items until it gets one >= n, so a loop over n items takes n + nth in
