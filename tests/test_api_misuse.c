@@ -29,51 +29,16 @@ static void has(const gt_ctx *c, const char *want) {
   ck_assert_msg(strstr(gt_ctx_error(c), want) != NULL, "error '%s' should say '%s'", gt_ctx_error(c), want);
 }
 
-START_TEST(test_null_context) {
+/* Every call but gt_ctx_configure, on a context that cannot take it (NULL,
+ * or not configured yet): each refused with GT_ERR_ARG. */
+static void every_call_refused(gt_ctx *c) {
   int32_t tok[2 * 17] = {0};
   float logits[4];
   char buf[64];
   int64_t i64;
   double d;
   gt_step_metrics m;
-  const char *ov[] = {"steps=1"};
-  gt_ctx_free(NULL);
-  ck_assert_str_eq(gt_ctx_error(NULL), "no context");
-  ck_assert_int_eq(gt_ctx_configure(NULL, "gemma3-tiny", 1, ov), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_set(NULL, "steps", "3"), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_get(NULL, "steps", buf, sizeof buf), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_set_int(NULL, "steps", 3), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_set_double(NULL, "learning_rate", 0.1), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_get_int(NULL, "steps", &i64), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_get_double(NULL, "learning_rate", &d), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_init(NULL), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_num_params(NULL), 0);
-  ck_assert_int_eq(gt_ctx_train(NULL, 1, NULL), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_train_tokens(NULL, tok, 2, 16, NULL), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_last_metrics(NULL, &m), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_eval_tokens(NULL, tok, 2, 16, &d), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_forward_logits(NULL, tok, 1, 1, logits), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_save(NULL, "/nonexistent/x"), GT_ERR_ARG);
-  ck_assert_int_eq(gt_ctx_load(NULL, "/nonexistent/x"), GT_ERR_ARG);
-  /* the two free-standing calls */
-  ck_assert_str_eq(gt_rc_str(GT_ERR_ARG), "bad argument");
-  ck_assert_str_eq(gt_rc_str((gt_rc)12345), "unknown");
-  ck_assert_ptr_nonnull(gt_version());
-}
-END_TEST
-
-/* Before gt_ctx_configure / gt_ctx_init: every call says which comes first. */
-START_TEST(test_out_of_order) {
-  gt_ctx *c = gt_ctx_new();
-  int32_t tok[2 * 17] = {0};
-  float logits[4];
-  char buf[64];
-  int64_t i64;
-  double d;
-  gt_step_metrics m;
-  ck_assert_str_eq(gt_ctx_error(c), "");
   ck_assert_int_eq(gt_ctx_set(c, "steps", "3"), GT_ERR_ARG);
-  has(c, "gt_ctx_configure first");
   ck_assert_int_eq(gt_ctx_get(c, "steps", buf, sizeof buf), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_set_int(c, "steps", 3), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_set_double(c, "learning_rate", 0.1), GT_ERR_ARG);
@@ -88,6 +53,30 @@ START_TEST(test_out_of_order) {
   ck_assert_int_eq(gt_ctx_forward_logits(c, tok, 1, 1, logits), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_save(c, "/nonexistent/x"), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_load(c, "/nonexistent/x"), GT_ERR_ARG);
+}
+
+START_TEST(test_null_context) {
+  const char *ov[] = {"steps=1"};
+  gt_ctx_free(NULL);
+  ck_assert_str_eq(gt_ctx_error(NULL), "no context");
+  ck_assert_int_eq(gt_ctx_configure(NULL, "gemma3-tiny", 1, ov), GT_ERR_ARG);
+  every_call_refused(NULL);
+  /* the two free-standing calls */
+  ck_assert_str_eq(gt_rc_str(GT_ERR_ARG), "bad argument");
+  ck_assert_str_eq(gt_rc_str((gt_rc)12345), "unknown");
+  ck_assert_ptr_nonnull(gt_version());
+}
+END_TEST
+
+/* Before gt_ctx_configure / gt_ctx_init: every call says which comes first. */
+START_TEST(test_out_of_order) {
+  gt_ctx *c = gt_ctx_new();
+  int32_t tok[2 * 17] = {0};
+  double d;
+  ck_assert_str_eq(gt_ctx_error(c), "");
+  ck_assert_int_eq(gt_ctx_set(c, "steps", "3"), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
+  every_call_refused(c);
   /* configured, not initialised */
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
   ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
