@@ -139,3 +139,9 @@ int gt_json_float_text(double v, char *buf, size_t n) {
   if (!strpbrk(buf, ".eE")) strcat(buf, ".0"); /* at most 25 characters so far */
   return 0;
 }
+
+uint64_t gt_fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}

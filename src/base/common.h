@@ -36,5 +36,11 @@ int gt_json_float_text(double v, char *buf, size_t n);
 /* splitmix64: the next 64 random bits of a seeded stream (state advances).
  * The one generator behind initialisation, data order and sampling. */
 uint64_t gt_splitmix64(uint64_t *state);
+/* FNV-1a (64-bit) of n bytes, continuing from h (start with GT_FNV1A_INIT):
+ * the one hash behind the tokenizer's tables, the frozen tensors' checksum
+ * and the configuration checksum the ranks and checkpoint shards compare.
+ * An identity, not a defence against a forger. */
+#define GT_FNV1A_INIT 0xcbf29ce484222325ull
+uint64_t gt_fnv1a(uint64_t h, const void *p, size_t n);
 
 #endif

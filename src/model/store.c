@@ -115,11 +115,4 @@ void gt_store_mask_free(gt_store_mask *mk) {
   free(mk);
 }
 
-uint64_t gt_store_sum(uint64_t h, const float *x, int64_t n) {
-  const unsigned char *p = (const unsigned char *)x;
-  for (int64_t i = 0; i < n * (int64_t)sizeof(float); i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t gt_store_sum(uint64_t h, const float *x, int64_t n) { return gt_fnv1a(h, x, (size_t)n * sizeof(float)); }

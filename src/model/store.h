@@ -81,7 +81,7 @@ void gt_store_mask_free(gt_store_mask *mk);
 /* FNV-1a (64-bit) of n float32 values' bytes, continuing from h (start
  * with GT_STORE_SUM_INIT): the checksum a checkpoint keeps of the frozen
  * bytes it does not store. */
-#define GT_STORE_SUM_INIT 0xcbf29ce484222325ull
+#define GT_STORE_SUM_INIT GT_FNV1A_INIT
 uint64_t gt_store_sum(uint64_t h, const float *x, int64_t n);
 
 #ifdef __cplusplus

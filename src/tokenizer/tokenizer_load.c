@@ -9,11 +9,7 @@
 
 #include "tokenizer/tokenizer_int.h"
 
-uint64_t gt__tok_hash(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
+uint64_t gt__tok_hash(const char *s, size_t n) { return gt_fnv1a(GT_FNV1A_INIT, s, n); }
 
 static uint32_t gt__pow2_above(uint64_t n) {
   uint32_t c = 16;

@@ -34,20 +34,6 @@ char *gt_config_agreed_text(const gt_config *cfg) {
   return s;
 }
 
-static uint64_t gt__fnv1a(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-uint64_t gt_config_checksum(const gt_config *cfg) {
-  char *t = gt_config_agreed_text(cfg);
-  if (!t) return 0;
-  uint64_t h = gt__fnv1a(t);
-  free(t);
-  return h;
-}
-
 /* The value of `key` in a "key=value\n" text (NULL if absent); *len its length. */
 static const char *gt__value_of(const char *text, const char *key, size_t *len) {
   size_t kl = strlen(key);
@@ -85,7 +71,7 @@ static void gt__diff(const char *mine0, const char *other, int r, char *out, siz
 gt_rc gt_config_agree_ranks(const gt_config *cfg, uint64_t *checksum, gt_err *err) {
   char *text = gt_config_agreed_text(cfg);
   /* every rank takes part in every collective below, even without memory */
-  uint64_t h = text ? gt__fnv1a(text) : 0;
+  uint64_t h = text ? gt_fnv1a(GT_FNV1A_INIT, text, strlen(text)) : 0;
   if (checksum) *checksum = h;
   int R = gt_dist_size();
   if (R == 1) {

@@ -22,9 +22,6 @@ int gt_config_key_rank_local(const char *key);
 /* "key=value\n" for every compared key, in key order (malloc; NULL without
  * memory). */
 char *gt_config_agreed_text(const gt_config *cfg);
-/* FNV-1a 64 of gt_config_agreed_text: the configuration's checksum (also
- * what a checkpoint shard records). 0 without memory. */
-uint64_t gt_config_checksum(const gt_config *cfg);
 /* Collective over ranks (every rank calls it at the same point; with one
  * rank it only computes the checksum): GT_ERR_CONFIG when any rank's
  * compared keys differ from rank 0's, the same message on every rank:
