@@ -184,6 +184,26 @@ static const gt_key_spec gt__keys[] = {
      "POSIX extended regular expressions separated by spaces (a JSON list is joined): a parameter trains when one "
      "matches somewhere in its name (e.g. 'layers.3.self_attn.q_proj.weight'); the others are frozen: no gradient, no "
      "optimizer state, not stored in checkpoints (docs/parameter-store.md). Empty: everything trains"},
+    /* low-rank adapters */
+    {"enable_lora", GT_KEY_BOOL, F(enable_lora), 0, 1, NULL,
+     "train low-rank adapters (LoRA) beside the projections lora_module_path chooses; the base model is frozen "
+     "except what trainable_parameters_mask names (docs/fine-tuning.md)"},
+    {"lora_rank", GT_KEY_INT, F(lora_rank), 1, 65536, NULL, "the adapters' rank r: A is [r, in], B is [out, r]"},
+    {"lora_alpha", GT_KEY_FLOAT, F(lora_alpha), 0, 1e9, NULL,
+     "the adapters' output is scaled by lora_alpha / lora_rank (lora_use_rslora: / sqrt(lora_rank))"},
+    {"lora_use_rslora", GT_KEY_BOOL, F(lora_use_rslora), 0, 1, NULL,
+     "rank-stabilised scale lora_alpha / sqrt(lora_rank), as PEFT's use_rslora"},
+    {"lora_module_path", GT_KEY_STR, F(lora_module_path), 0, 0, NULL,
+     "POSIX extended regular expression over parameter names (e.g. 'layers.3.self_attn.q_proj.weight'): the "
+     "projections that get adapters"},
+    {"lora_dropout", GT_KEY_FLOAT, F(lora_dropout), 0, 0.999, NULL,
+     "dropout on the adapters' input (training only; seeded, so runs repeat)"},
+    {"lora_weight_qtype", GT_KEY_ENUM, F(lora_weight_qtype), 0, 0, "float32|bfloat16|int8|nf4",
+     "storage of the frozen base's matrices: float32, bfloat16, int8 (absmax per output channel) or nf4 (QLoRA's "
+     "4-bit NormalFloat, absmax per block of 64)"},
+    {"lora_restore_path", GT_KEY_STR, F(lora_restore_path), 0, 0, NULL,
+     "a Hugging Face PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to start the adapters "
+     "from (MaxText's hf_lora_adapter_path)"},
     /* data */
     {"dataset_type", GT_KEY_ENUM, F(dataset_type), 0, 0, "synthetic|text|tokens|jsonl",
      "synthetic (uniform ids, as MaxText), text (one UTF-8 file, one document), tokens (gemtrain .gtok shards), "
@@ -281,7 +301,14 @@ _Static_assert(sizeof gt__keys / sizeof gt__keys[0] <= GT_CONFIG_MAX_KEYS,
 int gt_config_num_keys(void) { return GT__NKEYS; }
 const gt_key_spec *gt_config_key_at(int i) { return i >= 0 && i < GT__NKEYS ? &gt__keys[i] : NULL; }
 
+/* Other names a key is known by elsewhere (MaxText's), read as the key. */
+static const char *const gt__aliases[][2] = {
+    {"hf_lora_adapter_path", "lora_restore_path"},
+};
+
 const gt_key_spec *gt_config_key(const char *name) {
+  for (size_t a = 0; a < sizeof gt__aliases / sizeof gt__aliases[0]; a++)
+    if (!strcmp(name, gt__aliases[a][0])) name = gt__aliases[a][1];
   for (int i = 0; i < GT__NKEYS; i++)
     if (strcmp(gt__keys[i].name, name) == 0) return &gt__keys[i];
   return NULL;

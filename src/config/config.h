@@ -110,6 +110,15 @@ typedef struct gt_config {
   double adam_weight_decay;
   double gradient_clipping_threshold;
   char trainable_parameters_mask[GT_STR_PATH];
+  /* low-rank adapters (docs/fine-tuning.md) */
+  int enable_lora;
+  long long lora_rank;
+  double lora_alpha;
+  int lora_use_rslora;
+  char lora_module_path[GT_STR_PATH];
+  double lora_dropout;
+  char lora_weight_qtype[GT_STR_SHORT]; /* float32 | bfloat16 | int8 | nf4: the frozen base's storage */
+  char lora_restore_path[GT_STR_PATH];  /* a PEFT adapter directory to start from */
   /* data */
   char dataset_type[GT_STR_SHORT];
   char dataset_path[GT_STR_PATH];
