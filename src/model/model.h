@@ -88,6 +88,9 @@ typedef struct gt_layer_desc {
    * the trainable tensors lead the block, train_count elements in all */
   unsigned char frozen[GT_P_NSLOTS];
   int64_t train_count;
+  /* each slot's storage (gt_store_dtype; kernels/quant.h's gt_qtype has the
+   * same values): GT_STORE_F32 unless a frozen base is stored quantized */
+  unsigned char qtype[GT_P_NSLOTS];
 } gt_layer_desc;
 
 typedef struct gt_rope_desc {
