@@ -17,7 +17,7 @@
  * same formats for the parameter store.
  *
  * Products dequantize where the GEMM packs its weight operand: no full-size
- * float copy of a weight is ever made. Contract (tests/test_quant.c): a
+ * float copy of a weight is ever made. Contract: a
  * product with a quantized W has the same bits as gt_sgemm (gt_qbgemm:
  * gt_bgemm) on the dequantized float matrix. */
 #ifndef GEMTRAIN_KERNELS_QUANT_H
