@@ -102,8 +102,11 @@ typedef struct gt_tensor_info {
   char name[96];     /* Hugging Face name without the "model." prefix */
   int ndim;
   int64_t shape[4];
-  int64_t offset;    /* element offset into the flat buffer */
-  int64_t numel;
+  int64_t offset;    /* word offset into the flat buffer */
+  int64_t numel;     /* elements (the logical size) */
+  int64_t words;     /* 4-byte words it occupies in the flat buffer: numel for
+                      * float32, kernels/quant.h's gt_q_words when stored
+                      * quantized (offsets, units and n_params count words) */
   int layer;         /* -1 for embedding and final norm */
   /* the store (store.h) */
   gt_store_dtype dtype;
@@ -175,7 +178,7 @@ typedef struct gt_model {
   /* layout */
   int n_tensors;
   gt_tensor_info *tensors;
-  int64_t n_params;
+  int64_t n_params;   /* words of the flat buffer: the parameter count while every tensor is float32 */
   /* the store: elements that train (the rest is frozen), and of them the
    * head unit's (its leading ones) */
   int64_t n_trainable, head_train_count;
