@@ -132,8 +132,13 @@ static void gt__qgemm_with(gt__gemm_fn gemm, int transW, int64_t M, int64_t N, i
   if (nb < 16) nb = 16;
   if (nb > N) nb = N;
   float *panel = malloc((size_t)(nb * (K > 0 ? K : 1)) * sizeof(float));
-  if (!panel) { /* no room for a panel: the reference's sums, slower, never wrong */
-    gt_qgemm_ref(transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  if (!panel) { /* no room for a panel: plain sums, slower, never wrong */
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < K; k++) s += A[i * lda + k] * gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
+        C[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
+      }
     return;
   }
   for (int64_t j0 = 0; j0 < N; j0 += nb) {

@@ -189,6 +189,8 @@ typedef struct gt_model {
    * [ple_dim]; offsets -1 without PLE */
   int64_t ple_dim, ple_vocab;
   int64_t ple_embed_offset, ple_proj_offset, ple_norm_offset;
+  /* the head unit's matrices' storage (gt_store_dtype; see the layers' qtype) */
+  unsigned char embed_qtype, ple_embed_qtype, ple_proj_qtype;
   /* storage (NULL until gt_model_alloc) */
   gt_mem *mem;
   float *params;
