@@ -187,7 +187,7 @@ static const gt_key_spec gt__keys[] = {
     /* low-rank adapters */
     {"enable_lora", GT_KEY_BOOL, F(enable_lora), 0, 1, NULL,
      "train low-rank adapters (LoRA) beside the projections lora_module_path chooses; the base model is frozen "
-     "except what trainable_parameters_mask names (docs/fine-tuning.md)"},
+     "except what trainable_parameters_mask names"},
     {"lora_rank", GT_KEY_INT, F(lora_rank), 1, 65536, NULL, "the adapters' rank r: A is [r, in], B is [out, r]"},
     {"lora_alpha", GT_KEY_FLOAT, F(lora_alpha), 0, 1e9, NULL,
      "the adapters' output is scaled by lora_alpha / lora_rank (lora_use_rslora: / sqrt(lora_rank))"},

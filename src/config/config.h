@@ -110,7 +110,7 @@ typedef struct gt_config {
   double adam_weight_decay;
   double gradient_clipping_threshold;
   char trainable_parameters_mask[GT_STR_PATH];
-  /* low-rank adapters (docs/fine-tuning.md) */
+  /* low-rank adapters over a frozen base */
   int enable_lora;
   long long lora_rank;
   double lora_alpha;

@@ -29,9 +29,10 @@ static void gt__add_tensor3(gt_model *m, int64_t *cursor, int layer, const char 
   t->shape[1] = ndim > 1 ? s1 : 1;
   t->shape[2] = ndim > 2 ? s2 : 1;
   t->numel = t->shape[0] * t->shape[1] * t->shape[2];
+  t->words = t->numel;
   t->offset = *cursor;
   t->layer = layer;
-  *cursor += t->numel;
+  *cursor += t->words;
 }
 
 static void gt__add_tensor(gt_model *m, int64_t *cursor, int layer, const char *name, int ndim, int64_t s0,
@@ -201,7 +202,7 @@ static gt_rc gt__place(gt_model *m, gt_err *err) {
         gt_tensor_info *t = &m->tensors[i];
         if ((int)t->role != pass) continue;
         t->offset = cur;
-        cur += t->numel;
+        cur += t->words;
         if (t->role != GT_ROLE_TRAINABLE) continue;
         if (t->layer < 0) m->head_train_count += t->numel;
         else m->layers[t->layer].train_count += t->numel;

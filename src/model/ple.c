@@ -55,7 +55,7 @@ static void gt__mix_part(void *arg, int64_t n0, int64_t n1) {
 static void gt__project(const gt_model *m, const float *hp, const float *x0, int64_t N, float *ctx) {
   int64_t LP = m->n_layers * m->ple_dim;
   const float *Wp = hp + m->ple_proj_offset;
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, ctx, x0, Wp, N, m->d, LP));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, ctx, x0, (gt__weight){Wp, m->ple_proj_qtype}, N, m->d, LP));
   gt__scale(ctx, N * LP, gt__proj_scale(m));
   gt__act_round(m, ctx, N * LP);
 }
@@ -113,7 +113,7 @@ gt_rc gt__ple_backward(const gt_model *m, const float *hp, float *hg, const floa
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dctx, gN, NULL, dple, ctx, rstd, hp + no, rows,
                                                                    (int)m->ple_dim, m->norm_offset, 0));
   gt__scale(dctx, N * LP, gt__proj_scale(m));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx0, gP, dctx, x0, hp + po, N, m->d, LP));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx0, gP, dctx, x0, (gt__weight){hp + po, m->ple_proj_qtype}, N, m->d, LP));
 done:
   gt_mem_free(m->mem, ctx);
   gt_mem_free(m->mem, dctx);
