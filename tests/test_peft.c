@@ -25,6 +25,7 @@
 #include "hf/hf.h"
 #include "hf/model_source.h"
 #include "hf/peft.h"
+#include "kernels/quant.h"
 #include "gt_testutil.h"
 
 /* ---- a model with adapters ---- */
@@ -70,7 +71,7 @@ static void add_adapters(gt_model *m, const gt_config *c) {
       t->shape[0] = k ? base.shape[0] : r;
       t->shape[1] = k ? r : base.shape[1];
       t->shape[2] = 1;
-      t->numel = t->shape[0] * t->shape[1];
+      t->numel = t->words = t->shape[0] * t->shape[1];
       t->offset = cur;
       t->layer = base.layer;
       cur += t->numel;
@@ -596,6 +597,82 @@ START_TEST(test_export_merged) {
 }
 END_TEST
 
+/* A frozen base stored quantized (nf4, int8, bfloat16) is exported as the
+ * values the model computes with, its adapters merged into them:
+ * dequantize(W) + scale * B A. The test moves one adapted projection and
+ * one plain one to quantized storage at the end of the flat buffer. */
+START_TEST(test_export_quantized_base) {
+  const gt_qtype types[] = {GT_Q_NF4, GT_Q_INT8, GT_Q_BF16};
+  for (int qi = 0; qi < 3; qi++) {
+    gt_mem mem;
+    gt_mem_init(&mem);
+    gt_model m;
+    gt_config c;
+    char mn[64] = "model_name=gemma3-tiny";
+    const char *ov[] = {mn, "lora_module_path=self_attn\\.q_proj", "lora_rank=2", "lora_alpha=24"};
+    gt_test_config(&c, 4, ov);
+    c.enable_lora = 1;
+    gt_test_model_build(&m, &c);
+    if (!gt_peft_count(&m)) add_adapters(&m, &c);
+    const char *qn[2] = {"layers.1.self_attn.q_proj.weight", "layers.1.mlp.up_proj.weight"};
+    for (int k = 0; k < 2; k++) {
+      gt_tensor_info *t = (gt_tensor_info *)gt_model_find_tensor(&m, qn[k]);
+      t->dtype = (gt_store_dtype)types[qi];
+      t->words = gt_q_words(types[qi], t->shape[0], t->shape[1]);
+      t->offset = m.n_params;
+      m.n_params += t->words;
+    }
+    gt_err e;
+    ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
+    uint64_t st = 50 + qi;
+    gt_test_fill(m.params, m.n_params, &st, -0.5f, 0.5f);
+    float *deq[2];
+    for (int k = 0; k < 2; k++) {
+      const gt_tensor_info *t = gt_model_find_tensor(&m, qn[k]);
+      float *src = gt_test_alloc_fill(t->numel, &st, -1, 1);
+      gt_quantize(types[qi], src, t->shape[0], t->shape[1], m.params + t->offset);
+      deq[k] = malloc((size_t)t->numel * sizeof(float));
+      gt_qweight q = gt_qweight_at(types[qi], m.params + t->offset, t->shape[0], t->shape[1]);
+      gt_dequantize_rows_ref(&q, 0, t->shape[0], deq[k]);
+      free(src);
+    }
+    char tag[16];
+    snprintf(tag, sizeof tag, "q%d", qi);
+    char *dir = gt_test_dir_path(tag);
+    gt_hf_export_opts o = gt_hf_export_defaults();
+    o.dtype = GT_DT_F32;
+    ck_assert_msg(gt_hf_export(&m, &c, dir, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    gt_st_set set;
+    ck_assert_msg(gt_st_set_open(&set, dir, &e) == GT_OK, "%s", e.msg);
+    for (int k = 0; k < 2; k++) {
+      const gt_tensor_info *t = gt_model_find_tensor(&m, qn[k]), *a, *b;
+      char full[200];
+      snprintf(full, sizeof full, "model.%s", qn[k]);
+      float *got = gt_test_st_f32(&set.files[0], full, t->numel);
+      gt_peft_pair(&m, t, &a, &b);
+      ck_assert((a != NULL) == (k == 0));
+      if (a) {
+        int64_t O = t->shape[0], I = t->shape[1];
+        for (int64_t oo = 0; oo < O; oo++)
+          for (int64_t ii = 0; ii < I; ii++) {
+            double s2 = 0;
+            for (int64_t r = 0; r < 2; r++)
+              s2 += (double)m.params[b->offset + oo * 2 + r] * m.params[a->offset + r * I + ii];
+            ck_assert(got[oo * I + ii] == (float)(deq[k][oo * I + ii] + 12.0 * s2));
+          }
+      } else {
+        ck_assert(gt_test_same_bits(got, deq[k], t->numel));
+      }
+      free(got);
+      free(deq[k]);
+    }
+    gt_st_set_close(&set);
+    free(dir);
+    gt_model_free(&m);
+  }
+}
+END_TEST
+
 /* An HF directory loads into a model with adapters: the base from the
  * file, the adapters left as they were (their initialisation's). */
 START_TEST(test_import_skips_adapters) {
@@ -781,6 +858,7 @@ int main(void) {
   tcase_add_test(tc, test_refuse_tensors);
   tcase_add_test(tc, test_merge_one);
   tcase_add_test(tc, test_export_merged);
+  tcase_add_test(tc, test_export_quantized_base);
   tcase_add_test(tc, test_import_skips_adapters);
   tcase_add_test(tc, test_source_restore);
   tcase_add_test(tc, test_extras);

@@ -10,6 +10,7 @@
 
 #include "hf/hf.h"
 #include "hf/peft.h"
+#include "kernels/quant.h"
 
 /* Where the text decoder's tensors live: Gemma3ForCausalLM, then the
  * multimodal checkpoints as current transformers saves them, then as the
@@ -47,7 +48,6 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     if (!padded)
       return gt_err_set(err, GT_ERR_NOMEM, "hf: no memory for the padded %lld x %lld embedding", (long long)rows,
                         (long long)m->d);
-    memcpy(padded, m->params + m->embed_offset, (size_t)(m->vocab * m->d) * sizeof(float));
   }
   /* HF's Gemma 4 layers all carry a layer_scalar buffer; a model that does
    * not train it writes the constant it multiplies by. */
@@ -67,24 +67,28 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     const gt_tensor_info *t = &m->tensors[i];
     /* an HF checkpoint has no adapters: they are merged into their base */
     if (gt_peft_is_adapter(t->name, NULL, 0, NULL)) continue;
-    if (t->dtype != GT_STORE_F32) {
-      rc = gt_err_set(err, GT_ERR_ARG,
-                      "hf: tensor '%s' is stored as %s; this build exports float32 storage only (convert the run "
-                      "with lora_weight_qtype=float32)",
-                      t->name, gt_store_dtype_name(t->dtype));
-      goto out;
-    }
     const float *data = m->params + t->offset;
     const gt_tensor_info *ta, *tb;
     gt_peft_pair(m, t, &ta, &tb);
-    if (ta) {
+    if (ta || t->dtype != GT_STORE_F32) {
       float *x = gt_mem_alloc_uninit(m->mem, GT_MEM_OTHER, (size_t)t->numel * sizeof(float));
       if (!x) {
-        rc = gt_err_set(err, GT_ERR_NOMEM, "hf: no memory to merge the adapters of '%s'", t->name);
+        rc = gt_err_set(err, GT_ERR_NOMEM, "hf: no memory for a float32 copy of '%s'", t->name);
         goto out;
       }
       tmp[n_tmp++] = x;
-      memcpy(x, data, (size_t)t->numel * sizeof(float));
+      if (t->dtype == GT_STORE_F32) {
+        memcpy(x, data, (size_t)t->numel * sizeof(float));
+      } else {
+        /* a frozen base stored quantized: the values the model computes with */
+        int64_t cols = t->shape[t->ndim - 1], rows = t->numel / cols;
+        gt_qweight q = gt_qweight_at((gt_qtype)t->dtype, data, rows, cols);
+        gt_dequantize_rows(&q, 0, rows, x);
+      }
+      data = x;
+    }
+    if (ta) {
+      float *x = (float *)data;
       gt_peft_merge_one(x, m->params + ta->offset, m->params + tb->offset, t->shape[0], t->shape[1], ta->shape[0],
                         scale);
       data = x;
@@ -97,6 +101,7 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     for (int d = 0; d < t->ndim; d++) w[n].shape[d] = t->shape[d];
     w[n].data = data;
     if (t->offset == m->embed_offset && padded) {
+      memcpy(padded, data, (size_t)(m->vocab * m->d) * sizeof(float));
       w[n].shape[0] = rows;
       w[n].data = padded;
     }

@@ -374,7 +374,7 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
       if (rc == GT_OK) {
         free(ld.config_json);
         for (int i = 0; i < m->n_tensors; i++)
-          memcpy(params + m->tensors[i].offset, tmp + km.tensors[i].offset, (size_t)m->tensors[i].numel * sizeof(float));
+          memcpy(params + m->tensors[i].offset, tmp + km.tensors[i].offset, (size_t)m->tensors[i].words * sizeof(float));
       }
       free(tmp);
       free(fnames);
