@@ -24,6 +24,7 @@
 #include "ckpt/safetensors.h"
 #include "hf/hf.h"
 #include "hf/model_source.h"
+#include "exec/exec.h"
 #include "hf/peft.h"
 #include "kernels/quant.h"
 #include "gt_testutil.h"
@@ -776,6 +777,105 @@ START_TEST(test_source_restore) {
 }
 END_TEST
 
+/* ---- logits ---- */
+
+static float *logits_of(gt_model *m, int T) {
+  int32_t ids[32], tg[32], pos[32];
+  for (int t = 0; t < T; t++) ids[t] = (int32_t)((t * 37 + 11) % m->vocab), tg[t] = -1, pos[t] = t;
+  gt_batch b = {1, T, ids, tg, pos, NULL};
+  float *lg = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
+  gt_err e;
+  ck_assert_msg(gt_exec_forward_logits(m, &b, lg, &e) == GT_OK, "%s", e.msg);
+  return lg;
+}
+
+/* The model's forward with adapters (B not zero), against (1) the same
+ * model read back from its PEFT directory over its HF base: the same
+ * logits bit for bit, and (2) the merged HF export loaded as a plain model:
+ * the same logits to float32 rounding. Gemma 3 and Gemma 4 (PLE). Needs a
+ * model builder that lays out the adapters enable_lora asks for (their
+ * forward is the model's): with one that does not, there is nothing to
+ * compare and the test says so. */
+START_TEST(test_logits) {
+  const char *models[] = {"gemma3-tiny", "gemma4-tiny-ple"};
+  for (int k = 0; k < 2; k++) {
+    gt_mem mem;
+    gt_mem_init(&mem);
+    gt_config c;
+    char mn[64];
+    snprintf(mn, sizeof mn, "model_name=%s", models[k]);
+    const char *ov[] = {mn, "enable_lora=true", "lora_rank=3", "lora_alpha=6", "max_target_length=16",
+                        "lora_module_path=self_attn\\.(q|v|o)_proj|mlp\\.(gate|down)_proj|per_layer_projection"};
+    gt_test_config(&c, 6, ov);
+    gt_model m;
+    gt_test_model_build(&m, &c);
+    if (!gt_peft_count(&m)) {
+      fprintf(stderr, "test_logits: the model builder makes no adapters in this build: nothing to compare\n");
+      gt_model_free(&m);
+      return;
+    }
+    gt_err e;
+    ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
+    gt_model_init_params(&m, 7, 1.0);
+    uint64_t st = 90 + k;
+    for (int i = 0; i < m.n_tensors; i++) /* adapters that change the output */
+      if (gt_peft_is_adapter(m.tensors[i].name, NULL, 0, NULL))
+        gt_test_fill(m.params + m.tensors[i].offset, m.tensors[i].numel, &st, -0.3f, 0.3f);
+    float *want = logits_of(&m, 12);
+    /* the base alone (B = 0) as an HF directory, the adapters as a PEFT one */
+    char *hf = gt_test_dir_path(k ? "lg_hf4" : "lg_hf"), *pd = gt_test_dir_path(k ? "lg_peft4" : "lg_peft"),
+         *mg = gt_test_dir_path(k ? "lg_merged4" : "lg_merged");
+    gt_hf_export_opts o = gt_hf_export_defaults();
+    o.dtype = GT_DT_F32;
+    ck_assert_msg(gt_peft_write(&m, m.params, &c, NULL, pd, NULL, &e) == GT_OK, "%s", e.msg);
+    ck_assert_msg(gt_hf_export(&m, &c, mg, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    float *keep = gt_test_copy(m.params, m.n_params);
+    for (int i = 0; i < m.n_tensors; i++)
+      if (gt_peft_is_adapter(m.tensors[i].name, NULL, 0, NULL))
+        memset(m.params + m.tensors[i].offset, 0, (size_t)m.tensors[i].numel * sizeof(float));
+    ck_assert_msg(gt_hf_export(&m, &c, hf, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    free(keep);
+    /* the adapters matter: without them the logits are far from these */
+    float *base = logits_of(&m, 12);
+    ck_assert_msg(gt_test_scaled_err(base, want, 12 * m.vocab) > 1e-3, "%s: the adapters change nothing", models[k]);
+    free(base);
+    /* (1) HF base + lora_restore_path through the model source */
+    char lp[1100];
+    snprintf(lp, sizeof lp, "lora_restore_path=%s", pd);
+    const char *ov2[] = {mn, lp, "max_target_length=16"};
+    gt_config c2;
+    gt_test_config(&c2, 3, ov2);
+    gt_model_source src;
+    ck_assert_msg(gt_model_source_open(hf, &src, &e) == GT_OK, "%s", e.msg);
+    ck_assert_msg(gt_model_source_apply_config(&src, &c2, &e) == GT_OK, "%s", e.msg);
+    gt_model m2;
+    gt_test_model_build(&m2, &c2);
+    ck_assert_int_eq(gt_peft_count(&m2), gt_peft_count(&m));
+    ck_assert_msg(gt_model_alloc_inference(&m2, &mem, &e) == GT_OK, "%s", e.msg);
+    ck_assert_msg(gt_model_source_load_params(&src, &m2, m2.params, &e) == GT_OK, "%s", e.msg);
+    float *got = logits_of(&m2, 12);
+    ck_assert_msg(gt_test_same_bits(got, want, 12 * m.vocab), "%s: the PEFT round trip changed the logits",
+                  models[k]);
+    free(got);
+    /* (2) the merged export, a model without adapters */
+    gt_config c3;
+    const char *ov3[] = {mn, "max_target_length=16"};
+    gt_test_config(&c3, 2, ov3);
+    gt_model m3;
+    ck_assert_msg(gt_hf_load_model(mg, &c3, &m3, &mem, NULL, &e) == GT_OK, "%s", e.msg);
+    ck_assert_int_eq(gt_peft_count(&m3), 0);
+    got = logits_of(&m3, 12);
+    gt_test_check_err(models[k], gt_test_scaled_err(got, want, 12 * m.vocab), 2e-6);
+    free(got);
+    free(want);
+    gt_model_free(&m3);
+    gt_model_free(&m2);
+    gt_model_free(&m);
+    free(hf), free(pd), free(mg);
+  }
+}
+END_TEST
+
 /* ---- tokenizer files and generation_config.json ---- */
 
 START_TEST(test_extras) {
@@ -862,5 +962,6 @@ int main(void) {
   tcase_add_test(tc, test_import_skips_adapters);
   tcase_add_test(tc, test_source_restore);
   tcase_add_test(tc, test_extras);
+  tcase_add_test(tc, test_logits);
   return gt_test_run_suite(s, 0);
 }
