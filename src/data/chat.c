@@ -10,12 +10,21 @@
 #include <string.h>
 
 gt_chat_template gt_chat_template_for(const gt_config *cfg) {
+  if (!strcmp(cfg->chat_template, "gemma3")) return GT_CHAT_GEMMA3;
+  if (!strncmp(cfg->chat_template, "gemma4", 6)) return GT_CHAT_GEMMA4;
   return gt_config_is_gemma4(cfg) ? GT_CHAT_GEMMA4 : GT_CHAT_GEMMA3;
 }
 
-int gt_chat_primes_empty_thought(const gt_config *cfg) {
-  if (gt_chat_template_for(cfg) != GT_CHAT_GEMMA4) return 0;
+/* Whether a Gemma 4 template primes the model turn: E2B/E4B's template
+ * (named after their decoder block, gemma4_small) does not. */
+static int gt__primes(const gt_config *cfg) {
+  if (!strcmp(cfg->chat_template, "gemma4")) return 1;
+  if (!strcmp(cfg->chat_template, "gemma4_small")) return 0;
   return strcmp(cfg->decoder_block, "gemma4_small") != 0 && cfg->hidden_size_per_layer_input == 0;
+}
+
+int gt_chat_primes_empty_thought(const gt_config *cfg) {
+  return gt_chat_template_for(cfg) == GT_CHAT_GEMMA4 && gt__primes(cfg);
 }
 
 const char *gt_chat_end_of_turn(gt_chat_template t) { return t == GT_CHAT_GEMMA4 ? "<turn|>" : "<end_of_turn>"; }
@@ -26,6 +35,7 @@ void gt_chat_opts_init(gt_chat_opts *o, const gt_config *cfg) {
   memset(o, 0, sizeof *o);
   o->t = gt_chat_template_for(cfg);
   o->prime_empty_thought = gt_chat_primes_empty_thought(cfg);
+  o->enable_thinking = o->t == GT_CHAT_GEMMA4 && cfg->enable_thinking;
 }
 
 /* ---------- pieces ---------- */
@@ -262,7 +272,8 @@ gt_rc gt_chat_render_text(gt_chat_template t, const gt_config *cfg, const gt_cha
   gt_chat_opts o;
   gt_chat_opts_init(&o, cfg);
   o.t = t;
-  if (t != GT_CHAT_GEMMA4) o.prime_empty_thought = 0;
+  o.prime_empty_thought = t == GT_CHAT_GEMMA4 && gt__primes(cfg);
+  o.enable_thinking = t == GT_CHAT_GEMMA4 && cfg->enable_thinking;
   gt_chat_pieces p;
   gt_rc rc = gt_chat_render(&o, m, n, add_generation_prompt, &p, err);
   size_t len = 0;

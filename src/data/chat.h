@@ -73,6 +73,18 @@ const char *gt_chat_end_of_turn(gt_chat_template t);
 /* "Gemma 3" / "Gemma 4" */
 const char *gt_chat_template_name(gt_chat_template t);
 
+/* ---- a Hugging Face directory's own template (chat_detect.c) ---- */
+/* Which of Google's templates the Jinja text is: value gets "gemma3",
+ * "gemma4" (the larger models': the generation prompt primes an empty
+ * thought block) or "gemma4_small" (E2B/E4B's: it does not), chat_template's
+ * values. Any other template, or an early revision of Google's Gemma 4 one,
+ * is refused (GT_ERR_CONFIG) naming source and the difference. */
+gt_rc gt_chat_template_recognise(const char *text, const char *source, char *value, size_t n, gt_err *err);
+/* The template of a Hugging Face directory: chat_template.jinja, else
+ * tokenizer_config.json's "chat_template" (a string, or the template named
+ * default). *found = 0 (value untouched) when it has neither. */
+gt_rc gt_chat_template_of_dir(const char *dir, char *value, size_t n, int *found, gt_err *err);
+
 /* ---- the rendering in pieces ---- */
 /* What a piece of the rendering is. */
 enum {

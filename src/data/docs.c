@@ -125,7 +125,7 @@ gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err) {
                         c->train_data_columns);
   f->completion_only = c->sft_train_on_completion_only;
   gt_chat_opts_init(&f->chat, c);
-  f->train_thinking = 1;
+  f->train_thinking = c->sft_train_on_thinking;
   if (!c->use_sft) {
     if (n != 1)
       return gt_err_set(err, GT_ERR_CONFIG,
@@ -144,6 +144,11 @@ gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err) {
                       c->train_data_columns, n);
   }
   for (int i = 0; i < n && i < 2; i++) memcpy(f->col[i], col[i], GT_STR_SHORT);
+  if (f->kind == GT_DOC_CHAT && c->enable_thinking && f->chat.t != GT_CHAT_GEMMA4)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking "
+                      "mode (chat_template = %s, decoder_block = %s)",
+                      c->chat_template, c->decoder_block);
   return GT_OK;
 }
 
