@@ -172,6 +172,9 @@ START_TEST(test_priming_per_variant) {
   gt_config c;
   cfg(&c, "model_name=gemma4-tiny-dense", "decoder_block=gemma4_small", NULL);
   ck_assert_int_eq(gt_chat_primes_empty_thought(&c), 0);
+  /* per-layer embeddings under decoder_block gemma4: E2B/E4B's too */
+  cfg(&c, "model_name=gemma4-tiny-ple", "decoder_block=gemma4", NULL);
+  ck_assert_int_eq(gt_chat_primes_empty_thought(&c), 0);
 }
 END_TEST
 

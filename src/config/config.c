@@ -225,8 +225,8 @@ static const gt_key_spec gt__keys[] = {
     {"enable_data_shuffling", GT_KEY_BOOL, F(enable_data_shuffling), 0, 1, NULL,
      "visit the training sequences in a seeded random order, a new one each epoch (false: file order)"},
     {"use_sft", GT_KEY_BOOL, F(use_sft), 0, 1, NULL,
-     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages, Gemma's chat "
-     "template)"},
+     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages in the model's "
+     "chat template, chat_template)"},
     {"sft_train_on_completion_only", GT_KEY_BOOL, F(sft_train_on_completion_only), 0, 1, NULL,
      "use_sft: only the completion (the model turns) is in the loss"},
     {"chat_template", GT_KEY_ENUM, F(chat_template), 0, 0, "auto|gemma3|gemma4|gemma4_small",

@@ -164,7 +164,7 @@ gt_rc gt_chat_template_recognise(const char *text, const char *source, char *val
   char *norm = gt__normalise(text);
   if (!norm) return gt_err_set(err, GT_ERR_NOMEM, "chat: no memory to read %s", source);
   gt_rc rc = GT_OK;
-  int g4 = strstr(norm, "<|turn>") != NULL, g3 = strstr(norm, "<start_of_turn>") != NULL;
+  int g4 = strstr(text, "<|turn>") != NULL, g3 = strstr(text, "<start_of_turn>") != NULL;
   const char *name = g4 ? "Gemma 4" : "Gemma 3";
   const char *fix = "set chat_template (gemma3, gemma4 or gemma4_small) to render the records with that template "
                     "instead";
@@ -181,12 +181,14 @@ gt_rc gt_chat_template_recognise(const char *text, const char *source, char *val
     if (strstr(norm, fr[i].text)) continue;
     /* the early Gemma 4 revisions, named by what they render differently */
     const char *early = NULL;
-    if (g4 && strstr(norm, "{{'<|think|>'}}"))
+    int google = g4 && strstr(norm, "{{'<|turn>'+role+'\\n'}}") && strstr(norm, "{{'<|turn>system\\n'}}") &&
+                 strstr(norm, "{{strip_thinking(message['content'])}}");
+    if (google && strstr(norm, "{{'<|think|>'}}"))
       early = "writes <|think|> without the newline the current one puts after it";
-    else if (g4 && strstr(norm, "ifthinking_textandloop.index0>ns_turn.last_user_idxandmessage.get('tool_calls')"))
+    else if (google && strstr(norm, "ifthinking_textandloop.index0>ns_turn.last_user_idxandmessage.get('tool_calls')"))
       early = "writes a model turn's reasoning only beside tool calls, where the current one writes it for every "
               "model turn after the last user message";
-    else if (g4 && !strstr(norm, "thinking_text"))
+    else if (google && !strstr(norm, "thinking_text"))
       early = "never writes a model turn's reasoning, where the current one writes it in the thought channel";
     if (early)
       rc = gt_err_set(err, GT_ERR_CONFIG,
