@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/paramfile.h"
 #include "ckpt/safetensors.h"
+#include "data/chat.h"
 #include "hf/peft.h"
 
 static int gt__isdir(const char *p) {
@@ -268,6 +269,17 @@ gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err 
       goto out;
     }
     memcpy((char *)next + k->offset, (const char *)want + k->offset, k->size);
+  }
+  /* the chat template is the model's unless the user names one
+   * (data/chat.h): a Hugging Face directory's own, recognised as Google's,
+   * or the one a checkpoint or parameter file was trained with */
+  if (!gt_config_is_user_set(cfg, "chat_template")) {
+    int found;
+    if (src->kind == GT_SRC_HF)
+      rc = gt_chat_template_of_dir(src->path, next->chat_template, sizeof next->chat_template, &found, err);
+    else
+      snprintf(next->chat_template, sizeof next->chat_template, "%s", want->chat_template);
+    if (rc) goto out;
   }
   if (src->kind == GT_SRC_CHECKPOINT && src->cfg.enable_lora)
     for (size_t i = 0; i < sizeof gt__lora_keys / sizeof gt__lora_keys[0]; i++) {
