@@ -100,7 +100,9 @@ static int64_t gt__rep_len(const gt__dev *d, int64_t u);
  * into the device's shard: one float32 device computing in place on a unit
  * with no frozen part). */
 static int gt__owns_gathered(const gt__dev *d, int64_t u) {
-  return !d->f->inplace || d->f->bf16_w || d->tcnt[u] != d->lcnt[u];
+  /* (a unit with nothing trainable is its frozen shard, in place too: a
+   * frozen base's head, embedding and PLE table, is never copied) */
+  return !d->f->inplace || d->f->bf16_w || (d->tcnt[u] != d->lcnt[u] && d->tcnt[u] != 0);
 }
 
 /* The unit's trainable part [0, tcnt) and frozen part [tcnt, lcnt): this
@@ -179,7 +181,7 @@ static int gt__wait_pending(gt__dev *d, int64_t u) {
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
   if (!gt__owns_gathered(d, u)) {
-    d->gathered[u] = d->pshard + d->shard_off[u];
+    d->gathered[u] = d->tcnt[u] ? d->pshard + d->shard_off[u] : d->fshard + d->foff[u];
     return GT_OK;
   }
   if (gt__wait_pending(d, u) && f->bf16_w) gt__finish_bf16(d, u);
