@@ -48,4 +48,21 @@ grep -q "lora_weight_qtype=nf4" "$work/c.log" && grep -q "lora_weight_qtype=int8
 # the plan: the frozen base in its own category, at its stored size
 "$bin" plan "${common[@]}" > "$work/p.log" 2>&1 || { cat "$work/p.log"; fail "plan"; }
 grep -q "frozen base (nf4)" "$work/p.log" || { cat "$work/p.log"; fail "no frozen base category in the plan"; }
+# decode reads the checkpoint as a model source: its nf4 base re-created from
+# the reference, dequantized into the decoder's float32 layout, continues the
+# training sample token for token (float32 and bfloat16)
+"$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
+head -c 100000 "$work/kjv.txt" > "$work/corpus.txt"
+for dt in float32 bfloat16; do
+  "$bin" train model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" steps=6 learning_rate=0.01 \
+    eval_interval=-1 sample_tokens=20 "sample_prompt=In the beginning" init_weights_seed=3 dtype=$dt \
+    trainable_parameters_mask=norm lora_weight_qtype=nf4 "base_output_directory=$work/runs" run_name=d_$dt \
+    > "$work/t_$dt.log" 2>&1 || { cat "$work/t_$dt.log"; fail "train with a sample ($dt)"; }
+  "$bin" decode "load_parameters_path=$work/runs/d_$dt" dtype=$dt "prompt=In the beginning" max_decode_steps=20 \
+    decode_sampling_strategy=weighted decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000 + 3)) \
+    > "$work/w_$dt.log" 2>&1 || { cat "$work/w_$dt.log"; fail "decode ($dt)"; }
+  want=$(sed -n '/^sample (/,$p' "$work/t_$dt.log" | tail -n +2)
+  got=$(sed -n '/^output: /,$p' "$work/w_$dt.log" | sed '1s/^output: //')
+  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$dt: decode's '$got' is not the training sample '$want'"
+done
 echo "e2e_qbase: ok"

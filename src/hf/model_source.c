@@ -327,7 +327,13 @@ gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float
        * what trained; the load checks their checksum), then move each
        * tensor to its place in m */
       gt_model km;
-      if ((rc = gt_model_copy_frozen(m, fnames, nf, &km, err))) {
+      /* in the storage it was trained over: converted tensor by tensor below */
+      gt_store_dtype q = GT_STORE_F32;
+      if (fz.qtype[0] && (rc = gt_store_dtype_parse(fz.qtype, &q, err))) {
+        free(fnames);
+        return rc;
+      }
+      if ((rc = gt_model_copy_frozen_as(m, fnames, nf, q, &km, err))) {
         free(fnames);
         return rc;
       }

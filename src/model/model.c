@@ -380,6 +380,11 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
 }
 
 gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err) {
+  return gt_model_copy_frozen_as(m, names, n, gt_qstore_dtype(m), out, err);
+}
+
+gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_model *out,
+                              gt_err *err) {
   *out = *m;
   out->mem = NULL;
   out->params = out->grads = NULL;
@@ -416,7 +421,7 @@ gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model
   }
   /* the storage follows from the roles as in the model (a trainable tensor
    * is float32), and the slots' frozen flags in gt__place */
-  if (!rc) gt_qstore_apply(out, gt_qstore_dtype(m));
+  if (!rc) gt_qstore_apply(out, q);
   if (!rc) rc = gt__place(out, err);
   if (rc) gt_model_free(out);
   return rc;
