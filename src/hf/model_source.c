@@ -14,6 +14,7 @@
 #include "ckpt/safetensors.h"
 #include "data/chat.h"
 #include "hf/peft.h"
+#include "model/qstore.h"
 
 static int gt__isdir(const char *p) {
   struct stat st;
@@ -375,18 +376,24 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
        * what trained; the load checks their checksum), then move each
        * tensor to its place in m */
       gt_model km;
-      if ((rc = gt_model_copy_frozen(m, fnames, nf, &km, err))) {
+      /* in the storage it was trained over: converted tensor by tensor below */
+      gt_store_dtype q = GT_STORE_F32;
+      if (fz.qtype[0] && (rc = gt_store_dtype_parse(fz.qtype, &q, err))) {
         free(fnames);
         return rc;
       }
-      float *tmp = malloc((size_t)m->n_params * sizeof(float));
-      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)m->n_params);
+      if ((rc = gt_model_copy_frozen_as(m, fnames, nf, q, &km, err))) {
+        free(fnames);
+        return rc;
+      }
+      float *tmp = malloc((size_t)km.n_params * sizeof(float));
+      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)km.n_params);
       if (!rc && nf) rc = gt__frozen_base(src->dir, &km, &fz, tmp, err);
       if (!rc) rc = gt_ckpt_load_dir(src->dir, &km, tmp, NULL, NULL, &ld, err);
       if (rc == GT_OK) {
         free(ld.config_json);
         for (int i = 0; i < m->n_tensors; i++)
-          memcpy(params + m->tensors[i].offset, tmp + km.tensors[i].offset, (size_t)m->tensors[i].words * sizeof(float));
+          gt_qstore_convert(&m->tensors[i], params + m->tensors[i].offset, &km.tensors[i], tmp + km.tensors[i].offset);
       }
       free(tmp);
       free(fnames);

@@ -13,10 +13,10 @@
 # out of the loss; a template that is not Google's is refused by data and
 # train alike naming the file and the difference, and chat_template=...
 # overrides it.
-# Usage: e2e_chat.sh <gemtrain binary> <source dir>
+# Usage: e2e_chat_data.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
-work=$(mktemp -d /tmp/gt_e2e_chat.XXXXXX)
+work=$(mktemp -d /tmp/gt_e2e_chat_data.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -71,7 +71,7 @@ python3 - "$work/data.txt" "$work/runs/chat/metrics.jsonl" <<'EOF' || fail "data
 import json, re, sys
 data = [int(m.group(1)) for m in re.finditer(r"^batch \d+, .*, (\d+) in the loss$", open(sys.argv[1]).read(), re.M)]
 train = [json.loads(l)["total_weights"] for l in open(sys.argv[2])]
-print(f"e2e_chat: tokens in the loss per batch, data {data}, train {train}")
+print(f"e2e_chat_data: tokens in the loss per batch, data {data}, train {train}")
 assert len(data) == 3 and data == train, (data, train)
 EOF
 
@@ -104,4 +104,4 @@ grep -q "$want" "$work/bad_train.txt" || fail "train's refusal: $(cat "$work/bad
 "$bin" data "load_parameters_path=$hf" "${sft[@]}" enable_data_shuffling=false packing=false chat_template=gemma4_small --batches 1 > "$work/override.txt" \
   || fail "chat_template=gemma4_small: $(tail -1 "$work/override.txt")"
 grep -q '<|turn>model\\n⟧The capital of France is Paris.<turn|>' "$work/override.txt" || fail "override rendering"
-echo "e2e_chat: ok"
+echo "e2e_chat_data: ok"
