@@ -7,7 +7,17 @@
 
 #include "mesh/fsdp.h"
 #include "mesh/mesh.h"
+#include "train/train_internal.h"
 #include "train/trainer.h"
+
+gt_rc gt_plan_apply_source(gt_config *cfg, gt_err *err) {
+  gt_model_source *src = malloc(sizeof *src); /* holds a config and the HF import's record */
+  if (!src) return gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+  int have = 0;
+  gt_rc rc = gt__train_source(cfg, src, &have, err);
+  free(src);
+  return rc ? rc : gt_config_validate(cfg, err);
+}
 
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_plan_watch *w;
