@@ -61,7 +61,14 @@ static char *gt__command(int argc, char **argv, const gt_fit *f) {
   return buf;
 }
 
-static double gt__gib(int64_t b) { return (double)b / 1073741824.0; }
+/* "23.2 GiB", or MiB below one GiB */
+static const char *gt__size(int64_t b, char *buf, size_t n) {
+  if (b >= 1073741824LL)
+    snprintf(buf, n, "%.1f GiB", (double)b / 1073741824.0);
+  else
+    snprintf(buf, n, "%.1f MiB", (double)b / 1048576.0);
+  return buf;
+}
 
 static void gt__print_fit(const gt_fit *f, int64_t limit, const char *cmd) {
   printf("making it fit (docs/memory-plan.md): %d settings of the micro-batch, num_vocab_tiling, mu_dtype and the "
@@ -71,16 +78,19 @@ static void gt__print_fit(const gt_fit *f, int64_t limit, const char *cmd) {
     printf("  nothing searched fits: %s\n", f->why);
     return;
   }
+  char a[32], b[32];
   if (!f->n_set) {
-    printf("  the current setting is already the fastest that fits: %.1f of %.1f GiB, an estimated %.2f TFLOPs per "
-           "step (%.2f of them recomputed)\n",
-           gt__gib(f->need_bytes), gt__gib(limit), f->best.tflops, f->best.recompute_tflops);
+    printf("  the current setting is already the fastest that fits: %s of %s, an estimated %.4g TFLOPs per step "
+           "(%.4g of them recomputed)\n",
+           gt__size(f->need_bytes, a, sizeof a), gt__size(limit, b, sizeof b), f->best.tflops,
+           f->best.recompute_tflops);
     return;
   }
   printf("  fastest that fits:");
   for (int i = 0; i < f->n_set; i++) printf(" %s=%s", f->set[i].key, f->set[i].value);
-  printf("\n  it needs %.1f of %.1f GiB and an estimated %.2f TFLOPs per step (%.2f of them recomputed; now %.2f)\n",
-         gt__gib(f->need_bytes), gt__gib(limit), f->best.tflops, f->best.recompute_tflops, f->base_tflops);
+  printf("\n  it needs %s of %s and an estimated %.4g TFLOPs per step (%.4g of them recomputed; now %.4g)\n",
+         gt__size(f->need_bytes, a, sizeof a), gt__size(limit, b, sizeof b), f->best.tflops,
+         f->best.recompute_tflops, f->base_tflops);
   printf("  run:\n    %s\n", cmd);
 }
 

@@ -331,7 +331,14 @@ static int gt__diff(const gt_config *base, const gt_config *cfg, const gt__space
   return n;
 }
 
-static double gt__gib(int64_t b) { return (double)b / 1073741824.0; }
+/* "59.2 GiB", or MiB below one GiB */
+static const char *gt__size(int64_t b, char *buf, size_t n) {
+  if (b >= 1073741824LL)
+    snprintf(buf, n, "%.1f GiB", (double)b / 1073741824.0);
+  else
+    snprintf(buf, n, "%.1f MiB", (double)b / 1048576.0);
+  return buf;
+}
 
 static void gt__explain(gt_fit *f, int64_t limit, const gt_plan *lp, const gt__space *sp, const gt_fit_setting *least) {
   char names[160] = "";
@@ -358,15 +365,18 @@ static void gt__explain(gt_fit *f, int64_t limit, const gt_plan *lp, const gt__s
     o += (size_t)snprintf(with + o, o < sizeof with ? sizeof with - o : 0, "%s%s=%s", m++ ? " " : "",
                           f->least[i].key, f->least[i].value);
   }
+  char a[32], b[32], c[32], d[32];
   if (alone)
-    snprintf(f->why, sizeof f->why, "%s alone are %.1f GiB%s%s%s, over the limit of %.1f GiB", names,
-             gt__gib(f->fixed_bytes), with[0] ? " (with " : "", with, with[0] ? ")" : "", gt__gib(limit));
+    snprintf(f->why, sizeof f->why, "%s alone are %s%s%s%s, over the limit of %s", names,
+             gt__size(f->fixed_bytes, a, sizeof a), with[0] ? " (with " : "", with, with[0] ? ")" : "",
+             gt__size(limit, b, sizeof b));
   else
     snprintf(f->why, sizeof f->why,
-             "the least memory searched is %.1f GiB%s%s%s, over the limit of %.1f GiB: %s are %.1f GiB, and one "
-             "micro-batch's activations, logits and temporaries the other %.1f GiB",
-             gt__gib(f->need_bytes), with[0] ? " (with " : "", with, with[0] ? ")" : "", gt__gib(limit), names,
-             gt__gib(f->fixed_bytes), gt__gib(f->need_bytes - f->fixed_bytes));
+             "the least memory searched is %s%s%s%s, over the limit of %s: %s are %s, and one micro-batch's "
+             "activations, logits and temporaries the other %s",
+             gt__size(f->need_bytes, a, sizeof a), with[0] ? " (with " : "", with, with[0] ? ")" : "",
+             gt__size(limit, b, sizeof b), names, gt__size(f->fixed_bytes, c, sizeof c),
+             gt__size(f->need_bytes - f->fixed_bytes, d, sizeof d));
 }
 
 /* Plans setting x (once: a setting planned before is looked up) into pl;
