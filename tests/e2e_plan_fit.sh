@@ -3,9 +3,9 @@
 # on a 23 GiB limit does not fit (exit 3); the plan prints the fastest
 # setting that fits as a train command, --json carries fits, limit_bytes and
 # the same suggestion, --fit searches a plan that fits too (exit 0), and
-# gemma3-4b's state alone is over 24 GiB. The suggested command runs one
-# step of train with gemma3-tiny at 256 tokens in its place (a 1b step takes
-# minutes). memory_limit_bytes reads sizes; a bad one is refused (exit 2).
+# gemma3-4b's state alone is over 24 GiB. Each suggested command (23 GiB,
+# and --fit on 24 GiB) runs one step of train with gemma3-tiny at 256
+# tokens in its place (a 1b step takes minutes). memory_limit_bytes reads sizes; a bad one is refused (exit 2).
 # plan with an HF directory in load_parameters_path plans the model there,
 # the peak train plans for it, and refuses a conflicting key as train does.
 # Usage: e2e_plan_fit.sh <gemtrain binary> <source dir>
@@ -61,6 +61,8 @@ rc=$(status "$bin" plan --fit "${b1[@]}" memory_limit_bytes=24GiB)
 [ "$rc" = 0 ] || fail "plan --fit of a plan that fits exited $rc"
 grep -q 'memory limit: 24576.0 MiB (memory_limit_bytes): fits' "$work/out.txt" || fail "1b at 24 GiB should fit"
 grep -q '^  fastest that fits: .*remat_policy=none' "$work/out.txt" || fail "--fit: $(grep -A1 fastest "$work/out.txt")"
+cmd24=$(grep -A1 '^  run:$' "$work/out.txt" | tail -1 | sed 's/^ *//')
+[ "$cmd24" != "$cmd" ] || fail "24 GiB and 23 GiB suggest the same: the runs below test one command"
 
 # 3. nothing fits: what alone is over the limit
 rc=$(status "$bin" plan model_name=gemma3-4b per_device_batch_size=1 max_target_length=2048 dataset_type=synthetic \
@@ -78,20 +80,24 @@ rc=$(status "$bin" plan model_name=gemma3-tiny memory_limit_bytes=24XB)
 [ "$rc" = 2 ] || fail "memory_limit_bytes=24XB exited $rc, expected 2"
 grep -q "key 'memory_limit_bytes' expects a size" "$work/err.txt" || fail "bad size: $(cat "$work/err.txt")"
 
-# 5. the suggested command is train's: one step of it, the model and length
-#    swapped for gemma3-tiny at 256 tokens, the rest as printed
-run=()
-for w in "${words[@]:2}"; do
-  case "$w" in
-    model_name=*) run+=(model_name=gemma3-tiny) ;;
-    max_target_length=*) run+=(max_target_length=256) ;;
-    *) run+=("$w") ;;
-  esac
-done
-"$bin" train "${run[@]}" steps=1 sample_tokens=0 eval_interval=-1 enable_checkpointing=false \
-  "base_output_directory=$work/runs" run_name=fit > "$work/train.txt" 2>&1 || fail "train refused the suggestion: $(tail -3 "$work/train.txt")"
-grep -q '^peak memory: ' "$work/train.txt" || fail "the suggested run did not finish a step"
-python3 - "$work/runs/fit/config.json" "${words[@]:2}" <<'PY' || fail "the run's config lacks the suggested keys"
+# 5. the suggested commands are train's: one step of each, the model and
+#    length swapped for gemma3-tiny at 256 tokens, the rest as printed
+for c in "$cmd" "$cmd24"; do
+  read -r -a words <<< "$c"
+  run=()
+  for w in "${words[@]:2}"; do
+    case "$w" in
+      model_name=*) run+=(model_name=gemma3-tiny) ;;
+      max_target_length=*) run+=(max_target_length=256) ;;
+      *) run+=("$w") ;;
+    esac
+  done
+  rm -rf "$work/runs/fit"
+  "$bin" train "${run[@]}" steps=1 sample_tokens=0 eval_interval=-1 enable_checkpointing=false \
+    "base_output_directory=$work/runs" run_name=fit > "$work/train.txt" 2>&1 \
+    || fail "train refused '$c': $(tail -3 "$work/train.txt")"
+  grep -q '^peak memory: ' "$work/train.txt" || fail "the suggested run did not finish a step"
+  python3 - "$work/runs/fit/config.json" "${words[@]:2}" <<'PY' || fail "the run's config lacks the keys of '$c'"
 import json, sys
 c = json.load(open(sys.argv[1]))
 for w in sys.argv[2:]:
@@ -101,6 +107,7 @@ for w in sys.argv[2:]:
     got = c[k]
     assert str(got) == v or (isinstance(got, (int, float)) and float(got) == float(v)), (k, got, v)
 PY
+done
 
 # 6. an HF directory: the model there, as train plans it
 "$bin" convert to_hf init "$work/hf" model_name=gemma3-tiny base_num_decoder_layers=3 layer_pattern=LLG \
