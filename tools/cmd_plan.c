@@ -105,7 +105,10 @@ static char *gt__json(const gt_plan *p, const gt_config *cfg, int64_t limit, int
   cJSON_AddNumberToObject(o, "need_bytes", (double)need);
   cJSON_AddNumberToObject(o, "limit_bytes", (double)limit);
   cJSON_AddStringToObject(o, "limit_from", cfg->memory_limit_bytes ? "memory_limit_bytes" : "available RAM");
-  cJSON_AddNumberToObject(o, "estimated_tflops_per_step", searched ? f->base_tflops : 0);
+  /* the step with its recomputation: what the search ranks by */
+  double re = gt_fit_recompute_tflops(cfg);
+  cJSON_AddNumberToObject(o, "recompute_tflops_per_step", re);
+  cJSON_AddNumberToObject(o, "estimated_tflops_per_step", p->flops.total_tflops + re);
   if (!searched || !f->found) {
     cJSON_AddNullToObject(o, "suggestion");
   } else {
