@@ -150,6 +150,7 @@ static const struct {
     {GT_MEM_PARAMS, "parameters"},
     {GT_MEM_GRADS, "gradients"},
     {GT_MEM_OPTIM, "AdamW moments"},
+    {GT_MEM_FROZEN, "the frozen base"},
 };
 #define GT__NFIXED ((int)(sizeof gt__fixed / sizeof gt__fixed[0]))
 
