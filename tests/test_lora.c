@@ -640,6 +640,85 @@ START_TEST(test_flops) {
 }
 END_TEST
 
+/* Quality: 50 steps of gemtrain's adapters on a fixed batch follow a
+ * float64 PyTorch reference of the same adapters from the same initial
+ * weights (tools/ref_lora.py) within 5% at every step. Skipped when
+ * /usr/bin/python3 has no torch. */
+START_TEST(test_loss_curve_vs_float64_reference) {
+  if (gt_test_system("/usr/bin/python3 -c 'import torch, numpy' > /dev/null 2>&1")) {
+    printf("test_lora: no torch in /usr/bin/python3: the reference curve is skipped\n");
+    return;
+  }
+  enum { STEPS = 50 };
+  gt_config c;
+  const char *ov[] = {"model_name=gemma3-tiny", "base_num_decoder_layers=2", "layer_pattern=LG",
+                      "sliding_window_size=8", "dataset_type=synthetic", "max_target_length=16",
+                      "per_device_batch_size=2", "enable_lora=true", "lora_rank=4", "lora_alpha=8",
+                      "learning_rate=0.01", "warmup_steps_fraction=0", "learning_rate_final_fraction=1",
+                      "gradient_clipping_threshold=0", "adam_weight_decay=0", "steps=50"};
+  gt_test_config(&c, 16, ov);
+  gt_err e;
+  gt_mem host;
+  gt_mem_init(&host);
+  gt_data d;
+  ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
+  gt_trainer *tr;
+  ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  float *p0 = malloc(sizeof(float) * (size_t)m.n_params);
+  ck_assert(gt_fsdp_full_params(gt_trainer_fsdp(tr), p0, &e) == GT_OK);
+  gt_batch b;
+  gt_data_next_train(&d, &b);
+  int64_t n = (int64_t)b.B * b.T;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(3 * n));
+  memcpy(ids, b.inputs, sizeof(int32_t) * (size_t)n);
+  memcpy(ids + n, b.targets, sizeof(int32_t) * (size_t)n);
+  memcpy(ids + 2 * n, b.positions, sizeof(int32_t) * (size_t)n);
+  double loss[STEPS];
+  for (int s = 0; s < STEPS; s++) {
+    gt_step_metrics sm;
+    ck_assert_msg(gt_trainer_step(tr, &b, 1, &sm, &e) == GT_OK, "%s", e.msg);
+    loss[s] = sm.loss;
+  }
+  gt_test_dir_setup();
+  char *pp = gt_test_dir_path("params.bin"), *bp = gt_test_dir_path("batch.bin"), *rp = gt_test_dir_path("run.json");
+  gt_test_write_file(pp, p0, sizeof(float) * (size_t)m.n_params);
+  gt_test_write_file(bp, ids, sizeof(int32_t) * (size_t)(3 * n));
+  char *cj = gt_config_to_json(&c);
+  FILE *f = fopen(rp, "w");
+  ck_assert(f != NULL);
+  fprintf(f, "{\"config\": %s, \"scale\": %.17g, \"batch\": %d, \"seq\": %d,\n", cj, (double)m.lora_scale, b.B, b.T);
+  fprintf(f, "\"adam\": {\"lr\": %.17g, \"b1\": %.17g, \"b2\": %.17g, \"eps\": %.17g, \"eps_root\": %.17g},\n",
+          c.learning_rate, c.adam_b1, c.adam_b2, c.adam_eps, c.adam_eps_root);
+  fprintf(f, "\"losses\": [");
+  for (int s = 0; s < STEPS; s++) fprintf(f, "%s%.9g", s ? ", " : "", loss[s]);
+  fprintf(f, "],\n\"tensors\": [");
+  for (int i = 0; i < m.n_tensors; i++) {
+    const gt_tensor_info *t = &m.tensors[i];
+    fprintf(f, "%s[\"%s\", [", i ? ", " : "", t->name);
+    for (int k = 0; k < t->ndim; k++) fprintf(f, "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+    fprintf(f, "], %lld]", (long long)t->offset);
+  }
+  fprintf(f, "]}\n");
+  ck_assert(fclose(f) == 0);
+  free(cj);
+  ck_assert_msg(loss[STEPS - 1] < 0.9 * loss[0], "the adapters did not learn: %.6g -> %.6g", loss[0], loss[STEPS - 1]);
+  int rc = gt_test_system("/usr/bin/python3 %s/tools/ref_lora.py %s > %s/ref.log 2>&1", GT_SOURCE_DIR, gt_test_dir,
+                          gt_test_dir);
+  char *lp = gt_test_dir_path("ref.log");
+  char *log = gt_test_read_file(lp, NULL);
+  ck_assert_msg(rc == 0, "gemtrain's LoRA curve left the float64 reference's:\n%s", log ? log : "(no output)");
+  const char *last = log ? strstr(log, "largest relative difference") : NULL;
+  if (last) printf("test_lora: 50-step LoRA loss curve vs float64 reference: %s", last);
+  free(log), free(lp), free(pp), free(bp), free(rp), free(ids), free(p0);
+  gt_test_dir_teardown();
+  gt_model_free(&m);
+  gt_trainer_destroy(tr);
+  gt_data_close(&d);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("lora");
   TCase *tc = gt_test_tcase(s, "core");
@@ -656,5 +735,6 @@ int main(void) {
   tcase_add_test(tc, test_train_bf16);
   tcase_add_test(tc, test_plan_equals_measured);
   tcase_add_test(tc, test_flops);
+  tcase_add_test(tc, test_loss_curve_vs_float64_reference);
   return gt_test_run_suite(s, 0);
 }
