@@ -5,10 +5,12 @@
 #     through), with dropout and gradient accumulation; the checkpoint holds
 #     only the adapters (params, mu, nu) and references the frozen base by
 #     source and checksum; a resume over another base is refused naming both;
-#  3. 2 MPI ranks x 1 device = 1 rank x 2 devices bit for bit (skipped
-#     without mpirun or MPI in the build);
-#  4. a lora key without enable_lora is noted (no adapters); a quantized
-#     base without adapters and a module path matching nothing are refused.
+#  3. a lora key without enable_lora is noted (no adapters); a quantized
+#     base without adapters and a module path matching nothing are refused;
+#  4. over a Hugging Face base (no adapters in it) step 0's loss is the
+#     base model's (as printed);
+#  5. 2 MPI ranks x 1 device = 1 rank x 2 devices bit for bit (skipped
+#     without mpirun or MPI in the build).
 # Usage: e2e_lora_train.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -72,6 +74,18 @@ if "$bin" train model_name=gemma3-tiny dataset_type=synthetic steps=1 enable_lor
      run_name=x "base_output_directory=$work/runs" > "$work/f.log" 2>&1; then fail "a path matching nothing accepted"; fi
 grep -q "matches none of the model's parameter names" "$work/f.log" && grep -q "self_attn.q_proj.weight" "$work/f.log" ||
   { cat "$work/f.log"; fail "no module path message"; }
+
+# a Hugging Face base: the adapters start initialised beside it (the
+# directory has none), and step 0 is the base model's loss exactly
+"$bin" convert to_hf init "$work/hf" dtype=float32 model_name=gemma3-tiny > "$work/h0.log" 2>&1 ||
+  { cat "$work/h0.log"; fail "convert"; }
+hf=(dataset_type=synthetic steps=2 sample_tokens=0 max_target_length=32 "load_parameters_path=$work/hf"
+    "base_output_directory=$work/runs")
+"$bin" train "${hf[@]}" run_name=hf_full > "$work/h1.log" 2>&1 || { cat "$work/h1.log"; fail "HF base, full"; }
+"$bin" train "${hf[@]}" enable_lora=true run_name=hf_lora > "$work/h2.log" 2>&1 || { cat "$work/h2.log"; fail "HF base, LoRA"; }
+l1=$(grep -o "completed step: 0, .*loss: [0-9.]*" "$work/h1.log" | grep -o "loss: [0-9.]*$")
+l2=$(grep -o "completed step: 0, .*loss: [0-9.]*" "$work/h2.log" | grep -o "loss: [0-9.]*$")
+[ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "step 0 over the HF base: '$l2' with adapters, '$l1' without"
 
 # MPI ranks: the same global mesh, the same run bit for bit
 mpirun=$(command -v mpirun || true)
