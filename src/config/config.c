@@ -1076,6 +1076,22 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
   return GT_OK;
 }
 
+/* The adapters' keys (docs/fine-tuning.md): a quantized base only under
+ * adapters (it cannot train). Other adapter keys without enable_lora do
+ * nothing (`gemtrain train` notes them). The model build checks what needs
+ * the model: the module path's matches and the rank against each
+ * projection. */
+static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
+  if (c->enable_lora) return GT_OK;
+  if (strcmp(c->lora_weight_qtype, "float32"))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_weight_qtype' = '%s' stores the base quantized, but enable_lora = false: a "
+                      "quantized base cannot train; set enable_lora=true (adapters train over the frozen base) or "
+                      "lora_weight_qtype=float32",
+                      c->lora_weight_qtype);
+  return GT_OK;
+}
+
 gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   /* the run directory is <base_output_directory>/<run_name>: a '/' or a
    * "." / ".." name would put it (and its checkpoints) somewhere else */
@@ -1168,7 +1184,7 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'dataset_path' is empty but dataset_type = '%s' needs a file",
                       c->dataset_type);
-  return GT_OK;
+  return gt__validate_lora(c, err);
 }
 
 /* ---------- output ---------- */
