@@ -1076,18 +1076,19 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
   return GT_OK;
 }
 
-/* The adapters' keys (docs/fine-tuning.md): a quantized base only under
- * adapters (it cannot train). Other adapter keys without enable_lora do
- * nothing (`gemtrain train` notes them). The model build checks what needs
- * the model: the module path's matches and the rank against each
- * projection. */
+/* The adapters' keys (docs/fine-tuning.md): a quantized base only where
+ * something freezes it (adapters, or a trainable_parameters_mask: the
+ * matrices it leaves frozen are stored quantized); a quantized tensor
+ * cannot train. Other adapter keys without enable_lora do nothing
+ * (`gemtrain train` notes them). The model build checks what needs the
+ * model: the module path's matches and the rank against each projection. */
 static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
-  if (c->enable_lora) return GT_OK;
+  if (c->enable_lora || c->trainable_parameters_mask[0]) return GT_OK;
   if (strcmp(c->lora_weight_qtype, "float32"))
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: key 'lora_weight_qtype' = '%s' stores the base quantized, but enable_lora = false: a "
-                      "quantized base cannot train; set enable_lora=true (adapters train over the frozen base) or "
-                      "lora_weight_qtype=float32",
+                      "config: key 'lora_weight_qtype' = '%s' stores the frozen base quantized, but enable_lora = false "
+                      "and trainable_parameters_mask is empty, so every tensor trains and a quantized one cannot; set "
+                      "enable_lora=true (adapters train over the frozen base) or lora_weight_qtype=float32",
                       c->lora_weight_qtype);
   return GT_OK;
 }
