@@ -8,10 +8,8 @@
  * the merged HF export against W + scale * B A computed here in double, and
  * the tokenizer files and generation_config.json beside an export.
  *
- * The model's adapters are the lora_A / lora_B tensors of its table; where
- * the model builder does not make them (a gemtrain without adapters in the
- * model) the test appends them to the table itself, as the builder lays
- * them out: A [r, in] and B [out, r] named after the base. */
+ * The model's adapters are the lora_A / lora_B tensors the model builder
+ * lays out for enable_lora (model/lora.h). */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -53,34 +51,6 @@ static int adaptable(const gt_tensor_info *t) {
   return 0;
 }
 
-/* Appends A and B for every adaptable tensor lora_module_path matches. */
-static void add_adapters(gt_model *m, const gt_config *c) {
-  int n0 = m->n_tensors, extra = 0;
-  for (int i = 0; i < n0; i++) extra += 2 * (adaptable(&m->tensors[i]) && matches(c->lora_module_path, m->tensors[i].name));
-  m->tensors = realloc(m->tensors, (size_t)(n0 + extra) * sizeof *m->tensors);
-  ck_assert_ptr_nonnull(m->tensors);
-  int64_t cur = m->n_params, r = c->lora_rank;
-  for (int i = 0; i < n0; i++) {
-    gt_tensor_info base = m->tensors[i];
-    if (!adaptable(&base) || !matches(c->lora_module_path, base.name)) continue;
-    size_t stem = strlen(base.name) - 7;
-    for (int k = 0; k < 2; k++) {
-      gt_tensor_info *t = &m->tensors[m->n_tensors++];
-      memset(t, 0, sizeof *t);
-      snprintf(t->name, sizeof t->name, "%.*s.lora_%c.weight", (int)stem, base.name, k ? 'B' : 'A');
-      t->ndim = 2;
-      t->shape[0] = k ? base.shape[0] : r;
-      t->shape[1] = k ? r : base.shape[1];
-      t->shape[2] = 1;
-      t->numel = t->words = t->shape[0] * t->shape[1];
-      t->offset = cur;
-      t->layer = base.layer;
-      cur += t->numel;
-    }
-  }
-  m->n_params = cur;
-}
-
 /* cfg (gemma3-tiny unless model is given) with adapters of rank r on the
  * projections `modules` chooses, random weights and adapters. */
 static void lora_model(gt_model *m, gt_config *c, gt_mem *mem, const char *model, const char *modules, int r,
@@ -93,7 +63,7 @@ static void lora_model(gt_model *m, gt_config *c, gt_mem *mem, const char *model
   gt_test_config(c, 4, ov);
   c->enable_lora = 1;
   gt_test_model_build(m, c);
-  if (!gt_peft_count(m)) add_adapters(m, c);
+  ck_assert_int_gt(gt_peft_count(m), 0);
   gt_err e;
   ck_assert_msg(gt_model_alloc_inference(m, mem, &e) == GT_OK, "%s", e.msg);
   uint64_t st = seed;
@@ -302,7 +272,7 @@ START_TEST(test_roundtrip) {
     }
     gt_model m2;
     gt_test_model_build(&m2, &c2);
-    if (!gt_peft_count(&m2)) add_adapters(&m2, &c2);
+    ck_assert_int_gt(gt_peft_count(&m2), 0);
     ck_assert_int_eq(m2.n_params, m.n_params);
     ck_assert_msg(gt_model_alloc_inference(&m2, &mem, &e) == GT_OK, "%s", e.msg);
     memset(m2.params, 0, (size_t)m2.n_params * sizeof(float));
@@ -462,10 +432,10 @@ START_TEST(test_refuse_tensors) {
     gt_model m;
     gt_config c;
     char mn[64] = "model_name=gemma3-tiny";
-    const char *ov[] = {mn, "lora_module_path=self_attn\\.q_proj", "lora_rank=2", "base_emb_dim=96"};
-    gt_test_config(&c, 4, ov);
+    const char *ov[] = {mn, "lora_module_path=self_attn\\.q_proj", "lora_rank=2", "base_emb_dim=96", "enable_lora=true"};
+    gt_test_config(&c, 5, ov);
     gt_test_model_build(&m, &c);
-    if (!gt_peft_count(&m)) add_adapters(&m, &c);
+    ck_assert_int_gt(gt_peft_count(&m), 0);
     ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
     ck_assert_int_eq(gt_peft_load(dir, &m, m.params, NULL, &e), GT_ERR_CONFIG);
     ck_assert_msg(strstr(e.msg, "lora_A.weight' has shape [2, ") && strstr(e.msg, "the model wants [2, 96]"), "%s",
@@ -614,7 +584,7 @@ START_TEST(test_export_quantized_base) {
     gt_test_config(&c, 4, ov);
     c.enable_lora = 1;
     gt_test_model_build(&m, &c);
-    if (!gt_peft_count(&m)) add_adapters(&m, &c);
+    ck_assert_int_gt(gt_peft_count(&m), 0);
     const char *qn[2] = {"layers.1.self_attn.q_proj.weight", "layers.1.mlp.up_proj.weight"};
     for (int k = 0; k < 2; k++) {
       gt_tensor_info *t = (gt_tensor_info *)gt_model_find_tensor(&m, qn[k]);
@@ -754,7 +724,7 @@ START_TEST(test_source_restore) {
   ck_assert_str_eq(src.lora_dir, pd);
   gt_model m2;
   gt_test_model_build(&m2, &c2);
-  if (!gt_peft_count(&m2)) add_adapters(&m2, &c2);
+  ck_assert_int_gt(gt_peft_count(&m2), 0);
   ck_assert_msg(gt_model_alloc_inference(&m2, &mem, &e) == GT_OK, "%s", e.msg);
   ck_assert_msg(gt_model_source_load_params(&src, &m2, m2.params, &e) == GT_OK, "%s", e.msg);
   for (int i = 0; i < m.n_tensors; i++) {
@@ -792,10 +762,7 @@ static float *logits_of(gt_model *m, int T) {
 /* The model's forward with adapters (B not zero), against (1) the same
  * model read back from its PEFT directory over its HF base: the same
  * logits bit for bit, and (2) the merged HF export loaded as a plain model:
- * the same logits to float32 rounding. Gemma 3 and Gemma 4 (PLE). Needs a
- * model builder that lays out the adapters enable_lora asks for (their
- * forward is the model's): with one that does not, there is nothing to
- * compare and the test says so. */
+ * the same logits to float32 rounding. Gemma 3 and Gemma 4 (PLE). */
 START_TEST(test_logits) {
   const char *models[] = {"gemma3-tiny", "gemma4-tiny-ple"};
   for (int k = 0; k < 2; k++) {
@@ -809,11 +776,7 @@ START_TEST(test_logits) {
     gt_test_config(&c, 6, ov);
     gt_model m;
     gt_test_model_build(&m, &c);
-    if (!gt_peft_count(&m)) {
-      fprintf(stderr, "test_logits: the model builder makes no adapters in this build: nothing to compare\n");
-      gt_model_free(&m);
-      return;
-    }
+    ck_assert_int_gt(gt_peft_count(&m), 0);
     gt_err e;
     ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
     gt_model_init_params(&m, 7, 1.0);
@@ -865,7 +828,9 @@ START_TEST(test_logits) {
     ck_assert_msg(gt_hf_load_model(mg, &c3, &m3, &mem, NULL, &e) == GT_OK, "%s", e.msg);
     ck_assert_int_eq(gt_peft_count(&m3), 0);
     got = logits_of(&m3, 12);
-    gt_test_check_err(models[k], gt_test_scaled_err(got, want, 12 * m.vocab), 2e-6);
+    /* W + scale B A rounded once, then x W'^T, against x W^T + scale (x A^T) B^T:
+     * float32 rounding through the layers (measured 3.3e-6 on Gemma 4, 10 layers) */
+    gt_test_check_err(models[k], gt_test_scaled_err(got, want, 12 * m.vocab), 1e-5);
     free(got);
     free(want);
     gt_model_free(&m3);

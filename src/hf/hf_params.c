@@ -218,9 +218,9 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
   snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
   for (int i = 0; i < m->n_tensors; i++) {
     const gt_tensor_info *t = &m->tensors[i];
-    /* adapters are not the base's: they come from lora_restore_path or
-     * their initialisation */
-    if (gt_peft_is_adapter(t->name, NULL, 0, NULL)) {
+    /* adapters (model/lora.h) are not the base's: they come from
+     * lora_restore_path or keep their initialisation */
+    if (t->lora || gt_peft_is_adapter(t->name, NULL, 0, NULL)) {
       info->n_tensors--;
       continue;
     }
