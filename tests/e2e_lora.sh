@@ -33,10 +33,12 @@ for model in gemma3-tiny gemma4-tiny-ple; do
 
   # 1. QLoRA fine-tune from the HF directory
   "$bin" train "load_parameters_path=$hf" enable_lora=true lora_rank=4 lora_alpha=8 lora_weight_qtype=nf4 \
-    dataset_type=jsonl "dataset_path=$chat" use_sft=true train_data_columns=messages max_target_length=128 \
+    dataset_type=jsonl "dataset_path=$chat" use_sft=true train_data_columns=messages max_target_length=256 \
     per_device_batch_size=4 steps=40 learning_rate=0.01 warmup_steps_fraction=0.05 eval_interval=-1 \
     sample_tokens=0 "base_output_directory=$work/runs" run_name=$model > "$work/train-$model.log" 2>&1 \
     || { tail -5 "$work/train-$model.log"; fail "$model: LoRA training failed"; }
+  grep -q '^frozen base: .*stored as nf4$' "$work/train-$model.log" || fail "$model: the base is not stored as nf4"
+  grep -q '^adapters (LoRA): .* rank 4, scale 2,' "$work/train-$model.log" || fail "$model: no adapters"
   python3 - "$run/metrics.jsonl" "$model" <<'EOF' || fail "$model: the loss did not fall"
 import json, sys
 loss = [json.loads(l)["loss"] for l in open(sys.argv[1])]
@@ -100,8 +102,10 @@ EOF
   [ $model = gemma3-tiny ] || golden="$src/tests/data/hf4_ple_golden.jsonl"
   "$bin" logit-check "load_parameters_path=$run" "golden_logits_path=$golden" max_kl_div=1e9 \
     "output_logits_path=$work/unmerged.jsonl" > /dev/null || fail "$model: logit-check of the run"
+  # float32 rounding: W + scale B A rounded once against the two products
+  # (measured max |diff| 1.3e-4 on gemma4-tiny-ple's soft-capped logits, KL 8e-10)
   "$bin" logit-check "load_parameters_path=$merged" "golden_logits_path=$work/unmerged.jsonl" max_kl_div=1e-6 \
-    atol=1e-4 > "$work/lc-$model.txt" || fail "$model: merged logits differ: $(tail -1 "$work/lc-$model.txt")"
+    atol=5e-4 > "$work/lc-$model.txt" || fail "$model: merged logits differ: $(tail -1 "$work/lc-$model.txt")"
   "$bin" logit-check "load_parameters_path=$hf" "lora_restore_path=$peft" lora_weight_qtype=nf4 \
     "golden_logits_path=$work/unmerged.jsonl" max_kl_div=1e-6 atol=1e-4 > "$work/lc2-$model.txt" \
     || fail "$model: HF base + PEFT logits differ from the run's: $(tail -1 "$work/lc2-$model.txt")"
