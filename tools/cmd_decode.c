@@ -49,9 +49,9 @@ static void stats_lines(const gt_textgen *g, const gt_textgen_out *o, int print_
   }
 }
 
-/* Prints s escaped for the console (text.h), then `end`. */
-static gt_rc put_text(const char *s, const char *end, gt_err *err) {
-  char *e = gt_text_escape(s, strlen(s));
+/* Prints n bytes of s escaped for the console (text.h), then `end`. */
+static gt_rc put_text(const char *s, size_t n, const char *end, gt_err *err) {
+  char *e = gt_text_escape(s, n);
   if (!e) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the output");
   fputs(e, stdout);
   fputs(end, stdout);
@@ -96,8 +96,8 @@ static gt_rc answer_file(gt_textgen *g, const gt_config *cfg, const char *path, 
     rc = gt_decode_chat_parse(line, where, &chat, err);
     if (!rc) printf("--- %s: %d message%s ---\n", where, chat.n, chat.n == 1 ? "" : "s");
     if (!rc) rc = answer(g, cfg, &chat, cfg->max_decode_steps, 1, &o, err);
-    if (!rc) stats_lines(g, &o, print_ids), rc = put_text("output: ", "", err);
-    if (!rc) rc = put_text(o.text, "\n", err);
+    if (!rc) stats_lines(g, &o, print_ids), rc = put_text("output: ", 8, "", err);
+    if (!rc) rc = put_text(o.text, o.len, "\n", err);
     if (rc && !strstr(err->msg, where)) {
       char msg[GT_ERR_MSG_MAX];
       snprintf(msg, sizeof msg, "%s", err->msg);
@@ -143,7 +143,7 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
     gt_textgen_out o;
     memset(&o, 0, sizeof o);
     if ((rc = gt_decode_chat_add(&chat, "user", turn, err)) ||
-        (rc = answer(g, cfg, &chat, cfg->max_decode_steps, 0, &o, err)) || (rc = put_text(o.text, "\n", err)) ||
+        (rc = answer(g, cfg, &chat, cfg->max_decode_steps, 0, &o, err)) || (rc = put_text(o.text, o.len, "\n", err)) ||
         (rc = gt_decode_chat_add(&chat, "assistant", o.text, err))) {
       gt_textgen_out_free(&o);
       break;
@@ -243,7 +243,7 @@ int gt_cmd_decode(int argc, char **argv) {
     if (!(r = gt_decode_chat_add(&chat, "user", opt.prompt, &err)) &&
         !(r = answer(&g, &cfg, &chat, max_new, 1, &o, &err))) {
       stats_lines(&g, &o, print_ids);
-      if (!(r = put_text("output: ", "", &err))) r = put_text(o.text, "\n", &err);
+      if (!(r = put_text("output: ", 8, "", &err))) r = put_text(o.text, o.len, "\n", &err);
     }
     gt_decode_chat_free(&chat);
   } else {
@@ -254,8 +254,8 @@ int gt_cmd_decode(int argc, char **argv) {
     }
     if (!r) {
       stats_lines(&g, &o, print_ids);
-      if (!(r = put_text("output: ", "", &err)) && !(r = put_text(opt.prompt, "", &err)))
-        r = put_text(o.text, "\n", &err);
+      if (!(r = put_text("output: ", 8, "", &err)) && !(r = put_text(opt.prompt, strlen(opt.prompt), "", &err)))
+        r = put_text(o.text, o.len, "\n", &err);
     }
   }
 out:

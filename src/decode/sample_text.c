@@ -48,7 +48,7 @@ gt_rc gt_decode_sample_text(gt_model *m, const gt_config *c, char **text_out, in
    * control characters or invalid UTF-8 */
   if (!rc && !(head = gt_text_escape(c->sample_prompt, strlen(c->sample_prompt))))
     rc = gt_err_set(err, GT_ERR_NOMEM, "sample: no memory");
-  if (!rc && !(body = gt_text_escape(o.text, strlen(o.text)))) rc = gt_err_set(err, GT_ERR_NOMEM, "sample: no memory");
+  if (!rc && !(body = gt_text_escape(o.text, o.len))) rc = gt_err_set(err, GT_ERR_NOMEM, "sample: no memory");
   if (!rc) {
     size_t len = strlen(head) + strlen(body) + 32;
     if (!(*text_out = malloc(len)))

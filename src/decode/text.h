@@ -108,7 +108,9 @@ typedef struct gt_textgen_out {
   int32_t *ids;            /* [n_new] the tokens sampled, the stopping one included */
   int64_t n_new;
   char *text;              /* the reply: the new tokens' text up to the stop (the end-of-turn
-                              token, <eos> and a stop string are not in it); raw, not escaped */
+                              token, <eos> and a stop string are not in it); raw, not escaped,
+                              NUL-terminated but it may hold NUL bytes */
+  size_t len;              /* its bytes */
   gt_stop_reason reason;
   int stop_index;          /* GT_STOP_STRING: which of the stop strings */
   gt_decode_stats st;
@@ -126,8 +128,9 @@ gt_rc gt_textgen_set_end_of_turn(gt_textgen *g, const char *marker, gt_err *err)
  * added. Ids outside the model's vocabulary are refused. *ids malloc'd. */
 gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids, int64_t *n, gt_err *err);
 /* The text of ids (special tokens dropped; with a tokenizer an invalid
- * byte-fallback run is U+FFFD per byte, as HF). *text malloc'd. */
-gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, gt_err *err);
+ * byte-fallback run is U+FFFD per byte, as HF). *text malloc'd,
+ * NUL-terminated, *len bytes (it may hold NUL bytes). */
+gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, size_t *len, gt_err *err);
 /* Generates up to max_new tokens after the prompt (the decoder is sized, or
  * re-made, for n_prompt + max_new positions) and stops at <eos>, the end of
  * turn or a stop string, whichever comes first. */

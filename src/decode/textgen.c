@@ -133,14 +133,22 @@ gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids_out
   return GT_OK;
 }
 
-gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, gt_err *err) {
-  if (g->tok) {
-    size_t len;
-    return gt_tokenizer_decode(g->tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, text, &len, err);
-  }
+gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, size_t *len, gt_err *err) {
+  if (g->tok)
+    return gt_tokenizer_decode(g->tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, text, len, err);
   if (!(*text = malloc((size_t)n + 1))) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
-  (*text)[gt_bytes_decode(ids, n, (unsigned char *)*text)] = '\0';
+  *len = (size_t)gt_bytes_decode(ids, n, (unsigned char *)*text);
+  (*text)[*len] = '\0';
   return GT_OK;
+}
+
+/* The first occurrence of s (NUL-terminated) in t[0..n), or -1: the text
+ * may hold NUL bytes (<0x00> is a token like any other). */
+static int64_t gt__find(const char *t, size_t n, const char *s) {
+  size_t k = strlen(s);
+  for (size_t i = 0; k <= n && i <= n - k; i++)
+    if (t[i] == s[0] && !memcmp(t + i, s, k)) return (int64_t)i;
+  return -1;
 }
 
 /* ---- generation ---- */
@@ -163,13 +171,14 @@ static gt_rc gt__stop(void *ctx, const int32_t *ids, int64_t n, int *halt, gt_er
   /* the text so far, searched whole: a stop string may span tokens, and a
    * byte-fallback run is only whole when its last byte has come */
   char *t = NULL;
-  gt_rc rc = gt_textgen_text(g, ids, n, &t, err);
+  size_t len = 0;
+  gt_rc rc = gt_textgen_text(g, ids, n, &t, &len, err);
   if (rc) return rc;
   int64_t best = -1;
   for (int i = 0; i < g->n_stops; i++) {
-    const char *p = strstr(t, g->stops[i]);
-    if (p && (best < 0 || p - t < best)) {
-      best = p - t;
+    int64_t p = gt__find(t, len, g->stops[i]);
+    if (p >= 0 && (best < 0 || p < best)) {
+      best = p;
       c->o->stop_index = i;
     }
   }
@@ -202,8 +211,8 @@ gt_rc gt_textgen_generate(gt_textgen *g, const int32_t *prompt, int64_t n_prompt
   if (o->st.stopped_at_eos) o->reason = GT_STOP_EOS;
   /* the reply's text: without the token that ended the turn, cut before a stop string */
   int64_t n_text = o->n_new - (o->reason == GT_STOP_EOS || (o->reason == GT_STOP_END_OF_TURN && c.cut < 0));
-  if (!rc) rc = gt_textgen_text(g, o->ids, n_text, &o->text, err);
-  if (!rc && c.cut >= 0) o->text[c.cut] = '\0';
+  if (!rc) rc = gt_textgen_text(g, o->ids, n_text, &o->text, &o->len, err);
+  if (!rc && c.cut >= 0) o->text[o->len = (size_t)c.cut] = '\0';
   if (rc) gt_textgen_out_free(o);
   return rc;
 }
