@@ -94,10 +94,19 @@ static gt_rc answer_file(gt_textgen *g, const gt_config *cfg, const char *path, 
     gt_textgen_out o;
     memset(&o, 0, sizeof o);
     rc = gt_decode_chat_parse(line, where, &chat, err);
+    /* a record that ends with the model's turn (SFT data) is answered
+     * without it, and that turn is shown as the reference */
+    gt_decode_turn ref = {NULL, NULL, NULL};
+    if (!rc && chat.n > 1 && (!strcmp(chat.turns[chat.n - 1].role, "assistant") ||
+                              !strcmp(chat.turns[chat.n - 1].role, "model")))
+      ref = chat.turns[--chat.n];
     if (!rc) printf("--- %s: %d message%s ---\n", where, chat.n, chat.n == 1 ? "" : "s");
     if (!rc) rc = answer(g, cfg, &chat, cfg->max_decode_steps, 1, &o, err);
     if (!rc) stats_lines(g, &o, print_ids), rc = put_text("output: ", 8, "", err);
     if (!rc) rc = put_text(o.text, o.len, "\n", err);
+    if (!rc && ref.content && !(rc = put_text("reference: ", 11, "", err)))
+      rc = put_text(ref.content, strlen(ref.content), "\n", err);
+    free(ref.role), free(ref.content), free(ref.thinking);
     if (rc && !strstr(err->msg, where)) {
       char msg[GT_ERR_MSG_MAX];
       snprintf(msg, sizeof msg, "%s", err->msg);
@@ -148,6 +157,11 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
       gt_textgen_out_free(&o);
       break;
     }
+    /* the figures on stderr: standard output holds the replies alone */
+    char why[96];
+    gt_textgen_reason_text(g, &o, why, sizeof why);
+    fprintf(stderr, "prefill: %lld tokens (the conversation so far), generate: %lld tokens (%s)\n",
+            (long long)o.st.n_prompt, (long long)o.st.n_new, why);
     gt_textgen_out_free(&o);
     fflush(stdout);
   }
