@@ -265,7 +265,8 @@ static const gt_key_spec gt__keys[] = {
     {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL,
      "text gemtrain decode continues (with chat, the user turn it answers)"},
     {"max_decode_steps", GT_KEY_INT, F(max_decode_steps), 0, 1 << 24, NULL,
-     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>)"},
+     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>, the end of a chat turn or a "
+     "stop string)"},
     {"decode_sampling_strategy", GT_KEY_ENUM, F(decode_sampling_strategy), 0, 0, "greedy|weighted|topk|nucleus",
      "greedy (argmax), weighted (softmax(logits / temperature)), topk or nucleus (top-p), as MaxText"},
     {"decode_sampling_temperature", GT_KEY_FLOAT, F(decode_sampling_temperature), 0, 1e6, NULL,
