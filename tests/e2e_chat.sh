@@ -20,7 +20,7 @@ work=$(mktemp -d /tmp/gt_e2e_chat.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 tok="$src/data/tokenizers/gemma3/tokenizer.json"
-[ -f "$tok" ] || { echo "e2e_chat: skipped (no $tok)"; exit 0; }
+[ -s "$tok" ] || fail "missing $tok: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)"
 cat > "$work/chat.jsonl" <<'EOF'
 {"messages": [{"role": "user", "content": "What is the capital of France?"}, {"role": "assistant", "content": "Paris."}]}
 {"messages": [{"role": "user", "content": "What colour is the sky?"}, {"role": "assistant", "content": "Blue."}]}

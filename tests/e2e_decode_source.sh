@@ -20,7 +20,7 @@ work=$(mktemp -d /tmp/gt_e2e_decode_source.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 tok="$src/data/tokenizers/gemma3/tokenizer.json"
-[ -f "$tok" ] || { echo "e2e_decode_source: skipped (no $tok)"; exit 0; }
+[ -s "$tok" ] || fail "missing $tok: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)"
 "$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
 head -c 20000 "$work/kjv.txt" > "$work/corpus.txt"
 cp "$tok" "$work/tok.json"
