@@ -305,7 +305,8 @@ START_TEST(test_plan_with_mask_equals_measured) {
     if (devices == 1) {
       /* one device: the whole state; gradients and moments of the
        * trainable group only, parameters of both */
-      ck_assert_int_eq(p.cat_peak[GT_MEM_PARAMS], 4 * p.n_params);
+      ck_assert_int_eq(p.cat_peak[GT_MEM_PARAMS], 4 * p.n_trainable);
+      ck_assert_int_eq(p.cat_peak[GT_MEM_FROZEN], 4 * (p.n_params - p.n_trainable)); /* its own category */
       ck_assert_int_eq(p.cat_peak[GT_MEM_GRADS], 4 * p.n_trainable);
       ck_assert_int_eq(p.cat_peak[GT_MEM_OPTIM], 8 * p.n_trainable);
     }

@@ -158,6 +158,6 @@ int64_t gt_mem_n_allocs(const gt_mem *m) { return atomic_load(&m->n_allocs); }
 const char *gt_mem_cat_name(gt_mem_cat c) {
   static const char *names[GT_MEM_NCAT] = {"params", "grads", "optimizer", "saved_activations",
                                             "temporaries", "logits", "gathered_weights",
-                                            "host_pool", "data", "kv_cache", "other"};
+                                            "host_pool", "data", "kv_cache", "other", "frozen_base"};
   return (int)c >= 0 && c < GT_MEM_NCAT ? names[c] : "?";
 }

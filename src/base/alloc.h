@@ -36,6 +36,7 @@ typedef enum gt_mem_cat {
   GT_MEM_DATA,        /* token batches and dataset buffers */
   GT_MEM_KVCACHE,     /* decoding: keys and values of past positions */
   GT_MEM_OTHER,
+  GT_MEM_FROZEN,      /* a frozen base's parameters (no gradient, no optimizer state) */
   GT_MEM_NCAT
 } gt_mem_cat;
 

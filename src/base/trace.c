@@ -223,6 +223,7 @@ static void gt__mem_sample(gt_trace_lane *l) {
   const gt_mem *m = l->mem;
   int64_t v[GT__NSERIES];
   for (int c = 0; c < 7; c++) v[c] = gt_mem_cur(m, (gt_mem_cat)c);
+  v[0] += gt_mem_cur(m, GT_MEM_FROZEN); /* the parameters series: trainable and frozen */
   /* everything else the device total counts (not the host pool) */
   v[7] = gt_mem_cur(m, GT_MEM_DATA) + gt_mem_cur(m, GT_MEM_KVCACHE) + gt_mem_cur(m, GT_MEM_OTHER);
   gt_trace_counter(l, l->counter, gt_prof_now(), GT__NSERIES, gt__mem_keys, v);

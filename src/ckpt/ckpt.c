@@ -692,6 +692,8 @@ gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen 
   }
   if (cJSON_IsString(src)) snprintf(fz->source, sizeof fz->source, "%s", src->valuestring);
   if (cJSON_IsString(sum)) fz->sum = strtoull(sum->valuestring, NULL, 16);
+  const cJSON *q = cJSON_GetObjectItemCaseSensitive(ref, "qtype");
+  snprintf(fz->qtype, sizeof fz->qtype, "%s", cJSON_IsString(q) ? q->valuestring : "float32");
   cJSON_Delete(h);
   return rc;
 }

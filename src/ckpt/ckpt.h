@@ -67,6 +67,7 @@ typedef struct gt_ckpt_writer {
 typedef struct gt_ckpt_frozen {
   uint64_t sum;
   char source[1100];
+  char qtype[16]; /* their storage (lora_weight_qtype; "float32" when the header names none) */
 } gt_ckpt_frozen;
 
 /* What gt_ckpt_save writes: n_shards shards, shard r given as three flat

@@ -15,6 +15,7 @@
 
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/ckpt_seam.h"
+#include "model/qstore.h"
 #include "mesh/mesh.h"
 
 #define GT__CHUNK (256u << 10)
@@ -186,7 +187,11 @@ cJSON *gt__ckpt_frozen_ref(const gt_model *m, uint64_t sum, const char *source) 
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
   cJSON_AddStringToObject(o, "source", source ? source : "");
   cJSON_AddStringToObject(o, "checksum", hex);
-  cJSON_AddNumberToObject(o, "elements", (double)(m->n_params - m->n_trainable));
+  int64_t frozen_el = 0;
+  for (int i = 0; i < m->n_tensors; i++) frozen_el += m->tensors[i].role == GT_ROLE_FROZEN ? m->tensors[i].numel : 0;
+  cJSON_AddNumberToObject(o, "elements", (double)frozen_el);
+  /* the base's storage: its checksum is over these words */
+  cJSON_AddStringToObject(o, "qtype", gt_qstore_name(m));
   for (int i = 0; i < m->n_tensors; i++)
     if (m->tensors[i].role == GT_ROLE_FROZEN) cJSON_AddItemToArray(names, cJSON_CreateString(m->tensors[i].name));
   cJSON_AddItemToObject(o, "tensors", names);
@@ -213,6 +218,15 @@ gt_rc gt__ckpt_check_frozen(const cJSON *ref, const gt_model *m, const char *whe
                       "checkpoint: '%s' was written with %d frozen tensor%s, this run freezes %d "
                       "(trainable_parameters_mask differs); a checkpoint resumes only under the mask that wrote it",
                       where, there, there == 1 ? "" : "s", m->n_frozen_tensors);
+  /* a base stored otherwise has other bytes (written before the qtype was
+   * recorded: float32) */
+  const cJSON *q = cJSON_GetObjectItemCaseSensitive(ref, "qtype");
+  const char *was = cJSON_IsString(q) ? q->valuestring : "float32", *now = gt_qstore_name(m);
+  if (ref && strcmp(was, now))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "checkpoint: '%s' was trained over a frozen base stored as lora_weight_qtype=%s, this run stores "
+                      "it as lora_weight_qtype=%s; resume with lora_weight_qtype=%s",
+                      where, was, now, was);
   return GT_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt/safetensors.h"
+#include "model/qstore.h"
 
 static const char *const gt__prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
 
@@ -19,12 +20,26 @@ gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *c
     if (m->tensors[i].numel > biggest) biggest = m->tensors[i].numel;
   gt_st_wtensor *w = calloc((size_t)(3 * nt), sizeof *w);
   char **names = calloc((size_t)(3 * nt), sizeof(char *));
-  /* Moments not given are zeros: one zero tensor serves every name. */
-  float *zeros = (!mu || !nu) ? calloc((size_t)biggest + 1, sizeof(float)) : NULL;
-  if (!w || !names || ((!mu || !nu) && !zeros)) {
-    free(w), free(names), free(zeros);
+  /* Moments not given are zeros: one zero tensor serves every name (and
+   * the frozen base's, which has none). A frozen base stored quantized is
+   * written as the float32 values the model computes with. */
+  int nq = 0;
+  for (int i = 0; i < nt; i++) nq += m->tensors[i].dtype != GT_STORE_F32;
+  float *zeros = (!mu || !nu || nq) ? calloc((size_t)biggest + 1, sizeof(float)) : NULL;
+  float **deq = calloc((size_t)nt + 1, sizeof *deq);
+  if (!w || !names || ((!mu || !nu || nq) && !zeros) || !deq) {
+    free(w), free(names), free(zeros), free(deq);
     return gt_err_set(err, GT_ERR_NOMEM, "params: no memory to save '%s'", path);
   }
+  for (int i = 0; i < nt; i++)
+    if (m->tensors[i].dtype != GT_STORE_F32) {
+      if (!(deq[i] = malloc((size_t)m->tensors[i].numel * sizeof(float)))) {
+        for (int j = 0; j < i; j++) free(deq[j]);
+        free(w), free(names), free(zeros), free(deq);
+        return gt_err_set(err, GT_ERR_NOMEM, "params: no memory to dequantize '%s' for '%s'", m->tensors[i].name, path);
+      }
+      gt_qstore_rows(&m->tensors[i], m->params + m->tensors[i].offset, 0, m->tensors[i].shape[0], deq[i]);
+    }
   const float *bases[3] = {m->params, mu, nu};
   gt_rc rc = GT_OK;
   for (int k = 0; k < 3 && rc == GT_OK; k++)
@@ -43,6 +58,7 @@ gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *c
       x->ndim = t->ndim;
       for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
       x->data = bases[k] ? bases[k] + t->offset : zeros;
+      if (deq[i]) x->data = k == 0 ? deq[i] : zeros;
     }
   if (rc == GT_OK) {
     char *cfg_s = gt_config_to_json(cfg);
@@ -58,7 +74,22 @@ gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *c
     free(meta_s), free(cfg_s);
   }
   for (int i = 0; i < 3 * nt; i++) free(names[i]);
-  free(names), free(w), free(zeros);
+  for (int i = 0; i < nt; i++) free(deq[i]);
+  free(names), free(w), free(zeros), free(deq);
+  return rc;
+}
+
+static gt_rc gt__read_stored(const gt_st_tensor *s, const gt_tensor_info *t, float *dst, gt_err *err) {
+  int64_t rows = t->shape[0], cols = gt_qstore_cols(t), ck = gt_qstore_chunk_rows(t);
+  if (ck > rows) ck = rows;
+  float *x = malloc((size_t)(ck * cols) * sizeof(float));
+  if (!x) return gt_err_set(err, GT_ERR_NOMEM, "params: no memory to read '%s'", t->name);
+  gt_rc rc = GT_OK;
+  for (int64_t r0 = 0; r0 < rows && !rc; r0 += ck) {
+    int64_t n = rows - r0 < ck ? rows - r0 : ck;
+    if (!(rc = gt_st_read_f32_range(s, r0 * cols, n * cols, x, err))) gt_qstore_put_rows(t, dst, r0, n, x);
+  }
+  free(x);
   return rc;
 }
 
@@ -86,6 +117,10 @@ gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int
                         (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
                         (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
         break;
+      }
+      if (t->dtype != GT_STORE_F32) { /* a frozen base stored quantized: no moments; its values a chunk at a time */
+        if (k == 0) rc = gt__read_stored(s, t, bases[k] + t->offset, err);
+        continue;
       }
       rc = gt_st_read_f32(s, bases[k] + t->offset, t->numel, err);
     }

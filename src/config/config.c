@@ -187,7 +187,7 @@ static const gt_key_spec gt__keys[] = {
     /* low-rank adapters */
     {"enable_lora", GT_KEY_BOOL, F(enable_lora), 0, 1, NULL,
      "train low-rank adapters (LoRA) beside the projections lora_module_path chooses; the base model is frozen "
-     "except what trainable_parameters_mask names (docs/fine-tuning.md)"},
+     "except what trainable_parameters_mask names"},
     {"lora_rank", GT_KEY_INT, F(lora_rank), 1, 65536, NULL, "the adapters' rank r: A is [r, in], B is [out, r]"},
     {"lora_alpha", GT_KEY_FLOAT, F(lora_alpha), 0, 1e9, NULL,
      "the adapters' output is scaled by lora_alpha / lora_rank (lora_use_rslora: / sqrt(lora_rank))"},
@@ -225,10 +225,19 @@ static const gt_key_spec gt__keys[] = {
     {"enable_data_shuffling", GT_KEY_BOOL, F(enable_data_shuffling), 0, 1, NULL,
      "visit the training sequences in a seeded random order, a new one each epoch (false: file order)"},
     {"use_sft", GT_KEY_BOOL, F(use_sft), 0, 1, NULL,
-     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages, Gemma's chat "
-     "template)"},
+     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages in the model's "
+     "chat template, chat_template)"},
     {"sft_train_on_completion_only", GT_KEY_BOOL, F(sft_train_on_completion_only), 0, 1, NULL,
      "use_sft: only the completion (the model turns) is in the loss"},
+    {"chat_template", GT_KEY_ENUM, F(chat_template), 0, 0, "auto|gemma3|gemma4|gemma4_small",
+     "use_sft chat records: the chat template; auto: the model's (a Hugging Face directory's own template, else "
+     "gemma3, or for decoder_block gemma4 / gemma4_small the Gemma 4 template of that variant); gemma4_small is "
+     "E2B/E4B's, which does not open a model turn with an empty thought block (docs/data.md)"},
+    {"enable_thinking", GT_KEY_BOOL, F(enable_thinking), 0, 1, NULL,
+     "Gemma 4 chat template: thinking mode (<|think|> in the system turn; as apply_chat_template's enable_thinking)"},
+    {"sft_train_on_thinking", GT_KEY_BOOL, F(sft_train_on_thinking), 0, 1, NULL,
+     "use_sft chat records: a model turn's reasoning (Gemma 4's thought channel) is in the loss (false: masked, "
+     "still read as context)"},
     {"overlong_records", GT_KEY_ENUM, F(overlong_records), 0, 0, "refuse|truncate",
      "a record that must stay whole (use_sft, or packing=false) but is longer than max_target_length + 1 "
      "tokens: refuse it naming its file and line, or keep its first max_target_length + 1 tokens"},

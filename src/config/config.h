@@ -110,7 +110,7 @@ typedef struct gt_config {
   double adam_weight_decay;
   double gradient_clipping_threshold;
   char trainable_parameters_mask[GT_STR_PATH];
-  /* low-rank adapters (docs/fine-tuning.md) */
+  /* low-rank adapters over a frozen base */
   int enable_lora;
   long long lora_rank;
   double lora_alpha;
@@ -129,6 +129,9 @@ typedef struct gt_config {
   int enable_data_shuffling;
   int use_sft;
   int sft_train_on_completion_only;
+  char chat_template[GT_STR_SHORT]; /* auto | gemma3 | gemma4 | gemma4_small (data/chat.h) */
+  int enable_thinking;
+  int sft_train_on_thinking;
   char overlong_records[GT_STR_SHORT];
   double eval_split_fraction;
   long long eval_interval;

@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __has_include("data/chat.h") /* TEMP until chat.h lands */
 #include "data/chat.h"
-#define HAVE_CHAT 1
-#endif
 #include "decode/text.h"
 
 static char *gt__dup(const char *s) { return s ? strdup(s) : NULL; }
@@ -109,10 +106,6 @@ gt_rc gt_decode_chat_render(const gt_config *cfg, const gt_decode_chat *c, char 
                       "decode: the conversation ends with a '%s' turn; the model answers a user turn, so the last "
                       "message must have role 'user'",
                       last);
-#ifndef HAVE_CHAT
-  (void)cfg; (void)end_of_turn;
-  return gt_err_set(err, GT_ERR_INTERNAL, "TEMP: no chat.h");
-#else
   gt_chat_msg *m = malloc(sizeof *m * (size_t)c->n);
   if (!m) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory");
   for (int i = 0; i < c->n; i++) {
@@ -125,5 +118,4 @@ gt_rc gt_decode_chat_render(const gt_config *cfg, const gt_decode_chat *c, char 
   free(m);
   if (!rc) *end_of_turn = gt_chat_end_of_turn(t);
   return rc;
-#endif
 }

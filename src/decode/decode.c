@@ -18,6 +18,7 @@
 
 #include "decode/decode.h"
 #include "kernels/bf16.h"
+#include "model/qstore.h"
 #include "kernels/kernels.h"
 #include "model/head.h"
 #include "model/linear.h"
@@ -58,7 +59,8 @@ gt_rc gt_decoder_init(gt_decoder *d, gt_model *m, int64_t max_len, gt_err *err) 
       return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the bf16 copy of %lld weights",
                         (long long)m->n_params);
     memcpy(d->rounded, m->params, (size_t)m->n_params * sizeof(float));
-    gt_bf16_round(d->rounded, m->n_params);
+    for (int i = 0; i < m->n_tensors; i++) /* a quantized tensor is already in its storage format */
+      if (m->tensors[i].dtype == GT_STORE_F32) gt_bf16_round(d->rounded + m->tensors[i].offset, m->tensors[i].numel);
     d->params = d->rounded;
   }
   if (max_len > m->max_pos) {
@@ -143,7 +145,7 @@ gt_rc gt_decoder_prefill(gt_decoder *d, const int32_t *ids, int64_t n, float *lo
   float **kept = calloc((size_t)(2 * m->n_layers), sizeof(float *));
   if (!pos || !x || !kept) goto nomem;
   for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)i;
-  gt_embedding_forward(x, ids, d->params + m->embed_offset, n, (int)dm, m->emb_scale);
+  gt_qstore_lookup(m, m->embed_qtype, d->params + m->embed_offset, m->vocab, dm, ids, n, m->emb_scale, x);
   gt__act_round(m, x, n * dm);
   if (m->ple_dim) {
     int64_t hoff, hcnt;
@@ -199,7 +201,7 @@ gt_rc gt_decoder_step(gt_decoder *d, int32_t id, float *logits, gt_err *err) {
   const int64_t p = d->cache.len;
   const int32_t pos = (int32_t)p;
   const uint32_t attn = gt_layer_attention_op(), before = attn - 1;
-  gt_embedding_forward(d->x, &id, d->params + m->embed_offset, 1, (int)m->d, m->emb_scale);
+  gt_qstore_lookup(m, m->embed_qtype, d->params + m->embed_offset, m->vocab, m->d, &id, 1, m->emb_scale, d->x);
   gt__act_round(m, d->x, m->d);
   if (d->ple) {
     int64_t hoff, hcnt;

@@ -28,6 +28,7 @@
 #include "model/head.h"
 #include "model/linear.h"
 #include "model/ple.h"
+#include "model/qstore.h"
 
 int64_t gt_batch_total_weights(const gt_batch *b) {
   int64_t n = 0, N = (int64_t)b->B * b->T;
@@ -213,7 +214,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     return rc;
   }
   if (!meas) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_embedding_forward(x, b->inputs, hp, N, (int)d, m->emb_scale));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_qstore_lookup(m, m->embed_qtype, hp + m->embed_offset, m->vocab, d, b->inputs, N, m->emb_scale, x));
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x, N * d));
   }
   if (m->ple_dim) {

@@ -2,6 +2,7 @@
 #include "exec/plan.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "base/threads.h"
 #include "model/layer.h"
 #include "model/model.h"
+#include "model/qstore.h"
 #include "model/remat.h"
 
 /* The plan is the real trainer run for one step on an allocation-only mesh
@@ -94,7 +96,7 @@ static void gt__on_alloc(void *ctx, const void *ptr, gt_mem_cat cat, size_t byte
   }
   /* the activations inside the layers: all but the state, the gathered
    * weights and the tables */
-  int64_t act = w->total - w->cur[GT_MEM_PARAMS] - w->cur[GT_MEM_GRADS] - w->cur[GT_MEM_OPTIM] -
+  int64_t act = w->total - w->cur[GT_MEM_PARAMS] - w->cur[GT_MEM_FROZEN] - w->cur[GT_MEM_GRADS] - w->cur[GT_MEM_OPTIM] -
                 w->cur[GT_MEM_GATHERED] - w->cur[GT_MEM_DATA] - w->cur[GT_MEM_OTHER];
   if (w->in_layers && act > p->layer_act_peak) {
     p->layer_act_peak = act;
@@ -149,7 +151,9 @@ gt_rc gt_plan_watch_open(gt_plan_watch **out, gt_plan *p, const gt_config *c, gt
   pw->p = p, pw->c = c;
   gt_model *m = &pw->m;
   int N = pw->N = (int)c->num_devices;
-  p->n_params = m->n_params;
+  p->n_params = 0; /* elements (the layout counts words: a quantized base takes fewer) */
+  for (int i = 0; i < m->n_tensors; i++) p->n_params += m->tensors[i].numel;
+  snprintf(p->frozen_qtype, sizeof p->frozen_qtype, "%s", gt_qstore_name(m));
   p->n_trainable = m->n_trainable;
   p->n_frozen_tensors = m->n_frozen_tensors;
   p->n_active_params = gt_model_count_active_params(c);
@@ -186,7 +190,8 @@ gt_rc gt_plan_watch_device(gt_plan_watch *pw, int d, const gt_mem *mem, gt_err *
   for (int k = 0; k < GT_MEM_NCAT; k++)
     if (gt_mem_peak(mem, (gt_mem_cat)k) > p->cat_peak[k]) p->cat_peak[k] = gt_mem_peak(mem, (gt_mem_cat)k);
   dp[d].host_peak = gt_mem_peak(mem, GT_MEM_HOST);
-  dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_GRADS) + gt_mem_cur(mem, GT_MEM_OPTIM);
+  dp[d].shard_state_bytes = gt_mem_cur(mem, GT_MEM_PARAMS) + gt_mem_cur(mem, GT_MEM_FROZEN) + gt_mem_cur(mem, GT_MEM_GRADS) +
+                            gt_mem_cur(mem, GT_MEM_OPTIM);
   /* the busiest device speaks for all */
   if (dp[d].peak_total > dp[pw->best].peak_total) pw->best = d;
   return GT_OK;
@@ -310,7 +315,8 @@ int64_t gt_plan_memory_limit(const gt_config *c) {
 static double gt__mib(int64_t b) { return (double)b / 1048576.0; }
 
 void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
-  int64_t persistent = p->at_peak[GT_MEM_PARAMS] + p->at_peak[GT_MEM_GRADS] + p->at_peak[GT_MEM_OPTIM];
+  int64_t persistent = p->at_peak[GT_MEM_PARAMS] + p->at_peak[GT_MEM_FROZEN] + p->at_peak[GT_MEM_GRADS] +
+                       p->at_peak[GT_MEM_OPTIM];
   fprintf(f, "memory plan: %s, remat_policy=%s remat_scope=%s, batch %lld x %lld, num_vocab_tiling=%lld\n",
           c->model_name[0] ? c->model_name : "(no preset)", c->remat_policy, c->remat_scope,
           gt_config_global_batch(c), c->max_target_length, c->num_vocab_tiling);
@@ -325,9 +331,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   fprintf(f, "  Per train step: Total TFLOPs: %.4f, split as %.2f%% learnable weight flops and %.2f%% attention flops\n",
           p->flops.total_tflops, 100 * p->flops.learnable_tflops / p->flops.total_tflops,
           100 * p->flops.attention_tflops / p->flops.total_tflops);
-  fprintf(f, "  params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (%.1f MiB together)\n",
-          gt__mib(p->at_peak[GT_MEM_PARAMS]), gt__mib(p->at_peak[GT_MEM_GRADS]), gt__mib(p->at_peak[GT_MEM_OPTIM]),
-          gt__mib(persistent));
+  fprintf(f, "  params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB", gt__mib(p->at_peak[GT_MEM_PARAMS]),
+          gt__mib(p->at_peak[GT_MEM_GRADS]), gt__mib(p->at_peak[GT_MEM_OPTIM]));
+  if (p->n_frozen_tensors) /* the frozen group: its own category, in its storage */
+    fprintf(f, ", frozen base (%s) %.1f MiB", p->frozen_qtype, gt__mib(p->at_peak[GT_MEM_FROZEN]));
+  fprintf(f, " (%.1f MiB together)\n", gt__mib(persistent));
   fprintf(f, "  saved activations: %.1f MiB in all, %.2f MiB per layer (layer 0: %.2f MiB)\n",
           gt__mib(p->saved_total), gt__mib(p->saved_total / (p->n_layers ? p->n_layers : 1)),
           gt__mib(p->n_layers ? p->saved_per_layer[0] : 0));
@@ -370,6 +378,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddNumberToObject(o, "parameters", (double)p->n_params);
   cJSON_AddNumberToObject(o, "active_parameters", (double)p->n_active_params);
   cJSON_AddNumberToObject(o, "trainable_parameters", (double)p->n_trainable);
+  cJSON_AddStringToObject(o, "frozen_base_qtype", p->frozen_qtype);
   cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
   cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
   cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);

@@ -32,6 +32,7 @@ typedef struct gt_plan {
   int64_t n_active_params;         /* what one token uses (MoE: top-k experts); = n_params when dense */
   int64_t n_trainable;             /* of n_params, the trainable group's (model/store.h) */
   int n_frozen_tensors;            /* tensors of the frozen group: parameters only */
+  char frozen_qtype[16];           /* the frozen base's storage (lora_weight_qtype; "float32" when not quantized) */
   int64_t n_layers;
   int64_t cat_peak[GT_MEM_NCAT];   /* peak of each category on its own */
   int64_t at_peak[GT_MEM_NCAT];    /* each category's bytes at the moment of the device peak */

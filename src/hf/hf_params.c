@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "hf/hf.h"
+#include "model/qstore.h"
 
 /* Where the text decoder's tensors live: Gemma3ForCausalLM, then the
  * multimodal checkpoints as current transformers saves them, then as the
@@ -132,7 +133,37 @@ static int gt__set_has(const gt_st_set *set, const char *prefix, const char *nam
   return gt_st_set_find(set, full) != NULL;
 }
 
+/* A tensor the model stores quantized (a frozen base): read a chunk of rows
+ * at a time as float32 and quantized into place (model/qstore.h), never a
+ * float32 copy of the whole tensor. A bfloat16 tensor into a bfloat16 base is
+ * exact. */
+static gt_rc gt__import_stored(gt_model *m, const gt_tensor_info *t, const gt_st_tensor *s, const char *where,
+                               const char *full, gt_err *err) {
+  int64_t rows = t->shape[0], cols = gt_qstore_cols(t), ck = gt_qstore_chunk_rows(t);
+  if (ck > rows) ck = rows;
+  float *x = malloc((size_t)(ck * cols) * sizeof(float));
+  if (!x) return gt_err_set(err, GT_ERR_NOMEM, "hf: no memory to read '%s' (%lld rows at a time)", full, (long long)ck);
+  gt_rc rc = GT_OK;
+  for (int64_t r0 = 0; r0 < rows && !rc; r0 += ck) {
+    int64_t n = rows - r0 < ck ? rows - r0 : ck;
+    gt_err sub;
+    gt_err_clear(&sub);
+    if (gt_st_read_f32_range(s, r0 * cols, n * cols, x, &sub)) {
+      rc = gt_err_set(err, GT_ERR_FORMAT, "hf: %s: %s", where, sub.msg);
+      break;
+    }
+    for (int64_t k = 0; k < n * cols && !rc; k++)
+      if (!isfinite(x[k]))
+        rc = gt_err_set(err, GT_ERR_FORMAT, "hf: %s: tensor '%s' element %lld of %lld is %g; a model's weights must be finite",
+                        where, full, (long long)(r0 * cols + k), (long long)t->numel, (double)x[k]);
+    if (!rc) gt_qstore_put_rows(t, m->params + t->offset, r0, n, x);
+  }
+  free(x);
+  return rc;
+}
+
 gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err) {
+  gt_rc rc;
   gt_hf_info local;
   if (!info) info = &local;
   info->n_files = set->n_files;
@@ -176,6 +207,10 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
       snprintf(info->dtype, sizeof info->dtype, "mixed");
     gt_err sub;
     gt_err_clear(&sub);
+    if (t->dtype != GT_STORE_F32) { /* a frozen base stored quantized */
+      if ((rc = gt__import_stored(m, t, s, where, full, err))) return rc;
+      continue;
+    }
     if (gt_st_read_f32_range(s, 0, t->numel, m->params + t->offset, &sub))
       return gt_err_set(err, GT_ERR_FORMAT, "hf: %s: %s", where, sub.msg);
     /* a NaN or Inf weight would only show as a non-finite loss at step 0 */

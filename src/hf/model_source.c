@@ -12,6 +12,8 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/paramfile.h"
 #include "ckpt/safetensors.h"
+#include "data/chat.h"
+#include "model/qstore.h"
 
 static int gt__isdir(const char *p) {
   struct stat st;
@@ -264,6 +266,17 @@ gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, g
     }
     memcpy((char *)next + k->offset, (const char *)want + k->offset, k->size);
   }
+  /* the chat template is the model's unless the user names one
+   * (data/chat.h): a Hugging Face directory's own, recognised as Google's,
+   * or the one a checkpoint or parameter file was trained with */
+  if (!gt_config_is_user_set(cfg, "chat_template")) {
+    int found;
+    if (src->kind == GT_SRC_HF)
+      rc = gt_chat_template_of_dir(src->path, next->chat_template, sizeof next->chat_template, &found, err);
+    else
+      snprintf(next->chat_template, sizeof next->chat_template, "%s", want->chat_template);
+    if (rc) goto out;
+  }
   snprintf(next->model_name, sizeof next->model_name, "%s", src->name);
   if ((rc = gt_config_validate(next, err))) {
     char msg[GT_ERR_MSG_MAX];
@@ -326,18 +339,24 @@ gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float
        * what trained; the load checks their checksum), then move each
        * tensor to its place in m */
       gt_model km;
-      if ((rc = gt_model_copy_frozen(m, fnames, nf, &km, err))) {
+      /* in the storage it was trained over: converted tensor by tensor below */
+      gt_store_dtype q = GT_STORE_F32;
+      if (fz.qtype[0] && (rc = gt_store_dtype_parse(fz.qtype, &q, err))) {
         free(fnames);
         return rc;
       }
-      float *tmp = malloc((size_t)m->n_params * sizeof(float));
-      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)m->n_params);
+      if ((rc = gt_model_copy_frozen_as(m, fnames, nf, q, &km, err))) {
+        free(fnames);
+        return rc;
+      }
+      float *tmp = malloc((size_t)km.n_params * sizeof(float));
+      if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to reorder %lld parameters", (long long)km.n_params);
       if (!rc && nf) rc = gt__frozen_base(src->dir, &km, &fz, tmp, err);
       if (!rc) rc = gt_ckpt_load_dir(src->dir, &km, tmp, NULL, NULL, &ld, err);
       if (rc == GT_OK) {
         free(ld.config_json);
         for (int i = 0; i < m->n_tensors; i++)
-          memcpy(params + m->tensors[i].offset, tmp + km.tensors[i].offset, (size_t)m->tensors[i].numel * sizeof(float));
+          gt_qstore_convert(&m->tensors[i], params + m->tensors[i].offset, &km.tensors[i], tmp + km.tensors[i].offset);
       }
       free(tmp);
       free(fnames);

@@ -9,6 +9,7 @@
 #include "dist/dist.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/qstore.h"
 
 typedef struct gt__dev {
   gt_fsdp *f;
@@ -99,7 +100,9 @@ static int64_t gt__rep_len(const gt__dev *d, int64_t u);
  * into the device's shard: one float32 device computing in place on a unit
  * with no frozen part). */
 static int gt__owns_gathered(const gt__dev *d, int64_t u) {
-  return !d->f->inplace || d->f->bf16_w || d->tcnt[u] != d->lcnt[u];
+  /* (a unit with nothing trainable is its frozen shard, in place too: a
+   * frozen base's head, embedding and PLE table, is never copied) */
+  return !d->f->inplace || d->f->bf16_w || (d->tcnt[u] != d->lcnt[u] && d->tcnt[u] != 0);
 }
 
 /* The unit's trainable part [0, tcnt) and frozen part [tcnt, lcnt): this
@@ -123,7 +126,12 @@ static gt_rc gt__alloc_gathered(gt__dev *d, int64_t u, gt_err *err) {
  * its float32 buffer (2 bytes per element from byte 2 * lcnt on), and the
  * device packs its own shard straight into its range there (the gather's
  * `in` may alias out's own range), so no scratch. */
-static uint16_t *gt__upper(const gt__dev *d, int64_t u) { return (uint16_t *)(void *)d->gathered[u] + d->lcnt[u]; }
+/* A unit holding a stored-quantized frozen base gathers its frozen part raw
+ * (its words are no floats to pack); only the trainable part travels in
+ * bf16, in the upper half of the trainable part's own range. */
+static int gt__quant(const gt__dev *d, int64_t u) { return gt_qstore_unit_quantized(&d->model, u); }
+static int64_t gt__bf16_n(const gt__dev *d, int64_t u) { return gt__quant(d, u) ? d->tcnt[u] : d->lcnt[u]; }
+static uint16_t *gt__upper(const gt__dev *d, int64_t u) { return (uint16_t *)(void *)d->gathered[u] + gt__bf16_n(d, u); }
 
 static const uint16_t *gt__pack_own(gt__dev *d, int64_t u, int frozen) {
   uint16_t *h = frozen ? gt__upper(d, u) + d->tcnt[u] + gt__fbeg(d, u) : gt__upper(d, u) + gt__tbeg(d, u);
@@ -152,6 +160,13 @@ static void gt__unpack_upper(float *buf, int64_t n) {
   gt_bf16_unpack(buf + a, tail, n - a);
 }
 
+/* dtype=bfloat16, sharded: expands what arrived in bf16; a raw frozen part
+ * (quantized base) has its float32 tensors (norms) rounded in place. */
+static void gt__finish_bf16(gt__dev *d, int64_t u) {
+  gt__unpack_upper(d->gathered[u], gt__bf16_n(d, u));
+  if (gt__quant(d, u)) gt_qstore_round_block(&d->model, u, d->gathered[u], d->tcnt[u], d->lcnt[u] - d->tcnt[u]);
+}
+
 /* Waits for unit u's prefetched gathers (both parts), if any. 1 if there were. */
 static int gt__wait_pending(gt__dev *d, int64_t u) {
   int had = 0;
@@ -166,10 +181,10 @@ static int gt__wait_pending(gt__dev *d, int64_t u) {
 static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_fsdp *f = d->f;
   if (!gt__owns_gathered(d, u)) {
-    d->gathered[u] = d->pshard + d->shard_off[u];
+    d->gathered[u] = d->tcnt[u] ? d->pshard + d->shard_off[u] : d->fshard + d->foff[u];
     return GT_OK;
   }
-  if (gt__wait_pending(d, u) && f->bf16_w) gt__unpack_upper(d->gathered[u], d->lcnt[u]);
+  if (gt__wait_pending(d, u) && f->bf16_w) gt__finish_bf16(d, u);
   if (d->gathered[u]) return GT_OK;
   gt_rc rc = gt__alloc_gathered(d, u, err);
   if (rc || f->measure) return rc;
@@ -177,11 +192,14 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   if (f->inplace) { /* one device: a copy of the unit (bf16: rounded; the master shards stay float32) */
     memcpy(d->gathered[u], d->pshard + d->shard_off[u], (size_t)t * sizeof(float));
     if (fz) memcpy(d->gathered[u] + t, d->fshard + d->foff[u], (size_t)fz * sizeof(float));
-    if (f->bf16_w) gt_bf16_round(d->gathered[u], d->lcnt[u]);
+    if (f->bf16_w) gt_qstore_round_block(&d->model, u, d->gathered[u], 0, d->lcnt[u]);
   } else if (f->bf16_w) {
     if (t) gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 0), gt__upper(d, u), t);
-    if (fz) gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 1), gt__upper(d, u) + t, fz);
-    gt__unpack_upper(d->gathered[u], d->lcnt[u]);
+    if (fz && gt__quant(d, u))
+      gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->fshard + d->foff[u], d->gathered[u] + t, fz);
+    else if (fz)
+      gt_all_gather_bf16_g(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 1), gt__upper(d, u) + t, fz);
+    gt__finish_bf16(d, u);
   } else {
     if (t) gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->pshard + d->shard_off[u], d->gathered[u], t);
     if (fz) gt_all_gather_g(f->mesh, d->dev, GT_GROUP_FSDP, d->fshard + d->foff[u], d->gathered[u] + t, fz);
@@ -201,7 +219,10 @@ static gt_rc gt__prefetch(gt__dev *d, int64_t u, gt_err *err) {
   if (f->bf16_w) {
     if (t)
       d->pending[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 0), gt__upper(d, u), t);
-    if (fz)
+    if (fz && gt__quant(d, u))
+      d->pending_f[u] = gt_all_gather_async(f->mesh, d->dev, GT_GROUP_FSDP, d->fshard + d->foff[u], d->gathered[u] + t,
+                                            fz);
+    else if (fz)
       d->pending_f[u] = gt_all_gather_bf16_async(f->mesh, d->dev, GT_GROUP_FSDP, gt__pack_own(d, u, 1),
                                                  gt__upper(d, u) + t, fz);
   } else {
@@ -506,7 +527,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     d->nu = gt_mem_alloc_named(&d->mem, GT_MEM_OPTIM, sb, "adam nu (shard)");
     /* the frozen group: parameters only (no gradient, no moments) */
     if (d->fshard_n > 0 &&
-        !(d->fshard = gt_mem_alloc_named(&d->mem, GT_MEM_PARAMS, (size_t)d->fshard_n * sizeof(float),
+        !(d->fshard = gt_mem_alloc_named(&d->mem, GT_MEM_FROZEN, (size_t)d->fshard_n * sizeof(float),
                                          "parameters (frozen shard)"))) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld frozen parameters", i,
                       (long long)d->fshard_n);

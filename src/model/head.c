@@ -47,7 +47,7 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
   for (int t = 0; t < n_tiles; t++) {
     const float *ht = h + (int64_t)t * R * d;
     const int32_t *tt = targets + (int64_t)t * R;
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, E, R, d, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V));
     /* dtype=bfloat16: the logits come out of the head in bf16, as MaxText's
      * do before it casts them to float32 for the loss */
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, logits, R * V));
@@ -69,7 +69,7 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap));
     else
       GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, E, R, d, V));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V));
   }
   if (bwd)
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, gN, NULL, dh, x, rstd, wn, N, (int)d,

@@ -80,6 +80,8 @@ static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
 }
 
 #define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
+/* a projection's weight with its storage, for the products (linear.h) */
+#define WM(slot) ((gt__weight){W(slot), L->qtype[(slot)]})
 
 /* The elementwise loops of this file (gt__add, gt__sum, the PLE gate). */
 typedef struct gt__ew_args {
@@ -361,9 +363,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
 #define RUN(op) for (int run_ = (int)((ops >> (op)) & 1u); run_; run_ = 0, gt__round_outputs(io, a, (op), x_out))
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
-  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], W(GT_P_WQ), N, d, qd));
-  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], W(GT_P_WK), N, d, kd));
-  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], W(GT_P_WV), N, d, kd));
+  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd));
+  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd));
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
   RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
                                                                                N, (int)H, (int)hd, eps, off, rnd));
@@ -378,7 +380,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
-  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
    * With the pre-FFW norm also to run, both in one sweep (the same bits as
    * running them apart, which a recompute may do). */
@@ -391,10 +393,10 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
-  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], W(GT_P_W_UP), N, d, F));
+  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F));
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
-  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
   RUN(OP_MOE) gt__moe_forward(io, a);
   RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
@@ -404,9 +406,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
                                                                        N, (int)d, eps, off, rnd));
   }
-  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
   RUN(OP_PLE_RESID) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
                                                                        W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off, rnd));
@@ -455,9 +457,9 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
   }
   float *dPP = pl, *dACT = dPP + N * d, *dGATE = dACT + N * P;
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], W(GT_P_PLE_PROJ), N, P, d));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], W(GT_P_PLE_GATE), N, d, P));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
   gt_mem_free(m->mem, pl);
   return GT_OK;
 }
@@ -561,11 +563,11 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
                         W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
   }
   if (!meas) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], W(GT_P_W_DOWN), N, F, d));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], W(GT_P_W_GATE), N, d, F));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], W(GT_P_W_UP), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], WM(GT_P_W_UP), N, d, F));
     /* direct: dx1 = dx_out + this norm's part, written */
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
                         a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
@@ -584,7 +586,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O], a[GT_A_O_RSTD],
                       W(GT_P_POST_ATTN_NORM), N, (int)d, off, 0));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], W(GT_P_WO), N, qd, d));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io); /* bf16 tile products with dtype=bfloat16 */
@@ -620,9 +622,9 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     }
   }
   float *dA = dO; /* dO is consumed */
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dA, G(GT_P_WQ), dQR, a[GT_A_A], W(GT_P_WQ), N, d, qd));
-  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WK), dKR, a[GT_A_A], W(GT_P_WK), N, d, kd));
-  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WV), dVR, a[GT_A_A], W(GT_P_WV), N, d, kd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dA, G(GT_P_WQ), dQR, a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WK), dKR, a[GT_A_A], WM(GT_P_WK), N, d, kd));
+  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WV), dVR, a[GT_A_A], WM(GT_P_WV), N, d, kd));
   /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
                       W(GT_P_INPUT_NORM), N, (int)d, off, 0));

@@ -5,29 +5,49 @@
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 /* row blocks as kernels/matmul.c takes them (sgemm dimensions may be 32-bit) */
 #define GT__ROW_BLOCK ((int64_t)INT_MAX)
 
-void gt__matmul_forward(const gt_model *m, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
-                    int64_t out_dim) {
-  if (m->bf16_mm)
-    gt_matmul_forward_bf16(out, inp, w, n, in_dim, out_dim);
-  else
-    gt_matmul_forward(out, inp, w, n, in_dim, out_dim);
+/* dinp (+)= dout . W for a stored-quantized W: the input gradient of a
+ * frozen base, beta 1 adding, 0 writing */
+static void gt__qmatmul_dinp(const gt_model *m, float *dinp, const float *dout, gt__weight w, int64_t n,
+                             int64_t in_dim, int64_t out_dim, float beta) {
+  if (!dinp || n <= 0 || in_dim <= 0 || out_dim <= 0) return;
+  const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
+  (m->bf16_mm ? gt_qbgemm : gt_qgemm)(0, n, in_dim, out_dim, 1.0f, dout, out_dim, &q, beta, dinp, in_dim);
 }
 
-void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
+                    int64_t out_dim) {
+  if (w.qtype != GT_STORE_F32) {
+    const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
+    (m->bf16_mm ? gt_qbgemm : gt_qgemm)(1, n, out_dim, in_dim, 1.0f, inp, in_dim, &q, 0.0f, out, out_dim);
+  } else if (m->bf16_mm) {
+    gt_matmul_forward_bf16(out, inp, w.p, n, in_dim, out_dim);
+  } else {
+    gt_matmul_forward(out, inp, w.p, n, in_dim, out_dim);
+  }
+}
+
+void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim) {
-  if (m->bf16_mm)
-    gt_matmul_backward_bf16(dinp, dw, dout, inp, w, n, in_dim, out_dim);
+  if (w.qtype != GT_STORE_F32)
+    gt__qmatmul_dinp(m, dinp, dout, w, n, in_dim, out_dim, 1.0f);
+  else if (m->bf16_mm)
+    gt_matmul_backward_bf16(dinp, dw, dout, inp, w.p, n, in_dim, out_dim);
   else
-    gt_matmul_backward(dinp, dw, dout, inp, w, n, in_dim, out_dim);
+    gt_matmul_backward(dinp, dw, dout, inp, w.p, n, in_dim, out_dim);
 }
 
 void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
-                           const float *w, int64_t n, int64_t in_dim, int64_t out_dim) {
+                           gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim) {
   if (n <= 0 || in_dim <= 0) return;
+  if (w.qtype != GT_STORE_F32 && out_dim > 0) {
+    gt__qmatmul_dinp(m, dinp, dout, w, n, in_dim, out_dim, 0.0f);
+    return;
+  }
   if (out_dim <= 0) { /* an empty sum: the written gradient is 0, nothing to add to dw */
     if (dinp) memset(dinp, 0, (size_t)(n * in_dim) * sizeof(float));
     return;
@@ -35,7 +55,7 @@ void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const 
   if (dinp)
     for (int64_t r0 = 0; r0 < n; r0 += GT__ROW_BLOCK) {
       const int64_t rows = n - r0 < GT__ROW_BLOCK ? n - r0 : GT__ROW_BLOCK;
-      (m->bf16_mm ? gt_bgemm : gt_sgemm)(0, 0, rows, in_dim, out_dim, 1.0f, dout + r0 * out_dim, out_dim, w, in_dim,
+      (m->bf16_mm ? gt_bgemm : gt_sgemm)(0, 0, rows, in_dim, out_dim, 1.0f, dout + r0 * out_dim, out_dim, w.p, in_dim,
                                          0.0f, dinp + r0 * in_dim, in_dim);
     }
   if (dw) gt__matmul_backward(m, NULL, dw, dout, inp, w, n, in_dim, out_dim);

@@ -12,17 +12,30 @@
 
 #include "model/model.h"
 
+/* A weight matrix [out_dim, in_dim] where it lives (a slot of a parameter
+ * block) and how it is stored there (gt_store_dtype): float32, or a frozen
+ * base's bfloat16/int8/nf4 (kernels/quant.h), which the products dequantize
+ * as they pack it. A stored-quantized weight is frozen: its dw is NULL. */
+typedef struct gt__weight {
+  const float *p;
+  int qtype;
+} gt__weight;
+static inline gt__weight gt__wf32(const float *p) {
+  gt__weight w = {p, GT_STORE_F32};
+  return w;
+}
+
 /* out[n,out_dim] = inp . w^T (overwritten) */
-void gt__matmul_forward(const gt_model *m, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                     int64_t out_dim);
 /* dinp += dout . w ; dw += dout^T . inp (either may be NULL) */
-void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim);
 /* The same, but dinp is WRITTEN (never read): the first product into a
  * buffer then needs no zeroing pass. The same bits as gt__matmul_backward on a
  * zeroed dinp: one product with beta 0 instead of 1 on zeros. */
 void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
-                           const float *w, int64_t n, int64_t in_dim, int64_t out_dim);
+                           gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
 /* dtype=bfloat16: x[0..n) rounded to bf16 in place */
 void gt__act_round(const gt_model *m, float *x, int64_t n);
 

@@ -8,6 +8,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/qstore.h"
 #include "model/remat.h"
 
 static int gt__rope_index(gt_model *m, double base, double scale, double fraction, int head_dim) {
@@ -29,9 +30,10 @@ static void gt__add_tensor3(gt_model *m, int64_t *cursor, int layer, const char 
   t->shape[1] = ndim > 1 ? s1 : 1;
   t->shape[2] = ndim > 2 ? s2 : 1;
   t->numel = t->shape[0] * t->shape[1] * t->shape[2];
+  t->words = t->numel;
   t->offset = *cursor;
   t->layer = layer;
-  *cursor += t->numel;
+  *cursor += t->words;
 }
 
 static void gt__add_tensor(gt_model *m, int64_t *cursor, int layer, const char *name, int ndim, int64_t s0,
@@ -180,6 +182,7 @@ static gt_rc gt__apply_store(gt_model *m, const gt_config *c, gt_err *err) {
                       c->trainable_parameters_mask, m->n_tensors, names);
   }
   m->n_trainable = n_train;
+  if ((rc = gt_qstore_decide(m, c, err))) return rc;
   return gt__place(m, err);
 }
 
@@ -190,24 +193,32 @@ static gt_rc gt__place(gt_model *m, gt_err *err) {
   int64_t *old = malloc(sizeof(int64_t) * (size_t)(m->n_tensors > 0 ? m->n_tensors : 1));
   if (!old) return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for the store");
   for (int i = 0; i < m->n_tensors; i++) old[i] = m->tensors[i].offset;
+  /* units follow one another in table order; each starts where the one
+   * before ends (a quantized tensor takes fewer words than elements) */
+  int64_t cur = 0;
   for (int i0 = 0; i0 < m->n_tensors;) {
     int i1 = i0;
     while (i1 < m->n_tensors && m->tensors[i1].layer == m->tensors[i0].layer) i1++;
-    int64_t cur = m->tensors[i0].offset; /* the unit's start: its lowest offset */
-    for (int i = i0; i < i1; i++)
-      if (m->tensors[i].offset < cur) cur = m->tensors[i].offset;
+    if (m->tensors[i0].layer >= 0) m->layers[m->tensors[i0].layer].param_offset = cur;
     for (int pass = 0; pass < 2; pass++)
       for (int i = i0; i < i1; i++) {
         gt_tensor_info *t = &m->tensors[i];
         if ((int)t->role != pass) continue;
         t->offset = cur;
-        cur += t->numel;
+        cur += t->words;
         if (t->role != GT_ROLE_TRAINABLE) continue;
         if (t->layer < 0) m->head_train_count += t->numel;
         else m->layers[t->layer].train_count += t->numel;
       }
+    if (m->tensors[i0].layer >= 0) {
+      gt_layer_desc *ld = &m->layers[m->tensors[i0].layer];
+      int whole = ld->local_count == ld->param_count; /* not an expert shard */
+      ld->param_count = cur - ld->param_offset;
+      if (whole) ld->local_count = ld->param_count;
+    }
     i0 = i1;
   }
+  m->n_params = cur;
   for (int i = 0; i < m->n_tensors; i++) {
     gt_tensor_info *t = &m->tensors[i];
     if (t->layer < 0) {
@@ -310,7 +321,8 @@ void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count
 int64_t gt_model_count_params(const gt_config *cfg) {
   gt_model m;
   if (gt_model_build(&m, cfg, NULL)) return -1;
-  int64_t n = m.n_params;
+  int64_t n = 0; /* elements: the layout's words are fewer for a quantized base */
+  for (int i = 0; i < m.n_tensors; i++) n += m.tensors[i].numel;
   gt_model_free(&m);
   return n;
 }
@@ -318,7 +330,8 @@ int64_t gt_model_count_params(const gt_config *cfg) {
 int64_t gt_model_count_active_params(const gt_config *cfg) {
   gt_model m;
   if (gt_model_build(&m, cfg, NULL)) return -1;
-  int64_t n = m.n_params;
+  int64_t n = 0;
+  for (int i = 0; i < m.n_tensors; i++) n += m.tensors[i].numel;
   for (int64_t l = 0; l < m.n_layers; l++) {
     const gt_layer_desc *L = &m.layers[l];
     /* a token runs num_experts_per_tok of the E experts */
@@ -367,6 +380,11 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
 }
 
 gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err) {
+  return gt_model_copy_frozen_as(m, names, n, gt_qstore_dtype(m), out, err);
+}
+
+gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_model *out,
+                              gt_err *err) {
   *out = *m;
   out->mem = NULL;
   out->params = out->grads = NULL;
@@ -384,7 +402,8 @@ gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model
   for (int i = 0; i < out->n_tensors; i++) out->tensors[i].role = GT_ROLE_TRAINABLE, out->tensors[i].group = GT_GROUP_TRAINABLE;
   for (int64_t l = 0; l < out->n_layers; l++) memset(out->layers[l].frozen, 0, sizeof out->layers[l].frozen);
   out->n_frozen_tensors = 0;
-  out->n_trainable = out->n_params;
+  out->n_trainable = 0;
+  for (int i = 0; i < out->n_tensors; i++) out->n_trainable += out->tensors[i].numel;
   gt_rc rc = GT_OK;
   const char *nm = names;
   for (int k = 0; k < n && !rc; k++, nm += strlen(nm) + 1) {
@@ -400,7 +419,9 @@ gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model
     out->n_frozen_tensors++;
     out->n_trainable -= out->tensors[i].numel;
   }
-  /* the slots' frozen flags follow from the roles in gt__place */
+  /* the storage follows from the roles as in the model (a trainable tensor
+   * is float32), and the slots' frozen flags in gt__place */
+  if (!rc) gt_qstore_apply(out, q);
   if (!rc) rc = gt__place(out, err);
   if (rc) gt_model_free(out);
   return rc;
@@ -425,7 +446,7 @@ float *gt_model_head_grad(const gt_model *m, float *hg, int64_t offset) {
 uint64_t gt_model_frozen_sum(const gt_model *m, const float *params) {
   uint64_t h = GT_STORE_SUM_INIT;
   for (int i = 0; i < m->n_tensors; i++)
-    if (m->tensors[i].role == GT_ROLE_FROZEN) h = gt_store_sum(h, params + m->tensors[i].offset, m->tensors[i].numel);
+    if (m->tensors[i].role == GT_ROLE_FROZEN) h = gt_store_sum(h, params + m->tensors[i].offset, m->tensors[i].words);
   return h;
 }
 
@@ -485,8 +506,8 @@ gt_rc gt_model_alloc(gt_model *m, gt_mem *mem, gt_err *err) {
 }
 
 /* splitmix64 drives a Box-Muller normal: cheap, seeded, identical everywhere. */
-static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
-  uint64_t s = seed;
+static void gt__fill_normal_from(float *x, int64_t n, uint64_t *state, double std) {
+  uint64_t s = *state;
   for (int64_t i = 0; i < n; i += 2) {
     double u1 = ((double)(gt_splitmix64(&s) >> 11) + 0.5) / 9007199254740992.0;
     double u2 = (double)(gt_splitmix64(&s) >> 11) / 9007199254740992.0;
@@ -494,6 +515,30 @@ static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
     x[i] = (float)(std * r * cos(6.283185307179586 * u2));
     if (i + 1 < n) x[i + 1] = (float)(std * r * sin(6.283185307179586 * u2));
   }
+  *state = s;
+}
+
+static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
+  uint64_t s = seed;
+  gt__fill_normal_from(x, n, &s, std);
+}
+
+/* A stored-quantized tensor: the same stream as float32, drawn a chunk of
+ * rows at a time into a float scratch and quantized into place (chunks of
+ * an even number of elements continue the stream's pairs exactly), so the
+ * stored tensor is gt_quantize of the float32 model's. */
+static void gt__fill_normal_stored(const gt_tensor_info *t, float *p, uint64_t seed, double std) {
+  int64_t rows = t->shape[0], cols = gt_qstore_cols(t), ck = gt_qstore_chunk_rows(t);
+  if (ck > rows) ck = rows;
+  float *tmp = malloc((size_t)(ck * cols) * sizeof(float));
+  if (!tmp) return;
+  uint64_t s = seed;
+  for (int64_t r0 = 0; r0 < rows; r0 += ck) {
+    int64_t n = rows - r0 < ck ? rows - r0 : ck;
+    gt__fill_normal_from(tmp, n * cols, &s, std);
+    gt_qstore_put_rows(t, p, r0, n, tmp);
+  }
+  free(tmp);
 }
 
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
@@ -514,7 +559,9 @@ void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
     double std = t->offset == m->embed_offset       ? 1.0 / sqrt((double)m->d)
                  : t->offset == m->ple_embed_offset ? 1.0 / sqrt((double)m->ple_dim)
                                                     : init_scale / sqrt((double)t->shape[t->ndim - 1]);
-    gt__fill_normal(p, t->numel, seed * 1000003ull + (uint64_t)i * 7919ull + 1, std);
+    uint64_t ts = seed * 1000003ull + (uint64_t)i * 7919ull + 1;
+    if (t->dtype != GT_STORE_F32) gt__fill_normal_stored(t, p, ts, std);
+    else gt__fill_normal(p, t->numel, ts, std);
   }
 }
 
@@ -544,5 +591,8 @@ void gt_model_free(gt_model *m) {
 }
 
 void gt_model_round_params(gt_model *m) {
-  if (m->bf16_act && m->params) gt_bf16_round(m->params, m->n_params);
+  if (!m->bf16_act || !m->params) return;
+  /* a quantized tensor is already in its storage format: only float32 ones */
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].dtype == GT_STORE_F32) gt_bf16_round(m->params + m->tensors[i].offset, m->tensors[i].numel);
 }

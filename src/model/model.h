@@ -88,6 +88,9 @@ typedef struct gt_layer_desc {
    * the trainable tensors lead the block, train_count elements in all */
   unsigned char frozen[GT_P_NSLOTS];
   int64_t train_count;
+  /* each slot's storage (gt_store_dtype; kernels/quant.h's gt_qtype has the
+   * same values): GT_STORE_F32 unless a frozen base is stored quantized */
+  unsigned char qtype[GT_P_NSLOTS];
 } gt_layer_desc;
 
 typedef struct gt_rope_desc {
@@ -99,8 +102,11 @@ typedef struct gt_tensor_info {
   char name[96];     /* Hugging Face name without the "model." prefix */
   int ndim;
   int64_t shape[4];
-  int64_t offset;    /* element offset into the flat buffer */
-  int64_t numel;
+  int64_t offset;    /* word offset into the flat buffer */
+  int64_t numel;     /* elements (the logical size) */
+  int64_t words;     /* 4-byte words it occupies in the flat buffer: numel for
+                      * float32, kernels/quant.h's gt_q_words when stored
+                      * quantized (offsets, units and n_params count words) */
   int layer;         /* -1 for embedding and final norm */
   /* the store (store.h) */
   gt_store_dtype dtype;
@@ -172,7 +178,7 @@ typedef struct gt_model {
   /* layout */
   int n_tensors;
   gt_tensor_info *tensors;
-  int64_t n_params;
+  int64_t n_params;   /* words of the flat buffer: the parameter count while every tensor is float32 */
   /* the store: elements that train (the rest is frozen), and of them the
    * head unit's (its leading ones) */
   int64_t n_trainable, head_train_count;
@@ -183,6 +189,8 @@ typedef struct gt_model {
    * [ple_dim]; offsets -1 without PLE */
   int64_t ple_dim, ple_vocab;
   int64_t ple_embed_offset, ple_proj_offset, ple_norm_offset;
+  /* the head unit's matrices' storage (gt_store_dtype; see the layers' qtype) */
+  unsigned char embed_qtype, ple_embed_qtype, ple_proj_qtype;
   /* storage (NULL until gt_model_alloc) */
   gt_mem *mem;
   float *params;
@@ -269,6 +277,10 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err);
  * checkpoint written under another mask. GT_ERR_CONFIG naming a name the
  * model lacks. */
 gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err);
+/* The same with the frozen matrices stored as q (a checkpoint written over
+ * a base stored otherwise; model/qstore.h). */
+gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_model *out,
+                              gt_err *err);
 /* Names (comma-separated, at most n bytes) of a few tensors, for messages. */
 void gt_model_some_names(const gt_model *m, char *buf, size_t n);
 

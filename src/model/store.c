@@ -1,5 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "model/store.h"
+#include "kernels/quant.h"
+
+_Static_assert((int)GT_STORE_F32 == (int)GT_Q_F32 && (int)GT_STORE_BF16 == (int)GT_Q_BF16 &&
+                   (int)GT_STORE_INT8 == (int)GT_Q_INT8 && (int)GT_STORE_NF4 == (int)GT_Q_NF4,
+               "the store's dtypes and the quantization kernels' types are one set of values");
 
 #include <regex.h>
 #include <stdlib.h>

@@ -16,6 +16,7 @@
 #include "decode/decode.h"
 #include "dist/dist.h"
 #include "model/model.h"
+#include "model/qstore.h"
 #include "train/config_agree.h"
 #include "train/plan.h"
 #include "train/profiler.h"
@@ -121,7 +122,8 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
                  gt_version(), c->model_name, (long long)m->n_layers, (long long)m->n_layers - nglob,
                  c->sliding_window_size, nglob, c->base_emb_dim, c->base_num_query_heads, c->base_num_kv_heads,
                  c->head_dim, c->base_mlp_dim, c->vocab_size);
-  gt_report_note(r, "number parameters: %.3f billion (%lld)\n", (double)m->n_params / 1e9, (long long)m->n_params);
+  int64_t n_el = gt_model_count_params(c); /* elements (a quantized base takes fewer words) */
+  gt_report_note(r, "number parameters: %.3f billion (%lld)\n", (double)n_el / 1e9, (long long)n_el);
   gt_report_note(r, "Per train step:\n Total TFLOPs: %.4f \n split as %.2f%% learnable weight flops and %.2f%% "
                     "attention flops\n",
                  fl.total_tflops, 100 * fl.learnable_tflops / fl.total_tflops, 100 * fl.attention_tflops / fl.total_tflops);
@@ -200,6 +202,9 @@ static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64
                  planned_peak / M, peak / M, gt_mem_peak(dm, GT_MEM_PARAMS) / M, gt_mem_peak(dm, GT_MEM_GRADS) / M,
                  gt_mem_peak(dm, GT_MEM_OPTIM) / M, gt_mem_peak(dm, GT_MEM_SAVED) / M, gt_mem_peak(dm, GT_MEM_TEMP) / M,
                  gt_mem_peak(dm, GT_MEM_LOGITS) / M);
+  if (gt_mem_peak(dm, GT_MEM_FROZEN)) /* the frozen base: its own category */
+    gt_report_note(r, "frozen base: %.1f MiB on the busiest device, stored as %s\n", gt_mem_peak(dm, GT_MEM_FROZEN) / M,
+                   gt_qstore_name(gt_trainer_device_model(tr, 0)));
   const char *tb = r->tensorboard ? ", tensorboard/" : "";
   if (last_saved >= 0)
     gt_report_note(r, "wrote %s/config.json, metrics.jsonl%s, loss.svg and checkpoints/ (latest: step_%08lld)\n",

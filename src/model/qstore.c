@@ -1,0 +1,200 @@
+#include "model/qstore.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/team.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
+
+gt_rc gt_qstore_decide(gt_model *m, const gt_config *c, gt_err *err) {
+  gt_store_dtype q = GT_STORE_F32;
+  if (c->lora_weight_qtype[0]) {
+    gt_rc rc = gt_store_dtype_parse(c->lora_weight_qtype, &q, err);
+    if (rc) return rc;
+  }
+  gt_qstore_apply(m, q);
+  return GT_OK;
+}
+
+void gt_qstore_apply(gt_model *m, gt_store_dtype q) {
+  m->embed_qtype = m->ple_embed_qtype = m->ple_proj_qtype = GT_STORE_F32;
+  for (int64_t l = 0; l < m->n_layers; l++) memset(m->layers[l].qtype, GT_STORE_F32, sizeof m->layers[l].qtype);
+  for (int i = 0; i < m->n_tensors; i++) {
+    gt_tensor_info *t = &m->tensors[i];
+    /* which slot it fills (the offsets name it: the table's, or placed) */
+    unsigned char *slot = NULL;
+    if (t->layer < 0) {
+      slot = t->offset == m->embed_offset       ? &m->embed_qtype
+             : t->offset == m->ple_embed_offset ? &m->ple_embed_qtype
+             : t->offset == m->ple_proj_offset  ? &m->ple_proj_qtype
+                                                : NULL;
+    } else {
+      gt_layer_desc *L = &m->layers[t->layer];
+      static const gt_lparam mats[] = {GT_P_WQ,     GT_P_WK,     GT_P_WV,       GT_P_WO,      GT_P_W_GATE,
+                                       GT_P_W_UP,   GT_P_W_DOWN, GT_P_PLE_GATE, GT_P_PLE_PROJ};
+      for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
+        if (L->slot_offset[mats[k]] == t->offset) slot = &L->qtype[mats[k]];
+    }
+    /* the products' and lookups' matrices only: not the MoE router or
+     * experts, which kernels/moe.c reads as float32 */
+    int quant = q != GT_STORE_F32 && t->role == GT_ROLE_FROZEN && t->ndim == 2 && slot;
+    t->dtype = quant ? q : GT_STORE_F32;
+    t->words = quant ? gt_q_words((gt_qtype)q, t->shape[0], gt_qstore_cols(t)) : t->numel;
+    if (quant) *slot = (unsigned char)q;
+  }
+}
+
+gt_store_dtype gt_qstore_dtype(const gt_model *m) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].dtype != GT_STORE_F32) return m->tensors[i].dtype;
+  return GT_STORE_F32;
+}
+
+void gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src) {
+  if (to->dtype == from->dtype) {
+    memcpy(dst, src, (size_t)to->words * sizeof(float));
+  } else if (from->dtype == GT_STORE_F32) {
+    gt_qstore_put_rows(to, dst, 0, to->shape[0], src);
+  } else if (to->dtype == GT_STORE_F32) {
+    gt_qstore_rows(from, src, 0, from->shape[0], dst);
+  } else { /* one quantized format to another: through float32 a chunk at a time */
+    int64_t rows = to->shape[0], cols = gt_qstore_cols(to), ck = gt_qstore_chunk_rows(to);
+    if (ck > rows) ck = rows;
+    float *x = malloc((size_t)(ck * cols) * sizeof(float));
+    for (int64_t r0 = 0; x && r0 < rows; r0 += ck) {
+      int64_t n = rows - r0 < ck ? rows - r0 : ck;
+      gt_qstore_rows(from, src, r0, n, x);
+      gt_qstore_put_rows(to, dst, r0, n, x);
+    }
+    free(x);
+  }
+}
+
+gt_qweight gt_qstore_view(const gt_tensor_info *t, const float *base) {
+  return gt_qweight_at((gt_qtype)t->dtype, base, t->shape[0], gt_qstore_cols(t));
+}
+
+void gt_qstore_rows(const gt_tensor_info *t, const float *base, int64_t r0, int64_t n, float *out) {
+  int64_t cols = gt_qstore_cols(t);
+  if (t->dtype == GT_STORE_F32) {
+    memcpy(out, base + r0 * cols, (size_t)(n * cols) * sizeof(float));
+    return;
+  }
+  gt_qweight w = gt_qstore_view(t, base);
+  gt_dequantize_rows(&w, r0, n, out);
+}
+
+int64_t gt_qstore_chunk_rows(const gt_tensor_info *t) {
+  /* a multiple of the nf4 block in rows keeps every chunk's first element
+   * on a block (and a byte) boundary; about 4 Mi elements a chunk */
+  int64_t cols = gt_qstore_cols(t), k = cols > 0 ? ((int64_t)1 << 22) / (GT_Q_NF4_BLOCK * cols) : 1;
+  return GT_Q_NF4_BLOCK * (k > 0 ? k : 1);
+}
+
+void gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src) {
+  int64_t rows = t->shape[0], cols = gt_qstore_cols(t);
+  if (t->dtype == GT_STORE_F32) {
+    memcpy(base + r0 * cols, src, (size_t)(n * cols) * sizeof(float));
+    return;
+  }
+  gt_qtype q = (gt_qtype)t->dtype;
+  if (r0 == 0 && n == rows) { /* the whole tensor at once */
+    memset(base, 0, (size_t)t->words * sizeof(float)); /* the padding after the elements too */
+    gt_quantize(q, src, rows, cols, base);
+    return;
+  }
+  /* the chunk quantized on its own (its blocks are the tensor's: aligned),
+   * then its elements and scales copied to their places */
+  int64_t cw = gt_q_words(q, n, cols);
+  float *tmp = malloc((size_t)cw * sizeof(float));
+  if (!tmp) return; /* callers pass chunks of gt_qstore_chunk_rows: a few MiB */
+  gt_quantize(q, src, n, cols, tmp);
+  gt_qweight dst = gt_qstore_view(t, base), part = gt_qweight_at(q, tmp, n, cols);
+  int64_t e0 = r0 * cols, en = n * cols;
+  int64_t b0 = gt_q_data_bytes(q, e0), bn = gt_q_data_bytes(q, e0 + en) - b0;
+  int64_t dend = gt_q_data_bytes(q, rows * cols), dpad = (dend + 3) / 4 * 4;
+  if (r0 + n == rows && dpad > dend) memset((char *)base + dend, 0, (size_t)(dpad - dend)); /* the padding */
+  memcpy((char *)base + b0, part.data, (size_t)bn);
+  int64_t s0 = q == GT_Q_INT8 ? r0 : q == GT_Q_NF4 ? e0 / GT_Q_NF4_BLOCK : 0;
+  int64_t sn = gt_q_scale_count(q, en, n);
+  if (sn) memcpy((float *)dst.scales + s0, part.scales, (size_t)sn * sizeof(float));
+  free(tmp);
+}
+
+typedef struct gt__lookup_args {
+  const gt_model *m;
+  gt_qweight w;
+  const int32_t *tok;
+  int64_t dim;
+  float scale;
+  float *out;
+} gt__lookup_args;
+
+static void gt__lookup_part(void *arg, int64_t i0, int64_t i1) {
+  const gt__lookup_args *a = arg;
+  for (int64_t i = i0; i < i1; i++) {
+    float *o = a->out + i * a->dim;
+    gt_dequantize_rows(&a->w, a->tok[i], 1, o);
+    if (a->m->bf16_act) gt_bf16_round(o, a->dim);
+    for (int64_t c = 0; c < a->dim; c++) o[c] *= a->scale;
+  }
+}
+
+void gt_qstore_lookup(const gt_model *m, int qtype, const float *table, int64_t rows, int64_t dim, const int32_t *tok,
+                      int64_t n, float scale, float *out) {
+  if (qtype == GT_STORE_F32) {
+    gt_embedding_forward(out, tok, table, n, (int)dim, scale);
+    return;
+  }
+  gt__lookup_args a = {m, gt_qweight_at((gt_qtype)qtype, table, rows, dim), tok, dim, scale, out};
+  gt_team_for(n * dim > 65536, n, gt__lookup_part, &a);
+}
+
+static void gt__unit_range(const gt_model *m, int64_t u, int *i0, int *i1) {
+  int layer = (int)u - 1, i = 0;
+  while (i < m->n_tensors && m->tensors[i].layer != layer) i++;
+  *i0 = i;
+  while (i < m->n_tensors && m->tensors[i].layer == layer) i++;
+  *i1 = i;
+}
+
+void gt_qstore_round_block(const gt_model *m, int64_t u, float *block, int64_t from, int64_t n) {
+  if (!gt_qstore_unit_quantized(m, u)) {
+    gt_bf16_round(block + from, n);
+    return;
+  }
+  int64_t uoff, ucnt;
+  gt_model_unit(m, u, &uoff, &ucnt);
+  int i0, i1;
+  gt__unit_range(m, u, &i0, &i1);
+  const gt_layer_desc *L = u > 0 ? &m->layers[u - 1] : NULL;
+  for (int i = i0; i < i1; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    if (t->dtype != GT_STORE_F32) continue;
+    /* the tensor's words inside [from, from + n); the experts (the layer's
+     * last tensors, float32) as this device holds them */
+    int64_t a = t->offset - uoff, b = a + t->words;
+    if (t->ndim == 3 && L) {
+      if (t->offset != L->slot_offset[GT_P_EXPERT_GATE_UP]) continue;
+      a = L->slot_rel[GT_P_EXPERT_GATE_UP], b = L->local_count;
+    }
+    if (a < from) a = from;
+    if (b > from + n) b = from + n;
+    if (b > a) gt_bf16_round(block + a, b - a);
+  }
+}
+
+int gt_qstore_unit_quantized(const gt_model *m, int64_t u) {
+  int i0, i1;
+  gt__unit_range(m, u, &i0, &i1);
+  for (int i = i0; i < i1; i++)
+    if (m->tensors[i].dtype != GT_STORE_F32) return 1;
+  return 0;
+}
+
+const char *gt_qstore_name(const gt_model *m) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].dtype != GT_STORE_F32) return gt_store_dtype_name(m->tensors[i].dtype);
+  return "float32";
+}

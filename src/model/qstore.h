@@ -1,0 +1,73 @@
+/* A frozen base stored in lora_weight_qtype (bfloat16, int8 or nf4).
+ *
+ * The decision: a tensor is stored quantized when it is frozen, has two
+ * dimensions (a matrix: the projections, the tied embedding, the PLE table
+ * and projection) and lora_weight_qtype is not float32. Everything else stays
+ * float32: the norms and scalars (1-D), everything that trains (AdamW updates
+ * it in place), and the MoE routed experts (3-D: kernels/moe.c reads them as
+ * float32 rows).
+ *
+ * A quantized tensor occupies gt_q_words words of the flat buffer (its
+ * elements, then its float32 scales; kernels/quant.h) and is never read as
+ * float32 in place: the products dequantize where they pack it, and the
+ * lookups below dequantize one row at a time. Nothing rounds it to bf16
+ * (it is already in its storage format; its values are rounded where they
+ * are read). */
+#ifndef GEMTRAIN_MODEL_QSTORE_H
+#define GEMTRAIN_MODEL_QSTORE_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+#include "config/config.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets each tensor's storage (dtype, words) and the slots' and the head's
+ * qtype from the config and the roles (called after the roles are set,
+ * before the layout is placed). GT_ERR_CONFIG naming a bad qtype. */
+gt_rc gt_qstore_decide(gt_model *m, const gt_config *c, gt_err *err);
+/* The same with the qtype given: every frozen matrix stored as q. */
+void gt_qstore_apply(gt_model *m, gt_store_dtype q);
+/* The frozen base's storage (GT_STORE_F32 when nothing is quantized). */
+gt_store_dtype gt_qstore_dtype(const gt_model *m);
+/* Tensor `from` stored at src into tensor `to` (the same name and shape,
+ * perhaps another storage) at dst: copied, quantized or dequantized. */
+void gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src);
+
+/* The view of tensor t stored at `base` (its first word). */
+gt_qweight gt_qstore_view(const gt_tensor_info *t, const float *base);
+/* Rows [r0, r0 + n) of tensor t (any storage) as float32 into out [n, cols]. */
+void gt_qstore_rows(const gt_tensor_info *t, const float *base, int64_t r0, int64_t n, float *out);
+/* Stores float32 rows [r0, r0 + n) of tensor t into its storage at base.
+ * For a quantized tensor r0 * cols must be a multiple of GT_Q_NF4_BLOCK (and
+ * n * cols too unless the rows end the tensor): gt_qstore_chunk_rows gives a
+ * row count that keeps every chunk aligned. */
+void gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src);
+int64_t gt_qstore_chunk_rows(const gt_tensor_info *t);
+/* The tensor's columns: numel / shape[0]. */
+static inline int64_t gt_qstore_cols(const gt_tensor_info *t) { return t->shape[0] > 0 ? t->numel / t->shape[0] : 0; }
+
+/* The embedding lookup out[i] = E[tok[i]] * scale over a table stored as
+ * qtype (gt_embedding_forward for float32). A quantized table's row is
+ * dequantized, and with dtype=bfloat16 (m->bf16_act) rounded to bf16 before
+ * the scale, as the float32 model's rounded copy of the same values is. */
+void gt_qstore_lookup(const gt_model *m, int qtype, const float *table, int64_t rows, int64_t dim, const int32_t *tok,
+                      int64_t n, float scale, float *out);
+
+/* dtype=bfloat16: rounds words [from, from + n) of unit u's block (at
+ * block, the unit's first word) to bf16, skipping quantized tensors. */
+void gt_qstore_round_block(const gt_model *m, int64_t u, float *block, int64_t from, int64_t n);
+/* Whether unit u holds quantized words. */
+int gt_qstore_unit_quantized(const gt_model *m, int64_t u);
+/* The storage the frozen base uses ("float32" when nothing is quantized). */
+const char *gt_qstore_name(const gt_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

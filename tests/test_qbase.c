@@ -1,0 +1,351 @@
+/* A frozen base stored as lora_weight_qtype (src/model/qstore.h): the
+ * stored tensors are gt_quantize of the float32 base's, tensor by tensor
+ * (random init drawn and quantized a chunk of rows at a time); a model
+ * over a quantized base trains exactly as a float32 model whose frozen
+ * weights are the dequantized values (the same losses and the same updated
+ * trainable tensors, bit for bit: kernels/quant.h's products equal gt_sgemm
+ * / gt_bgemm on the dequantized matrix, and the lookups dequantize the same
+ * values); 2 devices agree with 1; dtype=bfloat16 leaves the quantized words
+ * untouched; the plan equals the measured peak for every qtype, the frozen
+ * base in its own category at its stored size. The frozen subset comes from
+ * trainable_parameters_mask (the adapters freeze the same way). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "data/data.h"
+#include "exec/plan.h"
+#include "kernels/quant.h"
+#include "mesh/fsdp.h"
+#include "model/model.h"
+#include "model/qstore.h"
+#include "train/plan.h"
+#include "train/trainer.h"
+#include "gt_testutil.h"
+
+static const char *const g_qtypes[] = {"bfloat16", "int8", "nf4"};
+static const char *g_dtype = "dtype=float32";
+
+static void cfg_of(gt_config *c, const char *model, const char *mask, const char *qtype, int devices) {
+  char mn[96], mk[256], nd[64], pd[64], qt[64];
+  snprintf(mn, sizeof mn, "model_name=%s", model);
+  snprintf(mk, sizeof mk, "trainable_parameters_mask=%s", mask);
+  snprintf(nd, sizeof nd, "num_devices=%d", devices);
+  snprintf(pd, sizeof pd, "per_device_batch_size=%d", 4 / devices);
+  snprintf(qt, sizeof qt, "lora_weight_qtype=%s", qtype);
+  const char *ov[] = {mn, mk, nd, pd, qt, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01",
+                      g_dtype};
+  gt_err e;
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+}
+
+START_TEST(test_decision_and_layout) {
+  gt_config c;
+  gt_err e;
+  gt_model f, q;
+  cfg_of(&c, "gemma4-tiny-ple", "norm", "float32", 1);
+  ck_assert(gt_model_build(&f, &c, &e) == GT_OK);
+  cfg_of(&c, "gemma4-tiny-ple", "norm", "nf4", 1);
+  ck_assert_msg(gt_model_build(&q, &c, &e) == GT_OK, "%s", e.msg);
+  int nq = 0;
+  int64_t words = 0;
+  for (int i = 0; i < q.n_tensors; i++) {
+    const gt_tensor_info *t = &q.tensors[i];
+    /* every frozen matrix, nothing else */
+    int want = t->role == GT_ROLE_FROZEN && t->ndim == 2;
+    ck_assert_msg((t->dtype == GT_STORE_NF4) == want, "%s", t->name);
+    ck_assert_int_eq(t->words, want ? gt_q_words(GT_Q_NF4, t->shape[0], t->numel / t->shape[0]) : t->numel);
+    ck_assert_int_eq(f.tensors[i].words, f.tensors[i].numel);
+    nq += want;
+    words += t->words;
+  }
+  ck_assert_int_gt(nq, 0);
+  ck_assert_int_eq(q.n_params, words); /* units follow one another, no gaps */
+  ck_assert_int_lt(q.n_params, f.n_params);
+  ck_assert(q.embed_qtype == GT_STORE_NF4 && q.ple_embed_qtype == GT_STORE_NF4 && q.ple_proj_qtype == GT_STORE_NF4);
+  ck_assert(q.layers[0].qtype[GT_P_WQ] == GT_STORE_NF4 && q.layers[0].qtype[GT_P_PLE_GATE] == GT_STORE_NF4);
+  ck_assert(q.layers[0].qtype[GT_P_INPUT_NORM] == GT_STORE_F32);
+  for (int64_t u = 0; u < gt_model_n_units(&q); u++) {
+    int64_t off, cnt;
+    gt_model_unit(&q, u, &off, &cnt);
+    for (int i = 0; i < q.n_tensors; i++)
+      if (q.tensors[i].layer == (int)u - 1)
+        ck_assert(q.tensors[i].offset >= off && q.tensors[i].offset + q.tensors[i].words <= off + cnt);
+  }
+  ck_assert_int_eq(gt_model_count_params(&c), f.n_params); /* elements, not words */
+  gt_model_free(&f);
+  gt_model_free(&q);
+  /* MoE: the router and the experts stay float32 */
+  cfg_of(&c, "gemma4-tiny-moe", "norm", "int8", 1);
+  ck_assert(gt_model_build(&q, &c, &e) == GT_OK);
+  for (int i = 0; i < q.n_tensors; i++)
+    if (strstr(q.tensors[i].name, "router") || strstr(q.tensors[i].name, "experts"))
+      ck_assert_msg(q.tensors[i].dtype == GT_STORE_F32, "%s", q.tensors[i].name);
+  gt_model_free(&q);
+}
+END_TEST
+
+/* The stored base equals gt_quantize of the float32 base, tensor by tensor. */
+START_TEST(test_stored_equals_quantized_float_base) {
+  const char *models[] = {"gemma3-tiny", "gemma4-tiny-ple"};
+  for (int mi = 0; mi < 2; mi++)
+    for (int k = 0; k < 3; k++) {
+      gt_config c;
+      gt_err e;
+      gt_model f, q;
+      gt_mem mem;
+      gt_mem_init(&mem);
+      cfg_of(&c, models[mi], "norm", "float32", 1);
+      ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
+      cfg_of(&c, models[mi], "norm", g_qtypes[k], 1);
+      ck_assert(gt_model_build(&q, &c, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
+      gt_model_init_params(&f, 11, 1.0);
+      gt_model_init_params(&q, 11, 1.0);
+      for (int i = 0; i < q.n_tensors; i++) {
+        const gt_tensor_info *t = &q.tensors[i];
+        const float *src = f.params + f.tensors[i].offset;
+        if (t->dtype == GT_STORE_F32) {
+          ck_assert(gt_test_same_bits(src, q.params + t->offset, t->numel));
+          continue;
+        }
+        float *want = calloc((size_t)t->words, sizeof(float));
+        gt_quantize((gt_qtype)t->dtype, src, t->shape[0], t->numel / t->shape[0], want);
+        ck_assert_msg(gt_test_same_bits(want, q.params + t->offset, t->words), "%s %s: %s differs", models[mi],
+                      g_qtypes[k], t->name);
+        free(want);
+      }
+      gt_model_free(&f);
+      gt_model_free(&q);
+    }
+}
+END_TEST
+
+/* Rows stored a chunk at a time equal the whole tensor quantized at once
+ * (the chunks' blocks are the tensor's), whatever the chunk. */
+START_TEST(test_put_rows_in_chunks) {
+  for (int k = 0; k < 3; k++) {
+    gt_tensor_info t;
+    memset(&t, 0, sizeof t);
+    t.ndim = 2, t.shape[0] = 300, t.shape[1] = 40, t.numel = 12000; /* a row is not a whole nf4 block */
+    t.dtype = (gt_store_dtype)(k + 1);
+    t.words = gt_q_words((gt_qtype)t.dtype, 300, 40);
+    float *x = malloc(sizeof(float) * 12000);
+    for (int i = 0; i < 12000; i++) x[i] = sinf(0.37f * (float)i) * (1.0f + (float)(i % 97));
+    float *a = malloc(sizeof(float) * (size_t)t.words), *b = malloc(sizeof(float) * (size_t)t.words);
+    memset(a, 0xff, sizeof(float) * (size_t)t.words); /* the padding is zeroed either way */
+    memset(b, 0, sizeof(float) * (size_t)t.words);
+    gt_qstore_put_rows(&t, a, 0, 300, x);
+    for (int64_t r0 = 0; r0 < 300; r0 += 64) gt_qstore_put_rows(&t, b, r0, r0 + 64 <= 300 ? 64 : 300 - r0, x + r0 * 40);
+    ck_assert_msg(gt_test_same_bits(a, b, t.words), "%s", gt_store_dtype_name(t.dtype));
+    /* and reading rows back is gt_dequantize_rows */
+    float *r = malloc(sizeof(float) * 3 * 40), *s = malloc(sizeof(float) * 3 * 40);
+    gt_qstore_rows(&t, a, 101, 3, r);
+    gt_qweight w = gt_qweight_at((gt_qtype)t.dtype, a, 300, 40);
+    gt_dequantize_rows_ref(&w, 101, 3, s);
+    ck_assert(gt_test_same_bits(r, s, 120));
+    free(x), free(a), free(b), free(r), free(s);
+  }
+}
+END_TEST
+
+typedef struct run {
+  float *p0, *p;
+  double loss[4];
+  int64_t n;
+} run;
+
+/* Trains `steps` steps; when `start` is given, from those parameters (a
+ * buffer of this config's layout). */
+static run train(const char *model, const char *mask, const char *qtype, int devices, int steps, float *start) {
+  gt_config c;
+  gt_err e;
+  cfg_of(&c, model, mask, qtype, devices);
+  gt_mem host;
+  gt_mem_init(&host);
+  gt_data d;
+  ck_assert(gt_data_open(&d, &c, &host, &e) == GT_OK);
+  gt_trainer *tr;
+  ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_fsdp *f = gt_trainer_fsdp(tr);
+  run r;
+  r.n = gt_fsdp_num_params(f);
+  r.p0 = malloc(sizeof(float) * (size_t)r.n);
+  r.p = malloc(sizeof(float) * (size_t)r.n);
+  if (start) ck_assert_msg(gt_fsdp_set_state(f, start, NULL, NULL, 0, &e) == GT_OK, "%s", e.msg);
+  ck_assert(gt_fsdp_full_params(f, r.p0, &e) == GT_OK);
+  for (int s = 0; s < steps; s++) {
+    gt_batch b;
+    gt_data_next_train(&d, &b);
+    gt_step_metrics sm;
+    ck_assert_msg(gt_trainer_step(tr, &b, 1, &sm, &e) == GT_OK, "%s", e.msg);
+    r.loss[s] = sm.loss;
+  }
+  ck_assert(gt_fsdp_full_params(f, r.p, &e) == GT_OK);
+  gt_trainer_destroy(tr);
+  gt_data_close(&d);
+  return r;
+}
+
+static void build(gt_model *m, const char *model, const char *mask, const char *qtype) {
+  gt_config c;
+  gt_err e;
+  cfg_of(&c, model, mask, qtype, 1);
+  ck_assert(gt_model_build(m, &c, &e) == GT_OK);
+}
+
+/* A quantized base trains as the float32 model of its dequantized values:
+ * the same losses and trainable tensors, bit for bit; its words unchanged. */
+static void check_same_as_dequantized(const char *model, const char *mask) {
+  gt_model fm;
+  build(&fm, model, mask, "float32");
+  for (int k = 0; k < 3; k++) {
+    gt_model qm;
+    build(&qm, model, mask, g_qtypes[k]);
+    run q = train(model, mask, g_qtypes[k], 1, 3, NULL);
+    /* the float32 model starts from the same values: its frozen matrices
+     * are the quantized ones dequantized */
+    float *start = malloc(sizeof(float) * (size_t)fm.n_params);
+    for (int i = 0; i < fm.n_tensors; i++)
+      gt_qstore_rows(&qm.tensors[i], q.p0 + qm.tensors[i].offset, 0, qm.tensors[i].shape[0],
+                     start + fm.tensors[i].offset);
+    run f = train(model, mask, "float32", 1, 3, start);
+    for (int s = 0; s < 3; s++)
+      ck_assert_msg(q.loss[s] == f.loss[s], "%s %s %s step %d: %.9g vs %.9g", model, g_dtype, g_qtypes[k], s,
+                    q.loss[s], f.loss[s]);
+    for (int i = 0; i < qm.n_tensors; i++) {
+      const gt_tensor_info *t = &qm.tensors[i];
+      if (t->role == GT_ROLE_FROZEN) {
+        ck_assert_msg(gt_test_same_bits(q.p0 + t->offset, q.p + t->offset, t->words), "%s: frozen %s changed",
+                      g_qtypes[k], t->name);
+      } else {
+        ck_assert_msg(gt_test_same_bits(q.p + t->offset, f.p + fm.tensors[i].offset, t->numel),
+                      "%s %s %s: trainable %s differs from the float32 model's", model, g_dtype, g_qtypes[k], t->name);
+        ck_assert_msg(!gt_test_same_bits(q.p + t->offset, q.p0 + t->offset, t->numel), "%s did not train", t->name);
+      }
+    }
+    free(start);
+    free(q.p0), free(q.p), free(f.p0), free(f.p);
+    gt_model_free(&qm);
+  }
+  gt_model_free(&fm);
+}
+
+START_TEST(test_same_as_dequantized_float32) {
+  /* the head's and the layers' norms train; the tied embedding (lookup and
+   * logits) and every projection are quantized */
+  check_same_as_dequantized("gemma3-tiny", "norm");
+  /* PLE: its table, projection and per-layer gates quantized too */
+  check_same_as_dequantized("gemma4-tiny-ple", "norm|self_attn\\.q_proj");
+}
+END_TEST
+
+START_TEST(test_same_as_dequantized_bf16) {
+  /* dtype=bfloat16: the float32 model rounds its (dequantized) weights to
+   * bf16 where it computes; the quantized model rounds the same values
+   * where it dequantizes them */
+  g_dtype = "dtype=bfloat16";
+  check_same_as_dequantized("gemma3-tiny", "norm");
+  check_same_as_dequantized("gemma4-tiny-ple", "norm");
+  g_dtype = "dtype=float32";
+}
+END_TEST
+
+START_TEST(test_two_devices) {
+  const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
+  for (int di = 0; di < 2; di++)
+    for (int k = 0; k < 3; k++) {
+      g_dtype = dts[di];
+      gt_model qm;
+      build(&qm, "gemma3-tiny", "norm|self_attn\\.o_proj", g_qtypes[k]);
+      run one = train("gemma3-tiny", "norm|self_attn\\.o_proj", g_qtypes[k], 1, 3, NULL);
+      run two = train("gemma3-tiny", "norm|self_attn\\.o_proj", g_qtypes[k], 2, 3, NULL);
+      /* the frozen shards are gathered raw: the first step computes with
+       * the same weights on any device count */
+      ck_assert_msg(fabs(two.loss[0] - one.loss[0]) <= 1e-5 * fabs(one.loss[0]), "%s %s: %.9g vs %.9g", dts[di],
+                    g_qtypes[k], two.loss[0], one.loss[0]);
+      if (di == 0) {
+        for (int s = 1; s < 3; s++) ck_assert(fabs(two.loss[s] - one.loss[s]) <= 1e-5 * fabs(one.loss[s]));
+        for (int i = 0; i < qm.n_tensors; i++) { /* the trainable ones (quantized words are no floats) */
+          const gt_tensor_info *t = &qm.tensors[i];
+          if (t->role == GT_ROLE_FROZEN) continue;
+          double err = gt_test_norm_rel_err(two.p + t->offset, one.p + t->offset, t->numel);
+          ck_assert_msg(err <= 1e-5, "%s: %s differs by %.3g", g_qtypes[k], t->name, err);
+        }
+      }
+      for (int i = 0; i < qm.n_tensors; i++) {
+        const gt_tensor_info *t = &qm.tensors[i];
+        if (t->role != GT_ROLE_FROZEN) continue;
+        ck_assert_msg(gt_test_same_bits(one.p0 + t->offset, one.p + t->offset, t->words), "%s", t->name);
+        ck_assert_msg(gt_test_same_bits(one.p0 + t->offset, two.p + t->offset, t->words), "%s %s %s: 2 devices",
+                      dts[di], g_qtypes[k], t->name);
+      }
+      free(one.p0), free(one.p), free(two.p0), free(two.p);
+      gt_model_free(&qm);
+    }
+  g_dtype = "dtype=float32";
+}
+END_TEST
+
+START_TEST(test_plan_equals_measured) {
+  const char *qts[] = {"float32", "bfloat16", "int8", "nf4"};
+  const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
+  for (int di = 0; di < 2; di++)
+    for (int k = 0; k < 4; k++)
+      for (int devices = 1; devices <= 2; devices++) {
+        g_dtype = dts[di];
+        gt_config c;
+        gt_err e;
+        cfg_of(&c, "gemma4-tiny-ple", "norm|self_attn\\.q_proj", qts[k], devices);
+        gt_plan p;
+        ck_assert_msg(gt_plan_compute(&p, &c, &e) == GT_OK, "%s", e.msg);
+        gt_trainer *tr;
+        ck_assert(gt_trainer_create(&tr, &c, NULL, &e) == GT_OK);
+        gt_step_metrics sm;
+        ck_assert_msg(gt_trainer_step_zero(tr, &sm, &e) == GT_OK, "%s", e.msg);
+        /* the plan's figures are the busiest device's (the devices' frozen
+         * shards differ by the rounding of the split) */
+        int64_t peak[GT_MEM_NCAT] = {0}, total = 0;
+        for (int dv = 0; dv < devices; dv++) {
+          gt_mem *mem = gt_fsdp_device_mem(gt_trainer_fsdp(tr), dv);
+          for (int j = 0; j < GT_MEM_NCAT; j++)
+            if (gt_mem_peak(mem, (gt_mem_cat)j) > peak[j]) peak[j] = gt_mem_peak(mem, (gt_mem_cat)j);
+          if (gt_mem_total_peak(mem) > total) total = gt_mem_total_peak(mem);
+        }
+        for (int j = 0; j < GT_MEM_NCAT; j++)
+          ck_assert_msg(peak[j] == p.cat_peak[j], "%s %s %d devices %s: measured %lld, planned %lld", dts[di], qts[k],
+                        devices, gt_mem_cat_name((gt_mem_cat)j), (long long)peak[j], (long long)p.cat_peak[j]);
+        ck_assert_int_eq(total, p.peak_total);
+        gt_model m;
+        build(&m, "gemma4-tiny-ple", "norm|self_attn\\.q_proj", qts[k]);
+        int64_t fw = 0, fe = 0;
+        for (int i = 0; i < m.n_tensors; i++)
+          if (m.tensors[i].role == GT_ROLE_FROZEN) fw += m.tensors[i].words, fe += m.tensors[i].numel;
+        ck_assert_str_eq(p.frozen_qtype, qts[k]);
+        ck_assert_int_eq(p.n_params - p.n_trainable, fe); /* elements */
+        if (devices == 1) /* the frozen base at its stored size, in its own category */
+          ck_assert_int_eq(p.cat_peak[GT_MEM_FROZEN], 4 * fw);
+        if (k == 3) ck_assert_int_lt(4 * fw, fe); /* nf4: about half a byte an element */
+        gt_model_free(&m);
+        gt_trainer_destroy(tr);
+        gt_plan_free(&p);
+      }
+  g_dtype = "dtype=float32";
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("qbase");
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_test(tc, test_decision_and_layout);
+  tcase_add_test(tc, test_stored_equals_quantized_float_base);
+  tcase_add_test(tc, test_put_rows_in_chunks);
+  tcase_add_test(tc, test_same_as_dequantized_float32);
+  tcase_add_test(tc, test_same_as_dequantized_bf16);
+  tcase_add_test(tc, test_two_devices);
+  tcase_add_test(tc, test_plan_equals_measured);
+  return gt_test_run_suite(s, 0);
+}
