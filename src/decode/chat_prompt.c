@@ -103,8 +103,8 @@ gt_rc gt_decode_chat_render(const gt_config *cfg, const gt_decode_chat *c, char 
   const char *last = c->turns[c->n - 1].role;
   if (strcmp(last, "user"))
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "decode: the conversation ends with a '%s' turn; the model answers a user turn, so the last "
-                      "message must have role 'user'",
+                      "decode: the conversation's last message has role '%s'; the model answers a user turn, so "
+                      "the last message must have role 'user'",
                       last);
   gt_chat_msg *m = malloc(sizeof *m * (size_t)c->n);
   if (!m) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory");
