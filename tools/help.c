@@ -231,20 +231,28 @@ static const help_entry entries[] = {
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"decode", NULL, "continue a prompt with trained parameters and a KV cache",
-     "usage: gemtrain decode [--ids] [config.json] load_parameters_path=PATH prompt=\"text\"\n"
+    {"decode", NULL, "continue a prompt, or answer as a chat, with trained parameters and a KV cache",
+     "usage: gemtrain decode [--ids] [--interactive] [config.json] load_parameters_path=PATH\n"
+     "                       prompt=\"text\" [chat=true] [messages_path=FILE] [stop=...]\n"
      "                       max_decode_steps=N [key=value ...]\n"
      "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
-     "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
-     "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
-     "its model's configuration (a model key given here must agree with it). Sampling:\n"
+     "cache, until <eos>, a stop string or max_decode_steps new tokens. load_parameters_path is a\n"
+     "run or checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each\n"
+     "carries its model's configuration (a model key given here must agree with it) and its\n"
+     "tokenizer (the run's tokenizer_path, the directory's tokenizer.json; tokenizer_path=FILE\n"
+     "names another, tokenizer_path= asks for byte tokens). Sampling:\n"
      "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
-     "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the\n"
-     "prompt and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
+     "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed.\n"
+     "As a chat, rendered with the model's chat template and ended at the end of its turn:\n"
+     "chat=true answers prompt as one user turn; messages_path=FILE answers each JSON Lines\n"
+     "record {\"messages\": [...]}; --interactive reads one user turn per line of standard input.\n"
+     "stop=TEXT or stop='[\"a\", \"b\"]' ends the reply before the first stop string. Output is\n"
+     "escaped for the console (control bytes, invalid UTF-8).\n"
      "\n"
      "options:\n"
-     "  --ids   also print the new token ids as a JSON array\n"
-     "  --help  this text\n" GT_HELP_CONFIG,
+     "  --ids          also print the new token ids as a JSON array\n"
+     "  --interactive  (-i) a chat: one user turn per line of standard input, the conversation kept\n"
+     "  --help         this text\n" GT_HELP_CONFIG,
      NULL},
     {"tokenize", NULL, "text or JSON Lines files into .gtok token shards",
      "usage: gemtrain tokenize [tokenizer_path=FILE] output_path=DIR [key=value ...] FILE...\n"

@@ -259,7 +259,10 @@ static const gt_key_spec gt__keys[] = {
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
-     "text the end-of-run sample continues (byte tokens, or tokenizer_path's)"},
+     "text the end-of-run sample continues (byte tokens, or tokenizer_path's); with use_sft, the user turn the "
+     "model answers"},
+    {"sample_at_end", GT_KEY_ENUM, F(sample_at_end), 0, 0, "auto|on|off",
+     "the end-of-run sample: on, off, or auto (on, except for use_sft runs)"},
     /* seeing inside a run (MaxText's keys) */
     {"enable_tensorboard", GT_KEY_BOOL, F(enable_tensorboard), 0, 1, NULL,
      "write TensorBoard event files (scalars of every step) into <run directory>/tensorboard"},
@@ -269,9 +272,11 @@ static const gt_key_spec gt__keys[] = {
     {"skip_first_n_steps_for_profiler", GT_KEY_INT, F(skip_first_n_steps_for_profiler), 0, BIG, NULL,
      "steps run before the profiler starts recording (the first steps warm caches and allocators)"},
     /* decoding (gemtrain decode) */
-    {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL, "text gemtrain decode continues (byte tokens)"},
+    {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL,
+     "text gemtrain decode continues (with chat, the user turn it answers)"},
     {"max_decode_steps", GT_KEY_INT, F(max_decode_steps), 0, 1 << 24, NULL,
-     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>)"},
+     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>, the end of a chat turn or a "
+     "stop string)"},
     {"decode_sampling_strategy", GT_KEY_ENUM, F(decode_sampling_strategy), 0, 0, "greedy|weighted|topk|nucleus",
      "greedy (argmax), weighted (softmax(logits / temperature)), topk or nucleus (top-p), as MaxText"},
     {"decode_sampling_temperature", GT_KEY_FLOAT, F(decode_sampling_temperature), 0, 1e6, NULL,
@@ -281,6 +286,15 @@ static const gt_key_spec gt__keys[] = {
     {"decode_sampling_nucleus_p", GT_KEY_FLOAT, F(decode_sampling_nucleus_p), -1, 1, NULL,
      "nucleus: sample among the fewest most likely tokens whose probability reaches p (-1: unset)"},
     {"decode_seed", GT_KEY_INT, F(decode_seed), 0, 2147483647, NULL, "seed of the decoding sampler"},
+    {"chat", GT_KEY_BOOL, F(chat), 0, 1, NULL,
+     "gemtrain decode: render prompt as one user turn with the model's chat template and stop at the end of the "
+     "model's turn"},
+    {"messages_path", GT_KEY_STR, F(messages_path), 0, 0, NULL,
+     "gemtrain decode: a JSON Lines file of chat records {\"messages\": [{\"role\": ..., \"content\": ...}]}, each "
+     "answered as the model's next turn"},
+    {"stop", GT_KEY_STR, F(stop), 0, 0, NULL,
+     "gemtrain decode: generation stops when the text contains this string (a JSON list: any of them); the reply "
+     "ends before it"},
     /* devices */
     {"num_devices", GT_KEY_INT, F(num_devices), 1, 1024, NULL,
      "worker threads standing in for devices"},
@@ -653,6 +667,17 @@ static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, s
     snprintf(buf, n, "%s", cJSON_IsTrue(it) ? "true" : "false");
   } else if (cJSON_IsNumber(it)) {
     snprintf(buf, n, "%.17g", it->valuedouble);
+  } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "stop")) {
+    /* a list of stop strings stays a JSON list, the form the key reads */
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) if (!cJSON_IsString(e))
+      return gt_err_set(err, GT_ERR_CONFIG, "config: key 'stop' in '%s' must be a string or a list of strings", path);
+    char *t = cJSON_PrintUnformatted(it);
+    if (!t) return gt_err_set(err, GT_ERR_NOMEM, "config: no memory for key 'stop'");
+    int too_long = strlen(t) >= n;
+    snprintf(buf, n, "%s", t);
+    cJSON_free(t);
+    if (too_long) return gt_err_set(err, GT_ERR_CONFIG, "config: key 'stop' in '%s' is too long", path);
   } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "trainable_parameters_mask")) {
     /* MaxText's list of expressions: joined by spaces, the key's separator */
     size_t o = 0;

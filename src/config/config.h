@@ -143,6 +143,7 @@ typedef struct gt_config {
   char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
+  char sample_at_end[GT_STR_SHORT]; /* auto | on | off */
   /* seeing inside a run */
   int enable_tensorboard;
   char profiler[GT_STR_SHORT];
@@ -156,6 +157,9 @@ typedef struct gt_config {
   long long decode_sampling_top_k;
   double decode_sampling_nucleus_p;
   long long decode_seed;
+  int chat;                          /* decode: the prompt is a user turn of the model's chat template */
+  char messages_path[GT_STR_PATH];   /* decode: JSON Lines chat records to answer */
+  char stop[GT_STR_PATH];            /* decode: stop strings (one, or a JSON list) */
   /* devices */
   long long num_devices;
   long long threads_per_device;

@@ -449,7 +449,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (primary) rc = gt_report_plot(&rep, err);
   if ((rc = gt__agree(rc, "the plot (rank 0)", err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
-  if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
+  if (!res->interrupted && gt_decode_sample_wanted(&cfg) && cfg.vocab_size >= GT_BYTE_VOCAB &&
+      strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);
 out:
   /* a collective that failed on this rank alone (a peer stopped answering,
