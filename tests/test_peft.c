@@ -906,6 +906,16 @@ START_TEST(test_extras) {
   ck_assert_int_eq(x.wrote_tokenizer_config, 0);
   char *g3 = read_json(d3, "generation_config.json");
   ck_assert_str_eq(g3, "{\"x\": 1}");
+  /* a run's own tokenizer_path wins over the directory's tokenizer files,
+   * the directory's generation_config.json still comes along */
+  ck_assert_int_eq(gt_test_system("printf 'not this one' > %s/tokenizer.json", d2), 0);
+  char *d5 = gt_test_dir_path("ex5");
+  ck_assert_int_eq(gt_test_system("mkdir -p %s", d5), 0);
+  ck_assert_msg(gt_hf_write_extras(&c, d2, tp, d5, &x, &e) == GT_OK, "%s", e.msg);
+  char *t5 = read_json(d5, "tokenizer.json"), *g5 = read_json(d5, "generation_config.json");
+  ck_assert_str_eq(t5, tj);
+  ck_assert_str_eq(g5, "{\"x\": 1}");
+  free(t5), free(g5), free(d5);
   free(g3), free(tc), free(copied), free(tj), free(src), free(tp), free(d1), free(d2), free(d3);
 }
 END_TEST

@@ -145,8 +145,8 @@ static int gt__to_hf(int argc, char **argv) {
     return 2;
   }
   printf("convert: %s; generation_config.json %s\n",
-         ex.has_tokenizer ? (hf_dir[0] ? "tokenizer files copied from the source's HF directory"
-                                       : "tokenizer.json from tokenizer_path")
+         ex.has_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
+                                    : "tokenizer files copied from the source's HF directory")
                           : "no tokenizer files (the model uses byte tokens)",
          ex.wrote_generation_config ? "written (Gemma's defaults)" : "copied");
   gt_model_free(&m);

@@ -141,11 +141,11 @@ typedef struct gt_hf_extras {
 gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *tokenizer, size_t tn, gt_err *err);
 
 /* Makes out_dir (holding config.json and the weights) a drop-in HF model
- * directory: copies from hf_dir (may be NULL or "") the tokenizer files
- * (tokenizer.json, tokenizer_config.json, tokenizer.model,
- * special_tokens_map.json, added_tokens.json, chat templates) and
- * generation_config.json it has; without a tokenizer.json there, copies
- * tokenizer_path (may be NULL or "") as tokenizer.json with the
+ * directory: copies from hf_dir (may be NULL or "") the chat templates and
+ * generation_config.json it has, and its tokenizer files (tokenizer.json,
+ * tokenizer_config.json, tokenizer.model, special_tokens_map.json,
+ * added_tokens.json) unless tokenizer_path (may be NULL or "": the run's)
+ * is set; that one is copied as tokenizer.json, with the
  * tokenizer_config.json beside it, or writes a Gemma one (<bos> <eos> <pad>
  * <unk>, add_bos_token); without a generation_config.json, writes Google's
  * Gemma defaults (bos 2, eos [1, the end-of-turn token when the tokenizer

@@ -79,7 +79,11 @@ gt_rc gt_hf_write_extras(const gt_config *cfg, const char *hf_dir, const char *t
   memset(info, 0, sizeof *info);
   char from[GT_STR_PATH + 64], to[GT_STR_PATH + 64];
   gt_rc rc = GT_OK;
+  /* a tokenizer_path the run was trained with wins over the directory's
+   * tokenizer files (the first five of the list) */
+  int own_tok = tokenizer_path && tokenizer_path[0];
   for (int i = 0; hf_dir && hf_dir[0] && i < GT__NEXTRA; i++) {
+    if (own_tok && i < 5) continue;
     snprintf(from, sizeof from, "%s/%s", hf_dir, gt__hf_extra_files[i]);
     if (!gt__file_exists(from)) continue;
     snprintf(to, sizeof to, "%s/%s", out_dir, gt__hf_extra_files[i]);
