@@ -2,6 +2,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/yaml.h"
+#include "dist/dist.h"
 
 int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
   const char *user = NULL;
@@ -13,11 +15,12 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
   }
   if (argc > 0 && !strchr(argv[0], '=')) {
     size_t n = strlen(argv[0]);
-    if (n > 5 && !strcmp(argv[0] + n - 5, ".json")) {
+    if ((n > 5 && !strcmp(argv[0] + n - 5, ".json")) || gt_config_path_is_yaml(argv[0])) {
       user = argv[0];
       first = 1;
     } else {
-      fprintf(stderr, "gemtrain: argument '%s' is neither a .json config file nor key=value\n", argv[0]);
+      fprintf(stderr, "gemtrain: argument '%s' is neither a config file (.json, or MaxText's .yml) nor key=value\n",
+              argv[0]);
       return 2;
     }
   }
@@ -27,6 +30,9 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
     return 2;
   }
+  /* MaxText keys accepted with no effect: one line each, on stderr (stdout
+   * may be a command's JSON), from one rank */
+  if (cfg->notes[0] && gt_dist_rank() == 0) fputs(cfg->notes, stderr);
   return 0;
 }
 
