@@ -506,7 +506,7 @@ START_TEST(test_runner_statuses) {
            dir);
   gt_sweep s;
   parse_ok(&s, text);
-  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL};
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL, NULL};
   gt_sweep_summary sum;
   gt_err e;
   ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
@@ -597,7 +597,7 @@ START_TEST(test_runner_plan_fit) {
   char out_path[600];
   snprintf(out_path, sizeof out_path, "%s/console.txt", dir);
   FILE *out = fopen(out_path, "w+");
-  gt_sweep_run_opts o = {exe, 0, NULL, 0, 1, out, NULL};
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 1, out, NULL, NULL};
   gt_sweep_summary sum;
   gt_err e;
   ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);

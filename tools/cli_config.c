@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,5 +44,43 @@ int gt_cli_exit_code(gt_rc rc) {
     case GT_ERR_PLAN: return GT_EXIT_PLAN;
     case GT_ERR_NUMERIC: return GT_EXIT_NUMERIC;
     default: return GT_EXIT_ERROR;
+  }
+}
+
+const char *gt_cli_prog = "gemtrain";
+
+/* An argument as a POSIX shell reads it back: as it is when it holds only
+ * characters no shell treats specially, else in single quotes. */
+static void gt__shell_word(FILE *f, const char *a) {
+  int plain = *a != '\0';
+  for (const char *p = a; *p; p++)
+    if (!(isalnum((unsigned char)*p) || strchr("_-+=.,/:@%^", *p))) plain = 0;
+  if (plain) {
+    fputs(a, f);
+    return;
+  }
+  fputc('\'', f);
+  for (const char *p = a; *p; p++)
+    if (*p == '\'') fputs("'\\''", f);
+    else fputc(*p, f);
+  fputc('\'', f);
+}
+
+void gt_cli_print_command(FILE *f, const char *cmd, int argc, char **argv, const char *const *drop_keys,
+                          const char *const *extra) {
+  gt__shell_word(f, gt_cli_prog);
+  fprintf(f, " %s", cmd);
+  for (int i = 0; i < argc; i++) {
+    const char *eq = strchr(argv[i], '=');
+    int drop = 0;
+    for (int k = 0; eq && drop_keys && drop_keys[k]; k++)
+      drop |= strlen(drop_keys[k]) == (size_t)(eq - argv[i]) && !strncmp(argv[i], drop_keys[k], (size_t)(eq - argv[i]));
+    if (drop) continue;
+    fputc(' ', f);
+    gt__shell_word(f, argv[i]);
+  }
+  for (int k = 0; extra && extra[k]; k++) {
+    fputc(' ', f);
+    gt__shell_word(f, extra[k]);
   }
 }

@@ -171,7 +171,10 @@ static int run_command(const command *c, int argc, char **argv) {
   return rc;
 }
 
+
+
 int main(int argc, char **argv) {
+  if (argc > 0 && argv[0] && argv[0][0]) gt_cli_prog = argv[0];
   /* A step frees and re-allocates the same activation buffers; keep them in
    * the heap (no mmap per buffer, no trimming) so each step does not pay
    * page faults for memory the previous step just released. Steps run on

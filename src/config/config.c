@@ -254,6 +254,9 @@ static const gt_key_spec gt__keys[] = {
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
      "text the end-of-run sample continues (byte tokens, or tokenizer_path's)"},
     /* seeing inside a run (MaxText's keys) */
+    {"log_period", GT_KEY_INT, F(log_period), 1, BIG, NULL,
+     "print the step line every this many steps (and the first, the last and every eval); metrics.jsonl and "
+     "TensorBoard still get every step. Without a terminal the line also says step N of total and the ETA"},
     {"enable_tensorboard", GT_KEY_BOOL, F(enable_tensorboard), 0, 1, NULL,
      "write TensorBoard event files (scalars of every step) into <run directory>/tensorboard"},
     {"profiler", GT_KEY_ENUM, F(profiler), 0, 0, "|trace",

@@ -141,6 +141,7 @@ typedef struct gt_config {
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
   /* seeing inside a run */
+  long long log_period;
   int enable_tensorboard;
   char profiler[GT_STR_SHORT];
   long long profiler_steps;
