@@ -259,8 +259,14 @@ gt_rc gt_report_plot(gt_report *r, gt_err *err) {
   gt_series tp_s[1] = {{"tokens/s/device", r->xs, r->tps, (int)n}};
   char title[GT_STR_PATH + 16], path[2200];
   snprintf(title, sizeof title, "%s: loss", r->run_name);
-  gt_chart charts[2] = {{title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0},
-                        {"throughput", "step", "tokens/s/device", 1, tp_s, 0}};
+  /* both x axes run to the run's last step, so a stopped run shows how
+   * far it got; a resume is marked where it took over */
+  double resumed = (double)r->first_step;
+  int marks = r->first_step > 0 ? 1 : 0;
+  double end = n > 0 ? (double)(n - 1) : 0;
+  gt_chart charts[2] = {
+      {title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0, 0, 1, 0, end, marks, &resumed, "resumed"},
+      {"throughput", "step", "tokens/s/device", 1, tp_s, 0, 0, 1, 0, end, marks, &resumed, "resumed"}};
   snprintf(path, sizeof path, "%s/loss.svg", r->run_dir);
   gt_rc rc = gt_plot_svg(path, 2, charts, err);
   free(ex);
