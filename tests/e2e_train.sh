@@ -63,7 +63,7 @@ refuse "dataset_path '$work/none.txt'" model_name=gemma3-tiny dataset_type=text 
 touch "$work/afile"
 refuse "$work/afile" model_name=gemma3-tiny "dataset_path=$work/corpus.txt" "base_output_directory=$work/afile/x"
 refuse "did you mean 'learning_rate'" learnin_rate=1
-refuse "neither a .json config file nor key=value" bogus
+refuse "neither a config file (.json, or MaxText's .yml) nor key=value" bogus
 
 # dump_config prints the resolved JSON and trains nothing
 "$bin" train model_name=gemma3-4b dump_config=true > "$work/dump.json"

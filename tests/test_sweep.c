@@ -348,7 +348,8 @@ START_TEST(test_exit_status_mapping) {
       {{0, 0, GT_EXIT_PLAN}, GT_SWEEP_DOES_NOT_FIT},
       {{0, 0, GT_EXIT_NUMERIC}, GT_SWEEP_DIVERGED},
       {{0, 0, 127}, GT_SWEEP_FAILED}, /* exec failed */
-      {{0, 0, 5}, GT_SWEEP_FAILED},
+      {{0, 0, GT_EXIT_STOPPED}, GT_SWEEP_PENDING}, /* stopped after a checkpoint: resumed on the next run */
+      {{0, 0, 6}, GT_SWEEP_FAILED},
       {{0, 11, -1}, GT_SWEEP_CRASHED},
       {{0, 9, -1}, GT_SWEEP_CRASHED}, /* the OOM killer */
       {{1, 9, -1}, GT_SWEEP_TIMEOUT}, /* our own kill at point_timeout_s */

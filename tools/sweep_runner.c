@@ -349,8 +349,8 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   sum->n_points = n;
   sum->n_skipped = n_skipped;
   if (o->out) {
-    fprintf(o->out, "sweep %s: %d points, %d to run, %d skipped (already in %s), max_parallel %d; directory %s\n",
-            s->name, n, r.n_to_run, n_skipped, path, s->max_parallel, r.dir);
+    fprintf(o->out, "sweep %s: %d point%s, %d to run, %d skipped (already in %s), max_parallel %d; directory %s\n",
+            s->name, n, n == 1 ? "" : "s", r.n_to_run, n_skipped, path, s->max_parallel, r.dir);
     fflush(o->out);
   }
 
@@ -422,7 +422,8 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
     if (o->out) {
       int would = 0;
       for (int k = 0; k < n; k++) would += r.res[k].status == GT_SWEEP_WOULD_RUN;
-      fprintf(o->out, "sweep %s (dry run): %d of %d points would run, %d skipped; nothing written\n", s->name, would, n,
+      fprintf(o->out, "sweep %s (dry run): %d of %d point%s would run, %d skipped; nothing written\n", s->name, would, n,
+              n == 1 ? "" : "s",
               n_skipped);
       gt_sweep_print_table(o->out, s, r.res);
     }
