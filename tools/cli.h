@@ -34,6 +34,14 @@ extern const char *gt_cli_prog;
 void gt_cli_print_command(FILE *f, const char *cmd, int argc, char **argv, const char *const *drop_keys,
                           const char *const *extra);
 int gt_cli_exit_code(gt_rc rc);
+/* tools/cli_bf16.c: with dtype=bfloat16 (and matmul_precision=default),
+ * one line to f when the bf16 path is likely slower than float32 on this
+ * CPU, decided from the bf16 GEMM kernel in use and, for vdpbf16ps, its
+ * measured 1-thread peak against the FMA peak (about 0.1 s, once).
+ * gt_cli_bf16_verdict is the decision (kernel as gt__bgemm_kernel()): why
+ * bf16 is slower, or NULL when it is not (or nothing says so). */
+void gt_cli_bf16_note(const gt_config *cfg, FILE *f);
+const char *gt_cli_bf16_verdict(int kernel, double bf16_peak, double fma_peak);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 /* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */
