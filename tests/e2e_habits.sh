@@ -75,6 +75,10 @@ rc=0; "$bin" train --steps 10 2> opt.err || rc=$?
 [ "$rc" = 2 ] && grep -q "steps=10" opt.err || { cat opt.err; fail "--steps 10 does not hint at steps=10"; }
 rc=0; "$bin" train gradient_checkpointing=true 2> hf.err || rc=$?
 [ "$rc" = 2 ] && grep -q "remat_policy" hf.err || { cat hf.err; fail "gradient_checkpointing does not point at remat_policy"; }
+printf '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n' > chat.jsonl
+rc=0; "$bin" train "${tiny[@]}" dataset_type=jsonl dataset_path=chat.jsonl use_sft=true run_name=chat 2> chat.err || rc=$?
+[ "$rc" != 0 ] && grep -q "a chat file: set train_data_columns=messages and use_sft=true" chat.err \
+  || { cat chat.err; fail "a chat file read as text does not say to set train_data_columns=messages"; }
 cat > m.yml <<'EOF'
 # MaxText-style
 base_config: "base.yml"
