@@ -130,11 +130,14 @@ static int option_is_key(const command *c, int argc, char **argv) {
   if (in_list(keyed, c->name) < 0) return 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
-    if (!is_option(a) || in_list(c->value_opts, a) >= 0) continue;
+    if (!is_option(a)) continue;
     char key[128];
     const char *name = a + (a[1] == '-' ? 2 : 1), *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     if (len == 0 || len >= sizeof key) continue;
+    /* the command's own option, as --steps or --steps=N */
+    snprintf(key, sizeof key, "%.*s", (int)((size_t)(name - a) + len), a);
+    if (in_list(c->value_opts, key) >= 0) continue;
     for (size_t k = 0; k < len; k++) key[k] = name[k] == '-' ? '_' : name[k];
     key[len] = '\0';
     if (!gt_config_key(key)) continue;
