@@ -332,13 +332,15 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
     /* where the sweep lives is not what a point is: the same sweep moved
      * or re-aimed at another directory still matches its records */
     gt_sweep_kvs_remove(&r.ov[k], "base_output_directory");
-    /* a pending row shows what it will run */
-    if ((rc = gt_sweep_kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
   }
   snprintf(path, sizeof path, "%s/results.jsonl", r.dir);
   if ((rc = gt_sweep_results_restore(s, r.ov, o->retry_failed, path, r.res, r.done, gt__skipped_line, &r, err)))
     goto out;
-  for (int k = 0; k < n; k++) n_skipped += r.done[k];
+  for (int k = 0; k < n; k++) {
+    n_skipped += r.done[k];
+    /* a pending row shows what it will run */
+    if (!r.done[k] && (rc = gt_sweep_kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
+  }
   fd = o->dry_run ? -2 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd == -1 || (fd >= 0 && !(r.jsonl = fdopen(fd, "a")))) {
     rc = gt_err_set(err, GT_ERR_IO, "sweep: cannot write '%s': %s", path, strerror(errno));
