@@ -44,9 +44,11 @@ static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, 
             can_resume ? "; to continue it to step " : "\n");
     if (can_resume) {
       if (cfg->learning_rate_schedule_steps > 0)
-        fprintf(f, "%lld: ", next);
+        fprintf(f, "%lld", next);
       else /* the schedule's length is steps: it stretches */
-        fprintf(f, "%lld (the schedule stretches to %lld steps: the learning rate jumps): ", next, next);
+        fprintf(f, "%lld (the schedule stretches to %lld steps: the learning rate jumps)", next, next);
+      if (gt_dist_size() > 1) fprintf(f, " under the same mpirun (%d ranks)", gt_dist_size());
+      fputs(": ", f);
       const char *extra[] = {name, more, NULL};
       gt_cli_print_command(f, "train", argc, argv, drop_steps, extra);
       fputc('\n', f);
@@ -59,10 +61,14 @@ static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, 
                "it cannot be resumed\n", name, res->steps_done - 1, GT_EXIT_STOPPED);
     return;
   }
+  char under[64] = "";
+  if (gt_dist_size() > 1) snprintf(under, sizeof under, " (under the same mpirun, %d ranks)", gt_dist_size());
   if (r)
-    fprintf(f, "%s: stopped by the error below; once it is fixed, to resume from its latest checkpoint: ", name);
+    fprintf(f, "%s: stopped by the error below; once it is fixed, to resume from its latest checkpoint%s: ", name,
+            under);
   else
-    fprintf(f, "%s: stopped after step %lld (exit status %d); to resume: ", name, res->steps_done - 1, GT_EXIT_STOPPED);
+    fprintf(f, "%s: stopped after step %lld (exit status %d); to resume%s: ", name, res->steps_done - 1,
+            GT_EXIT_STOPPED, under);
   const char *extra[] = {name, NULL};
   gt_cli_print_command(f, "train", argc, argv, drop, extra);
   fputc('\n', f);
