@@ -12,7 +12,11 @@
 #     mu, nu), reference the base by source and checksum (the same checksum
 #     at step 0 and after training, the nf4 one another), the base's files
 #     are unchanged, and a continued run re-reads the base and accepts its
-#     checksum.
+#     checksum;
+#  4. TensorBoard (setup/* scalars at step 0, read back by
+#     tools/read_tfevents.py when its python protobuf and crcmod are there)
+#     and trace.json's otherData name the trainable, frozen and adapter
+#     parameter counts.
 # Usage: e2e_lora_quality.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -39,7 +43,8 @@ ft=("dataset_path=$work/psalms.txt" "${shape[@]}" "load_parameters_path=$work/ba
 for q in float32 nf4; do
   "$bin" train "${ft[@]}" lora_weight_qtype=$q steps=1 learning_rate=0 run_name=step0_$q > "$work/step0_$q.log" 2>&1 ||
     { cat "$work/step0_$q.log"; fail "step 0 eval over a $q base"; }
-  "$bin" train "${ft[@]}" lora_weight_qtype=$q steps=60 learning_rate=3e-3 run_name=lora_$q > "$work/lora_$q.log" 2>&1 ||
+  "$bin" train "${ft[@]}" lora_weight_qtype=$q steps=60 learning_rate=3e-3 run_name=lora_$q profiler=trace \
+    profiler_steps=2 > "$work/lora_$q.log" 2>&1 ||
     { cat "$work/lora_$q.log"; fail "LoRA over a $q base"; }
   grep -q "^adapters (LoRA): [0-9]* parameters in 84 tensors, rank 16" "$work/lora_$q.log" ||
     { cat "$work/lora_$q.log"; fail "no adapters line ($q)"; }
@@ -83,6 +88,35 @@ for q in ("float32", "nf4"):
     sums[q] = h1["frozen"]["checksum"]
 assert sums["float32"] != sums["nf4"], sums
 PY
+
+# what trains, in the trace and in TensorBoard
+python3 - "$work/runs" <<'PY' || fail "trace.json's parameter counts"
+import json, sys
+for q in ("float32", "nf4"):
+    o = json.load(open(f"{sys.argv[1]}/lora_{q}/trace.json"))["otherData"]
+    want = {"parameters": 239616 + 98304, "trainable_parameters": 98304, "frozen_parameters": 239616,
+            "lora_parameters": 98304, "lora_rank": 16, "frozen_base_qtype": q}
+    assert {k: o.get(k) for k in want} == want, o
+PY
+py=/usr/bin/python3
+if "$py" -c 'import google.protobuf, crcmod.predefined' 2>/dev/null && command -v protoc >/dev/null 2>&1; then
+  mkdir "$work/pb"
+  protoc --python_out="$work/pb" -I "$src/tools/proto" "$src/tools/proto/tf_event.proto"
+  for q in float32 nf4; do
+    "$py" "$src/tools/read_tfevents.py" "$work/pb" "$work/runs/lora_$q"/tensorboard/events.out.tfevents.* \
+      > "$work/events_$q.json" || fail "read_tfevents ($q)"
+    "$py" - "$work/events_$q.json" <<'PY' || fail "TensorBoard's parameter counts ($q)"
+import json, sys
+ev = json.loads(open(sys.argv[1]).readline())["events"]
+setup = [e for e in ev if any(t.startswith("setup/") for t in e.get("values", {}))]
+assert len(setup) == 1 and setup[0]["step"] == 0, setup
+assert setup[0]["values"] == {"setup/num_parameters": 337920, "setup/num_trainable_parameters": 98304,
+                              "setup/num_frozen_parameters": 239616, "setup/num_lora_parameters": 98304}, setup
+PY
+  done
+else
+  echo "e2e_lora_quality: no protoc / python3 protobuf / crcmod: TensorBoard's counts not read back"
+fi
 
 # a continued run re-reads the base from its source and checks its checksum
 "$bin" train "${ft[@]}" lora_weight_qtype=nf4 steps=61 learning_rate=3e-3 run_name=lora_nf4 > "$work/cont.log" 2>&1 ||
