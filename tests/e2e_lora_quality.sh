@@ -24,11 +24,13 @@ work=$(mktemp -d /tmp/gt_e2e_lora_quality.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$src"
-psalms=$(grep -n '^Psalms 1$' data/kjv.txt | cut -d: -f1)
-proverbs=$(grep -n '^Proverbs 1$' data/kjv.txt | cut -d: -f1)
-[ -n "$psalms" ] && [ -n "$proverbs" ] || fail "data/kjv.txt has no Psalms 1 / Proverbs 1 headings"
-head -n $((psalms - 1)) data/kjv.txt > "$work/pretrain.txt"
-sed -n "${psalms},$((proverbs - 1))p" data/kjv.txt > "$work/psalms.txt"
+kjv=data/kjv.txt # the default job's corpus (tools/kjv.sh writes it where it is missing)
+[ -s "$kjv" ] || { kjv="$work/kjv.txt"; tools/kjv.sh "$kjv" > /dev/null; }
+psalms=$(grep -n '^Psalms 1$' "$kjv" | cut -d: -f1)
+proverbs=$(grep -n '^Proverbs 1$' "$kjv" | cut -d: -f1)
+[ -n "$psalms" ] && [ -n "$proverbs" ] || fail "$kjv has no Psalms 1 / Proverbs 1 headings"
+head -n $((psalms - 1)) "$kjv" > "$work/pretrain.txt"
+sed -n "${psalms},$((proverbs - 1))p" "$kjv" > "$work/psalms.txt"
 
 shape=(per_device_batch_size=8 max_target_length=64 sample_tokens=0 eval_interval=0 "base_output_directory=$work/runs")
 "$bin" train model_name=gemma3-tiny "dataset_path=$work/pretrain.txt" "${shape[@]}" steps=120 learning_rate=3e-3 \
