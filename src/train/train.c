@@ -131,6 +131,28 @@ static int gt__rm_entry(const char *path, const struct stat *st, int flag, struc
  * removed, so the refusal leaves nothing behind to resume by mistake. */
 static void gt__remove_new_run_dir(const char *dir) { nftw(dir, gt__rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* What trains, where TensorBoard and the trace show it: scalars under setup/
+ * (parameter elements: all, trainable, frozen, adapters) at the run's first
+ * step, and the same counts (with the adapters' rank) in trace.json's
+ * otherData. */
+static gt_rc gt__setup_record(gt_report *r, gt_profiler *prof, const gt_config *c, const gt_model *m, int64_t start,
+                              gt_err *err) {
+  int64_t n_el = gt_model_count_params(c);
+  snprintf(prof->other, sizeof prof->other,
+           "\"parameters\":%lld,\"trainable_parameters\":%lld,\"frozen_parameters\":%lld,\"lora_parameters\":%lld,"
+           "\"lora_rank\":%d,\"frozen_base_qtype\":\"%s\"",
+           (long long)n_el, (long long)m->n_trainable, (long long)(n_el - m->n_trainable), (long long)m->n_lora_params,
+           m->n_lora_tensors ? m->lora_rank : 0, c->lora_weight_qtype);
+  if (!r->tensorboard) return GT_OK;
+  gt_tf_scalar v[] = {{"setup/num_parameters", (float)n_el},
+                      {"setup/num_trainable_parameters", (float)m->n_trainable},
+                      {"setup/num_frozen_parameters", (float)(n_el - m->n_trainable)},
+                      {"setup/num_lora_parameters", (float)m->n_lora_params}};
+  gt_rc rc = gt_tfevents_write_scalars(&r->tb, start, v, 4, err);
+  if (rc) r->tensorboard = 0; /* the writer closed the file; err names it */
+  return rc;
+}
+
 static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, const gt_data *d, int threads,
                        int64_t planned_peak) {
   gt_flops fl = gt_flops_per_step_per_device(c);
@@ -355,6 +377,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
   gt_profiler_init(&prof, &pcfg, start, res->run_dir);
+  rc = primary ? gt__setup_record(&rep, &prof, &cfg, &m, start, err) : GT_OK;
+  if ((rc = gt__agree(rc, "writing the setup record to TensorBoard", err))) goto out;
   if (start >= cfg.steps)
     gt_report_note(&rep, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start, cfg.steps);
 
