@@ -78,6 +78,6 @@ printf 'Say hello.\nWhat colour is the sky?\n' | "$bin" decode "${run[@]}" --int
   "tokenizer_path=$tok" max_target_length=32 per_device_batch_size=4 packing=false steps=1 learning_rate=0 \
   eval_interval=-1 enable_checkpointing=false sample_at_end=on "sample_prompt=What colour is the sky?" \
   "base_output_directory=$work/runs" run_name=sample > "$work/t2.log" 2>&1 || { tail -3 "$work/t2.log"; fail "sample run"; }
-[ "$(sed -n '/^sample (/,$p' "$work/t2.log" | tail -n +2 | tr '\n' '|')" = "user: What colour is the sky?|model: Blue.|" ] \
+[ "$(sed -n '/^sample (/,$p' "$work/t2.log" | tail -n +2 | sed '/^run_name=/,$d' | tr '\n' '|')" = "user: What colour is the sky?|model: Blue.|" ] \
   || { sed -n '/^sample (/,$p' "$work/t2.log"; fail "the SFT sample is not a chat answer"; }
 echo "e2e_chat: 1 passed, 0 failed"

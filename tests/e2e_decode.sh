@@ -23,7 +23,7 @@ dec() { "$bin" decode "${run[@]}" "$@"; }
 # 1. the training sample again: temperature 0.7, seed 0x5EED0000 + init_weights_seed
 dec "prompt=In the beginning" max_decode_steps=40 decode_sampling_strategy=weighted \
   decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000 + 3)) > "$work/w.log"
-want=$(sed -n '/^sample (/,$p' "$work/train.log" | tail -n +2)
+want=$(sed -n '/^sample (/,$p' "$work/train.log" | tail -n +2 | sed '/^run_name=/,$d') # the run's closing line follows
 got=$(sed -n '/^output: /,$p' "$work/w.log" | sed '1s/^output: //')
 [ -n "$want" ] || fail "no sample in the training log"
 [ "$got" = "$want" ] || fail "decode's sample '$got' is not the training sample '$want'"

@@ -7,7 +7,8 @@
 # into a second file whose restart event supersedes the rerun steps; a MoE
 # run (learning/moe_lb_loss); a skipped non-finite step (its non-finite
 # values absent); enable_tensorboard=false (no directory); and a sweep, each
-# point's events in its own run directory.
+# point's events in its own run directory. Each file holds, at its run's
+# first step, the setup/* parameter counts (all trainable here).
 # Usage: e2e_tensorboard.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin=$(realpath "$1"); src=$(realpath "$2")
@@ -55,6 +56,15 @@ for i, f in enumerate(files):
         for s in [s for s in steps if s >= r]:
             del steps[s]
         rest = rest[1:]
+    # then what trains, at the run's first step (full-parameter runs here:
+    # nothing frozen, no adapters)
+    setup, rest = rest[0], rest[1:]
+    sv = setup.get("values", {})
+    assert sorted(sv) == ["setup/num_frozen_parameters", "setup/num_lora_parameters", "setup/num_parameters",
+                          "setup/num_trainable_parameters"], setup
+    assert setup["step"] == rest[0]["step"], (setup["step"], rest[0]["step"])
+    assert sv["setup/num_parameters"] > 0 and sv["setup/num_trainable_parameters"] == sv["setup/num_parameters"], sv
+    assert sv["setup/num_frozen_parameters"] == 0 and sv["setup/num_lora_parameters"] == 0, sv
     last_t, last_s = 0.0, -1
     for e in rest:
         assert "values" in e, e

@@ -18,9 +18,19 @@ the autograd graph (the same function as x W^T + scale (x A^T) B^T without
 dropout), ref_gemma3.forward runs in float64, and A and B take Adam steps
 in float64 (optax's adam: bias-corrected moments, eps outside the root).
 Prints both curves and exits 1 when a step's loss differs from gemtrain's
-by more than --tol (relative)."""
+by more than --tol (relative).
+
+--out FILE writes the reference curve in the form tests/data/lora_ref_curve.txt
+keeps (recorded once so that the test checks gemtrain's curve where torch is
+missing): the settings the run used, fingerprints of its initial weights and
+batch, and the 50 float64 losses. To record it again:
+
+  GT_LORA_REF_RECORD=$PWD/tests/data/lora_ref_curve.txt build/test_lora
+
+(test_lora then runs this script with --out that file)."""
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -32,10 +42,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_gemma3 as ref  # noqa: E402
 
 
+def write_curve(path, run, flat, ids, losses):
+    """The settings and fingerprints let test_lora check that a recorded
+    curve belongs to the run it compares: the same overrides, the same
+    initial weights (sums in float64, compared to 1e-6 relative) and the
+    same batch (an exact weighted sum of the token ids)."""
+    p = flat.astype(np.float64)
+    flat_ids = ids.astype(np.int64).reshape(-1)
+    with open(path, "w") as f:
+        f.write("# Float64 PyTorch reference of test_lora's 50 LoRA steps (tools/ref_lora.py --out)\n")
+        f.write("# torch %s, numpy %s, %s\n" % (torch.__version__, np.__version__,
+                                               datetime.date.today().isoformat()))
+        f.write("settings %s\n" % run["overrides"])
+        f.write("params_sum_abs %.17g\n" % float(np.sum(np.abs(p))))
+        f.write("params_sum_sq %.17g\n" % float(np.sum(p * p)))
+        f.write("batch_checksum %d\n" % int(np.sum(flat_ids * np.arange(1, flat_ids.size + 1, dtype=np.int64))))
+        for step, loss in enumerate(losses):
+            f.write("loss %d %.17g\n" % (step, loss))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--tol", type=float, default=0.05)
+    ap.add_argument("--out", help="write the reference curve here (tests/data/lora_ref_curve.txt's form)")
     args = ap.parse_args()
     run = json.load(open(os.path.join(args.dir, "run.json")))
     cfg = ref.load_config(run["config"])
@@ -58,6 +88,7 @@ def main():
     nu = {k: torch.zeros_like(v) for k, v in lora.items()}
     want = run["losses"]
     worst = 0.0
+    ref_losses = []
     for step in range(len(want)):
         params = dict(base)
         for name in base:
@@ -79,10 +110,13 @@ def main():
                 mh = mu[k] / (1 - b1 ** t)
                 nh = nu[k] / (1 - b2 ** t)
                 v -= lr * mh / (torch.sqrt(nh + eps_root) + eps)
+        ref_losses.append(float(loss))
         rel = abs(float(loss) - want[step]) / abs(float(loss))
         worst = max(worst, rel)
         print("step %2d  reference %.6f  gemtrain %.6f  rel %.2e" % (step, float(loss), want[step], rel))
     print("largest relative difference %.3e (tolerance %.0e)" % (worst, args.tol))
+    if args.out:
+        write_curve(args.out, run, flat, ids, ref_losses)
     return 0 if worst <= args.tol else 1
 
 

@@ -61,9 +61,9 @@ static void gt__line(gt_profiler *p, char *line, size_t n, int final) {
 static gt_rc gt__write(gt_profiler *p, gt_trainer *t, gt_err *err) {
   gt_rc rc = gt_trainer_set_trace(t, NULL, err);
   if (rc) return rc;
-  char other[160];
-  snprintf(other, sizeof other, "\"first_step\":%lld,\"last_step\":%lld", (long long)p->begin,
-           (long long)(p->begin + p->n_traced - 1));
+  char other[480];
+  snprintf(other, sizeof other, "\"first_step\":%lld,\"last_step\":%lld%s%s", (long long)p->begin,
+           (long long)(p->begin + p->n_traced - 1), p->other[0] ? "," : "", p->other);
   p->events = gt_trace_events(p->tr);
   p->dropped = gt_trace_dropped(p->tr);
   rc = gt_trace_write(p->tr, p->path, p->run_name, other, err);

@@ -30,6 +30,7 @@ typedef struct gt_profiler {
   int after;                 /* the baseline is the steps after the window */
   char path[2200];
   char run_name[GT_STR_PATH + 16]; /* the process track: "gemtrain <run_name>" */
+  char other[256];                 /* the caller's extra "otherData" members ("\"k\":1,..."; empty: none) */
 } gt_profiler;
 
 /* Off (every call a no-op) unless cfg->profiler is "trace". */
