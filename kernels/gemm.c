@@ -32,7 +32,12 @@
  * shape, so the bits stay independent of the thread count there too.
  *
  * The cache sizes, the plan and the buffers are shared with the bf16 kernel
- * (kernels/gemm_blocking.h, defined here in plain C, in the portable copy). */
+ * (kernels/gemm_blocking.h, defined here in plain C, in the portable copy).
+ *
+ * Stored weights (kernels/quant.h): gt__qgemm_packed runs these loops with
+ * a packer that dequantizes W into the same panels (gt__qpack_b_u), so
+ * gt_qgemm has gt_sgemm's bits on the dequantized matrix
+ * (docs/quantization.md). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -51,6 +51,10 @@
  * for inputs without bf16 denormals (read as zero) and sums above 2^-126
  * (FTZ); tests/test_bf16_kernels.c asserts it element by element.
  *
+ * Stored weights (kernels/quant.h): gt__qbgemm_packed runs the same loops
+ * and micro-kernels with gt__qbpack_b, which dequantizes W and rounds it to
+ * bf16 into the same pairs (docs/quantization.md).
+ *
  * Without AVX-512 (F, BW, VL, DQ and FMA) at all, or on the portable path
  * (kernels/cpu.h): rounded float32 copies and
  * gt_sgemm, the same rounded products summed in float32 in gt_sgemm's order

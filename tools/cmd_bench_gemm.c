@@ -3,8 +3,11 @@
  * products of a training step, on 1 and 2 threads, next to the machine's
  * fp32 FMA peak measured by the same run (kernels/peak.c); and gt_bgemm (bf16
  * inputs, kernels/gemm_bf16.c) on the same products next to the measured
- * bf16 (vdpbf16ps) peak, with the bf16/f32 speed ratio. Timing lives here,
- * never in tests. */
+ * bf16 (vdpbf16ps) peak, with the bf16/f32 speed ratio; and (the set
+ * `quant`) the products with a stored frozen weight (kernels/quant.h):
+ * gt_qgemm and gt_qbgemm with a bf16, int8 and nf4 W beside gt_sgemm and
+ * gt_bgemm on the float W, forward and input gradient of each projection.
+ * Timing lives here, never in tests. */
 #include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 /* One model's dimensions: the products of its step come from these. */
 typedef struct bench_model {
@@ -203,19 +207,121 @@ static int bench_small_products(void) {
   return 0;
 }
 
+/* ---- stored (quantized) weights ---- */
+
+/* the stored W the gt_qgemm / gt_qbgemm columns multiply by (B unused) */
+static const gt_qweight *g_qw;
+
+static double run_q(const shape *s, const float *A, const float *B, float *C) {
+  (void)B;
+  double t0 = wall_now();
+  gt_qgemm(s->tb, s->M, s->N, s->K, 1.0f, A, s->K, g_qw, s->beta, C, s->N);
+  return wall_now() - t0;
+}
+
+static double run_qb(const shape *s, const float *A, const float *B, float *C) {
+  (void)B;
+  double t0 = wall_now();
+  gt_qbgemm(s->tb, s->M, s->N, s->K, 1.0f, A, s->K, g_qw, s->beta, C, s->N);
+  return wall_now() - t0;
+}
+
+/* One product with W [rows, cols] float (the gt_sgemm / gt_bgemm columns)
+ * and stored as bf16, int8 and nf4, on 2 threads, best of three rounds. */
+static int bench_qshape(const shape *s) {
+  const int64_t wr = s->tb ? s->N : s->K, wc = s->tb ? s->K : s->N;
+  float *A = malloc(sizeof(float) * (size_t)(s->M * s->K)), *W = malloc(sizeof(float) * (size_t)(wr * wc)),
+        *C = malloc(sizeof(float) * (size_t)(s->M * s->N));
+  void *q[3] = {NULL, NULL, NULL};
+  gt_qweight qw[3];
+  int ok = A && W && C;
+  for (int t = 0; ok && t < 3; t++) {
+    q[t] = malloc(4 * (size_t)gt_q_words((gt_qtype)(t + 1), wr, wc));
+    if (!(ok = q[t] != NULL)) break;
+  }
+  if (!ok) {
+    fprintf(stderr, "gemtrain bench gemm: no memory for %lld x %lld x %lld\n", (long long)s->M, (long long)s->N,
+            (long long)s->K);
+    free(A), free(W), free(C), free(q[0]), free(q[1]), free(q[2]);
+    return 1;
+  }
+  fill(A, s->M * s->K, 1), fill(W, wr * wc, 2), fill(C, s->M * s->N, 3);
+  for (int t = 0; t < 3; t++) {
+    gt_quantize((gt_qtype)(t + 1), W, wr, wc, q[t]);
+    qw[t] = gt_qweight_at((gt_qtype)(t + 1), q[t], wr, wc);
+  }
+  /* columns: gt_sgemm, gt_qgemm bf16/int8/nf4, gt_bgemm, gt_qbgemm bf16/int8/nf4 */
+  const double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9;
+  double g[8] = {0}, use[8] = {0};
+  for (int round = 0; round < 3; round++) {
+    int any_short = 0;
+    for (int i = 0; i < 8; i++) {
+      gemm_fn f = i == 0 ? run_ours : i == 4 ? run_bf16 : i < 4 ? run_q : run_qb;
+      g_qw = i % 4 ? &qw[i % 4 - 1] : NULL;
+      double u, t = time_median(f, s, A, W, C, 2, 0.04, &u);
+      if (fl / t > g[i]) g[i] = fl / t, use[i] = u;
+      any_short |= t <= 0.15;
+    }
+    if (!any_short) break;
+  }
+  printf("| %s | %lld %lld %lld ", s->what, (long long)s->M, (long long)s->N, (long long)s->K);
+  for (int i = 0; i < 8; i++)
+    printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / (i < 4 ? peak2 : bpeak2), use[i] < 0.9 ? " *" : "");
+  printf("| %.2f / %.2f |\n", g[3] / g[1], g[7] / g[5]);
+  fflush(stdout);
+  free(A), free(W), free(C), free(q[0]), free(q[1]), free(q[2]);
+  return 0;
+}
+
+/* a projection out[M, o] = in[M, i] . W[o, i]^T: forward and dX */
+static int bench_qproj(const char *name, int64_t M, int64_t in, int64_t out, float dx_beta) {
+  char w[2][64];
+  snprintf(w[0], sizeof w[0], "%s fwd X.W^T", name);
+  snprintf(w[1], sizeof w[1], "%s dX = dY.W", name);
+  shape sh[2] = {{w[0], 0, 1, M, out, in, 0.0f}, {w[1], 0, 0, M, in, out, dx_beta}};
+  for (int i = 0; i < 2; i++)
+    if (bench_qshape(&sh[i])) return 1;
+  return 0;
+}
+
+static int bench_quant(const bench_model *m) {
+  printf("| **%s** | | | | | | | | | | |\n", m->desc);
+  int64_t qd = m->H * m->hd, kd = m->K * m->hd;
+  if (bench_qproj("q", m->M, m->d, qd, 0.0f) || bench_qproj("k, v", m->M, m->d, kd, 1.0f) ||
+      bench_qproj("o", m->M, qd, m->d, 0.0f) || bench_qproj("gate, up", m->M, m->d, m->F, 1.0f) ||
+      bench_qproj("down", m->M, m->F, m->d, 0.0f) || bench_qproj("head", m->M, m->d, m->V, 0.0f))
+    return 1;
+  return 0;
+}
+
+static void print_quant_header(void) {
+  printf("\nStored frozen weights (kernels/quant.h), 2 threads: GFLOP/s (share of the 2-thread peak: gt_sgemm and\n"
+         "gt_qgemm columns of the fp32 peak, gt_bgemm and gt_qbgemm of the bf16 peak); W stored as bf16, int8 (a\n"
+         "scale per row) or nf4 (an absmax per 64) and dequantized where the GEMM packs it; nf4/bf16 = the nf4\n"
+         "column's rate over the bf16 one, in the float32 / bf16 GEMM\n\n");
+  printf("| product | M N K | gt_sgemm f32 W | gt_qgemm bf16 | gt_qgemm int8 | gt_qgemm nf4 | gt_bgemm f32 W "
+         "| gt_qbgemm bf16 | gt_qbgemm int8 | gt_qbgemm nf4 | nf4/bf16 |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+}
+
 int gt_bench_gemm(int argc, char **argv) {
-  int want[4] = {argc == 0, argc == 0, argc == 0, argc == 0};
+  int want[5] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0};
   for (int i = 0; i < argc; i++) {
     int found = 0;
     for (int j = 0; j < 3; j++)
       if (!strcmp(argv[i], models[j].key)) want[j] = found = 1;
     if (!strcmp(argv[i], "small-products")) want[3] = found = 1;
+    if (!strcmp(argv[i], "quant")) want[4] = found = 1;
     if (!found) {
-      fprintf(stderr, "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m or small-products\n",
+      fprintf(stderr,
+              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products or quant\n",
               argv[i]);
       return 2;
     }
   }
+  /* quant alone: the stored-weight table of the 12-layer model (small) and
+   * gemma3-270m, without the float tables */
+  const int quant_only = want[4] && !want[0] && !want[1] && !want[2] && !want[3];
   int threads0 = gt_team_size(gt_team_current());
   gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
@@ -226,16 +332,17 @@ int gt_bench_gemm(int argc, char **argv) {
   int kern = gt__bgemm_kernel();
   printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; gt_bgemm kernel: %s\n", bpeak1, bpeak2,
          kname[kern < 0 || kern > 2 ? 0 : kern]);
-  printf("GFLOP/s (share of that peak: fp32 columns of the fp32 peak, bf16 columns of the bf16 peak), median of\n"
+  if (!quant_only)
+    printf("GFLOP/s (share of that peak: fp32 columns of the fp32 peak, bf16 columns of the bf16 peak), median of\n"
          "repeated calls, the best of three rounds; beta as the step calls them: C = A.B (beta 0) for forward\n"
          "products and the dX of q, o, gate, down and the head, C += A.B (beta 1) for the others; bf16/f32 = gt_bgemm\n"
          "rate over gt_sgemm rate "
          "on 1 / 2 threads; * = a thread lacked its core (another process) even in the best round\n\n");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
-  printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
+  if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
          "| OpenBLAS 2 threads | gt_bgemm 1 thread | gt_bgemm 2 threads | bf16/f32 |\n");
-  printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|\n");
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
      * its threads and buffers on its first call */
@@ -254,6 +361,10 @@ int gt_bench_gemm(int argc, char **argv) {
   for (int j = 0; j < 3 && !rc; j++)
     if (want[j]) rc = bench_model_products(&models[j]);
   if (!rc && want[3]) rc = bench_small_products();
+  if (!rc && want[4]) {
+    print_quant_header();
+    for (int j = 1; j < 3 && !rc; j++) rc = bench_quant(&models[j]);
+  }
   gt_team_set_process(threads0);
   openblas_set_num_threads(1);
   return rc;

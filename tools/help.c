@@ -114,14 +114,16 @@ static const help_entry entries[] = {
      "  --help     this text\n" GT_HELP_CONFIG,
      NULL},
     {"bench", "gemm", NULL,
-     "usage: gemtrain bench gemm [tiny|small|270m|small-products ...]\n"
+     "usage: gemtrain bench gemm [tiny|small|270m|small-products|quant ...]\n"
      "Measures the fp32 FMA peak of 1 and 2 threads (an assembly loop of 12 independent FMAs),\n"
      "then times gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on 1 and 2 threads on the products\n"
      "of a training step: forward X.W^T, dX = dY.W and dW = dY^T.X of every projection and the\n"
      "vocabulary head of three models (tiny: d256 V4096 B8 T256; small: d640 V32768 B4 T512;\n"
      "270m: gemma3-270m at B1 T512), a 64 x 64 attention tile and one decoding token's products\n"
      "(small-products), each with the beta the step uses (C written or added into). Prints\n"
-     "GFLOP/s and the share of the peak, medians of repeated calls.\n"
+     "GFLOP/s and the share of the peak, medians of repeated calls. quant: the forward and dX\n"
+     "products of small and 270m with W stored as bf16, int8 and nf4 (gt_qgemm, gt_qbgemm) beside\n"
+     "gt_sgemm and gt_bgemm on the float W, 2 threads.\n"
      "Without a set named, all of them (about three minutes).\n"
      "\n"
      "options:\n"
