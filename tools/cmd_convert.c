@@ -10,6 +10,8 @@
 #include "cli.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/paramfile.h"
+#include "hf/model_source.h"
+#include "hf/peft.h"
 #include "train/train.h"
 
 /* base.json's defaults: a source given to convert brings its own model keys
@@ -73,9 +75,19 @@ static int gt__to_hf(int argc, char **argv) {
   int rc = gt__convert_opts(&rest, rv, &o, &norm_std);
   if (rc) return rc;
   int init = !strcmp(src, "init");
-  if (!init && (rest > 0 || norm_std > 0)) {
-    fprintf(stderr, "gemtrain convert: '%s' is for to_hf init only; the source's own config is used\n",
-            rest > 0 ? rv[0] : "init_norm_std");
+  /* a source brings its own config; only the adapters to merge into it
+   * (lora_restore_path, and the base storage they were trained over) are
+   * the user's */
+  int bad = -1;
+  for (int i = 0; !init && i < rest && bad < 0; i++)
+    if (strncmp(rv[i], "lora_restore_path=", 18) && strncmp(rv[i], "hf_lora_adapter_path=", 21) &&
+        strncmp(rv[i], "lora_weight_qtype=", 18))
+      bad = i;
+  if (!init && (bad >= 0 || norm_std > 0)) {
+    fprintf(stderr,
+            "gemtrain convert: '%s' is for to_hf init only; the source's own config is used (a source takes "
+            "lora_restore_path= and lora_weight_qtype= alone)\n",
+            bad >= 0 ? rv[bad] : "init_norm_std");
     return 2;
   }
   gt_config cfg;
@@ -100,7 +112,7 @@ static int gt__to_hf(int argc, char **argv) {
         if (m.tensors[i].ndim == 1)
           for (int64_t k = 0; k < m.tensors[i].numel; k++) m.params[m.tensors[i].offset + k] += 1.0f;
     }
-  } else if ((rc = gt__convert_defaults(&cfg)) || (rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
+  } else if ((rc = gt_cli_load_config(rest, rv, &cfg)) || (rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) {
     return rc;
   }
   gt_threads_configure(&cfg);
@@ -113,9 +125,76 @@ static int gt__to_hf(int argc, char **argv) {
   char where[96] = "model.safetensors";
   if (o.max_shard_bytes)
     snprintf(where, sizeof where, "shards of at most %llu bytes + index", (unsigned long long)o.max_shard_bytes);
+  int64_t n_base = m.n_params;
+  for (int i = 0; i < m.n_tensors; i++)
+    if (gt_peft_is_adapter(m.tensors[i].name, NULL, 0, NULL)) n_base -= m.tensors[i].numel;
   printf("convert: wrote %s: config.json and %d tensors in %s (%s), %lld parameters; embedding %lld rows%s\n", out,
-         info.n_tensors, where, info.dtype, (long long)m.n_params, info.embed_rows,
+         info.n_tensors, where, info.dtype, (long long)n_base, info.embed_rows,
          info.embed_rows != m.vocab ? " (zero-padded from the model's vocab_size)" : "");
+  if (info.n_merged)
+    printf("convert: merged the adapters of %d projections (W + %.6g * B A)\n", info.n_merged, gt_peft_scale(&cfg));
+  /* the tokenizer and generation_config.json: from the HF directory the
+   * source descends from, else the run's tokenizer_path */
+  char hf_dir[GT_STR_PATH] = "", tok[GT_STR_PATH] = "";
+  gt_hf_extras ex;
+  if ((!init && gt_hf_source_origin(src, hf_dir, sizeof hf_dir, tok, sizeof tok, &err)) ||
+      (init && (snprintf(tok, sizeof tok, "%s", cfg.tokenizer_path), 0)) ||
+      gt_hf_write_extras(&cfg, hf_dir, tok, out, &ex, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_model_free(&m);
+    return 2;
+  }
+  printf("convert: %s; generation_config.json %s\n",
+         ex.has_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
+                                    : "tokenizer files copied from the source's HF directory")
+                          : "no tokenizer files (the model uses byte tokens)",
+         ex.wrote_generation_config ? "written (Gemma's defaults)" : "copied");
+  gt_model_free(&m);
+  return 0;
+}
+
+/* A PEFT adapter directory from a model with adapters: a run's checkpoint,
+ * or a base with lora_restore_path (a copy). */
+static int gt__to_peft(int argc, char **argv) {
+  if (argc < 2) {
+    gt_cli_help(stderr, "convert", NULL);
+    return 2;
+  }
+  const char *src = argv[0], *out = argv[1];
+  gt_config cfg;
+  int rc = gt_cli_load_config(argc - 2, argv + 2, &cfg);
+  if (rc) return rc;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model m;
+  if ((rc = gt_cli_load_params(src, 1, &cfg, &m, &mem, NULL))) return rc;
+  gt_err err;
+  gt_err_clear(&err);
+  if (!gt_peft_count(&m)) {
+    fprintf(stderr, "gemtrain: convert to_peft: '%s' holds no adapters (a run trained with enable_lora=true, or "
+                    "lora_restore_path=DIR)\n", src);
+    gt_model_free(&m);
+    return 2;
+  }
+  /* PEFT names modules as the base model's HF class does */
+  char hf_dir[GT_STR_PATH] = "", tok[GT_STR_PATH] = "";
+  gt_hf_info hi;
+  memset(&hi, 0, sizeof hi);
+  const char *base = NULL;
+  if (gt_hf_source_origin(src, hf_dir, sizeof hf_dir, tok, sizeof tok, &err) == GT_OK && hf_dir[0]) {
+    gt_config tmp = cfg;
+    if (gt_hf_config_read(hf_dir, &tmp, &hi, &err) == GT_OK) base = hf_dir;
+  }
+  gt_peft_write_opts o = {gt_peft_hf_prefix(hi.architecture), base};
+  int n = 0;
+  if (gt_peft_write(&m, m.params, &cfg, &o, out, &n, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_model_free(&m);
+    return 2;
+  }
+  printf("convert: wrote %s: %s and %s (%d tensors, r=%lld, lora_alpha=%g%s, names under %s%s), base model %s\n", out,
+         GT_PEFT_CONFIG_FILE, GT_PEFT_WEIGHTS_FILE, n, cfg.lora_rank, cfg.lora_alpha,
+         cfg.lora_use_rslora ? ", rslora" : "", GT_PEFT_NAME_ROOT, o.hf_prefix, base ? base : "(not an HF directory)");
   gt_model_free(&m);
   return 0;
 }
@@ -206,8 +285,9 @@ int gt_cmd_convert(int argc, char **argv) {
   }
   if (!strcmp(argv[0], "to_hf") && argc >= 3) return gt__to_hf(argc - 1, argv + 1);
   if (!strcmp(argv[0], "from_hf")) return gt__from_hf(argc - 1, argv + 1);
+  if (!strcmp(argv[0], "to_peft")) return gt__to_peft(argc - 1, argv + 1);
   if (strcmp(argv[0], "to_hf"))
-    fprintf(stderr, "gemtrain convert: unknown direction '%s'; expected to_hf or from_hf\n", argv[0]);
+    fprintf(stderr, "gemtrain convert: unknown direction '%s'; expected to_hf, to_peft or from_hf\n", argv[0]);
   else
     gt_cli_help(stderr, "convert", NULL);
   return 2;

@@ -1353,7 +1353,9 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
  * (`gemtrain train` notes them). The model build checks what needs the
  * model: the module path's matches and the rank against each projection. */
 static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
-  if (c->enable_lora || c->trainable_parameters_mask[0]) return GT_OK;
+  /* lora_restore_path turns the adapters on once the model source reads
+   * the directory (src/hf/peft.h) */
+  if (c->enable_lora || c->lora_restore_path[0] || c->trainable_parameters_mask[0]) return GT_OK;
   if (strcmp(c->lora_weight_qtype, "float32"))
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'lora_weight_qtype' = '%s' stores the frozen base quantized, but enable_lora = false "

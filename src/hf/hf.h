@@ -61,6 +61,7 @@ typedef struct gt_hf_info {
   int n_unused_scalars;            /* layer_scalar buffers (layer_scalar_trainable = false) */
   int n_unused_scalars_not_one;    /* ... of them holding a value other than 1 */
   int n_unused_shared_kv;          /* k/v projections and norms of KV-shared layers */
+  int n_merged;                    /* export: projections written with their adapters merged */
 } gt_hf_info;
 
 /* ---- config.json <-> gt_config ---- */
@@ -104,6 +105,9 @@ gt_hf_export_opts gt_hf_export_defaults(void);
 
 /* Writes out_dir/config.json and the safetensors (names "model." + gemtrain's
  * names) of a model whose parameters are in m->params. Creates out_dir.
+ * Low-rank adapters (peft.h) are merged: each adapted projection is written
+ * as W + scale * B A (scale from cfg's lora keys, the sum over the rank in
+ * double), the adapter tensors themselves are not written.
  * Gemma 4: every layer gets model.layers.N.layer_scalar (the parameter, or
  * the constant the model uses when it is not trained); pad_vocab does not
  * apply. Refuses what gt_hf_config_exportable refuses. */
@@ -115,10 +119,40 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
  * model needs is there with its shape (a 262208-row embedding for a
  * 262144-token model is truncated), converts F32/BF16/F16 to float32 and
  * counts the tensors it did not need. `where` names the checkpoint.
+ * Adapter tensors of m (peft.h) are not the base's and are left as they are.
  * Gemma 4: layer_scalar buffers the model has no parameter for, and k/v
  * projections and norms of KV-shared layers, are counted apart (see
  * gt_hf_info) and not loaded. */
 gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err);
+
+/* ---- the rest of a model directory ---- */
+
+typedef struct gt_hf_extras {
+  int n_copied;                /* files copied from the source */
+  int has_tokenizer;           /* out_dir has tokenizer.json */
+  int wrote_tokenizer_config;  /* tokenizer_config.json written (the source had none) */
+  int wrote_generation_config; /* generation_config.json written (the source had none) */
+} gt_hf_extras;
+
+/* Where a model source (load_parameters_path, model_source.h) comes from:
+ * hf_dir gets the Hugging Face directory it is or descends from (a run
+ * started from one, a run started from that run's checkpoint, ...), "" when
+ * none; tokenizer the first tokenizer_path met on the way ("" when none). */
+gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *tokenizer, size_t tn, gt_err *err);
+
+/* Makes out_dir (holding config.json and the weights) a drop-in HF model
+ * directory: copies from hf_dir (may be NULL or "") the chat templates and
+ * generation_config.json it has, and its tokenizer files (tokenizer.json,
+ * tokenizer_config.json, tokenizer.model, special_tokens_map.json,
+ * added_tokens.json) unless tokenizer_path (may be NULL or "": the run's)
+ * is set; that one is copied as tokenizer.json, with the
+ * tokenizer_config.json beside it, or writes a Gemma one (<bos> <eos> <pad>
+ * <unk>, add_bos_token); without a generation_config.json, writes Google's
+ * Gemma defaults (bos 2, eos [1, the end-of-turn token when the tokenizer
+ * has one], pad 0, top_k 64, top_p 0.95). A model with byte tokens gets
+ * generation_config.json alone. */
+gt_rc gt_hf_write_extras(const gt_config *cfg, const char *hf_dir, const char *tokenizer_path, const char *out_dir,
+                         gt_hf_extras *info, gt_err *err);
 
 /* 1 if path is a directory holding config.json and model.safetensors or
  * model.safetensors.index.json. */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "hf/hf.h"
+#include "hf/peft.h"
 #include "model/qstore.h"
 
 /* Where the text decoder's tensors live: Gemma3ForCausalLM, then the
@@ -47,33 +48,65 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     if (!padded)
       return gt_err_set(err, GT_ERR_NOMEM, "hf: no memory for the padded %lld x %lld embedding", (long long)rows,
                         (long long)m->d);
-    memcpy(padded, m->params + m->embed_offset, (size_t)(m->vocab * m->d) * sizeof(float));
   }
   /* HF's Gemma 4 layers all carry a layer_scalar buffer; a model that does
    * not train it writes the constant it multiplies by. */
-  int n_max = m->n_tensors + (g4 ? (int)m->n_layers : 0), n = 0;
+  int n_max = m->n_tensors + (g4 ? (int)m->n_layers : 0), n = 0, n_merged = 0, n_tmp = 0;
   gt_st_wtensor *w = calloc((size_t)n_max, sizeof *w);
   char (*names)[128] = calloc((size_t)n_max, sizeof *names);
   float *scalars = g4 ? calloc((size_t)m->n_layers, sizeof *scalars) : NULL;
-  if (!w || !names || (g4 && !scalars)) {
+  /* float32 copies of the tensors that are not written as they are stored:
+   * a base merged with its adapters */
+  float **tmp = calloc((size_t)m->n_tensors + 1, sizeof *tmp);
+  if (!w || !names || (g4 && !scalars) || !tmp) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "hf: no memory for %d tensor entries", n_max);
     goto out;
   }
+  double scale = gt_peft_count(m) ? gt_peft_scale(cfg) : 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const gt_tensor_info *t = &m->tensors[i];
+    /* an HF checkpoint has no adapters: they are merged into their base */
+    if (gt_peft_is_adapter(t->name, NULL, 0, NULL)) continue;
+    const float *data = m->params + t->offset;
+    const gt_tensor_info *ta, *tb;
+    gt_peft_pair(m, t, &ta, &tb);
+    if (ta || t->dtype != GT_STORE_F32) {
+      float *x = gt_mem_alloc_uninit(m->mem, GT_MEM_OTHER, (size_t)t->numel * sizeof(float));
+      if (!x) {
+        rc = gt_err_set(err, GT_ERR_NOMEM, "hf: no memory for a float32 copy of '%s'", t->name);
+        goto out;
+      }
+      tmp[n_tmp++] = x;
+      if (t->dtype == GT_STORE_F32) {
+        memcpy(x, data, (size_t)t->numel * sizeof(float));
+      } else {
+        /* a frozen base stored quantized: the values the model computes with */
+        gt_qstore_rows(t, data, 0, t->shape[0], x);
+      }
+      data = x;
+    }
+    if (ta) {
+      float *x = (float *)data;
+      gt_peft_merge_one(x, m->params + ta->offset, m->params + tb->offset, t->shape[0], t->shape[1], ta->shape[0],
+                        scale);
+      data = x;
+      n_merged++;
+    }
     snprintf(names[n], sizeof names[n], "model.%s", t->name);
     w[n].name = names[n];
     w[n].dtype = o->dtype;
     w[n].ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++) w[n].shape[d] = t->shape[d];
-    w[n].data = m->params + t->offset;
+    w[n].data = data;
     if (t->offset == m->embed_offset && padded) {
+      memcpy(padded, data, (size_t)(m->vocab * m->d) * sizeof(float));
       w[n].shape[0] = rows;
       w[n].data = padded;
     }
     n++;
-    int l = t->layer;
-    int last_of_layer = l >= 0 && (i + 1 == m->n_tensors || m->tensors[i + 1].layer != l);
+    int l = t->layer, next = i + 1;
+    while (next < m->n_tensors && gt_peft_is_adapter(m->tensors[next].name, NULL, 0, NULL)) next++;
+    int last_of_layer = l >= 0 && (next == m->n_tensors || m->tensors[next].layer != l);
     if (g4 && last_of_layer && m->layers[l].slot_offset[GT_P_LAYER_SCALAR] < 0) {
       scalars[l] = m->layers[l].layer_scalar;
       snprintf(names[n], sizeof names[n], "model.layers.%d.layer_scalar", l);
@@ -99,9 +132,12 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
     snprintf(info->architecture, sizeof info->architecture, "%s", g4 ? "Gemma4ForCausalLM" : "Gemma3ForCausalLM");
     info->embed_rows = rows;
     info->n_tensors = n;
+    info->n_merged = n_merged;
     snprintf(info->dtype, sizeof info->dtype, "%s", gt_dtype_name(o->dtype));
   }
 out:
+  for (int i = 0; tmp && i < n_tmp; i++) gt_mem_free(m->mem, tmp[i]);
+  free(tmp);
   free(scalars);
   free(names);
   free(w);
@@ -182,7 +218,12 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
   snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
   for (int i = 0; i < m->n_tensors; i++) {
     const gt_tensor_info *t = &m->tensors[i];
-    if (t->lora) continue; /* adapters (model/lora.h) are not the base's: they keep their values */
+    /* adapters (model/lora.h) are not the base's: they come from
+     * lora_restore_path or keep their initialisation */
+    if (t->lora || gt_peft_is_adapter(t->name, NULL, 0, NULL)) {
+      info->n_tensors--;
+      continue;
+    }
     char full[400], want[96], got[96];
     snprintf(full, sizeof full, "%s%s", prefix, t->name);
     gt__shape_text(want, sizeof want, t->ndim, t->shape);

@@ -13,6 +13,7 @@
 #include "ckpt/paramfile.h"
 #include "ckpt/safetensors.h"
 #include "data/chat.h"
+#include "hf/peft.h"
 #include "model/qstore.h"
 
 static int gt__isdir(const char *p) {
@@ -233,7 +234,11 @@ static void gt__show(const gt_config *c, const gt_key_spec *k, char *buf, size_t
     gt_config_get_text(c, k->name, buf, n, NULL);
 }
 
-gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, gt_err *err) {
+/* The keys of the adapters a checkpoint holds (see model_source.h). */
+static const char *const gt__lora_keys[] = {"enable_lora",      "lora_rank",        "lora_alpha",
+                                            "lora_use_rslora",  "lora_module_path", "lora_weight_qtype"};
+
+gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err *err) {
   /* `want`: cfg with the source's model keys. An HF config.json is read onto
    * cfg itself, as transformers' defaults fill what the file omits and a key
    * the file cannot say (layer_scalar_trainable) stays the user's. */
@@ -277,6 +282,30 @@ gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, g
       snprintf(next->chat_template, sizeof next->chat_template, "%s", want->chat_template);
     if (rc) goto out;
   }
+  if (src->kind == GT_SRC_CHECKPOINT && src->cfg.enable_lora)
+    for (size_t i = 0; i < sizeof gt__lora_keys / sizeof gt__lora_keys[0]; i++) {
+      const gt_key_spec *k = gt_config_key(gt__lora_keys[i]);
+      char have[GT_STR_PATH + 32], theirs[GT_STR_PATH + 32];
+      gt_config_get_text(cfg, k->name, have, sizeof have, NULL);
+      gt_config_get_text(&src->cfg, k->name, theirs, sizeof theirs, NULL);
+      if (!strcmp(have, theirs)) continue;
+      if (gt_config_is_user_set(cfg, k->name)) {
+        gt__show(cfg, k, have, sizeof have);
+        gt__show(&src->cfg, k, theirs, sizeof theirs);
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "model source: key '%s' = %s is set explicitly, but the checkpoint '%s' holds adapters "
+                        "trained with %s = %s; drop the key to use them as they are (or export the merged model "
+                        "with gemtrain convert to_hf and load that)",
+                        k->name, have, src->dir, k->name, theirs);
+        goto out;
+      }
+      memcpy((char *)next + k->offset, (const char *)&src->cfg + k->offset, k->size);
+    }
+  src->lora_dir[0] = '\0';
+  if (next->lora_restore_path[0]) {
+    if ((rc = gt_peft_apply_config(next->lora_restore_path, next, err))) goto out;
+    snprintf(src->lora_dir, sizeof src->lora_dir, "%s", next->lora_restore_path);
+  }
   snprintf(next->model_name, sizeof next->model_name, "%s", src->name);
   if ((rc = gt_config_validate(next, err))) {
     char msg[GT_ERR_MSG_MAX];
@@ -316,7 +345,15 @@ static gt_rc gt__frozen_base(const char *dir, const gt_model *km, const gt_ckpt_
                     "neither an initialisation nor a load_parameters_path", dir, fz->source);
 }
 
+static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *params, gt_err *err);
+
 gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float *params, gt_err *err) {
+  gt_rc rc = gt__load_base(src, m, params, err);
+  if (rc || !src->lora_dir[0]) return rc;
+  return gt_peft_load(src->lora_dir, m, params, NULL, err);
+}
+
+static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *params, gt_err *err) {
   /* the readers fill m->params: a view of m whose parameters are the caller's buffer */
   gt_model view = *m;
   view.params = params;

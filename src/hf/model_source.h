@@ -62,6 +62,9 @@ typedef struct gt_model_source {
   /* HF: what config.json said (open) and, after load_params, what the
    * import found (prefix, dtype, files, skipped tensors). */
   gt_hf_info hf;
+  /* A PEFT adapter directory (lora_restore_path, peft.h) whose adapters
+   * load_params reads after the base; set by apply_config. */
+  char lora_dir[GT_STR_PATH];
 } gt_model_source;
 
 /* Classifies path and reads the model it holds. Refuses (naming the path and
@@ -73,14 +76,24 @@ gt_rc gt_model_source_open(const char *path, gt_model_source *src, gt_err *err);
  * keeping every other key (max_target_length, devices, batch, remat, ...),
  * then validates cfg. A model key the user set (gt_config_is_user_set) to
  * another value than the source's is refused, see above; cfg is unchanged
- * on failure. */
-gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, gt_err *err);
+ * on failure.
+ *
+ * Adapters: a checkpoint of a run that trained low-rank adapters
+ * (enable_lora) holds them, so its adapter keys (enable_lora, lora_rank,
+ * lora_alpha, lora_use_rslora, lora_module_path, lora_weight_qtype) define
+ * the model as the model keys do, with the same rule for keys the user set.
+ * Then cfg's lora_restore_path, when set, names a PEFT directory whose keys
+ * cfg takes (gt_peft_apply_config) and whose adapters load_params reads
+ * after the base (recorded in src->lora_dir). */
+gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err *err);
 
 /* Fills params (n_params floats of m's layout, the caller's buffer) with the
  * source's parameters. m must be built from a config the source was applied
  * to; every tensor is checked against m's table. Checkpoints: parameters
  * only (resuming the full state is gt_ckpt_load_latest). HF: records what
- * the import found in src->hf. */
+ * the import found in src->hf. An HF directory or a parameter file holds no
+ * adapters: their tensors are left as they are (the caller initialises
+ * them) unless src->lora_dir names a PEFT directory to read them from. */
 gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float *params, gt_err *err);
 
 #ifdef __cplusplus
