@@ -3,9 +3,9 @@
 #  1. a tiny Gemma 3 (gemma3-tiny, byte tokens as the default job uses) is
 #     pretrained briefly on the default job's data, data/kjv.txt, without the
 #     Psalms (Genesis to Job), and exported as a Hugging Face directory;
-#  2. from it, rank-16 adapters train on the Psalms (a book the base never
-#     saw, its last 2% held out for eval) over a float32 base and over an
-#     nf4 base; each eval loss after the LoRA steps must be at least 5% below
+#  2. rank-16 adapters train on the Psalms (a book the base never saw, its
+#     last 2% held out for eval) over a float32 base read straight from the
+#     pretraining run's checkpoint and over an nf4 base read from its export; each eval loss after the LoRA steps must be at least 5% below
 #     the same base's eval loss at step 0 (a run of the same command with
 #     learning_rate=0: fresh adapters (B = 0) are the base exactly);
 #  3. the base stays frozen: the checkpoints hold only the adapters (params,
@@ -40,12 +40,15 @@ shape=(per_device_batch_size=8 max_target_length=64 sample_tokens=0 eval_interva
   { cat "$work/convert.log"; fail "export of the pretrained checkpoint"; }
 sha_before=$(sha256sum "$work/base/model.safetensors" | cut -d' ' -f1)
 
-ft=("dataset_path=$work/psalms.txt" "${shape[@]}" "load_parameters_path=$work/base" enable_lora=true lora_rank=16
-    save_checkpoint_on_completion=true)
+# the float32 base straight from the pretraining run's checkpoint, the nf4
+# base from its Hugging Face export: both ways a base reaches the adapters
+declare -A from=([float32]="$work/runs/pretrain" [nf4]="$work/base")
+ft=("dataset_path=$work/psalms.txt" "${shape[@]}" enable_lora=true lora_rank=16 save_checkpoint_on_completion=true)
 for q in float32 nf4; do
-  "$bin" train "${ft[@]}" lora_weight_qtype=$q steps=1 learning_rate=0 run_name=step0_$q > "$work/step0_$q.log" 2>&1 ||
-    { cat "$work/step0_$q.log"; fail "step 0 eval over a $q base"; }
-  "$bin" train "${ft[@]}" lora_weight_qtype=$q steps=50 learning_rate=1e-2 run_name=lora_$q profiler=trace \
+  "$bin" train "${ft[@]}" "load_parameters_path=${from[$q]}" lora_weight_qtype=$q steps=1 learning_rate=0 \
+    run_name=step0_$q > "$work/step0_$q.log" 2>&1 || { cat "$work/step0_$q.log"; fail "step 0 eval over a $q base"; }
+  "$bin" train "${ft[@]}" "load_parameters_path=${from[$q]}" lora_weight_qtype=$q steps=50 learning_rate=1e-2 \
+    run_name=lora_$q profiler=trace \
     profiler_steps=2 > "$work/lora_$q.log" 2>&1 ||
     { cat "$work/lora_$q.log"; fail "LoRA over a $q base"; }
   grep -q "^adapters (LoRA): [0-9]* parameters in 84 tensors, rank 16" "$work/lora_$q.log" ||
@@ -79,7 +82,8 @@ for q in ("float32", "nf4"):
     h0, h1 = header(f"step0_{q}", 1), header(f"lora_{q}", 50)
     for h in (h0, h1):
         fz = h["frozen"]
-        assert fz["source"].startswith("load_parameters_path=") and fz["source"].endswith("/base"), fz["source"]
+        assert fz["source"].startswith("load_parameters_path=") and \
+            fz["source"].endswith("/base" if q == "nf4" else "/runs/pretrain"), fz["source"]
         assert fz["qtype"] == q and fz["elements"] == 239616, fz
         names = fz["tensors"]
         assert "layers.0.self_attn.q_proj.weight" in names and not any("lora_" in x for x in names)
@@ -121,7 +125,9 @@ else
 fi
 
 # a continued run re-reads the base from its source and checks its checksum
-"$bin" train "${ft[@]}" lora_weight_qtype=nf4 steps=51 learning_rate=1e-2 run_name=lora_nf4 > "$work/cont.log" 2>&1 ||
-  { cat "$work/cont.log"; fail "continuing over the same nf4 base"; }
-grep -q "^resumed from .*step 50" "$work/cont.log" || { cat "$work/cont.log"; fail "the continued run did not resume"; }
+for q in float32 nf4; do
+  "$bin" train "${ft[@]}" "load_parameters_path=${from[$q]}" lora_weight_qtype=$q steps=51 learning_rate=1e-2 \
+    run_name=lora_$q > "$work/cont_$q.log" 2>&1 || { cat "$work/cont_$q.log"; fail "continuing over the same $q base"; }
+  grep -q "^resumed from .*step 50" "$work/cont_$q.log" || { cat "$work/cont_$q.log"; fail "the $q run did not resume"; }
+done
 echo "e2e_lora_quality: OK"

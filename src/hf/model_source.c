@@ -347,6 +347,32 @@ static gt_rc gt__frozen_base(const char *dir, const gt_model *km, const gt_ckpt_
 
 static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *params, gt_err *err);
 
+/* A checkpoint written without adapters (a pretraining run) loaded into a
+ * model with them: it is read in its own layout (the model its stored
+ * config builds, mask and frozen base included), then each of its tensors
+ * moves to the same-named tensor of m, converted to m's storage; the
+ * adapters keep what the caller put there (their initialisation). */
+static gt_rc gt__load_under_adapters(gt_model_source *src, const gt_model *m, float *params, gt_err *err) {
+  gt_model km;
+  gt_rc rc = gt_model_build(&km, &src->cfg, err);
+  if (rc) return rc;
+  float *tmp = malloc((size_t)km.n_params * sizeof(float));
+  if (!tmp) rc = gt_err_set(err, GT_ERR_NOMEM, "model source: no memory to read %lld parameters", (long long)km.n_params);
+  if (!rc) rc = gt_model_source_load_params(src, &km, tmp, err);
+  for (int i = 0; !rc && i < m->n_tensors; i++) {
+    const gt_tensor_info *t = &m->tensors[i], *kt;
+    if (t->lora) continue;
+    if (!(kt = gt_model_find_tensor(&km, t->name)) || kt->numel != t->numel)
+      rc = gt_err_set(err, GT_ERR_CONFIG, "model source: checkpoint '%s' has no tensor '%s' of %lld elements for the "
+                      "adapters' base", src->dir, t->name, (long long)t->numel);
+    else
+      gt_qstore_convert(t, params + t->offset, kt, tmp + kt->offset);
+  }
+  free(tmp);
+  gt_model_free(&km);
+  return rc;
+}
+
 gt_rc gt_model_source_load_params(gt_model_source *src, const gt_model *m, float *params, gt_err *err) {
   gt_rc rc = gt__load_base(src, m, params, err);
   if (rc || !src->lora_dir[0]) return rc;
@@ -360,6 +386,7 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
   gt_rc rc;
   switch (src->kind) {
     case GT_SRC_CHECKPOINT: {
+      if (m->n_lora_tensors && !src->cfg.enable_lora) return gt__load_under_adapters(src, m, params, err);
       gt_ckpt_loaded ld;
       char *fnames = NULL;
       int nf = 0;
