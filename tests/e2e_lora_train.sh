@@ -74,6 +74,10 @@ if "$bin" train model_name=gemma3-tiny dataset_type=synthetic steps=1 enable_lor
      run_name=x "base_output_directory=$work/runs" > "$work/f.log" 2>&1; then fail "a path matching nothing accepted"; fi
 grep -q "matches none of the model's parameter names" "$work/f.log" && grep -q "self_attn.q_proj.weight" "$work/f.log" ||
   { cat "$work/f.log"; fail "no module path message"; }
+if "$bin" train model_name=gemma3-tiny dataset_type=synthetic steps=1 enable_lora=true "lora_restore_path=$work/none" \
+     run_name=x "base_output_directory=$work/runs" > "$work/g.log" 2>&1; then fail "adapters without a base accepted"; fi
+grep -q "'lora_restore_path' = .* needs the base model its adapters were trained over" "$work/g.log" ||
+  { cat "$work/g.log"; fail "no lora_restore_path message"; }
 
 # a Hugging Face base: the adapters start initialised beside it (the
 # directory has none), and step 0 is the base model's loss exactly

@@ -129,6 +129,13 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
 
 gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err) {
   *have = 0;
+  /* the adapters are read over the base they adapt, which comes from
+   * load_parameters_path: without one they would be silently dropped */
+  if (!cfg->load_parameters_path[0] && cfg->lora_restore_path[0])
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_restore_path' = '%s' needs the base model its adapters were trained over; "
+                      "set load_parameters_path to it (a Hugging Face directory or a checkpoint)",
+                      cfg->lora_restore_path);
   if (!cfg->load_parameters_path[0]) return GT_OK;
   gt_rc rc = gt_model_source_open(cfg->load_parameters_path, src, err);
   if (!rc) rc = gt_model_source_apply_config(src, cfg, err);
