@@ -18,7 +18,10 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "ckpt/safetensors.h"
 #include "exec/plan.h"
+#include "hf/hf.h"
+#include "kernels/bf16.h"
 #include "kernels/quant.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
@@ -337,6 +340,65 @@ START_TEST(test_plan_equals_measured) {
 }
 END_TEST
 
+/* Loading a Hugging Face directory into a quantized base quantizes each
+ * tensor as read (a chunk of rows at a time): the same words as
+ * gt_quantize of the float32 tensor; a bf16 checkpoint into a bf16 base
+ * is exact (the words are the file's values). */
+START_TEST(test_hf_load_quantizes) {
+  gt_config c;
+  gt_err e;
+  gt_model f;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  cfg_of(&c, "gemma3-tiny", "norm", "float32", 1);
+  ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
+  gt_model_init_params(&f, 5, 1.0);
+  char dir[] = "/tmp/gt_test_qbase.XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const gt_dtype dts[] = {GT_DT_F32, GT_DT_BF16};
+  for (int di = 0; di < 2; di++) {
+    gt_hf_export_opts o = gt_hf_export_defaults();
+    o.dtype = dts[di];
+    ck_assert_msg(gt_hf_export(&f, &c, dir, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    gt_st_set set;
+    memset(&set, 0, sizeof set);
+    ck_assert_msg(gt_st_set_open(&set, dir, &e) == GT_OK, "%s", e.msg);
+    for (int k = 0; k < 3; k++) {
+      gt_config cq;
+      gt_model q;
+      cfg_of(&cq, "gemma3-tiny", "norm", g_qtypes[k], 1);
+      ck_assert(gt_model_build(&q, &cq, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
+      ck_assert_msg(gt_hf_import_params(&q, &set, "the export", NULL, &e) == GT_OK, "%s", e.msg);
+      for (int i = 0; i < q.n_tensors; i++) {
+        const gt_tensor_info *t = &q.tensors[i];
+        /* what the file holds: the float32 values, or their bf16 rounding */
+        float *x = malloc(sizeof(float) * (size_t)t->numel);
+        memcpy(x, f.params + f.tensors[i].offset, sizeof(float) * (size_t)t->numel);
+        if (dts[di] == GT_DT_BF16) gt_bf16_round_ref(x, t->numel);
+        float *want = calloc((size_t)t->words, sizeof(float));
+        if (t->dtype == GT_STORE_F32) memcpy(want, x, sizeof(float) * (size_t)t->numel);
+        else gt_quantize((gt_qtype)t->dtype, x, t->shape[0], t->numel / t->shape[0], want);
+        ck_assert_msg(gt_test_same_bits(want, q.params + t->offset, t->words), "%s from %s: %s", g_qtypes[k],
+                      gt_dtype_name(dts[di]), t->name);
+        if (dts[di] == GT_DT_BF16 && t->dtype == GT_STORE_BF16) { /* exact: the dequantized values are the file's */
+          float *back = malloc(sizeof(float) * (size_t)t->numel);
+          gt_qstore_rows(t, q.params + t->offset, 0, t->shape[0], back);
+          ck_assert(gt_test_same_bits(back, x, t->numel));
+          free(back);
+        }
+        free(x), free(want);
+      }
+      gt_model_free(&q);
+    }
+    gt_st_set_close(&set);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  gt_model_free(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("qbase");
   TCase *tc = gt_test_tcase(s, "core");
@@ -347,5 +409,6 @@ int main(void) {
   tcase_add_test(tc, test_same_as_dequantized_bf16);
   tcase_add_test(tc, test_two_devices);
   tcase_add_test(tc, test_plan_equals_measured);
+  tcase_add_test(tc, test_hf_load_quantizes);
   return gt_test_run_suite(s, 0);
 }
