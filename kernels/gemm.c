@@ -384,8 +384,12 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 
 #include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
+#include "kernels/quant_gemm.h"
+#include "kernels/quant_lanes.h"
 
 enum { MR = 12, NR = 32 };
+/* gt_sgemm's row-times-B^T products take this many rows and fewer */
+#define GT__QGEMV_ROWS 4
 
 
 /* ------------------------------------------------------------- blocking */
@@ -580,6 +584,95 @@ static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, floa
   gt__micro(kc, (const float *)(const void *)Ap, (const float *)(const void *)Bp, C, ldc, mr, nr, alpha, beta, cn);
 }
 
+/* ------------------------------------------- quantized weights (quant.h) */
+
+/* gt_qgemm's B operand: a stored matrix W read through kernels/quant_lanes.h
+ * as it is packed, into the same panels gt__pack_b_u writes from the
+ * dequantized float matrix (every packed float is that matrix's element),
+ * so the micro-kernel, the blocking and the bits are gt_sgemm's. The driver
+ * hands B through untouched: here it is the gt_qweight (ldb unused). */
+static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t n) {
+  (void)ldb;
+  const gt_qweight *w = (const gt_qweight *)(const void *)B;
+  const int64_t cols = w->cols, np = gt__gcdiv(n, NR);
+  const __m512 lut = gt__qlut();
+  float *df = (float *)(void *)d;
+  if (!tW) {
+    /* op(W) = W [K, N]: row k0 + k's run j0..j0+n, one row at a time across
+     * the panels (one contiguous read of the stored row) */
+    for (int64_t k = 0; k < kc; k++) {
+      const int64_t row = k0 + k, base = row * cols + j0;
+      const float rs = gt__qrow_scale(w, row);
+      for (int64_t p = 0; p < np; p++) {
+        const int64_t nr = gt__gmin(NR, n - p * NR);
+        float *dk = df + p * NR * kc + k * NR;
+        _mm512_store_ps(dk, gt__qdeq16(w, base + p * NR, gt__gmin(16, nr), rs, lut));
+        _mm512_store_ps(dk + 16, gt__qdeq16(w, base + p * NR + 16, nr - 16, rs, lut));
+      }
+    }
+    return;
+  }
+  /* op(W) = W^T, W [N, K]: rows of W run along k; 16 k of 32 rows, two
+   * 16 x 16 transposes (gt__pack_b_panel's, on dequantized lanes) */
+  for (int64_t p = 0; p < np; p++) {
+    const int64_t nr = gt__gmin(NR, n - p * NR), r0 = j0 + p * NR;
+    float *dp = df + p * NR * kc;
+    for (int64_t k = 0; k < kc; k += 16) {
+      __m512 r[16], s[16];
+      const int64_t kn = gt__gmin(16, kc - k);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++) {
+        r[i] = i < nr ? gt__qdeq16(w, (r0 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + i), lut)
+                      : _mm512_setzero_ps();
+        s[i] = i + 16 < nr ? gt__qdeq16(w, (r0 + 16 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + 16 + i), lut)
+                           : _mm512_setzero_ps();
+      }
+      gt__tr16(r);
+      gt__tr16(s);
+      for (int64_t kk = 0; kk < kn; kk++) {
+        _mm512_store_ps(dp + (k + kk) * NR, r[kk]);
+        _mm512_store_ps(dp + (k + kk) * NR + 16, s[kk]);
+      }
+    }
+  }
+}
+
+/* gt__gemv_bt's sums with row j of W dequantized in registers: each output
+ * gets the same FMAs in the same order (lane l sums k = l mod 16 in k
+ * order, the last partial vector masked, then _mm512_reduce_add_ps), so
+ * the bits are gt_sgemm's on the dequantized matrix. */
+typedef struct gt__qgemv_args {
+  int64_t M, K, lda, ldc;
+  float alpha, beta;
+  const float *A;
+  const gt_qweight *W;
+  float *C;
+} gt__qgemv_args;
+
+static void gt__qgemv_cols(const void *arg, int64_t j0, int64_t j1) {
+  const gt__qgemv_args *g = arg;
+  const int64_t M = g->M, K = g->K;
+  const __m512 lut = gt__qlut();
+  for (int64_t j = j0; j < j1; j++) {
+    __m512 acc[GT__QGEMV_ROWS];
+    for (int64_t i = 0; i < M; i++) acc[i] = _mm512_setzero_ps();
+    const float rs = gt__qrow_scale(g->W, j);
+    for (int64_t k = 0; k < K; k += 16) {
+      const int64_t kn = gt__gmin(16, K - k);
+      const __mmask16 m = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1);
+      const __m512 b = gt__qdeq16(g->W, j * K + k, kn, rs, lut);
+      for (int64_t i = 0; i < M; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, g->A + i * g->lda + k), b, acc[i]);
+    }
+    for (int64_t i = 0; i < M; i++) {
+      float dot = g->alpha * _mm512_reduce_add_ps(acc[i]);
+      float *c = g->C + i * g->ldc + j;
+      *c = g->beta == 0.0f ? dot : dot + g->beta * *c;
+    }
+  }
+}
+
 /* ------------------------------------------------------- small products */
 
 /* A few rows times B^T (decoding one token: x [1, K] times W [N, K]^T):
@@ -629,6 +722,23 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   if (gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
     gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+/* gt_qgemm's packed path (kernels/quant_gemm.h): gt_sgemm's choices and
+ * loops with the quantized packer. */
+int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  if (M <= GT__GEMV_ROWS && transW) {
+    const gt__qgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
+    gt__gemm_cols(N, K, 64, gt__qgemv_cols, &g);
+    return 0;
+  }
+  pthread_once(&gt__block_once, gt__block_init);
+  static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__qpack_b_u, gt__micro_u};
+  return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
+                      ldc);
+}
+
+_Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_sgemm's");
 
 #else /* the portable copy: OpenBLAS */
 

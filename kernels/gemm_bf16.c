@@ -66,6 +66,7 @@
 #include "kernels/cpu.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_gemm.h"
 
 #if defined(__x86_64__)
 #define GT__BG_X86 1
@@ -148,6 +149,7 @@ static void gt__bblock_init(void) {
 }
 
 #include "kernels/bf16_lanes.h"
+#include "kernels/quant_lanes.h"
 
 /* pairs of two k: lo from the even k's rounded lanes, hi from the odd's */
 static inline __attribute__((always_inline)) __m512i gt__pair(__m512i even, __m512i odd) {
@@ -790,6 +792,116 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) sta
   return 0;
 }
 
+/* ------------------------------------------- quantized weights (quant.h) */
+
+/* gt_qbgemm's B operand: a stored matrix W (the driver hands it through as
+ * B; ldb unused) dequantized through kernels/quant_lanes.h and rounded by
+ * the integer rounding as it is packed, into the pairs gt__bpack_b_panels
+ * (and gt__bpack_b_cvt, the same bits) write from the dequantized float
+ * matrix: the micro-kernels, the blocking and so the bits are gt_bgemm's.
+ * A bf16-stored weight rounds to itself. */
+static void gt__qbpack_b(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t n) {
+  (void)ldb;
+  const gt_qweight *w = (const gt_qweight *)(const void *)B;
+  const int64_t cols = w->cols, np = gt__gcdiv(n, NR), kp = (kc + 1) / 2;
+  const __m512 lut = gt__qlut();
+  if (!tW) {
+    /* op(W) = W [K, N]: rows 2q and 2q + 1 across all the panels */
+    for (int64_t q = 0; q < kp; q++) {
+      const int64_t e = k0 + 2 * q, o = e + 1, be = e * cols + j0, bo = o * cols + j0;
+      const int odd = 2 * q + 1 < kc;
+      const float rse = gt__qrow_scale(w, e), rso = odd ? gt__qrow_scale(w, o) : 0.0f;
+      for (int64_t p = 0; p < np; p++) {
+        const int64_t nr = gt__gmin(NR, n - p * NR), j = p * NR;
+        __m512i e0 = gt__bf16_round16(gt__qdeq16(w, be + j, gt__gmin(16, nr), rse, lut));
+        __m512i e1 = gt__bf16_round16(gt__qdeq16(w, be + j + 16, nr - 16, rse, lut));
+        __m512i o0 = _mm512_setzero_si512(), o1 = _mm512_setzero_si512();
+        if (odd) {
+          o0 = gt__bf16_round16(gt__qdeq16(w, bo + j, gt__gmin(16, nr), rso, lut));
+          o1 = gt__bf16_round16(gt__qdeq16(w, bo + j + 16, nr - 16, rso, lut));
+        }
+        uint32_t *dq = d + p * NR * kp + q * NR;
+        _mm512_store_si512(dq, gt__pair(e0, o0));
+        _mm512_store_si512(dq + 16, gt__pair(e1, o1));
+      }
+    }
+    return;
+  }
+  /* op(W) = W^T, W [N, K]: 32 k of a row -> 16 pairs (gt__row_pairs on
+   * dequantized lanes), 16 rows at a time transposed */
+  const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                       23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t p = 0; p < np; p++) {
+    const int64_t nr = gt__gmin(NR, n - p * NR), r0 = j0 + p * NR;
+    uint32_t *dp = d + p * NR * kp;
+    for (int64_t k = 0; k < kc; k += 32) {
+      __m512 r[16], s[16];
+      const int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++) {
+        r[i] = _mm512_setzero_ps(), s[i] = _mm512_setzero_ps();
+        if (i < nr) {
+          const int64_t b = (r0 + i) * cols + k0 + k;
+          const float rs = gt__qrow_scale(w, r0 + i);
+          __m512i a0 = gt__bf16_round16(gt__qdeq16(w, b, gt__gmin(16, kn), rs, lut));
+          __m512i a1 = gt__bf16_round16(gt__qdeq16(w, b + 16, kn - 16, rs, lut));
+          r[i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(a0, idx, a1));
+        }
+        if (i + 16 < nr) {
+          const int64_t b = (r0 + 16 + i) * cols + k0 + k;
+          const float rs = gt__qrow_scale(w, r0 + 16 + i);
+          __m512i a0 = gt__bf16_round16(gt__qdeq16(w, b, gt__gmin(16, kn), rs, lut));
+          __m512i a1 = gt__bf16_round16(gt__qdeq16(w, b + 16, kn - 16, rs, lut));
+          s[i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(a0, idx, a1));
+        }
+      }
+      gt__tr16(r);
+      gt__tr16(s);
+      uint32_t *dk = dp + k / 2 * NR;
+      for (int64_t q = 0; q < qn; q++) {
+        _mm512_store_ps(dk + q * NR, r[q]);
+        _mm512_store_ps(dk + q * NR + 16, s[q]);
+      }
+    }
+  }
+}
+
+/* gt__bgemv_bt's sums (both operands rounded in registers, lane l sums k
+ * = l mod 16 in k order, the last partial vector masked, then
+ * _mm512_reduce_add_ps) with row j of W dequantized in registers: the bits
+ * of gt_bgemm's row products on the dequantized matrix. */
+typedef struct gt__qbgemv_args {
+  int64_t M, K, lda, ldc;
+  float alpha, beta;
+  const float *A;
+  const gt_qweight *W;
+  float *C;
+} gt__qbgemv_args;
+
+static void gt__qbgemv_chunk(const void *arg, int64_t j0, int64_t j1) {
+  const gt__qbgemv_args *g = arg;
+  const int64_t M = g->M, K = g->K;
+  const __m512 lut = gt__qlut();
+  for (int64_t j = j0; j < j1; j++) {
+    __m512 acc[GT__BGEMV_ROWS];
+    for (int64_t i = 0; i < M; i++) acc[i] = _mm512_setzero_ps();
+    const float rs = gt__qrow_scale(g->W, j);
+    for (int64_t k = 0; k < K; k += 16) {
+      const int64_t kn = gt__gmin(16, K - k);
+      const __mmask16 m = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1);
+      const __m512 b = GT__RND_PS(gt__qdeq16(g->W, j * K + k, kn, rs, lut));
+      for (int64_t i = 0; i < M; i++)
+        acc[i] = _mm512_fmadd_ps(GT__RND_PS(_mm512_maskz_loadu_ps(m, g->A + i * g->lda + k)), b, acc[i]);
+    }
+    for (int64_t i = 0; i < M; i++) {
+      float dot = g->alpha * _mm512_reduce_add_ps(acc[i]);
+      float *c = g->C + i * g->ldc + j;
+      *c = g->beta == 0.0f ? dot : dot + g->beta * *c;
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- driver */
 
 /* 0, or -1 when the buffers could not grow (the caller then takes the
@@ -806,7 +918,30 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  const int path = gt__bgemm_kernel();
+  if (path == GT__BG_COPY) return -1;
+  if (M <= GT__BGEMV_ROWS && transW) {
+    const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
+    gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
+    return 0;
+  }
+  pthread_once(&gt__bblock_once, gt__bblock_init);
+  const int dp = path == GT__BG_DP;
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
+                                dp ? gt__bmicro_dp_grp : gt__bmicro_fma};
+  return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
+                      ldc);
+}
+
 GT__TARGET_END
+#else
+int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
+  return -1;
+}
 #endif /* GT__BG_X86 */
 
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

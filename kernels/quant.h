@@ -16,10 +16,13 @@
  * The values match gt_store_dtype's (src/model/store.h), which names the
  * same formats for the parameter store.
  *
- * Products dequantize where the GEMM packs its weight operand: no full-size
- * float copy of a weight is ever made. Contract: a
- * product with a quantized W has the same bits as gt_sgemm (gt_qbgemm:
- * gt_bgemm) on the dequantized float matrix. */
+ * Products dequantize where the GEMM packs its weight operand (the AVX-512
+ * paths: kernels/gemm.c's and kernels/gemm_bf16.c's quantized packers; the
+ * portable path: bounded panels in the thread's packing buffer): no
+ * full-size float copy of a weight is ever made (docs/quantization.md).
+ * Contract (tests/test_quant.c): a product with a quantized W has the same
+ * bits as gt_sgemm (gt_qbgemm: gt_bgemm) on the dequantized float matrix,
+ * on any thread count. */
 #ifndef GEMTRAIN_KERNELS_QUANT_H
 #define GEMTRAIN_KERNELS_QUANT_H
 
@@ -35,6 +38,10 @@ typedef enum gt_qtype { GT_Q_F32 = 0, GT_Q_BF16 = 1, GT_Q_INT8 = 2, GT_Q_NF4 = 3
 
 /* The 16 NormalFloat4 values (QLoRA, appendix E; bitsandbytes' table). */
 extern const float gt_nf4_code[16];
+/* bitsandbytes' quantization thresholds (the midpoints of adjacent codes, as
+ * its dQuantizeNF4 spells them), ascending: a normalized value x gets the
+ * code index counting the thresholds x is strictly greater than. */
+extern const float gt_nf4_mid[15];
 
 /* A read-only view of one stored matrix. */
 typedef struct gt_qweight {
@@ -52,8 +59,15 @@ int64_t gt_q_words(gt_qtype t, int64_t rows, int64_t cols);
 /* The view of a matrix stored at `base` (gt_q_words words). */
 gt_qweight gt_qweight_at(gt_qtype t, const void *base, int64_t rows, int64_t cols);
 
-/* Quantizes src [rows, cols] into the storage at dst (gt_q_words words). */
+/* Quantizes src [rows, cols] into the storage at dst (gt_q_words words), as
+ * bitsandbytes does: nf4 codes of v * (1 / absmax) by gt_nf4_mid (an
+ * all-zero block: code 0 with absmax 0); int8 q = round-to-nearest-even(v *
+ * (127 / absmax)), scale absmax / 127 (an all-zero row: 0 and 0). On the
+ * calling thread's team; the bytes do not depend on the thread count or the
+ * CPU. gt_quantize_ref: the scalar reference (one thread, bitsandbytes'
+ * decision tree written out). */
 void gt_quantize(gt_qtype t, const float *src, int64_t rows, int64_t cols, void *dst);
+void gt_quantize_ref(gt_qtype t, const float *src, int64_t rows, int64_t cols, void *dst);
 /* Rows [r0, r0 + n) of w as float32 into out [n, cols]. */
 void gt_dequantize_rows(const gt_qweight *w, int64_t r0, int64_t n, float *out);
 void gt_dequantize_rows_ref(const gt_qweight *w, int64_t r0, int64_t n, float *out);

@@ -54,11 +54,13 @@ PY
 done
 
 # the real e2b at 8K tokens: a plan only (it does not fit this machine)
-"$bin" plan model_name=gemma4-e2b max_target_length=8192 per_device_batch_size=1 dataset_type=synthetic > "$work/e2b.txt"
+"$bin" plan model_name=gemma4-e2b max_target_length=8192 per_device_batch_size=1 dataset_type=synthetic \
+  > "$work/e2b.txt" || [ $? = 3 ] # 3: it does not fit
 grep -q 'parameters: 4628569379 (4.629 billion)' "$work/e2b.txt" || fail "e2b parameter count: $(cat "$work/e2b.txt")"
 grep -q 'activations over the layers: .*(during backward, layer' "$work/e2b.txt" || fail "e2b: no layer activation line"
 # the real 26b (mixture of experts): parameters total and active, TFLOPs
-"$bin" plan model_name=gemma4-26b max_target_length=4096 per_device_batch_size=1 dataset_type=synthetic > "$work/26b.txt"
+"$bin" plan model_name=gemma4-26b max_target_length=4096 per_device_batch_size=1 dataset_type=synthetic \
+  > "$work/26b.txt" || [ $? = 3 ]
 grep -q 'parameters: 25233141790 (25.233 billion), active per token: 3822530590 (3.823 billion)' "$work/26b.txt" \
   || fail "26b parameter counts: $(cat "$work/26b.txt")"
 grep -q 'Total TFLOPs: 102.558' "$work/26b.txt" || fail "26b TFLOPs: $(grep TFLOPs "$work/26b.txt")"

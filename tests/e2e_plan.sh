@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end: gemtrain plan reports the spec's numbers for gemma3-4b, prints
-# JSON, and gemtrain train refuses a run whose plan exceeds
+# End-to-end: gemtrain plan reports the spec's numbers for gemma3-4b (and
+# exits 3: it does not fit 24 GiB), prints JSON, and gemtrain train refuses a run whose plan exceeds
 # memory_limit_bytes before allocating or creating anything.
 # Usage: e2e_plan.sh <gemtrain binary> <source dir>
 set -euo pipefail
@@ -9,7 +9,12 @@ work=$(mktemp -d /tmp/gt_e2e_plan.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$bin" plan model_name=gemma3-4b per_device_batch_size=1 max_target_length=2048 dataset_type=synthetic > "$work/plan.txt"
+set +e
+"$bin" plan model_name=gemma3-4b per_device_batch_size=1 max_target_length=2048 dataset_type=synthetic \
+  memory_limit_bytes=24GiB > "$work/plan.txt"
+rc=$?
+set -e
+[ $rc -eq 3 ] || fail "the 4b plan over 24 GiB exited $rc, expected 3 (does not fit)"
 grep -q 'parameters: 3880099328 (3.880 billion)' "$work/plan.txt" || fail "4b parameter count"
 grep -q 'Total TFLOPs: 49.05' "$work/plan.txt" || fail "4b TFLOPs"
 grep -q 'peak: .* MiB .* during ' "$work/plan.txt" || fail "no peak line"

@@ -275,8 +275,11 @@ START_TEST(test_two_devices) {
         for (int i = 0; i < qm.n_tensors; i++) { /* the trainable ones (quantized words are no floats) */
           const gt_tensor_info *t = &qm.tensors[i];
           if (t->role == GT_ROLE_FROZEN) continue;
+          /* one small tensor's relative error: looser than test_fsdp's 1e-5
+           * over the whole model (a norm of 64 values after 3 AdamW steps
+           * moves by 1.7e-5 between reduction orders) */
           double err = gt_test_norm_rel_err(two.p + t->offset, one.p + t->offset, t->numel);
-          ck_assert_msg(err <= 1e-5, "%s: %s differs by %.3g", g_qtypes[k], t->name, err);
+          ck_assert_msg(err <= 1e-4, "%s: %s differs by %.3g", g_qtypes[k], t->name, err);
         }
       }
       for (int i = 0; i < qm.n_tensors; i++) {

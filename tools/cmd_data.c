@@ -2,7 +2,10 @@
  * as `gemtrain train` does (same config, same keys) and prints its first
  * batches: each row's token ids, targets (-1: out of the loss), segment ids
  * and positions, and per document its decoded text and the text of the
- * tokens it is trained to predict. --time reads batches without printing
+ * tokens it is trained to predict (SFT records: also the rendering with
+ * the parts out of the loss marked). load_parameters_path defines the model
+ * keys as it does for train (a Hugging Face directory's vocab_size and chat
+ * template). --time reads batches without printing
  * and reports the time per batch. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include "data/data.h"
 #include "exec/exec.h"
 #include "tokenizer/tokenizer.h"
+#include "hf/model_source.h"
 
 typedef struct data_opts {
   long long batches, rows, time_batches;
@@ -106,7 +110,42 @@ static void put_ints(const char *name, const int32_t *v, int T) {
   putchar('\n');
 }
 
-static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r) {
+/* A document's tokens [t0, t1) of a row (and the token after them when it
+ * is only a target) with the runs out of the loss between ⟦ and ⟧: the
+ * template's text as the loss sees it. A token is in the loss when the
+ * previous position predicts it. buf holds t1 - t0 + 1 ids. */
+static void put_marked(const gt_tokenizer *tok, const int32_t *in, const int32_t *tg, int t0, int t1, int32_t *buf) {
+  printf("    rendering (out of the loss in \u27e6 \u27e7): \"");
+  int n = 0, cur = -1;
+  for (int j = t0; j <= t1; j++) {
+    int id, loss;
+    if (j < t1) {
+      id = in[j];
+      loss = j > t0 && tg[j - 1] >= 0;
+    } else if (tg[t1 - 1] >= 0) {
+      id = tg[t1 - 1];
+      loss = 1;
+    } else {
+      break;
+    }
+    if (loss != cur && n) {
+      if (!cur) fputs("\u27e6", stdout);
+      put_text(tok, buf, n);
+      if (!cur) fputs("\u27e7", stdout);
+      n = 0;
+    }
+    cur = loss;
+    buf[n++] = id;
+  }
+  if (n) {
+    if (!cur) fputs("\u27e6", stdout);
+    put_text(tok, buf, n);
+    if (!cur) fputs("\u27e7", stdout);
+  }
+  printf("\"\n");
+}
+
+static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r, int marked) {
   int T = b->T;
   const int32_t *in = b->inputs + (int64_t)r * T, *tg = b->targets + (int64_t)r * T,
                 *pos = b->positions + (int64_t)r * T, *seg = b->segments ? b->segments + (int64_t)r * T : NULL;
@@ -151,9 +190,27 @@ static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r) {
     }
     put_text(tok, buf, n);
     printf("\"\n");
+    if (marked) put_marked(tok, in, tg, t0, t1, buf);
     t0 = t1;
   }
   free(buf);
+}
+
+/* load_parameters_path's model keys into cfg, the two calls train makes
+ * (train_state.c's gt__train_source) */
+static gt_rc apply_source(gt_config *cfg, gt_err *err) {
+  if (!cfg->load_parameters_path[0]) return GT_OK;
+  gt_model_source *src = malloc(sizeof *src);
+  if (!src) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
+  gt_rc rc = gt_model_source_open(cfg->load_parameters_path, src, err);
+  if (!rc) rc = gt_model_source_apply_config(src, cfg, err);
+  free(src);
+  if (rc) {
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return gt_err_set(err, rc, "data: load_parameters_path: %s", msg);
+  }
+  return GT_OK;
 }
 
 int gt_cmd_data(int argc, char **argv) {
@@ -165,9 +222,13 @@ int gt_cmd_data(int argc, char **argv) {
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
+  memset(&d, 0, sizeof d);
   gt_err err;
   gt_tokenizer *tok = NULL;
-  gt_rc r = gt_data_open(&d, &cfg, &mem, &err);
+  /* as `gemtrain train`: load_parameters_path defines the model keys
+   * (vocab_size, the chat template, ...) before the data source opens */
+  gt_rc r = apply_source(&cfg, &err);
+  if (!r) r = gt_data_open(&d, &cfg, &mem, &err);
   if (!r && cfg.tokenizer_path[0]) r = gt_tokenizer_load(cfg.tokenizer_path, &tok, &err);
   if (r) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
@@ -207,7 +268,7 @@ int gt_cmd_data(int argc, char **argv) {
       printf("\nbatch %lld, %s: %d row%s x %d tokens, %lld in the loss\n", i, pos, b.B, b.B == 1 ? "" : "s", b.T,
              (long long)gt_batch_total_weights(&b));
     }
-    for (int row = 0; row < b.B && (o.rows < 0 || row < o.rows); row++) print_row(tok, &b, row);
+    for (int row = 0; row < b.B && (o.rows < 0 || row < o.rows); row++) print_row(tok, &b, row, cfg.use_sft);
   }
   if (r) fprintf(stderr, "gemtrain: %s\n", err.msg);
   gt_data_close(&d);

@@ -47,13 +47,19 @@ static const help_entry entries[] = {
      "  --help  this text\n" GT_HELP_CONFIG,
      train_keys},
     {"plan", NULL, "the memory plan and FLOPs of a training step, without allocating",
-     "usage: gemtrain plan [--json] [config.json] [key=value ...]\n"
+     "usage: gemtrain plan [--json] [--fit] [config.json] [key=value ...]\n"
      "Prints the memory plan of one training step (parameters, gradients, optimizer, saved\n"
      "activations per layer, the peak and where it happens, the largest buffers live then),\n"
-     "its FLOPs and whether it fits the memory limit, without allocating anything.\n"
+     "its FLOPs and whether it fits the memory limit, without allocating anything. With\n"
+     "load_parameters_path, the model is the one there, as train reads it. When the plan does\n"
+     "not fit, it searches the settings that change memory but not the maths (remat policy and\n"
+     "scope, micro-batches with gradient_accumulation_steps, num_vocab_tiling, mu_dtype) for\n"
+     "the fastest that fits and prints it as a train command (docs/memory-plan.md). Exit\n"
+     "status: 0 the plan fits, 3 it does not fit, 2 configuration refused, 1 any other error.\n"
      "\n"
      "options:\n"
-     "  --json  print the plan as one JSON object instead\n"
+     "  --json  print the plan as one JSON object instead (with fits, limit_bytes, suggestion)\n"
+     "  --fit   search for the fastest setting that fits even when the plan fits\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
     {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention)",

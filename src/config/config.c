@@ -160,7 +160,8 @@ static const gt_key_spec gt__keys[] = {
     {"mlpwo", GT_KEY_ENUM, F(mlpwo), 0, 0, "remat|device|offload",
      "remat_policy=custom: down projection output"},
     {"memory_limit_bytes", GT_KEY_INT, F(memory_limit_bytes), 0, 9e18, NULL,
-     "refuse a run whose memory plan exceeds this (0: the machine's available RAM)"},
+     "refuse a run whose memory plan exceeds this many bytes, or a size such as 24GiB or 512MB (0: the "
+     "machine's available RAM)"},
     /* optimizer */
     {"opt_type", GT_KEY_ENUM, F(opt_type), 0, 0, "adamw", "optimizer"},
     {"learning_rate", GT_KEY_FLOAT, F(learning_rate), 0, 1e3, NULL, "peak learning rate"},
@@ -225,10 +226,19 @@ static const gt_key_spec gt__keys[] = {
     {"enable_data_shuffling", GT_KEY_BOOL, F(enable_data_shuffling), 0, 1, NULL,
      "visit the training sequences in a seeded random order, a new one each epoch (false: file order)"},
     {"use_sft", GT_KEY_BOOL, F(use_sft), 0, 1, NULL,
-     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages, Gemma's chat "
-     "template)"},
+     "jsonl: records are supervised fine-tuning examples (prompt/completion or chat messages in the model's "
+     "chat template, chat_template)"},
     {"sft_train_on_completion_only", GT_KEY_BOOL, F(sft_train_on_completion_only), 0, 1, NULL,
      "use_sft: only the completion (the model turns) is in the loss"},
+    {"chat_template", GT_KEY_ENUM, F(chat_template), 0, 0, "auto|gemma3|gemma4|gemma4_small",
+     "use_sft chat records: the chat template; auto: the model's (a Hugging Face directory's own template, else "
+     "gemma3, or for decoder_block gemma4 / gemma4_small the Gemma 4 template of that variant); gemma4_small is "
+     "E2B/E4B's, which does not open a model turn with an empty thought block (docs/data.md)"},
+    {"enable_thinking", GT_KEY_BOOL, F(enable_thinking), 0, 1, NULL,
+     "Gemma 4 chat template: thinking mode (<|think|> in the system turn; as apply_chat_template's enable_thinking)"},
+    {"sft_train_on_thinking", GT_KEY_BOOL, F(sft_train_on_thinking), 0, 1, NULL,
+     "use_sft chat records: a model turn's reasoning (Gemma 4's thought channel) is in the loss (false: masked, "
+     "still read as context)"},
     {"overlong_records", GT_KEY_ENUM, F(overlong_records), 0, 0, "refuse|truncate",
      "a record that must stay whole (use_sft, or packing=false) but is longer than max_target_length + 1 "
      "tokens: refuse it naming its file and line, or keep its first max_target_length + 1 tokens"},
@@ -410,6 +420,33 @@ static int gt__parse_ll(const char *s, long long *out) {
   return 1;
 }
 
+/* A size for memory_limit_bytes: a number of bytes, or a decimal number
+ * with a unit, binary (KiB, MiB, GiB, TiB) or decimal (kB, MB, GB, TB),
+ * case-insensitive, a space allowed before it: "24GiB", "1.5 GB". The bytes
+ * must come out whole. */
+static int gt__parse_size(const char *s, long long *out) {
+  static const struct { const char *unit; double bytes; } units[] = {
+      {"b", 1},      {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+      {"kb", 1e3},   {"mb", 1e6},     {"gb", 1e9},        {"tb", 1e12}};
+  char *end;
+  while (isspace((unsigned char)*s)) s++;
+  if (!isdigit((unsigned char)*s) || gt__not_decimal(s)) return 0;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || !isfinite(v)) return 0;
+  while (*end == ' ') end++;
+  double scale = *end ? 0 : 1;
+  for (size_t i = 0; *end && i < sizeof units / sizeof units[0]; i++) {
+    size_t j = 0;
+    while (end[j] && tolower((unsigned char)end[j]) == units[i].unit[j]) j++;
+    if (!end[j] && !units[i].unit[j]) scale = units[i].bytes;
+  }
+  v *= scale;
+  if (scale == 0 || v != floor(v) || v > 9e18) return 0;
+  *out = (long long)v;
+  return 1;
+}
+
 static int gt__parse_double(const char *s, double *out) {
   char *end;
   errno = 0;
@@ -471,6 +508,15 @@ gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const ch
   switch (k->type) {
     case GT_KEY_INT: {
       long long v;
+      if (!strcmp(k->name, "memory_limit_bytes")) { /* also "24GiB", "512MB" */
+        if (!gt__parse_size(value, &v))
+          return gt_err_set(err, GT_ERR_CONFIG,
+                            "config: key '%s' expects a size: bytes, or a number with KiB, MiB, GiB, TiB, kB, MB, "
+                            "GB or TB (24GiB), got '%s' (in %s)",
+                            key, value, source);
+        *(long long *)field = v;
+        return GT_OK;
+      }
       const char *nd = gt__not_decimal(value);
       if (nd)
         return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' expects a decimal integer, got '%s' (in %s); %s", key,
@@ -1030,6 +1076,23 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
   return GT_OK;
 }
 
+/* The adapters' keys (docs/fine-tuning.md): a quantized base only where
+ * something freezes it (adapters, or a trainable_parameters_mask: the
+ * matrices it leaves frozen are stored quantized); a quantized tensor
+ * cannot train. Other adapter keys without enable_lora do nothing
+ * (`gemtrain train` notes them). The model build checks what needs the
+ * model: the module path's matches and the rank against each projection. */
+static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
+  if (c->enable_lora || c->trainable_parameters_mask[0]) return GT_OK;
+  if (strcmp(c->lora_weight_qtype, "float32"))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_weight_qtype' = '%s' stores the frozen base quantized, but enable_lora = false "
+                      "and trainable_parameters_mask is empty, so every tensor trains and a quantized one cannot; set "
+                      "enable_lora=true (adapters train over the frozen base) or lora_weight_qtype=float32",
+                      c->lora_weight_qtype);
+  return GT_OK;
+}
+
 gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   /* the run directory is <base_output_directory>/<run_name>: a '/' or a
    * "." / ".." name would put it (and its checkpoints) somewhere else */
@@ -1122,7 +1185,7 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'dataset_path' is empty but dataset_type = '%s' needs a file",
                       c->dataset_type);
-  return GT_OK;
+  return gt__validate_lora(c, err);
 }
 
 /* ---------- output ---------- */

@@ -129,6 +129,9 @@ typedef struct gt_config {
   int enable_data_shuffling;
   int use_sft;
   int sft_train_on_completion_only;
+  char chat_template[GT_STR_SHORT]; /* auto | gemma3 | gemma4 | gemma4_small (data/chat.h) */
+  int enable_thinking;
+  int sft_train_on_thinking;
   char overlong_records[GT_STR_SHORT];
   double eval_split_fraction;
   long long eval_interval;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "data/chat.h"
 #include "data/docs.h"
 
 int64_t gt_bytes_encode(const unsigned char *s, int64_t n, int32_t *ids) {
@@ -123,6 +124,8 @@ gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err) {
       return gt_err_set(err, GT_ERR_CONFIG, "data: key 'train_data_columns' = '%s' has an empty field name",
                         c->train_data_columns);
   f->completion_only = c->sft_train_on_completion_only;
+  gt_chat_opts_init(&f->chat, c);
+  f->train_thinking = c->sft_train_on_thinking;
   if (!c->use_sft) {
     if (n != 1)
       return gt_err_set(err, GT_ERR_CONFIG,
@@ -141,6 +144,11 @@ gt_rc gt_doc_format_init(gt_doc_format *f, const gt_config *c, gt_err *err) {
                       c->train_data_columns, n);
   }
   for (int i = 0; i < n && i < 2; i++) memcpy(f->col[i], col[i], GT_STR_SHORT);
+  if (f->kind == GT_DOC_CHAT && c->enable_thinking && f->chat.t != GT_CHAT_GEMMA4)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking "
+                      "mode (chat_template = %s, decoder_block = %s)",
+                      c->chat_template, c->decoder_block);
   return GT_OK;
 }
 
@@ -149,8 +157,14 @@ void gt_doc_format_name(const gt_doc_format *f, char *buf, size_t n) {
     snprintf(buf, n, "text field '%s'", f->col[0]);
   else if (f->kind == GT_DOC_PROMPT_COMPLETION)
     snprintf(buf, n, "prompt/completion fields '%s', '%s'", f->col[0], f->col[1]);
-  else
+  else if (f->chat.t == GT_CHAT_GEMMA3)
     snprintf(buf, n, "chat field '%s' (Gemma's chat template)", f->col[0]);
+  else
+    snprintf(buf, n, "chat field '%s' (Gemma 4's chat template%s%s, thought channel %s)", f->col[0],
+             f->chat.enable_thinking ? ", thinking on" : "",
+             f->chat.prime_empty_thought && !f->chat.enable_thinking ? ", model turns opened by an empty thought block"
+                                                                     : "",
+             f->train_thinking ? "in the loss" : "out of the loss");
 }
 
 /* The field names of a record, for "no field" errors. */
@@ -184,16 +198,21 @@ static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *fi
   return GT_OK;
 }
 
-/* Jinja's trim, as Gemma's template applies it to each turn's content. */
-static void gt__trim(const char **s, size_t *n) {
-  const char *a = *s, *b = *s + *n;
-  while (a < b && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r' || *a == '\f' || *a == '\v')) a++;
-  while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\n' || b[-1] == '\r' || b[-1] == '\f' || b[-1] == '\v'))
-    b--;
-  *s = a;
-  *n = (size_t)(b - a);
+/* A string member of message k, or NULL when absent; another type is refused. */
+static gt_rc gt__msg_string(const cJSON *m, const char *key, const char *file, int64_t line, const char *name, int k,
+                            const char **s, gt_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+  *s = NULL;
+  if (!v || cJSON_IsNull(v)) return GT_OK;
+  if (!cJSON_IsString(v) || !v->valuestring)
+    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] has '%s' %s; expected a string", file,
+                      (long long)line, name, k, key, gt_json_type_name(v));
+  *s = v->valuestring;
+  return GT_OK;
 }
 
+/* A chat record through the model's chat template (data/chat.h): the
+ * template's pieces encoded one by one, each with its place in the loss. */
 static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const cJSON *rec, const char *file,
                              int64_t line, gt_tokvec *out, int64_t *n_loss, gt_err *err) {
   const char *name = f->col[0];
@@ -206,66 +225,59 @@ static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const 
   if (nm == 0)
     return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is an empty conversation", file,
                       (long long)line, name);
-  uint32_t mask = f->completion_only ? GT_TOK_NOLOSS : 0;
-  char where[600];
-  snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
-  gt_rc rc = gt__put_id(out, e->bos, mask, err);
-  const char *sys = NULL;
-  size_t sys_n = 0;
-  int turn = 0, k = 0;
+  gt_chat_msg *cm = calloc((size_t)nm, sizeof *cm);
+  if (!cm) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for %d messages", nm);
+  gt_rc rc = GT_OK;
+  int k = 0;
   const cJSON *m;
   cJSON_ArrayForEach(m, msgs) {
-    if (rc) break;
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
                 *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!cJSON_IsObject(m))
-      return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] is %s; expected a message object", file,
-                        (long long)line, name, k, gt_json_type_name(m));
-    if (!cJSON_IsString(role) || !cJSON_IsString(content))
-      return gt_err_set(err, GT_ERR_FORMAT,
-                        "data: '%s' line %lld: %s[%d] has 'role' %s and 'content' %s; expected two strings", file,
-                        (long long)line, name, k, gt_json_type_name(role), gt_json_type_name(content));
-    const char *r = role->valuestring, *s = content->valuestring;
-    size_t sn = strlen(s);
-    if (!strcmp(r, "system")) {
-      if (k != 0)
-        return gt_err_set(err, GT_ERR_FORMAT,
-                          "data: '%s' line %lld: %s[%d] is a system message; only the first message may be one", file,
-                          (long long)line, name, k);
-      sys = s, sys_n = sn; /* Gemma folds it into the first user turn, untrimmed */
-      k++;
-      continue;
+    if (!cJSON_IsObject(m)) {
+      rc = gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] is %s; expected a message object", file,
+                      (long long)line, name, k, gt_json_type_name(m));
+      break;
     }
-    int model = !strcmp(r, "assistant") || !strcmp(r, "model");
-    if (!model && strcmp(r, "user"))
-      return gt_err_set(err, GT_ERR_FORMAT,
-                        "data: '%s' line %lld: %s[%d] has role '%s'; expected user, assistant (or model) or system",
-                        file, (long long)line, name, k, r);
-    if (model != (turn % 2 == 1))
-      return gt_err_set(err, GT_ERR_FORMAT,
-                        "data: '%s' line %lld: %s[%d] is a %s turn; Gemma's chat template needs the roles to "
-                        "alternate user/assistant/user/..., starting with user",
-                        file, (long long)line, name, k, model ? "model" : "user");
-    const char *head = model ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
-    rc = gt_encode_append(e, head, strlen(head), mask, out, where, err);
-    if (!rc && sys && turn == 0) {
-      rc = gt_encode_append(e, sys, sys_n, mask, out, where, err);
-      if (!rc) rc = gt_encode_append(e, "\n\n", 2, mask, out, where, err);
+    if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
+      rc = gt_err_set(err, GT_ERR_FORMAT,
+                      "data: '%s' line %lld: %s[%d] has 'role' %s and 'content' %s; expected two strings", file,
+                      (long long)line, name, k, gt_json_type_name(role), gt_json_type_name(content));
+      break;
     }
-    gt__trim(&s, &sn);
-    /* a model turn's text and its end marker are what the model generates */
-    uint32_t fl = model ? 0 : mask;
-    int64_t before = out->n;
-    if (!rc) rc = gt_encode_append(e, s, sn, fl, out, where, err);
-    if (!rc) rc = gt_encode_append(e, "<end_of_turn>", 13, fl, out, where, err);
-    if (model) *n_loss += out->n - before;
-    if (!rc) rc = gt_encode_append(e, "\n", 1, mask, out, where, err);
-    turn++;
+    cm[k].role = role->valuestring;
+    cm[k].content = content->valuestring;
+    /* the reasoning: Google's template reads 'reasoning', then 'reasoning_content' */
+    const char *th = NULL;
+    static const char *const keys[] = {"reasoning", "reasoning_content", "thinking"};
+    for (int i = 0; i < 3 && !rc && !th; i++) rc = gt__msg_string(m, keys[i], file, line, name, k, &th, err);
+    if (rc) break;
+    cm[k].thinking = th;
     k++;
   }
-  if (!rc && turn == 0)
-    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' holds only a system message", file,
-                      (long long)line, name);
+  char where[600];
+  snprintf(where, sizeof where, "data: '%s' line %lld", file, (long long)line);
+  gt_chat_opts o = f->chat;
+  o.where = where;
+  o.field = name;
+  gt_chat_pieces p;
+  memset(&p, 0, sizeof p);
+  if (!rc) rc = gt_chat_render(&o, cm, nm, 0, &p, err);
+  uint32_t mask = f->completion_only ? GT_TOK_NOLOSS : 0;
+  uint32_t thought = f->train_thinking ? 0 : GT_TOK_NOLOSS;
+  snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
+  for (int i = 0; i < p.n && !rc; i++) {
+    const gt_chat_piece *pc = &p.v[i];
+    if (pc->kind == GT_CHAT_BOS) {
+      rc = gt__put_id(out, e->bos, mask, err);
+      continue;
+    }
+    uint32_t fl = pc->kind == GT_CHAT_ANSWER ? 0 : pc->kind == GT_CHAT_THOUGHT ? thought : mask;
+    int64_t before = out->n;
+    rc = gt_encode_append(e, pc->s, pc->n, fl, out, where, err);
+    if (pc->kind == GT_CHAT_ANSWER) *n_loss += out->n - before;
+  }
+  gt_chat_pieces_free(&p);
+  free(cm);
   if (!rc) rc = gt__put_id(out, e->eos, mask, err);
   return rc;
 }

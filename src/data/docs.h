@@ -25,6 +25,7 @@
 #include "base/alloc.h"
 #include "base/common.h"
 #include "config/config.h"
+#include "data/chat.h"
 #include "tokenizer/tokenizer.h"
 
 struct cJSON;
@@ -88,6 +89,8 @@ typedef struct gt_doc_format {
   int kind;
   char col[2][GT_STR_SHORT];
   int completion_only;
+  gt_chat_opts chat;  /* chat: the model's template (data/chat.h) */
+  int train_thinking; /* chat: the thought channel is in the loss (sft_train_on_thinking) */
   int no_bos, no_eos; /* text documents without <bos> / <eos> (gemtrain tokenize's add_bos / add_eos) */
 } gt_doc_format;
 /* From train_data_columns, use_sft and sft_train_on_completion_only. */

@@ -182,6 +182,7 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
   snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
   for (int i = 0; i < m->n_tensors; i++) {
     const gt_tensor_info *t = &m->tensors[i];
+    if (t->lora) continue; /* adapters (model/lora.h) are not the base's: they keep their values */
     char full[400], want[96], got[96];
     snprintf(full, sizeof full, "%s%s", prefix, t->name);
     gt__shape_text(want, sizeof want, t->ndim, t->shape);

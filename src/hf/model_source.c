@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/paramfile.h"
 #include "ckpt/safetensors.h"
+#include "data/chat.h"
 #include "model/qstore.h"
 
 static int gt__isdir(const char *p) {
@@ -264,6 +265,17 @@ gt_rc gt_model_source_apply_config(const gt_model_source *src, gt_config *cfg, g
       goto out;
     }
     memcpy((char *)next + k->offset, (const char *)want + k->offset, k->size);
+  }
+  /* the chat template is the model's unless the user names one
+   * (data/chat.h): a Hugging Face directory's own, recognised as Google's,
+   * or the one a checkpoint or parameter file was trained with */
+  if (!gt_config_is_user_set(cfg, "chat_template")) {
+    int found;
+    if (src->kind == GT_SRC_HF)
+      rc = gt_chat_template_of_dir(src->path, next->chat_template, sizeof next->chat_template, &found, err);
+    else
+      snprintf(next->chat_template, sizeof next->chat_template, "%s", want->chat_template);
+    if (rc) goto out;
   }
   snprintf(next->model_name, sizeof next->model_name, "%s", src->name);
   if ((rc = gt_config_validate(next, err))) {

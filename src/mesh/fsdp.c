@@ -81,6 +81,7 @@ struct gt_fsdp {
   const gt_batch *batches;
   int n_batches;
   int micro_i;             /* the micro-batch gt_fsdp_forward_backward runs */
+  int64_t lora_step;       /* the trainer's step index (adapters' dropout) */
   gt_fsdp_shard_fn norm_fn, update_fn;
   void *fn_ctx;
   double sums[4];          /* gt_fsdp_reduce: device 0's all-reduced sums */
@@ -654,6 +655,7 @@ static void gt__run_eval(int dev, void *arg) {
   gt_err_clear(&d->err);
   memset(&d->st, 0, sizeof d->st);
   const int gid = gt_mesh_global_id(f->mesh, dev);
+  d->model.lora_train = 0; /* no adapter dropout outside training */
   for (int i = 0; i < f->n_batches && !d->rc; i++) {
     gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
     d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
@@ -703,7 +705,14 @@ static void gt__run_micro(int dev, void *arg) {
   gt__dev *d = &f->devs[dev];
   if (d->rc) return;
   gt_trace_lane *lane = gt_trace_device(f->trace, dev);
-  gt_batch b = gt__slice(&f->batches[f->micro_i], f->NG, gt_mesh_global_id(f->mesh, dev));
+  const int gid = gt_mesh_global_id(f->mesh, dev);
+  gt_batch b = gt__slice(&f->batches[f->micro_i], f->NG, gid);
+  /* the adapters' dropout masks: this step, this micro-batch, and the
+   * global token rows of this device's sequences (any mesh draws alike) */
+  d->model.lora_train = 1;
+  d->model.lora_step = f->lora_step;
+  d->model.lora_micro = f->micro_i;
+  d->model.lora_row0 = (int64_t)gid * b.B * b.T;
   /* the global token count decides every token's weight (gt__count_weights) */
   float w = f->n_batches == 1 ? 1.0f / (float)f->tw : 1.0f;
   d->rc = gt_exec_forward_backward(&d->model, &b, (int)f->cfg.num_vocab_tiling, w, &d->st, &d->err);
@@ -1014,6 +1023,7 @@ void gt_fsdp_shard_state_done(gt_fsdp *f) {
 
 int64_t gt_fsdp_opt_step(const gt_fsdp *f) { return f->step_t; }
 void gt_fsdp_set_opt_step(gt_fsdp *f, int64_t t) { f->step_t = t; }
+void gt_fsdp_set_step(gt_fsdp *f, int64_t step) { f->lora_step = step; }
 const gt_config *gt_fsdp_config(const gt_fsdp *f) { return &f->cfg; }
 
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err) {

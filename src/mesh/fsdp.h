@@ -176,6 +176,9 @@ gt_rc gt_fsdp_shard_state(gt_fsdp *f, int r, const float **params, const float *
 void gt_fsdp_shard_state_done(gt_fsdp *f);
 int64_t gt_fsdp_opt_step(const gt_fsdp *f);
 void gt_fsdp_set_opt_step(gt_fsdp *f, int64_t t); /* the trainer, after an applied update */
+/* The training step the next micro-batches belong to (the trainer's step
+ * index): it seeds the adapters' dropout masks (model/lora.h). */
+void gt_fsdp_set_step(gt_fsdp *f, int64_t step);
 gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float *nu, int64_t opt_step, gt_err *err);
 /* The profiler timeline (base/trace.h; NULL detaches): device d's steps,
  * layer phases, timed ops and memory counters go on the trace's device lane

@@ -76,6 +76,17 @@ gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
   double dw = gt__frozen_dw(m, c);
   f.learnable_tflops -= dw;
   f.total_tflops -= dw;
+  /* adapters (model/lora.h): h = x A^T and h B^T, 2 B T r (in + out) per
+   * adapted projection in the forward (2 B T per adapter element), three
+   * times that with backward; the layers' forward, which remat repeats,
+   * includes them */
+  if (m->n_lora_params) {
+    double fwd = (double)c->gradient_accumulation_steps * 2 * c->per_device_batch_size * (double)c->max_target_length *
+                 (double)m->n_lora_params / 1e12;
+    f.learnable_tflops += 3 * fwd;
+    f.total_tflops += 3 * fwd;
+    f.layers_forward_tflops += fwd;
+  }
   return f;
 }
 

@@ -5,6 +5,7 @@
 #include "base/team.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
+#include "model/lora.h"
 #include "model/moe.h"
 
 const char *gt_act_name(gt_act a) {
@@ -345,6 +346,42 @@ static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS]
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
 }
 
+/* The projection op runs, for its adapter (model/lora.h): the weight slot,
+ * the input and output activation slots and their widths; slot -1 when op
+ * is no projection. */
+typedef struct gt__proj {
+  int slot;
+  gt_act x, y;
+  int64_t in, out;
+} gt__proj;
+
+static gt__proj gt__op_proj(const gt_model *m, const gt_layer_desc *L, int op) {
+  int64_t d = m->d, qd = (int64_t)L->n_heads * L->head_dim, kd = (int64_t)L->n_kv_heads * L->head_dim;
+  int64_t F = L->mlp_dim, P = L->ple_dim;
+  gt__proj p = {-1, GT_A_NSLOTS, GT_A_NSLOTS, 0, 0};
+  switch (op) {
+    case OP_MM_Q: p = (gt__proj){GT_P_WQ, GT_A_A, GT_A_Q_RAW, d, qd}; break;
+    case OP_MM_K: p = (gt__proj){GT_P_WK, GT_A_A, GT_A_K_RAW, d, kd}; break;
+    case OP_MM_V: p = (gt__proj){GT_P_WV, GT_A_A, L->gemma4 ? GT_A_V_RAW : GT_A_V, d, kd}; break;
+    case OP_MM_O: p = (gt__proj){GT_P_WO, GT_A_CTX, GT_A_O, qd, d}; break;
+    case OP_MM_GATE: p = (gt__proj){GT_P_W_GATE, GT_A_M, GT_A_GATE, d, F}; break;
+    case OP_MM_UP: p = (gt__proj){GT_P_W_UP, GT_A_M, GT_A_UP, d, F}; break;
+    case OP_MM_DOWN: p = (gt__proj){GT_P_W_DOWN, GT_A_ACT, GT_A_F, F, d}; break;
+    case OP_PLE_GATE: p = (gt__proj){GT_P_PLE_GATE, GT_A_X2, GT_A_PLE_GATE, d, P}; break;
+    case OP_PLE_PROJ: p = (gt__proj){GT_P_PLE_PROJ, GT_A_PLE_ACT, GT_A_PLE_PROJ, P, d}; break;
+    default: break;
+  }
+  if (p.slot >= 0 && L->lora_a_rel[p.slot] < 0) p.slot = -1;
+  return p;
+}
+
+/* op's adapter, added into its output right after the base product */
+static void gt__lora_op(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op) {
+  gt__proj p = gt__op_proj(io->m, io->L, op);
+  if (p.slot < 0) return;
+  GT_PROF(io->m->prof, GT_PROF_MATMUL, gt_lora_forward(io, (gt_lparam)p.slot, a[p.x], a[p.y], (int64_t)io->B * io->T, p.in, p.out));
+}
+
 void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
@@ -355,17 +392,31 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   const int rnd = m->bf16_act; /* the kernels of GT__ROUNDS_INSIDE round their outputs */
   ops &= gt_layer_all_ops(L);
   if (gt_mem_measuring(m->mem)) {
-    /* allocation only: the routed op's scratch is the only buffer an op takes */
-    if (ops & gt_layer_moe_op()) gt__moe_forward(io, a);
+    /* allocation only: the adapters' temporaries and the routed op's
+     * scratch are the only buffers an op takes */
+    for (int op = 0; op < OP_N; op++)
+      if (ops & (1u << op)) {
+        gt__lora_op(io, a, op);
+        if (op == OP_MOE) gt__moe_forward(io, a);
+      }
     return;
   }
   /* RUN(op) stmt: runs stmt when op is in ops, then rounds op's outputs */
 #define RUN(op) for (int run_ = (int)((ops >> (op)) & 1u); run_; run_ = 0, gt__round_outputs(io, a, (op), x_out))
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
-  RUN(OP_MM_Q) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd));
-  RUN(OP_MM_K) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd));
-  RUN(OP_MM_V) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd));
+  RUN(OP_MM_Q) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+    gt__lora_op(io, a, OP_MM_Q);
+  }
+  RUN(OP_MM_K) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd));
+    gt__lora_op(io, a, OP_MM_K);
+  }
+  RUN(OP_MM_V) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd));
+    gt__lora_op(io, a, OP_MM_V);
+  }
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
   RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
                                                                                N, (int)H, (int)hd, eps, off, rnd));
@@ -380,7 +431,10 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
-  RUN(OP_MM_O) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
+  RUN(OP_MM_O) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
+    gt__lora_op(io, a, OP_MM_O);
+  }
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
    * With the pre-FFW norm also to run, both in one sweep (the same bits as
    * running them apart, which a recompute may do). */
@@ -393,10 +447,19 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
-  RUN(OP_MM_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
-  RUN(OP_MM_UP) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+  RUN(OP_MM_GATE) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+    gt__lora_op(io, a, OP_MM_GATE);
+  }
+  RUN(OP_MM_UP) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+    gt__lora_op(io, a, OP_MM_UP);
+  }
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
-  RUN(OP_MM_DOWN) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
+  RUN(OP_MM_DOWN) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
+    gt__lora_op(io, a, OP_MM_DOWN);
+  }
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
   RUN(OP_MOE) gt__moe_forward(io, a);
   RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
@@ -406,9 +469,15 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
                                                                        N, (int)d, eps, off, rnd));
   }
-  RUN(OP_PLE_GATE) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
+  RUN(OP_PLE_GATE) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
+    gt__lora_op(io, a, OP_PLE_GATE);
+  }
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  RUN(OP_PLE_PROJ) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
+  RUN(OP_PLE_PROJ) {
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
+    gt__lora_op(io, a, OP_PLE_PROJ);
+  }
   RUN(OP_PLE_RESID) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
                                                                        W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off, rnd));
@@ -435,6 +504,14 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
 }
 
 #define G(slot) (gt_layer_grad(L, grads, (slot)))  /* grads: this layer's block; NULL for a frozen tensor */
+/* slot's adapter backward (model/lora.h) after its base product's, while
+ * no adapter failed: an allocation-only run takes its temporaries at the
+ * same point */
+#define LORA_BWD(slot, x, dy, dx, in, out)                                                                       \
+  do {                                                                                                           \
+    if (!rc && L->lora_a_rel[(slot)] >= 0)                                                                       \
+      GT_PROF(m->prof, GT_PROF_MATMUL, rc = gt_lora_backward(io, (slot), grads, (x), (dy), (dx), N, (in), (out), err)); \
+  } while (0)
 
 /* Gemma 4's output stage: x_out = lambda * y with y = x3 (PLE) or x2, and
  * the PLE block x3 = x2 + norm(proj(gelu(gate(x2)) * ple)). On return dx1
@@ -451,17 +528,18 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
   if (!P) return GT_OK;
   float *pl = gt_mem_alloc_named(m->mem, GT_MEM_TEMP, (size_t)n_ple * sizeof(float), "per-layer input gradients");
   if (!pl) return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the per-layer input gradients", L->index);
-  if (meas) { /* allocation only */
-    gt_mem_free(m->mem, pl);
-    return GT_OK;
-  }
   float *dPP = pl, *dACT = dPP + N * d, *dGATE = dACT + N * P;
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
+  gt_rc rc = GT_OK;
+  if (!meas) {
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
+  }
+  LORA_BWD(GT_P_PLE_PROJ, a[GT_A_PLE_ACT], dPP, dACT, P, d);
+  if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
+  if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
+  LORA_BWD(GT_P_PLE_GATE, a[GT_A_X2], dGATE, dx1, d, P);
   gt_mem_free(m->mem, pl);
-  return GT_OK;
+  return rc;
 }
 
 /* The routed block's backward: adds d(loss)/d(x1) into dx1 and its weight
@@ -562,17 +640,26 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dF, G(GT_P_POST_FFW_NORM), NULL, dx2, a[GT_A_F], a[GT_A_F_RSTD],
                         W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
   }
-  if (!meas) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+  rc = GT_OK;
+  {
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
+    LORA_BWD(GT_P_W_DOWN, a[GT_A_ACT], dF, dACT, F, d);
+    if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+    LORA_BWD(GT_P_W_GATE, a[GT_A_M], dGATE, dM, d, F);
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+    LORA_BWD(GT_P_W_UP, a[GT_A_M], dUP, dM, d, F);
     /* direct: dx1 = dx_out + this norm's part, written */
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
-                        a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
+    if (!meas)
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
+                          a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
   }
   gt_mem_free(mem, ffw);
+  if (rc) {
+    gt_mem_free(mem, dx1);
+    return rc;
+  }
 
   /* x1 = x_in + norm(o): dx1 joins dx_in in the input norm's backward pass */
   float *attn = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)n_attn * sizeof(float), "attention gradients");
@@ -580,13 +667,20 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     gt_mem_free(mem, dx1);
     return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for temporaries", L->index);
   }
-  if (meas) goto attn_done; /* allocation only: skip the attention's arithmetic */
   float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd;
+  if (meas) { /* allocation only: skip the attention's arithmetic, take the adapters' temporaries */
+    LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
+    LORA_BWD(GT_P_WQ, a[GT_A_A], dQ, dO, d, qd);
+    LORA_BWD(GT_P_WK, a[GT_A_A], dQ, dO, d, kd);
+    LORA_BWD(GT_P_WV, a[GT_A_A], dQ, dO, d, kd);
+    goto attn_done;
+  }
   float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O], a[GT_A_O_RSTD],
                       W(GT_P_POST_ATTN_NORM), N, (int)d, off, 0));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
+  LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io); /* bf16 tile products with dtype=bfloat16 */
@@ -623,13 +717,16 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dA = dO; /* dO is consumed */
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dA, G(GT_P_WQ), dQR, a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+  LORA_BWD(GT_P_WQ, a[GT_A_A], dQR, dA, d, qd);
   if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WK), dKR, a[GT_A_A], WM(GT_P_WK), N, d, kd));
+  if (own_kv) LORA_BWD(GT_P_WK, a[GT_A_A], dKR, dA, d, kd);
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WV), dVR, a[GT_A_A], WM(GT_P_WV), N, d, kd));
+  if (own_kv && !L->k_eq_v) LORA_BWD(GT_P_WV, a[GT_A_A], dVR, dA, d, kd);
   /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
                       W(GT_P_INPUT_NORM), N, (int)d, off, 0));
 attn_done:
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);
-  return GT_OK;
+  return rc;
 }

@@ -61,6 +61,12 @@ void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const 
   if (dw) gt__matmul_backward(m, NULL, dw, dout, inp, w, n, in_dim, out_dim);
 }
 
+void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  (m->bf16_mm ? gt_bgemm : gt_sgemm)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void gt__act_round(const gt_model *m, float *x, int64_t n) {
   if (m->bf16_act && x) gt_bf16_round(x, n);
 }

@@ -36,6 +36,11 @@ void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float 
  * zeroed dinp: one product with beta 0 instead of 1 on zeros. */
 void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
                            gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
+/* C = alpha * op(A) . op(B) + beta * C (gt_sgemm's arguments) in the
+ * model's matmul precision: gt_bgemm when m->bf16_mm, else gt_sgemm.
+ * Float32 operands only (the adapters' products). */
+void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* dtype=bfloat16: x[0..n) rounded to bf16 in place */
 void gt__act_round(const gt_model *m, float *x, int64_t n);
 

@@ -2,12 +2,14 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/lora.h"
 #include "model/qstore.h"
 #include "model/remat.h"
 
@@ -33,6 +35,8 @@ static void gt__add_tensor3(gt_model *m, int64_t *cursor, int layer, const char 
   t->words = t->numel;
   t->offset = *cursor;
   t->layer = layer;
+  t->slot = -1;
+  t->lora = GT_LORA_NONE;
   *cursor += t->words;
 }
 
@@ -127,6 +131,7 @@ static void gt__layer_tensors(gt_model *m, const gt_config *c, int64_t l, int64_
     snprintf(name, sizeof name, "layers.%lld.%s", (long long)l, spec[i].name);
     ld->slot_offset[spec[i].slot] = *cur;
     gt__add_tensor3(m, cur, (int)l, name, spec[i].ndim, spec[i].s0, spec[i].s1, spec[i].s2);
+    m->tensors[m->n_tensors - 1].slot = spec[i].slot;
   }
   ld->param_count = *cur - ld->param_offset;
   ld->local_count = ld->param_count;
@@ -160,11 +165,16 @@ static gt_rc gt__apply_store(gt_model *m, const gt_config *c, gt_err *err) {
   gt_store_mask *mk = NULL;
   gt_rc rc = gt_store_mask_compile(c->trainable_parameters_mask, &mk, err);
   if (rc) return rc;
-  int64_t n_train = 0;
+  int64_t n_train = 0, n_masked = 0;
+  const int n_re0 = gt_store_mask_count(mk);
   for (int i = 0; i < m->n_tensors; i++) {
     gt_tensor_info *t = &m->tensors[i];
     t->dtype = GT_STORE_F32;
-    t->role = gt_store_mask_trains(mk, t->name) ? GT_ROLE_TRAINABLE : GT_ROLE_FROZEN;
+    /* with adapters the base is frozen but for what the mask names (an
+     * empty mask: nothing of it); the adapters always train */
+    int trains = t->lora ? 1 : c->enable_lora && n_re0 == 0 ? 0 : gt_store_mask_trains(mk, t->name);
+    if (trains && !t->lora) n_masked += t->numel;
+    t->role = trains ? GT_ROLE_TRAINABLE : GT_ROLE_FROZEN;
     t->group = t->role == GT_ROLE_TRAINABLE ? GT_GROUP_TRAINABLE : GT_GROUP_FROZEN;
     if ((rc = gt_store_check(t->name, t->role, t->dtype, err))) break;
     if (t->role == GT_ROLE_TRAINABLE) n_train += t->numel;
@@ -173,7 +183,7 @@ static gt_rc gt__apply_store(gt_model *m, const gt_config *c, gt_err *err) {
   int n_re = gt_store_mask_count(mk);
   gt_store_mask_free(mk);
   if (rc) return rc;
-  if (n_re > 0 && n_train == 0) {
+  if (n_re > 0 && n_masked == 0) {
     char names[600];
     gt_model_some_names(m, names, sizeof names);
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -186,59 +196,139 @@ static gt_rc gt__apply_store(gt_model *m, const gt_config *c, gt_err *err) {
   return gt__place(m, err);
 }
 
-/* Places each unit's tensors by role: trainable ones first, in table order. */
+/* Places the tensors unit by unit (unit 0 the head's, 1 + l layer l's;
+ * adapters sit in their base's unit although the table lists them last):
+ * inside a unit the trainable ones first, then the frozen ones, each in
+ * table order, advancing by their words. Every offset of the descriptors
+ * (layers' ranges and slots, the head's tensors) follows from it. */
 static gt_rc gt__place(gt_model *m, gt_err *err) {
+  (void)err;
   m->head_train_count = 0;
-  for (int64_t l = 0; l < m->n_layers; l++) m->layers[l].train_count = 0;
-  int64_t *old = malloc(sizeof(int64_t) * (size_t)(m->n_tensors > 0 ? m->n_tensors : 1));
-  if (!old) return gt_err_set(err, GT_ERR_NOMEM, "model: no memory for the store");
-  for (int i = 0; i < m->n_tensors; i++) old[i] = m->tensors[i].offset;
-  /* units follow one another in table order; each starts where the one
-   * before ends (a quantized tensor takes fewer words than elements) */
   int64_t cur = 0;
-  for (int i0 = 0; i0 < m->n_tensors;) {
-    int i1 = i0;
-    while (i1 < m->n_tensors && m->tensors[i1].layer == m->tensors[i0].layer) i1++;
-    if (m->tensors[i0].layer >= 0) m->layers[m->tensors[i0].layer].param_offset = cur;
+  for (int64_t u = 0; u <= m->n_layers; u++) {
+    int layer = (int)u - 1;
+    gt_layer_desc *ld = layer >= 0 ? &m->layers[layer] : NULL;
+    int64_t start = cur;
+    if (ld) {
+      ld->train_count = 0;
+      for (int s = 0; s < GT_P_NSLOTS; s++) {
+        ld->slot_offset[s] = ld->slot_rel[s] = ld->lora_a_rel[s] = ld->lora_b_rel[s] = -1;
+        ld->frozen[s] = 0;
+      }
+    }
     for (int pass = 0; pass < 2; pass++)
-      for (int i = i0; i < i1; i++) {
+      for (int i = 0; i < m->n_tensors; i++) {
         gt_tensor_info *t = &m->tensors[i];
-        if ((int)t->role != pass) continue;
+        if (t->layer != layer || (int)t->role != pass) continue;
         t->offset = cur;
         cur += t->words;
-        if (t->role != GT_ROLE_TRAINABLE) continue;
-        if (t->layer < 0) m->head_train_count += t->numel;
-        else m->layers[t->layer].train_count += t->numel;
+        if (t->role == GT_ROLE_TRAINABLE) {
+          if (ld) ld->train_count += t->numel;
+          else m->head_train_count += t->numel;
+        }
+        if (!ld) {
+          if (!strcmp(t->name, "embed_tokens.weight")) m->embed_offset = t->offset;
+          else if (!strcmp(t->name, "norm.weight")) m->final_norm_offset = t->offset;
+          else if (!strcmp(t->name, "embed_tokens_per_layer.weight")) m->ple_embed_offset = t->offset;
+          else if (!strcmp(t->name, "per_layer_model_projection.weight")) m->ple_proj_offset = t->offset;
+          else if (!strcmp(t->name, "per_layer_projection_norm.weight")) m->ple_norm_offset = t->offset;
+          continue;
+        }
+        if (t->slot < 0) continue;
+        int64_t rel = t->offset - start;
+        if (t->lora == GT_LORA_A) ld->lora_a_rel[t->slot] = rel;
+        else if (t->lora == GT_LORA_B) ld->lora_b_rel[t->slot] = rel;
+        else {
+          ld->slot_offset[t->slot] = t->offset;
+          ld->slot_rel[t->slot] = rel;
+          ld->frozen[t->slot] = t->role == GT_ROLE_FROZEN;
+        }
       }
-    if (m->tensors[i0].layer >= 0) {
-      gt_layer_desc *ld = &m->layers[m->tensors[i0].layer];
-      int whole = ld->local_count == ld->param_count; /* not an expert shard */
-      ld->param_count = cur - ld->param_offset;
+    if (ld) {
+      int whole = ld->local_count == ld->param_count; /* not an expert shard (gt_model_set_expert_shard) */
+      ld->param_offset = start;
+      ld->param_count = cur - start;
       if (whole) ld->local_count = ld->param_count;
     }
-    i0 = i1;
   }
   m->n_params = cur;
-  for (int i = 0; i < m->n_tensors; i++) {
-    gt_tensor_info *t = &m->tensors[i];
-    if (t->layer < 0) {
-      if (old[i] == m->embed_offset) m->embed_offset = t->offset;
-      else if (old[i] == m->final_norm_offset) m->final_norm_offset = t->offset;
-      else if (old[i] == m->ple_embed_offset) m->ple_embed_offset = t->offset;
-      else if (old[i] == m->ple_proj_offset) m->ple_proj_offset = t->offset;
-      else if (old[i] == m->ple_norm_offset) m->ple_norm_offset = t->offset;
+  return GT_OK;
+}
+
+/* The adapters (enable_lora; model/lora.h): A [r, in] and B [out, r] for
+ * every projection lora_module_path matches, appended to the table (so
+ * every model tensor keeps its index, and with it its initialisation
+ * stream) in the base's layer. Refuses a path that matches nothing, or a
+ * tensor that cannot carry an adapter, or a rank above a projection's
+ * smaller dimension. */
+static gt_rc gt__add_adapters(gt_model *m, const gt_config *c, int64_t *cur, gt_err *err) {
+  regex_t re;
+  int rrc = regcomp(&re, c->lora_module_path, REG_EXTENDED | REG_NOSUB);
+  if (rrc) {
+    char why[128];
+    regerror(rrc, &re, why, sizeof why);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: key 'lora_module_path' = '%s' is not a POSIX extended regular "
+                      "expression: %s", c->lora_module_path, why);
+  }
+  const int n_base = m->n_tensors;
+  const int64_t r = c->lora_rank;
+  char bad[400] = "";
+  int n_bad = 0, n_match = 0;
+  gt_rc rc = GT_OK;
+  for (int i = 0; i < n_base && !rc; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    if (regexec(&re, t->name, 0, NULL, 0)) continue;
+    n_match++;
+    if (t->layer < 0 || t->ndim != 2 || !gt_lora_slot_supported((gt_lparam)t->slot)) {
+      if (n_bad++ < 3)
+        snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%s%s", n_bad > 1 ? ", " : "", t->name);
       continue;
     }
-    gt_layer_desc *ld = &m->layers[t->layer];
-    for (int s = 0; s < GT_P_NSLOTS; s++)
-      if (ld->slot_offset[s] == old[i]) {
-        ld->slot_offset[s] = t->offset;
-        ld->slot_rel[s] = t->offset - ld->param_offset;
-        ld->frozen[s] = t->role == GT_ROLE_FROZEN;
-        break;
-      }
+    int64_t out = t->shape[0], in = t->shape[1];
+    if (r > (out < in ? out : in)) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "config: key 'lora_rank' = %lld is larger than tensor '%s' [%lld, %lld] "
+                      "allows: an adapter's rank is at most the projection's smaller dimension (%lld)",
+                      (long long)r, t->name, (long long)out, (long long)in, (long long)(out < in ? out : in));
+      break;
+    }
+    /* "layers.3.self_attn.q_proj.weight" -> "layers.3.self_attn.q_proj.lora_A.weight" */
+    char stem[80], name[120];
+    size_t n = strlen(t->name);
+    snprintf(stem, sizeof stem, "%.*s", (int)(n > 7 && !strcmp(t->name + n - 7, ".weight") ? n - 7 : n), t->name);
+    int layer = t->layer, slot = t->slot;
+    snprintf(name, sizeof name, "%s.lora_A.weight", stem);
+    gt__add_tensor(m, cur, layer, name, 2, r, in);
+    m->tensors[m->n_tensors - 1].slot = slot;
+    m->tensors[m->n_tensors - 1].lora = GT_LORA_A;
+    snprintf(name, sizeof name, "%s.lora_B.weight", stem);
+    gt__add_tensor(m, cur, layer, name, 2, out, r);
+    m->tensors[m->n_tensors - 1].slot = slot;
+    m->tensors[m->n_tensors - 1].lora = GT_LORA_B;
+    m->n_lora_tensors += 2;
+    m->n_lora_params += r * (in + out);
   }
-  free(old);
+  regfree(&re);
+  if (rc) return rc;
+  /* a path that also matches other tensors (a norm, the model-level PLE
+   * projection) adapts what it can; one that matches only those is refused */
+  if (n_bad && n_bad == n_match)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_module_path' = '%s' matches only %s%s, which cannot carry an adapter: adapters go "
+                      "on the layers' self_attn.q/k/v/o_proj, mlp.gate/up/down_proj, per_layer_input_gate and "
+                      "per_layer_projection (not on embeddings, norms, the router, the routed experts or "
+                      "per_layer_model_projection)",
+                      c->lora_module_path, bad, n_bad > 3 ? " and others" : "");
+  if (!n_match) {
+    char names[400] = "";
+    for (int i = 0; i < n_base && m->tensors[i].layer <= 0; i++)
+      if (m->tensors[i].layer == 0 && gt_lora_slot_supported((gt_lparam)m->tensors[i].slot))
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                 m->tensors[i].name);
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_module_path' = '%s' matches none of the model's parameter names, so no "
+                      "adapter would train; it is searched for in names such as %s",
+                      c->lora_module_path, names);
+  }
   return GT_OK;
 }
 
@@ -268,7 +358,8 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
 
   int64_t L = m->n_layers, d = m->d;
   m->layers = calloc((size_t)L, sizeof *m->layers);
-  m->tensors = calloc((size_t)(L * GT_P_NSLOTS + 5), sizeof *m->tensors);
+  /* the layers' tensors and up to two adapters for each */
+  m->tensors = calloc((size_t)(3 * L * GT_P_NSLOTS + 5), sizeof *m->tensors);
   m->n_moe_layers = (int)gt_config_num_moe_layers(c);
   m->moe_dlb = m->n_moe_layers ? 1.0f / (float)m->n_moe_layers : 0.0f;
   m->ep_size = 1;
@@ -298,6 +389,16 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
     gt__add_tensor(m, &cur, -1, "per_layer_projection_norm.weight", 1, m->ple_dim, 0);
   }
   for (int64_t l = 0; l < L; l++) gt__layer_tensors(m, c, l, &cur);
+  if (c->enable_lora) {
+    m->lora_rank = (int)c->lora_rank;
+    m->lora_scale = gt_lora_scale(c);
+    m->lora_dropout = (float)c->lora_dropout;
+    m->lora_seed = (uint64_t)c->init_weights_seed;
+    if ((rc = gt__add_adapters(m, c, &cur, err))) {
+      gt_model_free(m);
+      return rc;
+    }
+  }
   m->n_params = cur;
   if ((rc = gt__apply_store(m, c, err))) {
     gt_model_free(m);
@@ -547,6 +648,10 @@ void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
   for (int i = 0; i < m->n_tensors; i++) {
     gt_tensor_info *t = &m->tensors[i];
     float *p = m->params + t->offset;
+    if (t->lora) { /* PEFT's initialisation (model/lora.h) */
+      gt_lora_init_tensor(t, p, seed * 1000003ull + (uint64_t)i * 7919ull + 1);
+      continue;
+    }
     if (t->ndim == 1) {
       /* norms start as the identity: (1 + w) with w = 0 on Gemma 3, a stored
        * scale of 1 on Gemma 4 (and layer_scalar = 1) */

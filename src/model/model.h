@@ -91,12 +91,18 @@ typedef struct gt_layer_desc {
   /* each slot's storage (gt_store_dtype; kernels/quant.h's gt_qtype has the
    * same values): GT_STORE_F32 unless a frozen base is stored quantized */
   unsigned char qtype[GT_P_NSLOTS];
+  /* low-rank adapters (model/lora.h): slot s's A [r, in] and B [out, r]
+   * at these places of the layer's block, -1 when s has none */
+  int64_t lora_a_rel[GT_P_NSLOTS], lora_b_rel[GT_P_NSLOTS];
 } gt_layer_desc;
 
 typedef struct gt_rope_desc {
   double base, scale, fraction;
   int head_dim;
 } gt_rope_desc;
+
+/* gt_tensor_info.lora */
+enum { GT_LORA_NONE = 0, GT_LORA_A = 1, GT_LORA_B = 2 };
 
 typedef struct gt_tensor_info {
   char name[96];     /* Hugging Face name without the "model." prefix */
@@ -108,6 +114,8 @@ typedef struct gt_tensor_info {
                       * float32, kernels/quant.h's gt_q_words when stored
                       * quantized (offsets, units and n_params count words) */
   int layer;         /* -1 for embedding and final norm */
+  int slot;          /* its layer slot (gt_lparam); an adapter: its base's; -1 in the head */
+  int lora;          /* 0: a model tensor; GT_LORA_A or GT_LORA_B: an adapter of `slot` (model/lora.h) */
   /* the store (store.h) */
   gt_store_dtype dtype;
   gt_store_role role;
@@ -183,6 +191,20 @@ typedef struct gt_model {
    * head unit's (its leading ones) */
   int64_t n_trainable, head_train_count;
   int n_frozen_tensors;
+  /* low-rank adapters (enable_lora; model/lora.h): how many tensors and
+   * elements, their rank and output scale, and dropout. The dropout mask of
+   * a token is a hash of (lora_seed, lora_step, lora_micro, layer, slot,
+   * its global row, column): the trainer sets the step and micro-batch, the
+   * mesh the global token row of this device's first token (lora_row0), and
+   * lora_train says a training step runs (eval and decoding: no dropout). */
+  int n_lora_tensors;
+  int64_t n_lora_params;
+  int lora_rank;
+  float lora_scale, lora_dropout;
+  uint64_t lora_seed;
+  int lora_train;
+  int64_t lora_step, lora_row0;
+  int lora_micro;
   int64_t embed_offset, final_norm_offset;
   /* per-layer embeddings (Gemma 4 small), in the head unit after the final
    * norm: table [ple_vocab, L*ple_dim], projection [L*ple_dim, d], norm

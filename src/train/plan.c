@@ -3,11 +3,28 @@
  * (exec/plan.c counts what they see). */
 #include "train/plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mesh/fsdp.h"
 #include "mesh/mesh.h"
+#include "train/train_internal.h"
 #include "train/trainer.h"
+
+gt_rc gt_plan_apply_source(gt_config *cfg, gt_err *err) {
+  gt_model_source *src = malloc(sizeof *src); /* holds a config and the HF import's record */
+  if (!src) return gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
+  int have = 0;
+  gt_rc rc = gt__train_source(cfg, src, &have, err);
+  free(src);
+  if (rc && !strncmp(err->msg, "train: ", 7)) { /* train's words, said by the plan */
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg + 7);
+    gt_err_set(err, rc, "plan: %s", msg);
+  }
+  return rc ? rc : gt_config_validate(cfg, err);
+}
 
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   gt_plan_watch *w;

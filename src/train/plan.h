@@ -14,6 +14,12 @@ extern "C" {
 /* Plans one training step of cfg (validated). */
 gt_rc gt_plan_compute(gt_plan *p, const gt_config *cfg, gt_err *err);
 
+/* What `gemtrain train` does to its config before it plans: with
+ * load_parameters_path set, the source there (an HF directory, a checkpoint
+ * or a parameter file, hf/model_source.h) defines the model keys, a
+ * conflicting key=value refused as train refuses it; then cfg is validated. */
+gt_rc gt_plan_apply_source(gt_config *cfg, gt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -124,6 +124,21 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
                  c->head_dim, c->base_mlp_dim, c->vocab_size);
   int64_t n_el = gt_model_count_params(c); /* elements (a quantized base takes fewer words) */
   gt_report_note(r, "number parameters: %.3f billion (%lld)\n", (double)n_el / 1e9, (long long)n_el);
+  static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_use_rslora", "lora_module_path",
+                                          "lora_dropout", "lora_restore_path"};
+  for (size_t i = 0; !c->enable_lora && i < sizeof lora_keys / sizeof lora_keys[0]; i++)
+    if (gt_config_is_user_set(c, lora_keys[i])) {
+      gt_report_note(r, "note: key '%s' is set but enable_lora = false: no adapters (enable_lora=true adds them)\n",
+                     lora_keys[i]);
+      break;
+    }
+  if (m->n_lora_tensors)
+    gt_report_note(r, "adapters (LoRA): %lld parameters in %d tensors, rank %d, scale %g, dropout %g\n",
+                   (long long)m->n_lora_params, m->n_lora_tensors, m->lora_rank, (double)m->lora_scale,
+                   (double)m->lora_dropout);
+  if (m->n_frozen_tensors)
+    gt_report_note(r, "trainable parameters: %lld, frozen: %lld in %d tensors (no gradient, no optimizer state)\n",
+                   (long long)m->n_trainable, (long long)(n_el - m->n_trainable), m->n_frozen_tensors);
   gt_report_note(r, "Per train step:\n Total TFLOPs: %.4f \n split as %.2f%% learnable weight flops and %.2f%% "
                     "attention flops\n",
                  fl.total_tflops, 100 * fl.learnable_tflops / fl.total_tflops, 100 * fl.attention_tflops / fl.total_tflops);

@@ -201,7 +201,13 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   gt_ckpt_loaded ld;
   gt_rc rc;
   if (!full) {
-    /* parameters of a checkpoint, an HF directory or a parameter file */
+    /* parameters of a checkpoint, an HF directory or a parameter file; the
+     * adapters (model/lora.h), which a base lacks, start initialised */
+    if (m->n_lora_tensors) {
+      gt_model view = *m;
+      view.params = p;
+      gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale);
+    }
     rc = s->src ? gt_model_source_load_params(s->src, m, p, err)
                 : gt_err_set(err, GT_ERR_INTERNAL, "train: load_parameters_path was not opened");
     memset(&ld, 0, sizeof ld);

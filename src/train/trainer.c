@@ -158,6 +158,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   const gt_config *c = &t->cfg;
   double t0 = gt_prof_now();
   gt_mesh_step_info fi;
+  gt_fsdp_set_step(t->fs, t->step); /* seeds the adapters' dropout */
   gt_rc rc = gt_trainer_mesh_step(t->fs, micro, n_micro, &fi, err);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;

@@ -1,0 +1,20 @@
+/* The packed quantized products (kernels/quant.h's gt_qgemm, gt_qbgemm) as
+ * the GEMMs define them: gt__qgemm_packed in gemm.c's AVX-512 copy (call it
+ * only when gt__kernels_avx512()), gt__qbgemm_packed in gemm_bf16.c (any
+ * CPU: -1 where the bf16 GEMM takes its copies path). Both take the
+ * caller's M, N > 0, K > 0, alpha != 0 and a W that is not float32, and
+ * return 0, or -1 with nothing written when their buffers cannot grow (the
+ * caller then takes another path). Private to kernels/. */
+#ifndef GEMTRAIN_KERNELS_QUANT_GEMM_H
+#define GEMTRAIN_KERNELS_QUANT_GEMM_H
+
+#include <stdint.h>
+
+#include "kernels/quant.h"
+
+int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const gt_qweight *W, float beta, float *C, int64_t ldc);
+int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const gt_qweight *W, float beta, float *C, int64_t ldc);
+
+#endif

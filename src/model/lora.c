@@ -1,0 +1,181 @@
+#include "model/lora.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/team.h"
+#include "model/linear.h"
+
+int gt_lora_slot_supported(gt_lparam s) {
+  switch (s) {
+    case GT_P_WQ: case GT_P_WK: case GT_P_WV: case GT_P_WO: case GT_P_W_GATE: case GT_P_W_UP: case GT_P_W_DOWN:
+    case GT_P_PLE_GATE: case GT_P_PLE_PROJ:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+float gt_lora_scale(const gt_config *c) {
+  double r = (double)c->lora_rank;
+  return (float)(c->lora_use_rslora ? c->lora_alpha / sqrt(r) : c->lora_alpha / r);
+}
+
+/* splitmix64's finaliser: the counter-based hash behind the dropout mask */
+static uint64_t gt__mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* The key of one token row of one adapter's input in one micro-batch. */
+static uint64_t gt__row_key(const gt_model *m, int layer, int slot, int64_t row) {
+  uint64_t k = gt__mix(m->lora_seed ^ 0x4C6F5241ull);
+  k = gt__mix(k ^ (uint64_t)m->lora_step);
+  k = gt__mix(k ^ ((uint64_t)(uint32_t)m->lora_micro << 32 | (uint64_t)(uint32_t)layer << 8 | (uint64_t)slot));
+  return gt__mix(k ^ (uint64_t)row);
+}
+
+/* keep with probability 1 - p: the element's uniform draw u in [0, 1) is >= p */
+static int gt__keep(uint64_t row_key, int64_t col, double p) {
+  uint64_t v = gt__mix(row_key ^ ((uint64_t)col * 0xD1B54A32D192ED03ull));
+  return (double)(v >> 11) * (1.0 / 9007199254740992.0) >= p;
+}
+
+int gt_lora_keep(const gt_model *m, int layer, int slot, int64_t row, int64_t col) {
+  return gt__keep(gt__row_key(m, layer, slot, m->lora_row0 + row), col, m->lora_dropout);
+}
+
+static int gt__dropping(const gt_model *m) { return m->lora_train && m->lora_dropout > 0.0f; }
+
+typedef struct gt__drop_args {
+  const gt_model *m;
+  int layer, slot;
+  int64_t in;
+  float *y;        /* [N, in] written (apply) or scaled in place (mask) */
+  const float *x;  /* [N, in] input (apply) */
+  float *dx;       /* [N, in] += (mask): the masked gradient */
+} gt__drop_args;
+
+/* y = drop(x) on rows [n0, n1) */
+static void gt__drop_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__drop_args *a = arg;
+  const double p = a->m->lora_dropout;
+  const float inv = 1.0f / (1.0f - a->m->lora_dropout);
+  for (int64_t n = n0; n < n1; n++) {
+    uint64_t key = gt__row_key(a->m, a->layer, a->slot, a->m->lora_row0 + n);
+    const float *x = a->x + n * a->in;
+    float *y = a->y + n * a->in;
+    for (int64_t c = 0; c < a->in; c++) y[c] = gt__keep(key, c, p) ? x[c] * inv : 0.0f;
+  }
+}
+
+/* dx += drop'(g): the kept elements of g scaled by 1/(1 - p) */
+static void gt__undrop_part(void *arg, int64_t n0, int64_t n1) {
+  const gt__drop_args *a = arg;
+  const double p = a->m->lora_dropout;
+  const float inv = 1.0f / (1.0f - a->m->lora_dropout);
+  for (int64_t n = n0; n < n1; n++) {
+    uint64_t key = gt__row_key(a->m, a->layer, a->slot, a->m->lora_row0 + n);
+    const float *g = a->x + n * a->in;
+    float *dx = a->dx + n * a->in;
+    for (int64_t c = 0; c < a->in; c++)
+      if (gt__keep(key, c, p)) dx[c] += g[c] * inv;
+  }
+}
+
+/* The adapter's input: x itself, or drop(x) in `buf` (then written). */
+static const float *gt__input(const gt_layer_io *io, gt_lparam s, const float *x, float *buf, int64_t N, int64_t in) {
+  if (!buf) return x;
+  gt__drop_args a = {io->m, io->L->index, (int)s, in, buf, x, NULL};
+  gt_team_for(N * in > 65536, N, gt__drop_part, &a);
+  gt__act_round(io->m, buf, N * in);
+  return buf;
+}
+
+/* h [N, r] = xin A^T, rounded as an activation */
+static void gt__h(const gt_model *m, float *h, const float *xin, const float *A, int64_t N, int64_t in, int64_t r) {
+  gt__gemm(m, 0, 1, N, r, in, 1.0f, xin, in, A, in, 0.0f, h, r);
+  gt__act_round(m, h, N * r);
+}
+
+void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, float *y, int64_t N, int64_t in,
+                     int64_t out) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  if (L->lora_a_rel[s] < 0 || N <= 0) return;
+  const int64_t r = m->lora_rank;
+  const int drop = gt__dropping(m);
+  /* [h | drop(x)] */
+  size_t n = (size_t)(N * r + (drop ? N * in : 0));
+  float *tmp = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, n * sizeof(float), "adapter (LoRA) forward");
+  if (!tmp) {
+    if (io->fail) *io->fail = GT_ERR_NOMEM;
+    return;
+  }
+  if (!gt_mem_measuring(m->mem)) {
+    const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
+    float *h = tmp;
+    const float *xin = gt__input(io, s, x, drop ? h + N * r : NULL, N, in);
+    gt__h(m, h, xin, A, N, in, r);
+    /* y += scale h B^T: with B = 0 (fresh adapters) y keeps its values */
+    gt__gemm(m, 0, 1, N, out, r, m->lora_scale, h, r, B, r, 1.0f, y, out);
+  }
+  gt_mem_free(m->mem, tmp);
+}
+
+gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const float *dy, float *dx,
+                       int64_t N, int64_t in, int64_t out, gt_err *err) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  if (L->lora_a_rel[s] < 0 || N <= 0) return GT_OK;
+  const int64_t r = m->lora_rank;
+  const int drop = gt__dropping(m);
+  /* [h | dh | drop(x), later the dropped input's gradient] */
+  size_t n = (size_t)(2 * N * r + (drop ? N * in : 0));
+  float *tmp = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, n * sizeof(float), "adapter (LoRA) backward");
+  if (!tmp)
+    return gt_err_set(err, GT_ERR_NOMEM, "layer %d backward: no memory for the adapter of slot %d", L->index, (int)s);
+  if (gt_mem_measuring(m->mem)) {
+    gt_mem_free(m->mem, tmp);
+    return GT_OK;
+  }
+  const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
+  float *dA = grads ? grads + L->lora_a_rel[s] : NULL, *dB = grads ? grads + L->lora_b_rel[s] : NULL;
+  float *h = tmp, *dh = h + N * r, *xd = drop ? dh + N * r : NULL;
+  const float *xin = gt__input(io, s, x, xd, N, in);
+  gt__h(m, h, xin, A, N, in, r);
+  /* dB += scale dy^T h;  dh = scale dy B */
+  if (dB) gt__gemm(m, 1, 0, out, r, N, m->lora_scale, dy, out, h, r, 1.0f, dB, r);
+  gt__gemm(m, 0, 0, N, r, out, m->lora_scale, dy, out, B, r, 0.0f, dh, r);
+  /* dA += dh^T drop(x) */
+  if (dA) gt__gemm(m, 1, 0, r, in, N, 1.0f, dh, r, xin, in, 1.0f, dA, in);
+  if (dx) {
+    if (!drop) {
+      gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 1.0f, dx, in);
+    } else {
+      /* d(drop(x)) = dh A, then through the mask */
+      gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 0.0f, xd, in);
+      gt__drop_args a = {m, L->index, (int)s, in, NULL, xd, dx};
+      gt_team_for(N * in > 65536, N, gt__undrop_part, &a);
+    }
+  }
+  gt_mem_free(m->mem, tmp);
+  return GT_OK;
+}
+
+void gt_lora_init_tensor(const gt_tensor_info *t, float *p, uint64_t stream) {
+  if (t->lora == GT_LORA_B) {
+    memset(p, 0, (size_t)t->numel * sizeof(float));
+    return;
+  }
+  /* kaiming_uniform(a = sqrt(5)) on [r, in]: gain sqrt(2 / (1 + 5)), bound
+   * gain * sqrt(3 / in) = 1 / sqrt(in) */
+  double bound = 1.0 / sqrt((double)t->shape[1]);
+  uint64_t st = stream;
+  for (int64_t k = 0; k < t->numel; k++) {
+    double u = (double)(gt_splitmix64(&st) >> 11) * (1.0 / 9007199254740992.0);
+    p[k] = (float)((2.0 * u - 1.0) * bound);
+  }
+}

@@ -1,0 +1,390 @@
+/* Chat templates (src/data/chat.h): Gemma 3's and Gemma 4's renderings
+ * against the published Jinja templates, the tokens and loss mask of a chat
+ * record (Gemma 3's unchanged; Gemma 4's markers as the tokenizer's added
+ * tokens, the thought channel in or out of the loss, the empty thought
+ * block per variant), and recognising a Hugging Face directory's template.
+ *
+ * The expected texts were rendered by Jinja2 3.1.6 as transformers'
+ * apply_chat_template renders (ImmutableSandboxedEnvironment, trim_blocks,
+ * lstrip_blocks, bos_token "<bos>") from Google's published templates:
+ * Gemma 3 from google/gemma-3-*-it's chat_template, Gemma 4 from the
+ * revision of 2026-07-09 of google/gemma-4-E2B-it's and
+ * google/gemma-4-31B-it's chat_template.jinja ("e2b" and "31b" below; they
+ * differ only in the generation prompt's empty thought block). Those
+ * templates are not in the repository; tests/data/chat_gemma*_min.jinja are
+ * short templates written for these tests that render text conversations
+ * the same way (checked with Jinja2 when they were written). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config/config.h"
+#include "data/chat.h"
+#include "data/docs.h"
+#include "gt_testutil.h"
+#include "tokenizer/tokenizer.h"
+
+#define GEMMA3_JSON GT_SOURCE_DIR "/data/tokenizers/gemma3/tokenizer.json"
+/* bytes are 4 + b, <pad> <eos> <bos> <unk> 0-3, then the markers as added
+ * tokens: <|turn> 260, <turn|> 261, <|channel> 262, <channel|> 263,
+ * <|think|> 264, <start_of_turn> 265, <end_of_turn> 266 */
+#define MARKERS_JSON GT_TEST_DATA_DIR "/tokenizer_chat_markers.json"
+
+static void cfg(gt_config *c, ...) {
+  const char *ov[64];
+  int n = 0;
+  va_list ap;
+  va_start(ap, c);
+  for (const char *s; (s = va_arg(ap, const char *)) && n < 64;) ov[n++] = s;
+  va_end(ap);
+  gt_test_config(c, n, ov);
+}
+
+#define MSG(r, c) ((gt_chat_msg){r, c, NULL})
+#define MSGT(r, c, t) ((gt_chat_msg){r, c, t})
+
+static void expect_text(gt_chat_template t, const gt_config *c, const gt_chat_msg *m, int n, int gen, const char *want) {
+  char *got = NULL;
+  gt_err e;
+  ck_assert_msg(gt_chat_render_text(t, c, m, n, gen, &got, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(got, want);
+  free(got);
+}
+
+static void expect_refused(gt_chat_template t, const gt_config *c, const gt_chat_msg *m, int n, const char *want) {
+  char *got = NULL;
+  gt_err e;
+  ck_assert_int_eq(gt_chat_render_text(t, c, m, n, 0, &got, &e), GT_ERR_FORMAT);
+  ck_assert_ptr_null(got);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+}
+
+/* the conversation of the Jinja renderings */
+static const gt_chat_msg conv[] = {MSG("system", "  Be brief.\n"), MSG("user", " Hi there \n"),
+                                   MSG("assistant", "Hello!\n\n"), MSG("user", "Bye"), MSG("model", " Bye. ")};
+
+START_TEST(test_gemma3_matches_jinja) {
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", NULL);
+  ck_assert_int_eq(gt_chat_template_for(&c), GT_CHAT_GEMMA3);
+  ck_assert_str_eq(gt_chat_end_of_turn(GT_CHAT_GEMMA3), "<end_of_turn>");
+  /* g3 system folded, two exchanges */
+  expect_text(GT_CHAT_GEMMA3, &c, conv, 5, 0,
+              "<bos><start_of_turn>user\n  Be brief.\n\n\nHi there<end_of_turn>\n<start_of_turn>model\nHello!<end_of_"
+              "turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\nBye.<end_of_turn>\n");
+  /* g3 generation prompt */
+  gt_chat_msg q = MSG("user", "What is 2+2?");
+  expect_text(GT_CHAT_GEMMA3, &c, &q, 1, 1, "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n");
+  /* what the template refuses, and what it cannot say */
+  gt_chat_msg bad[] = {MSG("user", "a"), MSG("user", "b")};
+  expect_refused(GT_CHAT_GEMMA3, &c, bad, 2, "messages[1] is a user turn; Gemma's chat template needs the roles to alternate");
+  gt_chat_msg late[] = {MSG("user", "a"), MSG("system", "b")};
+  expect_refused(GT_CHAT_GEMMA3, &c, late, 2, "messages[1] is a system message; only the first message may be one");
+  gt_chat_msg thought[] = {MSG("user", "a"), MSGT("assistant", "b", "why")};
+  expect_refused(GT_CHAT_GEMMA3, &c, thought, 2, "messages[1] has thinking, but Gemma 3's chat template has no thought channel");
+  gt_chat_msg dev[] = {MSG("developer", "a"), MSG("user", "b")};
+  expect_refused(GT_CHAT_GEMMA3, &c, dev, 2, "messages[0] has role 'developer'");
+  expect_refused(GT_CHAT_GEMMA3, &c, conv, 1, "holds only a system message");
+}
+END_TEST
+
+START_TEST(test_gemma4_matches_jinja) {
+  gt_config e2b, big;
+  cfg(&e2b, "model_name=gemma4-tiny-ple", NULL); /* per-layer embeddings: E2B/E4B's template */
+  cfg(&big, "model_name=gemma4-tiny-dense", NULL);
+  ck_assert_int_eq(gt_chat_template_for(&e2b), GT_CHAT_GEMMA4);
+  ck_assert_int_eq(gt_chat_template_for(&big), GT_CHAT_GEMMA4);
+  ck_assert_str_eq(gt_chat_end_of_turn(GT_CHAT_GEMMA4), "<turn|>");
+  /* g4 e2b conversation */
+  expect_text(GT_CHAT_GEMMA4, &e2b, conv, 5, 0,
+              "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\nHello!<turn|>\n"
+              "<|turn>user\nBye<turn|>\n<|turn>model\nBye.<turn|>\n");
+  /* g4 e2b thinking on, reasoning of the last turn only, thought blocks stripped from content */
+  gt_chat_msg th[] = {MSG("user", "Hi"), MSGT("assistant", "Hello.", "dropped: before the last user turn"),
+                      MSG("user", "2+2?"), MSGT("assistant", " <|channel>thought\nold<channel|>It is 4. ", "Two plus two.\nFour.")};
+  e2b.enable_thinking = 1;
+  expect_text(GT_CHAT_GEMMA4, &e2b, th, 4, 0,
+              "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello.<turn|>\n<|turn>"
+              "user\n2+2?<turn|>\n<|turn>model\n<|channel>thought\nTwo plus two.\nFour.\n<channel|>It is 4.<turn|>\n");
+  /* g4 e2b thinking on, no system */
+  gt_chat_msg hi = MSG("user", "Hi");
+  expect_text(GT_CHAT_GEMMA4, &e2b, &hi, 1, 1, "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+  e2b.enable_thinking = 0;
+  /* g4 e2b generation prompt, developer */
+  gt_chat_msg dev[] = {MSG("developer", "Answer in French."), MSG("user", "Hello")};
+  expect_text(GT_CHAT_GEMMA4, &e2b, dev, 2, 1,
+              "<bos><|turn>system\nAnswer in French.<turn|>\n<|turn>user\nHello<turn|>\n<|turn>model\n");
+  /* g4 31b generation prompt, thinking off: the empty, closed thought block */
+  gt_chat_msg q[] = {MSG("system", "Be brief."), MSG("user", "What is 2+2?")};
+  expect_text(GT_CHAT_GEMMA4, &big, q + 1, 1, 1,
+              "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  /* g4 31b generation prompt, thinking on */
+  big.enable_thinking = 1;
+  expect_text(GT_CHAT_GEMMA4, &big, q, 2, 1,
+              "<bos><|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n");
+  big.enable_thinking = 0;
+  /* g4 31b reasoning, thinking off */
+  gt_chat_msg r[] = {MSG("user", "What is 2+2?"), MSGT("assistant", "4", "Add them.")};
+  expect_text(GT_CHAT_GEMMA4, &big, r, 2, 0,
+              "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\nAdd them.\n<channel|>4<turn|>\n");
+  /* a model turn without reasoning, trained: the 31b generation prompt
+   * above, then the answer and <turn|> (the history rendering of Google's
+   * template has no empty block: a training example opens the turn as the
+   * prompt the model answers does) */
+  r[1].thinking = NULL;
+  expect_text(GT_CHAT_GEMMA4, &big, r, 2, 0,
+              "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>4<turn|>\n");
+  /* E2B/E4B: no block, as their template's history and prompt */
+  expect_text(GT_CHAT_GEMMA4, &e2b, r, 2, 0, "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n4<turn|>\n");
+  gt_chat_msg bad[] = {MSGT("user", "a", "hmm")};
+  expect_refused(GT_CHAT_GEMMA4, &e2b, bad, 1, "messages[0] is a user turn with thinking; only model turns think");
+}
+END_TEST
+
+/* Which variant primes, from the model and from chat_template. */
+START_TEST(test_priming_per_variant) {
+  static const struct {
+    const char *model, *tmpl;
+    int g4, primes;
+  } cases[] = {
+      {"gemma3-tiny", "auto", 0, 0},          {"gemma4-tiny-dense", "auto", 1, 1},
+      {"gemma4-tiny-moe", "auto", 1, 1},      {"gemma4-tiny-ple", "auto", 1, 0}, /* per-layer embeddings */
+      {"gemma4-tiny-ple", "gemma4", 1, 1},    {"gemma4-tiny-dense", "gemma4_small", 1, 0},
+      {"gemma4-tiny-dense", "gemma3", 0, 0},  {"gemma3-tiny", "gemma4", 1, 1},
+      {"gemma4-e2b", "auto", 1, 0},           {"gemma4-e4b", "auto", 1, 0},
+      {"gemma4-26b", "auto", 1, 1},           {"gemma4-31b", "auto", 1, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    gt_config c;
+    char m[64], t[64];
+    snprintf(m, sizeof m, "model_name=%s", cases[i].model);
+    snprintf(t, sizeof t, "chat_template=%s", cases[i].tmpl);
+    cfg(&c, m, t, NULL);
+    ck_assert_msg((gt_chat_template_for(&c) == GT_CHAT_GEMMA4) == cases[i].g4, "%s %s", m, t);
+    ck_assert_msg(gt_chat_primes_empty_thought(&c) == cases[i].primes, "%s %s", m, t);
+  }
+  /* decoder_block gemma4_small without per-layer embeddings: E2B/E4B's */
+  gt_config c;
+  cfg(&c, "model_name=gemma4-tiny-dense", "decoder_block=gemma4_small", NULL);
+  ck_assert_int_eq(gt_chat_primes_empty_thought(&c), 0);
+  /* per-layer embeddings under decoder_block gemma4: E2B/E4B's too */
+  cfg(&c, "model_name=gemma4-tiny-ple", "decoder_block=gemma4", NULL);
+  ck_assert_int_eq(gt_chat_primes_empty_thought(&c), 0);
+}
+END_TEST
+
+/* A record through docs.c: ids with GT_TOK_NOLOSS on what is out of the loss. */
+static gt_tokvec render_record(const gt_config *c, const gt_tokenizer *tok, const char *json) {
+  gt_encoder enc;
+  gt_encoder_init(&enc, tok, c->vocab_size);
+  gt_doc_format f;
+  gt_err e;
+  ck_assert_msg(gt_doc_format_init(&f, c, &e) == GT_OK, "%s", e.msg);
+  cJSON *rec = cJSON_Parse(json);
+  ck_assert_ptr_nonnull(rec);
+  gt_tokvec out;
+  memset(&out, 0, sizeof out);
+  ck_assert_msg(gt_doc_render(&enc, &f, rec, "rec.jsonl", 1, &out, &e) == GT_OK, "%s", e.msg);
+  cJSON_Delete(rec);
+  return out;
+}
+
+/* The text of the tokens in the loss (or out of it), decoded. */
+static char *loss_text(const gt_tokenizer *tok, const gt_tokvec *v, int in_loss) {
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(v->n + 1));
+  int64_t n = 0;
+  for (int64_t i = 0; i < v->n; i++)
+    if ((!(v->v[i] & GT_TOK_NOLOSS)) == in_loss) ids[n++] = (int32_t)(v->v[i] & ~GT_TOK_NOLOSS);
+  char *out = NULL;
+  size_t len = 0;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_decode(tok, ids, n, 0, &out, &len, &e) == GT_OK, "%s", e.msg);
+  free(ids);
+  return out;
+}
+
+/* Gemma 3 through the real tokenizer: the ids and loss mask the renderer
+ * gave before the templates moved to chat.c (recorded from `gemtrain data`
+ * at commit 32dc922 on this record). */
+START_TEST(test_gemma3_tokens_unchanged) {
+  gt_tokenizer *tok = NULL;
+  gt_err e;
+  if (gt_tokenizer_load(GEMMA3_JSON, &tok, &e) != GT_OK)
+    ck_abort_msg("missing %s: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)", GEMMA3_JSON);
+  static const int32_t want[] = {
+      2,     105,   2364,   107,   138,    3912,   8652,   236761, 107,    108,    10979, 993,   236764, 1217,  659,
+      611,   236881, 106,   107,    105,    4368,   107,    9259,   236888, 564,    1006,  5851,  236761, 106,   107,
+      105,   2364,   107,   54593,  786,    496,    1707,   1003,   9079,   236761, 106,   107,   105,    4368,  107,
+      818,   94648,  18515, 563,    236743, 236800, 236800, 236771, 520,    13030,  236761, 106,  107,    1};
+  const char *rec = "{\"messages\": [{\"role\": \"system\", \"content\": \"  Be brief.\\n\"}, {\"role\": \"user\", "
+                    "\"content\": \" Hi there, how are you?\\n\"}, {\"role\": \"assistant\", \"content\": \"Hello! I am "
+                    "fine.\\n\\n\"}, {\"role\": \"user\", \"content\": \"Tell me a fact about Paris.\"}, {\"role\": "
+                    "\"model\", \"content\": \" The Eiffel tower is 330 m tall. \"}]}";
+  for (int co = 0; co < 2; co++) {
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", "vocab_size=262144", "use_sft=true", "train_data_columns=messages",
+        co ? "sft_train_on_completion_only=true" : "sft_train_on_completion_only=false", NULL);
+    gt_tokvec v = render_record(&c, tok, rec);
+    ck_assert_int_eq(v.n, (int64_t)(sizeof want / sizeof *want));
+    for (int64_t i = 0; i < v.n; i++) {
+      int in_loss = (i >= 22 && i < 29) || (i >= 45 && i < 57); /* the model turns and their <end_of_turn> */
+      ck_assert_int_eq((int32_t)(v.v[i] & ~GT_TOK_NOLOSS), want[i]);
+      ck_assert_msg(!(v.v[i] & GT_TOK_NOLOSS) == (!co || in_loss), "token %lld", (long long)i);
+    }
+    gt_tokvec_free(&v);
+  }
+  gt_tokenizer_free(tok);
+}
+END_TEST
+
+/* Gemma 4's markers are the tokenizer's added tokens; the thought channel
+ * is in the loss or out of it; the empty block opens a turn on the larger
+ * models only, out of the loss. */
+START_TEST(test_gemma4_tokens_and_thought_channel) {
+  gt_tokenizer *tok = NULL;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_load(MARKERS_JSON, &tok, &e) == GT_OK, "%s", e.msg);
+  const char *rec = "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", "
+                    "\"content\": \"4\", \"reasoning_content\": \"Add.\"}]}";
+  for (int train = 0; train < 2; train++) {
+    gt_config c;
+    cfg(&c, "model_name=gemma4-tiny-dense", "vocab_size=300", "use_sft=true", "train_data_columns=messages",
+        train ? "sft_train_on_thinking=true" : "sft_train_on_thinking=false", NULL);
+    gt_tokvec v = render_record(&c, tok, rec);
+    /* <bos> <|turn> "user\n2+2?" <turn|> "\n" <|turn> "model\n" <|channel> "thought\nAdd.\n" <channel|> "4" <turn|> "\n" <eos> */
+    static const int32_t want[] = {2,   260, 121, 119, 105, 118, 14,  54,  47,  54,  67,  261, 14,
+                                   260, 113, 115, 104, 105, 112, 14,  262, 120, 108, 115, 121, 107,
+                                   108, 120, 14,  69,  104, 104, 50,  14,  263, 56,  261, 14,  1};
+    ck_assert_int_eq(v.n, (int64_t)(sizeof want / sizeof *want));
+    for (int64_t i = 0; i < v.n; i++) ck_assert_int_eq((int32_t)(v.v[i] & ~GT_TOK_NOLOSS), want[i]);
+    char *in = loss_text(tok, &v, 1);
+    ck_assert_str_eq(in, train ? "<|channel>thought\nAdd.\n<channel|>4<turn|>" : "4<turn|>");
+    free(in);
+    gt_tokvec_free(&v);
+  }
+  /* no reasoning: the larger model's turn opens with the empty block, out of the loss */
+  const char *plain = "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", \"content\": \"4\"}]}";
+  static const char *const models[] = {"model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple"};
+  for (int k = 0; k < 2; k++) {
+    gt_config c;
+    cfg(&c, models[k], "vocab_size=300", "vocab_size_per_layer_input=300", "use_sft=true", "train_data_columns=messages", NULL);
+    gt_tokvec v = render_record(&c, tok, plain);
+    char *in = loss_text(tok, &v, 1), *out = loss_text(tok, &v, 0);
+    ck_assert_str_eq(in, "4<turn|>");
+    ck_assert_str_eq(out, k == 0 ? "<bos><|turn>user\n2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>\n<eos>"
+                                 : "<bos><|turn>user\n2+2?<turn|>\n<|turn>model\n\n<eos>");
+    free(in), free(out);
+    gt_tokvec_free(&v);
+  }
+  /* enable_thinking names Gemma 4's mode: refused for Gemma 3's template */
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "use_sft=true", "train_data_columns=messages", "enable_thinking=true", NULL);
+  gt_doc_format f;
+  ck_assert_int_eq(gt_doc_format_init(&f, &c, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "'enable_thinking' = true, but the chat template is Gemma 3's"), "%s", e.msg);
+  gt_tokenizer_free(tok);
+}
+END_TEST
+
+static char *read_fixture(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", GT_TEST_DATA_DIR, name);
+  char *s = gt_test_read_file(path, NULL);
+  ck_assert_ptr_nonnull(s);
+  return s;
+}
+
+/* s with the first `from` replaced by `to` (heap). */
+static char *replace(const char *s, const char *from, const char *to) {
+  const char *p = strstr(s, from);
+  ck_assert_msg(p != NULL, "no '%s' in the fixture", from);
+  char *out = NULL;
+  ck_assert(asprintf(&out, "%.*s%s%s", (int)(p - s), s, to, p + strlen(from)) > 0);
+  return out;
+}
+
+static void expect_recognised(const char *text, const char *want) {
+  char v[32] = "";
+  gt_err e;
+  ck_assert_msg(gt_chat_template_recognise(text, "the template", v, sizeof v, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(v, want);
+}
+
+static void expect_unrecognised(const char *text, const char *want) {
+  char v[32] = "unset";
+  gt_err e;
+  ck_assert_int_eq(gt_chat_template_recognise(text, "the template", v, sizeof v, &e), GT_ERR_CONFIG);
+  ck_assert_str_eq(v, "unset");
+  ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "the template"), "'%s' lacks '%s'", e.msg, want);
+}
+
+START_TEST(test_recognise_templates) {
+  char *g4 = read_fixture("chat_gemma4_min.jinja"), *g3 = read_fixture("chat_gemma3_min.jinja");
+  expect_recognised(g3, "gemma3");
+  expect_recognised(g4, "gemma4");
+  /* without the priming: E2B/E4B's */
+  char *small = replace(g4, "{%- if not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}", "");
+  expect_recognised(small, "gemma4_small");
+  /* whitespace, whitespace control and quotes do not matter */
+  char *spaced = replace(g4, "{{- '<|turn>' + role + '\\n' -}}", "{{   \"<|turn>\"+role   +  \"\\n\" }}");
+  expect_recognised(spaced, "gemma4");
+  /* what a tag prints does */
+  char *other = replace(g4, "{{- '<|turn>' + role + '\\n' -}}", "{{- '<|turn>' + role + ': ' -}}");
+  expect_unrecognised(other, "is not Google's Gemma 4 chat template: it lacks \"{{'<|turn>'+role+'\\n'}}\" (Google's opens each turn)");
+  char *marker = replace(g4, "{{- '<turn|>\\n' -}}\n{%- endfor", "{{- '<turn|>\\n' -}}{{- '<|image|><eos>' -}}\n{%- endfor");
+  expect_unrecognised(marker, "it prints '<|image|><eos>', which Google's does not");
+  char *trim3 = replace(g3, "{{- message['content'] | trim }}", "{{- message['content'] }}");
+  expect_unrecognised(trim3, "is not Google's Gemma 3 chat template: it lacks \"{{message['content']|trim}}\"");
+  /* the early Gemma 4 revisions, named by what they render differently */
+  char *r1 = replace(g4, "{{- '<|think|>\\n' -}}", "{{- '<|think|>' -}}");
+  expect_unrecognised(r1, "early revision of Google's Gemma 4 chat template: it writes <|think|> without the newline");
+  char *r2 = replace(g4, "{%- set thinking_gate = (loop.index0 > ns_turn.last_user_idx) -%}\n{%- if thinking_text and thinking_gate -%}",
+                     "{%- if thinking_text and loop.index0 > ns_turn.last_user_idx and message.get('tool_calls') -%}");
+  expect_unrecognised(r2, "writes a model turn's reasoning only beside tool calls");
+  expect_unrecognised("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
+                      "is neither Google's Gemma 3 chat template (<start_of_turn> turns) nor Gemma 4's");
+  /* a directory: chat_template.jinja before tokenizer_config.json's */
+  char *dir = gt_test_mkdtemp("chatdir"), *jinja = gt_test_path(dir, "chat_template.jinja"),
+       *tc = gt_test_path(dir, "tokenizer_config.json");
+  char v[32] = "auto";
+  int found = 1;
+  gt_err e;
+  ck_assert_msg(gt_chat_template_of_dir(dir, v, sizeof v, &found, &e) == GT_OK, "%s", e.msg);
+  ck_assert(!found && !strcmp(v, "auto"));
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "chat_template", g3);
+  char *js = cJSON_Print(o);
+  gt_test_write_text(tc, js);
+  ck_assert_msg(gt_chat_template_of_dir(dir, v, sizeof v, &found, &e) == GT_OK, "%s", e.msg);
+  ck_assert(found && !strcmp(v, "gemma3"));
+  gt_test_write_text(jinja, small);
+  ck_assert_msg(gt_chat_template_of_dir(dir, v, sizeof v, &found, &e) == GT_OK, "%s", e.msg);
+  ck_assert(found && !strcmp(v, "gemma4_small"));
+  gt_test_write_text(jinja, r1);
+  ck_assert_int_eq(gt_chat_template_of_dir(dir, v, sizeof v, &found, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, jinja) && strstr(e.msg, "early revision"), "%s", e.msg);
+  gt_test_rm_rf(dir);
+  cJSON_Delete(o);
+  free(js), free(dir), free(jinja), free(tc);
+  free(g4), free(g3), free(small), free(spaced), free(other), free(marker), free(trim3), free(r1), free(r2);
+}
+END_TEST
+
+static Suite *chat_suite(void) {
+  Suite *s = suite_create("chat");
+  TCase *t = gt_test_tcase(s, "chat");
+  tcase_add_test(t, test_gemma3_matches_jinja);
+  tcase_add_test(t, test_gemma4_matches_jinja);
+  tcase_add_test(t, test_priming_per_variant);
+  tcase_add_test(t, test_gemma3_tokens_unchanged);
+  tcase_add_test(t, test_gemma4_tokens_and_thought_channel);
+  tcase_add_test(t, test_recognise_templates);
+  return s;
+}
+
+int main(void) { return gt_test_run_suite(chat_suite(), 0); }
