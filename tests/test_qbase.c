@@ -32,6 +32,7 @@
 
 static const char *const g_qtypes[] = {"bfloat16", "int8", "nf4"};
 static const char *g_dtype = "dtype=float32";
+static const char *g_lora = "enable_lora=false"; /* adapters (lora_rank 4 by the next cfg_of) */
 
 static void cfg_of(gt_config *c, const char *model, const char *mask, const char *qtype, int devices) {
   char mn[96], mk[256], nd[64], pd[64], qt[64];
@@ -41,9 +42,9 @@ static void cfg_of(gt_config *c, const char *model, const char *mask, const char
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", 4 / devices);
   snprintf(qt, sizeof qt, "lora_weight_qtype=%s", qtype);
   const char *ov[] = {mn, mk, nd, pd, qt, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01",
-                      g_dtype};
+                      g_dtype, g_lora, "lora_rank=4"};
   gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
 }
 
 START_TEST(test_decision_and_layout) {
@@ -257,6 +258,20 @@ START_TEST(test_same_as_dequantized_bf16) {
 }
 END_TEST
 
+START_TEST(test_adapters_over_quantized_base) {
+  /* LoRA over a quantized base: the adapters (every attention and MLP
+   * projection, and Gemma 4's PLE gate and projection) train exactly as
+   * over the float32 base of the dequantized values, in float32 and bf16 */
+  g_lora = "enable_lora=true";
+  check_same_as_dequantized("gemma3-tiny", "");
+  check_same_as_dequantized("gemma4-tiny-ple", "");
+  g_dtype = "dtype=bfloat16";
+  check_same_as_dequantized("gemma3-tiny", "");
+  g_dtype = "dtype=float32";
+  g_lora = "enable_lora=false";
+}
+END_TEST
+
 START_TEST(test_two_devices) {
   const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
   for (int di = 0; di < 2; di++)
@@ -298,11 +313,12 @@ END_TEST
 
 START_TEST(test_plan_equals_measured) {
   const char *qts[] = {"float32", "bfloat16", "int8", "nf4"};
-  const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
-  for (int di = 0; di < 2; di++)
+  const char *dts[] = {"dtype=float32", "dtype=bfloat16", "dtype=float32"};
+  for (int di = 0; di < 3; di++)
     for (int k = 0; k < 4; k++)
       for (int devices = 1; devices <= 2; devices++) {
         g_dtype = dts[di];
+        g_lora = di == 2 ? "enable_lora=true" : "enable_lora=false"; /* the last: adapters over the base */
         gt_config c;
         gt_err e;
         cfg_of(&c, "gemma4-tiny-ple", "norm|self_attn\\.q_proj", qts[k], devices);
@@ -340,6 +356,7 @@ START_TEST(test_plan_equals_measured) {
         gt_plan_free(&p);
       }
   g_dtype = "dtype=float32";
+  g_lora = "enable_lora=false";
 }
 END_TEST
 
@@ -410,6 +427,7 @@ int main(void) {
   tcase_add_test(tc, test_put_rows_in_chunks);
   tcase_add_test(tc, test_same_as_dequantized_float32);
   tcase_add_test(tc, test_same_as_dequantized_bf16);
+  tcase_add_test(tc, test_adapters_over_quantized_base);
   tcase_add_test(tc, test_two_devices);
   tcase_add_test(tc, test_plan_equals_measured);
   tcase_add_test(tc, test_hf_load_quantizes);
