@@ -48,7 +48,7 @@ set +e
 wait "$pid"
 status=$?
 set -e
-[ "$status" = 0 ] || fail "SIGTERM: exit status $status, expected 0: $(tail -2 "$work/c1.log")"
+[ "$status" = 5 ] || fail "SIGTERM: exit status $status, expected 5 (stopped): $(tail -2 "$work/c1.log")"
 grep -q "^stopped by SIGTERM after step [0-9]*; run the same command again to resume" "$work/c1.log" || fail "no stop line"
 at=$(sed 's/^step_0*//' "$work/runs/c/checkpoints/latest")
 [ "$at" -ge 3 ] || fail "the SIGTERM checkpoint is at step $at"

@@ -23,7 +23,7 @@ dec() { "$bin" decode "${run[@]}" "$@"; }
 # 1. the training sample again: temperature 0.7, seed 0x5EED0000 + init_weights_seed
 dec "prompt=In the beginning" max_decode_steps=40 decode_sampling_strategy=weighted \
   decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000 + 3)) > "$work/w.log"
-want=$(sed -n '/^sample (/,$p' "$work/train.log" | tail -n +2)
+want=$(sed -n '/^sample (/,$p' "$work/train.log" | tail -n +2 | sed '/^run_name=/,$d') # the run's closing line follows
 got=$(sed -n '/^output: /,$p' "$work/w.log" | sed '1s/^output: //')
 [ -n "$want" ] || fail "no sample in the training log"
 [ "$got" = "$want" ] || fail "decode's sample '$got' is not the training sample '$want'"
@@ -80,6 +80,33 @@ refuse "decode_sampling_nucleus_p = -1; decode_sampling_strategy=nucleus needs 0
   "${run[@]}" decode_sampling_strategy=nucleus
 refuse "key 'decode_sampling_strategy'" "${run[@]}" decode_sampling_strategy=beam
 refuse "unknown option '--bogus'" "${run[@]}" --bogus
+refuse "key 'messages_path' is set with key 'prompt'" "${run[@]}" messages_path=x prompt=y
+refuse "key 'messages_path' is set with --interactive" "${run[@]}" messages_path=x --interactive
+refuse "cannot open messages_path '$work/none.jsonl'" "${run[@]}" "messages_path=$work/none.jsonl"
+echo '{"turns": []}' > "$work/bad.jsonl"
+refuse "'$work/bad.jsonl' line 1 has no \"messages\" list" "${run[@]}" "messages_path=$work/bad.jsonl"
+echo '{"messages": [{"role": "system", "content": "x"}]}' > "$work/sys.jsonl"
+refuse "the conversation's last message has role 'system'" "${run[@]}" "messages_path=$work/sys.jsonl"
+refuse "key 'stop' = [\"a\", 1] is a list with an element that is not a non-empty string" "${run[@]}" 'stop=["a", 1]'
+# a stop string ends the plain continuation too: the output ends before it
+dec prompt="And God said" max_decode_steps=24 --ids > "$work/free.log"
+cont=$(sed -n 's/^output: And God said//p' "$work/free.log")
+[ ${#cont} -ge 8 ] || fail "too short a continuation to take a stop string from: '$cont'"
+# three plain ASCII characters from it (the output is escaped: never part of a \xNN)
+stop=; i=0
+while [ -z "$stop" ] && [ $((i + 3)) -le ${#cont} ]; do
+  piece=${cont:$i:3}
+  before=${cont:$((i - 5 < 0 ? 0 : i - 5)):$((i < 5 ? i : 5))}
+  if [ $i -ge 2 ] && [[ "$before" != *\\* ]] && LC_ALL=C grep -qx '[A-Za-z0-9 ,.;:]\{3\}' <<< "$piece"; then
+    stop=$piece
+  fi
+  i=$((i + 1))
+done
+[ -n "$stop" ] || fail "no plain three characters in the continuation '$cont'"
+pre=${cont%%"$stop"*}
+dec prompt="And God said" max_decode_steps=24 "stop=$stop" > "$work/stop.log"
+grep -qxF "output: And God said$pre" "$work/stop.log" && grep -q '(stopped at stop string 1)$' "$work/stop.log" \
+  || { cat "$work/stop.log"; fail "stop='$stop' did not end the output before it (expected '$pre')"; }
 "$bin" decode --help | grep -q 'load_parameters_path' || fail "decode --help"
 "$bin" --help | grep -q '^  decode' || fail "gemtrain --help does not list decode"
 echo "e2e_decode: 1 passed, 0 failed"

@@ -36,7 +36,7 @@ PY
   case $model in
   gemma4-tiny-moe*)
     # MaxText's step line ends with the lb term; loss = lm_loss + moe_lb_loss
-    grep -q '^completed step: 39, .*, perplexity: [0-9.]*, moe_lb_loss: 0\.[0-9]\{6\}$' "$work/$model.log" \
+    grep -q '^completed step: 39, .*, perplexity: [0-9.]*, moe_lb_loss: 0\.[0-9]\{6\} (40 of 40 steps, .*)$' "$work/$model.log" \
       || fail "$model: no moe_lb_loss in the step line: $(grep 'completed step: 39' "$work/$model.log")"
     python3 - "$m" <<'PY' || fail "$model: metrics.jsonl lacks a consistent moe_lb_loss"
 import json, sys

@@ -192,7 +192,7 @@ pid=$!
 wait_steps usr1 3
 kill -USR1 "$pid"
 rc=0; wait "$pid" || rc=$?
-[ "$rc" = 0 ] || { cat "$work/usr1.log"; fail "SIGUSR1 to mpirun: exit $rc"; }
+[ "$rc" = 5 ] || { cat "$work/usr1.log"; fail "SIGUSR1 to mpirun: exit $rc, expected 5 (stopped)"; }
 grep -q "^stopped by SIGUSR1 after step" "$work/usr1.log" || { cat "$work/usr1.log"; fail "no stop line"; }
 [ -f "$work/runs/usr1/checkpoints/latest" ] || fail "SIGUSR1: no checkpoint"
 mpi_bg "$work/term.log" 2 "$bin" train "${long[@]}" run_name=term
@@ -200,7 +200,7 @@ pid=$!
 wait_steps term 3
 for r in 0 1; do kill -TERM "$(rank_pid term $r)"; done
 rc=0; wait "$pid" || rc=$?
-[ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM to the ranks: exit $rc"; }
+[ "$rc" = 5 ] || { cat "$work/term.log"; fail "SIGTERM to the ranks: exit $rc, expected 5 (stopped)"; }
 grep -q "^stopped by SIGTERM after step" "$work/term.log" || { cat "$work/term.log"; fail "no SIGTERM stop line"; }
 
 # 4. failures: a rank that hangs, a rank that dies

@@ -49,7 +49,7 @@ done
 kill -TERM "$pid"
 set +e; wait "$pid"; status=$?; set -e
 pid=""
-[ "$status" = 0 ] || { cat "$work/c1.log"; fail "SIGTERM: exit status $status"; }
+[ "$status" = 5 ] || { cat "$work/c1.log"; fail "SIGTERM: exit status $status, expected 5 (stopped)"; }
 name=$(sed -n 's/^stopped by SIGTERM after step [0-9]*; to resume, run the same command with run_name=\(.*\)$/\1/p' "$work/c1.log")
 [ -n "$name" ] || { tail -3 "$work/c1.log"; fail "the stop line names no run_name"; }
 [ -d "$work/runs/$name/checkpoints" ] && [ "$name" != "$a" ] || fail "run_name=$name is not the stopped run's directory"

@@ -30,8 +30,13 @@ cat > "$work/tiny.json" <<'EOF'
 EOF
 # the command line reaches every point (and wins over the file): 2 steps
 # would be a different sweep, so learning_rate is what it sets here
-(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/first.txt" \
-  || { cat "$work/first.txt"; fail "the sweep failed"; }
+# two points do not end ok (5 does not fit, 6 is refused): the sweep says so
+# and exits 1
+rc=0
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/first.txt" || rc=$?
+[ "$rc" = 1 ] || { cat "$work/first.txt"; fail "the sweep with 2 points not ok exited $rc, expected 1"; }
+grep -q '^sweep: 2 of 6 points did not end ok (results.md says why); exit status 1' "$work/first.txt" \
+  || { cat "$work/first.txt"; fail "no line for the points not ok"; }
 d="$work/out/tiny"
 for f in results.jsonl results.md plot.svg runs/point-1.log runs/point-4/metrics.jsonl; do
   [ -s "$d/$f" ] || fail "missing $f"
@@ -110,7 +115,7 @@ grep -q '^| 1 | full | 1 | 0 | 3 | would_run |' "$work/dry.txt" || { cat "$work/
 stamp() { stat -c '%y %n' "$d"/runs/*.log "$d"/runs/*/metrics.jsonl; }
 stamp > "$work/stamps1"
 sleep 1
-(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/second.txt"
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/second.txt" || [ $? = 1 ] # points 5 and 6 are not ok
 grep -q 'ran 0, skipped 6; 4 of 6 points ok' "$work/second.txt" || { cat "$work/second.txt"; fail "the rerun ran points"; }
 grep -q '^point ' "$work/second.txt" && fail "the rerun reported points"
 stamp > "$work/stamps2"
@@ -120,18 +125,18 @@ cmp -s "$work/stamps1" "$work/stamps2" || fail "the rerun touched a point's log 
 
 # a sweep directory moved elsewhere still knows its points
 cp -r "$work/out" "$work/moved"
-(cd "$work" && "$bin" sweep tiny.json base_output_directory=moved learning_rate=0.003) > "$work/moved.txt"
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=moved learning_rate=0.003) > "$work/moved.txt" || [ $? = 1 ] # points 5 and 6 are not ok
 grep -q 'ran 0, skipped 6' "$work/moved.txt" || { cat "$work/moved.txt"; fail "the moved sweep ran points"; }
 
 # an interrupted sweep (its last record missing) runs only that point
 head -n 5 "$d/results.jsonl" > "$work/r" && mv "$work/r" "$d/results.jsonl"
 missing=$(python3 -c "import json,sys; print(sorted({1,2,3,4,5,6} - {json.loads(l)['point'] for l in open(sys.argv[1])})[0])" "$d/results.jsonl")
-(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/third.txt"
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.003) > "$work/third.txt" || [ $? = 1 ] # points 5 and 6 are not ok
 grep -q 'ran [01], skipped 5; 4 of 6 points ok' "$work/third.txt" || { cat "$work/third.txt"; fail "the restart"; }
 grep -q "^point $missing/6: " "$work/third.txt" || { cat "$work/third.txt"; fail "the restart did not redo point $missing"; }
 [ "$(grep -c '^point ' "$work/third.txt")" = 1 ] || fail "the restart redid more than one point"
 # other command-line keys are another sweep: every point runs again
-(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.004) > "$work/fourth.txt"
+(cd "$work" && "$bin" sweep tiny.json base_output_directory=out learning_rate=0.004) > "$work/fourth.txt" || [ $? = 1 ] # points 5 and 6 are not ok
 grep -q "ran 5, skipped 0" "$work/fourth.txt" || { cat "$work/fourth.txt"; fail "changed overrides were skipped"; }
 # ... and a point never resumes another sweep's run: the earlier run of
 # point 1 (learning_rate 0.003, 3 steps done, a checkpoint at step 3) is
@@ -177,7 +182,7 @@ printf 'step_00000002' > "$rd/checkpoints/latest"
 : > "$work/resume_out/results.jsonl"
 head -n 2 "$rd/metrics.jsonl" > "$work/first_two"
 (cd "$work" && "$bin" sweep resume.json) > "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "resumed sweep"; }
-grep -q 'ran 1, skipped 0; 1 of 1 points ok' "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "the resumed point"; }
+grep -q 'ran 1, skipped 0; 1 of 1 point ok' "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "the resumed point"; }
 [ "$(grep -c '^completed step' "$work/resume_out/runs/point-1.log")" = 2 ] \
   || { cat "$work/resume_out/runs/point-1.log"; fail "the point did not resume at step 2"; }
 [ "$(wc -l < "$rd/metrics.jsonl")" = 4 ] || { cat "$rd/metrics.jsonl"; fail "the resumed point's metrics lost steps"; }
@@ -230,7 +235,7 @@ wait_line "$work/hand_base/long/runs/point-1/metrics.jsonl" $hpid
 set +e; (cd "$work" && "$bin" sweep long.json base_output_directory=hand_base) > "$work/handsweep.txt" 2>&1; hrc=$?; set -e
 n_after=$( (wc -l < "$work/hand_base/long/runs/point-1/metrics.jsonl") 2>/dev/null || echo 0)
 kill -KILL $hpid; wait $hpid 2>/dev/null || true
-[ $hrc = 0 ] || { cat "$work/handsweep.txt"; fail "the sweep beside a run by hand"; }
+[ $hrc = 1 ] || { cat "$work/handsweep.txt"; fail "the sweep beside a run by hand exited $hrc, expected 1 (point 1 failed)"; }
 [ "$n_after" -ge 1 ] || fail "the sweep deleted the metrics of a run it does not hold"
 [ ! -e "$work/hand_base/long/runs/point-1/sweep_point.txt" ] || fail "the sweep wrote into a point directory it does not hold"
 python3 - "$work/hand_base/long/results.jsonl" "$hpid" <<'PY' || { cat "$work/handsweep.txt"; fail "the held point's record"; }
@@ -252,7 +257,7 @@ cat > "$work/hang.json" <<'EOF'
 }
 EOF
 t0=$(date +%s)
-(cd "$work" && "$bin" sweep hang.json) > "$work/hang.txt"
+(cd "$work" && "$bin" sweep hang.json) > "$work/hang.txt" || [ $? = 1 ] # points 1 and 3 are not ok
 t1=$(date +%s)
 [ $((t1 - t0)) -lt 10 ] || fail "the timeout did not stop the hung point"
 python3 - "$work/hang_out/results.jsonl" <<'EOF' || { cat "$work/hang.txt"; fail "hang results"; }

@@ -60,7 +60,7 @@ prompt=$("$bin" train "${common[@]}" dump_config=true | python3 -c 'import json,
   decode_sampling_strategy=weighted decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000)) > "$work/dec.log" 2>&1 \
   || { cat "$work/dec.log"; fail "decode with tokenizer_path failed"; }
 got=$(sed -n '/^output: /,$p' "$work/dec.log" | sed '1s/^output: //')
-want=$(sed -n '/^sample (/,$p' "$work/text.log" | tail -n +2)
+want=$(sed -n '/^sample (/,$p' "$work/text.log" | tail -n +2 | sed '/^run_name=/,$d') # the run's closing line follows
 [ "$got" = "$want" ] || fail "decode with the tokenizer gave '$got', the training sample is '$want'"
 cut -d, -f2 "$work/runs/one/metrics.jsonl" > "$work/l1"
 cut -d, -f2 "$work/runs/text/metrics.jsonl" > "$work/l2"

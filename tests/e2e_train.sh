@@ -16,7 +16,7 @@ common=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt"
 "$bin" train "${common[@]}" run_name=b > "$work/b.log"
 
 fail() { echo "FAIL: $*"; exit 1; }
-grep -q '^completed step: 0, seconds: [0-9.]*, TFLOP/s/device: [0-9.]*, Tokens/s/device: [0-9.]*, total_weights: 256, loss: [0-9.]*, lm_loss: [0-9.]*, perplexity: [0-9.]*$' "$work/a.log" \
+grep -q '^completed step: 0, seconds: [0-9.]*, TFLOP/s/device: [0-9.]*, Tokens/s/device: [0-9.]*, total_weights: 256, loss: [0-9.]*, lm_loss: [0-9.]*, perplexity: [0-9.]* (1 of [0-9]* steps, elapsed 0m[0-9][0-9]s, ETA [0-9hms]*)$' "$work/a.log" \
   || fail "step line is not MaxText's format"; 
 grep -q 'Per train step:' "$work/a.log" || fail "no TFLOPs summary"
 grep -q '^ split as [0-9.]*% learnable weight flops and [0-9.]*% attention flops$' "$work/a.log" || fail "no flops split"
@@ -63,7 +63,7 @@ refuse "dataset_path '$work/none.txt'" model_name=gemma3-tiny dataset_type=text 
 touch "$work/afile"
 refuse "$work/afile" model_name=gemma3-tiny "dataset_path=$work/corpus.txt" "base_output_directory=$work/afile/x"
 refuse "did you mean 'learning_rate'" learnin_rate=1
-refuse "neither a .json config file nor key=value" bogus
+refuse "neither a config file (.json, or MaxText's .yml) nor key=value" bogus
 
 # dump_config prints the resolved JSON and trains nothing
 "$bin" train model_name=gemma3-4b dump_config=true > "$work/dump.json"

@@ -348,7 +348,8 @@ START_TEST(test_exit_status_mapping) {
       {{0, 0, GT_EXIT_PLAN}, GT_SWEEP_DOES_NOT_FIT},
       {{0, 0, GT_EXIT_NUMERIC}, GT_SWEEP_DIVERGED},
       {{0, 0, 127}, GT_SWEEP_FAILED}, /* exec failed */
-      {{0, 0, 5}, GT_SWEEP_FAILED},
+      {{0, 0, GT_EXIT_STOPPED}, GT_SWEEP_PENDING}, /* stopped after a checkpoint: resumed on the next run */
+      {{0, 0, 6}, GT_SWEEP_FAILED},
       {{0, 11, -1}, GT_SWEEP_CRASHED},
       {{0, 9, -1}, GT_SWEEP_CRASHED}, /* the OOM killer */
       {{1, 9, -1}, GT_SWEEP_TIMEOUT}, /* our own kill at point_timeout_s */
@@ -506,7 +507,7 @@ START_TEST(test_runner_statuses) {
            dir);
   gt_sweep s;
   parse_ok(&s, text);
-  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL};
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL, NULL};
   gt_sweep_summary sum;
   gt_err e;
   ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
@@ -597,7 +598,7 @@ START_TEST(test_runner_plan_fit) {
   char out_path[600];
   snprintf(out_path, sizeof out_path, "%s/console.txt", dir);
   FILE *out = fopen(out_path, "w+");
-  gt_sweep_run_opts o = {exe, 0, NULL, 0, 1, out, NULL};
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 1, out, NULL, NULL};
   gt_sweep_summary sum;
   gt_err e;
   ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);

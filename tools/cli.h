@@ -19,9 +19,29 @@ int gt_cli_load_params(const char *path, long long max_target_length, gt_config 
 /* The command's exit status for a library result code, so a parent (the
  * sweep runner, a script) learns the outcome without reading the log:
  * 0 done, 2 configuration or usage refused, 3 the memory plan does not fit,
- * 4 stopped on a non-finite step (diverged), 1 any other error. */
-enum { GT_EXIT_OK = 0, GT_EXIT_ERROR = 1, GT_EXIT_CONFIG = 2, GT_EXIT_PLAN = 3, GT_EXIT_NUMERIC = 4 };
+ * 4 stopped on a non-finite step (diverged), 5 stopped by a signal
+ * (SIGINT, SIGTERM, SIGUSR1) after a checkpoint: run the resume command the
+ * run printed to continue; a sweep stopped so exits 5 too. 1 any other
+ * error, and a sweep some of whose points did not end ok. */
+enum { GT_EXIT_OK = 0, GT_EXIT_ERROR = 1, GT_EXIT_CONFIG = 2, GT_EXIT_PLAN = 3, GT_EXIT_NUMERIC = 4, GT_EXIT_STOPPED = 5 };
+/* How the program was started (main's argv[0]), for the commands a run
+ * prints to resume itself. */
+extern const char *gt_cli_prog;
+/* Prints to f the command line `prog cmd args...` with every key=value of
+ * `drop_keys` (a NULL-terminated list of key names) left out and `extra`
+ * (key=value texts, NULL-terminated) added, each argument quoted for a
+ * POSIX shell when it needs to be. */
+void gt_cli_print_command(FILE *f, const char *cmd, int argc, char **argv, const char *const *drop_keys,
+                          const char *const *extra);
 int gt_cli_exit_code(gt_rc rc);
+/* tools/cli_bf16.c: with dtype=bfloat16 (and matmul_precision=default),
+ * one line to f when the bf16 path is likely slower than float32 on this
+ * CPU, decided from the bf16 GEMM kernel in use and, for vdpbf16ps, its
+ * measured 1-thread peak against the FMA peak (about 0.1 s, once).
+ * gt_cli_bf16_verdict is the decision (kernel as gt__bgemm_kernel()): why
+ * bf16 is slower, or NULL when it is not (or nothing says so). */
+void gt_cli_bf16_note(const gt_config *cfg, FILE *f);
+const char *gt_cli_bf16_verdict(int kernel, double bf16_peak, double fma_peak);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 /* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */

@@ -236,6 +236,7 @@ int gt_cmd_bench(int argc, char **argv) {
          cfg.model_name, cfg.base_emb_dim, cfg.base_num_decoder_layers, cfg.base_num_query_heads,
          cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.sliding_window_size, B, T,
          cfg.remat_policy, cfg.remat_scope, threads);
+  gt_cli_bf16_note(&cfg, stdout);
   bench_result br;
   if (bench_config(&cfg, steps, &br)) return 1;
   double tok = (double)B * T;

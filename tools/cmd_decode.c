@@ -1,42 +1,17 @@
-/* gemtrain decode: continue a prompt with a trained model and a KV cache. */
+/* gemtrain decode: continue a prompt with a trained model and a KV cache,
+ * or answer as the model of a chat: one user turn (chat=true), the records
+ * of a JSON Lines chat file (messages_path), or turns read from standard
+ * input (--interactive), rendered with the model's chat template. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
-#include "data/data.h"
 #include "decode/decode.h"
-#include "tokenizer/tokenizer.h"
+#include "decode/text.h"
 #include "train/train.h"
-
-/* Text <-> ids: <bos> then the prompt, through the Gemma tokenizer when
- * tokenizer_path is set (it never makes more ids than the text has bytes),
- * else the byte tokenizer of the text dataset. */
-static gt_rc encode_prompt(const gt_tokenizer *tok, const char *text, int32_t *ids, int64_t *n, gt_err *err) {
-  ids[0] = GT_TOK_BOS;
-  if (!tok) {
-    *n = 1 + gt_bytes_encode((const unsigned char *)text, (int64_t)strlen(text), ids + 1);
-    return GT_OK;
-  }
-  int32_t *t = NULL;
-  int64_t k = 0;
-  gt_rc rc = gt_tokenizer_encode(tok, text, strlen(text), 0, &t, &k, err);
-  if (rc == GT_OK) memcpy(ids + 1, t, (size_t)k * sizeof(int32_t)), *n = 1 + k;
-  free(t);
-  return rc;
-}
-
-/* The text of ids: malloc'd, NUL-terminated. */
-static gt_rc decode_text(const gt_tokenizer *tok, const int32_t *ids, int64_t n, char **out, gt_err *err) {
-  if (tok) {
-    size_t len;
-    return gt_tokenizer_decode(tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, out, &len, err);
-  }
-  *out = malloc((size_t)n + 1);
-  if (!*out) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
-  (*out)[gt_bytes_decode(ids, n, (unsigned char *)*out)] = '\0';
-  return GT_OK;
-}
 
 static void model_line(const gt_model *m, const gt_config *cfg, const char *path) {
   int local = 0, window = 0;
@@ -47,9 +22,158 @@ static void model_line(const gt_model *m, const gt_config *cfg, const char *path
          (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, path);
 }
 
+/* What the cache of n_prompt + max_new - 1 positions takes (the decoder
+ * allocates exactly gt_kv_cache_bytes). */
+static void cache_line(const gt_model *m, int64_t n_prompt, int64_t max_new) {
+  int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0), wmax = 0, bytes = gt_kv_cache_bytes(m, max_len);
+  for (int64_t l = 0; l < m->n_layers; l++) {
+    int64_t w = m->layers[l].window;
+    if (w > 0 && (w < max_len ? w : max_len) > wmax) wmax = w < max_len ? w : max_len;
+  }
+  printf("kv cache: %lld bytes (%.3f MiB) for %lld positions (local layers keep the last %lld, global layers all)\n",
+         (long long)bytes, (double)bytes / 1048576.0, (long long)max_len, (long long)wmax);
+}
+
+static void stats_lines(const gt_textgen *g, const gt_textgen_out *o, int print_ids) {
+  const gt_decode_stats *st = &o->st;
+  char why[96];
+  gt_textgen_reason_text(g, o, why, sizeof why);
+  printf("prefill: %lld tokens in %.4f s, %.1f tokens/s\n", (long long)st->n_prompt, st->prefill_seconds,
+         st->prefill_seconds > 0 ? (double)st->n_prompt / st->prefill_seconds : 0.0);
+  printf("generate: %lld tokens in %.4f s, %.1f tokens/s (%s)\n", (long long)st->n_new, st->generate_seconds,
+         st->generate_seconds > 0 ? (double)st->n_new / st->generate_seconds : 0.0, why);
+  if (print_ids) {
+    printf("ids: [");
+    for (int64_t i = 0; i < o->n_new; i++) printf(i ? ", %d" : "%d", o->ids[i]);
+    printf("]\n");
+  }
+}
+
+/* Prints n bytes of s escaped for the console (text.h), then `end`. */
+static gt_rc put_text(const char *s, size_t n, const char *end, gt_err *err) {
+  char *e = gt_text_escape(s, n);
+  if (!e) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the output");
+  fputs(e, stdout);
+  fputs(end, stdout);
+  free(e);
+  return GT_OK;
+}
+
+/* Renders the conversation, answers it as the model; *o holds the reply. */
+static gt_rc answer(gt_textgen *g, const gt_config *cfg, const gt_decode_chat *chat, int64_t max_new, int report,
+                    gt_textgen_out *o, gt_err *err) {
+  char *text = NULL;
+  const char *eot = NULL;
+  int32_t *ids = NULL;
+  int64_t n = 0;
+  gt_rc rc = gt_decode_chat_render(cfg, chat, &text, &eot, err);
+  if (!rc && g->eot_id < 0 && g->eot_stop < 0) rc = gt_textgen_set_end_of_turn(g, eot, err);
+  if (!rc) rc = gt_textgen_encode(g, text, &ids, &n, err);
+  if (!rc && report) cache_line(g->m, n, max_new);
+  if (!rc) rc = gt_textgen_generate(g, ids, n, max_new, o, err);
+  free(text);
+  free(ids);
+  return rc;
+}
+
+/* messages_path: each non-empty line a conversation to answer. */
+static gt_rc answer_file(gt_textgen *g, const gt_config *cfg, const char *path, int print_ids, gt_err *err) {
+  FILE *f = fopen(path, "r");
+  if (!f) return gt_err_set(err, GT_ERR_IO, "decode: cannot open messages_path '%s'", path);
+  char *line = NULL;
+  size_t cap = 0;
+  long long lineno = 0, records = 0;
+  gt_rc rc = GT_OK;
+  while (!rc && getline(&line, &cap, f) >= 0) {
+    lineno++;
+    if (!line[strspn(line, " \t\r\n")]) continue;
+    char where[GT_STR_PATH + 64];
+    snprintf(where, sizeof where, "'%s' line %lld", path, lineno);
+    gt_decode_chat chat;
+    memset(&chat, 0, sizeof chat);
+    gt_textgen_out o;
+    memset(&o, 0, sizeof o);
+    rc = gt_decode_chat_parse(line, where, &chat, err);
+    /* a record that ends with the model's turn (SFT data) is answered
+     * without it, and that turn is shown as the reference */
+    gt_decode_turn ref = {NULL, NULL, NULL};
+    if (!rc && chat.n > 1 && (!strcmp(chat.turns[chat.n - 1].role, "assistant") ||
+                              !strcmp(chat.turns[chat.n - 1].role, "model")))
+      ref = chat.turns[--chat.n];
+    if (!rc) printf("--- %s: %d message%s ---\n", where, chat.n, chat.n == 1 ? "" : "s");
+    if (!rc) rc = answer(g, cfg, &chat, cfg->max_decode_steps, 1, &o, err);
+    if (!rc) stats_lines(g, &o, print_ids), rc = put_text("output: ", 8, "", err);
+    if (!rc) rc = put_text(o.text, o.len, "\n", err);
+    if (!rc && ref.content && !(rc = put_text("reference: ", 11, "", err)))
+      rc = put_text(ref.content, strlen(ref.content), "\n", err);
+    free(ref.role), free(ref.content), free(ref.thinking);
+    if (rc && !strstr(err->msg, where)) {
+      char msg[GT_ERR_MSG_MAX];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      gt_err_set(err, rc, "%s (%s)", msg, where);
+    }
+    gt_textgen_out_free(&o);
+    gt_decode_chat_free(&chat);
+    records++;
+    fflush(stdout);
+  }
+  free(line);
+  fclose(f);
+  if (!rc && !records) rc = gt_err_set(err, GT_ERR_FORMAT, "decode: messages_path '%s' holds no record", path);
+  return rc;
+}
+
+/* --interactive: a user turn per line of standard input; the conversation
+ * grows with each turn and reply until end of input. */
+static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg, gt_err *err) {
+  const int tty = isatty(STDIN_FILENO);
+  gt_decode_chat chat;
+  memset(&chat, 0, sizeof chat);
+  char *line = NULL;
+  size_t cap = 0;
+  gt_rc rc = GT_OK;
+  int first = gt_config_is_user_set(opt, "prompt"); /* prompt=...: the first user turn */
+  printf("chat: one user turn per line, answered as the model; end of input (Ctrl-D) ends it\n");
+  for (;;) {
+    const char *turn;
+    if (first) {
+      turn = opt->prompt;
+      first = 0;
+      if (tty) printf("> %s\n", turn);
+    } else {
+      if (tty) printf("> ");
+      fflush(stdout);
+      ssize_t k = getline(&line, &cap, stdin);
+      if (k < 0) break;
+      while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r')) line[--k] = '\0';
+      if (!k) continue;
+      turn = line;
+    }
+    gt_textgen_out o;
+    memset(&o, 0, sizeof o);
+    if ((rc = gt_decode_chat_add(&chat, "user", turn, err)) ||
+        (rc = answer(g, cfg, &chat, cfg->max_decode_steps, 0, &o, err)) || (rc = put_text(o.text, o.len, "\n", err)) ||
+        (rc = gt_decode_chat_add(&chat, "assistant", o.text, err))) {
+      gt_textgen_out_free(&o);
+      break;
+    }
+    /* the figures on stderr: standard output holds the replies alone */
+    char why[96];
+    gt_textgen_reason_text(g, &o, why, sizeof why);
+    fprintf(stderr, "prefill: %lld tokens (the conversation so far), generate: %lld tokens (%s)\n",
+            (long long)o.st.n_prompt, (long long)o.st.n_new, why);
+    gt_textgen_out_free(&o);
+    fflush(stdout);
+  }
+  if (tty && !rc) printf("\n");
+  free(line);
+  gt_decode_chat_free(&chat);
+  return rc;
+}
+
 int gt_cmd_decode(int argc, char **argv) {
   /* options may stand anywhere among the config arguments */
-  int print_ids = 0, n = 0;
+  int print_ids = 0, interactive = 0, n = 0;
   char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
   if (!rest) return 1;
   for (int i = 0; i < argc; i++) {
@@ -57,13 +181,15 @@ int gt_cmd_decode(int argc, char **argv) {
       rest[n++] = argv[i];
     } else if (!strcmp(argv[i], "--ids")) {
       print_ids = 1;
+    } else if (!strcmp(argv[i], "--interactive") || !strcmp(argv[i], "-i")) {
+      interactive = 1;
     } else {
       fprintf(stderr, "gemtrain decode: unknown option '%s'\n", argv[i]);
       free(rest);
       return 2;
     }
   }
-  gt_config opt; /* the command line: prompt, sampling, threads */
+  gt_config opt; /* the command line: prompt, chat, stops, sampling, threads */
   int rc = gt_cli_load_config(n, rest, &opt);
   free(rest);
   if (rc) return rc;
@@ -72,85 +198,92 @@ int gt_cmd_decode(int argc, char **argv) {
                     "Face directory or a parameter file\n");
     return 2;
   }
+  if (opt.messages_path[0] && (interactive || gt_config_is_user_set(&opt, "prompt"))) {
+    fprintf(stderr, "gemtrain: decode: key 'messages_path' is set with %s; give the conversation one way\n",
+            interactive ? "--interactive" : "key 'prompt'");
+    return 2;
+  }
+  const int chat_mode = opt.chat || opt.messages_path[0] || interactive;
   gt_err err;
   gt_err_clear(&err);
   gt_mem mem;
   gt_mem_init(&mem);
   gt_config cfg = opt; /* its model keys are replaced by the source's (explicit ones must agree) */
   gt_model m;
-  gt_decoder dec;
   gt_sampler smp;
-  gt_decode_stats st;
+  gt_textgen g;
+  gt_textgen_out o;
   memset(&m, 0, sizeof m);
-  memset(&dec, 0, sizeof dec);
   memset(&smp, 0, sizeof smp);
-  size_t plen = strlen(opt.prompt);
-  int64_t max_new = opt.max_decode_steps;
-  int32_t *ids = malloc(sizeof(int32_t) * (plen + 1 + (size_t)max_new));
-  gt_rc r = GT_OK;
-  if (!ids) {
-    free(ids);
-    fprintf(stderr, "gemtrain: decode: no memory for the prompt\n");
-    return 1;
-  }
+  memset(&g, 0, sizeof g);
+  memset(&o, 0, sizeof o);
   gt_tokenizer *tok = NULL;
-  int64_t n_prompt = 0;
-  if ((opt.tokenizer_path[0] && (r = gt_tokenizer_load(opt.tokenizer_path, &tok, &err))) ||
-      (r = encode_prompt(tok, opt.prompt, ids, &n_prompt, &err))) {
-    free(ids);
-    gt_tokenizer_free(tok);
+  char **stops = NULL, tok_what[GT_STR_PATH * 2 + 64];
+  int n_stops = 0;
+  int32_t *ids = NULL;
+  int64_t n_prompt = 0, max_new = opt.max_decode_steps;
+  gt_rc r;
+  if ((r = gt_decode_tokenizer(&opt, opt.load_parameters_path, &tok, tok_what, sizeof tok_what, &err)) ||
+      (r = gt_stop_strings_parse(opt.stop, &stops, &n_stops, &err))) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_tokenizer_free(tok);
     return r == GT_ERR_NOMEM ? 1 : 2;
   }
-  int64_t max_len = n_prompt + (max_new > 0 ? max_new - 1 : 0);
-  /* the model comes with its own model keys; RoPE tables for the context */
-  if ((rc = gt_cli_load_params(opt.load_parameters_path, max_len, &cfg, &m, &mem, NULL))) {
-    free(ids);
+  /* the model comes with its own model keys; RoPE tables for the first
+   * context (a prompt has at most one token per byte; the decoder makes
+   * longer tables itself when a conversation grows) */
+  if ((rc = gt_cli_load_params(opt.load_parameters_path, (long long)strlen(opt.prompt) + 1 + max_new, &cfg, &m, &mem,
+                               NULL))) {
     gt_tokenizer_free(tok);
+    gt_stop_strings_free(stops, n_stops);
     return rc;
-  }
-  if (!tok && m.vocab < GT_BYTE_VOCAB) {
-    r = gt_err_set(&err, GT_ERR_CONFIG, "decode: the model's vocab_size is %lld; the byte tokenizer needs at least %d",
-                   (long long)m.vocab, GT_BYTE_VOCAB);
-    goto out;
   }
   cfg.threads_per_device = opt.threads_per_device;
   gt_threads_configure(&cfg);
-  if ((r = gt_sampler_from_config(&smp, &opt, m.vocab, &err))) goto out;
-  if ((r = gt_decoder_init(&dec, &m, max_len, &err))) goto out;
+  if ((r = gt_textgen_init(&g, &m, tok, &smp, &err)) || (r = gt_sampler_from_config(&smp, &opt, m.vocab, &err)))
+    goto out;
+  for (int i = 0; i < n_stops; i++)
+    if ((r = gt_textgen_add_stop(&g, stops[i], &err))) goto out;
   model_line(&m, &cfg, opt.load_parameters_path);
-  int64_t wmax = 0;
-  for (int64_t l = 0; l < m.n_layers; l++)
-    if (dec.cache.layers[l].window > 0 && dec.cache.layers[l].cap > wmax) wmax = dec.cache.layers[l].cap;
-  printf("kv cache: %lld bytes (%.3f MiB) for %lld positions (local layers keep the last %lld, global layers all)\n",
-         (long long)gt_mem_cur(&mem, GT_MEM_KVCACHE), (double)gt_mem_cur(&mem, GT_MEM_KVCACHE) / 1048576.0,
-         (long long)max_len, (long long)wmax);
+  printf("tokenizer: %s\n", tok_what);
   fflush(stdout);
-  if ((r = gt_decode_generate(&dec, &smp, ids, n_prompt, max_new, ids + n_prompt, NULL, &st, &err))) goto out;
-  printf("prefill: %lld tokens in %.4f s, %.1f tokens/s\n", (long long)st.n_prompt, st.prefill_seconds,
-         st.prefill_seconds > 0 ? (double)st.n_prompt / st.prefill_seconds : 0.0);
-  printf("generate: %lld tokens in %.4f s, %.1f tokens/s (%s)\n", (long long)st.n_new, st.generate_seconds,
-         st.generate_seconds > 0 ? (double)st.n_new / st.generate_seconds : 0.0,
-         st.stopped_at_eos ? "stopped at <eos>" : "max_decode_steps reached");
-  if (print_ids) {
-    printf("ids: [");
-    for (int64_t i = 0; i < st.n_new; i++) printf(i ? ", %d" : "%d", ids[n_prompt + i]);
-    printf("]\n");
+  if (interactive) {
+    r = interact(&g, &opt, &cfg, &err);
+  } else if (opt.messages_path[0]) {
+    r = answer_file(&g, &cfg, opt.messages_path, print_ids, &err);
+  } else if (chat_mode) {
+    gt_decode_chat chat;
+    memset(&chat, 0, sizeof chat);
+    if (!(r = gt_decode_chat_add(&chat, "user", opt.prompt, &err)) &&
+        !(r = answer(&g, &cfg, &chat, max_new, 1, &o, &err))) {
+      stats_lines(&g, &o, print_ids);
+      if (!(r = put_text("output: ", 8, "", &err))) r = put_text(o.text, o.len, "\n", &err);
+    }
+    gt_decode_chat_free(&chat);
+  } else {
+    if (!(r = gt_textgen_encode(&g, opt.prompt, &ids, &n_prompt, &err))) {
+      cache_line(&m, n_prompt, max_new);
+      fflush(stdout);
+      r = gt_textgen_generate(&g, ids, n_prompt, max_new, &o, &err);
+    }
+    if (!r) {
+      stats_lines(&g, &o, print_ids);
+      if (!(r = put_text("output: ", 8, "", &err)) && !(r = put_text(opt.prompt, strlen(opt.prompt), "", &err)))
+        r = put_text(o.text, o.len, "\n", &err);
+    }
   }
-  char *otext = NULL;
-  if ((r = decode_text(tok, ids, n_prompt + st.n_new, &otext, &err))) goto out;
-  printf("output: %s\n", otext);
-  free(otext);
 out:
-  gt_tokenizer_free(tok);
-  gt_sampler_free(&smp);
-  gt_decoder_free(&dec);
-  gt_model_free(&m);
   free(ids);
+  gt_textgen_out_free(&o);
+  gt_textgen_free(&g);
+  gt_sampler_free(&smp);
+  gt_tokenizer_free(tok);
+  gt_stop_strings_free(stops, n_stops);
+  gt_model_free(&m);
   if (r) {
     fflush(stdout);
     fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return r == GT_ERR_CONFIG ? 2 : 1;
+    return r == GT_ERR_CONFIG || r == GT_ERR_FORMAT ? 2 : 1;
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ckpt/ckpt.h"
 #include "dist/dist.h"
 #include "train/train.h"
 
@@ -17,6 +18,62 @@
  * to mpirun kills the ranks shortly after passing it on (docs/sharding.md). */
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
+
+/* The run's last line: its name, how it ended, and the command that
+ * continues it (the same arguments with run_name set, so an unnamed run
+ * resumes instead of starting another). A run refused before it had a
+ * directory has no name to give. */
+static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, int argc, char **argv) {
+  if (!res->run_name[0]) return;
+  char name[GT_STR_PATH + 16], more[64];
+  snprintf(name, sizeof name, "run_name=%s", res->run_name);
+  const char *drop[] = {"run_name", "dump_config", NULL}, *drop_steps[] = {"run_name", "dump_config", "steps", NULL};
+  char ck[2200];
+  snprintf(ck, sizeof ck, "%s/checkpoints", res->run_dir);
+  int can_resume = cfg->enable_checkpointing && gt_ckpt_present(ck);
+  FILE *f = stdout;
+  fflush(stdout);
+  if (r && !can_resume) {
+    fprintf(f, "%s: ended with the error below, and has no checkpoint to resume from\n", name);
+    return;
+  }
+  if (!r && !res->interrupted) {
+    long long next = cfg->steps * 2;
+    snprintf(more, sizeof more, "steps=%lld", next);
+    fprintf(f, "%s: finished, %lld steps (exit status %d)%s", name, cfg->steps, GT_EXIT_OK,
+            can_resume ? "; to continue it to step " : "\n");
+    if (can_resume) {
+      if (cfg->learning_rate_schedule_steps > 0)
+        fprintf(f, "%lld", next);
+      else /* the schedule's length is steps: it stretches */
+        fprintf(f, "%lld (the schedule stretches to %lld steps: the learning rate jumps)", next, next);
+      if (gt_dist_size() > 1) fprintf(f, " under the same mpirun (%d ranks)", gt_dist_size());
+      fputs(": ", f);
+      const char *extra[] = {name, more, NULL};
+      gt_cli_print_command(f, "train", argc, argv, drop_steps, extra);
+      fputc('\n', f);
+    }
+    fflush(f);
+    return;
+  }
+  if (!can_resume) {
+    fprintf(f, "%s: stopped after step %lld (exit status %d) without a checkpoint (enable_checkpointing=false); "
+               "it cannot be resumed\n", name, res->steps_done - 1, GT_EXIT_STOPPED);
+    return;
+  }
+  char under[64] = "";
+  if (gt_dist_size() > 1) snprintf(under, sizeof under, " (under the same mpirun, %d ranks)", gt_dist_size());
+  if (r)
+    fprintf(f, "%s: stopped by the error below; once it is fixed, to resume from its latest checkpoint%s: ", name,
+            under);
+  else
+    fprintf(f, "%s: stopped after step %lld (exit status %d); to resume%s: ", name, res->steps_done - 1,
+            GT_EXIT_STOPPED, under);
+  const char *extra[] = {name, NULL};
+  gt_cli_print_command(f, "train", argc, argv, drop, extra);
+  fputc('\n', f);
+  fflush(f);
+}
 
 int gt_cmd_train(int argc, char **argv) {
   /* train has no options (main answers --help); main puts them first */
@@ -33,6 +90,7 @@ int gt_cmd_train(int argc, char **argv) {
     free(s);
     return 0;
   }
+  if (gt_dist_rank() == 0) gt_cli_bf16_note(&cfg, stdout);
   gt_train_opts o = {.out = stdout, .progress = isatty(STDERR_FILENO) ? stderr : NULL, .stop = &g_stop};
   gt_cli_train_test_seams(&o);
   struct sigaction sa, old[3];
@@ -52,6 +110,7 @@ int gt_cmd_train(int argc, char **argv) {
    * rank after its loop ended (pkill of every rank, one after the other)
    * must not turn its clean exit into a kill. */
   (void)old;
+  if (gt_dist_rank() == 0) run_line(&cfg, &res, r, argc, argv);
   if (r) {
     fflush(stdout);
     if (gt_dist_size() == 1) {
@@ -80,5 +139,5 @@ int gt_cmd_train(int argc, char **argv) {
     nanosleep(&pause, NULL);
     gt_dist_abort(gt_cli_exit_code(r));
   }
-  return 0;
+  return res.interrupted ? GT_EXIT_STOPPED : GT_EXIT_OK;
 }

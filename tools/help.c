@@ -11,8 +11,8 @@
 #define GT_HELP_CONFIG                                                                                 \
   "\n"                                                                                                 \
   "Options may stand anywhere among the arguments. The configuration layers as configs/base.json\n"   \
-  "-> configs/models/<model_name>.json -> config.json -> key=value (later wins);\n"                    \
-  "'gemtrain train --help' lists every key.\n"
+  "-> configs/models/<model_name>.json -> config.json (or MaxText's config.yml) -> key=value\n"      \
+  "(later wins); 'gemtrain train --help' lists every key.\n"
 
 static void train_keys(FILE *f) {
   gt_config c;
@@ -37,11 +37,12 @@ typedef struct help_entry {
 
 static const help_entry entries[] = {
     {"train", NULL, "train a model; 'gemtrain train --help' lists every configuration key",
-     "usage: gemtrain train [config.json] [key=value ...]\n"
+     "usage: gemtrain train [config.json|config.yml] [key=value ...]\n"
      "Trains a model (default: configs/base.json, the gemma3-small preset on the King James Bible,\n"
      "byte tokens). A run directory with a checkpoint resumes; SIGINT/SIGTERM write a checkpoint\n"
-     "and stop. Exit status: 0 done, 2 configuration refused, 3 the memory plan does not fit,\n"
-     "4 diverged (non-finite steps), 1 any other error.\n"
+     "and stop. The last line names the run (run_name=...) and the command that resumes or\n"
+     "continues it. Exit status: 0 done, 2 configuration refused, 3 the memory plan does not fit,\n"
+     "4 diverged (non-finite steps), 5 stopped by a signal after a checkpoint, 1 any other error.\n"
      "\n"
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
@@ -157,6 +158,9 @@ static const help_entry entries[] = {
      "key=value arguments apply to every point and win over the file's keys ('gemtrain train --help'\n"
      "lists them). Options may stand anywhere among the arguments.\n"
      "A sweep rerun in the same directory skips the points results.jsonl already records.\n"
+     "SIGINT/SIGTERM: no new point starts, the running ones checkpoint and stay pending, and the\n"
+     "command that continues is printed. Exit status: 0 every point ok, 1 some point not ok,\n"
+     "2 the sweep file or base configuration refused, 5 stopped.\n"
      "\n"
      "options:\n"
      "  --retry-failed  rerun every recorded point whose status is not ok\n"
@@ -170,8 +174,9 @@ static const help_entry entries[] = {
      "\n"
      "statuses, from how a point's process ended: exit 0 ok (with its metrics.jsonl),\n"
      "2 config_error, 3 does_not_fit (the memory plan is over the limit), 4 diverged\n"
-     "(a non-finite step), any other exit failed; a signal crashed; killed at point_timeout_s\n"
-     "timeout. A point whose configuration is refused never starts: config_error.\n",
+     "(a non-finite step), 5 pending (stopped after a checkpoint: resumed on the next run), any\n"
+     "other exit failed; a signal crashed; killed at point_timeout_s timeout. A point whose\n"
+     "configuration is refused never starts: config_error.\n",
      sweep_metrics},
     {"convert", NULL, "Hugging Face Gemma 3 / Gemma 4 checkpoints in (from_hf) and out (to_hf)",
      "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
@@ -222,20 +227,28 @@ static const help_entry entries[] = {
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"decode", NULL, "continue a prompt with trained parameters and a KV cache",
-     "usage: gemtrain decode [--ids] [config.json] load_parameters_path=PATH prompt=\"text\"\n"
+    {"decode", NULL, "continue a prompt, or answer as a chat, with trained parameters and a KV cache",
+     "usage: gemtrain decode [--ids] [--interactive] [config.json] load_parameters_path=PATH\n"
+     "                       prompt=\"text\" [chat=true] [messages_path=FILE] [stop=...]\n"
      "                       max_decode_steps=N [key=value ...]\n"
      "Continues the prompt: one pass over it (prefill), then one token per step against a KV\n"
-     "cache, until <eos> or max_decode_steps new tokens. load_parameters_path is a run or\n"
-     "checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each carries\n"
-     "its model's configuration (a model key given here must agree with it). Sampling:\n"
+     "cache, until <eos>, a stop string or max_decode_steps new tokens. load_parameters_path is a\n"
+     "run or checkpoint directory, a Hugging Face directory or a gemtrain parameter file; each\n"
+     "carries its model's configuration (a model key given here must agree with it) and its\n"
+     "tokenizer (the run's tokenizer_path, the directory's tokenizer.json; tokenizer_path=FILE\n"
+     "names another, tokenizer_path= asks for byte tokens). Sampling:\n"
      "decode_sampling_strategy=greedy|weighted|topk|nucleus, decode_sampling_temperature,\n"
-     "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed. tokenizer_path=FILE: the\n"
-     "prompt and the output go through that Hugging Face tokenizer.json (default: byte tokens).\n"
+     "decode_sampling_top_k, decode_sampling_nucleus_p, decode_seed.\n"
+     "As a chat, rendered with the model's chat template and ended at the end of its turn:\n"
+     "chat=true answers prompt as one user turn; messages_path=FILE answers each JSON Lines\n"
+     "record {\"messages\": [...]}; --interactive reads one user turn per line of standard input.\n"
+     "stop=TEXT or stop='[\"a\", \"b\"]' ends the reply before the first stop string. Output is\n"
+     "escaped for the console (control bytes, invalid UTF-8).\n"
      "\n"
      "options:\n"
-     "  --ids   also print the new token ids as a JSON array\n"
-     "  --help  this text\n" GT_HELP_CONFIG,
+     "  --ids          also print the new token ids as a JSON array\n"
+     "  --interactive  (-i) a chat: one user turn per line of standard input, the conversation kept\n"
+     "  --help         this text\n" GT_HELP_CONFIG,
      NULL},
     {"tokenize", NULL, "text or JSON Lines files into .gtok token shards",
      "usage: gemtrain tokenize [tokenizer_path=FILE] output_path=DIR [key=value ...] FILE...\n"

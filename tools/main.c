@@ -121,9 +121,38 @@ static char **reorder(const command *c, int argc, char **argv, int *n, int *help
   return out;
 }
 
+/* `--steps 10` and `--steps=10` where the command takes keys as key=value:
+ * the line that says so names the key=value to write. Only for an option
+ * that names a configuration key and is not the command's own (bench
+ * --steps); for the commands whose options are all known here. */
+static int option_is_key(const command *c, int argc, char **argv) {
+  static const char *const keyed[] = {"train", "plan", "bench", "sweep", NULL};
+  if (in_list(keyed, c->name) < 0) return 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!is_option(a)) continue;
+    char key[128];
+    const char *name = a + (a[1] == '-' ? 2 : 1), *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    if (len == 0 || len >= sizeof key) continue;
+    /* the command's own option, as --steps or --steps=N */
+    snprintf(key, sizeof key, "%.*s", (int)((size_t)(name - a) + len), a);
+    if (in_list(c->value_opts, key) >= 0) continue;
+    for (size_t k = 0; k < len; k++) key[k] = name[k] == '-' ? '_' : name[k];
+    key[len] = '\0';
+    if (!gt_config_key(key)) continue;
+    const char *v = eq ? eq + 1 : (i + 1 < argc && !is_option(argv[i + 1]) && !strchr(argv[i + 1], '=')) ? argv[i + 1] : "...";
+    fprintf(stderr, "gemtrain %s: unknown option '%s'; configuration keys are written key=value: %s=%s\n", c->name, a,
+            key, v);
+    return 1;
+  }
+  return 0;
+}
+
 static int run_command(const command *c, int argc, char **argv) {
   int n = 0, help;
   const char *sub;
+  if (option_is_key(c, argc, argv)) return GT_EXIT_CONFIG;
   char **out = reorder(c, argc, argv, &n, &help, &sub);
   int rc;
   if (help) {
@@ -145,7 +174,10 @@ static int run_command(const command *c, int argc, char **argv) {
   return rc;
 }
 
+
+
 int main(int argc, char **argv) {
+  if (argc > 0 && argv[0] && argv[0][0]) gt_cli_prog = argv[0];
   /* A step frees and re-allocates the same activation buffers; keep them in
    * the heap (no mmap per buffer, no trimming) so each step does not pay
    * page faults for memory the previous step just released. Steps run on

@@ -27,6 +27,7 @@ gt_sweep_status gt_sweep_status_of_exit(gt_sweep_exit x) {
     case GT_EXIT_CONFIG: return GT_SWEEP_CONFIG_ERROR;
     case GT_EXIT_PLAN: return GT_SWEEP_DOES_NOT_FIT;
     case GT_EXIT_NUMERIC: return GT_SWEEP_DIVERGED;
+    case GT_EXIT_STOPPED: return GT_SWEEP_PENDING; /* checkpointed: it resumes on the sweep's next run */
     default: return GT_SWEEP_FAILED; /* GT_EXIT_ERROR, 127 (exec failed), anything else */
   }
 }
@@ -101,6 +102,10 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
   }
   switch (res->status) {
     case GT_SWEEP_OK: break;
+    case GT_SWEEP_PENDING:
+      snprintf(res->reason, sizeof res->reason, "stopped after %lld steps and checkpointed; it resumes on the next run",
+               res->steps_done);
+      break;
     case GT_SWEEP_TIMEOUT:
       snprintf(res->reason, sizeof res->reason, "killed after %.1f s (point_timeout_s = %g) at step %lld",
                res->wall_seconds, point_timeout_s, res->steps_done);
@@ -120,7 +125,7 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
       else
         snprintf(res->reason, sizeof res->reason, "exit status %d with an empty log", x.code);
   }
-  if (res->status != GT_SWEEP_OK) {
+  if (res->status != GT_SWEEP_OK && res->status != GT_SWEEP_PENDING) {
     /* only a finished run's timings are comparable; keep how far it got */
     res->median_step_seconds = res->tokens_per_s_per_device = res->tflops_per_s_per_device = NAN;
     res->measured_peak_bytes = NAN;

@@ -70,7 +70,11 @@ static void gt__report(gt__runner *r, int k) {
   if (o->progress) fputs("\r\033[K", f);
   fprintf(f, "point %d/%d:", k + 1, r->s->n_points);
   for (int i = 0; i < r->s->points[k].n; i++) fprintf(f, " %s", r->s->points[k].kv[i]);
-  fprintf(f, " -> %s (%.1f s), ETA %s\n", status, isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, eta);
+  if (res->status == GT_SWEEP_PENDING)
+    fprintf(f, " -> stopped and checkpointed after %lld steps (%.1f s); it resumes on the next run\n", res->steps_done,
+            isnan(res->wall_seconds) ? 0.0 : res->wall_seconds);
+  else
+    fprintf(f, " -> %s (%.1f s), ETA %s\n", status, isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, eta);
   fflush(f);
 }
 
@@ -90,11 +94,15 @@ static void gt__status_line(gt__runner *r, const gt__slot *slots, int n_run) {
  * table and plot (rewritten so an interrupted sweep still has them). */
 static void gt__finish(gt__runner *r, int k, int ran) {
   gt_sweep_result *res = &r->res[k];
-  r->done[k] = 1;
+  /* a stopped point (checkpointed) is not a result: unrecorded, it resumes
+   * on the sweep's next run */
+  int stopped = res->status == GT_SWEEP_PENDING;
+  r->done[k] = !stopped;
   r->n_finished++;
   if (r->o->dry_run) return; /* the table says it all */
   gt_err e;
-  if (r->jsonl && gt_sweep_result_append(r->jsonl, res, &e) && r->o->out) fprintf(r->o->out, "sweep: %s\n", e.msg);
+  if (!stopped && r->jsonl && gt_sweep_result_append(r->jsonl, res, &e) && r->o->out)
+    fprintf(r->o->out, "sweep: %s\n", e.msg);
   if (ran) {
     r->n_ran_finished++;
     r->ran_seconds += res->wall_seconds;
@@ -197,6 +205,10 @@ static pid_t gt__start(gt__runner *r, int k) {
      * than train on unobserved (Linux) */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
+    /* its own process group: a Ctrl-C at the terminal reaches the sweep
+     * alone, which passes one SIGTERM on (a second signal would kill the
+     * point before its checkpoint) */
+    setpgid(0, 0);
     /* its log is its stdout and stderr, nothing on stdin */
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);
@@ -324,7 +336,11 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   snprintf(path, sizeof path, "%s/results.jsonl", r.dir);
   if ((rc = gt_sweep_results_restore(s, r.ov, o->retry_failed, path, r.res, r.done, gt__skipped_line, &r, err)))
     goto out;
-  for (int k = 0; k < n; k++) n_skipped += r.done[k];
+  for (int k = 0; k < n; k++) {
+    n_skipped += r.done[k];
+    /* a pending row shows what it will run */
+    if (!r.done[k] && (rc = gt_sweep_kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
+  }
   fd = o->dry_run ? -2 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd == -1 || (fd >= 0 && !(r.jsonl = fdopen(fd, "a")))) {
     rc = gt_err_set(err, GT_ERR_IO, "sweep: cannot write '%s': %s", path, strerror(errno));
@@ -335,13 +351,24 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   sum->n_points = n;
   sum->n_skipped = n_skipped;
   if (o->out) {
-    fprintf(o->out, "sweep %s: %d points, %d to run, %d skipped (already in %s), max_parallel %d; directory %s\n",
-            s->name, n, r.n_to_run, n_skipped, path, s->max_parallel, r.dir);
+    fprintf(o->out, "sweep %s: %d point%s, %d to run, %d skipped (already in %s), max_parallel %d; directory %s\n",
+            s->name, n, n == 1 ? "" : "s", r.n_to_run, n_skipped, path, s->max_parallel, r.dir);
     fflush(o->out);
   }
 
+  int stopping = 0;
   for (;;) {
-    while (n_run < s->max_parallel && next < n) {
+    if (o->stop && *o->stop && !stopping) {
+      /* stop: no new point; each running one checkpoints and exits */
+      stopping = (int)*o->stop;
+      for (int i = 0; i < n_run; i++) kill(slots[i].pid, SIGTERM);
+      if (o->progress) fputs("\r\033[K", o->progress);
+      if (o->out)
+        fprintf(o->out, "sweep: stopping (%s): %d running point%s checkpoint%s and stop%s\n",
+                stopping == SIGINT ? "SIGINT" : "SIGTERM", n_run, n_run == 1 ? "" : "s", n_run == 1 ? "s" : "",
+                n_run == 1 ? "s" : ""), fflush(o->out);
+    }
+    while (!stopping && n_run < s->max_parallel && next < n) {
       int k = next++;
       if (r.done[k]) continue;
       gt_sweep_result_free(&r.res[k]);
@@ -359,7 +386,7 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
         gt__finish(&r, k, 0);
       }
     }
-    if (!n_run && next >= n) break;
+    if (!n_run && (next >= n || stopping)) break;
     double now = gt_prof_now();
     for (int i = 0; i < n_run; i++) {
       int ws = 0;
@@ -386,12 +413,19 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   }
   if (o->progress) fputs("\r\033[K", o->progress), fflush(o->progress);
 
-  for (int k = 0; k < n; k++) sum->n_ok += r.res[k].status == GT_SWEEP_OK;
+  sum->stopped = stopping;
+  for (int k = 0; k < n; k++) {
+    gt_sweep_status st = r.res[k].status;
+    sum->n_ok += st == GT_SWEEP_OK;
+    sum->n_pending += st == GT_SWEEP_PENDING;
+    sum->n_not_ok += st != GT_SWEEP_OK && st != GT_SWEEP_PENDING && st != GT_SWEEP_WOULD_RUN;
+  }
   if (o->dry_run) {
     if (o->out) {
       int would = 0;
       for (int k = 0; k < n; k++) would += r.res[k].status == GT_SWEEP_WOULD_RUN;
-      fprintf(o->out, "sweep %s (dry run): %d of %d points would run, %d skipped; nothing written\n", s->name, would, n,
+      fprintf(o->out, "sweep %s (dry run): %d of %d point%s would run, %d skipped; nothing written\n", s->name, would, n,
+              n == 1 ? "" : "s",
               n_skipped);
       gt_sweep_print_table(o->out, s, r.res);
     }
@@ -402,8 +436,9 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   snprintf(path, sizeof path, "%s/plot.svg", r.dir);
   if ((rc = gt_sweep_write_plot(s, r.res, path, err))) goto out;
   if (o->out) {
-    fprintf(o->out, "sweep %s: ran %d, skipped %d; %d of %d points ok; %.1f s\n", s->name, sum->n_ran, n_skipped,
-            sum->n_ok, n, gt_prof_now() - r.t_start);
+    fprintf(o->out, "sweep %s: ran %d, skipped %d; %d of %d point%s ok%s; %.1f s\n", s->name, sum->n_ran, n_skipped,
+            sum->n_ok, n, n == 1 ? "" : "s", stopping ? " (stopped before the others finished)" : "",
+            gt_prof_now() - r.t_start);
     fprintf(o->out, "wrote %s/results.jsonl, results.md%s\n", r.dir, s->plot_x[0] ? " and plot.svg" : "");
     gt_sweep_print_table(o->out, s, r.res);
     fflush(o->out);

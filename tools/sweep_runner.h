@@ -6,6 +6,7 @@
 #ifndef GT_SWEEP_RUNNER_H
 #define GT_SWEEP_RUNNER_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "sweep/sweep.h"
@@ -21,10 +22,18 @@ typedef struct gt_sweep_run_opts {
   int dry_run;            /* check every point (config, plan) and print the table; run and write nothing */
   FILE *out;              /* a line per point (when progress is NULL) and the summary; NULL: silent */
   FILE *progress;         /* a terminal: point lines and a live status line go here */
+  /* Non-NULL: when *stop becomes non-zero (the signal number, set by the
+   * caller's handler), no further point starts, each running point gets one
+   * SIGTERM (it checkpoints and exits GT_EXIT_STOPPED, left pending so the
+   * next run of the sweep resumes it) and the run returns once they end. */
+  volatile sig_atomic_t *stop;
 } gt_sweep_run_opts;
 
 typedef struct gt_sweep_summary {
   int n_points, n_ran, n_skipped, n_ok;
+  int n_pending;  /* not finished: never started, or stopped and checkpointed */
+  int n_not_ok;   /* finished with another status than ok (this run or recorded before) */
+  int stopped;    /* the signal that stopped the sweep (*o->stop), else 0 */
   char dir[GT_STR_PATH]; /* the sweep directory */
 } gt_sweep_summary;
 

@@ -44,7 +44,7 @@ GT_API const char *gt_ctx_error(const gt_ctx *c);
 
 /* Builds the configuration exactly as `gemtrain train` does: configs/base.json,
  * then the preset, then the overrides ("key=value"). `preset` is a preset name
- * (configs/models/<name>.json, e.g. "gemma3-tiny"), a path to a .json config
+ * (configs/models/<name>.json, e.g. "gemma3-tiny"), a path to a .json (or MaxText .yml) config
  * file, or NULL for base.json's default. Any previous model is freed. */
 GT_API gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, const char *const *overrides);
 

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* dladdr */
 #include "config/config.h"
+#include "config/yaml.h"
 #include "dist/dist.h"
 
 #include <cjson/cJSON.h>
@@ -8,9 +9,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 /* F: an ordinary key's field. M: a model key's field, one that defines the
@@ -259,8 +262,14 @@ static const gt_key_spec gt__keys[] = {
     {"sample_tokens", GT_KEY_INT, F(sample_tokens), 0, 1 << 20, NULL,
      "tokens of text generated from the trained model at the end (0: none)"},
     {"sample_prompt", GT_KEY_STR, F(sample_prompt), 0, 0, NULL,
-     "text the end-of-run sample continues (byte tokens, or tokenizer_path's)"},
+     "text the end-of-run sample continues (byte tokens, or tokenizer_path's); with use_sft, the user turn the "
+     "model answers"},
+    {"sample_at_end", GT_KEY_ENUM, F(sample_at_end), 0, 0, "auto|on|off",
+     "the end-of-run sample: on, off, or auto (on, except for use_sft runs)"},
     /* seeing inside a run (MaxText's keys) */
+    {"log_period", GT_KEY_INT, F(log_period), 1, BIG, NULL,
+     "print the step line every this many steps (and the first, the last and every eval); metrics.jsonl and "
+     "TensorBoard still get every step. Without a terminal the line also says step N of total and the ETA"},
     {"enable_tensorboard", GT_KEY_BOOL, F(enable_tensorboard), 0, 1, NULL,
      "write TensorBoard event files (scalars of every step) into <run directory>/tensorboard"},
     {"profiler", GT_KEY_ENUM, F(profiler), 0, 0, "|trace",
@@ -269,9 +278,11 @@ static const gt_key_spec gt__keys[] = {
     {"skip_first_n_steps_for_profiler", GT_KEY_INT, F(skip_first_n_steps_for_profiler), 0, BIG, NULL,
      "steps run before the profiler starts recording (the first steps warm caches and allocators)"},
     /* decoding (gemtrain decode) */
-    {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL, "text gemtrain decode continues (byte tokens)"},
+    {"prompt", GT_KEY_STR, F(prompt), 0, 0, NULL,
+     "text gemtrain decode continues (with chat, the user turn it answers)"},
     {"max_decode_steps", GT_KEY_INT, F(max_decode_steps), 0, 1 << 24, NULL,
-     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>)"},
+     "gemtrain decode: new tokens to generate at most (it stops earlier at <eos>, the end of a chat turn or a "
+     "stop string)"},
     {"decode_sampling_strategy", GT_KEY_ENUM, F(decode_sampling_strategy), 0, 0, "greedy|weighted|topk|nucleus",
      "greedy (argmax), weighted (softmax(logits / temperature)), topk or nucleus (top-p), as MaxText"},
     {"decode_sampling_temperature", GT_KEY_FLOAT, F(decode_sampling_temperature), 0, 1e6, NULL,
@@ -281,6 +292,15 @@ static const gt_key_spec gt__keys[] = {
     {"decode_sampling_nucleus_p", GT_KEY_FLOAT, F(decode_sampling_nucleus_p), -1, 1, NULL,
      "nucleus: sample among the fewest most likely tokens whose probability reaches p (-1: unset)"},
     {"decode_seed", GT_KEY_INT, F(decode_seed), 0, 2147483647, NULL, "seed of the decoding sampler"},
+    {"chat", GT_KEY_BOOL, F(chat), 0, 1, NULL,
+     "gemtrain decode: render prompt as one user turn with the model's chat template and stop at the end of the "
+     "model's turn"},
+    {"messages_path", GT_KEY_STR, F(messages_path), 0, 0, NULL,
+     "gemtrain decode: a JSON Lines file of chat records {\"messages\": [{\"role\": ..., \"content\": ...}]}, each "
+     "answered as the model's next turn"},
+    {"stop", GT_KEY_STR, F(stop), 0, 0, NULL,
+     "gemtrain decode: generation stops when the text contains this string (a JSON list: any of them); the reply "
+     "ends before it"},
     /* devices */
     {"num_devices", GT_KEY_INT, F(num_devices), 1, 1024, NULL,
      "worker threads standing in for devices"},
@@ -377,7 +397,224 @@ static const char *gt__nearest_key(const char *name) {
   return bestd <= limit ? best : NULL;
 }
 
+/* ---------- keys from elsewhere: MaxText's and Hugging Face's ---------- */
+
+/* MaxText keys that change nothing on a CPU (how XLA compiles, TPU kernels
+ * and their block sizes, cloud logging): accepted with a note, whatever
+ * their value, so a MaxText config runs as it is. */
+static const char *const gt__noop_keys[][2] = {
+    {"scan_layers", "the layers always run one after another, each its own remat boundary"},
+    {"param_scan_axis", "the layers always run one after another, each its own remat boundary"},
+    {"attention", "there is one CPU attention kernel, tiled with an online softmax"},
+    {"sa_block_q", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_kv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_kv_compute", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_q_dkv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_kv_dkv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_kv_dkv_compute", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_q_dq", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_block_kv_dq", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
+    {"sa_use_fused_bwd_kernel", "there is one CPU attention kernel"},
+    {"hardware", "gemtrain runs on CPUs only"},
+    {"fused_qkv", "the kernels choose their own fusion"},
+    {"fused_mlp", "the kernels choose their own fusion"},
+    {"megablox", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"sparse_matmul", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"use_iota_embed", "the embedding is a row gather"},
+    {"float32_qk_product", "attention scores are always float32"},
+    {"float32_logits", "logits are always float32"},
+    {"cast_logits_to_fp32", "logits are always float32"},
+    {"async_checkpointing", "checkpoints are written between steps, atomically"},
+    {"checkpoint_storage_use_ocdbt", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
+    {"checkpoint_storage_use_zarr3", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
+    {"checkpoint_storage_concurrent_gb", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
+    {"enable_single_replica_ckpt_restoring", "every rank reads its own checkpoint shards"},
+    {"enable_goodput_recording", "there is no goodput recorder"},
+    {"monitor_goodput", "there is no goodput recorder"},
+    {"enable_pathways_goodput", "there is no goodput recorder"},
+    {"gcs_metrics", "metrics go to <run directory>/metrics.jsonl"},
+    {"metrics_file", "metrics go to <run directory>/metrics.jsonl"},
+    {"save_config_to_gcs", "the resolved config goes to <run directory>/config.json"},
+    {"upload_all_profiler_results", "profiler=trace writes <run directory>/trace.json"},
+    {"use_vertex_tensorboard", "TensorBoard events go to <run directory>/tensorboard"},
+    {"jax_cache_dir", "there is no JAX"},
+    {"jax_debug_log_modules", "there is no JAX"},
+    {"jax_distributed_initialization_timeout", "ranks start under mpirun (collective_timeout_seconds bounds a wait)"},
+    {"skip_jax_distributed_system", "ranks start under mpirun"},
+    {"enable_single_controller", "ranks start under mpirun"},
+    {"compile_topology", "there is no ahead-of-time compilation"},
+    {"compile_topology_num_slices", "there is no ahead-of-time compilation"},
+    {"allow_split_physical_axes", "devices are worker threads; the mesh is data x fsdp x expert"},
+    {"custom_mesh", "devices are worker threads; the mesh is data x fsdp x expert"},
+    {"optimize_mesh_for_tpu_v6e", "devices are worker threads; the mesh is data x fsdp x expert"},
+    {"mesh_axes", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"logical_axis_rules", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"data_sharding", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"input_data_sharding_logical_axes", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"enable_dropout", "the model has no dropout (lora_dropout is the adapters')"},
+    {"base_config", "the base is gemtrain's configs/base.json, then the model_name preset"},
+};
+
+/* MaxText keys of features gemtrain does not have. Set to the value that
+ * leaves the feature off (MaxText's default, as its base.yml writes it) they
+ * are accepted with a note; any other value is refused as not supported,
+ * never answered with a key of some other feature. */
+static const struct {
+  const char *name, *off, *what;
+} gt__unsupported_keys[] = {
+    {"ici_tensor_parallelism", "1", "tensor parallelism"},
+    {"ici_tensor_transpose_parallelism", "1", "tensor parallelism"},
+    {"ici_tensor_sequence_parallelism", "1", "tensor-sequence parallelism"},
+    {"ici_sequence_parallelism", "1", "sequence parallelism"},
+    {"ici_context_parallelism", "1", "context parallelism"},
+    {"ici_context_autoregressive_parallelism", "1", "autoregressive parallelism"},
+    {"ici_autoregressive_parallelism", "1", "autoregressive parallelism"},
+    {"ici_pipeline_parallelism", "1", "pipeline parallelism"},
+    {"dcn_tensor_parallelism", "1", "tensor parallelism"},
+    {"dcn_tensor_transpose_parallelism", "1", "tensor parallelism"},
+    {"dcn_tensor_sequence_parallelism", "1", "tensor-sequence parallelism"},
+    {"dcn_sequence_parallelism", "1", "sequence parallelism"},
+    {"dcn_context_parallelism", "1", "context parallelism"},
+    {"dcn_context_autoregressive_parallelism", "1", "autoregressive parallelism"},
+    {"dcn_autoregressive_parallelism", "1", "autoregressive parallelism"},
+    {"dcn_pipeline_parallelism", "1", "pipeline parallelism"},
+    {"num_layers_per_pipeline_stage", "1", "pipeline parallelism"},
+    {"num_pipeline_repeats", "-1", "pipeline parallelism"},
+    {"num_pipeline_microbatches", "-1", "pipeline parallelism"},
+    {"pipeline_parallel_layers", "-1", "pipeline parallelism"},
+    {"pipeline_delay_activation_forwarding", "false", "pipeline parallelism"},
+    {"pipeline_fsdp_ag_once", "false", "pipeline parallelism"},
+    {"quantization", "", "quantized training (AQT, fp8)"},
+    {"quantize_kvcache", "false", "a quantized KV cache"},
+    {"dropout_rate", "0", "dropout in the base model"},
+    {"capacity_factor", "-1", "MoE token dropping (every routed token is computed)"},
+    {"use_dpo", "false", "DPO training"},
+    {"use_multimodal", "false", "multimodal inputs"},
+    {"reuse_example_batch", "0", "reusing one batch for every step"},
+};
+
+/* Hugging Face Trainer / TRL / PEFT names and what gemtrain calls the same
+ * thing (a name close to a gemtrain key but meaning something else is
+ * answered here, before the edit distance guesses). */
+static const char *const gt__hf_names[][2] = {
+    {"gradient_checkpointing", "remat_policy (true is remat_policy=full, false remat_policy=none; "
+                               "docs/memory-plan.md lists the policies between)"},
+    {"weight_decay", "adam_weight_decay"},
+    {"save_steps", "checkpoint_period"},
+    {"save_total_limit", "max_num_checkpoints_to_keep"},
+    {"batch_size", "per_device_batch_size (sequences per device per step)"},
+    {"per_device_train_batch_size", "per_device_batch_size"},
+    {"train_batch_size", "per_device_batch_size (the global batch is per_device_batch_size x num_devices)"},
+    {"warmup_steps", "warmup_steps_fraction (a fraction of the schedule: warmup_steps=100 of steps=1000 is "
+                     "warmup_steps_fraction=0.1)"},
+    {"warmup_ratio", "warmup_steps_fraction"},
+    {"num_train_epochs", "steps (gemtrain counts optimizer steps: epochs x training rows per epoch / global batch; "
+                         "the run's 'order:' line and `gemtrain data` give the rows per epoch)"},
+    {"epochs", "steps (gemtrain counts optimizer steps: epochs x training rows per epoch / global batch; "
+               "the run's 'order:' line and `gemtrain data` give the rows per epoch)"},
+    {"max_steps", "steps"},
+    {"lr", "learning_rate"},
+    {"lr_scheduler_type", "lr_schedule_type"},
+    {"max_grad_norm", "gradient_clipping_threshold"},
+    {"adam_beta1", "adam_b1"},
+    {"adam_beta2", "adam_b2"},
+    {"adam_epsilon", "adam_eps"},
+    {"optim", "opt_type"},
+    {"seed", "init_weights_seed and data_shuffle_seed"},
+    {"output_dir", "base_output_directory (the run's directory is base_output_directory/run_name)"},
+    {"logging_steps", "log_period"},
+    {"eval_strategy", "eval_interval (steps between evaluations; -1: never)"},
+    {"evaluation_strategy", "eval_interval (steps between evaluations; -1: never)"},
+    {"per_device_eval_batch_size", "eval_steps (batches per eval, each of the training batch's size)"},
+    {"max_seq_length", "max_target_length"},
+    {"max_length", "max_target_length"},
+    {"seq_length", "max_target_length"},
+    {"bf16", "dtype=bfloat16"},
+    {"fp16", "dtype=bfloat16 (there is no float16 path)"},
+    {"torch_dtype", "dtype"},
+    {"model_name_or_path", "load_parameters_path (a Hugging Face directory) or model_name (a preset)"},
+    {"resume_from_checkpoint", "run_name (a run resumes its own latest checkpoint) or load_full_state_path"},
+    {"dataset_text_field", "train_data_columns"},
+    {"report_to", "enable_tensorboard"},
+    {"r", "lora_rank"},
+    {"lora_r", "lora_rank"},
+    {"target_modules", "lora_module_path (a regular expression over parameter names)"},
+    {"use_rslora", "lora_use_rslora"},
+    {"completion_only_loss", "sft_train_on_completion_only"},
+    {"steps_per_epoch", "steps"},
+};
+
+static const char *gt__noop_why(const char *key) {
+  for (size_t i = 0; i < sizeof gt__noop_keys / sizeof gt__noop_keys[0]; i++)
+    if (!strcmp(key, gt__noop_keys[i][0])) return gt__noop_keys[i][1];
+  return NULL;
+}
+
+static int gt__unsupported_at(const char *key) {
+  for (size_t i = 0; i < sizeof gt__unsupported_keys / sizeof gt__unsupported_keys[0]; i++)
+    if (!strcmp(key, gt__unsupported_keys[i].name)) return (int)i;
+  return -1;
+}
+
+/* A value that leaves a feature off: the same number, or the same word
+ * (true/false in any case; 1/0 for booleans). */
+static int gt__is_off_value(const char *off, const char *v) {
+  while (isspace((unsigned char)*v)) v++;
+  char *e1, *e2;
+  double a = strtod(off, &e1), b = strtod(v, &e2);
+  if (*off && *v && !*e1 && !*e2) return a == b;
+  if (!strcasecmp(off, "false")) return !strcasecmp(v, "false") || !strcmp(v, "0") || !*v;
+  return !strcasecmp(off, v);
+}
+
+void gt_config_add_note(gt_config *cfg, const char *fmt, ...) {
+  size_t n = strlen(cfg->notes);
+  if (n + 2 >= sizeof cfg->notes) return;
+  va_list ap;
+  va_start(ap, fmt);
+  char line[512];
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (strstr(cfg->notes, line)) return; /* the same key in two layers: one note */
+  snprintf(cfg->notes + n, sizeof cfg->notes - n, "%s\n", line);
+}
+
+/* A key outside the table that is still known: a no-op MaxText key (noted,
+ * GT_OK), an unsupported feature (off: noted, GT_OK; on: refused). Returns
+ * -1 when the key is neither. */
+static int gt__foreign_key(gt_config *cfg, const char *key, const char *value, const char *source, gt_err *err,
+                           gt_rc *rc) {
+  const char *why = gt__noop_why(key);
+  if (why) {
+    gt_config_add_note(cfg, "config: MaxText key '%s' has no effect here (%s); accepted and ignored", key, why);
+    *rc = GT_OK;
+    return 1;
+  }
+  int u = gt__unsupported_at(key);
+  if (u < 0) return -1;
+  if (value && gt__is_off_value(gt__unsupported_keys[u].off, value)) {
+    gt_config_add_note(cfg, "config: MaxText key '%s' = %s leaves %s off; accepted and ignored", key,
+                       *value ? value : "''", gt__unsupported_keys[u].what);
+    *rc = GT_OK;
+    return 1;
+  }
+  *rc = gt_err_set(err, GT_ERR_CONFIG,
+                   "config: MaxText key '%s' = '%s' (in %s) asks for %s, which gemtrain does not support; remove "
+                   "it (or set it to %s%s%s)",
+                   key, value ? value : "", source, gt__unsupported_keys[u].what,
+                   gt__unsupported_keys[u].off[0] ? "" : "'", gt__unsupported_keys[u].off,
+                   gt__unsupported_keys[u].off[0] ? "" : "'");
+  return 1;
+}
+
 static gt_rc gt__unknown_key(const char *key, const char *source, gt_err *err) {
+  for (size_t i = 0; i < sizeof gt__hf_names / sizeof gt__hf_names[0]; i++)
+    if (!strcmp(key, gt__hf_names[i][0]))
+      return gt_err_set(err, GT_ERR_CONFIG, "config: unknown key '%s' (in %s); gemtrain's name for it is %s", key,
+                        source, gt__hf_names[i][1]);
+  if (gt__unsupported_at(key) >= 0)
+    return gt_err_set(err, GT_ERR_CONFIG, "config: MaxText key '%s' (in %s) asks for %s, which gemtrain does not support",
+                      key, source, gt__unsupported_keys[gt__unsupported_at(key)].what);
   const char *near = gt__nearest_key(key);
   if (near)
     return gt_err_set(err, GT_ERR_CONFIG, "config: unknown key '%s' (in %s); did you mean '%s'?",
@@ -500,6 +737,8 @@ static void gt__num_text(double v, char *buf, size_t n) {
 gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const char *source,
                     gt_err *err) {
   const gt_key_spec *k = gt_config_key(key);
+  gt_rc frc;
+  if (!k && gt__foreign_key(cfg, key, value, source, err, &frc) >= 0) return frc;
   if (!k) return gt__unknown_key(key, source, err);
   char *field = (char *)cfg + k->offset;
   char lo[32], hi[32];
@@ -620,6 +859,11 @@ static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
   size_t n;
   gt_rc rc = gt_read_file(path, "config: file", &buf, &n, err);
   if (rc) return rc;
+  if (gt_config_path_is_yaml(path)) { /* MaxText's form of the same keys */
+    rc = gt_config_parse_yaml(buf, n, path, out, err);
+    free(buf);
+    return rc;
+  }
   /* a NUL byte would end the text cJSON sees: what follows it would be
    * ignored, so it is refused as not JSON at its line */
   const char *nul = memchr(buf, '\0', n), *where = nul;
@@ -653,6 +897,17 @@ static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, s
     snprintf(buf, n, "%s", cJSON_IsTrue(it) ? "true" : "false");
   } else if (cJSON_IsNumber(it)) {
     snprintf(buf, n, "%.17g", it->valuedouble);
+  } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "stop")) {
+    /* a list of stop strings stays a JSON list, the form the key reads */
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) if (!cJSON_IsString(e))
+      return gt_err_set(err, GT_ERR_CONFIG, "config: key 'stop' in '%s' must be a string or a list of strings", path);
+    char *t = cJSON_PrintUnformatted(it);
+    if (!t) return gt_err_set(err, GT_ERR_NOMEM, "config: no memory for key 'stop'");
+    int too_long = strlen(t) >= n;
+    snprintf(buf, n, "%s", t);
+    cJSON_free(t);
+    if (too_long) return gt_err_set(err, GT_ERR_CONFIG, "config: key 'stop' in '%s' is too long", path);
   } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "trainable_parameters_mask")) {
     /* MaxText's list of expressions: joined by spaces, the key's separator */
     size_t o = 0;
@@ -676,11 +931,21 @@ static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, 
   const cJSON *it;
   cJSON_ArrayForEach(it, obj) {
     char text[GT_STR_PATH + 32];
-    gt_rc rc = gt__json_value_text(it, path, text, sizeof text, err);
+    gt_rc rc;
+    /* a MaxText key outside the table may hold a list or a map (mesh_axes,
+     * logical_axis_rules): it is judged by name, and by value when a
+     * scalar says whether its feature is off */
+    if (!gt_config_key(it->string) && (cJSON_IsArray(it) || cJSON_IsObject(it) || cJSON_IsNull(it))) {
+      if (gt__foreign_key(cfg, it->string, cJSON_IsNull(it) ? "" : "[...]", path, err, &rc) < 0)
+        return gt__unknown_key(it->string, path, err);
+      if (rc) return rc;
+      continue;
+    }
+    rc = gt__json_value_text(it, path, text, sizeof text, err);
     if (rc) return rc;
     rc = gt_config_set(cfg, it->string, text, path, err);
     if (rc) return rc;
-    if (seen) seen[gt_config_key(it->string) - gt__keys] = 1;
+    if (seen && gt_config_key(it->string)) seen[gt_config_key(it->string) - gt__keys] = 1;
   }
   return GT_OK;
 }
@@ -763,13 +1028,14 @@ static void gt__list_presets(const char *dir, char *buf, size_t n) {
   }
 }
 
-static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char **value, gt_err *err) {
+static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char **value, const char *source,
+                                gt_err *err) {
   const char *eq = strchr(ov, '=');
   if (!eq || eq == ov)
-    return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: argument '%s' is not key=value (or a .json config file)", ov);
+    return gt_err_set(err, GT_ERR_CONFIG, "config: argument '%s' (in %s) is not key=value (or a .json or .yml config file)",
+                      ov, source);
   size_t len = (size_t)(eq - ov);
-  if (len >= kn) return gt__unknown_key(ov, "the command line", err);
+  if (len >= kn) return gt__unknown_key(ov, source, err);
   memcpy(key, ov, len);
   key[len] = '\0';
   *value = eq + 1;
@@ -778,6 +1044,11 @@ static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char
 
 gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
                      const char *const *overrides, gt_err *err) {
+  return gt_config_load_from(cfg, config_dir, user_file, n_overrides, overrides, "the command line", err);
+}
+
+gt_rc gt_config_load_from(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
+                          const char *const *overrides, const char *source, gt_err *err) {
   memset(cfg, 0, sizeof *cfg);
   char dirbuf[GT_STR_PATH];
   if (!config_dir) config_dir = gt_config_default_dir(dirbuf, sizeof dirbuf);
@@ -811,9 +1082,8 @@ gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_fi
   for (int i = 0; i < n_overrides; i++) {
     char key[128];
     const char *value;
-    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, err))) goto done;
-    if (!strcmp(key, "model_name") &&
-        (rc = gt_config_set(cfg, key, value, "the command line", err)))
+    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, source, err))) goto done;
+    if (!strcmp(key, "model_name") && (rc = gt_config_set(cfg, key, value, source, err)))
       goto done;
   }
 
@@ -839,8 +1109,8 @@ gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_fi
   for (int i = 0; i < n_overrides; i++) {
     char key[128];
     const char *value;
-    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, err))) goto done;
-    if ((rc = gt_config_set(cfg, key, value, "the command line", err))) goto done;
+    if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, source, err))) goto done;
+    if ((rc = gt_config_set(cfg, key, value, source, err))) goto done;
     gt__mark_user_set(cfg, key);
   }
   rc = gt_config_validate(cfg, err);

@@ -143,7 +143,9 @@ typedef struct gt_config {
   char output_logits_path[GT_STR_PATH];
   long long sample_tokens;
   char sample_prompt[GT_STR_PATH];
+  char sample_at_end[GT_STR_SHORT]; /* auto | on | off */
   /* seeing inside a run */
+  long long log_period;
   int enable_tensorboard;
   char profiler[GT_STR_SHORT];
   long long profiler_steps;
@@ -156,6 +158,9 @@ typedef struct gt_config {
   long long decode_sampling_top_k;
   double decode_sampling_nucleus_p;
   long long decode_seed;
+  int chat;                          /* decode: the prompt is a user turn of the model's chat template */
+  char messages_path[GT_STR_PATH];   /* decode: JSON Lines chat records to answer */
+  char stop[GT_STR_PATH];            /* decode: stop strings (one, or a JSON list) */
   /* devices */
   long long num_devices;
   long long threads_per_device;
@@ -174,6 +179,10 @@ typedef struct gt_config {
    * model source (load_parameters_path) refuse an explicit model key that
    * contradicts the model it loads, and replace the preset's silently. */
   unsigned char user_set[GT_CONFIG_MAX_KEYS / 8];
+  /* Lines for the user that are not errors, each ending in '\n': MaxText
+   * keys accepted with no effect here (gt_config_set). The command prints
+   * them; they are not part of the configuration (config.json, checksums). */
+  char notes[2048];
 } gt_config;
 
 typedef enum gt_key_type { GT_KEY_INT, GT_KEY_FLOAT, GT_KEY_BOOL, GT_KEY_STR, GT_KEY_ENUM } gt_key_type;
@@ -209,10 +218,15 @@ void gt_config_mark_user_set(gt_config *cfg, const char *key);
  * install prefix's. */
 const char *gt_config_default_dir(char *buf, size_t n);
 
-/* Load and validate. config_dir NULL = gt_config_default_dir(). user_file and
+/* Load and validate. config_dir NULL = gt_config_default_dir(). user_file
+ * (JSON, or MaxText's YAML when it ends in .yml/.yaml: config/yaml.h) and
  * overrides may be NULL/0. Each override is "key=value". */
 gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file,
                      int n_overrides, const char *const *overrides, gt_err *err);
+/* The same; `source` names the overrides in messages (gt_config_load says
+ * "the command line"). */
+gt_rc gt_config_load_from(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
+                          const char *const *overrides, const char *source, gt_err *err);
 /* Set one key from its text form (type-checked and range-checked, not
  * cross-validated). `source` names where it came from, for messages. */
 gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value,
@@ -220,6 +234,8 @@ gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value,
 /* Set every key of a JSON object given as text (as gt_config_set does, each
  * checked; not cross-validated). `source` names it in messages. */
 gt_rc gt_config_apply_json_text(gt_config *cfg, const char *json, const char *source, gt_err *err);
+/* Append one line (printf-style, without its '\n') to cfg->notes, once. */
+void gt_config_add_note(gt_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Cross-key consistency checks. */
 gt_rc gt_config_validate(const gt_config *cfg, gt_err *err);
 

@@ -115,8 +115,8 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   }
   PUT("; a token attends only within its document, positions restart at each document, no target crosses a "
       "document's end\n");
-  PUT("order: %lld training rows per epoch in %d part%s, ", (long long)d->n_train_rows, d->train->n_parts,
-      d->train->n_parts > 1 ? "s" : "");
+  PUT("order: %lld training row%s per epoch in %d part%s, ", (long long)d->n_train_rows, d->n_train_rows == 1 ? "" : "s",
+      d->train->n_parts, d->train->n_parts > 1 ? "s" : "");
   if (d->shuffle)
     PUT("shuffled (data_shuffle_seed %llu: parts and the rows within each, a new order each epoch)",
         (unsigned long long)d->seed);
@@ -129,7 +129,7 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   }
   int64_t unread = d->train->n_tokens - used;
   if (unread > 0 && !whole) PUT(" (%lld tokens after the last whole row of a part are not read)", (long long)unread);
-  PUT("; eval: %lld rows in order", (long long)d->n_eval_rows);
+  PUT("; eval: %lld row%s in order", (long long)d->n_eval_rows, d->n_eval_rows == 1 ? "" : "s");
 #undef PUT
   d->desc = strdup(buf);
 }

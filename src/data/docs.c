@@ -183,8 +183,15 @@ static void gt__field_list(const cJSON *rec, char *buf, size_t n) {
 static gt_rc gt__no_field(const cJSON *rec, const char *name, const char *file, int64_t line, gt_err *err) {
   char have[400];
   gt__field_list(rec, have, sizeof have);
-  return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s",
-                    file, (long long)line, name, have);
+  /* a chat or prompt/completion file read with the default columns: the
+   * keys that read it */
+  const char *fix = "";
+  if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(rec, "messages")))
+    fix = "; a chat file: set train_data_columns=messages and use_sft=true";
+  else if (cJSON_GetObjectItemCaseSensitive(rec, "prompt") && cJSON_GetObjectItemCaseSensitive(rec, "completion"))
+    fix = "; a prompt/completion file: set train_data_columns=prompt,completion and use_sft=true";
+  return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: no field '%s' (train_data_columns); the record has %s%s",
+                    file, (long long)line, name, have, fix);
 }
 
 static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *file, int64_t line, const char **s,

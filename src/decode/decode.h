@@ -145,6 +145,7 @@ typedef struct gt_decode_stats {
   double prefill_seconds;  /* the prompt's pass */
   double generate_seconds; /* sampling and one-token steps after it */
   int stopped_at_eos;      /* the last new token is <eos> (id 1) */
+  int stopped_by_caller;   /* the stop function ended it after the last new token */
 } gt_decode_stats;
 
 #define GT_DECODE_EOS 1
@@ -156,10 +157,24 @@ typedef struct gt_decode_stats {
 gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt, int64_t max_new,
                          int32_t *out, float *logits_out, gt_decode_stats *st, gt_err *err);
 
+/* The same, and after each new token that is not <eos>, stop(ctx, out,
+ * n_new, &halt, err) decides whether to end there (halt = 1); an error it
+ * returns ends the generation with that error. */
+typedef gt_rc (*gt_decode_stop_fn)(void *ctx, const int32_t *out, int64_t n_new, int *halt, gt_err *err);
+gt_rc gt_decode_generate_until(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt,
+                               int64_t max_new, int32_t *out, float *logits_out, gt_decode_stop_fn stop, void *ctx,
+                               gt_decode_stats *st, gt_err *err);
+
+/* Whether `gemtrain train` ends with a sample: sample_tokens > 0 and
+ * sample_at_end on, or auto and not an SFT run (use_sft). */
+int gt_decode_sample_wanted(const gt_config *cfg);
 /* The closing sample of `gemtrain train`: sample_tokens tokens after
  * sample_prompt (temperature 0.7, seeded by init_weights_seed), through
- * tokenizer_path when set, else byte tokens. *text (malloc'd; the caller
- * frees it) is the prompt and its continuation; *n_new the tokens sampled. */
+ * tokenizer_path when set, else byte tokens. With use_sft the prompt is a
+ * user turn of the model's chat template and the sample ends at the end of
+ * the model's turn. *text (malloc'd; the caller frees it) is the prompt and
+ * its continuation ("user: <prompt>\nmodel: <reply>" for a chat), escaped
+ * for the console (gt_text_escape); *n_new the tokens sampled. */
 gt_rc gt_decode_sample_text(gt_model *m, const gt_config *cfg, char **text, int64_t *n_new, gt_err *err);
 
 #ifdef __cplusplus

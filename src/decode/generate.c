@@ -6,6 +6,12 @@
 
 gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt, int64_t max_new,
                          int32_t *out, float *logits_out, gt_decode_stats *st, gt_err *err) {
+  return gt_decode_generate_until(d, s, prompt, n_prompt, max_new, out, logits_out, NULL, NULL, st, err);
+}
+
+gt_rc gt_decode_generate_until(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt,
+                               int64_t max_new, int32_t *out, float *logits_out, gt_decode_stop_fn stop, void *ctx,
+                               gt_decode_stats *st, gt_err *err) {
   memset(st, 0, sizeof *st);
   st->n_prompt = n_prompt;
   if (max_new < 0) return gt_err_set(err, GT_ERR_ARG, "decode: max_decode_steps = %lld is negative", (long long)max_new);
@@ -30,6 +36,12 @@ gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, in
     out[st->n_new++] = tok;
     if (tok == GT_DECODE_EOS) {
       st->stopped_at_eos = 1;
+      break;
+    }
+    int halt = 0;
+    if (stop && (rc = stop(ctx, out, st->n_new, &halt, err))) break;
+    if (halt) {
+      st->stopped_by_caller = 1;
       break;
     }
     if (k + 1 < max_new) rc = gt_decoder_step(d, tok, logits, err);

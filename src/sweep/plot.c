@@ -1,5 +1,6 @@
 /* plot.svg: plot.y against plot.x over the points that finished ok, one
- * series per combination of the other swept keys. */
+ * series per combination of the other swept keys; x on a log axis for a
+ * learning-rate-like key. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -14,6 +15,22 @@ static int gt__parse_number(const char *s, double *v) {
   errno = 0;
   *v = strtod(s, &end);
   return end != s && !*end && !errno && isfinite(*v);
+}
+
+/* A learning-rate-like key gets a log axis: a rate, a decay or an epsilon
+ * by its name, or any positive values that span two decades or more (a grid
+ * of 1e-4, 1e-3, 1e-2 on a linear axis puts two of three points at 0). */
+static int gt__log_axis(const char *key, const gt_sweep_result *res, int n, const double *xs) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    if (res[i].status != GT_SWEEP_OK) continue;
+    if (!(xs[i] > 0)) return 0;
+    lo = fmin(lo, xs[i]), hi = fmax(hi, xs[i]);
+  }
+  if (!isfinite(lo) || hi <= lo) return 0;
+  int named = strstr(key, "learning_rate") || strstr(key, "weight_decay") || strstr(key, "eps") ||
+              !strcmp(key, "lr") || strstr(key, "_lr");
+  return named || hi / lo >= 100;
 }
 
 gt_rc gt_sweep_write_plot(const gt_sweep *s, const gt_sweep_result *res, const char *path, gt_err *err) {
@@ -125,7 +142,8 @@ gt_rc gt_sweep_write_plot(const gt_sweep *s, const gt_sweep_result *res, const c
   char title[2 * GT_STR_PATH + 256], ylabel[128];
   snprintf(title, sizeof title, "%s: %s vs %s", s->name, s->plot_y, s->plot_x);
   gt_sweep_metric_header(s->plot_y, ylabel, sizeof ylabel);
-  gt_chart chart = {title, xlabel, ylabel, n_drawn, series, 0};
+  gt_chart chart = {title, xlabel, ylabel, n_drawn, series, 0, numeric && gt__log_axis(s->plot_x, res, n, xs),
+                    0, 0, 0, 0, NULL, NULL};
   rc = gt_plot_svg(path, 1, &chart, err);
 done:
   for (int q = 0; labels && q < n; q++) free(labels[q]);

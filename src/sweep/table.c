@@ -111,7 +111,7 @@ gt_rc gt_sweep_write_table(const gt_sweep *s, const gt_sweep_result *res, const 
   for (int i = 0; i < s->n_points; i++)
     if (res[i].status >= 0 && res[i].status < GT_SWEEP_NUM_STATUSES) counts[res[i].status]++;
   fprintf(f, "# Sweep %s\n\n", s->name);
-  fprintf(f, "From `%s`: %d points", s->path, s->n_points);
+  fprintf(f, "From `%s`: %d point%s", s->path, s->n_points, s->n_points == 1 ? "" : "s");
   if (s->steps) fprintf(f, ", steps=%lld each", s->steps);
   if (s->base_config[0]) fprintf(f, ", config `%s`", s->base_config);
   if (s->n_base) {

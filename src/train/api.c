@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/yaml.h"
 #include "data/data.h"
 #include "dist/dist.h"
 #include "train/train_internal.h"
@@ -96,7 +97,7 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
   int k = 0;
   if (preset) {
     size_t l = strlen(preset);
-    if (l > 5 && !strcmp(preset + l - 5, ".json")) {
+    if ((l > 5 && !strcmp(preset + l - 5, ".json")) || gt_config_path_is_yaml(preset)) {
       user = preset;
     } else {
       snprintf(mn, sizeof mn, "model_name=%s", preset);
@@ -104,7 +105,7 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
     }
   }
   for (int i = 0; i < n; i++) all[k++] = ov[i];
-  gt_rc rc = gt_config_load(&c->cfg, NULL, user, k, all, &c->err);
+  gt_rc rc = gt_config_load_from(&c->cfg, NULL, user, k, all, "gt_ctx_configure's overrides", &c->err);
   free(all);
   /* as `gemtrain train`: load_parameters_path defines the model keys, so
    * gt_ctx_get shows the model that will be loaded */

@@ -67,16 +67,29 @@ static void gt__xml_text(FILE *f, const char *s) {
   }
 }
 
+static const char *gt__dashes[] = {"", "7 3", "2 3", "9 3 2 3", "4 4", "1 2"};
+
+/* a point's x on the axis, NaN when the axis cannot show it */
+static double gt__ax(const gt_chart *c, double x) {
+  if (!isfinite(x) || (c->log_x && x <= 0)) return NAN;
+  return c->log_x ? log10(x) : x;
+}
+
 static void gt__chart(FILE *f, const gt_chart *c, double oy) {
   const double W = 760, H = 300, L = 70, R = 20, T = 36, B = 44;
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (int s = 0; s < c->n_series; s++)
     for (int i = 0; i < c->series[s].n; i++) {
-      double x = c->series[s].x[i], y = c->series[s].y[i];
+      double x = gt__ax(c, c->series[s].x[i]), y = c->series[s].y[i];
       if (!isfinite(y) || !isfinite(x) || (c->log_y && y <= 0)) continue;
       if (c->log_y) y = log10(y);
       xmin = fmin(xmin, x), xmax = fmax(xmax, x), ymin = fmin(ymin, y), ymax = fmax(ymax, y);
     }
+  if (c->fixed_x && isfinite(xmin)) {
+    double lo = gt__ax(c, c->x_lo), hi = gt__ax(c, c->x_hi);
+    if (isfinite(lo)) xmin = fmin(xmin, lo);
+    if (isfinite(hi)) xmax = fmax(xmax, hi);
+  }
   fprintf(f, "<text x='%.0f' y='%.0f' font-size='15' font-weight='bold'>", L, oy + 22);
   gt__xml_text(f, c->title);
   fputs("</text>\n", f);
@@ -97,41 +110,71 @@ static void gt__chart(FILE *f, const gt_chart *c, double oy) {
   for (double y = ceil(ymin / ys) * ys; y <= ymax; y += ys) {
     fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#ddd'/>", L, L + pw, PY(y), PY(y));
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%.4g</text>\n", L - 4,
-            PY(y) + 4, c->log_y ? pow(10, y) : y);
+            PY(y) + 4, c->log_y ? pow(10, y) : fabs(y) < 1e-9 * ys ? 0.0 : y); /* no "-0" */
   }
-  double xs = gt__nice_step(xmax - xmin);
-  for (double x = ceil(xmin / xs) * xs; x <= xmax; x += xs)
+  double xs = c->log_x ? fmax(1.0, round(gt__nice_step(xmax - xmin))) : gt__nice_step(xmax - xmin);
+  double last_tick = NAN;
+  for (double x = ceil(xmin / xs) * xs; x <= xmax + 1e-9 * xs; x += xs) {
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%.6g</text>\n", PX(x),
-            oy + T + ph + 15, x);
+            oy + T + ph + 15, c->log_x ? pow(10, x) : x);
+    last_tick = x;
+  }
+  /* the axis's end (a run's last step) is labelled when no tick is near it */
+  if (c->fixed_x && (!isfinite(last_tick) || PX(xmax) - PX(last_tick) > 30))
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle' font-weight='bold'>%.6g</text>\n",
+            PX(xmax), oy + T + ph + 15, c->log_x ? pow(10, xmax) : xmax);
+  for (int k = 0; k < c->n_marks; k++) {
+    double x = gt__ax(c, c->marks[k]);
+    if (!isfinite(x) || x < xmin || x > xmax) continue;
+    fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#888' stroke-dasharray='4 3'/>", PX(x), PX(x),
+            oy + T, oy + T + ph);
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='10' fill='#555'>", PX(x) + 3, oy + T + ph - 4);
+    gt__xml_text(f, c->mark_label ? c->mark_label : "");
+    fputs("</text>\n", f);
+  }
   fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>", L + pw / 2, oy + H - 8);
   gt__xml_text(f, c->xlabel);
   fprintf(f, "</text>\n<text x='14' y='%.1f' font-size='12' text-anchor='middle' "
              "transform='rotate(-90 14 %.1f)'>", oy + T + ph / 2, oy + T + ph / 2);
   gt__xml_text(f, c->ylabel);
   fputs("</text>\n", f);
+  /* the legend's width from its longest label (about 6.6 px a character
+   * at 12 px), so a long one stays inside the chart */
+  size_t longest = 0;
+  for (int s = 0; s < c->n_series; s++)
+    if (c->series[s].label && strlen(c->series[s].label) > longest) longest = strlen(c->series[s].label);
+  double lx = L + pw - 28 - 6.6 * (double)longest;
+  if (lx < L + 8) lx = L + 8;
   for (int s = 0; s < c->n_series; s++) {
     const gt_series *se = &c->series[s];
-    const char *col = gt__colors[s % 6];
-    fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.6' points='", col);
+    const char *col = gt__colors[s % 6], *dash = gt__dashes[s % 6];
+    /* colour and dash differ per series, so one drawn over another shows */
+    fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.6' stroke-opacity='0.85'%s%s%s points='", col,
+            dash[0] ? " stroke-dasharray='" : "", dash, dash[0] ? "'" : "");
     int pts = 0;
     for (int i = 0; i < se->n; i++) {
-      double y = se->y[i];
-      if (!isfinite(y) || (c->log_y && y <= 0)) continue;
+      double x = gt__ax(c, se->x[i]), y = se->y[i];
+      if (!isfinite(x) || !isfinite(y) || (c->log_y && y <= 0)) continue;
       if (c->log_y) y = log10(y);
-      fprintf(f, "%.1f,%.1f ", PX(se->x[i]), PY(y));
+      fprintf(f, "%.1f,%.1f ", PX(x), PY(y));
       pts++;
     }
     fputs("'/>\n", f);
-    if (pts <= 20) /* sparse series (eval): mark the points */
+    /* sparse series (eval, a sweep): mark the points, each series' circles
+     * smaller than the one before, so equal points show as rings */
+    double rad = fmax(1.5, 4.5 - 1.0 * s);
+    if (pts <= 20)
       for (int i = 0; i < se->n; i++) {
-        double y = se->y[i];
-        if (!isfinite(y) || (c->log_y && y <= 0)) continue;
+        double x = gt__ax(c, se->x[i]), y = se->y[i];
+        if (!isfinite(x) || !isfinite(y) || (c->log_y && y <= 0)) continue;
         if (c->log_y) y = log10(y);
-        fprintf(f, "<circle cx='%.1f' cy='%.1f' r='3' fill='%s'/>", PX(se->x[i]), PY(y), col);
+        fprintf(f, "<circle cx='%.1f' cy='%.1f' r='%.1f' fill='%s' stroke='white' stroke-width='0.8'/>", PX(x), PY(y),
+                rad, col);
       }
-    fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='3' fill='%s'/>", L + pw - 150,
-            oy + T + 12 + 16 * s, col);
-    fprintf(f, "<text x='%.0f' y='%.0f' font-size='12'>", L + pw - 132, oy + T + 17 + 16 * s);
+    fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='%s' stroke-width='3'%s%s%s/>", lx,
+            lx + 14, oy + T + 13.5 + 16 * s, oy + T + 13.5 + 16 * s, col, dash[0] ? " stroke-dasharray='" : "",
+            dash, dash[0] ? "'" : "");
+    fprintf(f, "<text x='%.0f' y='%.0f' font-size='12'>", lx + 18, oy + T + 17 + 16 * s);
     gt__xml_text(f, se->label);
     fputs("</text>\n", f);
   }

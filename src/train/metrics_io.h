@@ -15,7 +15,9 @@ void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n);
 /* One JSON object per line, flushed; 0, or -1 when a write failed (errno). */
 int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);
 
-/* A line chart as SVG. Each series is (x[i], y[i]); NaN y values are gaps. */
+/* A line chart as SVG. Each series is (x[i], y[i]); NaN y values are gaps.
+ * Series differ in colour and dash, and their points are marked with
+ * shrinking circles, so one that lies on another stays visible. */
 typedef struct gt_series {
   const char *label;
   const double *x, *y;
@@ -26,6 +28,12 @@ typedef struct gt_chart {
   int n_series;
   const gt_series *series;
   int log_y;
+  int log_x;          /* x on a log axis (learning rates: values a decade apart); x <= 0 is left out */
+  int fixed_x;        /* the x axis spans at least [x_lo, x_hi] (a run's whole length), its end labelled */
+  double x_lo, x_hi;
+  int n_marks;        /* vertical dashed lines at marks[] (a run's resumes), each labelled mark_label */
+  const double *marks;
+  const char *mark_label;
 } gt_chart;
 /* Charts stacked vertically in one SVG file. */
 gt_rc gt_plot_svg(const char *path, int n_charts, const gt_chart *charts, gt_err *err);

@@ -124,6 +124,7 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
   r->progress = progress;
   r->n_steps = cfg->steps;
   r->first_step = start;
+  r->log_period = cfg->log_period > 0 ? cfg->log_period : 1;
   r->clip_threshold = cfg->gradient_clipping_threshold;
   r->t_start = gt_prof_now();
   snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
@@ -190,10 +191,22 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
   else if (sm->skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                    (long long)sm->step, sm->loss, sm->grad_norm);
-  if (r->out) {
-    char line[512];
+  long long done = sm->step + 1;
+  int shown = done % r->log_period == 0 || sm->step == r->first_step || done >= r->n_steps || sm->has_eval ||
+              sm->skipped || sm->no_tokens;
+  if (r->out && shown) {
+    char line[512], where[128] = "";
     gt_metrics_format_line(sm, line, sizeof line);
-    gt_report_note(r, "%s\n", line);
+    /* a log has no progress bar: the line itself says how far the run is */
+    if (!r->progress) {
+      char eta[32], el[32];
+      double elapsed = gt_prof_now() - r->t_start;
+      gt__fmt_time(elapsed, el, sizeof el);
+      gt__fmt_time(done > r->first_step ? elapsed / (double)(done - r->first_step) * (double)(r->n_steps - done) : 0,
+                   eta, sizeof eta);
+      snprintf(where, sizeof where, " (%lld of %lld steps, elapsed %s, ETA %s)", done, (long long)r->n_steps, el, eta);
+    }
+    gt_report_note(r, "%s%s\n", line, where);
     if (sm->has_eval)
       gt_report_note(r, "eval metrics after step: %lld, loss=%.3f, perplexity=%.3f, total_weights=%lld\n",
                      (long long)sm->step, sm->eval_loss, exp(sm->eval_loss), (long long)sm->eval_total_weights);
@@ -246,8 +259,14 @@ gt_rc gt_report_plot(gt_report *r, gt_err *err) {
   gt_series tp_s[1] = {{"tokens/s/device", r->xs, r->tps, (int)n}};
   char title[GT_STR_PATH + 16], path[2200];
   snprintf(title, sizeof title, "%s: loss", r->run_name);
-  gt_chart charts[2] = {{title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0},
-                        {"throughput", "step", "tokens/s/device", 1, tp_s, 0}};
+  /* both x axes run to the run's last step, so a stopped run shows how
+   * far it got; a resume is marked where it took over */
+  double resumed = (double)r->first_step;
+  int marks = r->first_step > 0 ? 1 : 0;
+  double end = n > 0 ? (double)(n - 1) : 0;
+  gt_chart charts[2] = {
+      {title, "step", "loss (nats/token)", ne ? 2 : 1, loss_s, 0, 0, 1, 0, end, marks, &resumed, "resumed"},
+      {"throughput", "step", "tokens/s/device", 1, tp_s, 0, 0, 1, 0, end, marks, &resumed, "resumed"}};
   snprintf(path, sizeof path, "%s/loss.svg", r->run_dir);
   gt_rc rc = gt_plot_svg(path, 2, charts, err);
   free(ex);

@@ -21,6 +21,7 @@ typedef struct gt_report {
   char run_dir[2048];
   char run_name[GT_STR_PATH];
   int64_t n_steps, first_step;
+  int64_t log_period;         /* the console's step line every this many steps */
   double t_start;
   double *xs, *ls, *es, *tps; /* [n_steps] history for the plot (NaN: no value) */
   double clip_threshold;      /* gradient_clipping_threshold, for learning/grad_norm */
@@ -39,8 +40,10 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
                      int64_t start, gt_err *err);
 /* printf to the console (after clearing the progress bar). */
 void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* One step: the console line (and the eval line when sm->has_eval), the
- * progress bar, a metrics.jsonl line, the step's TensorBoard scalars
+/* One step: the console line (every log_period steps, and the first, the
+ * last, any eval and any skipped step; without a progress bar it ends with
+ * "(N of total steps, elapsed, ETA)" so a log shows how far the run is), the
+ * eval line when sm->has_eval, the progress bar, a metrics.jsonl line, the step's TensorBoard scalars
  * (MaxText's tags; non-finite values are left out) and the history.
  * GT_ERR_IO, naming the file, when metrics.jsonl or the event file cannot be
  * written; a metrics line cut short is cut off again, so the file always

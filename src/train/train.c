@@ -1,9 +1,10 @@
 /* gemtrain train: setup, then the step loop. The step is the trainer's
  * (train/trainer.h); what the run prints and logs is the reporter's
  * (train/report.h); what is saved and restored is train_state.c's. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "train/train.h"
 
+#include <ftw.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -46,19 +47,20 @@ static gt_rc gt__check_plan(const gt_config *cfg, FILE *out, int64_t *planned_pe
   return rc;
 }
 
-static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err);
+static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, int *created, gt_err *err);
 
 /* <base_output_directory>/<run_name> (run_name defaults to model-timestamp),
  * created and locked for this run (one run per directory), with the resolved
- * config.json written once the lock is held. */
-static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
+ * config.json written once the lock is held. *created: this process made
+ * the directory (rank 0), so a start refused after it removes it again. */
+static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, int *created, gt_err *err) {
   /* over MPI ranks the directory is rank 0's: its name (a timestamp by
    * default) goes to every rank, and only rank 0 creates, locks and writes
    * it (on several machines it must be on a shared filesystem) */
   if (gt_dist_size() > 1) {
     gt_rc rc = GT_OK;
     if (gt_dist_rank() == 0) {
-      rc = gt__run_dir_local(cfg, dir, n, lock, err);
+      rc = gt__run_dir_local(cfg, dir, n, lock, created, err);
     }
     gt_err e2;
     gt_err_clear(&e2);
@@ -71,10 +73,10 @@ static gt_rc gt__run_dir(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock,
     gt_err mine = *err;
     return gt_dist_agree(rc, &mine, "setting up the run directory", err);
   }
-  return gt__run_dir_local(cfg, dir, n, lock, err);
+  return gt__run_dir_local(cfg, dir, n, lock, created, err);
 }
 
-static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, gt_err *err) {
+static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock *lock, int *created, gt_err *err) {
   /* empty, the run would write at the filesystem's root */
   if (!cfg->base_output_directory[0])
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -98,12 +100,17 @@ static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock 
       else
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s-%d", (int)sizeof cfg->run_name - 16, stem, i);
       snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
-      if (mkdir(dir, 0755) == 0) break;
+      if (mkdir(dir, 0755) == 0) {
+        *created = 1;
+        break;
+      }
       if (errno != EEXIST || i >= 100000)
         return gt_err_set(err, GT_ERR_IO, "train: cannot create the run directory '%s': %s", dir, strerror(errno));
     }
   } else {
     snprintf(dir, n, "%s/%s", cfg->base_output_directory, cfg->run_name);
+    struct stat st;
+    *created = stat(dir, &st) != 0;
     if ((rc = gt_mkdirs(dir, "train", err))) return rc;
   }
   if ((rc = gt_run_lock_take(lock, dir, err))) return rc;
@@ -111,6 +118,18 @@ static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock 
   snprintf(path, sizeof path, "%s/config.json", dir);
   return gt_config_write_json(cfg, path, err);
 }
+
+static int gt__rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  remove(path); /* what cannot go stays; the rest is still removed */
+  return 0;
+}
+
+/* A start refused after the run directory was made (the data, the model
+ * source or a checkpoint refused): the directory this process made holds
+ * nothing of a run, only its config.json, lock and empty records, and is
+ * removed, so the refusal leaves nothing behind to resume by mistake. */
+static void gt__remove_new_run_dir(const char *dir) { nftw(dir, gt__rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, const gt_data *d, int threads,
                        int64_t planned_peak) {
@@ -236,9 +255,9 @@ static void gt__data_stop(gt__tstate *ts, gt_report *rep, const char *run_dir, i
   if (!ts->cfg->enable_checkpointing || steps == last_saved || steps == 0) return;
   gt_err e2;
   if (gt__train_save(ts, run_dir, steps, &e2) == GT_OK)
-    gt_report_note(rep, "the %s data could not be read: saved the state after step %lld before stopping; run the "
-                        "same command again to resume once the data is restored\n",
-                   what, (long long)steps - 1);
+    gt_report_note(rep, "the %s data could not be read: saved the state after step %lld before stopping; once the "
+                        "data is restored, the same command with run_name=%s resumes it\n",
+                   what, (long long)steps - 1, ts->cfg->run_name);
   else
     gt_report_note(rep, "the %s data could not be read, and the state after step %lld could not be saved: %s\n", what,
                    (long long)steps - 1, e2.msg);
@@ -290,11 +309,14 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   /* the model source, the config and the plan (which reads this host's free
    * memory) may fail on one rank alone: every rank learns it */
   rc = gt__agree(rc, "checking the config and the plan", err);
-  if (rc || (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, err))) {
+  int created = 0, started = 0;
+  if (rc || (rc = gt__run_dir(&cfg, res->run_dir, sizeof res->run_dir, &lock, &created, err))) {
+    if (rc && created) gt__remove_new_run_dir(res->run_dir);
     gt_run_lock_release(&lock);
     free(src);
     return rc;
   }
+  snprintf(res->run_name, sizeof res->run_name, "%s", cfg.run_name);
   int threads = gt_threads_configure(&cfg);
 
   gt_mem mem; /* the host's: data and full buffers for checkpoints and the sample */
@@ -312,6 +334,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_profiler_init(&prof, &pcfg, 0, res->run_dir);
   char pline[3000];
   if ((rc = gt_model_build(&m, &cfg, err))) {
+    if (created) gt__remove_new_run_dir(res->run_dir);
     gt_run_lock_release(&lock);
     free(src);
     return rc;
@@ -327,6 +350,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
   }
   if ((rc = gt__agree(rc, "setting up the run", err))) goto out;
+  started = 1;
   res->start_step = start;
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
@@ -449,7 +473,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (primary) rc = gt_report_plot(&rep, err);
   if ((rc = gt__agree(rc, "the plot (rank 0)", err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
-  if (!res->interrupted && cfg.sample_tokens > 0 && cfg.vocab_size >= GT_BYTE_VOCAB && strcmp(cfg.dataset_type, "tokens"))
+  if (!res->interrupted && gt_decode_sample_wanted(&cfg) && cfg.vocab_size >= GT_BYTE_VOCAB &&
+      strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);
 out:
   /* a collective that failed on this rank alone (a peer stopped answering,
@@ -461,6 +486,8 @@ out:
   gt_data_close(&data);
   gt_model_free(&m);
   free(src);
+  if (rc && !started && created) gt__remove_new_run_dir(res->run_dir);
+  if (rc && !started && created) res->run_dir[0] = res->run_name[0] = '\0';
   gt_run_lock_release(&lock);
   return rc;
 }

@@ -52,6 +52,7 @@ typedef struct gt_train_result {
    * (gt_dist_abort), since peers may wait for this rank. */
   int agreed;
   char run_dir[2048];
+  char run_name[1024]; /* the run's name (a new timestamp one when run_name was empty); "" when none was made */
 } gt_train_result;
 
 /* Apply the thread rule (see docs/performance.md "Threads") and return the

@@ -14,6 +14,7 @@
 #include "dist/dist.h"
 #include "hf/hf.h"
 #include "ckpt/paramfile.h"
+#include "train/optim.h"
 #include "train/train_internal.h"
 #include "base/prof.h"
 
@@ -147,7 +148,7 @@ static void gt__log(void *ctx, const char *line) {
 
 /* Names the keys whose values differ between the checkpoint's config and
  * this run's, so a resume with changed settings is visible. */
-static void gt__report_config_changes(FILE *out, const char *saved_json, const gt_config *cfg) {
+static void gt__report_config_changes(FILE *out, const char *saved_json, const gt_config *cfg, int64_t opt_step) {
   if (!out || !saved_json) return;
   char *now_json = gt_config_to_json(cfg);
   cJSON *a = cJSON_Parse(saved_json), *b = cJSON_Parse(now_json);
@@ -167,6 +168,22 @@ static void gt__report_config_changes(FILE *out, const char *saved_json, const g
   }
   if (n) fprintf(out, "resume: %d key%s differ%s from the checkpoint's config: %s\n", n, n > 1 ? "s" : "",
                  n > 1 ? "" : "s", line);
+  /* a changed schedule (more steps stretch a cosine whose length is
+   * steps) moves the rate the next update uses: say by how much */
+  gt_config old = *cfg;
+  gt_err ignored;
+  if (n && gt_config_apply_json_text(&old, saved_json, "the checkpoint's config", &ignored) == GT_OK) {
+    double was = gt_lr_at(&old, opt_step), now = gt_lr_at(cfg, opt_step);
+    if (fabs(was - now) > 1e-9 * fmax(fabs(was), fabs(now)))
+      fprintf(out,
+              "resume: the learning-rate schedule changed: AdamW step %lld uses %.6g where the checkpoint's schedule "
+              "gave %.6g; the rate jumps%s\n",
+              (long long)opt_step, now, was,
+              cfg->learning_rate_schedule_steps > 0
+                  ? ""
+                  : " (learning_rate_schedule_steps=-1 follows steps; set it to the checkpoint's steps to keep the "
+                    "old schedule)");
+  }
   cJSON_Delete(a);
   cJSON_Delete(b);
   free(now_json);
@@ -256,7 +273,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
               ld.state.n_shards > 1 ? "s" : "");
     else
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
-    if (full) gt__report_config_changes(s->out, ld.config_json, c);
+    if (full) gt__report_config_changes(s->out, ld.config_json, c, ld.state.opt_step);
     fflush(s->out);
   }
 out:
