@@ -61,7 +61,7 @@ for dt in float32 bfloat16; do
   "$bin" decode "load_parameters_path=$work/runs/d_$dt" dtype=$dt "prompt=In the beginning" max_decode_steps=20 \
     decode_sampling_strategy=weighted decode_sampling_temperature=0.7 decode_seed=$((0x5EED0000 + 3)) \
     > "$work/w_$dt.log" 2>&1 || { cat "$work/w_$dt.log"; fail "decode ($dt)"; }
-  want=$(sed -n '/^sample (/,$p' "$work/t_$dt.log" | tail -n +2)
+  want=$(sed -n '/^sample (/,$p' "$work/t_$dt.log" | tail -n +2 | sed '/^run_name=/,$d') # the run's closing line follows
   got=$(sed -n '/^output: /,$p' "$work/w_$dt.log" | sed '1s/^output: //')
   [ -n "$want" ] && [ "$got" = "$want" ] || fail "$dt: decode's '$got' is not the training sample '$want'"
 done
