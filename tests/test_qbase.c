@@ -18,7 +18,10 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "ckpt/safetensors.h"
 #include "exec/plan.h"
+#include "hf/hf.h"
+#include "kernels/bf16.h"
 #include "kernels/quant.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
@@ -29,6 +32,7 @@
 
 static const char *const g_qtypes[] = {"bfloat16", "int8", "nf4"};
 static const char *g_dtype = "dtype=float32";
+static const char *g_lora = "enable_lora=false"; /* adapters (lora_rank 4 by the next cfg_of) */
 
 static void cfg_of(gt_config *c, const char *model, const char *mask, const char *qtype, int devices) {
   char mn[96], mk[256], nd[64], pd[64], qt[64];
@@ -38,9 +42,9 @@ static void cfg_of(gt_config *c, const char *model, const char *mask, const char
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", 4 / devices);
   snprintf(qt, sizeof qt, "lora_weight_qtype=%s", qtype);
   const char *ov[] = {mn, mk, nd, pd, qt, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01",
-                      g_dtype};
+                      g_dtype, g_lora, "lora_rank=4"};
   gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
 }
 
 START_TEST(test_decision_and_layout) {
@@ -254,6 +258,20 @@ START_TEST(test_same_as_dequantized_bf16) {
 }
 END_TEST
 
+START_TEST(test_adapters_over_quantized_base) {
+  /* LoRA over a quantized base: the adapters (every attention and MLP
+   * projection, and Gemma 4's PLE gate and projection) train exactly as
+   * over the float32 base of the dequantized values, in float32 and bf16 */
+  g_lora = "enable_lora=true";
+  check_same_as_dequantized("gemma3-tiny", "");
+  check_same_as_dequantized("gemma4-tiny-ple", "");
+  g_dtype = "dtype=bfloat16";
+  check_same_as_dequantized("gemma3-tiny", "");
+  g_dtype = "dtype=float32";
+  g_lora = "enable_lora=false";
+}
+END_TEST
+
 START_TEST(test_two_devices) {
   const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
   for (int di = 0; di < 2; di++)
@@ -295,11 +313,12 @@ END_TEST
 
 START_TEST(test_plan_equals_measured) {
   const char *qts[] = {"float32", "bfloat16", "int8", "nf4"};
-  const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
-  for (int di = 0; di < 2; di++)
+  const char *dts[] = {"dtype=float32", "dtype=bfloat16", "dtype=float32"};
+  for (int di = 0; di < 3; di++)
     for (int k = 0; k < 4; k++)
       for (int devices = 1; devices <= 2; devices++) {
         g_dtype = dts[di];
+        g_lora = di == 2 ? "enable_lora=true" : "enable_lora=false"; /* the last: adapters over the base */
         gt_config c;
         gt_err e;
         cfg_of(&c, "gemma4-tiny-ple", "norm|self_attn\\.q_proj", qts[k], devices);
@@ -337,6 +356,66 @@ START_TEST(test_plan_equals_measured) {
         gt_plan_free(&p);
       }
   g_dtype = "dtype=float32";
+  g_lora = "enable_lora=false";
+}
+END_TEST
+
+/* Loading a Hugging Face directory into a quantized base quantizes each
+ * tensor as read (a chunk of rows at a time): the same words as
+ * gt_quantize of the float32 tensor; a bf16 checkpoint into a bf16 base
+ * is exact (the words are the file's values). */
+START_TEST(test_hf_load_quantizes) {
+  gt_config c;
+  gt_err e;
+  gt_model f;
+  gt_mem mem;
+  gt_mem_init(&mem);
+  cfg_of(&c, "gemma3-tiny", "norm", "float32", 1);
+  ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
+  gt_model_init_params(&f, 5, 1.0);
+  char dir[] = "/tmp/gt_test_qbase.XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const gt_dtype dts[] = {GT_DT_F32, GT_DT_BF16};
+  for (int di = 0; di < 2; di++) {
+    gt_hf_export_opts o = gt_hf_export_defaults();
+    o.dtype = dts[di];
+    ck_assert_msg(gt_hf_export(&f, &c, dir, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    gt_st_set set;
+    memset(&set, 0, sizeof set);
+    ck_assert_msg(gt_st_set_open(&set, dir, &e) == GT_OK, "%s", e.msg);
+    for (int k = 0; k < 3; k++) {
+      gt_config cq;
+      gt_model q;
+      cfg_of(&cq, "gemma3-tiny", "norm", g_qtypes[k], 1);
+      ck_assert(gt_model_build(&q, &cq, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
+      ck_assert_msg(gt_hf_import_params(&q, &set, "the export", NULL, &e) == GT_OK, "%s", e.msg);
+      for (int i = 0; i < q.n_tensors; i++) {
+        const gt_tensor_info *t = &q.tensors[i];
+        /* what the file holds: the float32 values, or their bf16 rounding */
+        float *x = malloc(sizeof(float) * (size_t)t->numel);
+        memcpy(x, f.params + f.tensors[i].offset, sizeof(float) * (size_t)t->numel);
+        if (dts[di] == GT_DT_BF16) gt_bf16_round_ref(x, t->numel);
+        float *want = calloc((size_t)t->words, sizeof(float));
+        if (t->dtype == GT_STORE_F32) memcpy(want, x, sizeof(float) * (size_t)t->numel);
+        else gt_quantize((gt_qtype)t->dtype, x, t->shape[0], t->numel / t->shape[0], want);
+        ck_assert_msg(gt_test_same_bits(want, q.params + t->offset, t->words), "%s from %s: %s", g_qtypes[k],
+                      gt_dtype_name(dts[di]), t->name);
+        if (dts[di] == GT_DT_BF16 && t->dtype == GT_STORE_BF16) { /* exact: the dequantized values are the file's */
+          float *back = malloc(sizeof(float) * (size_t)t->numel);
+          gt_qstore_rows(t, q.params + t->offset, 0, t->shape[0], back);
+          ck_assert(gt_test_same_bits(back, x, t->numel));
+          free(back);
+        }
+        free(x), free(want);
+      }
+      gt_model_free(&q);
+    }
+    gt_st_set_close(&set);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  gt_model_free(&f);
 }
 END_TEST
 
@@ -348,7 +427,9 @@ int main(void) {
   tcase_add_test(tc, test_put_rows_in_chunks);
   tcase_add_test(tc, test_same_as_dequantized_float32);
   tcase_add_test(tc, test_same_as_dequantized_bf16);
+  tcase_add_test(tc, test_adapters_over_quantized_base);
   tcase_add_test(tc, test_two_devices);
   tcase_add_test(tc, test_plan_equals_measured);
+  tcase_add_test(tc, test_hf_load_quantizes);
   return gt_test_run_suite(s, 0);
 }

@@ -557,8 +557,25 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
     d->model.view = &d->view;
   }
+  /* one device holding every unit whole: each tensor initialised straight
+   * into its shard (no host copy of the model: a frozen base never exists
+   * twice), the same values and checksum as the full model's */
+  if (!measure && f->inplace) {
+    gt__dev *d = &f->devs[0];
+    uint64_t h = GT_STORE_SUM_INIT;
+    for (int i = 0; i < layout.n_tensors; i++) {
+      const gt_tensor_info *t = &layout.tensors[i];
+      int64_t u = t->layer + 1, uoff, ucnt;
+      gt_model_unit(&layout, u, &uoff, &ucnt);
+      int64_t r = t->offset - uoff, tc = d->tcnt[u];
+      float *dst = r < tc ? d->pshard + d->shard_off[u] + r : d->fshard + d->foff[u] + (r - tc);
+      gt_model_init_tensor(&layout, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale, dst);
+      if (t->role == GT_ROLE_FROZEN) h = gt_store_sum(h, dst, t->words);
+    }
+    f->frozen_sum = h;
+  }
   /* the same initial values as one device: initialise the full model once */
-  if (!measure) {
+  if (!measure && !f->inplace) {
     gt_model full;
     if ((rc = gt_model_build(&full, cfg, err))) goto fail;
     full.params = malloc((size_t)full.n_params * sizeof(float));

@@ -643,21 +643,24 @@ static void gt__fill_normal_stored(const gt_tensor_info *t, float *p, uint64_t s
 }
 
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
+  for (int i = 0; i < m->n_tensors; i++) gt_model_init_tensor(m, i, seed, init_scale, m->params + m->tensors[i].offset);
+}
+
+void gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p) {
   /* Each tensor gets its own stream (seed, tensor index), so the values of a
    * tensor do not depend on the shapes of the tensors before it. */
-  for (int i = 0; i < m->n_tensors; i++) {
-    gt_tensor_info *t = &m->tensors[i];
-    float *p = m->params + t->offset;
+  {
+    const gt_tensor_info *t = &m->tensors[i];
     if (t->lora) { /* PEFT's initialisation (model/lora.h) */
       gt_lora_init_tensor(t, p, seed * 1000003ull + (uint64_t)i * 7919ull + 1);
-      continue;
+      return;
     }
     if (t->ndim == 1) {
       /* norms start as the identity: (1 + w) with w = 0 on Gemma 3, a stored
        * scale of 1 on Gemma 4 (and layer_scalar = 1) */
       float one = 1.0f - m->norm_offset;
       for (int64_t k = 0; k < t->numel; k++) p[k] = one;
-      continue;
+      return;
     }
     /* embeddings so a looked-up row is O(1) after its scale: the main table
      * times sqrt(d), the PLE table times sqrt(ple_dim) */

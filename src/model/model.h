@@ -250,6 +250,9 @@ gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
 void gt_model_round_params(gt_model *m);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+/* The same for tensor i alone, into p (its t->words words, wherever they
+ * live): a sharded owner initialises its shards in place. */
+void gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p);
 /* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
  * random model whose norms are not the identity, for tests and fixtures. */
 void gt_model_init_norms(gt_model *m, uint64_t seed, double std);
