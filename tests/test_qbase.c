@@ -22,6 +22,7 @@
 #include "exec/plan.h"
 #include "hf/hf.h"
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "kernels/quant.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
@@ -282,8 +283,13 @@ START_TEST(test_two_devices) {
       run one = train("gemma3-tiny", "norm|self_attn\\.o_proj", g_qtypes[k], 1, 3, NULL);
       run two = train("gemma3-tiny", "norm|self_attn\\.o_proj", g_qtypes[k], 2, 3, NULL);
       /* the frozen shards are gathered raw: the first step computes with
-       * the same weights on any device count */
-      ck_assert_msg(fabs(two.loss[0] - one.loss[0]) <= 1e-5 * fabs(one.loss[0]), "%s %s: %.9g vs %.9g", dts[di],
+       * the same weights on any device count. On the portable kernels
+       * (docs/cpus.md) OpenBLAS sums in an order that follows the product's
+       * shape (each device has half the rows), and under dtype=bfloat16
+       * rounding the activations turns those last bits into whole bf16
+       * steps: nf4's first losses part by 7.8e-5 there (measured) */
+      const double tol0 = gt__kernels_avx512() || di == 0 ? 1e-5 : 5e-4;
+      ck_assert_msg(fabs(two.loss[0] - one.loss[0]) <= tol0 * fabs(one.loss[0]), "%s %s: %.9g vs %.9g", dts[di],
                     g_qtypes[k], two.loss[0], one.loss[0]);
       if (di == 0) {
         for (int s = 1; s < 3; s++) ck_assert(fabs(two.loss[s] - one.loss[s]) <= 1e-5 * fabs(one.loss[s]));
