@@ -33,6 +33,32 @@ typedef struct gt_step_metrics {
   int64_t comm_bytes, comm_bytes_dcn;
   int ranks; /* MPI processes of the run (1 without mpirun) */
   int no_tokens; /* skipped because no token of the batch is in the loss (total_weights 0) */
+  /* the spike guard (skip_step_on_spikes): this step was not applied because
+   * its loss or gradient norm was above the rolling bound; steps not applied
+   * so far in the run (spikes, non-finite, this one included) */
+  int spike_skipped;
+  int64_t skipped_steps;
+  /* z_loss_multiplier > 0: the z-loss term, already included in loss */
+  int has_z_loss;
+  double z_loss;
+  double param_norm;              /* L2 norm of the trainable parameters after the step */
+  int64_t tokens_seen_per_device; /* cumulative since step 0 (MaxText's perf/per_device_tokens) */
+  /* DiLoCo: this step ended with a sync of the replicas, and the bytes this
+   * rank sent to other replicas for it */
+  int diloco_synced;
+  int64_t diloco_bytes;
+  /* a checkpoint was written after this step: the writer's time, and the
+   * time the training loop waited for it (snapshot, or a previous write) */
+  int has_checkpoint;
+  double checkpoint_write_seconds, checkpoint_blocked_seconds;
+  /* multiple-choice tasks scored at this eval (eval_tasks) */
+  int n_tasks;
+  struct {
+    char name[64];
+    int64_t n;                 /* examples */
+    double acc, acc_stderr;    /* lm-evaluation-harness: argmax of the summed log-likelihood */
+    double acc_norm, acc_norm_stderr; /* the same, each divided by its continuation's length in bytes */
+  } tasks[8];
 } gt_step_metrics;
 
 #ifdef __cplusplus

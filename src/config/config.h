@@ -39,6 +39,11 @@ typedef struct gt_config {
   char load_parameters_path[GT_STR_PATH];
   char load_full_state_path[GT_STR_PATH];
   int skip_nonfinite_steps;
+  int async_checkpointing;               /* a background writer per rank (ckpt/) */
+  /* the spike guard (train/spike.h) */
+  int skip_step_on_spikes;
+  long long skip_step_interval;
+  double skip_step_scaling_factor;
   /* model */
   char decoder_block[GT_STR_SHORT];
   long long vocab_size;
@@ -103,6 +108,9 @@ typedef struct gt_config {
   double warmup_steps_fraction;
   long long learning_rate_schedule_steps;
   double learning_rate_final_fraction;
+  double wsd_decay_steps_fraction;       /* lr_schedule_type=wsd */
+  char wsd_decay_style[GT_STR_SHORT];    /* linear | cosine */
+  double z_loss_multiplier;              /* PaLM's auxiliary loss on log-sum-exp of the logits */
   double adam_b1;
   double adam_b2;
   double adam_eps;
@@ -136,6 +144,8 @@ typedef struct gt_config {
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;
+  double target_eval_loss;               /* 0: off */
+  char eval_tasks[GT_STR_PATH];          /* multiple-choice task files (eval/) run at eval_interval */
   /* checking logits (load_parameters_path is with the checkpoint keys) */
   char golden_logits_path[GT_STR_PATH];
   double max_kl_div;
@@ -173,6 +183,12 @@ typedef struct gt_config {
   long long dcn_expert_parallelism;
   double collective_timeout_seconds;
   int prefetch;
+  /* DiLoCo across groups of ranks (train/diloco.h) */
+  int enable_diloco;
+  long long dcn_diloco_parallelism;
+  long long diloco_sync_period;
+  double diloco_outer_lr;
+  double diloco_outer_momentum;
   /* One bit per key of the key table (gt_config_is_user_set): set by
    * gt_config_load for every key of the user file and of the key=value
    * overrides, never for base.json or a preset; kept by copies. It lets a
