@@ -310,6 +310,22 @@ static int gt__checkpoint_due(const gt_config *c, int64_t step, int stop) {
          (stop || (step + 1) % c->checkpoint_period == 0 || (step == c->steps - 1 && c->save_checkpoint_on_completion));
 }
 
+/* Writes the state after `step`; the step's metrics get the time it took,
+ * which is the time the loop was blocked by it (a synchronous write). */
+static gt_rc gt__checkpoint(gt__tstate *ts, gt_report *rep, gt_profiler *prof, const char *run_dir, int64_t step,
+                            gt_step_metrics *sm, gt_goodput *gp, gt_err *err) {
+  gt_report_pause(rep);
+  double t0 = gt_prof_now();
+  gt_rc rc = gt__train_save(ts, run_dir, step + 1, err);
+  if (rc) return rc;
+  double t1 = gt_prof_now();
+  gt_trace_span(gt_profiler_host(prof), "checkpoint write", "checkpoint", t0, t1);
+  sm->has_checkpoint = 1;
+  sm->checkpoint_write_seconds = sm->checkpoint_blocked_seconds = t1 - t0;
+  gt_goodput_mark(gp, GT_GP_CKPT, gt_prof_now());
+  return GT_OK;
+}
+
 gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
   static const gt_train_opts none;
   if (!o) o = &none;
@@ -457,25 +473,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
     /* target_eval_loss: the eval loss is the same on every rank (all-reduced) */
     int reached = cfg.target_eval_loss > 0 && sm.has_eval && sm.eval_loss <= cfg.target_eval_loss;
-    /* ... and whether any rank was asked to stop (a signal reaches the
-     * ranks at different moments; they must stop after the same step) */
-    int64_t stop_any = o->stop && *o->stop ? *o->stop : 0;
-    if (gt_dist_size() > 1 && (rc = gt_dist_allreduce_i64(&stop_any, 1, GT_DIST_MAX, "the stop flag", err))) {
-      res->agreed = 0;
-      goto out;
-    }
-    int stop = stop_any != 0;
-    if (gt__checkpoint_due(&cfg, step, stop || reached)) {
-      gt_report_pause(&rep);
-      double t0 = gt_prof_now();
-      if ((rc = gt__train_save(&ts, res->run_dir, step + 1, err))) goto out;
-      double t1 = gt_prof_now();
-      gt_trace_span(gt_profiler_host(&prof), "checkpoint write", "checkpoint", t0, t1);
+    /* the step's checkpoint (period, completion, target) before its record,
+     * which says so */
+    if (gt__checkpoint_due(&cfg, step, reached)) {
+      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
       last_saved = step + 1;
-      /* written before the loop goes on: the write is the time it blocked */
-      sm.has_checkpoint = 1;
-      sm.checkpoint_write_seconds = sm.checkpoint_blocked_seconds = t1 - t0;
-      gt_goodput_mark(&gp, GT_GP_CKPT, gt_prof_now());
     }
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
@@ -501,6 +503,18 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     res->steps_done = step + 1;
     if (sm.peak_memory_bytes > res->peak_memory_bytes) res->peak_memory_bytes = sm.peak_memory_bytes;
     if (o->test_after_step) o->test_after_step(&sm, o->test_ctx);
+    /* ... and whether any rank was asked to stop (a signal reaches the
+     * ranks at different moments; they must stop after the same step) */
+    int64_t stop_any = o->stop && *o->stop ? *o->stop : 0;
+    if (gt_dist_size() > 1 && (rc = gt_dist_allreduce_i64(&stop_any, 1, GT_DIST_MAX, "the stop flag", err))) {
+      res->agreed = 0;
+      goto out;
+    }
+    int stop = stop_any != 0;
+    if (stop && last_saved != step + 1 && gt__checkpoint_due(&cfg, step, stop)) {
+      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
+      last_saved = step + 1;
+    }
     rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err);
     if (cfg.profiler[0] && (rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
     if (rc) goto out;
