@@ -64,7 +64,7 @@ for s, r in ev.items():  # MaxText's eval/avg_perplexity
 assert rows[14]["checkpoint_write_seconds"] > 0 and "checkpoint_write_seconds" not in rows[13], rows[14]
 tok = 4 * 64  # per_device_batch_size x max_target_length of gemma3-tiny, one device
 buckets = ["training_prep", "unproductive_checkpoint_restore_time", "data_loading_sync", "eval",
-           "unproductive_checkpoint_save_time", "skipped_steps", "other"]
+           "unproductive_checkpoint_save_time", "unapplied_steps", "other"]
 for r in rows:
     assert r["tokens_per_device"] == tok and r["tokens_seen_per_device"] == tok * (r["step"] + 1), r
     # the step's TFLOPs per device: the analytic count, the same every step

@@ -129,7 +129,7 @@ START_TEST(test_every_field_reported) {
   const cJSON *bad = cJSON_GetObjectItemCaseSensitive(a, "badput");
   ck_assert(near(num(bad, "training_prep"), 0.1) && near(num(bad, "data_loading_sync"), 0.05));
   ck_assert(near(num(bad, "eval"), 0.1) && near(num(bad, "unproductive_checkpoint_save_time"), 0.05));
-  ck_assert(near(num(bad, "skipped_steps"), 0.05) && near(num(bad, "other"), 0.35));
+  ck_assert(near(num(bad, "unapplied_steps"), 0.05) && near(num(bad, "other"), 0.35));
   ck_assert(num(bad, "unproductive_checkpoint_restore_time") == 0);
   double sum = num(a, "goodput");
   int nb = 0;
@@ -237,7 +237,7 @@ START_TEST(test_goodput_buckets_sum_to_wall) {
   gt_goodput_format(&g, line, sizeof line);
   ck_assert_msg(!strcmp(line, "goodput: 30.0% of 10.0 s wall time in applied training steps; badput: training_prep "
                               "10.0%, unproductive_checkpoint_restore_time 0.0%, data_loading_sync 5.0%, eval 10.0%, "
-                              "unproductive_checkpoint_save_time 5.0%, skipped_steps 5.0%, other 35.0%"),
+                              "unproductive_checkpoint_save_time 5.0%, unapplied_steps 5.0%, other 35.0%"),
                 "%s", line);
 }
 END_TEST

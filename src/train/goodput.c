@@ -23,7 +23,7 @@ const char *gt_goodput_name(gt_goodput_bucket b) {
                                              "data_loading_sync",
                                              "eval",
                                              "unproductive_checkpoint_save_time",
-                                             "skipped_steps",
+                                             "unapplied_steps",
                                              "other"};
   return (unsigned)b < GT_GP_N ? names[b] : "?";
 }

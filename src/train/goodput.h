@@ -2,7 +2,7 @@
  * last mark to one bucket at each mark (a lap timer), so the buckets always
  * add up to the wall time measured from the run's start to the last mark.
  * The bucket names are those of MaxText's goodput recorder
- * (ml-goodput-measurement's BadputType) where one fits; eval and skipped
+ * (ml-goodput-measurement's BadputType) where one fits; eval and unapplied
  * steps are gemtrain's own. */
 #ifndef GT_TRAIN_GOODPUT_H
 #define GT_TRAIN_GOODPUT_H
@@ -16,8 +16,8 @@ typedef enum gt_goodput_bucket {
   GT_GP_DATA,          /* data_loading_sync: reading the step's batches */
   GT_GP_EVAL,          /* eval: held-out loss and eval tasks */
   GT_GP_CKPT,          /* unproductive_checkpoint_save_time: the loop blocked by a checkpoint */
-  GT_GP_SKIPPED,       /* skipped_steps: steps computed but not applied (spike, non-finite, no tokens) */
-  GT_GP_OTHER,         /* other: reporting, profiler, closing plot and sample */
+  GT_GP_SKIPPED,       /* unapplied_steps: steps computed but not applied (spike, non-finite, no tokens) */
+  GT_GP_OTHER,         /* other: reporting, profiler, the closing plot */
   GT_GP_N
 } gt_goodput_bucket;
 

@@ -561,16 +561,16 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (primary) rc = gt_report_plot(&rep, err);
   if ((rc = gt__agree(rc, "the plot (rank 0)", err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
+  /* the run's time up to here (the closing sample, which a reader expects
+   * last, is not in it) */
+  gt_goodput_mark(&gp, GT_GP_OTHER, gt_prof_now());
+  res->wall_seconds = gt_goodput_wall(&gp);
+  memcpy(res->goodput_seconds, gp.seconds, sizeof res->goodput_seconds);
+  gt_goodput_format(&gp, pline, sizeof pline);
+  gt_report_note(&rep, "%s\n", pline);
   if (!res->interrupted && gt_decode_sample_wanted(&cfg) && cfg.vocab_size >= GT_BYTE_VOCAB &&
       strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);
-  if (!rc) {
-    gt_goodput_mark(&gp, GT_GP_OTHER, gt_prof_now());
-    res->wall_seconds = gt_goodput_wall(&gp);
-    memcpy(res->goodput_seconds, gp.seconds, sizeof res->goodput_seconds);
-    gt_goodput_format(&gp, pline, sizeof pline);
-    gt_report_note(&rep, "%s\n", pline);
-  }
 out:
   /* a collective that failed on this rank alone (a peer stopped answering,
    * or a peer's failure left this rank waiting) is this rank's own error */

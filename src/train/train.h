@@ -53,8 +53,8 @@ typedef struct gt_train_result {
   int reached_target;
   long long target_step;
   /* where the wall time went (train/goodput.h), from gt_train's start to
-   * the closing goodput line; the buckets sum to wall_seconds (0 when the
-   * run ended with an error) */
+   * the closing goodput line (before the closing sample); the buckets sum
+   * to wall_seconds (0 when the run ended with an error before it) */
   double wall_seconds;
   double goodput_seconds[GT_GP_N];
   /* On error over MPI ranks: 1 when every rank returned this same error
