@@ -268,7 +268,7 @@ gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err) {
 
 gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (rc) return rc;
   /* no token in the loss (all-reduced: every rank sees the same 0): no
