@@ -206,14 +206,14 @@ static void teardown(fixture *f) {
 }
 
 static double loss_of(fixture *f) {
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
   return st.xent_sum / (double)st.total_weights;
 }
 
 static double grads_of(fixture *f) {
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   gt_model_zero_grads(&f->m);
   int64_t tw = gt_batch_total_weights(&f->b);
