@@ -1,7 +1,7 @@
 /* The training state for checkpoints: what is saved (parameters, AdamW
  * moments and step, data position, config), where it comes from on a
  * sharded run, and the rules that pick what a run starts from. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* syscall(SYS_gettid): the writer thread's own nice value */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -222,6 +225,12 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
 
 static void *gt__writer_main(void *arg) {
   gt__ckpt_async *a = arg;
+#ifdef __linux__
+  /* the writer yields to the steps' threads: on busy cores it takes what
+   * they leave (Linux: a thread's own nice value; best effort) */
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10)) {
+  }
+#endif
   a->w_t0 = gt_prof_now();
   gt_err_clear(&a->werr);
   gt_rc rc = gt_ckpt_save_write(a->save, &a->werr);
@@ -255,7 +264,21 @@ gt_rc gt__train_ckpt_open(gt__tstate *s, int async, int fits, gt_profiler *prof,
   a->on = (int)on;
   a->prof = prof;
   s->ckpt = a;
-  return GT_OK;
+  if (!a->on) return GT_OK;
+  /* the snapshot is made (and its pages touched: zeroed) before the first
+   * step, not in the middle of the run at the first checkpoint */
+  a->snap_bytes = gt__train_snapshot_bytes(gt_trainer_fsdp(s->tr), s->m);
+  a->snap = gt_mem_alloc_named(&a->mem, GT_MEM_OTHER, (size_t)a->snap_bytes, "checkpoint snapshot");
+  rc = a->snap ? GT_OK
+               : gt_err_set(err, GT_ERR_NOMEM,
+                            "train: no memory for the checkpoint snapshot (%.1f MiB; async_checkpointing=false "
+                            "writes without one)",
+                            (double)a->snap_bytes / 1048576.0);
+  if (gt_dist_size() > 1) {
+    gt_err mine = *err;
+    rc = gt_dist_agree(rc, &mine, "the checkpoint snapshot", err);
+  }
+  return rc;
 }
 
 /* The saved line for a finished background save, and its figures for the
@@ -315,22 +338,6 @@ gt_rc gt__train_checkpoint(const gt__tstate *s, const char *run_dir, int64_t ste
   if (rc) return rc;
   double t1 = gt_prof_now();
   if (waited) gt_trace_span(gt_profiler_host(a->prof), "checkpoint wait (previous write)", "checkpoint", t0, t1);
-  gt_fsdp *fs = gt_trainer_fsdp(s->tr);
-  int64_t need = gt__train_snapshot_bytes(fs, s->m);
-  if (!a->snap) {
-    a->snap = gt_mem_alloc_uninit_named(&a->mem, GT_MEM_OTHER, (size_t)need, "checkpoint snapshot");
-    a->snap_bytes = need;
-  }
-  rc = a->snap ? GT_OK
-               : gt_err_set(err, GT_ERR_NOMEM,
-                            "train: no memory for the checkpoint snapshot (%.1f MiB; async_checkpointing=false "
-                            "writes without one)",
-                            (double)need / 1048576.0);
-  if (gt_dist_size() > 1) {
-    gt_err mine = *err;
-    rc = gt_dist_agree(rc, &mine, "the checkpoint snapshot", err);
-  }
-  if (rc) return rc;
   gt_ckpt_src src;
   float *host;
   if ((rc = gt__state_src(s, &src, a->tab, a->snap, &host, err))) return rc;
