@@ -137,7 +137,7 @@ done
 # 5. two MPI ranks
 mpirun=$(command -v mpirun || true)
 if [ -z "$mpirun" ]; then echo "e2e_ckpt_async: no mpirun: the 2-rank part skipped"; echo "e2e_ckpt_async: ok"; exit 0; fi
-flags=(--oversubscribe --bind-to none)
+flags=(--oversubscribe)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 mpi=("$mpirun" "${flags[@]}" -np 2)
 two=(num_devices=1 dcn_fsdp_parallelism=2)
