@@ -5,7 +5,9 @@
  * are only a snapshot (the caller's live arrays change meanwhile); an
  * abandoned save leaves `latest` where it was and nothing a load reads; the
  * seam's named points are passed in order, on the thread that does the
- * work. */
+ * work; gemtrain train's step metrics carry each checkpoint's figures
+ * (has_checkpoint, checkpoint_write_seconds, checkpoint_blocked_seconds) in
+ * the first report after its commit. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/ckpt_seam.h"
+#include "train/train.h"
 #include "gt_testutil.h"
 
 typedef struct shards {
@@ -192,6 +195,71 @@ START_TEST(test_seam_points_in_order) {
 }
 END_TEST
 
+/* The metrics of every step of a run (test_after_step sees each report's). */
+typedef struct seen_steps {
+  int n;
+  gt_step_metrics sm[16];
+} seen_steps;
+static void keep_step(const gt_step_metrics *sm, void *ctx) {
+  seen_steps *v = ctx;
+  if (v->n < 16) v->sm[v->n++] = *sm;
+}
+
+static seen_steps train_tiny(const char *base, const char *name, const char *async) {
+  char bo[600], rn[128];
+  snprintf(bo, sizeof bo, "base_output_directory=%s", base);
+  snprintf(rn, sizeof rn, "run_name=%s", name);
+  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", bo, rn, "steps=8", "checkpoint_period=3",
+                      "sample_tokens=0", "eval_interval=-1", "threads_per_device=1", async};
+  gt_config c;
+  gt_test_config(&c, 10, ov);
+  seen_steps v = {0};
+  gt_train_opts o = {.test_after_step = keep_step, .test_ctx = &v};
+  gt_train_result res;
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_train(&c, &o, &res, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(v.n, 8);
+  /* the run ended after its last write: step 8 is committed */
+  char lp[800];
+  snprintf(lp, sizeof lp, "%s/%s/checkpoints/latest", base, name);
+  char *lt = gt_test_read_file(lp, NULL);
+  ck_assert_str_eq(lt, "step_00000008\n");
+  free(lt);
+  return v;
+}
+
+START_TEST(test_step_metrics) {
+  char *dir = gt_test_mkdtemp("ckpt_async_metrics");
+  /* synchronous: the saves after steps 3 and 6 (indices 2 and 5) are in
+   * the next step's report; the loop waited for the whole write */
+  seen_steps s = train_tiny(dir, "s", "async_checkpointing=false");
+  for (int i = 0; i < 8; i++) {
+    int want = i == 3 || i == 6;
+    ck_assert_msg(s.sm[i].has_checkpoint == want, "sync: step %d has_checkpoint %d", i, s.sm[i].has_checkpoint);
+    if (!want) continue;
+    ck_assert(s.sm[i].checkpoint_write_seconds > 0);
+    ck_assert(s.sm[i].checkpoint_blocked_seconds == s.sm[i].checkpoint_write_seconds);
+  }
+  /* async: step 3's write is reported once, after its start and by step 6's
+   * report at the latest (step 6's checkpoint waits for it); step 6's by
+   * step 7's or, still in flight then, on the console only */
+  seen_steps a = train_tiny(dir, "a", "async_checkpointing=true");
+  int first = -1, reports = 0;
+  for (int i = 0; i < 8; i++)
+    if (a.sm[i].has_checkpoint) {
+      reports++;
+      if (first < 0) first = i;
+      ck_assert(a.sm[i].checkpoint_write_seconds > 0 && a.sm[i].checkpoint_blocked_seconds >= 0);
+    }
+  ck_assert_msg(first >= 3 && first <= 6, "async: the first report is at step %d", first);
+  ck_assert_msg(reports >= 1 && reports <= 2, "async: %d reports", reports);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(a.sm[i].has_checkpoint, 0);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ckpt_async");
   TCase *tc = tcase_create("core");
@@ -199,6 +267,7 @@ int main(void) {
   tcase_add_test(tc, test_phases_byte_identical);
   tcase_add_test(tc, test_abandon_keeps_latest);
   tcase_add_test(tc, test_seam_points_in_order);
+  tcase_add_test(tc, test_step_metrics);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
