@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Asynchronous checkpoints against none and synchronous ones (docs/checkpoints.md):
 # the 12-layer benchmark model (gemma3-12l, batch 2 x 1024) trains STEPS steps
-# (default 41) three ways, one after the other, ROUNDS times (default 2):
+# (default 41) three ways, one after the other (the order turning from round
+# to round), ROUNDS times (default 2):
 #   none   enable_checkpointing=false
 #   sync   checkpoint_period=10 async_checkpointing=false
 #   async  checkpoint_period=10 (the default async_checkpointing=true)
@@ -9,7 +10,8 @@
 # the console line of step 1 to that of the last step, divided by the steps
 # between them (the first step warms up; the last checkpoint, after the last
 # line, is left out alike for each). Prints the three means, their ratios to
-# `none`, the write bandwidth (sync: state / write time; async: state /
+# `none` (of the means, and the median of each round's ratio: robust to a
+# machine whose load changes between runs), the write bandwidth (sync: state / write time; async: state /
 # background write time), the async run's blocked time per checkpoint.
 #
 # Usage: tools/bench_ckpt_async.sh [build/gemtrain] [key=value ...]
@@ -44,22 +46,32 @@ print("%.4f" % ((t[last] - t[1]) / (last - 1)))
 }
 echo "bench_ckpt_async: $("$bin" --version), $(date -u), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin" plan "${model[@]}" | grep -E "^  parameters|checkpoint snapshot" || true
-declare -A sum=([none]=0 [sync]=0 [async]=0)
+# the order turns from round to round, so a load that grows or falls over
+# the rounds favours no mode
+modes=(none sync async)
+: > "$work/rounds.txt"
 for r in $(seq "$rounds"); do
-  for mode in none sync async; do
+  for k in 0 1 2; do
+    mode=${modes[$(( (r - 1 + k) % 3 ))]}
     case $mode in
       none) m=$(run none enable_checkpointing=false) ;;
       sync) m=$(run sync checkpoint_period=10 async_checkpointing=false) ;;
       async) m=$(run async checkpoint_period=10) ;;
     esac
-    echo "round $r: $mode mean step $m s"
-    sum[$mode]=$(python3 -c "print(${sum[$mode]} + $m)")
+    echo "round $r: $mode mean step $m s (load average $(cut -d' ' -f1 /proc/loadavg))"
+    echo "$r $mode $m" >> "$work/rounds.txt"
   done
 done
-python3 - "$work" "$rounds" "${sum[none]}" "${sum[sync]}" "${sum[async]}" <<'PY'
-import re, sys
+python3 - "$work" "$rounds" <<'PY'
+import re, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
-none, sync, asyn = (float(x) / rounds for x in sys.argv[3:6])
+per = {}
+for line in open(f"{work}/rounds.txt"):
+    r, mode, m = line.split(); per.setdefault(mode, {})[int(r)] = float(m)
+none, sync, asyn = (statistics.mean(per[m].values()) for m in ("none", "sync", "async"))
+# each round's ratio to that round's none, and their median: robust to a load that changes between rounds
+rs = statistics.median(per["sync"][r] / per["none"][r] for r in per["none"])
+ra = statistics.median(per["async"][r] / per["none"][r] for r in per["none"])
 def saves(name):
     return open(f"{work}/{name}.log").read()
 s = saves("sync"); a = saves("async")
@@ -67,14 +79,18 @@ sw = [float(x) for x in re.findall(r"saved checkpoint \S+ \(1 shard, ([0-9.]+) s
 aw = re.findall(r"saved checkpoint \S+ \(1 shard, ([0-9.]+) s in the background; the loop waited ([0-9.]+) s; snapshot ([0-9.]+) MiB\)", a)
 mib = float(aw[0][2]) if aw else float("nan")
 print()
-print("| checkpoints | mean step s (checkpoint steps included) | vs none | write s per checkpoint | write MiB/s | loop blocked s per checkpoint |")
-print("|---|---|---|---|---|---|")
-print(f"| none | {none:.4f} | 1.000 | - | - | - |")
+print("| checkpoints | mean step s (checkpoint steps included) | vs none (mean) | vs none (median of the rounds' ratios) | write s per checkpoint | write MiB/s | loop blocked s per checkpoint |")
+print("|---|---|---|---|---|---|---|")
+print(f"| none | {none:.4f} | 1.000 | 1.000 | - | - | - |")
 if sw:
     m = sum(sw) / len(sw)
-    print(f"| sync (checkpoint_period=10) | {sync:.4f} | {sync / none:.3f} | {m:.3f} | {mib / m:.0f} | {m:.3f} |")
+    print(f"| sync (checkpoint_period=10) | {sync:.4f} | {sync / none:.3f} | {rs:.3f} | {m:.3f} | {mib / m:.0f} | {m:.3f} |")
 if aw:
     w = sum(float(x[0]) for x in aw) / len(aw); b = sum(float(x[1]) for x in aw) / len(aw)
-    print(f"| async (checkpoint_period=10) | {asyn:.4f} | {asyn / none:.3f} | {w:.3f} (background) | {mib / w:.0f} | {b:.3f} |")
-print(f"\nstate {mib:.1f} MiB per checkpoint; means over {rounds} round(s) of each mode; the last round's logs give the write figures")
+    print(f"| async (checkpoint_period=10) | {asyn:.4f} | {asyn / none:.3f} | {ra:.3f} | {w:.3f} (background) | {mib / w:.0f} | {b:.3f} |")
+if sw and aw:
+    # what the loop waits for per checkpoint, as a share of the 10 steps it
+    # follows: the part of the overhead that a busy machine's noise does not move
+    print(f"\nthe loop's wait per checkpoint over 10 steps of {none:.3f} s: sync {m / (10 * none) * 100:.1f}%, async {b / (10 * none) * 100:.1f}%")
+print(f"state {mib:.1f} MiB per checkpoint; means over {rounds} round(s) of each mode; the last round's logs give the write figures")
 PY
