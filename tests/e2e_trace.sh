@@ -45,7 +45,8 @@ for e in evs:
     elif e["name"] == "thread_name":
         names[e["args"]["name"]] = e["tid"]
 want = ["host (loop)", "device 0", "device 0 comm", "device 1", "device 1 comm"]
-assert sorted(names) == sorted(want), names
+# the checkpoint writer's lane is listed once a background write ended in the window
+assert sorted(set(names) - {"checkpoint writer"}) == sorted(want), names
 ns = lambda us: round(us * 1000)  # the file's microseconds have nanosecond decimals
 spans = {t: sorted(((ns(e["ts"]), ns(e["dur"]), e) for e in evs if e["ph"] == "X" and e["tid"] == t),
                    key=lambda s: (s[0], -s[1])) for t in names.values()}
@@ -78,7 +79,9 @@ assert [s[2]["args"]["step"] for s in host] == traced, host
 for ts, dur, e in host:
     close(dur / 1e9, steps[e["args"]["step"]]["seconds"], f"host span of {e['name']}")
 kinds = {e["name"] for _, _, e in spans[names["host (loop)"]]}
-assert {"data loading", "checkpoint write"} <= kinds, kinds
+# the checkpoint: its snapshot (async_checkpointing, the default; the
+# write runs beside the steps) or its whole write (synchronous)
+assert "data loading" in kinds and kinds & {"checkpoint snapshot", "checkpoint write"}, kinds
 for d in (0, 1):
     dev = [s for s in spans[names[f"device {d}"]] if s[2]["name"] == "train step"]
     assert len(dev) == len(host), (d, len(dev))

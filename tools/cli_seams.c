@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckpt/ckpt_seam.h"
 #include "cli.h"
@@ -26,7 +27,48 @@ static int gt__count_after(const char *s, const char *prefix, long *n) {
   return 1;
 }
 
+/* GEMTRAIN_TEST_CKPT_AT="<point>:kill:N" raises SIGKILL the N-th time a
+ * save of this process reaches the named point (ckpt/ckpt_seam.h:
+ * prepared, half, written, renamed, latest, committed); "<point>:sleep:MS"
+ * sleeps MS milliseconds there every time. Either says on stderr
+ * "test seam: step_<N> at <point>" first, so a test can wait for it. */
+static char g_at_point[32];
+static long g_at_n, g_at_seen, g_at_sleep_ms;
+static void gt__at_point(void *ctx, const char *point, int64_t step) {
+  (void)ctx;
+  if (strcmp(point, g_at_point)) return;
+  fprintf(stderr, "test seam: step_%08lld at %s\n", (long long)step, point);
+  fflush(stderr);
+  if (g_at_sleep_ms) {
+    struct timespec ts = {g_at_sleep_ms / 1000, (g_at_sleep_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+  } else if (++g_at_seen == g_at_n) {
+    raise(SIGKILL);
+  }
+}
+
+static void gt__install_ckpt_at(void) {
+  const char *s = getenv("GEMTRAIN_TEST_CKPT_AT");
+  if (!s) return;
+  const char *c = strchr(s, ':');
+  long n = 0;
+  if (c && (size_t)(c - s) < sizeof g_at_point) {
+    snprintf(g_at_point, sizeof g_at_point, "%.*s", (int)(c - s), s);
+    if (gt__count_after(c + 1, "kill:", &n))
+      g_at_n = n;
+    else if (gt__count_after(c + 1, "sleep:", &n))
+      g_at_sleep_ms = n;
+  }
+  if (!n) { /* a test that meant to inject a fault must not pass without one */
+    fprintf(stderr, "gemtrain: GEMTRAIN_TEST_CKPT_AT='%s' ignored: expected <point>:kill:N or <point>:sleep:MS\n", s);
+    return;
+  }
+  gt__ckpt_set_point_hook(gt__at_point, NULL);
+}
+
 void gt_cli_install_test_seams(void) {
+  gt__install_ckpt_at();
   /* GEMTRAIN_TEST_CKPT_FAULT="kill:N": SIGKILL half-way through the N-th
    * checkpoint this process writes; "enospc:N": that checkpoint's write
    * fails with ENOSPC there. */

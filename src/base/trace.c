@@ -61,7 +61,7 @@ gt_rc gt_trace_create(gt_trace **out, int n_devices, int64_t max_events, gt_err 
   gt_trace *t = calloc(1, sizeof *t);
   if (!t) return gt_err_set(err, GT_ERR_NOMEM, "trace: no memory");
   t->n_dev = n_devices;
-  t->n_lanes = 1 + 2 * n_devices;
+  t->n_lanes = 2 + 2 * n_devices;
   t->lanes = calloc((size_t)t->n_lanes, sizeof *t->lanes);
   double origin = gt_prof_now();
   for (int i = 0; t->lanes && i < t->n_lanes; i++) {
@@ -75,6 +75,8 @@ gt_rc gt_trace_create(gt_trace **out, int n_devices, int64_t max_events, gt_err 
     l->origin = origin;
     if (i == 0)
       snprintf(l->name, sizeof l->name, "host (loop)");
+    else if (i == t->n_lanes - 1)
+      snprintf(l->name, sizeof l->name, "checkpoint writer");
     else
       snprintf(l->name, sizeof l->name, (i - 1) % 2 ? "device %d comm" : "device %d", (i - 1) / 2);
     snprintf(l->counter, sizeof l->counter, "memory (%s)", l->name);
@@ -83,7 +85,7 @@ gt_rc gt_trace_create(gt_trace **out, int n_devices, int64_t max_events, gt_err 
   for (int i = 0; t->lanes && i < t->n_lanes; i++)
     if (!t->lanes[i]) {
       gt_trace_destroy(t);
-      return gt_err_set(err, GT_ERR_NOMEM, "trace: no memory for %d lanes", 1 + 2 * n_devices);
+      return gt_err_set(err, GT_ERR_NOMEM, "trace: no memory for %d lanes", 2 + 2 * n_devices);
     }
   if (!t->lanes) {
     free(t);
@@ -112,6 +114,7 @@ int gt_trace_devices(const gt_trace *t) { return t ? t->n_dev : 0; }
 gt_trace_lane *gt_trace_host(gt_trace *t) { return t ? t->lanes[0] : NULL; }
 gt_trace_lane *gt_trace_device(gt_trace *t, int d) { return t && d >= 0 && d < t->n_dev ? t->lanes[1 + 2 * d] : NULL; }
 gt_trace_lane *gt_trace_comm(gt_trace *t, int d) { return t && d >= 0 && d < t->n_dev ? t->lanes[2 + 2 * d] : NULL; }
+gt_trace_lane *gt_trace_writer(gt_trace *t) { return t ? t->lanes[t->n_lanes - 1] : NULL; }
 
 /* Monotone in t, so spans recorded on one thread keep their nesting. */
 static int64_t gt__ns(const gt_trace_lane *l, double t) { return llround((t - l->origin) * 1e9); }
@@ -366,6 +369,7 @@ gt_rc gt_trace_write(gt_trace *t, const char *path, const char *process, const c
   gt__put(&o, "}}");
   for (int i = 0; i < t->n_lanes; i++) {
     const gt_trace_lane *l = t->lanes[i];
+    if (i == t->n_lanes - 1 && !l->n) continue; /* the checkpoint writer's, when it wrote nothing */
     gt__put(&o, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", l->tid,
             l->name);
     gt__put(&o, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",

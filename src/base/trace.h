@@ -42,6 +42,10 @@ int gt_trace_devices(const gt_trace *t);
 gt_trace_lane *gt_trace_host(gt_trace *t);
 gt_trace_lane *gt_trace_device(gt_trace *t, int dev);
 gt_trace_lane *gt_trace_comm(gt_trace *t, int dev);
+/* The checkpoint writer's lane ("checkpoint writer"), listed in the file
+ * only when it holds events: the spans of background checkpoint writes,
+ * recorded by the training loop once a write has ended. */
+gt_trace_lane *gt_trace_writer(gt_trace *t);
 
 /* A complete span [t0, t1] named by a string with static storage; cat
  * (static) groups spans by kind ("layer", "collective", "matmul", ...). */

@@ -147,10 +147,46 @@ gt_rc gt_ckpt_save_sync(const char *root, const gt_model *m, const gt_ckpt_src *
   return gt_ckpt_save_frozen(root, m, src, st, NULL, NULL, config_json, compression, keep, sync, err);
 }
 
+/* A save in its three phases (ckpt.h): what _begin settles, _write and
+ * _end use. */
+struct gt_ckpt_pending {
+  char root[GT__PATH], name[64], tmp[GT__PATH], fin[GT__PATH], old[GT__PATH];
+  const gt_model *m;
+  int n_shards;
+  const float **arr; /* [3 * n_shards]: params, mu, nu of shard r at r, S + r, 2S + r */
+  int64_t step;
+  cJSON *meta, *sj;
+  int compression;
+  int64_t keep;
+  gt_ckpt_sync sync;
+  int has_sync, lead, created;
+};
+
+static void gt__save_free(gt_ckpt_pending *s) {
+  if (!s) return;
+  cJSON_Delete(s->meta);
+  free(s->arr);
+  free(s);
+}
+
 gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                           const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer, const char *config_json,
                           int compression, int64_t keep, const gt_ckpt_sync *sync, gt_err *err) {
   gt_err local;
+  if (!err) err = &local; /* the ranks' outcomes are agreed through it */
+  gt_ckpt_pending *s;
+  gt_rc rc = gt_ckpt_save_begin(&s, root, m, src, st, frozen, writer, config_json, compression, keep, sync, err);
+  if (rc) return rc;
+  rc = gt_ckpt_save_write(s, err);
+  return gt_ckpt_save_end(s, rc, err);
+}
+
+gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model *m, const gt_ckpt_src *src,
+                         const gt_ckpt_state *st, const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer,
+                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
+                         gt_err *err) {
+  gt_err local;
+  *out = NULL;
   if (m->n_frozen_tensors && !frozen)
     return gt_err_set(err ? err : &local, GT_ERR_ARG,
                       "checkpoint: the model has %d frozen tensors and no reference to them was given",
@@ -159,25 +195,39 @@ gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src
   if (sync && (!sync->agree || sync->size < 1 || sync->rank < 0 || sync->rank >= sync->size))
     return gt_err_set(err, GT_ERR_ARG, "checkpoint: rank %d of %d%s; expected 0 <= rank < size and an agree function",
                       sync->rank, sync->size, sync->agree ? "" : " without an agree function");
-  int lead = !sync || sync->rank == 0, created = 0, mine = 0;
-  char name[64], tmp[GT__PATH], fin[GT__PATH], old[GT__PATH], file[GT__PATH + 64];
+  gt_ckpt_pending *s = calloc(1, sizeof *s);
+  if (!s) return gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory");
+  s->m = m, s->step = st->step, s->compression = compression, s->keep = keep;
+  s->has_sync = sync != NULL;
+  if (sync) s->sync = *sync;
+  s->lead = !sync || sync->rank == 0;
+  int mine = 0;
   /* named by the step, so every rank knows the directory without being told */
-  gt__step_name(st->step, name, sizeof name);
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
-  snprintf(fin, sizeof fin, "%s/%s", root, name);
-  snprintf(old, sizeof old, "%s/.old-%s", root, name);
-  cJSON *meta = NULL, *sj = NULL;
-  gt_rc rc = lead ? gt_mkdirs(root, "checkpoint", err) : GT_OK;
+  gt__step_name(st->step, s->name, sizeof s->name);
+  snprintf(s->root, sizeof s->root, "%s", root);
+  snprintf(s->tmp, sizeof s->tmp, "%s/.tmp-%s", root, s->name);
+  snprintf(s->fin, sizeof s->fin, "%s/%s", root, s->name);
+  snprintf(s->old, sizeof s->old, "%s/.old-%s", root, s->name);
+  gt_rc rc = s->lead ? gt_mkdirs(root, "checkpoint", err) : GT_OK;
   if (rc) goto prepared;
   /* a stale temporary directory of this very step (a crashed save) goes
    * too, before any rank writes into its name */
-  if (lead) gt__clean_tmp(root);
-  if ((rc = gt__check_src(src, sync, fin, &mine, err))) goto prepared;
+  if (s->lead) gt__clean_tmp(root);
+  if ((rc = gt__check_src(src, sync, s->fin, &mine, err))) goto prepared;
+  s->n_shards = src->n_shards;
+  /* the arrays' addresses are kept: the caller's tables may go */
+  if (!(s->arr = calloc((size_t)s->n_shards * 3, sizeof *s->arr))) {
+    rc = gt_err_set(err, GT_ERR_NOMEM, "checkpoint: no memory");
+    goto prepared;
+  }
+  for (int r = 0; r < s->n_shards && src->params; r++)
+    if (src->params[r])
+      s->arr[r] = src->params[r], s->arr[s->n_shards + r] = src->mu[r], s->arr[2 * s->n_shards + r] = src->nu[r];
   if (mine) gt__ckpt_fault_next_save();
-  meta = cJSON_CreateObject();
+  cJSON *meta = s->meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "gemtrain checkpoint");
   cJSON_AddNumberToObject(meta, "version", GT_CKPT_VERSION);
-  sj = cJSON_AddObjectToObject(meta, "state");
+  cJSON *sj = s->sj = cJSON_AddObjectToObject(meta, "state");
   cJSON_AddNumberToObject(sj, "step", (double)st->step);
   cJSON_AddNumberToObject(sj, "opt_step", (double)st->opt_step);
   cJSON_AddNumberToObject(sj, "data_epoch", (double)st->data.epoch);
@@ -188,45 +238,76 @@ gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src
   if (writer) gt__add_writer(meta, writer);
   /* a state the loader would refuse is never written */
   gt_ckpt_state chk;
-  if (gt__read_state(sj, fin, st->step, src->n_shards, &chk, err)) {
+  if (gt__read_state(sj, s->fin, st->step, src->n_shards, &chk, err)) {
     char msg[GT_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
     rc = gt_err_set(err, GT_ERR_ARG, "checkpoint: refusing to write a state the loader would refuse: %s", msg);
     goto prepared;
   }
-  if (lead && mkdir(tmp, 0755)) {
-    rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", tmp, strerror(errno));
+  if (s->lead && mkdir(s->tmp, 0755)) {
+    rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot create '%s': %s", s->tmp, strerror(errno));
     goto prepared;
   }
-  created = lead;
+  s->created = s->lead;
   cJSON *cj = config_json ? cJSON_Parse(config_json) : NULL;
   if (cj) cJSON_AddItemToObject(meta, "config", cj);
   cJSON_AddItemToObject(meta, "model", gt__ckpt_model_table(m));
   cJSON *fz = frozen ? gt__ckpt_frozen_ref(m, frozen->sum, frozen->source) : NULL;
   if (fz) cJSON_AddItemToObject(meta, "frozen", fz);
 prepared:
-  if ((rc = gt__agree(sync, rc, err, name, "prepare"))) goto failed;
-  for (int r = 0; r < src->n_shards && !rc; r++) {
-    if (!src->params || !src->params[r]) continue; /* another rank's */
-    snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", tmp, r, src->n_shards);
-    rc = gt__ckpt_write_shard(file, m, r, src->n_shards, src->params[r], src->mu[r], src->nu[r], meta, compression,
-                              sync != NULL, err);
+  if ((rc = gt__agree(sync, rc, err, s->name, "prepare"))) {
+    if (s->created) gt__rm_dir(s->tmp);
+    gt__save_free(s);
+    return rc;
   }
-  if ((rc = gt__agree(sync, rc, err, name, "write"))) goto failed;
-  if (lead) {
-    rc = sync ? gt__check_written(tmp, src->n_shards, sj, meta, err) : GT_OK;
-    if (rc)
-      gt__rm_dir(tmp);
-    else
-      rc = gt__commit(root, name, tmp, fin, old, st->step, keep, err);
+  gt__ckpt_point("prepared", s->step);
+  *out = s;
+  return GT_OK;
+}
+
+/* This process's shard files, each written and fsync'ed in the temporary
+ * directory; no agreement, so any thread may run it. */
+gt_rc gt_ckpt_save_write(gt_ckpt_pending *s, gt_err *err) {
+  gt_rc rc = GT_OK;
+  char file[GT__PATH + 64];
+  for (int r = 0, first = 1; r < s->n_shards && !rc; r++) {
+    if (!s->arr[r]) continue; /* another rank's */
+    snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", s->tmp, r, s->n_shards);
+    rc = gt__ckpt_write_shard(file, s->m, r, s->n_shards, s->arr[r], s->arr[s->n_shards + r],
+                              s->arr[2 * s->n_shards + r], s->meta, s->compression, s->has_sync, first ? s->step : -1,
+                              err);
+    first = 0;
   }
-  cJSON_Delete(meta);
-  return gt__agree(sync, rc, err, name, "commit");
-failed:
-  if (created) gt__rm_dir(tmp);
-  cJSON_Delete(meta);
+  if (!rc) gt__ckpt_point("written", s->step);
   return rc;
 }
+
+gt_rc gt_ckpt_save_end(gt_ckpt_pending *s, gt_rc write_rc, gt_err *err) {
+  gt_err local;
+  if (!err) err = &local;
+  const gt_ckpt_sync *sync = s->has_sync ? &s->sync : NULL;
+  gt_rc rc = gt__agree(sync, write_rc, err, s->name, "write");
+  if (rc) {
+    if (s->created) gt__rm_dir(s->tmp);
+    gt__save_free(s);
+    return rc;
+  }
+  if (s->lead) {
+    rc = sync ? gt__check_written(s->tmp, s->n_shards, s->sj, s->meta, err) : GT_OK;
+    if (rc)
+      gt__rm_dir(s->tmp);
+    else
+      rc = gt__commit(s->root, s->name, s->tmp, s->fin, s->old, s->step, s->keep, err);
+  }
+  char name[64];
+  snprintf(name, sizeof name, "%s", s->name);
+  gt__save_free(s);
+  return gt__agree(sync, rc, err, name, "commit");
+}
+
+void gt_ckpt_save_abandon(gt_ckpt_pending *s) { gt__save_free(s); }
+
+int64_t gt_ckpt_save_step(const gt_ckpt_pending *s) { return s->step; }
 
 /* The shards this rank writes (*mine of them): all of them in a save by one
  * process; in a save by several ranks, those whose three arrays are given
@@ -335,28 +416,31 @@ static gt_rc gt__commit(const char *root, const char *name, const char *tmp, con
     gt__rm_dir(tmp);
     return rc;
   }
+  gt__ckpt_point("renamed", step);
   gt__rm_dir(old);
   /* commit: `latest` names the new directory */
-  char lt[GT__PATH], lp[GT__PATH];
+  char lt[GT__PATH + 16], lp[GT__PATH + 16];
   snprintf(lt, sizeof lt, "%s/.tmp-latest", root);
   snprintf(lp, sizeof lp, "%s/latest", root);
   FILE *f = fopen(lt, "w");
   if (!f) return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot write '%s': %s", lt, strerror(errno));
   int bad = fprintf(f, "%s\n", name) < 0 || fflush(f) || fsync(fileno(f));
   bad |= fclose(f) != 0;
+  if (!bad) gt__ckpt_point("latest", step);
   if (bad || rename(lt, lp)) {
     rc = gt_err_set(err, GT_ERR_IO, "checkpoint: cannot update '%s': %s", lp, strerror(errno));
     unlink(lt);
     return rc;
   }
   if ((rc = gt__fsync_dir(root, err))) return rc;
+  gt__ckpt_point("committed", step);
   /* retention: the newest `keep` survive (the one just written among them) */
   if (keep > 0) {
     int n;
     int64_t *steps = gt__list_steps(root, &n);
     for (int i = 0; steps && i < n; i++)
       if (i >= keep && steps[i] != step) {
-        char nm[64], p[GT__PATH];
+        char nm[64], p[GT__PATH + 64];
         gt__step_name(steps[i], nm, sizeof nm);
         snprintf(p, sizeof p, "%s/%s", root, nm);
         gt__rm_dir(p);

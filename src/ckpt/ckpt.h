@@ -135,6 +135,32 @@ gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *layout, const gt_ckp
                           const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer, const char *config_json,
                           int compression, int64_t keep, const gt_ckpt_sync *sync, gt_err *err);
 
+/* A save in three phases, for a writer that works beside the training
+ * (async_checkpointing; gt_ckpt_save_frozen is the three in a row, so both
+ * write the same bytes):
+ *   _begin  checks, builds the header, removes stale temporary directories
+ *           and creates <root>/.tmp-step_N (rank 0); the "prepare"
+ *           agreement (collective with sync). On failure *out is NULL and
+ *           nothing is left behind.
+ *   _write  writes and fsyncs this process's shard files into it. No
+ *           agreement: any one thread may run it. The arrays of src must
+ *           hold their values until it returns (a snapshot's).
+ *   _end    the "write" agreement on write_rc (err holds its message when
+ *           write_rc is not GT_OK), rank 0's check and commit, the "commit"
+ *           agreement (collective with sync); frees the save.
+ * _abandon frees a begun save without committing it (a run that ends
+ * broken): what it wrote stays a temporary directory, which loads ignore
+ * and the next save removes. */
+typedef struct gt_ckpt_pending gt_ckpt_pending;
+gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model *layout, const gt_ckpt_src *src,
+                         const gt_ckpt_state *st, const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer,
+                         const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
+                         gt_err *err);
+gt_rc gt_ckpt_save_write(gt_ckpt_pending *s, gt_err *err);
+gt_rc gt_ckpt_save_end(gt_ckpt_pending *s, gt_rc write_rc, gt_err *err);
+void gt_ckpt_save_abandon(gt_ckpt_pending *s);
+int64_t gt_ckpt_save_step(const gt_ckpt_pending *s);
+
 /* Called with one line for each checkpoint that was refused on the way to a
  * good one ("... ; trying the previous checkpoint"). */
 typedef void (*gt_ckpt_log_fn)(void *ctx, const char *line);

@@ -33,6 +33,18 @@ void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save) {
   gt__fault_armed = 0;
 }
 
+static gt__ckpt_point_fn gt__point_fn;
+static void *gt__point_ctx;
+
+void gt__ckpt_set_point_hook(gt__ckpt_point_fn fn, void *ctx) {
+  gt__point_fn = fn;
+  gt__point_ctx = ctx;
+}
+
+void gt__ckpt_point(const char *point, int64_t step) {
+  if (gt__point_fn) gt__point_fn(gt__point_ctx, point, step);
+}
+
 void gt__ckpt_fault_next_save(void) {
   /* disarmed, nothing is touched: the rank threads of one test process may
    * all be saving at once */
@@ -101,7 +113,7 @@ static gt_rc gt__fault_fire(gt__wfile *w) {
 
 /* One tensor: raw bytes, or a zlib stream of them. *stored = bytes written. */
 static gt_rc gt__write_tensor(gt__wfile *w, const float *data, int64_t count, int level, uint64_t *raw_done,
-                              uint64_t fault_at, uint64_t *stored, uint32_t *crc) {
+                              uint64_t fault_at, int64_t *half_step, uint64_t *stored, uint32_t *crc) {
   const unsigned char *src = (const unsigned char *)data;
   uint64_t nb = (uint64_t)count * sizeof(float), done = 0, start = w->pos;
   *crc = (uint32_t)crc32(0, Z_NULL, 0);
@@ -118,7 +130,12 @@ static gt_rc gt__write_tensor(gt__wfile *w, const float *data, int64_t count, in
   }
   for (;;) {
     size_t k = nb - done > GT__CHUNK ? GT__CHUNK : (size_t)(nb - done);
-    if (gt__fault_armed && *raw_done < fault_at && *raw_done + k > fault_at) k = (size_t)(fault_at - *raw_done);
+    int at_half = gt__fault_armed || *half_step >= 0;
+    if (at_half && *raw_done < fault_at && *raw_done + k > fault_at) k = (size_t)(fault_at - *raw_done);
+    if (*half_step >= 0 && *raw_done >= fault_at) { /* the test seam's point "half" */
+      gt__ckpt_point("half", *half_step);
+      *half_step = -1;
+    }
     if (gt__fault_armed && *raw_done >= fault_at) {
       rc = gt__fault_fire(w);
       break;
@@ -282,7 +299,7 @@ gt_rc gt__ckpt_check_model(const cJSON *table, const gt_model *m, const char *wh
 }
 
 gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
-                           const float *nu, const cJSON *meta, int level, int excl, gt_err *err) {
+                           const float *nu, const cJSON *meta, int level, int excl, int64_t half_step, gt_err *err) {
   const float *cls[3] = {params, mu, nu};
   int64_t nu_ = gt_model_n_units(m);
   /* a poisoned state must never become a checkpoint */
@@ -322,7 +339,7 @@ gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, co
       int64_t b = gt_shard_begin(cnt, S, r), n = gt_shard_len(cnt, S, r);
       uint64_t at = w.pos, stored = 0;
       uint32_t crc = 0;
-      rc = gt__write_tensor(&w, base, n, level, &raw_done, fault_at, &stored, &crc);
+      rc = gt__write_tensor(&w, base, n, level, &raw_done, fault_at, &half_step, &stored, &crc);
       base += n;
       if (rc) break;
       char un[32], name[64];

@@ -28,9 +28,11 @@ gt_rc gt__ckpt_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, cons
  * temporary one) and fsyncs it. `meta` holds the state, config and model
  * table; the shard adds its own "shard" and "tensors" entries to a copy.
  * excl: the file must not exist yet (several ranks write into one
- * directory, and two writers of one shard would interleave their bytes). */
+ * directory, and two writers of one shard would interleave their bytes).
+ * half_step >= 0: the test seam's point "half" (ckpt_seam.h) is passed,
+ * with that step, once half of the file's raw tensor bytes are written. */
 gt_rc gt__ckpt_write_shard(const char *path, const gt_model *m, int r, int S, const float *params, const float *mu,
-                           const float *nu, const cJSON *meta, int level, int excl, gt_err *err);
+                           const float *nu, const cJSON *meta, int level, int excl, int64_t half_step, gt_err *err);
 
 /* Reads shard r of S of checkpoint step `step` into full flat buffers (mu,
  * nu may be NULL). S < 0: take S from the file. On success *header is the
@@ -57,5 +59,7 @@ gt_rc gt__ckpt_check_frozen(const cJSON *ref, const gt_model *m, const char *whe
  * process writes a shard file (every save of one process; in a save by
  * several ranks, those of the ranks that hold a shard). */
 void gt__ckpt_fault_next_save(void);
+/* The seam's named points (ckpt_seam.h): calls the hook, when one is set. */
+void gt__ckpt_point(const char *point, int64_t step);
 
 #endif

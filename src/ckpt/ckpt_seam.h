@@ -7,6 +7,8 @@
 #ifndef GT_CKPT_SEAM_H
 #define GT_CKPT_SEAM_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,20 @@ typedef enum gt__ckpt_fault {
  * half of its raw tensor bytes. GT__CKPT_FAULT_NONE, or nth_save < 1,
  * disarms. Process-wide and not synchronised: call it between saves. */
 void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save);
+
+/* Named points of a save, for tests that stop or slow it there (a kill at
+ * each point must leave the last committed checkpoint loadable):
+ *   "prepared"   the temporary directory .tmp-step_N exists (every rank agreed)
+ *   "half"       half of this process's first shard file of the save is written
+ *   "written"    this process's shard files are written and fsync'ed
+ *   "renamed"    rank 0: step_N is in place (renamed, directory fsync'ed); `latest` still old
+ *   "latest"     rank 0: the new `latest` is written as .tmp-latest, not yet renamed
+ *   "committed"  rank 0: `latest` names step_N and is durable; retention not yet run
+ * The hook runs on the thread that reaches the point (a background writer's
+ * with async_checkpointing), with the save's step. NULL removes it. Set it
+ * between saves. */
+typedef void (*gt__ckpt_point_fn)(void *ctx, const char *point, int64_t step);
+void gt__ckpt_set_point_hook(gt__ckpt_point_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -350,6 +350,11 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
     if (p->at_peak[k] && k != GT_MEM_HOST) fprintf(f, " %s %.1f MiB;", gt_mem_cat_name((gt_mem_cat)k), gt__mib(p->at_peak[k]));
   fprintf(f, "\n");
   if (p->host_peak) fprintf(f, "  host pool (offloaded activations): %.1f MiB peak, not in the device peak\n", gt__mib(p->host_peak));
+  if (p->ckpt_snapshot_bytes)
+    fprintf(f, "  checkpoint snapshot (async_checkpointing): %.1f MiB (%lld bytes) per rank, held while a checkpoint is "
+               "written beside the steps; not in the device peak (when it does not fit beside the need below, "
+               "checkpoints are written synchronously)\n",
+            gt__mib(p->ckpt_snapshot_bytes), (long long)p->ckpt_snapshot_bytes);
   if (p->n_ranks > 1)
     fprintf(f, "  over %d MPI ranks of %d device%s each (%d devices); the figures above and below are one rank's, per "
                "device (the busiest): state shards %.1f MiB, gathered weights up to %.1f MiB (%s scope%s), %.1f MiB "
@@ -385,6 +390,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddNumberToObject(o, "peak_bytes", (double)p->peak_total);
   cJSON_AddStringToObject(o, "peak_during", p->peak_where);
   cJSON_AddNumberToObject(o, "host_pool_peak_bytes", (double)p->host_peak);
+  cJSON_AddNumberToObject(o, "checkpoint_snapshot_bytes", (double)p->ckpt_snapshot_bytes);
   cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)p->saved_total);
   cJSON_AddNumberToObject(o, "layer_activation_peak_bytes", (double)p->layer_act_peak);
   cJSON_AddNumberToObject(o, "layer_activation_peak_saved_bytes", (double)p->layer_act_saved);

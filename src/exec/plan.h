@@ -39,6 +39,12 @@ typedef struct gt_plan {
   int64_t peak_total;              /* device peak (all categories but the host pool); with
                                       num_devices > 1, the busiest device's */
   int64_t host_peak;               /* host pool peak (offloaded activations) */
+  /* async_checkpointing (with enable_checkpointing): this rank's checkpoint
+   * snapshot, its shards of the parameters and both moments in float32,
+   * held beside the steps while a write runs (host memory, apart from the
+   * device peak and from gt_plan_total_bytes: a run whose need and snapshot
+   * together exceed the limit writes synchronously instead); 0 otherwise */
+  int64_t ckpt_snapshot_bytes;
   char peak_where[96];             /* the phase of the step where the device peak happens */
   int n_top;
   gt_plan_buf top[GT_PLAN_TOP];    /* largest buffers live at the device peak */

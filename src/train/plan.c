@@ -32,6 +32,7 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   if (rc) return rc;
   int *rank_of = NULL; /* [global devices] the rank of each, the mesh's own map */
   int G = 0;
+  int64_t snap = 0;
   gt_trainer *tr = NULL;
   if ((rc = gt_trainer_create(&tr, c, gt_plan_watch_probes(w), err))) goto out;
   gt_step_metrics sm;
@@ -42,9 +43,14 @@ gt_rc gt_plan_compute(gt_plan *p, const gt_config *c, gt_err *err) {
   G = gt_mesh_global_size(mesh);
   if (!rc && !(rank_of = malloc(sizeof(int) * (size_t)G))) rc = gt_err_set(err, GT_ERR_NOMEM, "plan: no memory");
   for (int g = 0; !rc && g < G; g++) rank_of[g] = gt_mesh_rank_of(mesh, g);
+  /* the snapshot async_checkpointing keeps beside the steps */
+  snap = c->enable_checkpointing && c->async_checkpointing
+                     ? gt__train_snapshot_bytes(fs, gt_fsdp_device_model(fs, 0))
+                     : 0;
   gt_trainer_destroy(tr); /* its frees still reach the probes: the watch stays put */
 out:
   rc = gt_plan_watch_close(w, rc, rank_of, G, err);
+  if (!rc) p->ckpt_snapshot_bytes = snap;
   free(rank_of);
   return rc;
 }

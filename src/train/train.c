@@ -28,12 +28,14 @@
 #include "train/trainer.h"
 
 /* The plan decides before anything large is allocated. */
-static gt_rc gt__check_plan(const gt_config *cfg, FILE *out, int64_t *planned_peak, gt_err *err) {
+static gt_rc gt__check_plan(const gt_config *cfg, FILE *out, int64_t *planned_peak, int *snapshot_fits, gt_err *err) {
   gt_plan plan;
   gt_rc rc = gt_plan_compute(&plan, cfg, err);
   if (rc) return rc;
   int64_t limit = gt_plan_memory_limit(cfg), need = gt_plan_total_bytes(&plan);
   *planned_peak = plan.peak_total;
+  /* async_checkpointing's snapshot, beside the step (else synchronous saves) */
+  *snapshot_fits = need + plan.ckpt_snapshot_bytes <= limit;
   if (need > limit) {
     if (out) gt_plan_print(out, &plan, cfg);
     rc = gt_err_set(err, GT_ERR_PLAN,
@@ -312,18 +314,17 @@ static int gt__checkpoint_due(const gt_config *c, int64_t step, int stop) {
 
 /* Writes the state after `step`; the step's metrics get the time it took,
  * which is the time the loop was blocked by it (a synchronous write). */
-static gt_rc gt__checkpoint(gt__tstate *ts, gt_report *rep, gt_profiler *prof, const char *run_dir, int64_t step,
-                            gt_step_metrics *sm, gt_goodput *gp, gt_err *err) {
+/* The state after `step`: written now, or snapshotted for the background
+ * writer (async_checkpointing; train_state.c). Its spans are train_state's;
+ * its figures reach the metrics of the step whose poll sees it committed.
+ * The loop's time here (the write, or the snapshot and any wait for the
+ * previous write) is checkpointing's in the goodput. */
+static gt_rc gt__checkpoint(gt__tstate *ts, gt_report *rep, const char *run_dir, int64_t step, gt_goodput *gp,
+                            gt_err *err) {
   gt_report_pause(rep);
-  double t0 = gt_prof_now();
-  gt_rc rc = gt__train_save(ts, run_dir, step + 1, err);
-  if (rc) return rc;
-  double t1 = gt_prof_now();
-  gt_trace_span(gt_profiler_host(prof), "checkpoint write", "checkpoint", t0, t1);
-  sm->has_checkpoint = 1;
-  sm->checkpoint_write_seconds = sm->checkpoint_blocked_seconds = t1 - t0;
+  gt_rc rc = gt__train_checkpoint(ts, run_dir, step + 1, err);
   gt_goodput_mark(gp, GT_GP_CKPT, gt_prof_now());
-  return GT_OK;
+  return rc;
 }
 
 gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
@@ -352,6 +353,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   int have_src = 0;
   gt_rc rc = gt__train_source(&cfg, src, &have_src, err);
   int64_t planned_peak = 0;
+  int snapshot_fits = 0;
   /* every rank runs the same resolved configuration, checked before
    * anything depends on it (a difference would train two half-models or
    * hang in a collective) */
@@ -360,7 +362,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   /* the run's identity, which its checkpoint shards record: rank 0's */
   uint64_t run_id = 0;
   if (!rc) rc = gt__run_id(&run_id, err);
-  if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, err);
+  if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, &snapshot_fits, err);
   /* the model source, the config and the plan (which reads this host's free
    * memory) may fail on one rank alone: every rank learns it */
   rc = gt__agree(rc, "checking the config and the plan", err);
@@ -396,7 +398,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   }
   int64_t start = 0, last_saved = -1;
   int resumed = 0;
-  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL, {run_id, res->config_checksum}};
+  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL, {run_id, res->config_checksum}, NULL};
   /* what the run starts from: its own checkpoint, another run's state or
    * parameters, or the initialisation (nothing here talks to other ranks) */
   if (!(rc = gt_data_open(&data, &cfg, &mem, err)) && !(rc = gt_trainer_create(&tr, &cfg, NULL, err))) {
@@ -413,6 +415,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
   gt_profiler_init(&prof, &pcfg, start, res->run_dir);
+  if ((rc = gt__train_ckpt_open(&ts, cfg.enable_checkpointing && cfg.async_checkpointing, snapshot_fits, &prof, err)))
+    goto out;
   rc = primary ? gt__setup_record(&rep, &prof, &cfg, &m, start, err) : GT_OK;
   if ((rc = gt__agree(rc, "writing the setup record to TensorBoard", err))) goto out;
   if (start >= cfg.steps)
@@ -476,9 +480,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     /* the step's checkpoint (period, completion, target) before its record,
      * which says so */
     if (gt__checkpoint_due(&cfg, step, reached)) {
-      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
+      if ((rc = gt__checkpoint(&ts, &rep, res->run_dir, step, &gp, err))) goto out;
       last_saved = step + 1;
     }
+    /* a checkpoint write that ended goes into this step's metrics */
+    if ((rc = gt__train_ckpt_poll(&ts, &sm, err))) goto out;
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
     gt_trace_span(gt_profiler_host(&prof), "metrics (console, metrics.jsonl, TensorBoard)", "report", tr0, gt_prof_now());
@@ -512,7 +518,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
     int stop = stop_any != 0;
     if (stop && last_saved != step + 1 && gt__checkpoint_due(&cfg, step, stop)) {
-      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
+      if ((rc = gt__checkpoint(&ts, &rep, res->run_dir, step, &gp, err))) goto out;
       last_saved = step + 1;
     }
     rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err);
@@ -543,6 +549,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
   }
 
+  /* the last checkpoint's write ends before the run says it is there */
+  if ((rc = gt__train_ckpt_wait(&ts, err))) goto out;
   if (res->skipped_steps)
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
@@ -575,6 +583,13 @@ out:
   /* a collective that failed on this rank alone (a peer stopped answering,
    * or a peer's failure left this rank waiting) is this rank's own error */
   if (rc && gt_dist_broken()) res->agreed = 0;
+  {
+    /* a run that ends waits for its last checkpoint write (a broken one
+     * abandons it: its temporary directory is not committed) */
+    gt_err e2;
+    gt_rc crc = gt__train_ckpt_close(&ts, rc && !res->agreed, &e2);
+    if (!rc && crc) rc = crc, *err = e2;
+  }
   gt_profiler_close(&prof, tr);
   gt_report_close(&rep);
   gt_trainer_destroy(tr);

@@ -1,13 +1,18 @@
 /* The training state for checkpoints: what is saved (parameters, AdamW
  * moments and step, data position, config), where it comes from on a
  * sharded run, and the rules that pick what a run starts from. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* syscall(SYS_gettid): the writer thread's own nice value */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
@@ -17,6 +22,7 @@
 #include "train/optim.h"
 #include "train/train_internal.h"
 #include "base/prof.h"
+#include "mesh/mesh.h"
 
 /* The checkpoint's agreement between MPI ranks (ckpt.h's gt_ckpt_sync). */
 static gt_rc gt__agree(void *ctx, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
@@ -54,76 +60,348 @@ static gt_rc gt__frozen_fill(const gt__tstate *s, float *p, gt_err *err) {
   return GT_OK;
 }
 
-gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
-  enum { MAXS = 1024 };
-  const float *p[MAXS], *mu[MAXS], *nu[MAXS];
-  gt_ckpt_src src = {1, p, mu, nu};
-  int64_t opt_step;
-  float *host = NULL;
+/* The background writer of async_checkpointing (docs/checkpoints.md): one
+ * save in flight at most, its shards copied into the snapshot at the step
+ * boundary; the thread writes them (and, with one rank, commits); the
+ * agreements over ranks stay on the training thread. */
+enum { GT__MAXS = 1024 };
+struct gt__ckpt_async {
+  int on;             /* background writes (else every save is synchronous) */
+  gt_profiler *prof;  /* the run's timeline: the loop's waits, the writer's spans */
+  gt_mem mem;         /* the snapshot's own tracker: its peak is the plan's figure */
+  float *snap;
+  int64_t snap_bytes;
+  const float *tab[3][GT__MAXS]; /* the snapshot's shards (NULL: another rank's) */
+  gt_ckpt_pending *save; /* in flight, until finished (NULL: none) */
+  pthread_t th;
+  int thread_live;
+  _Atomic int done;   /* the writer returned */
+  int commit_in_thread; /* one rank: the writer commits too */
+  gt_rc wrc;
+  gt_err werr;
+  double w_t0, w_t1;  /* the writer's span */
+  double blocked;     /* the loop's wait for this save: a previous write, the snapshot */
+  int64_t step, n_shards;
+  char root[2200];
+  /* a finished save not yet in a step's metrics */
+  int have_report;
+  double rep_write, rep_blocked;
+};
+
+/* Shard r's elements: every unit's trainable part, sharded over S. */
+static int64_t gt__shard_elems(const gt_model *m, int S, int r) {
+  int64_t n = 0;
+  for (int64_t u = 0; u < gt_model_n_units(m); u++) n += gt_shard_len(gt_model_unit_trainable(m, u), S, r);
+  return n;
+}
+
+int64_t gt__train_snapshot_bytes(gt_fsdp *fs, const gt_model *m) {
+  if (gt_fsdp_expert_parallelism(fs) > 1) return 3 * m->n_params * (int64_t)sizeof(float);
+  const gt_mesh *mesh = gt_fsdp_mesh(fs);
+  int S = gt_fsdp_num_shards(fs);
+  int64_t n = 0;
+  for (int r = 0; r < S; r++)
+    if (gt_mesh_rank_of(mesh, r) == gt_mesh_rank(mesh)) n += gt__shard_elems(m, S, r);
+  return 3 * n * (int64_t)sizeof(float);
+}
+
+/* The state to save, in src: the live shards (snap NULL: valid until
+ * gt_fsdp_shard_state_done) or copies of them in snap (async), or with the
+ * expert axis the full state assembled in *host (or in snap). Over ranks
+ * the outcome is agreed (what follows is collective). */
+static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *tab[3][GT__MAXS], float *snap,
+                           float **host, gt_err *err) {
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
   const int R = gt_dist_size(), primary = gt_dist_rank() == 0;
+  src->n_shards = 1, src->params = tab[0], src->mu = tab[1], src->nu = tab[2];
+  *host = NULL;
   if (gt_fsdp_expert_parallelism(fs) > 1) {
     /* a device's shard holds only its experts: save the full state as one
      * shard (restores go through full buffers anyway, onto any mesh); over
      * ranks every rank assembles it (collective) and rank 0 writes it */
     int64_t n = s->m->n_params;
-    host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float));
-    gt_rc rc0 = host ? GT_OK
-                     : gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters",
-                                  (long long)n);
+    float *buf = snap ? snap : (*host = gt_mem_alloc_uninit(s->mem, GT_MEM_OTHER, (size_t)n * 3 * sizeof(float)));
+    gt_rc rc0 = buf ? GT_OK
+                    : gt_err_set(err, GT_ERR_NOMEM, "train: no memory to assemble the checkpoint's %lld parameters",
+                                 (long long)n);
     /* the assembly is collective: a rank without the buffer must not leave
      * the others waiting in it */
     if (R > 1) {
       gt_err mine = *err;
       rc0 = gt_dist_agree(rc0, &mine, "assembling the checkpoint", err);
     }
-    if (!rc0) rc0 = gt_fsdp_full_state(fs, host, host + n, host + 2 * n, err);
+    if (!rc0) rc0 = gt_fsdp_full_state(fs, buf, buf + n, buf + 2 * n, err);
     if (rc0) {
-      gt_mem_free(s->mem, host);
+      gt_mem_free(s->mem, *host);
+      *host = NULL;
       return rc0;
     }
-    p[0] = host, mu[0] = host + n, nu[0] = host + 2 * n;
+    tab[0][0] = buf, tab[1][0] = buf + n, tab[2][0] = buf + 2 * n;
     /* one shard holds each unit's trainable prefix, unit after unit */
     if (s->m->n_frozen_tensors)
-      for (int k = 0; k < 3; k++) gt__pack_trainable(s->m, host + k * n);
-    if (!primary) p[0] = mu[0] = nu[0] = NULL;
-  } else {
-    /* each rank writes the shards its devices hold (NULL: another rank's) */
-    src.n_shards = gt_fsdp_num_shards(fs);
-    gt_rc rc0 = GT_OK;
-    /* mu_dtype=bfloat16: mu is expanded to float32 copies here (freed
-     * below, after the save) */
-    for (int r = 0; r < src.n_shards && !rc0; r++) rc0 = gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r], s->mem, err);
-    if (R > 1) { /* the save is collective: every rank or none */
-      gt_err mine = *err;
-      rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
-    }
-    if (rc0) {
-      gt_fsdp_shard_state_done(fs);
-      return rc0;
-    }
+      for (int k = 0; k < 3; k++) gt__pack_trainable(s->m, buf + k * n);
+    if (!primary) tab[0][0] = tab[1][0] = tab[2][0] = NULL;
+    return GT_OK;
   }
-  opt_step = gt_fsdp_opt_step(fs);
-  gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
+  /* each rank writes the shards its devices hold (NULL: another rank's) */
+  src->n_shards = gt_fsdp_num_shards(fs);
+  gt_rc rc0 = src->n_shards > GT__MAXS
+                  ? gt_err_set(err, GT_ERR_ARG, "train: %d checkpoint shards; at most %d", src->n_shards, GT__MAXS)
+                  : GT_OK;
+  /* mu_dtype=bfloat16: mu is expanded to float32 copies here (freed by
+   * gt_fsdp_shard_state_done) */
+  for (int r = 0; r < src->n_shards && !rc0; r++)
+    rc0 = gt_fsdp_shard_state(fs, r, &tab[0][r], &tab[1][r], &tab[2][r], s->mem, err);
+  if (!rc0 && snap) { /* the snapshot: what the next steps leave alone */
+    float *o = snap;
+    for (int r = 0; r < src->n_shards; r++) {
+      if (!tab[0][r]) continue;
+      int64_t n = gt__shard_elems(s->m, src->n_shards, r);
+      for (int k = 0; k < 3; k++) {
+        memcpy(o, tab[k][r], (size_t)n * sizeof(float));
+        tab[k][r] = o;
+        o += n;
+      }
+    }
+    gt_fsdp_shard_state_done(fs);
+  }
+  if (R > 1) { /* the save is collective: every rank or none */
+    gt_err mine = *err;
+    rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
+  }
+  if (rc0) gt_fsdp_shard_state_done(fs);
+  return rc0;
+}
+
+static void gt__ckpt_state(const gt__tstate *s, int64_t step, int n_shards, gt_ckpt_state *st, gt_ckpt_frozen *fz) {
+  gt_fsdp *fs = gt_trainer_fsdp(s->tr);
+  int64_t opt_step = gt_fsdp_opt_step(fs);
+  gt_ckpt_state v = {step, opt_step, s->data->st, s->cfg->num_devices, n_shards, gt_lr_at(s->cfg, opt_step)};
+  *st = v;
+  fz->sum = gt_fsdp_frozen_sum(fs);
+  gt__frozen_source(s->cfg, fz->source, sizeof fz->source);
+}
+
+/* Ends the save in flight, if any: waits for its writer and, with several
+ * ranks, agrees and commits (collective). broken: abandon it instead (a
+ * peer may be gone: no collective). */
+static gt_rc gt__ckpt_finish(const gt__tstate *s, int broken, gt_err *err);
+
+gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+  /* a write in flight is finished first: one save at a time */
+  gt_rc rc = gt__ckpt_finish(s, 0, err);
+  if (rc) return rc;
+  const float *tab[3][GT__MAXS];
+  gt_ckpt_src src;
+  float *host;
+  if ((rc = gt__state_src(s, &src, tab, NULL, &host, err))) return rc;
+  gt_ckpt_state st;
   gt_ckpt_frozen fz;
-  fz.sum = gt_fsdp_frozen_sum(fs);
-  gt__frozen_source(s->cfg, fz.source, sizeof fz.source);
+  gt__ckpt_state(s, step, src.n_shards, &st, &fz);
   char root[2200];
   snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
+  const int R = gt_dist_size();
   gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
-  gt_rc rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
-                                 (int)s->cfg->checkpoint_compression,
-                               s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
+  rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
+                           (int)s->cfg->checkpoint_compression, s->cfg->max_num_checkpoints_to_keep,
+                           R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
-  gt_fsdp_shard_state_done(fs);
+  gt_fsdp_shard_state_done(gt_trainer_fsdp(s->tr));
+  double dt = gt_prof_now() - t0;
+  if (rc == GT_OK && s->ckpt) { /* the next step's metrics report it */
+    s->ckpt->have_report = 1;
+    s->ckpt->rep_write = s->ckpt->rep_blocked = dt;
+  }
   if (rc == GT_OK && s->out) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
-            (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt_prof_now() - t0);
+            (long long)src.n_shards, src.n_shards > 1 ? "s" : "", dt);
     fflush(s->out);
   }
+  return rc;
+}
+
+static void *gt__writer_main(void *arg) {
+  gt__ckpt_async *a = arg;
+#ifdef __linux__
+  /* the writer yields to the steps' threads: on busy cores it takes what
+   * they leave (Linux: a thread's own nice value; best effort) */
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10)) {
+  }
+#endif
+  a->w_t0 = gt_prof_now();
+  gt_err_clear(&a->werr);
+  gt_rc rc = gt_ckpt_save_write(a->save, &a->werr);
+  if (a->commit_in_thread) { /* no agreement to make: commit here */
+    rc = gt_ckpt_save_end(a->save, rc, &a->werr);
+    a->save = NULL;
+  }
+  a->wrc = rc;
+  a->w_t1 = gt_prof_now();
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+
+gt_rc gt__train_ckpt_open(gt__tstate *s, int async, int fits, gt_profiler *prof, gt_err *err) {
+  /* every rank writes alike: in the background only when every rank's
+   * snapshot fits (a host's free memory is its own) */
+  int64_t on = async && fits;
+  gt_rc rc = gt_dist_size() > 1 ? gt_dist_allreduce_i64(&on, 1, GT_DIST_MIN, "async_checkpointing", err) : GT_OK;
+  if (rc) return rc;
+  if (async && !on && s->out) {
+    fprintf(s->out,
+            "note: async_checkpointing: the checkpoint snapshot (%.1f MiB per rank) does not fit beside the step "
+            "within the memory limit%s; checkpoints are written synchronously (the step waits for them)\n",
+            (double)gt__train_snapshot_bytes(gt_trainer_fsdp(s->tr), s->m) / 1048576.0,
+            fits ? " of another rank" : "");
+    fflush(s->out);
+  }
+  gt__ckpt_async *a = calloc(1, sizeof *a);
+  if (!a) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
+  gt_mem_init(&a->mem);
+  a->on = (int)on;
+  a->prof = prof;
+  s->ckpt = a;
+  if (!a->on) return GT_OK;
+  /* the snapshot is made (and its pages touched: zeroed) before the first
+   * step, not in the middle of the run at the first checkpoint */
+  a->snap_bytes = gt__train_snapshot_bytes(gt_trainer_fsdp(s->tr), s->m);
+  a->snap = gt_mem_alloc_named(&a->mem, GT_MEM_OTHER, (size_t)a->snap_bytes, "checkpoint snapshot");
+  rc = a->snap ? GT_OK
+               : gt_err_set(err, GT_ERR_NOMEM,
+                            "train: no memory for the checkpoint snapshot (%.1f MiB; async_checkpointing=false "
+                            "writes without one)",
+                            (double)a->snap_bytes / 1048576.0);
+  if (gt_dist_size() > 1) {
+    gt_err mine = *err;
+    rc = gt_dist_agree(rc, &mine, "the checkpoint snapshot", err);
+  }
+  return rc;
+}
+
+/* The saved line for a finished background save, and its figures for the
+ * next step's metrics. */
+static void gt__ckpt_done(const gt__tstate *s, gt__ckpt_async *a, double commit_s) {
+  a->have_report = 1;
+  a->rep_write = a->w_t1 - a->w_t0 + commit_s;
+  a->rep_blocked = a->blocked + commit_s;
+  if (s->out) {
+    fprintf(s->out,
+            "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s in the background; the loop waited %.3f s; "
+            "snapshot %.1f MiB)\n",
+            a->root, (long long)a->step, (long long)a->n_shards, a->n_shards > 1 ? "s" : "", a->rep_write,
+            a->rep_blocked, (double)a->snap_bytes / 1048576.0);
+    fflush(s->out);
+  }
+}
+
+static gt_rc gt__ckpt_finish(const gt__tstate *s, int broken, gt_err *err) {
+  gt__ckpt_async *a = s->ckpt;
+  if (!a || !a->thread_live) return GT_OK;
+  pthread_join(a->th, NULL);
+  a->thread_live = 0;
+  gt_rc rc = a->wrc;
+  /* the writer's span, recorded by this thread (a lane has one writer) */
+  gt_trace_span(a->prof && a->prof->tr ? gt_trace_writer(a->prof->tr) : NULL, "checkpoint write (background)",
+                "checkpoint", a->w_t0, a->w_t1);
+  double t0 = gt_prof_now();
+  if (a->save) { /* several ranks: agree and commit here, on every rank */
+    if (broken) {
+      gt_ckpt_save_abandon(a->save);
+      a->save = NULL;
+      return GT_OK;
+    }
+    if (rc) *err = a->werr;
+    rc = gt_ckpt_save_end(a->save, rc, err);
+    a->save = NULL;
+  } else if (rc) {
+    *err = a->werr;
+  }
+  if (!rc) gt__ckpt_done(s, a, gt_prof_now() - t0);
+  return rc;
+}
+
+gt_rc gt__train_checkpoint(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+  gt__ckpt_async *a = s->ckpt;
+  if (!a || !a->on) {
+    double t0 = gt_prof_now();
+    gt_rc rc = gt__train_save(s, run_dir, step, err);
+    gt_trace_span(gt_profiler_host(a ? a->prof : NULL), "checkpoint write", "checkpoint", t0, gt_prof_now());
+    return rc;
+  }
+  double t0 = gt_prof_now();
+  /* the previous write first: one save at a time */
+  int waited = a->thread_live;
+  gt_rc rc = gt__ckpt_finish(s, 0, err);
+  if (rc) return rc;
+  double t1 = gt_prof_now();
+  if (waited) gt_trace_span(gt_profiler_host(a->prof), "checkpoint wait (previous write)", "checkpoint", t0, t1);
+  gt_ckpt_src src;
+  float *host;
+  if ((rc = gt__state_src(s, &src, a->tab, a->snap, &host, err))) return rc;
+  gt_ckpt_state st;
+  gt_ckpt_frozen fz;
+  gt__ckpt_state(s, step, src.n_shards, &st, &fz);
+  snprintf(a->root, sizeof a->root, "%s/checkpoints", run_dir);
+  char *cj = gt_config_to_json(s->cfg);
+  const int R = gt_dist_size();
+  gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
+  rc = gt_ckpt_save_begin(&a->save, a->root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
+                          (int)s->cfg->checkpoint_compression, s->cfg->max_num_checkpoints_to_keep,
+                          R > 1 ? &sync : NULL, err);
+  free(cj);
+  if (rc) return rc;
+  a->step = step, a->n_shards = src.n_shards;
+  a->commit_in_thread = R == 1;
+  atomic_store(&a->done, 0);
+  /* the thread starts on every rank or the save ends here on every rank */
+  int e = pthread_create(&a->th, NULL, gt__writer_main, a);
+  rc = e ? gt_err_set(err, GT_ERR_IO, "train: cannot start the checkpoint writer thread: %s", strerror(e)) : GT_OK;
+  a->thread_live = !e;
+  if (e) {
+    gt_err mine = *err;
+    rc = gt_ckpt_save_end(a->save, rc, &mine);
+    a->save = NULL;
+    *err = mine;
+    return rc ? rc : GT_ERR_IO;
+  }
+  double t2 = gt_prof_now();
+  a->blocked = t2 - t0;
+  gt_trace_span(gt_profiler_host(a->prof), "checkpoint snapshot", "checkpoint", t1, t2);
+  return GT_OK;
+}
+
+gt_rc gt__train_ckpt_poll(const gt__tstate *s, gt_step_metrics *sm, gt_err *err) {
+  gt__ckpt_async *a = s->ckpt;
+  if (!a) return GT_OK;
+  gt_rc rc = GT_OK;
+  if (a->thread_live) {
+    /* every rank has this save in flight; it ends when every writer has */
+    int64_t done = atomic_load(&a->done);
+    if (gt_dist_size() > 1 && (rc = gt_dist_allreduce_i64(&done, 1, GT_DIST_MIN, "the checkpoint writers", err)))
+      return rc;
+    if (done && (rc = gt__ckpt_finish(s, 0, err))) return rc;
+  }
+  if (a->have_report && sm) {
+    sm->has_checkpoint = 1;
+    sm->checkpoint_write_seconds = a->rep_write;
+    sm->checkpoint_blocked_seconds = a->rep_blocked;
+    a->have_report = 0;
+  }
+  return GT_OK;
+}
+
+gt_rc gt__train_ckpt_wait(const gt__tstate *s, gt_err *err) { return gt__ckpt_finish(s, 0, err); }
+
+gt_rc gt__train_ckpt_close(gt__tstate *s, int broken, gt_err *err) {
+  gt__ckpt_async *a = s->ckpt;
+  if (!a) return GT_OK;
+  gt_rc rc = gt__ckpt_finish(s, broken, err);
+  gt_mem_free(&a->mem, a->snap);
+  free(a);
+  s->ckpt = NULL;
   return rc;
 }
 
