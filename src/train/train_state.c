@@ -104,7 +104,8 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
     }
   }
   opt_step = gt_fsdp_opt_step(fs);
-  gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step)};
+  gt_ckpt_state st = {step, opt_step, s->data->st, s->cfg->num_devices, src.n_shards, gt_lr_at(s->cfg, opt_step), {0}};
+  gt_trainer_spike_state(s->tr, &st.spike);
   gt_ckpt_frozen fz;
   fz.sum = gt_fsdp_frozen_sum(fs);
   gt__frozen_source(s->cfg, fz.source, sizeof fz.source);
@@ -268,6 +269,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   if (full) {
     *start = ld.state.step;
     gt_trainer_set_step_index(s->tr, ld.state.step);
+    gt_trainer_set_spike_state(s->tr, &ld.state.spike);
   }
   if (s->out) {
     char dpos[1600];
@@ -281,6 +283,9 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     else
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
     if (full) gt__report_config_changes(s->out, ld.config_json, c, ld.state.opt_step);
+    if (full && c->skip_step_on_spikes && !ld.state.spike.count && ld.state.step > 0)
+      fprintf(s->out, "resume: the checkpoint holds no spike guard window (written with skip_step_on_spikes=false or "
+                      "by an older gemtrain); the guard starts an empty one\n");
     fflush(s->out);
   }
 out:
