@@ -37,11 +37,11 @@ int gt_spike_check(const gt_spike *g, double loss, double norm) {
   int64_t min_history = g->interval / 2 > 2 ? g->interval / 2 : 2;
   if (g->count + 1 < min_history) return 0;
   /* the values as the window will hold them */
-  double x[2] = {(float)loss, (float)norm};
+  const float x[2] = {(float)loss, (float)norm};
   for (int w = 0; w < 2; w++) {
     double mean, std;
     gt_spike_stats(g, w, &mean, &std);
-    if (!(x[w] - mean <= g->factor * std)) return 1;
+    if (!((double)x[w] - mean <= g->factor * std)) return 1;
   }
   return 0;
 }
