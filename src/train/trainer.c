@@ -163,7 +163,8 @@ static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_s
     info->no_tokens = 1;
   }
   /* the spike guard, on a step that would apply: MaxText's skip_step_on_spikes
-   * watches the loss (LM plus MoE load-balance) and the norm of the gradient
+   * watches the step's loss (LM with its z-loss, plus MoE load-balance: the
+   * reported loss) and the norm of the gradient
    * the optimizer is given (after clipping). Both are all-reduced values,
    * the same on every device and rank, so every device and rank decides
    * alike; a held-back step leaves the parameters, the moments and the
