@@ -24,7 +24,8 @@ grep -q "^resumed from .*step 3" "$work/b2.log" || fail "the second half did not
 python3 - "$work/runs" <<'PY' || fail "the resumed run differs from the straight one"
 import json, struct, sys
 runs = sys.argv[1]
-TIMING = {"seconds", "tokens_per_s_per_device", "tflops_per_s_per_device", "comm_seconds"}
+TIMING = {"seconds", "tokens_per_s_per_device", "tflops_per_s_per_device", "comm_seconds", "wall_seconds", "goodput",
+          "badput", "checkpoint_write_seconds", "checkpoint_blocked_seconds"}
 def lines(r): return [{k: v for k, v in json.loads(l).items() if k not in TIMING} for l in open(f"{runs}/{r}/metrics.jsonl")]
 a, b = lines("straight"), lines("resumed")
 assert len(a) == 6 and len(b) == 6, (len(a), len(b))
@@ -114,7 +115,8 @@ moe=(model_name=gemma4-tiny-moe dataset_type=synthetic max_target_length=32 samp
 python3 - "$work" <<'PY' || fail "the EP run with frozen experts"
 import glob, json, struct, sys
 w = sys.argv[1]
-T = {"seconds", "tokens_per_s_per_device", "tflops_per_s_per_device", "comm_seconds"}
+T = {"seconds", "tokens_per_s_per_device", "tflops_per_s_per_device", "comm_seconds", "wall_seconds", "goodput",
+          "badput", "checkpoint_write_seconds", "checkpoint_blocked_seconds"}
 L = lambda r: [{k: v for k, v in json.loads(l).items() if k not in T} for l in open(f"{w}/runs/{r}/metrics.jsonl")]
 assert L("ep_straight") == L("ep_resumed"), "EP resume: metrics differ"
 def data(r):

@@ -92,8 +92,15 @@ fields = [("learning/loss", "loss", 0), ("learning/lm_loss", "lm_loss", 0),
           ("perf/step_time_seconds", "seconds", 5e-7),
           ("perf/per_device_tflops_per_sec", "tflops_per_s_per_device", 5e-7),
           ("perf/per_device_tokens_per_sec", "tokens_per_s_per_device", 5e-4),
-          ("learning/moe_lb_loss", "moe_lb_loss", 0),
-          ("eval/avg_loss", "eval_loss", 0), ("eval/total_weights", "eval_total_weights", 0)]
+          ("learning/moe_lb_loss", "moe_lb_loss", 0), ("learning/z_loss", "z_loss", 0),
+          ("learning/param_norm", "param_norm", 0),
+          ("perf/per_device_tflops", "tflops_per_device", 0), ("perf/per_device_tokens", "tokens_per_device", 0),
+          ("perf/tokens_seen_per_device", "tokens_seen_per_device", 0),
+          ("perf/checkpoint_write_seconds", "checkpoint_write_seconds", 5e-7),
+          ("perf/checkpoint_blocked_seconds", "checkpoint_blocked_seconds", 5e-7),
+          ("diloco/bytes", "diloco_bytes", 0),
+          ("eval/avg_loss", "eval_loss", 0), ("eval/avg_perplexity", "eval_perplexity", 0),
+          ("eval/total_weights", "eval_total_weights", 0)]
 evals, clipped = 0, 0
 for m in metrics:
     # MaxText's learning/grad_norm is the clipped gradient's norm
@@ -103,6 +110,10 @@ for m in metrics:
         clipped += clip > 0 and g >= clip
     v = steps[m["step"]]
     want = {tag for tag, key, _ in fields if m.get(key) is not None}
+    if m.get("diloco_synced"):
+        want.add("diloco/synced")
+    if "skipped_steps" in m:  # skip_step_on_spikes: MaxText's optim/step_skipped and the count
+        want |= {"optim/step_skipped", "optim/skipped_steps"}
     assert set(v) == want, (m["step"], sorted(set(v) ^ want))
     assert ("learning/moe_lb_loss" in v) == moe, m["step"]
     evals += "eval/avg_loss" in v

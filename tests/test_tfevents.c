@@ -163,36 +163,41 @@ static gt_step_metrics gt__metrics(void) {
 
 START_TEST(test_report_scalars) {
   gt_step_metrics sm = gt__metrics();
-  gt_tf_scalar v[GT_REPORT_TB_MAX];
+  gt_report_tb b;
+  const gt_tf_scalar *v = b.v;
   static const char *const tags[] = {"learning/loss", "learning/lm_loss", "learning/perplexity",
                                      "learning/moe_lb_loss", "learning/grad_norm", "learning/raw_grad_norm",
                                      "learning/current_learning_rate", "learning/total_weights",
-                                     "perf/step_time_seconds", "perf/per_device_tflops_per_sec",
-                                     "perf/per_device_tokens_per_sec", "eval/avg_loss", "eval/total_weights"};
+                                     "perf/step_time_seconds", "perf/per_device_tflops",
+                                     "perf/per_device_tflops_per_sec", "perf/per_device_tokens",
+                                     "perf/per_device_tokens_per_sec", "perf/tokens_seen_per_device", "eval/avg_loss",
+                                     "eval/avg_perplexity", "eval/total_weights"};
   /* gradient_clipping_threshold 0.5 < norm 0.75: MaxText's grad_norm is the
-   * clipped gradient's, raw_grad_norm the norm before */
-  const double want[] = {2.5, 2.25, exp(2.25), 0.25, 0.5, 0.75, 1e-3, 256, 0.25, 0.125, 1024, 2.75, 4096};
-  sm.has_eval = 1, sm.eval_loss = 2.75, sm.eval_total_weights = 4096;
-  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 13);
-  for (int i = 0; i < 13; i++) {
+   * clipped gradient's, raw_grad_norm the norm before; the step's TFLOPs and
+   * tokens per device are the rates times the step's seconds */
+  const double want[] = {2.5,     2.25, exp(2.25), 0.25, 0.5,       0.75, 1e-3, 256, 0.25,
+                         0.03125, 0.125, 256,      1024, 3072 * 4, 2.75, exp(2.75), 4096};
+  sm.has_eval = 1, sm.eval_loss = 2.75, sm.eval_total_weights = 4096, sm.tokens_seen_per_device = 3072 * 4;
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, 0, &b), 17);
+  for (int i = 0; i < 17; i++) {
     ck_assert_str_eq(v[i].tag, tags[i]);
-    ck_assert(v[i].value == (float)want[i]);
+    ck_assert_msg(v[i].value == (float)want[i], "%s: %g, want %g", tags[i], v[i].value, want[i]);
   }
   /* under the threshold, or no clipping: both norms are the norm */
-  ck_assert_int_eq(gt_report_tb_scalars(&sm, 1.0, v), 13);
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 1.0, 0, &b), 17);
   ck_assert(v[4].value == 0.75f && v[5].value == 0.75f);
-  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0, v), 13);
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0, 0, &b), 17);
   ck_assert(v[4].value == 0.75f && v[5].value == 0.75f);
   /* a dense model has no moe_lb_loss; no eval, no eval tags */
   sm.has_moe = 0, sm.has_eval = 0;
-  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 10);
-  for (int i = 0; i < 10; i++) ck_assert_str_ne(v[i].tag, "learning/moe_lb_loss");
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, 0, &b), 13);
+  for (int i = 0; i < 13; i++) ck_assert_str_ne(v[i].tag, "learning/moe_lb_loss");
   /* a skipped step: its non-finite values are left out (the clipped norm
    * too), the rest stay */
   sm.loss = sm.lm_loss = sm.perplexity = NAN, sm.grad_norm = INFINITY;
-  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, v), 5);
+  ck_assert_int_eq(gt_report_tb_scalars(&sm, 0.5, 0, &b), 8);
   ck_assert_str_eq(v[0].tag, "learning/current_learning_rate");
-  for (int i = 0; i < 5; i++) ck_assert(isfinite(v[i].value));
+  for (int i = 0; i < 8; i++) ck_assert(isfinite(v[i].value));
 }
 END_TEST
 

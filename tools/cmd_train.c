@@ -37,6 +37,13 @@ static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, 
     fprintf(f, "%s: ended with the error below, and has no checkpoint to resume from\n", name);
     return;
   }
+  if (!r && res->reached_target) {
+    fprintf(f, "%s: reached target_eval_loss = %g after step %lld, %lld of %lld steps (exit status %d)%s\n", name,
+            cfg->target_eval_loss, res->target_step, res->steps_done, cfg->steps, GT_EXIT_OK,
+            can_resume ? "; its checkpoint holds the state" : "");
+    fflush(f);
+    return;
+  }
   if (!r && !res->interrupted) {
     long long next = cfg->steps * 2;
     snprintf(more, sizeof more, "steps=%lld", next);

@@ -458,8 +458,8 @@ static const char *const gt__noop_keys[][2] = {
     {"checkpoint_storage_use_zarr3", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
     {"checkpoint_storage_concurrent_gb", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
     {"enable_single_replica_ckpt_restoring", "every rank reads its own checkpoint shards"},
-    {"enable_goodput_recording", "there is no goodput recorder"},
-    {"monitor_goodput", "there is no goodput recorder"},
+    {"enable_goodput_recording", "goodput is always recorded: in every metrics.jsonl record and the run's closing line"},
+    {"monitor_goodput", "goodput is always recorded: in every metrics.jsonl record and the run's closing line"},
     {"enable_pathways_goodput", "there is no goodput recorder"},
     {"gcs_metrics", "metrics go to <run directory>/metrics.jsonl"},
     {"metrics_file", "metrics go to <run directory>/metrics.jsonl"},
@@ -1482,6 +1482,14 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'learning_rate_schedule_steps' = 0; use -1 (= steps) or a positive "
                       "count");
+  /* MaxText's check (types.py): the stable phase would be negative */
+  if (!strcmp(c->lr_schedule_type, "wsd") && c->warmup_steps_fraction + c->wsd_decay_steps_fraction > 1.0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: lr_schedule_type = 'wsd': keys 'warmup_steps_fraction' = %g and "
+                      "'wsd_decay_steps_fraction' = %g sum to %g; they must not exceed 1 (what is left is the "
+                      "stable phase)",
+                      c->warmup_steps_fraction, c->wsd_decay_steps_fraction,
+                      c->warmup_steps_fraction + c->wsd_decay_steps_fraction);
   if (strcmp(c->dataset_type, "synthetic") && !c->dataset_path[0])
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'dataset_path' is empty but dataset_type = '%s' needs a file",

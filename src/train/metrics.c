@@ -12,7 +12,9 @@ void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
            (long long)s->total_weights, s->loss, s->lm_loss, s->perplexity);
   /* metric_logger.py appends the MoE term when num_experts > 1 */
   if (s->has_moe && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", moe_lb_loss: %.6f", s->moe_lb_loss);
-  if (s->no_tokens && w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ", skipped: no tokens in the loss");
+  if (s->has_z_loss && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", z_loss: %.6f", s->z_loss);
+  if (s->no_tokens && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", skipped: no tokens in the loss");
+  else if (s->spike_skipped && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", skipped: spike");
 }
 
 /* JSON has no NaN or infinity: a skipped step's values are null */
@@ -23,27 +25,79 @@ static void gt__jnum(FILE *f, const char *key, double v) {
     fprintf(f, ", \"%s\": null", key);
 }
 
-int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
+/* a JSON string (a task's name comes from a file name) */
+static void gt__jstr(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s, const gt_metrics_opts *o) {
+  static const gt_metrics_opts none;
+  if (!o) o = &none;
   /* %.9g keeps float32 values exact so two runs compare bit for bit */
   fprintf(f, "{\"step\": %lld", (long long)s->step);
   gt__jnum(f, "loss", s->loss);
   gt__jnum(f, "lm_loss", s->lm_loss);
   gt__jnum(f, "perplexity", s->perplexity);
   if (s->has_moe) gt__jnum(f, "moe_lb_loss", s->moe_lb_loss);
+  if (s->has_z_loss) gt__jnum(f, "z_loss", s->z_loss);
   fprintf(f,
           ", \"seconds\": %.6f, \"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, "
           "\"total_weights\": %lld, \"learning_rate\": %.9g",
           s->seconds, s->tokens_per_s_per_device, s->tflops_per_s_per_device, (long long)s->total_weights,
           s->learning_rate);
+  /* the step's work per device (MaxText's perf/per_device_tflops and
+   * perf/per_device_tokens) and the tokens of every step so far */
+  fprintf(f, ", \"tflops_per_device\": %.9g, \"tokens_per_device\": %.9g, \"tokens_seen_per_device\": %lld",
+          s->tflops_per_s_per_device * s->seconds, s->tokens_per_s_per_device * s->seconds,
+          (long long)s->tokens_seen_per_device);
   gt__jnum(f, "grad_norm", s->grad_norm);
+  if (s->param_norm > 0) gt__jnum(f, "param_norm", s->param_norm);
   fprintf(f, ", \"peak_memory_bytes\": %lld", (long long)s->peak_memory_bytes);
   fprintf(f, ", \"comm_seconds\": %.6f, \"comm_bytes\": %lld", s->comm_seconds, (long long)s->comm_bytes);
   if (s->ranks > 1) fprintf(f, ", \"comm_bytes_dcn\": %lld", (long long)s->comm_bytes_dcn);
   if (s->skipped) fprintf(f, ", \"skipped\": true");
   if (s->no_tokens) fprintf(f, ", \"no_tokens\": true");
-  if (s->has_eval)
-    fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
-            (long long)s->eval_total_weights);
+  if (s->spike_skipped) fprintf(f, ", \"spike_skipped\": true");
+  if (o->spike_guard) fprintf(f, ", \"skipped_steps\": %lld", (long long)s->skipped_steps);
+  if (s->diloco_synced) fprintf(f, ", \"diloco_synced\": true, \"diloco_bytes\": %lld", (long long)s->diloco_bytes);
+  if (s->has_checkpoint)
+    fprintf(f, ", \"checkpoint_write_seconds\": %.6f, \"checkpoint_blocked_seconds\": %.6f", s->checkpoint_write_seconds,
+            s->checkpoint_blocked_seconds);
+  if (s->has_eval) {
+    fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss, (long long)s->eval_total_weights);
+    gt__jnum(f, "eval_perplexity", exp(s->eval_loss));
+  }
+  if (s->n_tasks > 0) {
+    fputs(", \"tasks\": {", f);
+    for (int i = 0; i < s->n_tasks && i < (int)(sizeof s->tasks / sizeof s->tasks[0]); i++) {
+      if (i) fputs(", ", f);
+      gt__jstr(f, s->tasks[i].name);
+      fprintf(f, ": {\"n\": %lld", (long long)s->tasks[i].n);
+      gt__jnum(f, "acc", s->tasks[i].acc);
+      gt__jnum(f, "acc_stderr", s->tasks[i].acc_stderr);
+      gt__jnum(f, "acc_norm", s->tasks[i].acc_norm);
+      gt__jnum(f, "acc_norm_stderr", s->tasks[i].acc_norm_stderr);
+      fputc('}', f);
+    }
+    fputc('}', f);
+  }
+  if (o->goodput) {
+    /* the run's wall time so far and its shares: goodput (applied steps)
+     * and the badput buckets; they sum to 1 */
+    const gt_goodput *g = o->goodput;
+    double wall = gt_goodput_wall(g), inv = wall > 0 ? 1.0 / wall : 0.0;
+    fprintf(f, ", \"wall_seconds\": %.6f, \"goodput\": %.6f, \"badput\": {", wall, g->seconds[GT_GP_STEP] * inv);
+    for (int b = 1; b < GT_GP_N; b++)
+      fprintf(f, "%s\"%s\": %.6f", b > 1 ? ", " : "", gt_goodput_name((gt_goodput_bucket)b), g->seconds[b] * inv);
+    fputc('}', f);
+  }
   fputs("}\n", f);
   /* stdio keeps the first error: one check after the flush sees them all */
   return fflush(f) != 0 || ferror(f) ? -1 : 0;

@@ -7,13 +7,20 @@
 
 #include "base/common.h"
 #include "gemtrain/metrics.h"
+#include "train/goodput.h"
 
 /* "completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T,
  *  total_weights: W, loss: L, lm_loss: L, perplexity: P" (metric_logger.py),
- * then ", moe_lb_loss: X" (%.6f) when has_moe */
+ * then ", moe_lb_loss: X" (%.6f) when has_moe, ", z_loss: X" (%.6f) when
+ * has_z_loss, and ", skipped: no tokens in the loss" or ", skipped: spike" */
 void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n);
-/* One JSON object per line, flushed; 0, or -1 when a write failed (errno). */
-int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s);
+typedef struct gt_metrics_opts {
+  int spike_guard;           /* skip_step_on_spikes: every record has skipped_steps */
+  const gt_goodput *goodput; /* the run's time so far: wall_seconds, goodput and badput (NULL: none) */
+} gt_metrics_opts;
+/* One JSON object per line, flushed; 0, or -1 when a write failed (errno).
+ * docs/training.md lists the keys. o may be NULL. */
+int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s, const gt_metrics_opts *o);
 
 /* A line chart as SVG. Each series is (x[i], y[i]); NaN y values are gaps.
  * Series differ in colour and dash, and their points are marked with

@@ -1,14 +1,59 @@
 #include "train/optim.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
 #define M_PI_VALUE 3.14159265358979323846
 
+/* MaxText's make_cos_schedule: from init to final over len steps, pct =
+ * k / (len - 1) (1 when len = 1) */
+static double gt__cos_piece(double init, double final, int64_t len, int64_t k) {
+  double pct = len > 1 ? (double)k / (double)(len - 1) : 1.0;
+  double a = 0.5 * (cos(M_PI_VALUE * pct) + 1.0);
+  return init * a + final * (1.0 - a);
+}
+
+/* optax.linear_schedule(init, end, n): clipped to [0, n]; n <= 0 is the
+ * constant init */
+static double gt__linear_piece(double init, double end, int64_t n, int64_t k) {
+  if (n <= 0) return init;
+  if (k < 0) k = 0;
+  if (k > n) k = n;
+  return (init - end) * (1.0 - (double)k / (double)n) + end;
+}
+
+/* lr_schedule_type=wsd as MaxText builds it: optax.join_schedules over the
+ * pieces that are not empty (warmup, stable, decay, then 0 after S), each
+ * evaluated at the step minus the boundary before it. */
+static double gt__lr_wsd(const gt_config *c, int64_t step, int64_t S, int64_t warm) {
+  double lr = c->learning_rate, final = lr * c->learning_rate_final_fraction;
+  int64_t decay = (int64_t)((double)S * c->wsd_decay_steps_fraction), stable = S - warm - decay;
+  int cosine = !strcmp(c->wsd_decay_style, "cosine");
+  enum { WARM, STABLE, DECAY, ZERO } kind[4];
+  int64_t bound[4];
+  int n = 0;
+  if (warm > 0) kind[n] = WARM, bound[n++] = warm;
+  if (stable > 0) kind[n] = STABLE, bound[n++] = warm + stable;
+  if (decay > 0) kind[n] = DECAY, bound[n++] = warm + stable + decay;
+  if (c->steps - S > 0) kind[n] = ZERO, bound[n++] = S;
+  if (n == 0) return lr; /* S >= 1 leaves at least one piece (the fractions sum to <= 1) */
+  int i = 0; /* the piece of this step: the last whose start it has reached */
+  while (i + 1 < n && step >= bound[i]) i++;
+  int64_t k = step - (i > 0 ? bound[i - 1] : 0);
+  switch (kind[i]) {
+    case WARM: return gt__linear_piece(0.0, lr, warm, k);
+    case STABLE: return lr;
+    case DECAY: return cosine ? gt__cos_piece(lr, final, decay, k) : gt__linear_piece(lr, final, decay - 1, k);
+    default: return 0.0;
+  }
+}
+
 double gt_lr_at(const gt_config *c, int64_t step) {
   int64_t S = c->learning_rate_schedule_steps > 0 ? c->learning_rate_schedule_steps : c->steps;
   int64_t warm = (int64_t)((double)S * c->warmup_steps_fraction);
+  if (!strcmp(c->lr_schedule_type, "wsd")) return gt__lr_wsd(c, step, S, warm);
   double lr = c->learning_rate;
   if (step < warm) return lr * (double)step / (double)warm;
   if (step >= S) return 0.0;

@@ -1,5 +1,6 @@
 /* Optimizer: MaxText's AdamW (optax.adamw) after global-norm clipping, with
- * linear warmup then cosine decay (maxtext_utils create_learning_rate_schedule). */
+ * linear warmup then cosine decay, or warmup-stable-decay (lr_schedule_type=wsd), as
+ * MaxText's maxtext_utils.create_learning_rate_schedule. */
 #ifndef GEMTRAIN_OPTIM_H
 #define GEMTRAIN_OPTIM_H
 
@@ -14,11 +15,18 @@
 extern "C" {
 #endif
 
-/* Learning rate used by the update at 0-based optimizer step `step`:
- * warmup = int(S * warmup_steps_fraction) with S = learning_rate_schedule_steps
- * (-1: steps); lr * step / warmup during warmup; then over n = S - warmup steps
- * pct = k / (n - 1), a = (1 + cos(pi pct)) / 2, lr (a + final_fraction (1 - a));
- * 0 from step S on. */
+/* Learning rate used by the update at 0-based optimizer step `step`, as
+ * MaxText's create_learning_rate_schedule: S = learning_rate_schedule_steps
+ * (-1: steps), warmup = int(S * warmup_steps_fraction), lr * step / warmup
+ * during warmup, and 0 from step S on when steps > S. Between them:
+ *  - cosine: over n = S - warmup steps, pct = k / (n - 1),
+ *    a = (1 + cos(pi pct)) / 2, lr (a + final_fraction (1 - a));
+ *  - wsd: decay = int(S * wsd_decay_steps_fraction) steps at the end,
+ *    stable = S - warmup - decay steps at lr before them; the decay goes
+ *    from lr to lr * final_fraction: linear (optax.linear_schedule over
+ *    decay - 1 steps: it reaches the final rate at its last step; one
+ *    decay step stays at lr) or cosine (as above over the decay steps;
+ *    one decay step is the final rate). */
 double gt_lr_at(const gt_config *cfg, int64_t step);
 
 typedef struct gt_update_info {

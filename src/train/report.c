@@ -126,6 +126,7 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
   r->first_step = start;
   r->log_period = cfg->log_period > 0 ? cfg->log_period : 1;
   r->clip_threshold = cfg->gradient_clipping_threshold;
+  r->spike_guard = cfg->skip_step_on_spikes;
   r->t_start = gt_prof_now();
   snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
   snprintf(r->run_name, sizeof r->run_name, "%s", cfg->run_name);
@@ -161,25 +162,57 @@ static void gt__tb_add(gt_tf_scalar *out, int *n, const char *tag, double v) {
   if (isfinite(v)) out[*n].tag = tag, out[(*n)++].value = (float)v;
 }
 
-int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out) {
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, int spike_guard, gt_report_tb *b) {
+  gt_tf_scalar *out = b->v;
   int n = 0;
   gt__tb_add(out, &n, "learning/loss", sm->loss);
   gt__tb_add(out, &n, "learning/lm_loss", sm->lm_loss);
   gt__tb_add(out, &n, "learning/perplexity", sm->perplexity);
   if (sm->has_moe) gt__tb_add(out, &n, "learning/moe_lb_loss", sm->moe_lb_loss);
+  if (sm->has_z_loss) gt__tb_add(out, &n, "learning/z_loss", sm->z_loss);
   /* optim.c's clip_by_global_norm scales the gradient to norm clip_threshold
    * (a non-finite norm stays non-finite: that step was skipped) */
   double g = sm->grad_norm, clipped = isfinite(g) && clip_threshold > 0 && g >= clip_threshold ? clip_threshold : g;
   gt__tb_add(out, &n, "learning/grad_norm", clipped);
   gt__tb_add(out, &n, "learning/raw_grad_norm", sm->grad_norm);
+  if (sm->param_norm > 0) gt__tb_add(out, &n, "learning/param_norm", sm->param_norm);
   gt__tb_add(out, &n, "learning/current_learning_rate", sm->learning_rate);
   gt__tb_add(out, &n, "learning/total_weights", (double)sm->total_weights);
   gt__tb_add(out, &n, "perf/step_time_seconds", sm->seconds);
+  /* MaxText's per-step counts (metric_logger.record_train_metrics): the
+   * step's TFLOPs and tokens per device, not per second */
+  gt__tb_add(out, &n, "perf/per_device_tflops", sm->tflops_per_s_per_device * sm->seconds);
   gt__tb_add(out, &n, "perf/per_device_tflops_per_sec", sm->tflops_per_s_per_device);
+  gt__tb_add(out, &n, "perf/per_device_tokens", sm->tokens_per_s_per_device * sm->seconds);
   gt__tb_add(out, &n, "perf/per_device_tokens_per_sec", sm->tokens_per_s_per_device);
-  if (sm->has_eval) { /* MaxText's eval tags (metric_logger.record_eval_metrics) */
+  gt__tb_add(out, &n, "perf/tokens_seen_per_device", (double)sm->tokens_seen_per_device);
+  if (spike_guard) { /* MaxText's optim/step_skipped (skip_step_on_spikes), and the count */
+    gt__tb_add(out, &n, "optim/step_skipped", sm->spike_skipped || sm->skipped ? 1.0 : 0.0);
+    gt__tb_add(out, &n, "optim/skipped_steps", (double)sm->skipped_steps);
+  }
+  if (sm->has_checkpoint) {
+    gt__tb_add(out, &n, "perf/checkpoint_write_seconds", sm->checkpoint_write_seconds);
+    gt__tb_add(out, &n, "perf/checkpoint_blocked_seconds", sm->checkpoint_blocked_seconds);
+  }
+  if (sm->diloco_synced) {
+    gt__tb_add(out, &n, "diloco/synced", 1.0);
+    gt__tb_add(out, &n, "diloco/bytes", (double)sm->diloco_bytes);
+  }
+  if (sm->has_eval) { /* MaxText's eval tags (metric_logger._finalize_eval_metrics) */
     gt__tb_add(out, &n, "eval/avg_loss", sm->eval_loss);
+    gt__tb_add(out, &n, "eval/avg_perplexity", exp(sm->eval_loss));
     gt__tb_add(out, &n, "eval/total_weights", (double)sm->eval_total_weights);
+  }
+  int nt = sm->n_tasks < 8 ? sm->n_tasks : 8;
+  for (int i = 0; i < nt; i++) {
+    static const char *const what[4] = {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"};
+    const double val[4] = {sm->tasks[i].acc, sm->tasks[i].acc_stderr, sm->tasks[i].acc_norm,
+                           sm->tasks[i].acc_norm_stderr};
+    for (int k = 0; k < 4; k++) {
+      char *name = b->names[4 * i + k];
+      snprintf(name, sizeof b->names[0], "eval/%.60s/%s", sm->tasks[i].name, what[k]);
+      gt__tb_add(out, &n, name, val[k]);
+    }
   }
   return n;
 }
@@ -188,14 +221,18 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
   if (sm->no_tokens)
     gt_report_note(r, "skipped step: %lld, total_weights: 0 (no token in the loss; parameters, optimizer and "
                       "schedule unchanged)\n", (long long)sm->step);
+  else if (sm->spike_skipped)
+    gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (a spike: above the rolling bound of "
+                      "skip_step_on_spikes; parameters and optimizer unchanged; %lld skipped so far)\n",
+                   (long long)sm->step, sm->loss, sm->grad_norm, (long long)sm->skipped_steps);
   else if (sm->skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
                    (long long)sm->step, sm->loss, sm->grad_norm);
   long long done = sm->step + 1;
   int shown = done % r->log_period == 0 || sm->step == r->first_step || done >= r->n_steps || sm->has_eval ||
-              sm->skipped || sm->no_tokens;
+              sm->n_tasks > 0 || sm->skipped || sm->no_tokens || sm->spike_skipped;
   if (r->out && shown) {
-    char line[512], where[128] = "";
+    char line[640], where[128] = "";
     gt_metrics_format_line(sm, line, sizeof line);
     /* a log has no progress bar: the line itself says how far the run is */
     if (!r->progress) {
@@ -207,16 +244,26 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
       snprintf(where, sizeof where, " (%lld of %lld steps, elapsed %s, ETA %s)", done, (long long)r->n_steps, el, eta);
     }
     gt_report_note(r, "%s%s\n", line, where);
-    if (sm->has_eval)
-      gt_report_note(r, "eval metrics after step: %lld, loss=%.3f, perplexity=%.3f, total_weights=%lld\n",
-                     (long long)sm->step, sm->eval_loss, exp(sm->eval_loss), (long long)sm->eval_total_weights);
+    if (sm->has_eval || sm->n_tasks > 0) {
+      char ev[2048];
+      int w = snprintf(ev, sizeof ev, "eval metrics after step: %lld", (long long)sm->step);
+      if (sm->has_eval)
+        w += snprintf(ev + w, sizeof ev - (size_t)w, ", loss=%.3f, perplexity=%.3f, total_weights=%lld", sm->eval_loss,
+                      exp(sm->eval_loss), (long long)sm->eval_total_weights);
+      for (int i = 0; i < sm->n_tasks && i < 8 && w >= 0 && (size_t)w < sizeof ev; i++)
+        w += snprintf(ev + w, sizeof ev - (size_t)w, ", %s: acc=%.4f (stderr %.4f), acc_norm=%.4f (stderr %.4f), n=%lld",
+                      sm->tasks[i].name, sm->tasks[i].acc, sm->tasks[i].acc_stderr, sm->tasks[i].acc_norm,
+                      sm->tasks[i].acc_norm_stderr, (long long)sm->tasks[i].n);
+      gt_report_note(r, "%s\n", ev);
+    }
   }
   gt__progress(r, sm->step + 1);
   /* a failed write is cut off (the file keeps ending with a whole record)
    * and tried once more (space may have been freed meanwhile) */
+  gt_metrics_opts mo = {r->spike_guard, r->goodput};
   int e = 0;
   for (int attempt = 0; attempt < 2; attempt++) {
-    if (gt_metrics_write_jsonl(r->metrics, sm) == 0) {
+    if (gt_metrics_write_jsonl(r->metrics, sm, &mo) == 0) {
       e = 0;
       break;
     }
@@ -235,9 +282,11 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
     r->tps[sm->step] = sm->tokens_per_s_per_device;
   }
   if (!r->tensorboard) return GT_OK;
-  gt_tf_scalar v[GT_REPORT_TB_MAX];
-  int n = gt_report_tb_scalars(sm, r->clip_threshold, v);
-  gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, v, n, err);
+  gt_report_tb *tb = malloc(sizeof *tb);
+  if (!tb) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory for the step's TensorBoard scalars");
+  int n = gt_report_tb_scalars(sm, r->clip_threshold, r->spike_guard, tb);
+  gt_rc rc = gt_tfevents_write_scalars(&r->tb, sm->step, tb->v, n, err);
+  free(tb);
   if (rc) r->tensorboard = 0; /* the writer closed the file; err names it */
   return rc;
 }

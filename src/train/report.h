@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "config/config.h"
+#include "train/goodput.h"
 #include "train/metrics_io.h"
 #include "train/tfevents.h"
 
@@ -28,6 +29,8 @@ typedef struct gt_report {
   int tensorboard;            /* the event file is open */
   gt_tfevents tb;
   long metrics_good;          /* bytes of metrics.jsonl that end with a whole line */
+  int spike_guard;            /* skip_step_on_spikes: skipped_steps on every record, optim/ tags */
+  const gt_goodput *goodput;  /* the run's time so far, for each record (the loop's; NULL: none) */
 } gt_report;
 
 /* Opens metrics.jsonl for the run: on resume (start > 0) the lines of steps
@@ -41,7 +44,7 @@ gt_rc gt_report_open(gt_report *r, const gt_config *cfg, const char *run_dir, FI
 /* printf to the console (after clearing the progress bar). */
 void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One step: the console line (every log_period steps, and the first, the
- * last, any eval and any skipped step; without a progress bar it ends with
+ * last, any eval, any skipped step; without a progress bar it ends with
  * "(N of total steps, elapsed, ETA)" so a log shows how far the run is), the
  * eval line when sm->has_eval, the progress bar, a metrics.jsonl line, the step's TensorBoard scalars
  * (MaxText's tags; non-finite values are left out) and the history.
@@ -51,16 +54,28 @@ void gt_report_note(gt_report *r, const char *fmt, ...) __attribute__((format(pr
 gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err);
 /* The step's TensorBoard scalars with MaxText's tags (learning/loss,
  * learning/lm_loss, learning/perplexity, learning/moe_lb_loss when has_moe,
- * learning/grad_norm, learning/raw_grad_norm, learning/current_learning_rate,
- * learning/total_weights, perf/step_time_seconds,
- * perf/per_device_tflops_per_sec, perf/per_device_tokens_per_sec, and
- * eval/avg_loss, eval/total_weights when has_eval), non-finite values left
- * out. As in MaxText, learning/raw_grad_norm is the norm before clipping
+ * learning/z_loss when has_z_loss, learning/grad_norm, learning/raw_grad_norm,
+ * learning/param_norm when measured (> 0), learning/current_learning_rate,
+ * learning/total_weights, perf/step_time_seconds, perf/per_device_tflops (the
+ * step's), perf/per_device_tflops_per_sec, perf/per_device_tokens (the
+ * step's), perf/per_device_tokens_per_sec, and eval/avg_loss,
+ * eval/avg_perplexity, eval/total_weights when has_eval), gemtrain's own
+ * (perf/tokens_seen_per_device; optim/step_skipped and optim/skipped_steps
+ * with spike_guard; perf/checkpoint_write_seconds and
+ * perf/checkpoint_blocked_seconds when has_checkpoint; diloco/synced and
+ * diloco/bytes when diloco_synced; eval/<task>/acc, acc_stderr, acc_norm,
+ * acc_norm_stderr for each task), non-finite values left out. As in
+ * MaxText, learning/raw_grad_norm is the norm before clipping
  * (sm->grad_norm) and learning/grad_norm after it: clip_threshold
- * (gradient_clipping_threshold; <= 0: none) when the norm reached it. out
- * holds GT_REPORT_TB_MAX; returns how many were filled. */
-#define GT_REPORT_TB_MAX 16
-int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, gt_tf_scalar *out);
+ * (gradient_clipping_threshold; <= 0: none) when the norm reached it.
+ * Returns how many of b->v were filled (tags that name a task point into
+ * b->names). */
+#define GT_REPORT_TB_MAX 64
+typedef struct gt_report_tb {
+  gt_tf_scalar v[GT_REPORT_TB_MAX];
+  char names[32][96];
+} gt_report_tb;
+int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, int spike_guard, gt_report_tb *b);
 /* Clears the progress bar (before other output such as a checkpoint line). */
 void gt_report_pause(gt_report *r);
 /* Writes <run_dir>/loss.svg from the history. */

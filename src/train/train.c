@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "model/qstore.h"
 #include "train/config_agree.h"
+#include "train/goodput.h"
 #include "train/plan.h"
 #include "train/profiler.h"
 #include "train/report.h"
@@ -285,9 +286,23 @@ static void gt__data_stop(gt__tstate *ts, gt_report *rep, const char *run_dir, i
                    (long long)steps - 1, e2.msg);
 }
 
-static int gt__eval_due(const gt_config *c, const gt_data *d, int64_t step) {
-  return gt_data_has_eval(d) && c->eval_interval >= 0 &&
-         ((c->eval_interval > 0 && (step + 1) % c->eval_interval == 0) || step == c->steps - 1);
+/* As MaxText's train loop: after step s when eval_interval > 0, s is not
+ * this process's first step (start) and (s + 1) % eval_interval == 0; no
+ * eval after the last step unless that rule says so. eval_interval = 0
+ * (gemtrain's) evaluates after the last step only; -1 never. */
+static int gt__eval_due(const gt_config *c, const gt_data *d, int64_t step, int64_t start) {
+  if (!gt_data_has_eval(d) || c->eval_interval < 0) return 0;
+  if (c->eval_interval == 0) return step == c->steps - 1;
+  return step > start && (step + 1) % c->eval_interval == 0;
+}
+
+/* Tokens per device after `step`, counting every step from 0 alike
+ * (MaxText's per-step count, max_target_length x per_device_batch_size x
+ * gradient_accumulation_steps, summed), so a resumed run continues it. */
+static int64_t gt__tokens_seen_per_device(const gt_config *c, int64_t step) {
+  double per_step = (double)gt_config_global_batch(c) * (double)c->max_target_length *
+                    (double)c->gradient_accumulation_steps / (double)gt_config_total_devices(c);
+  return (int64_t)llround(per_step * (double)(step + 1));
 }
 
 static int gt__checkpoint_due(const gt_config *c, int64_t step, int stop) {
@@ -295,9 +310,27 @@ static int gt__checkpoint_due(const gt_config *c, int64_t step, int stop) {
          (stop || (step + 1) % c->checkpoint_period == 0 || (step == c->steps - 1 && c->save_checkpoint_on_completion));
 }
 
+/* Writes the state after `step`; the step's metrics get the time it took,
+ * which is the time the loop was blocked by it (a synchronous write). */
+static gt_rc gt__checkpoint(gt__tstate *ts, gt_report *rep, gt_profiler *prof, const char *run_dir, int64_t step,
+                            gt_step_metrics *sm, gt_goodput *gp, gt_err *err) {
+  gt_report_pause(rep);
+  double t0 = gt_prof_now();
+  gt_rc rc = gt__train_save(ts, run_dir, step + 1, err);
+  if (rc) return rc;
+  double t1 = gt_prof_now();
+  gt_trace_span(gt_profiler_host(prof), "checkpoint write", "checkpoint", t0, t1);
+  sm->has_checkpoint = 1;
+  sm->checkpoint_write_seconds = sm->checkpoint_blocked_seconds = t1 - t0;
+  gt_goodput_mark(gp, GT_GP_CKPT, gt_prof_now());
+  return GT_OK;
+}
+
 gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result *res, gt_err *err) {
   static const gt_train_opts none;
   if (!o) o = &none;
+  gt_goodput gp; /* where the wall time goes, from here to the closing line */
+  gt_goodput_start(&gp, gt_prof_now());
   gt_config cfg = *cfg_in;
   memset(res, 0, sizeof *res);
   res->last_eval_loss = NAN;
@@ -368,8 +401,11 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
    * parameters, or the initialisation (nothing here talks to other ranks) */
   if (!(rc = gt_data_open(&data, &cfg, &mem, err)) && !(rc = gt_trainer_create(&tr, &cfg, NULL, err))) {
     ts.tr = tr;
-    if (!(rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err)) && primary)
-      rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
+    gt_goodput_mark(&gp, GT_GP_PREP, gt_prof_now());
+    rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err);
+    gt_goodput_mark(&gp, resumed ? GT_GP_RESTORE : GT_GP_PREP, gt_prof_now());
+    if (!rc && primary) rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
+    rep.goodput = &gp;
   }
   if ((rc = gt__agree(rc, "setting up the run", err))) goto out;
   started = 1;
@@ -381,6 +417,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if ((rc = gt__agree(rc, "writing the setup record to TensorBoard", err))) goto out;
   if (start >= cfg.steps)
     gt_report_note(&rep, "nothing to do: the checkpoint is at step %lld and steps = %lld\n", (long long)start, cfg.steps);
+  gt_goodput_mark(&gp, GT_GP_PREP, gt_prof_now());
 
   for (int64_t step = start; step < cfg.steps; step++) {
     gt_step_metrics sm;
@@ -393,20 +430,26 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       res->agreed = 0;
       goto out;
     }
+    gt_goodput_mark(&gp, GT_GP_OTHER, gt_prof_now());
     if ((rc = gt__agree(gt_trainer_load_data(tr, &data, err), "reading the step's data", err))) {
       data.st = before;
       gt__data_stop(&ts, &rep, res->run_dir, step, last_saved, "training");
       goto out;
     }
+    gt_goodput_mark(&gp, GT_GP_DATA, gt_prof_now());
     if ((rc = gt_trainer_step_loaded(tr, &sm, err))) {
       /* a non-finite step is decided from all-reduced values: every rank
        * refuses it alike; any other failure may be this rank's alone */
       res->agreed = rc == GT_ERR_NUMERIC;
       goto out;
     }
-    res->skipped_steps += sm.skipped && !sm.no_tokens;
+    int applied = !sm.skipped && !sm.no_tokens && !sm.spike_skipped;
+    gt_goodput_mark(&gp, applied ? GT_GP_STEP : GT_GP_SKIPPED, gt_prof_now());
+    sm.tokens_seen_per_device = gt__tokens_seen_per_device(&cfg, step);
+    res->skipped_steps += sm.skipped && !sm.no_tokens && !sm.spike_skipped;
+    res->spike_steps += sm.spike_skipped;
     res->empty_steps += sm.no_tokens;
-    if (gt__eval_due(&cfg, &data, step)) {
+    if (gt__eval_due(&cfg, &data, step, start)) {
       double t0 = gt_prof_now();
       if ((rc = gt__agree(gt_trainer_load_eval(tr, &data, err), "reading the eval data", err))) {
         /* the step itself is good (its report is lost): keep it */
@@ -426,6 +469,15 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
         gt_report_note(&rep, "skipped eval after step %lld: no token of the eval batches is in the loss\n",
                        (long long)step);
       }
+      gt_goodput_mark(&gp, GT_GP_EVAL, gt_prof_now());
+    }
+    /* target_eval_loss: the eval loss is the same on every rank (all-reduced) */
+    int reached = cfg.target_eval_loss > 0 && sm.has_eval && sm.eval_loss <= cfg.target_eval_loss;
+    /* the step's checkpoint (period, completion, target) before its record,
+     * which says so */
+    if (gt__checkpoint_due(&cfg, step, reached)) {
+      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
+      last_saved = step + 1;
     }
     double tr0 = gt_prof_now();
     if (primary) rc = gt_report_step(&rep, &sm, err);
@@ -441,7 +493,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (rc) {
       /* the state is good, its record is not: keep the state, then stop */
       gt_err e2;
-      if (cfg.enable_checkpointing && gt__train_save(&ts, res->run_dir, step + 1, &e2) == GT_OK)
+      if (cfg.enable_checkpointing && last_saved != step + 1 &&
+          gt__train_save(&ts, res->run_dir, step + 1, &e2) == GT_OK)
         gt_report_note(&rep, "saved the state after step %lld before stopping\n", (long long)step);
       goto out;
     }
@@ -458,17 +511,24 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       goto out;
     }
     int stop = stop_any != 0;
-    if (gt__checkpoint_due(&cfg, step, stop)) {
-      gt_report_pause(&rep);
-      double t0 = gt_prof_now();
-      if ((rc = gt__train_save(&ts, res->run_dir, step + 1, err))) goto out;
-      gt_trace_span(gt_profiler_host(&prof), "checkpoint write", "checkpoint", t0, gt_prof_now());
+    if (stop && last_saved != step + 1 && gt__checkpoint_due(&cfg, step, stop)) {
+      if ((rc = gt__checkpoint(&ts, &rep, &prof, res->run_dir, step, &sm, &gp, err))) goto out;
       last_saved = step + 1;
     }
     rc = gt_profiler_step_end(&prof, tr, step, sm.seconds, pline, sizeof pline, err);
     if (cfg.profiler[0] && (rc = gt__agree(rc, "the profiler's trace (rank 0)", err))) goto out;
     if (rc) goto out;
     if (pline[0]) gt_report_note(&rep, "%s\n", pline);
+    if (reached) {
+      res->reached_target = 1;
+      res->target_step = step;
+      char saved[64] = " (enable_checkpointing=false: no checkpoint)";
+      if (cfg.enable_checkpointing) snprintf(saved, sizeof saved, "; checkpoint step_%08lld", (long long)step + 1);
+      gt_report_note(&rep, "reached target_eval_loss = %g: eval loss %.4f after step %lld; the run ends here, %lld of "
+                           "%lld steps%s\n",
+                     cfg.target_eval_loss, sm.eval_loss, (long long)step, (long long)step + 1, cfg.steps, saved);
+      break;
+    }
     if (stop) {
       res->interrupted = 1;
       /* an unnamed run's name is new every time: the hint names it */
@@ -487,6 +547,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
                          "parameters only moved on the others\n",
                    res->skipped_steps, res->steps_done - res->start_step);
+  if (res->spike_steps)
+    gt_report_note(&rep, "note: %lld of the %lld steps run were skipped as loss or gradient-norm spikes "
+                         "(skip_step_on_spikes)\n",
+                   res->spike_steps, res->steps_done - res->start_step);
   if (res->empty_steps || res->empty_evals)
     gt_report_note(&rep, "warning: %lld of the %lld steps run and %lld evaluations had no token in the loss and were "
                          "skipped (every target masked, e.g. use_sft with prompts that fill the row)\n",
@@ -497,6 +561,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (primary) rc = gt_report_plot(&rep, err);
   if ((rc = gt__agree(rc, "the plot (rank 0)", err))) goto out;
   gt__footer(&rep, tr, planned_peak, res->peak_memory_bytes, last_saved);
+  /* the run's time up to here (the closing sample, which a reader expects
+   * last, is not in it) */
+  gt_goodput_mark(&gp, GT_GP_OTHER, gt_prof_now());
+  res->wall_seconds = gt_goodput_wall(&gp);
+  memcpy(res->goodput_seconds, gp.seconds, sizeof res->goodput_seconds);
+  gt_goodput_format(&gp, pline, sizeof pline);
+  gt_report_note(&rep, "%s\n", pline);
   if (!res->interrupted && gt_decode_sample_wanted(&cfg) && cfg.vocab_size >= GT_BYTE_VOCAB &&
       strcmp(cfg.dataset_type, "tokens"))
     rc = gt__sample(&rep, tr, &m, &mem, &cfg, err);

@@ -13,6 +13,7 @@
 #include "base/threads.h"
 #include "config/config.h"
 #include "gemtrain/metrics.h"
+#include "train/goodput.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +47,16 @@ typedef struct gt_train_result {
   long long empty_steps;   /* steps skipped: no token in the loss */
   long long empty_evals;   /* evaluations skipped: no token in the loss */
   int interrupted;         /* stopped by *stop after a checkpoint */
+  long long spike_steps;   /* steps not applied as spikes (skip_step_on_spikes) */
+  /* target_eval_loss: the run ended at the first eval at or below it, after
+   * step target_step (with its checkpoint when enable_checkpointing) */
+  int reached_target;
+  long long target_step;
+  /* where the wall time went (train/goodput.h), from gt_train's start to
+   * the closing goodput line (before the closing sample); the buckets sum
+   * to wall_seconds (0 when the run ended with an error before it) */
+  double wall_seconds;
+  double goodput_seconds[GT_GP_N];
   /* On error over MPI ranks: 1 when every rank returned this same error
    * (they agreed on it and can exit normally), 0 when it was this rank's
    * alone (a peer stopped answering): the job must then be ended
