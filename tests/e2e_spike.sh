@@ -4,8 +4,9 @@
 # bytes exactly where step K's rows are (several times the loss of text) is
 # trained for one step more than the same corpus without the block:
 #  1. on 1 device, 2 devices and 2 MPI ranks x 1 device, the guard skips
-#     that step and only it (the checkpoint's state: one step not applied,
-#     AdamW step one behind the step count) and the run ends bit for bit
+#     that step and only it (metrics.jsonl's spike_skipped and skipped_steps;
+#     the checkpoint's state: one step not applied, AdamW step one behind
+#     the step count) and the run ends bit for bit
 #     where the run without the block ends: every later step's loss and
 #     gradient norm as metrics.jsonl prints them, and the final weights and
 #     AdamW moments byte for byte;
@@ -98,13 +99,16 @@ print(f"{os.path.basename(a)} = {os.path.basename(b)}: {len(fb)} steps compared,
 PY
 }
 
-# the planted step's loss is a spike: several times the step before's
+# the planted step's loss is a spike (several times the step before's), and
+# metrics.jsonl says that step and only it was skipped as one
 spiky() {
   python3 - "$work/runs/$1/metrics.jsonl" "$K" <<'PY' || fail "$1: step $K is no spike"
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 k = int(sys.argv[2])
 assert m[k]["loss"] > 1.5 * m[k - 1]["loss"], (m[k]["loss"], m[k - 1]["loss"])
+assert [j["step"] for j in m if j.get("spike_skipped")] == [k], [j["step"] for j in m if j.get("spike_skipped")]
+assert [j.get("skipped_steps", 0) for j in m] == [0] * k + [1] * (len(m) - k)
 PY
 }
 
@@ -139,6 +143,7 @@ mpi "$bin" train "${planted[@]}" num_devices=1 per_device_batch_size=1 dcn_fsdp_
 if grep -q "built without MPI" "$work/r2.log"; then echo "e2e_spike: gemtrain built without MPI: the MPI cases skipped"; exit 0; fi
 [ "$rc" = 0 ] || { cat "$work/r2.log"; fail "2 ranks"; }
 [ "$(state r2)" = "27 26 27 1" ] || fail "r2: $(state r2); expected 27 26 27 1"
+spiky r2
 same r2 p2 0
 same r2 c2 1
 # a checkpoint after the spike (step 23), then the rest
