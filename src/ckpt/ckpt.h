@@ -43,6 +43,19 @@ extern "C" {
 
 #define GT_CKPT_VERSION 1
 
+/* The spike guard's state (train/spike.h), in the header's state as
+ * "spike_guard": {"count", "skipped_steps", "loss": [...], "grad_norm":
+ * [...]}: its rolling windows oldest first (n values of each, float32), the
+ * values ever pushed, and the steps not applied so far. Written only when
+ * count or skipped_steps is not 0; a checkpoint without it (older ones)
+ * loads as all zero: an empty window. */
+#define GT_CKPT_SPIKE_MAX 4096
+typedef struct gt_ckpt_spike {
+  int64_t count, skipped_steps;
+  int n; /* min(count, the writer's window) */
+  float loss[GT_CKPT_SPIKE_MAX], grad_norm[GT_CKPT_SPIKE_MAX];
+} gt_ckpt_spike;
+
 typedef struct gt_ckpt_state {
   int64_t step;          /* training steps completed */
   int64_t opt_step;      /* AdamW updates applied (fewer when steps were skipped) */
@@ -50,6 +63,7 @@ typedef struct gt_ckpt_state {
   int64_t num_devices;   /* of the run that wrote it */
   int64_t n_shards;      /* files per checkpoint (the FSDP axis) */
   double next_lr;        /* learning rate of the next update (for the log) */
+  gt_ckpt_spike spike;   /* the spike guard */
 } gt_ckpt_state;
 
 /* Who wrote a checkpoint: the run's id (made at its start, the same on

@@ -63,8 +63,8 @@ static const gt_key_spec gt__keys[] = {
     {"skip_step_on_spikes", GT_KEY_BOOL, F(skip_step_on_spikes), 0, 1, NULL,
      "do not apply a step whose loss or gradient norm is more than skip_step_scaling_factor rolling standard "
      "deviations above its rolling mean"},
-    {"skip_step_interval", GT_KEY_INT, F(skip_step_interval), 1, 1 << 20, NULL,
-     "the spike guard's rolling window, in steps"},
+    {"skip_step_interval", GT_KEY_INT, F(skip_step_interval), 1, 4096, NULL,
+     "the spike guard's rolling window, in steps (a checkpoint holds it whole)"},
     {"skip_step_scaling_factor", GT_KEY_FLOAT, F(skip_step_scaling_factor), 0, 1e6, NULL,
      "the spike guard's threshold, in rolling standard deviations above the rolling mean"},
     /* model */

@@ -898,6 +898,32 @@ gt_rc gt_fsdp_update(gt_fsdp *f, gt_fsdp_shard_fn update, void *ctx, gt_fsdp_com
   return GT_OK;
 }
 
+/* a sum over the shards: the caller's partial sum of each device's shard,
+ * all-reduced as the gradient norm's */
+static void gt__run_shard_sum(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc || f->measure) return;
+  gt_fsdp_shard s = gt__shard_view(d);
+  f->norm_fn(f->fn_ctx, &s);
+  double sum = s.sumsq;
+  gt_all_reduce_f64(f->mesh, dev, &sum, 1);
+  if (dev == 0) f->sums[0] = sum;
+}
+
+gt_rc gt_fsdp_shard_sum(gt_fsdp *f, gt_fsdp_shard_fn partial, void *ctx, double *sum, gt_err *err) {
+  *sum = 0.0;
+  if (f->measure) return GT_OK;
+  f->norm_fn = partial;
+  f->fn_ctx = ctx;
+  f->sums[0] = 0.0;
+  gt_mesh_run(f->mesh, gt__run_shard_sum, f);
+  f->norm_fn = NULL;
+  gt_rc rc = gt__collect(f, err);
+  if (!rc) *sum = f->sums[0];
+  return rc;
+}
+
 gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err) {
   gt_rc rc = gt__check_batches(f, batches, n, err);
   if (rc) return rc;

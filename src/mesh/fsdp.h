@@ -128,6 +128,13 @@ gt_rc gt_fsdp_zero(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_err *err);
 gt_rc gt_fsdp_forward_backward(gt_fsdp *f, int i, gt_err *err);
 gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fsdp_sums *out, gt_err *err);
 gt_rc gt_fsdp_update(gt_fsdp *f, gt_fsdp_shard_fn update, void *ctx, gt_fsdp_comm *comm, gt_err *err);
+/* A sum over every device's trainable shard, after a step (the trainer's
+ * parameter norm): partial runs on each device's shard and sets s->sumsq
+ * (weighting each element by s->parts as the gradient norm does, so each
+ * counts once over its copies), and the values are all-reduced over the
+ * devices and ranks as the gradient norm's are. Collective; *sum is 0 on
+ * an allocation-only mesh. */
+gt_rc gt_fsdp_shard_sum(gt_fsdp *f, gt_fsdp_shard_fn partial, void *ctx, double *sum, gt_err *err);
 const gt_config *gt_fsdp_config(const gt_fsdp *f);
 /* Loss of global batches without training. */
 gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err);

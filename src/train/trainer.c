@@ -11,6 +11,7 @@
 #include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "train/optim.h"
+#include "train/spike.h"
 
 struct gt_trainer {
   gt_config cfg;
@@ -26,6 +27,8 @@ struct gt_trainer {
   gt_flops flops;
   gt_trace *trace;    /* the profiler timeline (NULL: off) */
   int measure;        /* allocation-only (the plan): no tokens, nothing skipped */
+  int guard;          /* skip_step_on_spikes (never on an allocation-only trainer) */
+  gt_spike spike;     /* its windows, and the count of steps not applied */
 };
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
@@ -40,6 +43,8 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
   if (!t) return gt_err_set(err, GT_ERR_NOMEM, "train: no memory");
   t->cfg = *cfg;
   t->measure = probes != NULL;
+  t->guard = cfg->skip_step_on_spikes && !probes;
+  gt_spike_init(&t->spike, cfg->skip_step_interval, cfg->skip_step_scaling_factor);
   gt_dist_set_timeout(cfg->collective_timeout_seconds);
   gt_mem_init(&t->host);
   t->flops = gt_flops_per_step_per_device(cfg);
@@ -115,7 +120,24 @@ static void gt__apply(void *ctx, gt_fsdp_shard *s) {
   GT_PROF(s->prof, GT_PROF_OPTIM, gt__optim_update(ctx, s));
 }
 
-gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_mesh_step_info *info, gt_err *err) {
+/* after the update, on every device: its shard's part of the squared norm
+ * of the trainable parameters, each element counted once over its copies
+ * (the gradient norm's weights) */
+static void gt__param_sumsq(void *ctx, gt_fsdp_shard *s) {
+  (void)ctx;
+  double sum = 0.0;
+  for (int i = 0; i < s->n_parts; i++) {
+    const gt_fsdp_norm_part *p = &s->parts[i];
+    const float *x = s->params + p->off;
+    sum += gt_sumsq(x, p->n_rep) / p->div_rep + gt_sumsq(x + p->n_rep, p->n - p->n_rep) / p->div_own;
+  }
+  s->sumsq = sum;
+}
+
+/* The step; guard (NULL: none) is the spike guard that may hold the update
+ * back. */
+static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_spike *guard, gt_mesh_step_info *info,
+                           gt_err *err) {
   const gt_config *c = gt_fsdp_config(fs);
   memset(info, 0, sizeof *info);
   /* zero */
@@ -140,9 +162,25 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
     info->update.skipped = 1;
     info->no_tokens = 1;
   }
+  /* the spike guard, on a step that would apply: MaxText's skip_step_on_spikes
+   * watches the step's loss (LM with its z-loss, plus MoE load-balance: the
+   * reported loss) and the norm of the gradient
+   * the optimizer is given (after clipping). Both are all-reduced values,
+   * the same on every device and rank, so every device and rank decides
+   * alike; a held-back step leaves the parameters, the moments and the
+   * AdamW step (so the schedule) where they were, as a non-finite one */
+  if (guard && apply &&
+      gt_spike_decide(guard, sums.xent_sum / (double)sums.total_weights + sums.moe_lb,
+                      info->update.grad_norm * info->update.clip_scale)) {
+    apply = 0;
+    info->spike_skipped = 1;
+  }
   gt_fsdp_comm comm;
   if ((rc = gt_fsdp_update(fs, apply ? gt__apply : NULL, &h, &comm, err))) return rc;
   if (apply) gt_fsdp_set_opt_step(fs, t + 1);
+  double psq;
+  if ((rc = gt_fsdp_shard_sum(fs, gt__param_sumsq, NULL, &psq, err))) return rc;
+  info->param_norm = sqrt(psq);
   /* report */
   /* no tokens (an empty or allocation-only step): no loss */
   info->loss = sums.total_weights ? sums.xent_sum / (double)sums.total_weights : 0.0;
@@ -155,12 +193,16 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
   return GT_OK;
 }
 
+gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_mesh_step_info *info, gt_err *err) {
+  return gt__mesh_step(fs, micro, n_micro, NULL, info, err);
+}
+
 gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err) {
   const gt_config *c = &t->cfg;
   double t0 = gt_prof_now();
   gt_mesh_step_info fi;
   gt_fsdp_set_step(t->fs, t->step); /* seeds the adapters' dropout */
-  gt_rc rc = gt_trainer_mesh_step(t->fs, micro, n_micro, &fi, err);
+  gt_rc rc = gt__mesh_step(t->fs, micro, n_micro, t->guard ? &t->spike : NULL, &fi, err);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;
   if (t->trace) { /* the host's span is the step's measured time exactly */
@@ -191,6 +233,11 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->grad_norm = fi.update.grad_norm;
   sm->skipped = fi.update.skipped && !t->measure;
   sm->no_tokens = fi.no_tokens && !t->measure;
+  sm->spike_skipped = fi.spike_skipped;
+  sm->param_norm = fi.param_norm;
+  /* steps not applied: spikes and non-finite steps (not empty ones) */
+  if (sm->spike_skipped || (sm->skipped && !sm->no_tokens)) t->spike.skipped_steps++;
+  sm->skipped_steps = t->spike.skipped_steps;
   sm->peak_memory_bytes = gt_trainer_peak_bytes(t);
   sm->comm_seconds = fi.comm_seconds;
   sm->comm_bytes = fi.comm_bytes;
@@ -292,6 +339,8 @@ int64_t gt_trainer_num_params(const gt_trainer *t) { return gt_fsdp_num_params(t
 gt_fsdp *gt_trainer_fsdp(gt_trainer *t) { return t->fs; }
 gt_model *gt_trainer_device_model(gt_trainer *t, int d) { return gt_fsdp_device_model(t->fs, d); }
 void gt__trainer_poison_next_step(gt_trainer *t) { gt_fsdp_poison_next_step(t->fs); }
+void gt_trainer_spike_state(const gt_trainer *t, gt_ckpt_spike *out) { gt_spike_save(&t->spike, out); }
+void gt_trainer_set_spike_state(gt_trainer *t, const gt_ckpt_spike *in) { gt_spike_load(&t->spike, in); }
 
 gt_rc gt_trainer_set_trace(gt_trainer *t, gt_trace *tr, gt_err *err) {
   gt_rc rc = gt_fsdp_set_trace(t->fs, tr, err);

@@ -11,7 +11,9 @@
  * refused (GT_ERR_NUMERIC) unless skip_nonfinite_steps; a step with no
  * token in its loss (total_weights 0 over the global batch) updates
  * nothing either (no weight decay, no schedule step) and is counted as
- * skipped with no_tokens set, never refused. Metrics are filled
+ * skipped with no_tokens set, never refused. With skip_step_on_spikes a
+ * finite step whose loss or gradient norm is a spike (train/spike.h) updates
+ * nothing either and is counted as spike_skipped. Metrics are filled
  * the same way for everyone.
  *
  * An allocation-only trainer (with probes) runs the same schedule without
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
+#include "ckpt/ckpt.h"
 #include "data/data.h"
 #include "exec/exec.h"
 #include "config/config.h"
@@ -44,6 +47,8 @@ typedef struct gt_mesh_step_info {
   int64_t total_weights;
   gt_update_info update;  /* global gradient norm, lr, clip scale, skipped */
   int no_tokens;          /* total_weights was 0: the update was skipped (update.skipped = 1) */
+  int spike_skipped;      /* the spike guard skipped the update (update.skipped stays 0) */
+  double param_norm;      /* L2 norm of the trainable parameters after the step */
   int64_t comm_bytes;     /* per device, this step (the largest device's) */
   double comm_seconds;    /* per device (max), this step */
   int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks */
@@ -56,8 +61,9 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
 
 /* One optimizer step over n_micro global micro-batches (each of the
  * configured global batch). sm receives the step's metrics (step, loss,
- * lm_loss, moe_lb_loss, grad_norm, learning_rate, skipped, timing, peak
- * memory); eval fields are left clear. */
+ * lm_loss, moe_lb_loss, grad_norm, param_norm, learning_rate, skipped,
+ * spike_skipped, skipped_steps, timing, peak memory); eval fields are left
+ * clear. */
 gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err);
 /* The same with the step's gradient_accumulation_steps micro-batches taken
  * from the data source. */
@@ -98,6 +104,12 @@ struct gt_trace;
 gt_rc gt_trainer_set_trace(gt_trainer *t, struct gt_trace *tr, gt_err *err);
 /* The attached trace, or NULL. */
 struct gt_trace *gt_trainer_trace(gt_trainer *t);
+
+/* The spike guard's state and the count of steps not applied (spikes and
+ * non-finite steps), for checkpoints: a resume that sets what a save got
+ * decides every later step as the uninterrupted run. */
+void gt_trainer_spike_state(const gt_trainer *t, gt_ckpt_spike *out);
+void gt_trainer_set_spike_state(gt_trainer *t, const gt_ckpt_spike *in);
 
 /* Test seam (never called by the library itself): the next step's gradient
  * gets a NaN, as a diverging step would. */
