@@ -238,6 +238,27 @@ static const help_entry entries[] = {
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
+    {"eval", NULL, "score a model: held-out loss and perplexity, multiple-choice tasks (acc, acc_norm)",
+     "usage: gemtrain eval [--json FILE|-] [--format auto|mc|hellaswag|mmlu] [--whole] [config.json]\n"
+     "                     [load_parameters_path=PATH] [eval_tasks=A.jsonl,B.jsonl] [dataset_path=FILE]\n"
+     "                     [key=value ...]\n"
+     "Scores a model without training it, on num_devices devices (and MPI ranks) as training\n"
+     "would. load_parameters_path is a run or checkpoint directory, a Hugging Face directory or\n"
+     "a gemtrain parameter file (enable_lora=true lora_restore_path=DIR adds adapters); its\n"
+     "tokenizer is the one decode would use. eval_tasks: JSON Lines multiple-choice files, each\n"
+     "line {\"context\", \"choices\", \"label\"}, a HellaSwag row or an MMLU row, scored as\n"
+     "lm-evaluation-harness does (acc, acc_norm, acc_bytes with standard errors). When a data\n"
+     "key is set (dataset_path, eval_dataset_path, dataset_type), the loss and perplexity of\n"
+     "every held-out row: the eval_split_fraction of dataset_path, or eval_dataset_path whole.\n"
+     "Prints a table; docs/evaluation.md has the formats and definitions.\n"
+     "\n"
+     "options:\n"
+     "  --json FILE  also write the results as one JSON object to FILE ('-': standard output,\n"
+     "               the table then goes to standard error)\n"
+     "  --format F   read every task record as F (default auto: by its fields)\n"
+     "  --whole      the held-out loss over the whole of dataset_path (every row, training part too)\n"
+     "  --help       this text\n" GT_HELP_CONFIG,
+     NULL},
     {"decode", NULL, "continue a prompt, or answer as a chat, with trained parameters and a KV cache",
      "usage: gemtrain decode [--ids] [--interactive] [config.json] load_parameters_path=PATH\n"
      "                       prompt=\"text\" [chat=true] [messages_path=FILE] [stop=...]\n"
