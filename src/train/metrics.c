@@ -44,6 +44,21 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s) {
   if (s->has_eval)
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss,
             (long long)s->eval_total_weights);
+  /* eval_tasks: "tasks": {"<name>": {"acc": .., "acc_norm": .., "acc_stderr": .., "acc_norm_stderr": .., "n": k}} */
+  for (int i = 0; i < s->n_tasks && i < 8; i++) {
+    fputs(i ? ", \"" : ", \"tasks\": {\"", f);
+    for (const char *p = s->tasks[i].name; *p; p++) {
+      if (*p == '"' || *p == '\\') fputc('\\', f);
+      fputc(*p, f);
+    }
+    fputs("\": {\"n\": ", f);
+    fprintf(f, "%lld", (long long)s->tasks[i].n);
+    gt__jnum(f, "acc", s->tasks[i].acc);
+    gt__jnum(f, "acc_norm", s->tasks[i].acc_norm);
+    gt__jnum(f, "acc_stderr", s->tasks[i].acc_stderr);
+    gt__jnum(f, "acc_norm_stderr", s->tasks[i].acc_norm_stderr);
+    fputs(i + 1 == s->n_tasks || i == 7 ? "}}" : "}", f);
+  }
   fputs("}\n", f);
   /* stdio keeps the first error: one check after the flush sees them all */
   return fflush(f) != 0 || ferror(f) ? -1 : 0;
