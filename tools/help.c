@@ -25,7 +25,7 @@ static void train_keys(FILE *f) {
 static void sweep_metrics(FILE *f) {
   fprintf(f, "metrics:");
   for (int i = 0; i < gt_sweep_num_metrics(); i++) fprintf(f, " %s", gt_sweep_metric_name(i));
-  fprintf(f, "\n");
+  fprintf(f, "\n  and tasks/<task>/<field> for an eval_tasks task's scores at the last eval (field: " GT_SWEEP_TASK_FIELDS ")\n");
 }
 
 typedef struct help_entry {

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# End-to-end: gemtrain train leaves a run; gemtrain eval scores it on a
+# small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
+# held-out text: a table, one JSON object (--json), the same scores on 1 and
+# 2 devices and at another batch size, the same held-out loss the training
+# run's own eval reported on the same rows; eval_tasks during training writes
+# the tasks object to metrics.jsonl with the scores gemtrain eval gives for
+# the same checkpoint; a sweep's table shows an eval task's accuracy
+# columns; bad task files are refused in one line naming file, line and
+# field. Usage: e2e_eval.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+work=$(mktemp -d /tmp/gt_e2e_eval.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+"$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
+head -c 60000 "$work/kjv.txt" > "$work/corpus.txt"
+tasks="$src/tests/data/eval_mc_small.jsonl"
+common=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" threads_per_device=1)
+
+# 1. a short run that also scores the task at each eval (every 10 steps)
+"$bin" train "${common[@]}" steps=20 learning_rate=0.01 eval_interval=10 eval_steps=1 sample_tokens=0 \
+  "eval_tasks=$tasks" "base_output_directory=$work/runs" run_name=a > "$work/train.log" 2>&1 \
+  || { cat "$work/train.log"; fail "training with eval_tasks"; }
+last=$(grep '"tasks"' "$work/runs/a/metrics.jsonl" | tail -1)
+[ -n "$last" ] || fail "metrics.jsonl has no tasks object"
+[ "$(grep -c '"tasks"' "$work/runs/a/metrics.jsonl")" = 2 ] || fail "tasks not on both eval steps"
+echo "$last" | grep -q '"step": 19' || fail "the last tasks object is not step 19's"
+echo "$last" | grep -Eq '"eval_mc_small": \{"n": 6, "acc": [0-9.]+, "acc_norm": [0-9.]+, "acc_stderr": [0-9.]+, "acc_norm_stderr": [0-9.]+\}' \
+  || fail "tasks object: $last"
+
+# 2. gemtrain eval on the run: the table and the JSON
+ev() { "$bin" eval "load_parameters_path=$work/runs/a" "${common[@]}" "$@"; }
+ev "eval_tasks=$tasks" --json "$work/r1.json" > "$work/e1.log" 2>&1 || { cat "$work/e1.log"; fail "gemtrain eval"; }
+grep -q '^eval: checkpoint step_00000020 of run ' "$work/e1.log" || { cat "$work/e1.log"; fail "no model line"; }
+grep -Eq '^held-out: 18 rows, [0-9]+ tokens: loss [0-9.]+, perplexity [0-9.]+ ' "$work/e1.log" \
+  || { cat "$work/e1.log"; fail "no held-out line"; }
+grep -Eq '^\| eval_mc_small +\| +6 \| +[01]\.[0-9]{4} ± [0-9.]{6} \|' "$work/e1.log" || { cat "$work/e1.log"; fail "no task row"; }
+python3 - "$work/r1.json" "$last" <<'EOF' || fail "JSON results"
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+t = r["tasks"]["eval_mc_small"]
+assert t["n"] == 6 and t["requests"] == 19, t
+# the harness's mean_stderr of a 0/1 score: sqrt(p (1 - p) / (n - 1))
+for k in ("acc", "acc_norm", "acc_bytes"):
+    p = t[k]
+    assert abs(t[k + "_stderr"] - math.sqrt(p * (1 - p) / 5)) < 1e-12, (k, t)
+    assert abs(p * 6 - round(p * 6)) < 1e-12, (k, p)
+# the same checkpoint scored during training (step 19's eval) and here
+m = json.loads(sys.argv[2])["tasks"]["eval_mc_small"]
+for k in ("acc", "acc_norm", "acc_stderr", "acc_norm_stderr"):
+    assert abs(m[k] - t[k]) < 1e-8, (k, m, t)
+p = r["perplexity"]
+# gemma3-tiny: rows of 64 + 1 tokens; the last 5% of 60000 bytes held out
+assert p["rows"] == 18 and abs(math.exp(p["loss"]) - p["perplexity"]) < 1e-9 * p["perplexity"], p
+EOF
+
+# 3. the same scores on 2 devices, at another batch size, with vocab tiles;
+#    --json - puts the JSON alone on standard output
+for v in "num_devices=2" "per_device_batch_size=3" "num_devices=2 per_device_batch_size=2 num_vocab_tiling=2"; do
+  # shellcheck disable=SC2086
+  ev "eval_tasks=$tasks" --json - $v > "$work/r2.json" 2> "$work/e2.log" || { cat "$work/e2.log"; fail "eval $v"; }
+  python3 - "$work/r1.json" "$work/r2.json" "$v" <<'EOF' || fail "scores differ with $v"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ta, tb = a["tasks"]["eval_mc_small"], b["tasks"]["eval_mc_small"]
+for k in ("acc", "acc_norm", "acc_bytes", "n", "tokens"):
+    assert ta[k] == tb[k], (sys.argv[3], k, ta[k], tb[k])
+pa, pb = a["perplexity"], b["perplexity"]
+assert pa["tokens"] == pb["tokens"] and abs(pa["loss"] - pb["loss"]) < 1e-5, (pa, pb)
+EOF
+done
+
+# 4. --whole: every row of the file (the training part too)
+ev --whole --json "$work/w.json" > "$work/w.log" 2>&1 || { cat "$work/w.log"; fail "eval --whole"; }
+python3 -c "
+import json, sys
+p = json.load(open('$work/w.json'))['perplexity']
+assert p['rows'] == 60000 // 65, p
+assert 'tasks' not in json.load(open('$work/w.json')) or not json.load(open('$work/w.json'))['tasks']
+" || fail "--whole rows"
+
+# 5. bad task files: one line naming file, line and field
+bad() {
+  printf '%s\n' "$1" > "$work/bad.jsonl"
+  printf '%s\n' "$2" >> "$work/bad.jsonl"
+  local out rc=0
+  out=$(ev "eval_tasks=$work/bad.jsonl" 2>&1) && rc=0 || rc=$?
+  [ "$rc" != 0 ] || fail "a bad task file was accepted: $2"
+  echo "$out" | grep -qF "$3" || { echo "$out"; fail "no line '$3'"; }
+}
+good='{"context": "a", "choices": ["b", "c"], "label": 0}'
+bad "$good" '{"context": "a", "choices": ["b"], "label": 0}' \
+  "eval: '$work/bad.jsonl' line 2: field 'choices' has 1 choice; a multiple-choice example needs at least 2"
+bad "$good" '{"context": "a", "choices": ["b", "c"], "label": 2}' \
+  "eval: '$work/bad.jsonl' line 2: field 'label' = 2 is out of range for 2 choices (0..1)"
+bad "$good" '{"context": "", "choices": ["b", "c"], "label": 1}' "eval: '$work/bad.jsonl' line 2: field 'context' is empty"
+bad "$good" '{"ctx_a": "", "ctx_b": "", "endings": ["b", "c"], "label": "1"}' \
+  "eval: '$work/bad.jsonl' line 2: field 'ctx_a' is empty"
+bad "$good" '{"question": "q", "choices": ["b", "c"], "answer": 5}' \
+  "eval: '$work/bad.jsonl' line 2: field 'answer' = 5 is out of range for 2 choices (0..1)"
+out=$("$bin" eval model_name=gemma3-tiny 2>&1) && fail "eval with nothing to score ran" || true
+echo "$out" | grep -q "^gemtrain: eval: nothing to score" || fail "no 'nothing to score' line: $out"
+
+# 6. a sweep whose table shows the task's accuracy
+cat > "$work/sw.json" <<EOF
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "text", "dataset_path": "$work/corpus.txt",
+                         "eval_interval": 5, "eval_steps": 1, "eval_tasks": "$tasks", "threads_per_device": 1}},
+  "grid": {"learning_rate": [0.001, 0.01]},
+  "steps": 5,
+  "metrics": ["final_eval_loss", "tasks/eval_mc_small/acc", "tasks/eval_mc_small/acc_norm", "tasks/eval_mc_small/n"],
+  "plot": {"x": "learning_rate", "y": "tasks/eval_mc_small/acc"}
+}
+EOF
+(cd "$work" && "$bin" sweep sw.json base_output_directory=out) > "$work/sw.log" 2>&1 || { cat "$work/sw.log"; fail "sweep"; }
+md="$work/out/sw/results.md"
+grep -q '| tasks/eval_mc_small/acc | tasks/eval_mc_small/acc_norm | tasks/eval_mc_small/n |' "$md" \
+  || { cat "$md"; fail "no task columns in results.md"; }
+[ "$(grep -Ec '\| ok \| [0-9.]+ \| [01]\.[0-9]{4} \| [01]\.[0-9]{4} \| 6 \|' "$md")" = 2 ] || { cat "$md"; fail "task cells"; }
+# results.jsonl keeps them (a rerun reads them back and runs nothing)
+grep -q '"tasks":{"eval_mc_small":{"acc":' "$work/out/sw/results.jsonl" || fail "results.jsonl has no tasks"
+(cd "$work" && "$bin" sweep sw.json base_output_directory=out) > "$work/sw2.log" 2>&1 || fail "sweep rerun"
+cmp <(grep '^|' "$md") <(sed -n '/^|/p' "$work/out/sw/results.md") > /dev/null || fail "rerun table"
+grep -Ec '\| ok \| [0-9.]+ \| [01]\.[0-9]{4} \| [01]\.[0-9]{4} \| 6 \|' "$md" | grep -q '^2$' || fail "rerun lost the task cells"
+bad_sw=$(sed 's|"tasks/eval_mc_small/n"|"tasks/eval_mc_small/f1"|' "$work/sw.json")
+echo "$bad_sw" > "$work/sw3.json"
+out=$(cd "$work" && "$bin" sweep sw3.json base_output_directory=out 2>&1) && fail "a bad task metric was accepted" || true
+echo "$out" | grep -q "is not a metric.*tasks/<task>/<field>" || fail "bad metric line: $out"
+cat "$md"
+echo "e2e_eval: OK"
