@@ -161,6 +161,7 @@ END_TEST
 
 /* ---------- log-likelihoods on the mesh ---------- */
 
+/* A task over byte tokens: contexts and choices of assorted lengths, one
  * with more choices, three too long for max_target_length = 48 whole:
  * their contexts are cut on the left, as the harness cuts them. */
 static gt_eval_task small_task(void) {
