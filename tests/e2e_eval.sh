@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# End-to-end: gemtrain train leaves a run; gemtrain eval scores it on a
+# End-to-end: gemtrain train with eval_tasks writes the task's scores to
+# metrics.jsonl at each eval; gemtrain eval scores the run's checkpoint on a
 # small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
-# held-out text: a table, one JSON object (--json), the same scores on 1 and
-# 2 devices and at another batch size, the same held-out loss the training
-# run's own eval reported on the same rows; eval_tasks during training writes
-# the tasks object to metrics.jsonl with the scores gemtrain eval gives for
-# the same checkpoint; a sweep's table shows an eval task's accuracy
-# columns; bad task files are refused in one line naming file, line and
-# field. Usage: e2e_eval.sh <gemtrain binary> <source dir>
+# held-out text: a table, one JSON object (--json FILE, --json -), the scores
+# the training run reported for the same checkpoint, stderr as the harness's
+# mean_stderr, the same scores on 2 devices, at other batch sizes, with vocab
+# tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
+# file; bad task files are refused in one line naming file, line and field;
+# a sweep's table shows the task's accuracy columns and keeps them on a
+# rerun; an unknown task field is refused. Usage: e2e_eval.sh <gemtrain
+# binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_eval.XXXXXX)
@@ -70,6 +72,27 @@ pa, pb = a["perplexity"], b["perplexity"]
 assert pa["tokens"] == pb["tokens"] and abs(pa["loss"] - pb["loss"]) < 1e-5, (pa, pb)
 EOF
 done
+
+# 3b. over 2 MPI ranks (1 device each): the same as 1 rank x 2 devices
+mpirun=$(command -v mpirun || true)
+if [ -n "$mpirun" ]; then
+  flags=(--oversubscribe)
+  [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+  ev "eval_tasks=$tasks" --json "$work/d2.json" num_devices=2 > /dev/null 2>&1 || fail "eval on 2 devices"
+  if (cd "$work" && timeout 120 "$mpirun" "${flags[@]}" -np 2 "$bin" eval "load_parameters_path=$work/runs/a" \
+        "${common[@]}" "eval_tasks=$tasks" num_devices=1 dcn_fsdp_parallelism=2 --json "$work/r2r.json") \
+        > "$work/mpi.log" 2>&1; then
+    python3 - "$work/d2.json" "$work/r2r.json" <<'EOF2' || fail "2 ranks differ from 2 devices"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("acc", "acc_norm", "acc_bytes", "tokens"):
+    assert a["tasks"]["eval_mc_small"][k] == b["tasks"]["eval_mc_small"][k], k
+assert a["perplexity"]["loss"] == b["perplexity"]["loss"], (a["perplexity"], b["perplexity"])
+EOF2
+  elif ! grep -q "built without MPI" "$work/mpi.log"; then
+    cat "$work/mpi.log"; fail "gemtrain eval over 2 ranks"
+  fi
+fi
 
 # 4. --whole: every row of the file (the training part too)
 ev --whole --json "$work/w.json" > "$work/w.log" 2>&1 || { cat "$work/w.log"; fail "eval --whole"; }
