@@ -3,7 +3,8 @@
 # metrics.jsonl at each eval; gemtrain eval scores the run's checkpoint on a
 # small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
 # held-out text: a table, one JSON object (--json FILE, --json -), the scores
-# the training run reported for the same checkpoint, stderr as the harness's
+# the training run reported for the same checkpoint, and for it exported
+# as a Hugging Face directory, stderr as the harness's
 # mean_stderr, the same scores on 2 devices, at other batch sizes, with vocab
 # tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
 # file; bad task files are refused in one line naming file, line and field;
@@ -55,6 +56,18 @@ for k in ("acc", "acc_norm", "acc_stderr", "acc_norm_stderr"):
 p = r["perplexity"]
 # gemma3-tiny: rows of 64 + 1 tokens; the last 5% of 60000 bytes held out
 assert p["rows"] == 18 and abs(math.exp(p["loss"]) - p["perplexity"]) < 1e-9 * p["perplexity"], p
+EOF
+
+# 2b. the same checkpoint as a Hugging Face directory scores the same
+"$bin" convert to_hf "$work/runs/a" "$work/hf" dtype=float32 > /dev/null || fail "convert to_hf"
+"$bin" eval "load_parameters_path=$work/hf" "${common[@]}" "eval_tasks=$tasks" --json "$work/hf.json" > "$work/hf.log" 2>&1 \
+  || { cat "$work/hf.log"; fail "eval of the HF directory"; }
+python3 - "$work/r1.json" "$work/hf.json" <<'EOF' || fail "the HF directory scores differently"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("acc", "acc_norm", "acc_bytes", "tokens"):
+    assert a["tasks"]["eval_mc_small"][k] == b["tasks"]["eval_mc_small"][k], k
+assert a["perplexity"]["loss"] == b["perplexity"]["loss"], (a["perplexity"], b["perplexity"])
 EOF
 
 # 3. the same scores on 2 devices, at another batch size, with vocab tiles;

@@ -3,7 +3,8 @@
  *    bytes) that disagree on a choice with non-ASCII letters, the
  *    harness's mean_stderr, numpy's first-of-ties argmax;
  *  - the harness's tokenisation of a pair (trailing spaces move to the
- *    continuation, <bos> first) and the HellaSwag and MMLU text;
+ *    continuation, <bos> first), with byte tokens and Gemma 3's tokenizer,
+ *    and the HellaSwag and MMLU text;
  *  - each choice's log-likelihood on the mesh (gt_fsdp_eval_tokens) against
  *    a scalar reference: the model's whole logits (gt_exec_forward_logits,
  *    one sequence at a time) through a float64 log-softmax;
@@ -16,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "eval/eval.h"
+#include "tokenizer/tokenizer.h"
 #include "exec/exec.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
@@ -118,6 +121,35 @@ START_TEST(encode_pair_as_the_harness) {
   ck_assert_int_eq(ex.label, 1);
   gt_eval_example_free(&ex);
   cJSON_Delete(rec);
+}
+END_TEST
+
+/* The same with Gemma 3's tokenizer: MMLU's " B" is one token after
+ * "Answer:", and a context's trailing space joins the continuation, so
+ * "sat on the " + "mat" scores the one token "▁mat" (not "▁" then "mat"). */
+START_TEST(encode_pair_gemma3) {
+  const char *path = GT_SOURCE_DIR "/data/tokenizers/gemma3/tokenizer.json";
+  if (access(path, R_OK) != 0) ck_abort_msg("missing %s: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)", path);
+  gt_tokenizer *tok;
+  gt_err err;
+  ck_assert_msg(gt_tokenizer_load(path, &tok, &err) == GT_OK, "%s", err.msg);
+  gt_encoder e;
+  gt_encoder_init(&e, tok, gt_tokenizer_n_ids(tok));
+  int32_t *ids, *ctx_ids = NULL;
+  int64_t n, nc, n_ctx;
+  ck_assert(gt_eval_encode_pair(&e, "What is 2+2?\nA. 3\nB. 4\nAnswer:", " B", &ids, &n, &nc, "t", &err) == GT_OK);
+  ck_assert_int_eq(nc, 1);
+  ck_assert_int_eq(ids[0], 2); /* <bos> */
+  ck_assert_int_eq(ids[n - 1], gt_tokenizer_token_id(tok, "\xe2\x96\x81" "B", 4));
+  ck_assert(gt_tokenizer_encode(tok, "What is 2+2?\nA. 3\nB. 4\nAnswer:", 30, 0, &ctx_ids, &n_ctx, &err) == GT_OK);
+  ck_assert_int_eq(n, n_ctx + 2);
+  for (int64_t i = 0; i < n_ctx; i++) ck_assert_int_eq(ids[1 + i], ctx_ids[i]);
+  free(ids), free(ctx_ids);
+  ck_assert(gt_eval_encode_pair(&e, "The cat sat on the ", "mat", &ids, &n, &nc, "t", &err) == GT_OK);
+  ck_assert_int_eq(nc, 1);
+  ck_assert_int_eq(ids[n - 1], gt_tokenizer_token_id(tok, "\xe2\x96\x81" "mat", 6));
+  free(ids);
+  gt_tokenizer_free(tok);
 }
 END_TEST
 
@@ -318,6 +350,7 @@ int main(void) {
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, metrics_by_hand);
   tcase_add_test(tc, encode_pair_as_the_harness);
+  tcase_add_test(tc, encode_pair_gemma3);
   tcase_add_test(tc, bad_records);
   tcase_add_test(tc, loglikelihood_against_reference);
   tcase_add_test(tc, invariant_to_batch_and_devices);
