@@ -70,6 +70,18 @@ for k in ("acc", "acc_norm", "acc_bytes", "tokens"):
 assert a["perplexity"]["loss"] == b["perplexity"]["loss"], (a["perplexity"], b["perplexity"])
 EOF
 
+# 2c. the published layouts: HellaSwag rows and MMLU rows, told by their fields
+ev "eval_tasks=$src/tests/data/eval_hellaswag_small.jsonl, $src/tests/data/eval_mmlu_small.jsonl" --json "$work/l.json" \
+  > "$work/l.log" 2>&1 || { cat "$work/l.log"; fail "eval of the HellaSwag and MMLU files"; }
+python3 - "$work/l.json" <<'EOF' || fail "the HellaSwag and MMLU layouts"
+import json, sys
+t = json.load(open(sys.argv[1]))["tasks"]
+h, m = t["eval_hellaswag_small"], t["eval_mmlu_small"]
+assert h["format"] == "hellaswag" and h["n"] == 3 and h["requests"] == 10, h
+# byte tokens: each MMLU continuation is " A" .. " D", 2 tokens
+assert m["format"] == "mmlu" and m["n"] == 3 and m["requests"] == 12 and m["tokens"] == 24, m
+EOF
+
 # 3. the same scores on 2 devices, at another batch size, with vocab tiles;
 #    --json - puts the JSON alone on standard output
 for v in "num_devices=2" "per_device_batch_size=3" "num_devices=2 per_device_batch_size=2 num_vocab_tiling=2"; do

@@ -100,6 +100,7 @@ int64_t gt_eval_chars(const char *s);
 
 typedef struct gt_eval_result {
   char name[64];
+  gt_eval_format format; /* of the task's first record */
   int64_t n;          /* examples */
   int64_t requests;   /* (example, choice) pairs scored */
   int64_t tokens;     /* continuation tokens scored */

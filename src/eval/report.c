@@ -30,6 +30,7 @@ char *gt_eval_results_json(const char *model, const gt_eval_ppl *ppl, const gt_e
   for (int i = 0; ts && i < n; i++) {
     cJSON *t = cJSON_AddObjectToObject(ts, r[i].name);
     if (!t) continue;
+    cJSON_AddStringToObject(t, "format", gt_eval_format_name(r[i].format));
     gt__num(t, "acc", r[i].acc);
     gt__num(t, "acc_stderr", r[i].acc_stderr);
     gt__num(t, "acc_norm", r[i].acc_norm);

@@ -95,6 +95,7 @@ gt_rc gt_eval_task_score(gt_fsdp *f, const gt_encoder *e, const gt_eval_opts *o,
   double t0 = gt_prof_now();
   memset(r, 0, sizeof *r);
   snprintf(r->name, sizeof r->name, "%s", t->name);
+  r->format = t->format;
   r->acc = r->acc_norm = r->acc_bytes = r->acc_stderr = r->acc_norm_stderr = r->acc_bytes_stderr = NAN;
   if (o->B < 1 || o->devices < 1 || o->B % o->devices)
     return gt_err_set(err, GT_ERR_ARG, "eval: %d rows per batch do not split over %d devices", o->B, o->devices);
