@@ -2,6 +2,7 @@
  * harness's text handling of HellaSwag and its MMLU prompt. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,7 @@ static gt_rc gt__label(const cJSON *o, const char *k, int n, const char *where, 
   const cJSON *v = gt__get(o, k);
   long long x = -1;
   int ok = 0;
-  if (cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble) {
+  if (cJSON_IsNumber(v) && fabs(v->valuedouble) < 1e15 && v->valuedouble == floor(v->valuedouble)) {
     x = (long long)v->valuedouble;
     ok = 1;
   } else if (cJSON_IsString(v) && v->valuestring[0]) {
