@@ -4,7 +4,8 @@
 # small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
 # held-out text: a table, one JSON object (--json FILE, --json -), the scores
 # the training run reported for the same checkpoint, and for it exported
-# as a Hugging Face directory, stderr as the harness's
+# as a Hugging Face directory; the HellaSwag and MMLU layouts as published
+# (tests/data/eval_{hellaswag,mmlu}_small.jsonl), stderr as the harness's
 # mean_stderr, the same scores on 2 devices, at other batch sizes, with vocab
 # tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
 # file; bad task files are refused in one line naming file, line and field;
