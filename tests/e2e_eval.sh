@@ -6,7 +6,7 @@
 # the training run reported for the same checkpoint, and for it exported
 # as a Hugging Face directory; the HellaSwag and MMLU layouts as published
 # (tests/data/eval_{hellaswag,mmlu}_small.jsonl), stderr as the harness's
-# mean_stderr, the same scores on 2 devices, at other batch sizes, with vocab
+# mean_stderr, SFT records' loss mask, the same scores on 2 devices, at other batch sizes, with vocab
 # tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
 # file; bad task files are refused in one line naming file, line and field;
 # a sweep's table shows the task's accuracy columns and keeps them on a
@@ -37,8 +37,8 @@ echo "$last" | grep -Eq '"eval_mc_small": \{"n": 6, "acc": [0-9.]+, "acc_norm": 
 ev() { "$bin" eval "load_parameters_path=$work/runs/a" "${common[@]}" "$@"; }
 ev "eval_tasks=$tasks" --json "$work/r1.json" > "$work/e1.log" 2>&1 || { cat "$work/e1.log"; fail "gemtrain eval"; }
 grep -q '^eval: checkpoint step_00000020 of run ' "$work/e1.log" || { cat "$work/e1.log"; fail "no model line"; }
-grep -Eq '^held-out: 18 rows, [0-9]+ tokens: loss [0-9.]+, perplexity [0-9.]+ ' "$work/e1.log" \
-  || { cat "$work/e1.log"; fail "no held-out line"; }
+grep -Eq '^data: 18 rows, [0-9]+ tokens in the loss: loss [0-9.]+, perplexity [0-9.]+ ' "$work/e1.log" \
+  || { cat "$work/e1.log"; fail "no data line"; }
 grep -Eq '^\| eval_mc_small +\| +6 \| +[01]\.[0-9]{4} ± [0-9.]{6} \|' "$work/e1.log" || { cat "$work/e1.log"; fail "no task row"; }
 python3 - "$work/r1.json" "$last" <<'EOF' || fail "JSON results"
 import json, math, sys
@@ -128,6 +128,24 @@ p = json.load(open('$work/w.json'))['perplexity']
 assert p['rows'] == 60000 // 65, p
 assert 'tasks' not in json.load(open('$work/w.json')) or not json.load(open('$work/w.json'))['tasks']
 " || fail "--whole rows"
+
+# 4b. SFT records: only the model's turns are in the loss (tests/data/sft_chat.jsonl,
+#     Gemma's chat template over byte tokens: each turn's bytes and its <end_of_turn>)
+ev dataset_type=jsonl "dataset_path=$src/tests/data/sft_chat.jsonl" use_sft=true train_data_columns=messages \
+  packing=false max_target_length=256 --whole --json "$work/sft.json" > "$work/sft.log" 2>&1 || { cat "$work/sft.log"; fail "eval of SFT records"; }
+python3 - "$src/tests/data/sft_chat.jsonl" "$work/sft.json" <<'EOF' || fail "SFT loss tokens"
+import json, sys
+want, rows = 0, 0
+for line in open(sys.argv[1]):
+    if not line.strip():
+        continue
+    rows += 1
+    for m in json.loads(line)["messages"]:
+        if m["role"] == "assistant":
+            want += len(m["content"].strip().encode()) + len("<end_of_turn>")
+p = json.load(open(sys.argv[2]))["perplexity"]
+assert p["rows"] == rows and p["tokens"] == want, (p, rows, want)
+EOF
 
 # 5. bad task files: one line naming file, line and field
 bad() {

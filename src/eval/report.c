@@ -56,7 +56,7 @@ static void gt__cell(FILE *f, double v, double se) {
 
 void gt_eval_results_table(FILE *f, const gt_eval_ppl *ppl, const gt_eval_result *r, int n) {
   if (ppl)
-    fprintf(f, "held-out: %lld rows, %lld tokens: loss %.4f, perplexity %.4f (%.1f s)\n", (long long)ppl->rows,
+    fprintf(f, "data: %lld rows, %lld tokens in the loss: loss %.4f, perplexity %.4f (%.1f s)\n", (long long)ppl->rows,
             (long long)ppl->tokens, ppl->loss, ppl->perplexity, ppl->seconds);
   if (!n) return;
   fprintf(f, "| %-20s | %6s | %17s | %17s | %17s |\n", "task", "n", "acc", "acc_norm", "acc_bytes");
