@@ -2,7 +2,9 @@
 # End-to-end: gemtrain train with eval_tasks writes the task's scores to
 # metrics.jsonl at each eval; gemtrain eval scores the run's checkpoint on a
 # small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
-# held-out text: a table, one JSON object (--json FILE, --json -), the scores
+# held-out text: a table, one JSON object (--json FILE, --json -), each
+# choice's log-likelihood (--samples) from which the harness's formulas give
+# the reported acc / acc_norm / acc_bytes, --limit, the scores
 # the training run reported for the same checkpoint, and for it exported
 # as a Hugging Face directory; the HellaSwag and MMLU layouts as published
 # (tests/data/eval_{hellaswag,mmlu}_small.jsonl), stderr as the harness's
@@ -58,6 +60,34 @@ p = r["perplexity"]
 # gemma3-tiny: rows of 64 + 1 tokens; the last 5% of 60000 bytes held out
 assert p["rows"] == 18 and abs(math.exp(p["loss"]) - p["perplexity"]) < 1e-9 * p["perplexity"], p
 EOF
+
+# 2a. --samples: each choice's log-likelihood; acc, acc_norm and acc_bytes
+#     recomputed from them as lm-evaluation-harness does (numpy argmax of
+#     ll, ll / len(choice), ll / len(choice.encode())) are the reported ones;
+#     --limit scores the first examples only
+ev "eval_tasks=$tasks" --samples "$work/s.jsonl" --json "$work/s.json" > /dev/null 2>&1 || fail "eval --samples"
+python3 - "$tasks" "$work/s.jsonl" "$work/s.json" <<'EOF' || fail "the metrics recomputed from --samples"
+import json, sys
+ex = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sm = [json.loads(l) for l in open(sys.argv[2])]
+r = json.load(open(sys.argv[3]))["tasks"]["eval_mc_small"]
+assert len(sm) == len(ex) == r["n"]
+def argmax(v):
+    return max(range(len(v)), key=lambda i: (v[i], -i))
+hits = {"acc": 0, "acc_norm": 0, "acc_bytes": 0}
+for e, s in zip(ex, sm):
+    ll = s["ll"]
+    assert s["label"] == e["label"] and len(ll) == len(e["choices"])
+    hits["acc"] += argmax(ll) == e["label"]
+    hits["acc_norm"] += argmax([x / len(c) for x, c in zip(ll, e["choices"])]) == e["label"]
+    hits["acc_bytes"] += argmax([x / len(c.encode()) for x, c in zip(ll, e["choices"])]) == e["label"]
+    assert s["pred"] == argmax(ll)
+for k, h in hits.items():
+    assert abs(r[k] - h / len(ex)) < 1e-15, (k, r[k], h)
+EOF
+ev "eval_tasks=$tasks" --limit 4 --json "$work/lim.json" > /dev/null 2>&1 || fail "eval --limit"
+python3 -c "import json; t = json.load(open('$work/lim.json'))['tasks']['eval_mc_small']; assert t['n'] == 4, t" \
+  || fail "--limit 4"
 
 # 2b. the same checkpoint as a Hugging Face directory scores the same
 "$bin" convert to_hf "$work/runs/a" "$work/hf" dtype=float32 > /dev/null || fail "convert to_hf"

@@ -88,6 +88,25 @@ static gt_rc read_tasks(eval_run *r, gt_eval_format fmt, gt_err *err) {
   return GT_OK;
 }
 
+/* --samples: one JSON line per example: its task, line, label, each choice's
+ * log-likelihood and what acc and acc_norm picked */
+static void write_samples(FILE *f, const gt_eval_task *t, const double *ll) {
+  int64_t off = 0;
+  for (int i = 0; i < t->n; i++) {
+    const gt_eval_example *ex = &t->ex[i];
+    int k = 0, kn = 0;
+    for (int c = 1; c < ex->n_choices; c++) {
+      if (ll[off + c] > ll[off + k]) k = c;
+      if (ll[off + c] / (double)gt_eval_chars(ex->choices[c]) > ll[off + kn] / (double)gt_eval_chars(ex->choices[kn])) kn = c;
+    }
+    fprintf(f, "{\"task\": \"%s\", \"line\": %lld, \"label\": %d, \"pred\": %d, \"pred_norm\": %d, \"ll\": [", t->name,
+            (long long)ex->line, ex->label, k, kn);
+    for (int c = 0; c < ex->n_choices; c++) fprintf(f, "%s%.17g", c ? ", " : "", ll[off + c]);
+    fprintf(f, "]}\n");
+    off += ex->n_choices;
+  }
+}
+
 static int usage_error(const char *msg, const char *arg) {
   fprintf(stderr, "gemtrain eval: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
   gt_cli_help(stderr, "eval", NULL);
@@ -95,8 +114,9 @@ static int usage_error(const char *msg, const char *arg) {
 }
 
 int gt_cmd_eval(int argc, char **argv) {
-  const char *json_path = NULL;
+  const char *json_path = NULL, *samples_path = NULL;
   int whole = 0, fmt = GT_EVAL_AUTO, n = 0;
+  long long limit = 0;
   char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
   if (!rest) return GT_EXIT_ERROR;
   for (int i = 0; i < argc; i++) {
@@ -106,6 +126,15 @@ int gt_cmd_eval(int argc, char **argv) {
       whole = 1;
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
+      samples_path = argv[++i];
+    } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+      char *end;
+      limit = strtoll(argv[++i], &end, 10);
+      if (*end || limit < 1) {
+        free(rest);
+        return usage_error("--limit takes a number of examples >= 1, not", argv[i]);
+      }
     } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
       if ((fmt = gt_eval_format_parse(argv[++i])) < 0) {
         free(rest);
@@ -149,6 +178,8 @@ int gt_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "gemtrain: eval: load_parameters_path is not set: scoring the model as initialised (seed %d)\n",
             cfg->init_weights_seed);
   if (!e) e = read_tasks(&r, (gt_eval_format)fmt, &err);
+  for (int i = 0; !e && limit && i < r.n_tasks; i++) /* the first examples of each task, as the harness's --limit */
+    while (r.tasks[i].n > limit) gt_eval_example_free(&r.tasks[i].ex[--r.tasks[i].n]);
   if (!e && r.n_tasks) {
     if (cfg->tokenizer_path[0]) e = gt_tokenizer_load(cfg->tokenizer_path, &r.tok, &err);
   }
@@ -187,7 +218,20 @@ int gt_cmd_eval(int argc, char **argv) {
   gt_encoder enc;
   gt_encoder_init(&enc, r.tok, cfg->vocab_size);
   gt_eval_opts o = gt_eval_opts_from_config(cfg);
-  for (int i = 0; !e && i < r.n_tasks; i++) e = gt_eval_task_score(f, &enc, &o, &r.tasks[i], &r.res[i], NULL, &err);
+  FILE *sf = NULL;
+  if (samples_path && primary && !(sf = fopen(samples_path, "w")))
+    e = gt_err_set(&err, GT_ERR_IO, "eval: cannot write '%s'", samples_path);
+  e = agree(e, "opening --samples", &err);
+  for (int i = 0; !e && i < r.n_tasks; i++) {
+    int64_t nq = 0;
+    for (int k = 0; k < r.tasks[i].n; k++) nq += r.tasks[i].ex[k].n_choices;
+    double *ll = malloc(sizeof(double) * (size_t)(nq ? nq : 1));
+    if (!ll) e = gt_err_set(&err, GT_ERR_NOMEM, "eval: no memory");
+    if (!e) e = gt_eval_task_score(f, &enc, &o, &r.tasks[i], &r.res[i], ll, &err);
+    if (!e && sf) write_samples(sf, &r.tasks[i], ll);
+    free(ll);
+  }
+  if (sf && fclose(sf) && !e) e = gt_err_set(&err, GT_ERR_IO, "eval: writing '%s' failed", samples_path);
   if (e) {
     if (primary) fprintf(stderr, "gemtrain: %s\n", err.msg);
     run_free(&r);

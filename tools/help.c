@@ -239,7 +239,8 @@ static const help_entry entries[] = {
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
     {"eval", NULL, "score a model: held-out loss and perplexity, multiple-choice tasks (acc, acc_norm)",
-     "usage: gemtrain eval [--json FILE|-] [--format auto|mc|hellaswag|mmlu] [--whole] [config.json]\n"
+     "usage: gemtrain eval [--json FILE|-] [--samples FILE] [--limit N] [--format auto|mc|hellaswag|mmlu]\n"
+     "                     [--whole] [config.json]\n"
      "                     [load_parameters_path=PATH] [eval_tasks=A.jsonl,B.jsonl] [dataset_path=FILE]\n"
      "                     [key=value ...]\n"
      "Scores a model without training it, on num_devices devices (and MPI ranks) as training\n"
@@ -255,6 +256,9 @@ static const help_entry entries[] = {
      "options:\n"
      "  --json FILE  also write the results as one JSON object to FILE ('-': standard output,\n"
      "               the table then goes to standard error)\n"
+     "  --samples FILE  one JSON line per example: each choice's log-likelihood, what acc and\n"
+     "               acc_norm picked\n"
+     "  --limit N    score only the first N examples of each task\n"
      "  --format F   read every task record as F (default auto: by its fields)\n"
      "  --whole      the held-out loss over the whole of dataset_path (every row, training part too)\n"
      "  --help       this text\n" GT_HELP_CONFIG,

@@ -27,7 +27,7 @@ typedef struct command {
 static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", "gemm", "attention", NULL};
 static const char *const bench_value_opts[] = {"--steps", "--mib", "--reps", NULL};
 static const char *const data_value_opts[] = {"--batches", "--rows", "--time", NULL};
-static const char *const eval_value_opts[] = {"--json", "--format", NULL};
+static const char *const eval_value_opts[] = {"--json", "--format", "--samples", "--limit", NULL};
 
 static const command commands[] = {
     {"train", gt_cmd_train, NULL, NULL, 0},
