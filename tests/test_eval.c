@@ -9,7 +9,9 @@
  *    a scalar reference: the model's whole logits (gt_exec_forward_logits,
  *    one sequence at a time) through a float64 log-softmax;
  *  - the same log-likelihoods at batch sizes 2, 4, 6 and on 1 and 2 devices;
- *  - bad records refused in one line naming file, line and field. */
+ *  - bad records refused in one line naming file, line and field;
+ *  - a sweep's task columns: the last eval's scores of a run's
+ *    metrics.jsonl, kept through results.jsonl. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -25,6 +27,7 @@
 #include "exec/exec.h"
 #include "mesh/fsdp.h"
 #include "model/model.h"
+#include "sweep/sweep.h"
 #include "gt_testutil.h"
 
 /* ---------- metrics ---------- */
@@ -345,6 +348,50 @@ START_TEST(invariant_to_batch_and_devices) {
 }
 END_TEST
 
+/* ---------- a sweep's task columns ---------- */
+
+START_TEST(sweep_task_columns) {
+  ck_assert(gt_sweep_is_metric("tasks/hs/acc") && gt_sweep_is_metric("tasks/a/b/acc_norm_stderr") &&
+            gt_sweep_is_metric("tasks/hs/n"));
+  ck_assert(!gt_sweep_is_metric("tasks/hs/f1") && !gt_sweep_is_metric("tasks//acc") && !gt_sweep_is_metric("tasks/acc"));
+  char *dir = gt_test_mkdtemp("eval_sweep");
+  char path[512];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert(f);
+  /* two evals: the last one's scores are the point's */
+  fputs("{\"step\": 0, \"loss\": 3, \"eval_loss\": 2.5, \"tasks\": {\"hs\": {\"n\": 4, \"acc\": 0.25, \"acc_norm\": 0.5, "
+        "\"acc_stderr\": 0.25, \"acc_norm_stderr\": 0.2886}}}\n"
+        "{\"step\": 1, \"loss\": 2}\n"
+        "{\"step\": 2, \"loss\": 1.5, \"eval_loss\": 2, \"tasks\": {\"hs\": {\"n\": 4, \"acc\": 0.75, \"acc_norm\": 1, "
+        "\"acc_stderr\": 0.25, \"acc_norm_stderr\": 0}, \"mmlu\": {\"n\": 3, \"acc\": null, \"acc_norm\": 0}}}\n",
+        f);
+  fclose(f);
+  gt_sweep_result r, back;
+  gt_sweep_result_init(&r);
+  gt_err e;
+  ck_assert_msg(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK, "%s", e.msg);
+  ck_assert(gt_sweep_result_metric(&r, "tasks/hs/acc") == 0.75);
+  ck_assert(gt_sweep_result_metric(&r, "tasks/hs/acc_norm") == 1.0);
+  ck_assert(gt_sweep_result_metric(&r, "tasks/hs/n") == 4.0);
+  ck_assert(gt_sweep_result_metric(&r, "tasks/mmlu/acc_norm") == 0.0);
+  ck_assert(isnan(gt_sweep_result_metric(&r, "tasks/mmlu/acc")));   /* null: not measured */
+  ck_assert(isnan(gt_sweep_result_metric(&r, "tasks/other/acc"))); /* never evaluated */
+  /* results.jsonl keeps them */
+  r.point = 1;
+  char *line = gt_sweep_result_to_json(&r);
+  ck_assert_msg(gt_sweep_result_from_json(&back, line, &e) == GT_OK, "%s", e.msg);
+  ck_assert(gt_sweep_result_metric(&back, "tasks/hs/acc") == 0.75);
+  ck_assert(gt_sweep_result_metric(&back, "tasks/mmlu/n") == 3.0);
+  ck_assert(isnan(gt_sweep_result_metric(&back, "tasks/mmlu/acc")));
+  free(line);
+  gt_sweep_result_free(&back);
+  gt_sweep_result_free(&r);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("eval");
   TCase *tc = gt_test_tcase(s, "core");
@@ -354,5 +401,6 @@ int main(void) {
   tcase_add_test(tc, bad_records);
   tcase_add_test(tc, loglikelihood_against_reference);
   tcase_add_test(tc, invariant_to_batch_and_devices);
+  tcase_add_test(tc, sweep_task_columns);
   return gt_test_run_suite(s, 0);
 }
