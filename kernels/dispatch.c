@@ -118,8 +118,8 @@ void gt_embedding_backward(float *dtable, const float *dout, const int32_t *tok,
 void gt_xent_forward(float *loss, float *lse, const float *logits, const int32_t *target, int64_t rows, int64_t V) {
   (gt__kernels_avx512() ? gt_xent_forward__avx512 : gt_xent_forward__portable)(loss, lse, logits, target, rows, V);
 }
-void gt_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V) {
-  (gt__kernels_avx512() ? gt_xent_backward__avx512 : gt_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V);
+void gt_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float z) {
+  (gt__kernels_avx512() ? gt_xent_backward__avx512 : gt_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V, z);
 }
 void gt_softcap_forward(float *x, int64_t n, float cap) {
   (gt__kernels_avx512() ? gt_softcap_forward__avx512 : gt_softcap_forward__portable)(x, n, cap);
@@ -130,8 +130,8 @@ void gt_softcap_backward(float *dx, const float *y, int64_t n, float cap) {
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V, float cap) {
   (gt__kernels_avx512() ? gt_softcap_xent_forward__avx512 : gt_softcap_xent_forward__portable)(loss, lse, logits, target, rows, V, cap);
 }
-void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap) {
-  (gt__kernels_avx512() ? gt_softcap_xent_backward__avx512 : gt_softcap_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V, cap);
+void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap, float z) {
+  (gt__kernels_avx512() ? gt_softcap_xent_backward__avx512 : gt_softcap_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V, cap, z);
 }
 void gt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const gt_adamw_hparams *h) {
   (gt__kernels_avx512() ? gt_adamw_update__avx512 : gt_adamw_update__portable)(p, g, m, v, n, h);

@@ -255,17 +255,19 @@ void gt_embedding_backward_ref(float *dtable, const float *dout, const int32_t *
  * float64-free max-subtracted sum); lse[r] saved. target[r] < 0 masks the row:
  * loss 0. Backward OVERWRITES dlogits (it may alias logits):
  * dlogits[r] = (softmax(logits[r]) - onehot(target[r])) * row_weight[r],
- * and 0 for masked rows. */
+ * and 0 for masked rows. z > 0: each unmasked row's loss also holds the
+ * z-loss z * lse[r]^2 (the forward leaves it to the caller), so the softmax
+ * is scaled by 1 + 2 z lse[r]; z = 0 gives the bits without it. */
 void gt_xent_forward(float *loss, float *lse, const float *logits,
                      const int32_t *target, int64_t rows, int64_t V);
 void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
                       const int32_t *target, const float *row_weight,
-                      int64_t rows, int64_t V);
+                      int64_t rows, int64_t V, float z);
 void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
                          const int32_t *target, int64_t rows, int64_t V);
 void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
                           const int32_t *target, const float *row_weight,
-                          int64_t rows, int64_t V);
+                          int64_t rows, int64_t V, float z);
 
 /* ---- logit soft-cap: y = cap * tanh(x / cap), in place ----
  * backward in place: on entry dx holds dy, y is the forward output. */
@@ -279,17 +281,18 @@ void gt_softcap_backward_ref(float *dx, const float *y, int64_t n, float cap);
  * gt_xent_forward, row by row in one sweep. Backward: dlogits = d(xent) *
  * (1 - (y / cap)^2) with y the capped logits (the forward's output), in one
  * pass that may overwrite them (dlogits may alias logits): the unfused form
- * needs a copy of y. Both give the bits of the unfused kernels
+ * needs a copy of y; z is gt_xent_backward's z-loss weight (of the capped
+ * logits' lse). Both give the bits of the unfused kernels
  * (gt_softcap_forward then gt_xent_forward; gt_xent_backward then
  * gt_softcap_backward). */
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
                              float cap);
 void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
-                              const float *row_weight, int64_t rows, int64_t V, float cap);
+                              const float *row_weight, int64_t rows, int64_t V, float cap, float z);
 void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows,
                                  int64_t V, float cap);
 void gt_softcap_xent_backward_ref(float *dlogits, const float *logits, const float *lse, const int32_t *target,
-                                  const float *row_weight, int64_t rows, int64_t V, float cap);
+                                  const float *row_weight, int64_t rows, int64_t V, float cap, float z);
 
 /* ---- AdamW (optax.adamw semantics), fused, in place ----
  * g' = g * grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;

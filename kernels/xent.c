@@ -17,6 +17,7 @@ typedef struct gt__xent_args {
   const float *logits, *lse_in, *row_weight;
   const int32_t *target;
   int64_t V;
+  float z;
 } gt__xent_args;
 
 static void gt__xent_fwd_part(void *p, int64_t r0, int64_t r1) {
@@ -36,7 +37,7 @@ static void gt__xent_bwd_part(void *p, int64_t r0, int64_t r1) {
   const int32_t *target = a->target;
   for (int64_t r = r0; r < r1; r++)
     gt__xent_row_backward(a->dlogits + r * V, a->logits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
-                          a->row_weight ? a->row_weight[r] : 1.0f, V, 0.0f);
+                          a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, 0.0f);
 }
 
 
@@ -57,9 +58,9 @@ void gt_xent_forward(float *loss, float *lse, const float *logits,
 
 void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
                       const int32_t *target, const float *row_weight,
-                      int64_t rows, int64_t V) {
+                      int64_t rows, int64_t V, float z) {
   if (rows <= 0 || V <= 0) return;
   gt__xent_args a = {.dlogits = dlogits, .logits = logits, .lse_in = lse, .row_weight = row_weight,
-                     .target = target, .V = V};
+                     .target = target, .V = V, .z = z};
   gt_team_for(gt__par(rows * V), rows, gt__xent_bwd_part, &a);
 }

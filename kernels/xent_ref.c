@@ -20,14 +20,16 @@ void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
 
 void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
                           const int32_t *target, const float *row_weight,
-                          int64_t rows, int64_t V) {
+                          int64_t rows, int64_t V, float z) {
   for (int64_t r = 0; r < rows; r++) {
     const int32_t tg = target[r];
     const float w = row_weight ? row_weight[r] : 1.0f;
+    /* the z-loss z * lse^2 adds 2 z lse softmax */
+    const float s = z != 0.0f && tg >= 0 ? 1.0f + 2.0f * z * lse[r] : 1.0f;
     for (int64_t j = 0; j < V; j++) {
       /* element j is read before it is written, so dlogits may alias logits */
       const float p = expf(logits[r * V + j] - lse[r]);
-      dlogits[r * V + j] = tg < 0 ? 0.0f : (p - (j == tg ? 1.0f : 0.0f)) * w;
+      dlogits[r * V + j] = tg < 0 ? 0.0f : (p * s - (j == tg ? 1.0f : 0.0f)) * w;
     }
   }
 }

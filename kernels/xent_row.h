@@ -22,31 +22,37 @@ static inline __attribute__((always_inline)) float gt__xent_row_lse(const float 
 
 /* d(loss)/d(logits) of one row, written over d (which may alias l): w times
  * softmax - onehot(tg); a row without a target (tg < 0) gets zeros. With
- * cap > 0, l holds soft-capped logits y = cap tanh(x / cap) and the gradient
- * goes on through the cap, times 1 - (y / cap)^2. cap is a constant at each
- * call site, so each form is its own branch-free vector loop. */
+ * z > 0 the row's loss also holds the z-loss z * ls^2 (ls = log Z, the
+ * row's log-sum-exp), whose gradient 2 z ls softmax scales the softmax by
+ * s = 1 + 2 z ls; z = 0 leaves s = 1 and w * s = w exactly, so the bits are
+ * those without the term. With cap > 0, l holds soft-capped logits
+ * y = cap tanh(x / cap) and the gradient goes on through the cap, times
+ * 1 - (y / cap)^2. cap is a constant at each call site, so each form is its
+ * own branch-free vector loop. */
 static inline __attribute__((always_inline)) void gt__xent_row_backward(float *d, const float *l, float ls, int32_t tg,
-                                                                        float w, int64_t V, const float cap) {
+                                                                        float w, float z, int64_t V, const float cap) {
   if (tg < 0) {
 #pragma omp simd
     for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
     return;
   }
   const float lt = l[tg]; /* read first: d may alias l */
+  const float s = z != 0.0f ? 1.0f + 2.0f * z * ls : 1.0f;
+  const float ws = w * s;
   if (cap > 0.0f) {
 #pragma omp simd
     for (int64_t j = 0; j < V; j++) {
       const float t = l[j] / cap;
-      const float g = gt__expf(l[j] - ls) * w;
+      const float g = gt__expf(l[j] - ls) * ws;
       d[j] = g * (1.0f - t * t);
     }
     const float tt = lt / cap;
-    const float gt = (gt__expf(lt - ls) - 1.0f) * w;
+    const float gt = (gt__expf(lt - ls) * s - 1.0f) * w;
     d[tg] = gt * (1.0f - tt * tt);
   } else {
 #pragma omp simd
-    for (int64_t j = 0; j < V; j++) d[j] = gt__expf(l[j] - ls) * w;
-    d[tg] = (gt__expf(lt - ls) - 1.0f) * w;
+    for (int64_t j = 0; j < V; j++) d[j] = gt__expf(l[j] - ls) * ws;
+    d[tg] = (gt__expf(lt - ls) * s - 1.0f) * w;
   }
 }
 

@@ -25,7 +25,7 @@ typedef struct gt__sx_args {
   const float *clogits, *lse_in, *row_weight;
   const int32_t *target;
   int64_t V;
-  float cap;
+  float cap, z;
 } gt__sx_args;
 
 static void gt__sx_fwd_part(void *p, int64_t r0, int64_t r1) {
@@ -48,7 +48,7 @@ static void gt__sx_bwd_part(void *p, int64_t r0, int64_t r1) {
   const int32_t *target = a->target;
   for (int64_t r = r0; r < r1; r++)
     gt__xent_row_backward(a->dlogits + r * V, a->clogits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
-                          a->row_weight ? a->row_weight[r] : 1.0f, V, a->cap);
+                          a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, a->cap);
 }
 
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
@@ -63,9 +63,9 @@ void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32
 }
 
 void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
-                              const float *row_weight, int64_t rows, int64_t V, float cap) {
+                              const float *row_weight, int64_t rows, int64_t V, float cap, float z) {
   if (rows <= 0 || V <= 0) return;
   gt__sx_args a = {.dlogits = dlogits, .clogits = logits, .lse_in = lse, .row_weight = row_weight,
-                   .target = target, .V = V, .cap = cap};
+                   .target = target, .V = V, .cap = cap, .z = z};
   gt_team_for(gt__par(rows * V), rows, gt__sx_bwd_part, &a);
 }

@@ -12,13 +12,13 @@ void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const i
 }
 
 void gt_softcap_xent_backward_ref(float *dlogits, const float *logits, const float *lse, const int32_t *target,
-                                  const float *row_weight, int64_t rows, int64_t V, float cap) {
+                                  const float *row_weight, int64_t rows, int64_t V, float cap, float z) {
   if (rows <= 0 || V <= 0) return;
   size_t n = (size_t)(rows * V);
   float *y = malloc(n * sizeof(float)); /* the capped logits, before dlogits may overwrite them */
   if (!y) return;
   memcpy(y, logits, n * sizeof(float));
-  gt_xent_backward_ref(dlogits, logits, lse, target, row_weight, rows, V);
+  gt_xent_backward_ref(dlogits, logits, lse, target, row_weight, rows, V, z);
   gt_softcap_backward_ref(dlogits, y, (int64_t)n, cap);
   free(y);
 }

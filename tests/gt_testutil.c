@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "mesh/mesh.h"
+#include "train/plan.h"
+#include "train/trainer.h"
 
 uint64_t gt_test_rand_u64(uint64_t *s) {
   uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
@@ -391,4 +393,20 @@ void gt_test_on_threads(int n, void (*fn)(void *arg, int t), void *arg) {
     ck_assert_int_eq(pthread_create(&th[t], NULL, gt__test_thread_main, &x[t]), 0);
   }
   for (int t = 0; t < n; t++) pthread_join(th[t], NULL);
+}
+
+void gt_test_plan_matches(const gt_plan *p, gt_trainer *tr, const char *what) {
+  gt_fsdp *fs = gt_trainer_fsdp(tr);
+  int64_t cat[GT_MEM_NCAT] = {0}, total = 0;
+  for (int dv = 0; dv < gt_fsdp_devices(fs); dv++) {
+    gt_mem *mem = gt_fsdp_device_mem(fs, dv);
+    for (int j = 0; j < GT_MEM_NCAT; j++)
+      if (gt_mem_peak(mem, (gt_mem_cat)j) > cat[j]) cat[j] = gt_mem_peak(mem, (gt_mem_cat)j);
+    if (gt_mem_total_peak(mem) > total) total = gt_mem_total_peak(mem);
+  }
+  for (int j = 0; j < GT_MEM_NCAT; j++)
+    ck_assert_msg(cat[j] == p->cat_peak[j], "%s: %s measured %lld, planned %lld", what, gt_mem_cat_name((gt_mem_cat)j),
+                  (long long)cat[j], (long long)p->cat_peak[j]);
+  ck_assert_msg(total == p->peak_total, "%s: total measured %lld, planned %lld", what, (long long)total,
+                (long long)p->peak_total);
 }

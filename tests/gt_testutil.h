@@ -128,6 +128,15 @@ uint64_t gt_test_model_random(gt_model *m, gt_config *c, gt_mem *mem, int n, con
  * exists and holds `want` elements. */
 float *gt_test_st_f32(const gt_st_file *f, const char *name, int64_t want);
 
+/* ---- the memory plan ---- */
+
+/* Asserts that the plan equals what the trainer's devices measured since
+ * they were made (run a step first): every category's peak is the largest
+ * device's, the total the busiest device's. `what` names the case. */
+struct gt_plan;
+struct gt_trainer;
+void gt_test_plan_matches(const struct gt_plan *p, struct gt_trainer *tr, const char *what);
+
 /* ---- running a suite ---- */
 
 /* A test case added to s with no Check timeout: a slow shared machine must

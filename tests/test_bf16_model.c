@@ -152,7 +152,7 @@ static void check_fixture_dtype(const char *stem, int bf16) {
 
   int64_t tw = gt_batch_total_weights(&b);
   gt_model_zero_grads(&m);
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
   float *want_loss = gt_test_st_f32(&f, "expected.loss", 1);
   double loss = st.xent_sum / (double)st.total_weights;
@@ -255,7 +255,7 @@ static run run_model(const char *model, const char *policy, const char *scope, i
     pos[i] = i % T;
   }
   gt_batch b = {B, T, in, tg, pos, NULL};
-  gt_loss_stats ls = {0, 0, 0};
+  gt_loss_stats ls = {0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / 48, &ls, &e) == GT_OK);
   run r = {ls.xent_sum, ls.moe_lb_sum, malloc(sizeof(float) * (size_t)m.n_params), m.n_params,
            gt_mem_peak(&mem, GT_MEM_SAVED), gt_mem_peak(&mem, GT_MEM_HOST)};

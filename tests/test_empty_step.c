@@ -109,7 +109,7 @@ START_TEST(test_empty_eval) {
   ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &err) == GT_OK, "%s", err.msg);
   batch_buf empty;
   batch_make(&empty, &c, 1);
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   ck_assert_msg(gt_trainer_eval(tr, &empty.b, 1, &st, &err) == GT_OK, "%s", err.msg);
   ck_assert_int_eq(st.total_weights, 0);
   ck_assert(st.xent_sum == 0.0);

@@ -845,8 +845,8 @@ START_TEST(test_xent_vs_double_and_ref) {
 
       float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
       float *d = gt_test_alloc_fill(rows * V, &seed, -1, 1), *dr = gt_test_zeros(rows * V);
-      gt_xent_backward(d, l, lse, tg, w, rows, V);
-      gt_xent_backward_ref(dr, l, lse, tg, w, rows, V);
+      gt_xent_backward(d, l, lse, tg, w, rows, V, 0.0f);
+      gt_xent_backward_ref(dr, l, lse, tg, w, rows, V, 0.0f);
       snprintf(what, sizeof what, "xent bwd vs ref rows=%ld V=%ld", (long)rows, (long)V);
       gt_test_check_err(what, gt_test_scaled_err(d, dr, rows * V), TOL_REF);
       for (int64_t r = 0; r < rows; r++)
@@ -856,18 +856,18 @@ START_TEST(test_xent_vs_double_and_ref) {
 
       /* in place: dlogits aliases logits */
       float *inplace = gt_test_copy(l, rows * V);
-      gt_xent_backward(inplace, inplace, lse, tg, w, rows, V);
+      gt_xent_backward(inplace, inplace, lse, tg, w, rows, V, 0.0f);
       ck_assert_msg(gt_test_same_bits(inplace, d, rows * V), "xent bwd in place differs");
       float *inplace_r = gt_test_copy(l, rows * V);
-      gt_xent_backward_ref(inplace_r, inplace_r, lse, tg, w, rows, V);
+      gt_xent_backward_ref(inplace_r, inplace_r, lse, tg, w, rows, V, 0.0f);
       ck_assert_msg(gt_test_same_bits(inplace_r, dr, rows * V), "xent ref bwd in place differs");
 
       /* row_weight NULL means weight 1 */
       float *ones = malloc(rows * sizeof(float));
       for (int64_t r = 0; r < rows; r++) ones[r] = 1.0f;
       float *d1 = gt_test_zeros(rows * V), *d2 = gt_test_zeros(rows * V);
-      gt_xent_backward(d1, l, lse, tg, NULL, rows, V);
-      gt_xent_backward(d2, l, lse, tg, ones, rows, V);
+      gt_xent_backward(d1, l, lse, tg, NULL, rows, V, 0.0f);
+      gt_xent_backward(d2, l, lse, tg, ones, rows, V, 0.0f);
       ck_assert(gt_test_same_bits(d1, d2, rows * V));
       free(l); free(tg); free(loss); free(lse); free(lossr); free(lser); free(ld); free(lsed);
       free(w); free(d); free(dr); free(inplace); free(inplace_r); free(ones); free(d1); free(d2);
@@ -901,7 +901,7 @@ START_TEST(test_xent_fd) {
   float *l = gt_test_alloc_fill(rows * V, &seed, -3, 3), *w = gt_test_alloc_fill(rows, &seed, 0.5f, 2);
   float *loss = gt_test_zeros(rows), *lse = gt_test_zeros(rows), *d = gt_test_zeros(rows * V);
   gt_xent_forward(loss, lse, l, tg, rows, V);
-  gt_xent_backward(d, l, lse, tg, w, rows, V);
+  gt_xent_backward(d, l, lse, tg, w, rows, V, 0.0f);
   gt__xent_ctx c = {gt_test_to_double(l, rows * V), gt_test_to_double(w, rows), tg, rows, V};
   double *gl = malloc(rows * V * sizeof(double));
   gt_test_central_diff(gl, c.l, rows * V, FD_H, gt__xent_loss, &c);
@@ -1185,7 +1185,7 @@ START_TEST(test_softcap_xent_vs_unfused_and_ref) {
       gt_softcap_forward(ul, n, cap);
       gt_xent_forward(uloss, ulse, ul, tg, rows, V);
       float *ud = gt_test_copy(ul, n);
-      gt_xent_backward(ud, ud, ulse, tg, w, rows, V);
+      gt_xent_backward(ud, ud, ulse, tg, w, rows, V, 0.0f);
       gt_softcap_backward(ud, ul, n, cap);
       /* fused, in place as the head runs it */
       float *fl = gt_test_copy(l, n), *floss = gt_test_zeros(rows), *flse = gt_test_zeros(rows);
@@ -1194,14 +1194,14 @@ START_TEST(test_softcap_xent_vs_unfused_and_ref) {
       ck_assert_msg(gt_test_same_bits(fl, ul, n) && gt_test_same_bits(floss, uloss, rows) &&
                         gt_test_same_bits(flse, ulse, rows),
                     "%s", what);
-      gt_softcap_xent_backward(fl, fl, flse, tg, w, rows, V, cap);
+      gt_softcap_xent_backward(fl, fl, flse, tg, w, rows, V, cap, 0.0f);
       snprintf(what, sizeof what, "softcap+xent bwd rows=%ld V=%ld: the unfused bits", (long)rows, (long)V);
       ck_assert_msg(gt_test_same_bits(fl, ud, n), "%s", what);
       /* the reference, composed from the unfused references */
       float *rl = gt_test_copy(l, n), *rloss = gt_test_zeros(rows), *rlse = gt_test_zeros(rows);
       gt_softcap_xent_forward_ref(rloss, rlse, rl, tg, rows, V, cap);
       float *rd = gt_test_zeros(n);
-      gt_softcap_xent_backward_ref(rd, rl, rlse, tg, w, rows, V, cap);
+      gt_softcap_xent_backward_ref(rd, rl, rlse, tg, w, rows, V, cap, 0.0f);
       snprintf(what, sizeof what, "softcap+xent vs ref rows=%ld V=%ld", (long)rows, (long)V);
       gt_test_check_err(what, gt_test_scaled_err(ul, rl, n), TOL_REF);
       gt_test_check_err(what, gt_test_scaled_err(floss, rloss, rows), 1e-5);

@@ -281,7 +281,7 @@ START_TEST(test_measures_what_cannot_be_allocated) {
     pos[i] = i % T;
   }
   gt_batch b = {B, T, in, tg, pos, NULL};
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   ck_assert_msg(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)N, &st, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(st.total_weights, N);
   /* one logits tile of [N, V] floats: 32 GiB */

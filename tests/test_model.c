@@ -47,14 +47,14 @@ static void teardown(fixture *f) {
 }
 
 static double loss_of(fixture *f) {
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
   return st.xent_sum / (double)st.total_weights;
 }
 
 static void grads_of(fixture *f, int tiles, double *loss) {
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   gt_model_zero_grads(&f->m);
   int64_t tw = gt_batch_total_weights(&f->b);
@@ -271,7 +271,7 @@ END_TEST
 /* The step's loss as training sees it: LM loss + moe_dlb x the layers' lb
  * sum (the mean over MoE layers); *lb gets that lb term alone. */
 static double moe_loss_of(fixture *f, double *lb) {
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   ck_assert(gt_exec_forward_loss(&f->m, &f->b, 1, &st, &e) == GT_OK);
   *lb = st.moe_lb_sum * (double)f->m.moe_dlb;
@@ -288,7 +288,7 @@ static void check_fd_moe(int n, const char *const *ov, double h, double hh) {
   fixture f;
   setup(&f, n, ov, 5);
   ck_assert_int_gt(f.m.n_moe_layers, 0);
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_err e;
   gt_model_zero_grads(&f.m);
   int64_t tw = gt_batch_total_weights(&f.b);

@@ -59,7 +59,7 @@ START_TEST(test_packed_documents_match_alone) {
   float *packed = malloc(sizeof(float) * (size_t)T * V);
   gt_err e;
   ck_assert_msg(gt_exec_forward_logits(&m, &b, packed, &e) == GT_OK, "%s", e.msg);
-  gt_loss_stats whole = {0, 0, 0};
+  gt_loss_stats whole = {0};
   ck_assert(gt_exec_forward_loss(&m, &b, 1, &whole, &e) == GT_OK);
   ck_assert_int_eq(whole.total_weights, 11 + 16 + 11);
   double alone_sum = 0, worst = 0;
@@ -84,7 +84,7 @@ START_TEST(test_packed_documents_match_alone) {
     double err = gt_test_max_abs_err(packed + (size_t)start * V, alone, (int64_t)n * V);
     double scale = gt_test_max_abs(alone, (int64_t)n * V);
     if (err / scale > worst) worst = err / scale;
-    gt_loss_stats st = {0, 0, 0};
+    gt_loss_stats st = {0};
     ck_assert(gt_exec_forward_loss(&m, &one, 1, &st, &e) == GT_OK);
     ck_assert_int_eq(st.total_weights, n);
     alone_sum += st.xent_sum;
@@ -99,7 +99,7 @@ START_TEST(test_packed_documents_match_alone) {
   gt_test_check_err("packed vs alone loss", fabs(whole.xent_sum - alone_sum) / alone_sum, 1e-5);
   /* and without segment ids the documents do see each other */
   b.segments = NULL;
-  gt_loss_stats open_st = {0, 0, 0};
+  gt_loss_stats open_st = {0};
   ck_assert(gt_exec_forward_loss(&m, &b, 1, &open_st, &e) == GT_OK);
   ck_assert(fabs(open_st.xent_sum - alone_sum) / alone_sum > 1e-4);
   free(packed);
@@ -111,7 +111,7 @@ END_TEST
 
 static float *grads_of(gt_model *m, const gt_batch *b, int64_t tw) {
   gt_err e;
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_model_zero_grads(m);
   ck_assert_msg(gt_exec_forward_backward(m, b, 1, 1.0f / (float)tw, &st, &e) == GT_OK, "%s", e.msg);
   return gt_test_copy(m->grads, m->n_params);
@@ -145,7 +145,7 @@ START_TEST(test_sft_gradient_ignores_prompt_targets) {
     for (int t = 0; t < T; t++) tg[t] = t == j ? b.targets[j] : -1;
     gt_batch one = b;
     one.targets = tg;
-    gt_loss_stats st = {0, 0, 0};
+    gt_loss_stats st = {0};
     ck_assert(gt_exec_forward_backward(&m, &one, 1, 1.0f / (float)tw, &st, &e) == GT_OK); /* adds */
   }
   gt_test_check_err("sft gradient vs its completion targets' sum", gt_test_scaled_err(g, m.grads, m.n_params), 1e-5);

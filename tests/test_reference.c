@@ -87,7 +87,7 @@ static void check_fixture(const char *stem, int use_segments, double grad_tol) {
   int32_t *want_tw = read_i32(&f, "expected.total_weights", &n);
   ck_assert_int_eq(tw, want_tw[0]);
   gt_model_zero_grads(&m);
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / (float)tw, &st, &e) == GT_OK);
   float *want_loss = gt_test_st_f32(&f, "expected.loss", 1);
   double loss = st.xent_sum / (double)st.total_weights;

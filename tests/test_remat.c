@@ -47,7 +47,7 @@ static run run_model(const char *model, const char *policy, const char *scope, i
     pos[i] = i % T;
   }
   gt_batch b = {B, T, in, tg, pos, NULL};
-  gt_loss_stats ls = {0, 0, 0};
+  gt_loss_stats ls = {0};
   ck_assert(gt_exec_forward_backward(&m, &b, 1, 1.0f / 48, &ls, &e) == GT_OK);
   run r;
   r.loss = ls.xent_sum;

@@ -191,7 +191,8 @@ static const gt_key_spec gt__keys[] = {
     {"wsd_decay_style", GT_KEY_ENUM, F(wsd_decay_style), 0, 0, "linear|cosine",
      "lr_schedule_type=wsd: shape of the decay"},
     {"z_loss_multiplier", GT_KEY_FLOAT, F(z_loss_multiplier), 0, 1e6, NULL,
-     "weight of the z-loss, the mean of log(Z)^2 over the loss tokens (0: off)"},
+     "weight z of PaLM's z-loss, z log(Z)^2 per loss token (Z: the softmax normaliser of the capped logits), "
+     "part of the loss as in MaxText and reported apart as z_loss (0: off)"},
     {"adam_b1", GT_KEY_FLOAT, F(adam_b1), 0, 0.999999999, NULL, "AdamW first-moment decay"},
     {"adam_b2", GT_KEY_FLOAT, F(adam_b2), 0, 0.999999999, NULL, "AdamW second-moment decay"},
     {"adam_eps", GT_KEY_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon outside the sqrt"},

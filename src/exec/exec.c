@@ -501,7 +501,7 @@ gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_e
   gt__run r = {m, b, NULL, NULL, NULL, NULL, NULL, NULL, 0, GT_OK};
   float *x = NULL;
   if ((rc = gt__forward(&r, 0, &x, err))) return rc;
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   const float *hp;
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
     rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);

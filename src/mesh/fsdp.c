@@ -84,7 +84,7 @@ struct gt_fsdp {
   int64_t lora_step;       /* the trainer's step index (adapters' dropout) */
   gt_fsdp_shard_fn norm_fn, update_fn;
   void *fn_ctx;
-  double sums[4];          /* gt_fsdp_reduce: device 0's all-reduced sums */
+  double sums[5];          /* gt_fsdp_reduce: device 0's all-reduced sums */
   float *full_out;
   int64_t step_t;
   int64_t last_comm_bytes; /* the last step's, per device (the largest) */
@@ -694,10 +694,11 @@ static void gt__run_eval(int dev, void *arg) {
   }
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
   if (!d->rc && !f->measure) {
-    double sums[2] = {d->st.xent_sum, (double)d->st.total_weights};
-    gt_all_reduce_f64(f->mesh, dev, sums, 2);
+    double sums[3] = {d->st.xent_sum, (double)d->st.total_weights, d->st.z_sum};
+    gt_all_reduce_f64(f->mesh, dev, sums, d->model.z_loss != 0.0f ? 3 : 2); /* the z sum only travels when on */
     d->st.xent_sum = sums[0];
     d->st.total_weights = (int64_t)sums[1];
+    d->st.z_sum = sums[2];
   }
   if (lane) {
     double t1 = gt_prof_now();
@@ -772,8 +773,9 @@ static void gt__run_reduce(int dev, void *arg) {
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
   gt_fsdp_shard s = gt__shard_view(d);
   f->norm_fn(f->fn_ctx, &s);
-  double sums[4] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum};
-  int ns = d->model.n_moe_layers ? 4 : 3; /* the lb sum only travels for MoE models */
+  double sums[5] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum, d->st.z_sum};
+  /* the lb sum only travels for MoE models, the z sum only with the z-loss on */
+  int ns = d->model.z_loss != 0.0f ? 5 : d->model.n_moe_layers ? 4 : 3;
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
   if (dev == 0) memcpy(f->sums, sums, sizeof sums);
 }
@@ -876,6 +878,7 @@ gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fs
   out->xent_sum = f->sums[0];
   out->total_weights = (int64_t)f->sums[1];
   out->sumsq = f->sums[2];
+  out->z_sum = f->sums[4];
   /* every device of a token group holds its group's lb sum */
   out->moe_lb = f->devs[0].model.n_moe_layers ? f->sums[3] / ((double)f->NG * f->devs[0].model.n_moe_layers) : 0.0;
   return GT_OK;
@@ -909,6 +912,7 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   if ((rc = gt__collect(f, err))) return rc;
   st->xent_sum += f->devs[0].st.xent_sum;
   st->total_weights += f->devs[0].st.total_weights;
+  st->z_sum += f->devs[0].st.z_sum;
   return GT_OK;
 }
 

@@ -82,10 +82,11 @@ typedef void (*gt_fsdp_shard_fn)(void *ctx, gt_fsdp_shard *s);
 
 /* The step's sums after the all-reduce, the same on every device. */
 typedef struct gt_fsdp_sums {
-  double xent_sum;       /* LM loss, summed over the global batch's tokens */
+  double xent_sum;       /* LM loss (the z-loss included), summed over the global batch's tokens */
   int64_t total_weights; /* tokens in the loss */
   double sumsq;          /* squared global gradient norm */
   double moe_lb;         /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
+  double z_sum;          /* of xent_sum, the z-loss terms (z_loss_multiplier > 0) */
 } gt_fsdp_sums;
 
 /* Communication of the last step, per device (the largest device's). */

@@ -18,10 +18,13 @@ typedef struct gt_batch {
   const int32_t *segments;  /* [B*T] segment ids of packed documents, or NULL */
 } gt_batch;
 
+/* Initialise as {0}: fields may be added. */
 typedef struct gt_loss_stats {
-  double xent_sum;       /* sum of per-token cross-entropy over unmasked tokens */
+  double xent_sum;       /* sum of per-token losses over unmasked tokens: the cross-entropy, plus the
+                          * z-loss when z_loss_multiplier > 0 (MaxText's xent_sum holds it too) */
   int64_t total_weights; /* unmasked tokens */
   double moe_lb_sum;     /* MoE: sum over the MoE layers of each one's load-balance loss (weight included) */
+  double z_sum;          /* of xent_sum, the z-loss terms z * log(Z)^2 (0 when z_loss_multiplier = 0) */
 } gt_loss_stats;
 
 #ifdef __cplusplus

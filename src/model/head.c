@@ -19,6 +19,7 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
   float *gE = gt_model_head_grad(m, hg, m->embed_offset), *gN = gt_model_head_grad(m, hg, m->final_norm_offset);
   int bwd = dx != NULL;
   int cap = m->softcap > 0;
+  const double z = m->z_loss; /* lse is of the capped logits, as MaxText's loss sees them */
 
   /* Every buffer is written in full before it is read (dh tile by tile by
    * the written form of the projection's backward), so none is zeroed. */
@@ -62,15 +63,21 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
       for (int64_t r = 0; r < R; r++) m->token_loss[(int64_t)t * R + r] = tt[r] >= 0 ? loss[r] : 0.0f;
     for (int64_t r = 0; r < R; r++)
       if (tt[r] >= 0) {
-        st->xent_sum += loss[r];
+        double l = loss[r];
+        if (z != 0.0) { /* PaLM's z-loss, part of the token's loss as in MaxText */
+          const double zr = z * (double)lse[r] * (double)lse[r];
+          st->z_sum += zr;
+          l += zr;
+        }
+        st->xent_sum += l;
         st->total_weights++;
       }
     if (!bwd) continue;
     /* with the cap: one pass from the capped logits, overwriting them */
     if (cap)
-      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap));
+      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap, m->z_loss));
     else
-      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V));
+      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V, m->z_loss));
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V));
   }
   if (bwd)

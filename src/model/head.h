@@ -1,6 +1,8 @@
 /* The output head: final RMSNorm, tied logits h . E^T, optional soft-cap,
- * softmax cross-entropy; processed in row tiles so only one tile of logits
- * [rows/n_tiles, V] exists at a time (MaxText's num_vocab_tiling). */
+ * softmax cross-entropy plus the optional z-loss (m->z_loss times the
+ * squared log-sum-exp, into st->xent_sum and st->z_sum); processed in row
+ * tiles so only one tile of logits [rows/n_tiles, V] exists at a time
+ * (MaxText's num_vocab_tiling). */
 #ifndef GT_HEAD_H
 #define GT_HEAD_H
 

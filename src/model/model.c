@@ -349,6 +349,7 @@ gt_rc gt_model_build(gt_model *m, const gt_config *c, gt_err *err) {
   /* HF multiplies by sqrt(d) cast to the compute dtype */
   m->emb_scale = m->bf16_act ? gt_bf16_round1(sqrtf((float)m->d)) : sqrtf((float)m->d);
   m->softcap = (float)c->final_logits_soft_cap;
+  m->z_loss = (float)c->z_loss_multiplier;
   m->max_pos = c->max_target_length;
   m->ple_dim = g4 ? c->hidden_size_per_layer_input : 0;
   m->ple_vocab = m->ple_dim ? (c->vocab_size_per_layer_input > 0 ? c->vocab_size_per_layer_input : c->vocab_size) : 0;

@@ -178,6 +178,7 @@ typedef struct gt_model {
    * float32. */
   int bf16_act, bf16_mm;
   float softcap;      /* 0 = off */
+  float z_loss;       /* z_loss_multiplier: weight of the z-loss on the head's log-sum-exp (0 = off) */
   int64_t max_pos;    /* RoPE tables cover positions [0, max_pos) */
   /* graph */
   gt_layer_desc *layers;

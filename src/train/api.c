@@ -367,7 +367,7 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   /* no target in the loss: no mean to report (never a NaN) */
   if (gt_batch_total_weights(&b) == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   if ((rc = gt_trainer_eval(c->tr, &b, 1, &st, &c->err))) return rc;
   *loss = st.xent_sum / (double)st.total_weights;
   return GT_OK;

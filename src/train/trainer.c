@@ -147,6 +147,7 @@ gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_m
   /* no tokens (an empty or allocation-only step): no loss */
   info->loss = sums.total_weights ? sums.xent_sum / (double)sums.total_weights : 0.0;
   info->moe_lb_loss = sums.moe_lb;
+  info->z_loss = sums.total_weights ? sums.z_sum / (double)sums.total_weights : 0.0;
   info->total_weights = sums.total_weights;
   info->comm_bytes = comm.bytes;
   info->comm_seconds = comm.seconds;
@@ -184,6 +185,8 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->perplexity = exp(fi.loss);
   sm->has_moe = gt_config_num_moe_layers(c) > 0;
   sm->moe_lb_loss = fi.moe_lb_loss;
+  sm->has_z_loss = c->z_loss_multiplier > 0;
+  sm->z_loss = fi.z_loss;
   sm->learning_rate = fi.update.lr;
   sm->grad_norm = fi.update.grad_norm;
   sm->skipped = fi.update.skipped && !t->measure;
@@ -268,7 +271,7 @@ gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err) {
 
 gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (rc) return rc;
   /* no token in the loss (all-reduced: every rank sees the same 0): no

@@ -38,7 +38,8 @@ void gt_trainer_destroy(gt_trainer *t);
 
 /* What one step over the mesh did. */
 typedef struct gt_mesh_step_info {
-  double loss;            /* LM loss: mean over the global batch */
+  double loss;            /* LM loss: mean over the global batch (z-loss included) */
+  double z_loss;          /* of loss, the z-loss (z_loss_multiplier > 0) */
   double moe_lb_loss;     /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
   int64_t total_weights;
   gt_update_info update;  /* global gradient norm, lr, clip scale, skipped */
