@@ -8,7 +8,8 @@
  *  - each choice's log-likelihood on the mesh (gt_fsdp_eval_tokens) against
  *    a scalar reference: the model's whole logits (gt_exec_forward_logits,
  *    one sequence at a time) through a float64 log-softmax;
- *  - the same log-likelihoods at batch sizes 2, 4, 6 and on 1 and 2 devices;
+ *  - the same log-likelihoods at batch sizes 2, 4, 6 and on 1 and 2 devices,
+ *    and with a z-loss in the training loss;
  *  - bad records refused in one line naming file, line and field;
  *  - a sweep's task columns: the last eval's scores of a run's
  *    metrics.jsonl, kept through results.jsonl. */
@@ -225,14 +226,16 @@ static gt_eval_task small_task(void) {
   return t;
 }
 
+static const char *g_z = "z_loss_multiplier=0"; /* the next mesh's */
+
 static gt_fsdp *mesh(int devices, int per_device, gt_config *c) {
   char nd[32], pd[32];
   snprintf(nd, sizeof nd, "num_devices=%d", devices);
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", per_device);
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=48", nd, pd,
-                      "init_weights_seed=11"};
+                      "init_weights_seed=11", g_z};
   gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 6, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 7, ov, &e) == GT_OK, "%s", e.msg);
   gt_fsdp *f;
   ck_assert_msg(gt_fsdp_create(&f, c, NULL, &e) == GT_OK, "%s", e.msg);
   return f;
@@ -343,6 +346,12 @@ START_TEST(invariant_to_batch_and_devices) {
     ck_assert(r.acc == r0.acc && r.acc_norm == r0.acc_norm && r.acc_bytes == r0.acc_bytes);
     free(ll);
   }
+  /* a z-loss in the training loss is no part of a log-likelihood */
+  g_z = "z_loss_multiplier=0.1";
+  double *llz = score(&t, 2, 2, &r);
+  g_z = "z_loss_multiplier=0";
+  for (int64_t i = 0; i < n; i++) ck_assert_msg(llz[i] == ll0[i], "z-loss: request %lld", (long long)i);
+  free(llz);
   free(ll0);
   gt_eval_task_free(&t);
 }

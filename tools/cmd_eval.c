@@ -167,6 +167,7 @@ int gt_cmd_eval(int argc, char **argv) {
     snprintf(cfg->eval_dataset_path, sizeof cfg->eval_dataset_path, "%s", cfg->dataset_path);
   if (cfg->eval_interval < 0) cfg->eval_interval = 1; /* the data source keeps its held-out rows */
   cfg->enable_checkpointing = 0;                       /* nothing is written */
+  cfg->z_loss_multiplier = 0; /* the loss is the cross-entropy alone: its exp is the perplexity */
   gt_err err;
   gt_err_clear(&err);
   gt_rc e = GT_OK;

@@ -15,7 +15,7 @@ gt_rc gt_eval_perplexity(gt_fsdp *f, gt_data *d, int row0, int nrows, gt_eval_pp
   gt_data_set_rows(d, row0, nrows);
   gt_data_eval_reset(d);
   int64_t rows = d->n_eval_rows, nb = (rows + d->B - 1) / d->B;
-  gt_loss_stats st = {0, 0, 0};
+  gt_loss_stats st = {0};
   for (int64_t i = 0; i < nb; i++) {
     gt_batch b;
     gt_rc rc = gt_data_read_eval(d, &b, err);

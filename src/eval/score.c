@@ -128,7 +128,7 @@ gt_rc gt_eval_task_score(gt_fsdp *f, const gt_encoder *e, const gt_eval_opts *o,
       }
       bs[i] = (gt_batch){o->B, T, in, tg, pos, seg};
     }
-    gt_loss_stats st = {0, 0, 0};
+    gt_loss_stats st = {0};
     if ((rc = gt_fsdp_eval_tokens(f, bs, k, tok, &st, err))) break;
     for (int i = 0; i < k; i++)
       for (int row = 0; row < o->B; row++) {
