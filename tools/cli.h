@@ -68,6 +68,7 @@ int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);
 int gt_cmd_logit_check(int argc, char **argv);
 int gt_cmd_decode(int argc, char **argv);
+int gt_cmd_eval(int argc, char **argv);
 int gt_cmd_tokenize(int argc, char **argv);
 int gt_cmd_data(int argc, char **argv);
 /* Test hooks (tools/cli_seams.c): reads the GEMTRAIN_TEST_* variables that

@@ -25,7 +25,7 @@ static void train_keys(FILE *f) {
 static void sweep_metrics(FILE *f) {
   fprintf(f, "metrics:");
   for (int i = 0; i < gt_sweep_num_metrics(); i++) fprintf(f, " %s", gt_sweep_metric_name(i));
-  fprintf(f, "\n");
+  fprintf(f, "\n  and tasks/<task>/<field> for an eval_tasks task's scores at the last eval (field: " GT_SWEEP_TASK_FIELDS ")\n");
 }
 
 typedef struct help_entry {
@@ -237,6 +237,31 @@ static const help_entry entries[] = {
      "\n"
      "options:\n"
      "  --help  this text\n" GT_HELP_CONFIG,
+     NULL},
+    {"eval", NULL, "score a model: held-out loss and perplexity, multiple-choice tasks (acc, acc_norm)",
+     "usage: gemtrain eval [--json FILE|-] [--samples FILE] [--limit N] [--format auto|mc|hellaswag|mmlu]\n"
+     "                     [--whole] [config.json]\n"
+     "                     [load_parameters_path=PATH] [eval_tasks=A.jsonl,B.jsonl] [dataset_path=FILE]\n"
+     "                     [key=value ...]\n"
+     "Scores a model without training it, on num_devices devices (and MPI ranks) as training\n"
+     "would. load_parameters_path is a run or checkpoint directory, a Hugging Face directory or\n"
+     "a gemtrain parameter file (enable_lora=true lora_restore_path=DIR adds adapters); its\n"
+     "tokenizer is the one decode would use. eval_tasks: JSON Lines multiple-choice files, each\n"
+     "line {\"context\", \"choices\", \"label\"}, a HellaSwag row or an MMLU row, scored as\n"
+     "lm-evaluation-harness does (acc, acc_norm, acc_bytes with standard errors). When a data\n"
+     "key is set (dataset_path, eval_dataset_path, dataset_type), the loss and perplexity of\n"
+     "every held-out row: the eval_split_fraction of dataset_path, or eval_dataset_path whole.\n"
+     "Prints a table; docs/evaluation.md has the formats and definitions.\n"
+     "\n"
+     "options:\n"
+     "  --json FILE  also write the results as one JSON object to FILE ('-': standard output,\n"
+     "               the table then goes to standard error)\n"
+     "  --samples FILE  one JSON line per example: each choice's log-likelihood, what acc and\n"
+     "               acc_norm picked\n"
+     "  --limit N    score only the first N examples of each task\n"
+     "  --format F   read every task record as F (default auto: by its fields)\n"
+     "  --whole      the held-out loss over the whole of dataset_path (every row, training part too)\n"
+     "  --help       this text\n" GT_HELP_CONFIG,
      NULL},
     {"decode", NULL, "continue a prompt, or answer as a chat, with trained parameters and a KV cache",
      "usage: gemtrain decode [--ids] [--interactive] [config.json] load_parameters_path=PATH\n"

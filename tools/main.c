@@ -27,6 +27,7 @@ typedef struct command {
 static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", "gemm", "attention", NULL};
 static const char *const bench_value_opts[] = {"--steps", "--mib", "--reps", NULL};
 static const char *const data_value_opts[] = {"--batches", "--rows", "--time", NULL};
+static const char *const eval_value_opts[] = {"--json", "--format", "--samples", "--limit", NULL};
 
 static const command commands[] = {
     {"train", gt_cmd_train, NULL, NULL, 0},
@@ -36,6 +37,7 @@ static const command commands[] = {
     {"convert", gt_cmd_convert, NULL, NULL, 1},
     {"logit-check", gt_cmd_logit_check, NULL, NULL, 0},
     {"decode", gt_cmd_decode, NULL, NULL, 0},
+    {"eval", gt_cmd_eval, NULL, eval_value_opts, 0},
     {"tokenize", gt_cmd_tokenize, NULL, NULL, 1},
     {"data", gt_cmd_data, NULL, data_value_opts, 0},
 };

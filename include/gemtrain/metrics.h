@@ -57,7 +57,7 @@ typedef struct gt_step_metrics {
     char name[64];
     int64_t n;                 /* examples */
     double acc, acc_stderr;    /* lm-evaluation-harness: argmax of the summed log-likelihood */
-    double acc_norm, acc_norm_stderr; /* the same, each divided by its continuation's length in bytes */
+    double acc_norm, acc_norm_stderr; /* the same, each divided by its continuation's length in characters (the harness's len) */
   } tasks[8];
 } gt_step_metrics;
 

@@ -91,6 +91,7 @@ struct gt_fsdp {
   int poison_next; /* test hook: device 0 puts a NaN into its next gradient */
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
   gt_trace *trace;      /* the profiler timeline (NULL: off) */
+  float *tok_out;       /* gt_fsdp_eval_tokens: the batches' per-token losses */
 };
 
 static int64_t gt__rep_len(const gt__dev *d, int64_t u);
@@ -675,7 +676,10 @@ static void gt__run_eval(int dev, void *arg) {
   d->model.lora_train = 0; /* no adapter dropout outside training */
   for (int i = 0; i < f->n_batches && !d->rc; i++) {
     gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
+    if (f->tok_out) /* this device's rows of batch i (batches share one shape) */
+      d->model.token_loss = f->tok_out + (int64_t)i * f->batches[i].B * b.T + (int64_t)gid * b.B * b.T;
     d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
+    d->model.token_loss = NULL;
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
   }
   /* the head's acquire prefetched layer 0 for a forward that does not
@@ -936,6 +940,24 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   st->total_weights += f->devs[0].st.total_weights;
   st->z_sum += f->devs[0].st.z_sum;
   return GT_OK;
+}
+
+gt_rc gt_fsdp_eval_tokens(gt_fsdp *f, const gt_batch *batches, int n, float *token_loss, gt_loss_stats *st,
+                          gt_err *err) {
+  for (int i = 1; i < n; i++)
+    if (batches[i].B != batches[0].B || batches[i].T != batches[0].T)
+      return gt_err_set(err, GT_ERR_ARG, "fsdp: eval batch %d is %d x %d; batch 0 is %d x %d", i, batches[i].B,
+                        batches[i].T, batches[0].B, batches[0].T);
+  int64_t all = n > 0 ? (int64_t)n * batches[0].B * batches[0].T : 0;
+  /* over ranks each writes its own rows into zeros, and a bitwise OR
+   * assembles them exactly (as the state export does) */
+  if (f->R > 1) memset(token_loss, 0, (size_t)all * sizeof(float));
+  f->tok_out = token_loss;
+  gt_rc rc = gt_fsdp_eval(f, batches, n, st, err);
+  f->tok_out = NULL;
+  if (!rc && f->R > 1 && !f->measure)
+    rc = gt_dist_allreduce_bor((uint32_t *)(void *)token_loss, all, "the per-token eval losses", err);
+  return rc;
 }
 
 static void gt__run_export(int dev, void *arg) {

@@ -138,6 +138,12 @@ gt_rc gt_fsdp_shard_sum(gt_fsdp *f, gt_fsdp_shard_fn partial, void *ctx, double 
 const gt_config *gt_fsdp_config(const gt_fsdp *f);
 /* Loss of global batches without training. */
 gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st, gt_err *err);
+/* The same, and each token's loss (cross-entropy of its target; 0 where
+ * the target is masked) into token_loss[n * B * T], batch by batch, row by
+ * row as the batches lay them out: every rank gets every row's. The batches
+ * share one shape. */
+gt_rc gt_fsdp_eval_tokens(gt_fsdp *f, const gt_batch *batches, int n, float *token_loss, gt_loss_stats *st,
+                          gt_err *err);
 /* The full parameters (gathered) into a flat buffer of the model layout. */
 gt_rc gt_fsdp_full_params(gt_fsdp *f, float *out, gt_err *err);
 int64_t gt_fsdp_num_params(const gt_fsdp *f);

@@ -59,6 +59,8 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
       if (logits_out) memcpy(logits_out + (int64_t)t * R * V, logits, (size_t)(R * V) * sizeof(float));
       GT_PROF(m->prof, GT_PROF_XENT, gt_xent_forward(loss, lse, logits, tt, R, V));
     }
+    if (m->token_loss)
+      for (int64_t r = 0; r < R; r++) m->token_loss[(int64_t)t * R + r] = tt[r] >= 0 ? loss[r] : 0.0f;
     for (int64_t r = 0; r < R; r++)
       if (tt[r] >= 0) {
         double l = loss[r];

@@ -220,6 +220,11 @@ typedef struct gt_model {
   float *grads;
   float *rope_cos[GT_MAX_ROPE], *rope_sin[GT_MAX_ROPE];
   gt_prof *prof; /* optional time accounting (NULL: off) */
+  /* per-token losses out of the head (NULL: not wanted): the head writes
+   * each token's cross-entropy (without the z-loss term; 0 for a masked
+   * target) at its index in the batch it runs, for scoring sequences one
+   * by one (eval/) */
+  float *token_loss;
   /* execution: the remat policy (gt_model_build sets it from the config)
    * and what offloading cost */
   gt_remat remat;

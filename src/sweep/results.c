@@ -69,15 +69,52 @@ static const struct {
 
 int gt_sweep_num_metrics(void) { return GT__NMETRICS; }
 const char *gt_sweep_metric_name(int i) { return i >= 0 && i < GT__NMETRICS ? gt__metrics[i].name : NULL; }
+
+/* an eval task's fields, in the order of gt_sweep_result's tasks[].v */
+static const char *const gt__task_fields[5] = {"acc", "acc_norm", "acc_stderr", "acc_norm_stderr", "n"};
+
+/* "tasks/<task>/<field>": the field's index, the task name into task[64]; -1 if not of that form */
+static int gt__task_metric(const char *name, char *task) {
+  if (strncmp(name, "tasks/", 6)) return -1;
+  const char *t = name + 6, *sl = strrchr(t, '/');
+  if (!sl || sl == t || sl - t >= 64) return -1;
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(sl + 1, gt__task_fields[i])) {
+      snprintf(task, 64, "%.*s", (int)(sl - t), t);
+      return i;
+    }
+  return -1;
+}
+
 int gt_sweep_is_metric(const char *name) {
+  char task[64];
   for (int i = 0; i < GT__NMETRICS; i++)
     if (!strcmp(name, gt__metrics[i].name)) return 1;
-  return 0;
+  return gt__task_metric(name, task) >= 0;
 }
 double gt_sweep_result_metric(const gt_sweep_result *r, const char *name) {
   for (int i = 0; i < GT__NMETRICS; i++)
     if (!strcmp(name, gt__metrics[i].name)) return *(const double *)((const char *)r + gt__metrics[i].off);
+  char task[64];
+  int f = gt__task_metric(name, task);
+  for (int i = 0; f >= 0 && i < r->n_tasks; i++)
+    if (!strcmp(r->tasks[i].name, task)) return r->tasks[i].v[f];
   return NAN;
+}
+
+/* A "tasks" object of metrics.jsonl or results.jsonl into r (the first 8). */
+static void gt__tasks_from_json(gt_sweep_result *r, const cJSON *ts) {
+  r->n_tasks = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, ts) {
+    if (r->n_tasks == 8 || !cJSON_IsObject(t) || !t->string) continue;
+    int k = r->n_tasks++;
+    snprintf(r->tasks[k].name, sizeof r->tasks[k].name, "%s", t->string);
+    for (int i = 0; i < 5; i++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, gt__task_fields[i]);
+      r->tasks[k].v[i] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    }
+  }
 }
 
 void gt_sweep_metric_header(const char *name, char *buf, size_t n) {
@@ -139,6 +176,13 @@ char *gt_sweep_result_to_json(const gt_sweep_result *r) {
     cJSON_AddNumberToObject(o, gt__metrics[i].name, *(const double *)((const char *)r + gt__metrics[i].off));
   cJSON_AddNumberToObject(o, "steps_done", (double)r->steps_done);
   cJSON_AddStringToObject(o, "log", r->log);
+  if (r->n_tasks) {
+    cJSON *ts = cJSON_AddObjectToObject(o, "tasks");
+    for (int k = 0; ts && k < r->n_tasks; k++) {
+      cJSON *t = cJSON_AddObjectToObject(ts, r->tasks[k].name);
+      for (int i = 0; t && i < 5; i++) cJSON_AddNumberToObject(t, gt__task_fields[i], r->tasks[k].v[i]);
+    }
+  }
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return s;
@@ -189,6 +233,7 @@ gt_rc gt_sweep_result_from_json(gt_sweep_result *r, const char *line, gt_err *er
   if (cJSON_IsString(c = cJSON_GetObjectItemCaseSensitive(o, "log")))
     snprintf(r->log, sizeof r->log, "%s", c->valuestring);
   if (cJSON_IsNumber(c = cJSON_GetObjectItemCaseSensitive(o, "steps_done"))) r->steps_done = (long long)c->valuedouble;
+  if (cJSON_IsObject(c = cJSON_GetObjectItemCaseSensitive(o, "tasks"))) gt__tasks_from_json(r, c);
   for (int i = 0; i < GT__NMETRICS; i++)
     if (cJSON_IsNumber(c = cJSON_GetObjectItemCaseSensitive(o, gt__metrics[i].name)))
       *(double *)((char *)r + gt__metrics[i].off) = c->valuedouble;
@@ -252,6 +297,8 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
      * refuses the line above, so a NaN shows as a missing loss */
     loss = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "loss")) ? it->valuedouble : NAN;
     if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "eval_loss"))) eval = it->valuedouble;
+    /* the last eval's task scores */
+    if (cJSON_IsObject(it = cJSON_GetObjectItemCaseSensitive(o, "tasks"))) gt__tasks_from_json(r, it);
     if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "peak_memory_bytes")) &&
         (isnan(peak) || it->valuedouble > peak))
       peak = it->valuedouble;

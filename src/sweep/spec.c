@@ -52,8 +52,10 @@ static gt_rc gt__not_metric(const char *path, const char *what, const char *got,
   }
   names[n] = NULL;
   gt__did_you_mean(got, names, hint, sizeof hint);
-  return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s = '%s' is not a metric%s expected one of %s", path, what, got,
-                    hint[0] ? hint : ";", list);
+  return gt_err_set(err, GT_ERR_CONFIG,
+                    "sweep: '%s': %s = '%s' is not a metric%s expected one of %s, or tasks/<task>/<field> (field: "
+                    GT_SWEEP_TASK_FIELDS ")",
+                    path, what, got, hint[0] ? hint : ";", list);
 }
 
 static gt_rc gt__add_point(gt_sweep *s, gt_sweep_kvs *kv, gt_err *err) {

@@ -149,7 +149,16 @@ typedef struct gt_sweep_result {
   double wall_seconds; /* the whole point: process start to exit */
   long long steps_done;
   char log[GT_STR_PATH]; /* relative to the sweep directory */
+  /* eval_tasks: each task's scores at the run's last eval ("tasks" of its
+   * metrics.jsonl); metric tasks/<name>/<field>, field one of
+   * GT_SWEEP_TASK_FIELDS */
+  int n_tasks;
+  struct {
+    char name[64];
+    double v[5]; /* acc, acc_norm, acc_stderr, acc_norm_stderr, n */
+  } tasks[8];
 } gt_sweep_result;
+#define GT_SWEEP_TASK_FIELDS "acc, acc_norm, acc_stderr, acc_norm_stderr, n"
 
 void gt_sweep_result_init(gt_sweep_result *r);
 void gt_sweep_result_free(gt_sweep_result *r);
@@ -163,7 +172,8 @@ gt_rc gt_sweep_result_from_json(gt_sweep_result *r, const char *line, gt_err *er
 /* A swept key's value as run (else as overridden), or "-". */
 const char *gt_sweep_result_value(const gt_sweep_result *r, const char *key);
 
-/* The metric names results.md and plot.y accept. */
+/* The metric names results.md and plot.y accept: these, and
+ * tasks/<task>/<field> for an eval task's scores (eval_tasks). */
 int gt_sweep_num_metrics(void);
 const char *gt_sweep_metric_name(int i);
 int gt_sweep_is_metric(const char *name);

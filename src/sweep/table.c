@@ -32,7 +32,7 @@ static void gt__metric_text(const char *name, double v, char *buf, size_t n) {
     snprintf(buf, n, "%.1f", v / 1048576.0);
   else if (!strcmp(name, "wall_seconds"))
     snprintf(buf, n, "%.1f", v);
-  else if (!strcmp(name, "tokens_per_s_per_device"))
+  else if (!strcmp(name, "tokens_per_s_per_device") || (l > 2 && !strcmp(name + l - 2, "/n")))
     snprintf(buf, n, "%.0f", v);
   else
     snprintf(buf, n, "%.4f", v);

@@ -16,6 +16,7 @@
 #include "base/prof.h"
 #include "decode/decode.h"
 #include "dist/dist.h"
+#include "eval/eval.h"
 #include "model/model.h"
 #include "model/qstore.h"
 #include "train/config_agree.h"
@@ -382,6 +383,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_data data;
   memset(&data, 0, sizeof data);
   gt_trainer *tr = NULL;
+  gt_eval_train_state *tasks = NULL; /* eval_tasks, read at the first eval */
   gt_report rep;
   memset(&rep, 0, sizeof rep);
   rep.out = out;
@@ -464,6 +466,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
         res->agreed = 0;
         goto out;
       }
+      if ((rc = gt__agree(gt_eval_train_tasks(&tasks, &cfg, gt_trainer_fsdp(tr), &sm, err), "scoring eval_tasks", err)))
+        goto out;
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
       if (sm.eval_total_weights) {
         sm.has_eval = 1;
@@ -593,6 +597,7 @@ out:
   gt_profiler_close(&prof, tr);
   gt_report_close(&rep);
   gt_trainer_destroy(tr);
+  gt_eval_train_tasks_free(tasks);
   gt_data_close(&data);
   gt_model_free(&m);
   free(src);

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# End-to-end: gemtrain train with eval_tasks writes the task's scores to
+# metrics.jsonl at each eval; gemtrain eval scores the run's checkpoint on a
+# small multiple-choice file (tests/data/eval_mc_small.jsonl) and on the
+# held-out text: a table, one JSON object (--json FILE, --json -), each
+# choice's log-likelihood (--samples) from which the harness's formulas give
+# the reported acc / acc_norm / acc_bytes, --limit, the scores
+# the training run reported for the same checkpoint, and for it exported
+# as a Hugging Face directory; the HellaSwag and MMLU layouts as published
+# (tests/data/eval_{hellaswag,mmlu}_small.jsonl), stderr as the harness's
+# mean_stderr, SFT records' loss mask, the same scores on 2 devices, at other batch sizes, with vocab
+# tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
+# file; bad task files are refused in one line naming file, line and field;
+# a sweep's table shows the task's accuracy columns and keeps them on a
+# rerun; an unknown task field is refused. Usage: e2e_eval.sh <gemtrain
+# binary> <source dir>
+set -euo pipefail
+bin="$1"; src="$2"
+work=$(mktemp -d /tmp/gt_e2e_eval.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+"$src/tools/kjv.sh" "$work/kjv.txt" >/dev/null
+head -c 60000 "$work/kjv.txt" > "$work/corpus.txt"
+tasks="$src/tests/data/eval_mc_small.jsonl"
+common=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" threads_per_device=1)
+
+# 1. a short run that also scores the task at each eval (every 10 steps)
+"$bin" train "${common[@]}" steps=20 learning_rate=0.01 eval_interval=10 eval_steps=1 sample_tokens=0 \
+  "eval_tasks=$tasks" "base_output_directory=$work/runs" run_name=a > "$work/train.log" 2>&1 \
+  || { cat "$work/train.log"; fail "training with eval_tasks"; }
+last=$(grep '"tasks"' "$work/runs/a/metrics.jsonl" | tail -1)
+[ -n "$last" ] || fail "metrics.jsonl has no tasks object"
+[ "$(grep -c '"tasks"' "$work/runs/a/metrics.jsonl")" = 2 ] || fail "tasks not on both eval steps"
+echo "$last" | grep -q '"step": 19' || fail "the last tasks object is not step 19's"
+echo "$last" | grep -Eq '"eval_mc_small": \{"n": 6, "acc": [0-9.]+, "acc_stderr": [0-9.]+, "acc_norm": [0-9.]+, "acc_norm_stderr": [0-9.]+\}' \
+  || fail "tasks object: $last"
+
+# 2. gemtrain eval on the run: the table and the JSON
+ev() { "$bin" eval "load_parameters_path=$work/runs/a" "${common[@]}" "$@"; }
+ev "eval_tasks=$tasks" --json "$work/r1.json" > "$work/e1.log" 2>&1 || { cat "$work/e1.log"; fail "gemtrain eval"; }
+grep -q '^eval: checkpoint step_00000020 of run ' "$work/e1.log" || { cat "$work/e1.log"; fail "no model line"; }
+grep -Eq '^data: 18 rows, [0-9]+ tokens in the loss: loss [0-9.]+, perplexity [0-9.]+ ' "$work/e1.log" \
+  || { cat "$work/e1.log"; fail "no data line"; }
+grep -Eq '^\| eval_mc_small +\| +6 \| +[01]\.[0-9]{4} ± [0-9.]{6} \|' "$work/e1.log" || { cat "$work/e1.log"; fail "no task row"; }
+python3 - "$work/r1.json" "$last" <<'EOF' || fail "JSON results"
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+t = r["tasks"]["eval_mc_small"]
+assert t["n"] == 6 and t["requests"] == 19, t
+# the harness's mean_stderr of a 0/1 score: sqrt(p (1 - p) / (n - 1))
+for k in ("acc", "acc_norm", "acc_bytes"):
+    p = t[k]
+    assert abs(t[k + "_stderr"] - math.sqrt(p * (1 - p) / 5)) < 1e-12, (k, t)
+    assert abs(p * 6 - round(p * 6)) < 1e-12, (k, p)
+# the same checkpoint scored during training (step 19's eval) and here
+m = json.loads(sys.argv[2])["tasks"]["eval_mc_small"]
+for k in ("acc", "acc_norm", "acc_stderr", "acc_norm_stderr"):
+    assert abs(m[k] - t[k]) < 1e-8, (k, m, t)
+p = r["perplexity"]
+# gemma3-tiny: rows of 64 + 1 tokens; the last 5% of 60000 bytes held out
+assert p["rows"] == 18 and abs(math.exp(p["loss"]) - p["perplexity"]) < 1e-9 * p["perplexity"], p
+EOF
+
+# 2a. --samples: each choice's log-likelihood; acc, acc_norm and acc_bytes
+#     recomputed from them as lm-evaluation-harness does (numpy argmax of
+#     ll, ll / len(choice), ll / len(choice.encode())) are the reported ones;
+#     --limit scores the first examples only
+ev "eval_tasks=$tasks" --samples "$work/s.jsonl" --json "$work/s.json" > /dev/null 2>&1 || fail "eval --samples"
+python3 - "$tasks" "$work/s.jsonl" "$work/s.json" <<'EOF' || fail "the metrics recomputed from --samples"
+import json, sys
+ex = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sm = [json.loads(l) for l in open(sys.argv[2])]
+r = json.load(open(sys.argv[3]))["tasks"]["eval_mc_small"]
+assert len(sm) == len(ex) == r["n"]
+def argmax(v):
+    return max(range(len(v)), key=lambda i: (v[i], -i))
+hits = {"acc": 0, "acc_norm": 0, "acc_bytes": 0}
+for e, s in zip(ex, sm):
+    ll = s["ll"]
+    assert s["label"] == e["label"] and len(ll) == len(e["choices"])
+    hits["acc"] += argmax(ll) == e["label"]
+    hits["acc_norm"] += argmax([x / len(c) for x, c in zip(ll, e["choices"])]) == e["label"]
+    hits["acc_bytes"] += argmax([x / len(c.encode()) for x, c in zip(ll, e["choices"])]) == e["label"]
+    assert s["pred"] == argmax(ll)
+for k, h in hits.items():
+    assert abs(r[k] - h / len(ex)) < 1e-15, (k, r[k], h)
+EOF
+ev "eval_tasks=$tasks" --limit 4 --json "$work/lim.json" > /dev/null 2>&1 || fail "eval --limit"
+python3 -c "import json; t = json.load(open('$work/lim.json'))['tasks']['eval_mc_small']; assert t['n'] == 4, t" \
+  || fail "--limit 4"
+
+# 2b. the same checkpoint as a Hugging Face directory scores the same
+"$bin" convert to_hf "$work/runs/a" "$work/hf" dtype=float32 > /dev/null || fail "convert to_hf"
+"$bin" eval "load_parameters_path=$work/hf" "${common[@]}" "eval_tasks=$tasks" --json "$work/hf.json" > "$work/hf.log" 2>&1 \
+  || { cat "$work/hf.log"; fail "eval of the HF directory"; }
+python3 - "$work/r1.json" "$work/hf.json" <<'EOF' || fail "the HF directory scores differently"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("acc", "acc_norm", "acc_bytes", "tokens"):
+    assert a["tasks"]["eval_mc_small"][k] == b["tasks"]["eval_mc_small"][k], k
+assert a["perplexity"]["loss"] == b["perplexity"]["loss"], (a["perplexity"], b["perplexity"])
+EOF
+
+# 2c. the published layouts: HellaSwag rows and MMLU rows, told by their fields
+ev "eval_tasks=$src/tests/data/eval_hellaswag_small.jsonl, $src/tests/data/eval_mmlu_small.jsonl" --json "$work/l.json" \
+  > "$work/l.log" 2>&1 || { cat "$work/l.log"; fail "eval of the HellaSwag and MMLU files"; }
+python3 - "$work/l.json" <<'EOF' || fail "the HellaSwag and MMLU layouts"
+import json, sys
+t = json.load(open(sys.argv[1]))["tasks"]
+h, m = t["eval_hellaswag_small"], t["eval_mmlu_small"]
+assert h["format"] == "hellaswag" and h["n"] == 3 and h["requests"] == 10, h
+# byte tokens: each MMLU continuation is " A" .. " D", 2 tokens
+assert m["format"] == "mmlu" and m["n"] == 3 and m["requests"] == 12 and m["tokens"] == 24, m
+EOF
+
+# 3. the same scores on 2 devices, at another batch size, with vocab tiles;
+#    --json - puts the JSON alone on standard output
+#    z_loss_multiplier changes nothing (the scores are the cross-entropy alone)
+for v in "num_devices=2" "per_device_batch_size=3" "num_devices=2 per_device_batch_size=2 num_vocab_tiling=2" \
+         "z_loss_multiplier=0.1"; do
+  # shellcheck disable=SC2086
+  ev "eval_tasks=$tasks" --json - $v > "$work/r2.json" 2> "$work/e2.log" || { cat "$work/e2.log"; fail "eval $v"; }
+  python3 - "$work/r1.json" "$work/r2.json" "$v" <<'EOF' || fail "scores differ with $v"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ta, tb = a["tasks"]["eval_mc_small"], b["tasks"]["eval_mc_small"]
+for k in ("acc", "acc_norm", "acc_bytes", "n", "tokens"):
+    assert ta[k] == tb[k], (sys.argv[3], k, ta[k], tb[k])
+pa, pb = a["perplexity"], b["perplexity"]
+assert pa["tokens"] == pb["tokens"] and abs(pa["loss"] - pb["loss"]) < 1e-5, (pa, pb)
+EOF
+done
+
+# 3b. over 2 MPI ranks (1 device each): the same as 1 rank x 2 devices
+mpirun=$(command -v mpirun || true)
+if [ -n "$mpirun" ]; then
+  flags=(--oversubscribe)
+  [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+  ev "eval_tasks=$tasks" --json "$work/d2.json" num_devices=2 > /dev/null 2>&1 || fail "eval on 2 devices"
+  if (cd "$work" && timeout 120 "$mpirun" "${flags[@]}" -np 2 "$bin" eval "load_parameters_path=$work/runs/a" \
+        "${common[@]}" "eval_tasks=$tasks" num_devices=1 dcn_fsdp_parallelism=2 --json "$work/r2r.json") \
+        > "$work/mpi.log" 2>&1; then
+    python3 - "$work/d2.json" "$work/r2r.json" <<'EOF2' || fail "2 ranks differ from 2 devices"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("acc", "acc_norm", "acc_bytes", "tokens"):
+    assert a["tasks"]["eval_mc_small"][k] == b["tasks"]["eval_mc_small"][k], k
+assert a["perplexity"]["loss"] == b["perplexity"]["loss"], (a["perplexity"], b["perplexity"])
+EOF2
+  elif ! grep -q "built without MPI" "$work/mpi.log"; then
+    cat "$work/mpi.log"; fail "gemtrain eval over 2 ranks"
+  fi
+fi
+
+# 4. --whole: every row of the file (the training part too)
+ev --whole --json "$work/w.json" > "$work/w.log" 2>&1 || { cat "$work/w.log"; fail "eval --whole"; }
+python3 -c "
+import json, sys
+p = json.load(open('$work/w.json'))['perplexity']
+assert p['rows'] == 60000 // 65, p
+assert 'tasks' not in json.load(open('$work/w.json')) or not json.load(open('$work/w.json'))['tasks']
+" || fail "--whole rows"
+
+# 4b. SFT records: only the model's turns are in the loss (tests/data/sft_chat.jsonl,
+#     Gemma's chat template over byte tokens: each turn's bytes and its <end_of_turn>)
+ev dataset_type=jsonl "dataset_path=$src/tests/data/sft_chat.jsonl" use_sft=true train_data_columns=messages \
+  packing=false max_target_length=256 --whole --json "$work/sft.json" > "$work/sft.log" 2>&1 || { cat "$work/sft.log"; fail "eval of SFT records"; }
+python3 - "$src/tests/data/sft_chat.jsonl" "$work/sft.json" <<'EOF' || fail "SFT loss tokens"
+import json, sys
+want, rows = 0, 0
+for line in open(sys.argv[1]):
+    if not line.strip():
+        continue
+    rows += 1
+    for m in json.loads(line)["messages"]:
+        if m["role"] == "assistant":
+            want += len(m["content"].strip().encode()) + len("<end_of_turn>")
+p = json.load(open(sys.argv[2]))["perplexity"]
+assert p["rows"] == rows and p["tokens"] == want, (p, rows, want)
+EOF
+
+# 5. bad task files: one line naming file, line and field
+bad() {
+  printf '%s\n' "$1" > "$work/bad.jsonl"
+  printf '%s\n' "$2" >> "$work/bad.jsonl"
+  local out rc=0
+  out=$(ev "eval_tasks=$work/bad.jsonl" 2>&1) && rc=0 || rc=$?
+  [ "$rc" != 0 ] || fail "a bad task file was accepted: $2"
+  echo "$out" | grep -qF "$3" || { echo "$out"; fail "no line '$3'"; }
+}
+good='{"context": "a", "choices": ["b", "c"], "label": 0}'
+bad "$good" '{"context": "a", "choices": ["b"], "label": 0}' \
+  "eval: '$work/bad.jsonl' line 2: field 'choices' has 1 choice; a multiple-choice example needs at least 2"
+bad "$good" '{"context": "a", "choices": ["b", "c"], "label": 2}' \
+  "eval: '$work/bad.jsonl' line 2: field 'label' = 2 is out of range for 2 choices (0..1)"
+bad "$good" '{"context": "", "choices": ["b", "c"], "label": 1}' "eval: '$work/bad.jsonl' line 2: field 'context' is empty"
+bad "$good" '{"ctx_a": "", "ctx_b": "", "endings": ["b", "c"], "label": "1"}' \
+  "eval: '$work/bad.jsonl' line 2: field 'ctx_a' is empty"
+bad "$good" '{"question": "q", "choices": ["b", "c"], "answer": 5}' \
+  "eval: '$work/bad.jsonl' line 2: field 'answer' = 5 is out of range for 2 choices (0..1)"
+out=$("$bin" eval model_name=gemma3-tiny 2>&1) && fail "eval with nothing to score ran" || true
+echo "$out" | grep -q "^gemtrain: eval: nothing to score" || fail "no 'nothing to score' line: $out"
+
+# 6. a sweep whose table shows the task's accuracy
+cat > "$work/sw.json" <<EOF
+{
+  "base": {"overrides": {"model_name": "gemma3-tiny", "dataset_type": "text", "dataset_path": "$work/corpus.txt",
+                         "eval_interval": 5, "eval_steps": 1, "eval_tasks": "$tasks", "threads_per_device": 1}},
+  "grid": {"learning_rate": [0.001, 0.01]},
+  "steps": 5,
+  "metrics": ["final_eval_loss", "tasks/eval_mc_small/acc", "tasks/eval_mc_small/acc_norm", "tasks/eval_mc_small/n"],
+  "plot": {"x": "learning_rate", "y": "tasks/eval_mc_small/acc"}
+}
+EOF
+(cd "$work" && "$bin" sweep sw.json base_output_directory=out) > "$work/sw.log" 2>&1 || { cat "$work/sw.log"; fail "sweep"; }
+md="$work/out/sw/results.md"
+grep -q '| tasks/eval_mc_small/acc | tasks/eval_mc_small/acc_norm | tasks/eval_mc_small/n |' "$md" \
+  || { cat "$md"; fail "no task columns in results.md"; }
+[ "$(grep -Ec '\| ok \| [0-9.]+ \| [01]\.[0-9]{4} \| [01]\.[0-9]{4} \| 6 \|' "$md")" = 2 ] || { cat "$md"; fail "task cells"; }
+# results.jsonl keeps them (a rerun reads them back and runs nothing)
+grep -q '"tasks":{"eval_mc_small":{"acc":' "$work/out/sw/results.jsonl" || fail "results.jsonl has no tasks"
+(cd "$work" && "$bin" sweep sw.json base_output_directory=out) > "$work/sw2.log" 2>&1 || fail "sweep rerun"
+cmp <(grep '^|' "$md") <(sed -n '/^|/p' "$work/out/sw/results.md") > /dev/null || fail "rerun table"
+grep -Ec '\| ok \| [0-9.]+ \| [01]\.[0-9]{4} \| [01]\.[0-9]{4} \| 6 \|' "$md" | grep -q '^2$' || fail "rerun lost the task cells"
+bad_sw=$(sed 's|"tasks/eval_mc_small/n"|"tasks/eval_mc_small/f1"|' "$work/sw.json")
+echo "$bad_sw" > "$work/sw3.json"
+out=$(cd "$work" && "$bin" sweep sw3.json base_output_directory=out 2>&1) && fail "a bad task metric was accepted" || true
+echo "$out" | grep -q "is not a metric.*tasks/<task>/<field>" || fail "bad metric line: $out"
+cat "$md"
+echo "e2e_eval: OK"
