@@ -198,3 +198,14 @@ void gt_diloco_set_from_full(gt_diloco *d, const float *outer_full, const float 
     gt_fsdp_trainable_from_full(d->fs, i, mom_full, d->mom[i]);
   }
 }
+
+void gt_diloco_ckpt_shard(gt_diloco *d, int r, const float **outer, const float **mu, const float **nu) {
+  *outer = *mu = *nu = NULL;
+  gt_mesh *m = gt_fsdp_mesh(d->fs);
+  if (gt_mesh_rank_of(m, r) != gt_mesh_rank(m)) return;
+  for (int i = 0; i < d->n_dev; i++)
+    if (gt_mesh_global_id(m, i) == r) {
+      *outer = d->outer[i];
+      *mu = *nu = d->mom[i];
+    }
+}

@@ -70,5 +70,9 @@ int64_t gt_diloco_sync_bytes(int64_t elems, int replicas);
 int gt_diloco_devices(const gt_diloco *d);
 void gt_diloco_shard(gt_diloco *d, int dev, const float **outer, const float **mom, int64_t *n);
 void gt_diloco_set_from_full(gt_diloco *d, const float *outer_full, const float *mom_full);
+/* Shard r of a checkpoint of the outer state (the FSDP shard global device
+ * r holds): the outer parameters and the momentum (as both moments), all
+ * NULL when another rank holds it. */
+void gt_diloco_ckpt_shard(gt_diloco *d, int r, const float **outer, const float **mu, const float **nu);
 
 #endif
