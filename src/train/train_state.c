@@ -14,14 +14,16 @@
 #include "dist/dist.h"
 #include "hf/hf.h"
 #include "ckpt/paramfile.h"
+#include "train/diloco.h"
 #include "train/optim.h"
 #include "train/train_internal.h"
 #include "base/prof.h"
 
-/* The checkpoint's agreement between MPI ranks (ckpt.h's gt_ckpt_sync). */
+/* The checkpoint's agreement between the MPI ranks of the mesh (ckpt.h's
+ * gt_ckpt_sync; a DiLoCo replica's ranks, dist.h). */
 static gt_rc gt__agree(void *ctx, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
   (void)ctx;
-  return gt_dist_agree(mine, mine_err, what, err);
+  return gt_dist_replica_agree(mine, mine_err, what, err);
 }
 
 /* Compacts a full flat buffer to its units' trainable prefixes, in unit
@@ -54,15 +56,20 @@ static gt_rc gt__frozen_fill(const gt__tstate *s, float *p, gt_err *err) {
   return GT_OK;
 }
 
-gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+/* The state into the checkpoints under `root`, keeping `keep`; with
+ * `outer`, DiLoCo's outer parameters and momentum instead (diloco.h). */
+static gt_rc gt__save_root(const gt__tstate *s, const char *root, int64_t keep, int outer, int64_t step, gt_err *err) {
   enum { MAXS = 1024 };
   const float *p[MAXS], *mu[MAXS], *nu[MAXS];
   gt_ckpt_src src = {1, p, mu, nu};
   int64_t opt_step;
   float *host = NULL;
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
-  const int R = gt_dist_size(), primary = gt_dist_rank() == 0;
-  if (gt_fsdp_expert_parallelism(fs) > 1) {
+  const int R = gt_dist_replica_size(), primary = gt_dist_replica_rank() == 0;
+  if (outer) {
+    src.n_shards = gt_fsdp_num_shards(fs);
+    for (int r = 0; r < src.n_shards; r++) gt_diloco_ckpt_shard(gt_trainer_diloco(s->tr), r, &p[r], &mu[r], &nu[r]);
+  } else if (gt_fsdp_expert_parallelism(fs) > 1) {
     /* a device's shard holds only its experts: save the full state as one
      * shard (restores go through full buffers anyway, onto any mesh); over
      * ranks every rank assembles it (collective) and rank 0 writes it */
@@ -75,7 +82,7 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
      * the others waiting in it */
     if (R > 1) {
       gt_err mine = *err;
-      rc0 = gt_dist_agree(rc0, &mine, "assembling the checkpoint", err);
+      rc0 = gt_dist_replica_agree(rc0, &mine, "assembling the checkpoint", err);
     }
     if (!rc0) rc0 = gt_fsdp_full_state(fs, host, host + n, host + 2 * n, err);
     if (rc0) {
@@ -96,7 +103,7 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
     for (int r = 0; r < src.n_shards && !rc0; r++) rc0 = gt_fsdp_shard_state(fs, r, &p[r], &mu[r], &nu[r], s->mem, err);
     if (R > 1) { /* the save is collective: every rank or none */
       gt_err mine = *err;
-      rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
+      rc0 = gt_dist_replica_agree(rc0, &mine, "preparing the checkpoint", err);
     }
     if (rc0) {
       gt_fsdp_shard_state_done(fs);
@@ -108,23 +115,27 @@ gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_
   gt_ckpt_frozen fz;
   fz.sum = gt_fsdp_frozen_sum(fs);
   gt__frozen_source(s->cfg, fz.source, sizeof fz.source);
-  char root[2200];
-  snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
-  gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
+  gt_ckpt_sync sync = {gt_dist_replica_rank(), R, gt__agree, NULL};
   gt_rc rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
-                                 (int)s->cfg->checkpoint_compression,
-                               s->cfg->max_num_checkpoints_to_keep, R > 1 ? &sync : NULL, err);
+                                 (int)s->cfg->checkpoint_compression, keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
   gt_fsdp_shard_state_done(fs);
-  if (rc == GT_OK && s->out) {
+  if (rc == GT_OK && s->out && !outer) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
             (long long)src.n_shards, src.n_shards > 1 ? "s" : "", gt_prof_now() - t0);
     fflush(s->out);
   }
   return rc;
+}
+
+gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+  char root[2200];
+  snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+  if (!gt_trainer_diloco(s->tr)) return gt__save_root(s, root, s->cfg->max_num_checkpoints_to_keep, 0, step, err);
+  return gt_diloco_ckpt_save(s, gt__save_root, run_dir, step, err);
 }
 
 gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err) {
@@ -208,6 +219,8 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
    * continues instead of starting over from its initial weights */
   if (c->enable_checkpointing && gt_ckpt_present(own))
     path = own, why = "the run directory", *resumed = 1;
+  gt_rc rc = *resumed ? gt_diloco_ckpt_path(s->cfg, run_dir, own, sizeof own, err) : GT_OK; /* this replica's part */
+  if (rc) return rc;
   else if (c->load_full_state_path[0])
     path = c->load_full_state_path, why = "load_full_state_path";
   else if (c->load_parameters_path[0])
@@ -223,7 +236,6 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   p = host;
   if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
   gt_ckpt_loaded ld;
-  gt_rc rc;
   if (!full) {
     /* parameters of a checkpoint, an HF directory or a parameter file; the
      * adapters (model/lora.h), which a base lacks, start initialised */
@@ -265,6 +277,10 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   }
   int64_t opt_step = full ? ld.state.opt_step : 0;
   if ((rc = gt_fsdp_set_state(gt_trainer_fsdp(s->tr), p, mu, nu, opt_step, err))) goto out;
+  /* DiLoCo's outer state: its own part of the checkpoint, or this state */
+  if ((rc = gt_diloco_ckpt_restore(gt_trainer_diloco(s->tr), s->m, run_dir, *resumed ? ld.state.step : -1, p, mu, nu,
+                                   s->out, err)))
+    goto out;
   if (full) {
     *start = ld.state.step;
     gt_trainer_set_step_index(s->tr, ld.state.step);
