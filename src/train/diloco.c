@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "base/prof.h"
+#include "base/shard.h"
 #include "dist/dist.h"
+#include "model/model.h"
 
 struct gt_diloco {
   gt_fsdp *fs;
@@ -208,4 +210,19 @@ void gt_diloco_ckpt_shard(gt_diloco *d, int r, const float **outer, const float 
       *outer = d->outer[i];
       *mu = *nu = d->mom[i];
     }
+}
+
+gt_rc gt_diloco_plan(const gt_config *cfg, int64_t *elems, int64_t *bytes_per_sync, int64_t *outer_bytes, gt_err *err) {
+  gt_model m;
+  gt_rc rc = gt_model_build(&m, cfg, err);
+  if (rc) return rc;
+  int dp, fs, ep;
+  gt_config_global_axes(cfg, &dp, &fs, &ep);
+  int64_t n = 0;
+  for (int64_t u = 0; u < gt_model_n_units(&m); u++) n += gt_shard_len(gt_model_unit_trainable(&m, u), fs, 0);
+  gt_model_free(&m);
+  *elems = n;
+  *bytes_per_sync = gt_diloco_sync_bytes(n, (int)cfg->dcn_diloco_parallelism);
+  *outer_bytes = 2 * n * (int64_t)sizeof(float);
+  return GT_OK;
 }

@@ -65,6 +65,11 @@ void gt_diloco_outer_update(float *outer, float *mom, const float *delta_sum, in
  * other replicas per sync. */
 int64_t gt_diloco_sync_bytes(int64_t elems, int replicas);
 
+/* The plan's figures for cfg (DiLoCo on): the trainable elements on the
+ * busiest device (the first shard of the fsdp axis), the bytes it sends to
+ * other replicas per sync, and its outer state's bytes. */
+gt_rc gt_diloco_plan(const gt_config *cfg, int64_t *elems, int64_t *bytes_per_sync, int64_t *outer_bytes, gt_err *err);
+
 /* Checkpoint parts: the outer parameters and momentum of device dev's
  * shard, and their restore from full flat buffers of the model layout. */
 int gt_diloco_devices(const gt_diloco *d);
