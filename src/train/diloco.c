@@ -90,6 +90,16 @@ gt_rc gt_diloco_create(gt_diloco **out, const gt_config *cfg, gt_fsdp *fs, gt_er
   d->lr = (float)cfg->diloco_outer_lr;
   d->mu = (float)cfg->diloco_outer_momentum;
   d->measure = gt_mem_measuring(gt_fsdp_device_mem(fs, 0));
+  /* the sync sums over the replicas the ranks were split into: a real run
+   * needs that split (gemtrain train makes it), or the mean would be wrong */
+  if (!d->measure && gt_dist_replicas() != d->P) {
+    int have = gt_dist_replicas();
+    free(d);
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "diloco: key 'enable_diloco' = true with dcn_diloco_parallelism = %d, but the ranks are split "
+                      "into %d replica%s; run it under mpirun with gemtrain train (which splits them)",
+                      (int)cfg->dcn_diloco_parallelism, have, have > 1 ? "s" : "");
+  }
   d->outer = calloc((size_t)d->n_dev, sizeof *d->outer);
   d->mom = calloc((size_t)d->n_dev, sizeof *d->mom);
   d->n = calloc((size_t)d->n_dev, sizeof *d->n);
