@@ -16,6 +16,7 @@
 
 #include "base/alloc.h"
 #include "config/config.h"
+#include "dist/dist.h"
 #include "mesh/fsdp.h"
 #include "train/diloco.h"
 #include "train/plan.h"
@@ -128,9 +129,15 @@ START_TEST(test_refused_keys) {
   ck_assert_int_eq(load(&c, 5, moe, &e), GT_ERR_CONFIG);
   ck_assert_msg(strstr(e.msg, "expert axis"), "%s", e.msg);
   /* a good DiLoCo config loads; started without mpirun it is one rank,
-   * which the run refuses naming the key */
+   * which the run refuses naming the key (a build without MPI refuses the
+   * config itself) */
   const char *ok[] = {"model_name=gemma3-tiny", "enable_diloco=true", "dcn_diloco_parallelism=2",
                       "diloco_sync_period=4"};
+  if (!gt_dist_compiled()) {
+    ck_assert_int_eq(load(&c, 4, ok, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, "'enable_diloco' = true") && strstr(e.msg, "without MPI"), "%s", e.msg);
+    return;
+  }
   ck_assert_int_eq(load(&c, 4, ok, &e), GT_OK);
   ck_assert(gt_diloco_on(&c));
   ck_assert_int_eq(gt_diloco_setup_ranks(&c, &e), GT_ERR_CONFIG);
@@ -143,6 +150,7 @@ START_TEST(test_refused_keys) {
 END_TEST
 
 START_TEST(test_plan_bytes_and_memory) {
+  if (!gt_dist_compiled()) return; /* the config is refused: test_refused_keys */
   gt_config c, plain;
   const char *ov[] = {"model_name=gemma3-tiny", "enable_diloco=true", "dcn_diloco_parallelism=3",
                       "diloco_sync_period=8", "per_device_batch_size=1"};

@@ -1416,10 +1416,6 @@ static gt_rc gt__validate_diloco(const gt_config *c, gt_err *err) {
                       "config: key 'dcn_diloco_parallelism' = %lld with enable_diloco = true; DiLoCo needs 2 or more "
                       "replicas (groups of MPI ranks)",
                       c->dcn_diloco_parallelism);
-  if (!gt_dist_compiled())
-    return gt_err_set(err, GT_ERR_CONFIG,
-                      "config: key 'enable_diloco' = true, but this gemtrain was built without MPI (one process only); "
-                      "DiLoCo replicas are groups of MPI ranks: install libopenmpi-dev and rebuild");
   int W = gt_dist_size();
   if (W > 1 && W % c->dcn_diloco_parallelism)
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -1433,6 +1429,10 @@ static gt_rc gt__validate_diloco(const gt_config *c, gt_err *err) {
                       "config: key 'enable_diloco' = true with an expert axis of %d (ici_expert_parallelism x "
                       "dcn_expert_parallelism); DiLoCo runs on data and fsdp axes only, expected 1",
                       ep);
+  if (!gt_dist_compiled())
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'enable_diloco' = true, but this gemtrain was built without MPI (one process only); "
+                      "DiLoCo replicas are groups of MPI ranks: install libopenmpi-dev and rebuild");
   return GT_OK;
 }
 
