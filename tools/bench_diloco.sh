@@ -6,16 +6,18 @@
 # step:
 #   dp      dcn_data_parallelism=2: gradients all-reduced every step
 #   diloco  enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16
-#           (MaxText's outer lr 0.3 and Nesterov momentum 0.9): each replica
-#           trains on its 8 rows and the replicas sync every 16 steps
+#           with MaxText's outer lr 0.3 and Nesterov momentum 0.9: each
+#           replica trains on its 8 rows and the replicas sync every 16 steps
+#   diloco_07_05  the same with diloco_outer_lr=0.7 diloco_outer_momentum=0.5
 # Evaluations every 16 steps (after a sync for DiLoCo) and after the last.
 # Prints both eval curves side by side, the bytes each device sends to the
 # other ranks per step (measured for data parallelism, metrics.jsonl's
 # comm_bytes_dcn; for DiLoCo gemtrain plan's, which is what each sync sends,
 # and metrics.jsonl's diloco_bytes when the step record has it), and checks
-# the two targets: DiLoCo's bytes per step at most 1/16 of data
-# parallelism's, and its final eval loss within 3% of data parallelism's.
-# Takes the machine lock itself; about 8 minutes on the 2-core machine.
+# the two targets for each DiLoCo run: bytes per step at most 1/16 of data
+# parallelism's, and the final eval loss within 3% of data parallelism's.
+# Takes the machine lock for each run; each run is 200 steps of the default
+# job on each of 2 ranks (10 to 40 minutes on the 2-core machine, by load).
 # Usage: tools/bench_diloco.sh [--report] [gemtrain] [output directory]
 # (--report: only the tables, from the runs already in the directory)
 set -euo pipefail
@@ -39,6 +41,7 @@ run() {
 if [ "$report" = 0 ]; then
   run dp dcn_data_parallelism=2
   run diloco "${dl[@]}"
+  run diloco_07_05 "${dl[@]}" diloco_outer_lr=0.7 diloco_outer_momentum=0.5
 fi
 "$bin" plan --json dcn_data_parallelism=2 > "$out/plan_dp.json"
 "$bin" plan --json "${dl[@]}" > "$out/plan_diloco.json"
@@ -47,33 +50,35 @@ import json, os, sys
 out = sys.argv[1]
 def recs(name):
     return [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl")) if l.strip()]
-dp, dl = recs("dp"), recs("diloco")
+runs = [("dp", "data parallelism"), ("diloco", "DiLoCo, outer lr 0.3, momentum 0.9"),
+        ("diloco_07_05", "DiLoCo, outer lr 0.7, momentum 0.5")]
+runs = [(n, t) for n, t in runs if os.path.exists(os.path.join(out, n, "metrics.jsonl"))]
+R = {n: recs(n) for n, _ in runs}
+ev = {n: {x["step"]: x["eval_loss"] for x in R[n] if "eval_loss" in x} for n, _ in runs}
+tok = 16 * 256
+print("| after step | tokens | " + " | ".join(t + " eval loss" for _, t in runs) + " |")
+print("|---|---|" + "---|" * len(runs))
+for s in sorted(ev["dp"]):
+    cells = [f"{ev[n][s]:.4f}" + ("" if n == "dp" else f" ({100 * (ev[n][s] / ev['dp'][s] - 1):+.1f}%)")
+             for n, _ in runs if s in ev[n]]
+    print(f"| {s + 1} | {(s + 1) * tok} | " + " | ".join(cells) + " |")
+mean = lambda v: sum(v) / len(v)
 pdp = json.load(open(os.path.join(out, "plan_dp.json")))
 pdl = json.load(open(os.path.join(out, "plan_diloco.json")))
-ev = lambda r: {x["step"]: x["eval_loss"] for x in r if "eval_loss" in x}
-edp, edl = ev(dp), ev(dl)
-print("| after step | tokens | data parallelism eval loss | DiLoCo eval loss | DiLoCo / DP |")
-print("|---|---|---|---|---|")
-tok = 16 * 256
-for s in sorted(edp):
-    if s in edl:
-        print(f"| {s + 1} | {(s + 1) * tok} | {edp[s]:.4f} | {edl[s]:.4f} | {edl[s] / edp[s]:.4f} |")
-mean = lambda v: sum(v) / len(v)
-b_dp = mean([x.get("comm_bytes_dcn", 0) for x in dp])
-b_dp_plan = pdp["comm_bytes_dcn_per_step_per_device"]
-b_dl_plan = pdl["diloco_bytes_per_step_per_device"]
-meas = [x["diloco_bytes"] for x in dl if "diloco_bytes" in x]
-b_dl = sum(meas) / len(dl) if meas else None
-t_dp = mean([x["seconds"] for x in dp[1:]])
-t_dl = mean([x["seconds"] for x in dl[1:]])
+b_dp = mean([x.get("comm_bytes_dcn", 0) for x in R["dp"]])
 print()
-print("| setup | bytes to other ranks per step per device | step seconds (mean) | final eval loss |")
+print("| setup | bytes to other ranks per step per device | final eval loss | vs data parallelism |")
 print("|---|---|---|---|")
-print(f"| data parallelism (dcn_data_parallelism=2) | {b_dp:.0f} measured ({b_dp_plan:.0f} planned) | {t_dp:.3f} | {edp[max(edp)]:.4f} |")
-m = f"{b_dl:.0f} measured, " if b_dl is not None else ""
-print(f"| DiLoCo (2 replicas, sync every 16) | {m}{b_dl_plan:.0f} planned ({pdl['diloco_bytes_per_sync_per_device']:.0f} per sync) | {t_dl:.3f} | {edl[max(edl)]:.4f} |")
-ratio = (b_dl if b_dl is not None else b_dl_plan) / b_dp
-rel = edl[max(edl)] / edp[max(edp)] - 1
-print(f"\nbytes per step: DiLoCo / data parallelism = {ratio:.5f} (target <= {1/16:.5f}): {'ok' if ratio <= 1/16 else 'MISSED'}")
-print(f"final eval loss: DiLoCo {edl[max(edl)]:.4f} vs {edp[max(edp)]:.4f}, {100 * rel:+.2f}% (target within 3%): {'ok' if abs(rel) <= 0.03 else 'MISSED'}")
+fdp = ev["dp"][max(ev["dp"])]
+print(f"| data parallelism (dcn_data_parallelism=2) | {b_dp:.0f} measured ({pdp['comm_bytes_dcn_per_step_per_device']:.0f} planned) | {fdp:.4f} | |")
+ok = True
+for n, t in runs[1:]:
+    meas = [x["diloco_bytes"] for x in R[n] if "diloco_bytes" in x]
+    b = sum(meas) / len(R[n]) if meas else None
+    m = f"{b:.0f} measured, " if b is not None else ""
+    f = ev[n][max(ev[n])]
+    rel = f / fdp - 1
+    ratio = (b if b is not None else pdl["diloco_bytes_per_step_per_device"]) / b_dp
+    print(f"| {t} | {m}{pdl['diloco_bytes_per_step_per_device']:.0f} planned ({pdl['diloco_bytes_per_sync_per_device']:.0f} per sync); {ratio:.5f} of data parallelism's | {f:.4f} | {100 * rel:+.2f}% |")
+    print(f"  {t}: bytes {'ok' if ratio <= 1 / 16 else 'MISSED'} (<= 1/16), eval loss {'ok' if abs(rel) <= 0.03 else 'MISSED'} (within 3%)", file=sys.stderr)
 PY
