@@ -219,13 +219,14 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
    * continues instead of starting over from its initial weights */
   if (c->enable_checkpointing && gt_ckpt_present(own))
     path = own, why = "the run directory", *resumed = 1;
-  gt_rc rc = *resumed ? gt_diloco_ckpt_path(s->cfg, run_dir, own, sizeof own, err) : GT_OK; /* this replica's part */
-  if (rc) return rc;
   else if (c->load_full_state_path[0])
     path = c->load_full_state_path, why = "load_full_state_path";
   else if (c->load_parameters_path[0])
     path = c->load_parameters_path, why = "load_parameters_path", full = 0;
   if (!path) return GT_OK;
+  /* DiLoCo: a replica's own part of the run's checkpoint */
+  gt_rc rc = *resumed ? gt_diloco_ckpt_path(s->cfg, run_dir, own, sizeof own, err) : GT_OK;
+  if (rc) return rc;
   gt_model *m = s->m;
   float *p, *mu = NULL, *nu = NULL;
   /* assemble full buffers on the host, then hand each device its shards */
