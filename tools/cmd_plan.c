@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train/diloco.h"
 #include "train/fit.h"
 #include "train/plan.h"
 
@@ -94,12 +95,47 @@ static void gt__print_fit(const gt_fit *f, int64_t limit, const char *cmd) {
   printf("  run:\n    %s\n", cmd);
 }
 
+/* DiLoCo (enable_diloco): the bytes each device sends to the other
+ * replicas, per sync and per step; each replica is planned as above. */
+typedef struct gt__diloco_fig {
+  int on;
+  int64_t elems, per_sync, outer;
+  double per_step;
+} gt__diloco_fig;
+
+static gt_rc gt__diloco_fig_of(const gt_config *cfg, gt__diloco_fig *d, gt_err *err) {
+  memset(d, 0, sizeof *d);
+  if (!gt_diloco_on(cfg)) return GT_OK;
+  d->on = 1;
+  gt_rc rc = gt_diloco_plan(cfg, &d->elems, &d->per_sync, &d->outer, err);
+  d->per_step = (double)d->per_sync / (double)cfg->diloco_sync_period;
+  return rc;
+}
+
+static void gt__diloco_print(const gt__diloco_fig *d, const gt_plan *p, const gt_config *cfg) {
+  if (!d->on) return;
+  double M = 1048576.0;
+  printf("  DiLoCo: %lld replicas, each planned above (%d rank%s of %d device%s); every %lld steps each device sends "
+         "%.2f MiB to the other replicas (its %lld trainable elements to each), %.4f MiB per step; outer "
+         "parameters and momentum %.2f MiB per device (in the optimizer figures above)\n",
+         cfg->dcn_diloco_parallelism, p->n_ranks, p->n_ranks > 1 ? "s" : "", p->n_devices,
+         p->n_devices > 1 ? "s" : "", cfg->diloco_sync_period, (double)d->per_sync / M, (long long)d->elems,
+         d->per_step / M, (double)d->outer / M);
+}
+
 static char *gt__json(const gt_plan *p, const gt_config *cfg, int64_t limit, int searched, const gt_fit *f,
-                      const char *cmd) {
+                      const char *cmd, const gt__diloco_fig *dl) {
   char *s = gt_plan_to_json(p, cfg);
   cJSON *o = s ? cJSON_Parse(s) : NULL;
   free(s);
   if (!o) return NULL;
+  if (dl->on) {
+    cJSON_AddNumberToObject(o, "diloco_replicas", (double)cfg->dcn_diloco_parallelism);
+    cJSON_AddNumberToObject(o, "diloco_sync_period", (double)cfg->diloco_sync_period);
+    cJSON_AddNumberToObject(o, "diloco_bytes_per_sync_per_device", (double)dl->per_sync);
+    cJSON_AddNumberToObject(o, "diloco_bytes_per_step_per_device", dl->per_step);
+    cJSON_AddNumberToObject(o, "diloco_outer_state_bytes_per_device", (double)dl->outer);
+  }
   int64_t need = gt_plan_total_bytes(p);
   cJSON_AddBoolToObject(o, "fits", need <= limit);
   cJSON_AddNumberToObject(o, "need_bytes", (double)need);
@@ -160,6 +196,8 @@ int gt_cmd_plan(int argc, char **argv) {
    * model, as it does for train */
   gt_rc r = gt_plan_apply_source(&cfg, &err);
   gt_plan p;
+  gt__diloco_fig dl;
+  if (!r) r = gt__diloco_fig_of(&cfg, &dl, &err);
   if (!r) r = gt_plan_compute(&p, &cfg, &err);
   if (r) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
@@ -179,11 +217,12 @@ int gt_cmd_plan(int argc, char **argv) {
     return GT_EXIT_ERROR;
   }
   if (json) {
-    char *s = gt__json(&p, &cfg, limit, searched, f, cmd);
+    char *s = gt__json(&p, &cfg, limit, searched, f, cmd, &dl);
     printf("%s\n", s ? s : "null");
     free(s);
   } else {
     gt_plan_print(stdout, &p, &cfg);
+    gt__diloco_print(&dl, &p, &cfg);
     printf("  memory limit: %.1f MiB (%s): %s\n", (double)limit / 1048576.0,
            cfg.memory_limit_bytes ? "memory_limit_bytes" : "available RAM", fits ? "fits" : "DOES NOT FIT");
     if (searched) gt__print_fit(f, limit, cmd);

@@ -1161,7 +1161,8 @@ void gt_config_dcn_axes(const gt_config *cfg, int *data, int *fsdp, int *expert)
   long long known = 1;
   for (int i = 0; i < 3; i++)
     if (ax[i] > 0) known *= ax[i];
-  long long ranks = gt_dist_size();
+  /* a DiLoCo replica's mesh covers its own ranks (dist.h) */
+  long long ranks = gt_dist_replica_size();
   for (int i = 0; i < 3; i++)
     if (ax[i] < 1) ax[i] = known > 0 && ranks % known == 0 && ranks >= known ? ranks / known : 1;
   *data = (int)ax[0];
@@ -1394,6 +1395,48 @@ static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
   return GT_OK;
 }
 
+/* DiLoCo's keys (train/diloco.h): replicas are groups of MPI ranks. The
+ * rank count itself is checked when the run starts (a plan stands for one
+ * rank), and here too when a launcher started this process. */
+static gt_rc gt__validate_diloco(const gt_config *c, gt_err *err) {
+  if (!c->enable_diloco) {
+    if (c->dcn_diloco_parallelism > 1)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: key 'dcn_diloco_parallelism' = %lld, but enable_diloco = false; set enable_diloco=true "
+                        "to train that many DiLoCo replicas, or dcn_diloco_parallelism=1",
+                        c->dcn_diloco_parallelism);
+    return GT_OK;
+  }
+  if (c->diloco_sync_period < 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'diloco_sync_period' = %lld with enable_diloco = true; the replicas sync every that "
+                      "many steps, expected >= 1",
+                      c->diloco_sync_period);
+  if (c->dcn_diloco_parallelism < 2)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'dcn_diloco_parallelism' = %lld with enable_diloco = true; DiLoCo needs 2 or more "
+                      "replicas (groups of MPI ranks)",
+                      c->dcn_diloco_parallelism);
+  int W = gt_dist_size();
+  if (W > 1 && W % c->dcn_diloco_parallelism)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'dcn_diloco_parallelism' = %lld does not divide the %d ranks mpirun started; each "
+                      "replica is the same number of consecutive ranks",
+                      c->dcn_diloco_parallelism, W);
+  int dp, fs, ep;
+  gt_config_global_axes(c, &dp, &fs, &ep);
+  if (ep > 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'enable_diloco' = true with an expert axis of %d (ici_expert_parallelism x "
+                      "dcn_expert_parallelism); DiLoCo runs on data and fsdp axes only, expected 1",
+                      ep);
+  if (!gt_dist_compiled())
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'enable_diloco' = true, but this gemtrain was built without MPI (one process only); "
+                      "DiLoCo replicas are groups of MPI ranks: install libopenmpi-dev and rebuild");
+  return GT_OK;
+}
+
 gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   /* the run directory is <base_output_directory>/<run_name>: a '/' or a
    * "." / ".." name would put it (and its checkpoints) somewhere else */
@@ -1458,6 +1501,7 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   }
   gt_rc drc = gt__validate_dcn(c, err);
   if (drc) return drc;
+  if ((drc = gt__validate_diloco(c, err))) return drc;
   double gb = c->per_device_batch_size * (double)gt_config_total_devices(c);
   if (fabs(gb - llround(gb)) > 1e-9 || llround(gb) < 1)
     return gt_err_set(err, GT_ERR_CONFIG,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/data_internal.h"
+#include "dist/dist.h"
 
 static int gt__whole_records(const gt_config *c) { return c->use_sft || !c->packing; }
 
@@ -14,6 +15,8 @@ static int gt__whole_records(const gt_config *c) { return c->use_sft || !c->pack
  * generated once; the rows this process does not fill are padding. */
 static void gt__synthetic(gt_data *d, int64_t vocab) {
   uint64_t s = d->seed + 1;
+  /* the rows of the replicas before this one are drawn and dropped */
+  for (int64_t k = 0; k < (int64_t)d->rep * d->B * (d->T + 1); k++) gt_splitmix64(&s);
   for (int b = 0; b < d->B; b++) {
     int32_t prev = (int32_t)(gt_splitmix64(&s) % (uint64_t)vocab);
     for (int t = 0; t < d->T; t++) {
@@ -143,6 +146,12 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->shuffle = c->enable_data_shuffling;
   d->row0 = 0;
   d->nrows = d->B;
+  d->rep = 0;
+  d->nrep = 1;
+  if (c->enable_diloco && c->dcn_diloco_parallelism > 1 && gt_dist_replicas() > 1) {
+    d->rep = gt_dist_replica();
+    d->nrep = gt_dist_replicas();
+  }
   int64_t N = (int64_t)d->B * d->T;
   d->in = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)N * sizeof(int32_t));
   d->tg = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)N * sizeof(int32_t));
@@ -286,9 +295,29 @@ static void gt__blank(gt_data *d, int b) {
   gt__blank_row(d->T, d->in + at, d->tg + at, d->pos + at, d->seg + at);
 }
 
+/* Moves a cursor over n rows of other replicas' part of a batch, as
+ * reading them would (wrapping to the next epoch / the first eval row). */
+static void gt__skip_train(gt_data *d, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    if (d->st.cursor >= d->n_train_rows) {
+      d->st.epoch++;
+      d->st.cursor = 0;
+    }
+    d->st.cursor++;
+  }
+}
+
+static void gt__skip_eval(gt_data *d, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    if (d->eval_cursor >= d->n_eval_rows) d->eval_cursor = 0;
+    d->eval_cursor++;
+  }
+}
+
 gt_rc gt_data_read_train(gt_data *d, gt_batch *out, gt_err *err) {
   gt_rc rc = GT_OK;
   if (d->kind == 1) {
+    gt__skip_train(d, (int64_t)d->rep * d->B);
     for (int b = 0; b < d->B; b++) {
       /* every process advances the position over every row, its own or not */
       if (d->st.cursor >= d->n_train_rows) {
@@ -304,6 +333,7 @@ gt_rc gt_data_read_train(gt_data *d, gt_batch *out, gt_err *err) {
       int64_t k = gt__order_row(d->train, d->seed, d->shuffle, d->st.epoch, c);
       if ((rc = gt__put_row(d, d->train, b, k, err))) gt__blank(d, b);
     }
+    gt__skip_train(d, (int64_t)(d->nrep - 1 - d->rep) * d->B);
   }
   *out = gt__batch(d);
   return rc;
@@ -314,6 +344,7 @@ void gt_data_eval_reset(gt_data *d) { d->eval_cursor = 0; }
 gt_rc gt_data_read_eval(gt_data *d, gt_batch *out, gt_err *err) {
   gt_rc rc = GT_OK;
   if (d->kind == 1) {
+    gt__skip_eval(d, (int64_t)d->rep * d->B);
     for (int b = 0; b < d->B; b++) {
       if (d->eval_cursor >= d->n_eval_rows) d->eval_cursor = 0;
       int64_t k = d->eval_cursor++;
@@ -323,6 +354,7 @@ gt_rc gt_data_read_eval(gt_data *d, gt_batch *out, gt_err *err) {
       }
       if ((rc = gt__put_row(d, d->eval, b, k, err))) gt__blank(d, b);
     }
+    gt__skip_eval(d, (int64_t)(d->nrep - 1 - d->rep) * d->B);
   }
   *out = gt__batch(d);
   return rc;

@@ -91,6 +91,11 @@ typedef struct gt_data {
   gt_data_state st;
   int64_t eval_cursor;
   int row0, nrows;          /* the rows of each batch this process fills (gt_data_set_rows) */
+  /* DiLoCo (enable_diloco): each batch is replica `rep`'s rows [rep x B,
+   * (rep + 1) x B) of a batch of nrep x B rows over every replica, so the
+   * replicas read different data and together what one mesh of all their
+   * devices would (nrep 1: the whole batch) */
+  int rep, nrep;
   int32_t *in, *tg, *pos, *seg; /* batch buffers [B*T] */
   uint32_t *row;            /* one row's tokens [T+1] */
   struct gt__store *store, *eval_store;

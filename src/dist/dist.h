@@ -107,9 +107,41 @@ gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err
 
 enum { GT_DIST_SUM = 0, GT_DIST_MAX = 1, GT_DIST_MIN = 2 };
 
+/* ---- replica groups (DiLoCo: dcn_diloco_parallelism) ----
+ * The ranks can be split once into n replicas of consecutive ranks (rank r
+ * is in replica r / (R / n), at place r % (R / n) in it). Each replica
+ * trains on its own mesh: the point-to-point exchanges of gt_dist_exchange
+ * then run among the ranks of the caller's replica (its ranks and devices
+ * numbered inside the replica, as gt_mesh_set_layout sees them), and so do
+ * the gt_dist_replica_* host collectives; the plain host collectives above
+ * stay over every rank of the job (one run directory, one stop decision).
+ * gt_dist_cross_* run among the ranks at the same place of every replica:
+ * sums in replica order, the same bits on every rank. Before a split (and
+ * with one rank) the replica is the whole job and the cross collectives
+ * are no-ops. Error messages name peers by their rank in the job. */
+/* Collective over every rank (a bounded barrier, then MPI_Comm_split);
+ * GT_ERR_CONFIG when n does not divide the ranks, GT_ERR_ARG when already
+ * split another way. n = 1 (or the current count) changes nothing. */
+gt_rc gt_dist_set_replicas(int n, gt_err *err);
+int gt_dist_replica(void);      /* this rank's replica, 0 .. replicas - 1 */
+int gt_dist_replicas(void);     /* 1 until split */
+int gt_dist_replica_rank(void); /* this rank's place in its replica */
+int gt_dist_replica_size(void); /* ranks per replica */
+gt_rc gt_dist_replica_barrier(const char *what, gt_err *err);
+gt_rc gt_dist_replica_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err);
+gt_rc gt_dist_replica_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err *err);
+gt_rc gt_dist_replica_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err);
+gt_rc gt_dist_replica_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err);
+/* In place: v[i] = sum over replicas (replica 0 first, then 1, ...). Each
+ * rank sends its n values to every other replica's rank at its place:
+ * (replicas - 1) x n x the element size. */
+gt_rc gt_dist_cross_allreduce_f32(float *v, int64_t n, const char *what, gt_err *err);
+gt_rc gt_dist_cross_allreduce_f64(double *v, int64_t n, const char *what, gt_err *err);
+
 /* ---- point-to-point for the mesh's rings ----
  * One ring step of one device thread: send `send_bytes` from `send` to
- * device `to_dev` of rank `to_rank`, and receive `recv_bytes` into `recv`
+ * device `to_dev` of rank `to_rank` (a rank of the caller's replica, see
+ * above), and receive `recv_bytes` into `recv`
  * from device `from_dev` of rank `from_rank`, both at once (either side may
  * be absent: rank -1 or 0 bytes; an absent side sends or expects no message
  * at all, so both ends must agree, as they do when both derive the sizes

@@ -41,6 +41,7 @@ enum {
   TAG_BOR,
   TAG_GATHER,
   TAG_AGREE,
+  TAG_F32,
 };
 /* MPI counts are int: larger transfers go as several messages of this size,
  * matched in order on their channel (MPI's non-overtaking rule). */
@@ -104,6 +105,11 @@ static struct {
   int rank, size;
   int multiple;   /* MPI_THREAD_MULTIPLE: no mutex around MPI calls */
   MPI_Comm host, lane[LANES];
+  /* replica groups (gt_dist_set_replicas): the replica's own host
+   * communicator (host itself while there is one replica; the lanes are
+   * then split too) and the one across replicas (same rank in the replica) */
+  MPI_Comm rhost, cross;
+  int replica, nrep, rrank, rsize;
   long tag_ub;    /* the library's largest tag */
   _Atomic int stride; /* devices per process in the exchange's tags (0: not set and 1024 too many) */
   char host_name[MPI_MAX_PROCESSOR_NAME + 1];
@@ -233,6 +239,9 @@ static gt_rc init_mpi(gt_err *err) {
   int len = 0;
   if (MPI_Get_processor_name(g.host_name, &len) != MPI_SUCCESS) len = 0;
   g.host_name[len > 0 && len <= MPI_MAX_PROCESSOR_NAME ? len : 0] = '\0';
+  g.rhost = g.host; /* one replica: the job itself */
+  g.cross = MPI_COMM_NULL;
+  g.replica = 0, g.nrep = 1, g.rrank = g.rank, g.rsize = g.size;
   g.state = ST_MPI;
   return GT_OK;
 }
@@ -266,6 +275,8 @@ gt_rc gt_dist_init(gt_err *err) {
 void gt_dist_finalize(void) {
   pthread_mutex_lock(&g.init_mu);
   if (g.state == ST_MPI && !atomic_load(&g.broken)) {
+    if (g.rhost != g.host) MPI_Comm_free(&g.rhost);
+    if (g.cross != MPI_COMM_NULL) MPI_Comm_free(&g.cross);
     MPI_Comm_free(&g.host);
     for (int l = 0; l < LANES; l++) MPI_Comm_free(&g.lane[l]);
     if (g.own_mpi) MPI_Finalize();
@@ -508,7 +519,7 @@ static int n_msgs(size_t bytes, int min) {
 
 /* Posts the messages of one transfer; each posted request is recorded. */
 static int post(int is_recv, void *buf, size_t bytes, int min_msgs, int rank, int dev, int tag, MPI_Comm comm,
-                MPI_Request *req, req_info *info, int *n) {
+                MPI_Request *req, req_info *info, int *n, int name_rank) {
   int m = n_msgs(bytes, min_msgs);
   for (int k = 0; k < m; k++) {
     size_t off = (size_t)k * MSG_MAX;
@@ -522,7 +533,7 @@ static int post(int is_recv, void *buf, size_t bytes, int min_msgs, int rank, in
       rc = MPI_Isend(p, cnt, MPI_BYTE, rank, tag, comm, &req[*n]);
     mpi_unlock();
     if (rc != MPI_SUCCESS) return rc;
-    info[*n] = (req_info){is_recv, rank, dev, (size_t)cnt};
+    info[*n] = (req_info){is_recv, name_rank, dev, (size_t)cnt};
     (*n)++;
   }
   return MPI_SUCCESS;
@@ -554,7 +565,7 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
     return gt_err_set(err, GT_ERR_ARG, "%s: %s: device %d; expected 0..%d", who, what, dev, MAX_DEV - 1);
   int snd = x->to_rank >= 0 && x->send_bytes > 0;
   int rcv = x->from_rank >= 0 && x->recv_bytes > 0;
-  int size = gt_dist_size();
+  int size = gt_dist_replica_size(); /* the mesh's ranks are its replica's */
   if (snd && (x->to_rank >= size || x->to_dev < 0 || x->to_dev >= MAX_DEV || !x->send))
     return gt_err_set(err, GT_ERR_ARG, "%s: %s: send to rank %d device %d (%s); expected rank < %d, device < %d",
                       who, what, x->to_rank, x->to_dev, x->send ? "buffer given" : "no buffer", size, MAX_DEV);
@@ -590,17 +601,32 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
   int n = 0, mrc = MPI_SUCCESS;
   MPI_Comm comm = g.lane[lane];
   /* the receive first, so a message that arrives early lands in place */
+  const int rbase = g.replica * g.rsize; /* peers are named by their rank in the job */
   if (rcv) mrc = post(1, x->recv, x->recv_bytes, 1, x->from_rank, x->from_dev, x->from_dev * stride + dev, comm,
-                      req, info, &n);
+                      req, info, &n, rbase + x->from_rank);
   if (snd && mrc == MPI_SUCCESS)
     mrc = post(0, (void *)x->send, x->send_bytes, 1, x->to_rank, x->to_dev, dev * stride + x->to_dev, comm,
-               req, info, &n);
+               req, info, &n, rbase + x->to_rank);
   gt_rc rc = settle(req, info, n, mrc, who, what, err);
   if (req != req_s) free(req), free(info);
   return rc;
 }
 
-/* ---- host collectives ---- */
+/* ---- host collectives ----
+ * Three scopes: every rank of the job (MPI_COMM_WORLD's duplicate), the
+ * ranks of this process's replica, and the ranks of the same place in every
+ * replica (gt_dist_set_replicas). With one replica the first two are the
+ * same communicator. Peers are named by their rank in the job. */
+
+typedef struct scope {
+  MPI_Comm comm;
+  int rank, size;
+  int nbase, nstride; /* a peer's rank in the job: nbase + r * nstride */
+} scope;
+
+static scope world_scope(void) { return (scope){g.host, g.rank, g.size, 0, 1}; }
+static scope replica_scope(void) { return (scope){g.rhost, g.rrank, g.rsize, g.replica * g.rsize, 1}; }
+static scope cross_scope(void) { return (scope){g.cross, g.replica, g.nrep, g.rrank, g.rsize}; }
 
 static gt_rc host_begin(char *who, size_t n, const char **what, gt_err *err) {
   snprintf(who, n, "rank %d", gt_dist_rank());
@@ -609,12 +635,12 @@ static gt_rc host_begin(char *who, size_t n, const char **what, gt_err *err) {
   return GT_OK;
 }
 
-/* all[r * bytes ..] = rank r's `mine` for every rank (this rank's copied),
- * one message per peer and direction (more beyond MSG_MAX), even of 0 bytes,
- * so that it is also a barrier. */
-static gt_rc host_allgather(const void *mine, void *all, size_t bytes, int tag, const char *who, const char *what,
-                            gt_err *err) {
-  int R = g.size, me = g.rank;
+/* all[r * bytes ..] = rank r's `mine` for every rank of the scope (this
+ * rank's copied), one message per peer and direction (more beyond
+ * MSG_MAX), even of 0 bytes, so that it is also a barrier. */
+static gt_rc host_allgather(scope sc, const void *mine, void *all, size_t bytes, int tag, const char *who,
+                            const char *what, gt_err *err) {
+  int R = sc.size, me = sc.rank;
   if (bytes) memmove((char *)all + (size_t)me * bytes, mine, bytes);
   if (R == 1) return GT_OK;
   int per = n_msgs(bytes, 1);
@@ -629,27 +655,33 @@ static gt_rc host_allgather(const void *mine, void *all, size_t bytes, int tag, 
   char *base = all;
   for (int k = 1; k < R && mrc == MPI_SUCCESS; k++) {
     int r = (me + R - k) % R;
-    mrc = post(1, bytes ? base + (size_t)r * bytes : NULL, bytes, 1, r, -1, tag, g.host, req, info, &n);
+    mrc = post(1, bytes ? base + (size_t)r * bytes : NULL, bytes, 1, r, -1, tag, sc.comm, req, info, &n,
+               sc.nbase + r * sc.nstride);
   }
-  for (int k = 1; k < R && mrc == MPI_SUCCESS; k++) /* the next ranks first: spreads the load */
-    mrc = post(0, bytes ? base + (size_t)me * bytes : NULL, bytes, 1, (me + k) % R, -1, tag, g.host, req, info, &n);
+  for (int k = 1; k < R && mrc == MPI_SUCCESS; k++) { /* the next ranks first: spreads the load */
+    int r = (me + k) % R;
+    mrc = post(0, bytes ? base + (size_t)me * bytes : NULL, bytes, 1, r, -1, tag, sc.comm, req, info, &n,
+               sc.nbase + r * sc.nstride);
+  }
   gt_rc rc = settle(req, info, n, mrc, who, what, err);
   free(req), free(info);
   return rc;
 }
 
-gt_rc gt_dist_barrier(const char *what, gt_err *err) {
+static gt_rc barrier_in(scope sc, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc || !mpi_on()) return rc;
-  return host_allgather(NULL, NULL, 0, TAG_BARRIER, who, what, err);
+  return host_allgather(sc, NULL, NULL, 0, TAG_BARRIER, who, what, err);
 }
 
-gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err) {
+gt_rc gt_dist_barrier(const char *what, gt_err *err) { return barrier_in(world_scope(), what, err); }
+
+static gt_rc bcast_in(scope sc, void *buf, size_t bytes, int root, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
-  int R = gt_dist_size(), me = gt_dist_rank();
+  int R = mpi_on() ? sc.size : 1, me = mpi_on() ? sc.rank : 0;
   if (root < 0 || root >= R)
     return gt_err_set(err, GT_ERR_ARG, "%s: %s: broadcast root %d; expected 0..%d", who, what, root, R - 1);
   if (bytes && !buf) return gt_err_set(err, GT_ERR_ARG, "%s: %s: no buffer for %zu bytes", who, what, bytes);
@@ -664,13 +696,19 @@ gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err 
   }
   int n = 0, mrc = MPI_SUCCESS;
   if (me == root)
-    for (int k = 1; k < R && mrc == MPI_SUCCESS; k++)
-      mrc = post(0, buf, bytes, 1, (me + k) % R, -1, TAG_BCAST, g.host, req, info, &n);
+    for (int k = 1; k < R && mrc == MPI_SUCCESS; k++) {
+      int r = (me + k) % R;
+      mrc = post(0, buf, bytes, 1, r, -1, TAG_BCAST, sc.comm, req, info, &n, sc.nbase + r * sc.nstride);
+    }
   else
-    mrc = post(1, buf, bytes, 1, root, -1, TAG_BCAST, g.host, req, info, &n);
+    mrc = post(1, buf, bytes, 1, root, -1, TAG_BCAST, sc.comm, req, info, &n, sc.nbase + root * sc.nstride);
   rc = settle(req, info, n, mrc, who, what, err);
   free(req), free(info);
   return rc;
+}
+
+gt_rc gt_dist_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err) {
+  return bcast_in(world_scope(), buf, bytes, root, what, err);
 }
 
 /* acc[i] = acc[i] (op) src[i]: called for ranks 1..R-1 in order on the
@@ -694,15 +732,20 @@ static void comb_f64(void *acc, const void *src, size_t n, int op) {
   const double *s = src;
   for (size_t i = 0; i < n; i++) a[i] += s[i];
 }
+static void comb_f32(void *acc, const void *src, size_t n, int op) {
+  float *a = acc;
+  const float *s = src;
+  for (size_t i = 0; i < n; i++) a[i] += s[i];
+}
 static void comb_bor(void *acc, const void *src, size_t n, int op) {
   uint32_t *a = acc;
   const uint32_t *s = src;
   for (size_t i = 0; i < n; i++) a[i] |= s[i];
 }
 
-static gt_rc host_allreduce(void *v, size_t n, size_t esize, int op, combine_fn comb, int tag, const char *who,
-                            const char *what, gt_err *err) {
-  int R = g.size;
+static gt_rc host_allreduce(scope sc, void *v, size_t n, size_t esize, int op, combine_fn comb, int tag,
+                            const char *who, const char *what, gt_err *err) {
+  int R = sc.size;
   size_t per = REDUCE_CHUNK / esize;
   size_t m0 = n < per ? n : per;
   char *all = malloc((size_t)R * (m0 ? m0 : 1) * esize);
@@ -715,7 +758,7 @@ static gt_rc host_allreduce(void *v, size_t n, size_t esize, int op, combine_fn 
     size_t m = n - off < per ? n - off : per;
     size_t bytes = m * esize;
     char *dst = (char *)v + off * esize;
-    rc = host_allgather(dst, all, bytes, tag, who, what, err);
+    rc = host_allgather(sc, dst, all, bytes, tag, who, what, err);
     if (rc) break;
     memcpy(dst, all, bytes);
     for (int r = 1; r < R; r++) comb(dst, all + (size_t)r * bytes, m, op);
@@ -725,7 +768,7 @@ static gt_rc host_allreduce(void *v, size_t n, size_t esize, int op, combine_fn 
   return rc;
 }
 
-gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err *err) {
+static gt_rc allreduce_i64_in(scope sc, int64_t *v, int n, int op, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
@@ -733,20 +776,29 @@ gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err 
     return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_i64 of n = %d, op %d; expected n >= 0 values and op SUM, MAX or MIN",
                       who, what, n, op);
   if (!mpi_on()) return GT_OK;
-  return host_allreduce(v, (size_t)n, sizeof *v, op, comb_i64, TAG_I64, who, what, err);
+  return host_allreduce(sc, v, (size_t)n, sizeof *v, op, comb_i64, TAG_I64, who, what, err);
 }
 
-gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err) {
+gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err *err) {
+  return allreduce_i64_in(world_scope(), v, n, op, what, err);
+}
+
+static gt_rc allreduce_f64_in(scope sc, double *v, int64_t n, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
   if (n < 0 || (n && !v))
-    return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_f64_sum of n = %d; expected n >= 0 values", who, what, n);
+    return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_f64_sum of n = %lld; expected n >= 0 values", who, what,
+                      (long long)n);
   if (!mpi_on()) return GT_OK;
-  return host_allreduce(v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_f64, TAG_F64, who, what, err);
+  return host_allreduce(sc, v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_f64, TAG_F64, who, what, err);
 }
 
-gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err) {
+gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err) {
+  return allreduce_f64_in(world_scope(), v, n, what, err);
+}
+
+static gt_rc allreduce_bor_in(scope sc, uint32_t *v, int64_t n, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
@@ -754,7 +806,11 @@ gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *er
     return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_bor of n = %lld; expected n >= 0 words", who, what,
                       (long long)n);
   if (!mpi_on()) return GT_OK;
-  return host_allreduce(v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_bor, TAG_BOR, who, what, err);
+  return host_allreduce(sc, v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_bor, TAG_BOR, who, what, err);
+}
+
+gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err) {
+  return allreduce_bor_in(world_scope(), v, n, what, err);
 }
 
 gt_rc gt_dist_allgather_i64(const int64_t *in, int n, int64_t *out, const char *what, gt_err *err) {
@@ -768,7 +824,7 @@ gt_rc gt_dist_allgather_i64(const int64_t *in, int n, int64_t *out, const char *
     if (n) memmove(out, in, sizeof *in * (size_t)n);
     return GT_OK;
   }
-  return host_allgather(in, out, sizeof *in * (size_t)n, TAG_GATHER, who, what, err);
+  return host_allgather(world_scope(), in, out, sizeof *in * (size_t)n, TAG_GATHER, who, what, err);
 }
 
 /* One rank's outcome on the wire. */
@@ -777,11 +833,11 @@ typedef struct agree_msg {
   char msg[GT_ERR_MSG_MAX];
 } agree_msg;
 
-gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
+static gt_rc agree_in(scope sc, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
-  int R = gt_dist_size(), me = gt_dist_rank();
+  int R = mpi_on() ? sc.size : 1, me = mpi_on() ? sc.rank : 0;
   agree_msg my = {(int32_t)mine, ""};
   if (mine != GT_OK)
     snprintf(my.msg, sizeof my.msg, "%s", mine_err && mine_err->msg[0] ? mine_err->msg : gt_rc_name(mine));
@@ -789,7 +845,7 @@ gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err
   if (R > 1) {
     all = malloc(sizeof *all * (size_t)R);
     if (!all) return gt_err_set(err, GT_ERR_NOMEM, "%s: %s: out of memory for the agreement", who, what);
-    rc = host_allgather(&my, all, sizeof my, TAG_AGREE, who, what, err);
+    rc = host_allgather(sc, &my, all, sizeof my, TAG_AGREE, who, what, err);
     if (rc) {
       free(all);
       return rc;
@@ -809,12 +865,102 @@ gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err
         err->rc = out;
       }
     } else {
-      gt_err_set(err, out, "rank %d: %.*s", r, (int)sizeof a->msg - 1, a->msg);
+      gt_err_set(err, out, "rank %d: %.*s", sc.nbase + r * sc.nstride, (int)sizeof a->msg - 1, a->msg);
     }
     break;
   }
   free(all);
   return out;
+}
+
+gt_rc gt_dist_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
+  return agree_in(world_scope(), mine, mine_err, what, err);
+}
+
+/* ---- replica groups ---- */
+
+int gt_dist_replica(void) { return mpi_on() ? g.replica : 0; }
+int gt_dist_replicas(void) { return mpi_on() ? g.nrep : 1; }
+int gt_dist_replica_rank(void) { return mpi_on() ? g.rrank : 0; }
+int gt_dist_replica_size(void) { return mpi_on() ? g.rsize : 1; }
+
+gt_rc gt_dist_set_replicas(int n, gt_err *err) {
+  int W = gt_dist_size();
+  if (n < 1 || W % n)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "dist: %d replicas of the %d rank%s (dcn_diloco_parallelism); expected a divisor of the ranks", n,
+                      W, W > 1 ? "s" : "");
+  if (n == gt_dist_replicas()) return GT_OK;
+  if (gt_dist_replicas() != 1)
+    return gt_err_set(err, GT_ERR_ARG, "dist: the ranks are already split into %d replicas; cannot split into %d",
+                      gt_dist_replicas(), n);
+  /* MPI_Comm_split waits without a bound: a barrier (bounded) first, so a
+   * missing rank is named instead of hanging every other */
+  gt_rc rc = gt_dist_barrier("splitting the ranks into replicas", err);
+  if (rc) return rc;
+  int per = W / n, color = g.rank / per;
+  MPI_Comm rh = MPI_COMM_NULL, cr = MPI_COMM_NULL, ln[LANES];
+  int mrc = MPI_Comm_split(g.host, color, g.rank, &rh);
+  if (mrc == MPI_SUCCESS) mrc = MPI_Comm_split(g.host, g.rank % per, g.rank, &cr);
+  for (int l = 0; l < LANES && mrc == MPI_SUCCESS; l++) mrc = MPI_Comm_split(g.lane[l], color, g.rank, &ln[l]);
+  if (mrc != MPI_SUCCESS) {
+    char es[MPI_MAX_ERROR_STRING], msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "rank %d: splitting the ranks into %d replicas: MPI_Comm_split failed: %s", g.rank, n,
+             mpi_errstr(mrc, es));
+    return set_broken(err, GT_ERR_IO, msg);
+  }
+  MPI_Comm_set_errhandler(rh, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(cr, MPI_ERRORS_RETURN);
+  for (int l = 0; l < LANES; l++) {
+    MPI_Comm_set_errhandler(ln[l], MPI_ERRORS_RETURN);
+    MPI_Comm_free(&g.lane[l]);
+    g.lane[l] = ln[l];
+  }
+  g.rhost = rh;
+  g.cross = cr;
+  g.replica = color;
+  g.nrep = n;
+  g.rrank = g.rank % per;
+  g.rsize = per;
+  return GT_OK;
+}
+
+gt_rc gt_dist_replica_barrier(const char *what, gt_err *err) { return barrier_in(replica_scope(), what, err); }
+gt_rc gt_dist_replica_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err) {
+  return bcast_in(replica_scope(), buf, bytes, root, what, err);
+}
+gt_rc gt_dist_replica_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err *err) {
+  return allreduce_i64_in(replica_scope(), v, n, op, what, err);
+}
+gt_rc gt_dist_replica_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err) {
+  return allreduce_bor_in(replica_scope(), v, n, what, err);
+}
+gt_rc gt_dist_replica_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
+  return agree_in(replica_scope(), mine, mine_err, what, err);
+}
+
+gt_rc gt_dist_cross_allreduce_f32(float *v, int64_t n, const char *what, gt_err *err) {
+  char who[32];
+  gt_rc rc = host_begin(who, sizeof who, &what, err);
+  if (rc) return rc;
+  if (n < 0 || (n && !v))
+    return gt_err_set(err, GT_ERR_ARG, "%s: %s: cross-replica sum of n = %lld; expected n >= 0 values", who, what,
+                      (long long)n);
+  if (!mpi_on() || g.nrep == 1) return GT_OK;
+  return host_allreduce(cross_scope(), v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_f32, TAG_F32, who, what, err);
+}
+
+gt_rc gt_dist_cross_allreduce_f64(double *v, int64_t n, const char *what, gt_err *err) {
+  if (!mpi_on() || g.nrep == 1) {
+    char who[32];
+    gt_rc rc = host_begin(who, sizeof who, &what, err);
+    if (rc) return rc;
+    if (n < 0 || (n && !v))
+      return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_f64_sum of n = %lld; expected n >= 0 values", who, what,
+                        (long long)n);
+    return GT_OK;
+  }
+  return allreduce_f64_in(cross_scope(), v, n, what, err);
 }
 
 gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, gt_err *err) {

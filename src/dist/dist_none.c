@@ -139,3 +139,43 @@ gt_rc gt_dist_set_devices(int n, gt_err *err) {
   (void)n, (void)err;
   return GT_OK;
 }
+
+int gt_dist_replica(void) { return 0; }
+int gt_dist_replicas(void) { return 1; }
+int gt_dist_replica_rank(void) { return 0; }
+int gt_dist_replica_size(void) { return 1; }
+
+gt_rc gt_dist_set_replicas(int n, gt_err *err) {
+  if (n != 1)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "dist: %d replicas of the 1 rank (dcn_diloco_parallelism); expected a divisor of the ranks", n);
+  return GT_OK;
+}
+
+gt_rc gt_dist_replica_barrier(const char *what, gt_err *err) { return gt_dist_barrier(what, err); }
+gt_rc gt_dist_replica_bcast(void *buf, size_t bytes, int root, const char *what, gt_err *err) {
+  return gt_dist_bcast(buf, bytes, root, what, err);
+}
+gt_rc gt_dist_replica_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err *err) {
+  return gt_dist_allreduce_i64(v, n, op, what, err);
+}
+gt_rc gt_dist_replica_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err) {
+  return gt_dist_allreduce_bor(v, n, what, err);
+}
+gt_rc gt_dist_replica_agree(gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
+  return gt_dist_agree(mine, mine_err, what, err);
+}
+gt_rc gt_dist_cross_allreduce_f32(float *v, int64_t n, const char *what, gt_err *err) {
+  (void)v;
+  if (n < 0)
+    return gt_err_set(err, GT_ERR_ARG, "rank 0: %s: cross-replica sum of n = %lld; expected n >= 0 values",
+                      what ? what : "cross", (long long)n);
+  return GT_OK;
+}
+gt_rc gt_dist_cross_allreduce_f64(double *v, int64_t n, const char *what, gt_err *err) {
+  (void)v;
+  if (n < 0)
+    return gt_err_set(err, GT_ERR_ARG, "rank 0: %s: allreduce_f64_sum of n = %lld; expected n >= 0 values",
+                      what ? what : "cross", (long long)n);
+  return GT_OK;
+}

@@ -401,7 +401,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   f->mu_bf16 = !strcmp(cfg->mu_dtype, "bfloat16");
   /* a real mesh over ranks needs exactly that many processes; an
    * allocation-only one (the plan) stands for rank 0 and never talks */
-  if (!measure && f->R != gt_dist_size()) {
+  if (!measure && f->R != gt_dist_replica_size()) {
     int dd, df, de;
     gt_config_dcn_axes(cfg, &dd, &df, &de);
     int want = f->R;
@@ -409,7 +409,8 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     return gt_err_set(err, GT_ERR_CONFIG,
                       "mesh: dcn_data_parallelism x dcn_fsdp_parallelism x dcn_expert_parallelism = %d x %d x %d = %d "
                       "ranks, but %d process%s started (mpirun -np %d)",
-                      dd, df, de, want, gt_dist_size(), gt_dist_size() > 1 ? "es were" : " was", want);
+                      dd, df, de, want, gt_dist_replica_size(), gt_dist_replica_size() > 1 ? "es were" : " was",
+                      want * gt_dist_replicas());
   }
   gt_rc rc;
   gt_model layout;
@@ -456,7 +457,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   f->ep = ici[2] * dcn[2];
   if (!measure && f->R > 1 && (rc = gt_dist_set_devices(f->N, err))) goto fail;
   if ((rc = gt_mesh_create(&f->mesh, f->N, err))) goto fail;
-  if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_rank(), err))) goto fail;
+  if ((rc = gt_mesh_set_layout(f->mesh, ici, dcn, measure ? 0 : gt_dist_replica_rank(), err))) goto fail;
   if (cfg->threads_per_device > 0) gt_mesh_set_threads(f->mesh, (int)cfg->threads_per_device);
   gt_mesh_set_timeout(f->mesh, cfg->collective_timeout_seconds);
   f->devs = calloc((size_t)f->N, sizeof *f->devs);
@@ -842,7 +843,7 @@ static gt_rc gt__count_weights(gt_fsdp *f, gt_err *err) {
     }
   }
   if (f->R > 1 && !f->measure) {
-    gt_rc rc = gt_dist_allreduce_i64(&tw, 1, GT_DIST_SUM, "the step's token count", err);
+    gt_rc rc = gt_dist_replica_allreduce_i64(&tw, 1, GT_DIST_SUM, "the step's token count", err);
     if (rc) return rc;
   }
   f->tw = tw;
@@ -1014,7 +1015,7 @@ static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
   if (f->R > 1) { /* the export is collective: every rank or none */
     gt_err mine;
     gt_err_set(&mine, GT_ERR_NOMEM, "fsdp: no memory to gather the state for export");
-    ok = gt_dist_agree(ok ? GT_OK : GT_ERR_NOMEM, &mine, "gathering the state for export", err) == GT_OK;
+    ok = gt_dist_replica_agree(ok ? GT_OK : GT_ERR_NOMEM, &mine, "gathering the state for export", err) == GT_OK;
   }
   if (ok) {
     /* over ranks each process writes the pieces its devices hold into a
@@ -1027,8 +1028,8 @@ static gt_rc gt__export(gt_fsdp *f, int which, float *out, gt_err *err) {
     rc = gt_mesh_take_error(f->mesh, err);
     if (f->R > 1) {
       gt_err mine = *err;
-      rc = gt_dist_agree(rc, &mine, "gathering the state for export", err);
-      if (!rc) rc = gt_dist_allreduce_bor((uint32_t *)out, f->n_params, "assembling the full state", err);
+      rc = gt_dist_replica_agree(rc, &mine, "gathering the state for export", err);
+      if (!rc) rc = gt_dist_replica_allreduce_bor((uint32_t *)out, f->n_params, "assembling the full state", err);
     }
   } else if (f->R > 1) {
     rc = err->rc ? err->rc : GT_ERR_NOMEM; /* the agreement's message names the rank */
@@ -1115,6 +1116,17 @@ gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float 
 }
 
 void gt_fsdp_poison_next_step(gt_fsdp *f) { f->poison_next = 1; }
+
+float *gt_fsdp_trainable_shard(gt_fsdp *f, int dev, int64_t *n) {
+  *n = f->devs[dev].shard_n;
+  return f->devs[dev].pshard;
+}
+
+void gt_fsdp_trainable_from_full(gt_fsdp *f, int dev, const float *full, float *out) {
+  gt__dev *d = &f->devs[dev];
+  for (int64_t u = 0; u < f->n_units; u++)
+    gt__local_copy(d, u, out + d->shard_off[u], (float *)full, gt__tbeg(d, u), gt__tlen(d, u), 0);
+}
 
 gt_rc gt_fsdp_set_trace(gt_fsdp *f, gt_trace *tr, gt_err *err) {
   if (tr && f->measure)

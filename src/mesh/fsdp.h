@@ -201,6 +201,11 @@ gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float 
  * allocation-only mesh (GT_ERR_ARG). Between steps. */
 struct gt_trace;
 gt_rc gt_fsdp_set_trace(gt_fsdp *f, struct gt_trace *tr, gt_err *err);
+/* Device dev's trainable shard of the parameters (n elements; the same
+ * range on every replica of a DiLoCo run, train/diloco.h), and the same
+ * range copied out of a full flat buffer of the model layout. */
+float *gt_fsdp_trainable_shard(gt_fsdp *f, int dev, int64_t *n);
+void gt_fsdp_trainable_from_full(gt_fsdp *f, int dev, const float *full, float *out);
 /* Test seam: the next step's gradient gets a NaN (device 0, first element). */
 void gt_fsdp_poison_next_step(gt_fsdp *f);
 

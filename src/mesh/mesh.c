@@ -1374,7 +1374,7 @@ void gt_broadcast(gt_mesh *m, int dev, float *buf, int64_t n, int root) {
       if (root_rank == m->rank && root_dev != 0) memcpy(buf, src, (size_t)n * sizeof(float));
       gt_err e;
       gt_err_clear(&e);
-      if (gt_dist_bcast(buf, (size_t)n * sizeof(float), root_rank, "gt_broadcast", &e)) gt__fail(m, e.rc, "%s", e.msg);
+      if (gt_dist_replica_bcast(buf, (size_t)n * sizeof(float), root_rank, "gt_broadcast", &e)) gt__fail(m, e.rc, "%s", e.msg);
     }
     gt__barrier_wait(bar);
     src_dev = 0;
@@ -1396,7 +1396,7 @@ void gt_barrier(gt_mesh *m, int dev) {
     if (dev == 0) {
       gt_err e;
       gt_err_clear(&e);
-      if (gt_dist_barrier("gt_barrier", &e)) gt__fail(m, e.rc, "%s", e.msg);
+      if (gt_dist_replica_barrier("gt_barrier", &e)) gt__fail(m, e.rc, "%s", e.msg);
     }
     skip = gt__barrier_wait(&m->lane[GT__LANE_DEV].bar[0]) || skip;
   }

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/qstore.h"
 #include "train/config_agree.h"
+#include "train/diloco.h"
 #include "train/goodput.h"
 #include "train/plan.h"
 #include "train/profiler.h"
@@ -360,6 +361,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
    * hang in a collective) */
   rc = gt__agree(rc, "reading the model source", err);
   if (!rc) rc = gt_config_agree_ranks(&cfg, &res->config_checksum, err);
+  if (!rc) rc = gt_diloco_setup_ranks(&cfg, err); /* DiLoCo: each replica's ranks, from here on */
   /* the run's identity, which its checkpoint shards record: rank 0's */
   uint64_t run_id = 0;
   if (!rc) rc = gt__run_id(&run_id, err);

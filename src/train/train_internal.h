@@ -59,6 +59,22 @@ gt_rc gt__train_ckpt_close(gt__tstate *s, int broken, gt_err *err);
  * counts for async_checkpointing. */
 int64_t gt__train_snapshot_bytes(gt_fsdp *fs, const gt_model *m);
 
+/* The DiLoCo parts of a checkpoint (train/diloco_ckpt.c): save_root writes
+ * this process's state (outer: DiLoCo's outer state instead) under root. */
+typedef gt_rc (*gt__save_root_fn)(const gt__tstate *s, const char *root, int64_t keep, int outer, int64_t step,
+                                  gt_err *err);
+gt_rc gt_diloco_ckpt_save(const gt__tstate *s, gt__save_root_fn save_root, const char *run_dir, int64_t step,
+                          gt_err *err);
+/* A resume from the run directory: `own` (its checkpoints) becomes this
+ * replica's part when the checkpoint has one. */
+gt_rc gt_diloco_ckpt_path(const gt_config *cfg, const char *run_dir, char *own, size_t n, gt_err *err);
+/* After the state is set: the outer state from the checkpoint of `step`
+ * (-1: not the run's own), else from the state just set; p, mu, nu are
+ * full scratch buffers of the layout (p holding the frozen tensors). */
+struct gt_diloco;
+gt_rc gt_diloco_ckpt_restore(struct gt_diloco *d, const gt_model *m, const char *run_dir, int64_t step, float *p,
+                             float *mu, float *nu, FILE *out, gt_err *err);
+
 /* Before the first step: auto-resume from <run_dir>/checkpoints, else
  * load_full_state_path, else load_parameters_path, else nothing. *start is
  * the first step to run; *resumed is 1 when the run directory's own

@@ -19,15 +19,17 @@
 #include "dist/dist.h"
 #include "hf/hf.h"
 #include "ckpt/paramfile.h"
+#include "train/diloco.h"
 #include "train/optim.h"
 #include "train/train_internal.h"
 #include "base/prof.h"
 #include "mesh/mesh.h"
 
-/* The checkpoint's agreement between MPI ranks (ckpt.h's gt_ckpt_sync). */
+/* The checkpoint's agreement between the MPI ranks of the mesh (ckpt.h's
+ * gt_ckpt_sync; a DiLoCo replica's ranks, dist.h). */
 static gt_rc gt__agree(void *ctx, gt_rc mine, const gt_err *mine_err, const char *what, gt_err *err) {
   (void)ctx;
-  return gt_dist_agree(mine, mine_err, what, err);
+  return gt_dist_replica_agree(mine, mine_err, what, err);
 }
 
 /* Compacts a full flat buffer to its units' trainable prefixes, in unit
@@ -112,7 +114,8 @@ int64_t gt__train_snapshot_bytes(gt_fsdp *fs, const gt_model *m) {
 static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *tab[3][GT__MAXS], float *snap,
                            float **host, gt_err *err) {
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
-  const int R = gt_dist_size(), primary = gt_dist_rank() == 0;
+  /* the ranks of the mesh: a DiLoCo replica's (all of them without DiLoCo) */
+  const int R = gt_dist_replica_size(), primary = gt_dist_replica_rank() == 0;
   src->n_shards = 1, src->params = tab[0], src->mu = tab[1], src->nu = tab[2];
   *host = NULL;
   if (gt_fsdp_expert_parallelism(fs) > 1) {
@@ -128,7 +131,7 @@ static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *t
      * the others waiting in it */
     if (R > 1) {
       gt_err mine = *err;
-      rc0 = gt_dist_agree(rc0, &mine, "assembling the checkpoint", err);
+      rc0 = gt_dist_replica_agree(rc0, &mine, "assembling the checkpoint", err);
     }
     if (!rc0) rc0 = gt_fsdp_full_state(fs, buf, buf + n, buf + 2 * n, err);
     if (rc0) {
@@ -167,7 +170,7 @@ static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *t
   }
   if (R > 1) { /* the save is collective: every rank or none */
     gt_err mine = *err;
-    rc0 = gt_dist_agree(rc0, &mine, "preparing the checkpoint", err);
+    rc0 = gt_dist_replica_agree(rc0, &mine, "preparing the checkpoint", err);
   }
   if (rc0) gt_fsdp_shard_state_done(fs);
   return rc0;
@@ -188,40 +191,55 @@ static void gt__ckpt_state(const gt__tstate *s, int64_t step, int n_shards, gt_c
  * peer may be gone: no collective). */
 static gt_rc gt__ckpt_finish(const gt__tstate *s, int broken, gt_err *err);
 
-gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
-  /* a write in flight is finished first: one save at a time */
-  gt_rc rc = gt__ckpt_finish(s, 0, err);
-  if (rc) return rc;
+/* The state into the checkpoints under `root`, keeping `keep`, written now
+ * (collective over the mesh's ranks); with `outer`, DiLoCo's outer
+ * parameters and momentum instead (diloco.h). */
+static gt_rc gt__save_root(const gt__tstate *s, const char *root, int64_t keep, int outer, int64_t step, gt_err *err) {
   const float *tab[3][GT__MAXS];
   gt_ckpt_src src;
-  float *host;
-  if ((rc = gt__state_src(s, &src, tab, NULL, &host, err))) return rc;
+  float *host = NULL;
+  gt_rc rc;
+  gt_fsdp *fs = gt_trainer_fsdp(s->tr);
+  if (outer) {
+    src = (gt_ckpt_src){gt_fsdp_num_shards(fs), tab[0], tab[1], tab[2]};
+    for (int r = 0; r < src.n_shards; r++)
+      gt_diloco_ckpt_shard(gt_trainer_diloco(s->tr), r, &tab[0][r], &tab[1][r], &tab[2][r]);
+  } else if ((rc = gt__state_src(s, &src, tab, NULL, &host, err))) {
+    return rc;
+  }
   gt_ckpt_state st;
   gt_ckpt_frozen fz;
   gt__ckpt_state(s, step, src.n_shards, &st, &fz);
-  char root[2200];
-  snprintf(root, sizeof root, "%s/checkpoints", run_dir);
   char *cj = gt_config_to_json(s->cfg);
   double t0 = gt_prof_now();
-  const int R = gt_dist_size();
-  gt_ckpt_sync sync = {gt_dist_rank(), R, gt__agree, NULL};
+  const int R = gt_dist_replica_size();
+  gt_ckpt_sync sync = {gt_dist_replica_rank(), R, gt__agree, NULL};
   rc = gt_ckpt_save_frozen(root, s->m, &src, &st, &fz, s->writer.run_id ? &s->writer : NULL, cj,
-                           (int)s->cfg->checkpoint_compression, s->cfg->max_num_checkpoints_to_keep,
-                           R > 1 ? &sync : NULL, err);
+                           (int)s->cfg->checkpoint_compression, keep, R > 1 ? &sync : NULL, err);
   free(cj);
   gt_mem_free(s->mem, host);
-  gt_fsdp_shard_state_done(gt_trainer_fsdp(s->tr));
+  if (!outer) gt_fsdp_shard_state_done(fs);
   double dt = gt_prof_now() - t0;
-  if (rc == GT_OK && s->ckpt) { /* the next step's metrics report it */
+  if (rc == GT_OK && s->ckpt && !outer) { /* the step's metrics report it */
     s->ckpt->have_report = 1;
     s->ckpt->rep_write = s->ckpt->rep_blocked = dt;
   }
-  if (rc == GT_OK && s->out) {
+  if (rc == GT_OK && s->out && !outer) {
     fprintf(s->out, "saved checkpoint %s/step_%08lld (%lld shard%s, %.2f s)\n", root, (long long)step,
             (long long)src.n_shards, src.n_shards > 1 ? "s" : "", dt);
     fflush(s->out);
   }
   return rc;
+}
+
+gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err) {
+  /* a write in flight is finished first: one save at a time */
+  gt_rc rc = gt__ckpt_finish(s, 0, err);
+  if (rc) return rc;
+  char root[2200];
+  snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+  if (!gt_trainer_diloco(s->tr)) return gt__save_root(s, root, s->cfg->max_num_checkpoints_to_keep, 0, step, err);
+  return gt_diloco_ckpt_save(s, gt__save_root, run_dir, step, err);
 }
 
 static void *gt__writer_main(void *arg) {
@@ -248,10 +266,17 @@ static void *gt__writer_main(void *arg) {
 gt_rc gt__train_ckpt_open(gt__tstate *s, int async, int fits, gt_profiler *prof, gt_err *err) {
   /* every rank writes alike: in the background only when every rank's
    * snapshot fits (a host's free memory is its own) */
-  int64_t on = async && fits;
+  /* DiLoCo's checkpoint is several parts (its replicas' and the outer
+   * state) committed in order by replica 0's `latest`: written synchronously */
+  int diloco = gt_trainer_diloco(s->tr) != NULL;
+  int64_t on = async && fits && !diloco;
   gt_rc rc = gt_dist_size() > 1 ? gt_dist_allreduce_i64(&on, 1, GT_DIST_MIN, "async_checkpointing", err) : GT_OK;
   if (rc) return rc;
-  if (async && !on && s->out) {
+  if (async && diloco && s->out) {
+    fprintf(s->out, "note: async_checkpointing: a DiLoCo run writes its checkpoints synchronously (its replicas' "
+                    "parts and the outer state are committed together)\n");
+    fflush(s->out);
+  } else if (async && !on && s->out) {
     fprintf(s->out,
             "note: async_checkpointing: the checkpoint snapshot (%.1f MiB per rank) does not fit beside the step "
             "within the memory limit%s; checkpoints are written synchronously (the step waits for them)\n",
@@ -492,6 +517,9 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   else if (c->load_parameters_path[0])
     path = c->load_parameters_path, why = "load_parameters_path", full = 0;
   if (!path) return GT_OK;
+  /* DiLoCo: a replica's own part of the run's checkpoint */
+  gt_rc rc = *resumed ? gt_diloco_ckpt_path(s->cfg, run_dir, own, sizeof own, err) : GT_OK;
+  if (rc) return rc;
   gt_model *m = s->m;
   float *p, *mu = NULL, *nu = NULL;
   /* assemble full buffers on the host, then hand each device its shards */
@@ -502,7 +530,6 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   p = host;
   if (full) mu = host + m->n_params, nu = host + 2 * m->n_params;
   gt_ckpt_loaded ld;
-  gt_rc rc;
   if (!full) {
     /* parameters of a checkpoint, an HF directory or a parameter file; the
      * adapters (model/lora.h), which a base lacks, start initialised */
@@ -544,6 +571,10 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   }
   int64_t opt_step = full ? ld.state.opt_step : 0;
   if ((rc = gt_fsdp_set_state(gt_trainer_fsdp(s->tr), p, mu, nu, opt_step, err))) goto out;
+  /* DiLoCo's outer state: its own part of the checkpoint, or this state */
+  if ((rc = gt_diloco_ckpt_restore(gt_trainer_diloco(s->tr), s->m, run_dir, *resumed ? ld.state.step : -1, p, mu, nu,
+                                   s->out, err)))
+    goto out;
   if (full) {
     *start = ld.state.step;
     gt_trainer_set_step_index(s->tr, ld.state.step);

@@ -10,6 +10,7 @@
 #include "model/flops.h"
 #include "dist/dist.h"
 #include "kernels/kernels.h"
+#include "train/diloco.h"
 #include "train/optim.h"
 #include "train/spike.h"
 
@@ -29,6 +30,7 @@ struct gt_trainer {
   int measure;        /* allocation-only (the plan): no tokens, nothing skipped */
   int guard;          /* skip_step_on_spikes (never on an allocation-only trainer) */
   gt_spike spike;     /* its windows, and the count of steps not applied */
+  gt_diloco *dl;      /* DiLoCo's outer state (NULL: off) */
 };
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
@@ -49,6 +51,7 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
   gt_mem_init(&t->host);
   t->flops = gt_flops_per_step_per_device(cfg);
   gt_rc rc = gt_fsdp_create(&t->fs, cfg, probes, err);
+  if (!rc && (rc = gt_diloco_create(&t->dl, cfg, t->fs, err))) gt_fsdp_destroy(t->fs);
   if (rc) {
     free(t);
     return rc;
@@ -80,6 +83,7 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
 
 void gt_trainer_destroy(gt_trainer *t) {
   if (!t) return;
+  gt_diloco_destroy(t->dl);
   gt_fsdp_destroy(t->fs);
   gt_mem_free(&t->host, t->mbuf);
   free(t->mb);
@@ -249,7 +253,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
                       "checkpoint (skip_nonfinite_steps=true would skip such steps)",
                       (long long)t->step, loss, fi.update.grad_norm);
   t->step++;
-  return GT_OK;
+  return gt_diloco_step_end(t->dl, t->step, sm, err);
 }
 
 /* Copies the next train (or eval) batch out of the data source's buffers.
@@ -320,6 +324,7 @@ gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights
   int n = (int)t->cfg.eval_steps;
   gt_loss_stats st = {0};
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
+  if (!rc) rc = gt_diloco_combine_eval(t->dl, &st.xent_sum, &st.total_weights, err);
   if (rc) return rc;
   /* no token in the loss (all-reduced: every rank sees the same 0): no
    * loss; the caller skips the evaluation instead of reporting NaN */
@@ -337,6 +342,7 @@ int64_t gt_trainer_step_index(const gt_trainer *t) { return t->step; }
 void gt_trainer_set_step_index(gt_trainer *t, int64_t step) { t->step = step; }
 int64_t gt_trainer_num_params(const gt_trainer *t) { return gt_fsdp_num_params(t->fs); }
 gt_fsdp *gt_trainer_fsdp(gt_trainer *t) { return t->fs; }
+gt_diloco *gt_trainer_diloco(gt_trainer *t) { return t->dl; }
 gt_model *gt_trainer_device_model(gt_trainer *t, int d) { return gt_fsdp_device_model(t->fs, d); }
 void gt__trainer_poison_next_step(gt_trainer *t) { gt_fsdp_poison_next_step(t->fs); }
 void gt_trainer_spike_state(const gt_trainer *t, gt_ckpt_spike *out) { gt_spike_save(&t->spike, out); }

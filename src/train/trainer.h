@@ -91,6 +91,9 @@ void gt_trainer_set_step_index(gt_trainer *t, int64_t step);
 int64_t gt_trainer_num_params(const gt_trainer *t);
 /* The sharded state (checkpoints, exports). */
 gt_fsdp *gt_trainer_fsdp(gt_trainer *t);
+/* DiLoCo's outer state (train/diloco.h), NULL when off. */
+struct gt_diloco;
+struct gt_diloco *gt_trainer_diloco(gt_trainer *t);
 /* The largest device peak since the last step began (tracked bytes). */
 int64_t gt_trainer_peak_bytes(gt_trainer *t);
 /* Device d's model (descriptors) — for attaching a time profile. */

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# DiLoCo against synchronous data parallelism on the default job
+# (gemma3-small on data/kjv.txt, 200 steps, per_device_batch_size=8 x 256
+# tokens), both on 2 MPI ranks of 1 device with the same global batch of
+# 16 x 256 tokens per step, so both have seen the same tokens after every
+# step:
+#   dp      dcn_data_parallelism=2: gradients all-reduced every step
+#   diloco  enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16
+#           with MaxText's outer lr 0.3 and Nesterov momentum 0.9: each
+#           replica trains on its 8 rows and the replicas sync every 16 steps
+#   diloco_07_05  the same with diloco_outer_lr=0.7 diloco_outer_momentum=0.5
+# Evaluations every 16 steps (after a sync for DiLoCo) and after the last.
+# Prints both eval curves side by side, the bytes each device sends to the
+# other ranks per step (measured for data parallelism, metrics.jsonl's
+# comm_bytes_dcn; for DiLoCo gemtrain plan's, which is what each sync sends,
+# and metrics.jsonl's diloco_bytes when the step record has it), and checks
+# the two targets for each DiLoCo run: bytes per step at most 1/16 of data
+# parallelism's, and the final eval loss within 3% of data parallelism's.
+# Takes the machine lock for each run; each run is 200 steps of the default
+# job on each of 2 ranks (10 to 40 minutes on the 2-core machine, by load).
+# Usage: tools/bench_diloco.sh [--report] [gemtrain] [output directory]
+# (--report: only the tables, from the runs already in the directory)
+set -euo pipefail
+report=0
+[ "${1:-}" = --report ] && { report=1; shift; }
+bin=$(readlink -f "${1:-build/gemtrain}")
+out=$(readlink -f "${2:-runs/bench_diloco}")
+cd "$(dirname "$0")/.."
+[ -f data/kjv.txt ] || tools/kjv.sh data/kjv.txt > /dev/null
+mkdir -p "$out"
+flags=(--oversubscribe --bind-to core)
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+common=(eval_interval=16 threads_per_device=1 sample_tokens=0 enable_checkpointing=false "base_output_directory=$out")
+dl=(enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16)
+run() {
+  local name=$1; shift
+  rm -rf "${out:?}/$name"
+  flock /tmp/gt_machine.lock mpirun "${flags[@]}" -np 2 "$bin" train "${common[@]}" "$@" run_name="$name" \
+    > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; exit 1; }
+}
+if [ "$report" = 0 ]; then
+  run dp dcn_data_parallelism=2
+  run diloco "${dl[@]}"
+  run diloco_07_05 "${dl[@]}" diloco_outer_lr=0.7 diloco_outer_momentum=0.5
+fi
+"$bin" plan --json dcn_data_parallelism=2 > "$out/plan_dp.json"
+"$bin" plan --json "${dl[@]}" > "$out/plan_diloco.json"
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def recs(name):
+    return [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl")) if l.strip()]
+runs = [("dp", "data parallelism"), ("diloco", "DiLoCo, outer lr 0.3, momentum 0.9"),
+        ("diloco_07_05", "DiLoCo, outer lr 0.7, momentum 0.5")]
+runs = [(n, t) for n, t in runs if os.path.exists(os.path.join(out, n, "metrics.jsonl"))]
+R = {n: recs(n) for n, _ in runs}
+ev = {n: {x["step"]: x["eval_loss"] for x in R[n] if "eval_loss" in x} for n, _ in runs}
+tok = 16 * 256
+print("| after step | tokens | " + " | ".join(t + " eval loss" for _, t in runs) + " |")
+print("|---|---|" + "---|" * len(runs))
+for s in sorted(ev["dp"]):
+    cells = [f"{ev[n][s]:.4f}" + ("" if n == "dp" else f" ({100 * (ev[n][s] / ev['dp'][s] - 1):+.1f}%)")
+             for n, _ in runs if s in ev[n]]
+    print(f"| {s + 1} | {(s + 1) * tok} | " + " | ".join(cells) + " |")
+mean = lambda v: sum(v) / len(v)
+pdp = json.load(open(os.path.join(out, "plan_dp.json")))
+pdl = json.load(open(os.path.join(out, "plan_diloco.json")))
+b_dp = mean([x.get("comm_bytes_dcn", 0) for x in R["dp"]])
+print()
+print("| setup | bytes to other ranks per step per device | final eval loss | vs data parallelism |")
+print("|---|---|---|---|")
+fdp = ev["dp"][max(ev["dp"])]
+print(f"| data parallelism (dcn_data_parallelism=2) | {b_dp:.0f} measured ({pdp['comm_bytes_dcn_per_step_per_device']:.0f} planned) | {fdp:.4f} | |")
+ok = True
+for n, t in runs[1:]:
+    meas = [x["diloco_bytes"] for x in R[n] if "diloco_bytes" in x]
+    b = sum(meas) / len(R[n]) if meas else None
+    m = f"{b:.0f} measured, " if b is not None else ""
+    f = ev[n][max(ev[n])]
+    rel = f / fdp - 1
+    ratio = (b if b is not None else pdl["diloco_bytes_per_step_per_device"]) / b_dp
+    print(f"| {t} | {m}{pdl['diloco_bytes_per_step_per_device']:.0f} planned ({pdl['diloco_bytes_per_sync_per_device']:.0f} per sync); {ratio:.5f} of data parallelism's | {f:.4f} | {100 * rel:+.2f}% |")
+    print(f"  {t}: bytes {'ok' if ratio <= 1 / 16 else 'MISSED'} (<= 1/16), eval loss {'ok' if abs(rel) <= 0.03 else 'MISSED'} (within 3%)", file=sys.stderr)
+PY
