@@ -27,8 +27,12 @@ command -v ip > /dev/null || skip "no 'ip' command (Debian's iproute2)"
 mpirun=$(command -v mpirun.openmpi || true)
 if [ -z "$mpirun" ] && mpirun --version 2> /dev/null | grep -q "Open MPI"; then mpirun=$(command -v mpirun); fi
 [ -n "$mpirun" ] || skip "no Open MPI mpirun (openmpi-bin)"
-if ldd "$bin" 2> /dev/null | grep -q libmpich; then skip "gemtrain is built against MPICH; this test drives Open MPI"; fi
-ldd "$bin" 2> /dev/null | grep -q "libmpi\.so" || skip "gemtrain is built without Open MPI"
+libs=$(ldd "$bin" 2> /dev/null || true)
+case "$libs" in
+  *libmpich*) skip "gemtrain is built against MPICH; this test drives Open MPI" ;;
+  *libmpi.so*) ;;
+  *) skip "gemtrain is built without Open MPI" ;;
+esac
 
 # Names and addresses of this run's own: the pid is unique among the tests
 # running now, and ip netns names and the /30 follow from it
