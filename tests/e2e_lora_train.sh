@@ -95,7 +95,7 @@ l2=$(grep -o "completed step: 0, .*loss: [0-9.]*" "$work/h2.log" | grep -o "loss
 mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 if [ -z "$mpirun" ]; then echo "e2e_lora_train: no mpirun: the ranks' part skipped"; exit 0; fi
 flags=()
-if "$mpirun" --version 2> /dev/null | grep -q "Open MPI"; then
+if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
   flags=(--oversubscribe)
   [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 fi

@@ -33,7 +33,7 @@ work=$(mktemp -d /tmp/gt_e2e_mpi.XXXXXX)
 trap 'pkill -9 -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 flags=(); openmpi=0
-if "$mpirun" --version 2> /dev/null | grep -q "Open MPI"; then
+if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
   openmpi=1
   flags=(--oversubscribe)
   [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)

@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "not root (network namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 command -v ip > /dev/null || skip "no 'ip' command (Debian's iproute2)"
 mpirun=$(command -v mpirun.openmpi || true)
-if [ -z "$mpirun" ] && mpirun --version 2> /dev/null | grep -q "Open MPI"; then mpirun=$(command -v mpirun); fi
+if [ -z "$mpirun" ] && mpirun --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then mpirun=$(command -v mpirun); fi
 [ -n "$mpirun" ] || skip "no Open MPI mpirun (openmpi-bin)"
 libs=$(ldd "$bin" 2> /dev/null || true)
 case "$libs" in
@@ -184,14 +184,16 @@ elapsed=$(($(date +%s) - t0))
 rc=$(cat "$work/down.rc")
 # exit status 1 (docs/training.md: any other error; the MPI_Abort code)
 [ "$rc" = 1 ] || { cat "$work/cut.log"; fail "link down: mpirun exited $rc, expected 1"; }
-grep -q "^gemtrain: rank 0 of 2: .*no data from rank 1 device 0.* within 3 s (collective_timeout_seconds); is rank 1 alive?" \
-  "$work/cut.log" || { cat "$work/cut.log"; fail "link down: rank 0 does not name rank 1 and the timeout"; }
+# (the wait that notices may be a step's collective or a checkpoint's
+# commit, and may miss data from rank 1, or rank 1's taking of ours, or both)
+msg=$(grep "^gemtrain: rank 0 of 2: .*rank 1.* within 3 s (collective_timeout_seconds); is rank 1 alive?$" \
+  "$work/cut.log") || { cat "$work/cut.log"; fail "link down: rank 0 does not name rank 1 and the timeout"; }
 # 3 s for the collective, then the abort's ~13 s for mpirun to give up on the
 # other daemon (tcp_retries2 above); 90 s leaves room for a busy machine, and
 # stays far below the 300 s default timeout, or the 15 minutes of a stock
 # tcp_retries2
 [ "$elapsed" -le 90 ] || fail "link down: the job took ${elapsed} s to end"
-echo "link down: the job ended in ${elapsed} s with exit status $rc: $(grep -o 'no data from rank 1 device 0.*alive?' "$work/cut.log")"
+echo "link down: the job ended in ${elapsed} s with exit status $rc: ${msg#gemtrain: }"
 committed=$(cat "$work/runs/cut/checkpoints/latest")
 grep -q "^completed step: " "$work/cut.log" || fail "link down: no step ran"
 

@@ -97,7 +97,7 @@ printf 'config 2\nusage 2\nnonfinite 4\nsignal 5\nkilled 137\n' | diff - "$work/
 mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 if [ -n "$mpirun" ]; then
   flags=()
-  if "$mpirun" --version 2> /dev/null | grep -q "Open MPI"; then
+  if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
     flags=(--oversubscribe --bind-to none)
     [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
   fi
