@@ -70,7 +70,8 @@ for ns in "$nsa" "$nsb"; do
   # 5 (about 13 s) in these namespaces only, as a cluster would set it
   # (docs/multi-host.md); the ranks' own waits are bounded by
   # collective_timeout_seconds whatever this is.
-  ip netns exec "$ns" sh -c 'echo 5 > /proc/sys/net/ipv4/tcp_retries2'
+  ip netns exec "$ns" sh -c 'echo 5 > /proc/sys/net/ipv4/tcp_retries2' 2> "$work/ns.err" ||
+    skip "cannot set net.ipv4.tcp_retries2 in a namespace ($(head -1 "$work/ns.err"))"
 done
 
 # Open MPI's rsh agent: "<host> <command>" runs the command (its daemon,
