@@ -73,8 +73,8 @@ python3 - "$out/runs" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d
 import json, sys
 d = sys.argv[1]
 print(f"summary (one run of this script; {sys.argv[2]} cores,{sys.argv[3]}; steps after the first two):")
-print("| 2 ranks x 1 device | step s | tokens/s | collectives s | share | MiB to the other rank / step |")
-print("|---|---|---|---|---|---|")
+print("| 2 ranks x 1 device | step s | tokens/s | TFLOP/s/device | collectives s | share | MiB to the other rank / step |")
+print("|---|---|---|---|---|---|---|")
 res = {}
 for name, what in (("veth", "two namespaces, veth (TCP)"), ("lo", "one host, TCP loopback"),
                    ("shm", "one host, shared memory")):
@@ -82,7 +82,8 @@ for name, what in (("veth", "two namespaces, veth (TCP)"), ("lo", "one host, TCP
     s = sum(x["seconds"] for x in m) / len(m)
     c = sum(x["comm_seconds"] for x in m) / len(m)
     tok = sum(x["tokens_per_s_per_device"] for x in m) / len(m) * 2
+    tf = sum(x["tflops_per_s_per_device"] for x in m) / len(m)
     res[name] = tok
-    print(f"| {what} | {s:.3f} | {tok:.1f} | {c:.3f} | {100 * c / s:.1f}% | {m[0]['comm_bytes_dcn'] / 2**20:.1f} |")
+    print(f"| {what} | {s:.3f} | {tok:.1f} | {tf:.4f} | {c:.3f} | {100 * c / s:.1f}% | {m[0]['comm_bytes_dcn'] / 2**20:.1f} |")
 print(f"veth / shared memory: {res['veth'] / res['shm']:.3f}x tokens/s; veth / loopback TCP: {res['veth'] / res['lo']:.3f}x")
 PY
