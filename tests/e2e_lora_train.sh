@@ -93,10 +93,13 @@ l2=$(grep -o "completed step: 0, .*loss: [0-9.]*" "$work/h2.log" | grep -o "loss
 [ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "step 0 over the HF base: '$l2' with adapters, '$l1' without"
 
 # MPI ranks: the same global mesh, the same run bit for bit
-mpirun=$(command -v mpirun || true)
+mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 if [ -z "$mpirun" ]; then echo "e2e_lora_train: no mpirun: the ranks' part skipped"; exit 0; fi
-flags=(--oversubscribe)
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+flags=()
+if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
+  flags=(--oversubscribe)
+  [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+fi
 mp=(model_name=gemma3-tiny dataset_type=synthetic max_target_length=16 steps=4 sample_tokens=0 enable_lora=true
     lora_rank=4 lora_dropout=0.2 checkpoint_compression=0 save_checkpoint_on_completion=true
     "base_output_directory=$work/runs")

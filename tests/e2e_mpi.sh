@@ -26,13 +26,18 @@
 # with a gemtrain built without MPI.
 set -euo pipefail
 bin="$1"; src="$2"
-mpirun=$(command -v mpirun || true)
+# the build's launcher (CMakeLists.txt sets GT_MPIRUN: Open MPI's mpirun or MPICH's Hydra)
+mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 [ -n "$mpirun" ] || { echo "e2e_mpi: no mpirun (install openmpi-bin): skipped"; exit 77; }
 work=$(mktemp -d /tmp/gt_e2e_mpi.XXXXXX)
 trap 'pkill -9 -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-flags=(--oversubscribe)
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+flags=(); openmpi=0
+if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
+  openmpi=1
+  flags=(--oversubscribe)
+  [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+fi
 mpi() { local np=$1; shift; "$mpirun" "${flags[@]}" -np "$np" "$@"; }
 # in the background, with $! the pid of mpirun itself (exec): <log> <np> <args...>
 mpi_bg() { local log=$1 np=$2; shift 2; (exec "$mpirun" "${flags[@]}" -np "$np" "$@" > "$log" 2>&1) & }
@@ -171,6 +176,14 @@ mpi 2 "$bin" train "${half[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=c2
 grep -q "^resumed from .*step_00000005" "$work/c2x2.log" || fail "2 x 2 did not resume"
 "$bin" train "${half[@]}" num_devices=4 run_name=c1x4 > "$work/c1x4.log" 2>&1 || fail "resume on 1 x 4"
 compare c2x2 c1x4
+
+# 3.-6. below drive Open MPI's mpirun (signals it forwards, its exit status,
+# its report of a killed rank, MPMD lines); under another launcher (an MPICH
+# build's Hydra) the layouts and resumes above are the test
+if [ "$openmpi" = 0 ]; then
+  echo "e2e_mpi: $mpirun is not Open MPI's: parts 1-2 only (layouts, resume); 1 passed, 0 failed"
+  exit 0
+fi
 
 # 3. stopping cleanly
 long=(model_name=gemma3-tiny steps=100000 checkpoint_period=100000 "${common[@]}" num_devices=1

@@ -94,10 +94,13 @@ printf 'config 2\nusage 2\nnonfinite 4\nsignal 5\nkilled 137\n' | diff - "$work/
 
 # 5. under mpirun (where there is one and the build has MPI): each rank
 # starts once and trains
-mpirun=$(command -v mpirun || true)
+mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 if [ -n "$mpirun" ]; then
-  flags=(--oversubscribe --bind-to none)
-  [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+  flags=()
+  if "$mpirun" --version 2> /dev/null | grep -qE "Open MPI|OpenRTE"; then
+    flags=(--oversubscribe --bind-to none)
+    [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+  fi
   rc=0
   "${clean[@]}" OMP_DISPLAY_ENV=VERBOSE "$mpirun" "${flags[@]}" -np 2 "$bin" train "${tiny[@]}" steps=2 num_devices=1 \
     dcn_fsdp_parallelism=2 run_name=mpi > "$work/mpi.log" 2>&1 || rc=$?

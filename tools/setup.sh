@@ -5,11 +5,14 @@
 # python3-protobuf, python3-crcmod and protobuf-compiler are the independent
 # reader of TensorBoard event files in tests/e2e_tensorboard.sh.
 # openmpi-bin and libopenmpi-dev: ranks on several processes or hosts
-# (src/dist; a build without them is one process).
+# (src/dist; a build without them is one process); mpich and libmpich-dev:
+# the MPICH build (-DGT_MPI=mpich) CI tests beside it (Debian keeps Open MPI
+# the default `mpirun` and `mpicc`); iproute2: `ip`, for the network
+# namespaces of tests/e2e_netns.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev check bible-kjv bible-kjv-text python3
-  python3-protobuf python3-crcmod protobuf-compiler openmpi-bin libopenmpi-dev"
+  python3-protobuf python3-crcmod protobuf-compiler openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
