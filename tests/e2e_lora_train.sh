@@ -109,8 +109,8 @@ if ! "$mpirun" "${flags[@]}" -np 2 "$bin" train "${mp[@]}" num_devices=1 dcn_fsd
   cat "$work/r2x1.log"; fail "2 ranks x 1 device"
 fi
 "$bin" train "${mp[@]}" num_devices=2 run_name=r1x2 > "$work/r1x2.log" 2>&1 || { cat "$work/r1x2.log"; fail "1 x 2"; }
-python3 - "$work/runs/r2x1" "$work/runs/r1x2" <<'PY' || fail "2 ranks and 2 devices differ"
-import glob, json, os, struct, sys
+PYTHONPATH="$src/tests" python3 - "$work/runs/r2x1" "$work/runs/r1x2" <<'PY' || fail "2 ranks and 2 devices differ"
+import json, os, sys, gt_runs
 a, b = sys.argv[1], sys.argv[2]
 keys = ("step", "loss", "grad_norm", "total_weights")
 la = [json.loads(l) for l in open(os.path.join(a, "metrics.jsonl"))]
@@ -119,15 +119,7 @@ assert len(la) == len(lb) == 4
 for x, y in zip(la, lb):
     for k in keys:
         assert x[k] == y[k], (k, x[k], y[k])
-def tensor_bytes(d):
-    step = open(os.path.join(d, "checkpoints", "latest")).read().strip()
-    out = {}
-    for f in sorted(glob.glob(os.path.join(d, "checkpoints", step, "shard_*.gtck"))):
-        raw = open(f, "rb").read()
-        hoff, = struct.unpack_from("<Q", raw, 16)
-        out[os.path.basename(f)] = raw[64:hoff]
-    return out
-ta, tb = tensor_bytes(a), tensor_bytes(b)
+ta, tb = gt_runs.tensor_bytes(a)[1], gt_runs.tensor_bytes(b)[1]
 assert ta and ta == tb, "final adapters differ"
 print("2 ranks x 1 device = 1 rank x 2 devices:", len(la), "steps,", sum(map(len, ta.values())), "tensor bytes")
 PY

@@ -55,37 +55,10 @@ grep -q "^mesh: 2 ranks x 1 device per rank = 2 devices; data 1 (dcn 1 x ici 1),
 
 # compare <run a> <run b>: the metrics of every step and the final state
 compare() {
-  python3 - "$work/runs/$1" "$work/runs/$2" <<'PY' || fail "$1 and $2 differ"
-import glob, json, os, struct, sys
-a, b = sys.argv[1], sys.argv[2]
-def lines(d):
-    return [l for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
-la, lb = lines(a), lines(b)
-assert len(la) == len(lb) and la, (len(la), len(lb))
-keys = ("step", "loss", "lm_loss", "moe_lb_loss", "grad_norm", "total_weights", "learning_rate", "eval_loss")
-for x, y in zip(la, lb):
-    jx, jy = json.loads(x), json.loads(y)
-    for k in keys:
-        assert jx.get(k) == jy.get(k), (k, jx.get(k), jy.get(k))
-# the exact printed text of each number too (%.9g: float32 values exactly)
-def fields(line):
-    return {k: v for k, v in (p.split(": ", 1) for p in line.strip("{}\n").split(", ")) if k.strip('"') in keys}
-for x, y in zip(la, lb):
-    assert fields(x) == fields(y), (fields(x), fields(y))
-def tensor_bytes(d):
-    step = open(os.path.join(d, "checkpoints", "latest")).read().strip()
-    out = {}
-    for f in sorted(glob.glob(os.path.join(d, "checkpoints", step, "shard_*.gtck"))):
-        raw = open(f, "rb").read()
-        hoff, = struct.unpack_from("<Q", raw, 16)
-        out[os.path.basename(f)] = raw[64:hoff]   # uncompressed tensor data
-    return step, out
-sa, ta = tensor_bytes(a)
-sb, tb = tensor_bytes(b)
-assert sa == sb and ta.keys() == tb.keys() and ta, (sa, sb, ta.keys(), tb.keys())
-for k in ta:
-    assert ta[k] == tb[k], ("weights differ", k)
-print(f"{os.path.basename(a)} = {os.path.basename(b)}: {len(la)} steps, {len(ta)} shard(s), {sum(map(len, ta.values()))} tensor bytes")
+  PYTHONPATH="$src/tests" python3 - "$work/runs/$1" "$work/runs/$2" <<'PY' || fail "$1 and $2 differ"
+import sys, gt_runs
+print(gt_runs.same_run(sys.argv[1], sys.argv[2],
+                       ("step", "loss", "lm_loss", "moe_lb_loss", "grad_norm", "total_weights", "learning_rate", "eval_loss")))
 PY
 }
 

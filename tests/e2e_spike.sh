@@ -68,8 +68,8 @@ PY
 # shift of 1; every step for 0) print the same loss and gradient norm, and
 # the final weights and moments are the same bytes
 same() {
-  python3 - "$work/runs/$1" "$work/runs/$2" "$3" "$K" <<'PY' || fail "$1 and $2 differ"
-import glob, json, os, struct, sys
+  PYTHONPATH="$src/tests" python3 - "$work/runs/$1" "$work/runs/$2" "$3" "$K" <<'PY' || fail "$1 and $2 differ"
+import os, sys, gt_runs
 a, b, shift, k = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 def fields(d):
     out = []
@@ -83,15 +83,7 @@ assert len(fa) == len(fb) + shift, (len(fa), len(fb))
 for s in range(len(fb)):
     sa = s + shift if s >= k else s
     assert fa[sa] == fb[s], (s, fa[sa], fb[s])
-def tensor_bytes(d):
-    step = open(os.path.join(d, "checkpoints", "latest")).read().strip()
-    out = {}
-    for f in sorted(glob.glob(os.path.join(d, "checkpoints", step, "shard_*.gtck"))):
-        raw = open(f, "rb").read()
-        hoff, = struct.unpack_from("<Q", raw, 16)
-        out[os.path.basename(f)] = raw[64:hoff]
-    return out
-ta, tb = tensor_bytes(a), tensor_bytes(b)
+ta, tb = gt_runs.tensor_bytes(a)[1], gt_runs.tensor_bytes(b)[1]
 assert ta.keys() == tb.keys() and ta, (ta.keys(), tb.keys())
 for n in ta:
     assert ta[n] == tb[n], ("weights differ", n)
