@@ -206,6 +206,12 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
                    R, c->num_devices, c->num_devices > 1 ? "s" : "", R * c->num_devices, dd * id, dd, id, df * i_f, df,
                    i_f, de * ie, de, ie, gt_dist_thread_level());
   }
+  if (c->enable_diloco)
+    gt_report_note(r, "DiLoCo: %lld replicas of %lld rank%s (every figure above is one replica's), each training on "
+                      "its own rows of the batch; the replicas sync every %lld steps (outer lr %g, Nesterov momentum "
+                      "%g)\n",
+                   c->dcn_diloco_parallelism, R, R > 1 ? "s" : "", c->diloco_sync_period, c->diloco_outer_lr,
+                   c->diloco_outer_momentum);
 }
 
 /* Over MPI ranks: every rank learns whether any failed (the lowest failing
