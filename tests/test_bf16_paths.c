@@ -53,6 +53,7 @@ typedef struct pdata {
   int64_t lda, ldb, ldc;
   float *A, *B, *C0;
   double *tol; /* the bound, per element */
+  double *S;   /* |alpha| sum_k |bf16(a_k) bf16(b_k)|, per element */
 } pdata;
 
 static void pdata_make(const pcase *c, int idx, pdata *d) {
@@ -63,17 +64,19 @@ static void pdata_make(const pcase *c, int idx, pdata *d) {
   d->B = gt_test_alloc_fill((c->tb ? c->N : c->K) * d->ldb, &s, -1, 1);
   d->C0 = gt_test_alloc_fill(c->M * d->ldc, &s, -1, 1);
   d->tol = calloc((size_t)(c->M * d->ldc), sizeof(double));
+  d->S = calloc((size_t)(c->M * d->ldc), sizeof(double));
   for (int64_t i = 0; i < c->M; i++)
     for (int64_t j = 0; j < c->N; j++) {
       double S = 0;
       for (int64_t k = 0; k < c->K; k++)
         S += fabs((double)gt_bf16_round1(opA(c->ta, d->A, d->lda, i, k)) * gt_bf16_round1(opB(c->tb, d->B, d->ldb, k, j)));
+      d->S[i * d->ldc + j] = fabs(c->alpha) * S;
       d->tol[i * d->ldc + j] =
           ldexp((double)(c->K + 8) * fabs(c->alpha) * S + 4 * fabs((double)c->beta * d->C0[i * d->ldc + j]), -24);
     }
 }
 
-static void pdata_free(pdata *d) { free(d->A), free(d->B), free(d->C0), free(d->tol); }
+static void pdata_free(pdata *d) { free(d->A), free(d->B), free(d->C0), free(d->tol), free(d->S); }
 
 /* C by gt_bgemm on `path` (beta 0: C starts NaN, which must not be read) */
 static float *run_path(int path, const pcase *c, const pdata *d) {
@@ -114,8 +117,8 @@ START_TEST(test_paths_against_reference_and_each_other) {
     ck_assert_int_eq(gt__bgemm_path(), GT_BGEMM_COPY);
     return;
   }
-  double worst_w = 0, worst_p = 0, worst_wp = 0;
-  int64_t differ = 0;
+  double worst_w = 0, worst_p = 0, worst_wp = 0, worst_ulp = 0;
+  int64_t differ = 0, total = 0;
   for (int n = 0; n < NCASES; n++) {
     const pcase *c = &CASES[n];
     pdata d;
@@ -126,7 +129,12 @@ START_TEST(test_paths_against_reference_and_each_other) {
     double wp = check_within("widened vs pairs", c, &d, W, P, 2.0);
     worst_w = fmax(worst_w, w), worst_p = fmax(worst_p, p), worst_wp = fmax(worst_wp, wp);
     for (int64_t i = 0; i < c->M; i++)
-      for (int64_t j = 0; j < c->N; j++) differ += memcmp(&W[i * d.ldc + j], &P[i * d.ldc + j], 4) != 0;
+      for (int64_t j = 0; j < c->N; j++) {
+        const int64_t e = i * d.ldc + j;
+        differ += memcmp(&W[e], &P[e], 4) != 0, total++;
+        /* the difference in units of 2^-24 |alpha| S */
+        if (c->beta == 0.0f && d.S[e] > 0) worst_ulp = fmax(worst_ulp, fabs((double)W[e] - P[e]) / ldexp(d.S[e], -24));
+      }
     /* the rows past N (the padding of ldc) are not written */
     for (int64_t i = 0; i < c->M; i++)
       for (int64_t j = c->N; j < d.ldc; j++)
@@ -135,8 +143,8 @@ START_TEST(test_paths_against_reference_and_each_other) {
     pdata_free(&d);
   }
   printf("bf16 paths, worst |C - ref| / bound: widened %.3g, pairs %.3g; |widened - pairs| / (2 bound) %.3g; "
-         "%lld elements differ in bits\n",
-         worst_w, worst_p, worst_wp, (long long)differ);
+         "%lld of %lld elements differ in bits, by at most %.2f x 2^-24 |alpha| S (beta 0)\n",
+         worst_w, worst_p, worst_wp, (long long)differ, (long long)total, worst_ulp);
   /* the two paths are two different orders of float32 sums: they must not
    * be the same code (a switch that does nothing would give 0) */
   ck_assert_int_gt(differ, 0);
@@ -179,7 +187,7 @@ START_TEST(test_paths_deterministic_over_threads) {
       uint64_t s = 7 + n;
       d.lda = c->ta ? c->M : c->K, d.ldb = c->tb ? c->K : c->N, d.ldc = c->N;
       d.A = gt_test_alloc_fill(c->M * c->K, &s, -1, 1), d.B = gt_test_alloc_fill(c->K * c->N, &s, -1, 1);
-      d.C0 = gt_test_alloc_fill(c->M * c->N, &s, -1, 1), d.tol = NULL;
+      d.C0 = gt_test_alloc_fill(c->M * c->N, &s, -1, 1), d.tol = NULL, d.S = NULL;
       gt_team_set_process(1);
       float *C1 = run_path(paths[pi], c, &d);
       for (int th = 2; th <= 3; th++) {
