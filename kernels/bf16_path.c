@@ -121,6 +121,7 @@ static int gt__runnable(int p) {
 
 int gt__bgemm_path(void) {
   pthread_once(&gt__choice_once, gt__choice_init);
+  if (gt__bgemm_fallback_forced() && gt__kernels_avx512()) return GT_BGEMM_EMUL;
   int p = atomic_load(&gt__forced);
   if (p < 0) p = gt__env_path;
   if (p < 0) p = gt__choice.path;

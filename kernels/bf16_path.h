@@ -84,6 +84,10 @@ const char *gt__bgemm_path_name(int path);
  * environment's GT_TEST_BF16_PATH=pairs|widened|amx does the same for a
  * whole process (docs/testing.md). */
 void gt__bgemm_force_path(int path);
+/* 1 while gt__bgemm_force_fallback(1) (kernels/bf16.h) holds: gt_bgemm then
+ * runs vdpbf16ps's emulation (GT_BGEMM_EMUL), whatever path was chosen or
+ * forced, so a test compares it with the pairs path on any CPU. */
+int gt__bgemm_fallback_forced(void);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,15 @@
-/* gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C (kernels/bf16.h),
- * a packed kernel on AVX512_BF16's vdpbf16ps.
+/* gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C (kernels/bf16.h).
+ *
+ * Paths (kernels/bf16_path.h chooses one per process from the CPU; the
+ * tests can force one): this file's packed kernel on AVX512_BF16's
+ * vdpbf16ps (below), or its emulation; the widened path, gt_sgemm's kernel
+ * with packers that round to bf16 (kernels/gemm.c, kernels/gemm_widen.h),
+ * where vdpbf16ps is not clearly faster than FMA or missing; AMX tiles
+ * (kernels/gemm_amx.c); and rounded copies without AVX-512. The driver at
+ * the end of this file sends each call to its path; decoding's few rows
+ * (M <= 4 times B^T) take one row kernel on every AVX-512 path.
+ *
+ * The vdpbf16ps kernel:
  *
  * Layout: the float32 inputs are rounded to bf16 (round to nearest even, the
  * integer rounding of bf16.h, denormals and NaNs as gt_f32_to_bf16) while
@@ -30,8 +40,9 @@
  * denormal inputs read as zero (DAZ: bf16 denormals in A and B and a
  * denormal accumulator) and denormal results flushed to zero (FTZ).
  *
- * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
- * environment, read once, or gt__bgemm_force_fallback(1)), the same pairs
+ * Emulation (the pairs path where vdpbf16ps is missing or turned off by
+ * GEMTRAIN_NO_AVX512BF16=1, read once, or by gt__bgemm_force_fallback(1);
+ * chosen only by the tests' switches), the same pairs
  * (integer rounding, [kc/2][MR] A panels) and loops with a micro-kernel that
  * splits each pair into two floats and runs two float32 FMAs, odd k first,
  * with MXCSR set to DAZ, FTZ and round to nearest for its k loop (and
@@ -103,6 +114,7 @@ static void gt__bg_init(void) {
 }
 
 void gt__bgemm_force_fallback(int on) { atomic_store(&gt__bg_forced, on != 0); }
+int gt__bgemm_fallback_forced(void) { return atomic_load(&gt__bg_forced); }
 
 int gt__bgemm_kernel(void) {
   pthread_once(&gt__bg_once, gt__bg_init);
