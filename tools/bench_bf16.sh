@@ -18,7 +18,7 @@
 #   GT_LOCK=FILE     take `flock FILE` around each section
 #   GT_BF16_STEPS    timed steps per run (default 3; 270m uses 2)
 #   GT_BF16_ROUNDS   alternating rounds per model (default 2)
-#   GT_BF16_SKIP     sections to leave out: gemm small 270m
+#   GT_BF16_SKIP     sections to leave out: gemm cpu small 270m
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"
@@ -43,6 +43,14 @@ if wants gemm; then
   section "gemtrain bench gemm (float32 and bf16)"
   lock
   "$bin" bench gemm
+  unlock
+fi
+# the two bf16 paths against gt_sgemm by thread CPU time: ratios that hold
+# on a shared machine too
+if wants cpu; then
+  section "gemtrain bench gemm bf16-cpu"
+  lock
+  "$bin" bench gemm bf16-cpu
   unlock
 fi
 

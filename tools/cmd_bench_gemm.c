@@ -226,6 +226,71 @@ static int bench_small_products(void) {
   return 0;
 }
 
+/* ---- the bf16 paths by CPU time (the set bf16-cpu) ----
+ * gt_sgemm, gt_bgemm widened and gt_bgemm pairs on the 12-layer model's
+ * products, 1 thread, each call timed by the thread's CPU clock
+ * (CLOCK_THREAD_CPUTIME_ID), the three alternated, the best of 7 (3 for
+ * calls of 20 GFLOP and more): time the thread spent off its core does
+ * not count, so the ratios hold on a shared machine where wall-clock
+ * columns do not (another process still shares the caches). */
+static double thread_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench_bf16_cpu(const bench_model *m) {
+  const int64_t qd = m->H * m->hd, kd = m->K * m->hd;
+  const struct {
+    const char *name;
+    int64_t in, out;
+  } pr[] = {{"q", m->d, qd}, {"k, v", m->d, kd}, {"o", qd, m->d}, {"gate, up", m->d, m->F}, {"down", m->F, m->d},
+            {"head", m->d, m->V}};
+  const int64_t maxio = m->V > m->F ? m->V : m->F;
+  float *A = malloc(sizeof(float) * (size_t)(m->M * maxio)), *B = malloc(sizeof(float) * (size_t)(maxio * m->d)),
+        *C = malloc(sizeof(float) * (size_t)(m->M * maxio));
+  if (!A || !B || !C) {
+    free(A), free(B), free(C);
+    fprintf(stderr, "gemtrain bench gemm: no memory for bf16-cpu\n");
+    return 1;
+  }
+  fill(A, m->M * maxio, 1), fill(B, maxio * m->d, 2), fill(C, m->M * maxio, 3);
+  use_threads(1);
+  printf("\nbf16 paths by thread CPU time, 1 thread, %s: GFLOP/s per CPU second, best of 7 alternated calls (3 for\n"
+         "20 GFLOP and more); widened/f32 and pairs/f32 = their rate over gt_sgemm's\n\n",
+         m->desc);
+  printf("| product | M N K | op(A) op(B) | gt_sgemm | gt_bgemm widened | gt_bgemm pairs | widened/f32 | pairs/f32 |\n");
+  printf("|---|---|---|---|---|---|---|---|\n");
+  double lo = 1e9, hi = 0;
+  for (size_t i = 0; i < sizeof pr / sizeof pr[0]; i++) {
+    const shape sh[3] = {{"fwd X.W^T", 0, 1, m->M, pr[i].out, pr[i].in, 0.0f},
+                         {"dX = dY.W", 0, 0, m->M, pr[i].in, pr[i].out, 0.0f},
+                         {"dW = dY^T.X", 1, 0, pr[i].out, pr[i].in, m->M, 1.0f}};
+    for (int j = 0; j < 3; j++) {
+      const shape *x = &sh[j];
+      const double fl = 2.0 * (double)x->M * (double)x->N * (double)x->K / 1e9;
+      double best[3] = {0, 0, 0};
+      for (int r = 0; r < (fl >= 20 ? 3 : 7); r++)
+        for (int p = 0; p < 3; p++) {
+          const double t0 = thread_now();
+          if (p == 0) run_ours(x, A, B, C);
+          else run_path(p == 1 ? GT_BGEMM_WIDE : GT_BGEMM_DP, x, A, B, C);
+          const double t = thread_now() - t0;
+          if (t > 0 && fl / t > best[p]) best[p] = fl / t;
+        }
+      const double w = best[0] > 0 ? best[1] / best[0] : 0;
+      lo = w < lo ? w : lo, hi = w > hi ? w : hi;
+      printf("| %s %s | %lld %lld %lld | %c%c | %.1f | %.1f | %.1f | %.2f | %.2f |\n", pr[i].name, x->what,
+             (long long)x->M, (long long)x->N, (long long)x->K, x->ta ? 'T' : 'N', x->tb ? 'T' : 'N', best[0],
+             best[1], best[2], w, best[0] > 0 ? best[2] / best[0] : 0);
+      fflush(stdout);
+    }
+  }
+  printf("\nwidened/f32 over these products: %.2f to %.2f\n", lo, hi);
+  free(A), free(B), free(C);
+  return 0;
+}
+
 /* ---- stored (quantized) weights ---- */
 
 /* the stored W the gt_qgemm / gt_qbgemm columns multiply by (B unused) */
@@ -324,23 +389,25 @@ static void print_quant_header(void) {
 }
 
 int gt_bench_gemm(int argc, char **argv) {
-  int want[5] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0};
+  int want[6] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0, 0};
   for (int i = 0; i < argc; i++) {
     int found = 0;
     for (int j = 0; j < 3; j++)
       if (!strcmp(argv[i], models[j].key)) want[j] = found = 1;
     if (!strcmp(argv[i], "small-products")) want[3] = found = 1;
     if (!strcmp(argv[i], "quant")) want[4] = found = 1;
+    if (!strcmp(argv[i], "bf16-cpu")) want[5] = found = 1;
     if (!found) {
       fprintf(stderr,
-              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products or quant\n",
+              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products, quant or bf16-cpu\n",
               argv[i]);
       return 2;
     }
   }
-  /* quant alone: the stored-weight table of the 12-layer model (small) and
-   * gemma3-270m, without the float tables */
-  const int quant_only = want[4] && !want[0] && !want[1] && !want[2] && !want[3];
+  /* quant or bf16-cpu alone: the stored-weight table of the 12-layer model
+   * (small) and gemma3-270m, or the bf16 paths by CPU time, without the
+   * float tables */
+  const int quant_only = (want[4] || want[5]) && !want[0] && !want[1] && !want[2] && !want[3];
   int threads0 = gt_team_size(gt_team_current());
   gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
@@ -389,6 +456,7 @@ int gt_bench_gemm(int argc, char **argv) {
   for (int j = 0; j < 3 && !rc; j++)
     if (want[j]) rc = bench_model_products(&models[j]);
   if (!rc && want[3]) rc = bench_small_products();
+  if (!rc && want[5]) rc = bench_bf16_cpu(&models[1]);
   if (!rc && want[4]) {
     print_quant_header();
     for (int j = 1; j < 3 && !rc; j++) rc = bench_quant(&models[j]);
