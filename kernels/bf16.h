@@ -66,14 +66,16 @@ void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_
 void gt_matmul_backward_bf16(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,
                              int64_t in_dim, int64_t out_dim);
 
-/* Which gt_bgemm kernel runs (kernels/gemm_bf16.c): 2 vdpbf16ps
+/* The kernel of vdpbf16ps's pair arithmetic (kernels/gemm_bf16.c; what
+ * attention's bf16 tiles and gt_bgemm's pairs path run): 2 vdpbf16ps
  * (AVX512_BF16), 1 its emulation with float32 FMAs under DAZ/FTZ (no
- * AVX512_BF16, GEMTRAIN_NO_AVX512BF16=1, or forced), 0 rounded float32
- * copies through gt_sgemm (no AVX-512). The two AVX-512 kernels give the same
- * bits (measured; see gemm_bf16.c). */
+ * AVX512_BF16, GEMTRAIN_NO_AVX512BF16=1, or forced), 0 none (no AVX-512).
+ * The two give the same bits (measured; see gemm_bf16.c). Which path
+ * gt_bgemm takes is gt__bgemm_path()'s (kernels/bf16_path.h). */
 int gt__bgemm_kernel(void);
-/* Tests: on != 0 makes gt_bgemm take the FMA emulation where it would take
- * vdpbf16ps; not for use while another thread runs gt_bgemm. */
+/* Tests: on != 0 makes gt_bgemm run the FMA emulation of vdpbf16ps (on any
+ * path) and attention's bf16 products too; not for use while another
+ * thread runs gt_bgemm. */
 void gt__bgemm_force_fallback(int on);
 
 /* The machine's bf16 dot-product peak in GFLOP/s on `threads` threads

@@ -1,10 +1,20 @@
 /* The kernel path, decided once from cpuid (docs/cpus.md). Compiled for
  * baseline x86-64 like everything outside the AVX-512 copies. */
+#define _DEFAULT_SOURCE /* syscall */
 #include "kernels/cpu.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* 0: not decided yet, 1: portable, 2: AVX-512 */
 static atomic_int gt__path;
@@ -38,3 +48,48 @@ int gt__kernels_avx512(void) {
 }
 
 const char *gt__kernels_name(void) { return gt__kernels_avx512() ? "avx512" : "portable"; }
+
+void gt__cpu_ident(char vendor[13], int *family, int *model) {
+  memset(vendor, 0, 13);
+  *family = *model = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+  memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+  int fam = (int)((a >> 8) & 0xf), mod = (int)((a >> 4) & 0xf);
+  if (fam == 0xf) fam += (int)((a >> 20) & 0xff);
+  if (fam == 6 || fam >= 0xf) mod += (int)((a >> 16) & 0xf) << 4;
+  *family = fam, *model = mod;
+#endif
+}
+
+/* 0: not decided, 1: no, 2: yes */
+static int gt__amx;
+static pthread_once_t gt__amx_once = PTHREAD_ONCE_INIT;
+
+static void gt__amx_init(void) {
+  gt__amx = 1;
+  const char *e = getenv("GT_TEST_KERNELS");
+  if (e && strcmp(e, "portable") == 0) return;
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return; /* OSXSAVE */
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
+  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile)) return;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return; /* XTILECFG and XTILEDATA */
+  /* Linux keeps the tile data state (8 KiB a thread) off until a process
+   * asks: ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18); a tile
+   * instruction before it ends the process with SIGILL */
+  if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;
+  gt__amx = 2;
+#endif
+}
+
+int gt__cpu_amx_bf16(void) {
+  pthread_once(&gt__amx_once, gt__amx_init);
+  return gt__amx == 2;
+}

@@ -16,4 +16,16 @@ int gt__kernels_avx512(void);
 /* "avx512" or "portable": gt__kernels_avx512() by name, for logs. */
 const char *gt__kernels_name(void);
 
+/* The CPU's vendor string ("GenuineIntel", "AuthenticAMD"; "" where
+ * cpuid is missing) and its family and model as /proc/cpuinfo shows them
+ * (the extended fields folded in). */
+void gt__cpu_ident(char vendor[13], int *family, int *model);
+
+/* 1 when AMX-BF16 tiles may run in this process: cpuid has AMX-TILE and
+ * AMX-BF16, XCR0 says the OS saves the tile state, and (Linux) the process
+ * was granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA, asked once here); 0 otherwise and with
+ * GT_TEST_KERNELS=portable. */
+int gt__cpu_amx_bf16(void);
+
 #endif

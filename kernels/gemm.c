@@ -387,8 +387,10 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
 
+#include "kernels/bf16_lanes.h"
 #include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
+#include "kernels/gemm_widen.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/quant_lanes.h"
 
@@ -436,11 +438,18 @@ static void gt__block_init(void) {
 
 /* -------------------------------------------------------------- packing */
 
+/* The packers below take rnd: 0 copies the floats as they are (gt_sgemm),
+ * 1 rounds each to bf16 as it is packed (gt_bgemm's widened path,
+ * kernels/gemm_widen.h): the panels then hold bf16 values widened to
+ * float32, and the micro-kernel's products of them are exact. Rounding a
+ * zero (the padding) gives zero. */
+#define GT__PK(rnd, v) ((rnd) ? _mm512_castsi512_ps(gt__bf16_round16(v)) : (v))
+
 /* rows[0..nrows) of a matrix whose rows run along k: 16 k values each from
  * k (masked to kn), the other rows 0, transposed: r[kk] = column k + kk. */
 static inline __attribute__((always_inline)) void gt__load_tr(__m512 r[16], const float *src, int64_t ld,
                                                               int64_t nrows, int64_t k, int64_t kn,
-                                                              const float *next, int64_t nnext) {
+                                                              const float *next, int64_t nnext, const int rnd) {
   __mmask16 m = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1);
   /* rows of a KB or two are too short for the hardware prefetcher to ramp
    * up: ask now for the same line of the rows packed next (nnext of them
@@ -449,14 +458,15 @@ static inline __attribute__((always_inline)) void gt__load_tr(__m512 r[16], cons
   for (int64_t i = 0; i < nnext; i++) _mm_prefetch((const char *)(next + i * ld + k), _MM_HINT_T0);
 #pragma GCC unroll 16
   for (int i = 0; i < 16; i++)
-    r[i] = i < nrows ? _mm512_maskz_loadu_ps(m, src + i * ld + k) : _mm512_setzero_ps();
+    r[i] = i < nrows ? GT__PK(rnd, _mm512_maskz_loadu_ps(m, src + i * ld + k)) : _mm512_setzero_ps();
   gt__tr16(r);
 }
 
 /* A block [mc, kc] from (i0, k0) into MR-tall panels: panel p holds
  * rows p*MR.., k-major (MR floats per k), rows past mc zero. */
-static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
-                       int64_t kc) {
+static inline __attribute__((always_inline)) void gt__pack_a(float *dst, int transA, const float *A, int64_t lda,
+                                                             int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                                                             const int rnd) {
   if (transA) {
     /* op(A)(i, k) = A[k][i]: each k's MR values are contiguous. Row by row
      * of A across all the panels: one row's mc values are one contiguous
@@ -476,7 +486,8 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
         int64_t mr = gt__gmin(MR, mc - p);
         __mmask16 m = (__mmask16)((1u << mr) - 1);
         for (int64_t kk = 0; kk < kn; kk++)
-          _mm512_mask_storeu_ps(dst + p * kc + (k + kk) * MR, 0x0FFF, _mm512_maskz_loadu_ps(m, src + kk * lda + p));
+          _mm512_mask_storeu_ps(dst + p * kc + (k + kk) * MR, 0x0FFF,
+                                GT__PK(rnd, _mm512_maskz_loadu_ps(m, src + kk * lda + p)));
       }
     }
     return;
@@ -491,7 +502,7 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
     for (int64_t k = 0; k < kc; k += 16) {
       __m512 r[16];
       int64_t kn = gt__gmin(16, kc - k);
-      gt__load_tr(r, src, lda, mr, k0 + k, kn, next, nnext);
+      gt__load_tr(r, src, lda, mr, k0 + k, kn, next, nnext, rnd);
       if (kn == 16) {
 #pragma GCC unroll 16
         for (int kk = 0; kk < 16; kk++) _mm512_mask_storeu_ps(d + (k + kk) * MR, 0x0FFF, r[kk]);
@@ -504,8 +515,9 @@ static void gt__pack_a(float *dst, int transA, const float *A, int64_t lda, int6
 
 /* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc][NR], columns
  * past nr zero. */
-static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                             int64_t nr, int64_t nnext) {
+static inline __attribute__((always_inline)) void gt__pack_b_panel(float *d, int transB, const float *B,
+                                                                   int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                                                                   int64_t nr, int64_t nnext, const int rnd) {
   if (!transB) {
     /* rows of B lie ldb apart (8 KB and more): ask for the row 8 ahead
      * while this one is copied, as the hardware prefetcher does not */
@@ -517,8 +529,8 @@ static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, 
         _mm_prefetch((const char *)(src + 8 * ldb), _MM_HINT_T0);
         _mm_prefetch((const char *)(src + 8 * ldb + 31), _MM_HINT_T0);
       }
-      _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, src));
-      _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+      _mm512_store_ps(d + k * NR, GT__PK(rnd, _mm512_maskz_loadu_ps(m0, src)));
+      _mm512_store_ps(d + k * NR + 16, GT__PK(rnd, _mm512_maskz_loadu_ps(m1, src + 16)));
     }
     return;
   }
@@ -527,9 +539,9 @@ static void gt__pack_b_panel(float *d, int transB, const float *B, int64_t ldb, 
   for (int64_t k = 0; k < kc; k += 16) {
     __m512 r[16], s[16];
     int64_t kn = gt__gmin(16, kc - k);
-    gt__load_tr(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src + 32 * ldb, gt__gmin(16, nnext));
+    gt__load_tr(r, src, ldb, gt__gmin(16, nr), k0 + k, kn, src + 32 * ldb, gt__gmin(16, nnext), rnd);
     gt__load_tr(s, nr > 16 ? src + 16 * ldb : src, ldb, gt__gmax(0, nr - 16), k0 + k, kn, src + 48 * ldb,
-                gt__gmax(0, nnext - 16));
+                gt__gmax(0, nnext - 16), rnd);
     if (kn == 16) {
 #pragma GCC unroll 16
       for (int kk = 0; kk < 16; kk++) {
@@ -576,13 +588,24 @@ static void gt__micro(int64_t kc, const float *Ap, const float *Bp, float *C, in
  * elements of 4 bytes, here one float each) */
 static void gt__pack_a_u(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc) {
-  gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc);
+  gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc, 0);
 }
 static void gt__pack_b_u(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                          int64_t n) {
   for (int64_t p = 0; p * NR < n; p++)
     gt__pack_b_panel((float *)(void *)d + p * NR * kc, tB, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR),
-                     gt__gmax(0, gt__gmin(NR, n - (p + 1) * NR)));
+                     gt__gmax(0, gt__gmin(NR, n - (p + 1) * NR)), 0);
+}
+/* the same, rounding to bf16 (the widened path) */
+static void gt__pack_a_w(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                         int64_t kc) {
+  gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc, 1);
+}
+static void gt__pack_b_w(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t n) {
+  for (int64_t p = 0; p * NR < n; p++)
+    gt__pack_b_panel((float *)(void *)d + p * NR * kc, tB, B, ldb, k0, kc, j0 + p * NR, gt__gmin(NR, n - p * NR),
+                     gt__gmax(0, gt__gmin(NR, n - (p + 1) * NR)), 1);
 }
 static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                         int64_t nr, float alpha, float beta, const float *cn) {
@@ -596,9 +619,8 @@ static void gt__micro_u(int64_t kc, const uint32_t *Ap, const uint32_t *Bp, floa
  * dequantized float matrix (every packed float is that matrix's element),
  * so the micro-kernel, the blocking and the bits are gt_sgemm's. The driver
  * hands B through untouched: here it is the gt_qweight (ldb unused). */
-static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                          int64_t n) {
-  (void)ldb;
+static inline __attribute__((always_inline)) void gt__qpack_b(uint32_t *d, int tW, const float *B, int64_t k0,
+                                                              int64_t kc, int64_t j0, int64_t n, const int rnd) {
   const gt_qweight *w = (const gt_qweight *)(const void *)B;
   const int64_t cols = w->cols, np = gt__gcdiv(n, NR);
   const __m512 lut = gt__qlut();
@@ -612,8 +634,8 @@ static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int6
       for (int64_t p = 0; p < np; p++) {
         const int64_t nr = gt__gmin(NR, n - p * NR);
         float *dk = df + p * NR * kc + k * NR;
-        _mm512_store_ps(dk, gt__qdeq16(w, base + p * NR, gt__gmin(16, nr), rs, lut));
-        _mm512_store_ps(dk + 16, gt__qdeq16(w, base + p * NR + 16, nr - 16, rs, lut));
+        _mm512_store_ps(dk, GT__PK(rnd, gt__qdeq16(w, base + p * NR, gt__gmin(16, nr), rs, lut)));
+        _mm512_store_ps(dk + 16, GT__PK(rnd, gt__qdeq16(w, base + p * NR + 16, nr - 16, rs, lut)));
       }
     }
     return;
@@ -628,10 +650,11 @@ static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int6
       const int64_t kn = gt__gmin(16, kc - k);
 #pragma GCC unroll 16
       for (int i = 0; i < 16; i++) {
-        r[i] = i < nr ? gt__qdeq16(w, (r0 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + i), lut)
+        r[i] = i < nr ? GT__PK(rnd, gt__qdeq16(w, (r0 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + i), lut))
                       : _mm512_setzero_ps();
-        s[i] = i + 16 < nr ? gt__qdeq16(w, (r0 + 16 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + 16 + i), lut)
-                           : _mm512_setzero_ps();
+        s[i] = i + 16 < nr
+                   ? GT__PK(rnd, gt__qdeq16(w, (r0 + 16 + i) * cols + k0 + k, kn, gt__qrow_scale(w, r0 + 16 + i), lut))
+                   : _mm512_setzero_ps();
       }
       gt__tr16(r);
       gt__tr16(s);
@@ -641,6 +664,18 @@ static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int6
       }
     }
   }
+}
+
+static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t n) {
+  (void)ldb;
+  gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
+}
+/* dequantized, then rounded to bf16 (gt_qbgemm's widened path) */
+static void gt__qpack_b_w(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t n) {
+  (void)ldb;
+  gt__qpack_b(d, tW, B, k0, kc, j0, n, 1);
 }
 
 /* gt__gemv_bt's sums with row j of W dequantized in registers: each output
@@ -739,6 +774,23 @@ int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, c
   }
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__qpack_b_u, gt__micro_u};
+  return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
+                      ldc);
+}
+
+/* gt_bgemm's and gt_qbgemm's widened path (kernels/gemm_widen.h): these
+ * loops, blocks and micro-kernel with the packers that round to bf16. */
+int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  pthread_once(&gt__block_once, gt__block_init);
+  static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__pack_b_w, gt__micro_u};
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  pthread_once(&gt__block_once, gt__block_init);
+  static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
   return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
                       ldc);
 }

@@ -1,5 +1,15 @@
-/* gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C (kernels/bf16.h),
- * a packed kernel on AVX512_BF16's vdpbf16ps.
+/* gt_bgemm: C = alpha * bf16(op(A)) . bf16(op(B)) + beta * C (kernels/bf16.h).
+ *
+ * Paths (kernels/bf16_path.h chooses one per process from the CPU; the
+ * tests can force one): this file's packed kernel on AVX512_BF16's
+ * vdpbf16ps (below), or its emulation; the widened path, gt_sgemm's kernel
+ * with packers that round to bf16 (kernels/gemm.c, kernels/gemm_widen.h),
+ * where vdpbf16ps is not clearly faster than FMA or missing; AMX tiles
+ * (kernels/gemm_amx.c); and rounded copies without AVX-512. The driver at
+ * the end of this file sends each call to its path; decoding's few rows
+ * (M <= 4 times B^T) take one row kernel on every AVX-512 path.
+ *
+ * The vdpbf16ps kernel:
  *
  * Layout: the float32 inputs are rounded to bf16 (round to nearest even, the
  * integer rounding of bf16.h, denormals and NaNs as gt_f32_to_bf16) while
@@ -30,8 +40,9 @@
  * denormal inputs read as zero (DAZ: bf16 denormals in A and B and a
  * denormal accumulator) and denormal results flushed to zero (FTZ).
  *
- * Fallback: without AVX512_BF16 (or with GEMTRAIN_NO_AVX512BF16=1 in the
- * environment, read once, or gt__bgemm_force_fallback(1)), the same pairs
+ * Emulation (the pairs path where vdpbf16ps is missing or turned off by
+ * GEMTRAIN_NO_AVX512BF16=1, read once, or by gt__bgemm_force_fallback(1);
+ * chosen only by the tests' switches), the same pairs
  * (integer rounding, [kc/2][MR] A panels) and loops with a micro-kernel that
  * splits each pair into two floats and runs two float32 FMAs, odd k first,
  * with MXCSR set to DAZ, FTZ and round to nearest for its k loop (and
@@ -67,8 +78,11 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
+#include "kernels/gemm_amx.h"
 #include "kernels/gemm_blocking.h"
+#include "kernels/gemm_widen.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_gemm.h"
 
@@ -100,6 +114,7 @@ static void gt__bg_init(void) {
 }
 
 void gt__bgemm_force_fallback(int on) { atomic_store(&gt__bg_forced, on != 0); }
+int gt__bgemm_fallback_forced(void) { return atomic_load(&gt__bg_forced); }
 
 int gt__bgemm_kernel(void) {
   pthread_once(&gt__bg_once, gt__bg_init);
@@ -924,15 +939,19 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
 
 int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  const int path = gt__bgemm_kernel();
-  if (path == GT__BG_COPY) return -1;
+  const int path = gt__bgemm_path();
+  if (path == GT_BGEMM_COPY) return -1;
   if (M <= GT__BGEMV_ROWS && transW) {
     const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
     return 0;
   }
+  /* the widened path (and, for stored weights, the AMX one: no tile
+   * packer of stored weights yet) dequantize and round in gt_sgemm's packing */
+  if (path == GT_BGEMM_WIDE || path == GT_BGEMM_AMX)
+    return gt__wqgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
   pthread_once(&gt__bblock_once, gt__bblock_init);
-  const int dp = path == GT__BG_DP;
+  const int dp = path == GT_BGEMM_DP;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
                                 dp ? gt__bmicro_dp_grp : gt__bmicro_fma};
   return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
@@ -956,17 +975,24 @@ void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  int path = gt__bgemm_kernel();
+  int path = gt__bgemm_path();
 #if defined(GT__BG_X86)
-  if (path != GT__BG_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
-    if (path != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+  /* a few rows times B^T: one row kernel for every AVX-512 path (FMAs on
+   * rounded operands), converting with vcvtne2ps2bf16 where the CPU has it */
+  if (path != GT_BGEMM_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
+    if (gt__bgemm_kernel() != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (path != GT__BG_COPY &&
-      gt__bgemm_packed(path == GT__BG_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A, lda,
-                       B, ldb, beta, C, ldc) == 0)
-    return;
+  int rc = -1;
+  if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL)
+    rc = gt__bgemm_packed(path == GT_BGEMM_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A,
+                          lda, B, ldb, beta, C, ldc);
+  else if (path == GT_BGEMM_WIDE)
+    rc = gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else if (path == GT_BGEMM_AMX)
+    rc = gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (rc == 0) return;
 #else
   (void)path;
 #endif

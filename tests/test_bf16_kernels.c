@@ -26,6 +26,7 @@
 
 #include "base/team.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
 
@@ -217,6 +218,8 @@ START_TEST(test_fallback_same_bits) {
     ck_assert_int_le(gt__bgemm_kernel(), 1);
     return;
   }
+  /* the pairs path, whichever path this CPU chose (kernels/bf16_path.h) */
+  gt__bgemm_force_path(GT_BGEMM_DP);
   /* exponent ranges: ordinary values, small ones whose products and sums
    * fall under 2^-126 (FTZ), denormal inputs (DAZ), everything (overflow,
    * infinities, NaNs) */
@@ -259,6 +262,7 @@ START_TEST(test_bgemm_pack_paths) {
    * smallest normal bf16 (2^-126) in A, then in B, whose products must
    * survive. */
   if (gt__bgemm_kernel() != 2) return;
+  gt__bgemm_force_path(GT_BGEMM_DP);
   int64_t shapes[][3] = {{4, 40, 31}, {8, 33, 32}, {44, 64, 33}, {45, 31, 47}, {52, 96, 65}, {64, 70, 300}, {23, 5, 2}};
   uint64_t s = 77;
   for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)

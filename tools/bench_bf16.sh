@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # bfloat16 against float32, in one run:
 #  1. `gemtrain bench gemm`: every product of a step (forward X.W^T, backward
-#     dY.W and dY^T.X) in float32 and bf16, each next to the peak of its own
-#     instruction measured by the same tool (FMA, vdpbf16ps);
+#     dY.W and dY^T.X) in float32 and on both bf16 paths (vdpbf16ps and the
+#     widened float32 FMAs, kernels/bf16_path.h), each as a share of the
+#     FMA peak measured by the same tool;
 #  2. the 12-layer model (d640 F2048 V32768, B4 T512) and gemma3-270m (T512),
 #     remat none: tokens/s, measured peak memory and the planned saved
-#     activations with dtype=float32 and dtype=bfloat16, run alternately
-#     (f32, bf16, f32, bf16, ...) and reported as medians, then the ratios.
+#     activations with dtype=float32, dtype=bfloat16 on the path this CPU
+#     chose (auto) and dtype=bfloat16 forced to the widened path
+#     (GT_TEST_BF16_PATH=widened), run alternately (f32, bf16, bf16w, f32,
+#     ...) and reported as medians, then the ratios of this one run.
 # gemtrain runs with no OpenMP variable set, as a user runs it.
-# About 10 minutes on a 2-core machine.
+# About 15 minutes on a 2-core machine.
 #
 # Usage: tools/bench_bf16.sh [build/gemtrain]
 # Environment:
 #   GT_LOCK=FILE     take `flock FILE` around each section
 #   GT_BF16_STEPS    timed steps per run (default 3; 270m uses 2)
 #   GT_BF16_ROUNDS   alternating rounds per model (default 2)
-#   GT_BF16_SKIP     sections to leave out: gemm small 270m
+#   GT_BF16_SKIP     sections to leave out: gemm cpu small 270m
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"
@@ -42,6 +45,14 @@ if wants gemm; then
   "$bin" bench gemm
   unlock
 fi
+# the two bf16 paths against gt_sgemm by thread CPU time: ratios that hold
+# on a shared machine too
+if wants cpu; then
+  section "gemtrain bench gemm bf16-cpu"
+  lock
+  "$bin" bench gemm bf16-cpu
+  unlock
+fi
 
 # one model: alternating runs, medians, one summary line
 declare -a summary
@@ -49,30 +60,37 @@ model() {
   local name=$1 st=$2
   shift 2
   local -a keys=("$@")
-  section "$name: float32 and bfloat16, $rounds alternating rounds of $st steps"
+  section "$name: float32, bfloat16 (auto path), bfloat16 (widened), $rounds alternating rounds of $st steps"
   lock
   for r in $(seq "$rounds"); do
-    for dt in float32 bfloat16; do
-      "$bin" bench --steps "$st" "${keys[@]}" "dtype=$dt" > "$work/$name.$dt.$r.txt"
-      echo "round $r, $dt: $(gt_bench_tokens < "$work/$name.$dt.$r.txt") tokens/s, $(grep '^peak memory' "$work/$name.$dt.$r.txt")"
+    for v in float32 bfloat16 bf16w; do
+      local dt=$v env=()
+      if [ "$v" = bf16w ]; then dt=bfloat16 env=(GT_TEST_BF16_PATH=widened); fi
+      env "${env[@]}" "$bin" bench --steps "$st" "${keys[@]}" "dtype=$dt" > "$work/$name.$v.$r.txt"
+      echo "round $r, $v: $(gt_bench_tokens < "$work/$name.$v.$r.txt") tokens/s, $(grep '^peak memory' "$work/$name.$v.$r.txt")"
+      grep '^bf16 products:' "$work/$name.$v.$r.txt" || true
     done
   done
   local -A tok mem saved
+  for v in float32 bfloat16 bf16w; do
+    tok[$v]=$(cat "$work/$name.$v".*.txt | gt_bench_tokens | gt_median)
+    mem[$v]=$(sed -n 's/^peak memory: \([0-9.]*\) MiB measured.*/\1/p' "$work/$name.$v.1.txt")
+  done
   for dt in float32 bfloat16; do
-    tok[$dt]=$(cat "$work/$name.$dt".*.txt | gt_bench_tokens | gt_median)
-    mem[$dt]=$(sed -n 's/^peak memory: \([0-9.]*\) MiB measured.*/\1/p' "$work/$name.$dt.1.txt")
     saved[$dt]=$("$bin" plan --json "${keys[@]}" "dtype=$dt" | grep -o '"saved_activation_bytes":[[:space:]]*[0-9]*' \
                  | grep -o '[0-9]*$' | awk '{ printf "%.1f", $1 / 1048576 }')
   done
   unlock
-  summary+=("$(printf '| %s | %s | %s | %sx | %s | %s | %s | %s |' "$name" "${tok[float32]}" "${tok[bfloat16]}" \
-    "$(awk -v a="${tok[float32]}" -v b="${tok[bfloat16]}" 'BEGIN { printf "%.2f", b / a }')" \
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
+  summary+=("$(printf '| %s | %s | %s | %s | %sx | %sx | %s | %s | %s | %s |' "$name" "${tok[float32]}" "${tok[bfloat16]}" \
+    "${tok[bf16w]}" "$(ratio "${tok[float32]}" "${tok[bfloat16]}")" "$(ratio "${tok[float32]}" "${tok[bf16w]}")" \
     "${mem[float32]}" "${mem[bfloat16]}" "${saved[float32]}" "${saved[bfloat16]}")")
 }
 if wants small; then model "12-layer (d640 F2048 V32768 B4 T512)" "$steps" "${small[@]}"; fi
 if wants 270m; then model "gemma3-270m (B8 T512)" 2 "${m270[@]}"; fi
 
 section "summary (medians; peak memory as measured by gemtrain bench; saved activations as planned)"
-echo "| model | float32 tokens/s | bf16 tokens/s | bf16 speed-up | float32 peak MiB | bf16 peak MiB | float32 saved MiB | bf16 saved MiB |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "bf16 path this CPU chose: $(GT_TEST_BF16_PATH= "$bin" bench --steps 1 model_name=gemma3-tiny dataset_type=synthetic dtype=bfloat16 2>/dev/null | sed -n 's/^bf16 products: //p')"
+echo "| model | float32 tokens/s | bf16 (auto) tokens/s | bf16 (widened) tokens/s | auto / f32 | widened / f32 | float32 peak MiB | bf16 peak MiB | float32 saved MiB | bf16 saved MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for l in "${summary[@]}"; do echo "$l"; done

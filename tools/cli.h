@@ -35,13 +35,15 @@ void gt_cli_print_command(FILE *f, const char *cmd, int argc, char **argv, const
                           const char *const *extra);
 int gt_cli_exit_code(gt_rc rc);
 /* tools/cli_bf16.c: with dtype=bfloat16 (and matmul_precision=default),
- * one line to f when the bf16 path is likely slower than float32 on this
- * CPU, decided from the bf16 GEMM kernel in use and, for vdpbf16ps, its
- * measured 1-thread peak against the FMA peak (about 0.1 s, once).
- * gt_cli_bf16_verdict is the decision (kernel as gt__bgemm_kernel()): why
- * bf16 is slower, or NULL when it is not (or nothing says so). */
+ * a line to f saying which path the bf16 products take and how it was
+ * chosen (gt_cli_bf16_how's text: kernels/bf16_path.h), and a second when
+ * bf16 is likely slower than float32 on this CPU. gt_cli_bf16_verdict is
+ * that decision (path as gt__bgemm_path(), peaks measured or 0): why bf16
+ * is slower, or NULL when it is not (or nothing says so). */
 void gt_cli_bf16_note(const gt_config *cfg, FILE *f);
-const char *gt_cli_bf16_verdict(int kernel, double bf16_peak, double fma_peak);
+const char *gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak);
+struct gt__bf16_choice;
+void gt_cli_bf16_how(const struct gt__bf16_choice *c, char *buf, size_t n);
 int gt_cmd_train(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 /* gemtrain bench checkpoint (tools/cmd_bench_ckpt.c) */

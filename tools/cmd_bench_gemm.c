@@ -2,8 +2,9 @@
 /* gemtrain bench gemm: gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on the
  * products of a training step, on 1 and 2 threads, next to the machine's
  * fp32 FMA peak measured by the same run (kernels/peak.c); and gt_bgemm (bf16
- * inputs, kernels/gemm_bf16.c) on the same products next to the measured
- * bf16 (vdpbf16ps) peak, with the bf16/f32 speed ratio; and (the set
+ * inputs, kernels/gemm_bf16.c) on the same products on both of its AVX-512
+ * paths (kernels/bf16_path.h: vdpbf16ps and the widened float32 FMAs), each
+ * as a share of the same FMA peak and against gt_sgemm; and (the set
  * `quant`) the products with a stored frozen weight (kernels/quant.h):
  * gt_qgemm and gt_qbgemm with a bf16, int8 and nf4 W beside gt_sgemm and
  * gt_bgemm on the float W, forward and input gradient of each projection.
@@ -18,6 +19,7 @@
 #include "base/team.h"
 #include "cli.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -75,6 +77,21 @@ static double run_bf16(const shape *s, const float *A, const float *B, float *C)
   double t0 = wall_now();
   gt_bgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C, s->N);
   return wall_now() - t0;
+}
+
+/* gt_bgemm on one path (kernels/bf16_path.h), whichever this CPU chose:
+ * the benchmark's use of the tests' switch, so both run side by side */
+static double run_path(int path, const shape *s, const float *A, const float *B, float *C) {
+  gt__bgemm_force_path(path);
+  double t = run_bf16(s, A, B, C);
+  gt__bgemm_force_path(-1);
+  return t;
+}
+static double run_pairs(const shape *s, const float *A, const float *B, float *C) {
+  return run_path(GT_BGEMM_DP, s, A, B, C);
+}
+static double run_wide(const shape *s, const float *A, const float *B, float *C) {
+  return run_path(GT_BGEMM_WIDE, s, A, B, C);
 }
 
 static double run_blas(const shape *s, const float *A, const float *B, float *C) {
@@ -143,8 +160,8 @@ static int bench_shape(const shape *s) {
     return 1;
   }
   fill(A, na, 1), fill(B, nb, 2), fill(C, nc, 3);
-  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[6] = {0}, use[6] = {0};
-  gemm_fn fns[3] = {run_ours, run_blas, run_bf16};
+  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[8] = {0}, use[8] = {0};
+  gemm_fn fns[4] = {run_ours, run_blas, run_pairs, run_wide};
   /* Three rounds over the six columns, each column's best round kept (as
    * the peaks keep their best of three): the machine may be shared, and
    * another process on the second core for a second or so used to halve
@@ -153,18 +170,20 @@ static int bench_shape(const shape *s) {
    * of more than 0.15 s (timed three times each already): one round. */
   for (int round = 0; round < 3; round++) {
     int any_short = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
       double u, t = time_median(fns[i / 2], s, A, B, C, 1 + i % 2, 0.04, &u);
       if (fl / t > g[i]) g[i] = fl / t, use[i] = u;
       any_short |= t <= 0.15;
     }
     if (!any_short) break;
   }
-  const double pk[6] = {peak1, peak2, peak1, peak2, bpeak1, bpeak2};
+  /* every column as a share of the FMA peak: the bf16 paths' products are
+   * counted as float32 ones, 2 flops each */
+  const double pk[8] = {peak1, peak2, peak1, peak2, peak1, peak2, peak1, peak2};
   printf("| %s | %lld %lld %lld | %c%c ", s->what, (long long)s->M, (long long)s->N, (long long)s->K,
          s->ta ? 'T' : 'N', s->tb ? 'T' : 'N');
-  for (int i = 0; i < 6; i++) printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / pk[i], use[i] < 0.9 ? " *" : "");
-  printf("| %.2f / %.2f |\n", g[4] / g[0], g[5] / g[1]);
+  for (int i = 0; i < 8; i++) printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / pk[i], use[i] < 0.9 ? " *" : "");
+  printf("| %.2f / %.2f | %.2f / %.2f |\n", g[4] / g[0], g[5] / g[1], g[6] / g[0], g[7] / g[1]);
   fflush(stdout);
   free(A), free(B), free(C);
   return 0;
@@ -184,7 +203,7 @@ static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out, floa
 }
 
 static int bench_model_products(const bench_model *m) {
-  printf("| **%s** | | | | | | | | | |\n", m->desc);
+  printf("| **%s** | | | | | | | | | | | | |\n", m->desc);
   int64_t qd = m->H * m->hd, kd = m->K * m->hd;
   /* dX's beta as src/model/layer.c calls it: q's, o's, down's and the
    * head's write, k's, v's and up's add onto q's and gate's */
@@ -198,12 +217,77 @@ static int bench_model_products(const bench_model *m) {
 /* A 64 x 64 attention tile (the shapes of kernels/attention.c's products) and
  * one decoding token's projections (M = 1). */
 static int bench_small_products(void) {
-  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | | | | |\n");
+  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | | | | | | | |\n");
   shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128, 0.0f},   {"tile O += P.V", 0, 0, 64, 128, 64, 1.0f},
                 {"tile dV += P^T.dO", 1, 0, 64, 128, 64, 1.0f}, {"decode gate", 0, 1, 1, 2048, 640, 0.0f},
                 {"decode down", 0, 1, 1, 640, 2048, 0.0f},      {"decode head", 0, 1, 1, 262144, 640, 0.0f}};
   for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
     if (bench_shape(&sh[i])) return 1;
+  return 0;
+}
+
+/* ---- the bf16 paths by CPU time (the set bf16-cpu) ----
+ * gt_sgemm, gt_bgemm widened and gt_bgemm pairs on the 12-layer model's
+ * products, 1 thread, each call timed by the thread's CPU clock
+ * (CLOCK_THREAD_CPUTIME_ID), the three alternated, the best of 7 (3 for
+ * calls of 20 GFLOP and more): time the thread spent off its core does
+ * not count, so the ratios hold on a shared machine where wall-clock
+ * columns do not (another process still shares the caches). */
+static double thread_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench_bf16_cpu(const bench_model *m) {
+  const int64_t qd = m->H * m->hd, kd = m->K * m->hd;
+  const struct {
+    const char *name;
+    int64_t in, out;
+  } pr[] = {{"q", m->d, qd}, {"k, v", m->d, kd}, {"o", qd, m->d}, {"gate, up", m->d, m->F}, {"down", m->F, m->d},
+            {"head", m->d, m->V}};
+  const int64_t maxio = m->V > m->F ? m->V : m->F;
+  float *A = malloc(sizeof(float) * (size_t)(m->M * maxio)), *B = malloc(sizeof(float) * (size_t)(maxio * m->d)),
+        *C = malloc(sizeof(float) * (size_t)(m->M * maxio));
+  if (!A || !B || !C) {
+    free(A), free(B), free(C);
+    fprintf(stderr, "gemtrain bench gemm: no memory for bf16-cpu\n");
+    return 1;
+  }
+  fill(A, m->M * maxio, 1), fill(B, maxio * m->d, 2), fill(C, m->M * maxio, 3);
+  use_threads(1);
+  printf("\nbf16 paths by thread CPU time, 1 thread, %s: GFLOP/s per CPU second, best of 7 alternated calls (3 for\n"
+         "20 GFLOP and more); widened/f32 and pairs/f32 = their rate over gt_sgemm's\n\n",
+         m->desc);
+  printf("| product | M N K | op(A) op(B) | gt_sgemm | gt_bgemm widened | gt_bgemm pairs | widened/f32 | pairs/f32 |\n");
+  printf("|---|---|---|---|---|---|---|---|\n");
+  double lo = 1e9, hi = 0;
+  for (size_t i = 0; i < sizeof pr / sizeof pr[0]; i++) {
+    const shape sh[3] = {{"fwd X.W^T", 0, 1, m->M, pr[i].out, pr[i].in, 0.0f},
+                         {"dX = dY.W", 0, 0, m->M, pr[i].in, pr[i].out, 0.0f},
+                         {"dW = dY^T.X", 1, 0, pr[i].out, pr[i].in, m->M, 1.0f}};
+    for (int j = 0; j < 3; j++) {
+      const shape *x = &sh[j];
+      const double fl = 2.0 * (double)x->M * (double)x->N * (double)x->K / 1e9;
+      double best[3] = {0, 0, 0};
+      for (int r = 0; r < (fl >= 20 ? 3 : 7); r++)
+        for (int p = 0; p < 3; p++) {
+          const double t0 = thread_now();
+          if (p == 0) run_ours(x, A, B, C);
+          else run_path(p == 1 ? GT_BGEMM_WIDE : GT_BGEMM_DP, x, A, B, C);
+          const double t = thread_now() - t0;
+          if (t > 0 && fl / t > best[p]) best[p] = fl / t;
+        }
+      const double w = best[0] > 0 ? best[1] / best[0] : 0;
+      lo = w < lo ? w : lo, hi = w > hi ? w : hi;
+      printf("| %s %s | %lld %lld %lld | %c%c | %.1f | %.1f | %.1f | %.2f | %.2f |\n", pr[i].name, x->what,
+             (long long)x->M, (long long)x->N, (long long)x->K, x->ta ? 'T' : 'N', x->tb ? 'T' : 'N', best[0],
+             best[1], best[2], w, best[0] > 0 ? best[2] / best[0] : 0);
+      fflush(stdout);
+    }
+  }
+  printf("\nwidened/f32 over these products: %.2f to %.2f\n", lo, hi);
+  free(A), free(B), free(C);
   return 0;
 }
 
@@ -305,44 +389,54 @@ static void print_quant_header(void) {
 }
 
 int gt_bench_gemm(int argc, char **argv) {
-  int want[5] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0};
+  int want[6] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0, 0};
   for (int i = 0; i < argc; i++) {
     int found = 0;
     for (int j = 0; j < 3; j++)
       if (!strcmp(argv[i], models[j].key)) want[j] = found = 1;
     if (!strcmp(argv[i], "small-products")) want[3] = found = 1;
     if (!strcmp(argv[i], "quant")) want[4] = found = 1;
+    if (!strcmp(argv[i], "bf16-cpu")) want[5] = found = 1;
     if (!found) {
       fprintf(stderr,
-              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products or quant\n",
+              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products, quant or bf16-cpu\n",
               argv[i]);
       return 2;
     }
   }
-  /* quant alone: the stored-weight table of the 12-layer model (small) and
-   * gemma3-270m, without the float tables */
-  const int quant_only = want[4] && !want[0] && !want[1] && !want[2] && !want[3];
+  /* quant or bf16-cpu alone: the stored-weight table of the 12-layer model
+   * (small) and gemma3-270m, or the bf16 paths by CPU time, without the
+   * float tables */
+  const int quant_only = (want[4] || want[5]) && !want[0] && !want[1] && !want[2] && !want[3];
   int threads0 = gt_team_size(gt_team_current());
   gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
   printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
          peak2, openblas_get_corename());
   gt_bench_peaks(gt_bf16_peak_gflops, &bpeak1, &bpeak2);
-  static const char *kname[3] = {"rounded copies + gt_sgemm", "FMA emulation", "vdpbf16ps"};
-  int kern = gt__bgemm_kernel();
-  printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; gt_bgemm kernel: %s\n", bpeak1, bpeak2,
-         kname[kern < 0 || kern > 2 ? 0 : kern]);
+  {
+    gt__bf16_choice ch;
+    gt__bgemm_choice(&ch);
+    char how[512];
+    gt_cli_bf16_how(&ch, how, sizeof how);
+    printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx the FMA peak)\n"
+           "gt_bgemm path: %s\n",
+           bpeak1, bpeak2, peak1 > 0 ? bpeak1 / peak1 : 0, how);
+  }
   if (!quant_only)
-    printf("GFLOP/s (share of that peak: fp32 columns of the fp32 peak, bf16 columns of the bf16 peak), median of\n"
-         "repeated calls, the best of three rounds; beta as the step calls them: C = A.B (beta 0) for forward\n"
-         "products and the dX of q, o, gate, down and the head, C += A.B (beta 1) for the others; bf16/f32 = gt_bgemm\n"
-         "rate over gt_sgemm rate "
-         "on 1 / 2 threads; * = a thread lacked its core (another process) even in the best round\n\n");
+    printf("GFLOP/s (share of the fp32 FMA peak, for every column: a bf16 product counts 2 flops as a float32 one),\n"
+         "median of repeated calls, the best of three rounds; beta as the step calls them: C = A.B (beta 0) for\n"
+         "forward products and the dX of q, o, gate, down and the head, C += A.B (beta 1) for the others.\n"
+         "gt_bgemm pairs: vdpbf16ps (its float32-FMA emulation where the CPU lacks it); gt_bgemm widened: the\n"
+         "float32 micro-kernel on operands widened from bf16 (kernels/bf16_path.h), both forced whatever this CPU\n"
+         "chose; pairs/f32, widened/f32 = their rate over gt_sgemm's on 1 / 2 threads; * = a thread lacked its\n"
+         "core (another process) even in the best round\n\n");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
   if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
-         "| OpenBLAS 2 threads | gt_bgemm 1 thread | gt_bgemm 2 threads | bf16/f32 |\n");
-  if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|\n");
+         "| OpenBLAS 2 threads | gt_bgemm pairs 1 thread | gt_bgemm pairs 2 threads | gt_bgemm widened 1 thread "
+         "| gt_bgemm widened 2 threads | pairs/f32 | widened/f32 |\n");
+  if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
      * its threads and buffers on its first call */
@@ -353,7 +447,8 @@ int gt_bench_gemm(int argc, char **argv) {
       use_threads(t);
       run_ours(&w, x, x + 65536, x + 131072);
       run_blas(&w, x, x + 65536, x + 131072);
-      run_bf16(&w, x, x + 65536, x + 131072);
+      run_pairs(&w, x, x + 65536, x + 131072);
+      run_wide(&w, x, x + 65536, x + 131072);
     }
     free(x);
   }
@@ -361,6 +456,7 @@ int gt_bench_gemm(int argc, char **argv) {
   for (int j = 0; j < 3 && !rc; j++)
     if (want[j]) rc = bench_model_products(&models[j]);
   if (!rc && want[3]) rc = bench_small_products();
+  if (!rc && want[5]) rc = bench_bf16_cpu(&models[1]);
   if (!rc && want[4]) {
     print_quant_header();
     for (int j = 1; j < 3 && !rc; j++) rc = bench_quant(&models[j]);

@@ -1,0 +1,232 @@
+/* gt_bgemm on AMX-BF16 tiles (kernels/gemm_amx.h; the path choice is
+ * kernels/bf16_path.c's).
+ *
+ * The loops, blocks, tasks and buffers are kernels/gemm.c's (gt__gemm_run),
+ * on pairs of k as in kernels/gemm_bf16.c: a packed element is two bf16
+ * (k = 2p in the low half, 2p + 1 in the high half, rounded by the integer
+ * rounding of bf16.h, an odd K block padded with a zero). A panel: 16 rows
+ * of op(A) as [16][ku] pairs, row after row (a tile's rows, ku * 4 bytes
+ * apart); B panel: [ku][32] pairs (the layout tdpbf16ps calls VNNI: row q
+ * of a B tile is pair step q, lane j column j). The micro-kernel keeps the
+ * 16 x 32 tile of C in two tile registers and, per 16 pair steps, loads one
+ * A tile (16 x 16 pairs) and two B tiles (16 x 16 pairs each) and runs two
+ * tdpbf16ps; the last ku mod 16 steps use narrower tiles of the same
+ * configuration. The float32 results go through a buffer into C with
+ * alpha and beta as the other kernels' epilogue.
+ *
+ * Arithmetic (Intel's pseudo-code for tdpbf16ps): per element and pair
+ * step, acc += a[2p] b[2p], then acc += a[2p + 1] b[2p + 1], float32
+ * with round to nearest even, bf16 denormal inputs read as zero and
+ * denormal results flushed (MXCSR not consulted): the even k first where
+ * vdpbf16ps takes the odd first, so the bits can differ from the vdpbf16ps
+ * path's in the last place; within the same bound (kernels/gemm_bf16.c).
+ * Every tile is one task's in a fixed k order: the bits do not depend on
+ * the thread count.
+ *
+ * The AMX instructions are written as inline assembly (the assembler knows
+ * them whatever the compiler targets); nothing here runs unless
+ * gt__cpu_amx_bf16() said the CPU, the OS and the process's permission
+ * allow it. No machine of this project exposes AMX: the code is checked
+ * by tests/test_bf16_paths.c where it runs and skipped elsewhere. */
+#include "kernels/gemm_amx.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "kernels/bf16.h"
+#include "kernels/gemm_blocking.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "kernels/target.h"
+
+GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,fma")
+
+#include "kernels/bf16_lanes.h"
+
+enum { AMR = 16, ANR = 32 };
+
+static gt__gemm_blocks gt__ablocks;
+static pthread_once_t gt__ablock_once = PTHREAD_ONCE_INIT;
+
+static void gt__ablock_init(void) {
+  int64_t l2 = gt__gemm_l2_bytes(), l3 = gt__gemm_l3_bytes();
+  /* as the vdpbf16ps kernel's (kernels/gemm_bf16.c): K blocks of up to 1024
+   * k, so an A block of 256 rows takes half of L2 */
+  int64_t kc = gt__gmax(256, gt__gmin(1024, l2 / 2 / (256 * 2) / 32 * 32));
+  gt__ablocks = (gt__gemm_blocks){.mr = AMR,
+                                  .nr = ANR,
+                                  .kc_max = kc,
+                                  .kalign = 32,
+                                  .mc_max = gt__gmax(4 * AMR, gt__gmin(4096, l2 / 2 / (kc * 2) / AMR * AMR)),
+                                  .nc_max = gt__gmax(16 * ANR, gt__gmin(8192, l3 / 2 / (kc * 2) / ANR * ANR))};
+}
+
+/* pairs of two k: lo from the even k's rounded lanes, hi from the odd's */
+static inline __attribute__((always_inline)) __m512i gt__apair(__m512 even, __m512 odd) {
+  return _mm512_or_si512(_mm512_srli_epi32(gt__bf16_round16(even), 16), gt__bf16_round16(odd));
+}
+
+static inline __attribute__((always_inline)) __mmask16 gt__am16(int64_t n) {
+  return (__mmask16)(n >= 16 ? 0xFFFF : n > 0 ? (1u << n) - 1 : 0);
+}
+
+/* One row of op(A) or column of op(B) that runs along k in memory (stride
+ * 1): kc k from src -> ceil(kc / 2) pairs at dst[0], dst[st], dst[2 st]... */
+static void gt__apairs_run(uint32_t *dst, int64_t st, const float *src, int64_t kc) {
+  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+  for (int64_t k = 0; k < kc; k += 32) {
+    const int64_t kn = gt__gmin(32, kc - k), qn = (kn + 1) / 2;
+    __m512 x0 = _mm512_maskz_loadu_ps(gt__am16(kn), src + k), x1 = _mm512_maskz_loadu_ps(gt__am16(kn - 16), src + k + 16);
+    __m512i p = gt__apair(_mm512_permutex2var_ps(x0, ev, x1), _mm512_permutex2var_ps(x0, od, x1));
+    if (st == 1) {
+      _mm512_mask_storeu_epi32(dst + k / 2, gt__am16(qn), p);
+    } else {
+      uint32_t t[16];
+      _mm512_storeu_si512(t, p);
+      for (int64_t q = 0; q < qn; q++) dst[(k / 2 + q) * st] = t[q];
+    }
+  }
+}
+
+/* Rows 2q and 2q + 1 of a matrix whose other index runs along memory
+ * (stride 1): n lanes from e and o -> n pairs at dst[0..n) */
+static inline __attribute__((always_inline)) void gt__apairs_rows(uint32_t *dst, const float *e, const float *o,
+                                                                  int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = gt__am16(n - j);
+    __m512 ve = _mm512_maskz_loadu_ps(m, e + j), vo = o ? _mm512_maskz_loadu_ps(m, o + j) : _mm512_setzero_ps();
+    _mm512_mask_storeu_epi32(dst + j, m, gt__apair(ve, vo));
+  }
+}
+
+/* A block [mc, kc] from (i0, k0) into 16-row panels of [16][ku] pairs,
+ * rows past mc zero */
+static void gt__apack_a(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                        int64_t kc) {
+  const int64_t ku = (kc + 1) / 2;
+  for (int64_t p = 0; p < mc; p += AMR) {
+    const int64_t mr = gt__gmin(AMR, mc - p);
+    uint32_t *d = dst + p * ku;
+    memset(d + mr * ku, 0, sizeof(uint32_t) * (size_t)((AMR - mr) * ku));
+    if (!transA) {
+      for (int64_t r = 0; r < mr; r++) gt__apairs_run(d + r * ku, 1, A + (i0 + p + r) * lda + k0, kc);
+    } else {
+      /* op(A)(i, k) = A[k][i]: rows k of A hold the panel's mr values */
+      for (int64_t q = 0; q < ku; q++) {
+        uint32_t t[AMR];
+        const float *e = A + (k0 + 2 * q) * lda + i0 + p;
+        gt__apairs_rows(t, e, 2 * q + 1 < kc ? e + lda : NULL, mr);
+        for (int64_t r = 0; r < mr; r++) d[r * ku + q] = t[r];
+      }
+    }
+  }
+}
+
+/* op(B) rows k0..k0+kc, columns j0..j0+n as [ku][32]-pair panels, columns
+ * past n zero */
+static void gt__apack_b(uint32_t *dst, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                        int64_t n) {
+  const int64_t ku = (kc + 1) / 2;
+  for (int64_t p = 0; p * ANR < n; p++) {
+    const int64_t nr = gt__gmin(ANR, n - p * ANR), j = j0 + p * ANR;
+    uint32_t *d = dst + p * ANR * ku;
+    if (nr < ANR) memset(d, 0, sizeof(uint32_t) * (size_t)(ANR * ku));
+    if (!transB) {
+      for (int64_t q = 0; q < ku; q++) {
+        const float *e = B + (k0 + 2 * q) * ldb + j;
+        gt__apairs_rows(d + q * ANR, e, 2 * q + 1 < kc ? e + ldb : NULL, nr);
+      }
+    } else {
+      /* op(B)(k, j) = B[j][k]: column j runs along k */
+      for (int64_t c = 0; c < nr; c++) gt__apairs_run(d + c, ANR, B + (j + c) * ldb + k0, kc);
+    }
+  }
+}
+
+/* The tile configuration (ldtilecfg's 64 bytes, palette 1): tiles 0, 1 the
+ * C halves (16 x 16 floats), 2 the A tile, 3 and 4 the B tiles (16 pair
+ * steps), 5 to 7 the same for the last w < 16 steps */
+typedef struct __attribute__((packed, aligned(64))) gt__tilecfg {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} gt__tilecfg;
+
+static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
+                       int64_t nr, float alpha, float beta, const float *Cnext) {
+  (void)Cnext;
+  const int64_t w = ku % 16;
+  gt__tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 5; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  cfg.colsb[5] = (uint16_t)(w ? 4 * w : 64), cfg.rows[5] = 16;        /* A: 16 rows of w pairs */
+  cfg.colsb[6] = cfg.colsb[7] = 64, cfg.rows[6] = cfg.rows[7] = (uint8_t)(w ? w : 16); /* B: w pair steps */
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+  __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1" ::);
+  const int64_t sa = ku * 4, sb = ANR * 4;
+  int64_t q = 0;
+  for (; q + 16 <= ku; q += 16) {
+    const uint32_t *a = Ap + q, *b = Bp + q * ANR;
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm2\n\t"
+                     "tileloadd (%2,%3,1), %%tmm3\n\t"
+                     "tileloadd (%4,%3,1), %%tmm4\n\t"
+                     "tdpbf16ps %%tmm3, %%tmm2, %%tmm0\n\t"
+                     "tdpbf16ps %%tmm4, %%tmm2, %%tmm1" ::"r"(a),
+                     "r"(sa), "r"(b), "r"(sb), "r"(b + 16)
+                     : "memory");
+  }
+  if (w) {
+    const uint32_t *a = Ap + q, *b = Bp + q * ANR;
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm5\n\t"
+                     "tileloadd (%2,%3,1), %%tmm6\n\t"
+                     "tileloadd (%4,%3,1), %%tmm7\n\t"
+                     "tdpbf16ps %%tmm6, %%tmm5, %%tmm0\n\t"
+                     "tdpbf16ps %%tmm7, %%tmm5, %%tmm1" ::"r"(a),
+                     "r"(sa), "r"(b), "r"(sb), "r"(b + 16)
+                     : "memory");
+  }
+  float acc[AMR][ANR] __attribute__((aligned(64)));
+  __asm__ volatile("tilestored %%tmm0, (%0,%2,1)\n\t"
+                   "tilestored %%tmm1, (%1,%2,1)\n\t"
+                   "tilerelease" ::"r"(&acc[0][0]),
+                   "r"(&acc[0][16]), "r"((int64_t)(ANR * 4))
+                   : "memory");
+  const __mmask16 m0 = gt__am16(nr), m1 = gt__am16(nr - 16);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int scale = alpha != 1.0f, mode = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
+  for (int64_t r = 0; r < mr; r++) {
+    float *cr = C + r * ldc;
+    __m512 x0 = _mm512_load_ps(acc[r]), x1 = _mm512_load_ps(acc[r] + 16);
+    if (scale) x0 = _mm512_mul_ps(va, x0), x1 = _mm512_mul_ps(va, x1);
+    if (mode == 1) {
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    } else if (mode == 2) {
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  pthread_once(&gt__ablock_once, gt__ablock_init);
+  static const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, gt__apack_b, gt__amicro};
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+GT__TARGET_END
+#else
+int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+  (void)beta, (void)C, (void)ldc;
+  return -1;
+}
+#endif

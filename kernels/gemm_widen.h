@@ -1,0 +1,23 @@
+/* The bf16 GEMM's widened path (kernels/gemm_bf16.c, docs/precision.md):
+ * gt_sgemm's packed loops, blocks and float32 micro-kernel (kernels/gemm.c's
+ * AVX-512 copy) with packers that round every operand to bf16 as they pack
+ * it, as gt_qgemm dequantizes its W there. The packed floats are bf16
+ * values widened to float32, so each FMA's product is exact and the sums
+ * are float32 in gt_sgemm's order: the bits are gt_sgemm's on operands
+ * rounded to bf16 beforehand. gt__wqgemm_packed does the same for a stored
+ * W (dequantized, then rounded). Call them only when gt__kernels_avx512();
+ * they take M, N, K > 0 and alpha != 0, and return 0, or -1 with nothing
+ * written when their buffers cannot grow. Private to kernels/. */
+#ifndef GEMTRAIN_KERNELS_GEMM_WIDEN_H
+#define GEMTRAIN_KERNELS_GEMM_WIDEN_H
+
+#include <stdint.h>
+
+#include "kernels/quant.h"
+
+int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const gt_qweight *W, float beta, float *C, int64_t ldc);
+
+#endif

@@ -1,0 +1,381 @@
+/* The bf16 GEMM's paths (kernels/bf16_path.h): each forced in turn on this
+ * CPU (GT_BGEMM_DP runs on its float32-FMA emulation where vdpbf16ps is
+ * missing, with the same bits), against the bf16 scalar reference
+ * gt_bgemm_ref under the bound of kernels/gemm_bf16.c, against each other,
+ * and the widened path bit for bit against gt_sgemm on operands rounded
+ * beforehand (what it is by construction); the path choice on fake CPU
+ * descriptions; the test switch GT_TEST_BF16_PATH in a child process; the
+ * AMX kernel where the CPU has it (skipped with a message elsewhere).
+ *
+ * Bound, per element, with S = sum_k |bf16(a_k) bf16(b_k)| (exact
+ * products): |C - C_ref| <= 2^-24 ((K + 8) |alpha| S + 4 |beta C0|), for
+ * inputs without bf16 denormals (the pairs and AMX paths read them as zero,
+ * the widened path keeps them: data here are in [-1, 1]); two paths then
+ * differ by at most twice it. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/team.h"
+#include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "gt_testutil.h"
+
+static float opA(int ta, const float *A, int64_t lda, int64_t i, int64_t k) { return ta ? A[k * lda + i] : A[i * lda + k]; }
+static float opB(int tb, const float *B, int64_t ldb, int64_t k, int64_t j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }
+
+/* The products of a training step (kernels/matmul_bf16.c): forward
+ * X.W^T (ta 0, tb 1, beta 0), input gradient dY.W (0, 0, beta 0 or 1),
+ * weight gradient dY^T.X (1, 0, beta 1); the decoder's few rows times W^T;
+ * shapes around the register tiles (12 x 32 and 16 x 32), odd K, K across
+ * the K blocks (up to 1024) and the 16-pair AMX steps, a second B block. */
+typedef struct pcase {
+  int ta, tb;
+  int64_t M, N, K;
+  float alpha, beta;
+} pcase;
+static const pcase CASES[] = {
+    {0, 1, 64, 96, 640, 1, 0},   {0, 0, 64, 640, 96, 1, 0},   {0, 0, 64, 640, 96, 1, 1},   {1, 0, 96, 640, 64, 1, 1},
+    {0, 1, 37, 45, 33, 1, 0},    {0, 0, 13, 33, 31, 0.5f, -0.75f}, {1, 1, 25, 65, 65, -2, 0}, {1, 0, 11, 31, 3, 1, 1},
+    {0, 1, 30, 20, 2049, 1, 1},  {0, 0, 17, 1100, 47, 1, 0},  {1, 0, 200, 7, 300, 1, 1},  {0, 1, 3, 300, 641, 1, 0},
+    {0, 1, 1, 70, 15, 1, 0.5f},  {1, 1, 16, 32, 32, 1, 0},    {0, 0, 48, 64, 1025, 1, 0}, {0, 1, 7, 8229, 9, 1, 0}};
+enum { NCASES = sizeof CASES / sizeof CASES[0] };
+
+typedef struct pdata {
+  int64_t lda, ldb, ldc;
+  float *A, *B, *C0;
+  double *tol; /* the bound, per element */
+  double *S;   /* |alpha| sum_k |bf16(a_k) bf16(b_k)|, per element */
+} pdata;
+
+static void pdata_make(const pcase *c, int idx, pdata *d) {
+  uint64_t s = 1000 + (uint64_t)idx;
+  const int pad = idx % 3;
+  d->lda = (c->ta ? c->M : c->K) + pad, d->ldb = (c->tb ? c->K : c->N) + pad, d->ldc = c->N + pad;
+  d->A = gt_test_alloc_fill((c->ta ? c->K : c->M) * d->lda, &s, -1, 1);
+  d->B = gt_test_alloc_fill((c->tb ? c->N : c->K) * d->ldb, &s, -1, 1);
+  d->C0 = gt_test_alloc_fill(c->M * d->ldc, &s, -1, 1);
+  d->tol = calloc((size_t)(c->M * d->ldc), sizeof(double));
+  d->S = calloc((size_t)(c->M * d->ldc), sizeof(double));
+  for (int64_t i = 0; i < c->M; i++)
+    for (int64_t j = 0; j < c->N; j++) {
+      double S = 0;
+      for (int64_t k = 0; k < c->K; k++)
+        S += fabs((double)gt_bf16_round1(opA(c->ta, d->A, d->lda, i, k)) * gt_bf16_round1(opB(c->tb, d->B, d->ldb, k, j)));
+      d->S[i * d->ldc + j] = fabs(c->alpha) * S;
+      d->tol[i * d->ldc + j] =
+          ldexp((double)(c->K + 8) * fabs(c->alpha) * S + 4 * fabs((double)c->beta * d->C0[i * d->ldc + j]), -24);
+    }
+}
+
+static void pdata_free(pdata *d) { free(d->A), free(d->B), free(d->C0), free(d->tol), free(d->S); }
+
+/* C by gt_bgemm on `path` (beta 0: C starts NaN, which must not be read) */
+static float *run_path(int path, const pcase *c, const pdata *d) {
+  float *C = gt_test_copy(d->C0, c->M * d->ldc);
+  if (c->beta == 0.0f)
+    for (int64_t i = 0; i < c->M * d->ldc; i++) C[i] = NAN;
+  gt__bgemm_force_path(path);
+  gt_bgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
+  gt__bgemm_force_path(-1);
+  return C;
+}
+
+/* worst |x - y| / (scale * tol) over the C block; asserts it is <= 1 */
+static double check_within(const char *what, const pcase *c, const pdata *d, const float *x, const float *y,
+                           double scale) {
+  double worst = 0;
+  for (int64_t i = 0; i < c->M; i++)
+    for (int64_t j = 0; j < c->N; j++) {
+      const int64_t e = i * d->ldc + j;
+      const double diff = fabs((double)x[e] - y[e]), tol = scale * d->tol[e];
+      ck_assert_msg(diff <= tol, "%s: ta%d tb%d M%lld N%lld K%lld [%lld,%lld]: %.9g vs %.9g (bound %.3g)", what, c->ta,
+                    c->tb, (long long)c->M, (long long)c->N, (long long)c->K, (long long)i, (long long)j, x[e], y[e],
+                    tol);
+      if (tol > 0 && diff / tol > worst) worst = diff / tol;
+    }
+  return worst;
+}
+
+static float *reference(const pcase *c, const pdata *d) {
+  float *R = gt_test_copy(d->C0, c->M * d->ldc);
+  gt_bgemm_ref(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, R, d->ldc);
+  return R;
+}
+
+START_TEST(test_paths_against_reference_and_each_other) {
+  if (!gt__kernels_avx512()) {
+    printf("test_bf16_paths: no AVX-512 here (or GT_TEST_KERNELS=portable): one path, the rounded copies\n");
+    ck_assert_int_eq(gt__bgemm_path(), GT_BGEMM_COPY);
+    return;
+  }
+  double worst_w = 0, worst_p = 0, worst_wp = 0, worst_ulp = 0;
+  int64_t differ = 0, total = 0;
+  for (int n = 0; n < NCASES; n++) {
+    const pcase *c = &CASES[n];
+    pdata d;
+    pdata_make(c, n, &d);
+    float *R = reference(c, &d), *W = run_path(GT_BGEMM_WIDE, c, &d), *P = run_path(GT_BGEMM_DP, c, &d);
+    double w = check_within("widened vs reference", c, &d, W, R, 1.0);
+    double p = check_within("pairs vs reference", c, &d, P, R, 1.0);
+    double wp = check_within("widened vs pairs", c, &d, W, P, 2.0);
+    worst_w = fmax(worst_w, w), worst_p = fmax(worst_p, p), worst_wp = fmax(worst_wp, wp);
+    for (int64_t i = 0; i < c->M; i++)
+      for (int64_t j = 0; j < c->N; j++) {
+        const int64_t e = i * d.ldc + j;
+        differ += memcmp(&W[e], &P[e], 4) != 0, total++;
+        /* the difference in units of 2^-24 |alpha| S */
+        if (c->beta == 0.0f && d.S[e] > 0) worst_ulp = fmax(worst_ulp, fabs((double)W[e] - P[e]) / ldexp(d.S[e], -24));
+      }
+    /* the rows past N (the padding of ldc) are not written */
+    for (int64_t i = 0; i < c->M; i++)
+      for (int64_t j = c->N; j < d.ldc; j++)
+        ck_assert(gt_test_same_bits(&W[i * d.ldc + j], &d.C0[i * d.ldc + j], 1) || c->beta == 0.0f);
+    free(R), free(W), free(P);
+    pdata_free(&d);
+  }
+  printf("bf16 paths, worst |C - ref| / bound: widened %.3g, pairs %.3g; |widened - pairs| / (2 bound) %.3g; "
+         "%lld of %lld elements differ in bits, by at most %.2f x 2^-24 |alpha| S (beta 0)\n",
+         worst_w, worst_p, worst_wp, (long long)differ, (long long)total, worst_ulp);
+  /* the two paths are two different orders of float32 sums: they must not
+   * be the same code (a switch that does nothing would give 0) */
+  ck_assert_int_gt(differ, 0);
+}
+END_TEST
+
+START_TEST(test_widened_is_sgemm_on_rounded) {
+  /* by construction: gt_sgemm's loops and micro-kernel on panels rounded as
+   * they are packed, so exactly gt_sgemm on rounded copies, every case and
+   * the decoder's rows included (those take the row kernel, whose FMAs and
+   * order are gt_sgemm's row kernel's) */
+  if (!gt__kernels_avx512()) return;
+  for (int n = 0; n < NCASES; n++) {
+    const pcase *c = &CASES[n];
+    pdata d;
+    pdata_make(c, n, &d);
+    const int64_t na = (c->ta ? c->K : c->M) * d.lda, nb = (c->tb ? c->N : c->K) * d.ldb;
+    float *Ar = gt_test_copy(d.A, na), *Br = gt_test_copy(d.B, nb);
+    gt_bf16_round(Ar, na), gt_bf16_round(Br, nb);
+    float *S = gt_test_copy(d.C0, c->M * d.ldc), *W = run_path(GT_BGEMM_WIDE, c, &d);
+    gt_sgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, Ar, d.lda, Br, d.ldb, c->beta, S, d.ldc);
+    for (int64_t i = 0; i < c->M; i++)
+      ck_assert_msg(gt_test_same_bits(S + i * d.ldc, W + i * d.ldc, c->N),
+                    "case %d row %lld: widened != gt_sgemm on rounded operands", n, (long long)i);
+    free(Ar), free(Br), free(S), free(W);
+    pdata_free(&d);
+  }
+}
+END_TEST
+
+START_TEST(test_paths_deterministic_over_threads) {
+  /* each path's bits do not depend on the thread count: 1, 2 and 3 */
+  if (!gt__kernels_avx512()) return;
+  const pcase cs[] = {{0, 1, 300, 200, 700, 1.25f, 0.5f}, {1, 0, 130, 640, 512, 1, 1}, {0, 0, 7, 9000, 40, 1, 0}};
+  const int paths[] = {GT_BGEMM_WIDE, GT_BGEMM_DP};
+  for (size_t pi = 0; pi < 2; pi++)
+    for (size_t n = 0; n < sizeof cs / sizeof cs[0]; n++) {
+      pdata d;
+      const pcase *c = &cs[n];
+      uint64_t s = 7 + n;
+      d.lda = c->ta ? c->M : c->K, d.ldb = c->tb ? c->K : c->N, d.ldc = c->N;
+      d.A = gt_test_alloc_fill(c->M * c->K, &s, -1, 1), d.B = gt_test_alloc_fill(c->K * c->N, &s, -1, 1);
+      d.C0 = gt_test_alloc_fill(c->M * c->N, &s, -1, 1), d.tol = NULL, d.S = NULL;
+      gt_team_set_process(1);
+      float *C1 = run_path(paths[pi], c, &d);
+      for (int th = 2; th <= 3; th++) {
+        gt_team_set_process(th);
+        float *C2 = run_path(paths[pi], c, &d);
+        ck_assert_msg(gt_test_same_bits(C1, C2, c->M * c->N), "path %d case %zu: %d threads differ from 1", paths[pi],
+                      n, th);
+        free(C2);
+      }
+      free(C1);
+      pdata_free(&d);
+    }
+}
+END_TEST
+
+START_TEST(test_qbgemm_widened) {
+  /* a stored W on the widened path: dequantized, rounded and packed in one
+   * pass; the bits of gt_bgemm's widened path on the dequantized matrix */
+  if (!gt__kernels_avx512()) return;
+  const gt_qtype ts[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
+  for (size_t ti = 0; ti < 3; ti++)
+    for (int tw = 0; tw < 2; tw++) {
+      const int64_t M = 40, N = 96, K = 130, wr = tw ? N : K, wc = tw ? K : N;
+      uint64_t s = 3 + ti;
+      float *A = gt_test_alloc_fill(M * K, &s, -1, 1), *src = gt_test_alloc_fill(wr * wc, &s, -1, 1);
+      void *buf = malloc(4 * (size_t)gt_q_words(ts[ti], wr, wc));
+      gt_quantize(ts[ti], src, wr, wc, buf);
+      gt_qweight w = gt_qweight_at(ts[ti], buf, wr, wc);
+      float *Wd = malloc(sizeof(float) * (size_t)(wr * wc));
+      gt_dequantize_rows(&w, 0, wr, Wd);
+      float *C1 = gt_test_zeros(M * N), *C2 = gt_test_zeros(M * N);
+      gt__bgemm_force_path(GT_BGEMM_WIDE);
+      gt_qbgemm(tw, M, N, K, 1.0f, A, K, &w, 0.0f, C1, N);
+      gt_bgemm(0, tw, M, N, K, 1.0f, A, K, Wd, wc, 0.0f, C2, N);
+      gt__bgemm_force_path(-1);
+      ck_assert_msg(gt_test_same_bits(C1, C2, M * N), "qbgemm widened, type %zu transW %d", ti, tw);
+      free(A), free(src), free(buf), free(Wd), free(C1), free(C2);
+    }
+}
+END_TEST
+
+/* ---- the choice ---- */
+
+static int measured;
+static void fake_measure_slow(double *dp, double *fma) { measured++, *dp = 92, *fma = 185; }
+static void fake_measure_even(double *dp, double *fma) { measured++, *dp = 120, *fma = 116; }
+static void fake_measure_fast(double *dp, double *fma) { measured++, *dp = 231, *fma = 116; }
+
+static gt__bf16_cpu fake(const char *vendor, int family, int model, int avx512, int bf16, int amx) {
+  gt__bf16_cpu c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.vendor, sizeof c.vendor, "%s", vendor);
+  c.family = family, c.model = model, c.avx512 = avx512, c.avx512bf16 = bf16, c.amx_bf16 = amx;
+  return c;
+}
+
+START_TEST(test_choice_on_fake_cpus) {
+  gt__bf16_choice ch;
+  gt__bf16_cpu c;
+  /* the project's Intel Xeon: in the table, vdpbf16ps at half the FMA
+   * rate: the widened path, no measurement */
+  measured = 0;
+  c = fake("GenuineIntel", 6, 207, 1, 1, 0);
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_TABLE);
+  ck_assert(ch.ratio > 0.4 && ch.ratio < 0.6 && ch.table && strstr(ch.table, "207"));
+  ck_assert_int_eq(measured, 0);
+  /* Zen 4: in the table at 2x: vdpbf16ps */
+  c = fake("AuthenticAMD", 25, 17, 1, 1, 0);
+  gt__bf16_decide(&c, fake_measure_slow, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_DP);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_TABLE);
+  ck_assert_int_eq(measured, 0);
+  /* a CPU not in the table: measured, once; slower or even: widened;
+   * twice as fast: vdpbf16ps */
+  c = fake("GenuineIntel", 6, 173, 1, 1, 0);
+  gt__bf16_decide(&c, fake_measure_slow, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_MEASURE);
+  ck_assert(ch.dp == 92 && ch.fma == 185);
+  ck_assert_int_eq(measured, 1);
+  c = fake("AuthenticAMD", 26, 2, 1, 1, 0);
+  gt__bf16_decide(&c, fake_measure_even, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_DP);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_MEASURE);
+  ck_assert_int_eq(measured, 3);
+  /* nothing measured (no measurement function): no vdpbf16ps claim */
+  gt__bf16_decide(&c, NULL, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  /* AVX-512 without AVX512_BF16 (Skylake-X, Ice Lake): widened, by the ISA,
+   * the Intel model not consulted */
+  measured = 0;
+  c = fake("GenuineIntel", 6, 106, 1, 0, 0);
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_ISA);
+  /* AMX usable: tiles, whatever the table says */
+  c = fake("GenuineIntel", 6, 143, 1, 1, 1);
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_AMX);
+  /* no AVX-512: the copies */
+  c = fake("AuthenticAMD", 23, 49, 0, 0, 0);
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_COPY);
+  ck_assert_int_eq(measured, 0);
+  /* the table itself */
+  double r = 0;
+  ck_assert(!gt__bf16_table("GenuineIntel", 6, 85, &r, NULL));
+  ck_assert(gt__bf16_table("AuthenticAMD", 25, 97, &r, NULL) && r > 1.9);
+}
+END_TEST
+
+START_TEST(test_choice_on_this_cpu) {
+  /* the process's choice is the decision on this CPU's description */
+  gt__bf16_cpu c;
+  gt__bf16_cpu_detect(&c);
+  gt__bf16_choice want, got;
+  gt__bf16_decide(&c, NULL, &want);
+  gt__bgemm_choice(&got);
+  /* (a measured choice may differ between two measurements; a forced path
+   * is the environment's, GT_TEST_BF16_PATH) */
+  if (want.by != GT_BF16_BY_MEASURE && got.by != GT_BF16_BY_FORCE) ck_assert_int_eq(got.path, want.path == GT_BGEMM_DP && gt__bgemm_kernel() != 2 ? GT_BGEMM_EMUL : want.path);
+  printf("this CPU: %s family %d model %d, AVX-512 %d, AVX512_BF16 %d, AMX-BF16 %d: %s\n", c.vendor, c.family,
+         c.model, c.avx512, c.avx512bf16, c.amx_bf16, gt__bgemm_path_name(got.path));
+  /* a forced path the CPU cannot run gives way */
+  gt__bgemm_force_path(GT_BGEMM_AMX);
+  if (!gt__cpu_amx_bf16()) ck_assert_int_ne(gt__bgemm_path(), GT_BGEMM_AMX);
+  gt__bgemm_force_path(-1);
+}
+END_TEST
+
+/* the path a child process takes with GT_TEST_BF16_PATH=value */
+static int path_with_env(const char *value) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GT_TEST_BF16_PATH", value, 1);
+    _exit(gt__bgemm_path());
+  }
+  int st = 0;
+  ck_assert(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+START_TEST(test_env_switch) {
+  if (!gt__kernels_avx512()) {
+    ck_assert_int_eq(path_with_env("widened"), GT_BGEMM_COPY);
+    return;
+  }
+  ck_assert_int_eq(path_with_env("widened"), GT_BGEMM_WIDE);
+  ck_assert_int_eq(path_with_env("pairs"), gt__bgemm_kernel() == 2 ? GT_BGEMM_DP : GT_BGEMM_EMUL);
+  ck_assert_int_eq(path_with_env("copies"), GT_BGEMM_COPY);
+}
+END_TEST
+
+START_TEST(test_amx_against_reference) {
+  if (!gt__cpu_amx_bf16()) {
+    printf("test_bf16_paths: AMX-BF16 not usable on this CPU (cpuid, XCR0 or the kernel's permission): the AMX "
+           "kernel's reference test is skipped\n");
+    return;
+  }
+  double worst = 0;
+  for (int n = 0; n < NCASES; n++) {
+    const pcase *c = &CASES[n];
+    pdata d;
+    pdata_make(c, n, &d);
+    float *R = reference(c, &d), *X = run_path(GT_BGEMM_AMX, c, &d), *X2 = run_path(GT_BGEMM_AMX, c, &d);
+    worst = fmax(worst, check_within("AMX vs reference", c, &d, X, R, 1.0));
+    for (int64_t i = 0; i < c->M; i++) ck_assert(gt_test_same_bits(X + i * d.ldc, X2 + i * d.ldc, c->N));
+    free(R), free(X), free(X2);
+    pdata_free(&d);
+  }
+  printf("AMX path, worst |C - ref| / bound %.3g\n", worst);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("bf16_paths");
+  TCase *tc = gt_test_tcase(s, "core");
+  tcase_add_test(tc, test_env_switch);
+  tcase_add_test(tc, test_choice_on_fake_cpus);
+  tcase_add_test(tc, test_choice_on_this_cpu);
+  tcase_add_test(tc, test_paths_against_reference_and_each_other);
+  tcase_add_test(tc, test_widened_is_sgemm_on_rounded);
+  tcase_add_test(tc, test_paths_deterministic_over_threads);
+  tcase_add_test(tc, test_qbgemm_widened);
+  tcase_add_test(tc, test_amx_against_reference);
+  return gt_test_run_suite(s, 0);
+}
