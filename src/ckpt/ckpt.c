@@ -337,7 +337,9 @@ gt_rc gt_ckpt_save_write(gt_ckpt_pending *s, gt_err *err) {
 gt_rc gt_ckpt_save_end(gt_ckpt_pending *s, gt_rc write_rc, gt_err *err) {
   gt_err local;
   if (!err) err = &local;
-  const gt_ckpt_sync *sync = s->has_sync ? &s->sync : NULL;
+  /* a copy: the last agreement comes after s is freed */
+  gt_ckpt_sync sync_copy = s->sync;
+  const gt_ckpt_sync *sync = s->has_sync ? &sync_copy : NULL;
   gt_rc rc = gt__agree(sync, write_rc, err, s->name, "write");
   if (rc) {
     if (s->created) gt__rm_dir(s->tmp);
