@@ -71,16 +71,9 @@ static gt_rc read_tasks(eval_run *r, gt_eval_format fmt, gt_err *err) {
   r->tasks = calloc((size_t)cap, sizeof *r->tasks);
   r->res = calloc((size_t)cap, sizeof *r->res);
   if (!r->tasks || !r->res) return gt_err_set(err, GT_ERR_NOMEM, "eval: no memory");
-  for (const char *p = r->cfg.eval_tasks; *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    const char *a = p, *b = p + len;
-    while (a < b && *a == ' ') a++;
-    while (b > a && b[-1] == ' ') b--;
-    p = e ? e + 1 : p + len;
-    if (a == b) continue;
-    char path[GT_STR_PATH];
-    snprintf(path, sizeof path, "%.*s", (int)(b - a), a);
+  const char *cur = r->cfg.eval_tasks;
+  char path[GT_STR_PATH];
+  while (gt_eval_next_path(&cur, path, sizeof path)) {
     gt_rc rc = gt_eval_task_read(&r->tasks[r->n_tasks], path, fmt, err);
     if (rc) return rc;
     r->n_tasks++;

@@ -73,6 +73,10 @@ typedef struct gt_eval_task {
 /* Reads a task file. A record that is not one of the layouts, a choice list
  * shorter than 2, a label out of range, an empty context or choice is
  * refused in one line naming the file, the line and the field. */
+/* The next path of a comma-separated list (eval_tasks) into out, spaces
+ * around it trimmed and empty items skipped; advances *cursor. 0 at the
+ * end of the list. */
+int gt_eval_next_path(const char **cursor, char *out, size_t n);
 gt_rc gt_eval_task_read(gt_eval_task *t, const char *path, gt_eval_format force, gt_err *err);
 /* One record (a parsed JSON object) into ex; where = "'file' line N". */
 gt_rc gt_eval_example_parse(const struct cJSON *rec, gt_eval_format force, const char *where, gt_eval_example *ex,

@@ -66,3 +66,19 @@ void gt_eval_task_free(gt_eval_task *t) {
   t->ex = NULL;
   t->n = 0;
 }
+
+int gt_eval_next_path(const char **cursor, char *out, size_t n) {
+  for (const char *p = *cursor; *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    const char *a = p, *b = p + len;
+    while (a < b && *a == ' ') a++;
+    while (b > a && b[-1] == ' ') b--;
+    p = e ? e + 1 : p + len;
+    *cursor = p;
+    if (a == b) continue;
+    snprintf(out, n, "%.*s", (int)(b - a), a);
+    return 1;
+  }
+  return 0;
+}

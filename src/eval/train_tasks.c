@@ -29,20 +29,13 @@ static gt_rc gt__load(gt_eval_train_state **out, const gt_config *cfg, gt_err *e
   if (!s) return gt_err_set(err, GT_ERR_NOMEM, "eval: no memory");
   gt_rc rc = cfg->tokenizer_path[0] ? gt_tokenizer_load(cfg->tokenizer_path, &s->tok, err) : GT_OK;
   gt_encoder_init(&s->enc, s->tok, cfg->vocab_size);
-  for (const char *p = cfg->eval_tasks; !rc && *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    const char *a = p, *b = p + len;
-    while (a < b && *a == ' ') a++;
-    while (b > a && b[-1] == ' ') b--;
-    p = e ? e + 1 : p + len;
-    if (a == b) continue;
+  const char *cur = cfg->eval_tasks;
+  char path[GT_STR_PATH];
+  while (!rc && gt_eval_next_path(&cur, path, sizeof path)) {
     if (s->n == GT__MAX_TASKS) {
       rc = gt_err_set(err, GT_ERR_CONFIG, "eval: key 'eval_tasks' names more than %d task files", GT__MAX_TASKS);
       break;
     }
-    char path[GT_STR_PATH];
-    snprintf(path, sizeof path, "%.*s", (int)(b - a), a);
     if (!(rc = gt_eval_task_read(&s->task[s->n], path, GT_EVAL_AUTO, err))) s->n++;
   }
   for (int i = 0; !rc && i < s->n; i++)
