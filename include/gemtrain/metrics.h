@@ -51,6 +51,18 @@ typedef struct gt_step_metrics {
    * time the training loop waited for it (snapshot, or a previous write) */
   int has_checkpoint;
   double checkpoint_write_seconds, checkpoint_blocked_seconds;
+  /* preference tuning (use_dpo): means over the step's pairs, as TRL and
+   * MaxText report them. rewards: beta x (policy - reference) summed
+   * log-probability of the response (DPO), or beta x the policy's mean
+   * log-probability (ORPO); accuracies: share of pairs whose chosen reward
+   * is above the rejected one; margins: chosen - rejected. logps: summed
+   * log-probabilities of the responses under the policy. ORPO also gives
+   * the chosen answer's loss (nll_loss) and the mean log odds ratio. */
+  int has_pref;
+  int64_t pref_pairs;
+  double rewards_chosen, rewards_rejected, rewards_accuracies, rewards_margins;
+  double logps_chosen, logps_rejected;
+  double pref_nll_loss, log_odds_ratio;
   /* multiple-choice tasks scored at this eval (eval_tasks) */
   int n_tasks;
   struct {

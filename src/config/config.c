@@ -262,6 +262,22 @@ static const gt_key_spec gt__keys[] = {
     {"overlong_records", GT_KEY_ENUM, F(overlong_records), 0, 0, "refuse|truncate",
      "a record that must stay whole (use_sft, or packing=false) but is longer than max_target_length + 1 "
      "tokens: refuse it naming its file and line, or keep its first max_target_length + 1 tokens"},
+    {"use_dpo", GT_KEY_BOOL, F(use_dpo), 0, 1, NULL,
+     "jsonl: records are preference pairs (prompt/chosen/rejected, or chosen/rejected chat messages), trained "
+     "with preference_algo's loss on the response tokens"},
+    {"preference_algo", GT_KEY_ENUM, F(preference_algo), 0, 0, "dpo|orpo",
+     "use_dpo: dpo (against a frozen reference: the base with adapters off, or dpo_reference_path) or orpo "
+     "(the chosen answer's loss plus an odds-ratio term; no reference)"},
+    {"dpo_beta", GT_KEY_FLOAT, F(dpo_beta), 0, 1e6, NULL,
+     "DPO: beta, the scale of the policy-minus-reference log-ratios in the sigmoid loss"},
+    {"dpo_label_smoothing", GT_KEY_FLOAT, F(dpo_label_smoothing), 0, 0.5, NULL,
+     "DPO: the share of pairs assumed mislabelled (conservative DPO; 0: plain DPO)"},
+    {"orpo_lambda", GT_KEY_FLOAT, F(orpo_lambda), 0, 1e6, NULL,
+     "ORPO: the weight of the odds-ratio term added to the chosen answer's loss"},
+    {"dpo_reference_path", GT_KEY_STR, F(dpo_reference_path), 0, 0, NULL,
+     "DPO with every parameter training: the reference model (a checkpoint, parameter file or Hugging Face "
+     "directory), held frozen and sharded like the policy (with enable_lora: empty, the reference is the base "
+     "with the adapters off)"},
     {"eval_split_fraction", GT_KEY_FLOAT, F(eval_split_fraction), 0, 0.5, NULL,
      "fraction of the corpus held out for eval (taken from its end)"},
     {"eval_interval", GT_KEY_INT, F(eval_interval), -1, BIG, NULL,

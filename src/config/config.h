@@ -141,6 +141,13 @@ typedef struct gt_config {
   int enable_thinking;
   int sft_train_on_thinking;
   char overlong_records[GT_STR_SHORT];
+  /* preference tuning (train/pref.h): records are chosen/rejected pairs */
+  int use_dpo;
+  char preference_algo[GT_STR_SHORT]; /* dpo | orpo */
+  double dpo_beta;
+  double dpo_label_smoothing;
+  double orpo_lambda;
+  char dpo_reference_path[GT_STR_PATH]; /* a frozen reference model when all parameters train */
   double eval_split_fraction;
   long long eval_interval;
   long long eval_steps;
