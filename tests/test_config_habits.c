@@ -73,7 +73,7 @@ START_TEST(test_unsupported_keys_refused_as_such) {
   }
   /* the value that leaves the feature off (MaxText's default) is accepted */
   const char *off[] = {"ici_tensor_parallelism=1", "num_pipeline_microbatches=-1", "quantization=",
-                       "dropout_rate=0.0", "use_dpo=False"};
+                       "dropout_rate=0.0", "use_multimodal=False"};
   for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
     ck_assert_msg(load1(&c, NULL, off[i], &e) == GT_OK, "%s: %s", off[i], e.msg);
     ck_assert_ptr_nonnull(strstr(c.notes, "accepted and ignored"));

@@ -533,7 +533,6 @@ static const struct {
     {"quantize_kvcache", "false", "a quantized KV cache"},
     {"dropout_rate", "0", "dropout in the base model"},
     {"capacity_factor", "-1", "MoE token dropping (every routed token is computed)"},
-    {"use_dpo", "false", "DPO training"},
     {"use_multimodal", "false", "multimodal inputs"},
     {"reuse_example_batch", "0", "reusing one batch for every step"},
 };
