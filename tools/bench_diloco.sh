@@ -5,10 +5,11 @@
 # 16 x 256 tokens per step, so both have seen the same tokens after every
 # step:
 #   dp      dcn_data_parallelism=2: gradients all-reduced every step
-#   diloco  enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16
-#           with MaxText's outer lr 0.3 and Nesterov momentum 0.9: each
-#           replica trains on its 8 rows and the replicas sync every 16 steps
-#   diloco_07_05  the same with diloco_outer_lr=0.7 diloco_outer_momentum=0.5
+#   diloco_<lr>_<m>  enable_diloco=true dcn_diloco_parallelism=2
+#           diloco_sync_period=16 diloco_outer_lr=<lr> diloco_outer_momentum=<m>:
+#           each replica trains on its 8 rows and the replicas sync every 16
+#           steps, for each outer setting of DILOCO_OUTER (default "0.3/0.9
+#           0.7/0.5": MaxText's defaults and a larger outer step)
 # Evaluations every 16 steps (after a sync for DiLoCo) and after the last.
 # Prints both eval curves side by side, the bytes each device sends to the
 # other ranks per step (measured for data parallelism, metrics.jsonl's
@@ -16,8 +17,13 @@
 # and metrics.jsonl's diloco_bytes when the step record has it), and checks
 # the two targets for each DiLoCo run: bytes per step at most 1/16 of data
 # parallelism's, and the final eval loss within 3% of data parallelism's.
-# Takes the machine lock for each run; each run is 200 steps of the default
-# job on each of 2 ranks (10 to 40 minutes on the 2-core machine, by load).
+# The runs are independent and their losses and bytes do not depend on
+# timing, so they run at the same time (GT_SERIAL=1: one after the other);
+# GT_LOCK=FILE takes `flock FILE` around each run. Each run is 200 steps of
+# the default job on each of 2 ranks (10 to 40 minutes alone on the 2-core
+# machine, by load).
+# Environment: DILOCO_OUTER, GT_SERIAL, GT_LOCK; runs already in the output
+# directory with a complete log are kept (delete them to rerun).
 # Usage: tools/bench_diloco.sh [--report] [gemtrain] [output directory]
 # (--report: only the tables, from the runs already in the directory)
 set -euo pipefail
@@ -32,26 +38,37 @@ flags=(--oversubscribe --bind-to core)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 common=(eval_interval=16 threads_per_device=1 sample_tokens=0 enable_checkpointing=false "base_output_directory=$out")
 dl=(enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16)
+outer=(${DILOCO_OUTER:-0.3/0.9 0.7/0.5})
 run() {
   local name=$1; shift
+  grep -q "^run_name=$name: finished" "$out/$name.log" 2>/dev/null && return 0
   rm -rf "${out:?}/$name"
-  flock /tmp/gt_machine.lock mpirun "${flags[@]}" -np 2 "$bin" train "${common[@]}" "$@" run_name="$name" \
-    > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; exit 1; }
+  local lock=()
+  [ -n "${GT_LOCK:-}" ] && lock=(flock "$GT_LOCK")
+  "${lock[@]}" mpirun "${flags[@]}" -np 2 "$bin" train "${common[@]}" "$@" run_name="$name" \
+    > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; return 1; }
 }
 if [ "$report" = 0 ]; then
-  run dp dcn_data_parallelism=2
-  run diloco "${dl[@]}"
-  run diloco_07_05 "${dl[@]}" diloco_outer_lr=0.7 diloco_outer_momentum=0.5
+  pids=()
+  run dp dcn_data_parallelism=2 & pids+=($!)
+  [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
+  for o in "${outer[@]}"; do
+    run "diloco_${o%/*}_${o#*/}" "${dl[@]}" diloco_outer_lr="${o%/*}" diloco_outer_momentum="${o#*/}" & pids+=($!)
+    [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
+  done
+  for p in "${pids[@]}"; do wait "$p" || exit 1; done
 fi
 "$bin" plan --json dcn_data_parallelism=2 > "$out/plan_dp.json"
 "$bin" plan --json "${dl[@]}" > "$out/plan_diloco.json"
-python3 - "$out" <<'PY'
+python3 - "$out" "${outer[@]}" <<'PY'
 import json, os, sys
 out = sys.argv[1]
 def recs(name):
     return [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl")) if l.strip()]
-runs = [("dp", "data parallelism"), ("diloco", "DiLoCo, outer lr 0.3, momentum 0.9"),
-        ("diloco_07_05", "DiLoCo, outer lr 0.7, momentum 0.5")]
+runs = [("dp", "data parallelism")]
+for o in sys.argv[2:]:
+    lr, m = o.split("/")
+    runs.append((f"diloco_{lr}_{m}", f"DiLoCo, outer lr {lr}, momentum {m}"))
 runs = [(n, t) for n, t in runs if os.path.exists(os.path.join(out, n, "metrics.jsonl"))]
 R = {n: recs(n) for n, _ in runs}
 ev = {n: {x["step"]: x["eval_loss"] for x in R[n] if "eval_loss" in x} for n, _ in runs}
