@@ -161,9 +161,11 @@ fi
 # 3. stopping cleanly
 long=(model_name=gemma3-tiny steps=100000 checkpoint_period=100000 "${common[@]}" num_devices=1
       dcn_fsdp_parallelism=2 collective_timeout_seconds=60)
-wait_steps() { # <run> <n>: until metrics.jsonl has n lines
-  for _ in $(seq 1 600); do
+wait_steps() { # <run> <n>: until metrics.jsonl has n lines (or the run ended); 5 minutes at most: a
+  # busy machine can take minutes to start two ranks
+  for _ in $(seq 1 1500); do
     [ -f "$work/runs/$1/metrics.jsonl" ] && [ "$(wc -l < "$work/runs/$1/metrics.jsonl")" -ge "$2" ] && return 0
+    kill -0 "$pid" 2>/dev/null || { tail -5 "$work/$1.log"; fail "$1 ended before $2 steps"; }
     sleep 0.2
   done
   fail "$1 did not reach $2 steps"

@@ -783,15 +783,23 @@ gt_rc gt_dist_allreduce_i64(int64_t *v, int n, int op, const char *what, gt_err 
   return allreduce_i64_in(world_scope(), v, n, op, what, err);
 }
 
-static gt_rc allreduce_f64_in(scope sc, double *v, int64_t n, const char *what, gt_err *err) {
+/* A sum over the ranks of scope sc (skip: the scope has one member, so
+ * nothing to add), after the checks every sum makes; name is the
+ * operation in messages, unit what the values are. */
+static gt_rc sum_in(scope sc, int skip, void *v, int64_t n, size_t esize, combine_fn comb, int tag,
+                    const char *name, const char *unit, const char *what, gt_err *err) {
   char who[32];
   gt_rc rc = host_begin(who, sizeof who, &what, err);
   if (rc) return rc;
   if (n < 0 || (n && !v))
-    return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_f64_sum of n = %lld; expected n >= 0 values", who, what,
-                      (long long)n);
-  if (!mpi_on()) return GT_OK;
-  return host_allreduce(sc, v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_f64, TAG_F64, who, what, err);
+    return gt_err_set(err, GT_ERR_ARG, "%s: %s: %s of n = %lld; expected n >= 0 %s", who, what, name,
+                      (long long)n, unit);
+  if (!mpi_on() || skip) return GT_OK;
+  return host_allreduce(sc, v, (size_t)n, esize, GT_DIST_SUM, comb, tag, who, what, err);
+}
+
+static gt_rc allreduce_f64_in(scope sc, double *v, int64_t n, const char *what, gt_err *err) {
+  return sum_in(sc, 0, v, n, sizeof *v, comb_f64, TAG_F64, "allreduce_f64_sum", "values", what, err);
 }
 
 gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err) {
@@ -799,14 +807,7 @@ gt_rc gt_dist_allreduce_f64_sum(double *v, int n, const char *what, gt_err *err)
 }
 
 static gt_rc allreduce_bor_in(scope sc, uint32_t *v, int64_t n, const char *what, gt_err *err) {
-  char who[32];
-  gt_rc rc = host_begin(who, sizeof who, &what, err);
-  if (rc) return rc;
-  if (n < 0 || (n && !v))
-    return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_bor of n = %lld; expected n >= 0 words", who, what,
-                      (long long)n);
-  if (!mpi_on()) return GT_OK;
-  return host_allreduce(sc, v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_bor, TAG_BOR, who, what, err);
+  return sum_in(sc, 0, v, n, sizeof *v, comb_bor, TAG_BOR, "allreduce_bor", "words", what, err);
 }
 
 gt_rc gt_dist_allreduce_bor(uint32_t *v, int64_t n, const char *what, gt_err *err) {
@@ -940,27 +941,13 @@ gt_rc gt_dist_replica_agree(gt_rc mine, const gt_err *mine_err, const char *what
 }
 
 gt_rc gt_dist_cross_allreduce_f32(float *v, int64_t n, const char *what, gt_err *err) {
-  char who[32];
-  gt_rc rc = host_begin(who, sizeof who, &what, err);
-  if (rc) return rc;
-  if (n < 0 || (n && !v))
-    return gt_err_set(err, GT_ERR_ARG, "%s: %s: cross-replica sum of n = %lld; expected n >= 0 values", who, what,
-                      (long long)n);
-  if (!mpi_on() || g.nrep == 1) return GT_OK;
-  return host_allreduce(cross_scope(), v, (size_t)n, sizeof *v, GT_DIST_SUM, comb_f32, TAG_F32, who, what, err);
+  return sum_in(cross_scope(), g.nrep == 1, v, n, sizeof *v, comb_f32, TAG_F32, "cross-replica sum", "values", what,
+                err);
 }
 
 gt_rc gt_dist_cross_allreduce_f64(double *v, int64_t n, const char *what, gt_err *err) {
-  if (!mpi_on() || g.nrep == 1) {
-    char who[32];
-    gt_rc rc = host_begin(who, sizeof who, &what, err);
-    if (rc) return rc;
-    if (n < 0 || (n && !v))
-      return gt_err_set(err, GT_ERR_ARG, "%s: %s: allreduce_f64_sum of n = %lld; expected n >= 0 values", who, what,
-                        (long long)n);
-    return GT_OK;
-  }
-  return allreduce_f64_in(cross_scope(), v, n, what, err);
+  return sum_in(cross_scope(), g.nrep == 1, v, n, sizeof *v, comb_f64, TAG_F64, "cross-replica sum", "values", what,
+                err);
 }
 
 gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, gt_err *err) {
