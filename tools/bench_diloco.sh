@@ -10,7 +10,8 @@
 #           each replica trains on its 8 rows and the replicas sync every 16
 #           steps, for each outer setting of DILOCO_OUTER (default "0.3/0.9
 #           0.7/0.5": MaxText's defaults and a larger outer step)
-# Evaluations every 16 steps (after a sync for DiLoCo) and after the last.
+# Evaluations every 16 steps (after a sync for DiLoCo) and after the last
+# (DiLoCo syncs after the last step too, which ends the schedule).
 # Prints both eval curves side by side, the bytes each device sends to the
 # other ranks per step (measured for data parallelism, metrics.jsonl's
 # comm_bytes_dcn; for DiLoCo gemtrain plan's, which is what each sync sends,
@@ -90,9 +91,12 @@ fdp = ev["dp"][max(ev["dp"])]
 print(f"| data parallelism (dcn_data_parallelism=2) | {b_dp:.0f} measured ({pdp['comm_bytes_dcn_per_step_per_device']:.0f} planned) | {fdp:.4f} | |")
 ok = True
 for n, t in runs[1:]:
-    meas = [x["diloco_bytes"] for x in R[n] if "diloco_bytes" in x]
-    b = sum(meas) / len(R[n]) if meas else None
-    m = f"{b:.0f} measured, " if b is not None else ""
+    # the periodic syncs (after steps 16, 32, ...); the run's last step, when
+    # not one of them, adds one more sync at the end (counted apart)
+    per = [x["diloco_bytes"] for x in R[n] if x.get("diloco_bytes") and (x["step"] + 1) % 16 == 0]
+    last = [x["diloco_bytes"] for x in R[n] if x.get("diloco_bytes") and (x["step"] + 1) % 16 != 0]
+    b = sum(per) / (16 * len(per)) if per else None
+    m = (f"{b:.0f} measured ({len(per)} syncs" + (f", and one at the end of {last[0]} bytes" if last else "") + "), ") if b is not None else ""
     f = ev[n][max(ev[n])]
     rel = f / fdp - 1
     ratio = (b if b is not None else pdl["diloco_bytes_per_step_per_device"]) / b_dp

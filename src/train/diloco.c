@@ -14,6 +14,7 @@ struct gt_diloco {
   gt_fsdp *fs;
   int n_dev, P;
   int64_t period;
+  int64_t last; /* the step count after which the run ends its schedule (-1: none of its steps) */
   float lr, mu;
   int measure;
   float **outer, **mom; /* [n_dev] each device's shard */
@@ -87,6 +88,11 @@ gt_rc gt_diloco_create(gt_diloco **out, const gt_config *cfg, gt_fsdp *fs, gt_er
   d->n_dev = gt_fsdp_devices(fs);
   d->P = (int)cfg->dcn_diloco_parallelism;
   d->period = cfg->diloco_sync_period;
+  /* a run whose last step ends its learning-rate schedule syncs there too,
+   * so its final parameters (checkpoint, export, last eval) hold every
+   * replica's steps, not replica 0's alone; a run stopped inside its
+   * schedule (to be continued) does not, so it resumes as the straight run */
+  d->last = cfg->learning_rate_schedule_steps > cfg->steps ? -1 : cfg->steps;
   d->lr = (float)cfg->diloco_outer_lr;
   d->mu = (float)cfg->diloco_outer_momentum;
   d->measure = gt_mem_measuring(gt_fsdp_device_mem(fs, 0));
@@ -158,7 +164,7 @@ gt_rc gt_diloco_step_end(gt_diloco *d, int64_t done, gt_step_metrics *sm, gt_err
   double t0 = gt_prof_now();
   sm->diloco_synced = 0;
   sm->diloco_bytes = 0;
-  if (done % d->period == 0) {
+  if (done % d->period == 0 || done == d->last) {
     gt_rc rc = gt__sync(d, &sm->diloco_bytes, err);
     if (rc) return rc;
     sm->diloco_synced = 1;

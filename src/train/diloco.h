@@ -47,7 +47,9 @@ void gt_diloco_destroy(gt_diloco *d);
 void gt_diloco_reset(gt_diloco *d);
 
 /* After `done` steps (the step index after the step): when done is a
- * multiple of diloco_sync_period, the sync (collective over every rank);
+ * multiple of diloco_sync_period, or the run's last step when it ends the
+ * learning-rate schedule (learning_rate_schedule_steps at most steps), the
+ * sync (collective over every rank);
  * then the step's loss and tokens are combined over the replicas (sums of
  * the replicas' token-weighted losses), and sm's diloco fields filled. */
 gt_rc gt_diloco_step_end(gt_diloco *d, int64_t done, gt_step_metrics *sm, gt_err *err);
