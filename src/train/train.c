@@ -479,6 +479,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
       if (sm.eval_total_weights) {
         sm.has_eval = 1;
+        gt_trainer_eval_pref_metrics(tr, &sm); /* use_dpo: eval_rewards/... */
         res->last_eval_loss = sm.eval_loss;
       } else {
         res->empty_evals++;
