@@ -170,7 +170,7 @@ static void fx_make(fx *x, int n, const char *const *ov, uint64_t seed, const ch
   x->ref = malloc(sizeof(float) * bt);
   fx_batch(x, &s);
   x->pc = (gt_pref_cfg){!strcmp(algo, "orpo") ? GT_PREF_ORPO : GT_PREF_DPO, 0.5, 0.1, 0.3};
-  x->ph = (gt_pref_head){gt_pref_pairs, &x->pc, x->T, x->seg, x->pc.algo == GT_PREF_DPO ? x->ref : NULL};
+  x->ph = (gt_pref_head){gt_pref_pairs_loss, &x->pc, x->T, x->seg, x->pc.algo == GT_PREF_DPO ? x->ref : NULL};
   x->m.pref = &x->ph;
 }
 
@@ -353,7 +353,7 @@ static run train_mesh(int devices, const char *algo, const char *lora, const cha
   gt_pref_cfg pc;
   ck_assert(gt_pref_cfg_from(&c, &pc, &e) == GT_OK);
   int ref = !gt_pref_needs_reference(&c) ? GT_FSDP_REF_NONE : c.enable_lora ? GT_FSDP_REF_BASE : GT_FSDP_REF_COPY;
-  ck_assert_msg(gt_fsdp_set_pref(f, gt_pref_pairs, &pc, ref, 2, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_fsdp_set_pref(f, gt_pref_pairs_loss, &pc, ref, 2, &e) == GT_OK, "%s", e.msg);
   run r;
   memset(&r, 0, sizeof r);
   fx b[3];

@@ -76,7 +76,7 @@ void gt_pref_pair(const gt_pref_cfg *p, const gt_pref_seq *c, const gt_pref_seq 
   o->log_odds_ratio = ratio;
 }
 
-void gt_pref_pairs(const void *ctx, int64_t n, const gt_pref_seq *seq, double *dlogp, gt_loss_stats *st) {
+void gt_pref_pairs_loss(const void *ctx, int64_t n, const gt_pref_seq *seq, double *dlogp, gt_loss_stats *st) {
   const gt_pref_cfg *p = ctx;
   for (int64_t i = 0; i < n; i++) {
     gt_pref_pair_out o;

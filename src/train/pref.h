@@ -55,7 +55,7 @@ int gt_pref_needs_reference(const gt_config *c);
 /* One pair: c and r the chosen and rejected sequences (model/head.h). */
 void gt_pref_pair(const gt_pref_cfg *p, const gt_pref_seq *c, const gt_pref_seq *r, gt_pref_pair_out *o);
 /* The head's callback (gt_pref_pairs_fn), ctx a gt_pref_cfg. */
-void gt_pref_pairs(const void *ctx, int64_t n, const gt_pref_seq *seq, double *dlogp, gt_loss_stats *st);
+void gt_pref_pairs_loss(const void *ctx, int64_t n, const gt_pref_seq *seq, double *dlogp, gt_loss_stats *st);
 /* The step's preference metrics (means over n pairs) from the sums. */
 void gt_pref_metrics(gt_step_metrics *sm, const gt_pref_cfg *p, const double *sums, int64_t n);
 /* log sigmoid(x), stable for any x. */

@@ -54,8 +54,13 @@ static gt_rc gt__trainer_pref(gt_trainer *t, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "train: key 'z_loss_multiplier' = %g with use_dpo: the preference losses have no z-loss; set it "
                       "to 0", c->z_loss_multiplier);
+  if (c->enable_lora && c->dpo_reference_path[0] && gt_pref_needs_reference(c))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'dpo_reference_path' = '%s' with enable_lora: the reference is the frozen base with "
+                      "the adapters off; leave dpo_reference_path empty",
+                      c->dpo_reference_path);
   int ref = !gt_pref_needs_reference(c) ? GT_FSDP_REF_NONE : c->enable_lora ? GT_FSDP_REF_BASE : GT_FSDP_REF_COPY;
-  return gt_fsdp_set_pref(t->fs, gt_pref_pairs, &t->pref, ref, t->n_mb, err);
+  return gt_fsdp_set_pref(t->fs, gt_pref_pairs_loss, &t->pref, ref, t->n_mb, err);
 }
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
