@@ -3,7 +3,9 @@
  * batches: each row's token ids, targets (-1: out of the loss), segment ids
  * and positions, and per document its decoded text and the text of the
  * tokens it is trained to predict (SFT records: also the rendering with
- * the parts out of the loss marked). load_parameters_path defines the model
+ * the parts out of the loss marked; preference pairs, use_dpo: each row
+ * pair's pairs, the prompt and both responses with the mask marked).
+ * load_parameters_path defines the model
  * keys as it does for train (a Hugging Face directory's vocab_size and chat
  * template). --time reads batches without printing
  * and reports the time per batch. */
@@ -18,6 +20,7 @@
 #include "exec/exec.h"
 #include "tokenizer/tokenizer.h"
 #include "hf/model_source.h"
+#include "model/pref_pairs.h"
 
 typedef struct data_opts {
   long long batches, rows, time_batches;
@@ -114,8 +117,9 @@ static void put_ints(const char *name, const int32_t *v, int T) {
  * is only a target) with the runs out of the loss between ⟦ and ⟧: the
  * template's text as the loss sees it. A token is in the loss when the
  * previous position predicts it. buf holds t1 - t0 + 1 ids. */
-static void put_marked(const gt_tokenizer *tok, const int32_t *in, const int32_t *tg, int t0, int t1, int32_t *buf) {
-  printf("    rendering (out of the loss in \u27e6 \u27e7): \"");
+static void put_marked(const gt_tokenizer *tok, const int32_t *in, const int32_t *tg, int t0, int t1, int32_t *buf,
+                       const char *label) {
+  printf("    %s (out of the loss in \u27e6 \u27e7): \"", label);
   int n = 0, cur = -1;
   for (int j = t0; j <= t1; j++) {
     int id, loss;
@@ -145,7 +149,7 @@ static void put_marked(const gt_tokenizer *tok, const int32_t *in, const int32_t
   printf("\"\n");
 }
 
-static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r, int marked) {
+static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r, int marked, int docs_too) {
   int T = b->T;
   const int32_t *in = b->inputs + (int64_t)r * T, *tg = b->targets + (int64_t)r * T,
                 *pos = b->positions + (int64_t)r * T, *seg = b->segments ? b->segments + (int64_t)r * T : NULL;
@@ -162,7 +166,7 @@ static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r, int mar
   put_ints("targets:", tg, T);
   if (seg) put_ints("segments:", seg, T);
   put_ints("positions:", pos, T);
-  int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1));
+  int32_t *buf = docs_too ? malloc(sizeof(int32_t) * (size_t)(T + 1)) : NULL;
   for (int t0 = 0; t0 < T && buf;) {
     int t1 = t0;
     while (t1 < T && (seg ? seg[t1] == seg[t0] : 1)) t1++;
@@ -190,9 +194,46 @@ static void print_row(const gt_tokenizer *tok, const gt_batch *b, int r, int mar
     }
     put_text(tok, buf, n);
     printf("\"\n");
-    if (marked) put_marked(tok, in, tg, t0, t1, buf);
+    if (marked) put_marked(tok, in, tg, t0, t1, buf, "rendering");
     t0 = t1;
   }
+  free(buf);
+}
+
+/* use_dpo: a row pair (rows r, r + 1) as its pairs: the prompt (the
+ * chosen sequence's tokens before its first one in the loss), then each
+ * side's sequence with the runs out of the loss marked. Counts the pairs
+ * and the response tokens into *pairs and *tokens. */
+static void print_pairs(const gt_tokenizer *tok, const gt_batch *b, int r, long long *pairs, long long *tokens) {
+  int T = b->T;
+  int64_t cap = gt_pref_pairs_per_row_pair(T);
+  gt_pref_pair *pp = malloc(sizeof *pp * (size_t)cap);
+  int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1));
+  int64_t n = pp && buf ? gt_pref_pairs(b, r, 2, pp, cap) : 0;
+  if (n < 0) printf("row pair %d: rows %d and %d do not hold the same pairs\n", r / 2, r, r + 1);
+  int loss[2] = {0, 0};
+  for (int side = 0; side < 2; side++)
+    for (int t = 0; t < T; t++) loss[side] += b->targets[(int64_t)(r + side) * T + t] >= 0;
+  if (n >= 0)
+    printf("row pair %d (row %d chosen, row %d rejected): %lld pair%s, %d + %d response tokens in the loss\n", r / 2, r,
+           r + 1, (long long)n, n == 1 ? "" : "s", loss[0], loss[1]);
+  for (int64_t i = 0; i < n && i < cap; i++) {
+    const gt_pref_pair *p = &pp[i];
+    const int32_t *in = b->inputs + (int64_t)r * T, *tg = b->targets + (int64_t)r * T;
+    int a = p->c0;
+    while (a < p->c1 && tg[a] < 0) a++; /* the prompt: inputs up to the one predicting the response */
+    printf("  pair %d (segment %d): prompt \"", p->seg, p->seg);
+    put_text(tok, in + p->c0, a < p->c1 ? a + 1 - p->c0 : p->c1 - p->c0);
+    printf("\"\n");
+    char label[96];
+    snprintf(label, sizeof label, "chosen   row %d, columns %d..%d", r, p->c0, p->c1 - 1);
+    put_marked(tok, in, tg, p->c0, p->c1, buf, label);
+    snprintf(label, sizeof label, "rejected row %d, columns %d..%d", r + 1, p->r0, p->r1 - 1);
+    put_marked(tok, in + T, tg + T, p->r0, p->r1, buf, label);
+  }
+  if (n > 0) *pairs += n;
+  *tokens += loss[0] + loss[1];
+  free(pp);
   free(buf);
 }
 
@@ -268,7 +309,19 @@ int gt_cmd_data(int argc, char **argv) {
       printf("\nbatch %lld, %s: %d row%s x %d tokens, %lld in the loss\n", i, pos, b.B, b.B == 1 ? "" : "s", b.T,
              (long long)gt_batch_total_weights(&b));
     }
-    for (int row = 0; row < b.B && (o.rows < 0 || row < o.rows); row++) print_row(tok, &b, row, cfg.use_sft);
+    if (!cfg.use_dpo) {
+      for (int row = 0; row < b.B && (o.rows < 0 || row < o.rows); row++) print_row(tok, &b, row, cfg.use_sft, 1);
+      continue;
+    }
+    long long pairs = 0, tokens = 0;
+    int rp = 0;
+    for (int row = 0; row + 1 < b.B && (o.rows < 0 || row < o.rows); row += 2, rp++) {
+      print_row(tok, &b, row, 0, 0);
+      print_row(tok, &b, row + 1, 0, 0);
+      print_pairs(tok, &b, row, &pairs, &tokens);
+    }
+    printf("%lld pair%s in %d row pair%s (%.2f per row pair), %lld response tokens in the loss\n", pairs,
+           pairs == 1 ? "" : "s", rp, rp == 1 ? "" : "s", rp ? (double)pairs / rp : 0.0, tokens);
   }
   if (r) fprintf(stderr, "gemtrain: %s\n", err.msg);
   gt_data_close(&d);

@@ -2,6 +2,7 @@
  * batches (a process's rows only), the resume position and the words that
  * describe all of it. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,21 @@ static void gt__synthetic(gt_data *d, int64_t vocab) {
 
 static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
   int jsonl = !strcmp(c->dataset_type, "jsonl");
+  if (c->use_dpo && !jsonl)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: key 'use_dpo' = true needs dataset_type=jsonl (preference records: prompt/chosen/rejected "
+                      "or chat messages); dataset_type is '%s'",
+                      c->dataset_type);
+  if (c->use_dpo && c->use_sft)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: keys 'use_dpo' = true and 'use_sft' = true: preference records are read by use_dpo alone "
+                      "(the loss covers each response; ORPO's SFT term is the chosen one's); set use_sft=false");
+  double pd = c->per_device_batch_size;
+  if (c->use_dpo && (pd != floor(pd) || fmod(pd, 2.0) != 0.0))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: use_dpo: key 'per_device_batch_size' = %g; preference rows come in pairs (chosen in row "
+                      "2i, rejected in row 2i + 1), so each device needs whole row pairs: an even number",
+                      pd);
   if (c->use_sft && !jsonl)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "data: key 'use_sft' = true needs dataset_type=jsonl (prompt/completion or chat records); "
@@ -52,6 +68,14 @@ static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
 static gt_rc gt__split(gt_data *d, const gt_config *c, gt__store *s, int train, int eval, gt_err *err) {
   gt_rc rc = GT_OK;
   int whole = gt__whole_records(c);
+  if (d->pairs) { /* the last eval_split_fraction of the pairs is held out */
+    int64_t np = s->n_rec / 2;
+    int64_t n_ev = train && eval ? (int64_t)((double)np * c->eval_split_fraction) : (eval ? np : 0);
+    int64_t n_tr = np - n_ev;
+    if (train && n_tr > 0) rc = gt__src_add_pairs(d->train, 0, n_tr, d->T, c->packing, err);
+    if (!rc && eval && n_ev > 0) rc = gt__src_add_pairs(d->eval, n_tr, np, d->T, c->packing, err);
+    return rc;
+  }
   if (whole) {
     int64_t n_ev = train && eval ? (int64_t)((double)s->n_rec * c->eval_split_fraction) : (eval ? s->n_rec : 0);
     int64_t n_tr = s->n_rec - n_ev;
@@ -83,6 +107,9 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   PUT("data: %s '%s', %lld tokens", c->dataset_type, c->dataset_path, (long long)s->n_tok);
   if (s->n_shards)
     PUT(" in %d shard%s", s->n_shards, s->n_shards > 1 ? "s" : "");
+  else if (d->pairs)
+    PUT(" in %lld preference pair%s of %d file%s", (long long)s->n_docs, s->n_docs == 1 ? "" : "s", s->n_files,
+        s->n_files > 1 ? "s" : "");
   else if (!strcmp(c->dataset_type, "jsonl"))
     PUT(" in %lld records of %d file%s", (long long)s->n_docs, s->n_files, s->n_files > 1 ? "s" : "");
   if (d->eval_store)
@@ -92,7 +119,24 @@ static void gt__describe(gt_data *d, const gt_config *c) {
     PUT(" (%lld train, %lld eval)", (long long)d->n_train, (long long)(d->n_stream - d->n_train));
   PUT("; global batch %d x %d tokens\n", d->B, d->T);
   PUT("sequences: ");
-  if (!whole) {
+  if (d->pairs) {
+    int64_t tr_pairs = 0;
+    for (int i = 0; i < d->train->n_parts; i++)
+      for (int64_t j = 0; j < d->train->parts[i].n_rows; j++) tr_pairs += d->train->parts[i].len[j];
+    int64_t rp = d->train->n_rows;
+    PUT("preference pairs (prompt, chosen, rejected: plain text or chat messages through %s's chat template), "
+        "each side one sequence <bos> prompt response; row 2i holds the chosen sequences and row 2i + 1 the "
+        "rejected ones, a pair under the same segment id in both; %s: %lld training pair%s in %lld row pair%s "
+        "(%.2f pairs per row pair), rows of up to %d tokens (T + 1), padding out of the loss; loss on the "
+        "responses only",
+        gt_chat_template_name(gt_chat_template_for(c)),
+        c->packing ? "consecutive pairs packed while both sides fit" : "one pair per row pair (packing=false)",
+        (long long)tr_pairs, tr_pairs == 1 ? "" : "s", (long long)rp, rp == 1 ? "" : "s",
+        rp ? (double)tr_pairs / (double)rp : 0.0, d->T + 1);
+    if (s->n_truncated)
+      PUT("; %lld pair%s truncated to %d tokens a side (overlong_records=truncate)", (long long)s->n_truncated,
+          s->n_truncated > 1 ? "s" : "", d->T + 1);
+  } else if (!whole) {
     PUT("packed: each row is the next %d tokens (T + 1) of the documents laid end to end, inputs the first %d and "
         "targets the last %d (windows do not overlap)",
         d->T + 1, d->T, d->T);
@@ -118,11 +162,15 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   }
   PUT("; a token attends only within its document, positions restart at each document, no target crosses a "
       "document's end\n");
-  PUT("order: %lld training row%s per epoch in %d part%s, ", (long long)d->n_train_rows, d->n_train_rows == 1 ? "" : "s",
-      d->train->n_parts, d->train->n_parts > 1 ? "s" : "");
+  if (d->pairs)
+    PUT("order: %lld training row pair%s per epoch (%lld rows), ", (long long)d->train->n_rows,
+        d->train->n_rows == 1 ? "" : "s", (long long)d->n_train_rows);
+  else
+    PUT("order: %lld training row%s per epoch in %d part%s, ", (long long)d->n_train_rows,
+        d->n_train_rows == 1 ? "" : "s", d->train->n_parts, d->train->n_parts > 1 ? "s" : "");
   if (d->shuffle)
-    PUT("shuffled (data_shuffle_seed %llu: parts and the rows within each, a new order each epoch)",
-        (unsigned long long)d->seed);
+    PUT("shuffled (data_shuffle_seed %llu: %s, a new order each epoch)", (unsigned long long)d->seed,
+        d->pairs ? "row pairs, each kept whole" : "parts and the rows within each");
   else
     PUT("in file order (enable_data_shuffling=false)");
   int64_t used = 0; /* tokens in rows; the rest are tails shorter than a row */
@@ -131,8 +179,11 @@ static void gt__describe(gt_data *d, const gt_config *c) {
     used += p->start ? p->hi - p->lo : p->n_rows * (d->T + 1);
   }
   int64_t unread = d->train->n_tokens - used;
-  if (unread > 0 && !whole) PUT(" (%lld tokens after the last whole row of a part are not read)", (long long)unread);
-  PUT("; eval: %lld row%s in order", (long long)d->n_eval_rows, d->n_eval_rows == 1 ? "" : "s");
+  if (unread > 0 && !whole && !d->pairs) PUT(" (%lld tokens after the last whole row of a part are not read)", (long long)unread);
+  if (d->pairs)
+    PUT("; eval: %lld row pair%s in order", (long long)d->eval->n_rows, d->eval->n_rows == 1 ? "" : "s");
+  else
+    PUT("; eval: %lld row%s in order", (long long)d->n_eval_rows, d->n_eval_rows == 1 ? "" : "s");
 #undef PUT
   d->desc = strdup(buf);
 }
@@ -158,9 +209,18 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->pos = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)N * sizeof(int32_t));
   d->seg = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)N * sizeof(int32_t));
   d->row = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)(d->T + 1) * sizeof(uint32_t));
-  if (!d->in || !d->tg || !d->pos || !d->seg || !d->row) {
+  d->pairs = c->use_dpo;
+  if (d->pairs) d->lens = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)(d->T + 1) * sizeof(int32_t));
+  if (!d->in || !d->tg || !d->pos || !d->seg || !d->row || (d->pairs && !d->lens)) {
     gt_data_close(d);
     return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for a batch of %lld tokens", (long long)N);
+  }
+  if (c->use_dpo) {
+    gt_rc rc = gt__refuse_config(c, err);
+    if (rc) {
+      gt_data_close(d);
+      return rc;
+    }
   }
   if (!strcmp(c->dataset_type, "synthetic")) {
     d->kind = 0;
@@ -204,11 +264,17 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   }
   d->n_train = d->train->n_tokens;
   d->n_stream = d->store->n_tok + (d->eval_store ? d->eval_store->n_tok : 0);
-  d->n_train_rows = d->train->n_rows;
-  d->n_eval_rows = d->eval->n_rows;
+  /* pairs: rows count batch rows, two per row pair */
+  d->n_train_rows = d->train->n_rows * (d->pairs ? 2 : 1);
+  d->n_eval_rows = d->eval->n_rows * (d->pairs ? 2 : 1);
   /* each message is formatted before gt_data_close clears the sizes it names */
   if (d->n_train_rows < d->B) {
-    if (gt__whole_records(c))
+    if (d->pairs)
+      gt_err_set(err, GT_ERR_CONFIG,
+                 "data: '%s' makes %lld training row pairs of its %lld preference pairs, fewer than one batch of %d "
+                 "rows (%d row pairs); use more pairs or a smaller batch",
+                 c->dataset_path, (long long)d->train->n_rows, (long long)d->store->n_docs, d->B, d->B / 2);
+    else if (gt__whole_records(c))
       gt_err_set(err, GT_ERR_CONFIG,
                  "data: '%s' makes %lld training rows of its %lld records, fewer than one batch of %d; use more "
                  "records or a smaller batch",
@@ -225,11 +291,11 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     if (d->eval_store)
       gt_err_set(err, GT_ERR_CONFIG, "data: eval_dataset_path '%s' has %lld tokens, not one eval sequence of %d",
                  c->eval_dataset_path, (long long)d->eval->n_tokens, d->T + 1);
-    else if (gt__whole_records(c))
+    else if (gt__whole_records(c) || d->pairs)
       gt_err_set(err, GT_ERR_CONFIG,
                  "data: eval_split_fraction = %g of the %lld records of '%s' holds out none; raise it, set "
                  "eval_dataset_path or set eval_interval=-1",
-                 c->eval_split_fraction, (long long)d->store->n_rec, c->dataset_path);
+                 c->eval_split_fraction, (long long)d->store->n_docs, c->dataset_path);
     else
       gt_err_set(err, GT_ERR_CONFIG,
                  "data: eval_split_fraction = %g of '%s' leaves %lld tokens, fewer than one eval sequence of %d; "
@@ -249,6 +315,7 @@ void gt_data_close(gt_data *d) {
     gt_mem_free(d->mem, d->pos);
     gt_mem_free(d->mem, d->seg);
     gt_mem_free(d->mem, d->row);
+    gt_mem_free(d->mem, d->lens);
   }
   if (d->train) gt__src_free(d->train);
   if (d->eval) gt__src_free(d->eval);
@@ -298,40 +365,62 @@ static void gt__blank(gt_data *d, int b) {
 /* Moves a cursor over n rows of other replicas' part of a batch, as
  * reading them would (wrapping to the next epoch / the first eval row). */
 static void gt__skip_train(gt_data *d, int64_t n) {
-  for (int64_t k = 0; k < n; k++) {
+  int step = d->pairs ? 2 : 1;
+  for (int64_t k = 0; k < n; k += step) {
     if (d->st.cursor >= d->n_train_rows) {
       d->st.epoch++;
       d->st.cursor = 0;
     }
-    d->st.cursor++;
+    d->st.cursor += step;
   }
 }
 
 static void gt__skip_eval(gt_data *d, int64_t n) {
-  for (int64_t k = 0; k < n; k++) {
+  int step = d->pairs ? 2 : 1;
+  for (int64_t k = 0; k < n; k += step) {
     if (d->eval_cursor >= d->n_eval_rows) d->eval_cursor = 0;
-    d->eval_cursor++;
+    d->eval_cursor += step;
   }
 }
 
+/* Row pair k of src into batch rows b, b + 1. */
+static gt_rc gt__put_pair(gt_data *d, gt__data_src *src, int b, int64_t k, gt_err *err) {
+  return gt__put_pair_rows(src, k, d->T, b, d->row, d->lens, d->in, d->tg, d->pos, d->seg, err);
+}
+
+/* Pairs: this process's rows must be whole row pairs. */
+static gt_rc gt__check_rows(const gt_data *d, gt_err *err) {
+  if (!d->pairs || ((d->row0 | d->nrows) & 1) == 0) return GT_OK;
+  return gt_err_set(err, GT_ERR_CONFIG,
+                    "data: use_dpo: this process fills rows [%d, %d) of the batch of %d; preference rows come in pairs "
+                    "(chosen in row 2i, rejected in row 2i + 1), so a process needs whole row pairs (an even "
+                    "per_device_batch_size)",
+                    d->row0, d->row0 + d->nrows, d->B);
+}
+
 gt_rc gt_data_read_train(gt_data *d, gt_batch *out, gt_err *err) {
-  gt_rc rc = GT_OK;
+  *out = gt__batch(d);
+  gt_rc rc = gt__check_rows(d, err);
+  if (rc) return rc;
   if (d->kind == 1) {
+    int step = d->pairs ? 2 : 1;
     gt__skip_train(d, (int64_t)d->rep * d->B);
-    for (int b = 0; b < d->B; b++) {
+    for (int b = 0; b < d->B; b += step) {
       /* every process advances the position over every row, its own or not */
       if (d->st.cursor >= d->n_train_rows) {
         d->st.epoch++;
         d->st.cursor = 0;
       }
-      int64_t c = d->st.cursor++;
-      if (!gt__mine(d, b)) {
-        gt__blank(d, b);
+      int64_t c = d->st.cursor;
+      d->st.cursor += step;
+      if (!gt__mine(d, b) || rc) {
+        for (int j = 0; j < step; j++) gt__blank(d, b + j);
         continue;
       }
-      if (rc) continue;
-      int64_t k = gt__order_row(d->train, d->seed, d->shuffle, d->st.epoch, c);
-      if ((rc = gt__put_row(d, d->train, b, k, err))) gt__blank(d, b);
+      int64_t k = gt__order_row(d->train, d->seed, d->shuffle, d->st.epoch, c / step);
+      rc = d->pairs ? gt__put_pair(d, d->train, b, k, err) : gt__put_row(d, d->train, b, k, err);
+      if (rc)
+        for (int j = 0; j < step; j++) gt__blank(d, b + j);
     }
     gt__skip_train(d, (int64_t)(d->nrep - 1 - d->rep) * d->B);
   }
@@ -342,17 +431,23 @@ gt_rc gt_data_read_train(gt_data *d, gt_batch *out, gt_err *err) {
 void gt_data_eval_reset(gt_data *d) { d->eval_cursor = 0; }
 
 gt_rc gt_data_read_eval(gt_data *d, gt_batch *out, gt_err *err) {
-  gt_rc rc = GT_OK;
+  *out = gt__batch(d);
+  gt_rc rc = gt__check_rows(d, err);
+  if (rc) return rc;
   if (d->kind == 1) {
+    int step = d->pairs ? 2 : 1;
     gt__skip_eval(d, (int64_t)d->rep * d->B);
-    for (int b = 0; b < d->B; b++) {
+    for (int b = 0; b < d->B; b += step) {
       if (d->eval_cursor >= d->n_eval_rows) d->eval_cursor = 0;
-      int64_t k = d->eval_cursor++;
+      int64_t k = d->eval_cursor / step;
+      d->eval_cursor += step;
       if (!gt__mine(d, b) || d->n_eval_rows == 0 || rc) {
-        gt__blank(d, b);
+        for (int j = 0; j < step; j++) gt__blank(d, b + j);
         continue;
       }
-      if ((rc = gt__put_row(d, d->eval, b, k, err))) gt__blank(d, b);
+      rc = d->pairs ? gt__put_pair(d, d->eval, b, k, err) : gt__put_row(d, d->eval, b, k, err);
+      if (rc)
+        for (int j = 0; j < step; j++) gt__blank(d, b + j);
     }
     gt__skip_eval(d, (int64_t)(d->nrep - 1 - d->rep) * d->B);
   }
@@ -387,6 +482,11 @@ gt_rc gt_data_seek(gt_data *d, gt_data_state st, gt_err *err) {
                       "data (%lld tokens in rows of up to %d); was dataset_path, max_target_length or "
                       "eval_split_fraction changed since it was saved?",
                       (long long)st.cursor, (long long)nw, (long long)d->n_train, d->T + 1);
+  if (d->pairs && (st.cursor & 1))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: saved data_cursor = %lld is odd; with use_dpo the rows come in pairs and the cursor is "
+                      "even (was use_dpo changed since it was saved?)",
+                      (long long)st.cursor);
   d->st = st;
   return GT_OK;
 }
@@ -406,9 +506,10 @@ void gt_data_position(const gt_data *d, gt_data_state st, char *buf, size_t n) {
     snprintf(buf, n, "epoch %lld, row %lld", (long long)st.epoch, (long long)st.cursor);
     return;
   }
-  int64_t k = gt__order_row(d->train, d->seed, d->shuffle, e, c), off, len;
+  int64_t k = gt__order_row(d->train, d->seed, d->shuffle, e, d->pairs ? c / 2 : c), off, len;
   gt__src_row(d->train, k, &off, &len, d->T);
   const gt__store *s = d->store;
+  if (d->pairs) off = s->rec[2 * off]; /* a row pair's first pair */
   int f = gt__store_file_at(s, off);
   snprintf(buf, n, "epoch %lld, row %lld of %lld (next: '%s', token %lld)", (long long)st.epoch,
            (long long)st.cursor, (long long)d->n_train_rows, s->n_files ? s->files[f] : "",

@@ -30,6 +30,25 @@
  * global batch is the same whatever the device count or process; a process
  * may fill only some rows of it (gt_data_set_rows).
  *
+ * Preference pairs (use_dpo, JSON Lines only; docs/preference.md). Rows
+ * come in pairs: row 2i holds chosen sequences and row 2i + 1 the rejected
+ * sequences of the same pairs. packing=false: one pair per row pair, both
+ * sequences segment 1. packing=true: consecutive pairs share a row pair
+ * while both their sequences fit; pair j of the row pair has its chosen
+ * sequence in row 2i and its rejected one in row 2i + 1 under the same
+ * segment id s = j + 1 (1, 2, ... along both rows), so (row 2i, segment s)
+ * and (row 2i + 1, segment s) are one pair (model/pref_pairs.h lists them).
+ * Each sequence starts at position 0 with <bos>; the prompt's targets are
+ * -1, the response's the next tokens (the loss covers only response
+ * tokens; every sequence has at least one); a sequence's last token has
+ * target -1 and the row's (T + 1)-th token is only a target, as above;
+ * padding as above. A pair's two sequences are in different rows, so they
+ * never attend to each other. per_device_batch_size must be even, so a
+ * device, the rows a process fills (gt_data_set_rows) and DiLoCo's replica
+ * rows hold whole row pairs (a read with an odd row0 or nrows is refused).
+ * The order visits row pairs (shuffled as rows are); the cursor counts
+ * rows and is always even; eval batches have the same layout.
+ *
  * Memory. Shards are read with pread (uncompressed) or inflated one at a
  * time (zlib-compressed: at most two inflated shards are kept), so resident
  * memory is bounded by the shard size, not the corpus. Text and JSON Lines
@@ -98,6 +117,8 @@ typedef struct gt_data {
   int rep, nrep;
   int32_t *in, *tg, *pos, *seg; /* batch buffers [B*T] */
   uint32_t *row;            /* one row's tokens [T+1] */
+  int pairs;                /* use_dpo: rows come in pairs (chosen, rejected); cursors move by 2 */
+  int32_t *lens;            /* pairs: the sequence lengths of one row [T+1] */
   struct gt__store *store, *eval_store;
   struct gt__data_src *train, *eval;
   uint64_t seed;

@@ -6,6 +6,7 @@
  *   store.c   a corpus held in memory or as shards, read by token range
  *   rows.c    rows (windows or whole records) and a row into a batch row
  *   order.c   the epoch order: seeded bijections computed on the fly
+ *   pairs.c   preference pairs (use_dpo): records, row pairs, their rows
  *   data.c    gt_data: open, batches, seek, description */
 #ifndef GT_DATA_INTERNAL_H
 #define GT_DATA_INTERNAL_H
@@ -84,6 +85,10 @@ void gt__store_close(gt__store *s);
 gt_rc gt__store_read(gt__store *s, int64_t off, int64_t n, uint32_t *out, gt_err *err);
 /* The index of the file holding global token offset off. */
 int gt__store_file_at(const gt__store *s, int64_t off);
+/* s->files from p (store.c's, shared with pairs.c). */
+gt_rc gt__files_from(gt__store *s, const gt__paths *p, gt_err *err);
+/* Appends off to s->rec (growing it; *cap its capacity). */
+gt_rc gt__rec_push(gt__store *s, int64_t *cap, int64_t off, gt_err *err);
 
 /* ---- rows.c ---- */
 /* A run of rows over one contiguous token range [lo, hi) of a store: the
@@ -122,6 +127,30 @@ void gt__fill_row(const uint32_t *s, int64_t n, int T, int32_t bos, int32_t eos,
                   int32_t *pos, int32_t *seg);
 /* A row that is not this process's: padding. */
 void gt__blank_row(int T, int32_t *in, int32_t *tg, int32_t *pos, int32_t *seg);
+
+/* ---- pairs.c ---- */
+/* Preference pairs (use_dpo): the store's records come two by two, pair
+ * p's chosen sequence at tokens [rec[2p], rec[2p+1]) and its rejected one
+ * at [rec[2p+1], rec[2p+2]), each at most T + 1 tokens (overlong_records
+ * applied), <bos> and the prompt out of the loss (GT__NOLOSS), at least one
+ * response token in it. n_docs counts the pairs. */
+gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const char *key, const gt_encoder *enc,
+                     gt_err *err);
+/* The row pairs of pairs [p_lo, p_hi) as a part: row j of the part is a
+ * row pair holding pairs start[j] .. start[j] + len[j] - 1 (one, or with
+ * packing as many consecutive pairs as fit both rows). */
+gt_rc gt__src_add_pairs(gt__data_src *src, int64_t p_lo, int64_t p_hi, int T, int packing, gt_err *err);
+/* Row pair k (file order) of src into batch rows r (chosen) and r + 1
+ * (rejected) of in/tg/pos/seg (each [B*T]); buf holds T + 1 tokens, lens
+ * T + 1 ints. */
+gt_rc gt__put_pair_rows(gt__data_src *src, int64_t k, int T, int r, uint32_t *buf, int32_t *lens, int32_t *in,
+                        int32_t *tg, int32_t *pos, int32_t *seg, gt_err *err);
+/* Sequences laid end to end in one batch row: sequence j (lens[j] tokens
+ * of s, consecutive) has segment j + 1, positions from 0, targets its next
+ * tokens (-1 for its last token and for a token flagged GT__NOLOSS); the
+ * row's (T + 1)-th token is only a target; the rest is padding. */
+void gt__fill_seqs(const uint32_t *s, const int32_t *lens, int n, int T, int32_t *in, int32_t *tg, int32_t *pos,
+                   int32_t *seg);
 
 /* ---- order.c ---- */
 /* A seeded bijection of [0, n): a Feistel network on the next power of four

@@ -218,13 +218,10 @@ static gt_rc gt__msg_string(const cJSON *m, const char *key, const char *file, i
   return GT_OK;
 }
 
-/* A chat record through the model's chat template (data/chat.h): the
- * template's pieces encoded one by one, each with its place in the loss. */
-static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const cJSON *rec, const char *file,
-                             int64_t line, gt_tokvec *out, int64_t *n_loss, gt_err *err) {
-  const char *name = f->col[0];
-  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(rec, name);
-  if (!msgs) return gt__no_field(rec, name, file, line, err);
+gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const char *name, gt_chat_msg **out, int *n,
+                      gt_err *err) {
+  *out = NULL;
+  *n = 0;
   if (!cJSON_IsArray(msgs))
     return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s' is %s; expected an array of messages",
                       file, (long long)line, name, gt_json_type_name(msgs));
@@ -261,6 +258,26 @@ static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const 
     cm[k].thinking = th;
     k++;
   }
+  if (rc) {
+    free(cm);
+    return rc;
+  }
+  *out = cm;
+  *n = nm;
+  return GT_OK;
+}
+
+/* A chat record through the model's chat template (data/chat.h): the
+ * template's pieces encoded one by one, each with its place in the loss. */
+static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const cJSON *rec, const char *file,
+                             int64_t line, gt_tokvec *out, int64_t *n_loss, gt_err *err) {
+  const char *name = f->col[0];
+  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(rec, name);
+  if (!msgs) return gt__no_field(rec, name, file, line, err);
+  gt_chat_msg *cm;
+  int nm;
+  gt_rc rc = gt_doc_messages(msgs, file, line, name, &cm, &nm, err);
+  if (rc) return rc;
   char where[600];
   snprintf(where, sizeof where, "data: '%s' line %lld", file, (long long)line);
   gt_chat_opts o = f->chat;

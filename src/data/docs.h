@@ -103,5 +103,11 @@ void gt_doc_format_name(const gt_doc_format *f, char *buf, size_t n);
  * the file, the line and the field. */
 gt_rc gt_doc_render(const gt_encoder *e, const gt_doc_format *f, const struct cJSON *rec, const char *file,
                     int64_t line, gt_tokvec *out, gt_err *err);
+/* The messages of a chat field (msgs, named `name` in errors) as a malloc'ed
+ * array pointing into msgs' strings (free it; msgs must outlive it). Not an
+ * array, empty, or a message without string role and content is refused
+ * naming the file, the line and the message. */
+gt_rc gt_doc_messages(const struct cJSON *msgs, const char *file, int64_t line, const char *name, gt_chat_msg **out,
+                      int *n, gt_err *err);
 
 #endif

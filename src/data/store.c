@@ -17,7 +17,7 @@
 static const char *const gt__gtok_exts[] = {".gtok", NULL};
 static const char *const gt__jsonl_exts[] = {".jsonl", ".jsonl.gz", ".json", ".json.gz", NULL};
 
-static gt_rc gt__files_from(gt__store *s, const gt__paths *p, gt_err *err) {
+gt_rc gt__files_from(gt__store *s, const gt__paths *p, gt_err *err) {
   s->files = calloc((size_t)p->n, sizeof(char *));
   s->file_tok0 = calloc((size_t)p->n + 1, sizeof(int64_t));
   if (!s->files || !s->file_tok0) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for file names");
@@ -128,7 +128,7 @@ static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec,
 
 /* ---------- JSON Lines ---------- */
 
-static gt_rc gt__rec_push(gt__store *s, int64_t *cap, int64_t off, gt_err *err) {
+gt_rc gt__rec_push(gt__store *s, int64_t *cap, int64_t off, gt_err *err) {
   if (s->n_rec + 2 > *cap) {
     int64_t nc = *cap ? *cap * 2 : 1024;
     int64_t *r = gt_mem_alloc_uninit(s->mem, GT_MEM_DATA, (size_t)nc * sizeof(int64_t));
@@ -245,6 +245,8 @@ gt_rc gt__store_open(gt__store *s, const gt_config *c, const char *spec, int eva
     rc = gt__open_text(s, c, spec, &enc, err);
   else if (!strcmp(c->dataset_type, "tokens"))
     rc = gt__open_shards(s, c, spec, key, err);
+  else if (c->use_dpo)
+    rc = gt__open_pairs(s, c, spec, key, &enc, err);
   else
     rc = gt__open_jsonl(s, c, spec, key, &enc, err);
   gt_tokenizer_free(tok);
