@@ -268,6 +268,9 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
       if (sm->has_eval)
         w += snprintf(ev + w, sizeof ev - (size_t)w, ", loss=%.3f, perplexity=%.3f, total_weights=%lld", sm->eval_loss,
                       exp(sm->eval_loss), (long long)sm->eval_total_weights);
+      if (sm->has_eval_pref && w >= 0 && (size_t)w < sizeof ev)
+        w += snprintf(ev + w, sizeof ev - (size_t)w, ", rewards/accuracies=%.3f, rewards/margins=%.3f",
+                      sm->eval_rewards_accuracies, sm->eval_rewards_margins);
       for (int i = 0; i < sm->n_tasks && i < 8 && w >= 0 && (size_t)w < sizeof ev; i++)
         w += snprintf(ev + w, sizeof ev - (size_t)w, ", %s: acc=%.4f (stderr %.4f), acc_norm=%.4f (stderr %.4f), n=%lld",
                       sm->tasks[i].name, sm->tasks[i].acc, sm->tasks[i].acc_stderr, sm->tasks[i].acc_norm,
