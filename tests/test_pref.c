@@ -13,7 +13,11 @@
  *    with a copy of the parameters: the log-ratios are exactly 0, the loss
  *    log 2, the rewards 0;
  *  - a mesh of 1 and 2 devices agree (DPO with adapters, DPO over all
- *    parameters, ORPO), also in bf16 and with gradient accumulation. */
+ *    parameters, ORPO), also in bf16 and with gradient accumulation;
+ *  - remat policies give the preference gradient's bits;
+ *  - the memory plan equals what a step measures (the reference pass and
+ *    the reference copy included);
+ *  - a sweep reads the rewards by name. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +29,8 @@
 #include "mesh/fsdp.h"
 #include "model/head.h"
 #include "model/model.h"
+#include "sweep/sweep.h"
+#include "train/plan.h"
 #include "train/pref.h"
 #include "train/trainer.h"
 #include "gt_testutil.h"
@@ -443,6 +449,82 @@ END_TEST
 START_TEST(test_devices_dpo_bf16) { check_devices("dpo", "enable_lora=true", "dtype=bfloat16", 2, 5e-4); }
 END_TEST
 
+/* the remat policy changes what is kept, not the bits */
+START_TEST(test_remat_same_bits) {
+  const char *pol[3] = {"remat_policy=none", "remat_policy=full", "remat_policy=minimal"};
+  float *ref = NULL;
+  for (int k = 0; k < 3; k++) {
+    const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=12", "per_device_batch_size=4",
+                        "layer_pattern=LG", "base_num_decoder_layers=2", pol[k]};
+    fx x;
+    fx_make(&x, 6, ov, 9, "dpo");
+    fx_grads(&x, 2);
+    if (!ref) ref = gt_test_copy(x.m.grads, x.m.n_params);
+    else ck_assert_msg(gt_test_same_bits(x.m.grads, ref, x.m.n_params), "%s: other gradient bits", pol[k]);
+    fx_free(&x);
+  }
+  free(ref);
+}
+END_TEST
+
+/* the plan of a preference step is what the step allocates: the reference
+ * pass's forward, the reference's per-token losses, the copy of the
+ * trainable shard (all parameters, DPO), the head's pair buffers */
+START_TEST(test_plan_equals_measured) {
+  const char *cases[3][2] = {{"enable_lora=true", "preference_algo=dpo"},
+                             {"enable_lora=false", "preference_algo=dpo"},
+                             {"enable_lora=false", "preference_algo=orpo"}};
+  int64_t frozen[3][2] = {{0}};
+  for (int k = 0; k < 3; k++)
+    for (int devices = 1; devices <= 2; devices++) {
+      char nd[32];
+      snprintf(nd, sizeof nd, "num_devices=%d", devices);
+      const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=16", "per_device_batch_size=2", "use_dpo=true",
+                          "num_vocab_tiling=2", cases[k][0], cases[k][1], nd};
+      gt_config c;
+      gt_err e;
+      gt_test_config(&c, 8, ov);
+      gt_plan p;
+      ck_assert_msg(gt_plan_compute(&p, &c, &e) == GT_OK, "%s", e.msg);
+      gt_trainer *tr;
+      ck_assert_msg(gt_trainer_create(&tr, &c, NULL, &e) == GT_OK, "%s", e.msg);
+      gt_step_metrics sm;
+      ck_assert_msg(gt_trainer_step_zero(tr, &sm, &e) == GT_OK, "%s", e.msg);
+      char what[160];
+      snprintf(what, sizeof what, "%s %s, %d devices", cases[k][0], cases[k][1], devices);
+      gt_test_plan_matches(&p, tr, what);
+      frozen[k][devices - 1] = gt_mem_peak(gt_fsdp_device_mem(gt_trainer_fsdp(tr), 0), GT_MEM_FROZEN);
+      gt_trainer_destroy(tr);
+    }
+  /* the copy: DPO over all parameters holds the trainable shard twice; ORPO none */
+  ck_assert_msg(frozen[1][0] > 0 && frozen[2][0] == 0 && frozen[1][1] < frozen[1][0], "frozen %lld %lld %lld",
+                (long long)frozen[1][0], (long long)frozen[2][0], (long long)frozen[1][1]);
+}
+END_TEST
+
+/* a sweep's columns by name: the last step's and eval's rewards */
+START_TEST(test_sweep_columns) {
+  char *dir = gt_test_mkdtemp("pref_sweep"), *path = gt_test_path(dir, "metrics.jsonl");
+  gt_test_write_text(path, "{\"step\": 0, \"loss\": 0.69, \"seconds\": 1, \"rewards/accuracies\": 0, "
+                           "\"rewards/margins\": 0}\n"
+                           "{\"step\": 1, \"loss\": 0.5, \"seconds\": 1, \"rewards/accuracies\": 0.75, "
+                           "\"rewards/margins\": 0.25, \"eval_loss\": 0.6, \"eval_rewards/accuracies\": 0.625, "
+                           "\"eval_rewards/margins\": 0.125}\n");
+  gt_sweep_result r;
+  gt_err e;
+  gt_sweep_result_init(&r);
+  ck_assert_msg(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK, "%s", e.msg);
+  ck_assert(gt_sweep_is_metric("final_rewards_accuracies") && gt_sweep_is_metric("final_eval_rewards_margins"));
+  ck_assert(gt_sweep_result_metric(&r, "final_rewards_accuracies") == 0.75);
+  ck_assert(gt_sweep_result_metric(&r, "final_rewards_margins") == 0.25);
+  ck_assert(gt_sweep_result_metric(&r, "final_eval_rewards_accuracies") == 0.625);
+  ck_assert(gt_sweep_result_metric(&r, "final_eval_rewards_margins") == 0.125);
+  free(path);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 /* refusals, naming the key */
 START_TEST(test_config_refused) {
   gt_config c;
@@ -482,6 +564,9 @@ static Suite *pref_suite(void) {
   tcase_add_test(tc, test_devices_orpo_accum);
   tcase_add_test(tc, test_devices_dpo_bf16);
   tcase_add_test(tc, test_config_refused);
+  tcase_add_test(tc, test_remat_same_bits);
+  tcase_add_test(tc, test_plan_equals_measured);
+  tcase_add_test(tc, test_sweep_columns);
   return s;
 }
 

@@ -60,7 +60,9 @@ static gt_rc gt__trainer_pref(gt_trainer *t, gt_err *err) {
                       "the adapters off; leave dpo_reference_path empty",
                       c->dpo_reference_path);
   int ref = !gt_pref_needs_reference(c) ? GT_FSDP_REF_NONE : c->enable_lora ? GT_FSDP_REF_BASE : GT_FSDP_REF_COPY;
-  return gt_fsdp_set_pref(t->fs, gt_pref_pairs_loss, &t->pref, ref, t->n_mb, err);
+  /* room for a step's micro-batches or an eval's batches, the plan's too */
+  int64_t nb = c->gradient_accumulation_steps > c->eval_steps ? c->gradient_accumulation_steps : c->eval_steps;
+  return gt_fsdp_set_pref(t->fs, gt_pref_pairs_loss, &t->pref, ref, nb, err);
 }
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
