@@ -374,6 +374,15 @@ static run train_mesh(int devices, const char *algo, const char *lora, const cha
     memcpy(r.pref[s], fi.pref, sizeof fi.pref);
   }
   ck_assert_msg(gt_fsdp_eval(f, &b[2].b, 1, &r.eval, &e) == GT_OK, "%s", e.msg);
+  /* scoring sequences (eval_tasks) stays the LM loss: every target's token loss */
+  {
+    float *tl = malloc(sizeof(float) * 4 * 12);
+    gt_loss_stats ts = {0};
+    ck_assert_msg(gt_fsdp_eval_tokens(f, &b[2].b, 1, tl, &ts, &e) == GT_OK, "%s", e.msg);
+    ck_assert_int_eq(ts.total_weights, gt_batch_total_weights(&b[2].b));
+    for (int i = 0; i < 4 * 12; i++) ck_assert(b[2].tg[i] < 0 ? tl[i] == 0.0f : tl[i] > 0.0f);
+    free(tl);
+  }
   r.np = gt_fsdp_num_params(f);
   r.params = malloc(sizeof(float) * (size_t)r.np);
   ck_assert(gt_fsdp_full_params(f, r.params, &e) == GT_OK);

@@ -1083,7 +1083,11 @@ gt_rc gt_fsdp_eval_tokens(gt_fsdp *f, const gt_batch *batches, int n, float *tok
    * assembles them exactly (as the state export does) */
   if (f->R > 1) memset(token_loss, 0, (size_t)all * sizeof(float));
   f->tok_out = token_loss;
+  /* scoring sequences (eval_tasks) is the LM loss, whatever the training's */
+  gt_pref_pairs_fn pf = f->pref_fn;
+  f->pref_fn = NULL;
   gt_rc rc = gt_fsdp_eval(f, batches, n, st, err);
+  f->pref_fn = pf;
   f->tok_out = NULL;
   if (!rc && f->R > 1 && !f->measure)
     rc = gt_dist_allreduce_bor((uint32_t *)(void *)token_loss, all, "the per-token eval losses", err);
