@@ -317,6 +317,26 @@ START_TEST(test_one_sided_pair) {
 }
 END_TEST
 
+/* A batch not laid out as pairs: every token its own segment, the
+ * rejected row's segments none of the chosen row's: as many sequences as
+ * tokens, no pair, no loss, no gradient (and no write out of bounds) */
+START_TEST(test_no_pairs) {
+  fx x;
+  fx_make(&x, 5, fd_ov, 8, "dpo");
+  for (int r = 0; r < x.B; r++)
+    for (int t = 0; t < x.T; t++) {
+      x.seg[r * x.T + t] = 1 + t + (r % 2) * x.T;
+      x.tg[r * x.T + t] = 1 + (r * x.T + t) % (x.m.vocab - 1);
+    }
+  ck_assert_int_eq(gt_pref_count_pairs(&x.b), 0);
+  gt_loss_stats st = fx_grads(&x, 1);
+  ck_assert_int_eq(st.total_weights, 0);
+  ck_assert(st.xent_sum == 0.0);
+  for (int64_t i = 0; i < x.m.n_params; i++) ck_assert(x.m.grads[i] == 0.0f);
+  fx_free(&x);
+}
+END_TEST
+
 /* ---------- the mesh: reference pass, step 0, devices ---------- */
 
 typedef struct {
@@ -565,6 +585,7 @@ static Suite *pref_suite(void) {
   tcase_add_test(tc, test_model_fd_softcap);
   tcase_add_test(tc, test_beta_zero_model);
   tcase_add_test(tc, test_one_sided_pair);
+  tcase_add_test(tc, test_no_pairs);
   tcase_add_test(tc, test_step0_lora);
   tcase_add_test(tc, test_step0_lora_bf16);
   tcase_add_test(tc, test_step0_full);

@@ -98,12 +98,13 @@ static gt_rc gt__head_pref(gt_model *m, const float *hp, float *hg, const float 
   float *tok = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "token losses (preference)");
   float *lse = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(float), "log-sum-exp (preference)");
   int32_t *tseq = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)N * sizeof(int32_t), "token sequences (preference)");
-  /* at most N / 2 pairs: each has a token on both sides */
-  int32_t *segof = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N / 2 + 1) * sizeof(int32_t), "pair segments");
-  gt_pref_seq *seq = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N + 2) * sizeof(gt_pref_seq), "pair sums");
+  /* at most N pairs seen (each has a token on one side at least; a valid
+   * one on both, so at most N / 2 valid), two sequences each */
+  int32_t *segof = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N + 1) * sizeof(int32_t), "pair segments");
+  gt_pref_seq *seq = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(2 * N + 2) * sizeof(gt_pref_seq), "pair sums");
   double *dl = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N + 2) * sizeof(double), "pair coefficients");
   gt_pref_seq *vseq = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N + 2) * sizeof(gt_pref_seq), "valid pair sums");
-  int32_t *vmap = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N / 2 + 1) * sizeof(int32_t), "valid pair index");
+  int32_t *vmap = gt_mem_alloc_uninit_named(mem, GT_MEM_TEMP, (size_t)(N + 1) * sizeof(int32_t), "valid pair index");
   gt_rc rc = GT_OK;
   if (!h || !rstd || (bwd && !dh) || !logits || !tok || !lse || !tseq || !segof || !seq || !dl || !vseq || !vmap) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "head: no memory for the preference loss of %lld tokens (tile %lld x %lld)",
