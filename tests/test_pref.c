@@ -32,6 +32,7 @@
 #include "sweep/sweep.h"
 #include "train/plan.h"
 #include "train/pref.h"
+#include "train/report.h"
 #include "train/trainer.h"
 #include "gt_testutil.h"
 
@@ -554,6 +555,32 @@ START_TEST(test_sweep_columns) {
 }
 END_TEST
 
+/* TensorBoard: every preference tag beside every other one (8 eval tasks
+ * included), none lost */
+START_TEST(test_tensorboard_tags) {
+  gt_step_metrics sm;
+  memset(&sm, 0, sizeof sm);
+  sm.loss = sm.lm_loss = 0.5, sm.perplexity = 1.6, sm.grad_norm = 1, sm.param_norm = 2, sm.seconds = 1;
+  sm.has_moe = sm.has_z_loss = sm.has_checkpoint = sm.diloco_synced = sm.has_eval = 1;
+  sm.has_pref = sm.pref_orpo = sm.has_eval_pref = 1;
+  sm.rewards_accuracies = 0.75, sm.log_odds_ratio = -0.25, sm.eval_rewards_margins = 1.5;
+  sm.n_tasks = 8;
+  for (int i = 0; i < 8; i++) snprintf(sm.tasks[i].name, sizeof sm.tasks[i].name, "task%d", i);
+  gt_report_tb b;
+  int n = gt_report_tb_scalars(&sm, 1.0, 1, &b);
+  ck_assert_int_le(n, GT_REPORT_TB_MAX);
+  int found = 0;
+  for (int i = 0; i < n; i++) {
+    found += !strcmp(b.v[i].tag, "rewards/accuracies") && b.v[i].value == 0.75f;
+    found += !strcmp(b.v[i].tag, "log_odds_ratio") && b.v[i].value == -0.25f;
+    found += !strcmp(b.v[i].tag, "eval/rewards/margins") && b.v[i].value == 1.5f;
+    found += !strcmp(b.v[i].tag, "logps/rejected");
+    found += !strcmp(b.v[i].tag, "eval/task7/acc_norm_stderr");
+  }
+  ck_assert_int_eq(found, 5);
+}
+END_TEST
+
 /* refusals, naming the key */
 START_TEST(test_config_refused) {
   gt_config c;
@@ -597,6 +624,7 @@ static Suite *pref_suite(void) {
   tcase_add_test(tc, test_remat_same_bits);
   tcase_add_test(tc, test_plan_equals_measured);
   tcase_add_test(tc, test_sweep_columns);
+  tcase_add_test(tc, test_tensorboard_tags);
   return s;
 }
 
