@@ -525,6 +525,7 @@ START_TEST(test_plan_equals_measured) {
       gt_test_plan_matches(&p, tr, what);
       frozen[k][devices - 1] = gt_mem_peak(gt_fsdp_device_mem(gt_trainer_fsdp(tr), 0), GT_MEM_FROZEN);
       gt_trainer_destroy(tr);
+      gt_plan_free(&p);
     }
   /* the copy: DPO over all parameters holds the trainable shard twice; ORPO none */
   ck_assert_msg(frozen[1][0] > 0 && frozen[2][0] == 0 && frozen[1][1] < frozen[1][0], "frozen %lld %lld %lld",
