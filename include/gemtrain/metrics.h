@@ -55,14 +55,21 @@ typedef struct gt_step_metrics {
    * MaxText report them. rewards: beta x (policy - reference) summed
    * log-probability of the response (DPO), or beta x the policy's mean
    * log-probability (ORPO); accuracies: share of pairs whose chosen reward
-   * is above the rejected one; margins: chosen - rejected. logps: summed
-   * log-probabilities of the responses under the policy. ORPO also gives
-   * the chosen answer's loss (nll_loss) and the mean log odds ratio. */
-  int has_pref;
+   * is above the rejected one; margins: chosen - rejected. logps: the
+   * responses' log-probabilities under the policy (DPO: summed over the
+   * response; ORPO: mean per token). ORPO (pref_orpo) also gives the chosen
+   * answer's loss (nll_loss: mean over pairs of its mean token NLL) and
+   * log_odds_ratio (TRL's: the mean of log sigmoid of the log odds).
+   * loss is the mean preference loss over the pairs, total_weights and
+   * pref_pairs the global batch's pairs. */
+  int has_pref, pref_orpo;
   int64_t pref_pairs;
   double rewards_chosen, rewards_rejected, rewards_accuracies, rewards_margins;
   double logps_chosen, logps_rejected;
   double pref_nll_loss, log_odds_ratio;
+  /* the same over the eval batches (has_eval with use_dpo) */
+  int has_eval_pref;
+  double eval_rewards_chosen, eval_rewards_rejected, eval_rewards_accuracies, eval_rewards_margins;
   /* multiple-choice tasks scored at this eval (eval_tasks) */
   int n_tasks;
   struct {

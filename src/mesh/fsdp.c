@@ -43,6 +43,13 @@ typedef struct gt__dev {
   double t_step;      /* when the step began on this device (its trace span) */
   gt_fsdp_norm_part *part; /* [npart] the shard's gradient-norm parts */
   int npart;
+  /* preference tuning: the head's pair mode for this device's rows, the
+   * reference's per-token losses of the run's batches (ref_n floats), and
+   * a reference copy of the trainable shard (all parameters train) */
+  gt_pref_head ph;
+  float *ref_tok;
+  int64_t ref_n;
+  float *rshard;
   /* per run */
   gt_rc rc;
   gt_err err;
@@ -84,7 +91,7 @@ struct gt_fsdp {
   int64_t lora_step;       /* the trainer's step index (adapters' dropout) */
   gt_fsdp_shard_fn norm_fn, update_fn;
   void *fn_ctx;
-  double sums[5];          /* gt_fsdp_reduce: device 0's all-reduced sums */
+  double sums[5 + GT_PREF_NSUMS]; /* gt_fsdp_reduce: device 0's all-reduced sums */
   float *full_out;
   int64_t step_t;
   int64_t last_comm_bytes; /* the last step's, per device (the largest) */
@@ -92,6 +99,11 @@ struct gt_fsdp {
   const float *set_mu, *set_nu; /* gt_fsdp_set_state: the host's full moments */
   gt_trace *trace;      /* the profiler timeline (NULL: off) */
   float *tok_out;       /* gt_fsdp_eval_tokens: the batches' per-token losses */
+  /* preference tuning (gt_fsdp_set_pref): the pairs' callback and the reference */
+  gt_pref_pairs_fn pref_fn;
+  const void *pref_ctx;
+  int pref_ref;         /* GT_FSDP_REF_* */
+  const float *ref_full; /* gt_fsdp_set_reference: the host's full buffer */
 };
 
 static int64_t gt__rep_len(const gt__dev *d, int64_t u);
@@ -625,6 +637,8 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     if (d->mu_out) gt_mem_free(d->mu_out_mem, d->mu_out);
     gt_mem_free(&d->mem, d->nu);
     gt_mem_free(&d->mem, d->rs_tmp);
+    gt_mem_free(&d->mem, d->ref_tok);
+    gt_mem_free(&d->mem, d->rshard);
     free(d->shard_off);
     free(d->lcnt);
     free(d->lrep);
@@ -662,6 +676,108 @@ static gt_batch gt__slice(const gt_batch *g, int N, int d) {
 
 /* ---------- the phases of a step (train/trainer.c runs them in order) ---------- */
 
+/* ---------- preference tuning ---------- */
+
+static gt_rc gt__collect(gt_fsdp *f, gt_err *err);
+
+/* The head's pair mode for batch i's slice b on device d (NULL: off). */
+static gt_pref_head *gt__pref_on(gt__dev *d, const gt_batch *b, int i) {
+  gt_fsdp *f = d->f;
+  if (!f->pref_fn) return NULL;
+  d->ph = (gt_pref_head){f->pref_fn, f->pref_ctx, b->T, b->segments,
+                         f->pref_ref ? d->ref_tok + (int64_t)i * b->B * b->T : NULL};
+  return &d->ph;
+}
+
+/* The reference pass: forward only over the run's batches, the adapters
+ * off (a frozen base) or the reference shard in the trainable shard's
+ * place, each token's loss kept for the pairs' sums. */
+static void gt__run_ref(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  if (d->rc) return;
+  gt_trace_lane *lane = gt_trace_device(f->trace, dev);
+  double t0 = lane ? gt_prof_now() : 0.0;
+  const int gid = gt_mesh_global_id(f->mesh, dev);
+  float *own = d->pshard;
+  if (f->pref_ref == GT_FSDP_REF_COPY) d->pshard = d->rshard; /* gathers read the reference */
+  d->model.lora_train = 0;
+  d->model.lora_off = f->pref_ref == GT_FSDP_REF_BASE;
+  for (int i = 0; i < f->n_batches && !d->rc; i++) {
+    gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
+    gt_loss_stats st = {0};
+    d->model.token_loss = d->ref_tok + (int64_t)i * b.B * b.T;
+    d->rc = gt_exec_forward_loss(&d->model, &b, (int)f->cfg.num_vocab_tiling, &st, &d->err);
+    if (lane) gt_trace_phase_end(lane, gt_prof_now());
+  }
+  d->model.token_loss = NULL;
+  d->model.lora_off = 0;
+  if (d->rc) {
+    gt__abandon(d);
+    gt_mesh_leave(f->mesh, dev);
+  }
+  for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u); /* no copy of the reference outlives the pass */
+  d->pshard = own;
+  if (lane) gt_trace_span(lane, "reference pass", "step", t0, gt_prof_now());
+}
+
+static gt_rc gt__pref_reference(gt_fsdp *f, gt_err *err) {
+  if (!f->pref_fn || !f->pref_ref) return GT_OK;
+  if (!f->n_batches) return GT_OK;
+  const gt_batch *b0 = &f->batches[0];
+  int64_t need = (int64_t)f->n_batches * (b0->B / f->NG) * b0->T;
+  for (int i = 0; i < f->N; i++)
+    if (need > f->devs[i].ref_n)
+      return gt_err_set(err, GT_ERR_ARG,
+                        "fsdp: the reference pass of %d batches of %d x %d needs %lld per-token losses per device; "
+                        "room for %lld", f->n_batches, b0->B, b0->T, (long long)need, (long long)f->devs[i].ref_n);
+  gt_mesh_run(f->mesh, gt__run_ref, f);
+  return gt__collect(f, err);
+}
+
+gt_rc gt_fsdp_set_pref(gt_fsdp *f, gt_pref_pairs_fn fn, const void *ctx, int reference, int64_t max_batches,
+                       gt_err *err) {
+  f->pref_fn = fn;
+  f->pref_ctx = ctx;
+  f->pref_ref = fn ? reference : GT_FSDP_REF_NONE;
+  const gt_config *c = &f->cfg;
+  int64_t rows = gt_config_global_batch(c) / f->NG;
+  for (int i = 0; i < f->N; i++) {
+    gt__dev *d = &f->devs[i];
+    gt_mem_free(&d->mem, d->ref_tok);
+    gt_mem_free(&d->mem, d->rshard);
+    d->ref_tok = NULL;
+    d->rshard = NULL;
+    d->ref_n = 0;
+    if (f->pref_ref == GT_FSDP_REF_NONE) continue;
+    d->ref_n = max_batches * rows * c->max_target_length;
+    if (!(d->ref_tok = gt_mem_alloc_named(&d->mem, GT_MEM_DATA, (size_t)(d->ref_n > 0 ? d->ref_n : 1) * sizeof(float),
+                                          "reference per-token losses")))
+      return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d has no memory for %lld reference token losses", i,
+                        (long long)d->ref_n);
+    if (f->pref_ref != GT_FSDP_REF_COPY) continue;
+    /* the reference is held and sharded like the policy: a copy of the
+     * trainable shard (the frozen one is the same for both) */
+    if (!(d->rshard = gt_mem_alloc_named(&d->mem, GT_MEM_FROZEN, (size_t)(d->shard_n > 0 ? d->shard_n : 1) * sizeof(float),
+                                         "reference parameters (shard)")))
+      return gt_err_set(err, GT_ERR_NOMEM, "fsdp: device %d cannot hold its shard of %lld reference parameters", i,
+                        (long long)d->shard_n);
+    if (!f->measure) memcpy(d->rshard, d->pshard, (size_t)d->shard_n * sizeof(float));
+  }
+  return GT_OK;
+}
+
+gt_rc gt_fsdp_set_reference(gt_fsdp *f, const float *full, gt_err *err) {
+  if (f->pref_ref != GT_FSDP_REF_COPY)
+    return gt_err_set(err, GT_ERR_ARG, "fsdp: no reference copy is held (all parameters must train, with DPO)");
+  for (int i = 0; i < f->N && !f->measure; i++) {
+    gt__dev *d = &f->devs[i];
+    if (full) gt_fsdp_trainable_from_full(f, i, full, d->rshard);
+    else memcpy(d->rshard, d->pshard, (size_t)d->shard_n * sizeof(float));
+  }
+  return GT_OK;
+}
+
 /* Eval: forward passes over every batch and the loss sums' all-reduce, one
  * span on each device's lane. */
 static void gt__run_eval(int dev, void *arg) {
@@ -679,8 +795,10 @@ static void gt__run_eval(int dev, void *arg) {
     gt_batch b = gt__slice(&f->batches[i], f->NG, gid);
     if (f->tok_out) /* this device's rows of batch i (batches share one shape) */
       d->model.token_loss = f->tok_out + (int64_t)i * f->batches[i].B * b.T + (int64_t)gid * b.B * b.T;
+    d->model.pref = gt__pref_on(d, &b, i);
     d->rc = gt_exec_forward_loss(&d->model, &b, (int)c->num_vocab_tiling, &d->st, &d->err);
     d->model.token_loss = NULL;
+    d->model.pref = NULL;
     if (lane) gt_trace_phase_end(lane, gt_prof_now());
   }
   /* the head's acquire prefetched layer 0 for a forward that does not
@@ -695,11 +813,14 @@ static void gt__run_eval(int dev, void *arg) {
   }
   for (int64_t u = 0; u < f->n_units; u++) gt__drop(d, u);
   if (!d->rc && !f->measure) {
-    double sums[3] = {d->st.xent_sum, (double)d->st.total_weights, d->st.z_sum};
-    gt_all_reduce_f64(f->mesh, dev, sums, d->model.z_loss != 0.0f ? 3 : 2); /* the z sum only travels when on */
+    double sums[3 + GT_PREF_NSUMS] = {d->st.xent_sum, (double)d->st.total_weights, d->st.z_sum};
+    memcpy(sums + 3, d->st.pref, sizeof d->st.pref);
+    /* the z sum only travels when on, the preference sums with pairs */
+    gt_all_reduce_f64(f->mesh, dev, sums, f->pref_fn ? 3 + GT_PREF_NSUMS : d->model.z_loss != 0.0f ? 3 : 2);
     d->st.xent_sum = sums[0];
     d->st.total_weights = (int64_t)sums[1];
     d->st.z_sum = sums[2];
+    memcpy(d->st.pref, sums + 3, sizeof d->st.pref);
   }
   if (lane) {
     double t1 = gt_prof_now();
@@ -738,7 +859,9 @@ static void gt__run_micro(int dev, void *arg) {
   d->model.lora_row0 = (int64_t)gid * b.B * b.T;
   /* the global token count decides every token's weight (gt__count_weights) */
   float w = f->n_batches == 1 ? 1.0f / (float)f->tw : 1.0f;
+  d->model.pref = gt__pref_on(d, &b, f->micro_i);
   d->rc = gt_exec_forward_backward(&d->model, &b, (int)f->cfg.num_vocab_tiling, w, &d->st, &d->err);
+  d->model.pref = NULL;
   /* the executor's last phase (a layer's backward, or the head) ends with it */
   if (lane) gt_trace_phase_end(lane, gt_prof_now());
   /* the batches were checked before the run (gt__check_batches), so an
@@ -774,9 +897,12 @@ static void gt__run_reduce(int dev, void *arg) {
   if (dev == 0 && f->poison_next && d->shard_n > 0) d->gshard[0] = NAN;
   gt_fsdp_shard s = gt__shard_view(d);
   f->norm_fn(f->fn_ctx, &s);
-  double sums[5] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum, d->st.z_sum};
-  /* the lb sum only travels for MoE models, the z sum only with the z-loss on */
-  int ns = d->model.z_loss != 0.0f ? 5 : d->model.n_moe_layers ? 4 : 3;
+  double sums[5 + GT_PREF_NSUMS] = {d->st.xent_sum, (double)d->st.total_weights, s.sumsq, d->st.moe_lb_sum,
+                                    d->st.z_sum};
+  memcpy(sums + 5, d->st.pref, sizeof d->st.pref);
+  /* the lb sum only travels for MoE models, the z sum only with the z-loss
+   * on, the preference sums with pairs */
+  int ns = f->pref_fn ? 5 + GT_PREF_NSUMS : d->model.z_loss != 0.0f ? 5 : d->model.n_moe_layers ? 4 : 3;
   gt_all_reduce_f64(f->mesh, dev, sums, ns);
   if (dev == 0) memcpy(f->sums, sums, sizeof sums);
 }
@@ -834,12 +960,12 @@ static gt_rc gt__count_weights(gt_fsdp *f, gt_err *err) {
   int64_t tw = 0;
   for (int i = 0; i < f->n_batches; i++) {
     if (f->R == 1) {
-      tw += gt_batch_total_weights(&f->batches[i]);
+      tw += f->pref_fn ? gt_pref_count_pairs(&f->batches[i]) : gt_batch_total_weights(&f->batches[i]);
       continue;
     }
     for (int d = 0; d < f->N; d++) {
       gt_batch b = gt__slice(&f->batches[i], f->NG, gt_mesh_global_id(f->mesh, d));
-      tw += gt_batch_total_weights(&b);
+      tw += f->pref_fn ? gt_pref_count_pairs(&b) : gt_batch_total_weights(&b);
     }
   }
   if (f->R > 1 && !f->measure) {
@@ -858,7 +984,7 @@ gt_rc gt_fsdp_zero(gt_fsdp *f, const gt_batch *micro, int n_micro, gt_err *err) 
   f->n_batches = n_micro;
   if ((rc = gt__count_weights(f, err))) return rc;
   gt_mesh_run(f->mesh, gt__run_zero, f);
-  return GT_OK;
+  return gt__pref_reference(f, err);
 }
 
 gt_rc gt_fsdp_forward_backward(gt_fsdp *f, int i, gt_err *err) {
@@ -880,6 +1006,7 @@ gt_rc gt_fsdp_reduce(gt_fsdp *f, gt_fsdp_shard_fn partial_norm, void *ctx, gt_fs
   out->total_weights = (int64_t)f->sums[1];
   out->sumsq = f->sums[2];
   out->z_sum = f->sums[4];
+  memcpy(out->pref, f->sums + 5, sizeof out->pref);
   /* every device of a token group holds its group's lb sum */
   out->moe_lb = f->devs[0].model.n_moe_layers ? f->sums[3] / ((double)f->NG * f->devs[0].model.n_moe_layers) : 0.0;
   return GT_OK;
@@ -935,11 +1062,13 @@ gt_rc gt_fsdp_eval(gt_fsdp *f, const gt_batch *batches, int n, gt_loss_stats *st
   f->batches = batches;
   f->n_batches = n;
   if ((rc = gt__count_weights(f, err))) return rc;
+  if ((rc = gt__pref_reference(f, err))) return rc;
   gt_mesh_run(f->mesh, gt__run_eval, f);
   if ((rc = gt__collect(f, err))) return rc;
   st->xent_sum += f->devs[0].st.xent_sum;
   st->total_weights += f->devs[0].st.total_weights;
   st->z_sum += f->devs[0].st.z_sum;
+  for (int k = 0; k < GT_PREF_NSUMS; k++) st->pref[k] += f->devs[0].st.pref[k];
   return GT_OK;
 }
 
@@ -954,7 +1083,11 @@ gt_rc gt_fsdp_eval_tokens(gt_fsdp *f, const gt_batch *batches, int n, float *tok
    * assembles them exactly (as the state export does) */
   if (f->R > 1) memset(token_loss, 0, (size_t)all * sizeof(float));
   f->tok_out = token_loss;
+  /* scoring sequences (eval_tasks) is the LM loss, whatever the training's */
+  gt_pref_pairs_fn pf = f->pref_fn;
+  f->pref_fn = NULL;
   gt_rc rc = gt_fsdp_eval(f, batches, n, st, err);
+  f->pref_fn = pf;
   f->tok_out = NULL;
   if (!rc && f->R > 1 && !f->measure)
     rc = gt_dist_allreduce_bor((uint32_t *)(void *)token_loss, all, "the per-token eval losses", err);

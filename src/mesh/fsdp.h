@@ -43,6 +43,7 @@
 #include "config/config.h"
 #include "exec/exec.h"
 #include "mesh/mesh.h"
+#include "model/head.h"
 #include "model/model.h"
 
 struct gt_trace_lane;
@@ -87,6 +88,7 @@ typedef struct gt_fsdp_sums {
   double sumsq;          /* squared global gradient norm */
   double moe_lb;         /* MoE: mean over MoE layers (and token groups) of the load-balance loss */
   double z_sum;          /* of xent_sum, the z-loss terms (z_loss_multiplier > 0) */
+  double pref[GT_PREF_NSUMS]; /* preference tuning: the pairs' metric sums (model/batch.h) */
 } gt_fsdp_sums;
 
 /* Communication of the last step, per device (the largest device's). */
@@ -206,6 +208,21 @@ gt_rc gt_fsdp_set_trace(gt_fsdp *f, struct gt_trace *tr, gt_err *err);
  * range copied out of a full flat buffer of the model layout. */
 float *gt_fsdp_trainable_shard(gt_fsdp *f, int dev, int64_t *n);
 void gt_fsdp_trainable_from_full(gt_fsdp *f, int dev, const float *full, float *out);
+/* Preference tuning (train/pref.h): every micro-batch's and eval batch's
+ * rows are chosen/rejected pairs (model/head.h's preference mode), fn gives
+ * the pairs' losses and derivatives (ctx its argument; NULL: the LM loss),
+ * and the step's token count is the global batch's pairs. A reference
+ * (GT_FSDP_REF_BASE: the frozen base, the adapters off; GT_FSDP_REF_COPY: a
+ * frozen copy of the trainable parameters, sharded like them, taken from
+ * the current state) makes gt_fsdp_zero and gt_fsdp_eval run a forward-only
+ * pass over the batches first and keep each token's reference loss, room
+ * for max_batches batches per device. */
+enum { GT_FSDP_REF_NONE = 0, GT_FSDP_REF_BASE = 1, GT_FSDP_REF_COPY = 2 };
+gt_rc gt_fsdp_set_pref(gt_fsdp *f, gt_pref_pairs_fn fn, const void *ctx, int reference, int64_t max_batches,
+                       gt_err *err);
+/* GT_FSDP_REF_COPY: the reference's trainable part from a full flat buffer
+ * of the model layout (NULL: a copy of the current parameters). */
+gt_rc gt_fsdp_set_reference(gt_fsdp *f, const float *full, gt_err *err);
 /* Test seam: the next step's gradient gets a NaN (device 0, first element). */
 void gt_fsdp_poison_next_step(gt_fsdp *f);
 

@@ -104,7 +104,7 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, float *
                      int64_t out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
-  if (L->lora_a_rel[s] < 0 || N <= 0) return;
+  if (L->lora_a_rel[s] < 0 || N <= 0 || m->lora_off) return;
   const int64_t r = m->lora_rank;
   const int drop = gt__dropping(m);
   /* [h | drop(x)] */

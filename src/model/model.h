@@ -204,6 +204,7 @@ typedef struct gt_model {
   float lora_scale, lora_dropout;
   uint64_t lora_seed;
   int lora_train;
+  int lora_off; /* the adapters are skipped: the frozen base alone (preference tuning's reference) */
   int64_t lora_step, lora_row0;
   int lora_micro;
   int64_t embed_offset, final_norm_offset;
@@ -225,6 +226,8 @@ typedef struct gt_model {
    * target) at its index in the batch it runs, for scoring sequences one
    * by one (eval/) */
   float *token_loss;
+  /* preference mode of the head (model/head.h; NULL: the LM loss) */
+  struct gt_pref_head *pref;
   /* execution: the remat policy (gt_model_build sets it from the config)
    * and what offloading cost */
   gt_remat remat;

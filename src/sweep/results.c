@@ -60,6 +60,10 @@ static const struct {
     {"tflops_per_s_per_device", offsetof(gt_sweep_result, tflops_per_s_per_device)},
     {"final_loss", offsetof(gt_sweep_result, final_loss)},
     {"final_eval_loss", offsetof(gt_sweep_result, final_eval_loss)},
+    {"final_rewards_accuracies", offsetof(gt_sweep_result, final_rewards_accuracies)},
+    {"final_rewards_margins", offsetof(gt_sweep_result, final_rewards_margins)},
+    {"final_eval_rewards_accuracies", offsetof(gt_sweep_result, final_eval_rewards_accuracies)},
+    {"final_eval_rewards_margins", offsetof(gt_sweep_result, final_eval_rewards_margins)},
     {"planned_peak_bytes", offsetof(gt_sweep_result, planned_peak_bytes)},
     {"planned_host_bytes", offsetof(gt_sweep_result, planned_host_bytes)},
     {"measured_peak_bytes", offsetof(gt_sweep_result, measured_peak_bytes)},
@@ -261,7 +265,7 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
   if (!f) return gt_err_set(err, GT_ERR_IO, "sweep: cannot read '%s': %s", metrics_path, strerror(errno));
   int n = 0, cap = 0;
   double *sec = NULL, *tok = NULL, *tfl = NULL;
-  double peak = NAN, loss = NAN, eval = NAN;
+  double peak = NAN, loss = NAN, eval = NAN, pref[4] = {NAN, NAN, NAN, NAN};
   char *line = NULL;
   size_t lcap = 0;
   gt_rc rc = GT_OK;
@@ -297,6 +301,11 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
      * refuses the line above, so a NaN shows as a missing loss */
     loss = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "loss")) ? it->valuedouble : NAN;
     if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "eval_loss"))) eval = it->valuedouble;
+    /* use_dpo: the last step's and the last eval's preference accuracy and margin */
+    static const char *const pk[4] = {"rewards/accuracies", "rewards/margins", "eval_rewards/accuracies",
+                                      "eval_rewards/margins"};
+    for (int k = 0; k < 4; k++)
+      if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, pk[k]))) pref[k] = it->valuedouble;
     /* the last eval's task scores */
     if (cJSON_IsObject(it = cJSON_GetObjectItemCaseSensitive(o, "tasks"))) gt__tasks_from_json(r, it);
     if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "peak_memory_bytes")) &&
@@ -317,6 +326,10 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
     r->tflops_per_s_per_device = gt__median(tfl + skip, n - skip);
     r->final_loss = loss;
     r->final_eval_loss = eval;
+    r->final_rewards_accuracies = pref[0];
+    r->final_rewards_margins = pref[1];
+    r->final_eval_rewards_accuracies = pref[2];
+    r->final_eval_rewards_margins = pref[3];
     r->measured_peak_bytes = peak;
     r->steps_done = n;
   }

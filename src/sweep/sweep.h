@@ -146,6 +146,10 @@ typedef struct gt_sweep_result {
   double tflops_per_s_per_device; /* median, same steps */
   double final_loss;
   double final_eval_loss;
+  /* use_dpo: the last step's rewards/accuracies and rewards/margins, and
+   * the last eval's (eval_rewards/...) */
+  double final_rewards_accuracies, final_rewards_margins;
+  double final_eval_rewards_accuracies, final_eval_rewards_margins;
   double wall_seconds; /* the whole point: process start to exit */
   long long steps_done;
   char log[GT_STR_PATH]; /* relative to the sweep directory */

@@ -268,7 +268,8 @@ static gt_rc gt__ctx_restore(gt_ctx *c) {
   ts.cfg = &cfg;
   int64_t start;
   int resumed;
-  return gt__train_restore(&ts, "", &start, &resumed, &c->err);
+  gt_rc rc = gt__train_restore(&ts, "", &start, &resumed, &c->err);
+  return rc ? rc : gt__train_pref_reference(&ts, &c->err); /* use_dpo: the reference is what the run starts from */
 }
 
 gt_rc gt_ctx_init(gt_ctx *c) {

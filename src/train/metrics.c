@@ -13,6 +13,14 @@ void gt_metrics_format_line(const gt_step_metrics *s, char *buf, size_t n) {
   /* metric_logger.py appends the MoE term when num_experts > 1 */
   if (s->has_moe && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", moe_lb_loss: %.6f", s->moe_lb_loss);
   if (s->has_z_loss && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", z_loss: %.6f", s->z_loss);
+  /* TRL's names, short */
+  if (s->has_pref && w >= 0 && (size_t)w < n)
+    w += snprintf(buf + w, n - (size_t)w, ", rewards/chosen: %.3f, rewards/rejected: %.3f, rewards/accuracies: %.3f, "
+                  "rewards/margins: %.3f", s->rewards_chosen, s->rewards_rejected, s->rewards_accuracies,
+                  s->rewards_margins);
+  if (s->has_pref && s->pref_orpo && w >= 0 && (size_t)w < n)
+    w += snprintf(buf + w, n - (size_t)w, ", nll_loss: %.3f, log_odds_ratio: %.3f", s->pref_nll_loss,
+                  s->log_odds_ratio);
   if (s->no_tokens && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", skipped: no tokens in the loss");
   else if (s->spike_skipped && w >= 0 && (size_t)w < n) w += snprintf(buf + w, n - (size_t)w, ", skipped: spike");
 }
@@ -47,6 +55,19 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s, const gt_metrics_o
   gt__jnum(f, "perplexity", s->perplexity);
   if (s->has_moe) gt__jnum(f, "moe_lb_loss", s->moe_lb_loss);
   if (s->has_z_loss) gt__jnum(f, "z_loss", s->z_loss);
+  if (s->has_pref) { /* TRL's names */
+    gt__jnum(f, "rewards/chosen", s->rewards_chosen);
+    gt__jnum(f, "rewards/rejected", s->rewards_rejected);
+    gt__jnum(f, "rewards/accuracies", s->rewards_accuracies);
+    gt__jnum(f, "rewards/margins", s->rewards_margins);
+    gt__jnum(f, "logps/chosen", s->logps_chosen);
+    gt__jnum(f, "logps/rejected", s->logps_rejected);
+    if (s->pref_orpo) {
+      gt__jnum(f, "nll_loss", s->pref_nll_loss);
+      gt__jnum(f, "log_odds_ratio", s->log_odds_ratio);
+    }
+    fprintf(f, ", \"pairs\": %lld", (long long)s->pref_pairs);
+  }
   fprintf(f,
           ", \"seconds\": %.6f, \"tokens_per_s_per_device\": %.3f, \"tflops_per_s_per_device\": %.6f, "
           "\"total_weights\": %lld, \"learning_rate\": %.9g",
@@ -73,6 +94,12 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s, const gt_metrics_o
   if (s->has_eval) {
     fprintf(f, ", \"eval_loss\": %.9g, \"eval_total_weights\": %lld", s->eval_loss, (long long)s->eval_total_weights);
     gt__jnum(f, "eval_perplexity", exp(s->eval_loss));
+  }
+  if (s->has_eval_pref) {
+    gt__jnum(f, "eval_rewards/chosen", s->eval_rewards_chosen);
+    gt__jnum(f, "eval_rewards/rejected", s->eval_rewards_rejected);
+    gt__jnum(f, "eval_rewards/accuracies", s->eval_rewards_accuracies);
+    gt__jnum(f, "eval_rewards/margins", s->eval_rewards_margins);
   }
   if (s->n_tasks > 0) {
     fputs(", \"tasks\": {", f);

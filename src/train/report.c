@@ -170,6 +170,18 @@ int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, int s
   gt__tb_add(out, &n, "learning/perplexity", sm->perplexity);
   if (sm->has_moe) gt__tb_add(out, &n, "learning/moe_lb_loss", sm->moe_lb_loss);
   if (sm->has_z_loss) gt__tb_add(out, &n, "learning/z_loss", sm->z_loss);
+  if (sm->has_pref) { /* TRL's tags */
+    gt__tb_add(out, &n, "rewards/chosen", sm->rewards_chosen);
+    gt__tb_add(out, &n, "rewards/rejected", sm->rewards_rejected);
+    gt__tb_add(out, &n, "rewards/accuracies", sm->rewards_accuracies);
+    gt__tb_add(out, &n, "rewards/margins", sm->rewards_margins);
+    gt__tb_add(out, &n, "logps/chosen", sm->logps_chosen);
+    gt__tb_add(out, &n, "logps/rejected", sm->logps_rejected);
+    if (sm->pref_orpo) {
+      gt__tb_add(out, &n, "nll_loss", sm->pref_nll_loss);
+      gt__tb_add(out, &n, "log_odds_ratio", sm->log_odds_ratio);
+    }
+  }
   /* optim.c's clip_by_global_norm scales the gradient to norm clip_threshold
    * (a non-finite norm stays non-finite: that step was skipped) */
   double g = sm->grad_norm, clipped = isfinite(g) && clip_threshold > 0 && g >= clip_threshold ? clip_threshold : g;
@@ -202,6 +214,12 @@ int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, int s
     gt__tb_add(out, &n, "eval/avg_loss", sm->eval_loss);
     gt__tb_add(out, &n, "eval/avg_perplexity", exp(sm->eval_loss));
     gt__tb_add(out, &n, "eval/total_weights", (double)sm->eval_total_weights);
+  }
+  if (sm->has_eval_pref) {
+    gt__tb_add(out, &n, "eval/rewards/chosen", sm->eval_rewards_chosen);
+    gt__tb_add(out, &n, "eval/rewards/rejected", sm->eval_rewards_rejected);
+    gt__tb_add(out, &n, "eval/rewards/accuracies", sm->eval_rewards_accuracies);
+    gt__tb_add(out, &n, "eval/rewards/margins", sm->eval_rewards_margins);
   }
   int nt = sm->n_tasks < 8 ? sm->n_tasks : 8;
   for (int i = 0; i < nt; i++) {
@@ -250,6 +268,9 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
       if (sm->has_eval)
         w += snprintf(ev + w, sizeof ev - (size_t)w, ", loss=%.3f, perplexity=%.3f, total_weights=%lld", sm->eval_loss,
                       exp(sm->eval_loss), (long long)sm->eval_total_weights);
+      if (sm->has_eval_pref && w >= 0 && (size_t)w < sizeof ev)
+        w += snprintf(ev + w, sizeof ev - (size_t)w, ", rewards/accuracies=%.3f, rewards/margins=%.3f",
+                      sm->eval_rewards_accuracies, sm->eval_rewards_margins);
       for (int i = 0; i < sm->n_tasks && i < 8 && w >= 0 && (size_t)w < sizeof ev; i++)
         w += snprintf(ev + w, sizeof ev - (size_t)w, ", %s: acc=%.4f (stderr %.4f), acc_norm=%.4f (stderr %.4f), n=%lld",
                       sm->tasks[i].name, sm->tasks[i].acc, sm->tasks[i].acc_stderr, sm->tasks[i].acc_norm,

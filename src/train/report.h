@@ -63,14 +63,16 @@ gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err);
  * (perf/tokens_seen_per_device; optim/step_skipped and optim/skipped_steps
  * with spike_guard; perf/checkpoint_write_seconds and
  * perf/checkpoint_blocked_seconds when has_checkpoint; diloco/synced and
- * diloco/bytes when diloco_synced; eval/<task>/acc, acc_stderr, acc_norm,
+ * diloco/bytes when diloco_synced; with use_dpo rewards/{chosen,rejected,
+ * accuracies,margins}, logps/{chosen,rejected}, ORPO's nll_loss and
+ * log_odds_ratio, eval/rewards/...; eval/<task>/acc, acc_stderr, acc_norm,
  * acc_norm_stderr for each task), non-finite values left out. As in
  * MaxText, learning/raw_grad_norm is the norm before clipping
  * (sm->grad_norm) and learning/grad_norm after it: clip_threshold
  * (gradient_clipping_threshold; <= 0: none) when the norm reached it.
  * Returns how many of b->v were filled (tags that name a task point into
  * b->names). */
-#define GT_REPORT_TB_MAX 64
+#define GT_REPORT_TB_MAX 80 /* every tag at once: 26 + 8 tasks x 4 + 12 of preference tuning, and room */
 typedef struct gt_report_tb {
   gt_tf_scalar v[GT_REPORT_TB_MAX];
   char names[32][96];

@@ -415,6 +415,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     ts.tr = tr;
     gt_goodput_mark(&gp, GT_GP_PREP, gt_prof_now());
     rc = gt__train_restore(&ts, res->run_dir, &start, &resumed, err);
+    if (!rc) rc = gt__train_pref_reference(&ts, err);
     gt_goodput_mark(&gp, resumed ? GT_GP_RESTORE : GT_GP_PREP, gt_prof_now());
     if (!rc && primary) rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
     rep.goodput = &gp;
@@ -479,6 +480,7 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
       gt_trace_span(gt_profiler_host(&prof), "eval", "eval", t0, gt_prof_now());
       if (sm.eval_total_weights) {
         sm.has_eval = 1;
+        gt_trainer_eval_pref_metrics(tr, &sm); /* use_dpo: eval_rewards/... */
         res->last_eval_loss = sm.eval_loss;
       } else {
         res->empty_evals++;

@@ -31,6 +31,10 @@ typedef struct gt__tstate {
  * model keys (hf/model_source.h); *have is 1 when there is a source. */
 gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err);
 
+/* use_dpo over all parameters: the reference's parameters from their source
+ * (train/pref_ref.c), at every start. */
+gt_rc gt__train_pref_reference(const gt__tstate *s, gt_err *err);
+
 /* Writes the checkpoint of `step` completed steps under <run_dir>/checkpoints
  * and returns once it is committed (a write in flight is finished first). */
 gt_rc gt__train_save(const gt__tstate *s, const char *run_dir, int64_t step, gt_err *err);

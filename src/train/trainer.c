@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "train/diloco.h"
 #include "train/optim.h"
+#include "train/pref.h"
 #include "train/spike.h"
 
 struct gt_trainer {
@@ -31,7 +32,38 @@ struct gt_trainer {
   int guard;          /* skip_step_on_spikes (never on an allocation-only trainer) */
   gt_spike spike;     /* its windows, and the count of steps not applied */
   gt_diloco *dl;      /* DiLoCo's outer state (NULL: off) */
+  gt_pref_cfg pref;   /* use_dpo: the pairs' loss (the head's callback reads it) */
+  double eval_pref[GT_PREF_NSUMS]; /* the last eval's preference sums, and its pairs */
+  int64_t eval_pairs;
 };
+
+/* use_dpo: the rows are chosen/rejected pairs; the reference (DPO) is the
+ * frozen base with the adapters off, or a copy of the parameters held like
+ * them (train.c replaces it by the reference's own source) */
+static gt_rc gt__trainer_pref(gt_trainer *t, gt_err *err) {
+  const gt_config *c = &t->cfg;
+  gt_rc rc = gt_pref_cfg_from(c, &t->pref, err);
+  if (rc) return rc;
+  long long rows = gt_config_global_batch(c) / gt_config_total_devices(c);
+  if (rows % 2)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: use_dpo needs an even number of rows per device (a chosen and a rejected row per "
+                      "pair); key 'per_device_batch_size' gives %lld",
+                      rows);
+  if (c->z_loss_multiplier > 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'z_loss_multiplier' = %g with use_dpo: the preference losses have no z-loss; set it "
+                      "to 0", c->z_loss_multiplier);
+  if (c->enable_lora && c->dpo_reference_path[0] && gt_pref_needs_reference(c))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'dpo_reference_path' = '%s' with enable_lora: the reference is the frozen base with "
+                      "the adapters off; leave dpo_reference_path empty",
+                      c->dpo_reference_path);
+  int ref = !gt_pref_needs_reference(c) ? GT_FSDP_REF_NONE : c->enable_lora ? GT_FSDP_REF_BASE : GT_FSDP_REF_COPY;
+  /* room for a step's micro-batches or an eval's batches, the plan's too */
+  int64_t nb = c->gradient_accumulation_steps > c->eval_steps ? c->gradient_accumulation_steps : c->eval_steps;
+  return gt_fsdp_set_pref(t->fs, gt_pref_pairs_loss, &t->pref, ref, nb, err);
+}
 
 gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
   *out = NULL;
@@ -77,6 +109,10 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
    * part of the mesh is outermost on the batch's axes; otherwise the span
    * covering them, of which each device computes only its own rows) */
   gt_mesh_rows(gt_fsdp_mesh(t->fs), (int)gt_config_global_batch(cfg), &t->row0, &t->nrows);
+  if (cfg->use_dpo && (rc = gt__trainer_pref(t, err))) {
+    gt_trainer_destroy(t);
+    return rc;
+  }
   *out = t;
   return GT_OK;
 }
@@ -194,6 +230,7 @@ static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_s
   info->comm_bytes = comm.bytes;
   info->comm_seconds = comm.seconds;
   info->comm_bytes_dcn = comm.bytes_dcn;
+  memcpy(info->pref, sums.pref, sizeof info->pref);
   return GT_OK;
 }
 
@@ -247,6 +284,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->comm_bytes = fi.comm_bytes;
   sm->comm_bytes_dcn = fi.comm_bytes_dcn;
   sm->ranks = (int)gt_config_num_ranks(c);
+  if (c->use_dpo) gt_pref_metrics(sm, &t->pref, fi.pref, fi.total_weights);
   if (sm->skipped && !sm->no_tokens && !c->skip_nonfinite_steps)
     return gt_err_set(err, GT_ERR_NUMERIC,
                       "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
@@ -323,6 +361,7 @@ gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err) {
 gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err) {
   int n = (int)t->cfg.eval_steps;
   gt_loss_stats st = {0};
+  t->eval_pairs = 0;
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
   if (!rc) rc = gt_diloco_combine_eval(t->dl, &st.xent_sum, &st.total_weights, err);
   if (rc) return rc;
@@ -335,7 +374,21 @@ gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights
   }
   *loss = st.xent_sum / (double)st.total_weights;
   *total_weights = st.total_weights;
+  memcpy(t->eval_pref, st.pref, sizeof t->eval_pref);
+  t->eval_pairs = st.total_weights;
   return GT_OK;
+}
+
+void gt_trainer_eval_pref_metrics(const gt_trainer *t, gt_step_metrics *sm) {
+  if (!t->cfg.use_dpo || !t->eval_pairs) return;
+  gt_step_metrics e;
+  memset(&e, 0, sizeof e);
+  gt_pref_metrics(&e, &t->pref, t->eval_pref, t->eval_pairs);
+  sm->has_eval_pref = 1;
+  sm->eval_rewards_chosen = e.rewards_chosen;
+  sm->eval_rewards_rejected = e.rewards_rejected;
+  sm->eval_rewards_accuracies = e.rewards_accuracies;
+  sm->eval_rewards_margins = e.rewards_margins;
 }
 
 int64_t gt_trainer_step_index(const gt_trainer *t) { return t->step; }

@@ -52,6 +52,7 @@ typedef struct gt_mesh_step_info {
   int64_t comm_bytes;     /* per device, this step (the largest device's) */
   double comm_seconds;    /* per device (max), this step */
   int64_t comm_bytes_dcn; /* of comm_bytes, sent to other ranks */
+  double pref[GT_PREF_NSUMS]; /* preference tuning: the pairs' metric sums (loss and total_weights are the pairs') */
 } gt_mesh_step_info;
 
 /* The step itself, on a mesh (gt_trainer_step runs it; tests call it on a
@@ -80,6 +81,8 @@ gt_rc gt_trainer_eval(gt_trainer *t, const gt_batch *b, int n, gt_loss_stats *st
 /* eval_steps batches of the data source's held-out part: mean loss and
  * tokens; no token in the loss gives total_weights 0 and loss 0 (skip it). */
 gt_rc gt_trainer_eval_data(gt_trainer *t, gt_data *d, double *loss, int64_t *total_weights, gt_err *err);
+/* use_dpo: the last eval's preference metrics (eval_rewards/...) into sm. */
+void gt_trainer_eval_pref_metrics(const gt_trainer *t, gt_step_metrics *sm);
 /* The same in two halves: the eval batches, then the loss on them. */
 gt_rc gt_trainer_load_eval(gt_trainer *t, gt_data *d, gt_err *err);
 gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights, gt_err *err);
