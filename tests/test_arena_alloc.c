@@ -67,7 +67,7 @@ START_TEST(test_random_steps) {
       int64_t s0 = gt_mem_sys_allocs() + gt_mem_sys_frees();
       gt_mem_step_begin(&m);
       random_step(&m, seed, 200);
-      gt_mem_step_end(&m);
+      gt_mem_step_end(&m, 1);
       int64_t sys = gt_mem_sys_allocs() + gt_mem_sys_frees() - s0;
       if (step == 0) first_peak = gt_mem_total_peak(&m);
       if (step > 0) {
@@ -106,7 +106,7 @@ START_TEST(test_reordered_frees) {
   gt_mem_free(&m, a);
   void *b = gt_mem_alloc_named(&m, GT_MEM_TEMP, 1000, "b");
   gt_mem_free(&m, b);
-  gt_mem_step_end(&m);
+  gt_mem_step_end(&m, 1);
   gt_mem_arena_stats st;
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.bytes, 64 + 1024); /* one slot's bytes serve both */
@@ -122,7 +122,7 @@ START_TEST(test_reordered_frees) {
   gt_mem_free(&m, a);
   ck_assert(intact(b, 1000, 2));
   gt_mem_free(&m, b);
-  gt_mem_step_end(&m);
+  gt_mem_step_end(&m, 1);
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.overlap_refused, 1);
   ck_assert_int_eq(st.steps_fell_back, 1);
@@ -135,7 +135,7 @@ START_TEST(test_reordered_frees) {
   b = gt_mem_alloc_named(&m, GT_MEM_TEMP, 1000, "b");
   gt_mem_free(&m, b);
   ck_assert_int_eq(gt_mem_sys_allocs(), s0);
-  gt_mem_step_end(&m);
+  gt_mem_step_end(&m, 1);
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.steps_served, 1);
   /* another size, another name, one allocation too many: each falls back */
@@ -151,7 +151,7 @@ START_TEST(test_reordered_frees) {
       b = gt_mem_alloc_named(&m, GT_MEM_TEMP, 1000, "b");
       gt_mem_free(&m, b);
     }
-    gt_mem_step_end(&m);
+    gt_mem_step_end(&m, 1);
   }
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.steps_fell_back, 4);
@@ -173,7 +173,7 @@ START_TEST(test_zero_fill) {
     for (int i = 0; i < 5000; i++) ck_assert_int_eq(p[i], 0);
     memset(p, 0xab, 5000);
     gt_mem_free(&m, p);
-    gt_mem_step_end(&m);
+    gt_mem_step_end(&m, 1);
   }
   gt_mem_arena_stats st;
   gt_mem_arena_get_stats(&m, &st);
@@ -224,7 +224,7 @@ static void owner_and_others(void *arg, int t) {
     if (step == 1)
       while (atomic_load(&x->done) < 2) {
       }
-    gt_mem_step_end(x->m);
+    gt_mem_step_end(x->m, 1);
   }
 }
 
@@ -261,7 +261,7 @@ START_TEST(test_kept_blocks) {
   void *kept = gt_mem_alloc(&m, GT_MEM_OPTIM, 100); /* made on first use */
   void *t = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
   gt_mem_free(&m, t);
-  gt_mem_step_end(&m);
+  gt_mem_step_end(&m, 1);
   gt_mem_arena_stats st;
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.state, 1); /* still recording */
@@ -269,12 +269,22 @@ START_TEST(test_kept_blocks) {
     gt_mem_step_begin(&m);
     t = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
     gt_mem_free(&m, t);
-    gt_mem_step_end(&m);
+    gt_mem_step_end(&m, 1);
   }
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.state, 2);
   ck_assert_int_eq(st.steps_served, 1);
   gt_mem_free(&m, kept);
+  gt_mem_arena_release(&m);
+
+  /* a step that failed part-way is not recorded */
+  gt_mem_init(&m);
+  gt_mem_arena_enable(&m);
+  gt_mem_step_begin(&m);
+  gt_mem_free(&m, gt_mem_alloc(&m, GT_MEM_TEMP, 100));
+  gt_mem_step_end(&m, 0);
+  gt_mem_arena_get_stats(&m, &st);
+  ck_assert_int_eq(st.state, 1);
   gt_mem_arena_release(&m);
 
   gt_mem_init(&m);
@@ -283,7 +293,7 @@ START_TEST(test_kept_blocks) {
   for (int step = 0; step < 4; step++) {
     gt_mem_step_begin(&m);
     keep[step] = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
-    gt_mem_step_end(&m);
+    gt_mem_step_end(&m, 1);
   }
   gt_mem_arena_get_stats(&m, &st);
   ck_assert_int_eq(st.state, 3);
@@ -303,7 +313,7 @@ START_TEST(test_outside_and_off) {
   for (int step = 0; step < 2; step++) {
     gt_mem_step_begin(&m);
     gt_mem_free(&m, gt_mem_alloc(&m, GT_MEM_TEMP, 100));
-    gt_mem_step_end(&m);
+    gt_mem_step_end(&m, 1);
   }
   int64_t s0 = gt_mem_sys_allocs();
   void *p = gt_mem_alloc(&m, GT_MEM_TEMP, 100);

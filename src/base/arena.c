@@ -219,12 +219,14 @@ static void gt__build(struct gt_mem_arena *a) {
   a->state = GT__SERVE;
 }
 
-void gt_mem_step_end(gt_mem *m) {
+void gt_mem_step_end(gt_mem *m, int ok) {
   struct gt_mem_arena *a = m->arena;
   if (!a) return;
   pthread_mutex_lock(&a->mu);
   a->in_step = 0;
-  if (a->state == GT__RECORD) {
+  if (a->state == GT__RECORD && !ok) {
+    /* a step cut short is not the step: record the next one */
+  } else if (a->state == GT__RECORD) {
     int kept = a->rec_bad;
     for (int64_t i = 0; i < a->n_rec && !kept; i++) kept = a->rec[i].t1 < 0;
     if (!kept && a->n_rec <= INT32_MAX)

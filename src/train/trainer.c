@@ -211,7 +211,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   gt_fsdp_set_step(t->fs, t->step); /* seeds the adapters' dropout */
   for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_begin(gt_fsdp_device_mem(t->fs, d));
   gt_rc rc = gt__mesh_step(t->fs, micro, n_micro, t->guard ? &t->spike : NULL, &fi, err);
-  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_end(gt_fsdp_device_mem(t->fs, d));
+  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_end(gt_fsdp_device_mem(t->fs, d), rc == GT_OK);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;
   if (t->trace) { /* the host's span is the step's measured time exactly */
