@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/alloc.h"
 #include "ckpt/ckpt_seam.h"
 #include "cli.h"
 #include "train/train.h"
@@ -69,6 +70,10 @@ static void gt__install_ckpt_at(void) {
 
 void gt_cli_install_test_seams(void) {
   gt__install_ckpt_at();
+  /* GEMTRAIN_ARENA=0 serves every step from the heap, =1 from the step
+   * arena even under AddressSanitizer (base/alloc.h): for comparisons */
+  const char *ar = getenv("GEMTRAIN_ARENA");
+  if (ar && (!strcmp(ar, "0") || !strcmp(ar, "1"))) gt_mem_arena_set_default(ar[0] == '1');
   /* GEMTRAIN_TEST_CKPT_FAULT="kill:N": SIGKILL half-way through the N-th
    * checkpoint this process writes; "enospc:N": that checkpoint's write
    * fails with ENOSPC there. */

@@ -1,7 +1,9 @@
 /* gemtrain bench: training-step throughput of a config on synthetic data,
  * with the share of time per kind of work. Timing lives here, never in tests. */
+#define _GNU_SOURCE /* getrusage's RUSAGE_SELF fields */
 #include <math.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +47,15 @@ typedef struct bench_result {
   long long offload_bytes;
   int64_t comm_bytes;     /* sent per device per step */
   int64_t gathered_peak;  /* gathered weights, the largest device's */
+  /* the timed steps (every step after the first), from the allocator's
+   * counters and getrusage over the process's threads */
+  double sys_calls;       /* system allocations and frees per step */
+  double minflt;          /* minor page faults per step */
+  double user_s, sys_s;   /* CPU time in the timed steps */
+  gt_mem_arena_stats arena; /* device 0's */
 } bench_result;
+
+static double tv_s(struct timeval t) { return (double)t.tv_sec + 1e-6 * (double)t.tv_usec; }
 
 /* Times `steps` trainer steps (the same step `gemtrain train` runs) after
  * one warm-up step; forward+backward is the step less its optimizer time. */
@@ -66,7 +76,13 @@ static int bench_config(gt_config *cfg, int steps, bench_result *br) {
   gt_plan_free(&plan);
   gt_model *m = gt_trainer_device_model(tr, 0);
   double *fb = malloc(sizeof(double) * steps), *full = malloc(sizeof(double) * steps);
+  struct rusage ru0 = {0}, ru1;
+  int64_t sys0 = 0;
   for (int s = -1; s < steps; s++) {
+    if (s == 0) {
+      getrusage(RUSAGE_SELF, &ru0);
+      sys0 = gt_mem_sys_allocs() + gt_mem_sys_frees();
+    }
     if (s == 0) {
       memset(&br->prof, 0, sizeof br->prof);
       m->prof = &br->prof;
@@ -85,6 +101,12 @@ static int bench_config(gt_config *cfg, int steps, bench_result *br) {
       br->total_s += sm.seconds;
     }
   }
+  getrusage(RUSAGE_SELF, &ru1);
+  br->sys_calls = (double)(gt_mem_sys_allocs() + gt_mem_sys_frees() - sys0) / steps;
+  br->minflt = (double)(ru1.ru_minflt - ru0.ru_minflt) / steps;
+  br->user_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
+  br->sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
+  gt_mem_arena_get_stats(gt_fsdp_device_mem(gt_trainer_fsdp(tr), 0), &br->arena);
   br->fb_s = gt_bench_median(fb, steps);
   br->step_s = gt_bench_median(full, steps);
   br->peak = gt_trainer_peak_bytes(tr);
@@ -257,5 +279,15 @@ int gt_cmd_bench(int argc, char **argv) {
   printf(" other (allocation, copies, residual adds) %.1f%%\n", 100 * (br.total_s - acc) / br.total_s);
   printf("peak memory: %.1f MiB measured, %.1f MiB planned\n", (double)br.peak / 1048576.0,
          (double)br.planned / 1048576.0);
+  /* docs/memory-plan.md: a step after the first allocates nothing and
+   * faults no page when the arena serves it */
+  printf("steps after the first: %.1f system allocations and frees per step, %.0f minor page faults per step, "
+         "system time %.2f%% of user time",
+         br.sys_calls, br.minflt, br.user_s > 0 ? 100 * br.sys_s / br.user_s : 0.0);
+  if (br.arena.state == 2)
+    printf("; step arena %.1f MiB (live peak %.1f MiB), %lld of %d steps served\n", (double)br.arena.bytes / 1048576.0,
+           (double)br.arena.live_peak / 1048576.0, (long long)br.arena.steps_served, steps);
+  else
+    printf("; %s\n", gt_mem_arena_default() ? "step arena not in use (a step kept a block)" : "step arena off (heap)");
   return 0;
 }

@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "base/alloc.h"
+#include "base/arena_internal.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,7 +14,6 @@
  * pointer stays 64-byte aligned (one cache line, one AVX-512 vector). A
  * measuring tracker's blocks are the header alone: the user pointer is one
  * past its end, unique and freeable, with nothing behind it. */
-#define GT__HDR 64
 #define GT__MAGIC 0x67744d454dull /* "gtMEM" */
 
 typedef struct gt__hdr {
@@ -20,6 +21,9 @@ typedef struct gt__hdr {
   uint64_t bytes;
   const char *name;
   int32_t cat;
+  int32_t slot; /* >= 0: the arena's slot it lives in (no system free) */
+  int32_t rec;  /* >= 0: its index in the arena's record of step gen */
+  uint32_t gen;
 } gt__hdr;
 _Static_assert(sizeof(gt__hdr) <= GT__HDR, "the block header outgrew its 64 bytes");
 
@@ -40,6 +44,9 @@ void gt_mem_init(gt_mem *m) {
   atomic_init(&m->bad_frees, 0);
   m->measuring = 0;
   memset(&m->probe, 0, sizeof m->probe);
+  m->arena = NULL;
+  atomic_init(&m->sys_allocs, 0);
+  atomic_init(&m->sys_frees, 0);
 }
 
 void gt_mem_init_measure(gt_mem *m) {
@@ -82,6 +89,11 @@ int gt_mem_fault_fired(void) { return atomic_load(&gt__fault_fired); }
 int64_t gt_mem_process_bytes(void) { return atomic_load(&gt__live_bytes); }
 int64_t gt_mem_process_blocks(void) { return atomic_load(&gt__live_blocks); }
 
+static _Atomic int64_t gt__sys_allocs, gt__sys_frees;
+int64_t gt_mem_sys_allocs(void) { return atomic_load(&gt__sys_allocs); }
+int64_t gt_mem_sys_frees(void) { return atomic_load(&gt__sys_frees); }
+
+
 static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const char *name) {
   int64_t k = atomic_fetch_add_explicit(&gt__fault_count, 1, memory_order_relaxed) + 1;
   if (k == atomic_load_explicit(&gt__fault_at, memory_order_relaxed)) {
@@ -93,7 +105,17 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const 
   if (rounded < bytes || rounded > SIZE_MAX - GT__HDR) return NULL; /* overflow */
   size_t payload = m->measuring ? 0 : rounded;
   void *raw = NULL;
-  if (posix_memalign(&raw, 64, GT__HDR + payload) != 0) return NULL;
+  int32_t slot = -1, rec = -1;
+  uint32_t gen = 0;
+  if (m->arena && !m->measuring) raw = gt__arena_take(m->arena, cat, bytes, name, &slot, &rec, &gen);
+  if (!raw) {
+    if (posix_memalign(&raw, 64, GT__HDR + payload) != 0) {
+      if (rec >= 0) gt__arena_note_free(m->arena, rec, gen);
+      return NULL;
+    }
+    atomic_fetch_add_explicit(&m->sys_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gt__sys_allocs, 1, memory_order_relaxed);
+  }
   if (zero && payload) memset((char *)raw + GT__HDR, 0, payload);
   gt__hdr *h = raw;
   memset(h, 0, GT__HDR);
@@ -101,6 +123,9 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const 
   h->bytes = bytes;
   h->name = name;
   h->cat = (int32_t)cat;
+  h->slot = slot;
+  h->rec = rec;
+  h->gen = gen;
   int64_t c = atomic_fetch_add(&m->cur[cat], (int64_t)bytes) + (int64_t)bytes;
   gt__raise_peak(&m->peak[cat], c);
   if (cat != GT_MEM_HOST) { /* the host pool is counted apart from the device */
@@ -139,7 +164,14 @@ void gt_mem_free(gt_mem *m, void *p) {
   atomic_fetch_sub_explicit(&gt__live_bytes, (int64_t)h->bytes, memory_order_relaxed);
   atomic_fetch_sub_explicit(&gt__live_blocks, 1, memory_order_relaxed);
   if (m->probe.on_free) m->probe.on_free(m->probe.ctx, p, (gt_mem_cat)h->cat, (size_t)h->bytes, h->name);
+  if (h->slot >= 0) { /* the arena's: its slot is free again, nothing goes to the system */
+    if (m->arena) gt__arena_give(m->arena, h->slot);
+    return;
+  }
+  if (h->rec >= 0 && m->arena) gt__arena_note_free(m->arena, h->rec, h->gen);
   free(h);
+  atomic_fetch_add_explicit(&m->sys_frees, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&gt__sys_frees, 1, memory_order_relaxed);
 }
 
 int64_t gt_mem_bad_frees(const gt_mem *m) { return atomic_load(&m->bad_frees); }

@@ -13,7 +13,18 @@
  * then allocates and frees as usual but neither computes nor touches them.
  *
  * A probe (gt_mem_set_probe) sees every allocation, free and phase change of
- * a tracker, real or measuring: the plan builds its report from it. */
+ * a tracker, real or measuring: the plan builds its report from it.
+ *
+ * The step arena (gt_mem_arena_enable, docs/memory-plan.md): a real tracker
+ * between gt_mem_step_begin and gt_mem_step_end records the step's sequence
+ * of allocations (category, bytes, name) and their lifetimes; once a step
+ * frees everything it allocated, the sequence is packed into offsets of one
+ * block, allocated and touched once, and each later step's k-th allocation
+ * is served from its offset when it matches the record (category, size and
+ * name) and its bytes overlap no live block. Anything else (a step that
+ * differs, an allocation from another thread than the recorded one, outside
+ * a step) goes to the heap, counted; the accounting (current, peaks, probe)
+ * is the same either way. */
 #ifndef GEMTRAIN_ALLOC_H
 #define GEMTRAIN_ALLOC_H
 
@@ -52,6 +63,8 @@ typedef struct gt_mem_probe {
   void (*on_phase)(void *ctx, const char *phase);
 } gt_mem_probe;
 
+struct gt_mem_arena;
+
 typedef struct gt_mem {
   _Atomic int64_t cur[GT_MEM_NCAT];
   _Atomic int64_t peak[GT_MEM_NCAT];
@@ -61,6 +74,9 @@ typedef struct gt_mem {
   _Atomic int64_t bad_frees; /* gt_mem_free calls on pointers this allocator did not hand out */
   int measuring;             /* allocations reserve no payload */
   gt_mem_probe probe;        /* all callbacks NULL: no probe */
+  struct gt_mem_arena *arena; /* NULL: every block from the heap */
+  _Atomic int64_t sys_allocs; /* blocks taken from the system (posix_memalign) */
+  _Atomic int64_t sys_frees;  /* blocks given back to it (free) */
 } gt_mem;
 
 void gt_mem_init(gt_mem *m);
@@ -104,6 +120,44 @@ int64_t gt_mem_total_peak(const gt_mem *m);
 /* Blocks allocated and not yet freed. */
 int64_t gt_mem_n_allocs(const gt_mem *m);
 const char *gt_mem_cat_name(gt_mem_cat cat);
+
+/* The step arena (see above). _enable gives a real tracker an arena that
+ * records its next step (no effect on a measuring tracker, or when the
+ * process default is off); _release frees it and must come after the last
+ * free of a block the arena served (a block still live is left to leak
+ * rather than freed under it). Steps may not nest or overlap on a tracker;
+ * begin and end are called from one thread between steps. */
+void gt_mem_arena_enable(gt_mem *m);
+void gt_mem_arena_release(gt_mem *m);
+void gt_mem_step_begin(gt_mem *m);
+/* ok = 0: the step failed part-way (an error); a recording step is then
+ * recorded again on the next one. */
+void gt_mem_step_end(gt_mem *m, int ok);
+/* Process default of gt_mem_arena_enable: 1 (on) except under
+ * AddressSanitizer, where the heap keeps every block visible to it (0).
+ * A test seam and the CLI's GEMTRAIN_ARENA=0|1; set it before trainers
+ * are made. */
+void gt_mem_arena_set_default(int on);
+int gt_mem_arena_default(void);
+
+typedef struct gt_mem_arena_stats {
+  int state;               /* 0 off, 1 recording, 2 serving, 3 gave up (a recorded step kept blocks) */
+  int64_t bytes;           /* the arena's size (0 until built) */
+  int64_t live_peak;       /* the recorded step's peak of live bytes, headers included: the packing's lower bound */
+  int64_t slots;           /* allocations per step it serves */
+  int64_t steps;           /* steps begun on this tracker */
+  int64_t steps_served;    /* steps served wholly from the arena */
+  int64_t steps_fell_back; /* steps that went to the heap part-way (a mismatch) */
+  int64_t heap_in_steps;   /* blocks taken from the heap inside steps, recording steps excluded */
+  int64_t foreign;         /* of those, allocations by a thread other than the recorded one */
+  int64_t overlap_refused; /* matching allocations refused because their bytes were still live */
+} gt_mem_arena_stats;
+void gt_mem_arena_get_stats(const gt_mem *m, gt_mem_arena_stats *s);
+
+/* Calls to the system (posix_memalign / free) by the allocator over the
+ * process, every tracker: what a step after the first must not make. */
+int64_t gt_mem_sys_allocs(void);
+int64_t gt_mem_sys_frees(void);
 
 /* Fault injection, for tests (SQLite's way): every tracked allocation of the
  * process, on any tracker and thread, is counted; gt_mem_fault_arm(n)

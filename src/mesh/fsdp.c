@@ -646,6 +646,7 @@ void gt_fsdp_destroy(gt_fsdp *f) {
     free(d->gathered);
     free(d->ugrad);
     gt_model_free(&d->model);
+    gt_mem_arena_release(&d->mem); /* after the last free of a block it may have served */
   }
   free(f->devs);
   if (f->mesh) gt_mesh_destroy(f->mesh);

@@ -88,6 +88,9 @@ gt_rc gt_trainer_create(gt_trainer **out, const gt_config *cfg, const gt_mem_pro
     free(t);
     return rc;
   }
+  /* each device's step arena: the first step is recorded, later ones served
+   * from it (base/alloc.h; off on an allocation-only trainer) */
+  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_arena_enable(gt_fsdp_device_mem(t->fs, d));
   /* one buffer per micro-batch of a step (or eval batch): the data source
    * reuses its own, and every device reads its rows of each */
   int64_t nb = gt_config_global_batch(cfg) * cfg->max_target_length;
@@ -243,7 +246,9 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   double t0 = gt_prof_now();
   gt_mesh_step_info fi;
   gt_fsdp_set_step(t->fs, t->step); /* seeds the adapters' dropout */
+  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_begin(gt_fsdp_device_mem(t->fs, d));
   gt_rc rc = gt__mesh_step(t->fs, micro, n_micro, t->guard ? &t->spike : NULL, &fi, err);
+  for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_end(gt_fsdp_device_mem(t->fs, d), rc == GT_OK);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;
   if (t->trace) { /* the host's span is the step's measured time exactly */
