@@ -141,6 +141,20 @@ static const help_entry entries[] = {
      "options:\n"
      "  --help     this text\n",
      NULL},
+    {"bench", "moe", NULL,
+     "usage: gemtrain bench moe [B=4] [T=1024] [d=512] [E=128] [k=8] [F=256] [threads=2] [reps=5]\n"
+     "                          [rounds=3] [bf16=0]\n"
+     "Times the routed experts of one MoE layer (kernels/moe.h) on random weights and a random,\n"
+     "near-uniform routing: the expert products alone (forward and backward) by their active FLOPs\n"
+     "(routed rows only) as a share of the fp32 FMA peak, beside the same projections as one dense\n"
+     "product over all N*k rows and a dense MLP of F' = k*F over the N tokens (the same FLOPs), with\n"
+     "the ratios; then the whole layer's time by stage (routing, sort, gather, experts, combine,\n"
+     "norms). Defaults: gemma4-26b's 128 experts, top-8, at d512 F256 and 4096 tokens (256 rows\n"
+     "an expert).\n"
+     "\n"
+     "options:\n"
+     "  --help     this text\n",
+     NULL},
     {"bench", "checkpoint", NULL,
      "usage: gemtrain bench checkpoint [--steps N] [config.json] [key=value ...]\n"
      "Writes (with fsync) and reads back (every crc32 checked) a full-state checkpoint of the\n"
