@@ -73,8 +73,7 @@ static void gt__work_layout(gt__moe_work *w, gt__carve *c, const gt_moe_dims *d)
   w->y = gt__carve_take(c, M * D, sizeof(float));
   w->act = gt__carve_take(c, M * F, sizeof(float));
   w->hf = gt__carve_take(c, M * F, sizeof(float));
-  w->dgate = gt__carve_take(c, M * F, sizeof(float));
-  w->dup = gt__carve_take(c, M * F, sizeof(float));
+  w->dgu = gt__carve_take(c, M * 2 * F, sizeof(float));
   w->dw = gt__carve_take(c, M, sizeof(float));
 }
 
@@ -201,8 +200,43 @@ static int gt__experts_par(int EL, int64_t rows, int D, int F) {
   return EL >= 2 * gt_team_threads() && gt__par(rows * D * F / 64 + 1);
 }
 
+/* The GeGLU over rows of gu [m, 2F] (gate then up): row-parallel when
+ * called outside the expert loop's members (few experts), alone inside. */
+typedef struct gt__moe_glu {
+  float *act, *dgu;
+  const float *gu, *dact;
+  int F, rnd;
+} gt__moe_glu;
+
+static void gt__glu_fwd_part(void *arg, int64_t r0, int64_t r1) {
+  const gt__moe_glu *a = arg;
+  const int64_t F = a->F;
+  for (int64_t r = r0; r < r1; r++)
+    gt_geglu_forward_rnd(a->act + r * F, a->gu + r * 2 * F, a->gu + r * 2 * F + F, F, a->rnd);
+}
+
+static void gt__glu_bwd_part(void *arg, int64_t r0, int64_t r1) {
+  const gt__moe_glu *a = arg;
+  const int64_t F = a->F;
+  for (int64_t r = r0; r < r1; r++)
+    gt_geglu_backward_write(a->dgu + r * 2 * F, a->dgu + r * 2 * F + F, a->dact + r * F, a->gu + r * 2 * F,
+                            a->gu + r * 2 * F + F, F);
+}
+
+/* act[m, F] = gelu(gate) * up, rounded to bf16 in bf16 runs */
+static void gt__geglu_rows(const gt_moe_dims *d, float *act, const float *gu, int64_t m, int F) {
+  gt__moe_glu a = {act, NULL, gu, NULL, F, d->bf16};
+  gt_team_for(gt__par(m * F), m, gt__glu_fwd_part, &a);
+}
+
+/* dgu[m, 2F] = (dL/dgate | dL/dup) from dL/dact, written */
+static void gt__geglu_rows_backward(float *dgu, const float *dact, const float *gu, int64_t m, int F) {
+  gt__moe_glu a = {NULL, dgu, gu, dact, F, 0};
+  gt_team_for(gt__par(m * F), m, gt__glu_bwd_part, &a);
+}
+
 typedef struct gt__expert_ptrs {
-  const float *wg, *wu, *wd;
+  const float *wg, *wd; /* the expert's [2F, d] gate_up_proj block, [d, F] down_proj */
   int64_t r0, m;
 } gt__expert_ptrs;
 
@@ -210,7 +244,6 @@ static gt__expert_ptrs gt__expert(const gt_moe_saved *s, const gt_moe_weights *w
                                   int F) {
   gt__expert_ptrs p;
   p.wg = w->gate_up + (int64_t)le * 2 * F * D;
-  p.wu = p.wg + (int64_t)F * D;
   p.wd = w->down + (int64_t)le * D * F;
   p.r0 = s->offsets[le];
   p.m = s->counts[le];
@@ -260,14 +293,13 @@ static void gt__experts_fwd_member(void *arg, int tid, int nth) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
     const float *xe = wk->x + p.r0 * D;
-    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk->act + p.r0 * F, *ye = wk->y + p.r0 * D;
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
+    float *gue = s->gu + p.r0 * 2 * F, *ae = wk->act + p.r0 * F, *ye = wk->y + p.r0 * D;
+    /* gate and up in one product: the rows of x packed once, the block of
+     * gate_up_proj as it is stored ([2F, d]) */
+    mm(0, 1, p.m, 2 * F, D, 1.0f, xe, D, p.wg, D, 0.0f, gue, 2 * F);
     if (elem) {
-      gt__round(d, ge, p.m * F);
-      gt__round(d, ue, p.m * F);
-      gt_geglu_forward(ae, ge, ue, p.m * F);
-      gt__round(d, ae, p.m * F);
+      gt__round(d, gue, p.m * 2 * F);
+      gt__geglu_rows(d, ae, gue, p.m, F);
     }
     mm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, ye, D);
     if (elem) gt__round(d, ye, p.m * D);
@@ -368,12 +400,11 @@ static void gt__experts_bwd_member(void *arg, int tid, int nth) {
   for (int le; (le = (int)gt_team_take(&a->next, 0)) < a->EL;) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
-    const float *xe = wk->x + p.r0 * D, *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F;
+    const float *xe = wk->x + p.r0 * D, *gue = s->gu + p.r0 * 2 * F;
     float *ye = wk->y + p.r0 * D, *ae = wk->act + p.r0 * F, *he = wk->hf + p.r0 * F;
-    float *dge = wk->dgate + p.r0 * F, *due = wk->dup + p.r0 * F;
+    float *dgue = wk->dgu + p.r0 * 2 * F;
     if (elem) {
-      gt_geglu_forward(ae, ge, ue, p.m * F);
-      gt__round(d, ae, p.m * F); /* as the forward wrote it */
+      gt__geglu_rows(d, ae, gue, p.m, F); /* as the forward wrote it */
     }
     /* H = dsum . Wd: dL/dw = H . act, dL/dact = w H */
     mm(0, 0, p.m, F, D, 1.0f, ye, D, p.wd, F, 0.0f, he, F);
@@ -389,18 +420,12 @@ static void gt__experts_bwd_member(void *arg, int tid, int nth) {
       }
     if (g->down)
       mm(1, 0, D, F, p.m, 1.0f, ye, D, ae, F, 1.0f, g->down + (int64_t)le * D * F, F);
-    if (elem) {
-      memset(dge, 0, sizeof(float) * (size_t)(p.m * F));
-      memset(due, 0, sizeof(float) * (size_t)(p.m * F));
-      gt_geglu_backward(dge, due, he, ge, ue, p.m * F);
-    }
-    if (g->gate_up) {
-      float *gwg = g->gate_up + (int64_t)le * 2 * F * D;
-      mm(1, 0, F, D, p.m, 1.0f, dge, F, xe, D, 1.0f, gwg, D);
-      mm(1, 0, F, D, p.m, 1.0f, due, F, xe, D, 1.0f, gwg + (int64_t)F * D, D);
-    }
-    mm(0, 0, p.m, D, F, 1.0f, dge, F, p.wg, D, 0.0f, ye, D);
-    mm(0, 0, p.m, D, F, 1.0f, due, F, p.wu, D, 1.0f, ye, D);
+    if (elem) gt__geglu_rows_backward(dgue, he, gue, p.m, F);
+    /* gate and up as one product each way: dL/d gate_up_proj [2F, d] and
+     * dL/drin = [dgate | dup] . [Wg ; Wu], one sum over 2F */
+    if (g->gate_up)
+      mm(1, 0, 2 * F, D, p.m, 1.0f, dgue, 2 * F, xe, D, 1.0f, g->gate_up + (int64_t)le * 2 * F * D, D);
+    mm(0, 0, p.m, D, 2 * F, 1.0f, dgue, 2 * F, p.wg, D, 0.0f, ye, D);
   }
 }
 

@@ -19,8 +19,7 @@ typedef struct gt__moe_work {
   float *y;      /* [M,d] forward: expert outputs; backward: dL/dsum rows, then dL/drin rows */
   float *act;    /* [M,F] gelu(gate) * up */
   float *hf;     /* [M,F] backward: dL/dact before and after the weight */
-  float *dgate;  /* [M,F] */
-  float *dup;    /* [M,F] */
+  float *dgu;    /* [M,2F] backward: dL/dgate then dL/dup of each row, as saved gu */
   float *dw;     /* [M]   backward: dL/dw of each sorted row */
 } gt__moe_work;
 
