@@ -63,8 +63,8 @@ static const help_entry entries[] = {
      "  --fit   search for the fastest setting that fits even when the plan fits\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention)",
-     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention] [--steps N] [config.json] [key=value ...]\n"
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention, moe)",
+     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention|moe] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
      "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
      "measured peak memory.\n"
@@ -74,6 +74,7 @@ static const help_entry entries[] = {
      "  gemtrain bench mpi         collectives and throughput across MPI ranks (tools/bench_mpi.sh)\n"
      "  gemtrain bench gemm        GEMM GFLOP/s of a step's products next to the measured FMA peak\n"
      "  gemtrain bench attention   the attention kernels' GFLOP/s next to the measured peaks\n"
+     "  gemtrain bench moe         the routed experts' products against dense ones, the layer by stage\n"
      "('gemtrain bench remat --help' and so on for each.)\n"
      "\n"
      "options:\n"
