@@ -244,8 +244,9 @@ int gt_bench_moe(int argc, char **argv) {
   printf("Expert products (gt_sgemm%s per expert, the GEMMs of the expert loop alone) by active FLOPs, GFLOP/s\n"
          "(share of the FMA peak), median of %d calls, best of %d alternated rounds; dense N*k: the same projections\n"
          "as one product over all %lld routed rows; dense FFN: one MLP of F' = k*F = %d over the %lld tokens (the\n"
-         "same FLOPs); ratio: MoE share / dense share; * = CPU use under 90%% (another process had a core)\n\n",
-         bf16 ? "/gt_bgemm" : "", reps, rounds, (long long)rows, F * K, (long long)N);
+         "same FLOPs); ratio: MoE share / dense share; * = CPU use under 90%% (another process had a core)%s\n\n",
+         bf16 ? "/gt_bgemm" : "", reps, rounds, (long long)rows, F * K, (long long)N,
+         bf16 ? ";\nbf16: shares of the fp32 FMA peak, a bf16 product counted as 2 flops (as bench gemm does)" : "");
   printf("| pass | GFLOP | MoE experts | dense over N*k rows | MoE / dense | dense FFN F'=%d | MoE / dense FFN |\n",
          F * K);
   printf("|---|---|---|---|---|---|---|\n");
