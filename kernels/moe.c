@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "kernels/moe.h"
 #include "kernels/moe_carve.h"
+#include "kernels/moe_stages.h"
 
 #define GT__PAR_MIN 32768
 #define GT__COL_BLOCK 16
@@ -62,22 +63,6 @@ static void gt__round(const gt_moe_dims *d, float *x, int64_t n) {
   if (d->bf16) gt_bf16_round(x, n);
 }
 
-/* Scratch, one layout for forward and backward (the forward uses a subset);
- * M = N*k rows, the most one rank can be routed. */
-typedef struct gt__moe_work {
-  float *a;      /* [N,d] rin; in backward also the router's normalised h */
-  float *b;      /* [N,d] backward: dL/dsum */
-  float *c;      /* [N,d] backward: dL/drin, then gate_in */
-  float *logits; /* [N,E] forward: logits; backward: dL/dP, then dL/dlogits */
-  float *x;      /* [M,d] rows of rin, sorted; backward end: dL/dgate_in */
-  float *y;      /* [M,d] forward: expert outputs; backward: dL/dsum rows, then dL/drin rows */
-  float *act;    /* [M,F] gelu(gate) * up */
-  float *hf;     /* [M,F] backward: dL/dact before and after the weight */
-  float *dgate;  /* [M,F] */
-  float *dup;    /* [M,F] */
-  float *dw;     /* [M]   backward: dL/dw of each sorted row */
-} gt__moe_work;
-
 static void gt__work_layout(gt__moe_work *w, gt__carve *c, const gt_moe_dims *d) {
   const size_t N = (size_t)(d->B * d->T), D = (size_t)d->d, M = N * (size_t)d->k, F = (size_t)d->F;
   w->a = gt__carve_take(c, N * D, sizeof(float));
@@ -88,8 +73,7 @@ static void gt__work_layout(gt__moe_work *w, gt__carve *c, const gt_moe_dims *d)
   w->y = gt__carve_take(c, M * D, sizeof(float));
   w->act = gt__carve_take(c, M * F, sizeof(float));
   w->hf = gt__carve_take(c, M * F, sizeof(float));
-  w->dgate = gt__carve_take(c, M * F, sizeof(float));
-  w->dup = gt__carve_take(c, M * F, sizeof(float));
+  w->dgu = gt__carve_take(c, M * 2 * F, sizeof(float));
   w->dw = gt__carve_take(c, M, sizeof(float));
 }
 
@@ -216,8 +200,43 @@ static int gt__experts_par(int EL, int64_t rows, int D, int F) {
   return EL >= 2 * gt_team_threads() && gt__par(rows * D * F / 64 + 1);
 }
 
+/* The GeGLU over rows of gu [m, 2F] (gate then up): row-parallel when
+ * called outside the expert loop's members (few experts), alone inside. */
+typedef struct gt__moe_glu {
+  float *act, *dgu;
+  const float *gu, *dact;
+  int F, rnd;
+} gt__moe_glu;
+
+static void gt__glu_fwd_part(void *arg, int64_t r0, int64_t r1) {
+  const gt__moe_glu *a = arg;
+  const int64_t F = a->F;
+  for (int64_t r = r0; r < r1; r++)
+    gt_geglu_forward_rnd(a->act + r * F, a->gu + r * 2 * F, a->gu + r * 2 * F + F, F, a->rnd);
+}
+
+static void gt__glu_bwd_part(void *arg, int64_t r0, int64_t r1) {
+  const gt__moe_glu *a = arg;
+  const int64_t F = a->F;
+  for (int64_t r = r0; r < r1; r++)
+    gt_geglu_backward_write(a->dgu + r * 2 * F, a->dgu + r * 2 * F + F, a->dact + r * F, a->gu + r * 2 * F,
+                            a->gu + r * 2 * F + F, F);
+}
+
+/* act[m, F] = gelu(gate) * up, rounded to bf16 in bf16 runs */
+static void gt__geglu_rows(const gt_moe_dims *d, float *act, const float *gu, int64_t m, int F) {
+  gt__moe_glu a = {act, NULL, gu, NULL, F, d->bf16};
+  gt_team_for(gt__par(m * F), m, gt__glu_fwd_part, &a);
+}
+
+/* dgu[m, 2F] = (dL/dgate | dL/dup) from dL/dact, written */
+static void gt__geglu_rows_backward(float *dgu, const float *dact, const float *gu, int64_t m, int F) {
+  gt__moe_glu a = {NULL, dgu, gu, dact, F, 0};
+  gt_team_for(gt__par(m * F), m, gt__glu_bwd_part, &a);
+}
+
 typedef struct gt__expert_ptrs {
-  const float *wg, *wu, *wd;
+  const float *wg, *wd; /* the expert's [2F, d] gate_up_proj block, [d, F] down_proj */
   int64_t r0, m;
 } gt__expert_ptrs;
 
@@ -225,7 +244,6 @@ static gt__expert_ptrs gt__expert(const gt_moe_saved *s, const gt_moe_weights *w
                                   int F) {
   gt__expert_ptrs p;
   p.wg = w->gate_up + (int64_t)le * 2 * F * D;
-  p.wu = p.wg + (int64_t)F * D;
   p.wd = w->down + (int64_t)le * D * F;
   p.r0 = s->offsets[le];
   p.m = s->counts[le];
@@ -251,7 +269,7 @@ static void gt__route_part(void *arg, int64_t n0, int64_t n1) {
 
 /* The expert loops: one expert at a time to the member free first (each
  * expert's results are computed whole by one member, so which one does not
- * change them). */
+ * change them). products: the GEMMs alone (the benchmark's measure). */
 typedef struct gt__moe_experts {
   const gt__moe_work *wk;
   const gt_moe_grads *g;
@@ -259,7 +277,7 @@ typedef struct gt__moe_experts {
   const gt_moe_weights *w;
   const gt_moe_dims *d;
   gt__gemm_fn mm;
-  int EL;
+  int EL, products;
   gt_team_counter next;
 } gt__moe_experts;
 
@@ -270,47 +288,88 @@ static void gt__experts_fwd_member(void *arg, int tid, int nth) {
   const gt_moe_weights *w = a->w;
   const gt_moe_dims *d = a->d;
   const gt__gemm_fn mm = a->mm;
-  const int D = d->d, F = d->F;
+  const int D = d->d, F = d->F, elem = !a->products;
   for (int le; (le = (int)gt_team_take(&a->next, 0)) < a->EL;) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
     const float *xe = wk->x + p.r0 * D;
-    float *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F, *ae = wk->act + p.r0 * F, *ye = wk->y + p.r0 * D;
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wg, D, 0.0f, ge, F);
-    mm(0, 1, p.m, F, D, 1.0f, xe, D, p.wu, D, 0.0f, ue, F);
-    gt__round(d, ge, p.m * F);
-    gt__round(d, ue, p.m * F);
-    gt_geglu_forward(ae, ge, ue, p.m * F);
-    gt__round(d, ae, p.m * F);
+    float *gue = s->gu + p.r0 * 2 * F, *ae = wk->act + p.r0 * F, *ye = wk->y + p.r0 * D;
+    /* gate and up in one product: the rows of x packed once, the block of
+     * gate_up_proj as it is stored ([2F, d]) */
+    mm(0, 1, p.m, 2 * F, D, 1.0f, xe, D, p.wg, D, 0.0f, gue, 2 * F);
+    if (elem) {
+      gt__round(d, gue, p.m * 2 * F);
+      gt__geglu_rows(d, ae, gue, p.m, F);
+    }
     mm(0, 1, p.m, D, F, 1.0f, ae, F, p.wd, F, 0.0f, ye, D);
-    gt__round(d, ye, p.m * D);
+    if (elem) gt__round(d, ye, p.m * D);
+  }
+}
+
+static void gt__experts_forward(gt__moe_pass *p, int products) {
+  const gt_moe_dims *d = p->d;
+  const int EL = d->E / d->ep_size;
+  gt__moe_experts ea = {&p->wk, NULL, p->s, p->w, d, gt__expert_gemm(d), EL, products, {0}};
+  gt_team_par(gt__experts_par(EL, p->s->n_rows, d->d, d->F), gt__experts_fwd_member, &ea);
+}
+
+/* ---------------- stages (kernels/moe_stages.h) ---------------- */
+
+void gt__moe_pass_init(gt__moe_pass *p, gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                       const gt_moe_dims *d, void *work) {
+  memset(p, 0, sizeof *p);
+  p->s = s, p->h = h, p->w = w, p->d = d;
+  gt__carve cv = {work, 0};
+  gt__work_layout(&p->wk, &cv, d);
+}
+
+static const char *const gt__fwd_names[GT__MOE_FWD_STAGES] = {"router (norm, logits, top-k, lb loss)",
+                                                              "sort by expert", "pre-norm and gather",
+                                                              "experts", "combine"};
+static const char *const gt__bwd_names[GT__MOE_BWD_STAGES] = {
+    "post-norm backward", "pre-norm, gather x and dsum", "experts", "combine dL/drin", "pre-norm backward",
+    "router backward (lb, softmax, norm)"};
+
+const char *gt__moe_stage_name(int backward, int i) { return backward ? gt__bwd_names[i] : gt__fwd_names[i]; }
+
+void gt__moe_fwd_stage(gt__moe_pass *p, int i) {
+  gt_moe_saved *s = p->s;
+  const gt_moe_weights *w = p->w;
+  const gt_moe_dims *d = p->d;
+  gt__moe_work *wk = &p->wk;
+  const int64_t N = d->B * d->T;
+  const int D = d->d, E = d->E, K = d->k;
+  switch (i) {
+  case GT__MOE_F_ROUTER: {
+    gt__router_input(wk->a, s->rstd_router, p->h, w->router_scale, N, D, d->eps);
+    gt_matmul_forward(wk->logits, wk->a, w->router_proj, N, D, E);
+    gt__moe_route ra = {s, w, wk->logits, NULL, E, K};
+    gt_team_for(gt__par(N * E), N, gt__route_part, &ra);
+    s->lb_loss = d->lb_weight > 0.0f ? gt_moe_lb_loss(s->probs, s->topk, d) : 0.0f;
+    break;
+  }
+  case GT__MOE_F_SORT:
+    gt__bucket(s, d);
+    break;
+  case GT__MOE_F_GATHER:
+    gt_rmsnorm_forward(wk->a, s->rstd_pre, p->h, w->pre_norm, N, D, d->eps, 0.0f);
+    gt__round(d, wk->a, N * D);
+    gt__gather(wk->x, wk->a, s, K, D);
+    break;
+  case GT__MOE_F_EXPERTS:
+    gt__experts_forward(p, 0);
+    break;
+  case GT__MOE_F_COMBINE:
+    gt__combine(s->sum, wk->y, s->topk_w, s, N, K, D);
+    break;
   }
 }
 
 void gt_moe_forward_partial(gt_moe_saved *s, const float *h, const gt_moe_weights *w,
                             const gt_moe_dims *d, void *work) {
-  const int64_t N = d->B * d->T;
-  const int D = d->d, E = d->E, K = d->k, F = d->F, EL = d->E / d->ep_size;
-  gt__moe_work wk;
-  gt__carve cv = {work, 0};
-  gt__work_layout(&wk, &cv, d);
-
-  gt__router_input(wk.a, s->rstd_router, h, w->router_scale, N, D, d->eps);
-  gt_matmul_forward(wk.logits, wk.a, w->router_proj, N, D, E);
-  gt__moe_route ra = {s, w, wk.logits, NULL, E, K};
-  gt_team_for(gt__par(N * E), N, gt__route_part, &ra);
-  s->lb_loss = d->lb_weight > 0.0f ? gt_moe_lb_loss(s->probs, s->topk, d) : 0.0f;
-
-  gt_rmsnorm_forward(wk.a, s->rstd_pre, h, w->pre_norm, N, D, d->eps, 0.0f);
-  gt__round(d, wk.a, N * D);
-  gt__bucket(s, d);
-  gt__gather(wk.x, wk.a, s, K, D);
-
-  const gt__gemm_fn mm = gt__expert_gemm(d);
-  gt__moe_experts ea = {&wk, NULL, s, w, d, mm, EL, {0}};
-  gt_team_par(gt__experts_par(EL, s->n_rows, D, F), gt__experts_fwd_member, &ea);
-
-  gt__combine(s->sum, wk.y, s->topk_w, s, N, K, D);
+  gt__moe_pass p;
+  gt__moe_pass_init(&p, s, h, w, d, work);
+  for (int i = 0; i < GT__MOE_FWD_STAGES; i++) gt__moe_fwd_stage(&p, i);
 }
 
 void gt_moe_forward_finish(float *out, gt_moe_saved *s, const gt_moe_weights *w,
@@ -337,50 +396,53 @@ static void gt__experts_bwd_member(void *arg, int tid, int nth) {
   const gt_moe_weights *w = a->w;
   const gt_moe_dims *d = a->d;
   const gt__gemm_fn mm = a->mm;
-  const int D = d->d, F = d->F;
+  const int D = d->d, F = d->F, elem = !a->products;
   for (int le; (le = (int)gt_team_take(&a->next, 0)) < a->EL;) {
     const gt__expert_ptrs p = gt__expert(s, w, le, D, F);
     if (p.m == 0) continue;
-    const float *xe = wk->x + p.r0 * D, *ge = s->gate + p.r0 * F, *ue = s->up + p.r0 * F;
+    const float *xe = wk->x + p.r0 * D, *gue = s->gu + p.r0 * 2 * F;
     float *ye = wk->y + p.r0 * D, *ae = wk->act + p.r0 * F, *he = wk->hf + p.r0 * F;
-    float *dge = wk->dgate + p.r0 * F, *due = wk->dup + p.r0 * F;
-    gt_geglu_forward(ae, ge, ue, p.m * F);
-    gt__round(d, ae, p.m * F); /* as the forward wrote it */
+    float *dgue = wk->dgu + p.r0 * 2 * F;
+    if (elem) {
+      gt__geglu_rows(d, ae, gue, p.m, F); /* as the forward wrote it */
+    }
     /* H = dsum . Wd: dL/dw = H . act, dL/dact = w H */
     mm(0, 0, p.m, F, D, 1.0f, ye, D, p.wd, F, 0.0f, he, F);
-    for (int64_t m = 0; m < p.m; m++) {
-      const float *hr = he + m * F, *ar = ae + m * F;
-      float dot = 0.0f;
-      for (int f = 0; f < F; f++) dot += hr[f] * ar[f];
-      wk->dw[p.r0 + m] = dot;
-      const float wt = s->topk_w[s->slot_of[p.r0 + m]];
-      for (int f = 0; f < F; f++) he[m * F + f] *= wt;
-      for (int c = 0; c < D; c++) ye[m * D + c] *= wt;
-    }
+    if (elem)
+      for (int64_t m = 0; m < p.m; m++) {
+        const float *hr = he + m * F, *ar = ae + m * F;
+        float dot = 0.0f;
+        for (int f = 0; f < F; f++) dot += hr[f] * ar[f];
+        wk->dw[p.r0 + m] = dot;
+        const float wt = s->topk_w[s->slot_of[p.r0 + m]];
+        for (int f = 0; f < F; f++) he[m * F + f] *= wt;
+        for (int c = 0; c < D; c++) ye[m * D + c] *= wt;
+      }
     if (g->down)
       mm(1, 0, D, F, p.m, 1.0f, ye, D, ae, F, 1.0f, g->down + (int64_t)le * D * F, F);
-    memset(dge, 0, sizeof(float) * (size_t)(p.m * F));
-    memset(due, 0, sizeof(float) * (size_t)(p.m * F));
-    gt_geglu_backward(dge, due, he, ge, ue, p.m * F);
-    if (g->gate_up) {
-      float *gwg = g->gate_up + (int64_t)le * 2 * F * D;
-      mm(1, 0, F, D, p.m, 1.0f, dge, F, xe, D, 1.0f, gwg, D);
-      mm(1, 0, F, D, p.m, 1.0f, due, F, xe, D, 1.0f, gwg + (int64_t)F * D, D);
-    }
-    mm(0, 0, p.m, D, F, 1.0f, dge, F, p.wg, D, 0.0f, ye, D);
-    mm(0, 0, p.m, D, F, 1.0f, due, F, p.wu, D, 1.0f, ye, D);
+    if (elem) gt__geglu_rows_backward(dgue, he, gue, p.m, F);
+    /* gate and up as one product each way: dL/d gate_up_proj [2F, d] and
+     * dL/drin = [dgate | dup] . [Wg ; Wu], one sum over 2F */
+    if (g->gate_up)
+      mm(1, 0, 2 * F, D, p.m, 1.0f, dgue, 2 * F, xe, D, 1.0f, g->gate_up + (int64_t)le * 2 * F * D, D);
+    mm(0, 0, p.m, D, 2 * F, 1.0f, dgue, 2 * F, p.wg, D, 0.0f, ye, D);
   }
 }
 
 /* The owned experts: dL/dsum rows in wk->y on entry; fills wk->dw and leaves
  * dL/drin rows in wk->y. */
-static void gt__experts_backward(const gt__moe_work *wk, const gt_moe_grads *g,
-                                 const gt_moe_saved *s, const gt_moe_weights *w,
-                                 const gt_moe_dims *d) {
-  const int D = d->d, F = d->F, EL = d->E / d->ep_size;
-  const gt__gemm_fn mm = gt__expert_gemm(d);
-  gt__moe_experts ea = {wk, g, s, w, d, mm, EL, {0}};
-  gt_team_par(gt__experts_par(EL, s->n_rows, D, F), gt__experts_bwd_member, &ea);
+static void gt__experts_backward(gt__moe_pass *p, int products) {
+  const gt_moe_dims *d = p->d;
+  const int EL = d->E / d->ep_size;
+  gt__moe_experts ea = {&p->wk, p->g, p->s, p->w, d, gt__expert_gemm(d), EL, products, {0}};
+  gt_team_par(gt__experts_par(EL, p->s->n_rows, d->d, d->F), gt__experts_bwd_member, &ea);
+}
+
+void gt__moe_products(gt__moe_pass *p, int backward) {
+  if (backward)
+    gt__experts_backward(p, 1);
+  else
+    gt__experts_forward(p, 1);
 }
 
 /* dL/dP from the routing weights of one token (slots of other ranks carry
@@ -472,32 +534,51 @@ static void gt__router_backward(float *dh, const gt_moe_grads *g, const gt__moe_
   gt_rmsnorm_backward(dh, NULL, dgin, h, s->rstd_router, NULL, N, D, 0.0f);
 }
 
-void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float dlb,
-                     const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
-                     const gt_moe_dims *d, void *work) {
+void gt__moe_bwd_stage(gt__moe_pass *p, int i) {
+  const gt_moe_saved *s = p->s;
+  const gt_moe_weights *w = p->w;
+  const gt_moe_dims *d = p->d;
+  const gt_moe_grads *g = p->g;
+  gt__moe_work *wk = &p->wk;
   const int64_t N = d->B * d->T;
   const int D = d->d, K = d->k;
   const int lead = d->ep_rank == 0;
-  gt__moe_work wk;
-  gt__carve cv = {work, 0};
-  gt__work_layout(&wk, &cv, d);
+  switch (i) {
+  case GT__MOE_B_POST:
+    /* every rank needs dL/dsum; the post norm's weight gradient is rank 0's */
+    memset(wk->b, 0, sizeof(float) * (size_t)(N * D));
+    gt_rmsnorm_backward(wk->b, lead ? g->post_norm : NULL, p->dout, s->sum, s->rstd_post, w->post_norm, N, D,
+                        0.0f);
+    break;
+  case GT__MOE_B_GATHER:
+    gt_rmsnorm_forward(wk->a, NULL, p->h, w->pre_norm, N, D, d->eps, 0.0f);
+    gt__round(d, wk->a, N * D);
+    gt__gather(wk->x, wk->a, s, K, D);
+    gt__gather(wk->y, wk->b, s, K, D);
+    break;
+  case GT__MOE_B_EXPERTS:
+    gt__experts_backward(p, 0);
+    break;
+  case GT__MOE_B_COMBINE:
+    gt__combine(wk->c, wk->y, NULL, s, N, K, D);
+    break;
+  case GT__MOE_B_PRE:
+    gt_rmsnorm_backward(p->dh, g->pre_norm, wk->c, p->h, s->rstd_pre, w->pre_norm, N, D, 0.0f);
+    break;
+  case GT__MOE_B_ROUTER:
+    /* the load-balance term is rank 0's */
+    memset(wk->logits, 0, sizeof(float) * (size_t)(N * d->E));
+    if (lead && d->lb_weight > 0.0f && p->dlb != 0.0f) gt_moe_lb_backward(wk->logits, s->topk, p->dlb, d);
+    gt__router_backward(p->dh, g, wk, s, p->h, w, d);
+    break;
+  }
+}
 
-  /* post norm: every rank needs dL/dsum; its weight gradient is rank 0's */
-  memset(wk.b, 0, sizeof(float) * (size_t)(N * D));
-  gt_rmsnorm_backward(wk.b, lead ? g->post_norm : NULL, dout, s->sum, s->rstd_post, w->post_norm, N,
-                      D, 0.0f);
-
-  /* experts */
-  gt_rmsnorm_forward(wk.a, NULL, h, w->pre_norm, N, D, d->eps, 0.0f);
-  gt__round(d, wk.a, N * D);
-  gt__gather(wk.x, wk.a, s, K, D);
-  gt__gather(wk.y, wk.b, s, K, D);
-  gt__experts_backward(&wk, g, s, w, d);
-  gt__combine(wk.c, wk.y, NULL, s, N, K, D);
-  gt_rmsnorm_backward(dh, g->pre_norm, wk.c, h, s->rstd_pre, w->pre_norm, N, D, 0.0f);
-
-  /* router: the load-balance term is rank 0's */
-  memset(wk.logits, 0, sizeof(float) * (size_t)(N * d->E));
-  if (lead && d->lb_weight > 0.0f && dlb != 0.0f) gt_moe_lb_backward(wk.logits, s->topk, dlb, d);
-  gt__router_backward(dh, g, &wk, s, h, w, d);
+void gt_moe_backward(float *dh, const gt_moe_grads *g, const float *dout, float dlb,
+                     const gt_moe_saved *s, const float *h, const gt_moe_weights *w,
+                     const gt_moe_dims *d, void *work) {
+  gt__moe_pass p;
+  gt__moe_pass_init(&p, (gt_moe_saved *)s, h, w, d, work);
+  p.dh = dh, p.g = g, p.dout = dout, p.dlb = dlb;
+  for (int i = 0; i < GT__MOE_BWD_STAGES; i++) gt__moe_bwd_stage(&p, i);
 }

@@ -25,8 +25,9 @@
  *
  * Routed experts run as grouped matmuls: the (token, slot) pairs of the owned
  * experts are counting-sorted by expert (stable: token order, then slot order
- * inside an expert), each expert runs one gt_sgemm per projection over its own
- * rows, and results are combined per token in slot order. No compute touches
+ * inside an expert), each expert runs one gt_sgemm per product over its own
+ * rows (gate and up as one, with the [2F, d] gate_up_proj block), and results
+ * are combined per token in slot order. No compute touches
  * an expert that received no token. Every result is bit-identical for any
  * thread count.
  *
@@ -101,8 +102,8 @@ typedef struct gt_moe_saved {
   int32_t *offsets;    /* [E/P + 1] first sorted row of each owned expert */
   int32_t *slot_of;    /* [M]    sorted row -> slot n*k + j */
   int32_t *row_of;     /* [N*k]  slot n*k + j -> sorted row, -1 if not owned */
-  float *gate;         /* [M, F] z Wg^T of each sorted row */
-  float *up;           /* [M, F] z Wu^T of each sorted row */
+  float *gu;           /* [M, 2F] each sorted row's z Wg^T (F) then z Wu^T (F): one product
+                        * with the expert's gate_up_proj, rows as the tensor's */
   float *sum;          /* [N, d] sum_j w_j Expert(rin): this rank's share until all-reduced */
   float *rstd_post;    /* [N]    rstd of post_feedforward_layernorm_2 */
   float lb_loss;       /* this layer's load-balance loss (already times lb_weight) */

@@ -134,7 +134,7 @@ void gt_moe_forward_partial_ref(gt_moe_saved *s, const float *h, const gt_moe_we
       if (row < 0) continue;
       const int64_t le = s->topk[n * K + j] - e0;
       const float *wg = w->gate_up + le * 2 * F * D, *wu = wg + (int64_t)F * D, *wd = w->down + le * D * F;
-      float *g = s->gate + (int64_t)row * F, *u = s->up + (int64_t)row * F;
+      float *g = s->gu + (int64_t)row * 2 * F, *u = g + F;
       for (int f = 0; f < F; f++) {
         g[f] = gt__ref_edot(d, t.rin, wg + (int64_t)f * D, D);
         u[f] = gt__ref_edot(d, t.rin, wu + (int64_t)f * D, D);
@@ -175,7 +175,7 @@ static float gt__ref_slot_backward(gt__ref_tmp *t, const gt_moe_grads *g, const 
   const int64_t le = s->topk[slot] - e0, row = s->row_of[slot];
   const float wt = s->topk_w[slot];
   const float *wg = w->gate_up + le * 2 * F * D, *wu = wg + (int64_t)F * D, *wd = w->down + le * D * F;
-  const float *gr = s->gate + row * F, *ur = s->up + row * F;
+  const float *gr = s->gu + row * 2 * F, *ur = gr + F;
   gt_geglu_forward_ref(t->act, gr, ur, F);
   gt__out(d, t->act, F);
   double dw = 0.0;

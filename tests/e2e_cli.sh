@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 tiny=(model_name=gemma3-tiny dataset_type=synthetic)
 
 # --- --help: every command and bench mode, in front, after key=value, as -h
-for cmd in train plan bench "bench remat" "bench devices" "bench checkpoint" "bench gemm" "bench attention" sweep convert logit-check decode \
+for cmd in train plan bench "bench remat" "bench devices" "bench checkpoint" "bench gemm" "bench attention" "bench moe" sweep convert logit-check decode \
   tokenize; do
   # shellcheck disable=SC2086 # "bench remat" is two arguments
   for args in "$cmd --help" "$cmd ${tiny[0]} --help" "$cmd -h ${tiny[1]}"; do

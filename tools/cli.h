@@ -55,6 +55,8 @@ int gt_bench_mpi(int argc, char **argv, int steps, int mib, int reps);
 int gt_bench_gemm(int argc, char **argv);
 /* gemtrain bench attention (tools/cmd_bench_attn.c): the attention kernels next to the peaks */
 int gt_bench_attention(int argc, char **argv);
+/* gemtrain bench moe (tools/cmd_bench_moe.c): the routed experts' products against dense ones, by stage */
+int gt_bench_moe(int argc, char **argv);
 struct gt_config;
 int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
 /* The peak (gt_fma_peak_gflops or gt_bf16_peak_gflops) of 1 and of 2

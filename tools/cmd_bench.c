@@ -229,6 +229,7 @@ int gt_cmd_bench(int argc, char **argv) {
   if (argc > 0 && !strcmp(argv[0], "mpi")) mpi = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "gemm")) gemm = 1, first = 1;
   if (argc > 0 && !strcmp(argv[0], "attention")) attn = 1, first = 1;
+  if (argc > 0 && !strcmp(argv[0], "moe")) return gt_bench_moe(argc - 1, argv + 1);
   while (first < argc && argv[first][0] == '-' && argv[first][1]) {
     if (!strcmp(argv[first], "--steps") && first + 1 < argc) {
       steps = atoi(argv[first + 1]);

@@ -63,8 +63,8 @@ static const help_entry entries[] = {
      "  --fit   search for the fastest setting that fits even when the plan fits\n"
      "  --help  this text\n" GT_HELP_CONFIG,
      NULL},
-    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention)",
-     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention] [--steps N] [config.json] [key=value ...]\n"
+    {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention, moe)",
+     "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention|moe] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
      "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
      "measured peak memory.\n"
@@ -74,6 +74,7 @@ static const help_entry entries[] = {
      "  gemtrain bench mpi         collectives and throughput across MPI ranks (tools/bench_mpi.sh)\n"
      "  gemtrain bench gemm        GEMM GFLOP/s of a step's products next to the measured FMA peak\n"
      "  gemtrain bench attention   the attention kernels' GFLOP/s next to the measured peaks\n"
+     "  gemtrain bench moe         the routed experts' products against dense ones, the layer by stage\n"
      "('gemtrain bench remat --help' and so on for each.)\n"
      "\n"
      "options:\n"
@@ -137,6 +138,20 @@ static const help_entry entries[] = {
      "gemma3-270m (hd 256, B1 T512). Prints GFLOP/s by MaxText's count (the band of a window, half\n"
      "of T^2 when causal; backward = 2 x forward) and the share of the peak, medians of repeated\n"
      "calls (about half a minute).\n"
+     "\n"
+     "options:\n"
+     "  --help     this text\n",
+     NULL},
+    {"bench", "moe", NULL,
+     "usage: gemtrain bench moe [B=4] [T=1024] [d=512] [E=128] [k=8] [F=256] [threads=2] [reps=5]\n"
+     "                          [rounds=3] [bf16=0]\n"
+     "Times the routed experts of one MoE layer (kernels/moe.h) on random weights and a random,\n"
+     "near-uniform routing: the expert products alone (forward and backward) by their active FLOPs\n"
+     "(routed rows only) as a share of the fp32 FMA peak, beside the same projections as one dense\n"
+     "product over all N*k rows and a dense MLP of F' = k*F over the N tokens (the same FLOPs), with\n"
+     "the ratios; then the whole layer's time by stage (routing, sort, gather, experts, combine,\n"
+     "norms). Defaults: gemma4-26b's 128 experts, top-8, at d512 F256 and 4096 tokens (256 rows\n"
+     "an expert).\n"
      "\n"
      "options:\n"
      "  --help     this text\n",

@@ -24,7 +24,7 @@ typedef struct command {
   int files;
 } command;
 
-static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", "gemm", "attention", NULL};
+static const char *const bench_words[] = {"remat", "devices", "checkpoint", "mpi", "gemm", "attention", "moe", NULL};
 static const char *const bench_value_opts[] = {"--steps", "--mib", "--reps", NULL};
 static const char *const data_value_opts[] = {"--batches", "--rows", "--time", NULL};
 static const char *const eval_value_opts[] = {"--json", "--format", "--samples", "--limit", NULL};

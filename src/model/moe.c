@@ -46,8 +46,7 @@ static void gt__saved_layout(gt_moe_saved *s, gt__carve *c, const gt_moe_dims *d
   s->offsets = gt__carve_take(c, EL + 1, sizeof(int32_t));
   s->slot_of = gt__carve_take(c, M, sizeof(int32_t));
   s->row_of = gt__carve_take(c, N * k, sizeof(int32_t));
-  s->gate = gt__carve_take(c, M * (size_t)d->F, sizeof(float));
-  s->up = gt__carve_take(c, M * (size_t)d->F, sizeof(float));
+  s->gu = gt__carve_take(c, M * 2 * (size_t)d->F, sizeof(float));
   s->sum = gt__carve_take(c, N * (size_t)d->d, sizeof(float));
   s->rstd_post = gt__carve_take(c, N, sizeof(float));
 }
