@@ -23,21 +23,28 @@ typedef struct gt__bf16_args {
   int64_t n;
 } gt__bf16_args;
 
+/* in place (src NULL) or from src */
 static void gt__round_part(void *p, int64_t c0, int64_t c1) {
   const gt__bf16_args *a = p;
   float *x = a->dst;
+  const float *y = a->src ? a->src : x;
   const int64_t n = a->n;
   for (int64_t c = c0; c < c1; c++) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(GT__KERNELS_AVX512)
-    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(x + i))));
+    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(y + i))));
 #endif
-    for (; i < e; i++) x[i] = gt_bf16_round1(x[i]);
+    for (; i < e; i++) x[i] = gt_bf16_round1(y[i]);
   }
 }
 
 void gt_bf16_round(float *x, int64_t n) {
   gt__bf16_args a = {x, NULL, n};
+  gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__round_part, &a);
+}
+
+void gt_bf16_round_copy(float *dst, const float *src, int64_t n) {
+  gt__bf16_args a = {dst, src, n};
   gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__round_part, &a);
 }
 

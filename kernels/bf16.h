@@ -47,6 +47,9 @@ static inline float gt_bf16_round1(float x) { return gt_bf16_to_f32(gt_f32_to_bf
 
 /* x[i] = round_bf16(x[i]), in place. Threads split fixed ranges. */
 void gt_bf16_round(float *x, int64_t n);
+/* dst[i] = round_bf16(src[i]): a copy and gt_bf16_round in one pass (the
+ * same bits; dst and src do not overlap) */
+void gt_bf16_round_copy(float *dst, const float *src, int64_t n);
 /* dst[i] = bf16(src[i]) (round to nearest even) */
 void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n);
 /* dst[i] = float(src[i]) (exact) */

@@ -44,6 +44,7 @@ GT__VARIANTS(gt_scale_forward)
 GT__VARIANTS(gt_scale_backward)
 GT__VARIANTS(gt_bf16_round)
 GT__VARIANTS(gt_bf16_pack)
+GT__VARIANTS(gt_bf16_round_copy)
 GT__VARIANTS(gt_bf16_unpack)
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -153,6 +154,9 @@ void gt_scale_backward(float *dx, float *ds, const float *dout, const float *x, 
 }
 void gt_bf16_round(float *x, int64_t n) {
   (gt__kernels_avx512() ? gt_bf16_round__avx512 : gt_bf16_round__portable)(x, n);
+}
+void gt_bf16_round_copy(float *dst, const float *src, int64_t n) {
+  (gt__kernels_avx512() ? gt_bf16_round_copy__avx512 : gt_bf16_round_copy__portable)(dst, src, n);
 }
 void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
   (gt__kernels_avx512() ? gt_bf16_pack__avx512 : gt_bf16_pack__portable)(dst, src, n);

@@ -56,6 +56,7 @@
 #define gt_scale_backward GT__ISA_NAME(gt_scale_backward)
 #define gt_bf16_round GT__ISA_NAME(gt_bf16_round)
 #define gt_bf16_pack GT__ISA_NAME(gt_bf16_pack)
+#define gt_bf16_round_copy GT__ISA_NAME(gt_bf16_round_copy)
 #define gt_bf16_unpack GT__ISA_NAME(gt_bf16_unpack)
 
 #endif

@@ -68,6 +68,10 @@ START_TEST(test_conversions_bit_exact) {
     gt_bf16_round(r1, n);
     gt_bf16_round_ref(r2, n);
     ck_assert_msg(memcmp(r1, r2, sizeof(float) * (size_t)n) == 0, "round, n %lld", (long long)n);
+    float *r3 = malloc(sizeof(float) * (size_t)n);
+    gt_bf16_round_copy(r3, x, n);
+    ck_assert_msg(memcmp(r3, r2, sizeof(float) * (size_t)n) == 0, "round_copy, n %lld", (long long)n);
+    free(r3);
     uint16_t *p1 = malloc(2 * (size_t)n), *p2 = malloc(2 * (size_t)n);
     gt_bf16_pack(p1, x, n);
     gt_bf16_pack_ref(p2, x, n);

@@ -203,7 +203,10 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_rc rc = gt__alloc_gathered(d, u, err);
   if (rc || f->measure) return rc;
   int64_t t = d->tcnt[u], fz = gt__fcnt(d, u);
-  if (f->inplace) { /* one device: a copy of the unit (bf16: rounded; the master shards stay float32) */
+  if (f->inplace && f->bf16_w && !gt__quant(d, u)) { /* one pass: copy and round */
+    gt_bf16_round_copy(d->gathered[u], d->pshard + d->shard_off[u], t);
+    if (fz) gt_bf16_round_copy(d->gathered[u] + t, d->fshard + d->foff[u], fz);
+  } else if (f->inplace) { /* one device: a copy of the unit (bf16: rounded; the master shards stay float32) */
     memcpy(d->gathered[u], d->pshard + d->shard_off[u], (size_t)t * sizeof(float));
     if (fz) memcpy(d->gathered[u] + t, d->fshard + d->foff[u], (size_t)fz * sizeof(float));
     if (f->bf16_w) gt_qstore_round_block(&d->model, u, d->gathered[u], 0, d->lcnt[u]);
