@@ -313,15 +313,17 @@ static int bench_f32_cpu(const bench_model *m) {
   } pr[] = {{"q", m->d, qd, m->L, 0.0f},         {"k, v", m->d, kd, 2 * m->L, 1.0f},
             {"o", qd, m->d, m->L, 0.0f},         {"gate, up", m->d, m->F, 2 * m->L, 1.0f},
             {"down", m->F, m->d, m->L, 0.0f},    {"head", m->d, m->V, 1, 0.0f}};
-  const int64_t maxio = m->V > m->F ? m->V : m->F;
+  /* C is [M, out] or, for a weight gradient, [out, in]: the head's
+   * [V, d] is larger than [M, V] where M < d */
+  const int64_t maxio = m->V > m->F ? m->V : m->F, mc = m->M > m->d ? m->M : m->d;
   float *A = malloc(sizeof(float) * (size_t)(m->M * maxio)), *B = malloc(sizeof(float) * (size_t)(maxio * m->d)),
-        *C = malloc(sizeof(float) * (size_t)(m->M * maxio));
+        *C = malloc(sizeof(float) * (size_t)(mc * maxio));
   if (!A || !B || !C) {
     free(A), free(B), free(C);
     fprintf(stderr, "gemtrain bench gemm: no memory for f32-cpu\n");
     return 1;
   }
-  fill(A, m->M * maxio, 1), fill(B, maxio * m->d, 2), fill(C, m->M * maxio, 3);
+  fill(A, m->M * maxio, 1), fill(B, maxio * m->d, 2), fill(C, mc * maxio, 3);
   use_threads(1);
   if (cpu_peak1 <= 0)
     for (int r = 0; r < 20; r++) {
