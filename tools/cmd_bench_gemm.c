@@ -28,12 +28,13 @@
 typedef struct bench_model {
   const char *key, *desc;
   int64_t M, d, F, H, K, hd, V;
+  int64_t L; /* decoder layers: the step's count of each layer product */
 } bench_model;
 
 static const bench_model models[] = {
-    {"tiny", "tiny: d256 F1024 H4 K1 hd64 V4096, B8 T256", 2048, 256, 1024, 4, 1, 64, 4096},
-    {"small", "small: d640 F2048 H4 K1 hd128 V32768, B4 T512", 2048, 640, 2048, 4, 1, 128, 32768},
-    {"270m", "gemma3-270m: d640 F2048 H4 K1 hd256 V262144, B1 T512", 512, 640, 2048, 4, 1, 256, 262144},
+    {"tiny", "tiny: d256 F1024 H4 K1 hd64 V4096, B8 T256", 2048, 256, 1024, 4, 1, 64, 4096, 6},
+    {"small", "small: d640 F2048 H4 K1 hd128 V32768, B4 T512", 2048, 640, 2048, 4, 1, 128, 32768, 12},
+    {"270m", "gemma3-270m: d640 F2048 H4 K1 hd256 V262144, B1 T512", 512, 640, 2048, 4, 1, 256, 262144, 18},
 };
 
 /* beta: 0 where the step writes C (every forward product, some dX), 1
@@ -291,6 +292,88 @@ static int bench_bf16_cpu(const bench_model *m) {
   return 0;
 }
 
+/* ---- float32 products by CPU time (the set f32-cpu) ----
+ * gt_sgemm on every product of a model's step, 1 thread, each call timed by
+ * the thread's CPU clock, the best of 7 (3 for calls of 20 GFLOP and more),
+ * as a share of the FMA peak of the moment (the best of many short wall-
+ * clock runs: one of 5 ms is rarely interrupted). Then the step's products
+ * together, each weighted by how often a step runs it (per layer, k and v
+ * twice, gate and up twice; the head once): their FLOPs over their summed
+ * times. Time off the core does not count, so these figures hold on a
+ * shared machine where the wall-clock tables do not (another process still
+ * shares the caches and can only lower them). */
+static double cpu_peak1;
+
+static int bench_f32_cpu(const bench_model *m) {
+  const int64_t qd = m->H * m->hd, kd = m->K * m->hd;
+  const struct {
+    const char *name;
+    int64_t in, out, count;
+    float dx_beta;
+  } pr[] = {{"q", m->d, qd, m->L, 0.0f},         {"k, v", m->d, kd, 2 * m->L, 1.0f},
+            {"o", qd, m->d, m->L, 0.0f},         {"gate, up", m->d, m->F, 2 * m->L, 1.0f},
+            {"down", m->F, m->d, m->L, 0.0f},    {"head", m->d, m->V, 1, 0.0f}};
+  /* C is [M, out] or, for a weight gradient, [out, in]: the head's
+   * [V, d] is larger than [M, V] where M < d */
+  const int64_t maxio = m->V > m->F ? m->V : m->F, mc = m->M > m->d ? m->M : m->d;
+  float *A = malloc(sizeof(float) * (size_t)(m->M * maxio)), *B = malloc(sizeof(float) * (size_t)(maxio * m->d)),
+        *C = malloc(sizeof(float) * (size_t)(mc * maxio));
+  if (!A || !B || !C) {
+    free(A), free(B), free(C);
+    fprintf(stderr, "gemtrain bench gemm: no memory for f32-cpu\n");
+    return 1;
+  }
+  fill(A, m->M * maxio, 1), fill(B, maxio * m->d, 2), fill(C, mc * maxio, 3);
+  use_threads(1);
+  if (cpu_peak1 <= 0)
+    for (int r = 0; r < 20; r++) {
+      const double g = gt_fma_peak_gflops(1, 0.005);
+      cpu_peak1 = g > cpu_peak1 ? g : cpu_peak1;
+    }
+  printf("\nfloat32 products by thread CPU time, 1 thread, %s: GFLOP/s per CPU second, best of 7 calls\n"
+         "(3 for 20 GFLOP and more), and the share of the FMA peak %.1f GFLOP/s (best of 20 runs of 5 ms); per\n"
+         "step: how often a step runs the product, its share of the step's product FLOPs and of their time\n\n",
+         m->desc, cpu_peak1);
+  printf("| product | M N K | op(A) op(B) | beta | gt_sgemm GFLOP/s | share of peak | per step | FLOPs share | time share |\n");
+  printf("|---|---|---|---|---|---|---|---|---|\n");
+  double fl_tot = 0, t_tot = 0, fls[18], ts[18], rate[18];
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < sizeof pr / sizeof pr[0]; i++) {
+      const shape sh[3] = {{"fwd X.W^T", 0, 1, m->M, pr[i].out, pr[i].in, 0.0f},
+                           {"dX = dY.W", 0, 0, m->M, pr[i].in, pr[i].out, pr[i].dx_beta},
+                           {"dW = dY^T.X", 1, 0, pr[i].out, pr[i].in, m->M, 1.0f}};
+      for (int j = 0; j < 3; j++) {
+        const shape *x = &sh[j];
+        const int id = (int)i * 3 + j;
+        const double fl = 2.0 * (double)x->M * (double)x->N * (double)x->K / 1e9;
+        if (pass == 0) {
+          double best = 0;
+          for (int r = 0; r < (fl >= 20 ? 3 : 7); r++) {
+            const double t0 = thread_now();
+            run_ours(x, A, B, C);
+            const double t = thread_now() - t0;
+            if (t > 0 && fl / t > best) best = fl / t;
+          }
+          rate[id] = best;
+          fls[id] = fl * (double)pr[i].count;
+          ts[id] = best > 0 ? fls[id] / best : 0;
+          fl_tot += fls[id], t_tot += ts[id];
+          continue;
+        }
+        printf("| %s %s | %lld %lld %lld | %c%c | %g | %.1f | %.1f%% | %lld | %.1f%% | %.1f%% |\n", pr[i].name, x->what,
+               (long long)x->M, (long long)x->N, (long long)x->K, x->ta ? 'T' : 'N', x->tb ? 'T' : 'N',
+               (double)x->beta, rate[id], 100 * rate[id] / cpu_peak1, (long long)pr[i].count, 100 * fls[id] / fl_tot,
+               100 * ts[id] / t_tot);
+      }
+    }
+  const double all = t_tot > 0 ? fl_tot / t_tot : 0;
+  printf("\nthe step's products together (%.1f GFLOP): %.1f GFLOP/s per CPU second, %.1f%% of the peak\n", fl_tot, all,
+         100 * all / cpu_peak1);
+  fflush(stdout);
+  free(A), free(B), free(C);
+  return 0;
+}
+
 /* ---- stored (quantized) weights ---- */
 
 /* the stored W the gt_qgemm / gt_qbgemm columns multiply by (B unused) */
@@ -389,7 +472,7 @@ static void print_quant_header(void) {
 }
 
 int gt_bench_gemm(int argc, char **argv) {
-  int want[6] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0, 0};
+  int want[6] = {argc == 0, argc == 0, argc == 0, argc == 0, argc == 0, 0}, want_cpu[3] = {0, 0, 0};
   for (int i = 0; i < argc; i++) {
     int found = 0;
     for (int j = 0; j < 3; j++)
@@ -397,9 +480,14 @@ int gt_bench_gemm(int argc, char **argv) {
     if (!strcmp(argv[i], "small-products")) want[3] = found = 1;
     if (!strcmp(argv[i], "quant")) want[4] = found = 1;
     if (!strcmp(argv[i], "bf16-cpu")) want[5] = found = 1;
+    for (int j = 0; j < 3; j++) {
+      char key[32];
+      snprintf(key, sizeof key, "%s-cpu", models[j].key);
+      if (!strcmp(argv[i], key)) want_cpu[j] = found = 1;
+    }
     if (!found) {
       fprintf(stderr,
-              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products, quant or bf16-cpu\n",
+              "gemtrain bench gemm: unknown set '%s'; expected tiny, small, 270m, small-products, quant, bf16-cpu, tiny-cpu, small-cpu or 270m-cpu\n",
               argv[i]);
       return 2;
     }
@@ -407,7 +495,8 @@ int gt_bench_gemm(int argc, char **argv) {
   /* quant or bf16-cpu alone: the stored-weight table of the 12-layer model
    * (small) and gemma3-270m, or the bf16 paths by CPU time, without the
    * float tables */
-  const int quant_only = (want[4] || want[5]) && !want[0] && !want[1] && !want[2] && !want[3];
+  const int quant_only = (want[4] || want[5] || want_cpu[0] || want_cpu[1] || want_cpu[2]) && !want[0] && !want[1] &&
+                         !want[2] && !want[3];
   int threads0 = gt_team_size(gt_team_current());
   gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
@@ -457,6 +546,8 @@ int gt_bench_gemm(int argc, char **argv) {
     if (want[j]) rc = bench_model_products(&models[j]);
   if (!rc && want[3]) rc = bench_small_products();
   if (!rc && want[5]) rc = bench_bf16_cpu(&models[1]);
+  for (int j = 0; j < 3 && !rc; j++)
+    if (want_cpu[j]) rc = bench_f32_cpu(&models[j]);
   if (!rc && want[4]) {
     print_quant_header();
     for (int j = 1; j < 3 && !rc; j++) rc = bench_quant(&models[j]);

@@ -115,7 +115,7 @@ static const help_entry entries[] = {
      "  --help     this text\n" GT_HELP_CONFIG,
      NULL},
     {"bench", "gemm", NULL,
-     "usage: gemtrain bench gemm [tiny|small|270m|small-products|quant ...]\n"
+     "usage: gemtrain bench gemm [tiny|small|270m|small-products|quant|bf16-cpu|tiny-cpu|small-cpu|270m-cpu ...]\n"
      "Measures the fp32 FMA peak of 1 and 2 threads (an assembly loop of 12 independent FMAs),\n"
      "then times gt_sgemm and cblas_sgemm (OpenBLAS as loaded) on 1 and 2 threads on the products\n"
      "of a training step: forward X.W^T, dX = dY.W and dW = dY^T.X of every projection and the\n"
@@ -124,7 +124,10 @@ static const help_entry entries[] = {
      "(small-products), each with the beta the step uses (C written or added into). Prints\n"
      "GFLOP/s and the share of the peak, medians of repeated calls. quant: the forward and dX\n"
      "products of small and 270m with W stored as bf16, int8 and nf4 (gt_qgemm, gt_qbgemm) beside\n"
-     "gt_sgemm and gt_bgemm on the float W, 2 threads.\n"
+     "gt_sgemm and gt_bgemm on the float W, 2 threads. tiny-cpu, small-cpu, 270m-cpu: gt_sgemm on\n"
+     "that model's products on 1 thread timed by the thread's CPU clock (figures that hold on a\n"
+     "shared machine), each product's share of the step's product FLOPs and time, and all of them\n"
+     "together as a share of the peak. bf16-cpu: likewise for the bf16 paths on small.\n"
      "Without a set named, all of them (about three minutes).\n"
      "\n"
      "options:\n"
