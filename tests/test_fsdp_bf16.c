@@ -28,6 +28,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "mesh/fsdp.h"
 #include "train/trainer.h"
 #include "model/model.h"
@@ -316,7 +317,13 @@ START_TEST(test_mu_bf16_trains_close_to_float32) {
   state one = train(1, "bfloat16", "bfloat16", 6);
   for (int N = 2; N <= 3; N++) {
     state s = train(N, "bfloat16", "bfloat16", 6);
-    ck_assert(fabs(s.loss[0] - one.loss[0]) <= 1e-12 * one.loss[0]); /* the same weights: only the loss sum's order */
+    /* the same weights: on the AVX-512 kernels only the loss sum's order
+     * differs. On the portable ones OpenBLAS's sums follow the product's
+     * row count (docs/cpus.md), so the devices' forward passes already part
+     * in float32's last bits, which flip bf16 roundings downstream */
+    const double tol0 = gt__kernels_avx512() ? 1e-12 : 2e-3;
+    ck_assert_msg(fabs(s.loss[0] - one.loss[0]) <= tol0 * one.loss[0], "%d devices step 0: %.17g vs %.17g", N,
+                  s.loss[0], one.loss[0]);
     for (int i = 0; i < 6; i++)
       ck_assert_msg(fabs(s.loss[i] - one.loss[i]) <= 2e-3 * fabs(one.loss[i]), "%d devices step %d: %.9g vs %.9g", N,
                     i, s.loss[i], one.loss[i]);

@@ -260,8 +260,9 @@ static const gt_key_spec gt__keys[] = {
      "use_sft chat records: a model turn's reasoning (Gemma 4's thought channel) is in the loss (false: masked, "
      "still read as context)"},
     {"overlong_records", GT_KEY_ENUM, F(overlong_records), 0, 0, "refuse|truncate",
-     "a record that must stay whole (use_sft, or packing=false) but is longer than max_target_length + 1 "
-     "tokens: refuse it naming its file and line, or keep its first max_target_length + 1 tokens"},
+     "a record that must stay whole (use_sft, each side of a use_dpo pair, or packing=false) but is longer than "
+     "max_target_length + 1 tokens: refuse it naming its file and line, or keep its first max_target_length + 1 "
+     "tokens"},
     {"use_dpo", GT_KEY_BOOL, F(use_dpo), 0, 1, NULL,
      "jsonl: records are preference pairs (prompt/chosen/rejected, or chosen/rejected chat messages), trained "
      "with preference_algo's loss on the response tokens"},
