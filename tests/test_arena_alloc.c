@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/arena_internal.h"
 #include "gt_testutil.h"
 
 static void fill(void *p, size_t n, uint32_t tag) {
@@ -112,7 +113,7 @@ START_TEST(test_reordered_frees) {
   gt_mem_step_end(&m, 1);
   gt_mem_arena_stats st;
   gt_mem_arena_get_stats(&m, &st);
-  ck_assert_int_eq(st.bytes, 64 + 1024); /* one slot's bytes serve both */
+  ck_assert_int_eq(st.bytes, 64 + 1024 + GT__ARENA_REDZONE); /* one slot's bytes serve both */
 
   gt_mem_step_begin(&m);
   a = gt_mem_alloc_named(&m, GT_MEM_TEMP, 1000, "a");
@@ -340,7 +341,7 @@ START_TEST(test_outside_and_off) {
 END_TEST
 
 #if defined(__SANITIZE_ADDRESS__)
-/* Under AddressSanitizer a free slot of an arena a test turned on is
+/* Under AddressSanitizer a free slot of the arena is
  * poisoned: reading a served block after its free is reported (the child
  * dies), as on the heap. */
 START_TEST(test_asan_sees_use_after_free) {
@@ -365,6 +366,35 @@ START_TEST(test_asan_sees_use_after_free) {
   ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "AddressSanitizer did not see a use after free in the arena");
 }
 END_TEST
+
+/* ... and an overflow past a served block lands in its redzone, as past a
+ * heap block: 100 bytes asked for (the block is 128, as alloc.c's heap
+ * block would be), the 129th read. */
+START_TEST(test_asan_sees_overflow) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    gt_mem_arena_set_default(1);
+    gt_mem m;
+    gt_mem_init(&m);
+    gt_mem_arena_enable(&m);
+    for (int s = 0; s < 2; s++) {
+      gt_mem_step_begin(&m);
+      volatile char *p = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
+      volatile char *q = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
+      (void)p[99], (void)q[0];          /* in bounds: fine */
+      if (s == 1 && m.arena) (void)p[128]; /* served from the arena */
+      gt_mem_free(&m, (void *)q);
+      gt_mem_free(&m, (void *)p);
+      gt_mem_step_end(&m, 1);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "AddressSanitizer did not see an overflow in the arena");
+}
+END_TEST
 #endif
 
 int main(void) {
@@ -378,6 +408,7 @@ int main(void) {
   tcase_add_test(tc, test_outside_and_off);
 #if defined(__SANITIZE_ADDRESS__)
   tcase_add_test(tc, test_asan_sees_use_after_free);
+  tcase_add_test(tc, test_asan_sees_overflow);
 #endif
   return gt_test_run_suite(s, 0);
 }

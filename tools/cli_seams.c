@@ -71,7 +71,7 @@ static void gt__install_ckpt_at(void) {
 void gt_cli_install_test_seams(void) {
   gt__install_ckpt_at();
   /* GEMTRAIN_ARENA=0 serves every step from the heap, =1 from the step
-   * arena even under AddressSanitizer (base/alloc.h): for comparisons */
+   * arena (the default; base/alloc.h): for comparisons */
   const char *ar = getenv("GEMTRAIN_ARENA");
   if (ar && (!strcmp(ar, "0") || !strcmp(ar, "1"))) gt_mem_arena_set_default(ar[0] == '1');
   /* GEMTRAIN_TEST_CKPT_FAULT="kill:N": SIGKILL half-way through the N-th

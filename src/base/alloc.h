@@ -133,8 +133,8 @@ void gt_mem_step_begin(gt_mem *m);
 /* ok = 0: the step failed part-way (an error); a recording step is then
  * recorded again on the next one. */
 void gt_mem_step_end(gt_mem *m, int ok);
-/* Process default of gt_mem_arena_enable: 1 (on) except under
- * AddressSanitizer, where the heap keeps every block visible to it (0).
+/* Process default of gt_mem_arena_enable: 1 (on; under AddressSanitizer
+ * too, where the arena poisons free slots and redzones as the heap does).
  * A test seam and the CLI's GEMTRAIN_ARENA=0|1; set it before trainers
  * are made. */
 void gt_mem_arena_set_default(int on);

@@ -24,9 +24,15 @@
  * sequence. The training step allocates on one thread per tracker (each
  * device's own); tests check that every step is served whole.
  *
- * Under AddressSanitizer the process default is off (the heap), and an
- * arena a test turns on poisons the bytes of every free slot, so a use after
- * free inside the arena is still reported. */
+ * Under AddressSanitizer the arena keeps what the heap's blocks give ASan:
+ * the bytes of a free slot are poisoned (a use after free is reported), a
+ * served block is unpoisoned as far as the heap block alloc.c would make
+ * (header and payload rounded to 64 bytes), and every slot ends in a
+ * poisoned redzone (an overflow past that is reported, as past a heap
+ * block). It is on there too: a step served from
+ * the heap under ASan maps and faults in every large block afresh (ASan's
+ * allocator unmaps a large block when it is freed), which made the
+ * sanitizer suites several times slower where page faults are dear. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -47,12 +53,12 @@
 #include <sanitizer/asan_interface.h>
 #define GT__POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define GT__UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-static _Atomic int gt__arena_on = 0;
 #else
 #define GT__POISON(p, n) ((void)(p), (void)(n))
 #define GT__UNPOISON(p, n) ((void)(p), (void)(n))
-static _Atomic int gt__arena_on = 1;
 #endif
+#define GT__REDZONE GT__ARENA_REDZONE /* poisoned bytes after each slot */
+static _Atomic int gt__arena_on = 1;
 
 /* A recorded step may keep a block past its end (a buffer made once, on
  * first use); the next step is recorded instead, this many times. */
@@ -62,7 +68,7 @@ enum { GT__OFF = 0, GT__RECORD = 1, GT__SERVE = 2, GT__GAVE_UP = 3 };
 
 typedef struct gt__rec {
   int64_t bytes;     /* as asked */
-  int64_t span;      /* header and payload rounded to 64 */
+  int64_t span;      /* header and payload rounded to 64 (and the redzone under ASan) */
   const char *name;
   int32_t cat;
   int64_t t0, t1;    /* clocks of allocation and free (t1 < 0: not freed) */
@@ -279,7 +285,7 @@ void *gt__arena_take(struct gt_mem_arena *a, gt_mem_cat cat, size_t bytes, const
       a->rec = r;
       a->cap_rec = cap;
     }
-    int64_t span = GT__HDR + (int64_t)((bytes + 63) & ~(size_t)63);
+    int64_t span = GT__HDR + (int64_t)((bytes + 63) & ~(size_t)63) + GT__REDZONE;
     a->rec[a->n_rec] = (gt__rec){(int64_t)bytes, span, name, (int32_t)cat, a->clock++, -1, 0};
     a->live_bytes += span;
     if (a->live_bytes > a->live_peak) a->live_peak = a->live_bytes;
@@ -304,7 +310,7 @@ void *gt__arena_take(struct gt_mem_arena *a, gt_mem_cat cat, size_t bytes, const
       a->st.heap_in_steps--;
       *slot = (int32_t)k;
       out = a->base + a->rec[k].off;
-      GT__UNPOISON(out, (size_t)a->rec[k].span);
+      GT__UNPOISON(out, (size_t)(a->rec[k].span - GT__REDZONE)); /* as the heap's block: the redzone stays poisoned */
       goto done;
     }
     a->st.overlap_refused++;

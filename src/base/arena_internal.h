@@ -11,6 +11,19 @@
  * arena slot too. */
 #define GT__HDR 64
 
+/* Under AddressSanitizer each slot ends in this many poisoned bytes
+ * (base/arena.c); 0 otherwise. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GT__ARENA_REDZONE 64
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GT__ARENA_REDZONE 64
+#endif
+#endif
+#ifndef GT__ARENA_REDZONE
+#define GT__ARENA_REDZONE 0
+#endif
+
 /* An allocation of a step: its block when the arena serves it (the header's
  * address; *slot set), else NULL for the heap, with *rec and *gen set when
  * the allocation is being recorded. */
