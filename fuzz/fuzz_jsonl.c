@@ -1,17 +1,19 @@
 /* The JSON Lines data source: any file as dataset_path through gt_data_open
  * (zlib's reader, so plain and gzip alike; records rendered as text,
- * prompt/completion or chat documents with their loss masks; rows packed or
- * one record each), then a few training and eval batches, a resume, a
- * partial batch, the description and the position. The input is
+ * prompt/completion or chat documents with their loss masks, or use_dpo
+ * preference pairs; rows packed or one record each), then a few training
+ * and eval batches, a resume, a partial batch, the description and the
+ * position. The input is
  *   <mode byte> <shape byte> <the .jsonl file, plain or gzip>
- *   mode  bits 0-1  0, 3 text ('text'), 1 use_sft prompt,completion, 2 use_sft messages
+ *   mode  bits 0-1  0 text ('text'), 1 use_sft prompt,completion, 2 use_sft messages,
+ *                   3 use_dpo pairs (prompt/chosen/rejected strings or chosen/rejected messages)
  *         bit 2     packing          bit 3  overlong_records=truncate (else refuse)
  *         bit 4     sft_train_on_completion_only
  *         bit 5     enable_data_shuffling
  *         bit 6     eval_dataset_path = the same file (else eval_split_fraction 0.25)
  *         bit 7     eval_interval=-1 (no eval rows needed)
  *   shape bits 0-2  max_target_length 1, 2, 3, 5, 8, 16, 40, 128 (a chat record needs 128)
- *         bits 3-4  per_device_batch_size 1..4
+ *         bits 3-4  per_device_batch_size 1..4 (pairs: 2, 4, 6, 8)
  *         bits 5-7  data_shuffle_seed
  * Byte tokens, vocab_size 260: every id is checked against the vocabulary
  * the data is cut for. A refusal must come back as a gt_rc with a message;
@@ -55,7 +57,7 @@ static void gt_fuzz_set(gt_config *c, const char *key, const char *value) {
 }
 
 typedef struct gt_fuzz_mode {
-  int kind;   /* 0 text, 1 prompt/completion, 2 chat */
+  int kind;   /* 0 text, 1 prompt/completion, 2 chat, 3 preference pairs */
   int masked; /* SFT with completion_only: targets may be -1 inside a document */
   int whole;  /* rows made of whole records */
 } gt_fuzz_mode;
@@ -65,12 +67,13 @@ static void gt_fuzz_config(uint8_t mode, uint8_t shape, gt_config *c, gt_fuzz_mo
   static const long long Ts[8] = {1, 2, 3, 5, 8, 16, 40, 128};
   static const int seeds[8] = {0, 1, 2, 7, 42, 1234, 99991, 2147483647};
   *c = gt_fuzz_base;
-  m->kind = (mode & 3) == 3 ? 0 : mode & 3;
-  c->use_sft = m->kind != 0;
+  m->kind = mode & 3;
+  c->use_sft = m->kind == 1 || m->kind == 2;
+  c->use_dpo = m->kind == 3;
   snprintf(c->train_data_columns, sizeof c->train_data_columns, "%s",
-           m->kind == 0   ? "text"
-           : m->kind == 1 ? "prompt,completion"
-                          : "messages");
+           m->kind == 1   ? "prompt,completion"
+           : m->kind == 2 ? "messages"
+                          : "text"); /* pairs: the fields prompt, chosen, rejected */
   c->packing = !!(mode & 4);
   snprintf(c->overlong_records, sizeof c->overlong_records, "%s", mode & 8 ? "truncate" : "refuse");
   c->sft_train_on_completion_only = !!(mode & 16);
@@ -78,9 +81,9 @@ static void gt_fuzz_config(uint8_t mode, uint8_t shape, gt_config *c, gt_fuzz_mo
   if (mode & 64) memcpy(c->eval_dataset_path, c->dataset_path, sizeof c->eval_dataset_path);
   c->eval_interval = mode & 128 ? -1 : 10;
   c->max_target_length = Ts[shape & 7];
-  c->per_device_batch_size = 1 + ((shape >> 3) & 3);
+  c->per_device_batch_size = (1 + ((shape >> 3) & 3)) * (m->kind == 3 ? 2 : 1);
   c->data_shuffle_seed = seeds[shape >> 5];
-  m->masked = m->kind && (mode & 16);
+  m->masked = (m->kind && (mode & 16)) || m->kind == 3;
   m->whole = m->kind || !(mode & 4);
 }
 
@@ -149,6 +152,33 @@ static void gt_fuzz_check_mask(const int32_t *in, const int32_t *tg, const int32
   }
 }
 
+/* A row pair of preference pairs against data.h's "Preference pairs": the
+ * same segments in both rows, each opening with <bos> and holding at least
+ * one target (its response); before its first target the pair's prompt,
+ * the same in both rows. */
+static void gt_fuzz_check_pair(const int32_t *in, const int32_t *tg, const int32_t *seg, int T, const char *what,
+                               int r) {
+  const int32_t *in2 = in + T, *tg2 = tg + T, *seg2 = seg + T;
+  int32_t nseg = 0, nseg2 = 0;
+  for (int i = 0; i < T; i++) nseg = seg[i] > nseg ? seg[i] : nseg, nseg2 = seg2[i] > nseg2 ? seg2[i] : nseg2;
+  GT_FUZZ_CHECK(nseg == nseg2, "%s rows %d, %d: %d chosen sequences, %d rejected", what, r, r + 1, nseg, nseg2);
+  for (int32_t s = 1; s <= nseg; s++) {
+    int a = 0, b = 0;
+    while (a < T && seg[a] != s) a++;
+    while (b < T && seg2[b] != s) b++;
+    GT_FUZZ_CHECK(a < T && b < T, "%s rows %d, %d: segment %d missing", what, r, r + 1, s);
+    GT_FUZZ_CHECK(in[a] == GT_TOK_BOS && in2[b] == GT_TOK_BOS, "%s rows %d, %d: pair %d opens with %d / %d", what, r,
+                  r + 1, s, in[a], in2[b]);
+    int fa = -1, fb = -1;
+    for (int i = a; i < T && seg[i] == s && fa < 0; i++) fa = tg[i] >= 0 ? i - a : -1;
+    for (int i = b; i < T && seg2[i] == s && fb < 0; i++) fb = tg2[i] >= 0 ? i - b : -1;
+    GT_FUZZ_CHECK(fa >= 0 && fb >= 0, "%s rows %d, %d: pair %d has no target on the %s side", what, r, r + 1, s,
+                  fa < 0 ? "chosen" : "rejected");
+    GT_FUZZ_CHECK(fa == fb && !memcmp(in + a, in2 + b, sizeof(int32_t) * (size_t)(fa + 1)),
+                  "%s rows %d, %d: pair %d's prompts differ (loss from %d and %d)", what, r, r + 1, s, fa, fb);
+  }
+}
+
 /* One batch against data.h's "Sequences": ids in range, padding only at a
  * row's end, segments 1, 2, ... changing only after <eos> or at <bos>,
  * positions restarting with each segment, no target across a boundary and
@@ -206,7 +236,9 @@ static void gt_fuzz_check_batch(const gt_batch *b, int B, int T, const gt_fuzz_m
     /* a row of whole records starts a record: <bos> at position 0 */
     if (m->whole && seg[0] != 0)
       GT_FUZZ_CHECK(in[0] == GT_TOK_BOS, "%s row %d: a row of whole records starts with %d", what, r, in[0]);
-    if (m->masked) gt_fuzz_check_mask(in, tg, seg, T, m, what, r);
+    if (m->kind == 3 && r % 2 == 0) GT_FUZZ_CHECK(r + 1 < B, "%s: an odd row count %d", what, B);
+    if (m->kind == 3 && r % 2 == 1) gt_fuzz_check_pair(in - T, tg - T, seg - T, T, what, r - 1);
+    else if (m->masked && m->kind != 3) gt_fuzz_check_mask(in, tg, seg, T, m, what, r);
   }
 }
 
@@ -257,14 +289,15 @@ static void gt_fuzz_use(gt_data *d, const gt_fuzz_mode *m, int B, int T) {
   GT_FUZZ_CHECK(gt_data_read_train(d, &b, &e) == GT_OK, "training batch after a seek refused: %s", e.msg);
   GT_FUZZ_CHECK(gt_fuzz_same_rows(&first, &b, 0, B), "a resumed batch differs (epoch %lld, row %lld)",
                 (long long)s1.epoch, (long long)s1.cursor);
-  if (B > 1) {
+  const int skip = m->kind == 3 ? 2 : 1; /* pairs: a process fills whole row pairs */
+  if (B > skip) {
     GT_FUZZ_CHECK(gt_data_seek(d, s1, &e) == GT_OK, "seek refused: %s", e.msg);
-    gt_data_set_rows(d, 1, B - 1);
+    gt_data_set_rows(d, skip, B - skip);
     GT_FUZZ_CHECK(gt_data_read_train(d, &b, &e) == GT_OK, "a partial training batch refused: %s", e.msg);
     gt_fuzz_check_batch(&b, B, T, m, "partial");
-    GT_FUZZ_CHECK(gt_fuzz_same_rows(&first, &b, 1, B), "a process's rows differ from the whole batch's");
-    for (int i = 0; i < T; i++)
-      GT_FUZZ_CHECK(b.segments[i] == 0, "the row another process fills is not padding (position %d)", i);
+    GT_FUZZ_CHECK(gt_fuzz_same_rows(&first, &b, skip, B), "a process's rows differ from the whole batch's");
+    for (int i = 0; i < skip * T; i++)
+      GT_FUZZ_CHECK(b.segments[i] == 0, "the rows another process fills are not padding (position %d)", i);
     gt_data_set_rows(d, 0, B);
   }
   gt_fuzz_free(&first);
