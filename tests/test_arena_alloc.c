@@ -341,10 +341,11 @@ START_TEST(test_outside_and_off) {
 END_TEST
 
 #if defined(__SANITIZE_ADDRESS__)
-/* Under AddressSanitizer a free slot of the arena is
- * poisoned: reading a served block after its free is reported (the child
- * dies), as on the heap. */
-START_TEST(test_asan_sees_use_after_free) {
+/* A child process runs two steps on an arena tracker, the second served
+ * from the arena, and calls bad(m, p, served) in each with a block of the
+ * step; AddressSanitizer must end the child (a report) on the served one. */
+typedef void (*gt_bad_fn)(gt_mem *m, volatile char *p, int served);
+static void asan_must_report(gt_bad_fn bad, size_t bytes, const char *what) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
@@ -354,46 +355,38 @@ START_TEST(test_asan_sees_use_after_free) {
     gt_mem_arena_enable(&m);
     for (int s = 0; s < 2; s++) {
       gt_mem_step_begin(&m);
-      volatile char *p = gt_mem_alloc(&m, GT_MEM_TEMP, 256);
-      gt_mem_free(&m, (void *)p);
-      if (s == 1 && m.arena) (void)p[3]; /* served from the arena, then freed */
+      bad(&m, gt_mem_alloc(&m, GT_MEM_TEMP, bytes), s == 1 && m.arena);
       gt_mem_step_end(&m, 1);
     }
     _exit(0);
   }
   int st = 0;
   ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "AddressSanitizer did not see a use after free in the arena");
+  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "AddressSanitizer did not see %s in the arena", what);
 }
+
+/* A free slot is poisoned: reading a served block after its free is
+ * reported, as on the heap. */
+static void use_after_free(gt_mem *m, volatile char *p, int served) {
+  gt_mem_free(m, (void *)p);
+  if (served) (void)p[3];
+}
+
+/* An overflow past a served block lands in its redzone, as past a heap
+ * block: 100 bytes asked for (the block is 128, as alloc.c's heap block
+ * would be), the 129th read; a second block follows it in the arena. */
+static void overflow(gt_mem *m, volatile char *p, int served) {
+  volatile char *q = gt_mem_alloc(m, GT_MEM_TEMP, 100);
+  (void)p[99], (void)q[0]; /* in bounds: fine */
+  if (served) (void)p[128];
+  gt_mem_free(m, (void *)q);
+  gt_mem_free(m, (void *)p);
+}
+
+START_TEST(test_asan_sees_use_after_free) { asan_must_report(use_after_free, 256, "a use after free"); }
 END_TEST
 
-/* ... and an overflow past a served block lands in its redzone, as past a
- * heap block: 100 bytes asked for (the block is 128, as alloc.c's heap
- * block would be), the 129th read. */
-START_TEST(test_asan_sees_overflow) {
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    gt_mem_arena_set_default(1);
-    gt_mem m;
-    gt_mem_init(&m);
-    gt_mem_arena_enable(&m);
-    for (int s = 0; s < 2; s++) {
-      gt_mem_step_begin(&m);
-      volatile char *p = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
-      volatile char *q = gt_mem_alloc(&m, GT_MEM_TEMP, 100);
-      (void)p[99], (void)q[0];          /* in bounds: fine */
-      if (s == 1 && m.arena) (void)p[128]; /* served from the arena */
-      gt_mem_free(&m, (void *)q);
-      gt_mem_free(&m, (void *)p);
-      gt_mem_step_end(&m, 1);
-    }
-    _exit(0);
-  }
-  int st = 0;
-  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "AddressSanitizer did not see an overflow in the arena");
-}
+START_TEST(test_asan_sees_overflow) { asan_must_report(overflow, 100, "an overflow"); }
 END_TEST
 #endif
 
