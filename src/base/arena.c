@@ -29,10 +29,10 @@
  * served block is unpoisoned as far as the heap block alloc.c would make
  * (header and payload rounded to 64 bytes), and every slot ends in a
  * poisoned redzone (an overflow past that is reported, as past a heap
- * block). It is on there too: a step served from
- * the heap under ASan maps and faults in every large block afresh (ASan's
- * allocator unmaps a large block when it is freed), which made the
- * sanitizer suites several times slower where page faults are dear. */
+ * block). It is on there too: a step served from the heap under ASan maps
+ * and faults in every large block afresh (ASan's allocator unmaps a large
+ * block when it is freed), which made the sanitizer suites several times
+ * slower where page faults are dear. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,13 +42,6 @@
 #include "base/alloc.h"
 #include "base/arena_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GT__ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GT__ASAN 1
-#endif
-#endif
 #ifdef GT__ASAN
 #include <sanitizer/asan_interface.h>
 #define GT__POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))

@@ -11,16 +11,19 @@
  * arena slot too. */
 #define GT__HDR 64
 
-/* Under AddressSanitizer each slot ends in this many poisoned bytes
- * (base/arena.c); 0 otherwise. */
+/* GT__ASAN under AddressSanitizer (GCC's macro or clang's feature). There
+ * each slot ends in GT__ARENA_REDZONE poisoned bytes (base/arena.c); 0
+ * otherwise. */
 #if defined(__SANITIZE_ADDRESS__)
-#define GT__ARENA_REDZONE 64
+#define GT__ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
+#define GT__ASAN 1
+#endif
+#endif
+#ifdef GT__ASAN
 #define GT__ARENA_REDZONE 64
-#endif
-#endif
-#ifndef GT__ARENA_REDZONE
+#else
 #define GT__ARENA_REDZONE 0
 #endif
 
