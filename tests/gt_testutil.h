@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "gt_check.h"
 #include "config/config.h"
 #include "ckpt/safetensors.h"
 #include "model/model.h"

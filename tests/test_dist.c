@@ -18,7 +18,7 @@
  * the same file is also built against dist_none.c (test_dist_none) in a
  * build that has MPI. */
 #define _POSIX_C_SOURCE 200809L
-#include <check.h>
+#include "gt_check.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
