@@ -10,8 +10,9 @@
 #           each replica trains on its 8 rows and the replicas sync every 16
 #           steps, for each outer setting of DILOCO_OUTER (default "0.3/0.9
 #           0.7/0.5": MaxText's defaults and a larger outer step)
-# Evaluations every 16 steps (after a sync for DiLoCo) and after the last
-# (DiLoCo syncs after the last step too, which ends the schedule).
+# Evaluations every 16 steps (for DiLoCo right after a sync); as in
+# MaxText's loop none after the last step, so the last compared is step 192
+# (DiLoCo's final sync after step 200 is not evaluated).
 # Prints both eval curves side by side, the bytes each device sends to the
 # other ranks per step (measured for data parallelism, metrics.jsonl's
 # comm_bytes_dcn; for DiLoCo gemtrain plan's, which is what each sync sends,
