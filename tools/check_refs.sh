@@ -22,7 +22,9 @@
 #
 # Usage: tools/check_refs.sh [repository root, default: this script's]
 set -euo pipefail
-root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+# (an absolute path: the checks compare paths against it, so "." would put
+# every relative link outside the repository)
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 git -C "$root" rev-parse --is-inside-work-tree > /dev/null 2>&1 \
   || { echo "check_refs: $root is not a git checkout: skipped"; exit 77; }
 exec python3 - "$root" <<'PY'
