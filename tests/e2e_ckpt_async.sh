@@ -81,11 +81,8 @@ GEMTRAIN_TEST_CKPT_AT=half:sleep:2000 "$bin" train "${common[@]}" run_name=p > "
 python3 - "$work/p.log" <<'PY' || fail "no step ran while step 5's checkpoint was written: $(grep -n 'seam\|saved\|step: [4-9],' "$work/p.log")"
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
-def first(pat):
-    return next(i for i, l in enumerate(lines) if re.match(pat, l))
-# the snapshot is taken after step 4, before its line is printed
 at = lines.index("test seam: step_00000005 at half")
-saved = first(r"saved checkpoint .*step_00000005 ")
+saved = next(i for i, l in enumerate(lines) if re.match(r"saved checkpoint .*step_00000005 ", l))
 after = [i for i, l in enumerate(lines) if re.match(r"completed step: [5-8],", l)]
 assert at < saved and len(after) == 4 and max(after) < saved, (at, after, saved)
 PY

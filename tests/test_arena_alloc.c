@@ -340,7 +340,7 @@ START_TEST(test_outside_and_off) {
 }
 END_TEST
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef GT__ASAN
 /* A child process runs two steps on an arena tracker, the second served
  * from the arena, and calls bad(m, p, served) in each with a block of the
  * step; AddressSanitizer must end the child (a report) on the served one. */
@@ -399,7 +399,7 @@ int main(void) {
   tcase_add_test(tc, test_other_threads);
   tcase_add_test(tc, test_kept_blocks);
   tcase_add_test(tc, test_outside_and_off);
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef GT__ASAN
   tcase_add_test(tc, test_asan_sees_use_after_free);
   tcase_add_test(tc, test_asan_sees_overflow);
 #endif

@@ -50,7 +50,6 @@
 #define GT__POISON(p, n) ((void)(p), (void)(n))
 #define GT__UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
-#define GT__REDZONE GT__ARENA_REDZONE /* poisoned bytes after each slot */
 static _Atomic int gt__arena_on = 1;
 
 /* A recorded step may keep a block past its end (a buffer made once, on
@@ -278,7 +277,7 @@ void *gt__arena_take(struct gt_mem_arena *a, gt_mem_cat cat, size_t bytes, const
       a->rec = r;
       a->cap_rec = cap;
     }
-    int64_t span = GT__HDR + (int64_t)((bytes + 63) & ~(size_t)63) + GT__REDZONE;
+    int64_t span = GT__HDR + (int64_t)((bytes + 63) & ~(size_t)63) + GT__ARENA_REDZONE;
     a->rec[a->n_rec] = (gt__rec){(int64_t)bytes, span, name, (int32_t)cat, a->clock++, -1, 0};
     a->live_bytes += span;
     if (a->live_bytes > a->live_peak) a->live_peak = a->live_bytes;
@@ -303,7 +302,7 @@ void *gt__arena_take(struct gt_mem_arena *a, gt_mem_cat cat, size_t bytes, const
       a->st.heap_in_steps--;
       *slot = (int32_t)k;
       out = a->base + a->rec[k].off;
-      GT__UNPOISON(out, (size_t)(a->rec[k].span - GT__REDZONE)); /* as the heap's block: the redzone stays poisoned */
+      GT__UNPOISON(out, (size_t)(a->rec[k].span - GT__ARENA_REDZONE)); /* as the heap's block: the redzone stays poisoned */
       goto done;
     }
     a->st.overlap_refused++;
