@@ -214,11 +214,17 @@ static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float
   }
 }
 
+int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                              float *C, int64_t ldc) {
+  pthread_once(&gt__ablock_once, gt__ablock_init);
+  const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, pack_b, gt__amicro};
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  pthread_once(&gt__ablock_once, gt__ablock_init);
-  static const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, gt__apack_b, gt__amicro};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gt__amx_bgemm_packed_with(gt__apack_b, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 GT__TARGET_END
@@ -228,5 +234,11 @@ int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K
   (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
   (void)beta, (void)C, (void)ldc;
   return -1;
+}
+int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                              float *C, int64_t ldc) {
+  (void)pack_b;
+  return gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 #endif

@@ -10,4 +10,16 @@
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The same product with the caller's packer of op(B) (gt_qbgemm's stored
+ * weights: kernels/gemm_bf16.c). pack_b writes rows k0..k0+kc and columns
+ * j0..j0+n of op(B) as panels of 32 columns, each [ceil(kc / 2)][32] pairs
+ * (k = 2q in the low half, 2q + 1 in the high half, bf16 by the integer
+ * rounding; an odd kc's last high half and the columns past n zero): the
+ * vdpbf16ps kernel's B panels, so one packer serves both. */
+typedef void (*gt__amx_pack_b_fn)(uint32_t *Bp, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
+                                  int64_t j0, int64_t n);
+int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                              float *C, int64_t ldc);
+
 #endif

@@ -946,10 +946,13 @@ int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, 
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
     return 0;
   }
-  /* the widened path (and, for stored weights, the AMX one: no tile
-   * packer of stored weights yet) dequantize and round in gt_sgemm's packing */
-  if (path == GT_BGEMM_WIDE || path == GT_BGEMM_AMX)
-    return gt__wqgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  /* the widened path dequantizes and rounds in gt_sgemm's packing; the
+   * AMX tiles take this file's B panels (gemm_amx.h: the same layout) */
+  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  _Static_assert(NR == 32, "the AMX kernel reads gt__qbpack_b's panels as its own 32-column B panels");
+  if (path == GT_BGEMM_AMX)
+    return gt__amx_bgemm_packed_with(gt__qbpack_b, 0, transW, M, N, K, alpha, A, lda,
+                                     (const float *)(const void *)W, W->cols, beta, C, ldc);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
