@@ -44,6 +44,7 @@
 GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,fma")
 
 #include "kernels/bf16_lanes.h"
+#include "kernels/gemm_tr16.h"
 
 enum { AMR = 16, ANR = 32 };
 
@@ -114,12 +115,27 @@ static void gt__apack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
     if (!transA) {
       for (int64_t r = 0; r < mr; r++) gt__apairs_run(d + r * ku, 1, A + (i0 + p + r) * lda + k0, kc);
     } else {
-      /* op(A)(i, k) = A[k][i]: rows k of A hold the panel's mr values */
-      for (int64_t q = 0; q < ku; q++) {
-        uint32_t t[AMR];
-        const float *e = A + (k0 + 2 * q) * lda + i0 + p;
-        gt__apairs_rows(t, e, 2 * q + 1 < kc ? e + lda : NULL, mr);
-        for (int64_t r = 0; r < mr; r++) d[r * ku + q] = t[r];
+      /* op(A)(i, k) = A[k][i]: rows k of A hold the panel's mr values.
+       * 16 pair steps at a time: their 16 lanes of pairs, transposed in
+       * registers into 16 rows of 16 steps each */
+      const __mmask16 mm = gt__am16(mr);
+      for (int64_t q0 = 0; q0 < ku; q0 += 16) {
+        const int64_t qn = gt__gmin(16, ku - q0);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; t++) {
+          v[t] = _mm512_setzero_ps();
+          if (t < qn) {
+            const int64_t q = q0 + t;
+            const float *e = A + (k0 + 2 * q) * lda + i0 + p;
+            __m512 ve = _mm512_maskz_loadu_ps(mm, e);
+            __m512 vo = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(mm, e + lda) : _mm512_setzero_ps();
+            v[t] = _mm512_castsi512_ps(gt__apair(ve, vo));
+          }
+        }
+        gt__tr16(v);
+        const __mmask16 mq = gt__am16(qn);
+        for (int64_t r = 0; r < mr; r++) _mm512_mask_storeu_epi32(d + r * ku + q0, mq, _mm512_castps_si512(v[r]));
       }
     }
   }
@@ -155,17 +171,27 @@ typedef struct __attribute__((packed, aligned(64))) gt__tilecfg {
   uint8_t rows[16];
 } gt__tilecfg;
 
+/* The configuration this thread's tiles hold: its tail width w + 1 (0:
+ * none yet). ldtilecfg costs about as much as a few tdpbf16ps, and the
+ * width changes only with the K block, so a thread loads it when the width
+ * changes and keeps it (no tilerelease: the tile state stays in use, which
+ * costs a larger XSAVE area at a context switch, nothing else). */
+static _Thread_local int gt__acfg_loaded;
+
 static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                        int64_t nr, float alpha, float beta, const float *Cnext) {
   (void)Cnext;
   const int64_t w = ku % 16;
-  gt__tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 5; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  cfg.colsb[5] = (uint16_t)(w ? 4 * w : 64), cfg.rows[5] = 16;        /* A: 16 rows of w pairs */
-  cfg.colsb[6] = cfg.colsb[7] = 64, cfg.rows[6] = cfg.rows[7] = (uint8_t)(w ? w : 16); /* B: w pair steps */
-  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+  if (gt__acfg_loaded != (int)w + 1) {
+    gt__tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 5; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    cfg.colsb[5] = (uint16_t)(w ? 4 * w : 64), cfg.rows[5] = 16;                          /* A: 16 rows of w pairs */
+    cfg.colsb[6] = cfg.colsb[7] = 64, cfg.rows[6] = cfg.rows[7] = (uint8_t)(w ? w : 16); /* B: w pair steps */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+    gt__acfg_loaded = (int)w + 1;
+  }
   __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1" ::);
   const int64_t sa = ku * 4, sb = ANR * 4;
   int64_t q = 0;
@@ -189,10 +215,17 @@ static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float
                      "r"(sa), "r"(b), "r"(sb), "r"(b + 16)
                      : "memory");
   }
+  if (alpha == 1.0f && beta == 0.0f && mr == AMR && nr == ANR) {
+    /* C = the sums: the tiles go to C as they are (the epilogue's bits) */
+    __asm__ volatile("tilestored %%tmm0, (%0,%2,1)\n\t"
+                     "tilestored %%tmm1, (%1,%2,1)" ::"r"(C),
+                     "r"(C + 16), "r"(ldc * 4)
+                     : "memory");
+    return;
+  }
   float acc[AMR][ANR] __attribute__((aligned(64)));
   __asm__ volatile("tilestored %%tmm0, (%0,%2,1)\n\t"
-                   "tilestored %%tmm1, (%1,%2,1)\n\t"
-                   "tilerelease" ::"r"(&acc[0][0]),
+                   "tilestored %%tmm1, (%1,%2,1)" ::"r"(&acc[0][0]),
                    "r"(&acc[0][16]), "r"((int64_t)(ANR * 4))
                    : "memory");
   const __mmask16 m0 = gt__am16(nr), m1 = gt__am16(nr - 16);

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "kernels/bf16.h"
 #include "kernels/bf16_path.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm_fixed.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -94,6 +95,16 @@ static double run_pairs(const shape *s, const float *A, const float *B, float *C
 static double run_wide(const shape *s, const float *A, const float *B, float *C) {
   return run_path(GT_BGEMM_WIDE, s, A, B, C);
 }
+static double run_amx(const shape *s, const float *A, const float *B, float *C) {
+  return run_path(GT_BGEMM_AMX, s, A, B, C);
+}
+
+/* 1 where AMX-BF16 tiles are usable: the tables gain the AMX path's columns */
+static int with_amx;
+/* a section's title row, as wide as the table */
+static void section_row(const char *title) {
+  printf("| **%s** | | | | | | | | | | | |%s\n", title, with_amx ? " | | |" : "");
+}
 
 static double run_blas(const shape *s, const float *A, const float *B, float *C) {
   int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
@@ -161,8 +172,9 @@ static int bench_shape(const shape *s) {
     return 1;
   }
   fill(A, na, 1), fill(B, nb, 2), fill(C, nc, 3);
-  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[8] = {0}, use[8] = {0};
-  gemm_fn fns[4] = {run_ours, run_blas, run_pairs, run_wide};
+  double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[10] = {0}, use[10] = {0};
+  gemm_fn fns[5] = {run_ours, run_blas, run_pairs, run_wide, run_amx};
+  const int ncol = with_amx ? 10 : 8;
   /* Three rounds over the six columns, each column's best round kept (as
    * the peaks keep their best of three): the machine may be shared, and
    * another process on the second core for a second or so used to halve
@@ -171,7 +183,7 @@ static int bench_shape(const shape *s) {
    * of more than 0.15 s (timed three times each already): one round. */
   for (int round = 0; round < 3; round++) {
     int any_short = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < ncol; i++) {
       double u, t = time_median(fns[i / 2], s, A, B, C, 1 + i % 2, 0.04, &u);
       if (fl / t > g[i]) g[i] = fl / t, use[i] = u;
       any_short |= t <= 0.15;
@@ -180,11 +192,13 @@ static int bench_shape(const shape *s) {
   }
   /* every column as a share of the FMA peak: the bf16 paths' products are
    * counted as float32 ones, 2 flops each */
-  const double pk[8] = {peak1, peak2, peak1, peak2, peak1, peak2, peak1, peak2};
+  const double pk[10] = {peak1, peak2, peak1, peak2, peak1, peak2, peak1, peak2, peak1, peak2};
   printf("| %s | %lld %lld %lld | %c%c ", s->what, (long long)s->M, (long long)s->N, (long long)s->K,
          s->ta ? 'T' : 'N', s->tb ? 'T' : 'N');
-  for (int i = 0; i < 8; i++) printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / pk[i], use[i] < 0.9 ? " *" : "");
-  printf("| %.2f / %.2f | %.2f / %.2f |\n", g[4] / g[0], g[5] / g[1], g[6] / g[0], g[7] / g[1]);
+  for (int i = 0; i < ncol; i++) printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / pk[i], use[i] < 0.9 ? " *" : "");
+  printf("| %.2f / %.2f | %.2f / %.2f ", g[4] / g[0], g[5] / g[1], g[6] / g[0], g[7] / g[1]);
+  if (with_amx) printf("| %.2f / %.2f ", g[8] / g[0], g[9] / g[1]);
+  printf("|\n");
   fflush(stdout);
   free(A), free(B), free(C);
   return 0;
@@ -204,7 +218,7 @@ static int bench_proj(const char *name, int64_t M, int64_t in, int64_t out, floa
 }
 
 static int bench_model_products(const bench_model *m) {
-  printf("| **%s** | | | | | | | | | | | | |\n", m->desc);
+  section_row(m->desc);
   int64_t qd = m->H * m->hd, kd = m->K * m->hd;
   /* dX's beta as src/model/layer.c calls it: q's, o's, down's and the
    * head's write, k's, v's and up's add onto q's and gate's */
@@ -218,7 +232,7 @@ static int bench_model_products(const bench_model *m) {
 /* A 64 x 64 attention tile (the shapes of kernels/attention.c's products) and
  * one decoding token's projections (M = 1). */
 static int bench_small_products(void) {
-  printf("| **attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)** | | | | | | | | | | | | |\n");
+  section_row("attention tiles (64 x 64, hd 128) and decoding (M = 1, 270m)");
   shape sh[] = {{"tile S = Q.K^T", 0, 1, 64, 64, 128, 0.0f},   {"tile O += P.V", 0, 0, 64, 128, 64, 1.0f},
                 {"tile dV += P^T.dO", 1, 0, 64, 128, 64, 1.0f}, {"decode gate", 0, 1, 1, 2048, 640, 0.0f},
                 {"decode down", 0, 1, 1, 640, 2048, 0.0f},      {"decode head", 0, 1, 1, 262144, 640, 0.0f}};
@@ -506,6 +520,7 @@ int gt_bench_gemm(int argc, char **argv) {
   {
     gt__bf16_choice ch;
     gt__bgemm_choice(&ch);
+    with_amx = gt__cpu_amx_bf16();
     char how[512];
     gt_cli_bf16_how(&ch, how, sizeof how);
     printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx the FMA peak)\n"
@@ -519,13 +534,16 @@ int gt_bench_gemm(int argc, char **argv) {
          "gt_bgemm pairs: vdpbf16ps (its float32-FMA emulation where the CPU lacks it); gt_bgemm widened: the\n"
          "float32 micro-kernel on operands widened from bf16 (kernels/bf16_path.h), both forced whatever this CPU\n"
          "chose; pairs/f32, widened/f32 = their rate over gt_sgemm's on 1 / 2 threads; * = a thread lacked its\n"
-         "core (another process) even in the best round\n\n");
+         "core (another process) even in the best round%s\n\n",
+         with_amx ? ".\ngt_bgemm AMX: the AMX-BF16 tiles (kernels/gemm_amx.c), forced likewise; amx/f32 = its rate over gt_sgemm's"
+                  : "");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
   if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
          "| OpenBLAS 2 threads | gt_bgemm pairs 1 thread | gt_bgemm pairs 2 threads | gt_bgemm widened 1 thread "
-         "| gt_bgemm widened 2 threads | pairs/f32 | widened/f32 |\n");
-  if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+         "| gt_bgemm widened 2 threads | pairs/f32 | widened/f32 |%s\n",
+         with_amx ? " gt_bgemm AMX 1 thread | gt_bgemm AMX 2 threads | amx/f32 |" : "");
+  if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", with_amx ? "---|---|---|" : "");
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
      * its threads and buffers on its first call */
@@ -538,6 +556,7 @@ int gt_bench_gemm(int argc, char **argv) {
       run_blas(&w, x, x + 65536, x + 131072);
       run_pairs(&w, x, x + 65536, x + 131072);
       run_wide(&w, x, x + 65536, x + 131072);
+      if (with_amx) run_amx(&w, x, x + 65536, x + 131072);
     }
     free(x);
   }
