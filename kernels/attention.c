@@ -38,6 +38,7 @@
 #include "kernels/kernels.h"
 #include "simd_exp.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/target.h"
 
 #include <cblas.h>
@@ -335,9 +336,10 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
  * as gt_f32_to_bf16) while they are packed into 32-bit lanes that hold two
  * consecutive elements of the reduction dimension: the even one in the low
  * half, the odd one in the high half, a zero after an odd length. Each
- * product then runs on vdpbf16ps, or, without AVX512_BF16 (or with
- * GEMTRAIN_NO_AVX512BF16=1 / gt__bgemm_force_fallback(1): the choice is
- * gt__bgemm_kernel()'s), on its emulation: per lane and pair, two float32
+ * product then runs on vdpbf16ps where gt_bgemm runs it too, or (without
+ * AVX512_BF16, where gt_bgemm chose another path, or with
+ * GEMTRAIN_NO_AVX512BF16=1 / gt__bgemm_force_fallback(1): gt__attn_bmode)
+ * on its emulation: per lane and pair, two float32
  * FMAs, the odd element first, under DAZ and FTZ with round to nearest (the
  * arithmetic kernels/gemm_bf16.c measured vdpbf16ps to have), so both give
  * the same bits.
@@ -555,11 +557,16 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   return w;
 }
 
-/* The product kernel of bf16 mode: 2 (vdpbf16ps) or 1 (its emulation). */
+/* The product kernel of bf16 mode: 2 (vdpbf16ps) or 1 (its emulation, the
+ * same bits). vdpbf16ps only where gt_bgemm takes it too
+ * (kernels/bf16_path.h): where it runs at half the FMA rate (Intel's; the
+ * GEMM then takes AMX tiles or the widened path) the emulation's two FMAs
+ * per pair are the faster way (the 12-layer model's attention 15% faster
+ * on the project's Intel Xeon, measured with the trace). */
 static int gt__attn_bmode(const gt_attn_dims *d) {
   if (!d->bf16) return 0;
 #ifdef GT__HAND
-  return gt__bgemm_kernel() == 2 ? 2 : 1;
+  return gt__bgemm_kernel() == 2 && gt__bgemm_path() == GT_BGEMM_DP ? 2 : 1;
 #else
   return 0; /* the portable copy: float32 products (kernels.h) */
 #endif

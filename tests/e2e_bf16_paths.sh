@@ -2,7 +2,8 @@
 # dtype=bfloat16 on each of the bf16 GEMM's AVX-512 paths, forced with the
 # test switch GT_TEST_BF16_PATH (kernels/bf16_path.h, docs/testing.md):
 # vdpbf16ps ("pairs"; its float32-FMA emulation where the CPU lacks it) and
-# the widened float32 FMAs ("widened"). Each path: the run's header names
+# the widened float32 FMAs ("widened"), and AMX-BF16 tiles ("amx") where
+# the CPU has them and the OS allows them. Each path: the run's header names
 # it, two runs give the same losses and eval loss bit for bit, and the eval
 # loss after 12 steps of the tiny model is within 2% of float32's (the
 # level e2e_bf16 holds the tiny model's bf16 losses to; docs/precision.md).
@@ -40,6 +41,14 @@ f32=$(evl f32)
 [ -n "$f32" ] || fail "no eval loss in the float32 run"
 paths=(pairs widened)
 if ! grep -q avx512f /proc/cpuinfo; then paths=(copies); echo "no AVX-512: the copies path only"; fi
+# AMX tiles where the CPU lists them and the process may use them (a forced
+# path the CPU or the OS does not allow gives way to the choice: the header
+# then names no test switch)
+if grep -q amx_bf16 /proc/cpuinfo; then
+  GT_TEST_BF16_PATH=amx "$bin" train "${common[@]}" steps=1 dtype=bfloat16 run_name=amxprobe > "$work/amxprobe.log"
+  if grep -q "^bf16 products: AMX-BF16 tiles (forced" "$work/amxprobe.log"; then paths+=(amx)
+  else echo "AMX-BF16 listed but not usable here: $(grep '^bf16' "$work/amxprobe.log")"; fi
+fi
 declare -A ev
 for p in "${paths[@]}"; do
   for r in 1 2; do
@@ -52,7 +61,12 @@ for p in "${paths[@]}"; do
   echo "$p: eval loss ${ev[$p]} against float32 $f32: relative difference $r ($(grep '^bf16 products' "$work/${p}1.log"))"
   awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "$p: eval loss ${ev[$p]} is $r from float32's $f32"
 done
-if [ "${#paths[@]}" = 2 ]; then
+if [ -n "${ev[amx]:-}" ]; then
+  r=$(rel "${ev[amx]}" "${ev[pairs]}")
+  echo "amx vs pairs: eval loss relative difference $r"
+  awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "amx and pairs eval losses differ by $r"
+fi
+if [ "${#paths[@]}" -ge 2 ]; then
   r=$(rel "${ev[widened]}" "${ev[pairs]}")
   echo "widened vs pairs: eval loss relative difference $r"
   awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "widened and pairs eval losses differ by $r"

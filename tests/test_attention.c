@@ -9,6 +9,7 @@
 #include "base/team.h"
 #include "kernels/kernels.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
 #include "gt_testutil.h"
 
@@ -580,9 +581,13 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   gt_attention_forward_ref(out_r, lse_r, q, k, v, seg, &d);
   memset(out_f, 0xff, nq * sizeof(float));
   memset(lse_f, 0xff, nl * sizeof(float));
+  /* vdpbf16ps where the CPU has it, whichever path gt_bgemm chose (the
+   * kernel follows that choice: attention.c's gt__attn_bmode) */
+  gt__bgemm_force_path(GT_BGEMM_DP);
   ck_assert_int_eq(gt_attention_forward(out_f, lse_f, q, k, v, seg, &d), 0);
   gt_attention_backward_ref(gr[0], gr[1], gr[2], dout, out_r, lse_r, q, k, v, seg, &d);
   ck_assert_int_eq(gt_attention_backward(gf[0], gf[1], gf[2], dout, out_r, lse_r, q, k, v, seg, &d), 0);
+  gt__bgemm_force_path(-1);
 
   bf_mags m = bf16_mags(&d, q, k, v, dout, out_r, lse_r, seg);
   const double terms = (double)c->T * (c->H / c->K);
@@ -651,6 +656,7 @@ START_TEST(test_bf16_deterministic) {
     gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1};
     float *o[4], *l[4], *g[4][3];
     const int threads[4] = {2, 2, 1, 2};
+    gt__bgemm_force_path(GT_BGEMM_DP); /* vdpbf16ps where the CPU has it, as above */
     for (int r = 0; r < 4; r++) {
       gt_team_set_process(threads[r]);
       gt__bgemm_force_fallback(r == 3);
@@ -662,6 +668,7 @@ START_TEST(test_bf16_deterministic) {
                             wi ? seg : NULL, &d);
     }
     gt__bgemm_force_fallback(0);
+    gt__bgemm_force_path(-1);
     for (int r = 1; r < 4; r++) {
       ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
       ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);

@@ -179,8 +179,8 @@ START_TEST(test_paths_deterministic_over_threads) {
   /* each path's bits do not depend on the thread count: 1, 2 and 3 */
   if (!gt__kernels_avx512()) return;
   const pcase cs[] = {{0, 1, 300, 200, 700, 1.25f, 0.5f}, {1, 0, 130, 640, 512, 1, 1}, {0, 0, 7, 9000, 40, 1, 0}};
-  const int paths[] = {GT_BGEMM_WIDE, GT_BGEMM_DP};
-  for (size_t pi = 0; pi < 2; pi++)
+  const int paths[] = {GT_BGEMM_WIDE, GT_BGEMM_DP, GT_BGEMM_AMX};
+  for (size_t pi = 0; pi < (gt__cpu_amx_bf16() ? 3u : 2u); pi++)
     for (size_t n = 0; n < sizeof cs / sizeof cs[0]; n++) {
       pdata d;
       const pcase *c = &cs[n];
@@ -351,18 +351,31 @@ START_TEST(test_amx_against_reference) {
            "kernel's reference test is skipped\n");
     return;
   }
-  double worst = 0;
+  double worst = 0, worst_xp = 0;
+  int64_t differ = 0, total = 0;
   for (int n = 0; n < NCASES; n++) {
     const pcase *c = &CASES[n];
     pdata d;
     pdata_make(c, n, &d);
     float *R = reference(c, &d), *X = run_path(GT_BGEMM_AMX, c, &d), *X2 = run_path(GT_BGEMM_AMX, c, &d);
+    float *P = run_path(GT_BGEMM_DP, c, &d);
     worst = fmax(worst, check_within("AMX vs reference", c, &d, X, R, 1.0));
-    for (int64_t i = 0; i < c->M; i++) ck_assert(gt_test_same_bits(X + i * d.ldc, X2 + i * d.ldc, c->N));
-    free(R), free(X), free(X2);
+    /* against vdpbf16ps: the same pairs, summed even k first instead of odd */
+    worst_xp = fmax(worst_xp, check_within("AMX vs pairs", c, &d, X, P, 2.0));
+    for (int64_t i = 0; i < c->M; i++) {
+      ck_assert(gt_test_same_bits(X + i * d.ldc, X2 + i * d.ldc, c->N));
+      for (int64_t j = 0; j < c->N; j++) differ += memcmp(&X[i * d.ldc + j], &P[i * d.ldc + j], 4) != 0, total++;
+      /* the columns past N (ldc's padding) are not written, tile stores included */
+      for (int64_t j = c->N; j < d.ldc; j++)
+        ck_assert(c->beta == 0.0f ? isnan(X[i * d.ldc + j]) : gt_test_same_bits(&X[i * d.ldc + j], &d.C0[i * d.ldc + j], 1));
+    }
+    free(R), free(X), free(X2), free(P);
     pdata_free(&d);
   }
-  printf("AMX path, worst |C - ref| / bound %.3g\n", worst);
+  printf("AMX path, worst |C - ref| / bound %.3g; |AMX - pairs| / (2 bound) %.3g; %lld of %lld elements differ "
+         "from the pairs path in bits\n",
+         worst, worst_xp, (long long)differ, (long long)total);
+  ck_assert_int_gt(differ, 0); /* another order of sums, not the pairs path under another name */
 }
 END_TEST
 
