@@ -23,6 +23,10 @@ START_TEST(test_bf16_verdict) {
   ck_assert_ptr_null(gt_cli_bf16_verdict(2, 116, 116));
   /* nothing measured: no claim either way */
   ck_assert_ptr_null(gt_cli_bf16_verdict(2, 0, 116));
+  /* the widened path: float32's rate plus the conversions (0.91-0.98x
+   * measured); AMX tiles: faster (1.98x) */
+  ck_assert_ptr_nonnull(gt_cli_bf16_verdict(3, 0, 0));
+  ck_assert_ptr_null(gt_cli_bf16_verdict(4, 0, 0));
 }
 END_TEST
 

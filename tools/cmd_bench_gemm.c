@@ -541,8 +541,8 @@ int gt_bench_gemm(int argc, char **argv) {
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
   if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
          "| OpenBLAS 2 threads | gt_bgemm pairs 1 thread | gt_bgemm pairs 2 threads | gt_bgemm widened 1 thread "
-         "| gt_bgemm widened 2 threads | pairs/f32 | widened/f32 |%s\n",
-         with_amx ? " gt_bgemm AMX 1 thread | gt_bgemm AMX 2 threads | amx/f32 |" : "");
+         "| gt_bgemm widened 2 threads |%s pairs/f32 | widened/f32 |%s\n",
+         with_amx ? " gt_bgemm AMX 1 thread | gt_bgemm AMX 2 threads |" : "", with_amx ? " amx/f32 |" : "");
   if (!quant_only) printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", with_amx ? "---|---|---|" : "");
   {
     /* warm both libraries up on both thread counts first: OpenBLAS starts
