@@ -178,9 +178,9 @@ typedef struct __attribute__((packed, aligned(64))) gt__tilecfg {
 } gt__tilecfg;
 
 /* The configuration this thread's tiles hold: its tail width w + 1 (0:
- * none yet). ldtilecfg costs about as much as a few tdpbf16ps, and the
- * width changes only with the K block, so a thread loads it when the width
- * changes and keeps it (no tilerelease: the tile state stays in use, which
+ * none yet). Loaded on every call, ldtilecfg took a quarter of the
+ * kernel's time; the width changes only with the K block, so a thread
+ * loads it when the width changes and keeps it (no tilerelease: the tile state stays in use, which
  * costs a larger XSAVE area at a context switch, nothing else). */
 static _Thread_local int gt__acfg_loaded;
 
