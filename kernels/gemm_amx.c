@@ -37,6 +37,7 @@
 #include "kernels/gemm_amx.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/bf16.h"
@@ -177,18 +178,25 @@ typedef struct __attribute__((packed, aligned(64))) gt__tilecfg {
   uint8_t rows[16];
 } gt__tilecfg;
 
-/* The configuration this thread's tiles hold: its tail width w + 1 (0:
- * none yet). Loaded on every call, ldtilecfg took a quarter of the
+/* The configuration this thread's tiles hold, as (call, tail width w + 1).
+ * Loaded on every micro-kernel call, ldtilecfg took a quarter of the
  * kernel's time; the width changes only with the K block, so a thread
- * loads it when the width changes and keeps it (no tilerelease: the tile state stays in use, which
- * costs a larger XSAVE area at a context switch, nothing else). */
+ * loads it at its first tile of each product (gt__acall counts them: other
+ * code in the process, another library's AMX kernels say, may have changed
+ * or released this thread's tiles between two of our products, never
+ * during one) and again when the width changes, and keeps it (no
+ * tilerelease: the tile state stays in use, which costs a larger XSAVE
+ * area at a context switch, nothing else). */
+static atomic_uint gt__acall;
+static _Thread_local unsigned gt__acfg_call;
 static _Thread_local int gt__acfg_loaded;
 
 static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr,
                        int64_t nr, float alpha, float beta, const float *Cnext) {
   (void)Cnext;
   const int64_t w = ku % 16;
-  if (gt__acfg_loaded != (int)w + 1) {
+  const unsigned call = atomic_load_explicit(&gt__acall, memory_order_relaxed);
+  if (gt__acfg_loaded != (int)w + 1 || gt__acfg_call != call) {
     gt__tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -196,7 +204,7 @@ static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float
     cfg.colsb[5] = (uint16_t)(w ? 4 * w : 64), cfg.rows[5] = 16;                          /* A: 16 rows of w pairs */
     cfg.colsb[6] = cfg.colsb[7] = 64, cfg.rows[6] = cfg.rows[7] = (uint8_t)(w ? w : 16); /* B: w pair steps */
     __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
-    gt__acfg_loaded = (int)w + 1;
+    gt__acfg_loaded = (int)w + 1, gt__acfg_call = call;
   }
   __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1" ::);
   const int64_t sa = ku * 4, sb = ANR * 4;
@@ -257,6 +265,9 @@ int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, 
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                               float *C, int64_t ldc) {
   pthread_once(&gt__ablock_once, gt__ablock_init);
+  /* (another product running at the same time, on another device, only
+   * makes a thread load the same configuration once more) */
+  atomic_fetch_add_explicit(&gt__acall, 1u, memory_order_relaxed);
   const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, pack_b, gt__amicro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -345,6 +345,38 @@ START_TEST(test_env_switch) {
 }
 END_TEST
 
+/* Other code in the process (another library's AMX kernels) may release or
+ * reconfigure a thread's tiles between two products: the next product
+ * loads its configuration again (kernels/gemm_amx.c keeps it only within a
+ * product). Without that, tileloadd on released tiles faults (SIGILL). */
+START_TEST(test_amx_after_foreign_tiles) {
+  if (!gt__cpu_amx_bf16()) return;
+  const pcase c = {0, 1, 64, 96, 640, 1, 0};
+  pdata d;
+  pdata_make(&c, 0, &d);
+  gt_team_set_process(1); /* the products run on this thread */
+  float *X1 = run_path(GT_BGEMM_AMX, &c, &d);
+  __asm__ volatile("tilerelease" ::: "memory");
+  float *X2 = run_path(GT_BGEMM_AMX, &c, &d);
+  /* a configuration of other shapes (palette 1, one 1 x 4-byte tile) */
+  struct __attribute__((packed, aligned(64))) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+  } cfg = {.palette = 1, .colsb = {4}, .rows = {1}};
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+  float *X3 = run_path(GT_BGEMM_AMX, &c, &d);
+  __asm__ volatile("tilerelease" ::: "memory");
+  gt_team_set_process(2);
+  for (int64_t i = 0; i < c.M; i++) {
+    ck_assert(gt_test_same_bits(X1 + i * d.ldc, X2 + i * d.ldc, c.N));
+    ck_assert(gt_test_same_bits(X1 + i * d.ldc, X3 + i * d.ldc, c.N));
+  }
+  free(X1), free(X2), free(X3);
+  pdata_free(&d);
+}
+END_TEST
+
 START_TEST(test_amx_against_reference) {
   if (!gt__cpu_amx_bf16()) {
     printf("test_bf16_paths: AMX-BF16 not usable on this CPU (cpuid, XCR0 or the kernel's permission): the AMX "
@@ -390,5 +422,6 @@ int main(void) {
   tcase_add_test(tc, test_paths_deterministic_over_threads);
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_amx_against_reference);
+  tcase_add_test(tc, test_amx_after_foreign_tiles);
   return gt_test_run_suite(s, 0);
 }
