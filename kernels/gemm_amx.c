@@ -15,7 +15,7 @@
  * alpha and beta as the other kernels' epilogue (a whole tile with alpha 1
  * and beta 0 straight into C: the same bits). Measured on the project's
  * Xeon with AMX (docs/performance.md): loading the tile configuration per
- * call took a quarter of the kernel, so a thread keeps its configuration;
+ * call took a quarter of the kernel, so a thread loads it once a product;
  * 32 x 32 blocks in four C tiles (one load per tdpbf16ps instead of 1.5)
  * ran no faster, so the kernel stays 16 x 32.
  *
