@@ -175,7 +175,7 @@ static int bench_shape(const shape *s) {
   double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K / 1e9, g[10] = {0}, use[10] = {0};
   gemm_fn fns[5] = {run_ours, run_blas, run_pairs, run_wide, run_amx};
   const int ncol = with_amx ? 10 : 8;
-  /* Three rounds over the six columns, each column's best round kept (as
+  /* Three rounds over the columns (8, or 10 with AMX), each column's best round kept (as
    * the peaks keep their best of three): the machine may be shared, and
    * another process on the second core for a second or so used to halve
    * every 2-thread column of a row at once. A column whose best round still
