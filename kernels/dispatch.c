@@ -9,6 +9,7 @@
 #define GT__VARIANTS(fn) extern __typeof__(fn) fn##__avx512, fn##__portable;
 GT__VARIANTS(gt_sgemm)
 GT__VARIANTS(gt_fma_peak_gflops)
+GT__VARIANTS(gt__sgemm_kernel_gflops)
 GT__VARIANTS(gt_bf16_peak_gflops)
 GT__VARIANTS(gt_rmsnorm_forward)
 GT__VARIANTS(gt_rmsnorm_backward)
@@ -52,6 +53,9 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
 }
 double gt_fma_peak_gflops(int threads, double seconds) {
   return (gt__kernels_avx512() ? gt_fma_peak_gflops__avx512 : gt_fma_peak_gflops__portable)(threads, seconds);
+}
+double gt__sgemm_kernel_gflops(double seconds) {
+  return (gt__kernels_avx512() ? gt__sgemm_kernel_gflops__avx512 : gt__sgemm_kernel_gflops__portable)(seconds);
 }
 double gt_bf16_peak_gflops(int threads, double seconds) {
   return (gt__kernels_avx512() ? gt_bf16_peak_gflops__avx512 : gt_bf16_peak_gflops__portable)(threads, seconds);

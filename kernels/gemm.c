@@ -38,9 +38,11 @@
  * a packer that dequantizes W into the same panels (gt__qpack_b_u), so
  * gt_qgemm has gt_sgemm's bits on the dequantized matrix
  * (docs/quantization.md). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime: gt__sgemm_kernel_gflops */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/team.h"
@@ -797,6 +799,42 @@ int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, 
 
 _Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_sgemm's");
 
+/* ----------------------------------------------------- the kernel alone */
+
+/* The micro-kernel's own rate, the ceiling of every packed product: one A
+ * and one B panel of GT__CEIL_KC k (6 and 16 KiB, so both stay in L1) and
+ * one C tile, multiplied again and again (beta 1, the step's commonest
+ * epilogue), with no packing, no C traffic beyond L1 and no thread. What a
+ * product loses below this rate is the blocking's (panels from L2, C tiles
+ * from memory, packing, tails, threads); what this rate lies below the FMA
+ * peak is the core's own (the loads and broadcasts that feed the FMAs). */
+enum { GT__CEIL_KC = 128 };
+double gt__sgemm_kernel_gflops(double seconds) {
+  _Alignas(64) float Ap[GT__CEIL_KC * MR], Bp[GT__CEIL_KC * NR], C[MR * NR]; /* 23 KiB of stack */
+  /* small values, no denormals: the rate of an FMA does not depend on them
+   * otherwise, and C grows by only 0.128 per call */
+  for (int i = 0; i < GT__CEIL_KC * MR; i++) Ap[i] = (float)(i % 7) / 64.0f;
+  for (int i = 0; i < GT__CEIL_KC * NR; i++) Bp[i] = (float)(i % 5) / 64.0f;
+  for (int i = 0; i < MR * NR; i++) C[i] = 0.0f;
+  long n = 1000;
+  struct timespec t0, t1;
+  double best = 0;
+  for (int rep = -1; rep < 3; rep++) { /* rep -1 sizes the timed runs to `seconds` */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n; i++) gt__micro(GT__CEIL_KC, Ap, Bp, C, NR, MR, NR, 1.0f, 1.0f, C);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (t <= 0) continue;
+    if (rep < 0) {
+      n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
+      continue;
+    }
+    const double g = (double)n * 2.0 * MR * NR * GT__CEIL_KC / t / 1e9;
+    if (g > best) best = g;
+  }
+  return best;
+}
+
 #else /* the portable copy: OpenBLAS */
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -808,5 +846,10 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
   gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+double gt__sgemm_kernel_gflops(double seconds) {
+  (void)seconds;
+  return 0.0; /* no kernel of ours here: OpenBLAS's is */
 }
 #endif

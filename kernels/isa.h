@@ -21,6 +21,7 @@
 
 #define gt_sgemm GT__ISA_NAME(gt_sgemm)
 #define gt_fma_peak_gflops GT__ISA_NAME(gt_fma_peak_gflops)
+#define gt__sgemm_kernel_gflops GT__ISA_NAME(gt__sgemm_kernel_gflops)
 #define gt_bf16_peak_gflops GT__ISA_NAME(gt_bf16_peak_gflops)
 #define gt_rmsnorm_forward GT__ISA_NAME(gt_rmsnorm_forward)
 #define gt_rmsnorm_backward GT__ISA_NAME(gt_rmsnorm_backward)

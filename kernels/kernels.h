@@ -41,6 +41,11 @@ void gt_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float
  * of three runs of about `seconds` each); 0 without FMA. `gemtrain bench
  * gemm` divides GEMM rates by it. */
 double gt_fma_peak_gflops(int threads, double seconds);
+/* gt_sgemm's micro-kernel alone on the calling thread in GFLOP/s (kernels/
+ * gemm.c: its panels in L1, no packing, no C traffic; the best of three runs
+ * of about `seconds`): the ceiling of every gt_sgemm product on this CPU.
+ * 0 where gt_sgemm is OpenBLAS's (the portable copy). */
+double gt__sgemm_kernel_gflops(double seconds);
 
 /* ---- matmul (projections: gt_sgemm) ----
  * out[n,out_dim] = inp[n,in_dim] . w[out_dim,in_dim]^T  (overwrites out)

@@ -59,6 +59,11 @@ START_TEST(test_path) {
   /* the bf16 GEMM follows the same choice (0: rounded copies) */
   if (!want) ck_assert_int_eq(gt__bgemm_kernel(), 0);
   else ck_assert_int_ne(gt__bgemm_kernel(), 0);
+  /* and so does the micro-kernel's rate `gemtrain bench gemm` prints: none
+   * on the portable copy (its products are OpenBLAS's), a rate on ours */
+  const double k = gt__sgemm_kernel_gflops(0.001);
+  if (!want) ck_assert_double_eq(k, 0.0);
+  else ck_assert_double_gt(k, 0.0);
 }
 END_TEST
 

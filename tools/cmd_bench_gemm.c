@@ -316,7 +316,7 @@ static int bench_bf16_cpu(const bench_model *m) {
  * times. Time off the core does not count, so these figures hold on a
  * shared machine where the wall-clock tables do not (another process still
  * shares the caches and can only lower them). */
-static double cpu_peak1;
+static double cpu_peak1, cpu_kernel1;
 
 static int bench_f32_cpu(const bench_model *m) {
   const int64_t qd = m->H * m->hd, kd = m->K * m->hd;
@@ -343,11 +343,15 @@ static int bench_f32_cpu(const bench_model *m) {
     for (int r = 0; r < 20; r++) {
       const double g = gt_fma_peak_gflops(1, 0.005);
       cpu_peak1 = g > cpu_peak1 ? g : cpu_peak1;
+      const double k = gt__sgemm_kernel_gflops(0.005);
+      cpu_kernel1 = k > cpu_kernel1 ? k : cpu_kernel1;
     }
   printf("\nfloat32 products by thread CPU time, 1 thread, %s: GFLOP/s per CPU second, best of 7 calls\n"
          "(3 for 20 GFLOP and more), and the share of the FMA peak %.1f GFLOP/s (best of 20 runs of 5 ms); per\n"
-         "step: how often a step runs the product, its share of the step's product FLOPs and of their time\n\n",
-         m->desc, cpu_peak1);
+         "step: how often a step runs the product, its share of the step's product FLOPs and of their time.\n"
+         "gt_sgemm's micro-kernel alone (its panels in L1, best of 20 runs of 5 ms): %.1f GFLOP/s, %.1f%% of the\n"
+         "peak, the ceiling of every product below\n\n",
+         m->desc, cpu_peak1, cpu_kernel1, 100 * cpu_kernel1 / cpu_peak1);
   printf("| product | M N K | op(A) op(B) | beta | gt_sgemm GFLOP/s | share of peak | per step | FLOPs share | time share |\n");
   printf("|---|---|---|---|---|---|---|---|---|\n");
   double fl_tot = 0, t_tot = 0, fls[18], ts[18], rate[18];
@@ -381,8 +385,9 @@ static int bench_f32_cpu(const bench_model *m) {
       }
     }
   const double all = t_tot > 0 ? fl_tot / t_tot : 0;
-  printf("\nthe step's products together (%.1f GFLOP): %.1f GFLOP/s per CPU second, %.1f%% of the peak\n", fl_tot, all,
-         100 * all / cpu_peak1);
+  printf("\nthe step's products together (%.1f GFLOP): %.1f GFLOP/s per CPU second, %.1f%% of the peak, %.1f%% of the\n"
+         "micro-kernel alone\n",
+         fl_tot, all, 100 * all / cpu_peak1, cpu_kernel1 > 0 ? 100 * all / cpu_kernel1 : 0);
   fflush(stdout);
   free(A), free(B), free(C);
   return 0;
@@ -516,6 +521,20 @@ int gt_bench_gemm(int argc, char **argv) {
   gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
   printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
          peak2, openblas_get_corename());
+  {
+    /* what the core gives the FMAs once they need operands: the products'
+     * ceiling, so a product's distance from the peak splits into the
+     * kernel's and the blocking's (kernels/gemm.c) */
+    double k1 = 0;
+    for (int r = 0; r < 3; r++) {
+      const double k = gt__sgemm_kernel_gflops(0.1);
+      k1 = k > k1 ? k : k1;
+    }
+    if (k1 > 0)
+      printf("gt_sgemm's micro-kernel alone (12 x 32 tile, its panels in L1, no packing or C traffic): %.1f GFLOP/s on\n"
+             "1 thread, %.1f%% of the FMA peak: the ceiling of every gt_sgemm column below\n",
+             k1, peak1 > 0 ? 100 * k1 / peak1 : 0);
+  }
   gt_bench_peaks(gt_bf16_peak_gflops, &bpeak1, &bpeak2);
   {
     gt__bf16_choice ch;
