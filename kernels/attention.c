@@ -402,6 +402,20 @@ static void gt__bpack_nt(uint32_t *dst, uint32_t *tmp, const float *B, int ldb, 
   }
 }
 
+/* Widened mode (bmode 3): rows [m][n] of src (stride lds) rounded to bf16
+ * into float32 rows of dst (stride ldd); in place when dst == src. The
+ * float32 tile products then multiply bf16 values exactly. */
+static void gt__wround_rows(float *dst, int ldd, const float *src, int lds, int m, int n) {
+  for (int r = 0; r < m; r++) {
+    const float *s = src + (size_t)r * lds;
+    float *o = dst + (size_t)r * ldd;
+    for (int c = 0; c < n; c += 16) {
+      const __mmask16 mk = gt__m16(n - c);
+      _mm512_mask_storeu_ps(o + c, mk, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(mk, s + c))));
+    }
+  }
+}
+
 /* One pair step of the fallback: acc + x_odd y_odd, then + x_even y_even,
  * each a float32 FMA (the caller has set DAZ, FTZ and round to nearest). */
 static inline __attribute__((always_inline)) __m512 gt__bdp_emu(__m512 acc, __m512i x, __m512i yo,
@@ -524,16 +538,24 @@ typedef struct gt__scratch {
    * transposes) [GT__BQ * GT__BK / 2]; tmp: [GT__BK][kp]. */
   int bmode;
   uint32_t *bk, *bv, *by, *qa, *doa, *qy, *doy, *px, *tmp;
+  /* widened mode (bmode 3): float32 copies of the operands rounded to bf16
+   * (kt and vt above are rounded in place): qw: Q [group][GT__BQ][hd]; dow:
+   * dO [GT__BQ][hd]; kw, vw: K, V [GT__BK][hd]; pw: P [GT__BQ][GT__BK] */
+  float *qw, *dow, *kw, *vw, *pw;
 } gt__scratch;
 
 static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   const size_t nfl = 2 * (size_t)hd * GT__BK + 2 * (size_t)group * GT__BQ;
   const size_t kp = (size_t)(hd + 1) / 2, hd16 = (size_t)(hd + 15) / 16 * 16;
   const size_t npx = gt__imax(GT__BQ * (GT__BK / 2), (GT__BQ + 1) / 2 * GT__BK);
-  const size_t nbf = bmode ? 3 * kp * GT__BK + GT__BK / 2 * hd16 + 2 * (size_t)group * GT__BQ * kp +
-                                 2 * (size_t)(GT__BQ + 1) / 2 * hd16 + npx
-                           : 0;
-  gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float) + nbf * sizeof(uint32_t) + 64);
+  const size_t nbf = bmode == 1 || bmode == 2 ? 3 * kp * GT__BK + GT__BK / 2 * hd16 +
+                                                   2 * (size_t)group * GT__BQ * kp +
+                                                   2 * (size_t)(GT__BQ + 1) / 2 * hd16 + npx
+                                             : 0;
+  const size_t nwd = bmode == 3 ? (size_t)group * GT__BQ * hd + (size_t)GT__BQ * hd + 2 * (size_t)GT__BK * hd +
+                                      (size_t)GT__BQ * GT__BK
+                                : 0;
+  gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float) + nbf * sizeof(uint32_t) + nwd * sizeof(float) + 64);
   if (!w) return NULL;
   w->kt = (float *)(w + 1);
   w->vt = w->kt + (size_t)hd * GT__BK;
@@ -541,7 +563,14 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   w->l = w->m + (size_t)group * GT__BQ;
   w->bmode = bmode;
   w->bk = w->bv = w->by = w->qa = w->doa = w->qy = w->doy = w->px = w->tmp = NULL;
-  if (bmode) {
+  w->qw = w->dow = w->kw = w->vw = w->pw = NULL;
+  if (bmode == 3) {
+    w->qw = w->l + (size_t)group * GT__BQ;
+    w->dow = w->qw + (size_t)group * GT__BQ * hd;
+    w->kw = w->dow + (size_t)GT__BQ * hd;
+    w->vw = w->kw + (size_t)GT__BK * hd;
+    w->pw = w->vw + (size_t)GT__BK * hd;
+  } else if (bmode) {
     /* (64-byte aligned: the packed rows are read with full-vector loads) */
     uintptr_t a = (uintptr_t)(w->l + (size_t)group * GT__BQ);
     w->bk = (uint32_t *)((a + 63) & ~(uintptr_t)63);
@@ -557,16 +586,20 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   return w;
 }
 
-/* The product kernel of bf16 mode: 2 (vdpbf16ps) or 1 (its emulation, the
- * same bits). vdpbf16ps only where gt_bgemm takes it too
- * (kernels/bf16_path.h): where it runs at half the FMA rate (Intel's; the
- * GEMM then takes AMX tiles or the widened path) the emulation's two FMAs
- * per pair are the faster way (the 12-layer model's attention 15% faster
- * on the project's Intel Xeon, measured with the trace). */
+/* The product kernel of bf16 mode, the arithmetic gt_bgemm runs: where it
+ * takes vdpbf16ps (or its emulation: gt__bgemm_force_fallback, or a CPU
+ * without AVX512_BF16 forced onto the pairs path), the pairs, on
+ * vdpbf16ps (2) or its emulation (1, the same bits); on every other path
+ * (widened, AMX) the float32 tile products on operands rounded to bf16 (3,
+ * widened mode), as gt_bgemm's widened path does, at float32's speed: on
+ * the Intel Xeon with AMX the 12-layer model's bf16 attention ran 35%
+ * slower than float32 on the emulation (trace). */
 static int gt__attn_bmode(const gt_attn_dims *d) {
   if (!d->bf16) return 0;
 #ifdef GT__HAND
-  return gt__bgemm_kernel() == 2 && gt__bgemm_path() == GT_BGEMM_DP ? 2 : 1;
+  const int path = gt__bgemm_path();
+  if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL) return gt__bgemm_kernel() == 2 && path == GT_BGEMM_DP ? 2 : 1;
+  return 3;
 #else
   return 0; /* the portable copy: float32 products (kernels.h) */
 #endif
@@ -603,7 +636,10 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
   (void)bm, (void)kp, (void)hd16;
 #ifdef GT__HAND
-  if (bm)
+  if (bm == 3)
+    for (int g = 0; g < group; g++)
+      gt__wround_rows(w->qw + (size_t)g * GT__BQ * hd, hd, q + qoff + (size_t)g * hd, ldq, nq, hd);
+  else if (bm)
     for (int g = 0; g < group; g++)
       gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, q + qoff + (size_t)g * hd, ldq, nq, hd);
 #endif
@@ -622,23 +658,32 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     const float *kj = kb + (size_t)j0 * ldk;
     int blo, bhi;
     gt__band_qk(i0, j0, W, &blo, &bhi);
+    /* V's rows as the P.V product reads them (widened mode: a rounded copy) */
+    const float *vj = vb + (size_t)j0 * ldk;
+    int ldv = ldk;
 #ifdef GT__HAND
-    if (bm) {
+    if (bm == 3) {
+      gt__pack_t(w->kt, kj, ldk, nk, hd);
+      gt__wround_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
+      gt__wround_rows(w->vw, hd, vj, ldk, nk, hd);
+      vj = w->vw, ldv = hd;
+    } else if (bm) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
-      gt__bpack_y(w->by, hd16, vb + (size_t)j0 * ldk, ldk, nk, hd);
+      gt__bpack_y(w->by, hd16, vj, ldk, nk, hd);
     } else
 #endif
       gt__pack_t(w->kt, kj, ldk, nk, hd);
     for (int g = 0; g < group; g++) {
-      const float *qt = q + qoff + (size_t)g * hd;
+      const float *qt = bm == 3 ? w->qw + (size_t)g * GT__BQ * hd : q + qoff + (size_t)g * hd;
+      const int ldqt = bm == 3 ? hd : ldq;
       float *ot = out + qoff + (size_t)g * hd;
       float *m = w->m + g * GT__BQ, *l = w->l + g * GT__BQ;
 #ifdef GT__HAND
-      if (bm)
+      if (bm == 1 || bm == 2)
         gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, bm == 2);
       else
 #endif
-        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
+        gt__mm_nt(S, d->scale, qt, ldqt, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
       for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * GT__BK;
         if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
@@ -671,12 +716,19 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         l[r] += sum;
       }
 #ifdef GT__HAND
-      if (bm) {
+      if (bm == 1 || bm == 2) {
         gt__bpack_rows(w->px, GT__BK / 2, S, GT__BK, nq, nk);
         gt__bmm_acc(ot, ldq, 1.0f, w->px, GT__BK / 2, 1, nq, (nk + 1) / 2, w->by, hd16, hd, bm == 2);
       } else
 #endif
-        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vb + (size_t)j0 * ldk, ldk, hd, blo, bhi);
+      {
+#ifdef GT__HAND
+        /* P in bf16 for its product with V, after the row sums took it
+         * unrounded (as the pairs' packing does) */
+        if (bm == 3) gt__wround_rows(S, GT__BK, S, GT__BK, nq, nk);
+#endif
+        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vj, ldv, hd, blo, bhi);
+      }
     }
   }
   for (int g = 0; g < group; g++) {
@@ -835,8 +887,11 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
     const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
     const float *kt = a->k + koff, *vt = a->v + koff;
     const int need_dp = a->dk || a->dq;
+    /* K's rows as the dQ product reads them (widened mode: a rounded copy) */
+    const float *kr = kt;
+    int ldkr = ldk;
 #ifdef GT__HAND
-    if (bm) {
+    if (bm == 1 || bm == 2) {
       gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
       if (need_dp) gt__bpack_nt(w->bv, w->tmp, vt, ldk, nk, hd);
       if (a->dq) gt__bpack_y(w->by, hd16, kt, ldk, nk, hd);
@@ -845,6 +900,13 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
     {
       gt__pack_t(w->kt, kt, ldk, nk, hd);
       if (need_dp) gt__pack_t(w->vt, vt, ldk, nk, hd);
+#ifdef GT__HAND
+      if (bm == 3) {
+        gt__wround_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
+        if (need_dp) gt__wround_rows(w->vt, GT__BK, w->vt, GT__BK, hd, nk);
+        if (a->dq) gt__wround_rows(w->kw, hd, kt, ldk, nk, hd), kr = w->kw, ldkr = hd;
+      }
+#endif
     }
     const int iend = gt__bwd_iend(T, W, j0, nk);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
@@ -862,7 +924,7 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
           else dqt = part + (size_t)(i0 - own_end) * ldp + (size_t)(h - kh * group) * hd, lddq = ldp;
         }
 #ifdef GT__HAND
-        if (bm) {
+        if (bm == 1 || bm == 2) {
           const int dp = bm == 2, nqp = (nq + 1) / 2;
           gt__bpack_rows(w->qa, kp, qt, ldq, nq, hd);
           gt__bmm_nt(S, d->scale, w->qa, kp, nq, w->bk, kp, dp);
@@ -892,15 +954,33 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
         int qlo, qhi, klo, khi;
         gt__band_qk(i0, j0, W, &qlo, &qhi);
         gt__band_kq(i0, j0, W, &klo, &khi);
-        gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
-        if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
-        if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, S, 1, GT__BK, nk, nq, dot, ldq, hd, klo, khi);
-        if (need_dp) {
-          gt__mm_nt(dP, 1.0f, dot, ldq, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
-          gt__dscores(dP, S, nq, nk, D_bh + i0);
+        /* the operands as the products read them: Q, dO and P rounded to
+         * bf16 in widened mode (dS below too), as they are as it packs them */
+        const float *qr = qt, *dor = dot, *pr = S;
+        int ldqr = ldq, lddor = ldq;
+#ifdef GT__HAND
+        if (bm == 3) {
+          gt__wround_rows(w->qw, hd, qt, ldq, nq, hd);
+          qr = w->qw, ldqr = hd;
+          if (a->dv || need_dp) gt__wround_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
         }
-        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd, klo, khi);
-        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kt, ldk, hd, qlo, qhi);
+#endif
+        gt__mm_nt(S, d->scale, qr, ldqr, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
+        if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
+#ifdef GT__HAND
+        /* dS takes P unrounded (S); dV's product the rounded copy */
+        if (bm == 3 && a->dv) gt__wround_rows(w->pw, GT__BK, S, GT__BK, nq, nk), pr = w->pw;
+#endif
+        if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, pr, 1, GT__BK, nk, nq, dor, lddor, hd, klo, khi);
+        if (need_dp) {
+          gt__mm_nt(dP, 1.0f, dor, lddor, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
+          gt__dscores(dP, S, nq, nk, D_bh + i0);
+#ifdef GT__HAND
+          if (bm == 3) gt__wround_rows(dP, GT__BK, dP, GT__BK, nq, nk);
+#endif
+        }
+        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qr, ldqr, hd, klo, khi);
+        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kr, ldkr, hd, qlo, qhi);
       }
     }
   }
@@ -1006,7 +1086,7 @@ static int64_t gt__bwd_score(const int64_t *cum, const int *ks, int np, int64_t 
 }
 
 /* Returns np (order[r]: the part run r-th, longest first by the model), or
- * -1 when out of memory. bf: bf16 products (gt__attn_bmode nonzero). */
+ * -1 when out of memory. bf: the bf16 pairs (gt__attn_bmode 1 or 2). */
 static int gt__bwd_split(int B, int K, int T, int W, int bf, int ks[GT__BWD_MAXP + 1],
                          int order[GT__BWD_MAXP]) {
   const int nkt = (T + GT__BK - 1) / GT__BK;
@@ -1140,7 +1220,10 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   const int group = H / K;
   int ks[GT__BWD_MAXP + 1], order[GT__BWD_MAXP], pend[GT__BWD_MAXP];
   size_t poff[GT__BWD_MAXP];
-  const int np = gt__bwd_split(B, K, T, d->window, gt__attn_bmode(d) != 0, ks, order);
+  const int bm = gt__attn_bmode(d);
+  /* the pairs do not skip masked vectors; the widened mode's float32
+   * products do (gt__bwd_tcost) */
+  const int np = gt__bwd_split(B, K, T, d->window, bm == 1 || bm == 2, ks, order);
   if (np < 0) return -1;
   /* partial dQ rows of part p: from its first unowned query row to the last
    * row its last key tile is visible from */
@@ -1160,7 +1243,7 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   gt__bwd_args a = {dq, dk, dv, dout, out, lse, q, k, v, D, seg, d,
                     np, ks, D + (size_t)B * H * T, pend, poff, pstride};
   const int nqt = (T + GT__BQ - 1) / GT__BQ;
-  gt__attn_bwd_job j = {&a, D, order, nqt, gt__attn_bmode(d), (int64_t)B * K * np,
+  gt__attn_bwd_job j = {&a, D, order, nqt, bm, (int64_t)B * K * np,
                         dq && np > 1 ? (int64_t)B * K * nqt : 0, 0, {0}};
   gt_team_par(1, gt__attn_bwd_member, &j);
   free(D);

@@ -421,9 +421,12 @@ START_TEST(test_split_threads) {
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   float *g0 = gt_test_alloc_fill(nq + 2 * nk, &st, -0.1f, 0.1f);
   int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
-  const int nmodes = gt__kernels_avx512() ? 2 : 1; /* bf16 mode is float32 on the portable path */
+  /* float32; bf16 on the pairs (vdpbf16ps where the CPU has it); bf16 in
+   * widened mode (attention.c's gt__attn_bmode follows gt_bgemm's path) */
+  const int nmodes = gt__kernels_avx512() ? 3 : 1; /* bf16 mode is float32 on the portable path */
   for (int bf = 0; bf < nmodes; bf++) {
-    gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf};
+    gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf > 0};
+    gt__bgemm_force_path(bf == 2 ? GT_BGEMM_WIDE : GT_BGEMM_DP);
     float *o[3], *l[3], *g[3];
     for (int r = 0; r < 3; r++) {
       gt_team_set_process(r + 1);
@@ -435,6 +438,7 @@ START_TEST(test_split_threads) {
        * thread count varies */
       ck_assert_int_eq(gt_attention_backward(g[r], g[r] + nq, g[r] + nq + nk, dout, o[0], l[0], q, k, v, seg, &d), 0);
     }
+    gt__bgemm_force_path(-1);
     for (int r = 1; r < 3; r++) {
       ck_assert_msg(memcmp(o[0], o[r], nq * sizeof(float)) == 0, "case %d bf16 %d: out differs on %d threads", _i, bf, r + 1);
       ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
@@ -570,12 +574,14 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   float *lse_r = malloc(nl * sizeof(float)), *lse_f = malloc(nl * sizeof(float));
   float *out_e = malloc(nq * sizeof(float)), *lse_e = malloc(nl * sizeof(float));
   float *out_32 = malloc(nq * sizeof(float)), *lse_32 = malloc(nl * sizeof(float));
-  float *g0[3], *gr[3], *gf[3], *ge[3];
+  float *out_w = malloc(nq * sizeof(float)), *lse_w = malloc(nl * sizeof(float));
+  float *g0[3], *gr[3], *gf[3], *ge[3], *gw[3];
   for (int i = 0; i < 3; i++) {
     g0[i] = gt_test_alloc_fill(i ? nk : nq, &st, -0.1f, 0.1f);
     gr[i] = gt_test_copy(g0[i], i ? nk : nq);
     gf[i] = gt_test_copy(g0[i], i ? nk : nq);
     ge[i] = gt_test_copy(g0[i], i ? nk : nq);
+    gw[i] = gt_test_copy(g0[i], i ? nk : nq);
   }
 
   gt_attention_forward_ref(out_r, lse_r, q, k, v, seg, &d);
@@ -607,15 +613,34 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   ck_assert(memcmp(lse_e, lse_f, nl * sizeof(float)) == 0);
   for (int i = 0; i < 3; i++) ck_assert(memcmp(ge[i], gf[i], (i ? nk : nq) * sizeof(float)) == 0);
 
+  /* Widened mode (where gt_bgemm takes its widened or AMX path): the
+   * float32 tile products on the same operands rounded to bf16, so exact
+   * products summed in float32 in another order: the same bounds. */
+  gt__bgemm_force_path(GT_BGEMM_WIDE);
+  ck_assert_int_eq(gt_attention_forward(out_w, lse_w, q, k, v, seg, &d), 0);
+  ck_assert_int_eq(gt_attention_backward(gw[0], gw[1], gw[2], dout, out_r, lse_r, q, k, v, seg, &d), 0);
+  gt__bgemm_force_path(-1);
+  check_bf16("out (widened)", c, out_w, out_r, m.out, m.eps_s, 2.0 * c->T + 64, nq);
+  check_bf16("lse (widened)", c, lse_w, lse_r, NULL, m.eps_s, c->T + 16, nl);
+  check_bf16("dq (widened)", c, gw[0], gr[0], m.dq, m.eps_s, terms + c->hd + 64, nq);
+  check_bf16("dk (widened)", c, gw[1], gr[1], m.dk, m.eps_s, terms + c->hd + 64, nk);
+  check_bf16("dv (widened)", c, gw[2], gr[2], m.dv, m.eps_s, terms + c->hd + 64, nk);
+  /* and it is another kernel: the pairs sum two products at a time, so on
+   * sums of many terms some bits differ (docs/precision.md) */
+  if (c->hd >= 16 && c->T >= 64) ck_assert(memcmp(gw[0], gf[0], nq * sizeof(float)) != 0);
+
   /* The flag is not ignored: float32 mode on the same inputs differs
    * (unless every query sees only itself: W = 1 makes out = v exactly). */
   gt_attention_forward(out_32, lse_32, q, k, v, seg, &d32);
-  if (c->hd >= 8 && c->T >= 7 && c->window != 1) ck_assert(memcmp(out_32, out_f, nq * sizeof(float)) != 0);
+  if (c->hd >= 8 && c->T >= 7 && c->window != 1) {
+    ck_assert(memcmp(out_32, out_f, nq * sizeof(float)) != 0);
+    ck_assert(memcmp(out_32, out_w, nq * sizeof(float)) != 0);
+  }
 
   free(m.out), free(m.dq), free(m.dk), free(m.dv);
   free(q), free(k), free(v), free(dout), free(seg), free(out_r), free(out_f), free(lse_r);
-  free(lse_f), free(out_e), free(lse_e), free(out_32), free(lse_32);
-  for (int i = 0; i < 3; i++) free(g0[i]), free(gr[i]), free(gf[i]), free(ge[i]);
+  free(lse_f), free(out_e), free(lse_e), free(out_32), free(lse_32), free(out_w), free(lse_w);
+  for (int i = 0; i < 3; i++) free(g0[i]), free(gr[i]), free(gf[i]), free(ge[i]), free(gw[i]);
 }
 
 START_TEST(test_bf16_vs_ref) {
@@ -641,7 +666,8 @@ START_TEST(test_bf16_sharp) {
 END_TEST
 
 /* bf16 mode: the same bits on 2 threads twice and on 1 thread, with and
- * without the fallback forced (and the two paths equal). */
+ * without the fallback forced (and the two paths equal); and in widened
+ * mode on 2, 1 and 3 threads. */
 START_TEST(test_bf16_deterministic) {
   uint64_t st = 6;
   const int B = 2, T = 333, H = 4, K = 2, hd = 40;
@@ -675,6 +701,26 @@ START_TEST(test_bf16_deterministic) {
       for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
     }
     for (int r = 0; r < 4; r++) {
+      free(o[r]), free(l[r]);
+      for (int i = 0; i < 3; i++) free(g[r][i]);
+    }
+    const int wthreads[3] = {2, 1, 3};
+    gt__bgemm_force_path(GT_BGEMM_WIDE);
+    for (int r = 0; r < 3; r++) {
+      gt_team_set_process(wthreads[r]);
+      o[r] = malloc(nq * sizeof(float));
+      l[r] = malloc(nl * sizeof(float));
+      for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
+      gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+      gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+    }
+    gt__bgemm_force_path(-1);
+    for (int r = 1; r < 3; r++) {
+      ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
+      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
+      for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
+    }
+    for (int r = 0; r < 3; r++) {
       free(o[r]), free(l[r]);
       for (int i = 0; i < 3; i++) free(g[r][i]);
     }
