@@ -332,17 +332,18 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
 
 /* ------------------------------------------------- bf16 tile products
  * gt_attn_dims.bf16 = 1: every tile product takes bf16 inputs with float32
- * accumulation. Operands are rounded (round to nearest even, NaNs quieted,
- * as gt_f32_to_bf16) while they are packed into 32-bit lanes that hold two
- * consecutive elements of the reduction dimension: the even one in the low
- * half, the odd one in the high half, a zero after an odd length. Each
- * product then runs on vdpbf16ps where gt_bgemm runs it too, or (without
- * AVX512_BF16, where gt_bgemm chose another path, or with
- * GEMTRAIN_NO_AVX512BF16=1 / gt__bgemm_force_fallback(1): gt__attn_bmode)
- * on its emulation: per lane and pair, two float32
- * FMAs, the odd element first, under DAZ and FTZ with round to nearest (the
- * arithmetic kernels/gemm_bf16.c measured vdpbf16ps to have), so both give
- * the same bits.
+ * accumulation, in gt_bgemm's arithmetic (gt__attn_bmode). Where gt_bgemm
+ * takes the pairs path, the pairs below: operands are rounded (round to
+ * nearest even, NaNs quieted, as gt_f32_to_bf16) while they are packed into
+ * 32-bit lanes that hold two consecutive elements of the reduction
+ * dimension: the even one in the low half, the odd one in the high half, a
+ * zero after an odd length. Each product then runs on vdpbf16ps, or (without
+ * AVX512_BF16, or with gt__bgemm_force_fallback(1)) on its emulation: per
+ * lane and pair, two float32 FMAs, the odd element first, under DAZ and FTZ
+ * with round to nearest (the arithmetic kernels/gemm_bf16.c measured
+ * vdpbf16ps to have), so both give the same bits. Where gt_bgemm takes its
+ * widened or AMX path, the widened mode: the float32 products above on
+ * float32 copies of the operands rounded the same way (gt__wround_rows).
  *
  * Packed shapes (uint32 pairs):
  *   "A" rows  [m][kp]:      row r, pairs along the row (Q, dO, P, dS);
