@@ -10,6 +10,8 @@
 #           each replica trains on its 8 rows and the replicas sync every 16
 #           steps, for each outer setting of DILOCO_OUTER (default "0.3/0.9
 #           0.7/0.5": MaxText's defaults and a larger outer step)
+#   single  the default job on 1 rank: what one replica alone reaches on
+#           its 8 rows a step, the floor DiLoCo's averaging improves on
 # Evaluations every 16 steps (for DiLoCo right after a sync); as in
 # MaxText's loop none after the last step, so the last compared is step 192
 # (DiLoCo's final sync after step 200 is not evaluated).
@@ -22,8 +24,8 @@
 # The runs are independent and their losses and bytes do not depend on
 # timing, so they run at the same time (GT_SERIAL=1: one after the other);
 # GT_LOCK=FILE takes `flock FILE` around each run. Each run is 200 steps of
-# the default job on each of 2 ranks (10 to 40 minutes alone on the 2-core
-# machine, by load).
+# the default job on each of 2 ranks (about 3 minutes alone on the 2-core
+# Xeon with AMX, 10 to 40 on the Zen 5 machine, by load).
 # Environment: DILOCO_OUTER, GT_SERIAL, GT_LOCK; runs already in the output
 # directory with a complete log are kept (delete them to rerun).
 # Usage: tools/bench_diloco.sh [--report] [gemtrain] [output directory]
@@ -47,12 +49,14 @@ run() {
   rm -rf "${out:?}/$name"
   local lock=()
   [ -n "${GT_LOCK:-}" ] && lock=(flock "$GT_LOCK")
-  "${lock[@]}" mpirun "${flags[@]}" -np 2 "$bin" train "${common[@]}" "$@" run_name="$name" \
+  "${lock[@]}" mpirun "${flags[@]}" -np "${GT_NP:-2}" "$bin" train "${common[@]}" "$@" run_name="$name" \
     > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; return 1; }
 }
 if [ "$report" = 0 ]; then
   pids=()
   run dp dcn_data_parallelism=2 & pids+=($!)
+  [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
+  GT_NP=1 run single & pids+=($!)
   [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
   for o in "${outer[@]}"; do
     run "diloco_${o%/*}_${o#*/}" "${dl[@]}" diloco_outer_lr="${o%/*}" diloco_outer_momentum="${o#*/}" & pids+=($!)
@@ -71,6 +75,7 @@ runs = [("dp", "data parallelism")]
 for o in sys.argv[2:]:
     lr, m = o.split("/")
     runs.append((f"diloco_{lr}_{m}", f"DiLoCo, outer lr {lr}, momentum {m}"))
+runs.append(("single", "one replica alone (1 rank, 8 rows a step)"))
 runs = [(n, t) for n, t in runs if os.path.exists(os.path.join(out, n, "metrics.jsonl"))]
 R = {n: recs(n) for n, _ in runs}
 ev = {n: {x["step"]: x["eval_loss"] for x in R[n] if "eval_loss" in x} for n, _ in runs}
@@ -92,6 +97,10 @@ fdp = ev["dp"][max(ev["dp"])]
 print(f"| data parallelism (dcn_data_parallelism=2) | {b_dp:.0f} measured ({pdp['comm_bytes_dcn_per_step_per_device']:.0f} planned) | {fdp:.4f} | |")
 ok = True
 for n, t in runs[1:]:
+    if n == "single":
+        f = ev[n][max(ev[n])]
+        print(f"| {t} | 0 (no other rank) | {f:.4f} | {100 * (f / fdp - 1):+.2f}% |")
+        continue
     # the periodic syncs (after steps 16, 32, ...); the run's last step, when
     # not one of them, adds one more sync at the end (counted apart)
     per = [x["diloco_bytes"] for x in R[n] if x.get("diloco_bytes") and (x["step"] + 1) % 16 == 0]
