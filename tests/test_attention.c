@@ -665,9 +665,9 @@ START_TEST(test_bf16_sharp) {
 }
 END_TEST
 
-/* bf16 mode: the same bits on 2 threads twice and on 1 thread, with and
- * without the fallback forced (and the two paths equal); and in widened
- * mode on 2, 1 and 3 threads. */
+/* bf16 mode: on the pairs, the same bits on 2 threads twice and on 1
+ * thread, with and without the fallback forced (and the two paths equal);
+ * in widened mode, the same bits on 2, 1, 3 and 2 threads. */
 START_TEST(test_bf16_deterministic) {
   uint64_t st = 6;
   const int B = 2, T = 333, H = 4, K = 2, hd = 40;
@@ -678,53 +678,38 @@ START_TEST(test_bf16_deterministic) {
   float *v = alloc_fill_bf16(nk, &st, -1, 1);
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   int32_t *seg = make_seg(B, T, 1, &st);
-  for (int wi = 0; wi < 2; wi++) {
-    gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1};
-    float *o[4], *l[4], *g[4][3];
-    const int threads[4] = {2, 2, 1, 2};
-    gt__bgemm_force_path(GT_BGEMM_DP); /* vdpbf16ps where the CPU has it, as above */
-    for (int r = 0; r < 4; r++) {
-      gt_team_set_process(threads[r]);
-      gt__bgemm_force_fallback(r == 3);
-      o[r] = malloc(nq * sizeof(float));
-      l[r] = malloc(nl * sizeof(float));
-      for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
-      gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
-      gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v,
-                            wi ? seg : NULL, &d);
+  /* each mode's runs: the path forced, the fallback forced or not, threads;
+   * every run of a mode must give its first run's bits */
+  static const struct {
+    int path, fallback, threads;
+  } runs[2][4] = {{{GT_BGEMM_DP, 0, 2}, {GT_BGEMM_DP, 0, 2}, {GT_BGEMM_DP, 0, 1}, {GT_BGEMM_DP, 1, 2}},
+                  {{GT_BGEMM_WIDE, 0, 2}, {GT_BGEMM_WIDE, 0, 1}, {GT_BGEMM_WIDE, 0, 3}, {GT_BGEMM_WIDE, 0, 2}}};
+  for (int wi = 0; wi < 2; wi++)
+    for (int mode = 0; mode < 2; mode++) {
+      gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1};
+      float *o[4], *l[4], *g[4][3];
+      for (int r = 0; r < 4; r++) {
+        gt__bgemm_force_path(runs[mode][r].path); /* vdpbf16ps where the CPU has it, as above */
+        gt__bgemm_force_fallback(runs[mode][r].fallback);
+        gt_team_set_process(runs[mode][r].threads);
+        o[r] = malloc(nq * sizeof(float));
+        l[r] = malloc(nl * sizeof(float));
+        for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
+        gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+        gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v, wi ? seg : NULL, &d);
+      }
+      gt__bgemm_force_fallback(0);
+      gt__bgemm_force_path(-1);
+      for (int r = 1; r < 4; r++) {
+        ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
+        ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
+        for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
+      }
+      for (int r = 0; r < 4; r++) {
+        free(o[r]), free(l[r]);
+        for (int i = 0; i < 3; i++) free(g[r][i]);
+      }
     }
-    gt__bgemm_force_fallback(0);
-    gt__bgemm_force_path(-1);
-    for (int r = 1; r < 4; r++) {
-      ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
-      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
-      for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
-    }
-    for (int r = 0; r < 4; r++) {
-      free(o[r]), free(l[r]);
-      for (int i = 0; i < 3; i++) free(g[r][i]);
-    }
-    const int wthreads[3] = {2, 1, 3};
-    gt__bgemm_force_path(GT_BGEMM_WIDE);
-    for (int r = 0; r < 3; r++) {
-      gt_team_set_process(wthreads[r]);
-      o[r] = malloc(nq * sizeof(float));
-      l[r] = malloc(nl * sizeof(float));
-      for (int i = 0; i < 3; i++) g[r][i] = gt_test_zeros(i ? nk : nq);
-      gt_attention_forward(o[r], l[r], q, k, v, wi ? seg : NULL, &d);
-      gt_attention_backward(g[r][0], g[r][1], g[r][2], dout, o[r], l[r], q, k, v, wi ? seg : NULL, &d);
-    }
-    gt__bgemm_force_path(-1);
-    for (int r = 1; r < 3; r++) {
-      ck_assert(memcmp(o[0], o[r], nq * sizeof(float)) == 0);
-      ck_assert(memcmp(l[0], l[r], nl * sizeof(float)) == 0);
-      for (int i = 0; i < 3; i++) ck_assert(memcmp(g[0][i], g[r][i], (i ? nk : nq) * sizeof(float)) == 0);
-    }
-    for (int r = 0; r < 3; r++) {
-      free(o[r]), free(l[r]);
-      for (int i = 0; i < 3; i++) free(g[r][i]);
-    }
-  }
   free(q), free(k), free(v), free(dout), free(seg);
 }
 END_TEST
