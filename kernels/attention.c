@@ -955,8 +955,9 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
         int qlo, qhi, klo, khi;
         gt__band_qk(i0, j0, W, &qlo, &qhi);
         gt__band_kq(i0, j0, W, &klo, &khi);
-        /* the operands as the products read them: Q, dO and P rounded to
-         * bf16 in widened mode (dS below too), as they are as it packs them */
+        /* the operands as the products read them: in widened mode Q, dO
+         * and P rounded to bf16 (dS below too), where the pairs round them
+         * as they pack them */
         const float *qr = qt, *dor = dot, *pr = S;
         int ldqr = ldq, lddor = ldq;
 #ifdef GT__HAND
