@@ -144,9 +144,12 @@ typedef struct gt_attn_dims {
    * dV += P^T.dO take bf16 inputs: P (the unnormalized exp(S - running max)
    * in forward, exp(S - lse) in backward), dS = P (dP - D) (unscaled) and dO
    * are rounded to bf16 (round to nearest even) where they enter a product.
-   * Products accumulate in float32 on vdpbf16ps (pairs along the reduction
-   * dimension), or on its bit-identical float32-FMA emulation where
-   * AVX512_BF16 is missing or turned off (gt__bgemm_kernel(), kernels/bf16.h).
+   * Products accumulate in float32 in gt_bgemm's arithmetic: where it takes
+   * the pairs path, on vdpbf16ps (pairs along the reduction dimension) or
+   * its bit-identical float32-FMA emulation (gt__bgemm_kernel(),
+   * kernels/bf16.h); where it takes the widened or AMX path
+   * (kernels/bf16_path.h), on float32 FMAs over the rounded operands, one k
+   * at a time (other bits, the same bounds).
    * Softmax, running max and sum, lse, D = rowsum(dO * O) (from the unrounded
    * dO) and all outputs stay float32. On the portable path (kernels/cpu.h)
    * the flag is ignored (float32 products). The references implement the same

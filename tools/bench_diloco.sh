@@ -11,7 +11,9 @@
 #           steps, for each outer setting of DILOCO_OUTER (default "0.3/0.9
 #           0.7/0.5": MaxText's defaults and a larger outer step)
 #   single  the default job on 1 rank: what one replica alone reaches on
-#           its 8 rows a step, the floor DiLoCo's averaging improves on
+#           its 8 rows a step (half the tokens of the runs above; the
+#           table's tokens column is theirs), the floor DiLoCo's averaging
+#           improves on
 # Evaluations every 16 steps (for DiLoCo right after a sync); as in
 # MaxText's loop none after the last step, so the last compared is step 192
 # (DiLoCo's final sync after step 200 is not evaluated).
@@ -43,20 +45,23 @@ flags=(--oversubscribe --bind-to core)
 common=(eval_interval=16 threads_per_device=1 sample_tokens=0 enable_checkpointing=false "base_output_directory=$out")
 dl=(enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16)
 outer=(${DILOCO_OUTER:-0.3/0.9 0.7/0.5})
+# run NAME [key=value ...] on 2 ranks; the run named single on 1
 run() {
   local name=$1; shift
+  local np=2
+  [ "$name" = single ] && np=1
   grep -q "^run_name=$name: finished" "$out/$name.log" 2>/dev/null && return 0
   rm -rf "${out:?}/$name"
   local lock=()
   [ -n "${GT_LOCK:-}" ] && lock=(flock "$GT_LOCK")
-  "${lock[@]}" mpirun "${flags[@]}" -np "${GT_NP:-2}" "$bin" train "${common[@]}" "$@" run_name="$name" \
+  "${lock[@]}" mpirun "${flags[@]}" -np "$np" "$bin" train "${common[@]}" "$@" run_name="$name" \
     > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; return 1; }
 }
 if [ "$report" = 0 ]; then
   pids=()
   run dp dcn_data_parallelism=2 & pids+=($!)
   [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
-  GT_NP=1 run single & pids+=($!)
+  run single & pids+=($!)
   [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
   for o in "${outer[@]}"; do
     run "diloco_${o%/*}_${o#*/}" "${dl[@]}" diloco_outer_lr="${o%/*}" diloco_outer_momentum="${o#*/}" & pids+=($!)
