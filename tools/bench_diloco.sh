@@ -45,11 +45,9 @@ flags=(--oversubscribe --bind-to core)
 common=(eval_interval=16 threads_per_device=1 sample_tokens=0 enable_checkpointing=false "base_output_directory=$out")
 dl=(enable_diloco=true dcn_diloco_parallelism=2 diloco_sync_period=16)
 outer=(${DILOCO_OUTER:-0.3/0.9 0.7/0.5})
-# run NAME [key=value ...] on 2 ranks; the run named single on 1
+# run RANKS NAME [key=value ...]
 run() {
-  local name=$1; shift
-  local np=2
-  [ "$name" = single ] && np=1
+  local np=$1 name=$2; shift 2
   grep -q "^run_name=$name: finished" "$out/$name.log" 2>/dev/null && return 0
   rm -rf "${out:?}/$name"
   local lock=()
@@ -59,12 +57,12 @@ run() {
 }
 if [ "$report" = 0 ]; then
   pids=()
-  run dp dcn_data_parallelism=2 & pids+=($!)
+  run 2 dp dcn_data_parallelism=2 & pids+=($!)
   [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
-  run single & pids+=($!)
+  run 1 single & pids+=($!)
   [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
   for o in "${outer[@]}"; do
-    run "diloco_${o%/*}_${o#*/}" "${dl[@]}" diloco_outer_lr="${o%/*}" diloco_outer_momentum="${o#*/}" & pids+=($!)
+    run 2 "diloco_${o%/*}_${o#*/}" "${dl[@]}" diloco_outer_lr="${o%/*}" diloco_outer_momentum="${o#*/}" & pids+=($!)
     [ -n "${GT_SERIAL:-}" ] && wait "${pids[-1]}"
   done
   for p in "${pids[@]}"; do wait "$p" || exit 1; done
