@@ -538,7 +538,7 @@ static bf_mags bf16_mags(const gt_attn_dims *d, const float *q, const float *k, 
 
 static double bf_worst; /* worst |fast - ref| / bound seen */
 
-static void check_bf16(const char *what, const attn_case *c, const float *a, const float *ref,
+static void check_bf16(const char *what, const char *mode, const attn_case *c, const float *a, const float *ref,
                        const double *M, double eps_s, double n, int64_t len) {
   for (int64_t i = 0; i < len; i++) {
     const double tol = M ? (0x1p-8 * (1 + 0x1p-6) + 2 * eps_s + n * 0x1p-24) * M[i] +
@@ -546,9 +546,24 @@ static void check_bf16(const char *what, const attn_case *c, const float *a, con
                          : 2 * eps_s + n * 0x1p-24 + 0x1p-23 * fabs(ref[i]);
     const double e = fabs((double)a[i] - ref[i]);
     if (tol > 0 && e / tol > bf_worst) bf_worst = e / tol;
-    ck_assert_msg(e <= tol, "bf16 B=%d T=%d H=%d K=%d hd=%d W=%d seg=%d: %s[%lld] = %.9g, ref %.9g, bound %.3g",
-                  c->B, c->T, c->H, c->K, c->hd, c->window, c->seg, what, (long long)i, a[i], ref[i], tol);
+    ck_assert_msg(e <= tol, "bf16 B=%d T=%d H=%d K=%d hd=%d W=%d seg=%d: %s%s[%lld] = %.9g, ref %.9g, bound %.3g",
+                  c->B, c->T, c->H, c->K, c->hd, c->window, c->seg, mode, what, (long long)i, a[i], ref[i], tol);
   }
+}
+
+/* One mode's forward (out, lse) and gradients g against the reference's,
+ * each within its bound above (M: the sums of |terms| of bf16_mags). */
+static void check_bf16_all(const char *mode, const attn_case *c, const bf_mags *m, const float *out,
+                           const float *lse, float *const g[3], const float *out_r, const float *lse_r,
+                           float *const gr[3]) {
+  const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd, nk = (int64_t)c->B * c->T * c->K * c->hd;
+  const int64_t nl = (int64_t)c->B * c->H * c->T;
+  const double terms = (double)c->T * (c->H / c->K);
+  check_bf16("out", mode, c, out, out_r, m->out, m->eps_s, 2.0 * c->T + 64, nq);
+  check_bf16("lse", mode, c, lse, lse_r, NULL, m->eps_s, c->T + 16, nl);
+  check_bf16("dq", mode, c, g[0], gr[0], m->dq, m->eps_s, terms + c->hd + 64, nq);
+  check_bf16("dk", mode, c, g[1], gr[1], m->dk, m->eps_s, terms + c->hd + 64, nk);
+  check_bf16("dv", mode, c, g[2], gr[2], m->dv, m->eps_s, terms + c->hd + 64, nk);
 }
 
 static float *alloc_fill_bf16(int64_t n, uint64_t *st, float lo, float hi) {
@@ -596,12 +611,7 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   gt__bgemm_force_path(-1);
 
   bf_mags m = bf16_mags(&d, q, k, v, dout, out_r, lse_r, seg);
-  const double terms = (double)c->T * (c->H / c->K);
-  check_bf16("out", c, out_f, out_r, m.out, m.eps_s, 2.0 * c->T + 64, nq);
-  check_bf16("lse", c, lse_f, lse_r, NULL, m.eps_s, c->T + 16, nl);
-  check_bf16("dq", c, gf[0], gr[0], m.dq, m.eps_s, terms + c->hd + 64, nq);
-  check_bf16("dk", c, gf[1], gr[1], m.dk, m.eps_s, terms + c->hd + 64, nk);
-  check_bf16("dv", c, gf[2], gr[2], m.dv, m.eps_s, terms + c->hd + 64, nk);
+  check_bf16_all("", c, &m, out_f, lse_f, gf, out_r, lse_r, gr);
 
   /* The fallback (float32 FMAs under DAZ/FTZ) gives the same bits as the
    * vdpbf16ps path (where the CPU has it; otherwise both runs take it). */
@@ -620,11 +630,7 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   ck_assert_int_eq(gt_attention_forward(out_w, lse_w, q, k, v, seg, &d), 0);
   ck_assert_int_eq(gt_attention_backward(gw[0], gw[1], gw[2], dout, out_r, lse_r, q, k, v, seg, &d), 0);
   gt__bgemm_force_path(-1);
-  check_bf16("out (widened)", c, out_w, out_r, m.out, m.eps_s, 2.0 * c->T + 64, nq);
-  check_bf16("lse (widened)", c, lse_w, lse_r, NULL, m.eps_s, c->T + 16, nl);
-  check_bf16("dq (widened)", c, gw[0], gr[0], m.dq, m.eps_s, terms + c->hd + 64, nq);
-  check_bf16("dk (widened)", c, gw[1], gr[1], m.dk, m.eps_s, terms + c->hd + 64, nk);
-  check_bf16("dv (widened)", c, gw[2], gr[2], m.dv, m.eps_s, terms + c->hd + 64, nk);
+  check_bf16_all("widened: ", c, &m, out_w, lse_w, gw, out_r, lse_r, gr);
   /* and it is another kernel: the pairs sum two products at a time, so on
    * sums of many terms some bits differ (docs/precision.md) */
   if (c->hd >= 16 && c->T >= 64) ck_assert(memcmp(gw[0], gf[0], nq * sizeof(float)) != 0);
