@@ -48,6 +48,24 @@ void gt_bf16_round_copy(float *dst, const float *src, int64_t n) {
   gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__round_part, &a);
 }
 
+/* Serial: a GEMM calls it on each C tile it has just stored (the tile still
+ * in L1), inside its own parallel section. */
+void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++) {
+    float *xr = x + r * ld;
+    int64_t i = 0;
+#if defined(GT__KERNELS_AVX512)
+    for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(xr + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(xr + i))));
+    if (i < cols) {
+      const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
+      _mm512_mask_storeu_ps(xr + i, m, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(m, xr + i))));
+      i = cols;
+    }
+#endif
+    for (; i < cols; i++) xr[i] = gt_bf16_round1(xr[i]);
+  }
+}
+
 static void gt__pack_part(void *p, int64_t c0, int64_t c1) {
   const gt__bf16_args *a = p;
   uint16_t *dst = a->dst;

@@ -50,6 +50,9 @@ void gt_bf16_round(float *x, int64_t n);
 /* dst[i] = round_bf16(src[i]): a copy and gt_bf16_round in one pass (the
  * same bits; dst and src do not overlap) */
 void gt_bf16_round_copy(float *dst, const float *src, int64_t n);
+/* rows x cols block of x (row stride ld) rounded to bf16 in place, on the
+ * calling thread only (gt_bgemm_rnd rounds each C tile with it) */
+void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols);
 /* dst[i] = bf16(src[i]) (round to nearest even) */
 void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n);
 /* dst[i] = float(src[i]) (exact) */
@@ -62,10 +65,19 @@ void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n);
  * on the thread count. */
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* gt_bgemm with C rounded to bf16 at the end: the bits of gt_bgemm then
+ * gt_bf16_round over the M x N block, where the packed paths round each
+ * tile of C as they finish it instead of in a second pass over memory (a
+ * dtype=bfloat16 projection's output, model/linear.h). */
+void gt_bgemm_rnd(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void gt_bgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* gt_matmul_forward / gt_matmul_backward (kernels.h) with bf16 inputs */
 void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim, int64_t out_dim);
+/* the same with out rounded to bf16 (gt_bgemm_rnd) */
+void gt_matmul_forward_bf16_rnd(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+                                int64_t out_dim);
 void gt_matmul_backward_bf16(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,
                              int64_t in_dim, int64_t out_dim);
 

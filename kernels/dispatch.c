@@ -47,6 +47,7 @@ GT__VARIANTS(gt_bf16_round)
 GT__VARIANTS(gt_bf16_pack)
 GT__VARIANTS(gt_bf16_round_copy)
 GT__VARIANTS(gt_bf16_unpack)
+GT__VARIANTS(gt_bf16_round_rows)
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   (gt__kernels_avx512() ? gt_sgemm__avx512 : gt_sgemm__portable)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -167,4 +168,7 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
 }
 void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
   (gt__kernels_avx512() ? gt_bf16_unpack__avx512 : gt_bf16_unpack__portable)(dst, src, n);
+}
+void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols) {
+  (gt__kernels_avx512() ? gt_bf16_round_rows__avx512 : gt_bf16_round_rows__portable)(x, ld, rows, cols);
 }

@@ -213,7 +213,8 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
  * task's top-left corner) with the micro-kernel; the next tile (below, or
  * the top of the next panel) is the one prefetched. */
 static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t *At, const uint32_t *Bp, int64_t q0,
-                           int64_t q1, int64_t m, int64_t nc, float alpha, float beta, float *C, int64_t ldc) {
+                           int64_t q1, int64_t m, int64_t nc, float alpha, float beta, float *C, int64_t ldc,
+                           gt__gemm_round_fn rnd) {
   const int64_t MR = k->blocks->mr, NR = k->blocks->nr;
   for (int64_t q = q0; q < q1; q++) {
     const uint32_t *bq = Bp + q * NR * ku;
@@ -221,7 +222,11 @@ static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t 
     int64_t nr = gt__gmin(NR, nc - q * NR);
     for (int64_t ir = 0; ir < m; ir += MR) {
       const float *cn = ir + MR < m ? cq + (ir + MR) * ldc : cq + NR;
-      k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, gt__gmin(MR, m - ir), nr, alpha, beta, cn);
+      const int64_t mr = gt__gmin(MR, m - ir);
+      k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, mr, nr, alpha, beta, cn);
+      /* the tile is final and still in L1: rounding it here costs no pass
+       * over memory */
+      if (rnd) rnd(cq + ir * ldc, ldc, mr, nr);
     }
   }
 }
@@ -236,6 +241,7 @@ typedef struct gt__gemm_job {
   float *C;
   uint32_t *Ap, *Bp; /* packing buffers: A (kept or per member), B (shared or per member) */
   int a_keep;
+  gt__gemm_round_fn round_c; /* rounds C's tiles once their last K block is in (gt__gemm_run) */
   gt_team_counter next;
 } gt__gemm_job;
 
@@ -255,7 +261,8 @@ static void gt__gemm_cols_member(void *arg, int tid, int nth) {
     /* row blocks of mc rows (the A block stays in L2), then as there */
     for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
       const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
-      gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, j->alpha, j->beta, j->C + ic * j->ldc + jc, j->ldc);
+      gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, j->alpha, j->beta, j->C + ic * j->ldc + jc, j->ldc,
+                     j->round_c);
     }
   }
 }
@@ -310,7 +317,7 @@ static void gt__gemm_member(void *arg, int tid, int nth) {
           packed_ic = ib;
         }
         gt__gemm_tiles(k, ku, At, Bp, npanels * g / ng, npanels * (g + 1) / ng, m, nc, j->alpha, bta,
-                       j->C + ic * j->ldc + jc, j->ldc);
+                       j->C + ic * j->ldc + jc, j->ldc, pc + kcb >= K ? j->round_c : NULL);
       }
       base += ntasks + nth;
       /* ... and this barrier keeps the next pack from overwriting B while
@@ -348,7 +355,8 @@ void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, c
  * fixed k order, blocks follow each other behind barriers: the bits do not
  * depend on the thread count or on timing. */
 int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                 gt__gemm_round_fn round_c) {
   const gt__gemm_blocks *bl = k->blocks;
   gt__gemm_plan pl;
   gt__gemm_plan_make(&pl, bl, M, N, K, gt_team_threads());
@@ -371,7 +379,8 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
     if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(pl.nt * kub * pl.nc)) ||
         gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(mall * kub)))
       return -1;
-    gt__gemm_job jc = {k, &pl, transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, cache->a, cache->b, 0, {0}};
+    gt__gemm_job jc = {k,    &pl,  transA, transB, M,        N,        K, lda, ldb, ldc, alpha, beta,
+                       A,    B,    C,      cache->a, cache->b, 0,        round_c, {0}};
     gt__gemm_run_cols(&jc);
     return 0;
   }
@@ -379,7 +388,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
       gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;
   gt__gemm_job job = {k, &pl, transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, cache->a, cache->b,
-                      a_keep, {0}};
+                      a_keep, round_c, {0}};
   gt_team_par_n(pl.nt, gt__gemm_member, &job);
   return 0;
 }
@@ -761,7 +770,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
   }
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__pack_b_u, gt__micro_u};
-  if (gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+  if (gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL))
     gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -777,16 +786,17 @@ int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, c
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__qpack_b_u, gt__micro_u};
   return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
-                      ldc);
+                      ldc, NULL);
 }
 
 /* gt_bgemm's and gt_qbgemm's widened path (kernels/gemm_widen.h): these
  * loops, blocks and micro-kernel with the packers that round to bf16. */
 int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                     gt__gemm_round_fn round_c) {
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__pack_b_w, gt__micro_u};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
 int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -794,7 +804,7 @@ int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, 
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
   return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
-                      ldc);
+                      ldc, NULL);
 }
 
 _Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_sgemm's");

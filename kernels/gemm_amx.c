@@ -263,32 +263,35 @@ static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float
 
 int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                              float *C, int64_t ldc) {
+                              float *C, int64_t ldc, gt__gemm_round_fn round_c) {
   pthread_once(&gt__ablock_once, gt__ablock_init);
   /* (another product running at the same time, on another device, only
    * makes a thread load the same configuration once more) */
   atomic_fetch_add_explicit(&gt__acall, 1u, memory_order_relaxed);
   const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, pack_b, gt__amicro};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return gt__amx_bgemm_packed_with(gt__apack_b, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                         gt__gemm_round_fn round_c) {
+  return gt__amx_bgemm_packed_with(gt__apack_b, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                   round_c);
 }
 
 GT__TARGET_END
 #else
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                         gt__gemm_round_fn round_c) {
   (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
-  (void)beta, (void)C, (void)ldc;
+  (void)beta, (void)C, (void)ldc, (void)round_c;
   return -1;
 }
 int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                              float *C, int64_t ldc) {
+                              float *C, int64_t ldc, gt__gemm_round_fn round_c) {
   (void)pack_b;
-  return gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 #endif

@@ -142,6 +142,16 @@ static void gt__bgemm_copy(int transA, int transB, int64_t M, int64_t N, int64_t
   free(b);
 }
 
+/* gt_bgemm_rnd's rounding where a path has no tile loop to do it in: the
+ * M x N block of C, a pass of its own (threads split each row's range) */
+static void gt__round_c(float *C, int64_t ldc, int64_t M, int64_t N) {
+  if (ldc == N) {
+    gt_bf16_round(C, M * N);
+    return;
+  }
+  for (int64_t i = 0; i < M; i++) gt_bf16_round(C + i * ldc, N);
+}
+
 #if defined(GT__BG_X86)
 /* ------------------------------------------------ AVX-512 (cpuid-chosen) */
 
@@ -927,14 +937,14 @@ static void gt__qbgemv_chunk(const void *arg, int64_t j0, int64_t j1) {
  * copies path) */
 static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                            float *C, int64_t ldc) {
+                            float *C, int64_t ldc, gt__gemm_round_fn round_c) {
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
   const int dp = micro == gt__bmicro_dp;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a,
                                 dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
                                 dp && !transA ? gt__bmicro_dp_grp : micro};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
 int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -952,13 +962,13 @@ int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, 
   _Static_assert(NR == 32, "the AMX kernel reads gt__qbpack_b's panels as its own 32-column B panels");
   if (path == GT_BGEMM_AMX)
     return gt__amx_bgemm_packed_with(gt__qbpack_b, 0, transW, M, N, K, alpha, A, lda,
-                                     (const float *)(const void *)W, W->cols, beta, C, ldc);
+                                     (const float *)(const void *)W, W->cols, beta, C, ldc, NULL);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
                                 dp ? gt__bmicro_dp_grp : gt__bmicro_fma};
   return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
-                      ldc);
+                      ldc, NULL);
 }
 
 GT__TARGET_END
@@ -970,34 +980,52 @@ int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 #endif /* GT__BG_X86 */
 
-void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* gt_bgemm, and gt_bgemm_rnd with rnd: the packed paths round each C tile
+ * as their loops finish it (gt__gemm_run's round_c); the others round C
+ * after, in a pass of its own. */
+static void gt__bgemm_any(int rnd, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                          int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    if (rnd) gt__round_c(C, ldc, M, N);
     return;
   }
   int path = gt__bgemm_path();
+  gt__gemm_round_fn round_c = rnd ? gt_bf16_round_rows : NULL;
 #if defined(GT__BG_X86)
   /* a few rows times B^T: one row kernel for every AVX-512 path (FMAs on
    * rounded operands), converting with vcvtne2ps2bf16 where the CPU has it */
   if (path != GT_BGEMM_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
     if (gt__bgemm_kernel() != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (rnd) gt__round_c(C, ldc, M, N);
     return;
   }
   int rc = -1;
   if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL)
     rc = gt__bgemm_packed(path == GT_BGEMM_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A,
-                          lda, B, ldb, beta, C, ldc);
+                          lda, B, ldb, beta, C, ldc, round_c);
   else if (path == GT_BGEMM_WIDE)
-    rc = gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    rc = gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
   else if (path == GT_BGEMM_AMX)
-    rc = gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    rc = gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
   if (rc == 0) return;
 #else
-  (void)path;
+  (void)path, (void)round_c;
 #endif
   gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (rnd) gt__round_c(C, ldc, M, N);
+}
+
+void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  gt__bgemm_any(0, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gt_bgemm_rnd(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  gt__bgemm_any(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

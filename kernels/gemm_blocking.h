@@ -74,12 +74,20 @@ typedef struct gt__gemm_kernel {
                 float alpha, float beta, const float *cnext);
 } gt__gemm_kernel;
 
+/* Rounds a rows x cols tile of C (row stride ldc) in place, on the calling
+ * thread: gt_bf16_round_rows (kernels/bf16.h), for gt_bgemm_rnd. */
+typedef void (*gt__gemm_round_fn)(float *C, int64_t ldc, int64_t rows, int64_t cols);
+
 /* The loops both packed GEMMs share (kernels/gemm.c): C = alpha op(A) op(B)
  * + beta C with the blocks' plan and the calling thread's buffers. 0, or -1
  * when the buffers cannot grow (nothing written: the caller takes another
- * path). M, N, K > 0. */
+ * path). M, N, K > 0. round_c, when not NULL, is applied to each tile of C
+ * right after its last K block is stored (the tile still in L1): C then
+ * holds round(alpha op(A) op(B) + beta C), the bits of a separate rounding
+ * pass over C without the pass. */
 int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                 gt__gemm_round_fn round_c);
 
 /* The row-times-B^T products' loop (kernels/gemm_tile.h's GT__GEMV_BT_COLS):
  * cols(args, j0, j1) on chunks of `chunk` columns of [0, N), each to the

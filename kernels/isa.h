@@ -59,5 +59,6 @@
 #define gt_bf16_pack GT__ISA_NAME(gt_bf16_pack)
 #define gt_bf16_round_copy GT__ISA_NAME(gt_bf16_round_copy)
 #define gt_bf16_unpack GT__ISA_NAME(gt_bf16_unpack)
+#define gt_bf16_round_rows GT__ISA_NAME(gt_bf16_round_rows)
 
 #endif

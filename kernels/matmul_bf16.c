@@ -4,14 +4,24 @@
 
 #include "kernels/bf16.h"
 
-void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
-                            int64_t out_dim) {
+static void gt__forward(int rnd, float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+                        int64_t out_dim) {
   if (n <= 0 || out_dim <= 0) return;
-  if (in_dim <= 0) {
+  if (in_dim <= 0) { /* zeros, already bf16 */
     memset(out, 0, (size_t)(n * out_dim) * sizeof(float));
     return;
   }
-  gt_bgemm(0, 1, n, out_dim, in_dim, 1.0f, inp, in_dim, w, in_dim, 0.0f, out, out_dim);
+  (rnd ? gt_bgemm_rnd : gt_bgemm)(0, 1, n, out_dim, in_dim, 1.0f, inp, in_dim, w, in_dim, 0.0f, out, out_dim);
+}
+
+void gt_matmul_forward_bf16(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+                            int64_t out_dim) {
+  gt__forward(0, out, inp, w, n, in_dim, out_dim);
+}
+
+void gt_matmul_forward_bf16_rnd(float *out, const float *inp, const float *w, int64_t n, int64_t in_dim,
+                                int64_t out_dim) {
+  gt__forward(1, out, inp, w, n, in_dim, out_dim);
 }
 
 void gt_matmul_backward_bf16(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int64_t n,

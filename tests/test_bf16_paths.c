@@ -411,6 +411,91 @@ START_TEST(test_amx_against_reference) {
 }
 END_TEST
 
+/* gt_bgemm_rnd's C (path forced, fallback forced when emul) into a copy of
+ * C0 (beta 0: NaN, which must not be read) */
+static float *run_rnd(int path, int emul, const pcase *c, const pdata *d) {
+  float *C = gt_test_copy(d->C0, c->M * d->ldc);
+  if (c->beta == 0.0f)
+    for (int64_t i = 0; i < c->M * d->ldc; i++) C[i] = NAN;
+  gt__bgemm_force_path(path);
+  gt__bgemm_force_fallback(emul);
+  gt_bgemm_rnd(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
+  gt__bgemm_force_fallback(0);
+  gt__bgemm_force_path(-1);
+  return C;
+}
+
+START_TEST(test_rounded_output) {
+  /* gt_bgemm_rnd (a dtype=bfloat16 projection's output) is gt_bgemm then
+   * gt_bf16_round over the M x N block, bit for bit, on every path this CPU
+   * runs (the pairs on their emulation too) and on 1 and 2 threads. The
+   * packed paths round each C tile after its last K block, so the cases add
+   * K over several K blocks with beta 1 (a tile rounded after an earlier
+   * block would carry a rounded partial sum into the next one), the
+   * few-rows product (decoding's row kernel, rounded after), and few rows
+   * times many B blocks (the loop that gives each thread whole B blocks,
+   * on 2 threads). The columns past N (ldc's padding) stay untouched. */
+  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {1, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
+                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}};
+  enum { NEXTRA = sizeof extra / sizeof extra[0] };
+  int paths[4], emul[4], np = 0;
+  if (!gt__kernels_avx512()) {
+    paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
+  } else {
+    paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
+    paths[np] = GT_BGEMM_DP, emul[np++] = 0;
+    paths[np] = GT_BGEMM_DP, emul[np++] = 1;
+    if (gt__cpu_amx_bf16()) paths[np] = GT_BGEMM_AMX, emul[np++] = 0;
+  }
+  int64_t checked = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (int n = 0; n < NCASES + NEXTRA; n++) {
+      const pcase *c = n < NCASES ? &CASES[n] : &extra[n - NCASES];
+      pdata d;
+      if (n < NCASES) {
+        pdata_make(c, n, &d);
+      } else { /* no bound needed here: inputs and C0 only */
+        uint64_t sd = 500 + (uint64_t)n;
+        d.lda = (c->ta ? c->M : c->K) + 1, d.ldb = c->tb ? c->K : c->N, d.ldc = c->N + 3;
+        d.A = gt_test_alloc_fill((c->ta ? c->K : c->M) * d.lda, &sd, -1, 1);
+        d.B = gt_test_alloc_fill((c->tb ? c->N : c->K) * d.ldb, &sd, -1, 1);
+        d.C0 = gt_test_alloc_fill(c->M * d.ldc, &sd, -1, 1), d.tol = NULL, d.S = NULL;
+      }
+      for (int p = 0; p < np; p++) {
+        float *want = gt_test_copy(d.C0, c->M * d.ldc);
+        if (c->beta == 0.0f)
+          for (int64_t i = 0; i < c->M * d.ldc; i++) want[i] = NAN;
+        gt__bgemm_force_path(paths[p]);
+        gt__bgemm_force_fallback(emul[p]);
+        gt_bgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, d.lda, d.B, d.ldb, c->beta, want, d.ldc);
+        gt__bgemm_force_fallback(0);
+        gt__bgemm_force_path(-1);
+        for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d.ldc, c->N);
+        float *got = run_rnd(paths[p], emul[p], c, &d);
+        for (int64_t i = 0; i < c->M; i++) {
+          ck_assert_msg(gt_test_same_bits(want + i * d.ldc, got + i * d.ldc, c->N),
+                        "path %d%s, %d threads, ta%d tb%d M%lld N%lld K%lld, row %lld: gt_bgemm_rnd != gt_bgemm "
+                        "then rounded",
+                        paths[p], emul[p] ? " (emulated)" : "", th, c->ta, c->tb, (long long)c->M, (long long)c->N,
+                        (long long)c->K, (long long)i);
+          for (int64_t j = 0; j < c->N; j++) /* not the unrounded C under another name */
+            ck_assert(gt_bf16_round1(got[i * d.ldc + j]) == got[i * d.ldc + j]);
+          for (int64_t j = c->N; j < d.ldc; j++)
+            ck_assert(c->beta == 0.0f ? isnan(got[i * d.ldc + j])
+                                      : gt_test_same_bits(&got[i * d.ldc + j], &d.C0[i * d.ldc + j], 1));
+          checked += c->N;
+        }
+        free(want), free(got);
+      }
+      pdata_free(&d);
+    }
+  }
+  printf("gt_bgemm_rnd: %lld elements on %d paths and 1 and 2 threads, each gt_bgemm's rounded\n", (long long)checked,
+         np);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16_paths");
   TCase *tc = gt_test_tcase(s, "core");
@@ -421,6 +506,7 @@ int main(void) {
   tcase_add_test(tc, test_widened_is_sgemm_on_rounded);
   tcase_add_test(tc, test_paths_deterministic_over_threads);
   tcase_add_test(tc, test_qbgemm_widened);
+  tcase_add_test(tc, test_rounded_output);
   tcase_add_test(tc, test_amx_against_reference);
   tcase_add_test(tc, test_amx_after_foreign_tiles);
   return gt_test_run_suite(s, 0);

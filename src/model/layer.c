@@ -331,21 +331,6 @@ static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
    (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM) | (1u << OP_GEGLU) | (1u << OP_SHARED_NORM) |                    \
    (1u << OP_FFW_RESID) | (1u << OP_PLE_RESID))
 
-/* dtype=bfloat16: the tensors op just wrote (and x_out, when it is the
- * layer's output op) rounded to bf16, so every activation a later op or a
- * backward reads is a bf16 value, whichever ops a recompute re-runs. */
-static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, float *x_out) {
-  const gt_model *m = io->m;
-  if (!m->bf16_act || ((1u << op) & GT__ROUNDS_INSIDE)) return;
-  gt_act o[GT__OUTS];
-  gt__op_out(io->L, op, o);
-  for (int k = 0; k < GT__OUTS; k++)
-    if (o[k] != GT_A_NSLOTS && gt_act_is_tensor(o[k]))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, a[o[k]], gt_act_numel(m, io->L, o[k], io->B, io->T)));
-  if ((1u << op) == gt_layer_output_op(io->L))
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
-}
-
 /* The projection op runs, for its adapter (model/lora.h): the weight slot,
  * the input and output activation slots and their widths; slot -1 when op
  * is no projection. */
@@ -373,6 +358,31 @@ static gt__proj gt__op_proj(const gt_model *m, const gt_layer_desc *L, int op) {
   }
   if (p.slot >= 0 && L->lora_a_rel[p.slot] < 0) p.slot = -1;
   return p;
+}
+
+/* dtype=bfloat16: does op's product round its own output (a projection
+ * with no adapter: gt__matmul_forward_rnd rounds each tile of it as the
+ * product finishes it)? An adapter adds into the output after the product,
+ * so there the rounding waits for the sum, in gt__round_outputs. */
+static int gt__proj_rounds(const gt_layer_io *io, int op) {
+  if (!io->m->bf16_act) return 0;
+  const gt__proj p = gt__op_proj(io->m, io->L, op);
+  return p.y != GT_A_NSLOTS && p.slot < 0;
+}
+
+/* dtype=bfloat16: the tensors op just wrote (and x_out, when it is the
+ * layer's output op) rounded to bf16, so every activation a later op or a
+ * backward reads is a bf16 value, whichever ops a recompute re-runs. */
+static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, float *x_out) {
+  const gt_model *m = io->m;
+  if (!m->bf16_act || ((1u << op) & GT__ROUNDS_INSIDE) || gt__proj_rounds(io, op)) return;
+  gt_act o[GT__OUTS];
+  gt__op_out(io->L, op, o);
+  for (int k = 0; k < GT__OUTS; k++)
+    if (o[k] != GT_A_NSLOTS && gt_act_is_tensor(o[k]))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, a[o[k]], gt_act_numel(m, io->L, o[k], io->B, io->T)));
+  if ((1u << op) == gt_layer_output_op(io->L))
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
 }
 
 /* op's adapter, added into its output right after the base product */
@@ -406,15 +416,15 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_Q) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd, gt__proj_rounds(io, OP_MM_Q)));
     gt__lora_op(io, a, OP_MM_Q);
   }
   RUN(OP_MM_K) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd, gt__proj_rounds(io, OP_MM_K)));
     gt__lora_op(io, a, OP_MM_K);
   }
   RUN(OP_MM_V) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd, gt__proj_rounds(io, OP_MM_V)));
     gt__lora_op(io, a, OP_MM_V);
   }
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
@@ -432,7 +442,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
   RUN(OP_MM_O) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d, gt__proj_rounds(io, OP_MM_O)));
     gt__lora_op(io, a, OP_MM_O);
   }
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
@@ -448,16 +458,16 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F, gt__proj_rounds(io, OP_MM_GATE)));
     gt__lora_op(io, a, OP_MM_GATE);
   }
   RUN(OP_MM_UP) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F, gt__proj_rounds(io, OP_MM_UP)));
     gt__lora_op(io, a, OP_MM_UP);
   }
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
   RUN(OP_MM_DOWN) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d, gt__proj_rounds(io, OP_MM_DOWN)));
     gt__lora_op(io, a, OP_MM_DOWN);
   }
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
@@ -470,12 +480,12 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
                                                                        N, (int)d, eps, off, rnd));
   }
   RUN(OP_PLE_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P, gt__proj_rounds(io, OP_PLE_GATE)));
     gt__lora_op(io, a, OP_PLE_GATE);
   }
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   RUN(OP_PLE_PROJ) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d, gt__proj_rounds(io, OP_PLE_PROJ)));
     gt__lora_op(io, a, OP_PLE_PROJ);
   }
   RUN(OP_PLE_RESID) {

@@ -31,6 +31,16 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
   }
 }
 
+void gt__matmul_forward_rnd(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
+                            int64_t out_dim, int rnd) {
+  if (rnd && m->bf16_mm && w.qtype == GT_STORE_F32) {
+    gt_matmul_forward_bf16_rnd(out, inp, w.p, n, in_dim, out_dim);
+    return;
+  }
+  gt__matmul_forward(m, out, inp, w, n, in_dim, out_dim);
+  if (rnd) gt__act_round(m, out, n * out_dim);
+}
+
 void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim) {
   if (w.qtype != GT_STORE_F32)
