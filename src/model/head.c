@@ -116,7 +116,7 @@ static gt_rc gt__head_pref(gt_model *m, const float *hp, float *hg, const float 
   for (int t = 0; t < n_tiles; t++) {
     const float *ht = h + (int64_t)t * R * d;
     const int32_t *tt = targets + (int64_t)t * R;
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
     if (cap)
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_forward(tok + (int64_t)t * R, lse + (int64_t)t * R, logits, tt, R, V, m->softcap));
     else
@@ -147,7 +147,7 @@ static gt_rc gt__head_pref(gt_model *m, const float *hp, float *hg, const float 
     const float *ht = h + (int64_t)t * R * d;
     const int32_t *tt = targets + (int64_t)t * R;
     if (n_tiles > 1) { /* the tile's logits again: the forward's were overwritten by the next tile */
-      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
       if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
     }
     if (cap)
@@ -219,7 +219,7 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
     const int32_t *tt = targets + (int64_t)t * R;
     /* dtype=bfloat16: the logits come out of the head in bf16, as MaxText's
      * do before it casts them to float32 for the loss */
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
     if (cap && !logits_out) { /* the cap inside the loss's sweep */
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_forward(loss, lse, logits, tt, R, V, m->softcap));
     } else {

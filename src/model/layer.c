@@ -361,7 +361,7 @@ static gt__proj gt__op_proj(const gt_model *m, const gt_layer_desc *L, int op) {
 }
 
 /* dtype=bfloat16: does op's product round its own output (a projection
- * with no adapter: gt__matmul_forward_rnd rounds each tile of it as the
+ * with no adapter: gt__matmul_forward rounds each tile of it as the
  * product finishes it)? An adapter adds into the output after the product,
  * so there the rounding waits for the sum, in gt__round_outputs. */
 static int gt__proj_rounds(const gt_layer_io *io, int op) {
@@ -416,15 +416,15 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
 
   RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_Q) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd, gt__proj_rounds(io, OP_MM_Q)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd, gt__proj_rounds(io, OP_MM_Q)));
     gt__lora_op(io, a, OP_MM_Q);
   }
   RUN(OP_MM_K) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd, gt__proj_rounds(io, OP_MM_K)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd, gt__proj_rounds(io, OP_MM_K)));
     gt__lora_op(io, a, OP_MM_K);
   }
   RUN(OP_MM_V) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd, gt__proj_rounds(io, OP_MM_V)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd, gt__proj_rounds(io, OP_MM_V)));
     gt__lora_op(io, a, OP_MM_V);
   }
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
@@ -442,7 +442,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
   RUN(OP_MM_O) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d, gt__proj_rounds(io, OP_MM_O)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d, gt__proj_rounds(io, OP_MM_O)));
     gt__lora_op(io, a, OP_MM_O);
   }
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
@@ -458,16 +458,16 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
   RUN(OP_MM_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F, gt__proj_rounds(io, OP_MM_GATE)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F, gt__proj_rounds(io, OP_MM_GATE)));
     gt__lora_op(io, a, OP_MM_GATE);
   }
   RUN(OP_MM_UP) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F, gt__proj_rounds(io, OP_MM_UP)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F, gt__proj_rounds(io, OP_MM_UP)));
     gt__lora_op(io, a, OP_MM_UP);
   }
   RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
   RUN(OP_MM_DOWN) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d, gt__proj_rounds(io, OP_MM_DOWN)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d, gt__proj_rounds(io, OP_MM_DOWN)));
     gt__lora_op(io, a, OP_MM_DOWN);
   }
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
@@ -480,12 +480,12 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
                                                                        N, (int)d, eps, off, rnd));
   }
   RUN(OP_PLE_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P, gt__proj_rounds(io, OP_PLE_GATE)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P, gt__proj_rounds(io, OP_PLE_GATE)));
     gt__lora_op(io, a, OP_PLE_GATE);
   }
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   RUN(OP_PLE_PROJ) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_rnd(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d, gt__proj_rounds(io, OP_PLE_PROJ)));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d, gt__proj_rounds(io, OP_PLE_PROJ)));
     gt__lora_op(io, a, OP_PLE_PROJ);
   }
   RUN(OP_PLE_RESID) {

@@ -19,8 +19,9 @@ static void gt__qmatmul_dinp(const gt_model *m, float *dinp, const float *dout, 
   (m->bf16_mm ? gt_qbgemm : gt_qgemm)(0, n, in_dim, out_dim, 1.0f, dout, out_dim, &q, beta, dinp, in_dim);
 }
 
-void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
-                    int64_t out_dim) {
+/* the product, unrounded */
+static void gt__matmul_forward_raw(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n,
+                                   int64_t in_dim, int64_t out_dim) {
   if (w.qtype != GT_STORE_F32) {
     const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
     (m->bf16_mm ? gt_qbgemm : gt_qgemm)(1, n, out_dim, in_dim, 1.0f, inp, in_dim, &q, 0.0f, out, out_dim);
@@ -31,13 +32,13 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
   }
 }
 
-void gt__matmul_forward_rnd(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
-                            int64_t out_dim, int rnd) {
+void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
+                        int64_t out_dim, int rnd) {
   if (rnd && m->bf16_mm && w.qtype == GT_STORE_F32) {
     gt_matmul_forward_bf16_rnd(out, inp, w.p, n, in_dim, out_dim);
     return;
   }
-  gt__matmul_forward(m, out, inp, w, n, in_dim, out_dim);
+  gt__matmul_forward_raw(m, out, inp, w, n, in_dim, out_dim);
   if (rnd) gt__act_round(m, out, n * out_dim);
 }
 

@@ -25,14 +25,12 @@ static inline gt__weight gt__wf32(const float *p) {
   return w;
 }
 
-/* out[n,out_dim] = inp . w^T (overwritten) */
+/* out[n,out_dim] = inp . w^T (overwritten), then with rnd (dtype=bfloat16)
+ * rounded to bf16: inside the bf16 product's tile loop where it has one
+ * (gt_bgemm_rnd), else a pass of its own; the bits of the product followed
+ * by gt__act_round either way. */
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
-                    int64_t out_dim);
-/* The same, then with rnd (dtype=bfloat16) out rounded to bf16: inside the
- * bf16 product's tile loop where it has one (gt_bgemm_rnd), else a pass of
- * its own. The bits of gt__matmul_forward then gt__act_round. */
-void gt__matmul_forward_rnd(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
-                            int64_t out_dim, int rnd);
+                        int64_t out_dim, int rnd);
 /* dinp += dout . w ; dw += dout^T . inp (either may be NULL) */
 void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim);

@@ -70,7 +70,7 @@ static void gt__mix_part(void *arg, int64_t n0, int64_t n1) {
 static void gt__project(const gt_model *m, const float *hp, const float *x0, int64_t N, float *ctx) {
   int64_t LP = m->n_layers * m->ple_dim;
   const float *Wp = hp + m->ple_proj_offset;
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, ctx, x0, (gt__weight){Wp, m->ple_proj_qtype}, N, m->d, LP));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, ctx, x0, (gt__weight){Wp, m->ple_proj_qtype}, N, m->d, LP, 0));
   gt__scale(ctx, N * LP, gt__proj_scale(m));
   gt__act_round(m, ctx, N * LP);
 }
