@@ -134,10 +134,30 @@ static float *gt__rounded(int trans, int64_t rows, int64_t cols, const float *X,
   return y;
 }
 
+/* No memory for the copies: one output at a time, its operands rounded as
+ * they are read and its products summed in float32 in k order. Slow, but it
+ * allocates nothing, and its sums are within the bound (not gt_sgemm's
+ * bits: another order). */
+static void gt__bgemm_scalar(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < K; k++)
+        s += gt_bf16_round1(transA ? A[k * lda + i] : A[i * lda + k]) *
+             gt_bf16_round1(transB ? B[j * ldb + k] : B[k * ldb + j]);
+      float *c = C + i * ldc + j;
+      *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+    }
+}
+
 static void gt__bgemm_copy(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   float *a = gt__rounded(transA, M, K, A, lda), *b = gt__rounded(transB, K, N, B, ldb);
-  if (a && b) gt_sgemm(transA, transB, M, N, K, alpha, a, transA ? M : K, b, transB ? K : N, beta, C, ldc);
+  if (a && b)
+    gt_sgemm(transA, transB, M, N, K, alpha, a, transA ? M : K, b, transB ? K : N, beta, C, ldc);
+  else
+    gt__bgemm_scalar(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   free(a);
   free(b);
 }

@@ -13,11 +13,14 @@
  * the widened path keeps them: data here are in [-1, 1]); two paths then
  * differ by at most twice it. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -496,6 +499,61 @@ START_TEST(test_rounded_output) {
 }
 END_TEST
 
+START_TEST(test_copies_without_memory) {
+  /* The rounded-copies path (no AVX-512) rounds A and B into heap copies;
+   * where they cannot be had it computes one output at a time (rounded
+   * operands, float32 sums in k order) instead of leaving C unwritten. A
+   * child process runs under an address-space limit just above its use, so
+   * the 64 MiB copy of A cannot be mapped: C (in memory shared with the
+   * parent, NaN before) must be within the bound of the reference (every
+   * element, K = 2^20: float32 sums of 2^20 terms). AddressSanitizer's
+   * shadow memory needs the address space the limit takes away: skipped
+   * there. */
+#if defined(__SANITIZE_ADDRESS__)
+  printf("test_bf16_paths: the out-of-memory copies case needs an address-space limit, which AddressSanitizer "
+         "does not run under: skipped\n");
+  return;
+#endif
+  const int64_t M = 16, N = 4, K = (int64_t)1 << 20;
+  uint64_t sd = 9;
+  float *A = gt_test_alloc_fill(M * K, &sd, -1, 1), *B = gt_test_alloc_fill(K * N, &sd, -1, 1);
+  float *R = calloc((size_t)(M * N), sizeof(float));
+  gt_bgemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, R, N);
+  float *C = mmap(NULL, sizeof(float) * (size_t)(M * N), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(C != MAP_FAILED);
+  for (int64_t i = 0; i < M * N; i++) C[i] = NAN;
+  pid_t pid = fork();
+  if (pid == 0) {
+    gt__bgemm_force_path(GT_BGEMM_COPY);
+    long long kb = 0;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+      if (sscanf(line, "VmSize: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    struct rlimit rl = {(rlim_t)(kb + 16384) * 1024, (rlim_t)(kb + 16384) * 1024};
+    if (kb <= 0 || setrlimit(RLIMIT_AS, &rl)) _exit(2);
+    if (malloc(sizeof(float) * (size_t)(M * K))) _exit(3); /* the limit holds */
+    gt_bgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    _exit(0);
+  }
+  int st = 0;
+  ck_assert(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+  ck_assert_msg(WEXITSTATUS(st) == 0, "child: %d (2: no limit set, 3: the limit let 64 MiB through)", WEXITSTATUS(st));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double S = 0;
+      for (int64_t k = 0; k < K; k++)
+        S += fabs((double)gt_bf16_round1(A[i * K + k]) * gt_bf16_round1(B[k * N + j]));
+      ck_assert_msg(fabs((double)C[i * N + j] - R[i * N + j]) <= ldexp((double)(K + 8) * S, -24),
+                    "without memory for the copies, C[%lld,%lld] = %.9g against the reference's %.9g", (long long)i,
+                    (long long)j, C[i * N + j], R[i * N + j]);
+    }
+  munmap(C, sizeof(float) * (size_t)(M * N));
+  free(A), free(B), free(R);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16_paths");
   TCase *tc = gt_test_tcase(s, "core");
@@ -507,6 +565,7 @@ int main(void) {
   tcase_add_test(tc, test_paths_deterministic_over_threads);
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_rounded_output);
+  tcase_add_test(tc, test_copies_without_memory);
   tcase_add_test(tc, test_amx_against_reference);
   tcase_add_test(tc, test_amx_after_foreign_tiles);
   return gt_test_run_suite(s, 0);
