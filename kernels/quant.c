@@ -344,11 +344,15 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transW, int64_t M, int64_t N,
     panel = cache->b;
   else
     panel = own = malloc(bytes);
-  if (!panel) { /* no room for a panel: plain sums, slower, never wrong */
+  if (!panel) { /* no room for a panel: plain sums, slower, never wrong (gt_bgemm's operands rounded to bf16) */
+    const int rnd = gemm == gt_bgemm;
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
         float s = 0.0f;
-        for (int64_t k = 0; k < K; k++) s += A[i * lda + k] * gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
+        for (int64_t k = 0; k < K; k++) {
+          float a = A[i * lda + k], w = gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
+          s += rnd ? gt_bf16_round1(a) * gt_bf16_round1(w) : a * w;
+        }
         C[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
       }
     return;

@@ -5,7 +5,10 @@
  * and the widened path bit for bit against gt_sgemm on operands rounded
  * beforehand (what it is by construction); the path choice on fake CPU
  * descriptions; the test switch GT_TEST_BF16_PATH in a child process; the
- * AMX kernel where the CPU has it (skipped with a message elsewhere).
+ * AMX kernel where the CPU has it (skipped with a message elsewhere);
+ * gt_bgemm_rnd (C rounded inside the tile loop) bit for bit against
+ * gt_bgemm then rounded, on every path; the products' allocation-free
+ * fallbacks under an address-space limit.
  *
  * Bound, per element, with S = sum_k |bf16(a_k) bf16(b_k)| (exact
  * products): |C - C_ref| <= 2^-24 ((K + 8) |alpha| S + 4 |beta C0|), for
@@ -414,15 +417,18 @@ START_TEST(test_amx_against_reference) {
 }
 END_TEST
 
-/* gt_bgemm_rnd's C (path forced, fallback forced when emul) into a copy of
- * C0 (beta 0: NaN, which must not be read) */
-static float *run_rnd(int path, int emul, const pcase *c, const pdata *d) {
+typedef void (*bgemm_fn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
+                         float, float *, int64_t);
+
+/* C by fn (gt_bgemm or gt_bgemm_rnd) on `path`, the emulation forced when
+ * emul, into a copy of C0 (beta 0: NaN, which must not be read) */
+static float *run_fn(bgemm_fn fn, int path, int emul, const pcase *c, const pdata *d) {
   float *C = gt_test_copy(d->C0, c->M * d->ldc);
   if (c->beta == 0.0f)
     for (int64_t i = 0; i < c->M * d->ldc; i++) C[i] = NAN;
   gt__bgemm_force_path(path);
   gt__bgemm_force_fallback(emul);
-  gt_bgemm_rnd(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
+  fn(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
   gt__bgemm_force_fallback(0);
   gt__bgemm_force_path(-1);
   return C;
@@ -435,16 +441,17 @@ START_TEST(test_rounded_output) {
    * packed paths round each C tile after its last K block, so the cases add
    * K over several K blocks with beta 1 (a tile rounded after an earlier
    * block would carry a rounded partial sum into the next one), the
-   * few-rows product (decoding's row kernel, rounded after), and few rows
+   * few-rows product (decoding's row kernel, rounded after), few rows
    * times many B blocks (the loop that gives each thread whole B blocks,
-   * on 2 threads). The columns past N (ldc's padding) stay untouched. */
+   * on 2 threads), K = 0 and alpha = 0 (C = beta C0, rounded). The rounded
+   * copies (every CPU's path without AVX-512) run here on any CPU. The
+   * columns past N (ldc's padding) stay untouched. */
   const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {1, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
-                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}};
+                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1}};
   enum { NEXTRA = sizeof extra / sizeof extra[0] };
-  int paths[4], emul[4], np = 0;
-  if (!gt__kernels_avx512()) {
-    paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
-  } else {
+  int paths[5], emul[5], np = 0;
+  paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
+  if (gt__kernels_avx512()) {
     paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
     paths[np] = GT_BGEMM_DP, emul[np++] = 0;
     paths[np] = GT_BGEMM_DP, emul[np++] = 1;
@@ -466,16 +473,9 @@ START_TEST(test_rounded_output) {
         d.C0 = gt_test_alloc_fill(c->M * d.ldc, &sd, -1, 1), d.tol = NULL, d.S = NULL;
       }
       for (int p = 0; p < np; p++) {
-        float *want = gt_test_copy(d.C0, c->M * d.ldc);
-        if (c->beta == 0.0f)
-          for (int64_t i = 0; i < c->M * d.ldc; i++) want[i] = NAN;
-        gt__bgemm_force_path(paths[p]);
-        gt__bgemm_force_fallback(emul[p]);
-        gt_bgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, d.lda, d.B, d.ldb, c->beta, want, d.ldc);
-        gt__bgemm_force_fallback(0);
-        gt__bgemm_force_path(-1);
+        float *want = run_fn(gt_bgemm, paths[p], emul[p], c, &d);
         for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d.ldc, c->N);
-        float *got = run_rnd(paths[p], emul[p], c, &d);
+        float *got = run_fn(gt_bgemm_rnd, paths[p], emul[p], c, &d);
         for (int64_t i = 0; i < c->M; i++) {
           ck_assert_msg(gt_test_same_bits(want + i * d.ldc, got + i * d.ldc, c->N),
                         "path %d%s, %d threads, ta%d tb%d M%lld N%lld K%lld, row %lld: gt_bgemm_rnd != gt_bgemm "
@@ -499,29 +499,37 @@ START_TEST(test_rounded_output) {
 }
 END_TEST
 
-START_TEST(test_copies_without_memory) {
-  /* The rounded-copies path (no AVX-512) rounds A and B into heap copies;
-   * where they cannot be had it computes one output at a time (rounded
-   * operands, float32 sums in k order) instead of leaving C unwritten. A
-   * child process runs under an address-space limit just above its use, so
-   * the 64 MiB copy of A cannot be mapped: C (in memory shared with the
-   * parent, NaN before) must be within the bound of the reference (every
-   * element, K = 2^20: float32 sums of 2^20 terms). AddressSanitizer's
-   * shadow memory needs the address space the limit takes away: skipped
-   * there. */
+START_TEST(test_products_without_memory) {
+  /* The rounded-copies path (no AVX-512) rounds A and B into heap copies,
+   * and gt_qbgemm's panels path dequantizes W into a heap panel; where
+   * those cannot be had, both must still write C, one output at a time,
+   * with the operands rounded to bf16 (W dequantized first). A child
+   * process runs them under an address-space limit just above its use, so
+   * neither the 64 MiB copy of A nor the 16 MiB panel of W can be mapped;
+   * C is memory shared with the parent, NaN before. Every operand is
+   * 1 + 2^-10 (W: int8, dequantized to about that), which rounds to bf16
+   * 1.0: each output must be exactly K = 2^20 (a float32 sum of ones is
+   * exact below 2^24), where unrounded operands give about K + 1024.
+   * AddressSanitizer's shadow memory needs the address space the limit
+   * takes away: skipped there. */
 #if defined(__SANITIZE_ADDRESS__)
-  printf("test_bf16_paths: the out-of-memory copies case needs an address-space limit, which AddressSanitizer "
+  printf("test_bf16_paths: the out-of-memory products need an address-space limit, which AddressSanitizer "
          "does not run under: skipped\n");
   return;
 #endif
   const int64_t M = 16, N = 4, K = (int64_t)1 << 20;
-  uint64_t sd = 9;
-  float *A = gt_test_alloc_fill(M * K, &sd, -1, 1), *B = gt_test_alloc_fill(K * N, &sd, -1, 1);
-  float *R = calloc((size_t)(M * N), sizeof(float));
-  gt_bgemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, R, N);
-  float *C = mmap(NULL, sizeof(float) * (size_t)(M * N), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  const float v = 1.0f + 0x1p-10f;
+  float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+  for (int64_t i = 0; i < M * K; i++) A[i] = v;
+  for (int64_t i = 0; i < K * N; i++) B[i] = v; /* also W's source, [N, K] */
+  void *buf = malloc(4 * (size_t)gt_q_words(GT_Q_INT8, N, K));
+  gt_quantize(GT_Q_INT8, B, N, K, buf);
+  gt_qweight w = gt_qweight_at(GT_Q_INT8, buf, N, K);
+  float *C = mmap(NULL, 2 * sizeof(float) * (size_t)(M * N), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert(C != MAP_FAILED);
-  for (int64_t i = 0; i < M * N; i++) C[i] = NAN;
+  float *Cq = C + M * N;
+  for (int64_t i = 0; i < 2 * M * N; i++) C[i] = NAN;
+  (void)gt__bgemm_path(); /* the process's path choice made before the limit */
   pid_t pid = fork();
   if (pid == 0) {
     gt__bgemm_force_path(GT_BGEMM_COPY);
@@ -531,26 +539,25 @@ START_TEST(test_copies_without_memory) {
     while (f && fgets(line, sizeof line, f))
       if (sscanf(line, "VmSize: %lld kB", &kb) == 1) break;
     if (f) fclose(f);
-    struct rlimit rl = {(rlim_t)(kb + 16384) * 1024, (rlim_t)(kb + 16384) * 1024};
+    struct rlimit rl = {(rlim_t)(kb + 4096) * 1024, (rlim_t)(kb + 4096) * 1024};
     if (kb <= 0 || setrlimit(RLIMIT_AS, &rl)) _exit(2);
-    if (malloc(sizeof(float) * (size_t)(M * K))) _exit(3); /* the limit holds */
+    void *volatile probe = malloc(sizeof(float) * (size_t)(N * K)); /* the panel's size */
+    if (probe) _exit(3);
     gt_bgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    gt_qbgemm(1, M, N, K, 1.0f, A, K, &w, 0.0f, Cq, N);
     _exit(0);
   }
   int st = 0;
   ck_assert(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st));
-  ck_assert_msg(WEXITSTATUS(st) == 0, "child: %d (2: no limit set, 3: the limit let 64 MiB through)", WEXITSTATUS(st));
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++) {
-      double S = 0;
-      for (int64_t k = 0; k < K; k++)
-        S += fabs((double)gt_bf16_round1(A[i * K + k]) * gt_bf16_round1(B[k * N + j]));
-      ck_assert_msg(fabs((double)C[i * N + j] - R[i * N + j]) <= ldexp((double)(K + 8) * S, -24),
-                    "without memory for the copies, C[%lld,%lld] = %.9g against the reference's %.9g", (long long)i,
-                    (long long)j, C[i * N + j], R[i * N + j]);
-    }
-  munmap(C, sizeof(float) * (size_t)(M * N));
-  free(A), free(B), free(R);
+  ck_assert_msg(WEXITSTATUS(st) == 0, "child: %d (2: no limit set, 3: the limit let 16 MiB through)", WEXITSTATUS(st));
+  for (int64_t i = 0; i < M * N; i++) {
+    ck_assert_msg(C[i] == (float)K, "gt_bgemm (rounded copies) without memory: C[%lld] = %.9g, not %lld",
+                  (long long)i, C[i], (long long)K);
+    ck_assert_msg(Cq[i] == (float)K, "gt_qbgemm (panels) without memory: C[%lld] = %.9g, not %lld", (long long)i,
+                  Cq[i], (long long)K);
+  }
+  munmap(C, 2 * sizeof(float) * (size_t)(M * N));
+  free(A), free(B), free(buf);
 }
 END_TEST
 
@@ -565,7 +572,7 @@ int main(void) {
   tcase_add_test(tc, test_paths_deterministic_over_threads);
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_rounded_output);
-  tcase_add_test(tc, test_copies_without_memory);
+  tcase_add_test(tc, test_products_without_memory);
   tcase_add_test(tc, test_amx_against_reference);
   tcase_add_test(tc, test_amx_after_foreign_tiles);
   return gt_test_run_suite(s, 0);

@@ -30,6 +30,7 @@ GT__BOTH(gt_softcap_backward)
 GT__BOTH(gt_scale_forward)
 GT__BOTH(gt_embedding_forward)
 GT__BOTH(gt_bf16_round)
+GT__BOTH(gt_bf16_round_rows)
 GT__BOTH(gt_bf16_pack)
 GT__BOTH(gt_bf16_unpack)
 GT__BOTH(gt_adamw_update)
@@ -131,6 +132,11 @@ START_TEST(test_same_bits) {
     float *a = dup_of(s, N), *b = dup_of(s, N);
     gt_bf16_round__avx512(a, N), gt_bf16_round__portable(b, N);
     SAME(a, b, N);
+    what = "bf16_round_rows"; /* rows of 37 floats 40 apart: vectors, a masked tail, the gaps untouched */
+    float *ra = dup_of(s, N), *rb = dup_of(s, N);
+    gt_bf16_round_rows__avx512(ra, 40, N / 40, 37), gt_bf16_round_rows__portable(rb, 40, N / 40, 37);
+    SAME(ra, rb, N);
+    free(ra), free(rb);
     what = "bf16_pack";
     uint16_t *pa = calloc(N, 2), *pb = calloc(N, 2);
     gt_bf16_pack__avx512(pa, s, N), gt_bf16_pack__portable(pb, s, N);

@@ -333,7 +333,7 @@ static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
 
 /* The projection op runs, for its adapter (model/lora.h): the weight slot,
  * the input and output activation slots and their widths; slot -1 when op
- * is no projection. */
+ * is no projection (y then GT_A_NSLOTS) or has no adapter. */
 typedef struct gt__proj {
   int slot;
   gt_act x, y;
@@ -375,12 +375,13 @@ static int gt__proj_rounds(const gt_layer_io *io, int op) {
  * backward reads is a bf16 value, whichever ops a recompute re-runs. */
 static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, float *x_out) {
   const gt_model *m = io->m;
-  if (!m->bf16_act || ((1u << op) & GT__ROUNDS_INSIDE) || gt__proj_rounds(io, op)) return;
+  if (!m->bf16_act || ((1u << op) & GT__ROUNDS_INSIDE)) return;
   gt_act o[GT__OUTS];
   gt__op_out(io->L, op, o);
-  for (int k = 0; k < GT__OUTS; k++)
-    if (o[k] != GT_A_NSLOTS && gt_act_is_tensor(o[k]))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, a[o[k]], gt_act_numel(m, io->L, o[k], io->B, io->T)));
+  if (!gt__proj_rounds(io, op)) /* (else the product rounded its output slot) */
+    for (int k = 0; k < GT__OUTS; k++)
+      if (o[k] != GT_A_NSLOTS && gt_act_is_tensor(o[k]))
+        GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, a[o[k]], gt_act_numel(m, io->L, o[k], io->B, io->T)));
   if ((1u << op) == gt_layer_output_op(io->L))
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
 }

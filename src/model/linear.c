@@ -34,6 +34,7 @@ static void gt__matmul_forward_raw(const gt_model *m, float *out, const float *i
 
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                         int64_t out_dim, int rnd) {
+  rnd = rnd && m->bf16_act; /* a float32 model has nothing to round */
   if (rnd && m->bf16_mm && w.qtype == GT_STORE_F32) {
     gt_matmul_forward_bf16_rnd(out, inp, w.p, n, in_dim, out_dim);
     return;
