@@ -741,6 +741,66 @@ START_TEST(test_bf16_deterministic) {
 }
 END_TEST
 
+/* is x a bf16 value */
+static int is_bf16(float x) { return gt_bf16_round1(x) == x; }
+
+/* bf16 mode rounds dO, P and dS before their products, on every path. One
+ * query row i0 (of T 70, across key tiles) has a nonzero output gradient,
+ * so every gradient is a single product of two rounded values, exact in
+ * float32: dV[j] = P[i0,j] dO[i0], dK[j] = s dS[i0,j] Q[i0], dQ[i0] =
+ * s sum_j dS[i0,j] K[j] with only K[j1] nonzero in column c0 (s = 1/4, a
+ * power of two). With dO[i0,c0] = 1 + 2^-12 (bf16 1.0) and Q[i0,c0] =
+ * K[j1,c0] = 1: dV[j,c0] is P[i0,j] and must be a bf16 value, dV[j,c] /
+ * dV[j,c0] is dO[i0,c] rounded, dK[j,c0] / s is dS[i0,j] rounded, and
+ * dQ[i0,c0] equals dK[j1,c0]. Unrounded dO, P or dS break them; float32
+ * mode must break the first (the check can fail). */
+START_TEST(test_bf16_rounds_do_p_ds) {
+  const int T = 70, hd = 16, i0 = 69, j1 = 5, c0 = 3;
+  const float scale = 0.25f;
+  uint64_t st = 12;
+  const int64_t n = (int64_t)T * hd;
+  float *q = alloc_fill_bf16(n, &st, -2, 2), *k = alloc_fill_bf16(n, &st, -2, 2), *v = alloc_fill_bf16(n, &st, -1, 1);
+  q[i0 * hd + c0] = 1.0f;
+  for (int j = 0; j < T; j++) k[j * hd + c0] = j == j1 ? 1.0f : 0.0f;
+  float *dout = calloc((size_t)n, sizeof(float));
+  for (int c = 0; c < hd; c++) dout[i0 * hd + c] = (float)gt_test_rand_u64(&st) / 0x1p64f * 2.0f - 1.0f;
+  dout[i0 * hd + c0] = 1.0f + 0x1p-12f;
+  const int paths[] = {GT_BGEMM_DP, GT_BGEMM_WIDE, GT_BGEMM_AMX};
+  for (int pi = 0; pi < 4; pi++) { /* the pairs, widened, AMX where usable, then float32 mode */
+    if (pi == 2 && !gt__cpu_amx_bf16()) continue;
+    gt_attn_dims d = {1, T, 1, 1, hd, 0, scale, pi < 3};
+    float *out = malloc(n * sizeof(float)), *lse = malloc(T * sizeof(float));
+    float *dq = calloc((size_t)n, sizeof(float)), *dk = calloc((size_t)n, sizeof(float)),
+          *dv = calloc((size_t)n, sizeof(float));
+    if (pi < 3) gt__bgemm_force_path(paths[pi]);
+    ck_assert_int_eq(gt_attention_forward(out, lse, q, k, v, NULL, &d), 0);
+    ck_assert_int_eq(gt_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, NULL, &d), 0);
+    gt__bgemm_force_path(-1);
+    int broken = 0;
+    for (int j = 0; j <= i0; j++) {
+      const float p = dv[j * hd + c0];
+      broken += !is_bf16(p) || !(p > 0.0f);
+      for (int c = 0; c < hd && pi < 3; c++)
+        ck_assert_msg(is_bf16(dv[j * hd + c] / p) && dv[j * hd + c] == p * (dv[j * hd + c] / p),
+                      "path %d: dV[%d,%d] / P = %a is not dO rounded to bf16", pi, j, c, dv[j * hd + c] / p);
+      if (pi < 3) ck_assert_msg(is_bf16(dk[j * hd + c0] / scale), "path %d: dK[%d,c0] / s = %a: dS not rounded", pi,
+                                j, dk[j * hd + c0] / scale);
+    }
+    if (pi < 3) {
+      ck_assert_msg(broken == 0, "path %d: %d of P's dV columns are not bf16 values (P or dO not rounded)", pi, broken);
+      ck_assert_msg(dq[i0 * hd + c0] == dk[j1 * hd + c0], "path %d: dQ[i0,c0] %a != dK[j1,c0] %a", pi,
+                    dq[i0 * hd + c0], dk[j1 * hd + c0]);
+      for (int i = 0; i < i0; i++)
+        for (int c = 0; c < hd; c++) ck_assert(dq[i * hd + c] == 0.0f);
+    } else {
+      ck_assert_msg(broken > 0, "float32 mode: every P * (1 + 2^-12) a bf16 value, so the check cannot fail");
+    }
+    free(out), free(lse), free(dq), free(dk), free(dv);
+  }
+  free(q), free(k), free(v), free(dout);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
   TCase *tc = gt_test_tcase(s, "fast_vs_ref");
@@ -761,6 +821,7 @@ static Suite *attention_suite(void) {
     tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);
     tcase_add_loop_test(tc, test_bf16_sharp, 0, (int)(sizeof cases_sharp / sizeof cases_sharp[0]));
     tcase_add_test(tc, test_bf16_deterministic);
+    tcase_add_test(tc, test_bf16_rounds_do_p_ds);
   }
   return s;
 }
