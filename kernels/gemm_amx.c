@@ -50,6 +50,7 @@
 
 GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,fma")
 
+#include "kernels/bf16_cvt.h"
 #include "kernels/bf16_lanes.h"
 #include "kernels/gemm_tr16.h"
 
@@ -146,6 +147,53 @@ static void gt__apack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
       }
     }
   }
+}
+
+/* gt__apack_a with vcvtne2ps2bf16 (kernels/bf16_cvt.h): one conversion
+ * where the integer rounding takes two roundings and a merge per 16 pairs.
+ * The same layout and bits: a block holding a float32 denormal (which the
+ * conversion flushes) is packed again by gt__apack_a. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static void
+gt__apack_a_cvt(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                int64_t kc) {
+  const int64_t ku = (kc + 1) / 2;
+  __mmask16 den = 0;
+  for (int64_t p = 0; p < mc; p += AMR) {
+    const int64_t mr = gt__gmin(AMR, mc - p);
+    uint32_t *d = dst + p * ku;
+    memset(d + mr * ku, 0, sizeof(uint32_t) * (size_t)((AMR - mr) * ku));
+    if (!transA) {
+      for (int64_t r = 0; r < mr; r++) {
+        const float *src = A + (i0 + p + r) * lda + k0;
+        for (int64_t k = 0; k < kc; k += 32) {
+          const int64_t kn = gt__gmin(32, kc - k);
+          _mm512_mask_storeu_epi32(d + r * ku + k / 2, gt__am16((kn + 1) / 2), gt__row_pairs_cvt(src + k, kn, &den));
+        }
+      }
+    } else {
+      /* as gt__apack_a: 16 pair steps' lanes transposed into 16 rows */
+      const __mmask16 mm = gt__am16(mr);
+      for (int64_t q0 = 0; q0 < ku; q0 += 16) {
+        const int64_t qn = gt__gmin(16, ku - q0);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; t++) {
+          v[t] = _mm512_setzero_ps();
+          if (t < qn) {
+            const int64_t q = q0 + t;
+            const float *e = A + (k0 + 2 * q) * lda + i0 + p;
+            __m512 ve = _mm512_maskz_loadu_ps(mm, e);
+            __m512 vo = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(mm, e + lda) : _mm512_setzero_ps();
+            v[t] = _mm512_castsi512_ps(gt__two_rows_cvt(ve, vo, &den));
+          }
+        }
+        gt__tr16(v);
+        const __mmask16 mq = gt__am16(qn);
+        for (int64_t r = 0; r < mr; r++) _mm512_mask_storeu_epi32(d + r * ku + q0, mq, _mm512_castps_si512(v[r]));
+      }
+    }
+  }
+  if (den) gt__apack_a(dst, transA, A, lda, i0, mc, k0, kc);
 }
 
 /* op(B) rows k0..k0+kc, columns j0..j0+n as [ku][32]-pair panels, columns
@@ -268,7 +316,7 @@ int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, 
   /* (another product running at the same time, on another device, only
    * makes a thread load the same configuration once more) */
   atomic_fetch_add_explicit(&gt__acall, 1u, memory_order_relaxed);
-  const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__apack_a, pack_b, gt__amicro};
+  const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__amx_cvt() ? gt__apack_a_cvt : gt__apack_a, pack_b, gt__amicro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
@@ -280,7 +328,15 @@ int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K
 }
 
 GT__TARGET_END
+
+static atomic_int gt__amx_int_forced;
+
+void gt__amx_force_integer_packing(int on) { atomic_store(&gt__amx_int_forced, on); }
+
+int gt__amx_cvt(void) { return gt__bgemm_kernel() == 2 && !atomic_load(&gt__amx_int_forced); }
 #else
+void gt__amx_force_integer_packing(int on) { (void)on; }
+int gt__amx_cvt(void) { return 0; }
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                          gt__gemm_round_fn round_c) {

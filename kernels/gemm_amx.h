@@ -14,8 +14,17 @@ int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                          gt__gemm_round_fn round_c);
 
+/* Whether the AMX path packs with vcvtne2ps2bf16 (AVX512_BF16, not turned
+ * off by GEMTRAIN_NO_AVX512BF16): then gt__amx_bgemm_packed_with packs A
+ * so, and gt_bgemm passes the vdpbf16ps kernel's B packer that does too.
+ * The packed bits are the integer rounding's either way (kernels/
+ * bf16_cvt.h). Tests: gt__amx_force_integer_packing(1) packs both with the
+ * integer rounding, to compare; not while another thread runs a product. */
+int gt__amx_cvt(void);
+void gt__amx_force_integer_packing(int on);
+
 /* The same product with the caller's packer of op(B) (gt_qbgemm's stored
- * weights: kernels/gemm_bf16.c). pack_b writes rows k0..k0+kc and columns
+ * weights, and gt_bgemm's with vcvtne2ps2bf16: kernels/gemm_bf16.c). pack_b writes rows k0..k0+kc and columns
  * j0..j0+n of op(B) as panels of 32 columns, each [ceil(kc / 2)][32] pairs
  * (k = 2q in the low half, 2q + 1 in the high half, bf16 by the integer
  * rounding; an odd kc's last high half and the columns past n zero): the

@@ -92,6 +92,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/gemm_tr16.h"
+#include "kernels/bf16_cvt.h"
 #endif
 
 /* ------------------------------------------------------ path selection */
@@ -348,30 +349,6 @@ static void gt__bpack_b_panels(uint32_t *d, int transB, const float *B, int64_t 
  * packed again by the integer rounding: the packed bits are the integer
  * rounding's in every case, and both paths (vdpbf16ps and its fallback, which
  * packs with the integer rounding) see the same pairs. */
-#define GT__FPCLASS_DENORMAL 0x20
-
-/* 32 consecutive k of one row (masked to kn) -> 16 pair lanes; denormal
- * inputs marked in *den */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
-gt__row_pairs_cvt(const float *src, int64_t kn, __mmask16 *den) {
-  __mmask16 m0 = (__mmask16)(kn >= 16 ? 0xFFFF : kn > 0 ? (1u << kn) - 1 : 0);
-  __mmask16 m1 = (__mmask16)(kn >= 32 ? 0xFFFF : kn > 16 ? (1u << (kn - 16)) - 1 : 0);
-  __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
-  *den |= _mm512_fpclass_ps_mask(lo, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(hi, GT__FPCLASS_DENORMAL);
-  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-
-/* lane j of the 16 loaded from row 2p (e) and of those from row 2p + 1 (o)
- * -> pair lane j */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) __m512i
-gt__two_rows_cvt(__m512 e, __m512 o, __mmask16 *den) {
-  *den |= _mm512_fpclass_ps_mask(e, GT__FPCLASS_DENORMAL) | _mm512_fpclass_ps_mask(o, GT__FPCLASS_DENORMAL);
-  /* words: e's 16 then o's 16; interleave them */
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(o, e));
-}
-
 /* gt__load_tr_pairs with the conversion above */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows, int64_t k, int64_t kn,
@@ -1031,7 +1008,9 @@ static void gt__bgemm_any(int rnd, int transA, int transB, int64_t M, int64_t N,
   else if (path == GT_BGEMM_WIDE)
     rc = gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
   else if (path == GT_BGEMM_AMX)
-    rc = gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
+    rc = gt__amx_cvt() ? gt__amx_bgemm_packed_with(gt__bpack_b_cvt, transA, transB, M, N, K, alpha, A, lda, B, ldb,
+                                                   beta, C, ldc, round_c)
+                       : gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
   if (rc == 0) return;
 #else
   (void)path, (void)round_c;

@@ -31,6 +31,7 @@
 #include "kernels/bf16.h"
 #include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
+#include "kernels/gemm_amx.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "gt_testutil.h"
@@ -561,6 +562,60 @@ START_TEST(test_products_without_memory) {
 }
 END_TEST
 
+START_TEST(test_amx_cvt_packing) {
+  /* Where the CPU has AVX512_BF16, the AMX path packs A and B with
+   * vcvtne2ps2bf16 (kernels/bf16_cvt.h), a block holding a float32
+   * denormal again with the integer rounding: the packed bits, so C, must
+   * be the integer packing's exactly. Every transpose, shapes around the
+   * 16 x 32 tiles, odd K and K over two blocks, 1 and 2 threads; values
+   * with ties to even, infinities and NaNs, and a second set with float32
+   * denormals scattered in A and B. (On this CPU the tiles read bf16
+   * denormals as zero, so C cannot show the denormal blocks' second
+   * packing; it keeps the packed bits the integer rounding's, for a CPU
+   * whose tiles would not.) */
+  if (!gt__cpu_amx_bf16() || !gt__amx_cvt()) {
+    printf("test_bf16_paths: no AMX-BF16 with AVX512_BF16 here: the AMX packers' comparison is skipped\n");
+    return;
+  }
+  const int64_t shapes[][3] = {{16, 32, 32}, {37, 45, 33}, {64, 96, 640}, {5, 70, 1100}, {130, 33, 2049}};
+  static const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f800000u, 0xff800000u,
+                                      0x7fc00001u, 0x7f7fffffu, 0x00800000u};
+  int64_t blocks = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+      for (int t = 0; t < 4; t++)
+        for (int den = 0; den < 2; den++) {
+          const int ta = t & 1, tb = t >> 1;
+          const int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+          uint64_t sd = 900 + c * 8 + (uint64_t)t * 2 + (uint64_t)den;
+          float *A = gt_test_alloc_fill(M * K, &sd, -2, 2), *B = gt_test_alloc_fill(K * N, &sd, -2, 2);
+          for (int64_t i = 0; i < M * K; i += 97) memcpy(&A[i], &specials[(i / 97) % 8], 4);
+          for (int64_t i = 0; i < K * N; i += 89) memcpy(&B[i], &specials[(i / 89) % 8], 4);
+          if (den) {
+            const uint32_t d1 = 0x00400000u, d2 = 0x807fffffu;
+            for (int64_t i = 5; i < M * K; i += 301) memcpy(&A[i], &d1, 4);
+            for (int64_t i = 11; i < K * N; i += 257) memcpy(&B[i], &d2, 4);
+          }
+          float *Cc = calloc((size_t)(M * N), sizeof(float)), *Ci = calloc((size_t)(M * N), sizeof(float));
+          gt__bgemm_force_path(GT_BGEMM_AMX);
+          gt_bgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, Cc, N);
+          gt__amx_force_integer_packing(1);
+          gt_bgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, Ci, N);
+          gt__amx_force_integer_packing(0);
+          gt__bgemm_force_path(-1);
+          ck_assert_msg(memcmp(Cc, Ci, sizeof(float) * (size_t)(M * N)) == 0,
+                        "AMX, %d threads, ta%d tb%d M%lld N%lld K%lld, denormals %d: vcvtne2ps2bf16 packing differs "
+                        "from the integer rounding's",
+                        th, ta, tb, (long long)M, (long long)N, (long long)K, den);
+          blocks++;
+          free(A), free(B), free(Cc), free(Ci);
+        }
+  }
+  printf("AMX packing: vcvtne2ps2bf16 gives the integer rounding's products in %lld cases\n", (long long)blocks);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16_paths");
   TCase *tc = gt_test_tcase(s, "core");
@@ -573,6 +628,7 @@ int main(void) {
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_rounded_output);
   tcase_add_test(tc, test_products_without_memory);
+  tcase_add_test(tc, test_amx_cvt_packing);
   tcase_add_test(tc, test_amx_against_reference);
   tcase_add_test(tc, test_amx_after_foreign_tiles);
   return gt_test_run_suite(s, 0);
