@@ -164,7 +164,8 @@ static void gt__apack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
 /* with vcvtne2ps2bf16 (kernels/bf16_cvt.h): one conversion where the
  * integer rounding takes two roundings and a merge per 16 pairs. The same
  * bits: a block holding a float32 denormal (which the conversion flushes)
- * is packed again by gt__apack_a. */
+ * is packed again by gt__apack_a. (Both macros mark denormals in the
+ * packer's own `den`.) */
 #define GT__ROW_CVT(d, src, kc)                                                                                  \
   for (int64_t k = 0; k < (kc); k += 32) {                                                                       \
     const int64_t kn = gt__gmin(32, (kc) - k);                                                                   \
@@ -178,6 +179,11 @@ gt__apack_a_cvt(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t 
   GT__APACK_A_BODY(GT__ROW_CVT, GT__PAIR_CVT)
   if (den) gt__apack_a(dst, transA, A, lda, i0, mc, k0, kc);
 }
+#undef GT__ROW_INT
+#undef GT__PAIR_INT
+#undef GT__ROW_CVT
+#undef GT__PAIR_CVT
+#undef GT__APACK_A_BODY
 
 /* op(B) rows k0..k0+kc, columns j0..j0+n as [ku][32]-pair panels, columns
  * past n zero */
@@ -316,6 +322,7 @@ static atomic_int gt__amx_int_forced;
 
 void gt__amx_force_integer_packing(int on) { atomic_store(&gt__amx_int_forced, on); }
 
+/* (gt__bgemm_kernel() 2: vdpbf16ps usable, kernels/bf16.h) */
 int gt__amx_cvt(void) { return gt__bgemm_kernel() == 2 && !atomic_load(&gt__amx_int_forced); }
 #else
 void gt__amx_force_integer_packing(int on) { (void)on; }

@@ -15,11 +15,13 @@ int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K
                          gt__gemm_round_fn round_c);
 
 /* Whether the AMX path packs with vcvtne2ps2bf16 (AVX512_BF16, not turned
- * off by GEMTRAIN_NO_AVX512BF16): then gt__amx_bgemm_packed_with packs A
- * so, and gt_bgemm passes the vdpbf16ps kernel's B packer that does too.
- * The packed bits are the integer rounding's either way (kernels/
- * bf16_cvt.h). Tests: gt__amx_force_integer_packing(1) packs both with the
- * integer rounding, to compare; not while another thread runs a product. */
+ * off by GEMTRAIN_NO_AVX512BF16 or gt__bgemm_force_fallback): then
+ * gt__amx_bgemm_packed_with packs A so, and gt_bgemm passes the vdpbf16ps
+ * kernel's B packer that does too. The packed bits are the integer
+ * rounding's either way (kernels/bf16_cvt.h). Tests:
+ * gt__amx_force_integer_packing(1) packs both with the integer rounding, to
+ * compare (a switch during a product only mixes packers with the same
+ * bits). */
 int gt__amx_cvt(void);
 void gt__amx_force_integer_packing(int on);
 

@@ -349,7 +349,7 @@ static void gt__bpack_b_panels(uint32_t *d, int transB, const float *B, int64_t 
  * packed again by the integer rounding: the packed bits are the integer
  * rounding's in every case, and both paths (vdpbf16ps and its fallback, which
  * packs with the integer rounding) see the same pairs. */
-/* gt__load_tr_pairs with the conversion above */
+/* gt__load_tr_pairs with the conversion of kernels/bf16_cvt.h */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16"))) static inline __attribute__((always_inline)) void
 gt__load_tr_pairs_cvt(__m512 r[16], const float *src, int64_t ld, int64_t nrows, int64_t k, int64_t kn,
                       const float *next, int64_t nnext, __mmask16 *den) {
