@@ -343,7 +343,7 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
  * with round to nearest (the arithmetic kernels/gemm_bf16.c measured
  * vdpbf16ps to have), so both give the same bits. Where gt_bgemm takes its
  * widened or AMX path, the widened mode: the float32 products above on
- * float32 copies of the operands rounded the same way (gt__wround_rows).
+ * float32 copies of the operands rounded the same way (gt_bf16_round_rows).
  *
  * Packed shapes (uint32 pairs):
  *   "A" rows  [m][kp]:      row r, pairs along the row (Q, dO, P, dS);
@@ -400,20 +400,6 @@ static void gt__bpack_nt(uint32_t *dst, uint32_t *tmp, const float *B, int ldb, 
     uint32_t *d = dst + (size_t)p * GT__BK;
     for (int c = 0; c < n; c++) d[c] = tmp[(size_t)c * kp + p];
     for (int c = n; c < GT__BK; c++) d[c] = 0;
-  }
-}
-
-/* Widened mode (bmode 3): rows [m][n] of src (stride lds) rounded to bf16
- * into float32 rows of dst (stride ldd); in place when dst == src. The
- * float32 tile products then multiply bf16 values exactly. */
-static void gt__wround_rows(float *dst, int ldd, const float *src, int lds, int m, int n) {
-  for (int r = 0; r < m; r++) {
-    const float *s = src + (size_t)r * lds;
-    float *o = dst + (size_t)r * ldd;
-    for (int c = 0; c < n; c += 16) {
-      const __mmask16 mk = gt__m16(n - c);
-      _mm512_mask_storeu_ps(o + c, mk, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(mk, s + c))));
-    }
   }
 }
 
@@ -639,7 +625,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
 #ifdef GT__HAND
   if (bm == 3)
     for (int g = 0; g < group; g++)
-      gt__wround_rows(w->qw + (size_t)g * GT__BQ * hd, hd, q + qoff + (size_t)g * hd, ldq, nq, hd);
+      gt_bf16_round_rows(w->qw + (size_t)g * GT__BQ * hd, hd, q + qoff + (size_t)g * hd, ldq, nq, hd);
   else if (bm)
     for (int g = 0; g < group; g++)
       gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, q + qoff + (size_t)g * hd, ldq, nq, hd);
@@ -665,8 +651,8 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
 #ifdef GT__HAND
     if (bm == 3) {
       gt__pack_t(w->kt, kj, ldk, nk, hd);
-      gt__wround_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
-      gt__wround_rows(w->vw, hd, vj, ldk, nk, hd);
+      gt_bf16_round_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
+      gt_bf16_round_rows(w->vw, hd, vj, ldk, nk, hd);
       vj = w->vw, ldv = hd;
     } else if (bm) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
@@ -726,7 +712,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
 #ifdef GT__HAND
         /* P in bf16 for its product with V, after the row sums took it
          * unrounded (as the pairs' packing does) */
-        if (bm == 3) gt__wround_rows(S, GT__BK, S, GT__BK, nq, nk);
+        if (bm == 3) gt_bf16_round_rows(S, GT__BK, S, GT__BK, nq, nk);
 #endif
         gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vj, ldv, hd, blo, bhi);
       }
@@ -903,9 +889,9 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
       if (need_dp) gt__pack_t(w->vt, vt, ldk, nk, hd);
 #ifdef GT__HAND
       if (bm == 3) {
-        gt__wround_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
-        if (need_dp) gt__wround_rows(w->vt, GT__BK, w->vt, GT__BK, hd, nk);
-        if (a->dq) gt__wround_rows(w->kw, hd, kt, ldk, nk, hd), kr = w->kw, ldkr = hd;
+        gt_bf16_round_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
+        if (need_dp) gt_bf16_round_rows(w->vt, GT__BK, w->vt, GT__BK, hd, nk);
+        if (a->dq) gt_bf16_round_rows(w->kw, hd, kt, ldk, nk, hd), kr = w->kw, ldkr = hd;
       }
 #endif
     }
@@ -962,23 +948,23 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
         int ldqr = ldq, lddor = ldq;
 #ifdef GT__HAND
         if (bm == 3) {
-          gt__wround_rows(w->qw, hd, qt, ldq, nq, hd);
+          gt_bf16_round_rows(w->qw, hd, qt, ldq, nq, hd);
           qr = w->qw, ldqr = hd;
-          if (a->dv || need_dp) gt__wround_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
+          if (a->dv || need_dp) gt_bf16_round_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
         }
 #endif
         gt__mm_nt(S, d->scale, qr, ldqr, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
         if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
 #ifdef GT__HAND
         /* dS takes P unrounded (S); dV's product the rounded copy */
-        if (bm == 3 && a->dv) gt__wround_rows(w->pw, GT__BK, S, GT__BK, nq, nk), pr = w->pw;
+        if (bm == 3 && a->dv) gt_bf16_round_rows(w->pw, GT__BK, S, GT__BK, nq, nk), pr = w->pw;
 #endif
         if (a->dv) gt__mm_acc(a->dv + koff, ldk, 1.0f, pr, 1, GT__BK, nk, nq, dor, lddor, hd, klo, khi);
         if (need_dp) {
           gt__mm_nt(dP, 1.0f, dor, lddor, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
           gt__dscores(dP, S, nq, nk, D_bh + i0);
 #ifdef GT__HAND
-          if (bm == 3) gt__wround_rows(dP, GT__BK, dP, GT__BK, nq, nk);
+          if (bm == 3) gt_bf16_round_rows(dP, GT__BK, dP, GT__BK, nq, nk);
 #endif
         }
         if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qr, ldqr, hd, klo, khi);

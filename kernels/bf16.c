@@ -49,20 +49,22 @@ void gt_bf16_round_copy(float *dst, const float *src, int64_t n) {
 }
 
 /* Serial: a GEMM calls it on each C tile it has just stored (the tile still
- * in L1), inside its own parallel section. */
-void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols) {
+ * in L1), attention on each tile operand, inside their own parallel
+ * sections. */
+void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; r++) {
-    float *xr = x + r * ld;
+    const float *s = src + r * lds;
+    float *d = dst + r * ldd;
     int64_t i = 0;
 #if defined(GT__KERNELS_AVX512)
-    for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(xr + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(xr + i))));
+    for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(d + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(s + i))));
     if (i < cols) {
       const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
-      _mm512_mask_storeu_ps(xr + i, m, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(m, xr + i))));
+      _mm512_mask_storeu_ps(d + i, m, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(m, s + i))));
       i = cols;
     }
 #endif
-    for (; i < cols; i++) xr[i] = gt_bf16_round1(xr[i]);
+    for (; i < cols; i++) d[i] = gt_bf16_round1(s[i]);
   }
 }
 

@@ -50,9 +50,10 @@ void gt_bf16_round(float *x, int64_t n);
 /* dst[i] = round_bf16(src[i]): a copy and gt_bf16_round in one pass (the
  * same bits; dst and src do not overlap) */
 void gt_bf16_round_copy(float *dst, const float *src, int64_t n);
-/* rows x cols block of x (row stride ld) rounded to bf16 in place, on the
- * calling thread only (gt_bgemm_rnd rounds each C tile with it) */
-void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols);
+/* rows x cols block: dst (row stride ldd) = round_bf16(src (row stride
+ * lds)), in place when dst == src and ldd == lds; on the calling thread only
+ * (gt_bgemm_rnd rounds each C tile with it, bf16 attention its operands) */
+void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
 /* dst[i] = bf16(src[i]) (round to nearest even) */
 void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n);
 /* dst[i] = float(src[i]) (exact) */

@@ -169,6 +169,6 @@ void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n) {
 void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
   (gt__kernels_avx512() ? gt_bf16_unpack__avx512 : gt_bf16_unpack__portable)(dst, src, n);
 }
-void gt_bf16_round_rows(float *x, int64_t ld, int64_t rows, int64_t cols) {
-  (gt__kernels_avx512() ? gt_bf16_round_rows__avx512 : gt_bf16_round_rows__portable)(x, ld, rows, cols);
+void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+  (gt__kernels_avx512() ? gt_bf16_round_rows__avx512 : gt_bf16_round_rows__portable)(dst, ldd, src, lds, rows, cols);
 }

@@ -226,7 +226,7 @@ static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t 
       k->micro(ku, At + ir * ku, bq, cq + ir * ldc, ldc, mr, nr, alpha, beta, cn);
       /* the tile is final and still in L1: rounding it here costs no pass
        * over memory */
-      if (rnd) rnd(cq + ir * ldc, ldc, mr, nr);
+      if (rnd) rnd(cq + ir * ldc, ldc, cq + ir * ldc, ldc, mr, nr);
     }
   }
 }

@@ -74,9 +74,11 @@ typedef struct gt__gemm_kernel {
                 float alpha, float beta, const float *cnext);
 } gt__gemm_kernel;
 
-/* Rounds a rows x cols tile of C (row stride ldc) in place, on the calling
- * thread: gt_bf16_round_rows (kernels/bf16.h), for gt_bgemm_rnd. */
-typedef void (*gt__gemm_round_fn)(float *C, int64_t ldc, int64_t rows, int64_t cols);
+/* Rounds a rows x cols tile of C (row stride ldc) on the calling thread,
+ * called with dst = src = C: gt_bf16_round_rows (kernels/bf16.h), for
+ * gt_bgemm_rnd. */
+typedef void (*gt__gemm_round_fn)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
+                                  int64_t cols);
 
 /* The loops both packed GEMMs share (kernels/gemm.c): C = alpha op(A) op(B)
  * + beta C with the blocks' plan and the calling thread's buffers. 0, or -1

@@ -74,7 +74,7 @@ START_TEST(test_conversions_bit_exact) {
     free(r3);
     /* in rows: 17 of every 19 (a vector and a one-lane tail), the other 2 untouched */
     float *r4 = gt_test_copy(x, n), *r5 = gt_test_copy(x, n);
-    gt_bf16_round_rows(r4, 19, n / 19, 17);
+    gt_bf16_round_rows(r4, 19, r4, 19, n / 19, 17);
     for (int64_t i = 0; i < n / 19; i++) gt_bf16_round_ref(r5 + i * 19, 17);
     ck_assert_msg(memcmp(r4, r5, sizeof(float) * (size_t)n) == 0, "round_rows, n %lld", (long long)n);
     free(r4), free(r5);

@@ -134,7 +134,7 @@ START_TEST(test_same_bits) {
     SAME(a, b, N);
     what = "bf16_round_rows"; /* rows of 37 floats 40 apart: vectors, a masked tail, the gaps untouched */
     float *ra = dup_of(s, N), *rb = dup_of(s, N);
-    gt_bf16_round_rows__avx512(ra, 40, N / 40, 37), gt_bf16_round_rows__portable(rb, 40, N / 40, 37);
+    gt_bf16_round_rows__avx512(ra, 40, ra, 40, N / 40, 37), gt_bf16_round_rows__portable(rb, 40, rb, 40, N / 40, 37);
     SAME(ra, rb, N);
     free(ra), free(rb);
     what = "bf16_pack";
