@@ -85,16 +85,25 @@ static void pdata_make(const pcase *c, int idx, pdata *d) {
 
 static void pdata_free(pdata *d) { free(d->A), free(d->B), free(d->C0), free(d->tol), free(d->S); }
 
-/* C by gt_bgemm on `path` (beta 0: C starts NaN, which must not be read) */
-static float *run_path(int path, const pcase *c, const pdata *d) {
+typedef void (*bgemm_fn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
+                         float, float *, int64_t);
+
+/* C by fn (gt_bgemm or gt_bgemm_rnd) on `path`, the emulation forced when
+ * emul, into a copy of C0 (beta 0: NaN, which must not be read) */
+static float *run_fn(bgemm_fn fn, int path, int emul, const pcase *c, const pdata *d) {
   float *C = gt_test_copy(d->C0, c->M * d->ldc);
   if (c->beta == 0.0f)
     for (int64_t i = 0; i < c->M * d->ldc; i++) C[i] = NAN;
   gt__bgemm_force_path(path);
-  gt_bgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
+  gt__bgemm_force_fallback(emul);
+  fn(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
+  gt__bgemm_force_fallback(0);
   gt__bgemm_force_path(-1);
   return C;
 }
+
+/* C by gt_bgemm on `path` */
+static float *run_path(int path, const pcase *c, const pdata *d) { return run_fn(gt_bgemm, path, 0, c, d); }
 
 /* worst |x - y| / (scale * tol) over the C block; asserts it is <= 1 */
 static double check_within(const char *what, const pcase *c, const pdata *d, const float *x, const float *y,
@@ -417,23 +426,6 @@ START_TEST(test_amx_against_reference) {
   ck_assert_int_gt(differ, 0); /* another order of sums, not the pairs path under another name */
 }
 END_TEST
-
-typedef void (*bgemm_fn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
-                         float, float *, int64_t);
-
-/* C by fn (gt_bgemm or gt_bgemm_rnd) on `path`, the emulation forced when
- * emul, into a copy of C0 (beta 0: NaN, which must not be read) */
-static float *run_fn(bgemm_fn fn, int path, int emul, const pcase *c, const pdata *d) {
-  float *C = gt_test_copy(d->C0, c->M * d->ldc);
-  if (c->beta == 0.0f)
-    for (int64_t i = 0; i < c->M * d->ldc; i++) C[i] = NAN;
-  gt__bgemm_force_path(path);
-  gt__bgemm_force_fallback(emul);
-  fn(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, C, d->ldc);
-  gt__bgemm_force_fallback(0);
-  gt__bgemm_force_path(-1);
-  return C;
-}
 
 START_TEST(test_rounded_output) {
   /* gt_bgemm_rnd (a dtype=bfloat16 projection's output) is gt_bgemm then
