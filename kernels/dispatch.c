@@ -29,6 +29,8 @@ GT__VARIANTS(gt_rmsnorm_rope_forward)
 GT__VARIANTS(gt_rope_rmsnorm_backward)
 GT__VARIANTS(gt_rmsnorm_residual_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_rnd)
+GT__VARIANTS(gt_geglu_forward_pack)
+GT__VARIANTS(gt_geglu_backward_write_b16)
 GT__VARIANTS(gt_embedding_forward)
 GT__VARIANTS(gt_embedding_backward)
 GT__VARIANTS(gt_xent_forward)
@@ -114,6 +116,16 @@ void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, f
 }
 void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
   (gt__kernels_avx512() ? gt_geglu_forward_rnd__avx512 : gt_geglu_forward_rnd__portable)(out, gate, up, n, round_bf16);
+}
+void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                           const float *up, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_forward_pack__avx512 : gt_geglu_forward_pack__portable)(out, out16, gate16, up16,
+                                                                                         gate, up, n);
+}
+void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
+                                 const uint16_t *up16, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_backward_write_b16__avx512
+                        : gt_geglu_backward_write_b16__portable)(dgate, dup, dout, gate16, up16, n);
 }
 void gt_embedding_forward(float *out, const int32_t *tok, const float *table, int64_t n, int dim, float scale) {
   (gt__kernels_avx512() ? gt_embedding_forward__avx512 : gt_embedding_forward__portable)(out, tok, table, n, dim, scale);

@@ -30,13 +30,38 @@ typedef struct gt__geglu_args {
   float *out;
   const float *gate, *up;
   int round_bf16;
+  uint16_t *out16, *gate16, *up16; /* gt_geglu_forward_pack's (NULL: none) */
 } gt__geglu_args;
+
+/* n floats' bf16 patterns (rounded), a loop the compiler vectorizes */
+static inline __attribute__((always_inline)) void gt__pack_run(uint16_t *dst, const float *src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) dst[i] = gt_f32_to_bf16(src[i]);
+}
+
+/* gt_geglu_forward_pack: each chunk of 512 computed, then its output and
+ * inputs packed while they are in L1 */
+#define GT__PACK_CHUNK 512
+static void gt__geglu_fwd_pack_part(const gt__geglu_args *a, int64_t i0, int64_t i1) {
+  for (int64_t c = i0; c < i1; c += GT__PACK_CHUNK) {
+    const int64_t e = c + GT__PACK_CHUNK < i1 ? c + GT__PACK_CHUNK : i1;
+    float *out = a->out;
+    const float *gate = a->gate, *up = a->up;
+#pragma omp simd
+    for (int64_t i = c; i < e; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
+    if (a->out16) gt__pack_run(a->out16 + c, out + c, e - c);
+    if (a->gate16) gt__pack_run(a->gate16 + c, gate + c, e - c);
+    if (a->up16) gt__pack_run(a->up16 + c, up + c, e - c);
+  }
+}
 
 static void gt__geglu_fwd_part(void *p, int64_t i0, int64_t i1) {
   const gt__geglu_args *a = p;
   float *out = a->out;
   const float *gate = a->gate, *up = a->up;
-  if (a->round_bf16) {
+  if (a->out16 || a->gate16 || a->up16) {
+    gt__geglu_fwd_pack_part(a, i0, i1);
+  } else if (a->round_bf16) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
   } else {
@@ -46,14 +71,23 @@ static void gt__geglu_fwd_part(void *p, int64_t i0, int64_t i1) {
 }
 
 void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
-  gt__geglu_args a = {out, gate, up, 0};
+  gt__geglu_args a = {out, gate, up, 0, NULL, NULL, NULL};
   gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
 /* dtype=bfloat16: each value is rounded in the loop that computes it,
  * instead of in a second pass over memory (bf16_row.h; the same bits). */
 void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
-  gt__geglu_args a = {out, gate, up, round_bf16 != 0};
+  gt__geglu_args a = {out, gate, up, round_bf16 != 0, NULL, NULL, NULL};
+  gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
+}
+
+/* The saved copies written by the sweep that reads and writes the values
+ * anyway, instead of by a gt_bf16_pack pass over each afterwards, which
+ * would read them back from memory. */
+void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                           const float *up, int64_t n) {
+  gt__geglu_args a = {out, gate, up, 1, out16, gate16, up16};
   gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
@@ -64,11 +98,11 @@ void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_
  * vector loop. */
 static inline __attribute__((always_inline)) void
 gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
-              const float *up, int64_t i0, int64_t i1, const int want_gate,
-              const int want_up, const int set) {
+              const float *up, const uint16_t *gate16, const uint16_t *up16, int64_t i0, int64_t i1,
+              const int want_gate, const int want_up, const int set) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; i++) {
-    const float x = gate[i];
+    const float x = gate16 ? gt_bf16_to_f32(gate16[i]) : gate[i];
     const float x2 = x * x;
     const float u = GT__K0 * (x + GT__K1 * (x2 * x));
     float a = -2.0f * u;
@@ -77,7 +111,7 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     const float s = 1.0f / (1.0f + e);
     if (want_gate) {
       const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
-      const float v = dout[i] * up[i] * dg;
+      const float v = dout[i] * (up16 ? gt_bf16_to_f32(up16[i]) : up[i]) * dg;
       if (set)
         dgate[i] = v;
       else
@@ -96,50 +130,68 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
 typedef struct gt__geglu_bwd_args {
   float *dgate, *dup;
   const float *dout, *gate, *up;
+  const uint16_t *gate16, *up16; /* gt_geglu_backward_write_b16's inputs (else NULL) */
   int64_t n;
   int set;
 } gt__geglu_bwd_args;
+
+/* the six branch-free variants of one input type (G, U: the inputs) */
+#define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16)                                                  \
+  do {                                                                                          \
+    if (a->set) {                                                                               \
+      if (dgate && dup)                                                                         \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, 1);                        \
+      else if (dgate)                                                                           \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, 1);                        \
+      else                                                                                      \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, 1);                        \
+    } else {                                                                                    \
+      if (dgate && dup)                                                                         \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, 0);                        \
+      else if (dgate)                                                                           \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, 0);                        \
+      else                                                                                      \
+        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, 0);                        \
+    }                                                                                           \
+  } while (0)
 
 /* Member t of nt: 16-element aligned blocks, so that two members never
  * write one cache line. */
 static void gt__geglu_bwd_member(void *p, int t, int nt) {
   const gt__geglu_bwd_args *a = p;
   float *dgate = a->dgate, *dup = a->dup;
-  const float *dout = a->dout, *gate = a->gate, *up = a->up;
+  const float *dout = a->dout;
   int64_t i0, i1;
   gt_team_split_blocks(a->n, 16, t, nt, &i0, &i1);
-  if (a->set) {
-    if (dgate && dup)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 1);
-    else if (dgate)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 1);
-    else
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 1);
-  } else {
-    if (dgate && dup)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 1, 0);
-    else if (dgate)
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 1, 0, 0);
-    else
-      gt__geglu_bwd(dgate, dup, dout, gate, up, i0, i1, 0, 1, 0);
-  }
+  if (a->gate16)
+    GT__GEGLU_BWD_VARIANTS((const float *)NULL, (const float *)NULL, a->gate16, a->up16);
+  else
+    GT__GEGLU_BWD_VARIANTS(a->gate, a->up, (const uint16_t *)NULL, (const uint16_t *)NULL);
 }
 
 /* set: overwrite the gradients instead of adding (a destination that was not
  * zeroed); the value written is the one that would have been added to 0. */
-static void gt__geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                               int64_t n, const int set) {
-  if (n <= 0 || (!dgate && !dup)) return;
-  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, n, set};
-  gt_team_par(n >= GT__PAR_MIN, gt__geglu_bwd_member, &a);
+static void gt__geglu_backward(gt__geglu_bwd_args *a) {
+  if (a->n <= 0 || (!a->dgate && !a->dup)) return;
+  gt_team_par(a->n >= GT__PAR_MIN, gt__geglu_bwd_member, a);
 }
 
 void gt_geglu_backward(float *dgate, float *dup, const float *dout,
                        const float *gate, const float *up, int64_t n) {
-  gt__geglu_backward(dgate, dup, dout, gate, up, n, 0);
+  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 0};
+  gt__geglu_backward(&a);
 }
 
 void gt_geglu_backward_write(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                              int64_t n) {
-  gt__geglu_backward(dgate, dup, dout, gate, up, n, 1);
+  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 1};
+  gt__geglu_backward(&a);
+}
+
+/* The kept bf16 copies widened as they are loaded (exact), so no float32
+ * copy of them is made: the same bits as unpacking them first. */
+void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
+                                 const uint16_t *up16, int64_t n) {
+  gt__geglu_bwd_args a = {dgate, dup, dout, NULL, NULL, gate16, up16, n, 1};
+  gt__geglu_backward(&a);
 }

@@ -1,6 +1,7 @@
 /* Scalar GeGLU reference: the literal tanh formula in float32. */
 #include <math.h>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 #define GT__K0 0.7978845608028654f /* sqrt(2/pi) */
@@ -36,4 +37,27 @@ void gt_geglu_backward_write_ref(float *dgate, float *dup, const float *dout, co
     if (dup) dup[i] = 0.0f;
   }
   gt_geglu_backward_ref(dgate, dup, dout, gate, up, n);
+}
+
+/* the fused sweeps' references: the unfused sequences of the references,
+ * a chunk at a time through the stack */
+#define GT__REF_CHUNK 256
+
+void gt_geglu_forward_pack_ref(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                               const float *up, int64_t n) {
+  gt_geglu_forward_rnd_ref(out, gate, up, n, 1);
+  if (out16) gt_bf16_pack_ref(out16, out, n);
+  if (gate16) gt_bf16_pack_ref(gate16, gate, n);
+  if (up16) gt_bf16_pack_ref(up16, up, n);
+}
+
+void gt_geglu_backward_write_b16_ref(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
+                                     const uint16_t *up16, int64_t n) {
+  float g[GT__REF_CHUNK], u[GT__REF_CHUNK];
+  for (int64_t c = 0; c < n; c += GT__REF_CHUNK) {
+    int64_t k = n - c < GT__REF_CHUNK ? n - c : GT__REF_CHUNK;
+    gt_bf16_unpack_ref(g, gate16 + c, k);
+    gt_bf16_unpack_ref(u, up16 + c, k);
+    gt_geglu_backward_write_ref(dgate ? dgate + c : NULL, dup ? dup + c : NULL, dout + c, g, u, k);
+  }
 }

@@ -41,6 +41,8 @@
 #define gt_rope_rmsnorm_backward GT__ISA_NAME(gt_rope_rmsnorm_backward)
 #define gt_rmsnorm_residual_forward_rnd GT__ISA_NAME(gt_rmsnorm_residual_forward_rnd)
 #define gt_geglu_forward_rnd GT__ISA_NAME(gt_geglu_forward_rnd)
+#define gt_geglu_forward_pack GT__ISA_NAME(gt_geglu_forward_pack)
+#define gt_geglu_backward_write_b16 GT__ISA_NAME(gt_geglu_backward_write_b16)
 #define gt_embedding_forward GT__ISA_NAME(gt_embedding_forward)
 #define gt_embedding_backward GT__ISA_NAME(gt_embedding_backward)
 #define gt_xent_forward GT__ISA_NAME(gt_xent_forward)

@@ -204,6 +204,22 @@ void gt_geglu_backward_write(float *dgate, float *dup, const float *dout,
                              const float *gate, const float *up, int64_t n);
 void gt_geglu_backward_write_ref(float *dgate, float *dup, const float *dout,
                                  const float *gate, const float *up, int64_t n);
+/* dtype=bfloat16 with the MLP's saved tensors kept in 2 bytes (the
+ * executor): gt_geglu_forward_rnd(out, gate, up, n, 1) that also writes the
+ * bf16 patterns (gt_bf16_pack's) of out, gate and up into out16, gate16
+ * and up16 (each may be NULL) in the same sweep; and
+ * gt_geglu_backward_write reading gate and up as bf16 patterns. Each is
+ * bit-identical to the unfused sequence (forward_rnd then gt_bf16_pack;
+ * gt_bf16_unpack then backward_write); the references are those sequences
+ * of the references. */
+void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                           const float *up, int64_t n);
+void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
+                                 const uint16_t *up16, int64_t n);
+void gt_geglu_forward_pack_ref(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                               const float *up, int64_t n);
+void gt_geglu_backward_write_b16_ref(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
+                                     const uint16_t *up16, int64_t n);
 
 /* ---- fused elementwise sweeps (kernels/norm_rope.c; gt_geglu_forward_rnd in
  * kernels/geglu.c) ----

@@ -2,7 +2,11 @@
  *  - what the executor gets from acquire() is gt_bf16_round of the master
  *    weights, bit for bit, on 1 (a rounded copy), 2 and 3 devices (a bf16
  *    gather, with and without prefetch), and the master shards stay float32;
- *    float32 hands out the master weights themselves;
+ *    float32 hands out the master weights themselves; on 1 device a layer's
+ *    projections are read from the master shard itself (the products round
+ *    them as they pack them), and training that way gives the bits of
+ *    training on a copy with every tensor rounded, for every model kind and
+ *    remat policy;
  *  - a bf16 step's gathers send exactly half the bytes of a float32 step's
  *    (per device: the float32 total minus 2 bytes per gathered element), the
  *    reduce-scatters and sums the same;
@@ -56,6 +60,7 @@ typedef struct view_job {
   gt_fsdp *f;
   int64_t n_units;
   float **got; /* [device][full layout]: unit u at its offset */
+  int64_t direct[8]; /* elements read from projections() */
   int64_t *off;
   gt_rc rc[8];
 } view_job;
@@ -75,6 +80,16 @@ static void view_fn(int d, void *arg) {
     gt_model_unit(m, u, &off, &cnt);
     if ((j->rc[d] = v->acquire(v->ctx, u, 0, &p, NULL, &e))) break;
     memcpy(j->got[d] + off, p, (size_t)cnt * sizeof(float));
+    /* a layer's projections, where the products read them */
+    const float *pr = v->projections(v->ctx, u);
+    for (int i = 0; pr && i < m->n_tensors; i++) {
+      const gt_tensor_info *t = &m->tensors[i];
+      for (int s = 0; t->layer == u - 1 && s < GT_P_NSLOTS; s++)
+        if (gt_layer_slot_is_projection((gt_lparam)s) && m->layers[u - 1].slot_offset[s] == t->offset) {
+          memcpy(j->got[d] + t->offset, pr + (t->offset - off), (size_t)t->words * sizeof(float));
+          j->direct[d] += t->words;
+        }
+    }
     v->release(v->ctx, u, 0);
   }
   for (int64_t u = 0; u < j->n_units; u++) v->drop_params(v->ctx, u);
@@ -113,12 +128,28 @@ static void check_acquired(int devices, const char *dtype, const char *prefetch,
   int64_t moved = 0;
   for (int64_t i = 0; i < n; i++) moved += want[i] != master[i];
   if (bf16) ck_assert_msg(moved > n / 2, "only %lld of %lld weights change when rounded", (long long)moved, (long long)n);
+  /* one bf16 device: the projections as they are in the master shard (more
+   * than half the weights), everything else rounded */
+  float *want1 = gt_test_copy(want, n);
+  const gt_model *m0 = gt_fsdp_device_model(f, 0);
+  int64_t proj = 0;
+  for (int i = 0; bf16 && devices == 1 && i < m0->n_tensors; i++) {
+    const gt_tensor_info *t = &m0->tensors[i];
+    for (int s = 0; t->layer >= 0 && s < GT_P_NSLOTS; s++)
+      if (gt_layer_slot_is_projection((gt_lparam)s) && m0->layers[t->layer].slot_offset[s] == t->offset) {
+        memcpy(want1 + t->offset, master + t->offset, (size_t)t->words * sizeof(float));
+        proj += t->words;
+      }
+  }
+  if (bf16 && devices == 1) ck_assert_msg(proj > n / 2, "projections %lld of %lld", (long long)proj, (long long)n);
   for (int d = 0; d < devices; d++) {
     ck_assert_int_eq(j.rc[d], GT_OK);
+    ck_assert_int_eq(j.direct[d], proj);
+    const float *w = devices == 1 ? want1 : want;
     for (int64_t i = 0; i < n; i++)
-      if (memcmp(&j.got[d][i], &want[i], 4))
+      if (memcmp(&j.got[d][i], &w[i], 4))
         ck_abort_msg("%s, %d devices, prefetch=%s, device %d, element %lld: %.9g, expected %.9g (master %.9g)", dtype,
-                     devices, prefetch, d, (long long)i, (double)j.got[d][i], (double)want[i], (double)master[i]);
+                     devices, prefetch, d, (long long)i, (double)j.got[d][i], (double)w[i], (double)master[i]);
     /* no gathered copy outlives the pass */
     ck_assert_int_eq(gt_mem_cur(gt_fsdp_device_mem(f, d), GT_MEM_GATHERED), 0);
   }
@@ -127,7 +158,7 @@ static void check_acquired(int devices, const char *dtype, const char *prefetch,
   ck_assert(gt_fsdp_full_params(f, after, &e) == GT_OK);
   ck_assert(gt_test_same_bits(after, master, n));
   for (int d = 0; d < devices; d++) free(j.got[d]);
-  free(j.got), free(master), free(want), free(after);
+  free(j.got), free(master), free(want), free(want1), free(after);
   gt_fsdp_destroy(f);
 }
 
@@ -262,6 +293,69 @@ static state train(int devices, const char *dtype, const char *mu_dtype, int ste
 }
 
 static void free_state(state *s) { free(s->p), free(s->mu), free(s->nu); }
+
+/* One device, dtype=bfloat16: `steps` steps of `model` under `remat`, the
+ * products reading the projections from the master shard, or (full) from
+ * a copy with every tensor rounded (the test seam). */
+static state train_one_device(const char *model, const char *remat, int full, int steps) {
+  const char *ov[] = {model, remat, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01",
+                      "gradient_clipping_threshold=0.5", "num_devices=1", "per_device_batch_size=4",
+                      "dtype=bfloat16"};
+  gt_config c;
+  gt_err e;
+  ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
+  gt_mem host;
+  gt_mem_init(&host);
+  gt_data dd;
+  ck_assert(gt_data_open(&dd, &c, &host, &e) == GT_OK);
+  gt_fsdp *f;
+  ck_assert_msg(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK, "%s", e.msg);
+  gt_fsdp_full_bf16_copy(f, full);
+  const gt_param_view *v = gt_fsdp_device_model(f, 0)->view;
+  for (int64_t u = 0; u < gt_model_n_units(gt_fsdp_device_model(f, 0)); u++) /* the layers only, unless full */
+    ck_assert_msg((v->projections(v->ctx, u) != NULL) == (u > 0 && !full), "%s unit %lld", model, (long long)u);
+  state s;
+  memset(&s, 0, sizeof s);
+  for (int i = 0; i < steps; i++) {
+    gt_batch b;
+    gt_data_next_train(&dd, &b);
+    gt_mesh_step_info fi;
+    ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
+    s.loss[i] = fi.loss;
+  }
+  s.n = gt_fsdp_num_params(f);
+  s.p = malloc(sizeof(float) * (size_t)s.n);
+  s.mu = malloc(sizeof(float) * (size_t)s.n);
+  s.nu = malloc(sizeof(float) * (size_t)s.n);
+  ck_assert(gt_fsdp_full_state(f, s.p, s.mu, s.nu, &e) == GT_OK);
+  gt_fsdp_destroy(f);
+  gt_data_close(&dd);
+  return s;
+}
+
+START_TEST(test_projections_from_master_train_bit_for_bit) {
+  /* every consumer of a projection is a bf16 product that rounds it, so
+   * reading it unrounded changes no bit: losses, weights and moments equal
+   * the full copy's, for each model kind (dense, PLE, MoE) and remat policy
+   * (full re-runs the projections in the backward). A norm left out of the
+   * copy, or a projection a float32 path read unrounded, breaks it. */
+  const char *models[] = {"model_name=gemma3-tiny", "model_name=gemma4-tiny-dense", "model_name=gemma4-tiny-ple",
+                          "model_name=gemma4-tiny-moe"};
+  const char *remats[] = {"remat_policy=none", "remat_policy=minimal", "remat_policy=full"};
+  for (int mi = 0; mi < 4; mi++)
+    for (int ri = 0; ri < 3; ri++) {
+      state a = train_one_device(models[mi], remats[ri], 0, 3), b = train_one_device(models[mi], remats[ri], 1, 3);
+      for (int i = 0; i < 3; i++)
+        ck_assert_msg(isfinite(a.loss[i]) && !memcmp(&a.loss[i], &b.loss[i], sizeof(double)),
+                      "%s %s step %d: %.17g vs %.17g", models[mi], remats[ri], i, a.loss[i], b.loss[i]);
+      ck_assert_msg(a.loss[2] < a.loss[0], "%s: the weights move", models[mi]);
+      ck_assert_msg(gt_test_same_bits(a.p, b.p, a.n), "%s %s: weights", models[mi], remats[ri]);
+      ck_assert_msg(gt_test_same_bits(a.mu, b.mu, a.n), "%s %s: mu", models[mi], remats[ri]);
+      ck_assert_msg(gt_test_same_bits(a.nu, b.nu, a.n), "%s %s: nu", models[mi], remats[ri]);
+      free_state(&a), free_state(&b);
+    }
+}
+END_TEST
 
 START_TEST(test_mu_bf16_first_step_is_rounded_float32) {
   for (int N = 1; N <= 2; N++) {
@@ -458,6 +552,7 @@ int main(void) {
   tcase_add_test(tc, test_bf16_gathers_half_the_bytes);
   tcase_add_test(tc, test_in_place_bf16_holds_a_rounded_copy);
   tcase_add_test(tc, test_mu_bf16_halves_its_memory);
+  tcase_add_test(tc, test_projections_from_master_train_bit_for_bit);
   tcase_add_test(tc, test_mu_bf16_first_step_is_rounded_float32);
   tcase_add_test(tc, test_mu_bf16_trains_close_to_float32);
   tcase_add_test(tc, test_mu_bf16_set_state_continues_bit_exact);

@@ -246,6 +246,89 @@ START_TEST(test_geglu_rnd_vs_unfused_and_ref) {
 }
 END_TEST
 
+static uint16_t *gt__h16(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(uint16_t)); }
+
+START_TEST(test_geglu_pack_vs_unfused_and_ref) {
+  /* gt_geglu_forward_pack: forward_rnd then gt_bf16_pack of out, gate and
+   * up, bit for bit, each copy alone or with the others; gate and up as the
+   * executor has them (bf16 values) and as any floats (the pack rounds).
+   * Chunk edges (512), vector tails and the threaded path. */
+  const int64_t ns[] = {0, 1, 15, 17, 511, 512, 513, 4097, 100003};
+  uint64_t seed = 46;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int rounded = 0; rounded < 2; rounded++)
+      for (int which = 1; which < 8; which++) {
+        const int64_t n = ns[a];
+        char what[96];
+        snprintf(what, sizeof what, "geglu pack n=%ld rounded=%d copies=%d", (long)n, rounded, which);
+        float *g = gt_test_alloc_fill(n, &seed, -6, 6), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+        if (n > 8) g[0] = 1e-20f, u[0] = 1e-20f, g[1] = NAN, g[2] = -0.0f, u[3] = 1e-38f, u[4] = INFINITY;
+        if (rounded) gt_bf16_round(g, n), gt_bf16_round(u, n);
+        uint16_t *o16 = which & 1 ? gt__h16(n) : NULL, *g16 = which & 2 ? gt__h16(n) : NULL;
+        uint16_t *u16 = which & 4 ? gt__h16(n) : NULL;
+        float *o = gt__nans(n), *uo = gt_test_zeros(n);
+        gt_geglu_forward_pack(o, o16, g16, u16, g, u, n);
+        gt_geglu_forward_rnd(uo, g, u, n, 1);
+        ck_assert_msg(gt_test_same_bits(o, uo, n), "%s: the output", what);
+        uint16_t *want = gt__h16(n);
+        const float *src[3] = {uo, g, u};
+        uint16_t *got[3] = {o16, g16, u16};
+        for (int k = 0; k < 3; k++) {
+          if (!got[k]) continue;
+          gt_bf16_pack(want, src[k], n);
+          ck_assert_msg(n == 0 || !memcmp(got[k], want, (size_t)n * sizeof(uint16_t)), "%s: copy %d", what, k);
+        }
+        /* the reference: the references' sequence, within forward_rnd's bound
+         * (scaled by the largest value: over more than a few elements) */
+        if (n > 8) g[1] = 0.5f, u[4] = 2.0f; /* no NaN or infinity */
+        float *ro = gt_test_zeros(n);
+        uint16_t *r16[3] = {o16 ? gt__h16(n) : NULL, g16 ? gt__h16(n) : NULL, u16 ? gt__h16(n) : NULL};
+        gt_geglu_forward_pack(o, o16, g16, u16, g, u, n);
+        gt_geglu_forward_pack_ref(ro, r16[0], r16[1], r16[2], g, u, n);
+        if (n > 8) gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
+        for (int k = 1; k < 3; k++) /* the inputs' copies are exact in both */
+          if (got[k]) ck_assert_msg(n == 0 || !memcmp(got[k], r16[k], (size_t)n * sizeof(uint16_t)), "%s: ref copy %d", what, k);
+        free(g); free(u); free(o16); free(g16); free(u16); free(o); free(uo); free(want); free(ro);
+        for (int k = 0; k < 3; k++) free(r16[k]);
+      }
+}
+END_TEST
+
+START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
+  /* gate and up read from bf16 copies: the bits of unpacking them and
+   * running gt_geglu_backward_write, with either gradient alone; and the
+   * reference's sequence within its bound */
+  const int64_t ns[] = {0, 1, 15, 17, 1025, 4097, 100003};
+  uint64_t seed = 47;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int want = 1; want < 4; want++) {
+      const int64_t n = ns[a];
+      char what[96];
+      snprintf(what, sizeof what, "geglu backward b16 n=%ld grads=%d", (long)n, want);
+      float *g = gt_test_alloc_fill(n, &seed, -6, 6), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+      float *dout = gt_test_alloc_fill(n, &seed, -1, 1);
+      uint16_t *g16 = gt__h16(n), *u16 = gt__h16(n);
+      gt_bf16_pack(g16, g, n);
+      gt_bf16_pack(u16, u, n);
+      float *gw = gt_test_zeros(n), *uw = gt_test_zeros(n);
+      gt_bf16_unpack(gw, g16, n);
+      gt_bf16_unpack(uw, u16, n);
+      float *dg = want & 1 ? gt__nans(n) : NULL, *du = want & 2 ? gt__nans(n) : NULL;
+      float *edg = want & 1 ? gt__nans(n) : NULL, *edu = want & 2 ? gt__nans(n) : NULL;
+      gt_geglu_backward_write_b16(dg, du, dout, g16, u16, n);
+      gt_geglu_backward_write(edg, edu, dout, gw, uw, n);
+      if (dg) ck_assert_msg(gt_test_same_bits(dg, edg, n), "%s: d(gate)", what);
+      if (du) ck_assert_msg(gt_test_same_bits(du, edu, n), "%s: d(up)", what);
+      float *rdg = want & 1 ? gt_test_zeros(n) : NULL, *rdu = want & 2 ? gt_test_zeros(n) : NULL;
+      gt_geglu_backward_write_b16_ref(rdg, rdu, dout, g16, u16, n);
+      if (dg && n > 8) gt_test_check_err(what, gt_test_scaled_err(dg, rdg, n), 1e-5);
+      if (du && n > 8) gt_test_check_err(what, gt_test_scaled_err(du, rdu, n), 1e-5);
+      free(g); free(u); free(dout); free(g16); free(u16); free(gw); free(uw);
+      free(dg); free(du); free(edg); free(edu); free(rdg); free(rdu);
+    }
+}
+END_TEST
+
 /* ---------- thread count ---------- */
 
 START_TEST(test_fused_deterministic) {
@@ -294,6 +377,8 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_rope_rmsnorm_backward_vs_unfused_and_ref);
   tcase_add_test(tc, test_rmsnorm_rnd_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_rnd_vs_unfused_and_ref);
+  tcase_add_test(tc, test_geglu_pack_vs_unfused_and_ref);
+  tcase_add_test(tc, test_geglu_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_fused_deterministic);
   return s;
 }

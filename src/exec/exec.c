@@ -131,8 +131,10 @@ static void gt__free_run(gt__run *r) {
 
 static gt_layer_io gt__io(gt__run *r, int64_t l) {
   const gt_layer_desc *L = &r->m->layers[l];
-  gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l],
-                    NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, &r->fail};
+  gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l], NULL,
+                    NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, &r->fail, NULL};
+  const gt_param_view *v = r->m->view;
+  if (v && v->projections) io.mparams = v->projections(v->ctx, 1 + l);
   /* KV sharing: a shared layer reads its donor's kept K/V; both send their
    * K/V gradients through the donor's accumulators */
   int64_t kv = L->kv_donor >= 0 ? L->kv_donor : l;
@@ -258,6 +260,19 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
     xn_own = xn; /* the run's records do not hold it yet */
+    /* slots kept in bf16 whose producer packs them itself (in cache) get
+     * their 2-byte buffers now */
+    uint8_t fused[GT_A_NSLOTS] = {0};
+    for (int k = 1; train && k < GT_A_NSLOTS; k++) {
+      if (!a[k] || !gt__packed(m, l, k) || gt_remat_slot_mode(rm, ld, k) != GT_SAVE_DEVICE ||
+          !gt_layer_writes_b16(ld, (gt_act)k))
+        continue;
+      if (!(r->ls[l].b16[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_SAVED, gt__kept_bytes(m, b, l, k),
+                                                        gt_act_name((gt_act)k))))
+        goto nomem;
+      fused[k] = 1;
+    }
+    io.b16 = r->ls[l].b16;
     float lb = 0.0f;
     io.moe_lb = &lb;
     gt_layer_forward(&io, a, xn);
@@ -270,7 +285,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (train && mode == GT_SAVE_DEVICE && !packed) continue;
       if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
-      if (train && mode == GT_SAVE_DEVICE) { /* kept in bf16 */
+      if (train && mode == GT_SAVE_DEVICE && !fused[k]) { /* kept in bf16 */
         if (!(r->ls[l].b16[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_SAVED, gt__kept_bytes(m, b, l, k),
                                                           gt_act_name((gt_act)k))))
           goto nomem;
@@ -310,7 +325,13 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   if (!s->a[GT_A_X_IN] && !s->b16[GT_A_X_IN] && !s->host[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
   const gt_layer_desc *ld = &m->layers[l];
   uint8_t have[GT_A_NSLOTS];
+  for (int k = 0; k < GT_A_NSLOTS; k++)
+    have[k] = s->a[k] || s->host[k] || s->b16[k] || !gt_layer_has_slot(ld, (gt_act)k);
+  uint32_t ops = gt_layer_recompute_ops(ld, have);
+  if (want_out) ops |= gt_layer_output_op(ld);
   for (int k = 0; k < GT_A_NSLOTS; k++) {
+    /* a bf16 slot the backward reads as it is stays packed */
+    if (s->b16[k] && gt_layer_reads_b16(ld, (gt_act)k, ops)) continue;
     if (s->host[k] || s->b16[k]) {
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
       if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k), gt_act_name((gt_act)k))))
@@ -325,10 +346,7 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
         s->b16[k] = NULL;
       }
     }
-    have[k] = s->a[k] != NULL || !gt_layer_has_slot(ld, (gt_act)k);
   }
-  uint32_t ops = gt_layer_recompute_ops(ld, have);
-  if (want_out) ops |= gt_layer_output_op(ld);
   float *xo = NULL;
   if (ops) {
     uint8_t outs[GT_A_NSLOTS];
@@ -427,6 +445,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
         }
       }
       gt_layer_io io = gt__io(&r, l);
+      io.b16 = r.ls[l].b16; /* what gt__restore left packed */
       /* gt_layer_backward writes d(x_in) whole: dprev needs no zeroing */
       if ((rc = gt_layer_backward(&io, r.ls[l].a, dx, dprev, r.lg[l], err))) {
         for (int64_t v = start; v <= l; v++) gt__release(m, 1 + v, 0);

@@ -80,6 +80,7 @@ struct gt_fsdp {
    * or a copy gathered in bf16 and expanded (sharded), the same bits either
    * way: rounding is per element. */
   int bf16_w;
+  int full_bf16_copy; /* test seam: round every tensor into the copy (gt_fsdp_full_bf16_copy) */
   int mu_bf16;          /* mu_dtype=bfloat16: AdamW's first moment stored in bf16 */
   int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
   float **full_scatter; /* init / export: the host's full buffer */
@@ -181,6 +182,26 @@ static void gt__finish_bf16(gt__dev *d, int64_t u) {
   if (gt__quant(d, u)) gt_qstore_round_block(&d->model, u, d->gathered[u], d->tcnt[u], d->lcnt[u] - d->tcnt[u]);
 }
 
+/* dtype=bfloat16 on one device: does unit u's rounded copy leave its
+ * projections out, the products reading them from the master shard? They
+ * round their operands as they pack them (gt_bgemm), so the bits are those
+ * of the full copy, and each step skips copying every projection twice
+ * (forward, backward). Only for a layer wholly here and trainable in
+ * float32 (no frozen or quantized part: the unit is one block) and bf16
+ * products (matmul_precision=default; float32 products read the copy). */
+static int gt__direct_projections(const gt__dev *d, int64_t u) {
+  const gt_fsdp *f = d->f;
+  int64_t off, cnt;
+  if (!f->inplace || !f->bf16_w || !d->model.bf16_mm || u < 1 || f->full_bf16_copy) return 0;
+  gt_model_unit(&d->model, u, &off, &cnt);
+  return d->tcnt[u] == d->lcnt[u] && d->lcnt[u] == cnt && !gt__quant(d, u);
+}
+
+static const float *gt__projections(void *ctx, int64_t u) {
+  gt__dev *d = ctx;
+  return gt__direct_projections(d, u) ? d->pshard + d->shard_off[u] : NULL;
+}
+
 /* Waits for unit u's prefetched gathers (both parts), if any. 1 if there were. */
 static int gt__wait_pending(gt__dev *d, int64_t u) {
   int had = 0;
@@ -203,7 +224,9 @@ static gt_rc gt__gather(gt__dev *d, int64_t u, gt_err *err) {
   gt_rc rc = gt__alloc_gathered(d, u, err);
   if (rc || f->measure) return rc;
   int64_t t = d->tcnt[u], fz = gt__fcnt(d, u);
-  if (f->inplace && f->bf16_w && !gt__quant(d, u)) { /* one pass: copy and round */
+  if (gt__direct_projections(d, u)) {
+    gt_model_round_unit_but_projections(&d->model, u, d->gathered[u], d->pshard + d->shard_off[u], t);
+  } else if (f->inplace && f->bf16_w && !gt__quant(d, u)) { /* one pass: copy and round */
     gt_bf16_round_copy(d->gathered[u], d->pshard + d->shard_off[u], t);
     if (fz) gt_bf16_round_copy(d->gathered[u] + t, d->fshard + d->foff[u], fz);
   } else if (f->inplace) { /* one device: a copy of the unit (bf16: rounded; the master shards stay float32) */
@@ -571,7 +594,7 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
                                          (double)f->dp};
     else
       d->part[0] = (gt_fsdp_norm_part){0, d->shard_n, d->shard_n, (double)f->dp, (double)f->dp};
-    d->view = (gt_param_view){d, gt__acquire, gt__drop, gt__release};
+    d->view = (gt_param_view){d, gt__acquire, gt__projections, gt__drop, gt__release};
     d->model.view = &d->view;
   }
   /* one device holding every unit whole: each tensor initialised straight
@@ -1251,6 +1274,8 @@ gt_rc gt_fsdp_set_state(gt_fsdp *f, float *params, const float *mu, const float 
   f->step_t = opt_step;
   return GT_OK;
 }
+
+void gt_fsdp_full_bf16_copy(gt_fsdp *f, int on) { f->full_bf16_copy = on; }
 
 void gt_fsdp_poison_next_step(gt_fsdp *f) { f->poison_next = 1; }
 

@@ -223,6 +223,10 @@ gt_rc gt_fsdp_set_pref(gt_fsdp *f, gt_pref_pairs_fn fn, const void *ctx, int ref
 /* GT_FSDP_REF_COPY: the reference's trainable part from a full flat buffer
  * of the model layout (NULL: a copy of the current parameters). */
 gt_rc gt_fsdp_set_reference(gt_fsdp *f, const float *full, gt_err *err);
+/* Test seam: dtype=bfloat16 on one device rounds a layer's projections into
+ * the compute copy too, instead of the products reading them from the
+ * master shard (the bits must not differ). */
+void gt_fsdp_full_bf16_copy(gt_fsdp *f, int on);
 /* Test seam: the next step's gradient gets a NaN (device 0, first element). */
 void gt_fsdp_poison_next_step(gt_fsdp *f);
 

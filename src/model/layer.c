@@ -82,7 +82,7 @@ static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
 
 #define W(slot) (gt_layer_slot(L, (float *)io->params, (slot)))
 /* a projection's weight with its storage, for the products (linear.h) */
-#define WM(slot) ((gt__weight){W(slot), L->qtype[(slot)]})
+#define WM(slot) ((gt__weight){gt_layer_slot(L, (float *)(io->mparams ? io->mparams : io->params), (slot)), L->qtype[(slot)]})
 
 /* The elementwise loops of this file (gt__add, gt__sum, the PLE gate). */
 typedef struct gt__ew_args {
@@ -181,6 +181,15 @@ uint32_t gt_layer_recompute_ops(const gt_layer_desc *L, const uint8_t have[GT_A_
       if (o[k] != GT_A_NSLOTS && !have[o[k]]) ops |= 1u << op;
   }
   return ops;
+}
+
+int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
+  return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP || a == GT_A_ACT);
+}
+
+int gt_layer_reads_b16(const gt_layer_desc *L, gt_act a, uint32_t ops) {
+  /* the GeGLU's backward, their only reader; its recompute reads floats */
+  return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP) && !(ops & (1u << OP_GEGLU));
 }
 
 uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
@@ -466,7 +475,13 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F, gt__proj_rounds(io, OP_MM_UP)));
     gt__lora_op(io, a, OP_MM_UP);
   }
-  RUN(OP_GEGLU) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
+  RUN(OP_GEGLU) {
+    uint16_t *const *h = io->b16;
+    if (rnd && h && (h[GT_A_GATE] || h[GT_A_UP] || h[GT_A_ACT])) /* the saved copies packed in the same sweep */
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_pack(a[GT_A_ACT], h[GT_A_ACT], h[GT_A_GATE], h[GT_A_UP], a[GT_A_GATE], a[GT_A_UP], N * F));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
+  }
   RUN(OP_MM_DOWN) {
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d, gt__proj_rounds(io, OP_MM_DOWN)));
     gt__lora_op(io, a, OP_MM_DOWN);
@@ -655,7 +670,10 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   {
     if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
     LORA_BWD(GT_P_W_DOWN, a[GT_A_ACT], dF, dACT, F, d);
-    if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+    if (!meas && a[GT_A_GATE])
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+    else if (!meas) /* kept in bf16 and read so (gt_layer_reads_b16) */
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write_b16(dGATE, dUP, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
     if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
     LORA_BWD(GT_P_W_GATE, a[GT_A_M], dGATE, dM, d, F);

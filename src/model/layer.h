@@ -103,6 +103,9 @@ typedef struct gt_layer_io {
   const int32_t *pos; /* [B*T] positions (RoPE) */
   const int32_t *seg; /* [B*T] segment ids or NULL */
   const float *params; /* this layer's own parameter block (its unit) */
+  /* where the products read the projections at the same offsets, when
+   * params leaves them out (gt_param_view.projections); NULL: params */
+  const float *mparams;
   /* KV sharing: a shared layer reads its donor's K and V ([N,K*hd], after
    * norm and RoPE) and adds their gradients into dkv_k / dkv_v; a donor adds
    * dkv_k / dkv_v (what its readers sent) into its own K/V gradient. */
@@ -120,7 +123,20 @@ typedef struct gt_layer_io {
    * if that fails, *fail is set to GT_ERR_NOMEM (fail NULL: not reported). */
   float *moe_lb;
   gt_rc *fail;
+  /* dtype=bfloat16, slots kept in 2 bytes ([GT_A_NSLOTS], NULL: none).
+   * Forward: b16[a] set for a slot gt_layer_writes_b16 names is written
+   * with acts[a]'s bf16 copy by the op that computes it. Backward: a slot
+   * gt_layer_reads_b16 names, with acts[a] NULL, is read from b16[a]. */
+  uint16_t *const *b16;
 } gt_layer_io;
+
+/* dtype=bfloat16: does the forward write slot a's bf16 copy itself, given
+ * io->b16[a] (the sweep that computes it, or reads it anyway, packs it
+ * while it is in cache: the MLP's gate, up and activation)? */
+int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a);
+/* Can the backward read slot a as bf16 (io->b16[a], acts[a] NULL) when the
+ * ops in `ops` run first to recompute what was dropped (they read floats)? */
+int gt_layer_reads_b16(const gt_layer_desc *L, gt_act a, uint32_t ops);
 
 /* acts[s] must point at a buffer of gt_act_numel floats for every slot;
  * acts[GT_A_X_IN] is read, the rest written; x_out [N,d] is written. */

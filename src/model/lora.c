@@ -6,15 +6,7 @@
 #include "base/team.h"
 #include "model/linear.h"
 
-int gt_lora_slot_supported(gt_lparam s) {
-  switch (s) {
-    case GT_P_WQ: case GT_P_WK: case GT_P_WV: case GT_P_WO: case GT_P_W_GATE: case GT_P_W_UP: case GT_P_W_DOWN:
-    case GT_P_PLE_GATE: case GT_P_PLE_PROJ:
-      return 1;
-    default:
-      return 0;
-  }
-}
+int gt_lora_slot_supported(gt_lparam s) { return gt_layer_slot_is_projection(s); }
 
 float gt_lora_scale(const gt_config *c) {
   double r = (double)c->lora_rank;

@@ -699,6 +699,32 @@ void gt_model_free(gt_model *m) {
   memset(m, 0, sizeof *m);
 }
 
+void gt_model_round_unit_but_projections(const gt_model *m, int64_t u, float *dst, const float *src, int64_t n) {
+  int64_t uoff, ucnt;
+  gt_model_unit(m, u, &uoff, &ucnt);
+  const gt_layer_desc *L = &m->layers[u - 1];
+  /* the projections' ranges [beg, end) inside the unit, in order; then every
+   * gap between them (norms, scalars, router, experts, adapters) rounded */
+  int64_t beg[GT_P_NSLOTS], end[GT_P_NSLOTS];
+  int np = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    if (t->layer != L->index) continue;
+    for (int s = 0; s < GT_P_NSLOTS; s++)
+      if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) {
+        int k = np++;
+        for (; k > 0 && beg[k - 1] > t->offset - uoff; k--) beg[k] = beg[k - 1], end[k] = end[k - 1];
+        beg[k] = t->offset - uoff, end[k] = beg[k] + t->words;
+      }
+  }
+  int64_t at = 0;
+  for (int k = 0; k <= np; k++) {
+    int64_t stop = k < np ? beg[k] : n;
+    if (stop > at) gt_bf16_round_copy(dst + at, src + at, stop - at);
+    if (k < np) at = end[k];
+  }
+}
+
 void gt_model_round_params(gt_model *m) {
   if (!m->bf16_act || !m->params) return;
   /* a quantized tensor is already in its storage format: only float32 ones */

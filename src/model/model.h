@@ -145,6 +145,11 @@ typedef struct gt_param_view {
   /* phase 0: forward (params only); 1: backward (params, and a zeroed
    * gradient block the backward adds into). */
   gt_rc (*acquire)(void *ctx, int64_t unit, int phase, const float **params, float **grads, gt_err *err);
+  /* Optional (NULL: none): where the products read unit u's projections
+   * (gt_layer_slot_is_projection), at the same offsets as acquire's block,
+   * when that block leaves them out; NULL for a unit whose block has them.
+   * Valid while the unit is acquired. */
+  const float *(*projections)(void *ctx, int64_t unit);
   /* The unit's parameters are no longer needed (its gradients may be). */
   void (*drop_params)(void *ctx, int64_t unit);
   /* Done with the unit: forward frees the gathered copy; backward also
@@ -257,6 +262,12 @@ gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
  * compute copy the trainer gathers (for a model that only computes: a
  * logit check, a test). Nothing in float32 runs. */
 void gt_model_round_params(gt_model *m);
+/* dtype=bfloat16: the rounded copy of layer unit u's n elements (u >= 1,
+ * all float32, the whole unit) from src into dst, but for its projections,
+ * which dst leaves unwritten: the bf16 products round their operands as
+ * they pack them, so they read the projections from src as they are
+ * (gt_param_view.projections). */
+void gt_model_round_unit_but_projections(const gt_model *m, int64_t u, float *dst, const float *src, int64_t n);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
 /* The same for tensor i alone, into p (its t->words words, wherever they
@@ -323,6 +334,17 @@ void gt_model_some_names(const gt_model *m, char *buf, size_t n);
  * NULL if the kind has no such tensor. */
 static inline float *gt_layer_slot(const gt_layer_desc *L, float *layer_base, gt_lparam s) {
   return L->slot_rel[s] < 0 ? (float *)0 : layer_base + L->slot_rel[s];
+}
+/* Is s a projection: a matrix only the products read (gt__matmul_forward
+ * and _backward), the slots LoRA adapts and a base may store quantized? */
+static inline int gt_layer_slot_is_projection(gt_lparam s) {
+  switch (s) {
+    case GT_P_WQ: case GT_P_WK: case GT_P_WV: case GT_P_WO: case GT_P_W_GATE: case GT_P_W_UP: case GT_P_W_DOWN:
+    case GT_P_PLE_GATE: case GT_P_PLE_PROJ:
+      return 1;
+    default:
+      return 0;
+  }
 }
 /* The same for a gradient block: NULL for a frozen tensor (no gradient, so
  * the op skips its weight-gradient product) and for no block at all. */

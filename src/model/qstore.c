@@ -31,10 +31,8 @@ void gt_qstore_apply(gt_model *m, gt_store_dtype q) {
                                                 : NULL;
     } else {
       gt_layer_desc *L = &m->layers[t->layer];
-      static const gt_lparam mats[] = {GT_P_WQ,     GT_P_WK,     GT_P_WV,       GT_P_WO,      GT_P_W_GATE,
-                                       GT_P_W_UP,   GT_P_W_DOWN, GT_P_PLE_GATE, GT_P_PLE_PROJ};
-      for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
-        if (L->slot_offset[mats[k]] == t->offset) slot = &L->qtype[mats[k]];
+      for (int s = 0; s < GT_P_NSLOTS; s++)
+        if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) slot = &L->qtype[s];
     }
     /* the products' and lookups' matrices only: not the MoE router or
      * experts, which kernels/moe.c reads as float32 */
