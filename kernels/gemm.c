@@ -799,12 +799,12 @@ int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
-int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
+int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
-  return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
-                      ldc, NULL);
+  return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
+                      C, ldc, NULL);
 }
 
 _Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_sgemm's");

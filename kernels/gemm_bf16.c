@@ -944,35 +944,35 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
 }
 
-int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
+int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
   const int path = gt__bgemm_path();
   if (path == GT_BGEMM_COPY) return -1;
-  if (M <= GT__BGEMV_ROWS && transW) {
+  if (M <= GT__BGEMV_ROWS && transW && !transA) {
     const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
     return 0;
   }
   /* the widened path dequantizes and rounds in gt_sgemm's packing; the
    * AMX tiles take this file's B panels (gemm_amx.h: the same layout) */
-  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
   _Static_assert(NR == 32, "the AMX kernel reads gt__qbpack_b's panels as its own 32-column B panels");
   if (path == GT_BGEMM_AMX)
-    return gt__amx_bgemm_packed_with(gt__qbpack_b, 0, transW, M, N, K, alpha, A, lda,
+    return gt__amx_bgemm_packed_with(gt__qbpack_b, transA, transW, M, N, K, alpha, A, lda,
                                      (const float *)(const void *)W, W->cols, beta, C, ldc, NULL);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
-                                dp ? gt__bmicro_dp_grp : gt__bmicro_fma};
-  return gt__gemm_run(&kern, 0, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
-                      ldc, NULL);
+                                dp && !transA ? gt__bmicro_dp_grp : dp ? gt__bmicro_dp : gt__bmicro_fma};
+  return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
+                      C, ldc, NULL);
 }
 
 GT__TARGET_END
 #else
-int gt__qbgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                      const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
+int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
   return -1;
 }
 #endif /* GT__BG_X86 */

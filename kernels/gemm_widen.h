@@ -20,7 +20,7 @@
 int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                      gt__gemm_round_fn round_c);
-int gt__wqgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                      const gt_qweight *W, float beta, float *C, int64_t ldc);
+int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc);
 
 #endif

@@ -332,7 +332,7 @@ static void gt__panel(const gt_qweight *W, int transW, int64_t K, int64_t j0, in
  * thread's GEMM packing buffer on the portable path (which gt_sgemm and the
  * bf16 copies path leave unused), else (an AVX-512 product whose buffers
  * could not grow) in one of its own. */
-static void gt__qgemm_panels(gt__gemm_fn gemm, int transW, int64_t M, int64_t N, int64_t K, float alpha,
+static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
   int64_t nb = GT__Q_PANEL / K;
   if (nb < 16) nb = 16;
@@ -350,7 +350,7 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transW, int64_t M, int64_t N,
       for (int64_t j = 0; j < N; j++) {
         float s = 0.0f;
         for (int64_t k = 0; k < K; k++) {
-          float a = A[i * lda + k], w = gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
+          float a = transA ? A[k * lda + i] : A[i * lda + k], w = gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
           s += rnd ? gt_bf16_round1(a) * gt_bf16_round1(w) : a * w;
         }
         C[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
@@ -360,7 +360,7 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transW, int64_t M, int64_t N,
   for (int64_t j0 = 0; j0 < N; j0 += nb) {
     const int64_t n = N - j0 < nb ? N - j0 : nb;
     gt__panel(W, transW, K, j0, n, panel);
-    gemm(0, transW, M, n, K, alpha, A, lda, panel, transW ? K : n, beta, C + j0, ldc);
+    gemm(transA, transW, M, n, K, alpha, A, lda, panel, transW ? K : n, beta, C + j0, ldc);
   }
   free(own);
 }
@@ -382,16 +382,21 @@ void gt_qgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const fl
   }
   if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
   if (gt__kernels_avx512() && gt__qgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
-  gt__qgemm_panels(gt_sgemm, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  gt__qgemm_panels(gt_sgemm, 0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+}
+
+void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                 const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  if (W->type == GT_Q_F32) {
+    gt_bgemm(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
+    return;
+  }
+  if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
+  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
+  gt__qgemm_panels(gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 
 void gt_qbgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  if (W->type == GT_Q_F32) {
-    gt_bgemm(0, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
-    return;
-  }
-  if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
-  if (gt__qbgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
-  gt__qgemm_panels(gt_bgemm, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  gt_qbgemm_t(0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }

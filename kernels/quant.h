@@ -81,6 +81,11 @@ void gt_qgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const fl
               const gt_qweight *W, float beta, float *C, int64_t ldc);
 void gt_qbgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const gt_qweight *W, float beta, float *C, int64_t ldc);
+/* gt_qbgemm with op(A) = A^T (A [K, M]) when transA: the weight gradient
+ * dy^T . x of an input x kept in bf16 (a GT_Q_BF16 W), the same bits as
+ * gt_bgemm(1, transW, ...) on x widened to float32. */
+void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                 const gt_qweight *W, float beta, float *C, int64_t ldc);
 void gt_qgemm_ref(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                   const gt_qweight *W, float beta, float *C, int64_t ldc);
 

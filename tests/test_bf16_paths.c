@@ -245,6 +245,59 @@ START_TEST(test_qbgemm_widened) {
 }
 END_TEST
 
+START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
+  /* B kept as bf16 patterns (a GT_Q_BF16 W, as the executor keeps a saved
+   * input for its weight gradient dY^T.X): gt_qbgemm_t gives gt_bgemm's
+   * bits on B widened, with A plain or transposed, on every path this CPU
+   * can run (the pairs emulated too), on 1 and 2 threads */
+  int paths[5], emul[5], np = 0;
+  paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
+  if (gt__kernels_avx512()) {
+    paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
+    paths[np] = GT_BGEMM_DP, emul[np++] = 0;
+    paths[np] = GT_BGEMM_DP, emul[np++] = 1;
+    if (gt__cpu_amx_bf16()) paths[np] = GT_BGEMM_AMX, emul[np++] = 0;
+  }
+  int checked = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (int pi = 0; pi < np; pi++)
+      for (int n = 0; n < NCASES; n++) {
+        const pcase *c = &CASES[n];
+        pdata d;
+        pdata_make(c, n, &d);
+        /* a stored matrix has no row padding: B compact, its values bf16 */
+        const int64_t rows = c->tb ? c->N : c->K, cols = c->tb ? c->K : c->N, nb = rows * cols;
+        for (int64_t r = 0; r < rows; r++) memmove(d.B + r * cols, d.B + r * d.ldb, (size_t)cols * sizeof(float));
+        d.ldb = cols;
+        gt_bf16_round(d.B, nb);
+        uint16_t *h = malloc((size_t)nb * sizeof(uint16_t));
+        gt_bf16_pack(h, d.B, nb);
+        const gt_qweight w = gt_qweight_at(GT_Q_BF16, h, rows, cols);
+        float *want = run_fn(gt_bgemm, paths[pi], emul[pi], c, &d);
+        float *got = gt_test_copy(d.C0, c->M * d.ldc);
+        if (c->beta == 0.0f)
+          for (int64_t i = 0; i < c->M * d.ldc; i++) got[i] = NAN;
+        gt__bgemm_force_path(paths[pi]);
+        gt__bgemm_force_fallback(emul[pi]);
+        gt_qbgemm_t(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, d.lda, &w, c->beta, got, d.ldc);
+        gt__bgemm_force_fallback(0);
+        gt__bgemm_force_path(-1);
+        for (int64_t i = 0; i < c->M; i++)
+          ck_assert_msg(gt_test_same_bits(got + i * d.ldc, want + i * d.ldc, c->N),
+                        "path %d%s, %d threads, case %d (ta%d tb%d M%lld N%lld K%lld) row %lld", paths[pi],
+                        emul[pi] ? " (pairs emulated)" : "", th, n, c->ta, c->tb, (long long)c->M, (long long)c->N,
+                        (long long)c->K, (long long)i);
+        checked++;
+        free(h), free(want), free(got);
+        pdata_free(&d);
+      }
+  }
+  gt_team_set_process(2);
+  ck_assert_int_eq(checked, 2 * np * NCASES);
+}
+END_TEST
+
 /* ---- the choice ---- */
 
 static int measured;
@@ -642,6 +695,7 @@ int main(void) {
   tcase_add_test(tc, test_widened_is_sgemm_on_rounded);
   tcase_add_test(tc, test_paths_deterministic_over_threads);
   tcase_add_test(tc, test_qbgemm_widened);
+  tcase_add_test(tc, test_qbgemm_t_is_bgemm_on_bf16_values);
   tcase_add_test(tc, test_rounded_output);
   tcase_add_test(tc, test_products_without_memory);
   tcase_add_test(tc, test_amx_cvt_packing);

@@ -331,7 +331,7 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   if (want_out) ops |= gt_layer_output_op(ld);
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     /* a bf16 slot the backward reads as it is stays packed */
-    if (s->b16[k] && gt_layer_reads_b16(ld, (gt_act)k, ops)) continue;
+    if (s->b16[k] && gt_layer_reads_b16(m, ld, (gt_act)k, ops)) continue;
     if (s->host[k] || s->b16[k]) {
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
       if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k), gt_act_name((gt_act)k))))

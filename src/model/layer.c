@@ -187,9 +187,45 @@ int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
   return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP || a == GT_A_ACT);
 }
 
-int gt_layer_reads_b16(const gt_layer_desc *L, gt_act a, uint32_t ops) {
-  /* the GeGLU's backward, their only reader; its recompute reads floats */
-  return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP) && !(ops & (1u << OP_GEGLU));
+int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops) {
+  /* gate and up: the GeGLU's backward, their only reader; its recompute
+   * reads floats */
+  if (a == GT_A_GATE || a == GT_A_UP) return gt__op_present(L, OP_GEGLU) && !(ops & (1u << OP_GEGLU));
+  /* the inputs only projections read: their weight gradients' products
+   * read the copy as stored bf16 (bf16 products; an adapter's backward and
+   * a recompute of the projections read floats) */
+  static const struct {
+    gt_act x;
+    int ops[3];
+    gt_lparam w[3];
+  } readers[] = {{GT_A_A, {OP_MM_Q, OP_MM_K, OP_MM_V}, {GT_P_WQ, GT_P_WK, GT_P_WV}},
+                 {GT_A_M, {OP_MM_GATE, OP_MM_UP, OP_MM_UP}, {GT_P_W_GATE, GT_P_W_UP, GT_P_W_UP}},
+                 {GT_A_ACT, {OP_MM_DOWN, OP_MM_DOWN, OP_MM_DOWN}, {GT_P_W_DOWN, GT_P_W_DOWN, GT_P_W_DOWN}}};
+  if (!m->bf16_mm) return 0;
+  for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
+    if (readers[r].x != a) continue;
+    for (int k = 0; k < 3; k++)
+      if ((ops & (1u << readers[r].ops[k])) || L->lora_a_rel[readers[r].w[k]] >= 0) return 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* A projection's backward (write: its dinp written, else added) whose
+ * input slot x may be kept in bf16 (gt_layer_reads_b16, acts[x] NULL): the
+ * input gradient as ever, the weight gradient from the copy. */
+static void gt__proj_backward(const gt_layer_io *io, int write, float *dinp, float *dw, const float *dout,
+                              float *const a[GT_A_NSLOTS], gt_act x, gt__weight w, int64_t n, int64_t in,
+                              int64_t out) {
+  const gt_model *m = io->m;
+  void (*fn)(const gt_model *, float *, float *, const float *, const float *, gt__weight, int64_t, int64_t,
+             int64_t) = write ? gt__matmul_backward_write : gt__matmul_backward;
+  if (a[x] || !dw) {
+    fn(m, dinp, dw, dout, a[x], w, n, in, out);
+    return;
+  }
+  fn(m, dinp, NULL, dout, NULL, w, n, in, out);
+  gt__matmul_dw_b16(m, dw, dout, io->b16[x], n, in, out);
 }
 
 uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
@@ -668,16 +704,16 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   rc = GT_OK;
   {
-    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dACT, G(GT_P_W_DOWN), dF, a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d));
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dACT, G(GT_P_W_DOWN), dF, a, GT_A_ACT, WM(GT_P_W_DOWN), N, F, d));
     LORA_BWD(GT_P_W_DOWN, a[GT_A_ACT], dF, dACT, F, d);
     if (!meas && a[GT_A_GATE])
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
     else if (!meas) /* kept in bf16 and read so (gt_layer_reads_b16) */
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write_b16(dGATE, dUP, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
     float *dM = dF; /* dF is consumed: reuse it for dM */
-    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dM, G(GT_P_W_GATE), dGATE, a[GT_A_M], WM(GT_P_W_GATE), N, d, F));
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dM, G(GT_P_W_GATE), dGATE, a, GT_A_M, WM(GT_P_W_GATE), N, d, F));
     LORA_BWD(GT_P_W_GATE, a[GT_A_M], dGATE, dM, d, F);
-    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dM, G(GT_P_W_UP), dUP, a[GT_A_M], WM(GT_P_W_UP), N, d, F));
+    if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dM, G(GT_P_W_UP), dUP, a, GT_A_M, WM(GT_P_W_UP), N, d, F));
     LORA_BWD(GT_P_W_UP, a[GT_A_M], dUP, dM, d, F);
     /* direct: dx1 = dx_out + this norm's part, written */
     if (!meas)
@@ -745,11 +781,11 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     }
   }
   float *dA = dO; /* dO is consumed */
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dA, G(GT_P_WQ), dQR, a[GT_A_A], WM(GT_P_WQ), N, d, qd));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dA, G(GT_P_WQ), dQR, a, GT_A_A, WM(GT_P_WQ), N, d, qd));
   LORA_BWD(GT_P_WQ, a[GT_A_A], dQR, dA, d, qd);
-  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WK), dKR, a[GT_A_A], WM(GT_P_WK), N, d, kd));
+  if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dA, G(GT_P_WK), dKR, a, GT_A_A, WM(GT_P_WK), N, d, kd));
   if (own_kv) LORA_BWD(GT_P_WK, a[GT_A_A], dKR, dA, d, kd);
-  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dA, G(GT_P_WV), dVR, a[GT_A_A], WM(GT_P_WV), N, d, kd));
+  if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dA, G(GT_P_WV), dVR, a, GT_A_A, WM(GT_P_WV), N, d, kd));
   if (own_kv && !L->k_eq_v) LORA_BWD(GT_P_WV, a[GT_A_A], dVR, dA, d, kd);
   /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],

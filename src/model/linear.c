@@ -73,6 +73,14 @@ void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const 
   if (dw) gt__matmul_backward(m, NULL, dw, dout, inp, w, n, in_dim, out_dim);
 }
 
+void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const uint16_t *inp16, int64_t n,
+                       int64_t in_dim, int64_t out_dim) {
+  (void)m; /* bf16 products only (gt_layer_reads_b16) */
+  if (!dw || n <= 0 || in_dim <= 0 || out_dim <= 0) return;
+  const gt_qweight x = gt_qweight_at(GT_Q_BF16, inp16, n, in_dim);
+  gt_qbgemm_t(1, 0, out_dim, in_dim, n, 1.0f, dout, out_dim, &x, 1.0f, dw, in_dim);
+}
+
 void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;

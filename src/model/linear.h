@@ -39,6 +39,12 @@ void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float 
  * zeroed dinp: one product with beta 0 instead of 1 on zeros. */
 void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp,
                            gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
+/* dw += dout^T . inp for an input kept as bf16 patterns (inp16 [n,
+ * in_dim]; dtype=bfloat16 with bf16 products): gt__matmul_backward's weight
+ * gradient, read from the copy as a stored bf16 matrix (gt_qbgemm_t), so it
+ * is never widened into memory; the same bits. */
+void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const uint16_t *inp16, int64_t n,
+                       int64_t in_dim, int64_t out_dim);
 /* C = alpha * op(A) . op(B) + beta * C (gt_sgemm's arguments) in the
  * model's matmul precision: gt_bgemm when m->bf16_mm, else gt_sgemm.
  * Float32 operands only (the adapters' products). */
