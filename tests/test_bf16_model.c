@@ -214,8 +214,8 @@ END_TEST
 
 /* ---- remat in bf16 ---- */
 
-static const char *policies[] = {"none", "minimal", "minimal_with_context", "save_dot_except_mlp", "save_qkv_proj",
-                                 "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
+static const char *policies[] = {"none", "minimal", "minimal_with_context", "save_dot_except_mlp", "save_dot_except_mlpwi",
+                                 "save_qkv_proj", "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
 #define NPOL ((int)(sizeof policies / sizeof policies[0]))
 
 typedef struct run {
@@ -225,7 +225,7 @@ typedef struct run {
 } run;
 
 static run run_model(const char *model, const char *policy, const char *scope, int layers, const char *pattern,
-                     int shared, const char *dtype) {
+                     int shared, const char *dtype, const gt_mem_probe *probe) {
   char mn[96], p[96], s[64], l[64], pat[64], sh[64], dt[64];
   snprintf(mn, sizeof mn, "model_name=%s", model);
   snprintf(p, sizeof p, "remat_policy=%s", policy);
@@ -246,6 +246,7 @@ static run run_model(const char *model, const char *policy, const char *scope, i
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
   gt_model_round_params(&m);
+  if (probe) gt_mem_set_probe(&mem, probe);
   int B = 2, T = 24;
   int32_t in[48], tg[48], pos[48];
   uint64_t st = 77;
@@ -267,8 +268,8 @@ static run run_model(const char *model, const char *policy, const char *scope, i
 
 static void check_policies(const char *model, int layers, const char *pattern, int shared) {
   const char *scopes[] = {"layer", "block"};
-  run ref = run_model(model, "none", "layer", layers, pattern, shared, "bfloat16");
-  run f32 = run_model(model, "none", "layer", layers, pattern, shared, "float32");
+  run ref = run_model(model, "none", "layer", layers, pattern, shared, "bfloat16", NULL);
+  run f32 = run_model(model, "none", "layer", layers, pattern, shared, "float32", NULL);
   /* bf16 is not float32 (the test would pass vacuously if the key did nothing) */
   ck_assert_msg(ref.loss != f32.loss, "%s: bf16 and float32 give the same loss", model);
   /* (3e-2: a MoE layer may route a token to other experts in bf16) */
@@ -276,7 +277,7 @@ static void check_policies(const char *model, int layers, const char *pattern, i
                 ref.loss, f32.loss);
   for (int sc = 0; sc < 2; sc++)
     for (int i = 0; i < NPOL; i++) {
-      run r = run_model(model, policies[i], scopes[sc], layers, pattern, shared, "bfloat16");
+      run r = run_model(model, policies[i], scopes[sc], layers, pattern, shared, "bfloat16", NULL);
       ck_assert_msg(r.loss == ref.loss && r.lb == ref.lb, "%s: %s/%s: bf16 loss differs", model, policies[i],
                     scopes[sc]);
       ck_assert_msg(memcmp(r.grads, ref.grads, sizeof(float) * (size_t)r.n) == 0, "%s: %s/%s: bf16 gradients differ",
@@ -299,12 +300,12 @@ END_TEST
 
 START_TEST(test_saved_activations_halved) {
   /* full remat, layer scope keeps the 6 carries [48, 64]: 2 bytes each */
-  run r = run_model("gemma3-tiny", "full", "layer", 6, "LLLLLG", 0, "bfloat16");
+  run r = run_model("gemma3-tiny", "full", "layer", 6, "LLLLLG", 0, "bfloat16", NULL);
   ck_assert_int_eq(r.saved_peak, 6LL * 48 * 64 * 2);
   free(r.grads);
   /* none keeps every slot: the tensors at 2 bytes, the statistics at 4 */
-  run f = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "float32");
-  run h = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "bfloat16");
+  run f = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "float32", NULL);
+  run h = run_model("gemma3-tiny", "none", "layer", 6, "LLLLLG", 0, "bfloat16", NULL);
   gt_config c;
   const char *ov[] = {"model_name=gemma3-tiny", "max_target_length=24", "per_device_batch_size=2",
                       "base_num_decoder_layers=6", "layer_pattern=LLLLLG"};
@@ -328,6 +329,49 @@ START_TEST(test_saved_activations_halved) {
 }
 END_TEST
 
+/* ---- kept tensors read in bf16 ---- */
+
+/* the backward's float32 copies of saved tensors, by slot name */
+typedef struct restored {
+  int backward; /* inside a backward phase */
+  int count[GT_A_NSLOTS];
+} restored;
+
+static void probe_phase(void *ctx, const char *phase) { ((restored *)ctx)->backward = !strncmp(phase, "backward", 8); }
+
+static void probe_alloc(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes, const char *name) {
+  restored *r = ctx;
+  (void)ptr, (void)bytes;
+  if (!r->backward || cat != GT_MEM_TEMP || !name) return;
+  for (int k = 0; k < GT_A_NSLOTS; k++)
+    if (!strcmp(name, gt_act_name((gt_act)k))) r->count[k]++;
+}
+
+START_TEST(test_backward_reads_kept_bf16) {
+  /* remat none in bf16: the backward widens the kept tensors into float32
+   * temporaries, except those its kernels read as they are kept (the MLP's
+   * gate, up and activation, the normalised inputs of the attention and the
+   * MLP): no float32 copy of them is made, on every layer, and the bits are
+   * those of the policies that recompute them (test_remat_bit_identical_*).
+   * With full remat they are recomputed: float32 again. */
+  const gt_act direct[] = {GT_A_GATE, GT_A_UP, GT_A_ACT, GT_A_A, GT_A_M};
+  const char *pols[] = {"none", "full"};
+  for (int pi = 0; pi < 2; pi++) {
+    restored r;
+    memset(&r, 0, sizeof r);
+    const gt_mem_probe p = {&r, probe_alloc, NULL, probe_phase};
+    run x = run_model("gemma3-tiny", pols[pi], "layer", 3, "LLG", 0, "bfloat16", &p);
+    free(x.grads);
+    for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++)
+      ck_assert_msg(r.count[direct[i]] == (pi ? 3 : 0), "remat %s: %d float32 copies of %s in the backward, want %d",
+                    pols[pi], r.count[direct[i]], gt_act_name(direct[i]), pi ? 3 : 0);
+    /* the probe sees the others widened (or recomputed), one per layer */
+    ck_assert_int_eq(r.count[GT_A_Q], 3);
+    ck_assert_int_eq(r.count[GT_A_CTX], 3);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16_model");
   TCase *tc = gt_test_tcase(s, "core");
@@ -337,5 +381,6 @@ int main(void) {
   tcase_add_test(tc, test_remat_bit_identical_gemma3);
   tcase_add_test(tc, test_remat_bit_identical_gemma4);
   tcase_add_test(tc, test_saved_activations_halved);
+  tcase_add_test(tc, test_backward_reads_kept_bf16);
   return gt_test_run_suite(s, 0);
 }
