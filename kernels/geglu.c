@@ -135,24 +135,23 @@ typedef struct gt__geglu_bwd_args {
   int set;
 } gt__geglu_bwd_args;
 
-/* the six branch-free variants of one input type (G, U: the inputs) */
-#define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16)                                                  \
-  do {                                                                                          \
-    if (a->set) {                                                                               \
-      if (dgate && dup)                                                                         \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, 1);                        \
-      else if (dgate)                                                                           \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, 1);                        \
-      else                                                                                      \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, 1);                        \
-    } else {                                                                                    \
-      if (dgate && dup)                                                                         \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, 0);                        \
-      else if (dgate)                                                                           \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, 0);                        \
-      else                                                                                      \
-        gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, 0);                        \
-    }                                                                                           \
+/* the branch-free variants of one input type (G, U: the inputs) and one
+ * SET: which gradients are wanted */
+#define GT__GEGLU_BWD_WANTS(G, U, G16, U16, SET)                       \
+  do {                                                                 \
+    if (dgate && dup)                                                  \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, SET); \
+    else if (dgate)                                                    \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, SET); \
+    else                                                               \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, SET); \
+  } while (0)
+#define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16)    \
+  do {                                            \
+    if (a->set)                                   \
+      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 1);     \
+    else                                          \
+      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 0);     \
   } while (0)
 
 /* Member t of nt: 16-element aligned blocks, so that two members never

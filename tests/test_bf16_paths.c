@@ -245,12 +245,10 @@ START_TEST(test_qbgemm_widened) {
 }
 END_TEST
 
-START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
-  /* B kept as bf16 patterns (a GT_Q_BF16 W, as the executor keeps a saved
-   * input for its weight gradient dY^T.X): gt_qbgemm_t gives gt_bgemm's
-   * bits on B widened, with A plain or transposed, on every path this CPU
-   * can run (the pairs emulated too), on 1 and 2 threads */
-  int paths[5], emul[5], np = 0;
+/* every path this CPU can run, into paths[] (emul: the pairs emulated);
+ * their count (at most 5) */
+static int runnable_paths(int paths[5], int emul[5]) {
+  int np = 0;
   paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
   if (gt__kernels_avx512()) {
     paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
@@ -258,6 +256,23 @@ START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
     paths[np] = GT_BGEMM_DP, emul[np++] = 1;
     if (gt__cpu_amx_bf16()) paths[np] = GT_BGEMM_AMX, emul[np++] = 0;
   }
+  return np;
+}
+
+/* gt_qbgemm_t on the stored B below, as a bgemm_fn (its B argument unused) */
+static const gt_qweight *stored_b;
+static void qbgemm_t_fn(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)B, (void)ldb;
+  gt_qbgemm_t(ta, tb, M, N, K, alpha, A, lda, stored_b, beta, C, ldc);
+}
+
+START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
+  /* B kept as bf16 patterns (a GT_Q_BF16 W, as the executor keeps a saved
+   * input for its weight gradient dY^T.X): gt_qbgemm_t gives gt_bgemm's
+   * bits on B widened, with A plain or transposed, on every path this CPU
+   * can run (the pairs emulated too), on 1 and 2 threads */
+  int paths[5], emul[5], np = runnable_paths(paths, emul);
   int checked = 0;
   for (int th = 1; th <= 2; th++) {
     gt_team_set_process(th);
@@ -274,15 +289,8 @@ START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
         uint16_t *h = malloc((size_t)nb * sizeof(uint16_t));
         gt_bf16_pack(h, d.B, nb);
         const gt_qweight w = gt_qweight_at(GT_Q_BF16, h, rows, cols);
-        float *want = run_fn(gt_bgemm, paths[pi], emul[pi], c, &d);
-        float *got = gt_test_copy(d.C0, c->M * d.ldc);
-        if (c->beta == 0.0f)
-          for (int64_t i = 0; i < c->M * d.ldc; i++) got[i] = NAN;
-        gt__bgemm_force_path(paths[pi]);
-        gt__bgemm_force_fallback(emul[pi]);
-        gt_qbgemm_t(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, d.lda, &w, c->beta, got, d.ldc);
-        gt__bgemm_force_fallback(0);
-        gt__bgemm_force_path(-1);
+        stored_b = &w;
+        float *want = run_fn(gt_bgemm, paths[pi], emul[pi], c, &d), *got = run_fn(qbgemm_t_fn, paths[pi], emul[pi], c, &d);
         for (int64_t i = 0; i < c->M; i++)
           ck_assert_msg(gt_test_same_bits(got + i * d.ldc, want + i * d.ldc, c->N),
                         "path %d%s, %d threads, case %d (ta%d tb%d M%lld N%lld K%lld) row %lld", paths[pi],
@@ -495,14 +503,7 @@ START_TEST(test_rounded_output) {
   const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {1, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
                          {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1}};
   enum { NEXTRA = sizeof extra / sizeof extra[0] };
-  int paths[5], emul[5], np = 0;
-  paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
-  if (gt__kernels_avx512()) {
-    paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
-    paths[np] = GT_BGEMM_DP, emul[np++] = 0;
-    paths[np] = GT_BGEMM_DP, emul[np++] = 1;
-    if (gt__cpu_amx_bf16()) paths[np] = GT_BGEMM_AMX, emul[np++] = 0;
-  }
+  int paths[5], emul[5], np = runnable_paths(paths, emul);
   int64_t checked = 0;
   for (int th = 1; th <= 2; th++) {
     gt_team_set_process(th);

@@ -262,16 +262,22 @@ typedef struct state {
   int64_t n;
 } state;
 
-static state train(int devices, const char *dtype, const char *mu_dtype, int steps) {
-  gt_config c;
-  load(&c, devices, dtype, mu_dtype, "true");
+/* `steps` steps of the config; full: gt_fsdp_full_bf16_copy (one device) */
+static state train_config(const gt_config *c, int full, int steps) {
   gt_err e;
   gt_mem host;
   gt_mem_init(&host);
   gt_data dd;
-  ck_assert(gt_data_open(&dd, &c, &host, &e) == GT_OK);
+  ck_assert(gt_data_open(&dd, c, &host, &e) == GT_OK);
   gt_fsdp *f;
-  ck_assert_msg(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_fsdp_create(&f, c, NULL, &e) == GT_OK, "%s", e.msg);
+  if (full) gt_fsdp_full_bf16_copy(f, 1);
+  /* one bf16 device reads the layers' projections from the master shard,
+   * unless full */
+  const gt_param_view *v = gt_fsdp_device_model(f, 0)->view;
+  const int direct = c->num_devices == 1 && !strcmp(c->dtype, "bfloat16") && !full;
+  for (int64_t u = 0; u < gt_model_n_units(gt_fsdp_device_model(f, 0)); u++)
+    ck_assert_msg((v->projections(v->ctx, u) != NULL) == (u > 0 && direct), "unit %lld", (long long)u);
   state s;
   memset(&s, 0, sizeof s);
   for (int i = 0; i < steps; i++) {
@@ -292,6 +298,12 @@ static state train(int devices, const char *dtype, const char *mu_dtype, int ste
   return s;
 }
 
+static state train(int devices, const char *dtype, const char *mu_dtype, int steps) {
+  gt_config c;
+  load(&c, devices, dtype, mu_dtype, "true");
+  return train_config(&c, 0, steps);
+}
+
 static void free_state(state *s) { free(s->p), free(s->mu), free(s->nu); }
 
 /* One device, dtype=bfloat16: `steps` steps of `model` under `remat`, the
@@ -304,33 +316,7 @@ static state train_one_device(const char *model, const char *remat, int full, in
   gt_config c;
   gt_err e;
   ck_assert_msg(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 9, ov, &e) == GT_OK, "%s", e.msg);
-  gt_mem host;
-  gt_mem_init(&host);
-  gt_data dd;
-  ck_assert(gt_data_open(&dd, &c, &host, &e) == GT_OK);
-  gt_fsdp *f;
-  ck_assert_msg(gt_fsdp_create(&f, &c, NULL, &e) == GT_OK, "%s", e.msg);
-  gt_fsdp_full_bf16_copy(f, full);
-  const gt_param_view *v = gt_fsdp_device_model(f, 0)->view;
-  for (int64_t u = 0; u < gt_model_n_units(gt_fsdp_device_model(f, 0)); u++) /* the layers only, unless full */
-    ck_assert_msg((v->projections(v->ctx, u) != NULL) == (u > 0 && !full), "%s unit %lld", model, (long long)u);
-  state s;
-  memset(&s, 0, sizeof s);
-  for (int i = 0; i < steps; i++) {
-    gt_batch b;
-    gt_data_next_train(&dd, &b);
-    gt_mesh_step_info fi;
-    ck_assert_msg(gt_trainer_mesh_step(f, &b, 1, &fi, &e) == GT_OK, "%s", e.msg);
-    s.loss[i] = fi.loss;
-  }
-  s.n = gt_fsdp_num_params(f);
-  s.p = malloc(sizeof(float) * (size_t)s.n);
-  s.mu = malloc(sizeof(float) * (size_t)s.n);
-  s.nu = malloc(sizeof(float) * (size_t)s.n);
-  ck_assert(gt_fsdp_full_state(f, s.p, s.mu, s.nu, &e) == GT_OK);
-  gt_fsdp_destroy(f);
-  gt_data_close(&dd);
-  return s;
+  return train_config(&c, full, steps);
 }
 
 START_TEST(test_projections_from_master_train_bit_for_bit) {
