@@ -251,7 +251,7 @@ static void check_head(const char *cap, float z) {
     gt_loss_stats st = {0};
     gt_err e;
     gt_model_zero_grads(m);
-    ck_assert_msg(gt__head_run(m, m->params, m->grads, x, tg, N, tiles[ti], w, dx, NULL, &st, &e) == GT_OK, "%s",
+    ck_assert_msg(gt__head_run(m, m->params, NULL, m->grads, x, tg, N, tiles[ti], w, dx, NULL, &st, &e) == GT_OK, "%s",
                   e.msg);
     char what[128];
     ck_assert_int_eq(st.total_weights, tw);

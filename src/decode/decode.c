@@ -113,7 +113,7 @@ static gt_rc gt__logits(gt_decoder *d, const float *x_last, float *logits, gt_er
   gt_model_unit(d->m, 0, &off, &cnt);
   const int32_t no_target = -1;
   gt_loss_stats st = {0};
-  return gt__head_run(&d->view, d->params + off, NULL, x_last, &no_target, 1, 1, 0.0f, NULL, logits, &st, err);
+  return gt__head_run(&d->view, d->params + off, NULL, NULL, x_last, &no_target, 1, 1, 0.0f, NULL, logits, &st, err);
 }
 
 /* Copies the keys and values of positions [p0, p0 + n) (rows of k and v)

@@ -63,6 +63,30 @@ static gt_rc gt__acquire(gt_model *m, int64_t u, int phase, const float **p, flo
   return GT_OK;
 }
 
+/* where unit u's projections are read when its acquired block leaves them
+ * out (gt_param_view.projections), else NULL */
+static const float *gt__projections_of(const gt_model *m, int64_t u) {
+  const gt_param_view *v = m->view;
+  return v && v->projections ? v->projections(v->ctx, u) : NULL;
+}
+
+/* x = bf16(emb_scale * bf16(E[id])) for the batch's ids: the lookup in the
+ * acquired (rounded) head, or in the master table hm with the rows rounded
+ * here, then scaled as gt_embedding_forward scales (the same product, the
+ * same bits) */
+static void gt__lookup(gt_model *m, const float *hp, const float *hm, const int32_t *ids, int64_t N, float *x) {
+  const int64_t n = N * m->d;
+  if (!hm) {
+    gt_qstore_lookup(m, m->embed_qtype, hp + m->embed_offset, m->vocab, m->d, ids, N, m->emb_scale, x);
+  } else {
+    gt_qstore_lookup(m, m->embed_qtype, hm + m->embed_offset, m->vocab, m->d, ids, N, 1.0f, x);
+    gt_bf16_round(x, n);
+    const float s = m->emb_scale;
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] * s;
+  }
+  gt__act_round(m, x, n);
+}
+
 static void gt__drop_params(gt_model *m, int64_t u) {
   if (m->view && m->view->drop_params) m->view->drop_params(m->view->ctx, u);
 }
@@ -133,8 +157,7 @@ static gt_layer_io gt__io(gt__run *r, int64_t l) {
   const gt_layer_desc *L = &r->m->layers[l];
   gt_layer_io io = {r->m, L, r->b->B, r->b->T, r->b->positions, r->b->segments, r->lp[l], NULL,
                     NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, &r->fail, NULL};
-  const gt_param_view *v = r->m->view;
-  if (v && v->projections) io.mparams = v->projections(v->ctx, 1 + l);
+  io.mparams = gt__projections_of(r->m, 1 + l);
   /* KV sharing: a shared layer reads its donor's kept K/V; both send their
    * K/V gradients through the donor's accumulators */
   int64_t kv = L->kv_donor >= 0 ? L->kv_donor : l;
@@ -216,8 +239,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     return rc;
   }
   if (!meas) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_qstore_lookup(m, m->embed_qtype, hp + m->embed_offset, m->vocab, d, b->inputs, N, m->emb_scale, x));
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x, N * d));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__lookup(m, hp, gt__projections_of(m, 0), b->inputs, N, x));
   }
   if (m->ple_dim) {
     /* every layer reads its slice, through the backward too */
@@ -397,7 +419,7 @@ gt_rc gt_exec_forward_backward(gt_model *m, const gt_batch *b, int n_tiles, floa
   }
   if ((rc = gt__acquire(m, 0, 1, &hp, &hg, err))) goto done;
   head_held = 1;
-  rc = gt__head_run(m, hp, hg, x, b->targets, N, n_tiles, row_weight, dx, NULL, st, err);
+  rc = gt__head_run(m, hp, gt__projections_of(m, 0), hg, x, b->targets, N, n_tiles, row_weight, dx, NULL, st, err);
   gt__drop_params(m, 0); /* the embedding's gradient stays until the lookup's backward */
   gt_mem_free(m->mem, x);
   x = NULL;
@@ -506,7 +528,8 @@ gt_rc gt_exec_forward_loss(gt_model *m, const gt_batch *b, int n_tiles, gt_loss_
   const float *hp;
   gt_mem_phase(m->mem, "output head (logits and loss)");
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
-    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL, NULL, st, err);
+    rc = gt__head_run(m, hp, gt__projections_of(m, 0), NULL, x, b->targets, (int64_t)b->B * b->T, n_tiles, 0.0f, NULL,
+                      NULL, st, err);
     gt__release(m, 0, 0);
   }
   gt_mem_free(m->mem, x);
@@ -523,7 +546,8 @@ gt_rc gt_exec_forward_logits(gt_model *m, const gt_batch *b, float *logits, gt_e
   gt_loss_stats st = {0};
   const float *hp;
   if ((rc = gt__acquire(m, 0, 0, &hp, NULL, err)) == GT_OK) {
-    rc = gt__head_run(m, hp, NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL, logits, &st, err);
+    rc = gt__head_run(m, hp, gt__projections_of(m, 0), NULL, x, b->targets, (int64_t)b->B * b->T, 1, 0.0f, NULL,
+                      logits, &st, err);
     gt__release(m, 0, 0);
   }
   gt_mem_free(m->mem, x);

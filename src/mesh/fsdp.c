@@ -183,16 +183,17 @@ static void gt__finish_bf16(gt__dev *d, int64_t u) {
 }
 
 /* dtype=bfloat16 on one device: does unit u's rounded copy leave its
- * projections out, the products reading them from the master shard? They
- * round their operands as they pack them (gt_bgemm), so the bits are those
- * of the full copy, and each step skips copying every projection twice
- * (forward, backward). Only for a layer wholly here and trainable in
- * float32 (no frozen or quantized part: the unit is one block) and bf16
- * products (matmul_precision=default; float32 products read the copy). */
+ * projections out (gt_model_tensor_is_projection), the products reading
+ * them from the master shard? They round their operands as they pack them
+ * (gt_bgemm), so the bits are those of the full copy, and each step skips
+ * copying every projection twice (forward, backward). Only for a unit
+ * wholly here and trainable in float32 (no frozen or quantized part: the
+ * unit is one block) and bf16 products (matmul_precision=default; float32
+ * products read the copy); the head only without PLE. */
 static int gt__direct_projections(const gt__dev *d, int64_t u) {
   const gt_fsdp *f = d->f;
   int64_t off, cnt;
-  if (!f->inplace || !f->bf16_w || !d->model.bf16_mm || u < 1 || f->full_bf16_copy) return 0;
+  if (!f->inplace || !f->bf16_w || !d->model.bf16_mm || f->full_bf16_copy || (u == 0 && d->model.ple_dim)) return 0;
   gt_model_unit(&d->model, u, &off, &cnt);
   return d->tcnt[u] == d->lcnt[u] && d->lcnt[u] == cnt && !gt__quant(d, u);
 }

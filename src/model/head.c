@@ -73,7 +73,7 @@ int64_t gt_pref_count_pairs(const gt_batch *b) {
 
 /* Preference mode (head.h): forward over every tile, per-sequence sums,
  * the pairs' coefficients, then the backward with them as token weights. */
-static gt_rc gt__head_pref(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
+static gt_rc gt__head_pref(gt_model *m, const float *hp, const float *hm, float *hg, const float *x, const int32_t *targets, int64_t N,
                            int n_tiles, float row_weight, float *dx, gt_loss_stats *st, gt_err *err) {
   gt_mem *mem = m->mem;
   const gt_pref_head *ph = m->pref;
@@ -86,7 +86,7 @@ static gt_rc gt__head_pref(gt_model *m, const float *hp, float *hg, const float 
                       "head: preference pairs need an even number of rows of %d tokens; found %lld tokens", ph->T,
                       (long long)N);
   const int64_t R = N / n_tiles, B = N / ph->T;
-  const float *E = hp + m->embed_offset;
+  const float *E = (hm ? hm : hp) + m->embed_offset;
   const float *wn = hp + m->final_norm_offset;
   float *gE = gt_model_head_grad(m, hg, m->embed_offset), *gN = gt_model_head_grad(m, hg, m->final_norm_offset);
   const int bwd = dx != NULL, cap = m->softcap > 0;
@@ -174,9 +174,9 @@ done:
   return rc;
 }
 
-gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
+gt_rc gt__head_run(gt_model *m, const float *hp, const float *hm, float *hg, const float *x, const int32_t *targets, int64_t N,
                    int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err) {
-  if (m->pref && !logits_out) return gt__head_pref(m, hp, hg, x, targets, N, n_tiles, row_weight, dx, st, err);
+  if (m->pref && !logits_out) return gt__head_pref(m, hp, hm, hg, x, targets, N, n_tiles, row_weight, dx, st, err);
   gt_mem *mem = m->mem;
   int64_t d = m->d, V = m->vocab;
   if (n_tiles < 1 || N % n_tiles)
@@ -184,7 +184,7 @@ gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, cons
                       (long long)N, n_tiles);
   int64_t R = N / n_tiles;
   /* the head unit starts at 0; a frozen tensor has no gradient (NULL) */
-  const float *E = hp + m->embed_offset;
+  const float *E = (hm ? hm : hp) + m->embed_offset;
   const float *wn = hp + m->final_norm_offset;
   float *gE = gt_model_head_grad(m, hg, m->embed_offset), *gN = gt_model_head_grad(m, hg, m->final_norm_offset);
   int bwd = dx != NULL;

@@ -53,8 +53,10 @@ int64_t gt_pref_count_pairs(const gt_batch *b);
  * On a measuring tracker it only allocates and frees its buffers and counts
  * st->total_weights from the targets. */
 /* hp / hg: the head unit's parameters and gradients ([V*d] embedding then
- * [d] final norm); hg may be NULL when dx is. */
-gt_rc gt__head_run(gt_model *m, const float *hp, float *hg, const float *x, const int32_t *targets, int64_t N,
+ * [d] final norm); hg may be NULL when dx is. hm: where the logits'
+ * products read the embedding when hp leaves it out
+ * (gt_param_view.projections), else NULL. */
+gt_rc gt__head_run(gt_model *m, const float *hp, const float *hm, float *hg, const float *x, const int32_t *targets, int64_t N,
                    int n_tiles, float row_weight, float *dx, float *logits_out, gt_loss_stats *st, gt_err *err);
 
 #endif

@@ -699,23 +699,28 @@ void gt_model_free(gt_model *m) {
   memset(m, 0, sizeof *m);
 }
 
+int gt_model_tensor_is_projection(const gt_model *m, int i) {
+  const gt_tensor_info *t = &m->tensors[i];
+  if (t->layer < 0) return t->offset == m->embed_offset && !m->ple_dim;
+  const gt_layer_desc *L = &m->layers[t->layer];
+  for (int s = 0; s < GT_P_NSLOTS; s++)
+    if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) return 1;
+  return 0;
+}
+
 void gt_model_round_unit_but_projections(const gt_model *m, int64_t u, float *dst, const float *src, int64_t n) {
   int64_t uoff, ucnt;
   gt_model_unit(m, u, &uoff, &ucnt);
-  const gt_layer_desc *L = &m->layers[u - 1];
   /* the projections' ranges [beg, end) inside the unit, in order; then every
    * gap between them (norms, scalars, router, experts, adapters) rounded */
   int64_t beg[GT_P_NSLOTS], end[GT_P_NSLOTS];
   int np = 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const gt_tensor_info *t = &m->tensors[i];
-    if (t->layer != L->index) continue;
-    for (int s = 0; s < GT_P_NSLOTS; s++)
-      if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) {
-        int k = np++;
-        for (; k > 0 && beg[k - 1] > t->offset - uoff; k--) beg[k] = beg[k - 1], end[k] = end[k - 1];
-        beg[k] = t->offset - uoff, end[k] = beg[k] + t->words;
-      }
+    if ((t->layer < 0 ? 0 : t->layer + 1) != u || !gt_model_tensor_is_projection(m, i)) continue;
+    int k = np++;
+    for (; k > 0 && beg[k - 1] > t->offset - uoff; k--) beg[k] = beg[k - 1], end[k] = end[k - 1];
+    beg[k] = t->offset - uoff, end[k] = beg[k] + t->words;
   }
   int64_t at = 0;
   for (int k = 0; k <= np; k++) {

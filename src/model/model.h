@@ -145,10 +145,10 @@ typedef struct gt_param_view {
   /* phase 0: forward (params only); 1: backward (params, and a zeroed
    * gradient block the backward adds into). */
   gt_rc (*acquire)(void *ctx, int64_t unit, int phase, const float **params, float **grads, gt_err *err);
-  /* Optional (NULL: none): where the products read unit u's projections
-   * (gt_layer_slot_is_projection), at the same offsets as acquire's block,
-   * when that block leaves them out; NULL for a unit whose block has them.
-   * Valid while the unit is acquired. */
+  /* Optional (NULL: none): where unit u's projections are read
+   * (gt_model_tensor_is_projection), at the same offsets as acquire's
+   * block, when that block leaves them out; NULL for a unit whose block has
+   * them. Valid while the unit is acquired. */
   const float *(*projections)(void *ctx, int64_t unit);
   /* The unit's parameters are no longer needed (its gradients may be). */
   void (*drop_params)(void *ctx, int64_t unit);
@@ -262,11 +262,15 @@ gt_rc gt_model_alloc_tables(gt_model *m, gt_mem *mem, gt_err *err);
  * compute copy the trainer gathers (for a model that only computes: a
  * logit check, a test). Nothing in float32 runs. */
 void gt_model_round_params(gt_model *m);
-/* dtype=bfloat16: the rounded copy of layer unit u's n elements (u >= 1,
- * all float32, the whole unit) from src into dst, but for its projections,
- * which dst leaves unwritten: the bf16 products round their operands as
- * they pack them, so they read the projections from src as they are
- * (gt_param_view.projections). */
+/* dtype=bfloat16: is tensor i read from the master weights as they are
+ * (gt_param_view.projections)? A layer's projection, which only the bf16
+ * products read (they round their operands as they pack them), or the
+ * embedding table of a model without PLE: the logits' product rounds it,
+ * and the executor rounds the rows its lookup reads. */
+int gt_model_tensor_is_projection(const gt_model *m, int i);
+/* The rounded copy of unit u's n elements (all float32, the whole unit)
+ * from src into dst, but for its projections (above), which dst leaves
+ * unwritten. */
 void gt_model_round_unit_but_projections(const gt_model *m, int64_t u, float *dst, const float *src, int64_t n);
 /* Deterministic initialisation from a seed (see weight_init_scale). */
 void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
