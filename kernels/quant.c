@@ -24,6 +24,7 @@
 
 #include "base/team.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
@@ -395,6 +396,8 @@ void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float 
   if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
   gt__qgemm_panels(gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
+
+int gt_qbgemm_packs_stored(void) { return gt__bgemm_path() != GT_BGEMM_COPY; }
 
 void gt_qbgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const gt_qweight *W, float beta, float *C, int64_t ldc) {

@@ -86,6 +86,11 @@ void gt_qbgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const f
  * gt_bgemm(1, transW, ...) on x widened to float32. */
 void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const gt_qweight *W, float beta, float *C, int64_t ldc);
+/* 1 when gt_qbgemm reads a stored W as it packs it on this process's bf16
+ * path (every AVX-512 path); 0 on the rounded copies path (no AVX-512),
+ * which widens W a panel at a time and rounds A again for each panel: a
+ * caller that can have W in float32 is faster with gt_bgemm there. */
+int gt_qbgemm_packs_stored(void);
 void gt_qgemm_ref(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                   const gt_qweight *W, float beta, float *C, int64_t ldc);
 

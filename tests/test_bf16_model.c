@@ -369,6 +369,21 @@ START_TEST(test_backward_reads_kept_bf16) {
     ck_assert_int_eq(r.count[GT_A_Q], 3);
     ck_assert_int_eq(r.count[GT_A_CTX], 3);
   }
+  /* gate and up are read in bf16 together or not at all (one kept alone
+   * is widened); a recompute of the activation reads floats */
+  gt_config c;
+  const char *ov[] = {"model_name=gemma3-tiny", "dtype=bfloat16"};
+  gt_test_config(&c, 2, ov);
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  uint8_t kept[GT_A_NSLOTS] = {0};
+  kept[GT_A_GATE] = 1;
+  ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_GATE, 0, kept));
+  kept[GT_A_UP] = 1;
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_GATE, 0, kept));
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_UP, 0, kept));
+  ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_ACT, 0, kept)); /* not kept */
+  gt_model_free(&m);
 }
 END_TEST
 

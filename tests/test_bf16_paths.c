@@ -557,6 +557,8 @@ START_TEST(test_products_without_memory) {
    * 1 + 2^-10 (W: int8, dequantized to about that), which rounds to bf16
    * 1.0: each output must be exactly K = 2^20 (a float32 sum of ones is
    * exact below 2^24), where unrounded operands give about K + 1024.
+   * gt_qbgemm_t's transposed A (the weight gradients' product) too, A read
+   * as [K, M].
    * AddressSanitizer's shadow memory needs the address space the limit
    * takes away: skipped there. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -572,10 +574,10 @@ START_TEST(test_products_without_memory) {
   void *buf = malloc(4 * (size_t)gt_q_words(GT_Q_INT8, N, K));
   gt_quantize(GT_Q_INT8, B, N, K, buf);
   gt_qweight w = gt_qweight_at(GT_Q_INT8, buf, N, K);
-  float *C = mmap(NULL, 2 * sizeof(float) * (size_t)(M * N), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  float *C = mmap(NULL, 3 * sizeof(float) * (size_t)(M * N), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert(C != MAP_FAILED);
-  float *Cq = C + M * N;
-  for (int64_t i = 0; i < 2 * M * N; i++) C[i] = NAN;
+  float *Cq = C + M * N, *Ct = Cq + M * N;
+  for (int64_t i = 0; i < 3 * M * N; i++) C[i] = NAN;
   (void)gt__bgemm_path(); /* the process's path choice made before the limit */
   pid_t pid = fork();
   if (pid == 0) {
@@ -592,6 +594,7 @@ START_TEST(test_products_without_memory) {
     if (probe) _exit(3);
     gt_bgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
     gt_qbgemm(1, M, N, K, 1.0f, A, K, &w, 0.0f, Cq, N);
+    gt_qbgemm_t(1, 1, M, N, K, 1.0f, A, M, &w, 0.0f, Ct, N);
     _exit(0);
   }
   int st = 0;
@@ -602,8 +605,10 @@ START_TEST(test_products_without_memory) {
                   (long long)i, C[i], (long long)K);
     ck_assert_msg(Cq[i] == (float)K, "gt_qbgemm (panels) without memory: C[%lld] = %.9g, not %lld", (long long)i,
                   Cq[i], (long long)K);
+    ck_assert_msg(Ct[i] == (float)K, "gt_qbgemm_t (panels, A transposed) without memory: C[%lld] = %.9g, not %lld",
+                  (long long)i, Ct[i], (long long)K);
   }
-  munmap(C, 2 * sizeof(float) * (size_t)(M * N));
+  munmap(C, 3 * sizeof(float) * (size_t)(M * N));
   free(A), free(B), free(buf);
 }
 END_TEST

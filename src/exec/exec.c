@@ -124,6 +124,12 @@ static size_t gt__kept_bytes(const gt_model *m, const gt_batch *b, int64_t l, in
   return gt__packed(m, l, k) ? gt__bytes(m, b, l, k) / 2 : gt__bytes(m, b, l, k);
 }
 
+/* slot k of layer l's 2-byte buffer for the backward (NULL: no memory) */
+static uint16_t *gt__alloc_kept16(gt__run *r, int64_t l, int k) {
+  return r->ls[l].b16[k] = gt_mem_alloc_uninit_named(r->m->mem, GT_MEM_SAVED, gt__kept_bytes(r->m, r->b, l, k),
+                                                     gt_act_name((gt_act)k));
+}
+
 static void gt__free_layer(gt__run *r, int64_t l) {
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     gt_mem_free(r->m->mem, r->ls[l].a[k]);
@@ -289,9 +295,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (!a[k] || !gt__packed(m, l, k) || gt_remat_slot_mode(rm, ld, k) != GT_SAVE_DEVICE ||
           !gt_layer_writes_b16(ld, (gt_act)k))
         continue;
-      if (!(r->ls[l].b16[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_SAVED, gt__kept_bytes(m, b, l, k),
-                                                        gt_act_name((gt_act)k))))
-        goto nomem;
+      if (!gt__alloc_kept16(r, l, k)) goto nomem;
       fused[k] = 1;
     }
     io.b16 = r->ls[l].b16;
@@ -308,9 +312,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
       if (train && mode == GT_SAVE_DEVICE && !fused[k]) { /* kept in bf16 */
-        if (!(r->ls[l].b16[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_SAVED, gt__kept_bytes(m, b, l, k),
-                                                          gt_act_name((gt_act)k))))
-          goto nomem;
+        if (!gt__alloc_kept16(r, l, k)) goto nomem;
         if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_bf16_pack(r->ls[l].b16[k], a[k], n));
       }
       if (train && mode == GT_SAVE_OFFLOAD) {
@@ -346,14 +348,16 @@ static gt_rc gt__restore(gt__run *r, int64_t l, float *x_in, int want_out, float
   size_t xbytes = (size_t)((int64_t)b->B * b->T * m->d) * sizeof(float);
   if (!s->a[GT_A_X_IN] && !s->b16[GT_A_X_IN] && !s->host[GT_A_X_IN]) s->a[GT_A_X_IN] = x_in;
   const gt_layer_desc *ld = &m->layers[l];
-  uint8_t have[GT_A_NSLOTS];
-  for (int k = 0; k < GT_A_NSLOTS; k++)
+  uint8_t have[GT_A_NSLOTS], kept[GT_A_NSLOTS];
+  for (int k = 0; k < GT_A_NSLOTS; k++) {
     have[k] = s->a[k] || s->host[k] || s->b16[k] || !gt_layer_has_slot(ld, (gt_act)k);
+    kept[k] = s->b16[k] != NULL;
+  }
   uint32_t ops = gt_layer_recompute_ops(ld, have);
   if (want_out) ops |= gt_layer_output_op(ld);
   for (int k = 0; k < GT_A_NSLOTS; k++) {
     /* a bf16 slot the backward reads as it is stays packed */
-    if (s->b16[k] && gt_layer_reads_b16(m, ld, (gt_act)k, ops)) continue;
+    if (gt_layer_reads_b16(m, ld, (gt_act)k, ops, kept)) continue;
     if (s->host[k] || s->b16[k]) {
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
       if (!(s->a[k] = gt_mem_alloc_uninit_named(m->mem, GT_MEM_TEMP, gt__bytes(m, b, l, k), gt_act_name((gt_act)k))))

@@ -193,7 +193,8 @@ static void gt__finish_bf16(gt__dev *d, int64_t u) {
 static int gt__direct_projections(const gt__dev *d, int64_t u) {
   const gt_fsdp *f = d->f;
   int64_t off, cnt;
-  if (!f->inplace || !f->bf16_w || !d->model.bf16_mm || f->full_bf16_copy || (u == 0 && d->model.ple_dim)) return 0;
+  if (!f->inplace || !f->bf16_w || !d->model.bf16_mm || f->full_bf16_copy || !gt_model_unit_has_projections(&d->model, u))
+    return 0;
   gt_model_unit(&d->model, u, &off, &cnt);
   return d->tcnt[u] == d->lcnt[u] && d->lcnt[u] == cnt && !gt__quant(d, u);
 }

@@ -4,6 +4,7 @@
 
 #include "base/team.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/linear.h"
 #include "model/lora.h"
 #include "model/moe.h"
@@ -187,24 +188,29 @@ int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
   return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP || a == GT_A_ACT);
 }
 
-int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops) {
-  /* gate and up: the GeGLU's backward, their only reader; its recompute
-   * reads floats */
-  if (a == GT_A_GATE || a == GT_A_UP) return gt__op_present(L, OP_GEGLU) && !(ops & (1u << OP_GEGLU));
+int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops,
+                       const uint8_t kept[GT_A_NSLOTS]) {
+  if (!kept[a]) return 0;
+  /* gate and up: the GeGLU's backward, their only reader, reads both in
+   * bf16 or both in float32; its recompute reads floats */
+  if (a == GT_A_GATE || a == GT_A_UP)
+    return gt__op_present(L, OP_GEGLU) && kept[GT_A_GATE] && kept[GT_A_UP] && !(ops & (1u << OP_GEGLU));
   /* the inputs only projections read: their weight gradients' products
-   * read the copy as stored bf16 (bf16 products; an adapter's backward and
-   * a recompute of the projections read floats) */
+   * read the copy as stored bf16 (bf16 products on a path that packs it in
+   * place; an adapter's backward and a recompute of the projections read
+   * floats) */
   static const struct {
     gt_act x;
+    int n;
     int ops[3];
     gt_lparam w[3];
-  } readers[] = {{GT_A_A, {OP_MM_Q, OP_MM_K, OP_MM_V}, {GT_P_WQ, GT_P_WK, GT_P_WV}},
-                 {GT_A_M, {OP_MM_GATE, OP_MM_UP, OP_MM_UP}, {GT_P_W_GATE, GT_P_W_UP, GT_P_W_UP}},
-                 {GT_A_ACT, {OP_MM_DOWN, OP_MM_DOWN, OP_MM_DOWN}, {GT_P_W_DOWN, GT_P_W_DOWN, GT_P_W_DOWN}}};
-  if (!m->bf16_mm) return 0;
+  } readers[] = {{GT_A_A, 3, {OP_MM_Q, OP_MM_K, OP_MM_V}, {GT_P_WQ, GT_P_WK, GT_P_WV}},
+                 {GT_A_M, 2, {OP_MM_GATE, OP_MM_UP}, {GT_P_W_GATE, GT_P_W_UP}},
+                 {GT_A_ACT, 1, {OP_MM_DOWN}, {GT_P_W_DOWN}}};
+  if (!m->bf16_mm || !gt_qbgemm_packs_stored()) return 0;
   for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
     if (readers[r].x != a) continue;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < readers[r].n; k++)
       if ((ops & (1u << readers[r].ops[k])) || L->lora_a_rel[readers[r].w[k]] >= 0) return 0;
     return 1;
   }

@@ -135,12 +135,14 @@ typedef struct gt_layer_io {
  * while it is in cache: the MLP's gate, up and activation)? */
 int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a);
 /* Can the backward read slot a as bf16 (io->b16[a], acts[a] NULL) when the
- * ops in `ops` run first to recompute what was dropped (they read floats)?
- * The MLP's gate and up (the GeGLU's backward), and the inputs only
+ * ops in `ops` run first to recompute what was dropped (they read floats)
+ * and kept[s] says which slots are kept in bf16 on the device? The MLP's
+ * gate and up together (the GeGLU's backward), and the inputs only
  * projections without adapters read (their weight gradients, with bf16
- * products): the attention's and the MLP's normalised inputs and the GeGLU
- * activation. */
-int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops);
+ * products that pack a stored operand in place): the attention's and the
+ * MLP's normalised inputs and the GeGLU activation. */
+int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops,
+                       const uint8_t kept[GT_A_NSLOTS]);
 
 /* acts[s] must point at a buffer of gt_act_numel floats for every slot;
  * acts[GT_A_X_IN] is read, the rest written; x_out [N,d] is written. */

@@ -699,9 +699,11 @@ void gt_model_free(gt_model *m) {
   memset(m, 0, sizeof *m);
 }
 
+int gt_model_unit_has_projections(const gt_model *m, int64_t u) { return u > 0 || !m->ple_dim; }
+
 int gt_model_tensor_is_projection(const gt_model *m, int i) {
   const gt_tensor_info *t = &m->tensors[i];
-  if (t->layer < 0) return t->offset == m->embed_offset && !m->ple_dim;
+  if (t->layer < 0) return t->offset == m->embed_offset && gt_model_unit_has_projections(m, 0);
   const gt_layer_desc *L = &m->layers[t->layer];
   for (int s = 0; s < GT_P_NSLOTS; s++)
     if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) return 1;

@@ -148,7 +148,8 @@ typedef struct gt_param_view {
   /* Optional (NULL: none): where unit u's projections are read
    * (gt_model_tensor_is_projection), at the same offsets as acquire's
    * block, when that block leaves them out; NULL for a unit whose block has
-   * them. Valid while the unit is acquired. */
+   * them. Read it while the unit is acquired: the weights there are the
+   * master's, which the optimizer changes between steps. */
   const float *(*projections)(void *ctx, int64_t unit);
   /* The unit's parameters are no longer needed (its gradients may be). */
   void (*drop_params)(void *ctx, int64_t unit);
@@ -268,6 +269,8 @@ void gt_model_round_params(gt_model *m);
  * embedding table of a model without PLE: the logits' product rounds it,
  * and the executor rounds the rows its lookup reads. */
 int gt_model_tensor_is_projection(const gt_model *m, int i);
+/* Does unit u hold any (every layer; the head without PLE)? */
+int gt_model_unit_has_projections(const gt_model *m, int64_t u);
 /* The rounded copy of unit u's n elements (all float32, the whole unit)
  * from src into dst, but for its projections (above), which dst leaves
  * unwritten. */
