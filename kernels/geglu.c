@@ -39,10 +39,11 @@ static inline __attribute__((always_inline)) void gt__pack_run(uint16_t *dst, co
   for (int64_t i = 0; i < n; i++) dst[i] = gt_f32_to_bf16(src[i]);
 }
 
-/* gt_geglu_forward_pack: each chunk of 512 computed, then its output and
- * inputs packed while they are in L1 */
+/* Rounded to bf16 (gt_geglu_forward_rnd, gt_geglu_forward_pack): each chunk
+ * of 512 computed, then the copies asked for (if any) packed from it and
+ * its inputs while they are in L1 */
 #define GT__PACK_CHUNK 512
-static void gt__geglu_fwd_pack_part(const gt__geglu_args *a, int64_t i0, int64_t i1) {
+static void gt__geglu_fwd_rnd_part(const gt__geglu_args *a, int64_t i0, int64_t i1) {
   for (int64_t c = i0; c < i1; c += GT__PACK_CHUNK) {
     const int64_t e = c + GT__PACK_CHUNK < i1 ? c + GT__PACK_CHUNK : i1;
     float *out = a->out;
@@ -59,11 +60,8 @@ static void gt__geglu_fwd_part(void *p, int64_t i0, int64_t i1) {
   const gt__geglu_args *a = p;
   float *out = a->out;
   const float *gate = a->gate, *up = a->up;
-  if (a->out16 || a->gate16 || a->up16) {
-    gt__geglu_fwd_pack_part(a, i0, i1);
-  } else if (a->round_bf16) {
-#pragma omp simd
-    for (int64_t i = i0; i < i1; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
+  if (a->round_bf16) {
+    gt__geglu_fwd_rnd_part(a, i0, i1);
   } else {
 #pragma omp simd
     for (int64_t i = i0; i < i1; i++) out[i] = gt__geglu1(gate[i], up[i]);

@@ -289,15 +289,11 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     if (!xn) goto nomem;
     xn_own = xn; /* the run's records do not hold it yet */
     /* slots kept in bf16 whose producer packs them itself (in cache) get
-     * their 2-byte buffers now */
-    uint8_t fused[GT_A_NSLOTS] = {0};
-    for (int k = 1; train && k < GT_A_NSLOTS; k++) {
-      if (!a[k] || !gt__packed(m, l, k) || gt_remat_slot_mode(rm, ld, k) != GT_SAVE_DEVICE ||
-          !gt_layer_writes_b16(ld, (gt_act)k))
-        continue;
-      if (!gt__alloc_kept16(r, l, k)) goto nomem;
-      fused[k] = 1;
-    }
+     * their 2-byte buffers now; the rest are packed after the layer */
+    for (int k = 1; train && k < GT_A_NSLOTS; k++)
+      if (a[k] && gt__packed(m, l, k) && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE &&
+          gt_layer_writes_b16(ld, (gt_act)k) && !gt__alloc_kept16(r, l, k))
+        goto nomem;
     io.b16 = r->ls[l].b16;
     float lb = 0.0f;
     io.moe_lb = &lb;
@@ -311,7 +307,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (train && mode == GT_SAVE_DEVICE && !packed) continue;
       if (!train && gt__shared_kv(ld, k)) continue; /* read by later layers; freed with the run */
       int64_t n = gt_act_numel(m, ld, (gt_act)k, b->B, b->T);
-      if (train && mode == GT_SAVE_DEVICE && !fused[k]) { /* kept in bf16 */
+      if (train && mode == GT_SAVE_DEVICE && !r->ls[l].b16[k]) { /* kept in bf16, not packed by the layer */
         if (!gt__alloc_kept16(r, l, k)) goto nomem;
         if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_bf16_pack(r->ls[l].b16[k], a[k], n));
       }
