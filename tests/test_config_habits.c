@@ -147,6 +147,9 @@ START_TEST(test_yaml_refusals_name_the_line) {
   static const char *bad[][2] = {
       {"steps: 3\n\tlearning_rate: 1\n", "line 2"},
       {"steps: 3\nrun_name: 'open\n", "line 2"},
+      /* a backslash that ends a double-quoted value, mid-file and at the end */
+      {"steps: 3\nrun_name: \"a\\\nb\"\n", "line 2: a quoted value has no closing quote"},
+      {"steps: 3\nrun_name: \"a\\", "no closing quote"},
       {"steps: 3\nsteps: 4\n", "appears twice"},
       {"steps: 3\nlearning_rate: *anchor\n", "line 2"},
       {"steps: 3\n---\nsteps: 4\n", "a second document"},

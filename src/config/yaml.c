@@ -84,6 +84,9 @@ static gt_rc gt__yscalar(const gt__yl *y, char **p, const char *stop, cJSON **ou
         }
       } else if (q == '"' && *s == '\\') {
         s++;
+        /* a backslash that ends the line escapes nothing: strchr would
+         * match the terminator, and the loop would step past it */
+        if (!*s) return gt__yfail(y, "a quoted value has no closing quote");
         char c = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s;
         if (!strchr("nt\"\\/", *s)) return gt__yfail(y, "an escape other than \\\" \\\\ \\n \\t in a quoted value");
         if (n + 1 < sizeof buf) buf[n++] = c;
