@@ -22,4 +22,22 @@ static inline __attribute__((always_inline)) float gt__bf16_round1_nb(float x) {
   return y;
 }
 
+/* dst[j] = gt_f32_to_bf16(src[j]) over a row still in cache: the bits
+ * gt_bf16_pack writes, for the fused sweeps that pack what they compute or
+ * read (kernels/norm_rope.c) */
+static inline __attribute__((always_inline)) void gt__bf16_pack_row(uint16_t *dst, const float *src, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) {
+    uint32_t u;
+    memcpy(&u, src + j, 4);
+    dst[j] = (uint16_t)(gt__bf16_round_bits(u) >> 16);
+  }
+}
+
+/* dst[j] = the float of bf16 pattern src[j] (exact), a row into cache */
+static inline __attribute__((always_inline)) void gt__bf16_widen_row(float *dst, const uint16_t *src, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) dst[j] = gt_bf16_to_f32(src[j]);
+}
+
 #endif

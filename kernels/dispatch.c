@@ -31,6 +31,10 @@ GT__VARIANTS(gt_rmsnorm_residual_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_pack)
 GT__VARIANTS(gt_geglu_backward_write_b16)
+GT__VARIANTS(gt_rmsnorm_forward_pack)
+GT__VARIANTS(gt_rmsnorm_residual_forward_pack)
+GT__VARIANTS(gt_rmsnorm_backward_b16)
+GT__VARIANTS(gt_rmsnorm_residual_backward_b16)
 GT__VARIANTS(gt_embedding_forward)
 GT__VARIANTS(gt_embedding_backward)
 GT__VARIANTS(gt_xent_forward)
@@ -126,6 +130,28 @@ void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, co
                                  const uint16_t *up16, int64_t n) {
   (gt__kernels_avx512() ? gt_geglu_backward_write_b16__avx512
                         : gt_geglu_backward_write_b16__portable)(dgate, dup, dout, gate16, up16, n);
+}
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
+                             int dim, float eps, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_forward_pack__avx512
+                        : gt_rmsnorm_forward_pack__portable)(out, out16, rstd, x, w, rows, dim, eps, w_offset);
+}
+void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,
+                                      float *rstd2, const float *res, const float *y, uint16_t *y16, const float *w,
+                                      const float *w2, int64_t rows, int dim, float eps, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_residual_forward_pack__avx512 : gt_rmsnorm_residual_forward_pack__portable)(
+      res_out, res16, rstd, out2, out2_16, rstd2, res, y, y16, w, w2, rows, dim, eps, w_offset);
+}
+void gt_rmsnorm_backward_b16(float *dx, float *dw, const float *dout, const uint16_t *x16, const float *rstd,
+                             const float *w, int64_t rows, int dim, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_backward_b16__avx512
+                        : gt_rmsnorm_backward_b16__portable)(dx, dw, dout, x16, rstd, w, rows, dim, w_offset);
+}
+void gt_rmsnorm_residual_backward_b16(float *dx, float *dw, const float *dres, const float *dout,
+                                      const uint16_t *x16, const float *rstd, const float *w, int64_t rows, int dim,
+                                      float w_offset, int accumulate) {
+  (gt__kernels_avx512() ? gt_rmsnorm_residual_backward_b16__avx512 : gt_rmsnorm_residual_backward_b16__portable)(
+      dx, dw, dres, dout, x16, rstd, w, rows, dim, w_offset, accumulate);
 }
 void gt_embedding_forward(float *out, const int32_t *tok, const float *table, int64_t n, int dim, float scale) {
   (gt__kernels_avx512() ? gt_embedding_forward__avx512 : gt_embedding_forward__portable)(out, tok, table, n, dim, scale);

@@ -262,6 +262,45 @@ void gt_rmsnorm_residual_forward_rnd_ref(float *res_out, float *rstd, float *out
                                          float eps, float w_offset, int round_bf16);
 void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, int64_t n, int round_bf16);
 
+/* dtype=bfloat16 with the norms' saved tensors kept in 2 bytes (the
+ * executor), as the GeGLU's above:
+ * gt_rmsnorm_forward_pack: gt_rmsnorm_forward_rnd(..., round_bf16 = 1) that
+ *   also writes out's bf16 patterns into out16 (NULL: not);
+ * gt_rmsnorm_residual_forward_pack: gt_rmsnorm_residual_forward_rnd(...,
+ *   round_bf16 = 1) that also writes the patterns of res_out, out2 and the
+ *   input y into res16, out2_16 (only with out2) and y16 (each may be NULL);
+ * gt_rmsnorm_backward_b16, gt_rmsnorm_residual_backward_b16:
+ *   gt_rmsnorm_backward and gt_rmsnorm_residual_backward reading x as bf16
+ *   patterns.
+ * Each is bit-identical to the unfused sequence (the _rnd form then
+ * gt_bf16_pack; gt_bf16_unpack then the float32 form) for rows of up to
+ * GT_RMS_B16_ROW_MAX (the backward widens a row on the stack and runs the
+ * float32 row code on it); a wider row's backward reads the patterns in its
+ * loops, within float rounding of that. The references are those sequences
+ * of the references. */
+#define GT_RMS_B16_ROW_MAX 8192
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
+                             int dim, float eps, float w_offset);
+void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,
+                                      float *rstd2, const float *res, const float *y, uint16_t *y16, const float *w,
+                                      const float *w2, int64_t rows, int dim, float eps, float w_offset);
+void gt_rmsnorm_backward_b16(float *dx, float *dw, const float *dout, const uint16_t *x16, const float *rstd,
+                             const float *w, int64_t rows, int dim, float w_offset);
+void gt_rmsnorm_residual_backward_b16(float *dx, float *dw, const float *dres, const float *dout,
+                                      const uint16_t *x16, const float *rstd, const float *w, int64_t rows, int dim,
+                                      float w_offset, int accumulate);
+void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, const float *w,
+                                 int64_t rows, int dim, float eps, float w_offset);
+void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float *rstd, float *out2,
+                                          uint16_t *out2_16, float *rstd2, const float *res, const float *y,
+                                          uint16_t *y16, const float *w, const float *w2, int64_t rows, int dim,
+                                          float eps, float w_offset);
+void gt_rmsnorm_backward_b16_ref(float *dx, float *dw, const float *dout, const uint16_t *x16, const float *rstd,
+                                 const float *w, int64_t rows, int dim, float w_offset);
+void gt_rmsnorm_residual_backward_b16_ref(float *dx, float *dw, const float *dres, const float *dout,
+                                          const uint16_t *x16, const float *rstd, const float *w, int64_t rows,
+                                          int dim, float w_offset, int accumulate);
+
 /* ---- embedding lookup, scaled ----
  * out[i,:] = table[tok[i],:] * scale ; backward dtable[tok[i],:] += scale*dout[i,:]
  * (backward is deterministic: each thread owns a range of columns). */

@@ -30,6 +30,9 @@ typedef struct gt__nr_args {
   float *out, *rstd, *dx, *dout, *res_out, *out2, *rstd2;
   const float *x, *w, *w2, *res, *y, *cos_tab, *sin_tab;
   const int32_t *pos;
+  /* the _pack forms' bf16 copies (each NULL: not wanted): of out, res_out,
+   * out2 and the input y */
+  uint16_t *out16, *res16, *out2_16, *y16;
   int nheads, head_dim, half, dim, round_bf16;
   float eps, w_offset;
 } gt__nr_args;
@@ -61,6 +64,7 @@ static void gt__norm_rnd_part(void *p, int64_t r0, int64_t r1) {
     const float rs = gt__rms_row_rs(x + r * dim, dim, a->eps);
     if (a->rstd) a->rstd[r] = rs;
     gt__rms_apply(a->out + r * dim, x + r * dim, w, rs, dim, a->w_offset, 1);
+    if (a->out16) gt__bf16_pack_row(a->out16 + r * dim, a->out + r * dim, dim);
   }
 }
 
@@ -71,6 +75,17 @@ void gt_rmsnorm_forward_rnd(float *out, float *rstd, const float *x, const float
     return;
   }
   gt__nr_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .dim = dim, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(rows * dim), rows, gt__norm_rnd_part, &a);
+}
+
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
+                             int dim, float eps, float w_offset) {
+  if (rows <= 0 || dim <= 0) {
+    gt_rmsnorm_forward(out, rstd, x, w, rows, dim, eps, w_offset);
+    return;
+  }
+  gt__nr_args a = {.out = out, .out16 = out16, .rstd = rstd, .x = x, .w = w, .dim = dim, .eps = eps,
+                   .w_offset = w_offset};
   gt_team_for(gt__par(rows * dim), rows, gt__norm_rnd_part, &a);
 }
 
@@ -172,6 +187,14 @@ void gt_rope_rmsnorm_backward(float *dx, float *dw, float *dout, const float *x,
   if (dw && w) gt_rmsnorm_backward(NULL, dw, dout, x, rstd, w, ntok * nheads, head_dim, w_offset);
 }
 
+/* the _pack form's copies of row r, in cache: the input y, res_out, out2 */
+static inline void gt__res_pack_row(const gt__nr_args *a, int64_t r) {
+  const int64_t o = r * a->dim;
+  if (a->y16) gt__bf16_pack_row(a->y16 + o, a->y + o, a->dim);
+  if (a->res16) gt__bf16_pack_row(a->res16 + o, a->res_out + o, a->dim);
+  if (a->out2_16) gt__bf16_pack_row(a->out2_16 + o, a->out2 + o, a->dim);
+}
+
 static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
   const gt__nr_args *a = p;
   float *res_out = a->res_out, *rstd = a->rstd, *out2 = a->out2, *rstd2 = a->rstd2;
@@ -194,6 +217,7 @@ static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
 #pragma omp simd
         for (int j = 0; j < dim; j++) o[j] = gt__bf16_round1_nb(yr[j] * rs + rr[j]);
       }
+      gt__res_pack_row(a, r);
       continue;
     }
     gt__rms_apply(o, yr, w, rs, dim, w_offset, 0);
@@ -215,6 +239,7 @@ static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
         o[j] = gt__bf16_round1_nb(o[j]);
       }
     }
+    gt__res_pack_row(a, r);
   }
 }
 
@@ -227,5 +252,18 @@ void gt_rmsnorm_residual_forward_rnd(float *res_out, float *rstd, float *out2, f
   }
   gt__nr_args a = {.res_out = res_out, .rstd = rstd, .out2 = out2, .rstd2 = rstd2, .res = res, .y = y, .w = w,
                    .w2 = w2, .dim = dim, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(rows * dim), rows, gt__res_rnd_part, &a);
+}
+
+void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,
+                                      float *rstd2, const float *res, const float *y, uint16_t *y16, const float *w,
+                                      const float *w2, int64_t rows, int dim, float eps, float w_offset) {
+  if (rows <= 0 || dim <= 0) {
+    gt_rmsnorm_residual_forward(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset);
+    return;
+  }
+  gt__nr_args a = {.res_out = res_out, .res16 = res16, .rstd = rstd, .out2 = out2, .out2_16 = out2_16,
+                   .rstd2 = rstd2, .res = res, .y = y, .y16 = y16, .w = w, .w2 = w2, .dim = dim, .eps = eps,
+                   .w_offset = w_offset};
   gt_team_for(gt__par(rows * dim), rows, gt__res_rnd_part, &a);
 }

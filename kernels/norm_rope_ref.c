@@ -40,6 +40,23 @@ void gt_rmsnorm_residual_forward_rnd_ref(float *res_out, float *rstd, float *out
   if (out2) gt__round_ref(out2, rows * dim);
 }
 
+void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, const float *w,
+                                 int64_t rows, int dim, float eps, float w_offset) {
+  gt_rmsnorm_forward_rnd_ref(out, rstd, x, w, rows, dim, eps, w_offset, 1);
+  if (out16 && rows > 0 && dim > 0) gt_bf16_pack_ref(out16, out, rows * dim);
+}
+
+void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float *rstd, float *out2,
+                                          uint16_t *out2_16, float *rstd2, const float *res, const float *y,
+                                          uint16_t *y16, const float *w, const float *w2, int64_t rows, int dim,
+                                          float eps, float w_offset) {
+  gt_rmsnorm_residual_forward_rnd_ref(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset, 1);
+  if (rows <= 0 || dim <= 0) return;
+  if (res16) gt_bf16_pack_ref(res16, res_out, rows * dim);
+  if (out2_16) gt_bf16_pack_ref(out2_16, out2, rows * dim);
+  if (y16) gt_bf16_pack_ref(y16, y, rows * dim);
+}
+
 void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
   gt_geglu_forward_ref(out, gate, up, n);
   if (round_bf16 && n > 0) gt__round_ref(out, n);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/bf16.h"
+
 /* rs = 1 / sqrt(mean(x^2) + eps) of one row (also the fused norm + RoPE
  * row of kernels/norm_rope.c, which applies it itself). */
 static inline __attribute__((always_inline)) float gt__rms_row_rs(const float *xr, int dim, float eps) {
@@ -40,52 +42,76 @@ static inline __attribute__((always_inline)) float gt__rms_row_fwd(float *o, con
  * GT__RMS_ADD_RES: dx = (dx + dres) + g, the order of adding dres first. */
 enum { GT__RMS_ADD = 0, GT__RMS_SET = 1, GT__RMS_ADD_RES = 2 };
 
-static inline __attribute__((always_inline)) float gt__rms_row_c(const float *dr, const float *xr, const float *w,
-                                                                 float rs, int dim, float w_offset) {
+/* The backward reads the row's input x as floats (xr; b16 = 0) or as the
+ * bf16 copy that dtype=bfloat16 keeps (xh; b16 = 1): the same values, since
+ * what is kept was rounded to bf16 before it was packed, so both give the
+ * same bits. b16 is a constant at every call, so the select folds away. */
+#define GT__RMS_X(j) (b16 ? gt_bf16_to_f32(xh[j]) : xr[j])
+
+static inline __attribute__((always_inline)) float gt__rms_row_c_x(const float *dr, const float *xr,
+                                                                   const uint16_t *xh, const int b16, const float *w,
+                                                                   float rs, int dim, float w_offset) {
   float dot = 0.0f;
   if (w) {
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < dim; j++) dot += dr[j] * (w_offset + w[j]) * xr[j];
+    for (int j = 0; j < dim; j++) dot += dr[j] * (w_offset + w[j]) * GT__RMS_X(j);
   } else {
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < dim; j++) dot += dr[j] * xr[j];
+    for (int j = 0; j < dim; j++) dot += dr[j] * GT__RMS_X(j);
   }
   return rs * rs * dot / (float)dim;
+}
+
+static inline __attribute__((always_inline)) void gt__rms_row_bwd_x(float *dxr, const float *resr, const float *dr,
+                                                                    const float *xr, const uint16_t *xh, const int b16,
+                                                                    const float *w, float rs, int dim, float w_offset,
+                                                                    const int mode) {
+  const float c = gt__rms_row_c_x(dr, xr, xh, b16, w, rs, dim, w_offset);
+  if (w) {
+    if (mode == GT__RMS_ADD) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] * (w_offset + w[j]) - GT__RMS_X(j) * c);
+    } else if (mode == GT__RMS_ADD_RES) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] * (w_offset + w[j]) - GT__RMS_X(j) * c);
+    } else if (resr) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] * (w_offset + w[j]) - GT__RMS_X(j) * c);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] * (w_offset + w[j]) - GT__RMS_X(j) * c);
+    }
+  } else {
+    if (mode == GT__RMS_ADD) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] - GT__RMS_X(j) * c);
+    } else if (mode == GT__RMS_ADD_RES) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] - GT__RMS_X(j) * c);
+    } else if (resr) {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] - GT__RMS_X(j) * c);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] - GT__RMS_X(j) * c);
+    }
+  }
 }
 
 static inline __attribute__((always_inline)) void gt__rms_row_bwd(float *dxr, const float *resr, const float *dr,
                                                                   const float *xr, const float *w, float rs, int dim,
                                                                   float w_offset, const int mode) {
-  const float c = gt__rms_row_c(dr, xr, w, rs, dim, w_offset);
-  if (w) {
-    if (mode == GT__RMS_ADD) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
-    } else if (mode == GT__RMS_ADD_RES) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
-    } else if (resr) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
-    } else {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] * (w_offset + w[j]) - xr[j] * c);
-    }
-  } else {
-    if (mode == GT__RMS_ADD) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] += rs * (dr[j] - xr[j] * c);
-    } else if (mode == GT__RMS_ADD_RES) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = (dxr[j] + resr[j]) + rs * (dr[j] - xr[j] * c);
-    } else if (resr) {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = resr[j] + rs * (dr[j] - xr[j] * c);
-    } else {
-#pragma omp simd
-      for (int j = 0; j < dim; j++) dxr[j] = rs * (dr[j] - xr[j] * c);
-    }
-  }
+  gt__rms_row_bwd_x(dxr, resr, dr, xr, NULL, 0, w, rs, dim, w_offset, mode);
 }
 
+/* The weight gradient's columns c0..c1 of one row: dw_j += dout_j (x_j rs),
+ * rows added in row order by the one thread that owns the columns. */
+static inline __attribute__((always_inline)) void gt__rms_row_dw(float *dw, const float *dr, const float *xr,
+                                                                 const uint16_t *xh, const int b16, float rs,
+                                                                 int64_t c0, int64_t c1) {
+#pragma omp simd
+  for (int64_t j = c0; j < c1; j++) dw[j] += dr[j] * (GT__RMS_X(j) * rs);
+}
+
+#undef GT__RMS_X
 #endif

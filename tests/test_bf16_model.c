@@ -352,13 +352,14 @@ START_TEST(test_backward_reads_kept_bf16) {
   /* remat none in bf16: the backward widens the kept tensors into float32
    * temporaries, except those its kernels read as they are kept (the MLP's
    * gate, up and activation, the normalised inputs of the attention and the
-   * MLP): no float32 copy of them is made, on every layer, and the bits are
-   * those of the policies that recompute them (test_remat_bit_identical_*).
-   * The inputs read by the weight gradients only where the bf16 products
-   * pack a stored operand in place (AVX-512; GT_TEST_KERNELS=portable takes
-   * the rounded copies, where they are widened as before). With full remat
-   * they are recomputed: float32 again. */
-  const gt_act direct[] = {GT_A_GATE, GT_A_UP, GT_A_ACT, GT_A_A, GT_A_M};
+   * MLP, the norms' inputs o, x1 and f): no float32 copy of them is made, on
+   * every layer, and the bits are those of the policies that recompute them
+   * (test_remat_bit_identical_*). The inputs read by the weight gradients
+   * only where the bf16 products pack a stored operand in place (AVX-512;
+   * GT_TEST_KERNELS=portable takes the rounded copies, where they are
+   * widened as before). With full remat they are recomputed: float32 again. */
+  const gt_act direct[] = {GT_A_GATE, GT_A_UP, GT_A_O, GT_A_X1, GT_A_F, GT_A_ACT, GT_A_A, GT_A_M};
+  const size_t by_products = 5; /* direct[5..]: read by the weight gradients */
   const int packs = gt_qbgemm_packs_stored();
   const char *pols[] = {"none", "full"};
   for (int pi = 0; pi < 2; pi++) {
@@ -368,7 +369,7 @@ START_TEST(test_backward_reads_kept_bf16) {
     run x = run_model("gemma3-tiny", pols[pi], "layer", 3, "LLG", 0, "bfloat16", &p);
     free(x.grads);
     for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++) {
-      const int want = pi || (i >= 2 && !packs) ? 3 : 0;
+      const int want = pi || (i >= by_products && !packs) ? 3 : 0;
       ck_assert_msg(r.count[direct[i]] == want, "remat %s: %d float32 copies of %s in the backward, want %d",
                     pols[pi], r.count[direct[i]], gt_act_name(direct[i]), want);
     }
@@ -390,6 +391,15 @@ START_TEST(test_backward_reads_kept_bf16) {
   ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_GATE, 0, kept));
   ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_UP, 0, kept));
   ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_ACT, 0, kept)); /* not kept */
+  /* the norms' inputs: not while a recompute's op reads them as floats */
+  kept[GT_A_O] = kept[GT_A_X1] = kept[GT_A_F] = 1;
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_O, 0, kept));
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_X1, 0, kept));
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_F, 0, kept));
+  const uint32_t out_op = gt_layer_output_op(&m.layers[0]); /* reads x1 and f */
+  ck_assert(gt_layer_reads_b16(&m, &m.layers[0], GT_A_O, out_op, kept));
+  ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_X1, out_op, kept));
+  ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_F, out_op, kept));
   gt_model_free(&m);
 }
 END_TEST

@@ -329,6 +329,186 @@ START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
 }
 END_TEST
 
+static int gt__same16(const uint16_t *a, const uint16_t *b, int64_t n) {
+  return n <= 0 || !memcmp(a, b, (size_t)n * sizeof(uint16_t));
+}
+
+START_TEST(test_rmsnorm_pack_vs_unfused_and_ref) {
+  /* gt_rmsnorm_forward_pack and gt_rmsnorm_residual_forward_pack: the
+   * forward_rnd forms' outputs and statistics, then gt_bf16_pack of each
+   * copy asked for, bit for bit, each copy alone or with the others; the
+   * residual's input y as the executor has it (bf16 values, a product's
+   * rounded output) and as any floats (the pack rounds). Against the
+   * references' sequences: the copies of the inputs exactly, the rest within
+   * forward_rnd's bound. */
+  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  uint64_t seed = 48;
+  const float eps = 1e-6f;
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 4; b++)
+      for (int variant = 0; variant < 3; variant++) {
+        const int64_t rows = rows_list[a], n = rows * dims[b];
+        const int dim = dims[b];
+        const float off = gt__off[variant];
+        char what[160];
+        float *x = gt_test_alloc_fill(n, &seed, -2, 2), *res = gt_test_alloc_fill(n, &seed, -2, 2);
+        float *w = gt__weight(variant, dim, &seed), *w2 = gt__weight(variant, dim, &seed);
+        uint16_t *want = gt__h16(n);
+        /* plain norm */
+        for (int copy = 0; copy < 2; copy++) {
+          float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+          uint16_t *o16 = copy ? gt__h16(n) : NULL;
+          gt_rmsnorm_forward_pack(o, o16, rs, x, w, rows, dim, eps, off);
+          gt_rmsnorm_forward_rnd(uo, urs, x, w, rows, dim, eps, off, 1);
+          snprintf(what, sizeof what, "rmsnorm pack rows=%ld dim=%d %s copy=%d", (long)rows, dim, gt__wname[variant],
+                   copy);
+          ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
+          if (o16) {
+            gt_bf16_pack(want, uo, n);
+            ck_assert_msg(gt__same16(o16, want, n), "%s: the copy", what);
+          }
+          float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+          uint16_t *r16 = copy ? gt__h16(n) : NULL;
+          gt_rmsnorm_forward_pack_ref(ro, r16, rrs, x, w, rows, dim, eps, off);
+          gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
+          free(o); free(rs); free(uo); free(urs); free(o16); free(ro); free(rrs); free(r16);
+        }
+        /* with the residual, with and without the next norm, every set of copies */
+        for (int rounded = 0; rounded < 2; rounded++)
+          for (int with2 = 0; with2 < 2; with2++)
+            for (int which = 0; which < 8; which++) {
+              if (!with2 && (which & 2)) continue; /* out2's copy only with out2 */
+              float *y = gt_test_alloc_fill(n, &seed, -2, 2);
+              if (rounded) gt_bf16_round(y, n);
+              float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
+              float *r2 = with2 ? gt__nans(rows) : NULL;
+              uint16_t *c16[3] = {which & 1 ? gt__h16(n) : NULL, which & 2 ? gt__h16(n) : NULL,
+                                  which & 4 ? gt__h16(n) : NULL};
+              gt_rmsnorm_residual_forward_pack(x1, c16[0], r1, o2, c16[1], r2, res, y, c16[2], w, with2 ? w2 : NULL,
+                                               rows, dim, eps, off);
+              float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
+              float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
+              gt_rmsnorm_residual_forward_rnd(ux1, ur1, uo2, ur2, res, y, w, with2 ? w2 : NULL, rows, dim, eps, off, 1);
+              snprintf(what, sizeof what, "rmsnorm+residual pack rows=%ld dim=%d %s rounded=%d out2=%d copies=%d",
+                       (long)rows, dim, gt__wname[variant], rounded, with2, which);
+              ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits",
+                            what);
+              if (with2)
+                ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows),
+                              "%s: the unfused bits (out2)", what);
+              const float *src[3] = {ux1, uo2, y};
+              for (int k = 0; k < 3; k++) {
+                if (!c16[k]) continue;
+                gt_bf16_pack(want, src[k], n);
+                ck_assert_msg(gt__same16(c16[k], want, n), "%s: copy %d", what, k);
+              }
+              float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
+              float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
+              uint16_t *ry16 = c16[2] ? gt__h16(n) : NULL;
+              gt_rmsnorm_residual_forward_pack_ref(rx1, NULL, rr1, ro2, NULL, rr2, res, y, ry16, w, with2 ? w2 : NULL,
+                                                   rows, dim, eps, off);
+              gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), TOL_REF_BF16);
+              if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), TOL_REF_BF16);
+              if (ry16) ck_assert_msg(gt__same16(c16[2], ry16, n), "%s: ref copy of y", what);
+              free(y); free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
+              free(rx1); free(rr1); free(ro2); free(rr2); free(ry16);
+              for (int k = 0; k < 3; k++) free(c16[k]);
+            }
+        free(x); free(res); free(w); free(w2); free(want);
+      }
+}
+END_TEST
+
+START_TEST(test_rmsnorm_backward_b16_vs_unpacked_and_ref) {
+  /* the norms' backward reading x from its bf16 copy: the bits of unpacking
+   * it and running the float32 kernel, for the plain norm (dx added, dw
+   * added) and the residual one in each of its modes (written, added, with
+   * and without the residual gradient), dx or dw alone; rows that take the
+   * threaded path and 2 threads' column split of dw. Against the references'
+   * sequences within float rounding. */
+  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
+  const int dims[] = {1, 5, 33, 257};
+  uint64_t seed = 49;
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 4; b++)
+      for (int variant = 0; variant < 3; variant++)
+        for (int mode = 0; mode < 6; mode++) {
+          /* mode 0: plain; 1..4: residual, accumulate = mode & 1, dres when mode >= 3; 5: residual, dw only */
+          const int64_t rows = rows_list[a], n = rows * dims[b];
+          const int dim = dims[b];
+          const float off = gt__off[variant];
+          const int acc = mode & 1, with_res = mode >= 3 && mode < 5, dx_too = mode != 5;
+          char what[160];
+          snprintf(what, sizeof what, "rmsnorm backward b16 rows=%ld dim=%d %s mode=%d", (long)rows, dim,
+                   gt__wname[variant], mode);
+          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *dout = gt_test_alloc_fill(n, &seed, -1, 1);
+          float *dres = with_res ? gt_test_alloc_fill(n, &seed, -1, 1) : NULL;
+          float *rs = gt_test_alloc_fill(rows, &seed, 0.5f, 2), *w = gt__weight(variant, dim, &seed);
+          uint16_t *x16 = gt__h16(n);
+          gt_bf16_pack(x16, x, n);
+          float *xw = gt_test_zeros(n);
+          gt_bf16_unpack(xw, x16, n);
+          /* dx starts as values (added to) or NaN (written); dw as values */
+          float *dx = NULL, *edx = NULL, *rdx = NULL;
+          if (dx_too) {
+            dx = mode == 0 || acc ? gt_test_alloc_fill(n, &seed, -1, 1) : gt__nans(n);
+            edx = gt_test_zeros(n), rdx = gt_test_zeros(n);
+            memcpy(edx, dx, (size_t)n * sizeof(float));
+            memcpy(rdx, dx, (size_t)n * sizeof(float));
+          }
+          float *dw = w ? gt_test_alloc_fill(dim, &seed, -1, 1) : NULL, *edw = NULL, *rdw = NULL;
+          if (w) {
+            edw = gt_test_zeros(dim), rdw = gt_test_zeros(dim);
+            memcpy(edw, dw, (size_t)dim * sizeof(float));
+            memcpy(rdw, dw, (size_t)dim * sizeof(float));
+          }
+          if (mode == 0) {
+            gt_rmsnorm_backward_b16(dx, dw, dout, x16, rs, w, rows, dim, off);
+            gt_rmsnorm_backward(edx, edw, dout, xw, rs, w, rows, dim, off);
+            gt_rmsnorm_backward_b16_ref(rdx, rdw, dout, x16, rs, w, rows, dim, off);
+          } else {
+            gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, x16, rs, w, rows, dim, off, acc);
+            gt_rmsnorm_residual_backward(edx, edw, dres, dout, xw, rs, w, rows, dim, off, acc);
+            gt_rmsnorm_residual_backward_b16_ref(rdx, rdw, dres, dout, x16, rs, w, rows, dim, off, acc);
+          }
+          if (dx) ck_assert_msg(gt_test_same_bits(dx, edx, n), "%s: dx", what);
+          if (dw) ck_assert_msg(gt_test_same_bits(dw, edw, dim), "%s: dw", what);
+          if (dx && n > 8) gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), 1e-5);
+          if (dw && n > 8) gt_test_check_err(what, gt_test_scaled_err(dw, rdw, dim), 1e-5);
+          free(x); free(dout); free(dres); free(rs); free(w); free(x16); free(xw);
+          free(dx); free(edx); free(rdx); free(dw); free(edw); free(rdw);
+        }
+  /* rows wider than the stack row read the patterns in the loops: the same
+   * values, the dot products within float rounding of the float32 kernel's;
+   * dw (no reduction along the row) to the bit */
+  const int wide = GT_RMS_B16_ROW_MAX + 17;
+  const int64_t rows = 5, n = rows * wide;
+  float *x = gt_test_alloc_fill(n, &seed, -2, 2), *dout = gt_test_alloc_fill(n, &seed, -1, 1);
+  float *dres = gt_test_alloc_fill(n, &seed, -1, 1), *rs = gt_test_alloc_fill(rows, &seed, 0.5f, 2);
+  float *w = gt_test_alloc_fill(wide, &seed, -0.5f, 0.5f);
+  uint16_t *x16 = gt__h16(n);
+  gt_bf16_pack(x16, x, n);
+  float *xw = gt_test_zeros(n);
+  gt_bf16_unpack(xw, x16, n);
+  for (int mode = 0; mode < 2; mode++) {
+    float *dx = gt__nans(n), *edx = gt__nans(n), *dw = gt_test_zeros(wide), *edw = gt_test_zeros(wide);
+    if (mode) {
+      gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, x16, rs, w, rows, wide, 1.0f, 0);
+      gt_rmsnorm_residual_backward(edx, edw, dres, dout, xw, rs, w, rows, wide, 1.0f, 0);
+    } else {
+      memset(dx, 0, (size_t)n * sizeof(float)), memset(edx, 0, (size_t)n * sizeof(float));
+      gt_rmsnorm_backward_b16(dx, dw, dout, x16, rs, w, rows, wide, 1.0f);
+      gt_rmsnorm_backward(edx, edw, dout, xw, rs, w, rows, wide, 1.0f);
+    }
+    gt_test_check_err(mode ? "wide rows, residual" : "wide rows", gt_test_scaled_err(dx, edx, n), 1e-6);
+    ck_assert_msg(gt_test_same_bits(dw, edw, wide), "wide rows mode %d: dw", mode);
+    free(dx); free(edx); free(dw); free(edw);
+  }
+  free(x); free(dout); free(dres); free(rs); free(w); free(x16); free(xw);
+}
+END_TEST
+
 /* ---------- thread count ---------- */
 
 START_TEST(test_fused_deterministic) {
@@ -379,6 +559,8 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_geglu_rnd_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_backward_b16_vs_unpacked_and_ref);
+  tcase_add_test(tc, test_rmsnorm_pack_vs_unfused_and_ref);
+  tcase_add_test(tc, test_rmsnorm_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_fused_deterministic);
   return s;
 }

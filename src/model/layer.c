@@ -185,7 +185,15 @@ uint32_t gt_layer_recompute_ops(const gt_layer_desc *L, const uint8_t have[GT_A_
 }
 
 int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
-  return gt__op_present(L, OP_GEGLU) && (a == GT_A_GATE || a == GT_A_UP || a == GT_A_ACT);
+  switch (a) {
+    case GT_A_GATE: case GT_A_UP: case GT_A_ACT: return gt__op_present(L, OP_GEGLU);
+    /* the input norm's output; the post-attention norm's sweep (the forward
+     * runs it with the pre-FFW norm) reads o and writes x1 and m; the
+     * post-FFW norm's reads f, which a routed block's sum replaces */
+    case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: return 1;
+    case GT_A_F: return !L->n_experts;
+    default: return 0;
+  }
 }
 
 int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops,
@@ -195,6 +203,17 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
    * bf16 or both in float32; its recompute reads floats */
   if (a == GT_A_GATE || a == GT_A_UP)
     return gt__op_present(L, OP_GEGLU) && kept[GT_A_GATE] && kept[GT_A_UP] && !(ops & (1u << OP_GEGLU));
+  /* the norms' inputs: their backward (gt_rmsnorm_residual_backward_b16)
+   * is the only reader but for the forward ops that read them (a recompute
+   * reads floats) and a routed block, which reads x1 */
+  if (a == GT_A_O || a == GT_A_X1 || a == GT_A_F) {
+    static const uint32_t fwd_readers[] = {
+        [GT_A_O] = 1u << OP_ATTN_RESID,
+        [GT_A_X1] = (1u << OP_FFW_NORM) | (1u << OP_FFW_RESID) | (1u << OP_MOE),
+        [GT_A_F] = (1u << OP_FFW_RESID) | (1u << OP_SHARED_NORM),
+    };
+    return m->d <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts);
+  }
   /* the inputs only projections read: their weight gradients' products
    * read the copy as stored bf16 (bf16 products on a path that packs it in
    * place; an adapter's backward and a recompute of the projections read
@@ -232,6 +251,18 @@ static void gt__proj_backward(const gt_layer_io *io, int write, float *dinp, flo
   }
   fn(m, dinp, NULL, dout, NULL, w, n, in, out);
   gt__matmul_dw_b16(m, dw, dout, io->b16[x], n, in, out);
+}
+
+/* gt_rmsnorm_residual_backward whose input slot x may be kept in bf16
+ * (gt_layer_reads_b16, acts[x] NULL): then read from the copy. */
+static void gt__norm_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], gt_act x, float *dx, float *dw,
+                              const float *dres, const float *dout, const float *rstd, const float *w, int64_t rows,
+                              int dim, int accumulate) {
+  const float off = io->m->norm_offset;
+  if (a[x])
+    gt_rmsnorm_residual_backward(dx, dw, dres, dout, a[x], rstd, w, rows, dim, off, accumulate);
+  else
+    gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, io->b16[x], rstd, w, rows, dim, off, accumulate);
 }
 
 uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
@@ -466,7 +497,16 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   /* RUN(op) stmt: runs stmt when op is in ops, then rounds op's outputs */
 #define RUN(op) for (int run_ = (int)((ops >> (op)) & 1u); run_; run_ = 0, gt__round_outputs(io, a, (op), x_out))
 
-  RUN(OP_IN_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
+  /* dtype=bfloat16: the copies of the slots kept in 2 bytes that an op
+   * writes or reads anyway (gt_layer_writes_b16), packed in its sweep */
+  uint16_t *const *h = rnd ? io->b16 : NULL;
+#define H16(slot) (h ? h[slot] : NULL)
+  RUN(OP_IN_NORM) {
+    if (H16(GT_A_A))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(a[GT_A_A], h[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
+  }
   RUN(OP_MM_Q) {
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd, gt__proj_rounds(io, OP_MM_Q)));
     gt__lora_op(io, a, OP_MM_Q);
@@ -502,8 +542,12 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
    * running them apart, which a recompute may do). */
   uint32_t resid_norm = (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM);
   if ((ops & resid_norm) == resid_norm) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
-                                                                       W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
+    if (H16(GT_A_X1) || H16(GT_A_M) || H16(GT_A_O))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_pack(a[GT_A_X1], h[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], h[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN],
+                                                                          a[GT_A_O], h[GT_A_O], W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
+                                                                         W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
     ops &= ~resid_norm;
   }
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
@@ -518,8 +562,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     gt__lora_op(io, a, OP_MM_UP);
   }
   RUN(OP_GEGLU) {
-    uint16_t *const *h = io->b16;
-    if (rnd && h && (h[GT_A_GATE] || h[GT_A_UP] || h[GT_A_ACT])) /* the saved copies packed in the same sweep */
+    if (H16(GT_A_GATE) || H16(GT_A_UP) || H16(GT_A_ACT))
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_pack(a[GT_A_ACT], h[GT_A_ACT], h[GT_A_GATE], h[GT_A_UP], a[GT_A_GATE], a[GT_A_UP], N * F));
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
@@ -534,8 +577,12 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_FFW_RESID) {
     float *dst = L->gemma4 ? a[GT_A_X2] : x_out;
     const float *ffw = L->n_experts ? a[GT_A_MOE_SUM] : a[GT_A_F];
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
-                                                                       N, (int)d, eps, off, rnd));
+    if (!L->n_experts && H16(GT_A_F))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_pack(dst, NULL, a[GT_A_F_RSTD], NULL, NULL, NULL, a[GT_A_X1], ffw, h[GT_A_F],
+                                                                          W(GT_P_POST_FFW_NORM), NULL, N, (int)d, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
+                                                                         N, (int)d, eps, off, rnd));
   }
   RUN(OP_PLE_GATE) {
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P, gt__proj_rounds(io, OP_PLE_GATE)));
@@ -552,6 +599,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   }
   RUN(OP_SCALE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_scale_forward(x_out, gt__scaled_input(L, a), gt__lambda(io), N * d));
 #undef RUN
+#undef H16
 }
 
 void gt_layer_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], float *x_out) {
@@ -701,12 +749,12 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
       return rc;
     }
     if (!meas)
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dF, G(GT_P_POST_FFW_NORM_1), NULL, dY, a[GT_A_F], a[GT_A_SHARED_RSTD],
-                          W(GT_P_POST_FFW_NORM_1), N, (int)d, off, 0));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_F, dF, G(GT_P_POST_FFW_NORM_1), NULL, dY, a[GT_A_SHARED_RSTD],
+                          W(GT_P_POST_FFW_NORM_1), N, (int)d, 0));
   } else if (!meas) {
     /* x2 = x1 + norm(f) */
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dF, G(GT_P_POST_FFW_NORM), NULL, dx2, a[GT_A_F], a[GT_A_F_RSTD],
-                        W(GT_P_POST_FFW_NORM), N, (int)d, off, 0));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_F, dF, G(GT_P_POST_FFW_NORM), NULL, dx2, a[GT_A_F_RSTD],
+                        W(GT_P_POST_FFW_NORM), N, (int)d, 0));
   }
   rc = GT_OK;
   {
@@ -723,8 +771,8 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     LORA_BWD(GT_P_W_UP, a[GT_A_M], dUP, dM, d, F);
     /* direct: dx1 = dx_out + this norm's part, written */
     if (!meas)
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM, a[GT_A_X1],
-                          a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, off, !direct));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_X1, dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM,
+                          a[GT_A_M_RSTD], W(GT_P_PRE_FFW_NORM), N, (int)d, !direct));
   }
   gt_mem_free(mem, ffw);
   if (rc) {
@@ -748,8 +796,8 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O], a[GT_A_O_RSTD],
-                      W(GT_P_POST_ATTN_NORM), N, (int)d, off, 0));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_O, dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O_RSTD],
+                      W(GT_P_POST_ATTN_NORM), N, (int)d, 0));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
   LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
