@@ -343,7 +343,9 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
  * with round to nearest (the arithmetic kernels/gemm_bf16.c measured
  * vdpbf16ps to have), so both give the same bits. Where gt_bgemm takes its
  * widened or AMX path, the widened mode: the float32 products above on
- * float32 copies of the operands rounded the same way (gt_bf16_round_rows).
+ * operands rounded the same way: Q, K and V as the caller gives them (bf16
+ * values, gt_attn_dims.bf16), dO, P and dS through float32 copies rounded
+ * by gt_bf16_round_rows.
  *
  * Packed shapes (uint32 pairs):
  *   "A" rows  [m][kp]:      row r, pairs along the row (Q, dO, P, dS);
@@ -525,10 +527,9 @@ typedef struct gt__scratch {
    * transposes) [GT__BQ * GT__BK / 2]; tmp: [GT__BK][kp]. */
   int bmode;
   uint32_t *bk, *bv, *by, *qa, *doa, *qy, *doy, *px, *tmp;
-  /* widened mode (bmode 3): float32 copies of the operands rounded to bf16
-   * (kt and vt above are rounded in place): qw: Q [group][GT__BQ][hd]; dow:
-   * dO [GT__BQ][hd]; kw, vw: K, V [GT__BK][hd]; pw: P [GT__BQ][GT__BK] */
-  float *qw, *dow, *kw, *vw, *pw;
+  /* widened mode (bmode 3): float32 copies of the operands that are not
+   * bf16 values, rounded: dow: dO [GT__BQ][hd]; pw: P [GT__BQ][GT__BK] */
+  float *dow, *pw;
 } gt__scratch;
 
 static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
@@ -539,9 +540,7 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
                                                    2 * (size_t)group * GT__BQ * kp +
                                                    2 * (size_t)(GT__BQ + 1) / 2 * hd16 + npx
                                              : 0;
-  const size_t nwd = bmode == 3 ? (size_t)group * GT__BQ * hd + (size_t)GT__BQ * hd + 2 * (size_t)GT__BK * hd +
-                                      (size_t)GT__BQ * GT__BK
-                                : 0;
+  const size_t nwd = bmode == 3 ? (size_t)GT__BQ * hd + (size_t)GT__BQ * GT__BK : 0;
   gt__scratch *w = malloc(sizeof(*w) + nfl * sizeof(float) + nbf * sizeof(uint32_t) + nwd * sizeof(float) + 64);
   if (!w) return NULL;
   w->kt = (float *)(w + 1);
@@ -550,13 +549,10 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
   w->l = w->m + (size_t)group * GT__BQ;
   w->bmode = bmode;
   w->bk = w->bv = w->by = w->qa = w->doa = w->qy = w->doy = w->px = w->tmp = NULL;
-  w->qw = w->dow = w->kw = w->vw = w->pw = NULL;
+  w->dow = w->pw = NULL;
   if (bmode == 3) {
-    w->qw = w->l + (size_t)group * GT__BQ;
-    w->dow = w->qw + (size_t)group * GT__BQ * hd;
-    w->kw = w->dow + (size_t)GT__BQ * hd;
-    w->vw = w->kw + (size_t)GT__BK * hd;
-    w->pw = w->vw + (size_t)GT__BK * hd;
+    w->dow = w->l + (size_t)group * GT__BQ;
+    w->pw = w->dow + (size_t)GT__BQ * hd;
   } else if (bmode) {
     /* (64-byte aligned: the packed rows are read with full-vector loads) */
     uintptr_t a = (uintptr_t)(w->l + (size_t)group * GT__BQ);
@@ -623,10 +619,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
   const int bm = w->bmode, kp = (hd + 1) / 2, hd16 = (hd + 15) / 16 * 16;
   (void)bm, (void)kp, (void)hd16;
 #ifdef GT__HAND
-  if (bm == 3)
-    for (int g = 0; g < group; g++)
-      gt_bf16_round_rows(w->qw + (size_t)g * GT__BQ * hd, hd, q + qoff + (size_t)g * hd, ldq, nq, hd);
-  else if (bm)
+  if (bm == 1 || bm == 2)
     for (int g = 0; g < group; g++)
       gt__bpack_rows(w->qa + (size_t)g * GT__BQ * kp, kp, q + qoff + (size_t)g * hd, ldq, nq, hd);
 #endif
@@ -645,24 +638,19 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     const float *kj = kb + (size_t)j0 * ldk;
     int blo, bhi;
     gt__band_qk(i0, j0, W, &blo, &bhi);
-    /* V's rows as the P.V product reads them (widened mode: a rounded copy) */
+    /* (widened mode: Q, K and V hold bf16 values, read as they are) */
     const float *vj = vb + (size_t)j0 * ldk;
-    int ldv = ldk;
+    const int ldv = ldk;
 #ifdef GT__HAND
-    if (bm == 3) {
-      gt__pack_t(w->kt, kj, ldk, nk, hd);
-      gt_bf16_round_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
-      gt_bf16_round_rows(w->vw, hd, vj, ldk, nk, hd);
-      vj = w->vw, ldv = hd;
-    } else if (bm) {
+    if (bm == 1 || bm == 2) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
       gt__bpack_y(w->by, hd16, vj, ldk, nk, hd);
     } else
 #endif
       gt__pack_t(w->kt, kj, ldk, nk, hd);
     for (int g = 0; g < group; g++) {
-      const float *qt = bm == 3 ? w->qw + (size_t)g * GT__BQ * hd : q + qoff + (size_t)g * hd;
-      const int ldqt = bm == 3 ? hd : ldq;
+      const float *qt = q + qoff + (size_t)g * hd;
+      const int ldqt = ldq;
       float *ot = out + qoff + (size_t)g * hd;
       float *m = w->m + g * GT__BQ, *l = w->l + g * GT__BQ;
 #ifdef GT__HAND
@@ -874,9 +862,7 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
     const size_t koff = (((size_t)b * T + j0) * K + kh) * hd;
     const float *kt = a->k + koff, *vt = a->v + koff;
     const int need_dp = a->dk || a->dq;
-    /* K's rows as the dQ product reads them (widened mode: a rounded copy) */
-    const float *kr = kt;
-    int ldkr = ldk;
+    /* (widened mode: Q, K and V hold bf16 values, read as they are) */
 #ifdef GT__HAND
     if (bm == 1 || bm == 2) {
       gt__bpack_nt(w->bk, w->tmp, kt, ldk, nk, hd);
@@ -887,13 +873,6 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
     {
       gt__pack_t(w->kt, kt, ldk, nk, hd);
       if (need_dp) gt__pack_t(w->vt, vt, ldk, nk, hd);
-#ifdef GT__HAND
-      if (bm == 3) {
-        gt_bf16_round_rows(w->kt, GT__BK, w->kt, GT__BK, hd, nk);
-        if (need_dp) gt_bf16_round_rows(w->vt, GT__BK, w->vt, GT__BK, hd, nk);
-        if (a->dq) gt_bf16_round_rows(w->kw, hd, kt, ldk, nk, hd), kr = w->kw, ldkr = hd;
-      }
-#endif
     }
     const int iend = gt__bwd_iend(T, W, j0, nk);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
@@ -941,19 +920,15 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
         int qlo, qhi, klo, khi;
         gt__band_qk(i0, j0, W, &qlo, &qhi);
         gt__band_kq(i0, j0, W, &klo, &khi);
-        /* the operands as the products read them: in widened mode Q, dO
-         * and P rounded to bf16 (dS below too), where the pairs round them
-         * as they pack them */
-        const float *qr = qt, *dor = dot, *pr = S;
-        int ldqr = ldq, lddor = ldq;
+        /* the operands as the products read them: in widened mode dO and P
+         * rounded to bf16 (dS below too), where the pairs round them as
+         * they pack them (Q, K and V are bf16 values already) */
+        const float *dor = dot, *pr = S;
+        int lddor = ldq;
 #ifdef GT__HAND
-        if (bm == 3) {
-          gt_bf16_round_rows(w->qw, hd, qt, ldq, nq, hd);
-          qr = w->qw, ldqr = hd;
-          if (a->dv || need_dp) gt_bf16_round_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
-        }
+        if (bm == 3 && (a->dv || need_dp)) gt_bf16_round_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
 #endif
-        gt__mm_nt(S, d->scale, qr, ldqr, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
         if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
 #ifdef GT__HAND
         /* dS takes P unrounded (S); dV's product the rounded copy */
@@ -967,8 +942,8 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
           if (bm == 3) gt_bf16_round_rows(dP, GT__BK, dP, GT__BK, nq, nk);
 #endif
         }
-        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qr, ldqr, hd, klo, khi);
-        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kr, ldkr, hd, qlo, qhi);
+        if (a->dk) gt__mm_acc(a->dk + koff, ldk, d->scale, dP, 1, GT__BK, nk, nq, qt, ldq, hd, klo, khi);
+        if (dqt) gt__mm_acc(dqt, lddq, d->scale, dP, GT__BK, 1, nq, nk, kt, ldk, hd, qlo, qhi);
       }
     }
   }

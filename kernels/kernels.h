@@ -137,9 +137,11 @@ typedef struct gt_attn_dims {
   int B, T, H, K, hd;
   int window;  /* 0 = global (causal only) */
   float scale;
-  /* 0: float32 (products in float32). 1: bf16 products. q, k, v hold bf16
-   * values (the caller rounded them; the kernels round them again where they
-   * pack them, a no-op for such values). The tile products S = Q.K^T,
+  /* 0: float32 (products in float32). 1: bf16 products. q, k, v must hold
+   * bf16 values (the caller rounded them): the pairs round them again where
+   * they pack them, a no-op for such values, and the widened mode reads them
+   * as they are (given other values it would compute with them unrounded).
+   * The tile products S = Q.K^T,
    * O += P.V and in backward dP = dO.V^T, dQ += dS.K, dK += dS^T.Q,
    * dV += P^T.dO take bf16 inputs: P (the unnormalized exp(S - running max)
    * in forward, exp(S - lse) in backward), dS = P (dP - D) (unscaled) and dO

@@ -634,26 +634,25 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   /* and it is another kernel: the pairs sum two products at a time, so on
    * sums of many terms some bits differ (docs/precision.md) */
   if (c->hd >= 16 && c->T >= 64) ck_assert(memcmp(gw[0], gf[0], nq * sizeof(float)) != 0);
-  /* It rounds Q, K and V itself: they enter only through products, so
-   * values off their bf16 by less than half a bf16 step (times 1 + 2^-12)
-   * give the same bits. */
+  /* It reads Q, K and V as they are, bf16 values by the contract
+   * (gt_attn_dims.bf16; the layers round them), and rounds only the
+   * operands it makes (dO's copy, P, dS): values off their bf16 give other
+   * bits, where the pairs, which round as they pack, give the same. */
   {
     float *qu = gt_test_copy(q, nq), *ku = gt_test_copy(k, nk), *vu = gt_test_copy(v, nk);
     for (int64_t i = 0; i < nq; i++) qu[i] *= 1.0f + 0x1p-12f;
     for (int64_t i = 0; i < nk; i++) ku[i] *= 1.0f - 0x1p-12f, vu[i] *= 1.0f + 0x1p-12f;
-    ck_assert(memcmp(qu, q, nq * sizeof(float)) != 0);
-    float *ou = malloc(nq * sizeof(float)), *lu = malloc(nl * sizeof(float)), *gu[3];
-    for (int i = 0; i < 3; i++) gu[i] = gt_test_copy(g0[i], i ? nk : nq);
+    float *ou = malloc(nq * sizeof(float)), *lu = malloc(nl * sizeof(float));
     gt__bgemm_force_path(GT_BGEMM_WIDE);
     ck_assert_int_eq(gt_attention_forward(ou, lu, qu, ku, vu, seg, &d), 0);
-    ck_assert_int_eq(gt_attention_backward(gu[0], gu[1], gu[2], dout, out_r, lse_r, qu, ku, vu, seg, &d), 0);
     gt__bgemm_force_path(-1);
-    ck_assert_msg(memcmp(ou, out_w, nq * sizeof(float)) == 0, "widened: out depends on Q, K, V's bits below bf16");
-    ck_assert(memcmp(lu, lse_w, nl * sizeof(float)) == 0);
-    for (int i = 0; i < 3; i++)
-      ck_assert_msg(memcmp(gu[i], gw[i], (i ? nk : nq) * sizeof(float)) == 0, "widened: gradient %d differs", i);
+    if (c->hd >= 8 && c->T >= 7 && c->window != 1)
+      ck_assert_msg(memcmp(ou, out_w, nq * sizeof(float)) != 0, "widened: Q, K, V rounded again");
+    gt__bgemm_force_fallback(1);
+    ck_assert_int_eq(gt_attention_forward(ou, lu, qu, ku, vu, seg, &d), 0);
+    gt__bgemm_force_fallback(0);
+    ck_assert_msg(memcmp(ou, out_e, nq * sizeof(float)) == 0, "pairs: out depends on Q, K, V's bits below bf16");
     free(qu), free(ku), free(vu), free(ou), free(lu);
-    for (int i = 0; i < 3; i++) free(gu[i]);
   }
 
   /* The flag is not ignored: float32 mode on the same inputs differs
