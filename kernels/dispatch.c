@@ -35,6 +35,8 @@ GT__VARIANTS(gt_rmsnorm_forward_pack)
 GT__VARIANTS(gt_rmsnorm_residual_forward_pack)
 GT__VARIANTS(gt_rmsnorm_backward_b16)
 GT__VARIANTS(gt_rmsnorm_residual_backward_b16)
+GT__VARIANTS(gt_rmsnorm_rope_forward_pack)
+GT__VARIANTS(gt_rope_rmsnorm_backward_b16)
 GT__VARIANTS(gt_embedding_forward)
 GT__VARIANTS(gt_embedding_backward)
 GT__VARIANTS(gt_xent_forward)
@@ -152,6 +154,18 @@ void gt_rmsnorm_residual_backward_b16(float *dx, float *dw, const float *dres, c
                                       float w_offset, int accumulate) {
   (gt__kernels_avx512() ? gt_rmsnorm_residual_backward_b16__avx512 : gt_rmsnorm_residual_backward_b16__portable)(
       dx, dw, dres, dout, x16, rstd, w, rows, dim, w_offset, accumulate);
+}
+void gt_rmsnorm_rope_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float eps, float w_offset) {
+  (gt__kernels_avx512() ? gt_rmsnorm_rope_forward_pack__avx512 : gt_rmsnorm_rope_forward_pack__portable)(
+      out, out16, rstd, x, x16, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, eps, w_offset);
+}
+void gt_rope_rmsnorm_backward_b16(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float w_offset) {
+  (gt__kernels_avx512() ? gt_rope_rmsnorm_backward_b16__avx512 : gt_rope_rmsnorm_backward_b16__portable)(
+      dx, dw, dout, x16, rstd, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, w_offset);
 }
 void gt_embedding_forward(float *out, const int32_t *tok, const float *table, int64_t n, int dim, float scale) {
   (gt__kernels_avx512() ? gt_embedding_forward__avx512 : gt_embedding_forward__portable)(out, tok, table, n, dim, scale);

@@ -47,6 +47,8 @@
 #define gt_rmsnorm_residual_forward_pack GT__ISA_NAME(gt_rmsnorm_residual_forward_pack)
 #define gt_rmsnorm_backward_b16 GT__ISA_NAME(gt_rmsnorm_backward_b16)
 #define gt_rmsnorm_residual_backward_b16 GT__ISA_NAME(gt_rmsnorm_residual_backward_b16)
+#define gt_rmsnorm_rope_forward_pack GT__ISA_NAME(gt_rmsnorm_rope_forward_pack)
+#define gt_rope_rmsnorm_backward_b16 GT__ISA_NAME(gt_rope_rmsnorm_backward_b16)
 #define gt_embedding_forward GT__ISA_NAME(gt_embedding_forward)
 #define gt_embedding_backward GT__ISA_NAME(gt_embedding_backward)
 #define gt_xent_forward GT__ISA_NAME(gt_xent_forward)

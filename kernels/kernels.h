@@ -281,6 +281,23 @@ void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, in
  * loops, within float rounding of that. The references are those sequences
  * of the references. */
 #define GT_RMS_B16_ROW_MAX 8192
+/* the same for the q/k norm with RoPE: gt_rmsnorm_rope_forward(...,
+ * round_bf16 = 1) writing the patterns of out and the input x into out16
+ * and x16 (each may be NULL); gt_rope_rmsnorm_backward reading x as bf16
+ * patterns (head_dim is the row) */
+void gt_rmsnorm_rope_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float eps, float w_offset);
+void gt_rope_rmsnorm_backward_b16(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float w_offset);
+void gt_rmsnorm_rope_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                      const float *w, const int32_t *pos, const float *cos_tab,
+                                      const float *sin_tab, int64_t ntok, int nheads, int head_dim, float eps,
+                                      float w_offset);
+void gt_rope_rmsnorm_backward_b16_ref(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
+                                      const float *w, const int32_t *pos, const float *cos_tab,
+                                      const float *sin_tab, int64_t ntok, int nheads, int head_dim, float w_offset);
 void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
                              int dim, float eps, float w_offset);
 void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,

@@ -31,8 +31,9 @@ typedef struct gt__nr_args {
   const float *x, *w, *w2, *res, *y, *cos_tab, *sin_tab;
   const int32_t *pos;
   /* the _pack forms' bf16 copies (each NULL: not wanted): of out, res_out,
-   * out2 and the input y */
-  uint16_t *out16, *res16, *out2_16, *y16;
+   * out2 and the inputs y and x; the _b16 backward's x as kept in bf16 */
+  uint16_t *out16, *res16, *out2_16, *y16, *x16;
+  const uint16_t *xh;
   int nheads, head_dim, half, dim, round_bf16;
   float eps, w_offset;
 } gt__nr_args;
@@ -134,6 +135,8 @@ static void gt__norm_rope_part(void *p, int64_t t0, int64_t t1) {
       const float rs = a->round_bf16 ? gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 1)
                                      : gt__norm_rope_row(o, xr, w, c, s, head_dim, half, eps, w_offset, 0);
       if (a->rstd) a->rstd[r] = rs;
+      if (a->out16) gt__bf16_pack_row(a->out16 + r * head_dim, o, head_dim);
+      if (a->x16) gt__bf16_pack_row(a->x16 + r * head_dim, xr, head_dim);
     }
   }
 }
@@ -153,6 +156,31 @@ void gt_rmsnorm_rope_forward(float *out, float *rstd, const float *x, const floa
   gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__norm_rope_part, &a);
 }
 
+void gt_rmsnorm_rope_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float eps, float w_offset) {
+  const int half = head_dim / 2;
+  if (ntok <= 0 || nheads <= 0) return;
+  if (half <= 0) { /* nothing to rotate: the norm, then the copies */
+    gt_rmsnorm_forward_rnd(out, rstd, x, w, ntok * nheads, head_dim, eps, w_offset, 1);
+    if (head_dim > 0 && out16) gt_bf16_pack(out16, out, ntok * nheads * head_dim);
+    if (head_dim > 0 && x16) gt_bf16_pack(x16, x, ntok * nheads * head_dim);
+    return;
+  }
+  gt__nr_args a = {.out = out, .out16 = out16, .rstd = rstd, .x = x, .x16 = x16, .w = w, .pos = pos,
+                   .cos_tab = cos_tab, .sin_tab = sin_tab, .nheads = nheads, .head_dim = head_dim, .half = half,
+                   .round_bf16 = 1, .eps = eps, .w_offset = w_offset};
+  gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__norm_rope_part, &a);
+}
+
+/* One row-head's input gradient from x as floats: one compiled copy, which
+ * the float32 path and the bf16 path (after widening the row) both call, so
+ * that the dot product adds in one order for both. */
+static __attribute__((noinline)) void gt__rope_norm_dx_row(float *dxr, const float *dr, const float *xr,
+                                                           const float *w, float rs, int dim, float w_offset) {
+  gt__rms_row_bwd(dxr, NULL, dr, xr, w, rs, dim, w_offset, GT__RMS_SET);
+}
+
 static void gt__rope_norm_bwd_part(void *p, int64_t t0, int64_t t1) {
   const gt__nr_args *a = p;
   const float *x = a->x, *w = a->w, *rstd = a->rstd;
@@ -167,24 +195,52 @@ static void gt__rope_norm_bwd_part(void *p, int64_t t0, int64_t t1) {
       const int64_t r = t * nheads + h;
       float *dr = dout + r * head_dim;
       if (half > 0) gt__rope_row(dr, c, s, half, -1.0f);
-      if (dx) gt__rms_row_bwd(dx + r * head_dim, NULL, dr, x + r * head_dim, w, rstd[r], head_dim, w_offset, GT__RMS_SET);
+      if (!dx) continue;
+      if (!a->xh) {
+        gt__rope_norm_dx_row(dx + r * head_dim, dr, x + r * head_dim, w, rstd[r], head_dim, w_offset);
+      } else if (head_dim <= GT_RMS_B16_ROW_MAX) {
+        float row[GT_RMS_B16_ROW_MAX];
+        gt__bf16_widen_row(row, a->xh + r * head_dim, head_dim);
+        gt__rope_norm_dx_row(dx + r * head_dim, dr, row, w, rstd[r], head_dim, w_offset);
+      } else { /* wider than the stack row: the bits read in the loops */
+        gt__rms_row_bwd_x(dx + r * head_dim, NULL, dr, NULL, a->xh + r * head_dim, 1, w, rstd[r], head_dim,
+                          w_offset, GT__RMS_SET);
+      }
     }
+  }
+}
+
+/* x or, kept in bf16, xh: one of them */
+static void gt__rope_norm_bwd(float *dx, float *dw, float *dout, const float *x, const uint16_t *xh,
+                              const float *rstd, const float *w, const int32_t *pos, const float *cos_tab,
+                              const float *sin_tab, int64_t ntok, int nheads, int head_dim, float w_offset) {
+  const int half = head_dim / 2;
+  if (ntok <= 0 || nheads <= 0 || head_dim <= 0) return;
+  if (dx || half > 0) {
+    gt__nr_args a = {.rstd = (float *)rstd, .dx = dx, .dout = dout, .x = x, .xh = xh, .w = w, .pos = pos,
+                     .cos_tab = cos_tab, .sin_tab = sin_tab, .nheads = nheads, .head_dim = head_dim, .half = half,
+                     .w_offset = w_offset};
+    gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__rope_norm_bwd_part, &a);
+  }
+  /* the weight gradient reads the rotated-back dout, column-split as unfused */
+  if (dw && w) {
+    if (xh)
+      gt_rmsnorm_backward_b16(NULL, dw, dout, xh, rstd, w, ntok * nheads, head_dim, w_offset);
+    else
+      gt_rmsnorm_backward(NULL, dw, dout, x, rstd, w, ntok * nheads, head_dim, w_offset);
   }
 }
 
 void gt_rope_rmsnorm_backward(float *dx, float *dw, float *dout, const float *x, const float *rstd, const float *w,
                               const int32_t *pos, const float *cos_tab, const float *sin_tab, int64_t ntok,
                               int nheads, int head_dim, float w_offset) {
-  const int half = head_dim / 2;
-  if (ntok <= 0 || nheads <= 0 || head_dim <= 0) return;
-  if (dx || half > 0) {
-    gt__nr_args a = {.rstd = (float *)rstd, .dx = dx, .dout = dout, .x = x, .w = w, .pos = pos,
-                     .cos_tab = cos_tab, .sin_tab = sin_tab, .nheads = nheads, .head_dim = head_dim, .half = half,
-                     .w_offset = w_offset};
-    gt_team_for(gt__par(ntok * nheads * head_dim), ntok, gt__rope_norm_bwd_part, &a);
-  }
-  /* the weight gradient reads the rotated-back dout, column-split as unfused */
-  if (dw && w) gt_rmsnorm_backward(NULL, dw, dout, x, rstd, w, ntok * nheads, head_dim, w_offset);
+  gt__rope_norm_bwd(dx, dw, dout, x, NULL, rstd, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, w_offset);
+}
+
+void gt_rope_rmsnorm_backward_b16(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
+                                  const float *w, const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                                  int64_t ntok, int nheads, int head_dim, float w_offset) {
+  gt__rope_norm_bwd(dx, dw, dout, NULL, x16, rstd, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, w_offset);
 }
 
 /* the _pack form's copies of row r, in cache: the input y, res_out, out2 */

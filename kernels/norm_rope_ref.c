@@ -1,6 +1,8 @@
 /* Scalar references of the fused sweeps (kernels/norm_rope.c, and
  * gt_geglu_forward_rnd): the unfused scalar references in sequence, then
  * the scalar bf16 rounding. */
+#include <stdlib.h>
+
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
@@ -55,6 +57,27 @@ void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float
   if (res16) gt_bf16_pack_ref(res16, res_out, rows * dim);
   if (out2_16) gt_bf16_pack_ref(out2_16, out2, rows * dim);
   if (y16) gt_bf16_pack_ref(y16, y, rows * dim);
+}
+
+void gt_rmsnorm_rope_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                      const float *w, const int32_t *pos, const float *cos_tab,
+                                      const float *sin_tab, int64_t ntok, int nheads, int head_dim, float eps,
+                                      float w_offset) {
+  gt_rmsnorm_rope_forward_ref(out, rstd, x, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, eps, w_offset, 1);
+  const int64_t n = ntok > 0 && nheads > 0 && head_dim > 0 ? ntok * nheads * head_dim : 0;
+  if (out16 && n) gt_bf16_pack_ref(out16, out, n);
+  if (x16 && n) gt_bf16_pack_ref(x16, x, n);
+}
+
+void gt_rope_rmsnorm_backward_b16_ref(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
+                                      const float *w, const int32_t *pos, const float *cos_tab,
+                                      const float *sin_tab, int64_t ntok, int nheads, int head_dim, float w_offset) {
+  const int64_t n = ntok > 0 && nheads > 0 && head_dim > 0 ? ntok * nheads * head_dim : 0;
+  float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* test-only scratch */
+  if (!x) return;
+  gt_bf16_unpack_ref(x, x16, n);
+  gt_rope_rmsnorm_backward_ref(dx, dw, dout, x, rstd, w, pos, cos_tab, sin_tab, ntok, nheads, head_dim, w_offset);
+  free(x);
 }
 
 void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {

@@ -509,6 +509,79 @@ START_TEST(test_rmsnorm_backward_b16_vs_unpacked_and_ref) {
 }
 END_TEST
 
+START_TEST(test_rope_norm_b16_vs_unfused_and_ref) {
+  /* the q/k norm with RoPE in bf16: the forward's copies of out and x are
+   * gt_bf16_pack's of the forward_rnd form's output and of x, bit for bit
+   * (each alone or both; x as the executor has it, bf16 values, and as any
+   * floats); the backward reading x's copy gives the bits of unpacking it
+   * (dx written, dw added, dout rotated back in place; dx NULL too). Against
+   * the references' sequences within their bounds. */
+  uint64_t seed = 50;
+  const float eps = 1e-6f;
+  static const int hds[] = {1, 2, 5, 33, 64, 128}; /* 1: nothing to rotate */
+  for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+    const int hd = hds[hi], half = hd / 2;
+    float *ct = gt_test_zeros(GT__P * (half > 0 ? half : 1)), *st = gt_test_zeros(GT__P * (half > 0 ? half : 1));
+    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
+      for (int H = 1; H <= 3; H += 2)
+        for (int variant = 0; variant < 3; variant++)
+          for (int which = 0; which < 8; which++) {
+            /* which: 1 out's copy, 2 x's copy, 4 x already bf16 values */
+            const int64_t T = gt__ntoks[ti], rows = T * H, n = rows * hd;
+            const float off = gt__off[variant];
+            char what[160];
+            snprintf(what, sizeof what, "norm+rope b16 hd=%d T=%ld H=%d %s which=%d", hd, (long)T, H,
+                     gt__wname[variant], which);
+            int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+            gt_test_fill_ids(pos, T, &seed, 0, GT__P);
+            float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+            if (which & 4) gt_bf16_round(x, n);
+            uint16_t *o16 = which & 1 ? gt__h16(n) : NULL, *x16 = which & 2 ? gt__h16(n) : NULL, *want = gt__h16(n);
+            float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+            gt_rmsnorm_rope_forward_pack(o, o16, rs, x, x16, w, pos, ct, st, T, H, hd, eps, off);
+            gt_rmsnorm_rope_forward(uo, urs, x, w, pos, ct, st, T, H, hd, eps, off, 1);
+            ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
+            if (o16) gt_bf16_pack(want, uo, n), ck_assert_msg(gt__same16(o16, want, n), "%s: out's copy", what);
+            if (x16) gt_bf16_pack(want, x, n), ck_assert_msg(gt__same16(x16, want, n), "%s: x's copy", what);
+            float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+            uint16_t *rx16 = x16 ? gt__h16(n) : NULL;
+            gt_rmsnorm_rope_forward_pack_ref(ro, NULL, rrs, x, rx16, w, pos, ct, st, T, H, hd, eps, off);
+            gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
+            if (rx16) ck_assert_msg(gt__same16(x16, rx16, n), "%s: ref copy of x", what);
+            /* the backward from x's copy (made here when not asked for above) */
+            uint16_t *xk = x16 ? x16 : gt__h16(n);
+            if (!x16) gt_bf16_pack(xk, x, n);
+            float *xw = gt_test_zeros(n);
+            gt_bf16_unpack(xw, xk, n);
+            float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dw0 = gt_test_alloc_fill(hd > 0 ? hd : 1, &seed, -1, 1);
+            for (int with_dx = 0; with_dx < 2; with_dx++) {
+              float *fd = gt_test_copy(dout, n), *dx = with_dx ? gt__nans(n) : NULL, *dw = w ? gt_test_copy(dw0, hd) : NULL;
+              float *ud = gt_test_copy(dout, n), *udx = with_dx ? gt__nans(n) : NULL, *udw = w ? gt_test_copy(dw0, hd) : NULL;
+              gt_rope_rmsnorm_backward_b16(dx, dw, fd, xk, rs, w, pos, ct, st, T, H, hd, off);
+              gt_rope_rmsnorm_backward(udx, udw, ud, xw, rs, w, pos, ct, st, T, H, hd, off);
+              ck_assert_msg(gt_test_same_bits(fd, ud, n), "%s dx=%d: dout rotated back", what, with_dx);
+              if (dx) ck_assert_msg(gt_test_same_bits(dx, udx, n), "%s: dx", what);
+              if (w) ck_assert_msg(gt_test_same_bits(dw, udw, hd), "%s dx=%d: dw", what, with_dx);
+              if (with_dx && n > 8) {
+                float *rd = gt_test_copy(dout, n), *rdx = gt__nans(n), *rdw = w ? gt_test_copy(dw0, hd) : NULL;
+                gt_rope_rmsnorm_backward_b16_ref(rdx, rdw, rd, xk, rs, w, pos, ct, st, T, H, hd, off);
+                gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), TOL_REF);
+                if (w) gt_test_check_err(what, gt_test_scaled_err(dw, rdw, hd), TOL_REF);
+                free(rd); free(rdx); free(rdw);
+              }
+              free(fd); free(dx); free(dw); free(ud); free(udx); free(udw);
+            }
+            free(pos); free(x); free(w); free(o16); free(want); free(o); free(rs); free(uo); free(urs);
+            free(ro); free(rrs); free(rx16); free(xw); free(dout); free(dw0);
+            if (!x16) free(xk);
+            free(x16);
+          }
+    free(ct); free(st);
+  }
+}
+END_TEST
+
 /* ---------- thread count ---------- */
 
 START_TEST(test_fused_deterministic) {
@@ -561,6 +634,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_geglu_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_rmsnorm_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_rmsnorm_backward_b16_vs_unpacked_and_ref);
+  tcase_add_test(tc, test_rope_norm_b16_vs_unfused_and_ref);
   tcase_add_test(tc, test_fused_deterministic);
   return s;
 }

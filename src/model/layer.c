@@ -191,6 +191,9 @@ int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
      * runs it with the pre-FFW norm) reads o and writes x1 and m; the
      * post-FFW norm's reads f, which a routed block's sum replaces */
     case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: return 1;
+    /* the q and k norms with RoPE: their inputs and outputs */
+    case GT_A_Q_RAW: case GT_A_Q: return 1;
+    case GT_A_K_RAW: case GT_A_K: return gt__op_present(L, OP_K_NORM_ROPE);
     case GT_A_F: return !L->n_experts;
     default: return 0;
   }
@@ -206,13 +209,16 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
   /* the norms' inputs: their backward (gt_rmsnorm_residual_backward_b16)
    * is the only reader but for the forward ops that read them (a recompute
    * reads floats) and a routed block, which reads x1 */
-  if (a == GT_A_O || a == GT_A_X1 || a == GT_A_F) {
+  if (a == GT_A_O || a == GT_A_X1 || a == GT_A_F || a == GT_A_Q_RAW || a == GT_A_K_RAW) {
     static const uint32_t fwd_readers[] = {
         [GT_A_O] = 1u << OP_ATTN_RESID,
         [GT_A_X1] = (1u << OP_FFW_NORM) | (1u << OP_FFW_RESID) | (1u << OP_MOE),
         [GT_A_F] = (1u << OP_FFW_RESID) | (1u << OP_SHARED_NORM),
+        [GT_A_Q_RAW] = 1u << OP_Q_NORM_ROPE,
+        [GT_A_K_RAW] = (1u << OP_K_NORM_ROPE) | (1u << OP_V_NORM), /* K = V: the v-norm's input too */
     };
-    return m->d <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts);
+    const int64_t row = a == GT_A_Q_RAW || a == GT_A_K_RAW ? L->head_dim : m->d;
+    return row <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts);
   }
   /* the inputs only projections read: their weight gradients' products
    * read the copy as stored bf16 (bf16 products on a path that packs it in
@@ -263,6 +269,22 @@ static void gt__norm_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]
     gt_rmsnorm_residual_backward(dx, dw, dres, dout, a[x], rstd, w, rows, dim, off, accumulate);
   else
     gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, io->b16[x], rstd, w, rows, dim, off, accumulate);
+}
+
+/* gt_rope_rmsnorm_backward (the q or k norm with RoPE over nheads row-heads)
+ * whose input slot x may be kept in bf16: then read from the copy. */
+static void gt__rope_norm_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], gt_act x, float *dx,
+                                   float *dw, float *dout, const float *rstd, const float *w, int64_t nheads) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  const int64_t N = (int64_t)io->B * io->T;
+  if (a[x])
+    gt_rope_rmsnorm_backward(dx, dw, dout, a[x], rstd, w, io->pos, cs, sn, N, (int)nheads, L->head_dim,
+                             m->norm_offset);
+  else
+    gt_rope_rmsnorm_backward_b16(dx, dw, dout, io->b16[x], rstd, w, io->pos, cs, sn, N, (int)nheads, L->head_dim,
+                                 m->norm_offset);
 }
 
 uint32_t gt_layer_all_ops(const gt_layer_desc *L) {
@@ -520,10 +542,22 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     gt__lora_op(io, a, OP_MM_V);
   }
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
-  RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
-                                                                               N, (int)H, (int)hd, eps, off, rnd));
-  RUN(OP_K_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs, sn,
-                                                                               N, (int)K, (int)hd, eps, off, rnd));
+  RUN(OP_Q_NORM_ROPE) {
+    if (H16(GT_A_Q) || H16(GT_A_Q_RAW))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward_pack(a[GT_A_Q], h[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], h[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs,
+                                                                      sn, N, (int)H, (int)hd, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
+                                                                 N, (int)H, (int)hd, eps, off, rnd));
+  }
+  RUN(OP_K_NORM_ROPE) {
+    if (H16(GT_A_K) || H16(GT_A_K_RAW))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward_pack(a[GT_A_K], h[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], h[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs,
+                                                                      sn, N, (int)K, (int)hd, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs, sn,
+                                                                 N, (int)K, (int)hd, eps, off, rnd));
+  }
   /* K = V: the value is the raw key projection, before k_norm and RoPE */
   RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off, rnd));
   RUN(OP_ATTN) {
@@ -700,7 +734,6 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim;
   int own_kv = L->kv_donor < 0;
   float off = m->norm_offset;
-  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
   gt_mem *mem = m->mem;
   int meas = gt_mem_measuring(mem); /* allocation only: the same buffers, no arithmetic */
   gt_rc rc;
@@ -820,18 +853,16 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   /* RoPE's backward (in place on dQ, dK) and the q/k norm's backward, which
    * writes d(q raw) and d(k raw), in one sweep over each row-head */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_rmsnorm_backward(dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RAW], a[GT_A_Q_RSTD], W(GT_P_Q_NORM), io->pos,
-                                                              cs, sn, N, (int)H, (int)hd, off));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_backward(io, a, GT_A_Q_RAW, dQR, G(GT_P_Q_NORM), dQ, a[GT_A_Q_RSTD], W(GT_P_Q_NORM), H));
   float *dVR = dV; /* d(value projection output): Gemma 3 has no v-norm */
   if (own_kv) {
-    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rope_rmsnorm_backward(dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RAW], a[GT_A_K_RSTD], W(GT_P_K_NORM),
-                                                                io->pos, cs, sn, N, (int)K, (int)hd, off));
+    GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_backward(io, a, GT_A_K_RAW, dKR, G(GT_P_K_NORM), dK, a[GT_A_K_RSTD], W(GT_P_K_NORM), K));
     if (L->gemma4) {
       /* v = v_norm(raw): K = V sends it into d(k raw); else into dQ's
        * region, free since the q-norm consumed it (kd <= qd: K divides H) */
       dVR = L->k_eq_v ? dKR : dQ; /* adds into d(k raw), or writes */
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dVR, G(GT_P_V_NORM), NULL, dV, a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW],
-                          a[GT_A_V_RSTD], W(GT_P_V_NORM), N * K, (int)hd, off, L->k_eq_v));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW, dVR, G(GT_P_V_NORM), NULL, dV,
+                          a[GT_A_V_RSTD], W(GT_P_V_NORM), N * K, (int)hd, L->k_eq_v));
     }
   }
   float *dA = dO; /* dO is consumed */
