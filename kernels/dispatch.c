@@ -133,10 +133,10 @@ void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, co
   (gt__kernels_avx512() ? gt_geglu_backward_write_b16__avx512
                         : gt_geglu_backward_write_b16__portable)(dgate, dup, dout, gate16, up16, n);
 }
-void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
-                             int dim, float eps, float w_offset) {
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                             const float *w, int64_t rows, int dim, float eps, float w_offset) {
   (gt__kernels_avx512() ? gt_rmsnorm_forward_pack__avx512
-                        : gt_rmsnorm_forward_pack__portable)(out, out16, rstd, x, w, rows, dim, eps, w_offset);
+                        : gt_rmsnorm_forward_pack__portable)(out, out16, rstd, x, x16, w, rows, dim, eps, w_offset);
 }
 void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,
                                       float *rstd2, const float *res, const float *y, uint16_t *y16, const float *w,

@@ -267,7 +267,8 @@ void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, in
 /* dtype=bfloat16 with the norms' saved tensors kept in 2 bytes (the
  * executor), as the GeGLU's above:
  * gt_rmsnorm_forward_pack: gt_rmsnorm_forward_rnd(..., round_bf16 = 1) that
- *   also writes out's bf16 patterns into out16 (NULL: not);
+ *   also writes the bf16 patterns of out and the input x into out16 and x16
+ *   (each may be NULL);
  * gt_rmsnorm_residual_forward_pack: gt_rmsnorm_residual_forward_rnd(...,
  *   round_bf16 = 1) that also writes the patterns of res_out, out2 and the
  *   input y into res16, out2_16 (only with out2) and y16 (each may be NULL);
@@ -298,8 +299,8 @@ void gt_rmsnorm_rope_forward_pack_ref(float *out, uint16_t *out16, float *rstd, 
 void gt_rope_rmsnorm_backward_b16_ref(float *dx, float *dw, float *dout, const uint16_t *x16, const float *rstd,
                                       const float *w, const int32_t *pos, const float *cos_tab,
                                       const float *sin_tab, int64_t ntok, int nheads, int head_dim, float w_offset);
-void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
-                             int dim, float eps, float w_offset);
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                             const float *w, int64_t rows, int dim, float eps, float w_offset);
 void gt_rmsnorm_residual_forward_pack(float *res_out, uint16_t *res16, float *rstd, float *out2, uint16_t *out2_16,
                                       float *rstd2, const float *res, const float *y, uint16_t *y16, const float *w,
                                       const float *w2, int64_t rows, int dim, float eps, float w_offset);
@@ -308,8 +309,8 @@ void gt_rmsnorm_backward_b16(float *dx, float *dw, const float *dout, const uint
 void gt_rmsnorm_residual_backward_b16(float *dx, float *dw, const float *dres, const float *dout,
                                       const uint16_t *x16, const float *rstd, const float *w, int64_t rows, int dim,
                                       float w_offset, int accumulate);
-void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, const float *w,
-                                 int64_t rows, int dim, float eps, float w_offset);
+void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                 const float *w, int64_t rows, int dim, float eps, float w_offset);
 void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float *rstd, float *out2,
                                           uint16_t *out2_16, float *rstd2, const float *res, const float *y,
                                           uint16_t *y16, const float *w, const float *w2, int64_t rows, int dim,

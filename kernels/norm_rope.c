@@ -66,6 +66,7 @@ static void gt__norm_rnd_part(void *p, int64_t r0, int64_t r1) {
     if (a->rstd) a->rstd[r] = rs;
     gt__rms_apply(a->out + r * dim, x + r * dim, w, rs, dim, a->w_offset, 1);
     if (a->out16) gt__bf16_pack_row(a->out16 + r * dim, a->out + r * dim, dim);
+    if (a->x16) gt__bf16_pack_row(a->x16 + r * dim, x + r * dim, dim);
   }
 }
 
@@ -79,13 +80,13 @@ void gt_rmsnorm_forward_rnd(float *out, float *rstd, const float *x, const float
   gt_team_for(gt__par(rows * dim), rows, gt__norm_rnd_part, &a);
 }
 
-void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, const float *w, int64_t rows,
-                             int dim, float eps, float w_offset) {
+void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                             const float *w, int64_t rows, int dim, float eps, float w_offset) {
   if (rows <= 0 || dim <= 0) {
     gt_rmsnorm_forward(out, rstd, x, w, rows, dim, eps, w_offset);
     return;
   }
-  gt__nr_args a = {.out = out, .out16 = out16, .rstd = rstd, .x = x, .w = w, .dim = dim, .eps = eps,
+  gt__nr_args a = {.out = out, .out16 = out16, .rstd = rstd, .x = x, .x16 = x16, .w = w, .dim = dim, .eps = eps,
                    .w_offset = w_offset};
   gt_team_for(gt__par(rows * dim), rows, gt__norm_rnd_part, &a);
 }

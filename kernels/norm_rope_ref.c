@@ -42,10 +42,11 @@ void gt_rmsnorm_residual_forward_rnd_ref(float *res_out, float *rstd, float *out
   if (out2) gt__round_ref(out2, rows * dim);
 }
 
-void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, const float *w,
-                                 int64_t rows, int dim, float eps, float w_offset) {
+void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
+                                 const float *w, int64_t rows, int dim, float eps, float w_offset) {
   gt_rmsnorm_forward_rnd_ref(out, rstd, x, w, rows, dim, eps, w_offset, 1);
   if (out16 && rows > 0 && dim > 0) gt_bf16_pack_ref(out16, out, rows * dim);
+  if (x16 && rows > 0 && dim > 0) gt_bf16_pack_ref(x16, x, rows * dim);
 }
 
 void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float *rstd, float *out2,

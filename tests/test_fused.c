@@ -356,23 +356,28 @@ START_TEST(test_rmsnorm_pack_vs_unfused_and_ref) {
         float *w = gt__weight(variant, dim, &seed), *w2 = gt__weight(variant, dim, &seed);
         uint16_t *want = gt__h16(n);
         /* plain norm */
-        for (int copy = 0; copy < 2; copy++) {
+        for (int copy = 0; copy < 4; copy++) { /* 1: out's copy, 2: x's */
           float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
-          uint16_t *o16 = copy ? gt__h16(n) : NULL;
-          gt_rmsnorm_forward_pack(o, o16, rs, x, w, rows, dim, eps, off);
+          uint16_t *o16 = copy & 1 ? gt__h16(n) : NULL, *x16 = copy & 2 ? gt__h16(n) : NULL;
+          gt_rmsnorm_forward_pack(o, o16, rs, x, x16, w, rows, dim, eps, off);
           gt_rmsnorm_forward_rnd(uo, urs, x, w, rows, dim, eps, off, 1);
           snprintf(what, sizeof what, "rmsnorm pack rows=%ld dim=%d %s copy=%d", (long)rows, dim, gt__wname[variant],
                    copy);
           ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
           if (o16) {
             gt_bf16_pack(want, uo, n);
-            ck_assert_msg(gt__same16(o16, want, n), "%s: the copy", what);
+            ck_assert_msg(gt__same16(o16, want, n), "%s: out's copy", what);
+          }
+          if (x16) {
+            gt_bf16_pack(want, x, n);
+            ck_assert_msg(gt__same16(x16, want, n), "%s: x's copy", what);
           }
           float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
-          uint16_t *r16 = copy ? gt__h16(n) : NULL;
-          gt_rmsnorm_forward_pack_ref(ro, r16, rrs, x, w, rows, dim, eps, off);
+          uint16_t *rx16 = x16 ? gt__h16(n) : NULL;
+          gt_rmsnorm_forward_pack_ref(ro, NULL, rrs, x, rx16, w, rows, dim, eps, off);
           gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
-          free(o); free(rs); free(uo); free(urs); free(o16); free(ro); free(rrs); free(r16);
+          if (rx16) ck_assert_msg(gt__same16(x16, rx16, n), "%s: ref copy of x", what);
+          free(o); free(rs); free(uo); free(urs); free(o16); free(x16); free(ro); free(rrs); free(rx16);
         }
         /* with the residual, with and without the next norm, every set of copies */
         for (int rounded = 0; rounded < 2; rounded++)

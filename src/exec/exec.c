@@ -290,7 +290,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     xn_own = xn; /* the run's records do not hold it yet */
     /* slots kept in bf16 whose producer packs them itself (in cache) get
      * their 2-byte buffers now; the rest are packed after the layer */
-    for (int k = 1; train && k < GT_A_NSLOTS; k++)
+    for (int k = 0; train && k < GT_A_NSLOTS; k++)
       if (a[k] && gt__packed(m, l, k) && gt_remat_slot_mode(rm, ld, k) == GT_SAVE_DEVICE &&
           gt_layer_writes_b16(ld, (gt_act)k) && !gt__alloc_kept16(r, l, k))
         goto nomem;

@@ -187,10 +187,11 @@ uint32_t gt_layer_recompute_ops(const gt_layer_desc *L, const uint8_t have[GT_A_
 int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
   switch (a) {
     case GT_A_GATE: case GT_A_UP: case GT_A_ACT: return gt__op_present(L, OP_GEGLU);
-    /* the input norm's output; the post-attention norm's sweep (the forward
-     * runs it with the pre-FFW norm) reads o and writes x1 and m; the
-     * post-FFW norm's reads f, which a routed block's sum replaces */
-    case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: return 1;
+    /* the input norm's input and output; the post-attention norm's sweep
+     * (the forward runs it with the pre-FFW norm) reads o and writes x1
+     * and m; the post-FFW norm's reads f, which a routed block's sum
+     * replaces */
+    case GT_A_X_IN: case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: return 1;
     /* the q and k norms with RoPE: their inputs and outputs */
     case GT_A_Q_RAW: case GT_A_Q: return 1;
     case GT_A_K_RAW: case GT_A_K: return gt__op_present(L, OP_K_NORM_ROPE);
@@ -209,8 +210,9 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
   /* the norms' inputs: their backward (gt_rmsnorm_residual_backward_b16)
    * is the only reader but for the forward ops that read them (a recompute
    * reads floats) and a routed block, which reads x1 */
-  if (a == GT_A_O || a == GT_A_X1 || a == GT_A_F || a == GT_A_Q_RAW || a == GT_A_K_RAW) {
+  if (a == GT_A_X_IN || a == GT_A_O || a == GT_A_X1 || a == GT_A_F || a == GT_A_Q_RAW || a == GT_A_K_RAW) {
     static const uint32_t fwd_readers[] = {
+        [GT_A_X_IN] = (1u << OP_IN_NORM) | (1u << OP_ATTN_RESID),
         [GT_A_O] = 1u << OP_ATTN_RESID,
         [GT_A_X1] = (1u << OP_FFW_NORM) | (1u << OP_FFW_RESID) | (1u << OP_MOE),
         [GT_A_F] = (1u << OP_FFW_RESID) | (1u << OP_SHARED_NORM),
@@ -218,7 +220,10 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
         [GT_A_K_RAW] = (1u << OP_K_NORM_ROPE) | (1u << OP_V_NORM), /* K = V: the v-norm's input too */
     };
     const int64_t row = a == GT_A_Q_RAW || a == GT_A_K_RAW ? L->head_dim : m->d;
-    return row <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts);
+    /* (the executor reads the first layer's input for the per-layer
+     * embeddings' backward) */
+    return row <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts) &&
+           !(a == GT_A_X_IN && m->ple_dim);
   }
   /* the inputs only projections read: their weight gradients' products
    * read the copy as stored bf16 (bf16 products on a path that packs it in
@@ -524,8 +529,8 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   uint16_t *const *h = rnd ? io->b16 : NULL;
 #define H16(slot) (h ? h[slot] : NULL)
   RUN(OP_IN_NORM) {
-    if (H16(GT_A_A))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(a[GT_A_A], h[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+    if (H16(GT_A_A) || H16(GT_A_X_IN))
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(a[GT_A_A], h[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], h[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   }
@@ -873,8 +878,8 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dA, G(GT_P_WV), dVR, a, GT_A_A, WM(GT_P_WV), N, d, kd));
   if (own_kv && !L->k_eq_v) LORA_BWD(GT_P_WV, a[GT_A_A], dVR, dA, d, kd);
   /* dx_in = dx1 + the input norm's part, written in one pass */
-  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_X_IN], a[GT_A_A_RSTD],
-                      W(GT_P_INPUT_NORM), N, (int)d, off, 0));
+  GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_X_IN, dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_A_RSTD],
+                      W(GT_P_INPUT_NORM), N, (int)d, 0));
 attn_done:
   gt_mem_free(mem, attn);
   gt_mem_free(mem, dx1);
