@@ -39,6 +39,7 @@
 #include "simd_exp.h"
 #include "kernels/bf16.h"
 #include "kernels/bf16_path.h"
+#include "kernels/bf16_row.h"
 #include "kernels/target.h"
 
 #include <cblas.h>
@@ -712,8 +713,14 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
       const float L = w->l[g * GT__BQ + r];
       const float inv = 1.0f / L;
       float *o = out + qoff + (size_t)r * ldq + (size_t)g * hd;
+      if (d->round_out) {
 #pragma omp simd
-      for (int c = 0; c < hd; c++) o[c] *= inv;
+        for (int c = 0; c < hd; c++) o[c] = gt__bf16_round1_nb(o[c] * inv);
+      } else {
+#pragma omp simd
+        for (int c = 0; c < hd; c++) o[c] *= inv;
+      }
+      if (d->out16) gt__bf16_pack_row(d->out16 + qoff + (size_t)r * ldq + (size_t)g * hd, o, hd);
       lse_t[r] = w->m[g * GT__BQ + r] + logf(L);
     }
   }
@@ -807,6 +814,29 @@ static void gt__rowdot(float *D, const float *a, const float *b, int n, int ld, 
     for (int c = 0; c < hd; c++) s += x[c] * y[c];
     D[r] = s;
   }
+}
+
+/* One row's sum of x[c] y[c]: one compiled copy, which D's rows from out
+ * and from its widened bf16 copy both call, so that they add in one order
+ * (gt__rowdot's, whose vectorized form gives the bits D always had). */
+static __attribute__((noinline)) float gt__rowdot1(const float *x, const float *y, int hd) {
+  float s;
+  gt__rowdot(&s, x, y, 1, 0, hd);
+  return s;
+}
+
+/* D's row: rowsum(dO * O) with O from out or, kept in bf16, out16 */
+static float gt__drow(const float *dor, const float *o, const uint16_t *o16, int hd) {
+  if (o) return gt__rowdot1(dor, o, hd);
+  if (hd <= GT_ATTN_OUT16_HD_MAX) {
+    float row[GT_ATTN_OUT16_HD_MAX];
+    gt__bf16_widen_row(row, o16, hd);
+    return gt__rowdot1(dor, row, hd);
+  }
+  float s = 0.0f; /* wider than the stack row: the bits read in the loop */
+#pragma omp simd reduction(+ : s)
+  for (int c = 0; c < hd; c++) s += dor[c] * gt_bf16_to_f32(o16[c]);
+  return s;
 }
 
 typedef struct gt__bwd_args {
@@ -1146,9 +1176,11 @@ static void gt__attn_bwd_member(void *arg, int tid, int nth) {
     gt_team_split((int64_t)B * T, tid, nth, &lo, &hi);
     for (int64_t bt = lo; bt < hi; bt++) {
       const int64_t b = bt / T, t = bt % T;
-      for (int h = 0; h < H; h++)
-        gt__rowdot(j->D + ((size_t)b * H + h) * T + t, a->dout + ((size_t)bt * H + h) * hd,
-                   a->out + ((size_t)bt * H + h) * hd, 1, 0, hd);
+      for (int h = 0; h < H; h++) {
+        const size_t o = ((size_t)bt * H + h) * hd;
+        j->D[((size_t)b * H + h) * T + t] =
+            gt__drow(a->dout + o, a->out ? a->out + o : NULL, a->out ? NULL : d->out16 + o, hd);
+      }
     }
     gt_team_barrier();
     /* Longest parts first, each to the member free first: a part's

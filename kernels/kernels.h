@@ -158,7 +158,17 @@ typedef struct gt_attn_dims {
    * rounding with sums in double. Trailing, so positional initializers leave
    * it 0. */
   int bf16;
+  /* dtype=bfloat16's activations (trailing too): round_out rounds the
+   * forward's output to bf16 as each row is finished (the bits of a
+   * gt_bf16_round pass after it); out16, when not NULL, is the output's bf16
+   * copy, written by the forward and read by the backward in place of out
+   * (then NULL) for D = rowsum(dO * O), a row widened on the stack so the
+   * same bits (head_dim up to GT_ATTN_OUT16_HD_MAX; wider rows read the
+   * bits in the loop, within float rounding). */
+  int round_out;
+  uint16_t *out16;
 } gt_attn_dims;
+#define GT_ATTN_OUT16_HD_MAX 1024
 
 int gt_attention_forward(float *out, float *lse, const float *q, const float *k,
                          const float *v, const int32_t *seg, const gt_attn_dims *d);

@@ -82,7 +82,7 @@ static void run_case(const attn_case *c, uint64_t seed) {
   const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd;
   const int64_t nk = (int64_t)c->B * c->T * c->K * c->hd;
   const int64_t nl = (int64_t)c->B * c->H * c->T;
-  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), 0};
+  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), 0, 0, NULL};
   float *q = gt_test_alloc_fill(nq, &st, -2, 2);
   float *k = gt_test_alloc_fill(nk, &st, -2, 2);
   float *v = gt_test_alloc_fill(nk, &st, -1, 1);
@@ -199,7 +199,7 @@ static double err_vs_double(const float *a, const double *ref, int64_t n) {
 
 static void run_fd(int B, int T, int H, int K, int hd, int W, int segmode, uint64_t seed) {
   uint64_t st = seed;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.7f, 0};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.7f, 0, 0, NULL};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   const int64_t nl = (int64_t)B * H * T;
   float *q = gt_test_alloc_fill(nq, &st, -1.5f, 1.5f);
@@ -266,7 +266,7 @@ END_TEST
 static void run_poison(int W, int segmode) {
   uint64_t st = 4242 + (uint64_t)W;
   const int B = 2, T = 420, H = 2, K = 1, hd = 16, P = 97;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.25f, 0};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.25f, 0, 0, NULL};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   const int64_t nl = (int64_t)B * H * T;
   float *q = gt_test_alloc_fill(nq, &st, -1, 1);
@@ -327,7 +327,7 @@ END_TEST
 START_TEST(test_poison_k_exact) {
   uint64_t st = 99;
   const int B = 1, T = 150, H = 2, K = 2, hd = 8, W = 10, P = 37;
-  gt_attn_dims d = {B, T, H, K, hd, W, 0.3f, 0};
+  gt_attn_dims d = {B, T, H, K, hd, W, 0.3f, 0, 0, NULL};
   const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd;
   float *q = gt_test_alloc_fill(nq, &st, -1, 1);
   float *k = gt_test_alloc_fill(nk, &st, -1, 1);
@@ -360,7 +360,7 @@ START_TEST(test_deterministic) {
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   int32_t *seg = make_seg(B, T, 1, &st);
   for (int wi = 0; wi < 2; wi++) {
-    gt_attn_dims d = {B, T, H, K, hd, windows[wi], 0.15f, 0};
+    gt_attn_dims d = {B, T, H, K, hd, windows[wi], 0.15f, 0, 0, NULL};
     float *o[3], *l[3], *g[3][3];
     const int threads[3] = {2, 2, 1};
     for (int r = 0; r < 3; r++) {
@@ -425,7 +425,7 @@ START_TEST(test_split_threads) {
    * widened mode (attention.c's gt__attn_bmode follows gt_bgemm's path) */
   const int nmodes = gt__kernels_avx512() ? 3 : 1; /* bf16 mode is float32 on the portable path */
   for (int bf = 0; bf < nmodes; bf++) {
-    gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf > 0};
+    gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, 1.0f / sqrtf((float)c->hd), bf > 0, 0, NULL};
     gt__bgemm_force_path(bf == 2 ? GT_BGEMM_WIDE : GT_BGEMM_DP);
     float *o[3], *l[3], *g[3];
     for (int r = 0; r < 3; r++) {
@@ -577,7 +577,7 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   const int64_t nq = (int64_t)c->B * c->T * c->H * c->hd;
   const int64_t nk = (int64_t)c->B * c->T * c->K * c->hd;
   const int64_t nl = (int64_t)c->B * c->H * c->T;
-  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, scale, 1};
+  gt_attn_dims d = {c->B, c->T, c->H, c->K, c->hd, c->window, scale, 1, 0, NULL};
   gt_attn_dims d32 = d;
   d32.bf16 = 0;
   float *q = alloc_fill_bf16(nq, &st, -2, 2);
@@ -712,7 +712,7 @@ START_TEST(test_bf16_deterministic) {
                   {{GT_BGEMM_WIDE, 0, 2}, {GT_BGEMM_WIDE, 0, 1}, {GT_BGEMM_WIDE, 0, 3}, {GT_BGEMM_WIDE, 0, 2}}};
   for (int wi = 0; wi < 2; wi++)
     for (int mode = 0; mode < 2; mode++) {
-      gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1};
+      gt_attn_dims d = {B, T, H, K, hd, wi ? 100 : 0, 0.15f, 1, 0, NULL};
       float *o[4], *l[4], *g[4][3];
       for (int r = 0; r < 4; r++) {
         gt__bgemm_force_path(runs[mode][r].path); /* pairs: vdpbf16ps where the CPU has it, as above */
@@ -767,7 +767,7 @@ START_TEST(test_bf16_rounds_do_p_ds) {
   const int paths[] = {GT_BGEMM_DP, GT_BGEMM_WIDE, GT_BGEMM_AMX};
   for (int pi = 0; pi < 4; pi++) { /* the pairs, widened, AMX where usable, then float32 mode */
     if (pi == 2 && !gt__cpu_amx_bf16()) continue;
-    gt_attn_dims d = {1, T, 1, 1, hd, 0, scale, pi < 3};
+    gt_attn_dims d = {1, T, 1, 1, hd, 0, scale, pi < 3, 0, NULL};
     float *out = malloc(n * sizeof(float)), *lse = malloc(T * sizeof(float));
     float *dq = calloc((size_t)n, sizeof(float)), *dk = calloc((size_t)n, sizeof(float)),
           *dv = calloc((size_t)n, sizeof(float));
@@ -800,6 +800,58 @@ START_TEST(test_bf16_rounds_do_p_ds) {
 }
 END_TEST
 
+/* ---- dtype=bfloat16's output: rounded as it is finished, and its copy ----
+ * round_out gives the bits of the forward and then a gt_bf16_round pass;
+ * out16 is gt_bf16_pack of that output; the backward reading out16 (out
+ * NULL) gives the bits of reading the widened copy; in float32 and bf16
+ * products (any path), on 1 and 2 threads. A head wider than the stack
+ * row takes the in-loop form: the same gradients within float rounding. */
+START_TEST(test_round_out_and_copy) {
+  static const int hds[] = {5, 64, GT_ATTN_OUT16_HD_MAX + 3};
+  for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+    for (int bf = 0; bf < 2; bf++)
+      for (int th = 1; th <= 2; th++) {
+        const int B = 2, T = hds[hi] > 64 ? 5 : 70, H = 4, K = 2, hd = hds[hi];
+        const int wide = hd > GT_ATTN_OUT16_HD_MAX;
+        gt_team_set_process(th);
+        uint64_t st = 90 + hi;
+        gt_attn_dims d = {B, T, H, K, hd, 0, 1.0f / sqrtf((float)hd), bf, 0, NULL};
+        const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * K * hd, nl = (int64_t)B * H * T;
+        float *q = gt_test_alloc_fill(nq, &st, -1.5f, 1.5f), *k = gt_test_alloc_fill(nk, &st, -1.5f, 1.5f);
+        float *v = gt_test_alloc_fill(nk, &st, -1, 1), *dout = gt_test_alloc_fill(nq, &st, -1, 1);
+        gt_bf16_round(q, nq), gt_bf16_round(k, nk), gt_bf16_round(v, nk); /* the caller's rounding */
+        float *o = malloc(nq * sizeof(float)), *lse = malloc(nl * sizeof(float));
+        float *e = malloc(nq * sizeof(float)), *el = malloc(nl * sizeof(float));
+        uint16_t *o16 = malloc(nq * sizeof(uint16_t)), *want = malloc(nq * sizeof(uint16_t));
+        ck_assert_int_eq(gt_attention_forward(e, el, q, k, v, NULL, &d), 0);
+        gt_bf16_round(e, nq);
+        gt_bf16_pack(want, e, nq);
+        gt_attn_dims dr = d;
+        dr.round_out = 1, dr.out16 = o16;
+        ck_assert_int_eq(gt_attention_forward(o, lse, q, k, v, NULL, &dr), 0);
+        ck_assert_msg(gt_test_same_bits(o, e, nq) && gt_test_same_bits(lse, el, nl), "hd %d bf16 %d: rounded out", hd, bf);
+        ck_assert_msg(!memcmp(o16, want, nq * sizeof(uint16_t)), "hd %d bf16 %d: out's copy", hd, bf);
+        float *g[3], *eg[3];
+        for (int i = 0; i < 3; i++) g[i] = gt_test_zeros(i ? nk : nq), eg[i] = gt_test_zeros(i ? nk : nq);
+        ck_assert_int_eq(gt_attention_backward(eg[0], eg[1], eg[2], dout, o, lse, q, k, v, NULL, &d), 0);
+        gt_attn_dims db = d;
+        db.out16 = o16;
+        ck_assert_int_eq(gt_attention_backward(g[0], g[1], g[2], dout, NULL, lse, q, k, v, NULL, &db), 0);
+        for (int i = 0; i < 3; i++) {
+          const int64_t n = i ? nk : nq;
+          if (wide)
+            gt_test_check_err("attention backward from out16, wide head", gt_test_scaled_err(g[i], eg[i], n), 1e-5);
+          else
+            ck_assert_msg(gt_test_same_bits(g[i], eg[i], n), "hd %d bf16 %d threads %d: gradient %d from out16", hd,
+                          bf, th, i);
+        }
+        for (int i = 0; i < 3; i++) free(g[i]), free(eg[i]);
+        free(q), free(k), free(v), free(dout), free(o), free(lse), free(e), free(el), free(o16), free(want);
+      }
+  gt_team_set_process(2);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
   TCase *tc = gt_test_tcase(s, "fast_vs_ref");
@@ -815,6 +867,8 @@ static Suite *attention_suite(void) {
   tc = gt_test_tcase(s, "determinism");
   tcase_add_test(tc, test_deterministic);
   tcase_add_loop_test(tc, test_split_threads, 0, (int)(sizeof cases_split / sizeof cases_split[0]));
+  tc = gt_test_tcase(s, "bf16 activations");
+  tcase_add_test(tc, test_round_out_and_copy);
   if (gt__kernels_avx512()) { /* on the portable path the bf16 mode is ignored (kernels.h) */
     tc = gt_test_tcase(s, "bf16");
     tcase_add_loop_test(tc, test_bf16_vs_ref, 0, NCASES);

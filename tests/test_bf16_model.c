@@ -351,16 +351,17 @@ static void probe_alloc(void *ctx, const void *ptr, gt_mem_cat cat, size_t bytes
 START_TEST(test_backward_reads_kept_bf16) {
   /* remat none in bf16: the backward widens the kept tensors into float32
    * temporaries, except those its kernels read as they are kept (the MLP's
-   * gate, up and activation, the normalised inputs of the attention and the
-   * MLP, the norms' inputs x_in, o, x1, f and the raw q and k): no float32 copy
-   * of them is made, on every layer, and the bits are those of the policies
-   * that recompute them (test_remat_bit_identical_*). The inputs read by the
-   * weight gradients
-   * only where the bf16 products pack a stored operand in place (AVX-512;
-   * GT_TEST_KERNELS=portable takes the rounded copies, where they are
-   * widened as before). With full remat they are recomputed: float32 again. */
-  const gt_act direct[] = {GT_A_GATE,  GT_A_UP,    GT_A_X_IN, GT_A_O, GT_A_X1, GT_A_F,
-                           GT_A_Q_RAW, GT_A_K_RAW, GT_A_ACT,  GT_A_A, GT_A_M};
+   * gate, up and activation; the norms' inputs x_in, o, x1, f and the raw q
+   * and k; the normalised inputs of the attention and the MLP and the
+   * attention's context): no float32 copy of them is made, on every layer,
+   * and the bits are those of the policies that recompute them
+   * (test_remat_bit_identical_*). The last four, which the weight gradients
+   * read, only where the bf16 products pack a stored operand in place
+   * (AVX-512; GT_TEST_KERNELS=portable takes the rounded copies, where they
+   * are widened as before). With full remat they are recomputed: float32
+   * again. */
+  const gt_act direct[] = {GT_A_GATE,  GT_A_UP,  GT_A_X_IN, GT_A_O, GT_A_X1, GT_A_F,
+                           GT_A_Q_RAW, GT_A_K_RAW, GT_A_ACT, GT_A_A, GT_A_M, GT_A_CTX};
   const size_t by_products = 8; /* direct[8..]: read by the weight gradients */
   const int packs = gt_qbgemm_packs_stored();
   const char *pols[] = {"none", "full"};
@@ -377,7 +378,7 @@ START_TEST(test_backward_reads_kept_bf16) {
     }
     /* the probe sees the others widened (or recomputed), one per layer */
     ck_assert_int_eq(r.count[GT_A_Q], 3);
-    ck_assert_int_eq(r.count[GT_A_CTX], 3);
+    ck_assert_int_eq(r.count[GT_A_V], 3);
   }
   /* gate and up are read in bf16 together or not at all (one kept alone
    * is widened); a recompute of the activation reads floats */

@@ -222,7 +222,7 @@ START_TEST(test_decode_kernel_vs_training_attention) {
   float *k = gt_test_alloc_fill((int64_t)T * K * hd, &s, -1, 1);
   float *v = gt_test_alloc_fill((int64_t)T * K * hd, &s, -1, 1);
   float *out = malloc(sizeof(float) * T * H * hd), *lse = malloc(sizeof(float) * H * T);
-  gt_attn_dims ad = {1, T, H, K, hd, W, 0.5f, 0};
+  gt_attn_dims ad = {1, T, H, K, hd, W, 0.5f, 0, 0, NULL};
   gt_attention_forward_ref(out, lse, q, k, v, NULL, &ad);
   /* a ring of W rows holding positions T-W .. T-1 at row p % W */
   float *kc = malloc(sizeof(float) * W * K * hd), *vc = malloc(sizeof(float) * W * K * hd);

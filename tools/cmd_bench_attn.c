@@ -107,7 +107,7 @@ int gt_bench_attention(int argc, char **argv) {
     fill(b.q, nq, 1 + si), fill(b.k, nk, 2 + si), fill(b.v, nk, 3 + si), fill(b.dout, nq, 4 + si);
     const double fl = fwd_flops(s);
     for (int bf = 0; bf < 2; bf++) {
-      gt_attn_dims d = {s->B, s->T, s->H, s->K, s->hd, s->window, 1.0f / sqrtf((float)s->hd), bf};
+      gt_attn_dims d = {s->B, s->T, s->H, s->K, s->hd, s->window, 1.0f / sqrtf((float)s->hd), bf, 0, NULL};
       const double *pk = bf && has_bf16 ? bpeak : peak;
       printf("| %s | %s |", s->what, bf ? "bf16" : "float32");
       for (int bwd = 0; bwd < 2; bwd++)

@@ -77,7 +77,8 @@ int64_t gt_act_numel(const gt_model *m, const gt_layer_desc *L, gt_act a, int64_
  * the same bf16 q, k, v, so it gives the same bits. */
 static gt_attn_dims gt__attn_dims(const gt_layer_io *io) {
   const gt_layer_desc *L = io->L;
-  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale, io->m->bf16_mm};
+  gt_attn_dims d = {io->B, io->T, L->n_heads, L->n_kv_heads, L->head_dim, L->window, L->q_scale, io->m->bf16_mm,
+                    io->m->bf16_act, NULL};
   return d;
 }
 
@@ -194,6 +195,7 @@ int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a) {
     case GT_A_X_IN: case GT_A_A: case GT_A_O: case GT_A_X1: case GT_A_M: return 1;
     /* the q and k norms with RoPE: their inputs and outputs */
     case GT_A_Q_RAW: case GT_A_Q: return 1;
+    case GT_A_CTX: return 1; /* the attention's output, as each row is finished */
     case GT_A_K_RAW: case GT_A_K: return gt__op_present(L, OP_K_NORM_ROPE);
     case GT_A_F: return !L->n_experts;
     default: return 0;
@@ -236,8 +238,11 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
     gt_lparam w[3];
   } readers[] = {{GT_A_A, 3, {OP_MM_Q, OP_MM_K, OP_MM_V}, {GT_P_WQ, GT_P_WK, GT_P_WV}},
                  {GT_A_M, 2, {OP_MM_GATE, OP_MM_UP}, {GT_P_W_GATE, GT_P_W_UP}},
-                 {GT_A_ACT, 1, {OP_MM_DOWN}, {GT_P_W_DOWN}}};
+                 {GT_A_ACT, 1, {OP_MM_DOWN}, {GT_P_W_DOWN}},
+                 /* and the attention's backward, for D (from its bf16 copy) */
+                 {GT_A_CTX, 1, {OP_MM_O}, {GT_P_WO}}};
   if (!m->bf16_mm || !gt_qbgemm_packs_stored()) return 0;
+  if (a == GT_A_CTX && L->head_dim > GT_ATTN_OUT16_HD_MAX) return 0;
   for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
     if (readers[r].x != a) continue;
     for (int k = 0; k < readers[r].n; k++)
@@ -436,7 +441,7 @@ static void gt__sum(float *y, const float *x, const float *z, int64_t n) {
  * in the loop that computes each value: the same bits as the separate pass
  * below, without the second sweep over memory. */
 #define GT__ROUNDS_INSIDE                                                                                         \
-  ((1u << OP_IN_NORM) | (1u << OP_Q_NORM_ROPE) | (1u << OP_K_NORM_ROPE) | (1u << OP_V_NORM) |                   \
+  ((1u << OP_IN_NORM) | (1u << OP_Q_NORM_ROPE) | (1u << OP_K_NORM_ROPE) | (1u << OP_V_NORM) | (1u << OP_ATTN) | \
    (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM) | (1u << OP_GEGLU) | (1u << OP_SHARED_NORM) |                    \
    (1u << OP_FFW_RESID) | (1u << OP_PLE_RESID))
 
@@ -566,7 +571,8 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   /* K = V: the value is the raw key projection, before k_norm and RoPE */
   RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off, rnd));
   RUN(OP_ATTN) {
-    gt_attn_dims ad = gt__attn_dims(io);
+    gt_attn_dims ad = gt__attn_dims(io); /* (it rounds its output with dtype=bfloat16) */
+    ad.out16 = H16(GT_A_CTX);
     const float *k = L->kv_donor < 0 ? a[GT_A_K] : io->kv_k, *v = L->kv_donor < 0 ? a[GT_A_V] : io->kv_v;
     int arc = 0;
     GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
@@ -836,11 +842,12 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   float *dKR = own_kv ? dV + N * kd : NULL, *dQR = dCTX; /* dCTX is consumed before dQR is written */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_O, dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O_RSTD],
                       W(GT_P_POST_ATTN_NORM), N, (int)d, 0));
-  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dCTX, G(GT_P_WO), dO, a[GT_A_CTX], WM(GT_P_WO), N, qd, d));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dCTX, G(GT_P_WO), dO, a, GT_A_CTX, WM(GT_P_WO), N, qd, d));
   LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io); /* bf16 tile products with dtype=bfloat16 */
+  ad.out16 = a[GT_A_CTX] ? NULL : io->b16[GT_A_CTX]; /* kept in bf16 (gt_layer_reads_b16) */
   const float *kk = own_kv ? a[GT_A_K] : io->kv_k, *vv = own_kv ? a[GT_A_V] : io->kv_v;
   int arc = 0;
   GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_backward(dQ, dK, dV, dCTX, a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], kk, vv,
