@@ -1212,6 +1212,7 @@ int gt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
   const int B = d->B, T = d->T, H = d->H, K = d->K, hd = d->hd;
   if (B <= 0 || T <= 0 || H <= 0) return 0;
   if (!dq && !dk && !dv) return 0;
+  if (!out && !d->out16) return -1; /* no O for D (kernels.h) */
   const int group = H / K;
   int ks[GT__BWD_MAXP + 1], order[GT__BWD_MAXP], pend[GT__BWD_MAXP];
   size_t poff[GT__BWD_MAXP];

@@ -15,7 +15,8 @@ static int gt__ref_visible(const int32_t *seg_b, int window, int i, int j) {
 }
 
 /* ---- bf16 mode (gt_attn_dims.bf16): the operands of each product rounded
- * to bf16 at the points the kernel rounds them (q, k, v; the unnormalized
+ * to bf16 at the points the kernel rounds them (q, k, v, which the contract
+ * makes bf16 values already, so a no-op there; the unnormalized
  * softmax weights exp(s - max) of forward; P = exp(s - lse), dS = P (dP - D)
  * before scale, and dO in backward), every sum in double. */
 static double gt__r16(double x) { return gt_bf16_round1((float)x); }
@@ -118,8 +119,8 @@ static void gt__bwd_ref_bf16(float *dq, float *dk, float *dv, const float *dout,
   free(gv);
 }
 
-void gt_attention_forward_ref(float *out, float *lse, const float *q, const float *k,
-                              const float *v, const int32_t *seg, const gt_attn_dims *d) {
+static void gt__fwd_ref(float *out, float *lse, const float *q, const float *k, const float *v,
+                        const int32_t *seg, const gt_attn_dims *d) {
   if (d->bf16) {
     gt__fwd_ref_bf16(out, lse, q, k, v, seg, d);
     return;
@@ -165,10 +166,9 @@ void gt_attention_forward_ref(float *out, float *lse, const float *q, const floa
   free(s);
 }
 
-void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dout,
-                               const float *out, const float *lse, const float *q,
-                               const float *k, const float *v, const int32_t *seg,
-                               const gt_attn_dims *d) {
+static void gt__bwd_ref(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                        const float *lse, const float *q, const float *k, const float *v, const int32_t *seg,
+                        const gt_attn_dims *d) {
   if (d->bf16) {
     gt__bwd_ref_bf16(dq, dk, dv, dout, out, lse, q, k, v, seg, d);
     return;
@@ -219,4 +219,30 @@ void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dou
     }
   }
   free(p);
+}
+
+/* round_out and out16 (dtype=bfloat16's output): a rounding pass and a pack
+ * after the forward; the backward widens out16 when out is NULL */
+void gt_attention_forward_ref(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const int32_t *seg, const gt_attn_dims *d) {
+  gt__fwd_ref(out, lse, q, k, v, seg, d);
+  const int64_t n = d->B > 0 && d->T > 0 && d->H > 0 && d->hd > 0 ? (int64_t)d->B * d->T * d->H * d->hd : 0;
+  if (d->round_out)
+    for (int64_t i = 0; i < n; i++) out[i] = gt_bf16_round1(out[i]);
+  if (d->out16) gt_bf16_pack_ref(d->out16, out, n);
+}
+
+void gt_attention_backward_ref(float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q,
+                               const float *k, const float *v, const int32_t *seg,
+                               const gt_attn_dims *d) {
+  float *wide = NULL;
+  if (!out && d->out16) {
+    const int64_t n = d->B > 0 && d->T > 0 && d->H > 0 && d->hd > 0 ? (int64_t)d->B * d->T * d->H * d->hd : 0;
+    if (!(wide = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)))) return; /* test-only scratch */
+    gt_bf16_unpack_ref(wide, d->out16, n);
+    out = wide;
+  }
+  gt__bwd_ref(dq, dk, dv, dout, out, lse, q, k, v, seg, d);
+  free(wide);
 }

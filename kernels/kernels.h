@@ -132,7 +132,9 @@ void gt_rope_backward_ref(float *dx, const int32_t *pos, const float *cos_tab,
  * removes entirely are skipped, so a window-W layer costs O(T*W).
  * The fast versions return 0, or -1 when a thread's scratch (a few hundred
  * KB, independent of T) could not be allocated: then nothing is written and
- * the caller reports GT_ERR_NOMEM. The references return nothing. */
+ * the caller reports GT_ERR_NOMEM (the backward also returns -1, writing
+ * nothing, when given neither out nor out16). The references return
+ * nothing. */
 typedef struct gt_attn_dims {
   int B, T, H, K, hd;
   int window;  /* 0 = global (causal only) */

@@ -249,7 +249,7 @@ static inline void gt__res_pack_row(const gt__nr_args *a, int64_t r) {
   const int64_t o = r * a->dim;
   if (a->y16) gt__bf16_pack_row(a->y16 + o, a->y + o, a->dim);
   if (a->res16) gt__bf16_pack_row(a->res16 + o, a->res_out + o, a->dim);
-  if (a->out2_16) gt__bf16_pack_row(a->out2_16 + o, a->out2 + o, a->dim);
+  if (a->out2_16 && a->out2) gt__bf16_pack_row(a->out2_16 + o, a->out2 + o, a->dim);
 }
 
 static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {

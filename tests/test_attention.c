@@ -421,6 +421,7 @@ START_TEST(test_split_threads) {
   float *dout = gt_test_alloc_fill(nq, &st, -1, 1);
   float *g0 = gt_test_alloc_fill(nq + 2 * nk, &st, -0.1f, 0.1f);
   int32_t *seg = make_seg(c->B, c->T, c->seg, &st);
+  gt_bf16_round(q, nq), gt_bf16_round(k, nk), gt_bf16_round(v, nk); /* bf16 mode's contract (all modes alike) */
   /* float32; bf16 on the pairs (vdpbf16ps where the CPU has it); bf16 in
    * widened mode (attention.c's gt__attn_bmode follows gt_bgemm's path) */
   const int nmodes = gt__kernels_avx512() ? 3 : 1; /* bf16 mode is float32 on the portable path */
@@ -813,6 +814,7 @@ START_TEST(test_round_out_and_copy) {
       for (int th = 1; th <= 2; th++) {
         const int B = 2, T = hds[hi] > 64 ? 5 : 70, H = 4, K = 2, hd = hds[hi];
         const int wide = hd > GT_ATTN_OUT16_HD_MAX;
+        const int threads_before = gt_team_threads();
         gt_team_set_process(th);
         uint64_t st = 90 + hi;
         gt_attn_dims d = {B, T, H, K, hd, 0, 1.0f / sqrtf((float)hd), bf, 0, NULL};
@@ -845,10 +847,29 @@ START_TEST(test_round_out_and_copy) {
             ck_assert_msg(gt_test_same_bits(g[i], eg[i], n), "hd %d bf16 %d threads %d: gradient %d from out16", hd,
                           bf, th, i);
         }
+        /* the references: the same wrapping (a rounding pass and a pack; out16 widened) */
+        if (!wide) {
+          float *ro = malloc(nq * sizeof(float)), *rl = malloc(nl * sizeof(float)), *re = malloc(nq * sizeof(float));
+          uint16_t *r16 = malloc(nq * sizeof(uint16_t));
+          gt_attn_dims rd = d;
+          rd.round_out = 1, rd.out16 = r16;
+          gt_attention_forward_ref(ro, rl, q, k, v, NULL, &rd);
+          gt_attention_forward_ref(re, rl, q, k, v, NULL, &d);
+          gt_bf16_round(re, nq);
+          gt_bf16_pack(want, re, nq);
+          ck_assert_msg(gt_test_same_bits(ro, re, nq) && !memcmp(r16, want, nq * sizeof(uint16_t)), "ref: round_out, out16");
+          for (int i = 0; i < 3; i++) memset(g[i], 0, (i ? nk : nq) * sizeof(float)), memset(eg[i], 0, (i ? nk : nq) * sizeof(float));
+          gt_attention_backward_ref(eg[0], eg[1], eg[2], dout, ro, rl, q, k, v, NULL, &d);
+          gt_attention_backward_ref(g[0], g[1], g[2], dout, NULL, rl, q, k, v, NULL, &rd);
+          for (int i = 0; i < 3; i++) ck_assert_msg(gt_test_same_bits(g[i], eg[i], i ? nk : nq), "ref: gradient %d from out16", i);
+          free(ro), free(rl), free(re), free(r16);
+        }
+        /* neither out nor out16: refused, nothing written */
+        ck_assert_int_eq(gt_attention_backward(g[0], g[1], g[2], dout, NULL, lse, q, k, v, NULL, &d), -1);
         for (int i = 0; i < 3; i++) free(g[i]), free(eg[i]);
         free(q), free(k), free(v), free(dout), free(o), free(lse), free(e), free(el), free(o16), free(want);
+        gt_team_set_process(threads_before);
       }
-  gt_team_set_process(2);
 }
 END_TEST
 

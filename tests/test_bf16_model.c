@@ -404,6 +404,31 @@ START_TEST(test_backward_reads_kept_bf16) {
   ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_X1, out_op, kept));
   ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_F, out_op, kept));
   gt_model_free(&m);
+  /* the readers outside the norms: the per-layer embeddings' backward reads
+   * the first layer's input, a routed block x1, an adapter on W_o the
+   * context (as floats) */
+  memset(kept, 1, sizeof kept);
+  const char *kinds[][3] = {{"model_name=gemma4-tiny-ple", "dtype=bfloat16", NULL},
+                            {"model_name=gemma4-tiny-moe", "dtype=bfloat16", NULL},
+                            {"model_name=gemma3-tiny", "dtype=bfloat16", "enable_lora=true"}};
+  for (int kd = 0; kd < 3; kd++) {
+    gt_test_config(&c, kinds[kd][2] ? 3 : 2, kinds[kd]);
+    gt_test_model_build(&m, &c);
+    int hit = 0;
+    for (int64_t l = 0; l < m.n_layers; l++) {
+      const gt_layer_desc *L = &m.layers[l];
+      if (kd == 0) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_X_IN, 0, kept)), hit = 1;
+      if (kd == 1 && L->n_experts) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_X1, 0, kept)), hit = 1;
+      if (kd == 1 && L->n_experts && gt_qbgemm_packs_stored())
+        ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)); /* (no adapter there) */
+      if (kd == 2 && L->lora_a_rel[GT_P_WO] >= 0) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)), hit = 1;
+    }
+    ck_assert_msg(hit, "case %d: no layer of the kind", kd);
+    gt_model_free(&m);
+  }
+  gt_test_config(&c, 2, ov);
+  gt_test_model_build(&m, &c);
+  gt_model_free(&m);
 }
 END_TEST
 

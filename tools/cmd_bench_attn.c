@@ -105,6 +105,8 @@ int gt_bench_attention(int argc, char **argv) {
       return 1;
     }
     fill(b.q, nq, 1 + si), fill(b.k, nk, 2 + si), fill(b.v, nk, 3 + si), fill(b.dout, nq, 4 + si);
+    /* bf16 values, as the layers give them (gt_attn_dims.bf16); float32 the same inputs */
+    gt_bf16_round(b.q, (int64_t)nq), gt_bf16_round(b.k, (int64_t)nk), gt_bf16_round(b.v, (int64_t)nk);
     const double fl = fwd_flops(s);
     for (int bf = 0; bf < 2; bf++) {
       gt_attn_dims d = {s->B, s->T, s->H, s->K, s->hd, s->window, 1.0f / sqrtf((float)s->hd), bf, 0, NULL};

@@ -81,8 +81,7 @@ static void gt__lookup(gt_model *m, const float *hp, const float *hm, const int3
   } else {
     gt_qstore_lookup(m, m->embed_qtype, hm + m->embed_offset, m->vocab, m->d, ids, N, 1.0f, x);
     gt_bf16_round(x, n);
-    const float s = m->emb_scale;
-    for (int64_t i = 0; i < n; i++) x[i] = x[i] * s;
+    gt_scale_forward(x, x, m->emb_scale, n); /* (threaded; s * x is x * s) */
   }
   gt__act_round(m, x, n);
 }
@@ -231,8 +230,9 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
     gt__free_run(r);
     return gt_err_set(err, GT_ERR_NOMEM, "executor: no memory for %lld layer records", (long long)L);
   }
-  /* a kept carry is saved as it is, or packed to bf16 after the layer that
-   * reads it (dtype=bfloat16): then it is a temporary until then */
+  /* a kept carry is saved as it is, or packed to bf16 by the layer that
+   * reads it (its input norm, dtype=bfloat16): then it is a temporary until
+   * that layer is done */
   gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
   float *xn_own = NULL; /* a layer's output until it is the next layer's recorded input */
   float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");

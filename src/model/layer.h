@@ -132,15 +132,19 @@ typedef struct gt_layer_io {
 
 /* dtype=bfloat16: does the forward write slot a's bf16 copy itself, given
  * io->b16[a] (the sweep that computes it, or reads it anyway, packs it
- * while it is in cache: the MLP's gate, up and activation)? */
+ * while it is in cache: the norms' inputs and outputs, the q and k norms'
+ * with RoPE, the attention's output, the MLP's gate, up and activation)? */
 int gt_layer_writes_b16(const gt_layer_desc *L, gt_act a);
 /* Can the backward read slot a as bf16 (io->b16[a], acts[a] NULL) when the
  * ops in `ops` run first to recompute what was dropped (they read floats)
  * and kept[s] says which slots are kept in bf16 on the device? The MLP's
- * gate and up together (the GeGLU's backward), and the inputs only
- * projections without adapters read (their weight gradients, with bf16
- * products that pack a stored operand in place): the attention's and the
- * MLP's normalised inputs and the GeGLU activation. */
+ * gate and up together (the GeGLU's backward); the norms' inputs (the
+ * layer input but with per-layer embeddings, o, x1 but before a routed
+ * block, f, the raw q and k); and the inputs only projections without
+ * adapters and the attention's backward read (their weight gradients,
+ * with bf16 products that pack a stored operand in place): the
+ * attention's and the MLP's normalised inputs, the GeGLU activation and
+ * the attention's context. */
 int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint32_t ops,
                        const uint8_t kept[GT_A_NSLOTS]);
 
