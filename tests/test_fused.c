@@ -67,13 +67,29 @@ static const int gt__hds[] = {2, 5, 33, 64, 128};
 static const int64_t gt__ntoks[] = {0, 1, 3, 17, 700};
 #define GT__P 64 /* table positions */
 
+/* RoPE tables for head_dim hd (at least one column: hd 1 rotates nothing) */
+static void gt__rope_tables(int hd, float **ct, float **st) {
+  const int cols = hd / 2 > 0 ? hd / 2 : 1;
+  *ct = gt_test_zeros(GT__P * cols), *st = gt_test_zeros(GT__P * cols);
+  gt_rope_table_fill(*ct, *st, GT__P, hd, 10000.0, 1.0, 1.0);
+}
+
+/* One q/k norm case's inputs: T positions below GT__P, x of T * H row-heads
+ * of hd in [-2, 2] and the weight of variant, drawn in that order. */
+static void gt__rope_inputs(int64_t T, int H, int hd, int variant, uint64_t *seed, int32_t **pos, float **x,
+                            float **w) {
+  *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+  gt_test_fill_ids(*pos, T, seed, 0, GT__P);
+  *x = gt_test_alloc_fill(T * H * hd, seed, -2, 2), *w = gt__weight(variant, hd, seed);
+}
+
 START_TEST(test_rmsnorm_rope_forward_vs_unfused_and_ref) {
   uint64_t seed = 41;
   const float eps = 1e-6f;
   for (size_t hi = 0; hi < sizeof gt__hds / sizeof gt__hds[0]; hi++) {
-    const int hd = gt__hds[hi], half = hd / 2;
-    float *ct = gt_test_zeros(GT__P * half), *st = gt_test_zeros(GT__P * half);
-    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    const int hd = gt__hds[hi];
+    float *ct, *st;
+    gt__rope_tables(hd, &ct, &st);
     for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
       for (int H = 1; H <= 3; H += 2)
         for (int variant = 0; variant < 3; variant++)
@@ -81,9 +97,9 @@ START_TEST(test_rmsnorm_rope_forward_vs_unfused_and_ref) {
             const int64_t T = gt__ntoks[ti], rows = T * H, n = rows * hd;
             const float off = gt__off[variant];
             char what[160];
-            int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-            gt_test_fill_ids(pos, T, &seed, 0, GT__P);
-            float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+            int32_t *pos;
+            float *x, *w;
+            gt__rope_inputs(T, H, hd, variant, &seed, &pos, &x, &w);
             float *o = gt__nans(n), *rs = gt__nans(rows);
             gt_rmsnorm_rope_forward(o, rs, x, w, pos, ct, st, T, H, hd, eps, off, rnd);
             /* unfused: norm, rotate, round */
@@ -110,18 +126,18 @@ END_TEST
 START_TEST(test_rope_rmsnorm_backward_vs_unfused_and_ref) {
   uint64_t seed = 42;
   for (size_t hi = 0; hi < sizeof gt__hds / sizeof gt__hds[0]; hi++) {
-    const int hd = gt__hds[hi], half = hd / 2;
-    float *ct = gt_test_zeros(GT__P * half), *st = gt_test_zeros(GT__P * half);
-    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    const int hd = gt__hds[hi];
+    float *ct, *st;
+    gt__rope_tables(hd, &ct, &st);
     for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
       for (int H = 1; H <= 3; H += 2)
         for (int variant = 0; variant < 3; variant++) {
           const int64_t T = gt__ntoks[ti], rows = T * H, n = rows * hd;
           const float off = gt__off[variant];
           char what[160];
-          int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-          gt_test_fill_ids(pos, T, &seed, 0, GT__P);
-          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+          int32_t *pos;
+          float *x, *w;
+          gt__rope_inputs(T, H, hd, variant, &seed, &pos, &x, &w);
           float *rs = gt_test_zeros(rows), *tmp = gt_test_zeros(n);
           gt_rmsnorm_forward(tmp, rs, x, w, rows, hd, 1e-6f, off);
           float *dout = gt_test_alloc_fill(n, &seed, -1, 1), *dw0 = gt_test_alloc_fill(hd, &seed, -1, 1);
@@ -157,59 +173,79 @@ END_TEST
 
 /* ---------- RMSNorm (plain, with the residual) and GeGLU, rounded ---------- */
 
+/* The norms' cases: row counts (none, one, odd, the threaded path) by row
+ * widths (vector tails) by weight variants (gt__off); index s: rows s / 12,
+ * width s / 3 % 4, variant s % 3. The inputs: x and res in [-2, 2] and the
+ * two norms' weights, drawn in that order. */
+static const int64_t gt__norm_rows[] = {0, 1, 3, 17, 1000};
+static const int gt__norm_dims[] = {1, 5, 33, 257};
+#define GT__NORM_CASES 60
+typedef struct gt__norm_case {
+  int64_t rows, n;
+  int dim, variant;
+  float off;
+  float *x, *res, *w, *w2;
+} gt__norm_case;
+
+static gt__norm_case gt__norm_case_new(int s, uint64_t *seed) {
+  gt__norm_case c = {.rows = gt__norm_rows[s / 12], .dim = gt__norm_dims[s / 3 % 4], .variant = s % 3};
+  c.n = c.rows * c.dim, c.off = gt__off[c.variant];
+  c.x = gt_test_alloc_fill(c.n, seed, -2, 2), c.res = gt_test_alloc_fill(c.n, seed, -2, 2);
+  c.w = gt__weight(c.variant, c.dim, seed), c.w2 = gt__weight(c.variant, c.dim, seed);
+  return c;
+}
+
+static void gt__norm_case_free(gt__norm_case *c) { free(c->x), free(c->res), free(c->w), free(c->w2); }
+
 START_TEST(test_rmsnorm_rnd_vs_unfused_and_ref) {
-  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
-  const int dims[] = {1, 5, 33, 257};
   uint64_t seed = 43;
   const float eps = 1e-6f;
-  for (size_t a = 0; a < 5; a++)
-    for (size_t b = 0; b < 4; b++)
-      for (int variant = 0; variant < 3; variant++)
-        for (int rnd = 0; rnd < 2; rnd++) {
-          const int64_t rows = rows_list[a], n = rows * dims[b];
-          const int dim = dims[b];
-          const float off = gt__off[variant];
-          char what[160];
-          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *res = gt_test_alloc_fill(n, &seed, -2, 2);
-          float *w = gt__weight(variant, dim, &seed), *w2 = gt__weight(variant, dim, &seed);
-          /* plain norm */
-          float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
-          gt_rmsnorm_forward_rnd(o, rs, x, w, rows, dim, eps, off, rnd);
-          gt_rmsnorm_forward(uo, urs, x, w, rows, dim, eps, off);
-          if (rnd) gt_bf16_round(uo, n);
-          snprintf(what, sizeof what, "rmsnorm rnd rows=%ld dim=%d %s round=%d", (long)rows, dim, gt__wname[variant], rnd);
-          ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
-          float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
-          gt_rmsnorm_forward_rnd_ref(ro, rrs, x, w, rows, dim, eps, off, rnd);
-          gt_test_check_err(what, gt_test_scaled_err(o, ro, n), gt__tol(rnd));
-          /* with the residual, with and without the next norm */
-          for (int with2 = 0; with2 < 2; with2++) {
-            float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
-            float *r2 = with2 ? gt__nans(rows) : NULL;
-            gt_rmsnorm_residual_forward_rnd(x1, r1, o2, r2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
-            float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
-            float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
-            gt_rmsnorm_residual_forward(ux1, ur1, uo2, ur2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off);
-            if (rnd) {
-              gt_bf16_round(ux1, n);
-              if (with2) gt_bf16_round(uo2, n);
-            }
-            snprintf(what, sizeof what, "rmsnorm+residual rnd rows=%ld dim=%d %s round=%d out2=%d", (long)rows, dim,
-                     gt__wname[variant], rnd, with2);
-            ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits", what);
-            if (with2)
-              ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows), "%s: the unfused bits (out2)",
-                            what);
-            float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
-            float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
-            gt_rmsnorm_residual_forward_rnd_ref(rx1, rr1, ro2, rr2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
-            gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), gt__tol(rnd));
-            if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), gt__tol(rnd));
-            free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
-            free(rx1); free(rr1); free(ro2); free(rr2);
-          }
-          free(x); free(res); free(w); free(w2); free(o); free(rs); free(uo); free(urs); free(ro); free(rrs);
+  for (int si = 0; si < GT__NORM_CASES; si++)
+    for (int rnd = 0; rnd < 2; rnd++) {
+      gt__norm_case c = gt__norm_case_new(si, &seed);
+      const int64_t rows = c.rows, n = c.n;
+      const int dim = c.dim, variant = c.variant;
+      const float off = c.off, *x = c.x, *res = c.res, *w = c.w, *w2 = c.w2;
+      char what[160];
+      /* plain norm */
+      float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+      gt_rmsnorm_forward_rnd(o, rs, x, w, rows, dim, eps, off, rnd);
+      gt_rmsnorm_forward(uo, urs, x, w, rows, dim, eps, off);
+      if (rnd) gt_bf16_round(uo, n);
+      snprintf(what, sizeof what, "rmsnorm rnd rows=%ld dim=%d %s round=%d", (long)rows, dim, gt__wname[variant], rnd);
+      ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
+      float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+      gt_rmsnorm_forward_rnd_ref(ro, rrs, x, w, rows, dim, eps, off, rnd);
+      gt_test_check_err(what, gt_test_scaled_err(o, ro, n), gt__tol(rnd));
+      /* with the residual, with and without the next norm */
+      for (int with2 = 0; with2 < 2; with2++) {
+        float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
+        float *r2 = with2 ? gt__nans(rows) : NULL;
+        gt_rmsnorm_residual_forward_rnd(x1, r1, o2, r2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
+        float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
+        float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
+        gt_rmsnorm_residual_forward(ux1, ur1, uo2, ur2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off);
+        if (rnd) {
+          gt_bf16_round(ux1, n);
+          if (with2) gt_bf16_round(uo2, n);
         }
+        snprintf(what, sizeof what, "rmsnorm+residual rnd rows=%ld dim=%d %s round=%d out2=%d", (long)rows, dim,
+                 gt__wname[variant], rnd, with2);
+        ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits", what);
+        if (with2)
+          ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows), "%s: the unfused bits (out2)",
+                        what);
+        float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
+        float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
+        gt_rmsnorm_residual_forward_rnd_ref(rx1, rr1, ro2, rr2, res, x, w, with2 ? w2 : NULL, rows, dim, eps, off, rnd);
+        gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), gt__tol(rnd));
+        if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), gt__tol(rnd));
+        free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
+        free(rx1); free(rr1); free(ro2); free(rr2);
+      }
+      gt__norm_case_free(&c);
+      free(o); free(rs); free(uo); free(urs); free(ro); free(rrs);
+    }
 }
 END_TEST
 
@@ -341,87 +377,83 @@ START_TEST(test_rmsnorm_pack_vs_unfused_and_ref) {
    * rounded output) and as any floats (the pack rounds). Against the
    * references' sequences: the copies of the inputs exactly, the rest within
    * forward_rnd's bound. */
-  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
-  const int dims[] = {1, 5, 33, 257};
   uint64_t seed = 48;
   const float eps = 1e-6f;
-  for (size_t a = 0; a < 5; a++)
-    for (size_t b = 0; b < 4; b++)
-      for (int variant = 0; variant < 3; variant++) {
-        const int64_t rows = rows_list[a], n = rows * dims[b];
-        const int dim = dims[b];
-        const float off = gt__off[variant];
-        char what[160];
-        float *x = gt_test_alloc_fill(n, &seed, -2, 2), *res = gt_test_alloc_fill(n, &seed, -2, 2);
-        float *w = gt__weight(variant, dim, &seed), *w2 = gt__weight(variant, dim, &seed);
-        uint16_t *want = gt__h16(n);
-        /* plain norm */
-        for (int copy = 0; copy < 4; copy++) { /* 1: out's copy, 2: x's */
-          float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
-          uint16_t *o16 = copy & 1 ? gt__h16(n) : NULL, *x16 = copy & 2 ? gt__h16(n) : NULL;
-          gt_rmsnorm_forward_pack(o, o16, rs, x, x16, w, rows, dim, eps, off);
-          gt_rmsnorm_forward_rnd(uo, urs, x, w, rows, dim, eps, off, 1);
-          snprintf(what, sizeof what, "rmsnorm pack rows=%ld dim=%d %s copy=%d", (long)rows, dim, gt__wname[variant],
-                   copy);
-          ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
-          if (o16) {
-            gt_bf16_pack(want, uo, n);
-            ck_assert_msg(gt__same16(o16, want, n), "%s: out's copy", what);
-          }
-          if (x16) {
-            gt_bf16_pack(want, x, n);
-            ck_assert_msg(gt__same16(x16, want, n), "%s: x's copy", what);
-          }
-          float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
-          uint16_t *rx16 = x16 ? gt__h16(n) : NULL;
-          gt_rmsnorm_forward_pack_ref(ro, NULL, rrs, x, rx16, w, rows, dim, eps, off);
-          gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
-          if (rx16) ck_assert_msg(gt__same16(x16, rx16, n), "%s: ref copy of x", what);
-          free(o); free(rs); free(uo); free(urs); free(o16); free(x16); free(ro); free(rrs); free(rx16);
-        }
-        /* with the residual, with and without the next norm, every set of copies */
-        for (int rounded = 0; rounded < 2; rounded++)
-          for (int with2 = 0; with2 < 2; with2++)
-            for (int which = 0; which < 8; which++) {
-              if (!with2 && (which & 2)) continue; /* out2's copy only with out2 */
-              float *y = gt_test_alloc_fill(n, &seed, -2, 2);
-              if (rounded) gt_bf16_round(y, n);
-              float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
-              float *r2 = with2 ? gt__nans(rows) : NULL;
-              uint16_t *c16[3] = {which & 1 ? gt__h16(n) : NULL, which & 2 ? gt__h16(n) : NULL,
-                                  which & 4 ? gt__h16(n) : NULL};
-              gt_rmsnorm_residual_forward_pack(x1, c16[0], r1, o2, c16[1], r2, res, y, c16[2], w, with2 ? w2 : NULL,
-                                               rows, dim, eps, off);
-              float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
-              float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
-              gt_rmsnorm_residual_forward_rnd(ux1, ur1, uo2, ur2, res, y, w, with2 ? w2 : NULL, rows, dim, eps, off, 1);
-              snprintf(what, sizeof what, "rmsnorm+residual pack rows=%ld dim=%d %s rounded=%d out2=%d copies=%d",
-                       (long)rows, dim, gt__wname[variant], rounded, with2, which);
-              ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits",
-                            what);
-              if (with2)
-                ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows),
-                              "%s: the unfused bits (out2)", what);
-              const float *src[3] = {ux1, uo2, y};
-              for (int k = 0; k < 3; k++) {
-                if (!c16[k]) continue;
-                gt_bf16_pack(want, src[k], n);
-                ck_assert_msg(gt__same16(c16[k], want, n), "%s: copy %d", what, k);
-              }
-              float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
-              float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
-              uint16_t *ry16 = c16[2] ? gt__h16(n) : NULL;
-              gt_rmsnorm_residual_forward_pack_ref(rx1, NULL, rr1, ro2, NULL, rr2, res, y, ry16, w, with2 ? w2 : NULL,
-                                                   rows, dim, eps, off);
-              gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), TOL_REF_BF16);
-              if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), TOL_REF_BF16);
-              if (ry16) ck_assert_msg(gt__same16(c16[2], ry16, n), "%s: ref copy of y", what);
-              free(y); free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
-              free(rx1); free(rr1); free(ro2); free(rr2); free(ry16);
-              for (int k = 0; k < 3; k++) free(c16[k]);
-            }
-        free(x); free(res); free(w); free(w2); free(want);
+  for (int si = 0; si < GT__NORM_CASES; si++) {
+    gt__norm_case c = gt__norm_case_new(si, &seed);
+    const int64_t rows = c.rows, n = c.n;
+    const int dim = c.dim, variant = c.variant;
+    const float off = c.off, *x = c.x, *res = c.res, *w = c.w, *w2 = c.w2;
+    char what[160];
+    uint16_t *want = gt__h16(n);
+    /* plain norm */
+    for (int copy = 0; copy < 4; copy++) { /* 1: out's copy, 2: x's */
+      float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);
+      uint16_t *o16 = copy & 1 ? gt__h16(n) : NULL, *x16 = copy & 2 ? gt__h16(n) : NULL;
+      gt_rmsnorm_forward_pack(o, o16, rs, x, x16, w, rows, dim, eps, off);
+      gt_rmsnorm_forward_rnd(uo, urs, x, w, rows, dim, eps, off, 1);
+      snprintf(what, sizeof what, "rmsnorm pack rows=%ld dim=%d %s copy=%d", (long)rows, dim, gt__wname[variant],
+               copy);
+      ck_assert_msg(gt_test_same_bits(o, uo, n) && gt_test_same_bits(rs, urs, rows), "%s: the unfused bits", what);
+      if (o16) {
+        gt_bf16_pack(want, uo, n);
+        ck_assert_msg(gt__same16(o16, want, n), "%s: out's copy", what);
       }
+      if (x16) {
+        gt_bf16_pack(want, x, n);
+        ck_assert_msg(gt__same16(x16, want, n), "%s: x's copy", what);
+      }
+      float *ro = gt_test_zeros(n), *rrs = gt_test_zeros(rows);
+      uint16_t *rx16 = x16 ? gt__h16(n) : NULL;
+      gt_rmsnorm_forward_pack_ref(ro, NULL, rrs, x, rx16, w, rows, dim, eps, off);
+      gt_test_check_err(what, gt_test_scaled_err(o, ro, n), TOL_REF_BF16);
+      if (rx16) ck_assert_msg(gt__same16(x16, rx16, n), "%s: ref copy of x", what);
+      free(o); free(rs); free(uo); free(urs); free(o16); free(x16); free(ro); free(rrs); free(rx16);
+    }
+    /* with the residual, with and without the next norm, every set of copies */
+    for (int rounded = 0; rounded < 2; rounded++)
+      for (int with2 = 0; with2 < 2; with2++)
+        for (int which = 0; which < 8; which++) {
+          if (!with2 && (which & 2)) continue; /* out2's copy only with out2 */
+          float *y = gt_test_alloc_fill(n, &seed, -2, 2);
+          if (rounded) gt_bf16_round(y, n);
+          float *x1 = gt__nans(n), *r1 = gt__nans(rows), *o2 = with2 ? gt__nans(n) : NULL;
+          float *r2 = with2 ? gt__nans(rows) : NULL;
+          uint16_t *c16[3] = {which & 1 ? gt__h16(n) : NULL, which & 2 ? gt__h16(n) : NULL,
+                              which & 4 ? gt__h16(n) : NULL};
+          gt_rmsnorm_residual_forward_pack(x1, c16[0], r1, o2, c16[1], r2, res, y, c16[2], w, with2 ? w2 : NULL,
+                                           rows, dim, eps, off);
+          float *ux1 = gt_test_zeros(n), *ur1 = gt_test_zeros(rows), *uo2 = with2 ? gt_test_zeros(n) : NULL;
+          float *ur2 = with2 ? gt_test_zeros(rows) : NULL;
+          gt_rmsnorm_residual_forward_rnd(ux1, ur1, uo2, ur2, res, y, w, with2 ? w2 : NULL, rows, dim, eps, off, 1);
+          snprintf(what, sizeof what, "rmsnorm+residual pack rows=%ld dim=%d %s rounded=%d out2=%d copies=%d",
+                   (long)rows, dim, gt__wname[variant], rounded, with2, which);
+          ck_assert_msg(gt_test_same_bits(x1, ux1, n) && gt_test_same_bits(r1, ur1, rows), "%s: the unfused bits",
+                        what);
+          if (with2)
+            ck_assert_msg(gt_test_same_bits(o2, uo2, n) && gt_test_same_bits(r2, ur2, rows),
+                          "%s: the unfused bits (out2)", what);
+          const float *src[3] = {ux1, uo2, y};
+          for (int k = 0; k < 3; k++) {
+            if (!c16[k]) continue;
+            gt_bf16_pack(want, src[k], n);
+            ck_assert_msg(gt__same16(c16[k], want, n), "%s: copy %d", what, k);
+          }
+          float *rx1 = gt_test_zeros(n), *rr1 = gt_test_zeros(rows), *ro2 = with2 ? gt_test_zeros(n) : NULL;
+          float *rr2 = with2 ? gt_test_zeros(rows) : NULL;
+          uint16_t *ry16 = c16[2] ? gt__h16(n) : NULL;
+          gt_rmsnorm_residual_forward_pack_ref(rx1, NULL, rr1, ro2, NULL, rr2, res, y, ry16, w, with2 ? w2 : NULL,
+                                               rows, dim, eps, off);
+          gt_test_check_err(what, gt_test_scaled_err(x1, rx1, n), TOL_REF_BF16);
+          if (with2) gt_test_check_err(what, gt_test_scaled_err(o2, ro2, n), TOL_REF_BF16);
+          if (ry16) ck_assert_msg(gt__same16(c16[2], ry16, n), "%s: ref copy of y", what);
+          free(y); free(x1); free(r1); free(o2); free(r2); free(ux1); free(ur1); free(uo2); free(ur2);
+          free(rx1); free(rr1); free(ro2); free(rr2); free(ry16);
+          for (int k = 0; k < 3; k++) free(c16[k]);
+        }
+    gt__norm_case_free(&c);
+    free(want);
+  }
 }
 END_TEST
 
@@ -432,58 +464,54 @@ START_TEST(test_rmsnorm_backward_b16_vs_unpacked_and_ref) {
    * and without the residual gradient), dx or dw alone; rows that take the
    * threaded path and 2 threads' column split of dw. Against the references'
    * sequences within float rounding. */
-  const int64_t rows_list[] = {0, 1, 3, 17, 1000};
-  const int dims[] = {1, 5, 33, 257};
   uint64_t seed = 49;
-  for (size_t a = 0; a < 5; a++)
-    for (size_t b = 0; b < 4; b++)
-      for (int variant = 0; variant < 3; variant++)
-        for (int mode = 0; mode < 6; mode++) {
-          /* mode 0: plain; 1..4: residual, accumulate = mode & 1, dres when mode >= 3; 5: residual, dw only */
-          const int64_t rows = rows_list[a], n = rows * dims[b];
-          const int dim = dims[b];
-          const float off = gt__off[variant];
-          const int acc = mode & 1, with_res = mode >= 3 && mode < 5, dx_too = mode != 5;
-          char what[160];
-          snprintf(what, sizeof what, "rmsnorm backward b16 rows=%ld dim=%d %s mode=%d", (long)rows, dim,
-                   gt__wname[variant], mode);
-          float *x = gt_test_alloc_fill(n, &seed, -2, 2), *dout = gt_test_alloc_fill(n, &seed, -1, 1);
-          float *dres = with_res ? gt_test_alloc_fill(n, &seed, -1, 1) : NULL;
-          float *rs = gt_test_alloc_fill(rows, &seed, 0.5f, 2), *w = gt__weight(variant, dim, &seed);
-          uint16_t *x16 = gt__h16(n);
-          gt_bf16_pack(x16, x, n);
-          float *xw = gt_test_zeros(n);
-          gt_bf16_unpack(xw, x16, n);
-          /* dx starts as values (added to) or NaN (written); dw as values */
-          float *dx = NULL, *edx = NULL, *rdx = NULL;
-          if (dx_too) {
-            dx = mode == 0 || acc ? gt_test_alloc_fill(n, &seed, -1, 1) : gt__nans(n);
-            edx = gt_test_zeros(n), rdx = gt_test_zeros(n);
-            memcpy(edx, dx, (size_t)n * sizeof(float));
-            memcpy(rdx, dx, (size_t)n * sizeof(float));
-          }
-          float *dw = w ? gt_test_alloc_fill(dim, &seed, -1, 1) : NULL, *edw = NULL, *rdw = NULL;
-          if (w) {
-            edw = gt_test_zeros(dim), rdw = gt_test_zeros(dim);
-            memcpy(edw, dw, (size_t)dim * sizeof(float));
-            memcpy(rdw, dw, (size_t)dim * sizeof(float));
-          }
-          if (mode == 0) {
-            gt_rmsnorm_backward_b16(dx, dw, dout, x16, rs, w, rows, dim, off);
-            gt_rmsnorm_backward(edx, edw, dout, xw, rs, w, rows, dim, off);
-            gt_rmsnorm_backward_b16_ref(rdx, rdw, dout, x16, rs, w, rows, dim, off);
-          } else {
-            gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, x16, rs, w, rows, dim, off, acc);
-            gt_rmsnorm_residual_backward(edx, edw, dres, dout, xw, rs, w, rows, dim, off, acc);
-            gt_rmsnorm_residual_backward_b16_ref(rdx, rdw, dres, dout, x16, rs, w, rows, dim, off, acc);
-          }
-          if (dx) ck_assert_msg(gt_test_same_bits(dx, edx, n), "%s: dx", what);
-          if (dw) ck_assert_msg(gt_test_same_bits(dw, edw, dim), "%s: dw", what);
-          if (dx && n > 8) gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), 1e-5);
-          if (dw && n > 8) gt_test_check_err(what, gt_test_scaled_err(dw, rdw, dim), 1e-5);
-          free(x); free(dout); free(dres); free(rs); free(w); free(x16); free(xw);
-          free(dx); free(edx); free(rdx); free(dw); free(edw); free(rdw);
-        }
+  for (int si = 0; si < GT__NORM_CASES; si++)
+    for (int mode = 0; mode < 6; mode++) {
+      /* mode 0: plain; 1..4: residual, accumulate = mode & 1, dres when mode >= 3; 5: residual, dw only */
+      const int64_t rows = gt__norm_rows[si / 12], n = rows * gt__norm_dims[si / 3 % 4];
+      const int dim = gt__norm_dims[si / 3 % 4], variant = si % 3;
+      const float off = gt__off[variant];
+      const int acc = mode & 1, with_res = mode >= 3 && mode < 5, dx_too = mode != 5;
+      char what[160];
+      snprintf(what, sizeof what, "rmsnorm backward b16 rows=%ld dim=%d %s mode=%d", (long)rows, dim,
+               gt__wname[variant], mode);
+      float *x = gt_test_alloc_fill(n, &seed, -2, 2), *dout = gt_test_alloc_fill(n, &seed, -1, 1);
+      float *dres = with_res ? gt_test_alloc_fill(n, &seed, -1, 1) : NULL;
+      float *rs = gt_test_alloc_fill(rows, &seed, 0.5f, 2), *w = gt__weight(variant, dim, &seed);
+      uint16_t *x16 = gt__h16(n);
+      gt_bf16_pack(x16, x, n);
+      float *xw = gt_test_zeros(n);
+      gt_bf16_unpack(xw, x16, n);
+      /* dx starts as values (added to) or NaN (written); dw as values */
+      float *dx = NULL, *edx = NULL, *rdx = NULL;
+      if (dx_too) {
+        dx = mode == 0 || acc ? gt_test_alloc_fill(n, &seed, -1, 1) : gt__nans(n);
+        edx = gt_test_zeros(n), rdx = gt_test_zeros(n);
+        memcpy(edx, dx, (size_t)n * sizeof(float));
+        memcpy(rdx, dx, (size_t)n * sizeof(float));
+      }
+      float *dw = w ? gt_test_alloc_fill(dim, &seed, -1, 1) : NULL, *edw = NULL, *rdw = NULL;
+      if (w) {
+        edw = gt_test_zeros(dim), rdw = gt_test_zeros(dim);
+        memcpy(edw, dw, (size_t)dim * sizeof(float));
+        memcpy(rdw, dw, (size_t)dim * sizeof(float));
+      }
+      if (mode == 0) {
+        gt_rmsnorm_backward_b16(dx, dw, dout, x16, rs, w, rows, dim, off);
+        gt_rmsnorm_backward(edx, edw, dout, xw, rs, w, rows, dim, off);
+        gt_rmsnorm_backward_b16_ref(rdx, rdw, dout, x16, rs, w, rows, dim, off);
+      } else {
+        gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, x16, rs, w, rows, dim, off, acc);
+        gt_rmsnorm_residual_backward(edx, edw, dres, dout, xw, rs, w, rows, dim, off, acc);
+        gt_rmsnorm_residual_backward_b16_ref(rdx, rdw, dres, dout, x16, rs, w, rows, dim, off, acc);
+      }
+      if (dx) ck_assert_msg(gt_test_same_bits(dx, edx, n), "%s: dx", what);
+      if (dw) ck_assert_msg(gt_test_same_bits(dw, edw, dim), "%s: dw", what);
+      if (dx && n > 8) gt_test_check_err(what, gt_test_scaled_err(dx, rdx, n), 1e-5);
+      if (dw && n > 8) gt_test_check_err(what, gt_test_scaled_err(dw, rdw, dim), 1e-5);
+      free(x); free(dout); free(dres); free(rs); free(w); free(x16); free(xw);
+      free(dx); free(edx); free(rdx); free(dw); free(edw); free(rdw);
+    }
   /* rows wider than the stack row read the patterns in the loops: the same
    * values, the dot products within float rounding of the float32 kernel's;
    * dw (no reduction along the row) to the bit */
@@ -525,9 +553,9 @@ START_TEST(test_rope_norm_b16_vs_unfused_and_ref) {
   const float eps = 1e-6f;
   static const int hds[] = {1, 2, 5, 33, 64, 128}; /* 1: nothing to rotate */
   for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
-    const int hd = hds[hi], half = hd / 2;
-    float *ct = gt_test_zeros(GT__P * (half > 0 ? half : 1)), *st = gt_test_zeros(GT__P * (half > 0 ? half : 1));
-    gt_rope_table_fill(ct, st, GT__P, hd, 10000.0, 1.0, 1.0);
+    const int hd = hds[hi];
+    float *ct, *st;
+    gt__rope_tables(hd, &ct, &st);
     for (size_t ti = 0; ti < sizeof gt__ntoks / sizeof gt__ntoks[0]; ti++)
       for (int H = 1; H <= 3; H += 2)
         for (int variant = 0; variant < 3; variant++)
@@ -538,9 +566,9 @@ START_TEST(test_rope_norm_b16_vs_unfused_and_ref) {
             char what[160];
             snprintf(what, sizeof what, "norm+rope b16 hd=%d T=%ld H=%d %s which=%d", hd, (long)T, H,
                      gt__wname[variant], which);
-            int32_t *pos = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-            gt_test_fill_ids(pos, T, &seed, 0, GT__P);
-            float *x = gt_test_alloc_fill(n, &seed, -2, 2), *w = gt__weight(variant, hd, &seed);
+            int32_t *pos;
+            float *x, *w;
+            gt__rope_inputs(T, H, hd, variant, &seed, &pos, &x, &w);
             if (which & 4) gt_bf16_round(x, n);
             uint16_t *o16 = which & 1 ? gt__h16(n) : NULL, *x16 = which & 2 ? gt__h16(n) : NULL, *want = gt__h16(n);
             float *o = gt__nans(n), *rs = gt__nans(rows), *uo = gt_test_zeros(n), *urs = gt_test_zeros(rows);

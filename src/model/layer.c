@@ -281,6 +281,23 @@ static void gt__norm_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS]
     gt_rmsnorm_residual_backward_b16(dx, dw, dres, dout, io->b16[x], rstd, w, rows, dim, off, accumulate);
 }
 
+/* The q or k norm with RoPE over nheads row-heads (out from raw, rounded
+ * with dtype=bfloat16), writing the copies of both that io->b16 asks for. */
+static void gt__rope_norm_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], gt_act out, gt_act rstd,
+                                  gt_act raw, const float *w, int64_t nheads) {
+  const gt_model *m = io->m;
+  const gt_layer_desc *L = io->L;
+  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
+  const int64_t N = (int64_t)io->B * io->T;
+  uint16_t *const *h = m->bf16_act ? io->b16 : NULL;
+  if (h && (h[out] || h[raw]))
+    gt_rmsnorm_rope_forward_pack(a[out], h[out], a[rstd], a[raw], h[raw], w, io->pos, cs, sn, N, (int)nheads,
+                                 L->head_dim, m->eps, m->norm_offset);
+  else
+    gt_rmsnorm_rope_forward(a[out], a[rstd], a[raw], w, io->pos, cs, sn, N, (int)nheads, L->head_dim, m->eps,
+                            m->norm_offset, m->bf16_act);
+}
+
 /* gt_rope_rmsnorm_backward (the q or k norm with RoPE over nheads row-heads)
  * whose input slot x may be kept in bf16: then read from the copy. */
 static void gt__rope_norm_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], gt_act x, float *dx,
@@ -513,7 +530,6 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
   int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim, P = L->ple_dim;
   float eps = m->eps, off = m->norm_offset;
-  const float *cs = m->rope_cos[L->rope], *sn = m->rope_sin[L->rope];
   const int rnd = m->bf16_act; /* the kernels of GT__ROUNDS_INSIDE round their outputs */
   ops &= gt_layer_all_ops(L);
   if (gt_mem_measuring(m->mem)) {
@@ -552,22 +568,8 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     gt__lora_op(io, a, OP_MM_V);
   }
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
-  RUN(OP_Q_NORM_ROPE) {
-    if (H16(GT_A_Q) || H16(GT_A_Q_RAW))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward_pack(a[GT_A_Q], h[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], h[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs,
-                                                                      sn, N, (int)H, (int)hd, eps, off));
-    else
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_Q], a[GT_A_Q_RSTD], a[GT_A_Q_RAW], W(GT_P_Q_NORM), io->pos, cs, sn,
-                                                                 N, (int)H, (int)hd, eps, off, rnd));
-  }
-  RUN(OP_K_NORM_ROPE) {
-    if (H16(GT_A_K) || H16(GT_A_K_RAW))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward_pack(a[GT_A_K], h[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], h[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs,
-                                                                      sn, N, (int)K, (int)hd, eps, off));
-    else
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_rope_forward(a[GT_A_K], a[GT_A_K_RSTD], a[GT_A_K_RAW], W(GT_P_K_NORM), io->pos, cs, sn,
-                                                                 N, (int)K, (int)hd, eps, off, rnd));
-  }
+  RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_forward(io, a, GT_A_Q, GT_A_Q_RSTD, GT_A_Q_RAW, W(GT_P_Q_NORM), H));
+  RUN(OP_K_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_forward(io, a, GT_A_K, GT_A_K_RSTD, GT_A_K_RAW, W(GT_P_K_NORM), K));
   /* K = V: the value is the raw key projection, before k_norm and RoPE */
   RUN(OP_V_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_V], a[GT_A_V_RSTD], a[L->k_eq_v ? GT_A_K_RAW : GT_A_V_RAW], W(GT_P_V_NORM), N * K, (int)hd, eps, off, rnd));
   RUN(OP_ATTN) {
