@@ -641,7 +641,6 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
     gt__band_qk(i0, j0, W, &blo, &bhi);
     /* (widened mode: Q, K and V hold bf16 values, read as they are) */
     const float *vj = vb + (size_t)j0 * ldk;
-    const int ldv = ldk;
 #ifdef GT__HAND
     if (bm == 1 || bm == 2) {
       gt__bpack_nt(w->bk, w->tmp, kj, ldk, nk, hd);
@@ -651,7 +650,6 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
       gt__pack_t(w->kt, kj, ldk, nk, hd);
     for (int g = 0; g < group; g++) {
       const float *qt = q + qoff + (size_t)g * hd;
-      const int ldqt = ldq;
       float *ot = out + qoff + (size_t)g * hd;
       float *m = w->m + g * GT__BQ, *l = w->l + g * GT__BQ;
 #ifdef GT__HAND
@@ -659,7 +657,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
         gt__bmm_nt(S, d->scale, w->qa + (size_t)g * GT__BQ * kp, kp, nq, w->bk, kp, bm == 2);
       else
 #endif
-        gt__mm_nt(S, d->scale, qt, ldqt, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
+        gt__mm_nt(S, d->scale, qt, ldq, nq, kj, ldk, w->kt, nk, hd, blo, bhi);
       for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * GT__BK;
         if (gt__mask_row(s, nk, i0 + r, j0, W, seg_b) == 0) {
@@ -703,7 +701,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
          * unrounded (as the pairs' packing does) */
         if (bm == 3) gt_bf16_round_rows(S, GT__BK, S, GT__BK, nq, nk);
 #endif
-        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vj, ldv, hd, blo, bhi);
+        gt__mm_acc(ot, ldq, 1.0f, S, GT__BK, 1, nq, nk, vj, ldk, hd, blo, bhi);
       }
     }
   }
