@@ -68,6 +68,26 @@ void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, 
   }
 }
 
+void gt_bf16_pack_rows(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *s = src + r * lds;
+    uint16_t *d = dst + r * ldd;
+    int64_t i = 0;
+#if defined(GT__KERNELS_AVX512)
+    for (; i + 16 <= cols; i += 16)
+      _mm256_storeu_si256((__m256i *)(d + i),
+                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_loadu_ps(s + i)), 16)));
+    if (i < cols) {
+      const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
+      _mm256_mask_storeu_epi16(d + i, m,
+                               _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_maskz_loadu_ps(m, s + i)), 16)));
+      i = cols;
+    }
+#endif
+    for (; i < cols; i++) d[i] = gt_f32_to_bf16(s[i]);
+  }
+}
+
 static void gt__pack_part(void *p, int64_t c0, int64_t c1) {
   const gt__bf16_args *a = p;
   uint16_t *dst = a->dst;

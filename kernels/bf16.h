@@ -56,6 +56,9 @@ void gt_bf16_round_copy(float *dst, const float *src, int64_t n);
 void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
 /* dst[i] = bf16(src[i]) (round to nearest even) */
 void gt_bf16_pack(uint16_t *dst, const float *src, int64_t n);
+/* rows x cols block: dst (row stride ldd) = bf16(src (row stride lds)), on
+ * the calling thread only (gt_bgemm_c16 packs each C tile with it) */
+void gt_bf16_pack_rows(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
 /* dst[i] = float(src[i]) (exact) */
 void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n);
 
@@ -72,6 +75,33 @@ void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
  * dtype=bfloat16 projection's output, model/linear.h). */
 void gt_bgemm_rnd(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* C16 = bf16(alpha * bf16(op(A)) . bf16(op(B))) as bf16 patterns (row
+ * stride ldc16; no beta: written): the bits of gt_bgemm_rnd with beta 0
+ * followed by gt_bf16_pack. Where the packed loops take K in one block they
+ * compute each tile into a scratch tile and write only its 2-byte patterns,
+ * so the float32 product never reaches memory (a dtype=bfloat16
+ * projection's output that only bf16 readers read: the MLP's gate and up,
+ * docs/precision.md); elsewhere they compute into C (float32 [M, N], row
+ * stride ldc: the caller's scratch, whose contents are then unspecified)
+ * and pack from it. */
+void gt_bgemm_c16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, uint16_t *C16, int64_t ldc16);
+/* gt_bgemm with its operands and output in the forms a dtype=bfloat16
+ * forward keeps them, each optional (a zeroed form: gt_bgemm):
+ *   a16    op(A) = a16, bf16 patterns [M, K] with row stride lda (transA
+ *          is taken as 0, A is not read): the packers read 2 bytes an
+ *          element and have nothing to round; the bits of gt_bgemm on the
+ *          widened floats;
+ *   round  C rounded to bf16 (gt_bgemm_rnd);
+ *   c16    C16 = bf16(product) as gt_bgemm_c16 (beta taken as 0). */
+typedef struct gt_bgemm_form {
+  const uint16_t *a16;
+  int round;
+  uint16_t *c16;
+  int64_t ldc16;
+} gt_bgemm_form;
+void gt_bgemm_x(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const gt_bgemm_form *f);
 void gt_bgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* gt_matmul_forward / gt_matmul_backward (kernels.h) with bf16 inputs */

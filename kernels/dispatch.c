@@ -31,6 +31,7 @@ GT__VARIANTS(gt_rmsnorm_residual_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_pack)
 GT__VARIANTS(gt_geglu_backward_write_b16)
+GT__VARIANTS(gt_geglu_forward_b16)
 GT__VARIANTS(gt_rmsnorm_forward_pack)
 GT__VARIANTS(gt_rmsnorm_residual_forward_pack)
 GT__VARIANTS(gt_rmsnorm_backward_b16)
@@ -56,6 +57,7 @@ GT__VARIANTS(gt_bf16_pack)
 GT__VARIANTS(gt_bf16_round_copy)
 GT__VARIANTS(gt_bf16_unpack)
 GT__VARIANTS(gt_bf16_round_rows)
+GT__VARIANTS(gt_bf16_pack_rows)
 
 void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   (gt__kernels_avx512() ? gt_sgemm__avx512 : gt_sgemm__portable)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -132,6 +134,9 @@ void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, co
                                  const uint16_t *up16, int64_t n) {
   (gt__kernels_avx512() ? gt_geglu_backward_write_b16__avx512
                         : gt_geglu_backward_write_b16__portable)(dgate, dup, dout, gate16, up16, n);
+}
+void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_forward_b16__avx512 : gt_geglu_forward_b16__portable)(out, out16, gate16, up16, n);
 }
 void gt_rmsnorm_forward_pack(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
                              const float *w, int64_t rows, int dim, float eps, float w_offset) {
@@ -223,4 +228,7 @@ void gt_bf16_unpack(float *dst, const uint16_t *src, int64_t n) {
 }
 void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
   (gt__kernels_avx512() ? gt_bf16_round_rows__avx512 : gt_bf16_round_rows__portable)(dst, ldd, src, lds, rows, cols);
+}
+void gt_bf16_pack_rows(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+  (gt__kernels_avx512() ? gt_bf16_pack_rows__avx512 : gt_bf16_pack_rows__portable)(dst, ldd, src, lds, rows, cols);
 }

@@ -26,11 +26,23 @@ static inline __attribute__((always_inline)) float gt__geglu1(float x, float up)
   return (x * s) * up;
 }
 
+static inline __attribute__((always_inline)) uint32_t gt__f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static inline __attribute__((always_inline)) float gt__bits_f32(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
 typedef struct gt__geglu_args {
   float *out;
   const float *gate, *up;
   int round_bf16;
   uint16_t *out16, *gate16, *up16; /* gt_geglu_forward_pack's (NULL: none) */
+  const uint16_t *gin16, *uin16;    /* gt_geglu_forward_b16's inputs (gate and up NULL) */
 } gt__geglu_args;
 
 /* n floats' bf16 patterns (rounded), a loop the compiler vectorizes */
@@ -44,6 +56,31 @@ static inline __attribute__((always_inline)) void gt__pack_run(uint16_t *dst, co
  * its inputs while they are in L1 */
 #define GT__PACK_CHUNK 512
 static void gt__geglu_fwd_rnd_part(const gt__geglu_args *a, int64_t i0, int64_t i1) {
+  if (a->gin16) {
+    /* the inputs as bf16 patterns, widened as they are loaded (exact):
+     * gt__geglu1 on the same floats, so the bits of the float inputs' loop;
+     * the copy is the rounded value's top half, stored in the same loop */
+    const uint16_t *g16 = a->gin16, *u16 = a->uin16;
+    float *out = a->out;
+    uint16_t *o16 = a->out16;
+    if (out && o16) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; i++) {
+        const uint32_t b = gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i]))));
+        out[i] = gt__bits_f32(b);
+        o16[i] = (uint16_t)(b >> 16);
+      }
+    } else if (out) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; i++)
+        out[i] = gt__bits_f32(gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])))));
+    } else if (o16) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; i++)
+        o16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])))) >> 16);
+    }
+    return;
+  }
   for (int64_t c = i0; c < i1; c += GT__PACK_CHUNK) {
     const int64_t e = c + GT__PACK_CHUNK < i1 ? c + GT__PACK_CHUNK : i1;
     float *out = a->out;
@@ -69,14 +106,14 @@ static void gt__geglu_fwd_part(void *p, int64_t i0, int64_t i1) {
 }
 
 void gt_geglu_forward(float *out, const float *gate, const float *up, int64_t n) {
-  gt__geglu_args a = {out, gate, up, 0, NULL, NULL, NULL};
+  gt__geglu_args a = {out, gate, up, 0, NULL, NULL, NULL, NULL, NULL};
   gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
 /* dtype=bfloat16: each value is rounded in the loop that computes it,
  * instead of in a second pass over memory (bf16_row.h; the same bits). */
 void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_t n, int round_bf16) {
-  gt__geglu_args a = {out, gate, up, round_bf16 != 0, NULL, NULL, NULL};
+  gt__geglu_args a = {out, gate, up, round_bf16 != 0, NULL, NULL, NULL, NULL, NULL};
   gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 
@@ -85,7 +122,14 @@ void gt_geglu_forward_rnd(float *out, const float *gate, const float *up, int64_
  * would read them back from memory. */
 void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
                            const float *up, int64_t n) {
-  gt__geglu_args a = {out, gate, up, 1, out16, gate16, up16};
+  gt__geglu_args a = {out, gate, up, 1, out16, gate16, up16, NULL, NULL};
+  gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
+}
+
+/* gate and up written only as bf16 by their products (gt_bgemm_c16): read
+ * at 2 bytes an element, where the float32 sweep reads 4 */
+void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16, int64_t n) {
+  gt__geglu_args a = {out, NULL, NULL, 1, out16, NULL, NULL, gate16, up16};
   gt_team_for(n >= GT__PAR_MIN, n, gt__geglu_fwd_part, &a);
 }
 

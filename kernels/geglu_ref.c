@@ -1,4 +1,5 @@
 /* Scalar GeGLU reference: the literal tanh formula in float32. */
+#include <string.h>
 #include <math.h>
 
 #include "kernels/bf16.h"
@@ -49,6 +50,19 @@ void gt_geglu_forward_pack_ref(float *out, uint16_t *out16, uint16_t *gate16, ui
   if (out16) gt_bf16_pack_ref(out16, out, n);
   if (gate16) gt_bf16_pack_ref(gate16, gate, n);
   if (up16) gt_bf16_pack_ref(up16, up, n);
+}
+
+void gt_geglu_forward_b16_ref(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16,
+                              int64_t n) {
+  float g[GT__REF_CHUNK], u[GT__REF_CHUNK], o[GT__REF_CHUNK];
+  for (int64_t c = 0; c < n; c += GT__REF_CHUNK) {
+    int64_t k = n - c < GT__REF_CHUNK ? n - c : GT__REF_CHUNK;
+    gt_bf16_unpack_ref(g, gate16 + c, k);
+    gt_bf16_unpack_ref(u, up16 + c, k);
+    gt_geglu_forward_rnd_ref(o, g, u, k, 1);
+    if (out) memcpy(out + c, o, (size_t)k * sizeof(float));
+    if (out16) gt_bf16_pack_ref(out16 + c, o, k);
+  }
 }
 
 void gt_geglu_backward_write_b16_ref(float *dgate, float *dup, const float *dout, const uint16_t *gate16,

@@ -211,11 +211,27 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes) {
 /* The tiles of one task: B panels [q0, q1) of the packed block Bp, each
  * against every MR-tall panel of the m rows of packed A At, into C (the
  * task's top-left corner) with the micro-kernel; the next tile (below, or
- * the top of the next panel) is the one prefetched. */
+ * the top of the next panel) is the one prefetched. With c16 (the task's
+ * corner of epi->c16; beta is then 0) each tile goes to a scratch tile and
+ * from there to c16 as bf16, and C is not used. */
+enum { GT__TILE_SCRATCH = 32 * 32 };
 static void gt__gemm_tiles(const gt__gemm_kernel *k, int64_t ku, const uint32_t *At, const uint32_t *Bp, int64_t q0,
                            int64_t q1, int64_t m, int64_t nc, float alpha, float beta, float *C, int64_t ldc,
-                           gt__gemm_round_fn rnd) {
+                           gt__gemm_round_fn rnd, gt__gemm_pack_fn pack, uint16_t *c16, int64_t ldc16) {
   const int64_t MR = k->blocks->mr, NR = k->blocks->nr;
+  if (c16) {
+    _Alignas(64) float tile[GT__TILE_SCRATCH]; /* MR x NR, in L1 throughout */
+    for (int64_t q = q0; q < q1; q++) {
+      const uint32_t *bq = Bp + q * NR * ku;
+      int64_t nr = gt__gmin(NR, nc - q * NR);
+      for (int64_t ir = 0; ir < m; ir += MR) {
+        const int64_t mr = gt__gmin(MR, m - ir);
+        k->micro(ku, At + ir * ku, bq, tile, NR, mr, nr, alpha, 0.0f, tile);
+        pack(c16 + ir * ldc16 + q * NR, ldc16, tile, NR, mr, nr);
+      }
+    }
+    return;
+  }
   for (int64_t q = q0; q < q1; q++) {
     const uint32_t *bq = Bp + q * NR * ku;
     float *cq = C + q * NR;
@@ -242,6 +258,9 @@ typedef struct gt__gemm_job {
   uint32_t *Ap, *Bp; /* packing buffers: A (kept or per member), B (shared or per member) */
   int a_keep;
   gt__gemm_round_fn round_c; /* rounds C's tiles once their last K block is in (gt__gemm_run) */
+  gt__gemm_pack_fn pack;     /* or writes them to c16 as bf16 instead (gt__gemm_epi) */
+  uint16_t *c16;
+  int64_t ldc16;
   gt_team_counter next;
 } gt__gemm_job;
 
@@ -261,8 +280,9 @@ static void gt__gemm_cols_member(void *arg, int tid, int nth) {
     /* row blocks of mc rows (the A block stays in L2), then as there */
     for (int64_t p0 = 0; p0 < mpanels; p0 += mcp) {
       const int64_t ic = p0 * MR, m = gt__gmin(M, (p0 + mcp) * MR) - ic;
-      gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, j->alpha, j->beta, j->C + ic * j->ldc + jc, j->ldc,
-                     j->round_c);
+      gt__gemm_tiles(k, ku, Ap + ic * ku, Bp, 0, npanels, m, nc, j->alpha, j->beta,
+                     j->c16 ? NULL : j->C + ic * j->ldc + jc, j->ldc, j->round_c, j->pack,
+                     j->c16 ? j->c16 + ic * j->ldc16 + jc : NULL, j->ldc16);
     }
   }
 }
@@ -317,7 +337,8 @@ static void gt__gemm_member(void *arg, int tid, int nth) {
           packed_ic = ib;
         }
         gt__gemm_tiles(k, ku, At, Bp, npanels * g / ng, npanels * (g + 1) / ng, m, nc, j->alpha, bta,
-                       j->C + ic * j->ldc + jc, j->ldc, pc + kcb >= K ? j->round_c : NULL);
+                       j->c16 ? NULL : j->C + ic * j->ldc + jc, j->ldc, pc + kcb >= K ? j->round_c : NULL, j->pack,
+                       j->c16 ? j->c16 + ic * j->ldc16 + jc : NULL, j->ldc16);
       }
       base += ntasks + nth;
       /* ... and this barrier keeps the next pack from overwriting B while
@@ -356,10 +377,17 @@ void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, c
  * depend on the thread count or on timing. */
 int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                 gt__gemm_round_fn round_c) {
+                 const gt__gemm_epi *epi) {
   const gt__gemm_blocks *bl = k->blocks;
   gt__gemm_plan pl;
   gt__gemm_plan_make(&pl, bl, M, N, K, gt_team_threads());
+  const gt__gemm_round_fn round_c = epi ? epi->round : NULL;
+  const gt__gemm_pack_fn pack = epi ? epi->pack : NULL;
+  uint16_t *const c16 = pack && epi->c16 ? epi->c16 : NULL;
+  const int64_t ldc16 = epi ? epi->ldc16 : 0;
+  /* bf16 tiles straight from the micro-kernel: only when each tile is
+   * final after one micro call (one K block) and owes nothing to C */
+  if (c16 && (K > pl.kc || beta != 0.0f || bl->mr * bl->nr > GT__TILE_SCRATCH)) return 1;
   /* the plan's task cut uses the team size it asked for; the buffers are
    * sized for it, and a smaller team only takes more tasks each */
   const int64_t MR = bl->mr, kub = pl.kc / k->kdiv; /* elements per full K block */
@@ -379,8 +407,8 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
     if (!cache || gt__gemm_grow(&cache->b, &cache->bcap, 4 * (size_t)(pl.nt * kub * pl.nc)) ||
         gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(mall * kub)))
       return -1;
-    gt__gemm_job jc = {k,    &pl,  transA, transB, M,        N,        K, lda, ldb, ldc, alpha, beta,
-                       A,    B,    C,      cache->a, cache->b, 0,        round_c, {0}};
+    gt__gemm_job jc = {k,    &pl,  transA, transB, M,        N,        K,     lda, ldb, ldc, alpha, beta,
+                       A,    B,    C,      cache->a, cache->b, 0,        round_c, pack, c16, ldc16, {0}};
     gt__gemm_run_cols(&jc);
     return 0;
   }
@@ -388,7 +416,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
       gt__gemm_grow(&cache->a, &cache->acap, 4 * (size_t)(a_keep ? mall * kub : pl.nt * pl.mc * kub)))
     return -1;
   gt__gemm_job job = {k, &pl, transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, cache->a, cache->b,
-                      a_keep, round_c, {0}};
+                      a_keep, round_c, pack, c16, ldc16, {0}};
   gt_team_par_n(pl.nt, gt__gemm_member, &job);
   return 0;
 }
@@ -524,6 +552,34 @@ static inline __attribute__((always_inline)) void gt__pack_a(float *dst, int tra
   }
 }
 
+/* gt__pack_a's panels from A held as bf16 patterns (op(A) = A, row stride
+ * lda in elements; the driver hands the pointer through as a float one):
+ * each pattern widened (a shift: exact), so the panels hold the same floats
+ * as gt__pack_a rounding the float32 A they came from, read at 2 bytes an
+ * element with no rounding to do. */
+static inline __attribute__((always_inline)) void gt__pack_a16(float *dst, const uint16_t *A, int64_t lda, int64_t i0,
+                                                               int64_t mc, int64_t k0, int64_t kc) {
+  for (int64_t p = 0; p < mc; p += MR) {
+    int64_t mr = gt__gmin(MR, mc - p);
+    float *d = dst + p * kc;
+    const uint16_t *src = A + (i0 + p) * lda + k0;
+    const int64_t nnext = gt__gmax(0, gt__gmin(MR, mc - p - MR));
+    for (int64_t k = 0; k < kc; k += 16) {
+      __m512 r[16];
+      const int64_t kn = gt__gmin(16, kc - k);
+      const __mmask16 m = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1);
+      for (int64_t i = 0; i < nnext; i++) _mm_prefetch((const char *)(src + (MR + i) * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++)
+        r[i] = i < mr ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i * lda + k)), 16))
+                      : _mm512_setzero_ps();
+      gt__tr16(r);
+      for (int64_t kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(d + (k + kk) * MR, 0x0FFF, r[kk]);
+    }
+  }
+}
+
 /* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc][NR], columns
  * past nr zero. */
 static inline __attribute__((always_inline)) void gt__pack_b_panel(float *d, int transB, const float *B,
@@ -611,6 +667,12 @@ static void gt__pack_b_u(uint32_t *d, int tB, const float *B, int64_t ldb, int64
 static void gt__pack_a_w(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc) {
   gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc, 1);
+}
+/* A as bf16 patterns (transA 0 only; gt__gemm_epi.a16) */
+static void gt__pack_a_h(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                         int64_t kc) {
+  (void)tA;
+  gt__pack_a16((float *)(void *)d, (const uint16_t *)(const void *)A, lda, i0, mc, k0, kc);
 }
 static void gt__pack_b_w(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                          int64_t n) {
@@ -793,10 +855,12 @@ int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, c
  * loops, blocks and micro-kernel with the packers that round to bf16. */
 int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                     gt__gemm_round_fn round_c) {
+                     const gt__gemm_epi *epi) {
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__pack_b_w, gt__micro_u};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
+  static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__pack_b_w, gt__micro_u};
+  return gt__gemm_run(epi && epi->a16 ? &kern16 : &kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                      epi);
 }
 
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

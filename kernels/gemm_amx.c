@@ -185,6 +185,25 @@ gt__apack_a_cvt(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t 
 #undef GT__PAIR_CVT
 #undef GT__APACK_A_BODY
 
+/* A held as bf16 patterns (op(A) = A; gt__gemm_epi.a16): a row of a panel
+ * is its kc patterns as they lie in memory (the even k in each pair's low
+ * half), an odd kc's last high half zero: a copy, nothing to round */
+static void gt__apack_a_h(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                          int64_t kc) {
+  (void)transA;
+  const uint16_t *A16 = (const uint16_t *)(const void *)A;
+  const int64_t ku = (kc + 1) / 2;
+  for (int64_t p = 0; p < mc; p += AMR) {
+    const int64_t mr = gt__gmin(AMR, mc - p);
+    memset(dst + (p + mr) * ku, 0, sizeof(uint32_t) * (size_t)((AMR - mr) * ku));
+    for (int64_t r = 0; r < mr; r++) {
+      uint16_t *d = (uint16_t *)(void *)(dst + (p + r) * ku);
+      memcpy(d, A16 + (i0 + p + r) * lda + k0, (size_t)kc * sizeof(uint16_t));
+      if (kc & 1) d[kc] = 0;
+    }
+  }
+}
+
 /* op(B) rows k0..k0+kc, columns j0..j0+n as [ku][32]-pair panels, columns
  * past n zero */
 static void gt__apack_b(uint32_t *dst, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
@@ -300,20 +319,22 @@ static void gt__amicro(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float
 
 int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                              float *C, int64_t ldc, gt__gemm_round_fn round_c) {
+                              float *C, int64_t ldc, const gt__gemm_epi *epi) {
   pthread_once(&gt__ablock_once, gt__ablock_init);
   /* (another product running at the same time, on another device, only
    * makes a thread load the same configuration once more) */
   atomic_fetch_add_explicit(&gt__acall, 1u, memory_order_relaxed);
-  const gt__gemm_kernel kern = {&gt__ablocks, 2, gt__amx_cvt() ? gt__apack_a_cvt : gt__apack_a, pack_b, gt__amicro};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
+  const gt__gemm_kernel kern = {&gt__ablocks, 2,
+                                epi && epi->a16 ? gt__apack_a_h : gt__amx_cvt() ? gt__apack_a_cvt : gt__apack_a,
+                                pack_b, gt__amicro};
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
 }
 
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                         gt__gemm_round_fn round_c) {
+                         const gt__gemm_epi *epi) {
   return gt__amx_bgemm_packed_with(gt__apack_b, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                   round_c);
+                                   epi);
 }
 
 GT__TARGET_END
@@ -329,15 +350,15 @@ void gt__amx_force_integer_packing(int on) { (void)on; }
 int gt__amx_cvt(void) { return 0; }
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                         gt__gemm_round_fn round_c) {
+                         const gt__gemm_epi *epi) {
   (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
-  (void)beta, (void)C, (void)ldc, (void)round_c;
+  (void)beta, (void)C, (void)ldc, (void)epi;
   return -1;
 }
 int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                              float *C, int64_t ldc, gt__gemm_round_fn round_c) {
+                              float *C, int64_t ldc, const gt__gemm_epi *epi) {
   (void)pack_b;
-  return gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
+  return gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
 }
 #endif

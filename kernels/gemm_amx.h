@@ -1,7 +1,7 @@
 /* gt_bgemm's AMX path (kernels/gemm_amx.c): C = alpha bf16(op(A))
  * bf16(op(B)) + beta C on AMX-BF16 tiles. Call it only when
  * gt__cpu_amx_bf16() (kernels/cpu.h); M, N, K > 0, alpha != 0. 0, or -1
- * with nothing written when the buffers cannot grow. round_c is
+ * with nothing written when the buffers cannot grow. epi is
  * gt__gemm_run's (NULL: C as computed). Private to kernels/. */
 #ifndef GEMTRAIN_KERNELS_GEMM_AMX_H
 #define GEMTRAIN_KERNELS_GEMM_AMX_H
@@ -12,7 +12,7 @@
 
 int gt__amx_bgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                         gt__gemm_round_fn round_c);
+                         const gt__gemm_epi *epi);
 
 /* Whether the AMX path packs with vcvtne2ps2bf16 (AVX512_BF16, not turned
  * off by GEMTRAIN_NO_AVX512BF16 or gt__bgemm_force_fallback): then
@@ -35,6 +35,6 @@ typedef void (*gt__amx_pack_b_fn)(uint32_t *Bp, int transB, const float *B, int6
                                   int64_t j0, int64_t n);
 int gt__amx_bgemm_packed_with(gt__amx_pack_b_fn pack_b, int transA, int transB, int64_t M, int64_t N, int64_t K,
                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                              float *C, int64_t ldc, gt__gemm_round_fn round_c);
+                              float *C, int64_t ldc, const gt__gemm_epi *epi);
 
 #endif

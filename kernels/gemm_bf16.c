@@ -139,13 +139,14 @@ static float *gt__rounded(int trans, int64_t rows, int64_t cols, const float *X,
  * they are read and its products summed in float32 in k order. Slow, but it
  * allocates nothing, and its sums are within the bound (not gt_sgemm's
  * bits: another order). */
-static void gt__bgemm_scalar(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+static void gt__bgemm_scalar(const uint16_t *A16, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                             float *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       float s = 0.0f;
       for (int64_t k = 0; k < K; k++)
-        s += gt_bf16_round1(transA ? A[k * lda + i] : A[i * lda + k]) *
+        s += (A16 ? gt_bf16_to_f32(A16[i * lda + k]) : gt_bf16_round1(transA ? A[k * lda + i] : A[i * lda + k])) *
              gt_bf16_round1(transB ? B[j * ldb + k] : B[k * ldb + j]);
       float *c = C + i * ldc + j;
       *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
@@ -158,7 +159,7 @@ static void gt__bgemm_copy(int transA, int transB, int64_t M, int64_t N, int64_t
   if (a && b)
     gt_sgemm(transA, transB, M, N, K, alpha, a, transA ? M : K, b, transB ? K : N, beta, C, ldc);
   else
-    gt__bgemm_scalar(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gt__bgemm_scalar(NULL, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   free(a);
   free(b);
 }
@@ -283,6 +284,54 @@ static void gt__bpack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
       }
     }
   }
+}
+
+/* A held as bf16 patterns (op(A) = A; gt__gemm_epi.a16): the patterns of
+ * k and k + 1 lie in memory as a pair does in a lane (the even k in the low
+ * half), so 32 patterns of a row load as its 16 pairs, with nothing to
+ * round. grouped: the vdpbf16ps kernel's layout (gt__bpack_a_grouped's),
+ * else gt__bpack_a's [kp][MR]; the same pairs as those packers make from the
+ * float32 A the patterns came from. */
+static inline __attribute__((always_inline)) __m512i gt__row_pairs16(const uint16_t *src, int64_t kn) {
+  return _mm512_maskz_loadu_epi16((__mmask32)(kn >= 32 ? 0xFFFFFFFFu : (1u << kn) - 1), src);
+}
+static inline __attribute__((always_inline)) void gt__bpack_a16(uint32_t *dst, const float *A, int64_t lda, int64_t i0,
+                                                                int64_t mc, int64_t k0, int64_t kc, const int grouped) {
+  const uint16_t *A16 = (const uint16_t *)(const void *)A;
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p < mc; p += MR) {
+    const int64_t mr = gt__gmin(MR, mc - p);
+    uint32_t *d = dst + p * kp;
+    const uint16_t *src = A16 + (i0 + p) * lda + k0;
+    for (int64_t k = 0; k < kc; k += 32) {
+      const int64_t kn = gt__gmin(32, kc - k), w = (kn + 1) / 2;
+      uint32_t *dk = d + k / 2 * MR;
+      if (p + MR < mc)
+        for (int64_t r = 0; r < gt__gmin(MR, mc - p - MR); r++) _mm_prefetch((const char *)(src + (MR + r) * lda + k), _MM_HINT_T0);
+      if (grouped) {
+        const __mmask16 m = (__mmask16)(w >= 16 ? 0xFFFF : (1u << w) - 1);
+        for (int64_t r = 0; r < MR; r++)
+          _mm512_mask_storeu_epi32(dk + r * w, m, r < mr ? gt__row_pairs16(src + r * lda + k, kn) : _mm512_setzero_si512());
+      } else {
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+          v[i] = i < mr ? _mm512_castsi512_ps(gt__row_pairs16(src + i * lda + k, kn)) : _mm512_setzero_ps();
+        gt__tr16(v);
+        for (int64_t q = 0; q < w; q++) _mm512_mask_storeu_ps(dk + q * MR, 0x0FFF, v[q]);
+      }
+    }
+  }
+}
+static void gt__bpack_a_h(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                          int64_t kc) {
+  (void)transA;
+  gt__bpack_a16(dst, A, lda, i0, mc, k0, kc, 0);
+}
+static void gt__bpack_a_hg(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+                           int64_t kc) {
+  (void)transA;
+  gt__bpack_a16(dst, A, lda, i0, mc, k0, kc, 1);
 }
 
 /* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc/2 rounded
@@ -934,14 +983,16 @@ static void gt__qbgemv_chunk(const void *arg, int64_t j0, int64_t j1) {
  * copies path) */
 static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                            float *C, int64_t ldc, gt__gemm_round_fn round_c) {
+                            float *C, int64_t ldc, const gt__gemm_epi *epi) {
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
   const int dp = micro == gt__bmicro_dp;
-  const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a,
+  const int a16 = epi && epi->a16; /* (transA 0) */
+  const gt__gemm_kernel kern = {&gt__bblocks, 2,
+                                a16 ? (dp ? gt__bpack_a_hg : gt__bpack_a_h) : dp ? gt__bpack_a_cvt : gt__bpack_a,
                                 dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
                                 dp && !transA ? gt__bmicro_dp_grp : micro};
-  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
+  return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
 }
 
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
@@ -977,54 +1028,126 @@ int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
 }
 #endif /* GT__BG_X86 */
 
-/* gt_bgemm, and gt_bgemm_rnd with rnd: the packed paths round each C tile
- * as their loops finish it (gt__gemm_run's round_c); the others round C
- * after, in a pass of its own. */
-static void gt__bgemm_any(int rnd, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                          int64_t ldc) {
+/* gt_bgemm_c16's packing where a path has no tile loop to do it in: the
+ * M x N block of C (already rounded or not: the patterns are the same) */
+static void gt__pack_c(uint16_t *C16, int64_t ldc16, const float *C, int64_t ldc, int64_t M, int64_t N) {
+  if (ldc == N && ldc16 == N) {
+    gt_bf16_pack(C16, C, M * N);
+    return;
+  }
+  for (int64_t i = 0; i < M; i++) gt_bf16_pack(C16 + i * ldc16, C + i * ldc, N);
+}
+
+/* The packed paths' product (0), or -1 (no buffers) or 1 (epi->c16 not
+ * served) with nothing written */
+static int gt__bgemm_packed_path(int path, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                 int64_t ldc, const gt__gemm_epi *epi) {
+#if defined(GT__BG_X86)
+  if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL)
+    return gt__bgemm_packed(path == GT_BGEMM_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A,
+                            lda, B, ldb, beta, C, ldc, epi);
+  if (path == GT_BGEMM_WIDE) return gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
+  if (path == GT_BGEMM_AMX)
+    return gt__amx_cvt() ? gt__amx_bgemm_packed_with(gt__bpack_b_cvt, transA, transB, M, N, K, alpha, A, lda, B, ldb,
+                                                     beta, C, ldc, epi)
+                         : gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
+#else
+  (void)path, (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+  (void)ldb, (void)beta, (void)C, (void)ldc, (void)epi;
+#endif
+  return -1;
+}
+
+/* gt_bgemm_x: the packed paths read a16 with their 2-byte packers and
+ * round each C tile as their loops finish it, or write it to c16 (with one
+ * K block: gt__gemm_epi); the others widen a16 into a float32 copy, compute
+ * C, then round it or pack it to c16 in a pass of their own. */
+static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc) {
+  const gt_bgemm_form none = {NULL, 0, NULL, 0};
+  if (!f) f = &none;
+  const int rnd = f->round;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     if (rnd) gt__round_c(C, ldc, M, N);
+    if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
     return;
   }
-  int path = gt__bgemm_path();
-  gt__gemm_round_fn round_c = rnd ? gt_bf16_round_rows : NULL;
+  const int path = gt__bgemm_path();
+  const int rows = path != GT_BGEMM_COPY && M <= GT__BGEMV_ROWS && !transA && transB;
+  if (f->a16 && (rows || path == GT_BGEMM_COPY)) {
+    /* the paths without 2-byte packers: A widened first (exact) */
+    float *a = malloc((size_t)(M * K) * sizeof(float) + 1);
+    if (a) {
+      for (int64_t i = 0; i < M; i++) gt_bf16_unpack(a + i * K, f->a16 + i * lda, K);
+      const gt_bgemm_form g = {NULL, f->round, f->c16, f->ldc16};
+      gt__bgemm_any(&g, 0, transB, M, N, K, alpha, a, K, B, ldb, beta, C, ldc);
+      free(a);
+    } else {
+      gt__bgemm_scalar(f->a16, 0, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
+      if (rnd) gt__round_c(C, ldc, M, N);
+      if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+    }
+    return;
+  }
 #if defined(GT__BG_X86)
   /* a few rows times B^T: one row kernel for every AVX-512 path (FMAs on
    * rounded operands), converting with vcvtne2ps2bf16 where the CPU has it */
-  if (path != GT_BGEMM_COPY && M <= GT__BGEMV_ROWS && !transA && transB) {
+  if (rows) {
     if (gt__bgemm_kernel() != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rnd) gt__round_c(C, ldc, M, N);
+    if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
     return;
   }
-  int rc = -1;
-  if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL)
-    rc = gt__bgemm_packed(path == GT_BGEMM_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A,
-                          lda, B, ldb, beta, C, ldc, round_c);
-  else if (path == GT_BGEMM_WIDE)
-    rc = gt__wgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
-  else if (path == GT_BGEMM_AMX)
-    rc = gt__amx_cvt() ? gt__amx_bgemm_packed_with(gt__bpack_b_cvt, transA, transB, M, N, K, alpha, A, lda, B, ldb,
-                                                   beta, C, ldc, round_c)
-                       : gt__amx_bgemm_packed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, round_c);
-  if (rc == 0) return;
-#else
-  (void)path, (void)round_c;
 #endif
-  gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const float *Ap = f->a16 ? (const float *)(const void *)f->a16 : A;
+  /* bf16 tiles where the loops can write them (else 1: rounded into C,
+   * then packed) */
+  const gt__gemm_epi pack_epi = {f->a16 != NULL, NULL, gt_bf16_pack_rows, f->c16, f->ldc16};
+  const gt__gemm_epi plain_epi = {f->a16 != NULL, rnd ? gt_bf16_round_rows : NULL, NULL, NULL, 0};
+  for (int pass = f->c16 ? 0 : 1; pass < 2; pass++) {
+    const int rc = gt__bgemm_packed_path(path, transA, transB, M, N, K, alpha, Ap, lda, B, ldb, beta, C, ldc,
+                                         pass == 0 ? &pack_epi : &plain_epi);
+    if (rc == 0) {
+      if (pass == 1 && f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+      return;
+    }
+    if (rc < 0) break; /* no buffers: the copies */
+  }
+  if (f->a16) { /* no packing buffers: the scalar sums, reading the patterns */
+    gt__bgemm_scalar(f->a16, 0, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
+  } else {
+    gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   if (rnd) gt__round_c(C, ldc, M, N);
+  if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
 }
 
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  gt__bgemm_any(0, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gt__bgemm_any(NULL, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gt_bgemm_rnd(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  gt__bgemm_any(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const gt_bgemm_form f = {NULL, 1, NULL, 0};
+  gt__bgemm_any(&f, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gt_bgemm_c16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, uint16_t *C16, int64_t ldc16) {
+  const gt_bgemm_form f = {NULL, 0, C16, ldc16};
+  gt__bgemm_any(&f, transA, transB, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
+void gt_bgemm_x(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const gt_bgemm_form *f) {
+  if (f && f->a16) transA = 0;
+  if (f && f->c16) beta = 0.0f;
+  gt__bgemm_any(f, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -80,16 +80,38 @@ typedef struct gt__gemm_kernel {
 typedef void (*gt__gemm_round_fn)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
                                   int64_t cols);
 
+/* The bf16 forms of a product's operands and output (NULL: float32 A, C as
+ * computed). a16: A holds bf16 patterns (transA 0; the pointer is passed
+ * as a float one), which the path's wrapper packs with its 2-byte packer
+ * (gt_bgemm_x's a16). Then what gt__gemm_run does with each tile of C once
+ * its last K block is in, while the tile is still in L1:
+ *   round  rounds the tile in place (gt_bgemm_rnd): C then holds
+ *          round(alpha op(A) op(B) + beta C), the bits of a separate
+ *          rounding pass over C without the pass;
+ *   c16    the tile is computed into a scratch tile on the stack instead of
+ *          C and written to c16 (row stride ldc16) as bf16 patterns
+ *          (pack, gt_bf16_pack_rows; gt_bgemm_c16): the float32 product never
+ *          reaches memory and C is not touched (it may be NULL). Only with
+ *          beta 0 and K within one K block of the plan: gt__gemm_run
+ *          returns 1 for a longer K, with nothing written. */
+typedef void (*gt__gemm_pack_fn)(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
+                                 int64_t cols);
+typedef struct gt__gemm_epi {
+  int a16;
+  gt__gemm_round_fn round;
+  gt__gemm_pack_fn pack; /* with c16: gt_bf16_pack_rows (the caller's ISA copy) */
+  uint16_t *c16;
+  int64_t ldc16;
+} gt__gemm_epi;
+
 /* The loops both packed GEMMs share (kernels/gemm.c): C = alpha op(A) op(B)
- * + beta C with the blocks' plan and the calling thread's buffers. 0, or -1
- * when the buffers cannot grow (nothing written: the caller takes another
- * path). M, N, K > 0. round_c, when not NULL, is applied to each tile of C
- * right after its last K block is stored (the tile still in L1): C then
- * holds round(alpha op(A) op(B) + beta C), the bits of a separate rounding
- * pass over C without the pass. */
+ * + beta C with the blocks' plan and the calling thread's buffers, each
+ * finished tile then handed to epi. 0; -1 when the buffers cannot grow; 1
+ * when epi->c16 cannot be served (both with nothing written: the caller
+ * takes another path). M, N, K > 0. */
 int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                 gt__gemm_round_fn round_c);
+                 const gt__gemm_epi *epi);
 
 /* The row-times-B^T products' loop (kernels/gemm_tile.h's GT__GEMV_BT_COLS):
  * cols(args, j0, j1) on chunks of `chunk` columns of [0, N), each to the

@@ -5,7 +5,7 @@
  * values widened to float32, so each FMA's product is exact and the sums
  * are float32 in gt_sgemm's order: the bits are gt_sgemm's on operands
  * rounded to bf16 beforehand. gt__wqgemm_packed does the same for a stored
- * W (dequantized, then rounded). round_c is gt__gemm_run's (NULL: C as
+ * W (dequantized, then rounded). epi is gt__gemm_run's (NULL: C as
  * computed). Call them only when gt__kernels_avx512();
  * they take M, N, K > 0 and alpha != 0, and return 0, or -1 with nothing
  * written when their buffers cannot grow. Private to kernels/. */
@@ -19,7 +19,7 @@
 
 int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                     gt__gemm_round_fn round_c);
+                     const gt__gemm_epi *epi);
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc);
 

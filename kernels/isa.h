@@ -43,6 +43,7 @@
 #define gt_geglu_forward_rnd GT__ISA_NAME(gt_geglu_forward_rnd)
 #define gt_geglu_forward_pack GT__ISA_NAME(gt_geglu_forward_pack)
 #define gt_geglu_backward_write_b16 GT__ISA_NAME(gt_geglu_backward_write_b16)
+#define gt_geglu_forward_b16 GT__ISA_NAME(gt_geglu_forward_b16)
 #define gt_rmsnorm_forward_pack GT__ISA_NAME(gt_rmsnorm_forward_pack)
 #define gt_rmsnorm_residual_forward_pack GT__ISA_NAME(gt_rmsnorm_residual_forward_pack)
 #define gt_rmsnorm_backward_b16 GT__ISA_NAME(gt_rmsnorm_backward_b16)
@@ -68,5 +69,6 @@
 #define gt_bf16_round_copy GT__ISA_NAME(gt_bf16_round_copy)
 #define gt_bf16_unpack GT__ISA_NAME(gt_bf16_unpack)
 #define gt_bf16_round_rows GT__ISA_NAME(gt_bf16_round_rows)
+#define gt_bf16_pack_rows GT__ISA_NAME(gt_bf16_pack_rows)
 
 #endif

@@ -230,6 +230,13 @@ void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16
                            const float *up, int64_t n);
 void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
                                  const uint16_t *up16, int64_t n);
+/* The forward from gate and up kept only as bf16 patterns (their products
+ * wrote nothing else, gt_bgemm_c16): out (rounded; may be NULL) and out16
+ * (may be NULL) as gt_geglu_forward_pack writes them from the widened
+ * inputs, bit for bit. */
+void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16, int64_t n);
+void gt_geglu_forward_b16_ref(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16,
+                              int64_t n);
 void gt_geglu_forward_pack_ref(float *out, uint16_t *out16, uint16_t *gate16, uint16_t *up16, const float *gate,
                                const float *up, int64_t n);
 void gt_geglu_backward_write_b16_ref(float *dgate, float *dup, const float *dout, const uint16_t *gate16,

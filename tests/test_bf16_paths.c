@@ -7,7 +7,11 @@
  * descriptions; the test switch GT_TEST_BF16_PATH in a child process; the
  * AMX kernel where the CPU has it (skipped with a message elsewhere);
  * gt_bgemm_rnd (C rounded inside the tile loop) bit for bit against
- * gt_bgemm then rounded, on every path; the products' allocation-free
+ * gt_bgemm then rounded, on every path; gt_bgemm_c16 (bf16 patterns
+ * straight from the tile loop) bit for bit against gt_bgemm then packed, on
+ * every path; gt_bgemm_x reading A as bf16 patterns bit for bit against
+ * gt_bgemm on the float32 A, in every output form, on every path; the
+ * products' allocation-free
  * fallbacks under an address-space limit.
  *
  * Bound, per element, with S = sum_k |bf16(a_k) bf16(b_k)| (exact
@@ -546,6 +550,130 @@ START_TEST(test_rounded_output) {
 }
 END_TEST
 
+START_TEST(test_bf16_output) {
+  /* gt_bgemm_c16 (the MLP's gate and up written only as bf16) is gt_bgemm
+   * with beta 0 then gt_bf16_pack over the M x N block, bit for bit, on
+   * every path this CPU runs, on 1 and 2 threads: the step's shapes above,
+   * K over several K blocks (the loops cannot hand a tile over after one
+   * micro call: computed into C and packed), few rows (the row kernel),
+   * few rows times many B blocks (each thread its own B blocks), K = 0 and
+   * alpha = 0 (zeros). The columns past N (ldc16's padding) stay untouched.
+   * Where the packed loops take K in one block (K <= 256 here, below every
+   * kernel's smallest K block) and the rows are many, the float32 C is not
+   * written at all: its NaNs are still there. */
+  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 0}, {1, 0, 40, 33, 2300, 0.5f, 0}, {0, 1, 3, 200, 300, 1, 0},
+                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0}, {0, 0, 6, 9, 20, 0, 0}};
+  enum { NEXTRA = sizeof extra / sizeof extra[0] };
+  int paths[5], emul[5], np = runnable_paths(paths, emul);
+  int64_t checked = 0, untouched = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (int n = 0; n < NCASES + NEXTRA; n++) {
+      pcase c = n < NCASES ? CASES[n] : extra[n - NCASES];
+      c.beta = 0.0f;
+      uint64_t sd = 700 + (uint64_t)n;
+      const int64_t lda = (c.ta ? c.M : c.K) + 1, ldb = c.tb ? c.K : c.N, ldc = c.N + 3, ld16 = c.N + 5;
+      float *A = gt_test_alloc_fill((c.ta ? c.K : c.M) * lda, &sd, -1, 1);
+      float *B = gt_test_alloc_fill((c.tb ? c.N : c.K) * ldb, &sd, -1, 1);
+      for (int p = 0; p < np; p++) {
+        float *want = malloc((size_t)(c.M * ldc) * sizeof(float)), *C = malloc((size_t)(c.M * ldc) * sizeof(float));
+        uint16_t *w16 = malloc((size_t)(c.M * ld16) * 2), *got = malloc((size_t)(c.M * ld16) * 2);
+        for (int64_t i = 0; i < c.M * ldc; i++) C[i] = NAN;
+        for (int64_t i = 0; i < c.M * ld16; i++) got[i] = 0xABCD;
+        gt__bgemm_force_path(paths[p]);
+        gt__bgemm_force_fallback(emul[p]);
+        gt_bgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, 0.0f, want, ldc);
+        for (int64_t i = 0; i < c.M; i++) gt_bf16_pack(w16 + i * ld16, want + i * ldc, c.N);
+        gt_bgemm_c16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, C, ldc, got, ld16);
+        gt__bgemm_force_fallback(0);
+        gt__bgemm_force_path(-1);
+        for (int64_t i = 0; i < c.M; i++) {
+          ck_assert_msg(memcmp(w16 + i * ld16, got + i * ld16, (size_t)c.N * 2) == 0,
+                        "path %d%s, %d threads, ta%d tb%d M%lld N%lld K%lld, row %lld: gt_bgemm_c16 != gt_bgemm "
+                        "then packed",
+                        paths[p], emul[p] ? " (emulated)" : "", th, c.ta, c.tb, (long long)c.M, (long long)c.N,
+                        (long long)c.K, (long long)i);
+          for (int64_t j = c.N; j < ld16; j++) ck_assert_uint_eq(got[i * ld16 + j], 0xABCD);
+          checked += c.N;
+        }
+        if (paths[p] != GT_BGEMM_COPY && c.K > 0 && c.K <= 256 && c.alpha != 0.0f && c.M > 4) {
+          for (int64_t i = 0; i < c.M * ldc; i++)
+            ck_assert_msg(isnan(C[i]), "path %d, ta%d tb%d M%lld N%lld K%lld: C written at %lld", paths[p], c.ta,
+                          c.tb, (long long)c.M, (long long)c.N, (long long)c.K, (long long)i);
+          untouched++;
+        }
+        free(want), free(C), free(w16), free(got);
+      }
+      free(A), free(B);
+    }
+  }
+  gt_team_set_process(1);
+  printf("gt_bgemm_c16: %lld elements on %d paths and 1 and 2 threads, each gt_bgemm's packed; %lld products "
+         "never wrote C\n",
+         (long long)checked, np, (long long)untouched);
+}
+END_TEST
+
+START_TEST(test_bf16_input) {
+  /* gt_bgemm_x with op(A) held as bf16 patterns (a16: the forward's kept
+   * inputs, read by the 2-byte packers) is gt_bgemm on the float32 A they
+   * were packed from, bit for bit: plain (beta as the case has it), rounded
+   * (gt_bgemm_rnd's) and as bf16 output (gt_bgemm_c16's), on every path
+   * this CPU runs and 1 and 2 threads; the cases of A not transposed above
+   * and the extra shapes of test_bf16_output (several K blocks, the row
+   * kernel, whole B blocks per thread, K = 0, alpha = 0), A's row stride
+   * padded. */
+  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {0, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
+                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1},
+                         {0, 1, 13, 45, 33, 1, 0}};
+  enum { NEXTRA = sizeof extra / sizeof extra[0] };
+  int paths[5], emul[5], np = runnable_paths(paths, emul);
+  int64_t checked = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (int n = 0; n < NCASES + NEXTRA; n++) {
+      const pcase c = n < NCASES ? CASES[n] : extra[n - NCASES];
+      if (c.ta) continue;
+      uint64_t sd = 900 + (uint64_t)n;
+      const int64_t lda = c.K + 3, ldb = c.tb ? c.K : c.N, ldc = c.N + 2;
+      float *A = gt_test_alloc_fill(c.M * lda, &sd, -1, 1), *B = gt_test_alloc_fill((c.tb ? c.N : c.K) * ldb, &sd, -1, 1);
+      float *C0 = gt_test_alloc_fill(c.M * ldc, &sd, -1, 1);
+      uint16_t *A16 = malloc((size_t)(c.M * lda) * 2);
+      gt_bf16_pack(A16, A, c.M * lda);
+      for (int p = 0; p < np; p++)
+        for (int form = 0; form < 3; form++) {
+          float *want = gt_test_copy(C0, c.M * ldc), *got = gt_test_copy(C0, c.M * ldc);
+          uint16_t *w16 = calloc((size_t)(c.M * ldc), 2), *g16 = calloc((size_t)(c.M * ldc), 2);
+          const float beta = form == 2 ? 0.0f : c.beta;
+          gt__bgemm_force_path(paths[p]);
+          gt__bgemm_force_fallback(emul[p]);
+          if (form == 0) gt_bgemm(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
+          if (form == 1) gt_bgemm_rnd(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
+          if (form == 2) gt_bgemm_c16(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, want, ldc, w16, ldc);
+          const gt_bgemm_form f = {A16, form == 1, form == 2 ? g16 : NULL, ldc};
+          gt_bgemm_x(0, c.tb, c.M, c.N, c.K, c.alpha, NULL, lda, B, ldb, beta, got, ldc, &f);
+          gt__bgemm_force_fallback(0);
+          gt__bgemm_force_path(-1);
+          for (int64_t i = 0; i < c.M; i++) {
+            const int same = form == 2 ? !memcmp(w16 + i * ldc, g16 + i * ldc, (size_t)c.N * 2)
+                                       : gt_test_same_bits(want + i * ldc, got + i * ldc, c.N);
+            ck_assert_msg(same, "path %d%s, %d threads, form %d, tb%d M%lld N%lld K%lld, row %lld: from bf16 A != "
+                          "from float32 A",
+                          paths[p], emul[p] ? " (emulated)" : "", th, form, c.tb, (long long)c.M, (long long)c.N,
+                          (long long)c.K, (long long)i);
+            checked += c.N;
+          }
+          free(want), free(got), free(w16), free(g16);
+        }
+      free(A), free(B), free(C0), free(A16);
+    }
+  }
+  gt_team_set_process(1);
+  printf("gt_bgemm_x from bf16 A: %lld elements on %d paths, 3 forms, 1 and 2 threads, each the float32 A's\n",
+         (long long)checked, np);
+}
+END_TEST
+
 START_TEST(test_products_without_memory) {
   /* The rounded-copies path (no AVX-512) rounds A and B into heap copies,
    * and gt_qbgemm's panels path dequantizes W into a heap panel; where
@@ -703,6 +831,8 @@ int main(void) {
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_qbgemm_t_is_bgemm_on_bf16_values);
   tcase_add_test(tc, test_rounded_output);
+  tcase_add_test(tc, test_bf16_output);
+  tcase_add_test(tc, test_bf16_input);
   tcase_add_test(tc, test_products_without_memory);
   tcase_add_test(tc, test_amx_cvt_packing);
   tcase_add_test(tc, test_amx_against_reference);

@@ -330,6 +330,46 @@ START_TEST(test_geglu_pack_vs_unfused_and_ref) {
 }
 END_TEST
 
+START_TEST(test_geglu_from_b16_vs_pack_and_ref) {
+  /* gt_geglu_forward_b16 (gate and up only in bf16, as gt_bgemm_c16 writes
+   * them): the output and its copy are gt_geglu_forward_pack's from the
+   * widened inputs, bit for bit, with out, out16 or both; special values
+   * (denormal products, NaN, -0, infinity) included; chunk edges (512),
+   * vector tails and the threaded path. The reference's sequence within
+   * forward_rnd's bound. */
+  const int64_t ns[] = {0, 1, 15, 17, 511, 512, 513, 4097, 100003};
+  uint64_t seed = 48;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int which = 1; which < 4; which++) {
+      const int64_t n = ns[a];
+      char what[96];
+      snprintf(what, sizeof what, "geglu from b16 n=%ld outputs=%d", (long)n, which);
+      float *g = gt_test_alloc_fill(n, &seed, -6, 6), *u = gt_test_alloc_fill(n, &seed, -2, 2);
+      if (n > 8) g[0] = 1e-20f, u[0] = 1e-20f, g[1] = NAN, g[2] = -0.0f, u[3] = 1e-38f, u[4] = INFINITY;
+      uint16_t *g16 = gt__h16(n), *u16 = gt__h16(n);
+      gt_bf16_pack(g16, g, n);
+      gt_bf16_pack(u16, u, n);
+      gt_bf16_unpack(g, g16, n); /* the floats the copies hold */
+      gt_bf16_unpack(u, u16, n);
+      float *o = which & 1 ? gt__nans(n) : NULL, *eo = gt__nans(n);
+      uint16_t *o16 = which & 2 ? gt__h16(n) : NULL, *e16 = gt__h16(n);
+      gt_geglu_forward_b16(o, o16, g16, u16, n);
+      gt_geglu_forward_pack(eo, e16, NULL, NULL, g, u, n);
+      if (o) ck_assert_msg(gt_test_same_bits(o, eo, n), "%s: the output", what);
+      if (o16) ck_assert_msg(n == 0 || !memcmp(o16, e16, (size_t)n * sizeof(uint16_t)), "%s: the copy", what);
+      if (n > 8) {
+        g16[1] = gt_f32_to_bf16(0.5f), u16[4] = gt_f32_to_bf16(2.0f); /* no NaN or infinity */
+        float *ro = gt_test_zeros(n), *fo = gt__nans(n);
+        gt_geglu_forward_b16(fo, NULL, g16, u16, n);
+        gt_geglu_forward_b16_ref(ro, NULL, g16, u16, n);
+        gt_test_check_err(what, gt_test_scaled_err(fo, ro, n), TOL_REF_BF16);
+        free(ro), free(fo);
+      }
+      free(g); free(u); free(g16); free(u16); free(o); free(eo); free(o16); free(e16);
+    }
+}
+END_TEST
+
 START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
   /* gate and up read from bf16 copies: the bits of unpacking them and
    * running gt_geglu_backward_write, with either gradient alone; and the
@@ -665,6 +705,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_geglu_rnd_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_backward_b16_vs_unpacked_and_ref);
+  tcase_add_test(tc, test_geglu_from_b16_vs_pack_and_ref);
   tcase_add_test(tc, test_rmsnorm_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_rmsnorm_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_rope_norm_b16_vs_unfused_and_ref);

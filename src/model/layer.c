@@ -524,11 +524,36 @@ static void gt__lora_op(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int 
   GT_PROF(io->m->prof, GT_PROF_MATMUL, gt_lora_forward(io, (gt_lparam)p.slot, a[p.x], a[p.y], (int64_t)io->B * io->T, p.in, p.out));
 }
 
+/* dtype=bfloat16: can op's product take its input and output in bf16
+ * forms (gt__matmul_forward_b16)? Bf16 products of a float32-stored weight
+ * with no adapter (which reads the float input and adds into the float
+ * output). */
+static int gt__proj_b16(const gt_layer_io *io, int op, gt__weight w) {
+  return gt__proj_rounds(io, op) && gt__matmul_b16_forms(io->m, w);
+}
+
+/* op's projection in the forward, then its adapter. Where the forward wrote
+ * the input's bf16 copy (h: the slot is kept in 2 bytes) and the product
+ * can take it, the product reads the copy at 2 bytes an element; out16 (the
+ * MLP's gate and up) has it write only the output's copy. */
+static void gt__proj_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint16_t *const *h, int op,
+                             gt__weight w, uint16_t *out16) {
+  const gt_model *m = io->m;
+  const gt__proj p = gt__op_proj(m, io->L, op);
+  const int64_t n = (int64_t)io->B * io->T;
+  const uint16_t *in16 = h ? h[p.x] : NULL;
+  if ((in16 || out16) && gt__proj_b16(io, op, w))
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_b16(m, a[p.y], out16, a[p.x], in16, w, n, p.in, p.out));
+  else
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[p.y], a[p.x], w, n, p.in, p.out, gt__proj_rounds(io, op)));
+  gt__lora_op(io, a, op);
+}
+
 void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
   int64_t N = (int64_t)io->B * io->T, d = m->d, H = L->n_heads, K = L->n_kv_heads, hd = L->head_dim;
-  int64_t qd = H * hd, kd = K * hd, F = L->mlp_dim, P = L->ple_dim;
+  int64_t F = L->mlp_dim, P = L->ple_dim;
   float eps = m->eps, off = m->norm_offset;
   const int rnd = m->bf16_act; /* the kernels of GT__ROUNDS_INSIDE round their outputs */
   ops &= gt_layer_all_ops(L);
@@ -555,18 +580,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   }
-  RUN(OP_MM_Q) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_Q_RAW], a[GT_A_A], WM(GT_P_WQ), N, d, qd, gt__proj_rounds(io, OP_MM_Q)));
-    gt__lora_op(io, a, OP_MM_Q);
-  }
-  RUN(OP_MM_K) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_K_RAW], a[GT_A_A], WM(GT_P_WK), N, d, kd, gt__proj_rounds(io, OP_MM_K)));
-    gt__lora_op(io, a, OP_MM_K);
-  }
-  RUN(OP_MM_V) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[L->gemma4 ? GT_A_V_RAW : GT_A_V], a[GT_A_A], WM(GT_P_WV), N, d, kd, gt__proj_rounds(io, OP_MM_V)));
-    gt__lora_op(io, a, OP_MM_V);
-  }
+  RUN(OP_MM_Q) gt__proj_forward(io, a, h, OP_MM_Q, WM(GT_P_WQ), NULL);
+  RUN(OP_MM_K) gt__proj_forward(io, a, h, OP_MM_K, WM(GT_P_WK), NULL);
+  RUN(OP_MM_V) gt__proj_forward(io, a, h, OP_MM_V, WM(GT_P_WV), NULL);
   /* q/k norm, RoPE (and the bf16 rounding) in one sweep over each row-head */
   RUN(OP_Q_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_forward(io, a, GT_A_Q, GT_A_Q_RSTD, GT_A_Q_RAW, W(GT_P_Q_NORM), H));
   RUN(OP_K_NORM_ROPE) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__rope_norm_forward(io, a, GT_A_K, GT_A_K_RSTD, GT_A_K_RAW, W(GT_P_K_NORM), K));
@@ -580,10 +596,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
     GT_PROF(m->prof, GT_PROF_ATTENTION, arc = gt_attention_forward(a[GT_A_CTX], a[GT_A_LSE], a[GT_A_Q], k, v, io->seg, &ad));
     if (arc && io->fail) *io->fail = GT_ERR_NOMEM; /* no scratch for the kernel; the caller discards the run */
   }
-  RUN(OP_MM_O) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_O], a[GT_A_CTX], WM(GT_P_WO), N, qd, d, gt__proj_rounds(io, OP_MM_O)));
-    gt__lora_op(io, a, OP_MM_O);
-  }
+  RUN(OP_MM_O) gt__proj_forward(io, a, h, OP_MM_O, WM(GT_P_WO), NULL);
   /* x1 = x_in + norm(o): the normalized o is not kept, it is cheap to redo.
    * With the pre-FFW norm also to run, both in one sweep (the same bits as
    * running them apart, which a recompute may do). */
@@ -600,24 +613,28 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
   RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
-  RUN(OP_MM_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_GATE], a[GT_A_M], WM(GT_P_W_GATE), N, d, F, gt__proj_rounds(io, OP_MM_GATE)));
-    gt__lora_op(io, a, OP_MM_GATE);
-  }
-  RUN(OP_MM_UP) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_UP], a[GT_A_M], WM(GT_P_W_UP), N, d, F, gt__proj_rounds(io, OP_MM_UP)));
-    gt__lora_op(io, a, OP_MM_UP);
-  }
+  /* Gate and up kept in 2 bytes and their products able to write bf16:
+   * after this forward only their copies are read (in bf16, or unpacked
+   * for a recompute), so the products write nothing else (gt_bgemm_c16;
+   * the float slots are their scratch where a path has no tile loop) and
+   * the GeGLU reads them at 2 bytes an element. With the activation kept
+   * in 2 bytes too and the down projection reading its copy, the GeGLU
+   * writes only that copy. */
+  const uint32_t mlp_ops = (1u << OP_MM_GATE) | (1u << OP_MM_UP) | (1u << OP_GEGLU);
+  const int mlp16 = H16(GT_A_GATE) && H16(GT_A_UP) && (ops & mlp_ops) == mlp_ops &&
+                    gt__proj_b16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__proj_b16(io, OP_MM_UP, WM(GT_P_W_UP));
+  const int act16 = mlp16 && H16(GT_A_ACT) && (ops & (1u << OP_MM_DOWN)) && gt__proj_b16(io, OP_MM_DOWN, WM(GT_P_W_DOWN));
+  RUN(OP_MM_GATE) gt__proj_forward(io, a, h, OP_MM_GATE, WM(GT_P_W_GATE), mlp16 ? h[GT_A_GATE] : NULL);
+  RUN(OP_MM_UP) gt__proj_forward(io, a, h, OP_MM_UP, WM(GT_P_W_UP), mlp16 ? h[GT_A_UP] : NULL);
   RUN(OP_GEGLU) {
-    if (H16(GT_A_GATE) || H16(GT_A_UP) || H16(GT_A_ACT))
+    if (mlp16)
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_b16(act16 ? NULL : a[GT_A_ACT], h[GT_A_ACT], h[GT_A_GATE], h[GT_A_UP], N * F));
+    else if (H16(GT_A_GATE) || H16(GT_A_UP) || H16(GT_A_ACT))
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_pack(a[GT_A_ACT], h[GT_A_ACT], h[GT_A_GATE], h[GT_A_UP], a[GT_A_GATE], a[GT_A_UP], N * F));
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_forward_rnd(a[GT_A_ACT], a[GT_A_GATE], a[GT_A_UP], N * F, rnd));
   }
-  RUN(OP_MM_DOWN) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_F], a[GT_A_ACT], WM(GT_P_W_DOWN), N, F, d, gt__proj_rounds(io, OP_MM_DOWN)));
-    gt__lora_op(io, a, OP_MM_DOWN);
-  }
+  RUN(OP_MM_DOWN) gt__proj_forward(io, a, h, OP_MM_DOWN, WM(GT_P_W_DOWN), NULL);
   RUN(OP_SHARED_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_SHARED], a[GT_A_SHARED_RSTD], a[GT_A_F], W(GT_P_POST_FFW_NORM_1), N, (int)d, eps, off, rnd));
   RUN(OP_MOE) gt__moe_forward(io, a);
   RUN(OP_MOE_ADD) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__sum(a[GT_A_MOE_SUM], a[GT_A_SHARED], a[GT_A_MOE_OUT], N * d));
@@ -631,15 +648,9 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(dst, a[GT_A_F_RSTD], NULL, NULL, a[GT_A_X1], ffw, W(GT_P_POST_FFW_NORM), NULL,
                                                                          N, (int)d, eps, off, rnd));
   }
-  RUN(OP_PLE_GATE) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_GATE], a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P, gt__proj_rounds(io, OP_PLE_GATE)));
-    gt__lora_op(io, a, OP_PLE_GATE);
-  }
+  RUN(OP_PLE_GATE) gt__proj_forward(io, a, h, OP_PLE_GATE, WM(GT_P_PLE_GATE), NULL);
   RUN(OP_PLE_ACT) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_forward(a[GT_A_PLE_ACT], a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
-  RUN(OP_PLE_PROJ) {
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[GT_A_PLE_PROJ], a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d, gt__proj_rounds(io, OP_PLE_PROJ)));
-    gt__lora_op(io, a, OP_PLE_PROJ);
-  }
+  RUN(OP_PLE_PROJ) gt__proj_forward(io, a, h, OP_PLE_PROJ, WM(GT_P_PLE_PROJ), NULL);
   RUN(OP_PLE_RESID) {
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X3], a[GT_A_PLE_RSTD], NULL, NULL, a[GT_A_X2], a[GT_A_PLE_PROJ],
                                                                        W(GT_P_PLE_NORM), NULL, N, (int)d, eps, off, rnd));

@@ -43,6 +43,17 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
   if (rnd) gt__act_round(m, out, n * out_dim);
 }
 
+int gt__matmul_b16_forms(const gt_model *m, gt__weight w) {
+  return m->bf16_act && m->bf16_mm && w.qtype == GT_STORE_F32;
+}
+
+void gt__matmul_forward_b16(const gt_model *m, float *out, uint16_t *out16, const float *inp, const uint16_t *inp16,
+                            gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim) {
+  (void)m; /* bf16 products (gt__matmul_b16_forms) */
+  const gt_bgemm_form f = {inp16, out16 == NULL, out16, out_dim};
+  gt_bgemm_x(0, 1, n, out_dim, in_dim, 1.0f, inp16 ? NULL : inp, in_dim, w.p, in_dim, 0.0f, out, out_dim, &f);
+}
+
 void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim) {
   if (w.qtype != GT_STORE_F32)

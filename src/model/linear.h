@@ -31,6 +31,17 @@ static inline gt__weight gt__wf32(const float *p) {
  * by gt__act_round either way. */
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                         int64_t out_dim, int rnd);
+/* Whether a projection of w can take gt__matmul_forward_b16's forms:
+ * dtype=bfloat16 with bf16 products of a float32-stored w. */
+int gt__matmul_b16_forms(const gt_model *m, gt__weight w);
+/* gt__matmul_forward (rounded) with its input and output in bf16 forms
+ * (gt_bgemm_x): inp16, when given, is inp's bf16 copy and is read instead
+ * of inp (which may then be NULL), at 2 bytes an element; out16, when
+ * given, receives the output's bf16 patterns, written by the product where
+ * it can (out is then its scratch, contents unspecified). The same bits as
+ * gt__matmul_forward then gt_bf16_pack. Only where gt__matmul_b16_forms. */
+void gt__matmul_forward_b16(const gt_model *m, float *out, uint16_t *out16, const float *inp, const uint16_t *inp16,
+                            gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
 /* dinp += dout . w ; dw += dout^T . inp (either may be NULL) */
 void gt__matmul_backward(const gt_model *m, float *dinp, float *dw, const float *dout, const float *inp, gt__weight w,
                      int64_t n, int64_t in_dim, int64_t out_dim);
