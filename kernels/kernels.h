@@ -287,10 +287,13 @@ void gt_geglu_forward_rnd_ref(float *out, const float *gate, const float *up, in
  * executor), as the GeGLU's above:
  * gt_rmsnorm_forward_pack: gt_rmsnorm_forward_rnd(..., round_bf16 = 1) that
  *   also writes the bf16 patterns of out and the input x into out16 and x16
- *   (each may be NULL);
+ *   (each may be NULL); with out NULL and out16 given, only the patterns
+ *   (a forward whose readers of out take its copy);
  * gt_rmsnorm_residual_forward_pack: gt_rmsnorm_residual_forward_rnd(...,
  *   round_bf16 = 1) that also writes the patterns of res_out, out2 and the
- *   input y into res16, out2_16 (only with out2) and y16 (each may be NULL);
+ *   input y into res16, out2_16 and y16 (each may be NULL); the second norm
+ *   runs when out2 or out2_16 is given, and with out2 NULL only its
+ *   patterns are written;
  * gt_rmsnorm_backward_b16, gt_rmsnorm_residual_backward_b16:
  *   gt_rmsnorm_backward and gt_rmsnorm_residual_backward reading x as bf16
  *   patterns.

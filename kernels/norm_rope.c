@@ -44,6 +44,27 @@ static inline __attribute__((always_inline)) float gt__rnd(float v, const int ro
   return round_bf16 ? gt__bf16_round1_nb(v) : v;
 }
 
+/* a rounded value's bf16 pattern (the top half of its rounded bits) */
+static inline __attribute__((always_inline)) uint16_t gt__h16(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)(gt__bf16_round_bits(u) >> 16);
+}
+
+/* gt__rms_apply's rounded values written only as their bf16 patterns (the
+ * float32 output not wanted: the forms of gt_rmsnorm_forward_pack with out
+ * NULL) */
+static inline __attribute__((always_inline)) void gt__rms_apply16(uint16_t *o16, const float *xr, const float *w,
+                                                                  float rs, int dim, float w_offset) {
+  if (w) {
+#pragma omp simd
+    for (int j = 0; j < dim; j++) o16[j] = gt__h16((xr[j] * rs) * (w_offset + w[j]));
+  } else {
+#pragma omp simd
+    for (int j = 0; j < dim; j++) o16[j] = gt__h16(xr[j] * rs);
+  }
+}
+
 /* o_j = (x_j rs) (w_offset + w_j), or x_j rs without a weight (as
  * gt__rms_row_fwd), rounded */
 static inline __attribute__((always_inline)) void gt__rms_apply(float *o, const float *xr, const float *w, float rs,
@@ -64,8 +85,12 @@ static void gt__norm_rnd_part(void *p, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r++) {
     const float rs = gt__rms_row_rs(x + r * dim, dim, a->eps);
     if (a->rstd) a->rstd[r] = rs;
-    gt__rms_apply(a->out + r * dim, x + r * dim, w, rs, dim, a->w_offset, 1);
-    if (a->out16) gt__bf16_pack_row(a->out16 + r * dim, a->out + r * dim, dim);
+    if (!a->out) { /* the copy alone */
+      gt__rms_apply16(a->out16 + r * dim, x + r * dim, w, rs, dim, a->w_offset);
+    } else {
+      gt__rms_apply(a->out + r * dim, x + r * dim, w, rs, dim, a->w_offset, 1);
+      if (a->out16) gt__bf16_pack_row(a->out16 + r * dim, a->out + r * dim, dim);
+    }
     if (a->x16) gt__bf16_pack_row(a->x16 + r * dim, x + r * dim, dim);
   }
 }
@@ -266,7 +291,7 @@ static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
      * sequence rounds them after that kernel */
     const float rs = gt__rms_row_rs(yr, dim, eps);
     if (rstd) rstd[r] = rs;
-    if (!out2) {
+    if (!out2 && !a->out2_16) {
       if (w) {
 #pragma omp simd
         for (int j = 0; j < dim; j++) o[j] = gt__bf16_round1_nb((yr[j] * rs) * (w_offset + w[j]) + rr[j]);
@@ -282,6 +307,24 @@ static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
     for (int j = 0; j < dim; j++) o[j] += rr[j];
     const float rs2 = gt__rms_row_rs(o, dim, eps);
     if (rstd2) rstd2[r] = rs2;
+    if (!out2) { /* the second output's copy alone */
+      uint16_t *h2 = a->out2_16 + r * dim;
+      if (w2) {
+#pragma omp simd
+        for (int j = 0; j < dim; j++) {
+          h2[j] = gt__h16((o[j] * rs2) * (w_offset + w2[j]));
+          o[j] = gt__bf16_round1_nb(o[j]);
+        }
+      } else {
+#pragma omp simd
+        for (int j = 0; j < dim; j++) {
+          h2[j] = gt__h16(o[j] * rs2);
+          o[j] = gt__bf16_round1_nb(o[j]);
+        }
+      }
+      gt__res_pack_row(a, r);
+      continue;
+    }
     float *o2 = out2 + r * dim;
     if (w2) {
 #pragma omp simd

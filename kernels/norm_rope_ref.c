@@ -44,20 +44,29 @@ void gt_rmsnorm_residual_forward_rnd_ref(float *res_out, float *rstd, float *out
 
 void gt_rmsnorm_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,
                                  const float *w, int64_t rows, int dim, float eps, float w_offset) {
-  gt_rmsnorm_forward_rnd_ref(out, rstd, x, w, rows, dim, eps, w_offset, 1);
-  if (out16 && rows > 0 && dim > 0) gt_bf16_pack_ref(out16, out, rows * dim);
-  if (x16 && rows > 0 && dim > 0) gt_bf16_pack_ref(x16, x, rows * dim);
+  const int64_t n = rows > 0 && dim > 0 ? rows * dim : 0;
+  float *o = out ? out : malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* test-only scratch */
+  if (!o) return;
+  gt_rmsnorm_forward_rnd_ref(o, rstd, x, w, rows, dim, eps, w_offset, 1);
+  if (out16 && n) gt_bf16_pack_ref(out16, o, n);
+  if (x16 && n) gt_bf16_pack_ref(x16, x, n);
+  if (!out) free(o);
 }
 
 void gt_rmsnorm_residual_forward_pack_ref(float *res_out, uint16_t *res16, float *rstd, float *out2,
                                           uint16_t *out2_16, float *rstd2, const float *res, const float *y,
                                           uint16_t *y16, const float *w, const float *w2, int64_t rows, int dim,
                                           float eps, float w_offset) {
-  gt_rmsnorm_residual_forward_rnd_ref(res_out, rstd, out2, rstd2, res, y, w, w2, rows, dim, eps, w_offset, 1);
-  if (rows <= 0 || dim <= 0) return;
-  if (res16) gt_bf16_pack_ref(res16, res_out, rows * dim);
-  if (out2_16) gt_bf16_pack_ref(out2_16, out2, rows * dim);
-  if (y16) gt_bf16_pack_ref(y16, y, rows * dim);
+  const int64_t n = rows > 0 && dim > 0 ? rows * dim : 0;
+  float *o2 = out2 || !out2_16 ? out2 : malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* test-only scratch */
+  if (out2_16 && !o2) return;
+  gt_rmsnorm_residual_forward_rnd_ref(res_out, rstd, o2, rstd2, res, y, w, w2, rows, dim, eps, w_offset, 1);
+  if (n) {
+    if (res16) gt_bf16_pack_ref(res16, res_out, n);
+    if (out2_16) gt_bf16_pack_ref(out2_16, o2, n);
+    if (y16) gt_bf16_pack_ref(y16, y, n);
+  }
+  if (o2 != out2) free(o2);
 }
 
 void gt_rmsnorm_rope_forward_pack_ref(float *out, uint16_t *out16, float *rstd, const float *x, uint16_t *x16,

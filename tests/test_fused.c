@@ -409,6 +409,50 @@ static int gt__same16(const uint16_t *a, const uint16_t *b, int64_t n) {
   return n <= 0 || !memcmp(a, b, (size_t)n * sizeof(uint16_t));
 }
 
+START_TEST(test_rmsnorm_pack_copy_only) {
+  /* The normalised output wanted only as its copy (its readers, the
+   * projections, take the copy): gt_rmsnorm_forward_pack with out NULL and
+   * gt_rmsnorm_residual_forward_pack with out2 NULL write the same patterns
+   * and statistics (and the residual output) as with the float32 outputs,
+   * bit for bit; so do the references. */
+  uint64_t seed = 49;
+  const float eps = 1e-6f;
+  for (int si = 0; si < GT__NORM_CASES; si++) {
+    gt__norm_case c = gt__norm_case_new(si, &seed);
+    const int64_t rows = c.rows, n = c.n;
+    const int dim = c.dim;
+    char what[128];
+    snprintf(what, sizeof what, "copy only rows=%ld dim=%d %s", (long)rows, dim, gt__wname[c.variant]);
+    float *o = gt__nans(n), *rs = gt__nans(rows), *rs1 = gt__nans(rows);
+    uint16_t *want = gt__h16(n), *got = gt__h16(n);
+    gt_rmsnorm_forward_pack(o, want, rs, c.x, NULL, c.w, rows, dim, eps, c.off);
+    gt_rmsnorm_forward_pack(NULL, got, rs1, c.x, NULL, c.w, rows, dim, eps, c.off);
+    ck_assert_msg(gt__same16(got, want, n) && gt_test_same_bits(rs, rs1, rows), "%s: plain norm", what);
+    gt_rmsnorm_forward_pack_ref(NULL, got, rs1, c.x, NULL, c.w, rows, dim, eps, c.off);
+    gt_rmsnorm_forward_pack_ref(o, want, rs, c.x, NULL, c.w, rows, dim, eps, c.off);
+    ck_assert_msg(gt__same16(got, want, n), "%s: plain norm's reference", what);
+    for (int ww = 0; ww < 2; ww++) {
+      const float *w2 = ww ? c.w2 : NULL;
+      float *y = gt_test_alloc_fill(n, &seed, -2, 2), *x1 = gt__nans(n), *x1b = gt__nans(n), *o2 = gt__nans(n);
+      float *r2 = gt__nans(rows), *r2b = gt__nans(rows);
+      uint16_t *x16 = gt__h16(n), *x16b = gt__h16(n);
+      gt_rmsnorm_residual_forward_pack(x1, x16, rs, o2, want, r2, c.res, y, NULL, c.w, w2, rows, dim, eps, c.off);
+      gt_rmsnorm_residual_forward_pack(x1b, x16b, rs1, NULL, got, r2b, c.res, y, NULL, c.w, w2, rows, dim, eps, c.off);
+      ck_assert_msg(gt__same16(got, want, n) && gt_test_same_bits(r2, r2b, rows), "%s w2=%d: out2's copy", what, ww);
+      ck_assert_msg(gt_test_same_bits(x1, x1b, n) && gt_test_same_bits(rs, rs1, rows) && gt__same16(x16, x16b, n),
+                    "%s w2=%d: the residual output", what, ww);
+      gt_rmsnorm_residual_forward_pack_ref(x1, NULL, rs, o2, want, r2, c.res, y, NULL, c.w, w2, rows, dim, eps, c.off);
+      gt_rmsnorm_residual_forward_pack_ref(x1b, NULL, rs1, NULL, got, r2b, c.res, y, NULL, c.w, w2, rows, dim, eps,
+                                           c.off);
+      ck_assert_msg(gt__same16(got, want, n), "%s w2=%d: the reference", what, ww);
+      free(y); free(x1); free(x1b); free(o2); free(r2); free(r2b); free(x16); free(x16b);
+    }
+    gt__norm_case_free(&c);
+    free(o); free(rs); free(rs1); free(want); free(got);
+  }
+}
+END_TEST
+
 START_TEST(test_rmsnorm_pack_vs_unfused_and_ref) {
   /* gt_rmsnorm_forward_pack and gt_rmsnorm_residual_forward_pack: the
    * forward_rnd forms' outputs and statistics, then gt_bf16_pack of each
@@ -706,6 +750,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_geglu_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_geglu_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_geglu_from_b16_vs_pack_and_ref);
+  tcase_add_test(tc, test_rmsnorm_pack_copy_only);
   tcase_add_test(tc, test_rmsnorm_pack_vs_unfused_and_ref);
   tcase_add_test(tc, test_rmsnorm_backward_b16_vs_unpacked_and_ref);
   tcase_add_test(tc, test_rope_norm_b16_vs_unfused_and_ref);

@@ -532,6 +532,12 @@ static int gt__proj_b16(const gt_layer_io *io, int op, gt__weight w) {
   return gt__proj_rounds(io, op) && gt__matmul_b16_forms(io->m, w);
 }
 
+/* Does op, where the layer has it, read its input's copy in this forward
+ * (it runs, and its product takes bf16 forms: gt__proj_forward)? */
+static int gt__reads_copy(const gt_layer_io *io, uint32_t ops, int op, gt__weight w) {
+  return !gt__op_present(io->L, op) || (((ops >> op) & 1u) && gt__proj_b16(io, op, w));
+}
+
 /* op's projection in the forward, then its adapter. Where the forward wrote
  * the input's bf16 copy (h: the slot is kept in 2 bytes) and the product
  * can take it, the product reads the copy at 2 bytes an element; out16 (the
@@ -574,9 +580,15 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
    * writes or reads anyway (gt_layer_writes_b16), packed in its sweep */
   uint16_t *const *h = rnd ? io->b16 : NULL;
 #define H16(slot) (h ? h[slot] : NULL)
+  /* The normalised inputs wanted only as their copies: kept in 2 bytes, and
+   * every projection that reads them in this forward reads the copy */
+  const int a_copy_only = H16(GT_A_A) && gt__reads_copy(io, ops, OP_MM_Q, WM(GT_P_WQ)) &&
+                          gt__reads_copy(io, ops, OP_MM_K, WM(GT_P_WK)) && gt__reads_copy(io, ops, OP_MM_V, WM(GT_P_WV));
+  const int m_copy_only = H16(GT_A_M) && !L->n_experts && gt__reads_copy(io, ops, OP_MM_GATE, WM(GT_P_W_GATE)) &&
+                          gt__reads_copy(io, ops, OP_MM_UP, WM(GT_P_W_UP));
   RUN(OP_IN_NORM) {
     if (H16(GT_A_A) || H16(GT_A_X_IN))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(a[GT_A_A], h[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], h[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(a_copy_only ? NULL : a[GT_A_A], h[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], h[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off));
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_A], a[GT_A_A_RSTD], a[GT_A_X_IN], W(GT_P_INPUT_NORM), N, (int)d, eps, off, rnd));
   }
@@ -603,7 +615,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   uint32_t resid_norm = (1u << OP_ATTN_RESID) | (1u << OP_FFW_NORM);
   if ((ops & resid_norm) == resid_norm) {
     if (H16(GT_A_X1) || H16(GT_A_M) || H16(GT_A_O))
-      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_pack(a[GT_A_X1], h[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], h[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN],
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_pack(a[GT_A_X1], h[GT_A_X1], a[GT_A_O_RSTD], m_copy_only ? NULL : a[GT_A_M], h[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN],
                                                                           a[GT_A_O], h[GT_A_O], W(GT_P_POST_ATTN_NORM), W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
     else
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X_IN], a[GT_A_O],
@@ -612,7 +624,12 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   }
   RUN(OP_ATTN_RESID) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_forward_rnd(a[GT_A_X1], a[GT_A_O_RSTD], NULL, NULL, a[GT_A_X_IN], a[GT_A_O],
                                                                                        W(GT_P_POST_ATTN_NORM), NULL, N, (int)d, eps, off, rnd));
-  RUN(OP_FFW_NORM) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
+  RUN(OP_FFW_NORM) {
+    if (H16(GT_A_M)) /* (its copy, as the fused sweep above writes it) */
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_pack(m_copy_only ? NULL : a[GT_A_M], h[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], NULL, W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off));
+    else
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_forward_rnd(a[GT_A_M], a[GT_A_M_RSTD], a[GT_A_X1], W(GT_P_PRE_FFW_NORM), N, (int)d, eps, off, rnd));
+  }
   /* Gate and up kept in 2 bytes and their products able to write bf16:
    * after this forward only their copies are read (in bf16, or unpacked
    * for a recompute), so the products write nothing else (gt_bgemm_c16;
