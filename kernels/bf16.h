@@ -88,10 +88,9 @@ void gt_bgemm_c16(int transA, int transB, int64_t M, int64_t N, int64_t K, float
                   int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, uint16_t *C16, int64_t ldc16);
 /* gt_bgemm with its operands and output in the forms a dtype=bfloat16
  * forward keeps them, each optional (a zeroed form: gt_bgemm):
- *   a16    op(A) = a16, bf16 patterns [M, K] with row stride lda (transA
- *          is taken as 0, A is not read): the packers read 2 bytes an
- *          element and have nothing to round; the bits of gt_bgemm on the
- *          widened floats;
+ *   a16    A held as bf16 patterns (row stride lda, op(A) as transA says;
+ *          A is not read): the packers read 2 bytes an element and have
+ *          nothing to round; the bits of gt_bgemm on the widened floats;
  *   round  C rounded to bf16 (gt_bgemm_rnd);
  *   c16    C16 = bf16(product) as gt_bgemm_c16 (beta taken as 0). */
 typedef struct gt_bgemm_form {

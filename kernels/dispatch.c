@@ -32,6 +32,7 @@ GT__VARIANTS(gt_geglu_forward_rnd)
 GT__VARIANTS(gt_geglu_forward_pack)
 GT__VARIANTS(gt_geglu_backward_write_b16)
 GT__VARIANTS(gt_geglu_forward_b16)
+GT__VARIANTS(gt_geglu_backward_b16_to_b16)
 GT__VARIANTS(gt_rmsnorm_forward_pack)
 GT__VARIANTS(gt_rmsnorm_residual_forward_pack)
 GT__VARIANTS(gt_rmsnorm_backward_b16)
@@ -134,6 +135,11 @@ void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, co
                                  const uint16_t *up16, int64_t n) {
   (gt__kernels_avx512() ? gt_geglu_backward_write_b16__avx512
                         : gt_geglu_backward_write_b16__portable)(dgate, dup, dout, gate16, up16, n);
+}
+void gt_geglu_backward_b16_to_b16(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
+                                  const uint16_t *up16, int64_t n) {
+  (gt__kernels_avx512() ? gt_geglu_backward_b16_to_b16__avx512
+                        : gt_geglu_backward_b16_to_b16__portable)(dgate16, dup16, dout, gate16, up16, n);
 }
 void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, const uint16_t *up16, int64_t n) {
   (gt__kernels_avx512() ? gt_geglu_forward_b16__avx512 : gt_geglu_forward_b16__portable)(out, out16, gate16, up16, n);

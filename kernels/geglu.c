@@ -141,7 +141,7 @@ void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, c
 static inline __attribute__((always_inline)) void
 gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
               const float *up, const uint16_t *gate16, const uint16_t *up16, int64_t i0, int64_t i1,
-              const int want_gate, const int want_up, const int set) {
+              const int want_gate, const int want_up, const int set, uint16_t *dgate16, uint16_t *dup16) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; i++) {
     const float x = gate16 ? gt_bf16_to_f32(gate16[i]) : gate[i];
@@ -154,14 +154,18 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     if (want_gate) {
       const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
       const float v = dout[i] * (up16 ? gt_bf16_to_f32(up16[i]) : up[i]) * dg;
-      if (set)
+      if (dgate16)
+        dgate16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
+      else if (set)
         dgate[i] = v;
       else
         dgate[i] += v;
     }
     if (want_up) {
       const float v = dout[i] * (x * s);
-      if (set)
+      if (dup16)
+        dup16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
+      else if (set)
         dup[i] = v;
       else
         dup[i] += v;
@@ -175,6 +179,7 @@ typedef struct gt__geglu_bwd_args {
   const uint16_t *gate16, *up16; /* gt_geglu_backward_write_b16's inputs (else NULL) */
   int64_t n;
   int set;
+  uint16_t *dgate16, *dup16; /* gt_geglu_backward_b16_to_b16's outputs (then both, with gate16 and up16) */
 } gt__geglu_bwd_args;
 
 /* the branch-free variants of one input type (G, U: the inputs) and one
@@ -182,11 +187,11 @@ typedef struct gt__geglu_bwd_args {
 #define GT__GEGLU_BWD_WANTS(G, U, G16, U16, SET)                       \
   do {                                                                 \
     if (dgate && dup)                                                  \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, SET); \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, SET, NULL, NULL); \
     else if (dgate)                                                    \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, SET); \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, SET, NULL, NULL); \
     else                                                               \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, SET); \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, SET, NULL, NULL); \
   } while (0)
 #define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16)    \
   do {                                            \
@@ -196,15 +201,17 @@ typedef struct gt__geglu_bwd_args {
       GT__GEGLU_BWD_WANTS(G, U, G16, U16, 0);     \
   } while (0)
 
-/* Member t of nt: 16-element aligned blocks, so that two members never
- * write one cache line. */
+/* Member t of nt: aligned blocks of one cache line's elements (16 floats,
+ * 32 patterns), so that two members never write one line. */
 static void gt__geglu_bwd_member(void *p, int t, int nt) {
   const gt__geglu_bwd_args *a = p;
   float *dgate = a->dgate, *dup = a->dup;
   const float *dout = a->dout;
   int64_t i0, i1;
-  gt_team_split_blocks(a->n, 16, t, nt, &i0, &i1);
-  if (a->gate16)
+  gt_team_split_blocks(a->n, a->dgate16 ? 32 : 16, t, nt, &i0, &i1);
+  if (a->dgate16)
+    gt__geglu_bwd(NULL, NULL, dout, NULL, NULL, a->gate16, a->up16, i0, i1, 1, 1, 1, a->dgate16, a->dup16);
+  else if (a->gate16)
     GT__GEGLU_BWD_VARIANTS((const float *)NULL, (const float *)NULL, a->gate16, a->up16);
   else
     GT__GEGLU_BWD_VARIANTS(a->gate, a->up, (const uint16_t *)NULL, (const uint16_t *)NULL);
@@ -219,13 +226,13 @@ static void gt__geglu_backward(gt__geglu_bwd_args *a) {
 
 void gt_geglu_backward(float *dgate, float *dup, const float *dout,
                        const float *gate, const float *up, int64_t n) {
-  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 0};
+  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 0, NULL, NULL};
   gt__geglu_backward(&a);
 }
 
 void gt_geglu_backward_write(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                              int64_t n) {
-  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 1};
+  gt__geglu_bwd_args a = {dgate, dup, dout, gate, up, NULL, NULL, n, 1, NULL, NULL};
   gt__geglu_backward(&a);
 }
 
@@ -233,6 +240,15 @@ void gt_geglu_backward_write(float *dgate, float *dup, const float *dout, const 
  * copy of them is made: the same bits as unpacking them first. */
 void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
                                  const uint16_t *up16, int64_t n) {
-  gt__geglu_bwd_args a = {dgate, dup, dout, NULL, NULL, gate16, up16, n, 1};
+  gt__geglu_bwd_args a = {dgate, dup, dout, NULL, NULL, gate16, up16, n, 1, NULL, NULL};
+  gt__geglu_backward(&a);
+}
+
+/* Both gradients wanted only by bf16 products, which round them as they
+ * pack them: written as their bf16 patterns, 2 bytes an element */
+void gt_geglu_backward_b16_to_b16(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
+                                  const uint16_t *up16, int64_t n) {
+  gt__geglu_bwd_args a = {(float *)(void *)dgate16, (float *)(void *)dup16, dout, NULL, NULL, gate16, up16, n, 1,
+                          dgate16, dup16};
   gt__geglu_backward(&a);
 }

@@ -552,13 +552,30 @@ static inline __attribute__((always_inline)) void gt__pack_a(float *dst, int tra
   }
 }
 
-/* gt__pack_a's panels from A held as bf16 patterns (op(A) = A, row stride
- * lda in elements; the driver hands the pointer through as a float one):
+/* gt__pack_a's panels from A held as bf16 patterns (row stride lda in
+ * elements; the driver hands the pointer through as a float one):
  * each pattern widened (a shift: exact), so the panels hold the same floats
  * as gt__pack_a rounding the float32 A they came from, read at 2 bytes an
  * element with no rounding to do. */
-static inline __attribute__((always_inline)) void gt__pack_a16(float *dst, const uint16_t *A, int64_t lda, int64_t i0,
-                                                               int64_t mc, int64_t k0, int64_t kc) {
+static inline __attribute__((always_inline)) __m512 gt__widen16(__mmask16 m, const uint16_t *src) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src)), 16));
+}
+static inline __attribute__((always_inline)) void gt__pack_a16(float *dst, int transA, const uint16_t *A, int64_t lda,
+                                                               int64_t i0, int64_t mc, int64_t k0, int64_t kc) {
+  if (transA) {
+    /* op(A)(i, k) = A[k][i] (a weight gradient's dY^T): row by row of A
+     * across all the panels, as gt__pack_a */
+    for (int64_t k = 0; k < kc; k++) {
+      const uint16_t *src = A + (k0 + k) * lda + i0;
+      if (k + 8 < kc)
+        for (int64_t i = 0; i < mc; i += 32) _mm_prefetch((const char *)(src + 8 * lda + i), _MM_HINT_T0);
+      for (int64_t p = 0; p < mc; p += MR) {
+        const int64_t mr = gt__gmin(MR, mc - p);
+        _mm512_mask_storeu_ps(dst + p * kc + k * MR, 0x0FFF, gt__widen16((__mmask16)((1u << mr) - 1), src + p));
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < mc; p += MR) {
     int64_t mr = gt__gmin(MR, mc - p);
     float *d = dst + p * kc;
@@ -571,9 +588,7 @@ static inline __attribute__((always_inline)) void gt__pack_a16(float *dst, const
       for (int64_t i = 0; i < nnext; i++) _mm_prefetch((const char *)(src + (MR + i) * lda + k), _MM_HINT_T0);
 #pragma GCC unroll 16
       for (int i = 0; i < 16; i++)
-        r[i] = i < mr ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i * lda + k)), 16))
-                      : _mm512_setzero_ps();
+        r[i] = i < mr ? gt__widen16(m, src + i * lda + k) : _mm512_setzero_ps();
       gt__tr16(r);
       for (int64_t kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(d + (k + kk) * MR, 0x0FFF, r[kk]);
     }
@@ -668,11 +683,10 @@ static void gt__pack_a_w(uint32_t *d, int tA, const float *A, int64_t lda, int64
                          int64_t kc) {
   gt__pack_a((float *)(void *)d, tA, A, lda, i0, mc, k0, kc, 1);
 }
-/* A as bf16 patterns (transA 0 only; gt__gemm_epi.a16) */
+/* A as bf16 patterns (gt__gemm_epi.a16) */
 static void gt__pack_a_h(uint32_t *d, int tA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc) {
-  (void)tA;
-  gt__pack_a16((float *)(void *)d, (const uint16_t *)(const void *)A, lda, i0, mc, k0, kc);
+  gt__pack_a16((float *)(void *)d, tA, (const uint16_t *)(const void *)A, lda, i0, mc, k0, kc);
 }
 static void gt__pack_b_w(uint32_t *d, int tB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                          int64_t n) {
@@ -869,10 +883,11 @@ int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
 }
 
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
-  return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
+  static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__qpack_b_w, gt__micro_u};
+  return gt__gemm_run(a16 ? &kern16 : &kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
                       C, ldc, NULL);
 }
 

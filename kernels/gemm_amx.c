@@ -185,21 +185,50 @@ gt__apack_a_cvt(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t 
 #undef GT__PAIR_CVT
 #undef GT__APACK_A_BODY
 
-/* A held as bf16 patterns (op(A) = A; gt__gemm_epi.a16): a row of a panel
- * is its kc patterns as they lie in memory (the even k in each pair's low
- * half), an odd kc's last high half zero: a copy, nothing to round */
+/* A held as bf16 patterns (gt__gemm_epi.a16): a row of a panel is its kc
+ * patterns as they lie in memory (the even k in each pair's low half), an
+ * odd kc's last high half zero: a copy, nothing to round; transposed, the
+ * pairs of rows k and k + 1 of A lane by lane */
 static void gt__apack_a_h(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                           int64_t kc) {
-  (void)transA;
   const uint16_t *A16 = (const uint16_t *)(const void *)A;
   const int64_t ku = (kc + 1) / 2;
   for (int64_t p = 0; p < mc; p += AMR) {
     const int64_t mr = gt__gmin(AMR, mc - p);
     memset(dst + (p + mr) * ku, 0, sizeof(uint32_t) * (size_t)((AMR - mr) * ku));
+    if (transA) continue;
     for (int64_t r = 0; r < mr; r++) {
       uint16_t *d = (uint16_t *)(void *)(dst + (p + r) * ku);
       memcpy(d, A16 + (i0 + p + r) * lda + k0, (size_t)kc * sizeof(uint16_t));
       if (kc & 1) d[kc] = 0;
+    }
+  }
+  if (!transA) return;
+  /* op(A)(i, k) = A[k][i]: 16 pair steps' lanes (rows k and k + 1 of A,
+   * lane by lane) transposed into 16 rows of the panel, as the float
+   * packers' transposed loop */
+  for (int64_t q0 = 0; q0 < ku; q0 += 16) {
+    const int64_t qn = gt__gmin(16, ku - q0);
+    const __mmask16 mq = gt__am16(qn);
+    for (int64_t p = 0; p < mc; p += AMR) {
+      const int64_t mr = gt__gmin(AMR, mc - p);
+      const __mmask16 mm = gt__am16(mr);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; t++) {
+        v[t] = _mm512_setzero_ps();
+        if (t < qn) {
+          const int64_t q = q0 + t;
+          const uint16_t *e = A16 + (k0 + 2 * q) * lda + i0 + p;
+          const __m512i ve = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mm, e));
+          const __m512i vo = 2 * q + 1 < kc
+                                 ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mm, e + lda)), 16)
+                                 : _mm512_setzero_si512();
+          v[t] = _mm512_castsi512_ps(_mm512_or_si512(ve, vo));
+        }
+      }
+      gt__tr16(v);
+      for (int64_t r = 0; r < mr; r++) _mm512_mask_storeu_epi32(dst + (p + r) * ku + q0, mq, _mm512_castps_si512(v[r]));
     }
   }
 }

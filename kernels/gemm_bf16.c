@@ -146,7 +146,8 @@ static void gt__bgemm_scalar(const uint16_t *A16, int transA, int transB, int64_
     for (int64_t j = 0; j < N; j++) {
       float s = 0.0f;
       for (int64_t k = 0; k < K; k++)
-        s += (A16 ? gt_bf16_to_f32(A16[i * lda + k]) : gt_bf16_round1(transA ? A[k * lda + i] : A[i * lda + k])) *
+        s += (A16 ? gt_bf16_to_f32(A16[transA ? k * lda + i : i * lda + k])
+                  : gt_bf16_round1(transA ? A[k * lda + i] : A[i * lda + k])) *
              gt_bf16_round1(transB ? B[j * ldb + k] : B[k * ldb + j]);
       float *c = C + i * ldc + j;
       *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
@@ -286,19 +287,41 @@ static void gt__bpack_a(uint32_t *dst, int transA, const float *A, int64_t lda, 
   }
 }
 
-/* A held as bf16 patterns (op(A) = A; gt__gemm_epi.a16): the patterns of
- * k and k + 1 lie in memory as a pair does in a lane (the even k in the low
- * half), so 32 patterns of a row load as its 16 pairs, with nothing to
- * round. grouped: the vdpbf16ps kernel's layout (gt__bpack_a_grouped's),
+/* A held as bf16 patterns (gt__gemm_epi.a16): the patterns of k and k + 1
+ * lie in memory as a pair does in a lane (the even k in the low half), so
+ * 32 patterns of a row of op(A) load as its 16 pairs, with nothing to
+ * round; op(A) = A^T pairs rows k and k + 1 of A lane by lane. grouped: the vdpbf16ps kernel's layout (gt__bpack_a_grouped's),
  * else gt__bpack_a's [kp][MR]; the same pairs as those packers make from the
  * float32 A the patterns came from. */
 static inline __attribute__((always_inline)) __m512i gt__row_pairs16(const uint16_t *src, int64_t kn) {
   return _mm512_maskz_loadu_epi16((__mmask32)(kn >= 32 ? 0xFFFFFFFFu : (1u << kn) - 1), src);
 }
-static inline __attribute__((always_inline)) void gt__bpack_a16(uint32_t *dst, const float *A, int64_t lda, int64_t i0,
-                                                                int64_t mc, int64_t k0, int64_t kc, const int grouped) {
+static inline __attribute__((always_inline)) void gt__bpack_a16(uint32_t *dst, int transA, const float *A, int64_t lda,
+                                                                int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                                                                const int grouped) {
   const uint16_t *A16 = (const uint16_t *)(const void *)A;
   const int64_t kp = (kc + 1) / 2;
+  if (transA) {
+    /* op(A)(i, k) = A[k][i]: rows k and k + 1 of A, MR patterns each per
+     * panel, make MR pairs (pair steps outside, as gt__bpack_a) */
+    for (int64_t q = 0; q < kp; q++) {
+      const uint16_t *e = A16 + (k0 + 2 * q) * lda + i0, *o = e + lda;
+      const int odd = 2 * q + 1 < kc;
+      if (q + 1 < kp)
+        for (int64_t i = 0; i < mc; i += 32) {
+          _mm_prefetch((const char *)(e + 2 * lda + i), _MM_HINT_T0);
+          _mm_prefetch((const char *)(e + 3 * lda + i), _MM_HINT_T0);
+        }
+      for (int64_t p = 0; p < mc; p += MR) {
+        const __mmask16 m = (__mmask16)((1u << gt__gmin(MR, mc - p)) - 1);
+        const __m512i ve = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, e + p));
+        const __m512i vo = odd ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, o + p)), 16)
+                               : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, _mm512_or_si512(ve, vo));
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < mc; p += MR) {
     const int64_t mr = gt__gmin(MR, mc - p);
     uint32_t *d = dst + p * kp;
@@ -325,13 +348,13 @@ static inline __attribute__((always_inline)) void gt__bpack_a16(uint32_t *dst, c
 }
 static void gt__bpack_a_h(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                           int64_t kc) {
-  (void)transA;
-  gt__bpack_a16(dst, A, lda, i0, mc, k0, kc, 0);
+  gt__bpack_a16(dst, transA, A, lda, i0, mc, k0, kc, 0);
 }
+/* (the grouped layout: A not transposed) */
 static void gt__bpack_a_hg(uint32_t *dst, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                            int64_t kc) {
   (void)transA;
-  gt__bpack_a16(dst, A, lda, i0, mc, k0, kc, 1);
+  gt__bpack_a16(dst, 0, A, lda, i0, mc, k0, kc, 1);
 }
 
 /* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc/2 rounded
@@ -987,33 +1010,39 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
   const int dp = micro == gt__bmicro_dp;
-  const int a16 = epi && epi->a16; /* (transA 0) */
+  const int a16 = epi && epi->a16;
   const gt__gemm_kernel kern = {&gt__bblocks, 2,
-                                a16 ? (dp ? gt__bpack_a_hg : gt__bpack_a_h) : dp ? gt__bpack_a_cvt : gt__bpack_a,
+                                a16 ? (dp && !transA ? gt__bpack_a_hg : gt__bpack_a_h)
+                                    : dp ? gt__bpack_a_cvt : gt__bpack_a,
                                 dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
                                 dp && !transA ? gt__bmicro_dp_grp : micro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
 }
 
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
   const int path = gt__bgemm_path();
   if (path == GT_BGEMM_COPY) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
+    if (a16) return -1; /* (the row kernel reads floats: the caller's panels) */
     const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
     return 0;
   }
   /* the widened path dequantizes and rounds in gt_sgemm's packing; the
    * AMX tiles take this file's B panels (gemm_amx.h: the same layout) */
-  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16);
   _Static_assert(NR == 32, "the AMX kernel reads gt__qbpack_b's panels as its own 32-column B panels");
+  const gt__gemm_epi epi16 = {1, NULL, NULL, NULL, 0};
   if (path == GT_BGEMM_AMX)
     return gt__amx_bgemm_packed_with(gt__qbpack_b, transA, transW, M, N, K, alpha, A, lda,
-                                     (const float *)(const void *)W, W->cols, beta, C, ldc, NULL);
+                                     (const float *)(const void *)W, W->cols, beta, C, ldc, a16 ? &epi16 : NULL);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
-  const gt__gemm_kernel kern = {&gt__bblocks, 2, dp ? gt__bpack_a_cvt : gt__bpack_a, gt__qbpack_b,
+  const gt__gemm_kernel kern = {&gt__bblocks, 2,
+                                a16 ? (dp && !transA ? gt__bpack_a_hg : gt__bpack_a_h)
+                                    : dp ? gt__bpack_a_cvt : gt__bpack_a,
+                                gt__qbpack_b,
                                 dp && !transA ? gt__bmicro_dp_grp : dp ? gt__bmicro_dp : gt__bmicro_fma};
   return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
                       C, ldc, NULL);
@@ -1022,8 +1051,8 @@ int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
 GT__TARGET_END
 #else
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
+  (void)a16, (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
   return -1;
 }
 #endif /* GT__BG_X86 */
@@ -1080,15 +1109,17 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
   const int path = gt__bgemm_path();
   const int rows = path != GT_BGEMM_COPY && M <= GT__BGEMV_ROWS && !transA && transB;
   if (f->a16 && (rows || path == GT_BGEMM_COPY)) {
-    /* the paths without 2-byte packers: A widened first (exact) */
-    float *a = malloc((size_t)(M * K) * sizeof(float) + 1);
+    /* the paths without 2-byte packers: A widened first (exact), in its
+     * own layout (sr rows of sc) */
+    const int64_t sr = transA ? K : M, sc = transA ? M : K;
+    float *a = malloc((size_t)(sr * sc) * sizeof(float) + 1);
     if (a) {
-      for (int64_t i = 0; i < M; i++) gt_bf16_unpack(a + i * K, f->a16 + i * lda, K);
+      for (int64_t i = 0; i < sr; i++) gt_bf16_unpack(a + i * sc, f->a16 + i * lda, sc);
       const gt_bgemm_form g = {NULL, f->round, f->c16, f->ldc16};
-      gt__bgemm_any(&g, 0, transB, M, N, K, alpha, a, K, B, ldb, beta, C, ldc);
+      gt__bgemm_any(&g, transA, transB, M, N, K, alpha, a, sc, B, ldb, beta, C, ldc);
       free(a);
     } else {
-      gt__bgemm_scalar(f->a16, 0, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
+      gt__bgemm_scalar(f->a16, transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
       if (rnd) gt__round_c(C, ldc, M, N);
       if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
     }
@@ -1120,7 +1151,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
     if (rc < 0) break; /* no buffers: the copies */
   }
   if (f->a16) { /* no packing buffers: the scalar sums, reading the patterns */
-    gt__bgemm_scalar(f->a16, 0, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
+    gt__bgemm_scalar(f->a16, transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
   } else {
     gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
@@ -1147,7 +1178,6 @@ void gt_bgemm_c16(int transA, int transB, int64_t M, int64_t N, int64_t K, float
 
 void gt_bgemm_x(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const gt_bgemm_form *f) {
-  if (f && f->a16) transA = 0;
   if (f && f->c16) beta = 0.0f;
   gt__bgemm_any(f, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -44,6 +44,7 @@
 #define gt_geglu_forward_pack GT__ISA_NAME(gt_geglu_forward_pack)
 #define gt_geglu_backward_write_b16 GT__ISA_NAME(gt_geglu_backward_write_b16)
 #define gt_geglu_forward_b16 GT__ISA_NAME(gt_geglu_forward_b16)
+#define gt_geglu_backward_b16_to_b16 GT__ISA_NAME(gt_geglu_backward_b16_to_b16)
 #define gt_rmsnorm_forward_pack GT__ISA_NAME(gt_rmsnorm_forward_pack)
 #define gt_rmsnorm_residual_forward_pack GT__ISA_NAME(gt_rmsnorm_residual_forward_pack)
 #define gt_rmsnorm_backward_b16 GT__ISA_NAME(gt_rmsnorm_backward_b16)

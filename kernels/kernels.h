@@ -230,6 +230,11 @@ void gt_geglu_forward_pack(float *out, uint16_t *out16, uint16_t *gate16, uint16
                            const float *up, int64_t n);
 void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, const uint16_t *gate16,
                                  const uint16_t *up16, int64_t n);
+/* gt_geglu_backward_write_b16 with both gradients written as bf16 patterns
+ * (for bf16 products, which round them as they pack them: the same
+ * products as from the float32 gradients) */
+void gt_geglu_backward_b16_to_b16(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
+                                  const uint16_t *up16, int64_t n);
 /* The forward from gate and up kept only as bf16 patterns (their products
  * wrote nothing else, gt_bgemm_c16): out (rounded; may be NULL) and out16
  * (may be NULL) as gt_geglu_forward_pack writes them from the widened

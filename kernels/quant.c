@@ -329,6 +329,9 @@ static void gt__panel(const gt_qweight *W, int transW, int64_t K, int64_t j0, in
     for (int64_t j = 0; j < n; j++) panel[k * n + j] = gt__q_elem(W, k * W->cols + j0 + j);
 }
 
+static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* Bounded panels of W multiplied by gemm. The panel lives in the calling
  * thread's GEMM packing buffer on the portable path (which gt_sgemm and the
  * bf16 copies path leave unused), else (an AVX-512 product whose buffers
@@ -346,12 +349,14 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M
   else
     panel = own = malloc(bytes);
   if (!panel) { /* no room for a panel: plain sums, slower, never wrong (gt_bgemm's operands rounded to bf16) */
-    const int rnd = gemm == gt_bgemm;
+    const int a16 = gemm == gt__bgemm_a16, rnd = gemm == gt_bgemm || a16;
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
         float s = 0.0f;
         for (int64_t k = 0; k < K; k++) {
-          float a = transA ? A[k * lda + i] : A[i * lda + k], w = gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
+          const int64_t ai = transA ? k * lda + i : i * lda + k;
+          float a = a16 ? gt_bf16_to_f32(((const uint16_t *)(const void *)A)[ai]) : A[ai];
+          float w = gt__q_elem(W, transW ? j * W->cols + k : k * W->cols + j);
           s += rnd ? gt_bf16_round1(a) * gt_bf16_round1(w) : a * w;
         }
         C[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
@@ -386,6 +391,25 @@ void gt_qgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const fl
   gt__qgemm_panels(gt_sgemm, 0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 
+/* gt__qgemm_panels' product when A holds bf16 patterns (gt_qbgemm_t16) */
+static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  const gt_bgemm_form f = {(const uint16_t *)(const void *)A, 0, NULL, 0};
+  gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
+}
+
+void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
+                   int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  const float *A = (const float *)(const void *)A16; /* (handed through as the packers take it) */
+  if (W->type == GT_Q_F32) {
+    gt__bgemm_a16(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
+    return;
+  }
+  if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
+  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 1) == 0) return;
+  gt__qgemm_panels(gt__bgemm_a16, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+}
+
 void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const gt_qweight *W, float beta, float *C, int64_t ldc) {
   if (W->type == GT_Q_F32) {
@@ -393,7 +417,7 @@ void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float 
     return;
   }
   if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
-  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
+  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 0) == 0) return;
   gt__qgemm_panels(gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 

@@ -86,6 +86,11 @@ void gt_qbgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const f
  * gt_bgemm(1, transW, ...) on x widened to float32. */
 void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const gt_qweight *W, float beta, float *C, int64_t ldc);
+/* gt_qbgemm_t with A held as bf16 patterns (row stride lda; op(A) as
+ * transA): the weight gradient dY^T.X whose dY a bf16 step kept in 2 bytes
+ * (model/linear.h); the bits of gt_qbgemm_t on the widened floats. */
+void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
+                   int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc);
 /* 1 when gt_qbgemm reads a stored W as it packs it on this process's bf16
  * path (every AVX-512 path); 0 on the rounded copies path (no AVX-512),
  * which widens W a panel at a time and rounds A again for each panel: a

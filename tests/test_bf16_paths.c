@@ -271,6 +271,14 @@ static void qbgemm_t_fn(int ta, int tb, int64_t M, int64_t N, int64_t K, float a
   gt_qbgemm_t(ta, tb, M, N, K, alpha, A, lda, stored_b, beta, C, ldc);
 }
 
+/* gt_qbgemm_t16 with A as the patterns below (its A argument unused) */
+static uint16_t *stored_a16;
+static void qbgemm_t16_fn(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)A, (void)B, (void)ldb;
+  gt_qbgemm_t16(ta, tb, M, N, K, alpha, stored_a16, lda, stored_b, beta, C, ldc);
+}
+
 START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
   /* B kept as bf16 patterns (a GT_Q_BF16 W, as the executor keeps a saved
    * input for its weight gradient dY^T.X): gt_qbgemm_t gives gt_bgemm's
@@ -300,6 +308,18 @@ START_TEST(test_qbgemm_t_is_bgemm_on_bf16_values) {
                         "path %d%s, %d threads, case %d (ta%d tb%d M%lld N%lld K%lld) row %lld", paths[pi],
                         emul[pi] ? " (pairs emulated)" : "", th, n, c->ta, c->tb, (long long)c->M, (long long)c->N,
                         (long long)c->K, (long long)i);
+        /* and A held as bf16 patterns too (gt_qbgemm_t16: a weight
+         * gradient's dY kept in 2 bytes) */
+        const int64_t na = (c->ta ? c->K : c->M) * d.lda;
+        stored_a16 = malloc((size_t)na * sizeof(uint16_t));
+        gt_bf16_pack(stored_a16, d.A, na);
+        float *got16 = run_fn(qbgemm_t16_fn, paths[pi], emul[pi], c, &d);
+        for (int64_t i = 0; i < c->M; i++)
+          ck_assert_msg(gt_test_same_bits(got16 + i * d.ldc, want + i * d.ldc, c->N),
+                        "gt_qbgemm_t16: path %d%s, %d threads, case %d (ta%d tb%d M%lld N%lld K%lld) row %lld",
+                        paths[pi], emul[pi] ? " (pairs emulated)" : "", th, n, c->ta, c->tb, (long long)c->M,
+                        (long long)c->N, (long long)c->K, (long long)i);
+        free(stored_a16), free(got16);
         checked++;
         free(h), free(want), free(got);
         pdata_free(&d);
@@ -625,7 +645,7 @@ START_TEST(test_bf16_input) {
    * padded. */
   const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {0, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
                          {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1},
-                         {0, 1, 13, 45, 33, 1, 0}};
+                         {0, 1, 13, 45, 33, 1, 0}, {1, 0, 45, 37, 2100, 1, 1}, {1, 0, 3, 50, 31, 1, 1}};
   enum { NEXTRA = sizeof extra / sizeof extra[0] };
   int paths[5], emul[5], np = runnable_paths(paths, emul);
   int64_t checked = 0;
@@ -633,13 +653,12 @@ START_TEST(test_bf16_input) {
     gt_team_set_process(th);
     for (int n = 0; n < NCASES + NEXTRA; n++) {
       const pcase c = n < NCASES ? CASES[n] : extra[n - NCASES];
-      if (c.ta) continue;
       uint64_t sd = 900 + (uint64_t)n;
-      const int64_t lda = c.K + 3, ldb = c.tb ? c.K : c.N, ldc = c.N + 2;
-      float *A = gt_test_alloc_fill(c.M * lda, &sd, -1, 1), *B = gt_test_alloc_fill((c.tb ? c.N : c.K) * ldb, &sd, -1, 1);
+      const int64_t ar = c.ta ? c.K : c.M, lda = (c.ta ? c.M : c.K) + 3, ldb = c.tb ? c.K : c.N, ldc = c.N + 2;
+      float *A = gt_test_alloc_fill(ar * lda, &sd, -1, 1), *B = gt_test_alloc_fill((c.tb ? c.N : c.K) * ldb, &sd, -1, 1);
       float *C0 = gt_test_alloc_fill(c.M * ldc, &sd, -1, 1);
-      uint16_t *A16 = malloc((size_t)(c.M * lda) * 2);
-      gt_bf16_pack(A16, A, c.M * lda);
+      uint16_t *A16 = malloc((size_t)(ar * lda) * 2);
+      gt_bf16_pack(A16, A, ar * lda);
       for (int p = 0; p < np; p++)
         for (int form = 0; form < 3; form++) {
           float *want = gt_test_copy(C0, c.M * ldc), *got = gt_test_copy(C0, c.M * ldc);
@@ -647,19 +666,19 @@ START_TEST(test_bf16_input) {
           const float beta = form == 2 ? 0.0f : c.beta;
           gt__bgemm_force_path(paths[p]);
           gt__bgemm_force_fallback(emul[p]);
-          if (form == 0) gt_bgemm(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
-          if (form == 1) gt_bgemm_rnd(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
-          if (form == 2) gt_bgemm_c16(0, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, want, ldc, w16, ldc);
+          if (form == 0) gt_bgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
+          if (form == 1) gt_bgemm_rnd(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, beta, want, ldc);
+          if (form == 2) gt_bgemm_c16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, want, ldc, w16, ldc);
           const gt_bgemm_form f = {A16, form == 1, form == 2 ? g16 : NULL, ldc};
-          gt_bgemm_x(0, c.tb, c.M, c.N, c.K, c.alpha, NULL, lda, B, ldb, beta, got, ldc, &f);
+          gt_bgemm_x(c.ta, c.tb, c.M, c.N, c.K, c.alpha, NULL, lda, B, ldb, beta, got, ldc, &f);
           gt__bgemm_force_fallback(0);
           gt__bgemm_force_path(-1);
           for (int64_t i = 0; i < c.M; i++) {
             const int same = form == 2 ? !memcmp(w16 + i * ldc, g16 + i * ldc, (size_t)c.N * 2)
                                        : gt_test_same_bits(want + i * ldc, got + i * ldc, c.N);
-            ck_assert_msg(same, "path %d%s, %d threads, form %d, tb%d M%lld N%lld K%lld, row %lld: from bf16 A != "
+            ck_assert_msg(same, "path %d%s, %d threads, form %d, ta%d tb%d M%lld N%lld K%lld, row %lld: from bf16 A != "
                           "from float32 A",
-                          paths[p], emul[p] ? " (emulated)" : "", th, form, c.tb, (long long)c.M, (long long)c.N,
+                          paths[p], emul[p] ? " (emulated)" : "", th, form, c.ta, c.tb, (long long)c.M, (long long)c.N,
                           (long long)c.K, (long long)i);
             checked += c.N;
           }

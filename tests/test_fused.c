@@ -372,8 +372,10 @@ END_TEST
 
 START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
   /* gate and up read from bf16 copies: the bits of unpacking them and
-   * running gt_geglu_backward_write, with either gradient alone; and the
-   * reference's sequence within its bound */
+   * running gt_geglu_backward_write, with either gradient alone; both
+   * gradients written as bf16 patterns (gt_geglu_backward_b16_to_b16): the
+   * float gradients' patterns; and the reference's sequence within its
+   * bound */
   const int64_t ns[] = {0, 1, 15, 17, 1025, 4097, 100003};
   uint64_t seed = 47;
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
@@ -395,6 +397,15 @@ START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
       gt_geglu_backward_write(edg, edu, dout, gw, uw, n);
       if (dg) ck_assert_msg(gt_test_same_bits(dg, edg, n), "%s: d(gate)", what);
       if (du) ck_assert_msg(gt_test_same_bits(du, edu, n), "%s: d(up)", what);
+      if (dg && du) { /* both wanted only in bf16: the patterns of the same floats */
+        uint16_t *dg16 = gt__h16(n), *du16 = gt__h16(n), *w16 = gt__h16(n);
+        gt_geglu_backward_b16_to_b16(dg16, du16, dout, g16, u16, n);
+        gt_bf16_pack(w16, dg, n);
+        ck_assert_msg(n == 0 || !memcmp(dg16, w16, (size_t)n * sizeof(uint16_t)), "%s: d(gate) in bf16", what);
+        gt_bf16_pack(w16, du, n);
+        ck_assert_msg(n == 0 || !memcmp(du16, w16, (size_t)n * sizeof(uint16_t)), "%s: d(up) in bf16", what);
+        free(dg16); free(du16); free(w16);
+      }
       float *rdg = want & 1 ? gt_test_zeros(n) : NULL, *rdu = want & 2 ? gt_test_zeros(n) : NULL;
       gt_geglu_backward_write_b16_ref(rdg, rdu, dout, g16, u16, n);
       if (dg && n > 8) gt_test_check_err(what, gt_test_scaled_err(dg, rdg, n), 1e-5);

@@ -92,6 +92,21 @@ void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const ui
   gt_qbgemm_t(1, 0, out_dim, in_dim, n, 1.0f, dout, out_dim, &x, 1.0f, dw, in_dim);
 }
 
+void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16,
+                           const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim) {
+  (void)m; /* bf16 products (gt__matmul_b16_forms) */
+  if (n <= 0 || in_dim <= 0 || out_dim <= 0) {
+    if (write && dinp && n > 0 && in_dim > 0) memset(dinp, 0, (size_t)(n * in_dim) * sizeof(float));
+    return;
+  }
+  const gt_bgemm_form f = {dout16, 0, NULL, 0};
+  if (dinp) gt_bgemm_x(0, 0, n, in_dim, out_dim, 1.0f, NULL, out_dim, w.p, in_dim, write ? 0.0f : 1.0f, dinp, in_dim, &f);
+  if (dw) {
+    const gt_qweight x = gt_qweight_at(GT_Q_BF16, inp16, n, in_dim);
+    gt_qbgemm_t16(1, 0, out_dim, in_dim, n, 1.0f, dout16, out_dim, &x, 1.0f, dw, in_dim);
+  }
+}
+
 void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;

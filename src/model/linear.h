@@ -56,6 +56,14 @@ void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const 
  * is never widened into memory; the same bits. */
 void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const uint16_t *inp16, int64_t n,
                        int64_t in_dim, int64_t out_dim);
+/* A projection's backward from its output gradient as bf16 patterns
+ * (dout16 [n, out_dim], which the bf16 products round to anyway) and its
+ * input kept in bf16 (inp16): dinp (+)= dout . w (written when write,
+ * else added; may be NULL) and dw += dout^T . inp (may be NULL), the bits
+ * of gt__matmul_backward(_write) and gt__matmul_dw_b16 on the float32
+ * gradient. Only where gt__matmul_b16_forms and gt_qbgemm_packs_stored. */
+void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16,
+                           const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
 /* C = alpha * op(A) . op(B) + beta * C (gt_sgemm's arguments) in the
  * model's matmul precision: gt_bgemm when m->bf16_mm, else gt_sgemm.
  * Float32 operands only (the adapters' products). */
