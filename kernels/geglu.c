@@ -136,15 +136,17 @@ void gt_geglu_forward_b16(float *out, uint16_t *out16, const uint16_t *gate16, c
 /* d gelu/dx = s + x * 2 s (1 - s) * K0 (1 + 3 K1 x^2) with s = sigmoid(2u).
  * 1 - s is formed as e * s (e = e^(-2u)) to avoid cancellation; e is capped
  * so that e * s never becomes inf * 0 (the capped terms are below 1e-34).
- * want_* are constants at each call site, so every variant is a branch-free
- * vector loop. */
+ * want_*, set, in16 (gate and up read from gate16 and up16) and to16 (the
+ * gradients written as bf16 patterns to dgate16 and dup16) are constants
+ * at each call site, so every variant is a branch-free vector loop. */
 static inline __attribute__((always_inline)) void
 gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
               const float *up, const uint16_t *gate16, const uint16_t *up16, int64_t i0, int64_t i1,
-              const int want_gate, const int want_up, const int set, uint16_t *dgate16, uint16_t *dup16) {
+              const int want_gate, const int want_up, const int set, uint16_t *dgate16, uint16_t *dup16,
+              const int to16, const int in16) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; i++) {
-    const float x = gate16 ? gt_bf16_to_f32(gate16[i]) : gate[i];
+    const float x = in16 ? gt_bf16_to_f32(gate16[i]) : gate[i];
     const float x2 = x * x;
     const float u = GT__K0 * (x + GT__K1 * (x2 * x));
     float a = -2.0f * u;
@@ -153,8 +155,8 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     const float s = 1.0f / (1.0f + e);
     if (want_gate) {
       const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
-      const float v = dout[i] * (up16 ? gt_bf16_to_f32(up16[i]) : up[i]) * dg;
-      if (dgate16)
+      const float v = dout[i] * (in16 ? gt_bf16_to_f32(up16[i]) : up[i]) * dg;
+      if (to16)
         dgate16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
       else if (set)
         dgate[i] = v;
@@ -163,7 +165,7 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     }
     if (want_up) {
       const float v = dout[i] * (x * s);
-      if (dup16)
+      if (to16)
         dup16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
       else if (set)
         dup[i] = v;
@@ -184,21 +186,21 @@ typedef struct gt__geglu_bwd_args {
 
 /* the branch-free variants of one input type (G, U: the inputs) and one
  * SET: which gradients are wanted */
-#define GT__GEGLU_BWD_WANTS(G, U, G16, U16, SET)                       \
-  do {                                                                 \
-    if (dgate && dup)                                                  \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, SET, NULL, NULL); \
-    else if (dgate)                                                    \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, SET, NULL, NULL); \
-    else                                                               \
-      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, SET, NULL, NULL); \
+#define GT__GEGLU_BWD_WANTS(G, U, G16, U16, SET, IN16)                                     \
+  do {                                                                                     \
+    if (dgate && dup)                                                                      \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 1, SET, NULL, NULL, 0, IN16); \
+    else if (dgate)                                                                        \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 1, 0, SET, NULL, NULL, 0, IN16); \
+    else                                                                                   \
+      gt__geglu_bwd(dgate, dup, dout, G, U, G16, U16, i0, i1, 0, 1, SET, NULL, NULL, 0, IN16); \
   } while (0)
-#define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16)    \
-  do {                                            \
-    if (a->set)                                   \
-      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 1);     \
-    else                                          \
-      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 0);     \
+#define GT__GEGLU_BWD_VARIANTS(G, U, G16, U16, IN16) \
+  do {                                               \
+    if (a->set)                                      \
+      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 1, IN16);  \
+    else                                             \
+      GT__GEGLU_BWD_WANTS(G, U, G16, U16, 0, IN16);  \
   } while (0)
 
 /* Member t of nt: aligned blocks of one cache line's elements (16 floats,
@@ -210,11 +212,11 @@ static void gt__geglu_bwd_member(void *p, int t, int nt) {
   int64_t i0, i1;
   gt_team_split_blocks(a->n, a->dgate16 ? 32 : 16, t, nt, &i0, &i1);
   if (a->dgate16)
-    gt__geglu_bwd(NULL, NULL, dout, NULL, NULL, a->gate16, a->up16, i0, i1, 1, 1, 1, a->dgate16, a->dup16);
+    gt__geglu_bwd(NULL, NULL, dout, NULL, NULL, a->gate16, a->up16, i0, i1, 1, 1, 1, a->dgate16, a->dup16, 1, 1);
   else if (a->gate16)
-    GT__GEGLU_BWD_VARIANTS((const float *)NULL, (const float *)NULL, a->gate16, a->up16);
+    GT__GEGLU_BWD_VARIANTS((const float *)NULL, (const float *)NULL, a->gate16, a->up16, 1);
   else
-    GT__GEGLU_BWD_VARIANTS(a->gate, a->up, (const uint16_t *)NULL, (const uint16_t *)NULL);
+    GT__GEGLU_BWD_VARIANTS(a->gate, a->up, (const uint16_t *)NULL, (const uint16_t *)NULL, 0);
 }
 
 /* set: overwrite the gradients instead of adding (a destination that was not
