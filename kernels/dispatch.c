@@ -43,6 +43,8 @@ GT__VARIANTS(gt_embedding_forward)
 GT__VARIANTS(gt_embedding_backward)
 GT__VARIANTS(gt_xent_forward)
 GT__VARIANTS(gt_xent_backward)
+GT__VARIANTS(gt_xent_backward_b16)
+GT__VARIANTS(gt_softcap_xent_backward_b16)
 GT__VARIANTS(gt_softcap_forward)
 GT__VARIANTS(gt_softcap_backward)
 GT__VARIANTS(gt_softcap_xent_forward)
@@ -186,6 +188,17 @@ void gt_embedding_backward(float *dtable, const float *dout, const int32_t *tok,
 }
 void gt_xent_forward(float *loss, float *lse, const float *logits, const int32_t *target, int64_t rows, int64_t V) {
   (gt__kernels_avx512() ? gt_xent_forward__avx512 : gt_xent_forward__portable)(loss, lse, logits, target, rows, V);
+}
+void gt_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse, const int32_t *target,
+                          const float *row_weight, int64_t rows, int64_t V, float z) {
+  (gt__kernels_avx512() ? gt_xent_backward_b16__avx512 : gt_xent_backward_b16__portable)(d16, ld16, logits, lse, target,
+                                                                                        row_weight, rows, V, z);
+}
+void gt_softcap_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                                  const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap,
+                                  float z) {
+  (gt__kernels_avx512() ? gt_softcap_xent_backward_b16__avx512 : gt_softcap_xent_backward_b16__portable)(
+      d16, ld16, logits, lse, target, row_weight, rows, V, cap, z);
 }
 void gt_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float z) {
   (gt__kernels_avx512() ? gt_xent_backward__avx512 : gt_xent_backward__portable)(dlogits, logits, lse, target, row_weight, rows, V, z);

@@ -55,6 +55,8 @@
 #define gt_embedding_backward GT__ISA_NAME(gt_embedding_backward)
 #define gt_xent_forward GT__ISA_NAME(gt_xent_forward)
 #define gt_xent_backward GT__ISA_NAME(gt_xent_backward)
+#define gt_xent_backward_b16 GT__ISA_NAME(gt_xent_backward_b16)
+#define gt_softcap_xent_backward_b16 GT__ISA_NAME(gt_softcap_xent_backward_b16)
 #define gt_softcap_forward GT__ISA_NAME(gt_softcap_forward)
 #define gt_softcap_backward GT__ISA_NAME(gt_softcap_backward)
 #define gt_softcap_xent_forward GT__ISA_NAME(gt_softcap_xent_forward)

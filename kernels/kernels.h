@@ -373,6 +373,12 @@ void gt_xent_forward(float *loss, float *lse, const float *logits,
 void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
                       const int32_t *target, const float *row_weight,
                       int64_t rows, int64_t V, float z);
+/* gt_xent_backward with the gradient written as bf16 patterns, row r at
+ * d16 + r * ld16, for bf16 products (which round it as they pack it): the
+ * patterns of the float gradient. d16 may overlay the logits with ld16 =
+ * 2 V (each row's patterns in the first half of its own logits). */
+void gt_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse, const int32_t *target,
+                          const float *row_weight, int64_t rows, int64_t V, float z);
 void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
                          const int32_t *target, int64_t rows, int64_t V);
 void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
@@ -397,6 +403,11 @@ void gt_softcap_backward_ref(float *dx, const float *y, int64_t n, float cap);
  * gt_softcap_backward). */
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
                              float cap);
+/* gt_softcap_xent_backward's gradient as bf16 patterns, as
+ * gt_xent_backward_b16 */
+void gt_softcap_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                                  const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap,
+                                  float z);
 void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
                               const float *row_weight, int64_t rows, int64_t V, float cap, float z);
 void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows,

@@ -18,6 +18,8 @@ typedef struct gt__xent_args {
   const int32_t *target;
   int64_t V;
   float z;
+  uint16_t *d16; /* gt_xent_backward_b16's output (row stride ld16) */
+  int64_t ld16;
 } gt__xent_args;
 
 static void gt__xent_fwd_part(void *p, int64_t r0, int64_t r1) {
@@ -36,8 +38,12 @@ static void gt__xent_bwd_part(void *p, int64_t r0, int64_t r1) {
   const int64_t V = a->V;
   const int32_t *target = a->target;
   for (int64_t r = r0; r < r1; r++)
-    gt__xent_row_backward(a->dlogits + r * V, a->logits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
-                          a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, 0.0f);
+    if (a->d16)
+      gt__xent_row_backward(NULL, a->logits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                            a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, 0.0f, a->d16 + r * a->ld16, 1);
+    else
+      gt__xent_row_backward(a->dlogits + r * V, a->logits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                            a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, 0.0f, NULL, 0);
 }
 
 
@@ -62,5 +68,16 @@ void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
   if (rows <= 0 || V <= 0) return;
   gt__xent_args a = {.dlogits = dlogits, .logits = logits, .lse_in = lse, .row_weight = row_weight,
                      .target = target, .V = V, .z = z};
+  gt_team_for(gt__par(rows * V), rows, gt__xent_bwd_part, &a);
+}
+
+/* Rows split over threads as the float form's: a row's patterns, when they
+ * overlay the logits (ld16 = 2 V), lie in the row's own first half, so no
+ * thread writes where another reads. */
+void gt_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse, const int32_t *target,
+                          const float *row_weight, int64_t rows, int64_t V, float z) {
+  if (rows <= 0 || V <= 0) return;
+  gt__xent_args a = {.logits = logits, .lse_in = lse, .row_weight = row_weight, .target = target, .V = V, .z = z,
+                     .d16 = d16, .ld16 = ld16};
   gt_team_for(gt__par(rows * V), rows, gt__xent_bwd_part, &a);
 }

@@ -6,7 +6,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "kernels/bf16.h"
 #include "simd_exp.h"
 
 /* log-sum-exp of the row (max-subtracted, float32 vector reductions) */
@@ -30,10 +32,25 @@ static inline __attribute__((always_inline)) float gt__xent_row_lse(const float 
  * 1 - (y / cap)^2. cap is a constant at each call site, so each form is its
  * own branch-free vector loop. */
 static inline __attribute__((always_inline)) void gt__xent_row_backward(float *d, const float *l, float ls, int32_t tg,
-                                                                        float w, float z, int64_t V, const float cap) {
+                                                                        float w, float z, int64_t V, const float cap,
+                                                                        uint16_t *d16, const int to16) {
+/* (to16: the gradient written as bf16 patterns to d16 instead, which may
+ * overlay the row's own logits: element j's 2 bytes lie below logit j's 4,
+ * so no logit is overwritten before it is read) */
+#define GT__XSTORE(j, v)                                                                      \
+  do {                                                                                        \
+    if (to16) {                                                                               \
+      const float v_ = (v);                                                                   \
+      uint32_t u_;                                                                            \
+      memcpy(&u_, &v_, 4);                                                                    \
+      d16[j] = (uint16_t)(gt__bf16_round_bits(u_) >> 16);                                     \
+    } else {                                                                                  \
+      d[j] = (v);                                                                             \
+    }                                                                                         \
+  } while (0)
   if (tg < 0) {
 #pragma omp simd
-    for (int64_t j = 0; j < V; j++) d[j] = 0.0f;
+    for (int64_t j = 0; j < V; j++) GT__XSTORE(j, 0.0f);
     return;
   }
   const float lt = l[tg]; /* read first: d may alias l */
@@ -44,16 +61,17 @@ static inline __attribute__((always_inline)) void gt__xent_row_backward(float *d
     for (int64_t j = 0; j < V; j++) {
       const float t = l[j] / cap;
       const float g = gt__expf(l[j] - ls) * ws;
-      d[j] = g * (1.0f - t * t);
+      GT__XSTORE(j, g * (1.0f - t * t));
     }
     const float tt = lt / cap;
     const float gt = (gt__expf(lt - ls) * s - 1.0f) * w;
-    d[tg] = gt * (1.0f - tt * tt);
+    GT__XSTORE(tg, gt * (1.0f - tt * tt));
   } else {
 #pragma omp simd
-    for (int64_t j = 0; j < V; j++) d[j] = gt__expf(l[j] - ls) * ws;
-    d[tg] = (gt__expf(lt - ls) * s - 1.0f) * w;
+    for (int64_t j = 0; j < V; j++) GT__XSTORE(j, gt__expf(l[j] - ls) * ws);
+    GT__XSTORE(tg, (gt__expf(lt - ls) * s - 1.0f) * w);
   }
+#undef GT__XSTORE
 }
 
 #endif

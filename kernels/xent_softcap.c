@@ -26,6 +26,8 @@ typedef struct gt__sx_args {
   const int32_t *target;
   int64_t V;
   float cap, z;
+  uint16_t *d16; /* gt_softcap_xent_backward_b16's output (row stride ld16) */
+  int64_t ld16;
 } gt__sx_args;
 
 static void gt__sx_fwd_part(void *p, int64_t r0, int64_t r1) {
@@ -47,8 +49,12 @@ static void gt__sx_bwd_part(void *p, int64_t r0, int64_t r1) {
   const int64_t V = a->V;
   const int32_t *target = a->target;
   for (int64_t r = r0; r < r1; r++)
-    gt__xent_row_backward(a->dlogits + r * V, a->clogits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
-                          a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, a->cap);
+    if (a->d16)
+      gt__xent_row_backward(NULL, a->clogits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                            a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, a->cap, a->d16 + r * a->ld16, 1);
+    else
+      gt__xent_row_backward(a->dlogits + r * V, a->clogits + r * V, target[r] < 0 ? 0.0f : a->lse_in[r], target[r],
+                            a->row_weight ? a->row_weight[r] : 1.0f, a->z, V, a->cap, NULL, 0);
 }
 
 void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows, int64_t V,
@@ -67,5 +73,14 @@ void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *
   if (rows <= 0 || V <= 0) return;
   gt__sx_args a = {.dlogits = dlogits, .clogits = logits, .lse_in = lse, .row_weight = row_weight,
                    .target = target, .V = V, .cap = cap, .z = z};
+  gt_team_for(gt__par(rows * V), rows, gt__sx_bwd_part, &a);
+}
+
+void gt_softcap_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                                  const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap,
+                                  float z) {
+  if (rows <= 0 || V <= 0) return;
+  gt__sx_args a = {.clogits = logits, .lse_in = lse, .row_weight = row_weight, .target = target, .V = V, .cap = cap,
+                   .z = z, .d16 = d16, .ld16 = ld16};
   gt_team_for(gt__par(rows * V), rows, gt__sx_bwd_part, &a);
 }

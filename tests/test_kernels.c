@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/team.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "gt_testutil.h"
 
@@ -1212,6 +1213,59 @@ START_TEST(test_softcap_xent_vs_unfused_and_ref) {
 }
 END_TEST
 
+START_TEST(test_xent_backward_b16) {
+  /* The loss's gradient as bf16 patterns (the head's bf16 step, whose
+   * products round it as they pack it): gt_xent_backward_b16 and
+   * gt_softcap_xent_backward_b16 write the patterns of the float forms'
+   * gradients, bit for bit, into a buffer of their own (its row padding
+   * untouched) and over the logits themselves (row stride 2 V, as the head
+   * runs them), with and without the z-loss, ignored targets, on the
+   * threaded path too (300 x 4099). */
+  const int64_t rows_list[] = {1, 3, 17, 300};
+  const int64_t Vs[] = {1, 5, 33, 257, 4099};
+  uint64_t seed = 66;
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (int form = 0; form < 4; form++) {
+        const int64_t rows = rows_list[a], V = Vs[b], n = rows * V, ld16 = V + 3;
+        const float cap = form & 1 ? 30.0f : 0.0f, z = form & 2 ? 1e-3f : 0.0f;
+        char what[128];
+        snprintf(what, sizeof what, "xent bwd b16 rows=%ld V=%ld cap=%g z=%g", (long)rows, (long)V, cap, z);
+        float *l = gt_test_alloc_fill(n, &seed, -20, 20), *loss = gt_test_zeros(rows), *lse = gt_test_zeros(rows);
+        int32_t *tg = malloc(rows * sizeof(int32_t));
+        for (int64_t r = 0; r < rows; r++) tg[r] = (r % 3 == 2) ? -1 : (int32_t)(gt_test_rand_u64(&seed) % V);
+        float *w = gt_test_alloc_fill(rows, &seed, 0, 2);
+        if (cap > 0)
+          gt_softcap_xent_forward(loss, lse, l, tg, rows, V, cap); /* l: the capped logits */
+        else
+          gt_xent_forward(loss, lse, l, tg, rows, V);
+        float *d = gt_test_zeros(n);
+        if (cap > 0)
+          gt_softcap_xent_backward(d, l, lse, tg, w, rows, V, cap, z);
+        else
+          gt_xent_backward(d, l, lse, tg, w, rows, V, z);
+        uint16_t *want = malloc((size_t)n * 2), *own = malloc((size_t)(rows * ld16) * 2);
+        gt_bf16_pack(want, d, n);
+        for (int64_t i = 0; i < rows * ld16; i++) own[i] = 0xABCD;
+        float *over = gt_test_copy(l, n);
+        if (cap > 0) {
+          gt_softcap_xent_backward_b16(own, ld16, l, lse, tg, w, rows, V, cap, z);
+          gt_softcap_xent_backward_b16((uint16_t *)(void *)over, 2 * V, over, lse, tg, w, rows, V, cap, z);
+        } else {
+          gt_xent_backward_b16(own, ld16, l, lse, tg, w, rows, V, z);
+          gt_xent_backward_b16((uint16_t *)(void *)over, 2 * V, over, lse, tg, w, rows, V, z);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+          ck_assert_msg(!memcmp(own + r * ld16, want + r * V, (size_t)V * 2), "%s: own buffer, row %ld", what, (long)r);
+          for (int64_t j = V; j < ld16; j++) ck_assert_uint_eq(own[r * ld16 + j], 0xABCD);
+          ck_assert_msg(!memcmp((uint16_t *)(void *)over + r * 2 * V, want + r * V, (size_t)V * 2),
+                        "%s: over the logits, row %ld", what, (long)r);
+        }
+        free(l); free(loss); free(lse); free(tg); free(w); free(d); free(want); free(own); free(over);
+      }
+}
+END_TEST
+
 static Suite *gt__suite(void) {
   Suite *s = suite_create("kernels");
   TCase *tc = gt_test_tcase(s, "core");
@@ -1239,6 +1293,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_softcap_vs_ref);
   tcase_add_test(tc, test_softcap_fd);
   tcase_add_test(tc, test_softcap_xent_vs_unfused_and_ref);
+  tcase_add_test(tc, test_xent_backward_b16);
   tcase_add_test(tc, test_adamw_by_hand);
   tcase_add_test(tc, test_adamw_vs_ref);
   tcase_add_test(tc, test_sumsq);

@@ -9,6 +9,32 @@
  * sequence (2 * pair + side) in tok_seq (-1 otherwise), and seq[] sums its
  * sequence's token losses. Returns the pairs seen, with or without tokens
  * on both sides (the caller keeps those that have). */
+/* One logits tile's backward: the loss's gradient into the tile (in place),
+ * then dh = dlogits . E (written) and gE += dlogits^T . h. With bf16
+ * products over a float32-stored E the gradient's only readers are those
+ * two products, which round it as they pack it: it is written as bf16
+ * patterns over the first half of each row's own logits (row stride 2 V;
+ * gt_xent_backward_b16) and read so, half the bytes each way. */
+static void gt__head_tile_backward(const gt_model *m, float *logits, const float *lse, const int32_t *tt,
+                                   const float *roww, float z, float cap, float *dh, float *gE, const float *ht,
+                                   const float *E, int64_t R, int64_t d, int64_t V) {
+  const gt__weight w = {E, m->embed_qtype};
+  if (gt__matmul_b16_forms(m, w)) {
+    uint16_t *d16 = (uint16_t *)(void *)logits;
+    if (cap)
+      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward_b16(d16, 2 * V, logits, lse, tt, roww, R, V, cap, z));
+    else
+      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward_b16(d16, 2 * V, logits, lse, tt, roww, R, V, z));
+    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 1, dh, gE, d16, 2 * V, ht, NULL, w, R, d, V));
+    return;
+  }
+  if (cap)
+    GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, cap, z));
+  else
+    GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V, z));
+  GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh, gE, logits, ht, w, R, d, V));
+}
+
 static int64_t gt__pref_gather(const gt_pref_head *ph, const int32_t *targets, const float *tok_loss, int64_t B,
                                int32_t *tok_seq, int32_t *seg_of, gt_pref_seq *seq) {
   const int64_t T = ph->T;
@@ -150,11 +176,8 @@ static gt_rc gt__head_pref(gt_model *m, const float *hp, const float *hm, float 
       GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V, m->bf16_act));
       if (cap) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_softcap_forward(logits, R * V, m->softcap));
     }
-    if (cap)
-      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse + (int64_t)t * R, tt, tok + (int64_t)t * R, R, V, m->softcap, 0.0f));
-    else
-      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse + (int64_t)t * R, tt, tok + (int64_t)t * R, R, V, 0.0f));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V));
+    gt__head_tile_backward(m, logits, lse + (int64_t)t * R, tt, tok + (int64_t)t * R, 0.0f, cap ? m->softcap : 0.0f,
+                           dh + (int64_t)t * R * d, gE, ht, E, R, d, V);
   }
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, gN, NULL, dh, x, rstd, wn, N, (int)d,
                                                                    m->norm_offset, 0));
@@ -242,11 +265,8 @@ gt_rc gt__head_run(gt_model *m, const float *hp, const float *hm, float *hg, con
       }
     if (!bwd) continue;
     /* with the cap: one pass from the capped logits, overwriting them */
-    if (cap)
-      GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward(logits, logits, lse, tt, roww, R, V, m->softcap, m->z_loss));
-    else
-      GT_PROF(m->prof, GT_PROF_XENT, gt_xent_backward(logits, logits, lse, tt, roww, R, V, m->z_loss));
-    GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh + (int64_t)t * R * d, gE, logits, ht, (gt__weight){E, m->embed_qtype}, R, d, V));
+    gt__head_tile_backward(m, logits, lse, tt, roww, m->z_loss, cap ? m->softcap : 0.0f, dh + (int64_t)t * R * d, gE, ht,
+                           E, R, d, V);
   }
   if (bwd)
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_residual_backward(dx, gN, NULL, dh, x, rstd, wn, N, (int)d,

@@ -840,14 +840,13 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
      * readers are those products, which round them as they pack them, so
      * the GeGLU's backward writes them as bf16 patterns (in their float
      * buffers' first half) and the products read them so. */
-    const int dmlp16 = !a[GT_A_GATE] && !a[GT_A_M] && gt_qbgemm_packs_stored() &&
-                       gt__proj_b16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__proj_b16(io, OP_MM_UP, WM(GT_P_W_UP));
+    const int dmlp16 = !a[GT_A_GATE] && !a[GT_A_M] && gt__proj_b16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__proj_b16(io, OP_MM_UP, WM(GT_P_W_UP));
     if (!meas && dmlp16) {
       uint16_t *dG16 = (uint16_t *)(void *)dGATE, *dU16 = (uint16_t *)(void *)dUP;
       const uint16_t *m16 = io->b16[GT_A_M];
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_b16_to_b16(dG16, dU16, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
-      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 1, dM, G(GT_P_W_GATE), dG16, m16, WM(GT_P_W_GATE), N, d, F));
-      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 0, dM, G(GT_P_W_UP), dU16, m16, WM(GT_P_W_UP), N, d, F));
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 1, dM, G(GT_P_W_GATE), dG16, F, NULL, m16, WM(GT_P_W_GATE), N, d, F));
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 0, dM, G(GT_P_W_UP), dU16, F, NULL, m16, WM(GT_P_W_UP), N, d, F));
     } else if (!meas) {
       if (a[GT_A_GATE])
         GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));

@@ -44,7 +44,9 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
 }
 
 int gt__matmul_b16_forms(const gt_model *m, gt__weight w) {
-  return m->bf16_act && m->bf16_mm && w.qtype == GT_STORE_F32;
+  /* (the rounded copies path, without AVX-512, has no 2-byte packers: it
+   * would widen each bf16 operand into a copy first) */
+  return m->bf16_act && m->bf16_mm && w.qtype == GT_STORE_F32 && gt_qbgemm_packs_stored();
 }
 
 void gt__matmul_forward_b16(const gt_model *m, float *out, uint16_t *out16, const float *inp, const uint16_t *inp16,
@@ -92,18 +94,22 @@ void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const ui
   gt_qbgemm_t(1, 0, out_dim, in_dim, n, 1.0f, dout, out_dim, &x, 1.0f, dw, in_dim);
 }
 
-void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16,
-                           const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim) {
+void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16, int64_t ld16,
+                           const float *inp, const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim,
+                           int64_t out_dim) {
   (void)m; /* bf16 products (gt__matmul_b16_forms) */
   if (n <= 0 || in_dim <= 0 || out_dim <= 0) {
     if (write && dinp && n > 0 && in_dim > 0) memset(dinp, 0, (size_t)(n * in_dim) * sizeof(float));
     return;
   }
   const gt_bgemm_form f = {dout16, 0, NULL, 0};
-  if (dinp) gt_bgemm_x(0, 0, n, in_dim, out_dim, 1.0f, NULL, out_dim, w.p, in_dim, write ? 0.0f : 1.0f, dinp, in_dim, &f);
-  if (dw) {
+  if (dinp) gt_bgemm_x(0, 0, n, in_dim, out_dim, 1.0f, NULL, ld16, w.p, in_dim, write ? 0.0f : 1.0f, dinp, in_dim, &f);
+  if (!dw) return;
+  if (inp16) {
     const gt_qweight x = gt_qweight_at(GT_Q_BF16, inp16, n, in_dim);
-    gt_qbgemm_t16(1, 0, out_dim, in_dim, n, 1.0f, dout16, out_dim, &x, 1.0f, dw, in_dim);
+    gt_qbgemm_t16(1, 0, out_dim, in_dim, n, 1.0f, dout16, ld16, &x, 1.0f, dw, in_dim);
+  } else {
+    gt_bgemm_x(1, 0, out_dim, in_dim, n, 1.0f, NULL, ld16, inp, in_dim, 1.0f, dw, in_dim, &f);
   }
 }
 

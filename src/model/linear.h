@@ -31,8 +31,10 @@ static inline gt__weight gt__wf32(const float *p) {
  * by gt__act_round either way. */
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                         int64_t out_dim, int rnd);
-/* Whether a projection of w can take gt__matmul_forward_b16's forms:
- * dtype=bfloat16 with bf16 products of a float32-stored w. */
+/* Whether a projection of w can take the bf16 forms
+ * (gt__matmul_forward_b16, gt__matmul_backward16): dtype=bfloat16 with bf16
+ * products of a float32-stored w, on a bf16 path whose packers read bf16
+ * operands as they are (gt_qbgemm_packs_stored). */
 int gt__matmul_b16_forms(const gt_model *m, gt__weight w);
 /* gt__matmul_forward (rounded) with its input and output in bf16 forms
  * (gt_bgemm_x): inp16, when given, is inp's bf16 copy and is read instead
@@ -57,13 +59,15 @@ void gt__matmul_backward_write(const gt_model *m, float *dinp, float *dw, const 
 void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const uint16_t *inp16, int64_t n,
                        int64_t in_dim, int64_t out_dim);
 /* A projection's backward from its output gradient as bf16 patterns
- * (dout16 [n, out_dim], which the bf16 products round to anyway) and its
- * input kept in bf16 (inp16): dinp (+)= dout . w (written when write,
- * else added; may be NULL) and dw += dout^T . inp (may be NULL), the bits
- * of gt__matmul_backward(_write) and gt__matmul_dw_b16 on the float32
- * gradient. Only where gt__matmul_b16_forms and gt_qbgemm_packs_stored. */
-void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16,
-                           const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim, int64_t out_dim);
+ * (dout16, row stride ld16; the bf16 products round the gradient to that
+ * anyway) and its input as floats (inp) or kept in bf16 (inp16, read as a
+ * stored matrix): dinp (+)= dout . w (written when write, else added; may
+ * be NULL) and dw += dout^T . inp (may be NULL), the bits of
+ * gt__matmul_backward(_write) and gt__matmul_dw_b16 on the float32
+ * gradient. Only where gt__matmul_b16_forms. */
+void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16, int64_t ld16,
+                           const float *inp, const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim,
+                           int64_t out_dim);
 /* C = alpha * op(A) . op(B) + beta * C (gt_sgemm's arguments) in the
  * model's matmul precision: gt_bgemm when m->bf16_mm, else gt_sgemm.
  * Float32 operands only (the adapters' products). */
