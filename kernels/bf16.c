@@ -48,44 +48,41 @@ void gt_bf16_round_copy(float *dst, const float *src, int64_t n) {
   gt_team_for(n >= GT__PAR_MIN, (n + 1023) / 1024, gt__round_part, &a);
 }
 
-/* Serial: a GEMM calls it on each C tile it has just stored (the tile still
- * in L1), attention on each tile operand, inside their own parallel
- * sections. */
-void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+/* Serial: a GEMM calls these on each C tile it has just stored (the tile
+ * still in L1), attention on each tile operand, inside their own parallel
+ * sections. pack: dst holds bf16 patterns, else rounded floats. */
+static inline void gt__rows(void *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols,
+                            const int pack) {
   for (int64_t r = 0; r < rows; r++) {
     const float *s = src + r * lds;
-    float *d = dst + r * ldd;
+    float *d = pack ? NULL : (float *)dst + r * ldd;
+    uint16_t *h = pack ? (uint16_t *)dst + r * ldd : NULL;
     int64_t i = 0;
 #if defined(GT__KERNELS_AVX512)
-    for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(d + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(s + i))));
-    if (i < cols) {
-      const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
-      _mm512_mask_storeu_ps(d + i, m, _mm512_castsi512_ps(gt__bf16_round16(_mm512_maskz_loadu_ps(m, s + i))));
-      i = cols;
+    for (; i < cols; i += 16) {
+      const __mmask16 m = (__mmask16)(cols - i >= 16 ? 0xFFFF : (1u << (cols - i)) - 1);
+      const __m512i v = gt__bf16_round16(_mm512_maskz_loadu_ps(m, s + i));
+      if (pack)
+        _mm256_mask_storeu_epi16(h + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+      else
+        _mm512_mask_storeu_ps(d + i, m, _mm512_castsi512_ps(v));
     }
 #endif
-    for (; i < cols; i++) d[i] = gt_bf16_round1(s[i]);
+    for (; i < cols; i++) {
+      if (pack)
+        h[i] = gt_f32_to_bf16(s[i]);
+      else
+        d[i] = gt_bf16_round1(s[i]);
+    }
   }
 }
 
+void gt_bf16_round_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+  gt__rows(dst, ldd, src, lds, rows, cols, 0);
+}
+
 void gt_bf16_pack_rows(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; r++) {
-    const float *s = src + r * lds;
-    uint16_t *d = dst + r * ldd;
-    int64_t i = 0;
-#if defined(GT__KERNELS_AVX512)
-    for (; i + 16 <= cols; i += 16)
-      _mm256_storeu_si256((__m256i *)(d + i),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_loadu_ps(s + i)), 16)));
-    if (i < cols) {
-      const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
-      _mm256_mask_storeu_epi16(d + i, m,
-                               _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_maskz_loadu_ps(m, s + i)), 16)));
-      i = cols;
-    }
-#endif
-    for (; i < cols; i++) d[i] = gt_f32_to_bf16(s[i]);
-  }
+  gt__rows(dst, ldd, src, lds, rows, cols, 1);
 }
 
 static void gt__pack_part(void *p, int64_t c0, int64_t c1) {

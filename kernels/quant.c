@@ -398,27 +398,28 @@ static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t 
   gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
 }
 
-void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
-                   int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  const float *A = (const float *)(const void *)A16; /* (handed through as the packers take it) */
+/* gt_qbgemm_t and gt_qbgemm_t16: A as floats, or as bf16 patterns (a16;
+ * the pointer handed through as the packers take it) */
+static void gt__qbgemm_t_any(int a16, int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  gt__gemm_fn gemm = a16 ? gt__bgemm_a16 : gt_bgemm;
   if (W->type == GT_Q_F32) {
-    gt__bgemm_a16(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
+    gemm(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
     return;
   }
   if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
-  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 1) == 0) return;
-  gt__qgemm_panels(gt__bgemm_a16, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16) == 0) return;
+  gt__qgemm_panels(gemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+}
+
+void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
+                   int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  gt__qbgemm_t_any(1, transA, transW, M, N, K, alpha, (const float *)(const void *)A16, lda, W, beta, C, ldc);
 }
 
 void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  if (W->type == GT_Q_F32) {
-    gt_bgemm(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
-    return;
-  }
-  if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
-  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 0) == 0) return;
-  gt__qgemm_panels(gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  gt__qbgemm_t_any(0, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 
 int gt_qbgemm_packs_stored(void) { return gt__bgemm_path() != GT_BGEMM_COPY; }

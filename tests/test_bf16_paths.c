@@ -59,6 +59,16 @@ static const pcase CASES[] = {
     {0, 1, 30, 20, 2049, 1, 1},  {0, 0, 17, 1100, 47, 1, 0},  {1, 0, 200, 7, 300, 1, 1},  {0, 1, 3, 300, 641, 1, 0},
     {0, 1, 1, 70, 15, 1, 0.5f},  {1, 1, 16, 32, 32, 1, 0},    {0, 0, 48, 64, 1025, 1, 0}, {0, 1, 7, 8229, 9, 1, 0}};
 enum { NCASES = sizeof CASES / sizeof CASES[0] };
+/* The forms' tests' further shapes: K over several K blocks (a tile's
+ * epilogue must wait for the last), few rows (the row kernel), few rows
+ * times many B blocks (whole B blocks per thread), K = 0 and alpha = 0, a
+ * product within one K block, the weight gradients' transposed A. */
+static const pcase EXTRA[] = {{0, 1, 50, 70, 2500, 1, 1},  {1, 0, 40, 33, 2300, 0.5f, 1},
+                              {0, 1, 3, 200, 300, 1, 0},   {0, 1, 20, 16 * 8192 + 100, 32, 1, 0},
+                              {0, 1, 5, 7, 0, 1, 0.5f},    {0, 0, 6, 9, 20, 0, 1},
+                              {0, 1, 13, 45, 33, 1, 0},    {1, 0, 45, 37, 2100, 1, 1},
+                              {1, 0, 3, 50, 31, 1, 1}};
+enum { NEXTRA = sizeof EXTRA / sizeof EXTRA[0] };
 
 typedef struct pdata {
   int64_t lda, ldb, ldc;
@@ -524,15 +534,12 @@ START_TEST(test_rounded_output) {
    * on 2 threads), K = 0 and alpha = 0 (C = beta C0, rounded). The rounded
    * copies (every CPU's path without AVX-512) run here on any CPU. The
    * columns past N (ldc's padding) stay untouched. */
-  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {1, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
-                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1}};
-  enum { NEXTRA = sizeof extra / sizeof extra[0] };
   int paths[5], emul[5], np = runnable_paths(paths, emul);
   int64_t checked = 0;
   for (int th = 1; th <= 2; th++) {
     gt_team_set_process(th);
     for (int n = 0; n < NCASES + NEXTRA; n++) {
-      const pcase *c = n < NCASES ? &CASES[n] : &extra[n - NCASES];
+      const pcase *c = n < NCASES ? &CASES[n] : &EXTRA[n - NCASES];
       pdata d;
       if (n < NCASES) {
         pdata_make(c, n, &d);
@@ -581,15 +588,12 @@ START_TEST(test_bf16_output) {
    * Where the packed loops take K in one block (K <= 256 here, below every
    * kernel's smallest K block) and the rows are many, the float32 C is not
    * written at all: its NaNs are still there. */
-  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 0}, {1, 0, 40, 33, 2300, 0.5f, 0}, {0, 1, 3, 200, 300, 1, 0},
-                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0}, {0, 0, 6, 9, 20, 0, 0}};
-  enum { NEXTRA = sizeof extra / sizeof extra[0] };
   int paths[5], emul[5], np = runnable_paths(paths, emul);
   int64_t checked = 0, untouched = 0;
   for (int th = 1; th <= 2; th++) {
     gt_team_set_process(th);
     for (int n = 0; n < NCASES + NEXTRA; n++) {
-      pcase c = n < NCASES ? CASES[n] : extra[n - NCASES];
+      pcase c = n < NCASES ? CASES[n] : EXTRA[n - NCASES];
       c.beta = 0.0f;
       uint64_t sd = 700 + (uint64_t)n;
       const int64_t lda = (c.ta ? c.M : c.K) + 1, ldb = c.tb ? c.K : c.N, ldc = c.N + 3, ld16 = c.N + 5;
@@ -639,20 +643,15 @@ START_TEST(test_bf16_input) {
    * inputs, read by the 2-byte packers) is gt_bgemm on the float32 A they
    * were packed from, bit for bit: plain (beta as the case has it), rounded
    * (gt_bgemm_rnd's) and as bf16 output (gt_bgemm_c16's), on every path
-   * this CPU runs and 1 and 2 threads; the cases of A not transposed above
-   * and the extra shapes of test_bf16_output (several K blocks, the row
-   * kernel, whole B blocks per thread, K = 0, alpha = 0), A's row stride
+   * this CPU runs and 1 and 2 threads; every case above (A plain and
+   * transposed: the weight gradients' dY^T) and EXTRA, A's row stride
    * padded. */
-  const pcase extra[] = {{0, 1, 50, 70, 2500, 1, 1}, {0, 0, 40, 33, 2300, 0.5f, 1}, {0, 1, 3, 200, 300, 1, 0},
-                         {0, 1, 20, 16 * 8192 + 100, 32, 1, 0}, {0, 1, 5, 7, 0, 1, 0.5f}, {0, 0, 6, 9, 20, 0, 1},
-                         {0, 1, 13, 45, 33, 1, 0}, {1, 0, 45, 37, 2100, 1, 1}, {1, 0, 3, 50, 31, 1, 1}};
-  enum { NEXTRA = sizeof extra / sizeof extra[0] };
   int paths[5], emul[5], np = runnable_paths(paths, emul);
   int64_t checked = 0;
   for (int th = 1; th <= 2; th++) {
     gt_team_set_process(th);
     for (int n = 0; n < NCASES + NEXTRA; n++) {
-      const pcase c = n < NCASES ? CASES[n] : extra[n - NCASES];
+      const pcase c = n < NCASES ? CASES[n] : EXTRA[n - NCASES];
       uint64_t sd = 900 + (uint64_t)n;
       const int64_t ar = c.ta ? c.K : c.M, lda = (c.ta ? c.M : c.K) + 3, ldb = c.tb ? c.K : c.N, ldc = c.N + 2;
       float *A = gt_test_alloc_fill(ar * lda, &sd, -1, 1), *B = gt_test_alloc_fill((c.tb ? c.N : c.K) * ldb, &sd, -1, 1);
