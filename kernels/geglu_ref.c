@@ -75,3 +75,14 @@ void gt_geglu_backward_write_b16_ref(float *dgate, float *dup, const float *dout
     gt_geglu_backward_write_ref(dgate ? dgate + c : NULL, dup ? dup + c : NULL, dout + c, g, u, k);
   }
 }
+
+void gt_geglu_backward_b16_to_b16_ref(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
+                                      const uint16_t *up16, int64_t n) {
+  float g[GT__REF_CHUNK], u[GT__REF_CHUNK];
+  for (int64_t c = 0; c < n; c += GT__REF_CHUNK) {
+    int64_t k = n - c < GT__REF_CHUNK ? n - c : GT__REF_CHUNK;
+    gt_geglu_backward_write_b16_ref(g, u, dout + c, gate16 + c, up16 + c, k);
+    gt_bf16_pack_ref(dgate16 + c, g, k);
+    gt_bf16_pack_ref(dup16 + c, u, k);
+  }
+}

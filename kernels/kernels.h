@@ -235,6 +235,8 @@ void gt_geglu_backward_write_b16(float *dgate, float *dup, const float *dout, co
  * products as from the float32 gradients) */
 void gt_geglu_backward_b16_to_b16(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
                                   const uint16_t *up16, int64_t n);
+void gt_geglu_backward_b16_to_b16_ref(uint16_t *dgate16, uint16_t *dup16, const float *dout, const uint16_t *gate16,
+                                      const uint16_t *up16, int64_t n);
 /* The forward from gate and up kept only as bf16 patterns (their products
  * wrote nothing else, gt_bgemm_c16): out (rounded; may be NULL) and out16
  * (may be NULL) as gt_geglu_forward_pack writes them from the widened
@@ -379,6 +381,8 @@ void gt_xent_backward(float *dlogits, const float *logits, const float *lse,
  * 2 V (each row's patterns in the first half of its own logits). */
 void gt_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse, const int32_t *target,
                           const float *row_weight, int64_t rows, int64_t V, float z);
+void gt_xent_backward_b16_ref(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                              const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float z);
 void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
                          const int32_t *target, int64_t rows, int64_t V);
 void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
@@ -408,6 +412,9 @@ void gt_softcap_xent_forward(float *loss, float *lse, float *logits, const int32
 void gt_softcap_xent_backward_b16(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
                                   const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float cap,
                                   float z);
+void gt_softcap_xent_backward_b16_ref(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                                      const int32_t *target, const float *row_weight, int64_t rows, int64_t V,
+                                      float cap, float z);
 void gt_softcap_xent_backward(float *dlogits, const float *logits, const float *lse, const int32_t *target,
                               const float *row_weight, int64_t rows, int64_t V, float cap, float z);
 void gt_softcap_xent_forward_ref(float *loss, float *lse, float *logits, const int32_t *target, int64_t rows,

@@ -1,6 +1,8 @@
 /* Scalar cross-entropy reference with libm expf/logf, sums in index order. */
 #include <math.h>
+#include <stdlib.h>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 void gt_xent_forward_ref(float *loss, float *lse, const float *logits,
@@ -32,4 +34,17 @@ void gt_xent_backward_ref(float *dlogits, const float *logits, const float *lse,
       dlogits[r * V + j] = tg < 0 ? 0.0f : (p * s - (j == tg ? 1.0f : 0.0f)) * w;
     }
   }
+}
+
+/* gt_xent_backward_b16's reference: the float reference's gradient, then
+ * each row's bf16 patterns (computed whole first, so d16 may overlay the
+ * logits) */
+void gt_xent_backward_b16_ref(uint16_t *d16, int64_t ld16, const float *logits, const float *lse,
+                              const int32_t *target, const float *row_weight, int64_t rows, int64_t V, float z) {
+  if (rows <= 0 || V <= 0) return;
+  float *d = malloc((size_t)(rows * V) * sizeof(float)); /* test-only scratch */
+  if (!d) return;
+  gt_xent_backward_ref(d, logits, lse, target, row_weight, rows, V, z);
+  for (int64_t r = 0; r < rows; r++) gt_bf16_pack_ref(d16 + r * ld16, d + r * V, V);
+  free(d);
 }

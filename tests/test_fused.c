@@ -404,6 +404,16 @@ START_TEST(test_geglu_backward_b16_vs_unpacked_and_ref) {
         ck_assert_msg(n == 0 || !memcmp(dg16, w16, (size_t)n * sizeof(uint16_t)), "%s: d(gate) in bf16", what);
         gt_bf16_pack(w16, du, n);
         ck_assert_msg(n == 0 || !memcmp(du16, w16, (size_t)n * sizeof(uint16_t)), "%s: d(up) in bf16", what);
+        if (n > 8) { /* the reference's patterns, within one bf16 step */
+          uint16_t *rg16 = gt__h16(n), *ru16 = gt__h16(n);
+          float *a = gt_test_zeros(n), *b = gt_test_zeros(n);
+          gt_geglu_backward_b16_to_b16_ref(rg16, ru16, dout, g16, u16, n);
+          gt_bf16_unpack(a, dg16, n), gt_bf16_unpack(b, rg16, n);
+          gt_test_check_err(what, gt_test_scaled_err(a, b, n), TOL_REF_BF16);
+          gt_bf16_unpack(a, du16, n), gt_bf16_unpack(b, ru16, n);
+          gt_test_check_err(what, gt_test_scaled_err(a, b, n), TOL_REF_BF16);
+          free(rg16); free(ru16); free(a); free(b);
+        }
         free(dg16); free(du16); free(w16);
       }
       float *rdg = want & 1 ? gt_test_zeros(n) : NULL, *rdu = want & 2 ? gt_test_zeros(n) : NULL;

@@ -1220,7 +1220,8 @@ START_TEST(test_xent_backward_b16) {
    * gradients, bit for bit, into a buffer of their own (its row padding
    * untouched) and over the logits themselves (row stride 2 V, as the head
    * runs them), with and without the z-loss, ignored targets, on the
-   * threaded path too (300 x 4099). */
+   * threaded path too (300 x 4099); and the references' patterns within
+   * one bf16 step. */
   const int64_t rows_list[] = {1, 3, 17, 300};
   const int64_t Vs[] = {1, 5, 33, 257, 4099};
   uint64_t seed = 66;
@@ -1255,6 +1256,18 @@ START_TEST(test_xent_backward_b16) {
           gt_xent_backward_b16(own, ld16, l, lse, tg, w, rows, V, z);
           gt_xent_backward_b16((uint16_t *)(void *)over, 2 * V, over, lse, tg, w, rows, V, z);
         }
+        /* the reference: the float reference's gradient packed, within one
+         * bf16 step (8e-3) of the largest gradient */
+        uint16_t *ref16 = malloc((size_t)n * 2);
+        float *rw = gt_test_zeros(n), *fw = gt_test_zeros(n);
+        if (cap > 0)
+          gt_softcap_xent_backward_b16_ref(ref16, V, l, lse, tg, w, rows, V, cap, z);
+        else
+          gt_xent_backward_b16_ref(ref16, V, l, lse, tg, w, rows, V, z);
+        gt_bf16_unpack(rw, ref16, n);
+        gt_bf16_unpack(fw, want, n);
+        gt_test_check_err(what, gt_test_scaled_err(fw, rw, n), 8e-3);
+        free(ref16), free(rw), free(fw);
         for (int64_t r = 0; r < rows; r++) {
           ck_assert_msg(!memcmp(own + r * ld16, want + r * V, (size_t)V * 2), "%s: own buffer, row %ld", what, (long)r);
           for (int64_t j = V; j < ld16; j++) ck_assert_uint_eq(own[r * ld16 + j], 0xABCD);
