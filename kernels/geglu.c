@@ -26,17 +26,6 @@ static inline __attribute__((always_inline)) float gt__geglu1(float x, float up)
   return (x * s) * up;
 }
 
-static inline __attribute__((always_inline)) uint32_t gt__f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static inline __attribute__((always_inline)) float gt__bits_f32(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-
 typedef struct gt__geglu_args {
   float *out;
   const float *gate, *up;
@@ -45,11 +34,6 @@ typedef struct gt__geglu_args {
   const uint16_t *gin16, *uin16;    /* gt_geglu_forward_b16's inputs (gate and up NULL) */
 } gt__geglu_args;
 
-/* n floats' bf16 patterns (rounded), a loop the compiler vectorizes */
-static inline __attribute__((always_inline)) void gt__pack_run(uint16_t *dst, const float *src, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; i++) dst[i] = gt_f32_to_bf16(src[i]);
-}
 
 /* Rounded to bf16 (gt_geglu_forward_rnd, gt_geglu_forward_pack): each chunk
  * of 512 computed, then the copies asked for (if any) packed from it and
@@ -66,18 +50,17 @@ static void gt__geglu_fwd_rnd_part(const gt__geglu_args *a, int64_t i0, int64_t 
     if (out && o16) {
 #pragma omp simd
       for (int64_t i = i0; i < i1; i++) {
-        const uint32_t b = gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i]))));
-        out[i] = gt__bits_f32(b);
-        o16[i] = (uint16_t)(b >> 16);
+        out[i] = gt__bf16_round1_nb(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])));
+        o16[i] = gt__bf16_pattern_nb(out[i]);
       }
     } else if (out) {
 #pragma omp simd
       for (int64_t i = i0; i < i1; i++)
-        out[i] = gt__bits_f32(gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])))));
+        out[i] = gt__bf16_round1_nb(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])));
     } else if (o16) {
 #pragma omp simd
       for (int64_t i = i0; i < i1; i++)
-        o16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])))) >> 16);
+        o16[i] = gt__bf16_pattern_nb(gt__geglu1(gt_bf16_to_f32(g16[i]), gt_bf16_to_f32(u16[i])));
     }
     return;
   }
@@ -87,9 +70,9 @@ static void gt__geglu_fwd_rnd_part(const gt__geglu_args *a, int64_t i0, int64_t 
     const float *gate = a->gate, *up = a->up;
 #pragma omp simd
     for (int64_t i = c; i < e; i++) out[i] = gt__bf16_round1_nb(gt__geglu1(gate[i], up[i]));
-    if (a->out16) gt__pack_run(a->out16 + c, out + c, e - c);
-    if (a->gate16) gt__pack_run(a->gate16 + c, gate + c, e - c);
-    if (a->up16) gt__pack_run(a->up16 + c, up + c, e - c);
+    if (a->out16) gt__bf16_pack_row(a->out16 + c, out + c, e - c);
+    if (a->gate16) gt__bf16_pack_row(a->gate16 + c, gate + c, e - c);
+    if (a->up16) gt__bf16_pack_row(a->up16 + c, up + c, e - c);
   }
 }
 
@@ -157,7 +140,7 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
       const float dg = s + 2.0f * x * s * (e * s) * GT__K0 * (1.0f + 3.0f * GT__K1 * x2);
       const float v = dout[i] * (in16 ? gt_bf16_to_f32(up16[i]) : up[i]) * dg;
       if (to16)
-        dgate16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
+        dgate16[i] = gt__bf16_pattern_nb(v);
       else if (set)
         dgate[i] = v;
       else
@@ -166,7 +149,7 @@ gt__geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
     if (want_up) {
       const float v = dout[i] * (x * s);
       if (to16)
-        dup16[i] = (uint16_t)(gt__bf16_round_bits(gt__f32_bits(v)) >> 16);
+        dup16[i] = gt__bf16_pattern_nb(v);
       else if (set)
         dup[i] = v;
       else

@@ -220,11 +220,7 @@ static void gt__apack_a_h(uint32_t *dst, int transA, const float *A, int64_t lda
         if (t < qn) {
           const int64_t q = q0 + t;
           const uint16_t *e = A16 + (k0 + 2 * q) * lda + i0 + p;
-          const __m512i ve = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mm, e));
-          const __m512i vo = 2 * q + 1 < kc
-                                 ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mm, e + lda)), 16)
-                                 : _mm512_setzero_si512();
-          v[t] = _mm512_castsi512_ps(_mm512_or_si512(ve, vo));
+          v[t] = _mm512_castsi512_ps(gt__pairs16(mm, e, 2 * q + 1 < kc ? e + lda : NULL));
         }
       }
       gt__tr16(v);

@@ -314,10 +314,7 @@ static inline __attribute__((always_inline)) void gt__bpack_a16(uint32_t *dst, i
         }
       for (int64_t p = 0; p < mc; p += MR) {
         const __mmask16 m = (__mmask16)((1u << gt__gmin(MR, mc - p)) - 1);
-        const __m512i ve = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, e + p));
-        const __m512i vo = odd ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, o + p)), 16)
-                               : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, _mm512_or_si512(ve, vo));
+        _mm512_mask_storeu_epi32(dst + p * kp + q * MR, 0x0FFF, gt__pairs16(m, e + p, odd ? o + p : NULL));
       }
     }
     return;
@@ -356,6 +353,7 @@ static void gt__bpack_a_hg(uint32_t *dst, int transA, const float *A, int64_t ld
   (void)transA;
   gt__bpack_a16(dst, 0, A, lda, i0, mc, k0, kc, 1);
 }
+
 
 /* B panel: op(B) rows k0..k0+kc, columns j0..j0+nr into [kc/2 rounded
  * up][NR] pairs, columns past nr zero. */
@@ -1002,6 +1000,14 @@ static void gt__qbgemv_chunk(const void *arg, int64_t j0, int64_t j1) {
 
 /* ---------------------------------------------------------------- driver */
 
+/* The A packer of the pairs path: the vdpbf16ps kernel's (dp) or its
+ * emulation's, A as floats or as bf16 patterns (a16); the grouped layout
+ * where the dp kernel reads A not transposed (gt__bmicro_dp_grp) */
+static gt__gemm_pack_a_fn gt__bpack_a_for(int dp, int transA, int a16) {
+  if (a16) return dp && !transA ? gt__bpack_a_hg : gt__bpack_a_h;
+  return dp ? gt__bpack_a_cvt : gt__bpack_a;
+}
+
 /* 0, or -1 when the buffers could not grow (the caller then takes the
  * copies path) */
 static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t M, int64_t N, int64_t K,
@@ -1010,10 +1016,7 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
   pthread_once(&gt__bblock_once, gt__bblock_init);
   /* the float32 kernel's loops (kernels/gemm.c), on pairs of k */
   const int dp = micro == gt__bmicro_dp;
-  const int a16 = epi && epi->a16;
-  const gt__gemm_kernel kern = {&gt__bblocks, 2,
-                                a16 ? (dp && !transA ? gt__bpack_a_hg : gt__bpack_a_h)
-                                    : dp ? gt__bpack_a_cvt : gt__bpack_a,
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a_for(dp, transA, epi && epi->a16),
                                 dp ? gt__bpack_b_cvt : gt__bpack_b_panels,
                                 dp && !transA ? gt__bmicro_dp_grp : micro};
   return gt__gemm_run(&kern, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
@@ -1039,10 +1042,7 @@ int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
                                      (const float *)(const void *)W, W->cols, beta, C, ldc, a16 ? &epi16 : NULL);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
-  const gt__gemm_kernel kern = {&gt__bblocks, 2,
-                                a16 ? (dp && !transA ? gt__bpack_a_hg : gt__bpack_a_h)
-                                    : dp ? gt__bpack_a_cvt : gt__bpack_a,
-                                gt__qbpack_b,
+  const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a_for(dp, transA, a16), gt__qbpack_b,
                                 dp && !transA ? gt__bmicro_dp_grp : dp ? gt__bmicro_dp : gt__bmicro_fma};
   return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
                       C, ldc, NULL);
@@ -1065,6 +1065,14 @@ static void gt__pack_c(uint16_t *C16, int64_t ldc16, const float *C, int64_t ldc
     return;
   }
   for (int64_t i = 0; i < M; i++) gt_bf16_pack(C16 + i * ldc16, C + i * ldc, N);
+}
+
+/* What the paths without a tile loop do after computing C: round it
+ * (gt_bgemm_rnd's form) and pack it to c16 (gt_bgemm_c16's), each in a
+ * pass of its own */
+static void gt__finish_c(const gt_bgemm_form *f, float *C, int64_t ldc, int64_t M, int64_t N) {
+  if (f->round) gt__round_c(C, ldc, M, N);
+  if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
 }
 
 /* The packed paths' product (0), or -1 (no buffers) or 1 (epi->c16 not
@@ -1097,13 +1105,11 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
                           float *C, int64_t ldc) {
   const gt_bgemm_form none = {NULL, 0, NULL, 0};
   if (!f) f = &none;
-  const int rnd = f->round;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-    if (rnd) gt__round_c(C, ldc, M, N);
-    if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+    gt__finish_c(f, C, ldc, M, N);
     return;
   }
   const int path = gt__bgemm_path();
@@ -1120,8 +1126,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
       free(a);
     } else {
       gt__bgemm_scalar(f->a16, transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
-      if (rnd) gt__round_c(C, ldc, M, N);
-      if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+      gt__finish_c(f, C, ldc, M, N);
     }
     return;
   }
@@ -1131,8 +1136,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
   if (rows) {
     if (gt__bgemm_kernel() != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (rnd) gt__round_c(C, ldc, M, N);
-    if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+    gt__finish_c(f, C, ldc, M, N);
     return;
   }
 #endif
@@ -1140,7 +1144,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
   /* bf16 tiles where the loops can write them (else 1: rounded into C,
    * then packed) */
   const gt__gemm_epi pack_epi = {f->a16 != NULL, NULL, gt_bf16_pack_rows, f->c16, f->ldc16};
-  const gt__gemm_epi plain_epi = {f->a16 != NULL, rnd ? gt_bf16_round_rows : NULL, NULL, NULL, 0};
+  const gt__gemm_epi plain_epi = {f->a16 != NULL, f->round ? gt_bf16_round_rows : NULL, NULL, NULL, 0};
   for (int pass = f->c16 ? 0 : 1; pass < 2; pass++) {
     const int rc = gt__bgemm_packed_path(path, transA, transB, M, N, K, alpha, Ap, lda, B, ldb, beta, C, ldc,
                                          pass == 0 ? &pack_epi : &plain_epi);
@@ -1155,8 +1159,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
   } else {
     gt__bgemm_copy(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
-  if (rnd) gt__round_c(C, ldc, M, N);
-  if (f->c16) gt__pack_c(f->c16, f->ldc16, C, ldc, M, N);
+  gt__finish_c(f, C, ldc, M, N);
 }
 
 void gt_bgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

@@ -63,11 +63,12 @@ int gt__gemm_grow(void **p, size_t *cap, size_t bytes);
  * thread and K block, for its run of panels); micro multiplies one A panel
  * by one B panel over ku elements into the mr x nr tile of C at C
  * (prefetching cnext, the tile the next call writes). */
+typedef void (*gt__gemm_pack_a_fn)(uint32_t *Ap, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc,
+                                   int64_t k0, int64_t kc);
 typedef struct gt__gemm_kernel {
   const gt__gemm_blocks *blocks;
   int64_t kdiv;
-  void (*pack_a)(uint32_t *Ap, int transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
-                 int64_t kc);
+  gt__gemm_pack_a_fn pack_a;
   void (*pack_b)(uint32_t *Bp, int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                  int64_t n);
   void (*micro)(int64_t ku, const uint32_t *Ap, const uint32_t *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
@@ -81,9 +82,9 @@ typedef void (*gt__gemm_round_fn)(float *dst, int64_t ldd, const float *src, int
                                   int64_t cols);
 
 /* The bf16 forms of a product's operands and output (NULL: float32 A, C as
- * computed). a16: A holds bf16 patterns (transA 0; the pointer is passed
- * as a float one), which the path's wrapper packs with its 2-byte packer
- * (gt_bgemm_x's a16). Then what gt__gemm_run does with each tile of C once
+ * computed). a16: A holds bf16 patterns (plain or transposed; the pointer
+ * is passed as a float one), which the path's wrapper packs with its
+ * 2-byte packer (gt_bgemm_x's a16). Then what gt__gemm_run does with each tile of C once
  * its last K block is in, while the tile is still in L1:
  *   round  rounds the tile in place (gt_bgemm_rnd): C then holds
  *          round(alpha op(A) op(B) + beta C), the bits of a separate

@@ -44,13 +44,6 @@ static inline __attribute__((always_inline)) float gt__rnd(float v, const int ro
   return round_bf16 ? gt__bf16_round1_nb(v) : v;
 }
 
-/* a rounded value's bf16 pattern (the top half of its rounded bits) */
-static inline __attribute__((always_inline)) uint16_t gt__h16(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return (uint16_t)(gt__bf16_round_bits(u) >> 16);
-}
-
 /* gt__rms_apply's rounded values written only as their bf16 patterns (the
  * float32 output not wanted: the forms of gt_rmsnorm_forward_pack with out
  * NULL) */
@@ -58,10 +51,10 @@ static inline __attribute__((always_inline)) void gt__rms_apply16(uint16_t *o16,
                                                                   float rs, int dim, float w_offset) {
   if (w) {
 #pragma omp simd
-    for (int j = 0; j < dim; j++) o16[j] = gt__h16((xr[j] * rs) * (w_offset + w[j]));
+    for (int j = 0; j < dim; j++) o16[j] = gt__bf16_pattern_nb((xr[j] * rs) * (w_offset + w[j]));
   } else {
 #pragma omp simd
-    for (int j = 0; j < dim; j++) o16[j] = gt__h16(xr[j] * rs);
+    for (int j = 0; j < dim; j++) o16[j] = gt__bf16_pattern_nb(xr[j] * rs);
   }
 }
 
@@ -312,13 +305,13 @@ static void gt__res_rnd_part(void *p, int64_t r0, int64_t r1) {
       if (w2) {
 #pragma omp simd
         for (int j = 0; j < dim; j++) {
-          h2[j] = gt__h16((o[j] * rs2) * (w_offset + w2[j]));
+          h2[j] = gt__bf16_pattern_nb((o[j] * rs2) * (w_offset + w2[j]));
           o[j] = gt__bf16_round1_nb(o[j]);
         }
       } else {
 #pragma omp simd
         for (int j = 0; j < dim; j++) {
-          h2[j] = gt__h16(o[j] * rs2);
+          h2[j] = gt__bf16_pattern_nb(o[j] * rs2);
           o[j] = gt__bf16_round1_nb(o[j]);
         }
       }

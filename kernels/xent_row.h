@@ -6,9 +6,8 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
-#include "kernels/bf16.h"
+#include "kernels/bf16_row.h"
 #include "simd_exp.h"
 
 /* log-sum-exp of the row (max-subtracted, float32 vector reductions) */
@@ -37,16 +36,12 @@ static inline __attribute__((always_inline)) void gt__xent_row_backward(float *d
 /* (to16: the gradient written as bf16 patterns to d16 instead, which may
  * overlay the row's own logits: element j's 2 bytes lie below logit j's 4,
  * so no logit is overwritten before it is read) */
-#define GT__XSTORE(j, v)                                                                      \
-  do {                                                                                        \
-    if (to16) {                                                                               \
-      const float v_ = (v);                                                                   \
-      uint32_t u_;                                                                            \
-      memcpy(&u_, &v_, 4);                                                                    \
-      d16[j] = (uint16_t)(gt__bf16_round_bits(u_) >> 16);                                     \
-    } else {                                                                                  \
-      d[j] = (v);                                                                             \
-    }                                                                                         \
+#define GT__XSTORE(j, v)                  \
+  do {                                    \
+    if (to16)                             \
+      d16[j] = gt__bf16_pattern_nb(v);    \
+    else                                  \
+      d[j] = (v);                         \
   } while (0)
   if (tg < 0) {
 #pragma omp simd

@@ -640,7 +640,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
   const uint32_t mlp_ops = (1u << OP_MM_GATE) | (1u << OP_MM_UP) | (1u << OP_GEGLU);
   const int mlp16 = H16(GT_A_GATE) && H16(GT_A_UP) && (ops & mlp_ops) == mlp_ops &&
                     gt__proj_b16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__proj_b16(io, OP_MM_UP, WM(GT_P_W_UP));
-  const int act16 = mlp16 && H16(GT_A_ACT) && (ops & (1u << OP_MM_DOWN)) && gt__proj_b16(io, OP_MM_DOWN, WM(GT_P_W_DOWN));
+  const int act16 = mlp16 && H16(GT_A_ACT) && gt__reads_copy(io, ops, OP_MM_DOWN, WM(GT_P_W_DOWN));
   RUN(OP_MM_GATE) gt__proj_forward(io, a, h, OP_MM_GATE, WM(GT_P_W_GATE), mlp16 ? h[GT_A_GATE] : NULL);
   RUN(OP_MM_UP) gt__proj_forward(io, a, h, OP_MM_UP, WM(GT_P_W_UP), mlp16 ? h[GT_A_UP] : NULL);
   RUN(OP_GEGLU) {
