@@ -219,6 +219,9 @@ static const char *policies[] = {"none", "minimal", "minimal_with_context", "sav
                                  "save_qkv_proj", "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
 #define NPOL ((int)(sizeof policies / sizeof policies[0]))
 
+/* the adapters of the next run_model (test_remat_bit_identical_lora) */
+static const char *g_lora = "enable_lora=false";
+
 typedef struct run {
   double loss, lb;
   float *grads;
@@ -236,9 +239,9 @@ static run run_model(const char *model, const char *policy, const char *scope, i
   snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
   snprintf(dt, sizeof dt, "dtype=%s", dtype);
   const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
-                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh, dt};
+                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh, dt, g_lora};
   gt_config c;
-  gt_test_config(&c, 13, ov);
+  gt_test_config(&c, 14, ov);
   gt_err e;
   gt_mem mem;
   gt_mem_init(&mem);
@@ -246,6 +249,13 @@ static run run_model(const char *model, const char *policy, const char *scope, i
   gt_test_model_build(&m, &c);
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
+  /* adapters: B nonzero, so that every adapter product carries a gradient
+   * (fresh adapters have B = 0, and dA = 0 with it) */
+  uint64_t sb = 5;
+  for (int i = 0; i < m.n_tensors; i++)
+    if (m.tensors[i].lora == GT_LORA_B)
+      for (int64_t k = 0; k < m.tensors[i].numel; k++)
+        m.params[m.tensors[i].offset + k] = 0.05f * (float)((double)(gt_test_rand_u64(&sb) >> 11) / 9007199254740992.0 - 0.5);
   gt_model_round_params(&m);
   if (probe) gt_mem_set_probe(&mem, probe);
   int B = 2, T = 24;
@@ -290,6 +300,19 @@ static void check_policies(const char *model, int layers, const char *pattern, i
 }
 
 START_TEST(test_remat_bit_identical_gemma3) { check_policies("gemma3-tiny", 5, "LLG", 0); }
+END_TEST
+
+/* With adapters on every projection: without a recompute their backward
+ * reads the inputs' bf16 copies where the products read bf16 operands in
+ * place (gt_lora_reads_b16), with one (remat_policy=full, ...) the
+ * recomputed floats; both give the same bits. Every run's adapters train
+ * (B nonzero), the base is frozen. */
+START_TEST(test_remat_bit_identical_lora) {
+  g_lora = "enable_lora=true";
+  check_policies("gemma3-tiny", 3, "LLG", 0);
+  check_policies("gemma4-tiny-moe", 3, "LLG", 0);
+  g_lora = "enable_lora=false";
+}
 END_TEST
 
 START_TEST(test_remat_bit_identical_gemma4) {
@@ -405,15 +428,19 @@ START_TEST(test_backward_reads_kept_bf16) {
   ck_assert(!gt_layer_reads_b16(&m, &m.layers[0], GT_A_F, out_op, kept));
   gt_model_free(&m);
   /* the readers outside the norms: the per-layer embeddings' backward reads
-   * the first layer's input, a routed block x1, an adapter on W_o the
-   * context (as floats) */
+   * the first layer's input, a routed block x1; an adapter on W_o reads the
+   * context from its copy where the products read bf16 operands in place,
+   * but as floats in a training step with dropout (its mask applies to the
+   * float input) */
   memset(kept, 1, sizeof kept);
-  const char *kinds[][3] = {{"model_name=gemma4-tiny-ple", "dtype=bfloat16", NULL},
-                            {"model_name=gemma4-tiny-moe", "dtype=bfloat16", NULL},
-                            {"model_name=gemma3-tiny", "dtype=bfloat16", "enable_lora=true"}};
-  for (int kd = 0; kd < 3; kd++) {
-    gt_test_config(&c, kinds[kd][2] ? 3 : 2, kinds[kd]);
+  const char *kinds[][4] = {{"model_name=gemma4-tiny-ple", "dtype=bfloat16", NULL, NULL},
+                            {"model_name=gemma4-tiny-moe", "dtype=bfloat16", NULL, NULL},
+                            {"model_name=gemma3-tiny", "dtype=bfloat16", "enable_lora=true", NULL},
+                            {"model_name=gemma3-tiny", "dtype=bfloat16", "enable_lora=true", "lora_dropout=0.1"}};
+  for (int kd = 0; kd < 4; kd++) {
+    gt_test_config(&c, kinds[kd][3] ? 4 : kinds[kd][2] ? 3 : 2, kinds[kd]);
     gt_test_model_build(&m, &c);
+    m.lora_train = 1;
     int hit = 0;
     for (int64_t l = 0; l < m.n_layers; l++) {
       const gt_layer_desc *L = &m.layers[l];
@@ -421,7 +448,9 @@ START_TEST(test_backward_reads_kept_bf16) {
       if (kd == 1 && L->n_experts) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_X1, 0, kept)), hit = 1;
       if (kd == 1 && L->n_experts && gt_qbgemm_packs_stored())
         ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)); /* (no adapter there) */
-      if (kd == 2 && L->lora_a_rel[GT_P_WO] >= 0) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)), hit = 1;
+      if (kd == 2 && L->lora_a_rel[GT_P_WO] >= 0)
+        ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept) == gt_qbgemm_packs_stored()), hit = 1;
+      if (kd == 3 && L->lora_a_rel[GT_P_WO] >= 0) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)), hit = 1;
     }
     ck_assert_msg(hit, "case %d: no layer of the kind", kd);
     gt_model_free(&m);
@@ -440,6 +469,7 @@ int main(void) {
   tcase_add_test(tc, test_reference_gemma4_well_conditioned);
   tcase_add_test(tc, test_remat_bit_identical_gemma3);
   tcase_add_test(tc, test_remat_bit_identical_gemma4);
+  tcase_add_test(tc, test_remat_bit_identical_lora);
   tcase_add_test(tc, test_saved_activations_halved);
   tcase_add_test(tc, test_backward_reads_kept_bf16);
   return gt_test_run_suite(s, 0);

@@ -246,7 +246,8 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
   for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
     if (readers[r].x != a) continue;
     for (int k = 0; k < readers[r].n; k++)
-      if ((ops & (1u << readers[r].ops[k])) || L->lora_a_rel[readers[r].w[k]] >= 0) return 0;
+      if ((ops & (1u << readers[r].ops[k])) || (L->lora_a_rel[readers[r].w[k]] >= 0 && !gt_lora_reads_b16(m)))
+        return 0;
     return 1;
   }
   return 0;
@@ -491,14 +492,17 @@ static gt__proj gt__op_proj(const gt_model *m, const gt_layer_desc *L, int op) {
   return p;
 }
 
-/* dtype=bfloat16: does op's product round its own output (a projection
- * with no adapter: gt__matmul_forward rounds each tile of it as the
- * product finishes it)? An adapter adds into the output after the product,
- * so there the rounding waits for the sum, in gt__round_outputs. */
+/* dtype=bfloat16: do op's products round its output themselves (every
+ * projection: the base product rounds each tile of it as it finishes it,
+ * or, where an adapter adds into it, the adapter's last product rounds the
+ * sum, gt_lora_forward)? */
 static int gt__proj_rounds(const gt_layer_io *io, int op) {
-  if (!io->m->bf16_act) return 0;
-  const gt__proj p = gt__op_proj(io->m, io->L, op);
-  return p.y != GT_A_NSLOTS && p.slot < 0;
+  return io->m->bf16_act && gt__op_proj(io->m, io->L, op).y != GT_A_NSLOTS;
+}
+
+/* Does an adapter add into op's output in this pass (adapters on)? */
+static int gt__proj_adapts(const gt_layer_io *io, int op) {
+  return gt__op_proj(io->m, io->L, op).slot >= 0 && !io->m->lora_off;
 }
 
 /* dtype=bfloat16: the tensors op just wrote (and x_out, when it is the
@@ -517,19 +521,20 @@ static void gt__round_outputs(const gt_layer_io *io, float *const a[GT_A_NSLOTS]
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__act_round(m, x_out, (int64_t)io->B * io->T * m->d));
 }
 
-/* op's adapter, added into its output right after the base product */
-static void gt__lora_op(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op) {
+/* op's adapter, added into its output right after the base product; x16:
+ * the input's bf16 copy where it reads it */
+static void gt__lora_op(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int op, const uint16_t *x16) {
   gt__proj p = gt__op_proj(io->m, io->L, op);
   if (p.slot < 0) return;
-  GT_PROF(io->m->prof, GT_PROF_MATMUL, gt_lora_forward(io, (gt_lparam)p.slot, a[p.x], a[p.y], (int64_t)io->B * io->T, p.in, p.out));
+  GT_PROF(io->m->prof, GT_PROF_MATMUL, gt_lora_forward(io, (gt_lparam)p.slot, a[p.x], x16, a[p.y], (int64_t)io->B * io->T, p.in, p.out));
 }
 
 /* dtype=bfloat16: can op's product take its input and output in bf16
  * forms (gt__matmul_forward_b16)? Bf16 products of a float32-stored weight
- * with no adapter (which reads the float input and adds into the float
- * output). */
+ * with no adapter (with one, the float output is the sum's, and the
+ * adapter's dropout reads the float input). */
 static int gt__proj_b16(const gt_layer_io *io, int op, gt__weight w) {
-  return gt__proj_rounds(io, op) && gt__matmul_b16_forms(io->m, w);
+  return gt__proj_rounds(io, op) && gt__op_proj(io->m, io->L, op).slot < 0 && gt__matmul_b16_forms(io->m, w);
 }
 
 /* Does op, where the layer has it, read its input's copy in this forward
@@ -548,11 +553,21 @@ static void gt__proj_forward(const gt_layer_io *io, float *const a[GT_A_NSLOTS],
   const gt__proj p = gt__op_proj(m, io->L, op);
   const int64_t n = (int64_t)io->B * io->T;
   const uint16_t *in16 = h ? h[p.x] : NULL;
-  if ((in16 || out16) && gt__proj_b16(io, op, w))
+  if (gt__proj_adapts(io, op)) {
+    /* the product writes the output unrounded, the adapter adds into it
+     * and rounds the sum; both read the input's copy where there is one
+     * (whatever the base's storage: it packs it in place) */
+    const uint16_t *x16 = gt__matmul_a16(m) ? in16 : NULL;
+    if (x16)
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_a16(m, a[p.y], x16, w, n, p.in, p.out));
+    else
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[p.y], a[p.x], w, n, p.in, p.out, 0));
+    gt__lora_op(io, a, op, x16);
+  } else if ((in16 || out16) && gt__proj_b16(io, op, w)) {
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward_b16(m, a[p.y], out16, a[p.x], in16, w, n, p.in, p.out));
-  else
+  } else {
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_forward(m, a[p.y], a[p.x], w, n, p.in, p.out, gt__proj_rounds(io, op)));
-  gt__lora_op(io, a, op);
+  }
 }
 
 void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], uint32_t ops, float *x_out) {
@@ -568,7 +583,7 @@ void gt_layer_forward_ops(const gt_layer_io *io, float *const a[GT_A_NSLOTS], ui
      * scratch are the only buffers an op takes */
     for (int op = 0; op < OP_N; op++)
       if (ops & (1u << op)) {
-        gt__lora_op(io, a, op);
+        gt__lora_op(io, a, op, NULL);
         if (op == OP_MOE) gt__moe_forward(io, a);
       }
     return;
@@ -697,11 +712,12 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
 #define G(slot) (gt_layer_grad(L, grads, (slot)))  /* grads: this layer's block; NULL for a frozen tensor */
 /* slot's adapter backward (model/lora.h) after its base product's, while
  * no adapter failed: an allocation-only run takes its temporaries at the
- * same point */
+ * same point; x is the input's activation slot (its float, or its bf16
+ * copy where gt_layer_reads_b16 kept it so) */
 #define LORA_BWD(slot, x, dy, dx, in, out)                                                                       \
   do {                                                                                                           \
     if (!rc && L->lora_a_rel[(slot)] >= 0)                                                                       \
-      GT_PROF(m->prof, GT_PROF_MATMUL, rc = gt_lora_backward(io, (slot), grads, (x), (dy), (dx), N, (in), (out), err)); \
+      GT_PROF(m->prof, GT_PROF_MATMUL, rc = gt_lora_backward(io, (slot), grads, a[x], io->b16[x], (dy), (dx), N, (in), (out), err)); \
   } while (0)
 
 /* Gemma 4's output stage: x_out = lambda * y with y = x3 (PLE) or x2, and
@@ -725,10 +741,10 @@ static gt_rc gt__backward_output(const gt_layer_io *io, float *const a[GT_A_NSLO
     GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_rmsnorm_backward(dPP, G(GT_P_PLE_NORM), dx1, a[GT_A_PLE_PROJ], a[GT_A_PLE_RSTD], W(GT_P_PLE_NORM), N, (int)d, off));
     GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dACT, G(GT_P_PLE_PROJ), dPP, a[GT_A_PLE_ACT], WM(GT_P_PLE_PROJ), N, P, d));
   }
-  LORA_BWD(GT_P_PLE_PROJ, a[GT_A_PLE_ACT], dPP, dACT, P, d);
+  LORA_BWD(GT_P_PLE_PROJ, GT_A_PLE_ACT, dPP, dACT, P, d);
   if (!meas) GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__ple_act_backward(dGATE, io->dple, dACT, a[GT_A_PLE_GATE], io->ple, io->ple_stride, N, (int)P));
   if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward(m, dx1, G(GT_P_PLE_GATE), dGATE, a[GT_A_X2], WM(GT_P_PLE_GATE), N, d, P));
-  LORA_BWD(GT_P_PLE_GATE, a[GT_A_X2], dGATE, dx1, d, P);
+  LORA_BWD(GT_P_PLE_GATE, GT_A_X2, dGATE, dx1, d, P);
   gt_mem_free(m->mem, pl);
   return rc;
 }
@@ -833,7 +849,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   rc = GT_OK;
   {
     if (!meas) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dACT, G(GT_P_W_DOWN), dF, a, GT_A_ACT, WM(GT_P_W_DOWN), N, F, d));
-    LORA_BWD(GT_P_W_DOWN, a[GT_A_ACT], dF, dACT, F, d);
+    LORA_BWD(GT_P_W_DOWN, GT_A_ACT, dF, dACT, F, d);
     float *dM = dF; /* dF is consumed: reuse it for dM */
     /* Gate, up and the MLP's normalised input all kept in bf16, and gate's
      * and up's products bf16 ones with no adapter: their gradients' only
@@ -854,9 +870,9 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
         GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write_b16(dGATE, dUP, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
       GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dM, G(GT_P_W_GATE), dGATE, a, GT_A_M, WM(GT_P_W_GATE), N, d, F));
     }
-    LORA_BWD(GT_P_W_GATE, a[GT_A_M], dGATE, dM, d, F);
+    LORA_BWD(GT_P_W_GATE, GT_A_M, dGATE, dM, d, F);
     if (!meas && !dmlp16) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dM, G(GT_P_W_UP), dUP, a, GT_A_M, WM(GT_P_W_UP), N, d, F));
-    LORA_BWD(GT_P_W_UP, a[GT_A_M], dUP, dM, d, F);
+    LORA_BWD(GT_P_W_UP, GT_A_M, dUP, dM, d, F);
     /* direct: dx1 = dx_out + this norm's part, written */
     if (!meas)
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_X1, dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM,
@@ -876,10 +892,10 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dO = attn, *dCTX = dO + N * d, *dQ = dCTX + N * qd;
   if (meas) { /* allocation only: skip the attention's arithmetic, take the adapters' temporaries */
-    LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
-    LORA_BWD(GT_P_WQ, a[GT_A_A], dQ, dO, d, qd);
-    LORA_BWD(GT_P_WK, a[GT_A_A], dQ, dO, d, kd);
-    LORA_BWD(GT_P_WV, a[GT_A_A], dQ, dO, d, kd);
+    LORA_BWD(GT_P_WO, GT_A_CTX, dO, dCTX, qd, d);
+    LORA_BWD(GT_P_WQ, GT_A_A, dQ, dO, d, qd);
+    LORA_BWD(GT_P_WK, GT_A_A, dQ, dO, d, kd);
+    LORA_BWD(GT_P_WV, GT_A_A, dQ, dO, d, kd);
     goto attn_done;
   }
   float *dK = own_kv ? dQ + N * qd : io->dkv_k, *dV = own_kv ? dK + N * kd : io->dkv_v;
@@ -887,7 +903,7 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_O, dO, G(GT_P_POST_ATTN_NORM), NULL, dx1, a[GT_A_O_RSTD],
                       W(GT_P_POST_ATTN_NORM), N, (int)d, 0));
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dCTX, G(GT_P_WO), dO, a, GT_A_CTX, WM(GT_P_WO), N, qd, d));
-  LORA_BWD(GT_P_WO, a[GT_A_CTX], dO, dCTX, qd, d);
+  LORA_BWD(GT_P_WO, GT_A_CTX, dO, dCTX, qd, d);
   /* the attention kernel adds into dQ (and its own dK, dV, which follow dQ) */
   memset(dQ, 0, (size_t)(N * qd + (own_kv ? 2 * N * kd : 0)) * sizeof(float));
   gt_attn_dims ad = gt__attn_dims(io); /* bf16 tile products with dtype=bfloat16 */
@@ -923,11 +939,11 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
   }
   float *dA = dO; /* dO is consumed */
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dA, G(GT_P_WQ), dQR, a, GT_A_A, WM(GT_P_WQ), N, d, qd));
-  LORA_BWD(GT_P_WQ, a[GT_A_A], dQR, dA, d, qd);
+  LORA_BWD(GT_P_WQ, GT_A_A, dQR, dA, d, qd);
   if (own_kv) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dA, G(GT_P_WK), dKR, a, GT_A_A, WM(GT_P_WK), N, d, kd));
-  if (own_kv) LORA_BWD(GT_P_WK, a[GT_A_A], dKR, dA, d, kd);
+  if (own_kv) LORA_BWD(GT_P_WK, GT_A_A, dKR, dA, d, kd);
   if (own_kv && !L->k_eq_v) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dA, G(GT_P_WV), dVR, a, GT_A_A, WM(GT_P_WV), N, d, kd));
-  if (own_kv && !L->k_eq_v) LORA_BWD(GT_P_WV, a[GT_A_A], dVR, dA, d, kd);
+  if (own_kv && !L->k_eq_v) LORA_BWD(GT_P_WV, GT_A_A, dVR, dA, d, kd);
   /* dx_in = dx1 + the input norm's part, written in one pass */
   GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_X_IN, dx_in, G(GT_P_INPUT_NORM), dx1, dA, a[GT_A_A_RSTD],
                       W(GT_P_INPUT_NORM), N, (int)d, 0));

@@ -43,10 +43,24 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
   if (rnd) gt__act_round(m, out, n * out_dim);
 }
 
-int gt__matmul_b16_forms(const gt_model *m, gt__weight w) {
+int gt__matmul_a16(const gt_model *m) {
   /* (the rounded copies path, without AVX-512, has no 2-byte packers: it
    * would widen each bf16 operand into a copy first) */
-  return m->bf16_act && m->bf16_mm && w.qtype == GT_STORE_F32 && gt_qbgemm_packs_stored();
+  return m->bf16_act && m->bf16_mm && gt_qbgemm_packs_stored();
+}
+
+int gt__matmul_b16_forms(const gt_model *m, gt__weight w) { return gt__matmul_a16(m) && w.qtype == GT_STORE_F32; }
+
+void gt__matmul_forward_a16(const gt_model *m, float *out, const uint16_t *inp16, gt__weight w, int64_t n,
+                            int64_t in_dim, int64_t out_dim) {
+  (void)m; /* bf16 products (gt__matmul_a16) */
+  if (w.qtype != GT_STORE_F32) {
+    const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
+    gt_qbgemm_t16(0, 1, n, out_dim, in_dim, 1.0f, inp16, in_dim, &q, 0.0f, out, out_dim);
+    return;
+  }
+  const gt_bgemm_form f = {inp16, 0, NULL, 0};
+  gt_bgemm_x(0, 1, n, out_dim, in_dim, 1.0f, NULL, in_dim, w.p, in_dim, 0.0f, out, out_dim, &f);
 }
 
 void gt__matmul_forward_b16(const gt_model *m, float *out, uint16_t *out16, const float *inp, const uint16_t *inp16,
@@ -117,6 +131,18 @@ void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, i
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   (m->bf16_mm ? gt_bgemm : gt_sgemm)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gt__gemm_rnd(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (m->bf16_act && m->bf16_mm) {
+    gt_bgemm_rnd(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  gt__gemm(m, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (m->bf16_act)
+    for (int64_t i = 0; i < M; i++) gt__act_round(m, C + i * ldc, N);
 }
 
 void gt__act_round(const gt_model *m, float *x, int64_t n) {

@@ -31,6 +31,16 @@ static inline gt__weight gt__wf32(const float *p) {
  * by gt__act_round either way. */
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                         int64_t out_dim, int rnd);
+/* Whether products can read bf16 inputs as bf16 patterns, whatever the
+ * weight's storage: dtype=bfloat16 with bf16 products on a path whose
+ * packers read bf16 operands as they are (gt_qbgemm_packs_stored). */
+int gt__matmul_a16(const gt_model *m);
+/* out = inp16 . w^T, unrounded, from the input's bf16 copy (inp16 [n,
+ * in_dim]) for w of any storage: the bits of gt__matmul_forward with rnd 0
+ * on the widened input (a projection an adapter adds into). Only where
+ * gt__matmul_a16. */
+void gt__matmul_forward_a16(const gt_model *m, float *out, const uint16_t *inp16, gt__weight w, int64_t n,
+                            int64_t in_dim, int64_t out_dim);
 /* Whether a projection of w can take the bf16 forms
  * (gt__matmul_forward_b16, gt__matmul_backward16): dtype=bfloat16 with bf16
  * products of a float32-stored w, on a bf16 path whose packers read bf16
@@ -73,6 +83,11 @@ void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw,
  * Float32 operands only (the adapters' products). */
 void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* gt__gemm with C then rounded to bf16 under dtype=bfloat16 (inside the
+ * product's tile loop where it has one, gt_bgemm_rnd): the bits of gt__gemm
+ * followed by gt__act_round over the M x N block. */
+void gt__gemm_rnd(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* dtype=bfloat16: x[0..n) rounded to bf16 in place */
 void gt__act_round(const gt_model *m, float *x, int64_t n);
 

@@ -41,6 +41,12 @@ int gt_lora_keep(const gt_model *m, int layer, int slot, int64_t row, int64_t co
 
 static int gt__dropping(const gt_model *m) { return m->lora_train && m->lora_dropout > 0.0f; }
 
+int gt_lora_reads_b16(const gt_model *m) {
+  /* the copy's widened values are the float input's (a dtype=bfloat16
+   * activation is a bf16 value); dropout's mask applies to the float input */
+  return gt__matmul_a16(m) && !gt__dropping(m);
+}
+
 typedef struct gt__drop_args {
   const gt_model *m;
   int layer, slot;
@@ -92,8 +98,8 @@ static void gt__h(const gt_model *m, float *h, const float *xin, const float *A,
   gt__act_round(m, h, N * r);
 }
 
-void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, float *y, int64_t N, int64_t in,
-                     int64_t out) {
+void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const uint16_t *x16, float *y, int64_t N,
+                     int64_t in, int64_t out) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
   if (L->lora_a_rel[s] < 0 || N <= 0 || m->lora_off) return;
@@ -109,16 +115,21 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, float *
   if (!gt_mem_measuring(m->mem)) {
     const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
     float *h = tmp;
-    const float *xin = gt__input(io, s, x, drop ? h + N * r : NULL, N, in);
-    gt__h(m, h, xin, A, N, in, r);
-    /* y += scale h B^T: with B = 0 (fresh adapters) y keeps its values */
-    gt__gemm(m, 0, 1, N, out, r, m->lora_scale, h, r, B, r, 1.0f, y, out);
+    if (x16 && !drop) {
+      gt__matmul_forward_b16(m, h, NULL, NULL, x16, gt__wf32(A), N, in, r);
+    } else {
+      const float *xin = gt__input(io, s, x, drop ? h + N * r : NULL, N, in);
+      gt__h(m, h, xin, A, N, in, r);
+    }
+    /* y += scale h B^T, rounded as the projection's output: with B = 0
+     * (fresh adapters) y keeps its values */
+    gt__gemm_rnd(m, 0, 1, N, out, r, m->lora_scale, h, r, B, r, 1.0f, y, out);
   }
   gt_mem_free(m->mem, tmp);
 }
 
-gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const float *dy, float *dx,
-                       int64_t N, int64_t in, int64_t out, gt_err *err) {
+gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const uint16_t *x16,
+                       const float *dy, float *dx, int64_t N, int64_t in, int64_t out, gt_err *err) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
   if (L->lora_a_rel[s] < 0 || N <= 0) return GT_OK;
@@ -133,16 +144,29 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
     gt_mem_free(m->mem, tmp);
     return GT_OK;
   }
+  if (!x && (drop || !x16)) {
+    gt_mem_free(m->mem, tmp);
+    return gt_err_set(err, GT_ERR_INTERNAL, "layer %d backward: the adapter of slot %d has no float input%s", L->index,
+                      (int)s, drop ? " for its dropout" : "");
+  }
   const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
   float *dA = grads ? grads + L->lora_a_rel[s] : NULL, *dB = grads ? grads + L->lora_b_rel[s] : NULL;
   float *h = tmp, *dh = h + N * r, *xd = drop ? dh + N * r : NULL;
-  const float *xin = gt__input(io, s, x, xd, N, in);
-  gt__h(m, h, xin, A, N, in, r);
+  const float *xin = x ? gt__input(io, s, x, xd, N, in) : NULL;
+  /* the input kept in bf16 (gt_lora_reads_b16): h and dA read its patterns,
+   * the same bits as the products on the widened floats */
+  if (xin)
+    gt__h(m, h, xin, A, N, in, r);
+  else
+    gt__matmul_forward_b16(m, h, NULL, NULL, x16, gt__wf32(A), N, in, r);
   /* dB += scale dy^T h;  dh = scale dy B */
   if (dB) gt__gemm(m, 1, 0, out, r, N, m->lora_scale, dy, out, h, r, 1.0f, dB, r);
   gt__gemm(m, 0, 0, N, r, out, m->lora_scale, dy, out, B, r, 0.0f, dh, r);
   /* dA += dh^T drop(x) */
-  if (dA) gt__gemm(m, 1, 0, r, in, N, 1.0f, dh, r, xin, in, 1.0f, dA, in);
+  if (dA && xin)
+    gt__gemm(m, 1, 0, r, in, N, 1.0f, dh, r, xin, in, 1.0f, dA, in);
+  else if (dA)
+    gt__matmul_dw_b16(m, dA, dh, x16, N, in, r);
   if (dx) {
     if (!drop) {
       gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 1.0f, dx, in);

@@ -42,15 +42,26 @@ extern "C" {
 int gt_lora_slot_supported(gt_lparam s);
 
 /* y [N, out] += scale * drop(x) A^T B^T for slot s of io->L (nothing when
- * the slot has no adapter). A temporary that cannot be allocated sets
- * *io->fail (as the routed experts' scratch does). */
-void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, float *y, int64_t N, int64_t in,
-                     int64_t out);
+ * the slot has no adapter or adapters are off), then rounded to bf16 under
+ * dtype=bfloat16 (y is the projection's output). x16, when given, is x's
+ * bf16 copy (gt__matmul_a16, model/linear.h), read instead of x when no
+ * dropout applies. A temporary that cannot be allocated sets *io->fail (as
+ * the routed experts' scratch does). */
+void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const uint16_t *x16, float *y, int64_t N,
+                     int64_t in, int64_t out);
 /* The adapter's backward: dA and dB added into the layer's gradient block
  * (grads; nothing when NULL), dx [N, in] += the adapter's input gradient.
- * dy [N, out] is the projection's output gradient. */
-gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const float *dy, float *dx,
-                       int64_t N, int64_t in, int64_t out, gt_err *err);
+ * dy [N, out] is the projection's output gradient; the input is x, or
+ * when x is NULL its bf16 copy x16 (gt_lora_reads_b16). */
+gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const uint16_t *x16,
+                       const float *dy, float *dx, int64_t N, int64_t in, int64_t out, gt_err *err);
+/* Whether the adapters' backward can read its input as the bf16 copy a
+ * dtype=bfloat16 step keeps of a saved activation: bf16 products that pack
+ * bf16 operands in place (model/linear.h) and no dropout this step (its
+ * mask applies to the float input). Then a slot only projections read need
+ * not be widened back to float32 for an adapter's backward
+ * (gt_layer_reads_b16). */
+int gt_lora_reads_b16(const gt_model *m);
 
 /* The dropout mask's keep decision for one element (1 keep, 0 drop), as
  * forward and backward draw it: for tests and references. */
