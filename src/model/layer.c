@@ -537,6 +537,17 @@ static int gt__proj_b16(const gt_layer_io *io, int op, gt__weight w) {
   return gt__proj_rounds(io, op) && gt__op_proj(io->m, io->L, op).slot < 0 && gt__matmul_b16_forms(io->m, w);
 }
 
+/* dtype=bfloat16: can op's backward products, the base's and its
+ * adapter's, read its output gradient as bf16 patterns (they round it as
+ * they pack it anyway)? Where the forward's product took the bf16 forms,
+ * and where an adapter adds into the output and the products read bf16
+ * operands in place: then the base is the adapter's frozen one (any
+ * storage: gt__matmul_backward16) or a float32 one. */
+static int gt__grad16(const gt_layer_io *io, int op, gt__weight w) {
+  if (gt__proj_b16(io, op, w)) return 1;
+  return gt__proj_rounds(io, op) && gt__proj_adapts(io, op) && gt__matmul_a16(io->m);
+}
+
 /* Does op, where the layer has it, read its input's copy in this forward
  * (it runs, and its product takes bf16 forms: gt__proj_forward)? */
 static int gt__reads_copy(const gt_layer_io *io, uint32_t ops, int op, gt__weight w) {
@@ -714,11 +725,12 @@ void gt_layer_backward_temps(const gt_model *m, const gt_layer_desc *L, int64_t 
  * no adapter failed: an allocation-only run takes its temporaries at the
  * same point; x is the input's activation slot (its float, or its bf16
  * copy where gt_layer_reads_b16 kept it so) */
-#define LORA_BWD(slot, x, dy, dx, in, out)                                                                       \
+#define LORA_BWD16(slot, x, dy, dy16, dx, in, out)                                                               \
   do {                                                                                                           \
     if (!rc && L->lora_a_rel[(slot)] >= 0)                                                                       \
-      GT_PROF(m->prof, GT_PROF_MATMUL, rc = gt_lora_backward(io, (slot), grads, a[x], io->b16[x], (dy), (dx), N, (in), (out), err)); \
+      GT_PROF(m->prof, GT_PROF_MATMUL, rc = gt_lora_backward(io, (slot), grads, a[x], io->b16[x], (dy), (dy16), (dx), N, (in), (out), err)); \
   } while (0)
+#define LORA_BWD(slot, x, dy, dx, in, out) LORA_BWD16(slot, x, dy, NULL, dx, in, out)
 
 /* Gemma 4's output stage: x_out = lambda * y with y = x3 (PLE) or x2, and
  * the PLE block x3 = x2 + norm(proj(gelu(gate(x2)) * ple)). On return dx1
@@ -852,27 +864,30 @@ gt_rc gt_layer_backward(const gt_layer_io *io, float *const a[GT_A_NSLOTS], cons
     LORA_BWD(GT_P_W_DOWN, GT_A_ACT, dF, dACT, F, d);
     float *dM = dF; /* dF is consumed: reuse it for dM */
     /* Gate, up and the MLP's normalised input all kept in bf16, and gate's
-     * and up's products bf16 ones with no adapter: their gradients' only
-     * readers are those products, which round them as they pack them, so
-     * the GeGLU's backward writes them as bf16 patterns (in their float
-     * buffers' first half) and the products read them so. */
-    const int dmlp16 = !a[GT_A_GATE] && !a[GT_A_M] && gt__proj_b16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__proj_b16(io, OP_MM_UP, WM(GT_P_W_UP));
-    if (!meas && dmlp16) {
-      uint16_t *dG16 = (uint16_t *)(void *)dGATE, *dU16 = (uint16_t *)(void *)dUP;
-      const uint16_t *m16 = io->b16[GT_A_M];
+     * and up's products (an adapter's too) reading bf16 operands in place:
+     * their gradients' only readers are those products, which round them
+     * as they pack them, so the GeGLU's backward writes them as bf16
+     * patterns (in their float buffers' first half) and the products read
+     * them so. */
+    const int dmlp16 = !a[GT_A_GATE] && !a[GT_A_M] && gt__grad16(io, OP_MM_GATE, WM(GT_P_W_GATE)) && gt__grad16(io, OP_MM_UP, WM(GT_P_W_UP));
+    uint16_t *dG16 = dmlp16 ? (uint16_t *)(void *)dGATE : NULL, *dU16 = dmlp16 ? (uint16_t *)(void *)dUP : NULL;
+    const uint16_t *m16 = io->b16[GT_A_M];
+    if (!meas && dmlp16)
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_b16_to_b16(dG16, dU16, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
+    else if (!meas && a[GT_A_GATE])
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
+    else if (!meas) /* kept in bf16 and read so (gt_layer_reads_b16) */
+      GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write_b16(dGATE, dUP, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
+    if (!meas && dmlp16)
       GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 1, dM, G(GT_P_W_GATE), dG16, F, NULL, m16, WM(GT_P_W_GATE), N, d, F));
-      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 0, dM, G(GT_P_W_UP), dU16, F, NULL, m16, WM(GT_P_W_UP), N, d, F));
-    } else if (!meas) {
-      if (a[GT_A_GATE])
-        GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write(dGATE, dUP, dACT, a[GT_A_GATE], a[GT_A_UP], N * F));
-      else /* kept in bf16 and read so (gt_layer_reads_b16) */
-        GT_PROF(m->prof, GT_PROF_ELEMWISE, gt_geglu_backward_write_b16(dGATE, dUP, dACT, io->b16[GT_A_GATE], io->b16[GT_A_UP], N * F));
+    else if (!meas)
       GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 1, dM, G(GT_P_W_GATE), dGATE, a, GT_A_M, WM(GT_P_W_GATE), N, d, F));
-    }
-    LORA_BWD(GT_P_W_GATE, GT_A_M, dGATE, dM, d, F);
-    if (!meas && !dmlp16) GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dM, G(GT_P_W_UP), dUP, a, GT_A_M, WM(GT_P_W_UP), N, d, F));
-    LORA_BWD(GT_P_W_UP, GT_A_M, dUP, dM, d, F);
+    LORA_BWD16(GT_P_W_GATE, GT_A_M, dmlp16 ? NULL : dGATE, dG16, dM, d, F);
+    if (!meas && dmlp16)
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward16(m, 0, dM, G(GT_P_W_UP), dU16, F, NULL, m16, WM(GT_P_W_UP), N, d, F));
+    else if (!meas)
+      GT_PROF(m->prof, GT_PROF_MATMUL, gt__proj_backward(io, 0, dM, G(GT_P_W_UP), dUP, a, GT_A_M, WM(GT_P_W_UP), N, d, F));
+    LORA_BWD16(GT_P_W_UP, GT_A_M, dmlp16 ? NULL : dUP, dU16, dM, d, F);
     /* direct: dx1 = dx_out + this norm's part, written */
     if (!meas)
       GT_PROF(m->prof, GT_PROF_ELEMWISE, gt__norm_backward(io, a, GT_A_X1, dx1, G(GT_P_PRE_FFW_NORM), direct ? dx_out : NULL, dM,

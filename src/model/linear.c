@@ -117,8 +117,13 @@ void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw,
     return;
   }
   const gt_bgemm_form f = {dout16, 0, NULL, 0};
-  if (dinp) gt_bgemm_x(0, 0, n, in_dim, out_dim, 1.0f, NULL, ld16, w.p, in_dim, write ? 0.0f : 1.0f, dinp, in_dim, &f);
-  if (!dw) return;
+  if (dinp && w.qtype != GT_STORE_F32) { /* a frozen base stored quantized or in bf16 */
+    const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
+    gt_qbgemm_t16(0, 0, n, in_dim, out_dim, 1.0f, dout16, ld16, &q, write ? 0.0f : 1.0f, dinp, in_dim);
+  } else if (dinp) {
+    gt_bgemm_x(0, 0, n, in_dim, out_dim, 1.0f, NULL, ld16, w.p, in_dim, write ? 0.0f : 1.0f, dinp, in_dim, &f);
+  }
+  if (!dw || w.qtype != GT_STORE_F32) return;
   if (inp16) {
     const gt_qweight x = gt_qweight_at(GT_Q_BF16, inp16, n, in_dim);
     gt_qbgemm_t16(1, 0, out_dim, in_dim, n, 1.0f, dout16, ld16, &x, 1.0f, dw, in_dim);
@@ -131,6 +136,18 @@ void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, i
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   (m->bf16_mm ? gt_bgemm : gt_sgemm)(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gt__gemm_a16(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, const uint16_t *A16, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc) {
+  if (!A16) {
+    gt__gemm(m, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (M <= 0 || N <= 0) return;
+  const gt_bgemm_form f = {A16, 0, NULL, 0};
+  gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
 }
 
 void gt__gemm_rnd(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,

@@ -74,7 +74,8 @@ void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const ui
  * stored matrix): dinp (+)= dout . w (written when write, else added; may
  * be NULL) and dw += dout^T . inp (may be NULL), the bits of
  * gt__matmul_backward(_write) and gt__matmul_dw_b16 on the float32
- * gradient. Only where gt__matmul_b16_forms. */
+ * gradient. Only where gt__matmul_b16_forms, or for a frozen base of any
+ * storage (dw NULL) where gt__matmul_a16. */
 void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16, int64_t ld16,
                            const float *inp, const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim,
                            int64_t out_dim);
@@ -83,6 +84,12 @@ void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw,
  * Float32 operands only (the adapters' products). */
 void gt__gemm(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* gt__gemm with op(A) given as A or, when A16 is not NULL, as its bf16
+ * patterns (row stride lda; bf16 products, gt__matmul_a16): the bits of
+ * gt__gemm on the widened floats. */
+void gt__gemm_a16(const gt_model *m, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, const uint16_t *A16, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc);
 /* gt__gemm with C then rounded to bf16 under dtype=bfloat16 (inside the
  * product's tile loop where it has one, gt_bgemm_rnd): the bits of gt__gemm
  * followed by gt__act_round over the M x N block. */

@@ -129,7 +129,8 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const u
 }
 
 gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const uint16_t *x16,
-                       const float *dy, float *dx, int64_t N, int64_t in, int64_t out, gt_err *err) {
+                       const float *dy, const uint16_t *dy16, float *dx, int64_t N, int64_t in, int64_t out,
+                       gt_err *err) {
   const gt_model *m = io->m;
   const gt_layer_desc *L = io->L;
   if (L->lora_a_rel[s] < 0 || N <= 0) return GT_OK;
@@ -159,9 +160,9 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
     gt__h(m, h, xin, A, N, in, r);
   else
     gt__matmul_forward_b16(m, h, NULL, NULL, x16, gt__wf32(A), N, in, r);
-  /* dB += scale dy^T h;  dh = scale dy B */
-  if (dB) gt__gemm(m, 1, 0, out, r, N, m->lora_scale, dy, out, h, r, 1.0f, dB, r);
-  gt__gemm(m, 0, 0, N, r, out, m->lora_scale, dy, out, B, r, 0.0f, dh, r);
+  /* dB += scale dy^T h;  dh = scale dy B (dy as given: floats or patterns) */
+  if (dB) gt__gemm_a16(m, 1, 0, out, r, N, m->lora_scale, dy, dy16, out, h, r, 1.0f, dB, r);
+  gt__gemm_a16(m, 0, 0, N, r, out, m->lora_scale, dy, dy16, out, B, r, 0.0f, dh, r);
   /* dA += dh^T drop(x) */
   if (dA && xin)
     gt__gemm(m, 1, 0, r, in, N, 1.0f, dh, r, xin, in, 1.0f, dA, in);

@@ -51,10 +51,12 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const u
                      int64_t in, int64_t out);
 /* The adapter's backward: dA and dB added into the layer's gradient block
  * (grads; nothing when NULL), dx [N, in] += the adapter's input gradient.
- * dy [N, out] is the projection's output gradient; the input is x, or
- * when x is NULL its bf16 copy x16 (gt_lora_reads_b16). */
+ * dy [N, out] is the projection's output gradient, or when dy is NULL
+ * its bf16 patterns dy16 (bf16 products, which round it anyway); the
+ * input is x, or when x is NULL its bf16 copy x16 (gt_lora_reads_b16). */
 gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const uint16_t *x16,
-                       const float *dy, float *dx, int64_t N, int64_t in, int64_t out, gt_err *err);
+                       const float *dy, const uint16_t *dy16, float *dx, int64_t N, int64_t in, int64_t out,
+                       gt_err *err);
 /* Whether the adapters' backward can read its input as the bf16 copy a
  * dtype=bfloat16 step keeps of a saved activation: bf16 products that pack
  * bf16 operands in place (model/linear.h) and no dropout this step (its
