@@ -883,12 +883,12 @@ int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
 }
 
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, const gt__gemm_epi *epi) {
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
   static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__qpack_b_w, gt__micro_u};
-  return gt__gemm_run(a16 ? &kern16 : &kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
-                      C, ldc, NULL);
+  return gt__gemm_run(epi->a16 ? &kern16 : &kern, transA, transW, M, N, K, alpha, A, lda,
+                      (const float *)(const void *)W, W->cols, beta, C, ldc, epi);
 }
 
 _Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_sgemm's");

@@ -1023,36 +1023,37 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
 }
 
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round) {
   const int path = gt__bgemm_path();
   if (path == GT_BGEMM_COPY) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
     if (a16) return -1; /* (the row kernel reads floats: the caller's panels) */
     const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
+    if (round) gt_bf16_round_rows(C, ldc, C, ldc, M, N); /* a few rows */
     return 0;
   }
+  const gt__gemm_epi epi = {a16, round ? gt_bf16_round_rows : NULL, NULL, NULL, 0};
   /* the widened path dequantizes and rounds in gt_sgemm's packing; the
    * AMX tiles take this file's B panels (gemm_amx.h: the same layout) */
-  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16);
+  if (path == GT_BGEMM_WIDE) return gt__wqgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, &epi);
   _Static_assert(NR == 32, "the AMX kernel reads gt__qbpack_b's panels as its own 32-column B panels");
-  const gt__gemm_epi epi16 = {1, NULL, NULL, NULL, 0};
   if (path == GT_BGEMM_AMX)
     return gt__amx_bgemm_packed_with(gt__qbpack_b, transA, transW, M, N, K, alpha, A, lda,
-                                     (const float *)(const void *)W, W->cols, beta, C, ldc, a16 ? &epi16 : NULL);
+                                     (const float *)(const void *)W, W->cols, beta, C, ldc, &epi);
   pthread_once(&gt__bblock_once, gt__bblock_init);
   const int dp = path == GT_BGEMM_DP;
   const gt__gemm_kernel kern = {&gt__bblocks, 2, gt__bpack_a_for(dp, transA, a16), gt__qbpack_b,
                                 dp && !transA ? gt__bmicro_dp_grp : dp ? gt__bmicro_dp : gt__bmicro_fma};
   return gt__gemm_run(&kern, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta,
-                      C, ldc, NULL);
+                      C, ldc, &epi);
 }
 
 GT__TARGET_END
 #else
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16) {
-  (void)a16, (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round) {
+  (void)a16, (void)round, (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta, (void)C, (void)ldc;
   return -1;
 }
 #endif /* GT__BG_X86 */

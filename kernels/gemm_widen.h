@@ -21,6 +21,6 @@ int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                      const gt__gemm_epi *epi);
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16);
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, const gt__gemm_epi *epi);
 
 #endif

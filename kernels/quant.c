@@ -398,28 +398,40 @@ static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t 
   gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
 }
 
-/* gt_qbgemm_t and gt_qbgemm_t16: A as floats, or as bf16 patterns (a16;
- * the pointer handed through as the packers take it) */
-static void gt__qbgemm_t_any(int a16, int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha,
-                             const float *A, int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  gt__gemm_fn gemm = a16 ? gt__bgemm_a16 : gt_bgemm;
+/* gt_qbgemm_t, gt_qbgemm_t16 and gt_qbgemm_rnd: A as floats, or as bf16
+ * patterns (a16; the pointer handed through as the packers take it); C
+ * rounded to bf16 (round: by the packed loops' tiles where they run, else a
+ * pass over the block after, with the same bits) */
+static void gt__qbgemm_t_any(int a16, int round, int transA, int transW, int64_t M, int64_t N, int64_t K,
+                             float alpha, const float *A, int64_t lda, const gt_qweight *W, float beta, float *C,
+                             int64_t ldc) {
   if (W->type == GT_Q_F32) {
-    gemm(transA, transW, M, N, K, alpha, A, lda, (const float *)W->data, W->cols, beta, C, ldc);
+    const gt_bgemm_form f = {a16 ? (const uint16_t *)(const void *)A : NULL, round, NULL, 0};
+    gt_bgemm_x(transA, transW, M, N, K, alpha, a16 ? NULL : A, lda, (const float *)W->data, W->cols, beta, C, ldc,
+               &f);
     return;
   }
-  if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
-  if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16) == 0) return;
-  gt__qgemm_panels(gemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  if (!gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) {
+    if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16, round) == 0) return;
+    gt__qgemm_panels(a16 ? gt__bgemm_a16 : gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  }
+  if (round)
+    for (int64_t i = 0; i < M; i++) gt_bf16_round(C + i * ldc, N);
 }
 
 void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
                    int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  gt__qbgemm_t_any(1, transA, transW, M, N, K, alpha, (const float *)(const void *)A16, lda, W, beta, C, ldc);
+  gt__qbgemm_t_any(1, 0, transA, transW, M, N, K, alpha, (const float *)(const void *)A16, lda, W, beta, C, ldc);
 }
 
 void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const gt_qweight *W, float beta, float *C, int64_t ldc) {
-  gt__qbgemm_t_any(0, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+  gt__qbgemm_t_any(0, 0, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
+}
+
+void gt_qbgemm_rnd(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const gt_qweight *W, float beta, float *C, int64_t ldc) {
+  gt__qbgemm_t_any(0, 1, 0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 
 int gt_qbgemm_packs_stored(void) { return gt__bgemm_path() != GT_BGEMM_COPY; }

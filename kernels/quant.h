@@ -91,6 +91,12 @@ void gt_qbgemm_t(int transA, int transW, int64_t M, int64_t N, int64_t K, float 
  * (model/linear.h); the bits of gt_qbgemm_t on the widened floats. */
 void gt_qbgemm_t16(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
                    int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc);
+/* gt_qbgemm with C then rounded to bf16: the bits of gt_qbgemm followed by
+ * gt_bf16_round over the M x N block, where the packed loops round each
+ * tile of C as they finish it (gt_bgemm_rnd's contract; a dtype=bfloat16
+ * projection or head over a frozen stored base, model/linear.h). */
+void gt_qbgemm_rnd(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const gt_qweight *W, float beta, float *C, int64_t ldc);
 /* 1 when gt_qbgemm reads a stored W as it packs it on this process's bf16
  * path (every AVX-512 path); 0 on the rounded copies path (no AVX-512),
  * which widens W a panel at a time and rounds A again for each panel: a

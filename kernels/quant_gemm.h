@@ -15,8 +15,9 @@
 int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const gt_qweight *W, float beta, float *C, int64_t ldc);
 /* transA 1: op(A) = A^T with A [K, M] (gt_qbgemm_t); a16: A holds bf16
- * patterns (gt_qbgemm_t16; the pointer passed as a float one) */
+ * patterns (gt_qbgemm_t16; the pointer passed as a float one); round: C
+ * rounded to bf16 as each tile is finished (gt_qbgemm_rnd) */
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16);
+                      int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round);
 
 #endif

@@ -577,6 +577,77 @@ START_TEST(test_rounded_output) {
 }
 END_TEST
 
+/* gt_qbgemm and gt_qbgemm_rnd on the stored W below, as bgemm_fns (A plain:
+ * a projection's or the tied head's X.W^T or dY.W; their B unused) */
+static void qbgemm_fn(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)ta, (void)B, (void)ldb;
+  gt_qbgemm(tb, M, N, K, alpha, A, lda, stored_b, beta, C, ldc);
+}
+static void qbgemm_rnd_fn(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)ta, (void)B, (void)ldb;
+  gt_qbgemm_rnd(tb, M, N, K, alpha, A, lda, stored_b, beta, C, ldc);
+}
+
+START_TEST(test_qbgemm_rounded_output) {
+  /* gt_qbgemm_rnd (a dtype=bfloat16 projection or tied head over a frozen
+   * base stored in bf16, int8 or nf4) is gt_qbgemm then gt_bf16_round over
+   * the M x N block, bit for bit, on every path this CPU runs and on 1 and
+   * 2 threads, for the shapes of test_rounded_output with A plain: K over
+   * several K blocks with beta 1 (rounded after the last block only), the
+   * few-rows product (the row kernel, rounded after), K = 0 and alpha = 0.
+   * The columns past N stay untouched. */
+  int paths[5], emul[5], np = runnable_paths(paths, emul);
+  const gt_qtype ts[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
+  int64_t checked = 0;
+  for (int th = 1; th <= 2; th++) {
+    gt_team_set_process(th);
+    for (int n = 0; n < NCASES + NEXTRA; n++) {
+      const pcase *c0 = n < NCASES ? &CASES[n] : &EXTRA[n - NCASES];
+      if (c0->ta) continue;
+      const pcase *c = c0;
+      uint64_t sd = 700 + (uint64_t)n;
+      pdata d;
+      d.lda = c->K + 1, d.ldc = c->N + 3, d.tol = NULL, d.S = NULL;
+      d.A = gt_test_alloc_fill(c->M * d.lda, &sd, -1, 1);
+      d.C0 = gt_test_alloc_fill(c->M * d.ldc, &sd, -1, 1);
+      const int64_t wr = c->tb ? c->N : c->K, wc = c->tb ? c->K : c->N;
+      d.B = gt_test_alloc_fill(wr * wc, &sd, -1, 1), d.ldb = wc;
+      for (size_t ti = 0; ti < 3; ti++) {
+        void *buf = malloc(4 * (size_t)gt_q_words(ts[ti], wr, wc) + 4);
+        gt_quantize(ts[ti], d.B, wr, wc, buf);
+        const gt_qweight w = gt_qweight_at(ts[ti], buf, wr, wc);
+        stored_b = &w;
+        for (int p = 0; p < np; p++) {
+          float *want = run_fn(qbgemm_fn, paths[p], emul[p], c, &d);
+          for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d.ldc, c->N);
+          float *got = run_fn(qbgemm_rnd_fn, paths[p], emul[p], c, &d);
+          for (int64_t i = 0; i < c->M; i++) {
+            ck_assert_msg(gt_test_same_bits(want + i * d.ldc, got + i * d.ldc, c->N),
+                          "type %zu, path %d%s, %d threads, tb%d M%lld N%lld K%lld, row %lld: gt_qbgemm_rnd != "
+                          "gt_qbgemm then rounded",
+                          ti, paths[p], emul[p] ? " (emulated)" : "", th, c->tb, (long long)c->M, (long long)c->N,
+                          (long long)c->K, (long long)i);
+            for (int64_t j = 0; j < c->N; j++) ck_assert(gt_bf16_round1(got[i * d.ldc + j]) == got[i * d.ldc + j]);
+            for (int64_t j = c->N; j < d.ldc; j++)
+              ck_assert(c->beta == 0.0f ? isnan(got[i * d.ldc + j])
+                                        : gt_test_same_bits(&got[i * d.ldc + j], &d.C0[i * d.ldc + j], 1));
+            checked += c->N;
+          }
+          free(want), free(got);
+        }
+        free(buf);
+      }
+      free(d.A), free(d.B), free(d.C0);
+    }
+  }
+  gt_team_set_process(2);
+  printf("gt_qbgemm_rnd: %lld elements on %d paths, 3 storages, 1 and 2 threads, each gt_qbgemm's rounded\n",
+         (long long)checked, np);
+}
+END_TEST
+
 START_TEST(test_bf16_output) {
   /* gt_bgemm_c16 (the MLP's gate and up written only as bf16) is gt_bgemm
    * with beta 0 then gt_bf16_pack over the M x N block, bit for bit, on
@@ -849,6 +920,7 @@ int main(void) {
   tcase_add_test(tc, test_qbgemm_widened);
   tcase_add_test(tc, test_qbgemm_t_is_bgemm_on_bf16_values);
   tcase_add_test(tc, test_rounded_output);
+  tcase_add_test(tc, test_qbgemm_rounded_output);
   tcase_add_test(tc, test_bf16_output);
   tcase_add_test(tc, test_bf16_input);
   tcase_add_test(tc, test_products_without_memory);

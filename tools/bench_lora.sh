@@ -18,6 +18,9 @@
 #   GT_LORA_STEPS    timed steps per run (default 3; 270m uses 2)
 #   GT_LORA_ROUNDS   alternating rounds per model (default 2)
 #   GT_LORA_SKIP     sections to leave out: small 270m plan
+#   GT_LORA_DTYPE    dtype of every speed run, the full-parameter one
+#                    included (default float32; bfloat16: the bf16 path
+#                    this CPU chose)
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
 bin="${1:-build/gemtrain}"
@@ -25,6 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 steps=${GT_LORA_STEPS:-3}
 rounds=${GT_LORA_ROUNDS:-2}
 skip=" ${GT_LORA_SKIP:-} "
+dtype=${GT_LORA_DTYPE:-float32}
 work=$(mktemp -d /tmp/gt_bench_lora.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 gt_bench_no_omp_env
@@ -46,13 +50,13 @@ model() {
   local name=$1 st=$2
   shift 2
   local -a keys=("$@")
-  section "$name: full-parameter float32 and LoRA r16 over a float32/bf16/int8/nf4 base, $rounds alternating rounds of $st steps"
+  section "$name, dtype=$dtype: full-parameter and LoRA r16 over a float32/bf16/int8/nf4 base, $rounds alternating rounds of $st steps"
   lock
   for r in $(seq "$rounds"); do
     for v in "${variants[@]}"; do
       local -a extra=()
       if [ "$v" != full ]; then extra=("${lora[@]}" ${vkeys[$v]}); fi
-      "$bin" bench --steps "$st" "${keys[@]}" "${extra[@]}" > "$work/$v.$r.txt"
+      "$bin" bench --steps "$st" "${keys[@]}" "${extra[@]}" "dtype=$dtype" > "$work/$v.$r.txt"
       echo "round $r, $v: $(gt_bench_tokens < "$work/$v.$r.txt") tokens/s, $(grep '^peak memory' "$work/$v.$r.txt")"
     done
   done
@@ -71,8 +75,8 @@ if wants small; then model "12-layer (d640 F2048 V32768 B4 T512)" "$steps" "${sm
 if wants 270m; then model "gemma3-270m (B4 T512)" 2 "${m270[@]}"; fi
 
 if [ ${#summary[@]} -gt 0 ]; then
-  section "speed summary (medians, tokens/s; in brackets the ratio to the full-parameter float32 step)"
-  echo "| model | full float32 | LoRA, float32 base | LoRA, bf16 base | LoRA, int8 base | LoRA, nf4 base | int8 / bf16 | nf4 / bf16 |"
+  section "speed summary, dtype=$dtype (medians, tokens/s; in brackets the ratio to the full-parameter step)"
+  echo "| model | full-parameter | LoRA, float32 base | LoRA, bf16 base | LoRA, int8 base | LoRA, nf4 base | int8 / bf16 | nf4 / bf16 |"
   echo "|---|---|---|---|---|---|---|---|"
   for l in "${summary[@]}"; do echo "$l"; done
 fi

@@ -11,15 +11,17 @@
  * on both sides (the caller keeps those that have). */
 /* One logits tile's backward: the loss's gradient into the tile (in place),
  * then dh = dlogits . E (written) and gE += dlogits^T . h. With bf16
- * products over a float32-stored E the gradient's only readers are those
- * two products, which round it as they pack it: it is written as bf16
- * patterns over the first half of each row's own logits (row stride 2 V;
- * gt_xent_backward_b16) and read so, half the bytes each way. */
+ * products that read bf16 operands in place (over a float32 E, or a
+ * frozen E of any storage: a LoRA base's tied head) the gradient's only
+ * readers are those products, which round it as they pack it: it is
+ * written as bf16 patterns over the first half of each row's own logits
+ * (row stride 2 V; gt_xent_backward_b16) and read so, half the bytes each
+ * way. */
 static void gt__head_tile_backward(const gt_model *m, float *logits, const float *lse, const int32_t *tt,
                                    const float *roww, float z, float cap, float *dh, float *gE, const float *ht,
                                    const float *E, int64_t R, int64_t d, int64_t V) {
   const gt__weight w = {E, m->embed_qtype};
-  if (gt__matmul_b16_forms(m, w)) {
+  if (gt__matmul_b16_forms(m, w) || (gt__matmul_a16(m) && !gE)) {
     uint16_t *d16 = (uint16_t *)(void *)logits;
     if (cap)
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward_b16(d16, 2 * V, logits, lse, tt, roww, R, V, cap, z));

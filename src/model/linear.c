@@ -39,6 +39,11 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
     gt_matmul_forward_bf16_rnd(out, inp, w.p, n, in_dim, out_dim);
     return;
   }
+  if (rnd && m->bf16_mm && n > 0 && in_dim > 0 && out_dim > 0) { /* a frozen base stored quantized or in bf16 */
+    const gt_qweight q = gt_qweight_at((gt_qtype)w.qtype, w.p, out_dim, in_dim);
+    gt_qbgemm_rnd(1, n, out_dim, in_dim, 1.0f, inp, in_dim, &q, 0.0f, out, out_dim);
+    return;
+  }
   gt__matmul_forward_raw(m, out, inp, w, n, in_dim, out_dim);
   if (rnd) gt__act_round(m, out, n * out_dim);
 }

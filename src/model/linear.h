@@ -27,8 +27,8 @@ static inline gt__weight gt__wf32(const float *p) {
 
 /* out[n,out_dim] = inp . w^T (overwritten), then with rnd (dtype=bfloat16)
  * rounded to bf16: inside the bf16 product's tile loop where it has one
- * (gt_bgemm_rnd), else a pass of its own; the bits of the product followed
- * by gt__act_round either way. */
+ * (gt_bgemm_rnd, gt_qbgemm_rnd for a stored base), else a pass of its own;
+ * the bits of the product followed by gt__act_round either way. */
 void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__weight w, int64_t n, int64_t in_dim,
                         int64_t out_dim, int rnd);
 /* Whether products can read bf16 inputs as bf16 patterns, whatever the
