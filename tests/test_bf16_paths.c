@@ -522,6 +522,29 @@ START_TEST(test_amx_against_reference) {
 }
 END_TEST
 
+/* rnd (a product with C rounded to bf16) against plain then gt_bf16_round
+ * over the M x N block, bit for bit, on path: every element a bf16 value
+ * (not the unrounded C under another name), the columns past N (ldc's
+ * padding) untouched. The elements checked. */
+static int64_t check_rounded(bgemm_fn plain, bgemm_fn rnd, const char *what, int path, int emul, int th,
+                             const pcase *c, const pdata *d) {
+  float *want = run_fn(plain, path, emul, c, d);
+  for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d->ldc, c->N);
+  float *got = run_fn(rnd, path, emul, c, d);
+  for (int64_t i = 0; i < c->M; i++) {
+    ck_assert_msg(gt_test_same_bits(want + i * d->ldc, got + i * d->ldc, c->N),
+                  "%s: path %d%s, %d threads, ta%d tb%d M%lld N%lld K%lld, row %lld: not the product then rounded",
+                  what, path, emul ? " (emulated)" : "", th, c->ta, c->tb, (long long)c->M, (long long)c->N,
+                  (long long)c->K, (long long)i);
+    for (int64_t j = 0; j < c->N; j++) ck_assert(gt_bf16_round1(got[i * d->ldc + j]) == got[i * d->ldc + j]);
+    for (int64_t j = c->N; j < d->ldc; j++)
+      ck_assert(c->beta == 0.0f ? isnan(got[i * d->ldc + j])
+                                : gt_test_same_bits(&got[i * d->ldc + j], &d->C0[i * d->ldc + j], 1));
+  }
+  free(want), free(got);
+  return c->M * c->N;
+}
+
 START_TEST(test_rounded_output) {
   /* gt_bgemm_rnd (a dtype=bfloat16 projection's output) is gt_bgemm then
    * gt_bf16_round over the M x N block, bit for bit, on every path this CPU
@@ -550,25 +573,8 @@ START_TEST(test_rounded_output) {
         d.B = gt_test_alloc_fill((c->tb ? c->N : c->K) * d.ldb, &sd, -1, 1);
         d.C0 = gt_test_alloc_fill(c->M * d.ldc, &sd, -1, 1), d.tol = NULL, d.S = NULL;
       }
-      for (int p = 0; p < np; p++) {
-        float *want = run_fn(gt_bgemm, paths[p], emul[p], c, &d);
-        for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d.ldc, c->N);
-        float *got = run_fn(gt_bgemm_rnd, paths[p], emul[p], c, &d);
-        for (int64_t i = 0; i < c->M; i++) {
-          ck_assert_msg(gt_test_same_bits(want + i * d.ldc, got + i * d.ldc, c->N),
-                        "path %d%s, %d threads, ta%d tb%d M%lld N%lld K%lld, row %lld: gt_bgemm_rnd != gt_bgemm "
-                        "then rounded",
-                        paths[p], emul[p] ? " (emulated)" : "", th, c->ta, c->tb, (long long)c->M, (long long)c->N,
-                        (long long)c->K, (long long)i);
-          for (int64_t j = 0; j < c->N; j++) /* not the unrounded C under another name */
-            ck_assert(gt_bf16_round1(got[i * d.ldc + j]) == got[i * d.ldc + j]);
-          for (int64_t j = c->N; j < d.ldc; j++)
-            ck_assert(c->beta == 0.0f ? isnan(got[i * d.ldc + j])
-                                      : gt_test_same_bits(&got[i * d.ldc + j], &d.C0[i * d.ldc + j], 1));
-          checked += c->N;
-        }
-        free(want), free(got);
-      }
+      for (int p = 0; p < np; p++)
+        checked += check_rounded(gt_bgemm, gt_bgemm_rnd, "gt_bgemm_rnd", paths[p], emul[p], th, c, &d);
       pdata_free(&d);
     }
   }
@@ -619,24 +625,9 @@ START_TEST(test_qbgemm_rounded_output) {
         gt_quantize(ts[ti], d.B, wr, wc, buf);
         const gt_qweight w = gt_qweight_at(ts[ti], buf, wr, wc);
         stored_b = &w;
-        for (int p = 0; p < np; p++) {
-          float *want = run_fn(qbgemm_fn, paths[p], emul[p], c, &d);
-          for (int64_t i = 0; i < c->M; i++) gt_bf16_round(want + i * d.ldc, c->N);
-          float *got = run_fn(qbgemm_rnd_fn, paths[p], emul[p], c, &d);
-          for (int64_t i = 0; i < c->M; i++) {
-            ck_assert_msg(gt_test_same_bits(want + i * d.ldc, got + i * d.ldc, c->N),
-                          "type %zu, path %d%s, %d threads, tb%d M%lld N%lld K%lld, row %lld: gt_qbgemm_rnd != "
-                          "gt_qbgemm then rounded",
-                          ti, paths[p], emul[p] ? " (emulated)" : "", th, c->tb, (long long)c->M, (long long)c->N,
-                          (long long)c->K, (long long)i);
-            for (int64_t j = 0; j < c->N; j++) ck_assert(gt_bf16_round1(got[i * d.ldc + j]) == got[i * d.ldc + j]);
-            for (int64_t j = c->N; j < d.ldc; j++)
-              ck_assert(c->beta == 0.0f ? isnan(got[i * d.ldc + j])
-                                        : gt_test_same_bits(&got[i * d.ldc + j], &d.C0[i * d.ldc + j], 1));
-            checked += c->N;
-          }
-          free(want), free(got);
-        }
+        const char *what[] = {"gt_qbgemm_rnd over bf16", "gt_qbgemm_rnd over int8", "gt_qbgemm_rnd over nf4"};
+        for (int p = 0; p < np; p++)
+          checked += check_rounded(qbgemm_fn, qbgemm_rnd_fn, what[ti], paths[p], emul[p], th, c, &d);
         free(buf);
       }
       free(d.A), free(d.B), free(d.C0);
