@@ -55,6 +55,11 @@ GT__VARIANTS(gt_sumsq)
 GT__VARIANTS(gt_dot)
 GT__VARIANTS(gt_scale_forward)
 GT__VARIANTS(gt_scale_backward)
+GT__VARIANTS(gt_dropout_threshold)
+GT__VARIANTS(gt_dropout_mask)
+GT__VARIANTS(gt_dropout_apply)
+GT__VARIANTS(gt_dropout_apply16)
+GT__VARIANTS(gt_dropout_undo)
 GT__VARIANTS(gt_bf16_round)
 GT__VARIANTS(gt_bf16_pack)
 GT__VARIANTS(gt_bf16_round_copy)
@@ -232,6 +237,21 @@ void gt_scale_forward(float *out, const float *x, float s, int64_t n) {
 }
 void gt_scale_backward(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n) {
   (gt__kernels_avx512() ? gt_scale_backward__avx512 : gt_scale_backward__portable)(dx, ds, dout, x, s, n);
+}
+uint64_t gt_dropout_threshold(double p) {
+  return (gt__kernels_avx512() ? gt_dropout_threshold__avx512 : gt_dropout_threshold__portable)(p);
+}
+void gt_dropout_mask(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, uint64_t thresh) {
+  (gt__kernels_avx512() ? gt_dropout_mask__avx512 : gt_dropout_mask__portable)(keep, key, c0, n, thresh);
+}
+void gt_dropout_apply(float *y, const float *x, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+  (gt__kernels_avx512() ? gt_dropout_apply__avx512 : gt_dropout_apply__portable)(y, x, key, n, thresh, inv);
+}
+void gt_dropout_apply16(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+  (gt__kernels_avx512() ? gt_dropout_apply16__avx512 : gt_dropout_apply16__portable)(y16, x16, key, n, thresh, inv);
+}
+void gt_dropout_undo(float *dx, const float *g, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+  (gt__kernels_avx512() ? gt_dropout_undo__avx512 : gt_dropout_undo__portable)(dx, g, key, n, thresh, inv);
 }
 void gt_bf16_round(float *x, int64_t n) {
   (gt__kernels_avx512() ? gt_bf16_round__avx512 : gt_bf16_round__portable)(x, n);

@@ -462,6 +462,25 @@ void gt_scale_backward(float *dx, float *ds, const float *dout, const float *x, 
 void gt_scale_forward_ref(float *out, const float *x, float s, int64_t n);
 void gt_scale_backward_ref(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n);
 
+/* ---- dropout on a row (LoRA's input dropout, model/lora.h) ----
+ * Element c of a row whose key is `key` is kept when the splitmix64
+ * finaliser of key ^ (c * 0xD1B54A32D192ED03) has its top 53 bits, a
+ * uniform draw u in [0, 1), at u >= p; thresh is gt_dropout_threshold(p)
+ * (the draw compared as an integer: the same decision). The same mask on
+ * every ISA and for any chunking. gt_dropout_mask: keep[i] for columns
+ * c0 + i; apply: y = x / (1 - p) where kept, else 0 (inv = 1 / (1 - p));
+ * apply16: the same on bf16 patterns, rounded to bf16; undo: dx += g inv
+ * where kept (the dropped input's gradient into the input's). */
+uint64_t gt_dropout_threshold(double p);
+void gt_dropout_mask(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, uint64_t thresh);
+void gt_dropout_apply(float *y, const float *x, uint64_t key, int64_t n, uint64_t thresh, float inv);
+void gt_dropout_apply16(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, uint64_t thresh, float inv);
+void gt_dropout_undo(float *dx, const float *g, uint64_t key, int64_t n, uint64_t thresh, float inv);
+void gt_dropout_mask_ref(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, double p);
+void gt_dropout_apply_ref(float *y, const float *x, uint64_t key, int64_t n, double p, float inv);
+void gt_dropout_apply16_ref(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, double p, float inv);
+void gt_dropout_undo_ref(float *dx, const float *g, uint64_t key, int64_t n, double p, float inv);
+
 #ifdef __cplusplus
 }
 #endif

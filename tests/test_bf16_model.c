@@ -219,8 +219,9 @@ static const char *policies[] = {"none", "minimal", "minimal_with_context", "sav
                                  "save_qkv_proj", "qkv_proj_offloaded", "minimal_offloaded", "full", "custom"};
 #define NPOL ((int)(sizeof policies / sizeof policies[0]))
 
-/* the adapters of the next run_model (test_remat_bit_identical_lora) */
-static const char *g_lora = "enable_lora=false";
+/* the adapters of the next run_model and their dropout
+ * (test_remat_bit_identical_lora) */
+static const char *g_lora = "enable_lora=false", *g_drop = "lora_dropout=0";
 
 typedef struct run {
   double loss, lb;
@@ -239,14 +240,15 @@ static run run_model(const char *model, const char *policy, const char *scope, i
   snprintf(sh, sizeof sh, "num_kv_shared_layers=%d", shared);
   snprintf(dt, sizeof dt, "dtype=%s", dtype);
   const char *ov[] = {mn, "max_target_length=24", "sliding_window_size=7", "per_device_batch_size=2",
-                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh, dt, g_lora};
+                      p, s, l, pat, "query_proj=device", "context=device", "mlpwo=offload", sh, dt, g_lora, g_drop};
   gt_config c;
-  gt_test_config(&c, 14, ov);
+  gt_test_config(&c, 15, ov);
   gt_err e;
   gt_mem mem;
   gt_mem_init(&mem);
   gt_model m;
   gt_test_model_build(&m, &c);
+  m.lora_train = 1; /* a training step's (the adapters' dropout, when on) */
   ck_assert(gt_model_alloc(&m, &mem, &e) == GT_OK);
   gt_model_init_params(&m, 3, 1.0);
   /* adapters: B nonzero, so that every adapter product carries a gradient
@@ -304,13 +306,17 @@ END_TEST
 
 /* With adapters on every projection: without a recompute their backward
  * reads the inputs' bf16 copies where the products read bf16 operands in
- * place (gt_lora_reads_b16), with one (remat_policy=full, ...) the
- * recomputed floats; both give the same bits. Every run's adapters train
- * (B nonzero), the base is frozen. */
+ * place (gt_lora_reads_b16; with dropout, drop(x) written from the copy as
+ * bf16), with one (remat_policy=full, ...) the recomputed floats; both
+ * give the same bits. Every run's adapters train (B nonzero), the base is
+ * frozen. */
 START_TEST(test_remat_bit_identical_lora) {
   g_lora = "enable_lora=true";
   check_policies("gemma3-tiny", 3, "LLG", 0);
   check_policies("gemma4-tiny-moe", 3, "LLG", 0);
+  g_drop = "lora_dropout=0.3";
+  check_policies("gemma3-tiny", 3, "LLG", 0);
+  g_drop = "lora_dropout=0";
   g_lora = "enable_lora=false";
 }
 END_TEST
@@ -430,8 +436,7 @@ START_TEST(test_backward_reads_kept_bf16) {
   /* the readers outside the norms: the per-layer embeddings' backward reads
    * the first layer's input, a routed block x1; an adapter on W_o reads the
    * context from its copy where the products read bf16 operands in place,
-   * but as floats in a training step with dropout (its mask applies to the
-   * float input) */
+   * in a training step with dropout too (drop(x) from the copy) */
   memset(kept, 1, sizeof kept);
   const char *kinds[][4] = {{"model_name=gemma4-tiny-ple", "dtype=bfloat16", NULL, NULL},
                             {"model_name=gemma4-tiny-moe", "dtype=bfloat16", NULL, NULL},
@@ -450,7 +455,8 @@ START_TEST(test_backward_reads_kept_bf16) {
         ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)); /* (no adapter there) */
       if (kd == 2 && L->lora_a_rel[GT_P_WO] >= 0)
         ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept) == gt_qbgemm_packs_stored()), hit = 1;
-      if (kd == 3 && L->lora_a_rel[GT_P_WO] >= 0) ck_assert(!gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept)), hit = 1;
+      if (kd == 3 && L->lora_a_rel[GT_P_WO] >= 0)
+        ck_assert(gt_layer_reads_b16(&m, L, GT_A_CTX, 0, kept) == gt_qbgemm_packs_stored()), hit = 1;
     }
     ck_assert_msg(hit, "case %d: no layer of the kind", kd);
     gt_model_free(&m);

@@ -1064,6 +1064,69 @@ END_TEST
 
 /* ---------- sum of squares ---------- */
 
+/* The dropout kernels (LoRA's input dropout): the mask drawn as an integer
+ * comparison against gt_dropout_threshold(p) keeps exactly the elements
+ * whose draw, as a double in [0, 1), is >= p (the scalar reference), for
+ * p at 0, tiny, common, 1/3 and near 1, on row offsets and lengths around
+ * the vector width and the chunk (512); a draw exactly at p is kept and
+ * one a step above p's threshold dropped; apply, apply16 and undo give
+ * their references' bits (undo leaves a dropped -0 as it is). */
+START_TEST(test_dropout_vs_ref) {
+  const double ps[] = {0.0, 1e-300, 0.05, 0.1, 1.0 / 3.0, 0.5, 0.999};
+  const int64_t lens[] = {1, 7, 8, 9, 63, 511, 512, 513, 1500};
+  uint64_t st = 99;
+  int64_t kept = 0, all = 0;
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+      const int64_t n = lens[li], c0 = (int64_t)(gt_test_rand_u64(&st) % 5000);
+      const uint64_t key = gt_test_rand_u64(&st);
+      const float inv = (float)(1.0 / (1.0 - ps[pi]));
+      uint8_t *k1 = malloc((size_t)n), *k2 = malloc((size_t)n);
+      gt_dropout_mask(k1, key, c0, n, gt_dropout_threshold(ps[pi]));
+      gt_dropout_mask_ref(k2, key, c0, n, ps[pi]);
+      ck_assert_msg(memcmp(k1, k2, (size_t)n) == 0, "mask: p %g, n %lld, c0 %lld", ps[pi], (long long)n,
+                    (long long)c0);
+      for (int64_t i = 0; i < n; i++) kept += k1[i], all++;
+      float *x = gt_test_alloc_fill(n, &st, -2, 2), *y1 = malloc(sizeof(float) * (size_t)n),
+            *y2 = malloc(sizeof(float) * (size_t)n);
+      gt_dropout_apply(y1, x, key, n, gt_dropout_threshold(ps[pi]), inv);
+      gt_dropout_apply_ref(y2, x, key, n, ps[pi], inv);
+      ck_assert_msg(gt_test_same_bits(y1, y2, n), "apply: p %g, n %lld", ps[pi], (long long)n);
+      uint16_t *x16 = malloc(2 * (size_t)n), *z1 = malloc(2 * (size_t)n), *z2 = malloc(2 * (size_t)n);
+      gt_bf16_pack_ref(x16, x, n);
+      gt_dropout_apply16(z1, x16, key, n, gt_dropout_threshold(ps[pi]), inv);
+      gt_dropout_apply16_ref(z2, x16, key, n, ps[pi], inv);
+      ck_assert_msg(memcmp(z1, z2, 2 * (size_t)n) == 0, "apply16: p %g, n %lld", ps[pi], (long long)n);
+      float *d1 = gt_test_alloc_fill(n, &st, -1, 1), *d2 = malloc(sizeof(float) * (size_t)n);
+      d1[0] = -0.0f;
+      memcpy(d2, d1, sizeof(float) * (size_t)n);
+      gt_dropout_undo(d1, x, key, n, gt_dropout_threshold(ps[pi]), inv);
+      gt_dropout_undo_ref(d2, x, key, n, ps[pi], inv);
+      ck_assert_msg(gt_test_same_bits(d1, d2, n), "undo: p %g, n %lld", ps[pi], (long long)n);
+      free(k1), free(k2), free(x), free(y1), free(y2), free(x16), free(z1), free(z2), free(d1), free(d2);
+    }
+  ck_assert(kept > 0 && kept < all);
+  /* the boundary: p equal to one element's draw keeps it; the next
+   * representable p above drops it */
+  const uint64_t key = 12345;
+  uint8_t k;
+  gt_dropout_mask(&k, key, 0, 1, 0);
+  ck_assert_int_eq(k, 1); /* p = 0 keeps everything */
+  for (int64_t c = 0; c < 64; c++) {
+    double lo = 0.0, hi = 1.0; /* find the element's draw u by bisection on the reference */
+    for (int it = 0; it < 200; it++) {
+      double mid = (lo + hi) / 2;
+      gt_dropout_mask_ref(&k, key, c, 1, mid);
+      if (k) lo = mid; else hi = mid;
+    }
+    gt_dropout_mask(&k, key, c, 1, gt_dropout_threshold(lo));
+    ck_assert_msg(k == 1, "column %lld: p at its draw %.17g dropped", (long long)c, lo);
+    gt_dropout_mask(&k, key, c, 1, gt_dropout_threshold(nextafter(lo, 1.0)));
+    ck_assert_msg(k == 0, "column %lld: p above its draw %.17g kept", (long long)c, lo);
+  }
+}
+END_TEST
+
 START_TEST(test_sumsq) {
   const float three[3] = {1.0f, 2.0f, 3.0f};
   ck_assert(gt_sumsq(three, 3) == 14.0 && gt_sumsq_ref(three, 3) == 14.0);
@@ -1310,6 +1373,7 @@ static Suite *gt__suite(void) {
   tcase_add_test(tc, test_adamw_by_hand);
   tcase_add_test(tc, test_adamw_vs_ref);
   tcase_add_test(tc, test_sumsq);
+  tcase_add_test(tc, test_dropout_vs_ref);
   return s;
 }
 

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "base/team.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
 #include "model/linear.h"
 
 int gt_lora_slot_supported(gt_lparam s) { return gt_layer_slot_is_projection(s); }
@@ -29,67 +31,73 @@ static uint64_t gt__row_key(const gt_model *m, int layer, int slot, int64_t row)
   return gt__mix(k ^ (uint64_t)row);
 }
 
-/* keep with probability 1 - p: the element's uniform draw u in [0, 1) is >= p */
-static int gt__keep(uint64_t row_key, int64_t col, double p) {
-  uint64_t v = gt__mix(row_key ^ ((uint64_t)col * 0xD1B54A32D192ED03ull));
-  return (double)(v >> 11) * (1.0 / 9007199254740992.0) >= p;
-}
-
 int gt_lora_keep(const gt_model *m, int layer, int slot, int64_t row, int64_t col) {
-  return gt__keep(gt__row_key(m, layer, slot, m->lora_row0 + row), col, m->lora_dropout);
+  /* one element (the sweeps draw a row's mask with kernels/dropout.c) */
+  uint8_t keep;
+  gt_dropout_mask(&keep, gt__row_key(m, layer, slot, m->lora_row0 + row), col, 1,
+                  gt_dropout_threshold(m->lora_dropout));
+  return keep;
 }
 
 static int gt__dropping(const gt_model *m) { return m->lora_train && m->lora_dropout > 0.0f; }
 
 int gt_lora_reads_b16(const gt_model *m) {
   /* the copy's widened values are the float input's (a dtype=bfloat16
-   * activation is a bf16 value); dropout's mask applies to the float input */
-  return gt__matmul_a16(m) && !gt__dropping(m);
+   * activation is a bf16 value), dropout's too */
+  return gt__matmul_a16(m);
 }
+
+/* What a dropout sweep does with each row (kernels.h's row kernels) */
+enum { GT__DROP_APPLY, GT__DROP_APPLY16, GT__DROP_UNDO };
 
 typedef struct gt__drop_args {
   const gt_model *m;
-  int layer, slot;
+  int layer, slot, mode;
   int64_t in;
-  float *y;        /* [N, in] written (apply) or scaled in place (mask) */
-  const float *x;  /* [N, in] input (apply) */
-  float *dx;       /* [N, in] += (mask): the masked gradient */
+  float *y;             /* [N, in] written (apply) */
+  const float *x;       /* [N, in] input (apply), or the dropped input's gradient (undo) */
+  float *dx;            /* [N, in] += (undo): the masked gradient */
+  const uint16_t *x16;  /* [N, in] input as bf16 patterns (apply16) */
+  uint16_t *y16;        /* [N, in] written (apply16): drop(x) as bf16 patterns */
 } gt__drop_args;
 
-/* y = drop(x) on rows [n0, n1) */
+/* rows [n0, n1): apply: y = drop(x); apply16: y16 = bf16(drop(x16)) (the
+ * bits of apply then gt__act_round); undo: dx += drop'(x), the kept
+ * elements scaled by 1/(1 - p) */
 static void gt__drop_part(void *arg, int64_t n0, int64_t n1) {
   const gt__drop_args *a = arg;
-  const double p = a->m->lora_dropout;
+  const uint64_t thresh = gt_dropout_threshold(a->m->lora_dropout);
   const float inv = 1.0f / (1.0f - a->m->lora_dropout);
   for (int64_t n = n0; n < n1; n++) {
-    uint64_t key = gt__row_key(a->m, a->layer, a->slot, a->m->lora_row0 + n);
-    const float *x = a->x + n * a->in;
-    float *y = a->y + n * a->in;
-    for (int64_t c = 0; c < a->in; c++) y[c] = gt__keep(key, c, p) ? x[c] * inv : 0.0f;
-  }
-}
-
-/* dx += drop'(g): the kept elements of g scaled by 1/(1 - p) */
-static void gt__undrop_part(void *arg, int64_t n0, int64_t n1) {
-  const gt__drop_args *a = arg;
-  const double p = a->m->lora_dropout;
-  const float inv = 1.0f / (1.0f - a->m->lora_dropout);
-  for (int64_t n = n0; n < n1; n++) {
-    uint64_t key = gt__row_key(a->m, a->layer, a->slot, a->m->lora_row0 + n);
-    const float *g = a->x + n * a->in;
-    float *dx = a->dx + n * a->in;
-    for (int64_t c = 0; c < a->in; c++)
-      if (gt__keep(key, c, p)) dx[c] += g[c] * inv;
+    const uint64_t key = gt__row_key(a->m, a->layer, a->slot, a->m->lora_row0 + n);
+    const int64_t o = n * a->in;
+    if (a->mode == GT__DROP_APPLY)
+      gt_dropout_apply(a->y + o, a->x + o, key, a->in, thresh, inv);
+    else if (a->mode == GT__DROP_APPLY16)
+      gt_dropout_apply16(a->y16 + o, a->x16 + o, key, a->in, thresh, inv);
+    else
+      gt_dropout_undo(a->dx + o, a->x + o, key, a->in, thresh, inv);
   }
 }
 
 /* The adapter's input: x itself, or drop(x) in `buf` (then written). */
 static const float *gt__input(const gt_layer_io *io, gt_lparam s, const float *x, float *buf, int64_t N, int64_t in) {
   if (!buf) return x;
-  gt__drop_args a = {io->m, io->L->index, (int)s, in, buf, x, NULL};
+  gt__drop_args a = {io->m, io->L->index, (int)s, GT__DROP_APPLY, in, buf, x, NULL, NULL, NULL};
   gt_team_for(N * in > 65536, N, gt__drop_part, &a);
   gt__act_round(io->m, buf, N * in);
   return buf;
+}
+
+/* The adapter's input as bf16 patterns (dtype=bfloat16, the products
+ * reading them: gt__matmul_a16): x16 itself, or drop(x) from x16 in buf16
+ * (then written). */
+static const uint16_t *gt__input16(const gt_layer_io *io, gt_lparam s, const uint16_t *x16, uint16_t *buf16,
+                                   int64_t N, int64_t in) {
+  if (!buf16) return x16;
+  gt__drop_args a = {io->m, io->L->index, (int)s, GT__DROP_APPLY16, in, NULL, NULL, NULL, x16, buf16};
+  gt_team_for(N * in > 65536, N, gt__drop_part, &a);
+  return buf16;
 }
 
 /* h [N, r] = xin A^T, rounded as an activation */
@@ -115,8 +123,9 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const u
   if (!gt_mem_measuring(m->mem)) {
     const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
     float *h = tmp;
-    if (x16 && !drop) {
-      gt__matmul_forward_b16(m, h, NULL, NULL, x16, gt__wf32(A), N, in, r);
+    if (x16) { /* (dropout: drop(x) as patterns, in the float buffer's first half) */
+      const uint16_t *xin16 = gt__input16(io, s, x16, drop ? (uint16_t *)(void *)(h + N * r) : NULL, N, in);
+      gt__matmul_forward_b16(m, h, NULL, NULL, xin16, gt__wf32(A), N, in, r);
     } else {
       const float *xin = gt__input(io, s, x, drop ? h + N * r : NULL, N, in);
       gt__h(m, h, xin, A, N, in, r);
@@ -145,21 +154,22 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
     gt_mem_free(m->mem, tmp);
     return GT_OK;
   }
-  if (!x && (drop || !x16)) {
+  if (!x && !x16) {
     gt_mem_free(m->mem, tmp);
-    return gt_err_set(err, GT_ERR_INTERNAL, "layer %d backward: the adapter of slot %d has no float input%s", L->index,
-                      (int)s, drop ? " for its dropout" : "");
+    return gt_err_set(err, GT_ERR_INTERNAL, "layer %d backward: the adapter of slot %d has no input", L->index, (int)s);
   }
   const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
   float *dA = grads ? grads + L->lora_a_rel[s] : NULL, *dB = grads ? grads + L->lora_b_rel[s] : NULL;
   float *h = tmp, *dh = h + N * r, *xd = drop ? dh + N * r : NULL;
   const float *xin = x ? gt__input(io, s, x, xd, N, in) : NULL;
-  /* the input kept in bf16 (gt_lora_reads_b16): h and dA read its patterns,
+  /* the input kept in bf16 (gt_lora_reads_b16): h and dA read its patterns
+   * (dropout: drop(x)'s, in xd's first half until dx's product writes xd),
    * the same bits as the products on the widened floats */
+  const uint16_t *xin16 = xin ? NULL : gt__input16(io, s, x16, drop ? (uint16_t *)(void *)xd : NULL, N, in);
   if (xin)
     gt__h(m, h, xin, A, N, in, r);
   else
-    gt__matmul_forward_b16(m, h, NULL, NULL, x16, gt__wf32(A), N, in, r);
+    gt__matmul_forward_b16(m, h, NULL, NULL, xin16, gt__wf32(A), N, in, r);
   /* dB += scale dy^T h;  dh = scale dy B (dy as given: floats or patterns) */
   if (dB) gt__gemm_a16(m, 1, 0, out, r, N, m->lora_scale, dy, dy16, out, h, r, 1.0f, dB, r);
   gt__gemm_a16(m, 0, 0, N, r, out, m->lora_scale, dy, dy16, out, B, r, 0.0f, dh, r);
@@ -167,15 +177,15 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
   if (dA && xin)
     gt__gemm(m, 1, 0, r, in, N, 1.0f, dh, r, xin, in, 1.0f, dA, in);
   else if (dA)
-    gt__matmul_dw_b16(m, dA, dh, x16, N, in, r);
+    gt__matmul_dw_b16(m, dA, dh, xin16, N, in, r);
   if (dx) {
     if (!drop) {
       gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 1.0f, dx, in);
     } else {
       /* d(drop(x)) = dh A, then through the mask */
       gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 0.0f, xd, in);
-      gt__drop_args a = {m, L->index, (int)s, in, NULL, xd, dx};
-      gt_team_for(N * in > 65536, N, gt__undrop_part, &a);
+      gt__drop_args a = {m, L->index, (int)s, GT__DROP_UNDO, in, NULL, xd, dx, NULL, NULL};
+      gt_team_for(N * in > 65536, N, gt__drop_part, &a);
     }
   }
   gt_mem_free(m->mem, tmp);

@@ -1,0 +1,33 @@
+/* Scalar reference of the dropout kernels: the draw as a double in [0, 1)
+ * compared with p, one element at a time, then applied to it. */
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
+
+static uint64_t gt__mix_ref(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int gt__keep_ref(uint64_t key, int64_t c, double p) {
+  uint64_t v = gt__mix_ref(key ^ ((uint64_t)c * 0xD1B54A32D192ED03ull));
+  return (double)(v >> 11) * (1.0 / 9007199254740992.0) >= p;
+}
+
+void gt_dropout_mask_ref(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, double p) {
+  for (int64_t i = 0; i < n; i++) keep[i] = (uint8_t)gt__keep_ref(key, c0 + i, p);
+}
+
+void gt_dropout_apply_ref(float *y, const float *x, uint64_t key, int64_t n, double p, float inv) {
+  for (int64_t c = 0; c < n; c++) y[c] = gt__keep_ref(key, c, p) ? x[c] * inv : 0.0f;
+}
+
+void gt_dropout_apply16_ref(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, double p, float inv) {
+  for (int64_t c = 0; c < n; c++) y16[c] = gt_f32_to_bf16(gt__keep_ref(key, c, p) ? gt_bf16_to_f32(x16[c]) * inv : 0.0f);
+}
+
+void gt_dropout_undo_ref(float *dx, const float *g, uint64_t key, int64_t n, double p, float inv) {
+  for (int64_t c = 0; c < n; c++)
+    if (gt__keep_ref(key, c, p)) dx[c] += g[c] * inv;
+}
