@@ -34,41 +34,51 @@ void gt_dropout_mask(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, uint64_
   }
 }
 
-void gt_dropout_apply(float *y, const float *x, uint64_t key, int64_t n, uint64_t thresh, float inv) {
-  uint8_t keep[GT__DROP_CHUNK];
-  for (int64_t c0 = 0; c0 < n; c0 += GT__DROP_CHUNK) {
-    const int64_t cn = n - c0 < GT__DROP_CHUNK ? n - c0 : GT__DROP_CHUNK;
-    gt_dropout_mask(keep, key, c0, cn, thresh);
-#pragma omp simd
-    for (int64_t i = 0; i < cn; i++) y[c0 + i] = keep[i] ? x[c0 + i] * inv : 0.0f;
-  }
-}
+/* What a row's sweep does with its mask */
+enum { GT__APPLY, GT__APPLY16, GT__UNDO };
 
-void gt_dropout_apply16(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+/* One row in chunks: each chunk's mask drawn, then applied by mode's loop */
+static void gt__drop_row(int mode, void *out, const void *in, uint64_t key, int64_t n, uint64_t thresh, float inv) {
   uint8_t keep[GT__DROP_CHUNK];
   for (int64_t c0 = 0; c0 < n; c0 += GT__DROP_CHUNK) {
     const int64_t cn = n - c0 < GT__DROP_CHUNK ? n - c0 : GT__DROP_CHUNK;
     gt_dropout_mask(keep, key, c0, cn, thresh);
+    if (mode == GT__APPLY) {
+      float *y = (float *)out + c0;
+      const float *x = (const float *)in + c0;
 #pragma omp simd
-    for (int64_t i = 0; i < cn; i++) {
-      const uint32_t u = (uint32_t)x16[c0 + i] << 16;
-      float x, v;
-      memcpy(&x, &u, 4);
-      v = keep[i] ? x * inv : 0.0f;
-      uint32_t b;
-      memcpy(&b, &v, 4);
-      y16[c0 + i] = (uint16_t)(gt__bf16_round_bits(b) >> 16);
+      for (int64_t i = 0; i < cn; i++) y[i] = keep[i] ? x[i] * inv : 0.0f;
+    } else if (mode == GT__APPLY16) {
+      uint16_t *y16 = (uint16_t *)out + c0;
+      const uint16_t *x16 = (const uint16_t *)in + c0;
+#pragma omp simd
+      for (int64_t i = 0; i < cn; i++) {
+        const uint32_t u = (uint32_t)x16[i] << 16;
+        float x, v;
+        memcpy(&x, &u, 4);
+        v = keep[i] ? x * inv : 0.0f;
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        y16[i] = (uint16_t)(gt__bf16_round_bits(b) >> 16);
+      }
+    } else {
+      /* (a dropped element is left as it is: adding 0 would turn -0 into +0) */
+      float *dx = (float *)out + c0;
+      const float *g = (const float *)in + c0;
+#pragma omp simd
+      for (int64_t i = 0; i < cn; i++) dx[i] = keep[i] ? dx[i] + g[i] * inv : dx[i];
     }
   }
 }
 
+void gt_dropout_apply(float *y, const float *x, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+  gt__drop_row(GT__APPLY, y, x, key, n, thresh, inv);
+}
+
+void gt_dropout_apply16(uint16_t *y16, const uint16_t *x16, uint64_t key, int64_t n, uint64_t thresh, float inv) {
+  gt__drop_row(GT__APPLY16, y16, x16, key, n, thresh, inv);
+}
+
 void gt_dropout_undo(float *dx, const float *g, uint64_t key, int64_t n, uint64_t thresh, float inv) {
-  uint8_t keep[GT__DROP_CHUNK];
-  for (int64_t c0 = 0; c0 < n; c0 += GT__DROP_CHUNK) {
-    const int64_t cn = n - c0 < GT__DROP_CHUNK ? n - c0 : GT__DROP_CHUNK;
-    gt_dropout_mask(keep, key, c0, cn, thresh);
-    /* (a dropped element is left as it is: adding 0 would turn -0 into +0) */
-#pragma omp simd
-    for (int64_t i = 0; i < cn; i++) dx[c0 + i] = keep[i] ? dx[c0 + i] + g[c0 + i] * inv : dx[c0 + i];
-  }
+  gt__drop_row(GT__UNDO, dx, g, key, n, thresh, inv);
 }
