@@ -1,17 +1,13 @@
 /* Scalar reference of the dropout kernels: the draw as a double in [0, 1)
  * compared with p, one element at a time, then applied to it. */
+#include "base/common.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
-static uint64_t gt__mix_ref(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
+/* the draw: splitmix64's step (base/common.h) from the element's state */
 static int gt__keep_ref(uint64_t key, int64_t c, double p) {
-  uint64_t v = gt__mix_ref(key ^ ((uint64_t)c * 0xD1B54A32D192ED03ull));
+  uint64_t v = key ^ ((uint64_t)c * 0xD1B54A32D192ED03ull);
+  v = gt_splitmix64(&v);
   return (double)(v >> 11) * (1.0 / 9007199254740992.0) >= p;
 }
 

@@ -329,8 +329,12 @@ static void gt__panel(const gt_qweight *W, int transW, int64_t K, int64_t j0, in
     for (int64_t j = 0; j < n; j++) panel[k * n + j] = gt__q_elem(W, k * W->cols + j0 + j);
 }
 
+/* gt__qgemm_panels' product when A holds bf16 patterns (gt_qbgemm_t16) */
 static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  const gt_bgemm_form f = {(const uint16_t *)(const void *)A, 0, NULL, 0};
+  gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
+}
 
 /* Bounded panels of W multiplied by gemm. The panel lives in the calling
  * thread's GEMM packing buffer on the portable path (which gt_sgemm and the
@@ -389,13 +393,6 @@ void gt_qgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const fl
   if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
   if (gt__kernels_avx512() && gt__qgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
   gt__qgemm_panels(gt_sgemm, 0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
-}
-
-/* gt__qgemm_panels' product when A holds bf16 patterns (gt_qbgemm_t16) */
-static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  const gt_bgemm_form f = {(const uint16_t *)(const void *)A, 0, NULL, 0};
-  gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
 }
 
 /* gt_qbgemm_t, gt_qbgemm_t16 and gt_qbgemm_rnd: A as floats, or as bf16

@@ -306,7 +306,7 @@ END_TEST
 
 /* With adapters on every projection: without a recompute their backward
  * reads the inputs' bf16 copies where the products read bf16 operands in
- * place (gt_lora_reads_b16; with dropout, drop(x) written from the copy as
+ * place (gt_layer_reads_b16; with dropout, drop(x) written from the copy as
  * bf16), with one (remat_policy=full, ...) the recomputed floats; both
  * give the same bits. Every run's adapters train (B nonzero), the base is
  * frozen. */

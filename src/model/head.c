@@ -5,10 +5,6 @@
 #include "kernels/kernels.h"
 #include "model/linear.h"
 
-/* The pairs of the rows: each token with a target gets the index of its
- * sequence (2 * pair + side) in tok_seq (-1 otherwise), and seq[] sums its
- * sequence's token losses. Returns the pairs seen, with or without tokens
- * on both sides (the caller keeps those that have). */
 /* One logits tile's backward: the loss's gradient into the tile (in place),
  * then dh = dlogits . E (written) and gE += dlogits^T . h. With bf16
  * products that read bf16 operands in place (over a float32 E, or a
@@ -21,7 +17,7 @@ static void gt__head_tile_backward(const gt_model *m, float *logits, const float
                                    const float *roww, float z, float cap, float *dh, float *gE, const float *ht,
                                    const float *E, int64_t R, int64_t d, int64_t V) {
   const gt__weight w = {E, m->embed_qtype};
-  if (gt__matmul_b16_forms(m, w) || (gt__matmul_a16(m) && !gE)) {
+  if (gt__matmul_a16(m) && (w.qtype == GT_STORE_F32 || !gE)) {
     uint16_t *d16 = (uint16_t *)(void *)logits;
     if (cap)
       GT_PROF(m->prof, GT_PROF_XENT, gt_softcap_xent_backward_b16(d16, 2 * V, logits, lse, tt, roww, R, V, cap, z));
@@ -37,6 +33,10 @@ static void gt__head_tile_backward(const gt_model *m, float *logits, const float
   GT_PROF(m->prof, GT_PROF_MATMUL, gt__matmul_backward_write(m, dh, gE, logits, ht, w, R, d, V));
 }
 
+/* The pairs of the rows: each token with a target gets the index of its
+ * sequence (2 * pair + side) in tok_seq (-1 otherwise), and seq[] sums its
+ * sequence's token losses. Returns the pairs seen, with or without tokens
+ * on both sides (the caller keeps those that have). */
 static int64_t gt__pref_gather(const gt_pref_head *ph, const int32_t *targets, const float *tok_loss, int64_t B,
                                int32_t *tok_seq, int32_t *seg_of, gt_pref_seq *seq) {
   const int64_t T = ph->T;

@@ -227,27 +227,25 @@ int gt_layer_reads_b16(const gt_model *m, const gt_layer_desc *L, gt_act a, uint
     return row <= GT_RMS_B16_ROW_MAX && !(ops & fwd_readers[a]) && !(a == GT_A_X1 && L->n_experts) &&
            !(a == GT_A_X_IN && m->ple_dim);
   }
-  /* the inputs only projections read: their weight gradients' products
-   * read the copy as stored bf16 (bf16 products on a path that packs it in
-   * place; an adapter's backward and a recompute of the projections read
-   * floats) */
+  /* the inputs only projections read: their weight gradients' products and
+   * their adapters' backward (h and dA; drop(x) written from the copy) read
+   * the copy as stored bf16 (bf16 products on a path that packs it in
+   * place: gt__matmul_a16); a recompute of the projections reads floats */
   static const struct {
     gt_act x;
     int n;
     int ops[3];
-    gt_lparam w[3];
-  } readers[] = {{GT_A_A, 3, {OP_MM_Q, OP_MM_K, OP_MM_V}, {GT_P_WQ, GT_P_WK, GT_P_WV}},
-                 {GT_A_M, 2, {OP_MM_GATE, OP_MM_UP}, {GT_P_W_GATE, GT_P_W_UP}},
-                 {GT_A_ACT, 1, {OP_MM_DOWN}, {GT_P_W_DOWN}},
+  } readers[] = {{GT_A_A, 3, {OP_MM_Q, OP_MM_K, OP_MM_V}},
+                 {GT_A_M, 2, {OP_MM_GATE, OP_MM_UP}},
+                 {GT_A_ACT, 1, {OP_MM_DOWN}},
                  /* and the attention's backward, for D (from its bf16 copy) */
-                 {GT_A_CTX, 1, {OP_MM_O}, {GT_P_WO}}};
-  if (!m->bf16_mm || !gt_qbgemm_packs_stored()) return 0;
+                 {GT_A_CTX, 1, {OP_MM_O}}};
+  if (!gt__matmul_a16(m)) return 0;
   if (a == GT_A_CTX && L->head_dim > GT_ATTN_OUT16_HD_MAX) return 0;
   for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
     if (readers[r].x != a) continue;
     for (int k = 0; k < readers[r].n; k++)
-      if ((ops & (1u << readers[r].ops[k])) || (L->lora_a_rel[readers[r].w[k]] >= 0 && !gt_lora_reads_b16(m)))
-        return 0;
+      if (ops & (1u << readers[r].ops[k])) return 0;
     return 1;
   }
   return 0;

@@ -116,7 +116,7 @@ void gt__matmul_dw_b16(const gt_model *m, float *dw, const float *dout, const ui
 void gt__matmul_backward16(const gt_model *m, int write, float *dinp, float *dw, const uint16_t *dout16, int64_t ld16,
                            const float *inp, const uint16_t *inp16, gt__weight w, int64_t n, int64_t in_dim,
                            int64_t out_dim) {
-  (void)m; /* bf16 products (gt__matmul_b16_forms) */
+  (void)m; /* bf16 products (gt__matmul_b16_forms; a frozen stored base: gt__matmul_a16) */
   if (n <= 0 || in_dim <= 0 || out_dim <= 0) {
     if (write && dinp && n > 0 && in_dim > 0) memset(dinp, 0, (size_t)(n * in_dim) * sizeof(float));
     return;

@@ -15,13 +15,9 @@ float gt_lora_scale(const gt_config *c) {
   return (float)(c->lora_use_rslora ? c->lora_alpha / sqrt(r) : c->lora_alpha / r);
 }
 
-/* splitmix64's finaliser: the counter-based hash behind the dropout mask */
-static uint64_t gt__mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+/* splitmix64's step from state z (base/common.h): the counter-based hash
+ * behind the dropout mask's row keys */
+static uint64_t gt__mix(uint64_t z) { return gt_splitmix64(&z); }
 
 /* The key of one token row of one adapter's input in one micro-batch. */
 static uint64_t gt__row_key(const gt_model *m, int layer, int slot, int64_t row) {
@@ -40,12 +36,6 @@ int gt_lora_keep(const gt_model *m, int layer, int slot, int64_t row, int64_t co
 }
 
 static int gt__dropping(const gt_model *m) { return m->lora_train && m->lora_dropout > 0.0f; }
-
-int gt_lora_reads_b16(const gt_model *m) {
-  /* the copy's widened values are the float input's (a dtype=bfloat16
-   * activation is a bf16 value), dropout's too */
-  return gt__matmul_a16(m);
-}
 
 /* What a dropout sweep does with each row (kernels.h's row kernels) */
 enum { GT__DROP_APPLY, GT__DROP_APPLY16, GT__DROP_UNDO };
@@ -100,10 +90,23 @@ static const uint16_t *gt__input16(const gt_layer_io *io, gt_lparam s, const uin
   return buf16;
 }
 
-/* h [N, r] = xin A^T, rounded as an activation */
-static void gt__h(const gt_model *m, float *h, const float *xin, const float *A, int64_t N, int64_t in, int64_t r) {
-  gt__gemm(m, 0, 1, N, r, in, 1.0f, xin, in, A, in, 0.0f, h, r);
-  gt__act_round(m, h, N * r);
+/* The adapter's input, dropped into buf (N x in floats, or NULL: no
+ * dropout), as floats (*xin, from x) or, when x is NULL, as bf16 patterns
+ * (*xin16, from x16, in buf's first half; products reading bf16 in place,
+ * the same bits as on the widened floats); then h [N, r] = that input A^T,
+ * rounded as an activation. */
+static void gt__h(const gt_layer_io *io, gt_lparam s, float *h, const float *x, const uint16_t *x16, float *buf,
+                  const float *A, int64_t N, int64_t in, const float **xin, const uint16_t **xin16) {
+  const gt_model *m = io->m;
+  const int64_t r = m->lora_rank;
+  *xin = x ? gt__input(io, s, x, buf, N, in) : NULL;
+  *xin16 = x ? NULL : gt__input16(io, s, x16, (uint16_t *)(void *)buf, N, in);
+  if (*xin) {
+    gt__gemm(m, 0, 1, N, r, in, 1.0f, *xin, in, A, in, 0.0f, h, r);
+    gt__act_round(m, h, N * r);
+  } else {
+    gt__matmul_forward_b16(m, h, NULL, NULL, *xin16, gt__wf32(A), N, in, r);
+  }
 }
 
 void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const uint16_t *x16, float *y, int64_t N,
@@ -123,13 +126,10 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const u
   if (!gt_mem_measuring(m->mem)) {
     const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
     float *h = tmp;
-    if (x16) { /* (dropout: drop(x) as patterns, in the float buffer's first half) */
-      const uint16_t *xin16 = gt__input16(io, s, x16, drop ? (uint16_t *)(void *)(h + N * r) : NULL, N, in);
-      gt__matmul_forward_b16(m, h, NULL, NULL, xin16, gt__wf32(A), N, in, r);
-    } else {
-      const float *xin = gt__input(io, s, x, drop ? h + N * r : NULL, N, in);
-      gt__h(m, h, xin, A, N, in, r);
-    }
+    const float *xin;
+    const uint16_t *xin16;
+    /* the copy where the projection hands it over */
+    gt__h(io, s, h, x16 ? NULL : x, x16, drop ? h + N * r : NULL, A, N, in, &xin, &xin16);
     /* y += scale h B^T, rounded as the projection's output: with B = 0
      * (fresh adapters) y keeps its values */
     gt__gemm_rnd(m, 0, 1, N, out, r, m->lora_scale, h, r, B, r, 1.0f, y, out);
@@ -161,15 +161,12 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
   const float *A = io->params + L->lora_a_rel[s], *B = io->params + L->lora_b_rel[s];
   float *dA = grads ? grads + L->lora_a_rel[s] : NULL, *dB = grads ? grads + L->lora_b_rel[s] : NULL;
   float *h = tmp, *dh = h + N * r, *xd = drop ? dh + N * r : NULL;
-  const float *xin = x ? gt__input(io, s, x, xd, N, in) : NULL;
-  /* the input kept in bf16 (gt_lora_reads_b16): h and dA read its patterns
-   * (dropout: drop(x)'s, in xd's first half until dx's product writes xd),
-   * the same bits as the products on the widened floats */
-  const uint16_t *xin16 = xin ? NULL : gt__input16(io, s, x16, drop ? (uint16_t *)(void *)xd : NULL, N, in);
-  if (xin)
-    gt__h(m, h, xin, A, N, in, r);
-  else
-    gt__matmul_forward_b16(m, h, NULL, NULL, xin16, gt__wf32(A), N, in, r);
+  /* x, or the copy where the layer kept its input in bf16
+   * (gt_layer_reads_b16); the dropped patterns live in xd until dx's
+   * product writes xd */
+  const float *xin;
+  const uint16_t *xin16;
+  gt__h(io, s, h, x, x16, xd, A, N, in, &xin, &xin16);
   /* dB += scale dy^T h;  dh = scale dy B (dy as given: floats or patterns) */
   if (dB) gt__gemm_a16(m, 1, 0, out, r, N, m->lora_scale, dy, dy16, out, h, r, 1.0f, dB, r);
   gt__gemm_a16(m, 0, 0, N, r, out, m->lora_scale, dy, dy16, out, B, r, 0.0f, dh, r);

@@ -53,17 +53,11 @@ void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const u
  * (grads; nothing when NULL), dx [N, in] += the adapter's input gradient.
  * dy [N, out] is the projection's output gradient, or when dy is NULL
  * its bf16 patterns dy16 (bf16 products, which round it anyway); the
- * input is x, or when x is NULL its bf16 copy x16 (gt_lora_reads_b16). */
+ * input is x, or when x is NULL its bf16 copy x16 (a saved input the
+ * layer keeps in bf16: gt_layer_reads_b16). */
 gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const float *x, const uint16_t *x16,
                        const float *dy, const uint16_t *dy16, float *dx, int64_t N, int64_t in, int64_t out,
                        gt_err *err);
-/* Whether the adapters' backward can read its input as the bf16 copy a
- * dtype=bfloat16 step keeps of a saved activation: bf16 products that pack
- * bf16 operands in place (model/linear.h) and no dropout this step (its
- * mask applies to the float input). Then a slot only projections read need
- * not be widened back to float32 for an adapter's backward
- * (gt_layer_reads_b16). */
-int gt_lora_reads_b16(const gt_model *m);
 
 /* The dropout mask's keep decision for one element (1 keep, 0 drop), as
  * forward and backward draw it: for tests and references. */
