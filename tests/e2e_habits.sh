@@ -143,10 +143,20 @@ pid=""
 grep -q "^resumed from .*point-1/checkpoints/step_0*$at (the run directory): step $at," long_out/runs/point-1.log \
   || { cat long_out/runs/point-1.log; fail "the continued sweep did not resume point 1 at step $at"; }
 
-# 7. bf16 on an emulated path says it is the slower one; float32 says nothing
+# 7. bf16 on an emulated path says it is the slower one, on the widened path
+#    as fast as float32; float32 says nothing
 GEMTRAIN_NO_AVX512BF16=1 GT_TEST_BF16_PATH=pairs "$bin" bench model_name=gemma3-tiny dataset_type=synthetic dtype=bfloat16 --steps 1 > bf.log
 grep -q "^note: dtype=bfloat16 is likely slower than float32 on this CPU: its bf16 products are vdpbf16ps's arithmetic emulated" bf.log \
   || { cat bf.log; fail "no bf16 note on the emulated path"; }
+# the widened path (what an AVX-512 CPU without a fast bf16 unit takes) says
+# it runs at float32's speed, not that it is slower
+GT_TEST_BF16_PATH=widened "$bin" bench model_name=gemma3-tiny dataset_type=synthetic dtype=bfloat16 --steps 1 > bw.log
+# (without AVX-512 the switch falls back to the rounded copies, which are slower)
+if grep -q '^bf16 products: float32 FMA on operands widened' bw.log; then
+  grep -q "^note: dtype=bfloat16 runs at about float32's speed on this CPU: its bf16 products are float32 FMAs on widened" bw.log \
+    || { cat bw.log; fail "no same-speed note on the widened path"; }
+  grep -q 'likely slower' bw.log && { cat bw.log; fail "the widened path is called slower"; }
+fi
 "$bin" bench model_name=gemma3-tiny dataset_type=synthetic --steps 1 > f32.log
 grep -q '^note: dtype=bfloat16' f32.log && fail "a float32 bench has a bf16 note"
 echo "e2e_habits: ok"

@@ -37,11 +37,12 @@ int gt_cli_exit_code(gt_rc rc);
 /* tools/cli_bf16.c: with dtype=bfloat16 (and matmul_precision=default),
  * a line to f saying which path the bf16 products take and how it was
  * chosen (gt_cli_bf16_how's text: kernels/bf16_path.h), and a second when
- * bf16 is likely slower than float32 on this CPU. gt_cli_bf16_verdict is
- * that decision (path as gt__bgemm_path(), peaks measured or 0): why bf16
- * is slower, or NULL when it is not (or nothing says so). */
+ * bf16 is likely slower than float32 on this CPU or only as fast.
+ * gt_cli_bf16_verdict is that decision (path as gt__bgemm_path(), peaks
+ * measured or 0), with the reason in *why (NULL with no claim). */
+typedef enum { GT_CLI_BF16_NO_CLAIM, GT_CLI_BF16_SAME, GT_CLI_BF16_SLOWER } gt_cli_bf16_speed;
 void gt_cli_bf16_note(const gt_config *cfg, FILE *f);
-const char *gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak);
+gt_cli_bf16_speed gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak, const char **why);
 struct gt__bf16_choice;
 void gt_cli_bf16_how(const struct gt__bf16_choice *c, char *buf, size_t n);
 int gt_cmd_train(int argc, char **argv);

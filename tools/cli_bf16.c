@@ -1,12 +1,13 @@
 /* The bf16 products' path, said in one line by `gemtrain train` and
  * `gemtrain bench` before they start with dtype=bfloat16: which arithmetic
  * the bf16 GEMM runs on this CPU and how that was decided
- * (kernels/bf16_path.h, docs/cpus.md), and a note when bf16 is likely the
- * slower dtype here. Where vdpbf16ps runs at twice the FMA rate (Zen 4) the
- * products take it and a bf16 step runs at 1.7-2.2x the float32 one; where
- * it runs at half of it (the Intel Xeon of docs/cpus.md) or is missing, the
- * products are float32 FMAs on operands widened from bf16 in the float32
- * GEMM's packing, at the float32 GEMM's rate, and bf16 keeps its memory
+ * (kernels/bf16_path.h, docs/cpus.md), and a note when bf16 is not the
+ * faster dtype here. Where vdpbf16ps runs at twice the FMA rate (Zen 4) or
+ * AMX tiles are usable, a bf16 step runs at 1.6-2.8x the float32 one; where
+ * vdpbf16ps runs at half the FMA rate (the Intel Xeon of docs/cpus.md) or
+ * is missing, the products are float32 FMAs on operands widened from bf16,
+ * at the float32 GEMM's rate, and a bf16 step runs at float32's speed
+ * (0.99-1.01x measured with that path forced) while keeping bf16's memory
  * savings. Only the rounded float32 copies (no AVX-512) and vdpbf16ps's
  * emulation (a test switch) are slower than float32. */
 #include <stdio.h>
@@ -17,18 +18,30 @@
 #include "kernels/bf16_path.h"
 #include "kernels/kernels.h"
 
-const char *gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak) {
-  if (path == GT_BGEMM_COPY) return "this CPU has no AVX-512: bf16 products are rounded float32 copies multiplied in float32";
-  if (path == GT_BGEMM_EMUL) return "its bf16 products are vdpbf16ps's arithmetic emulated with float32 FMAs (a test switch)";
-  /* measured: 0.98x float32 on Zen 4 forced onto it, 0.91-0.95x on the
-   * Xeon with AMX (docs/cpus.md) */
-  if (path == GT_BGEMM_WIDE)
-    return "its bf16 products are float32 FMAs on widened operands (no faster bf16 unit here), and the conversions "
-           "to and from bf16 add a few percent to a step (bf16 halves the saved activations, not the time)";
-  if (path != GT_BGEMM_DP) return NULL; /* AMX tiles: about twice float32 */
-  if (!(bf16_peak > 0) || !(fma_peak > 0)) return NULL; /* nothing measured: no claim */
-  if (bf16_peak < fma_peak) return "its vdpbf16ps peak is below its float32 FMA peak";
-  return NULL;
+gt_cli_bf16_speed gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak, const char **why) {
+  *why = NULL;
+  if (path == GT_BGEMM_COPY) {
+    *why = "this CPU has no AVX-512: bf16 products are rounded float32 copies multiplied in float32";
+    return GT_CLI_BF16_SLOWER;
+  }
+  if (path == GT_BGEMM_EMUL) {
+    *why = "its bf16 products are vdpbf16ps's arithmetic emulated with float32 FMAs (a test switch)";
+    return GT_CLI_BF16_SLOWER;
+  }
+  /* measured with the path forced: 0.99-1.01x float32 on the Xeon with AMX
+   * (docs/performance.md), 0.98x on Zen 4 (docs/cpus.md) */
+  if (path == GT_BGEMM_WIDE) {
+    *why = "its bf16 products are float32 FMAs on widened operands (no faster bf16 unit here); bf16 halves the "
+           "saved activations, not the step time";
+    return GT_CLI_BF16_SAME;
+  }
+  if (path != GT_BGEMM_DP) return GT_CLI_BF16_NO_CLAIM; /* AMX tiles: 2.5-2.8x float32 */
+  if (!(bf16_peak > 0) || !(fma_peak > 0)) return GT_CLI_BF16_NO_CLAIM; /* nothing measured */
+  if (bf16_peak < fma_peak) {
+    *why = "its vdpbf16ps peak is below its float32 FMA peak";
+    return GT_CLI_BF16_SLOWER;
+  }
+  return GT_CLI_BF16_NO_CLAIM;
 }
 
 void gt_cli_bf16_how(const gt__bf16_choice *c, char *buf, size_t n) {
@@ -62,9 +75,13 @@ void gt_cli_bf16_note(const gt_config *cfg, FILE *f) {
   char how[512];
   gt_cli_bf16_how(&c, how, sizeof how);
   fprintf(f, "bf16 products: %s\n", how);
-  const char *why = gt_cli_bf16_verdict(c.path, c.dp, c.fma);
-  if (why)
+  const char *why;
+  gt_cli_bf16_speed v = gt_cli_bf16_verdict(c.path, c.dp, c.fma, &why);
+  if (v == GT_CLI_BF16_SLOWER)
     fprintf(f, "note: dtype=bfloat16 is likely slower than float32 on this CPU: %s; docs/cpus.md says where bf16 is "
+               "faster\n", why);
+  else if (v == GT_CLI_BF16_SAME)
+    fprintf(f, "note: dtype=bfloat16 runs at about float32's speed on this CPU: %s; docs/cpus.md says where bf16 is "
                "faster\n", why);
   fflush(f);
 }
