@@ -167,16 +167,40 @@ echo "fp32 FMA peak $peak GFLOP/s (gemtrain bench gemm); GEMM per shape: $( [ -s
 echo
 echo "| what | figure | goal | |"
 echo "|---|---|---|---|"
+# the range of OpenBLAS's 2-thread shares of peak over one model's products
+# in the bench gemm table (PyTorch's own kernels: the 2.5x goal holds where
+# they run below 32% of the peak)
+blas_shares() {
+  [ -s "$work/gemm.txt" ] || return 0
+  local name=$1
+  [ "$name" = 270m ] && name=gemma3-270m
+  awk -F'|' -v m="$name" '
+    /OpenBLAS 2 threads/ { tab = 1; next }
+    !/^\|/ { tab = 0; on = 0; next }
+    tab && /^\| \*\*/ { on = index($0, "**" m ":") > 0; next }
+    tab && on && match($8, /\(([0-9.]+)%\)/) { v = substr($8, RSTART + 1, RLENGTH - 3) + 0
+                                             if (n++ == 0 || v < lo) lo = v; if (v > hi) hi = v }
+    END { if (n) printf "%g %g", lo, hi }' "$work/gemm.txt"
+}
 for m in tiny small 270m; do
   [ -n "${tok[$m]:-}" ] || continue
   s=$(share "${gf[$m]}")
   g="-" st=""
-  [ $m = small ] && g=">= 70% of peak" && st=$(goal "${s%\%}" 70 ">=")
+  # (issue 37's goal: 80% of the measured FMA peak on the 12-layer model and gemma3-270m)
+  [ $m != tiny ] && g=">= 80% of peak" && st=$(goal "${s%\%}" 80 ">=")
   echo "| $m: gemtrain tokens/s, GFLOP/s, share of peak | ${tok[$m]}, ${gf[$m]}, $s | $g | $st |"
   if [ -n "${tt1[$m]:-}" ]; then
     b=$(best "${tt1[$m]}" "${tt2[$m]}")
     r=$(ratio "${tok[$m]}" "$b")
-    echo "| $m: PyTorch tokens/s as detected, SkylakeX; gemtrain / PyTorch | ${tt1[$m]}, ${tt2[$m]}; $(ratio "${tok[$m]}" "${tt1[$m]}")x, $(ratio "${tok[$m]}" "${tt2[$m]}")x | >= 2.5x its best | $(goal "$r" 2.5 ">=") |"
+    read -r blo bhi <<< "$(blas_shares "$m")" || true
+    if [ -z "${bhi:-}" ]; then
+      g=">= 2.5x its best where its kernels run below 32% of peak (not measured: bench gemm skipped)" st="-"
+    elif awk -v h="$bhi" 'BEGIN { exit !(h < 32) }'; then
+      g=">= 2.5x its best (its OpenBLAS kernels at $blo-$bhi% of peak, below 32%)" st=$(goal "$r" 2.5 ">=")
+    else
+      g="- (its OpenBLAS kernels at $blo-$bhi% of peak, 2 threads: the 2.5x goal holds below 32%)" st="-"
+    fi
+    echo "| $m: PyTorch tokens/s as detected, SkylakeX; gemtrain / PyTorch | ${tt1[$m]}, ${tt2[$m]}; $(ratio "${tok[$m]}" "${tt1[$m]}")x, $(ratio "${tok[$m]}" "${tt2[$m]}")x | $g | $st |"
   fi
 done
 [ -n "$shared" ] && echo "| one core busy / quiet, tiny, no variable set | $shared% | >= 45% | $(goal "$shared" 45 ">=") |"
