@@ -7,7 +7,8 @@
  * vpmullq). One draw per element, a pure function of (key, c): the mask
  * does not depend on the thread count, the chunking or the ISA. The rows
  * are drawn a chunk at a time into a byte mask on the stack, then applied
- * in a second loop that vectorises too (no FMA: C11 does not contract). */
+ * in a second loop that vectorises too (no FMA: the build passes
+ * -ffp-contract=off). */
 #include <math.h>
 #include <string.h>
 

@@ -175,6 +175,19 @@ static void gt__round_c(float *C, int64_t ldc, int64_t M, int64_t N) {
   for (int64_t i = 0; i < M; i++) gt_bf16_round(C + i * ldc, N);
 }
 
+/* A's few rows as bf16 patterns (a16, M rows of K) widened to floats for
+ * the row kernels, which read floats, into this thread's B packing buffer:
+ * the row kernels leave it unused (gt__bgemv_bt_cvt rounds A into the A
+ * buffer), and it stays allocated between calls, so a decoding token does
+ * not allocate. NULL when it cannot grow. */
+static float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) {
+  gt__gemm_cache *c = gt__gemm_cache_get();
+  if (!c || gt__gemm_grow(&c->b, &c->bcap, (size_t)(M * K) * sizeof(float))) return NULL;
+  float *a = c->b;
+  for (int64_t i = 0; i < M; i++) gt_bf16_unpack(a + i * K, a16 + i * lda, K);
+  return a;
+}
+
 #if defined(GT__BG_X86)
 /* ------------------------------------------------ AVX-512 (cpuid-chosen) */
 
@@ -1027,7 +1040,10 @@ int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
   const int path = gt__bgemm_path();
   if (path == GT_BGEMM_COPY) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
-    if (a16) return -1; /* (the row kernel reads floats: the caller's panels) */
+    if (a16) { /* (the row kernel reads floats; else the caller's panels) */
+      if (!(A = gt__rows_widened((const uint16_t *)(const void *)A, lda, M, K))) return -1;
+      lda = K;
+    }
     const gt__qbgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C};
     gt__gemm_cols(N, K, 64, gt__qbgemv_chunk, &g);
     if (round) gt_bf16_round_rows(C, ldc, C, ldc, M, N); /* a few rows */
@@ -1119,12 +1135,13 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
     /* the paths without 2-byte packers: A widened first (exact), in its
      * own layout (sr rows of sc) */
     const int64_t sr = transA ? K : M, sc = transA ? M : K;
-    float *a = malloc((size_t)(sr * sc) * sizeof(float) + 1);
-    if (a) {
+    float *own = NULL, *a = rows ? gt__rows_widened(f->a16, lda, M, K) : NULL;
+    if (!a && (a = own = malloc((size_t)(sr * sc) * sizeof(float) + 1)))
       for (int64_t i = 0; i < sr; i++) gt_bf16_unpack(a + i * sc, f->a16 + i * lda, sc);
+    if (a) {
       const gt_bgemm_form g = {NULL, f->round, f->c16, f->ldc16};
       gt__bgemm_any(&g, transA, transB, M, N, K, alpha, a, sc, B, ldb, beta, C, ldc);
-      free(a);
+      free(own);
     } else {
       gt__bgemm_scalar(f->a16, transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc);
       gt__finish_c(f, C, ldc, M, N);

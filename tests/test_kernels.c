@@ -1072,7 +1072,7 @@ END_TEST
  * one a step above p's threshold dropped; apply, apply16 and undo give
  * their references' bits (undo leaves a dropped -0 as it is). */
 START_TEST(test_dropout_vs_ref) {
-  const double ps[] = {0.0, 1e-300, 0.05, 0.1, 1.0 / 3.0, 0.5, 0.999};
+  const double ps[] = {0.0, 1e-300, 0.05, 0.1, 1.0 / 3.0, 0.5, 0.999, 1.0}; /* (p = 1: inv is infinite, nothing kept) */
   const int64_t lens[] = {1, 7, 8, 9, 63, 511, 512, 513, 1500};
   uint64_t st = 99;
   int64_t kept = 0, all = 0;
@@ -1106,6 +1106,19 @@ START_TEST(test_dropout_vs_ref) {
       free(k1), free(k2), free(x), free(y1), free(y2), free(x16), free(z1), free(z2), free(d1), free(d2);
     }
   ck_assert(kept > 0 && kept < all);
+  /* undo leaves a dropped element's gradient as it is, -0 included (adding
+   * 0 would make it +0): a key whose column 0 is dropped at p = 0.5 */
+  {
+    uint64_t kk = 1;
+    uint8_t k0 = 1;
+    for (; k0; kk++) gt_dropout_mask_ref(&k0, kk, 0, 1, 0.5);
+    kk--;
+    float dx[2] = {-0.0f, -0.0f}, g[2] = {0.25f, 0.25f};
+    gt_dropout_undo(dx, g, kk, 1, gt_dropout_threshold(0.5), 2.0f);
+    ck_assert_msg(dx[0] == 0.0f && signbit(dx[0]), "undo of a dropped -0 gave %g", (double)dx[0]);
+    gt_dropout_undo_ref(dx + 1, g, kk, 1, 0.5, 2.0f);
+    ck_assert(dx[1] == 0.0f && signbit(dx[1]));
+  }
   /* the boundary: p equal to one element's draw keeps it; the next
    * representable p above drops it */
   const uint64_t key = 12345;

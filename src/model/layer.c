@@ -529,8 +529,8 @@ static void gt__lora_op(const gt_layer_io *io, float *const a[GT_A_NSLOTS], int 
 
 /* dtype=bfloat16: can op's product take its input and output in bf16
  * forms (gt__matmul_forward_b16)? Bf16 products of a float32-stored weight
- * with no adapter (with one, the float output is the sum's, and the
- * adapter's dropout reads the float input). */
+ * with no adapter (with one, the output is the sum of the base's and the
+ * adapter's products, which the adapter's last product rounds). */
 static int gt__proj_b16(const gt_layer_io *io, int op, gt__weight w) {
   return gt__proj_rounds(io, op) && gt__op_proj(io->m, io->L, op).slot < 0 && gt__matmul_b16_forms(io->m, w);
 }

@@ -44,8 +44,8 @@ int gt_lora_slot_supported(gt_lparam s);
 /* y [N, out] += scale * drop(x) A^T B^T for slot s of io->L (nothing when
  * the slot has no adapter or adapters are off), then rounded to bf16 under
  * dtype=bfloat16 (y is the projection's output). x16, when given, is x's
- * bf16 copy (gt__matmul_a16, model/linear.h), read instead of x when no
- * dropout applies. A temporary that cannot be allocated sets *io->fail (as
+ * bf16 copy (gt__matmul_a16, model/linear.h), read instead of x (with
+ * dropout, drop(x) is drawn from the copy as bf16 patterns). A temporary that cannot be allocated sets *io->fail (as
  * the routed experts' scratch does). */
 void gt_lora_forward(const gt_layer_io *io, gt_lparam s, const float *x, const uint16_t *x16, float *y, int64_t N,
                      int64_t in, int64_t out);
