@@ -1,38 +1,58 @@
-/* Dropout on a row (LoRA's input dropout, model/lora.h). Element c of a
- * row is kept when the splitmix64 finaliser of key ^ (c * 0xD1B54A32
- * D192ED03) has its top 53 bits, a uniform draw u in [0, 1) times 2^53, at
- * or above the threshold gt_dropout_threshold(p) = ceil(p 2^53): exactly
- * u >= p, compared as integers so the loop has no float in it and
- * vectorises (the AVX-512 copy multiplies 8 lanes of 64 bits at once,
- * vpmullq). One draw per element, a pure function of (key, c): the mask
- * does not depend on the thread count, the chunking or the ISA. The rows
- * are drawn a chunk at a time into a byte mask on the stack, then applied
- * in a second loop that vectorises too (no FMA: the build passes
- * -ffp-contract=off). */
+/* Dropout on a row (LoRA's input dropout, model/lora.h). A row's draws
+ * are the splitmix64 stream seeded with its key (base/common.h): output j,
+ * mix(key + (j + 1) 0x9E3779B97F4A7C15), gives column 2j its low 32 bits
+ * and column 2j + 1 its high 32 bits, each a uniform draw u in [0, 1) times
+ * 2^32. Element c is kept when that draw is at or above the threshold
+ * gt_dropout_threshold(p) = ceil(p 2^32): exactly u >= p, compared as
+ * integers so the loop has no float in it and vectorises. One 64-bit hash
+ * serves two elements (two vpmullq, where a draw per element of 53 bits
+ * took three each), and the stream's counter is an induction variable, not
+ * a product. The mask is a pure function of (key, c): it does not depend on
+ * the thread count, the chunking or the ISA. The rows are drawn a chunk at
+ * a time into a byte mask on the stack, then applied in a second loop that
+ * vectorises too (no FMA: the build passes -ffp-contract=off). */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
-/* columns drawn at a time */
+/* columns drawn at a time (even: a chunk starts on a pair) */
 #define GT__DROP_CHUNK 512
 
 uint64_t gt_dropout_threshold(double p) {
-  /* p 2^53 is exact (a power-of-two scaling) and at most 2^53 */
-  return p <= 0.0 ? 0 : (uint64_t)ceil(p * 9007199254740992.0);
+  /* p 2^32 is exact (a power-of-two scaling) and at most 2^32: p = 1 keeps
+   * nothing, as no 32-bit draw reaches 2^32 */
+  return p <= 0.0 ? 0 : (uint64_t)ceil(p * 4294967296.0);
+}
+
+/* splitmix64's output j of the stream seeded with key */
+static inline uint64_t gt__drop_draws(uint64_t key, uint64_t j) {
+  uint64_t z = key + (j + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 void gt_dropout_mask(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, uint64_t thresh) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t z = key ^ ((uint64_t)(c0 + i) * 0xD1B54A32D192ED03ull);
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    keep[i] = (uint8_t)((z >> 11) >= thresh);
+  if (n <= 0) return;
+  int64_t i = 0;
+  if (c0 & 1) { /* an odd first column: the high half of its pair */
+    keep[0] = (uint8_t)((gt__drop_draws(key, (uint64_t)c0 >> 1) >> 32) >= thresh);
+    i = 1;
   }
+  const int64_t np = (n - i) / 2;
+  const uint64_t j0 = (uint64_t)(c0 + i) >> 1;
+  uint8_t *k = keep + i;
+#pragma omp simd
+  for (int64_t j = 0; j < np; j++) {
+    const uint64_t z = gt__drop_draws(key, j0 + (uint64_t)j);
+    k[2 * j] = (uint8_t)((z & 0xFFFFFFFFull) >= thresh);
+    k[2 * j + 1] = (uint8_t)((z >> 32) >= thresh);
+  }
+  i += 2 * np;
+  if (i < n) /* an even last column: the low half of its pair */
+    keep[i] = (uint8_t)((gt__drop_draws(key, (uint64_t)(c0 + i) >> 1) & 0xFFFFFFFFull) >= thresh);
 }
 
 /* What a row's sweep does with its mask */

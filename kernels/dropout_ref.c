@@ -4,11 +4,14 @@
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
-/* the draw: splitmix64's step (base/common.h) from the element's state */
+/* the draw of column c: output c / 2 of the splitmix64 stream seeded with
+ * key (base/common.h: each output adds the increment, then mixes), its low
+ * 32 bits for an even c, its high 32 bits for an odd one */
 static int gt__keep_ref(uint64_t key, int64_t c, double p) {
-  uint64_t v = key ^ ((uint64_t)c * 0xD1B54A32D192ED03ull);
-  v = gt_splitmix64(&v);
-  return (double)(v >> 11) * (1.0 / 9007199254740992.0) >= p;
+  uint64_t state = key + (uint64_t)(c / 2) * 0x9E3779B97F4A7C15ull;
+  const uint64_t v = gt_splitmix64(&state);
+  const uint32_t u = (uint32_t)(c % 2 ? v >> 32 : v);
+  return (double)u * (1.0 / 4294967296.0) >= p;
 }
 
 void gt_dropout_mask_ref(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, double p) {

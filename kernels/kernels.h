@@ -463,10 +463,11 @@ void gt_scale_forward_ref(float *out, const float *x, float s, int64_t n);
 void gt_scale_backward_ref(float *dx, float *ds, const float *dout, const float *x, float s, int64_t n);
 
 /* ---- dropout on a row (LoRA's input dropout, model/lora.h) ----
- * Element c of a row whose key is `key` is kept when the splitmix64
- * finaliser of key ^ (c * 0xD1B54A32D192ED03) has its top 53 bits, a
- * uniform draw u in [0, 1), at u >= p; thresh is gt_dropout_threshold(p)
- * (the draw compared as an integer: the same decision). The same mask on
+ * Element c of a row whose key is `key` is kept when its draw u in [0, 1)
+ * is at or above p: u is 2^-32 times the low (c even) or high (c odd) 32
+ * bits of output c / 2 of the splitmix64 stream seeded with key; thresh is
+ * gt_dropout_threshold(p) = ceil(p 2^32) (the draw compared as an integer:
+ * the same decision). The same mask on
  * every ISA and for any chunking. gt_dropout_mask: keep[i] for columns
  * c0 + i; apply: y = x / (1 - p) where kept, else 0 (inv = 1 / (1 - p));
  * apply16: the same on bf16 patterns, rounded to bf16; undo: dx += g inv
