@@ -35,10 +35,12 @@
 
 static int gt__ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-/* The normalised text (malloc'ed; NULL without memory). */
+/* The normalised text (malloc'ed; NULL without memory). Each input byte
+ * gives at most one output byte, but for the closing quote of a string
+ * literal left unterminated at the end: n + 1 bytes and the NUL. */
 static char *gt__normalise(const char *t) {
   size_t n = strlen(t);
-  char *o = malloc(n + 1);
+  char *o = malloc(n + 2);
   if (!o) return NULL;
   size_t k = 0;
   const char *p = t;
