@@ -473,6 +473,25 @@ START_TEST(test_refuse_tensors) {
     /* lora_A without its lora_B */
     ck_assert_msg(gt_st_write(wp, 1, w, NULL, &e) == GT_OK, "%s", e.msg);
     expect_refused(d2, "without its lora_B", NULL);
+    /* PEFT's in-memory spelling (".default.") pairs as the saved one does */
+    gt_st_wtensor w5[2] = {
+        {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", GT_DT_F32, 2, {2, wq->shape[1]}, a},
+        {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight", GT_DT_F32, 2, {wq->shape[0], 2}, b}};
+    ck_assert_msg(gt_st_write(wp, 2, w5, NULL, &e) == GT_OK, "%s", e.msg);
+    {
+      gt_config c5;
+      const char *ov5[] = {"model_name=gemma3-tiny"};
+      gt_test_config(&c5, 1, ov5);
+      ck_assert_msg(gt_peft_apply_config(d2, &c5, &e) == GT_OK, "%s", e.msg);
+      ck_assert_int_eq(c5.lora_rank, 2);
+    }
+    /* the same adapter under both text prefixes: refused, not the last read */
+    gt_st_wtensor w6[3] = {
+        w5[0], w5[1],
+        {"base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight", GT_DT_F32, 2,
+         {2, wq->shape[1]}, a}};
+    ck_assert_msg(gt_st_write(wp, 3, w6, NULL, &e) == GT_OK, "%s", e.msg);
+    expect_refused(d2, "the same adapter tensor twice", "language_model.layers.0.self_attn.q_proj.lora_A.weight");
     free(wp);
     free(d2);
     gt_model_free(&m);

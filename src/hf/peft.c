@@ -306,15 +306,25 @@ static int gt__modules_regex(const gt__mod *mods, int k, int L, const char *head
 static gt_rc gt__file_pairs(const gt_st_file *f, const char *where, long long r, gt__mod **mods, int *k, gt_err *err) {
   *mods = NULL;
   *k = 0;
+  typedef char gt__name[300];
   gt__mod *out = calloc((size_t)f->n_tensors + 1, sizeof *out);
-  if (!out) return gt_err_set(err, GT_ERR_NOMEM, "peft: no memory for %d tensor names", f->n_tensors);
+  gt__name *names = calloc((size_t)f->n_tensors + 1, sizeof *names); /* the gemtrain names, "" unread */
+  if (!out || !names) {
+    free(out);
+    free(names);
+    return gt_err_set(err, GT_ERR_NOMEM, "peft: no memory for %d tensor names", f->n_tensors);
+  }
+  for (int i = 0; i < f->n_tensors; i++)
+    if (!gt_peft_parse_name(f->tensors[i].name, names[i], sizeof names[i])) names[i][0] = '\0';
   int n = 0;
   for (int i = 0; i < f->n_tensors; i++) {
     const gt_st_tensor *s = &f->tensors[i];
-    char name[300], base[300], partner[300], pn[320];
+    const char *name = names[i];
+    char base[300], partner[300];
     int is_b;
-    if (!gt_peft_parse_name(s->name, name, sizeof name) || !gt_peft_is_adapter(name, base, sizeof base, &is_b)) {
+    if (!name[0] || !gt_peft_is_adapter(name, base, sizeof base, &is_b)) {
       free(out);
+      free(names);
       return gt_err_set(err, GT_ERR_CONFIG,
                         "peft: %s holds '%s', which is not a lora_A or lora_B weight of the text decoder's "
                         "projections; gemtrain reads only those (no embedding adapters, DoRA magnitudes or saved "
@@ -325,22 +335,33 @@ static gt_rc gt__file_pairs(const gt_st_file *f, const char *where, long long r,
     gt__shape_text(shape, sizeof shape, s->ndim, s->shape);
     if (s->ndim != 2 || (is_b ? s->shape[1] : s->shape[0]) != r) {
       free(out);
+      free(names);
       return gt_err_set(err, GT_ERR_CONFIG, "peft: %s: '%s' has shape %s; with r = %lld expected %s", where, s->name,
                         shape, r, is_b ? "[out, r]" : "[r, in]");
     }
-    /* its partner */
+    /* its partner, under any of the names gt_peft_parse_name reads (either
+     * text prefix, the saved or the in-memory ".default." spelling); the
+     * same tensor twice is refused (the last read would win) */
     snprintf(partner, sizeof partner, "%.*s.lora_%c.weight", (int)(strlen(base) - 7), base, is_b ? 'A' : 'B');
     int found = 0;
-    for (int p = 0; p < GT__NTEXT && !found; p++) {
-      snprintf(pn, sizeof pn, "%s%s%s", GT_PEFT_NAME_ROOT, gt__text_prefixes[p], partner);
-      found = gt_st_find(f, pn) != NULL;
+    for (int j = 0; j < f->n_tensors; j++) {
+      found |= !strcmp(names[j], partner);
+      if (j != i && !strcmp(names[j], name)) {
+        free(out);
+        gt_err_set(err, GT_ERR_CONFIG, "peft: %s holds '%s' and '%s', the same adapter tensor twice", where,
+                   f->tensors[j < i ? j : i].name, f->tensors[j < i ? i : j].name);
+        free(names);
+        return GT_ERR_CONFIG;
+      }
     }
     if (!found) {
       free(out);
+      free(names);
       return gt_err_set(err, GT_ERR_CONFIG, "peft: %s has '%s' without its lora_%c", where, s->name, is_b ? 'A' : 'B');
     }
     if (!is_b) gt__mod_of(base, &out[n++]);
   }
+  free(names);
   if (!n) {
     free(out);
     return gt_err_set(err, GT_ERR_CONFIG, "peft: %s holds no adapter tensors", where);
@@ -466,6 +487,10 @@ gt_rc gt_peft_load(const char *dir, const gt_model *m, float *params, int *n_loa
       if (bt) gt__shape_text(bs, sizeof bs, bt->ndim, bt->shape);
       rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s: '%s' has shape %s, the model wants %s (base '%s' is %s, rank %lld)",
                       where, s->name, got, want, base, bs, (long long)(strstr(name, ".lora_A.") ? t->shape[0] : t->shape[1]));
+      break;
+    }
+    if (seen[t - m->tensors]) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s holds '%s' twice (under two names)", where, t->name);
       break;
     }
     if (t->dtype != GT_STORE_F32) {
