@@ -145,6 +145,38 @@ grep -q "^DiLoCo: resumed the outer parameters and momentum from .*diloco/outer/
   || { cat "$work/s2.log"; fail "no outer-state resume line"; }
 same whole split
 
+echo "3b. replica 0's latest checkpoint corrupt: every replica resumes the step it falls back to"
+mpi 2 "$bin" train "${common[@]}" "${dl[@]}" "${ck[@]}" steps=6 checkpoint_period=2 run_name=fall > "$work/f1.log" 2>&1 \
+  || { cat "$work/f1.log"; fail "first part (fallback)"; }
+python3 - "$work/runs/fall/checkpoints/step_00000006" <<'PY'
+import glob, sys
+f = sorted(glob.glob(sys.argv[1] + "/shard_*.gtck"))[0]
+raw = bytearray(open(f, "rb").read())
+raw[-9] ^= 0xFF  # a byte of the tensor data: its checksum no longer matches
+open(f, "wb").write(raw)
+PY
+mpi 2 "$bin" train "${common[@]}" "${dl[@]}" "${ck[@]}" run_name=fall > "$work/f2.log" 2>&1 \
+  || { cat "$work/f2.log"; fail "resume after a corrupt latest"; }
+grep -q "^resumed from .*fall/checkpoints/step_00000004" "$work/f2.log" \
+  || { cat "$work/f2.log"; fail "replica 0 did not fall back to step 4"; }
+grep -q "^DiLoCo: resumed the outer parameters and momentum from .*diloco/outer/step_00000004" "$work/f2.log" \
+  || { cat "$work/f2.log"; fail "the outer state is not step 4's"; }
+python3 - "$work/runs/whole" "$work/runs/fall" <<'PY' || fail "the fallen-back run differs from the uninterrupted one"
+import glob, os, struct, sys
+def tensors(d):
+    out = {}
+    for f in glob.glob(os.path.join(d, "**", "step_00000008", "shard_*.gtck"), recursive=True):
+        raw = open(f, "rb").read()
+        hoff, = struct.unpack_from("<Q", raw, 16)
+        out[os.path.relpath(f, d)] = raw[64:hoff]
+    return out
+ta, tb = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert ta and ta.keys() == tb.keys(), (sorted(ta), sorted(tb))
+for k in ta:
+    assert ta[k] == tb[k], k
+print(f"  whole = fall at step 8: {len(ta)} shard files")
+PY
+
 echo "4. a checkpoint without DiLoCo is converted; fewer replicas' is refused"
 mpi 2 "$bin" train "${common[@]}" steps=2 save_checkpoint_on_completion=true run_name=conv > "$work/c1.log" 2>&1 \
   || { cat "$work/c1.log"; fail "data-parallel run"; }
@@ -171,4 +203,16 @@ if mpi 2 "$bin" train "${common[@]}" "${dl[@]}" diloco_sync_period=0 steps=1 run
   fail "sync period 0 ran"
 fi
 grep -q "key 'diloco_sync_period' = 0" "$work/b3.log" || { cat "$work/b3.log"; fail "sync period 0"; }
+echo "6. a non-finite step in one replica ends the job from that replica's rank"
+# (the step's norm is one replica's: the other replica would go on to the
+# next sync and wait there until collective_timeout_seconds)
+rc=0
+"$mpirun" "${flags[@]}" -np 1 env GEMTRAIN_TEST_NAN_STEP=3 "$bin" train "${common[@]}" "${dl[@]}" steps=8 \
+  diloco_sync_period=2 collective_timeout_seconds=60 run_name=nan : -np 1 "$bin" train "${common[@]}" "${dl[@]}" \
+  steps=8 diloco_sync_period=2 collective_timeout_seconds=60 run_name=nan > "$work/n1.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] || { cat "$work/n1.log"; fail "a replica's non-finite step ended the job with status 0"; }
+grep -q "rank 0 of 2: train: step 3 has loss .*stopping without applying it" "$work/n1.log" \
+  || { cat "$work/n1.log"; fail "the non-finite step is not reported by its replica's rank"; }
+grep -q -i "timed out\|timeout" "$work/n1.log" && { cat "$work/n1.log"; fail "the other replica waited for the timeout"; }
+
 echo "e2e_diloco: ok"

@@ -10,12 +10,15 @@
  * whole, so a crash at any moment leaves the last committed step with every
  * part (the parts keep one step more than max_num_checkpoints_to_keep, as
  * they may be one step ahead of it). A resume loads each replica's part and
- * the outer state of the step replica 0's `latest` names. A checkpoint with
- * no outer state (a run without DiLoCo, of any layout) is converted: every
- * replica starts from its state, the outer parameters are that state and
- * the momentum zero. One with outer state but not this replica's part
- * (fewer replicas) is refused. */
+ * the outer state of the step replica 0 loaded (its `latest`, or the step
+ * its load fell back to: world rank 0 sends it to every rank before the
+ * other replicas load). A checkpoint with no outer state up to that step (a
+ * run without DiLoCo, of any layout) is converted: every replica starts
+ * from its state, the outer parameters are that state and the momentum
+ * zero. One with outer state but not this replica's part (fewer replicas),
+ * or a DiLoCo checkpoint missing a part, is refused. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,36 +52,47 @@ gt_rc gt_diloco_ckpt_save(const gt__tstate *s, gt__save_root_fn save_root, const
   return gt_dist_agree(rc, &mine, "the DiLoCo checkpoint's commit", err);
 }
 
-/* The step directory replica 0's `latest` names ("" when unreadable). */
-static void gt__latest(const char *run_dir, char *name, size_t n) {
-  char path[2300];
-  snprintf(path, sizeof path, "%s/checkpoints/latest", run_dir);
-  name[0] = '\0';
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  if (!fgets(name, (int)n, f)) name[0] = '\0';
-  fclose(f);
-  name[strcspn(name, "\r\n")] = '\0';
-  if (strchr(name, '/')) name[0] = '\0';
+/* Whether the run has DiLoCo outer state at `step` or before it: then a
+ * missing part of `step` is a broken checkpoint, not a run without DiLoCo.
+ * (Outer states after it are parts of a checkpoint that was never
+ * committed, as when a converted run stopped during its first save.) */
+static int gt__outer_upto(const char *run_dir, int64_t step) {
+  char dir[2300];
+  snprintf(dir, sizeof dir, "%s/diloco/outer", run_dir);
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    long long k;
+    char tail;
+    found = sscanf(e->d_name, "step_%lld%c", &k, &tail) == 1 && k <= step;
+  }
+  closedir(d);
+  return found;
 }
 
-gt_rc gt_diloco_ckpt_path(const gt_config *cfg, const char *run_dir, char *own, size_t n, gt_err *err) {
+gt_rc gt_diloco_ckpt_path(const gt_config *cfg, const char *run_dir, int64_t step, char *own, size_t n,
+                          gt_err *err) {
   const int p = gt_dist_replica();
   if (!gt_diloco_on(cfg) || p == 0) return GT_OK;
-  char step[256], part[2600], outer[2600];
-  gt__latest(run_dir, step, sizeof step);
-  if (!step[0]) return GT_OK; /* replica 0's load says what is wrong */
-  snprintf(part, sizeof part, "%s/diloco/replica_%d/%s", run_dir, p, step);
-  snprintf(outer, sizeof outer, "%s/diloco/outer/%s", run_dir, step);
+  char part[2600], outer[2600];
+  snprintf(part, sizeof part, "%s/diloco/replica_%d/step_%08lld", run_dir, p, (long long)step);
+  snprintf(outer, sizeof outer, "%s/diloco/outer/step_%08lld", run_dir, (long long)step);
   if (gt__is_dir(part)) {
     snprintf(own, n, "%s", part);
     return GT_OK;
   }
   if (gt__is_dir(outer))
     return gt_err_set(err, GT_ERR_CONFIG,
-                      "train: the checkpoint %s/checkpoints/%s was written by DiLoCo with fewer replicas: it has no "
-                      "part for replica %d (%s); run with the dcn_diloco_parallelism it was written with",
-                      run_dir, step, p, part);
+                      "train: the checkpoint %s/checkpoints/step_%08lld was written by DiLoCo with fewer replicas: "
+                      "it has no part for replica %d (%s); run with the dcn_diloco_parallelism it was written with",
+                      run_dir, (long long)step, p, part);
+  if (gt__outer_upto(run_dir, step))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: the DiLoCo checkpoint of step %lld in %s lacks replica %d's part (%s) and its outer "
+                      "state (%s); it cannot be resumed",
+                      (long long)step, run_dir, p, part, outer);
   return GT_OK; /* no outer state: a run without DiLoCo, converted */
 }
 
@@ -87,6 +101,10 @@ gt_rc gt_diloco_ckpt_restore(gt_diloco *d, const gt_model *m, const char *run_di
   if (!d) return GT_OK;
   char dir[2300];
   snprintf(dir, sizeof dir, "%s/diloco/outer/step_%08lld", run_dir, (long long)step);
+  if (step >= 0 && !gt__is_dir(dir) && gt__outer_upto(run_dir, step))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: the DiLoCo checkpoint of step %lld in %s lacks its outer state (%s); it cannot be resumed",
+                      (long long)step, run_dir, dir);
   if (step < 0 || !gt__is_dir(dir)) {
     gt_diloco_reset(d);
     if (step >= 0 && out)

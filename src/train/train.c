@@ -454,8 +454,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_goodput_mark(&gp, GT_GP_DATA, gt_prof_now());
     if ((rc = gt_trainer_step_loaded(tr, &sm, err))) {
       /* a non-finite step is decided from all-reduced values: every rank
-       * refuses it alike; any other failure may be this rank's alone */
-      res->agreed = rc == GT_ERR_NUMERIC;
+       * refuses it alike; any other failure may be this rank's alone. With
+       * DiLoCo those values are one replica's: the other replicas go on
+       * (and would wait at the next sync), so the job ends from here. */
+      res->agreed = rc == GT_ERR_NUMERIC && !cfg.enable_diloco;
       goto out;
     }
     int applied = !sm.skipped && !sm.no_tokens && !sm.spike_skipped;

@@ -69,9 +69,11 @@ typedef gt_rc (*gt__save_root_fn)(const gt__tstate *s, const char *root, int64_t
                                   gt_err *err);
 gt_rc gt_diloco_ckpt_save(const gt__tstate *s, gt__save_root_fn save_root, const char *run_dir, int64_t step,
                           gt_err *err);
-/* A resume from the run directory: `own` (its checkpoints) becomes this
- * replica's part when the checkpoint has one. */
-gt_rc gt_diloco_ckpt_path(const gt_config *cfg, const char *run_dir, char *own, size_t n, gt_err *err);
+/* A resume from the run directory at `step` (the step replica 0 loaded):
+ * `own` (its checkpoints) becomes this replica's part of that step when the
+ * checkpoint has one. */
+gt_rc gt_diloco_ckpt_path(const gt_config *cfg, const char *run_dir, int64_t step, char *own, size_t n,
+                          gt_err *err);
 /* After the state is set: the outer state from the checkpoint of `step`
  * (-1: not the run's own), else from the state just set; p, mu, nu are
  * full scratch buffers of the layout (p holding the frozen tensors). */

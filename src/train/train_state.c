@@ -517,9 +517,18 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   else if (c->load_parameters_path[0])
     path = c->load_parameters_path, why = "load_parameters_path", full = 0;
   if (!path) return GT_OK;
-  /* DiLoCo: a replica's own part of the run's checkpoint */
-  gt_rc rc = *resumed ? gt_diloco_ckpt_path(s->cfg, run_dir, own, sizeof own, err) : GT_OK;
-  if (rc) return rc;
+  /* DiLoCo: every replica resumes the step replica 0 loads (its `latest`,
+   * or the step its load fell back to), which world rank 0 sends once its
+   * replica has loaded; the other replicas then load their parts of it */
+  const int dl = *resumed && gt_diloco_on(c) && gt_dist_replicas() > 1, dl_first = dl && gt_dist_replica() == 0;
+  gt_rc rc = GT_OK;
+  if (dl && !dl_first) {
+    int64_t st = -1;
+    if ((rc = gt_dist_bcast(&st, sizeof st, 0, "the DiLoCo resume step", err))) return rc;
+    if (st < 0)
+      return gt_err_set(err, GT_ERR_CONFIG, "train: replica 0 could not resume from %s (its ranks say why)", own);
+    if ((rc = gt_diloco_ckpt_path(s->cfg, run_dir, st, own, sizeof own, err))) return rc;
+  }
   gt_model *m = s->m;
   float *p, *mu = NULL, *nu = NULL;
   /* assemble full buffers on the host, then hand each device its shards */
@@ -553,6 +562,13 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
       char msg[GT_ERR_MSG_MAX];
       snprintf(msg, sizeof msg, "%s", err->msg);
       gt_err_set(err, rc, "%s (this run's frozen tensors: %s)", msg, fsrc);
+    }
+    if (dl_first) { /* the step the other replicas load (-1: none) */
+      int64_t st = rc ? -1 : ld.state.step;
+      gt_err sub;
+      gt_err_clear(&sub);
+      gt_rc brc = gt_dist_bcast(&st, sizeof st, 0, "the DiLoCo resume step", &sub);
+      if (!rc && brc) rc = brc, *err = sub;
     }
   }
   if (rc) {
