@@ -2,6 +2,7 @@
 #include "base/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 gt_rc gt_err_set(gt_err *err, gt_rc rc, const char *fmt, ...) {
   if (err) {
@@ -52,6 +54,30 @@ uint64_t gt_splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* A directory just created is an entry of its parent: the parent is
+ * synced too, so that after a power loss a checkpoint committed inside it
+ * (fsync'd, renamed, its root synced) is not lost with the entry. Best
+ * effort: some file systems cannot sync a directory. */
+static void gt__sync_parent(char *path) {
+  char *slash = strrchr(path, '/');
+  const char *parent = ".";
+  if (slash == path) parent = "/";
+  else if (slash) *slash = '\0', parent = path;
+  int fd = open(parent, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  if (slash && slash != path) *slash = '/';
+}
+
+/* mkdir, then the parent synced when it created the directory */
+static int gt__mkdir_synced(char *path) {
+  if (mkdir(path, 0755)) return errno == EEXIST ? 0 : -1;
+  gt__sync_parent(path);
+  return 0;
+}
+
 gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
   char tmp[4096];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp)
@@ -59,11 +85,11 @@ gt_rc gt_mkdirs(const char *path, const char *who, gt_err *err) {
   for (char *p = tmp + 1; *p; p++)
     if (*p == '/') {
       *p = '\0';
-      if (mkdir(tmp, 0755) && errno != EEXIST)
+      if (gt__mkdir_synced(tmp))
         return gt_err_set(err, GT_ERR_IO, "%s: cannot create directory '%s': %s", who, tmp, strerror(errno));
       *p = '/';
     }
-  if (mkdir(tmp, 0755) && errno != EEXIST)
+  if (gt__mkdir_synced(tmp))
     return gt_err_set(err, GT_ERR_IO, "%s: cannot create directory '%s': %s", who, tmp, strerror(errno));
   struct stat st;
   if (stat(tmp, &st) || !S_ISDIR(st.st_mode))
