@@ -139,6 +139,13 @@ START_TEST(test_gemma4_matches_jinja) {
   r[1].thinking = NULL;
   expect_text(GT_CHAT_GEMMA4, &big, r, 2, 0,
               "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>4<turn|>\n");
+  /* a conversation: the earlier model turn is history, rendered as the
+   * template renders it (no block); the last one opens as the prompt */
+  gt_chat_msg mt[] = {MSG("user", "What is 2+2?"), MSG("assistant", "4"), MSG("user", "And 3+3?"),
+                      MSG("assistant", "6")};
+  expect_text(GT_CHAT_GEMMA4, &big, mt, 4, 0,
+              "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n4<turn|>\n<|turn>user\nAnd 3+3?<turn|>\n"
+              "<|turn>model\n<|channel>thought\n<channel|>6<turn|>\n");
   /* E2B/E4B: no block, as their template's history and prompt */
   expect_text(GT_CHAT_GEMMA4, &e2b, r, 2, 0, "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n4<turn|>\n");
   gt_chat_msg bad[] = {MSGT("user", "a", "hmm")};

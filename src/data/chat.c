@@ -237,8 +237,10 @@ static gt_rc gt__render_gemma4(const gt_chat_opts *o, const gt_chat_msg *m, int 
       rc = gt__lit(p, "<|channel>thought\n", GT_CHAT_THOUGHT, err);
       if (!rc) rc = gt__lit(p, m[k].thinking, GT_CHAT_THOUGHT, err);
       if (!rc) rc = gt__lit(p, "\n<channel|>", GT_CHAT_THOUGHT, err);
-    } else if (!rc && o->prime_empty_thought && !o->enable_thinking) {
-      /* the generation prompt's priming opens the turn (the model never writes it) */
+    } else if (!rc && o->prime_empty_thought && !o->enable_thinking && k > last_user) {
+      /* the generation prompt's priming opens the turn (the model never
+       * writes it); earlier turns are history, which the template renders
+       * without it */
       rc = gt__lit(p, "<|channel>thought\n<channel|>", GT_CHAT_PROMPT, err);
     }
     const char *s;
