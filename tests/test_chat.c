@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "data/chat.h"
 #include "data/docs.h"
+#include "decode/text.h"
 #include "gt_testutil.h"
 #include "tokenizer/tokenizer.h"
 
@@ -330,6 +331,41 @@ static void expect_unrecognised(const char *text, const char *want) {
   ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "the template"), "'%s' lacks '%s'", e.msg, want);
 }
 
+/* decode's messages_path takes a turn's reasoning under the keys training
+ * reads (data/docs.c), in the same order, and names the key it refuses */
+START_TEST(test_decode_reads_training_keys) {
+  const char *keys[] = {"reasoning", "reasoning_content", "thinking"};
+  for (int i = 0; i < 3; i++) {
+    char js[256];
+    snprintf(js, sizeof js,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", "
+             "\"content\": \"4\", \"%s\": \"Add.\"}, {\"role\": \"user\", \"content\": \"3+3?\"}]}",
+             keys[i]);
+    gt_decode_chat c = {0};
+    gt_err e;
+    ck_assert_msg(gt_decode_chat_parse(js, "q.jsonl line 1", &c, &e) == GT_OK, "%s: %s", keys[i], e.msg);
+    ck_assert_int_eq(c.n, 3);
+    ck_assert_str_eq(c.turns[1].thinking, "Add.");
+    gt_decode_chat_free(&c);
+    snprintf(js, sizeof js,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\", \"%s\": 5}]}", keys[i]);
+    ck_assert_int_eq(gt_decode_chat_parse(js, "q.jsonl line 2", &c, &e), GT_ERR_FORMAT);
+    char want[64];
+    snprintf(want, sizeof want, "messages[0].%s is not a string", keys[i]);
+    ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "q.jsonl line 2"), "%s", e.msg);
+    gt_decode_chat_free(&c);
+  }
+  /* the first of them wins, as in training */
+  gt_decode_chat c = {0};
+  gt_err e;
+  ck_assert(gt_decode_chat_parse("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": "
+                                 "\"assistant\", \"content\": \"b\", \"thinking\": \"t\", \"reasoning\": \"r\"}]}",
+                                 "q", &c, &e) == GT_OK);
+  ck_assert_str_eq(c.turns[1].thinking, "r");
+  gt_decode_chat_free(&c);
+}
+END_TEST
+
 START_TEST(test_recognise_templates) {
   char *g4 = read_fixture("chat_gemma4_min.jinja"), *g3 = read_fixture("chat_gemma3_min.jinja");
   expect_recognised(g3, "gemma3");
@@ -394,6 +430,7 @@ static Suite *chat_suite(void) {
   tcase_add_test(t, test_gemma3_tokens_unchanged);
   tcase_add_test(t, test_gemma4_tokens_and_thought_channel);
   tcase_add_test(t, test_recognise_templates);
+  tcase_add_test(t, test_decode_reads_training_keys);
   return s;
 }
 

@@ -79,12 +79,20 @@ gt_rc gt_decode_chat_parse(const char *json, const char *where, gt_decode_chat *
   int k = 0;
   if (!rc) cJSON_ArrayForEach(m, ms) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-    const cJSON *th = cJSON_GetObjectItemCaseSensitive(m, "thinking");
+    /* the reasoning under the keys training reads (data/docs.c): Google's
+     * template's 'reasoning' and 'reasoning_content', then 'thinking' */
+    static const char *const th_keys[] = {"reasoning", "reasoning_content", "thinking"};
+    const cJSON *th = NULL;
+    const char *th_key = NULL;
+    for (int i = 0; i < 3 && !th; i++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, th_keys[i]);
+      if (v && !cJSON_IsNull(v)) th = v, th_key = th_keys[i];
+    }
     char *content = NULL;
     if (!cJSON_IsString(role))
       rc = gt_err_set(err, GT_ERR_FORMAT, "decode: %s: messages[%d] has no \"role\" string", where, k);
-    else if (th && !cJSON_IsString(th) && !cJSON_IsNull(th))
-      rc = gt_err_set(err, GT_ERR_FORMAT, "decode: %s: messages[%d].thinking is not a string", where, k);
+    else if (th && !cJSON_IsString(th))
+      rc = gt_err_set(err, GT_ERR_FORMAT, "decode: %s: messages[%d].%s is not a string", where, k, th_key);
     else
       rc = gt__content(cJSON_GetObjectItemCaseSensitive(m, "content"), where, k, &content, err);
     if (!rc) rc = gt__add(c, role->valuestring, content, cJSON_IsString(th) ? th->valuestring : NULL, err);

@@ -72,7 +72,9 @@ typedef struct gt_decode_chat {
 gt_rc gt_decode_chat_add(gt_decode_chat *c, const char *role, const char *content, gt_err *err);
 /* Appends the messages of one JSON Lines chat record, {"messages": [{"role":
  * ..., "content": ...}, ...]} (content a string or a list of {"type": "text",
- * "text": ...} parts; "thinking" optional). where names the file and line. */
+ * "text": ...} parts; a model turn's reasoning optional, under the keys SFT
+ * data takes: "reasoning", "reasoning_content" or "thinking"). where names
+ * the file and line. */
 gt_rc gt_decode_chat_parse(const char *json, const char *where, gt_decode_chat *c, gt_err *err);
 /* The conversation as the prompt of the model's next turn (the template's
  * generation prompt after it; it must end with a user turn), and the
