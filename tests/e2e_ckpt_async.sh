@@ -120,6 +120,20 @@ set +e; wait $pid; status=$?; set -e
 "$bin" train "${common[@]}" run_name=x > "$work/x2.log" 2>&1 || { cat "$work/x2.log"; fail "outside kill: rerun"; }
 diff <(losses a) <(losses x) > /dev/null || fail "outside kill: losses differ"
 same_ckpt a x step_00000020
+# a run that fails while a write is in flight says both: the step's error
+# and that the write did not commit (here it fails with ENOSPC, held back
+# half-way by a sleep so that the non-finite step comes first; on a machine
+# so slow that two steps outlast the sleep, the write's error comes alone)
+rc=0
+GEMTRAIN_TEST_CKPT_FAULT=enospc:1 GEMTRAIN_TEST_CKPT_AT=half:sleep:5000 GEMTRAIN_TEST_NAN_STEP=7 \
+  "$bin" train "${common[@]}" run_name=w > "$work/w.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] || { cat "$work/w.log"; fail "a failing run with a failing write exited 0"; }
+grep -q "No space left on device\|ENOSPC" "$work/w.log" || { cat "$work/w.log"; fail "the failed write is not reported"; }
+if grep -q "has loss .*stopping without applying it" "$work/w.log"; then
+  grep -q "besides, the checkpoint being written in the background did not commit" "$work/w.log" \
+    || { cat "$work/w.log"; fail "the write's failure is not added to the step's error"; }
+fi
+[ "$(latest w 2> /dev/null || true)" != step_00000005 ] || fail "the failed write committed"
 # random moments: whatever the moment, the last committed checkpoint loads
 # and the resumed run ends as the uninterrupted one
 rand=(model_name=gemma3-tiny dataset_type=text "dataset_path=$work/corpus.txt" learning_rate=0.01 eval_interval=-1

@@ -604,7 +604,14 @@ out:
      * abandons it: its temporary directory is not committed) */
     gt_err e2;
     gt_rc crc = gt__train_ckpt_close(&ts, rc && !res->agreed, &e2);
-    if (!rc && crc) rc = crc, *err = e2;
+    if (!rc && crc) {
+      rc = crc, *err = e2;
+    } else if (rc && crc) { /* the run's error first, and that the last write did not commit */
+      char msg[GT_ERR_MSG_MAX];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      gt_err_set(err, rc, "%s; besides, the checkpoint being written in the background did not commit: %s", msg,
+                 e2.msg);
+    }
   }
   gt_profiler_close(&prof, tr);
   gt_report_close(&rep);
