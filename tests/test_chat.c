@@ -216,16 +216,19 @@ static char *loss_text(const gt_tokenizer *tok, const gt_tokvec *v, int in_loss)
   return out;
 }
 
-/* Gemma 3 through the real tokenizer: the ids and loss mask the renderer
- * gave before the templates moved to chat.c (recorded from `gemtrain data`
- * at commit 32dc922 on this record). */
+/* Gemma 3 through the real tokenizer: the ids and loss mask of this record
+ * (recorded from `gemtrain data` at commit 32dc922, where each template
+ * piece was encoded on its own, then with the system message's "\n" and
+ * the template's "\n\n" as the one "\n\n\n" token 109 where that gave
+ * 107, 108), and the ids equal to the whole rendered text's encoding, as
+ * Hugging Face tokenizes apply_chat_template's text. */
 START_TEST(test_gemma3_tokens_unchanged) {
   gt_tokenizer *tok = NULL;
   gt_err e;
   if (gt_tokenizer_load(GEMMA3_JSON, &tok, &e) != GT_OK)
     ck_abort_msg("missing %s: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)", GEMMA3_JSON);
   static const int32_t want[] = {
-      2,     105,   2364,   107,   138,    3912,   8652,   236761, 107,    108,    10979, 993,   236764, 1217,  659,
+      2,     105,   2364,   107,   138,    3912,   8652,   236761, 109,    10979, 993,   236764, 1217,  659,
       611,   236881, 106,   107,    105,    4368,   107,    9259,   236888, 564,    1006,  5851,  236761, 106,   107,
       105,   2364,   107,   54593,  786,    496,    1707,   1003,   9079,   236761, 106,   107,   105,    4368,  107,
       818,   94648,  18515, 563,    236743, 236800, 236800, 236771, 520,    13030,  236761, 106,  107,    1};
@@ -240,9 +243,25 @@ START_TEST(test_gemma3_tokens_unchanged) {
     gt_tokvec v = render_record(&c, tok, rec);
     ck_assert_int_eq(v.n, (int64_t)(sizeof want / sizeof *want));
     for (int64_t i = 0; i < v.n; i++) {
-      int in_loss = (i >= 22 && i < 29) || (i >= 45 && i < 57); /* the model turns and their <end_of_turn> */
+      int in_loss = (i >= 21 && i < 28) || (i >= 44 && i < 56); /* the model turns and their <end_of_turn> */
       ck_assert_int_eq((int32_t)(v.v[i] & ~GT_TOK_NOLOSS), want[i]);
       ck_assert_msg(!(v.v[i] & GT_TOK_NOLOSS) == (!co || in_loss), "token %lld", (long long)i);
+    }
+    if (co) { /* the whole text, encoded at once: the same ids but the <eos> that closes the document */
+      cJSON *j = cJSON_Parse(rec);
+      gt_chat_msg *m;
+      int nm;
+      ck_assert(gt_doc_messages(cJSON_GetObjectItemCaseSensitive(j, "messages"), "rec", 1, "messages", &m, &nm, &e) ==
+                GT_OK);
+      char *text;
+      ck_assert_msg(gt_chat_render_text(GT_CHAT_GEMMA3, &c, m, nm, 0, &text, &e) == GT_OK, "%s", e.msg);
+      int32_t *ids;
+      int64_t n_ids;
+      ck_assert_msg(gt_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n_ids, &e) == GT_OK, "%s", e.msg);
+      ck_assert_int_eq(n_ids, v.n - 1);
+      for (int64_t i = 0; i < n_ids; i++) ck_assert_int_eq(ids[i], (int32_t)(v.v[i] & ~GT_TOK_NOLOSS));
+      free(ids), free(text), free(m);
+      cJSON_Delete(j);
     }
     gt_tokvec_free(&v);
   }

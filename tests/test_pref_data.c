@@ -153,7 +153,8 @@ START_TEST(test_chat_forms_on_both_templates) {
   const char *chat = "{\"chosen\": [" HIST ", " BLUE "], \"rejected\": [" HIST ", " GREEN "]}\n";
   const char *conv = "{\"prompt\": [" HIST "], \"chosen\": [" BLUE "], \"rejected\": [" GREEN "]}\n";
   /* the prompt as each template renders it (up to the opening of the model
-   * turn, with Gemma 4's larger models' empty thought block), and the text
+   * turn, with Gemma 4's larger models' empty thought block there, and not
+   * on the history's model turn), and the text
    * in the loss: the final turn's content and end-of-turn marker */
   static const struct {
     const char *block, *prompt, *eot;
@@ -163,7 +164,7 @@ START_TEST(test_chat_forms_on_both_templates) {
        "<end_of_turn>\n<start_of_turn>model\n",
        "<end_of_turn>"},
       {"decoder_block=gemma4",
-       "<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>Yo<turn|>\n<|turn>user\nSky?<turn|>\n"
+       "<|turn>user\nHi<turn|>\n<|turn>model\nYo<turn|>\n<|turn>user\nSky?<turn|>\n"
        "<|turn>model\n<|channel>thought\n<channel|>",
        "<turn|>"},
   };

@@ -96,6 +96,41 @@ static gt_rc gt__put_id(gt_tokvec *out, int32_t id, uint32_t flag, gt_err *err) 
   return gt_tokvec_push(out, &v, 1, err);
 }
 
+gt_rc gt_encode_pieces(const gt_encoder *e, const gt_chat_pieces *p, const uint32_t *flags, gt_tokvec *out,
+                       const char *where, gt_err *err) {
+  char *buf = NULL;
+  size_t cap = 0;
+  gt_rc rc = GT_OK;
+  for (int i = 0; i < p->n && !rc;) {
+    if (p->v[i].kind == GT_CHAT_BOS) {
+      rc = gt__put_id(out, e->bos, flags[i], err);
+      i++;
+      continue;
+    }
+    int j = i;
+    size_t len = 0;
+    for (; j < p->n && p->v[j].kind != GT_CHAT_BOS && flags[j] == flags[i]; j++) len += p->v[j].n;
+    const char *text = p->v[i].s;
+    if (j > i + 1) { /* the run's text in one buffer */
+      if (len > cap) {
+        char *nb = realloc(buf, len);
+        if (!nb) {
+          rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory to encode %s (%zu bytes)", where, len);
+          break;
+        }
+        buf = nb, cap = len;
+      }
+      size_t k = 0;
+      for (int q = i; q < j; q++) memcpy(buf + k, p->v[q].s, p->v[q].n), k += p->v[q].n;
+      text = buf;
+    }
+    rc = gt_encode_append(e, text, len, flags[i], out, where, err);
+    i = j;
+  }
+  free(buf);
+  return rc;
+}
+
 /* ---------- record formats ---------- */
 
 /* train_data_columns: comma-separated names, spaces around them dropped */
@@ -289,17 +324,16 @@ static gt_rc gt__render_chat(const gt_encoder *e, const gt_doc_format *f, const 
   uint32_t mask = f->completion_only ? GT_TOK_NOLOSS : 0;
   uint32_t thought = f->train_thinking ? 0 : GT_TOK_NOLOSS;
   snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
+  uint32_t *fl = rc ? NULL : malloc(sizeof *fl * (size_t)(p.n + 1));
+  if (!rc && !fl) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory for %s", where);
   for (int i = 0; i < p.n && !rc; i++) {
-    const gt_chat_piece *pc = &p.v[i];
-    if (pc->kind == GT_CHAT_BOS) {
-      rc = gt__put_id(out, e->bos, mask, err);
-      continue;
-    }
-    uint32_t fl = pc->kind == GT_CHAT_ANSWER ? 0 : pc->kind == GT_CHAT_THOUGHT ? thought : mask;
-    int64_t before = out->n;
-    rc = gt_encode_append(e, pc->s, pc->n, fl, out, where, err);
-    if (pc->kind == GT_CHAT_ANSWER) *n_loss += out->n - before;
+    const int kind = p.v[i].kind;
+    fl[i] = kind == GT_CHAT_ANSWER ? 0 : kind == GT_CHAT_THOUGHT ? thought : mask;
+    /* (a model turn's answer always has its end-of-turn marker) */
+    if (kind == GT_CHAT_ANSWER && p.v[i].n) ++*n_loss;
   }
+  if (!rc) rc = gt_encode_pieces(e, &p, fl, out, where, err);
+  free(fl);
   gt_chat_pieces_free(&p);
   free(cm);
   if (!rc) rc = gt__put_id(out, e->eos, mask, err);

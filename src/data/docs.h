@@ -83,6 +83,14 @@ void gt_encoder_init(gt_encoder *e, const gt_tokenizer *tok, int64_t vocab);
  * not-in-the-loss bit). An id >= vocab is refused naming `where`. */
 gt_rc gt_encode_append(const gt_encoder *e, const char *text, size_t n, uint32_t flag, gt_tokvec *out,
                        const char *where, gt_err *err);
+/* Appends a chat template's pieces (data/chat.h), piece i with flags[i], as
+ * Hugging Face encodes the rendered text whole: a run of adjacent pieces
+ * with the same flag is encoded as one text, so the tokenizer's merges
+ * cross the seams between them (a system message's "\n" and the template's
+ * "\n\n" are Gemma's one "\n\n\n" token, as in the whole text). A <bos>
+ * piece is the encoder's bos id. */
+gt_rc gt_encode_pieces(const gt_encoder *e, const gt_chat_pieces *p, const uint32_t *flags, gt_tokvec *out,
+                       const char *where, gt_err *err);
 
 enum { GT_DOC_TEXT, GT_DOC_PROMPT_COMPLETION, GT_DOC_CHAT };
 typedef struct gt_doc_format {

@@ -134,15 +134,15 @@ static gt_rc gt__chat_side(const gt_encoder *e, const gt__pair_fmt *f, const gt_
     rc = gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: field '%s': no model turn opens the response", file,
                     (long long)line, field);
   snprintf(where, sizeof where, "'%s' line %lld", file, (long long)line);
+  uint32_t *fl = rc ? NULL : malloc(sizeof *fl * (size_t)(p.n + 1));
+  if (!rc && !fl) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory for %s", where);
   for (int i = 0; i < p.n && !rc; i++) {
-    const gt_chat_piece *pc = &p.v[i];
-    uint32_t fl = GT__NOLOSS;
-    if (i >= R) fl = pc->kind == GT_CHAT_ANSWER ? 0 : pc->kind == GT_CHAT_THOUGHT ? f->thought : GT__NOLOSS;
-    if (pc->kind == GT_CHAT_BOS)
-      rc = gt__put(out, e->bos, GT__NOLOSS, err);
-    else
-      rc = gt_encode_append(e, pc->s, pc->n, fl, out, where, err);
+    const int kind = p.v[i].kind;
+    fl[i] = GT__NOLOSS;
+    if (i >= R && kind != GT_CHAT_BOS) fl[i] = kind == GT_CHAT_ANSWER ? 0 : kind == GT_CHAT_THOUGHT ? f->thought : GT__NOLOSS;
   }
+  if (!rc) rc = gt_encode_pieces(e, &p, fl, out, where, err);
+  free(fl);
   if (!rc) rc = gt__put(out, e->eos, GT__NOLOSS, err);
   gt_chat_pieces_free(&p);
   free(all);
