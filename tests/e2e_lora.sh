@@ -84,6 +84,13 @@ EOF
     || fail "$model: decode of the run: $(tail -2 "$work/d1.txt")"
   "$bin" decode --ids "load_parameters_path=$hf" "lora_restore_path=$peft" lora_weight_qtype=nf4 "${prompt[@]}" \
     > "$work/d2.txt" || fail "$model: decode with lora_restore_path: $(tail -2 "$work/d2.txt")"
+  grep -qx "adapters: $peft, trained over '$hf' (its adapter_config.json)" "$work/d2.txt" \
+    || fail "$model: decode does not name the adapters' base: $(grep '^adapters' "$work/d2.txt")"
+  "$bin" train "load_parameters_path=$hf" "lora_restore_path=$peft" lora_weight_qtype=nf4 dataset_type=synthetic \
+    steps=1 sample_tokens=0 enable_checkpointing=false "base_output_directory=$work/runs" run_name="cont-$model" \
+    > "$work/t2.txt" 2>&1 || { cat "$work/t2.txt"; fail "$model: training on with lora_restore_path"; }
+  grep -qx "adapters from $peft, trained over '$hf' (its adapter_config.json); the base here: $hf" "$work/t2.txt" \
+    || fail "$model: train does not name the adapters' base: $(grep '^adapters' "$work/t2.txt")"
   a=$(grep '^ids:' "$work/d1.txt"); b=$(grep '^ids:' "$work/d2.txt")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "$model: the run decodes '$a', its PEFT adapters on the HF base '$b'"
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "decode/decode.h"
 #include "decode/text.h"
+#include "hf/peft.h"
 #include "train/train.h"
 
 static void model_line(const gt_model *m, const gt_config *cfg, const char *path) {
@@ -20,6 +21,10 @@ static void model_line(const gt_model *m, const gt_config *cfg, const char *path
   printf("model: %s, %lld layers (%d local with window %d, %lld global), d=%lld, vocab=%lld; parameters from %s\n",
          cfg->model_name, (long long)m->n_layers, local, window,
          (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, path);
+  /* (PEFT does not check an adapter's base; the user can, from this line) */
+  char base[GT_STR_PATH];
+  if (cfg->lora_restore_path[0] && gt_peft_base_model(cfg->lora_restore_path, base, sizeof base))
+    printf("adapters: %s, trained over '%s' (its adapter_config.json)\n", cfg->lora_restore_path, base);
 }
 
 /* What the cache of n_prompt + max_new - 1 positions takes (the decoder

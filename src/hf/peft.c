@@ -395,6 +395,15 @@ static gt_rc gt__agree(gt_config *cfg, const char *key, const char *have, const 
                     key, have, dir, field, theirs);
 }
 
+int gt_peft_base_model(const char *dir, char *buf, size_t n) {
+  gt_peft_config pc;
+  gt_err e;
+  buf[0] = '\0';
+  if (gt__read_config(dir, &pc, &e) || !pc.base_model[0]) return 0;
+  snprintf(buf, n, "%s", pc.base_model);
+  return 1;
+}
+
 gt_rc gt_peft_apply_config(const char *dir, gt_config *cfg, gt_err *err) {
   gt_peft_config pc;
   gt_rc rc = gt__read_config(dir, &pc, err);

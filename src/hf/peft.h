@@ -96,6 +96,13 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
  * tensor), an explicit lora_dropout is kept (it only changes training).
  * The adapter tensors must be lora_A/lora_B pairs of rank r. */
 gt_rc gt_peft_apply_config(const char *dir, gt_config *cfg, gt_err *err);
+/* The base model the directory's adapters were trained over, as its
+ * adapter_config.json names it (base_model_name_or_path), into buf: 1, or
+ * 0 with buf "" when it names none or cannot be read. PEFT does not check
+ * it against the model it loads adapters onto, and neither does gemtrain
+ * (a local path and a hub id may name the same model): the commands print
+ * it beside the base they load. */
+int gt_peft_base_model(const char *dir, char *buf, size_t n);
 
 /* Fills the adapter tensors of m (in params, a flat buffer of m's layout)
  * from a PEFT directory. Every adapter the model has must be in the file and

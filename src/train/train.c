@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/qstore.h"
 #include "train/config_agree.h"
+#include "hf/peft.h"
 #include "train/diloco.h"
 #include "train/goodput.h"
 #include "train/plan.h"
@@ -182,6 +183,10 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
     gt_report_note(r, "adapters (LoRA): %lld parameters in %d tensors, rank %d, scale %g, dropout %g\n",
                    (long long)m->n_lora_params, m->n_lora_tensors, m->lora_rank, (double)m->lora_scale,
                    (double)m->lora_dropout);
+  char peft_base[GT_STR_PATH];
+  if (m->n_lora_tensors && c->lora_restore_path[0] && gt_peft_base_model(c->lora_restore_path, peft_base, sizeof peft_base))
+    gt_report_note(r, "adapters from %s, trained over '%s' (its adapter_config.json); the base here: %s\n",
+                   c->lora_restore_path, peft_base, c->load_parameters_path);
   if (m->n_frozen_tensors)
     gt_report_note(r, "trainable parameters: %lld, frozen: %lld in %d tensors (no gradient, no optimizer state)\n",
                    (long long)m->n_trainable, (long long)(n_el - m->n_trainable), m->n_frozen_tensors);
