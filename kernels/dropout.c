@@ -34,25 +34,32 @@ static inline uint64_t gt__drop_draws(uint64_t key, uint64_t j) {
   return z ^ (z >> 31);
 }
 
+/* A chunk's draws: the stream's outputs as 64-bit words, read back as the
+ * 32-bit halves in column order (x86 is little-endian: word j's low half
+ * is column 2j, its high half column 2j + 1). The two loops vectorise
+ * without shuffles: the hash on 8 words, the comparison on 16 halves. */
+typedef union gt__draws {
+  uint64_t q[GT__DROP_CHUNK / 2 + 1];
+  uint32_t d[GT__DROP_CHUNK + 2];
+} gt__draws;
+
 void gt_dropout_mask(uint8_t *keep, uint64_t key, int64_t c0, int64_t n, uint64_t thresh) {
-  if (n <= 0) return;
-  int64_t i = 0;
-  if (c0 & 1) { /* an odd first column: the high half of its pair */
-    keep[0] = (uint8_t)((gt__drop_draws(key, (uint64_t)c0 >> 1) >> 32) >= thresh);
-    i = 1;
+  if (thresh > 0xFFFFFFFFull) { /* p = 1: no 32-bit draw reaches 2^32 */
+    if (n > 0) memset(keep, 0, (size_t)n);
+    return;
   }
-  const int64_t np = (n - i) / 2;
-  const uint64_t j0 = (uint64_t)(c0 + i) >> 1;
-  uint8_t *k = keep + i;
+  const uint32_t t = (uint32_t)thresh;
+  gt__draws w;
+  for (int64_t s = 0; s < n; s += GT__DROP_CHUNK) {
+    const int64_t cn = n - s < GT__DROP_CHUNK ? n - s : GT__DROP_CHUNK, c = c0 + s;
+    const uint64_t j0 = (uint64_t)c >> 1;
+    const int off = (int)(c & 1), np = (int)((off + cn + 1) / 2);
 #pragma omp simd
-  for (int64_t j = 0; j < np; j++) {
-    const uint64_t z = gt__drop_draws(key, j0 + (uint64_t)j);
-    k[2 * j] = (uint8_t)((z & 0xFFFFFFFFull) >= thresh);
-    k[2 * j + 1] = (uint8_t)((z >> 32) >= thresh);
+    for (int j = 0; j < np; j++) w.q[j] = gt__drop_draws(key, j0 + (uint64_t)j);
+    uint8_t *k = keep + s;
+#pragma omp simd
+    for (int64_t i = 0; i < cn; i++) k[i] = (uint8_t)(w.d[off + i] >= t);
   }
-  i += 2 * np;
-  if (i < n) /* an even last column: the low half of its pair */
-    keep[i] = (uint8_t)((gt__drop_draws(key, (uint64_t)(c0 + i) >> 1) & 0xFFFFFFFFull) >= thresh);
 }
 
 /* What a row's sweep does with its mask */
