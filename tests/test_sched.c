@@ -148,7 +148,10 @@ START_TEST(test_wsd_edges) {
 }
 END_TEST
 
-/* gt_lr_at's cosine formula as it was before lr_schedule_type existed */
+/* gt_lr_at's cosine formula as it was before lr_schedule_type existed,
+ * but that a cosine of one step (steps=1, or warmup leaving one step) runs
+ * at the final rate, as MaxText's make_cos_schedule (pct 1) and the WSD
+ * pieces, where it ran at the peak rate */
 static double cosine_before(const gt_config *c, int64_t step) {
   int64_t S = c->learning_rate_schedule_steps > 0 ? c->learning_rate_schedule_steps : c->steps;
   int64_t warm = (int64_t)((double)S * c->warmup_steps_fraction);
@@ -156,7 +159,7 @@ static double cosine_before(const gt_config *c, int64_t step) {
   if (step < warm) return lr * (double)step / (double)warm;
   if (step >= S) return 0.0;
   int64_t n = S - warm, k = step - warm;
-  double pct = n > 1 ? (double)k / (double)(n - 1) : 0.0;
+  double pct = n > 1 ? (double)k / (double)(n - 1) : 1.0;
   double a = 0.5 * (1.0 + cos(3.14159265358979323846 * pct));
   return lr * a + lr * c->learning_rate_final_fraction * (1.0 - a);
 }
@@ -173,6 +176,13 @@ START_TEST(test_cosine_unchanged) {
       snprintf(c.lr_schedule_type, sizeof c.lr_schedule_type, "%s", types[t]);
       for (long long s = 0; s < c.steps + 2; s++) ck_assert(gt_lr_at(&c, s) == cosine_before(&c, s));
     }
+  /* a one-step cosine: the final rate, not the peak */
+  gt_config one = wsd_cfg(1, -1, 0.1, 0.3, "cosine"), late = wsd_cfg(10, -1, 0.9, 0.3, "cosine");
+  snprintf(one.lr_schedule_type, sizeof one.lr_schedule_type, "cosine");
+  snprintf(late.lr_schedule_type, sizeof late.lr_schedule_type, "cosine");
+  ck_assert(fabs(gt_lr_at(&one, 0) - one.learning_rate * one.learning_rate_final_fraction) <= 1e-15);
+  ck_assert(fabs(gt_lr_at(&late, 9) - late.learning_rate * late.learning_rate_final_fraction) <= 1e-15);
+  ck_assert(gt_lr_at(&late, 8) < late.learning_rate && gt_lr_at(&late, 8) > 0);
 }
 END_TEST
 

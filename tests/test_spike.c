@@ -183,6 +183,18 @@ START_TEST(test_save_load_continues) {
   gt_spike_stats(&c, 0, &m, &s);
   ref_stats(rec.loss, rec.n, 4, &rm, &rs);
   ck_assert(fabs(m - rm) <= 1e-12 * rm && fabs(s - rs) <= 1e-12 * fmax(rs, 1e-3));
+  /* restored into a wider window: the record's 10 values and no empty
+   * slots (they would be zeros in the mean and the std) */
+  gt_spike w;
+  gt_spike_init(&w, 16, 1.0);
+  gt_spike_load(&w, &rec);
+  ck_assert_int_eq(gt_spike_held(&w), 10);
+  gt_spike_stats(&w, 0, &m, &s);
+  ref_stats(rec.loss, rec.n, 10, &rm, &rs);
+  ck_assert(fabs(m - rm) <= 1e-12 * rm && fabs(s - rs) <= 1e-12 * fmax(rs, 1e-3));
+  /* it fills up to the wider interval, the oldest values first out after */
+  for (int i = 0; i < 6; i++) gt_spike_push(&w, 2.0, 0.5);
+  ck_assert_int_eq(gt_spike_held(&w), 16);
   /* an empty record: an empty window */
   gt_ckpt_spike none;
   memset(&none, 0, sizeof none);

@@ -58,7 +58,9 @@ double gt_lr_at(const gt_config *c, int64_t step) {
   if (step < warm) return lr * (double)step / (double)warm;
   if (step >= S) return 0.0;
   int64_t n = S - warm, k = step - warm;
-  double pct = n > 1 ? (double)k / (double)(n - 1) : 0.0;
+  /* (one cosine step runs at the final rate, as make_cos_schedule and the
+   * WSD pieces' gt__cos_piece) */
+  double pct = n > 1 ? (double)k / (double)(n - 1) : 1.0;
   double a = 0.5 * (1.0 + cos(M_PI_VALUE * pct));
   return lr * a + lr * c->learning_rate_final_fraction * (1.0 - a);
 }

@@ -77,6 +77,10 @@ void gt_spike_load(gt_spike *g, const gt_ckpt_spike *in) {
   int n = in->n < 0 ? 0 : in->n > GT_CKPT_SPIKE_MAX ? GT_CKPT_SPIKE_MAX : in->n;
   int keep = n < g->interval ? n : (int)g->interval;
   int64_t count = in->count < n ? n : in->count; /* a record holds at most count values */
+  /* a window wider than the record holds only its `keep` values and fills
+   * up from there, as a new run's does (counting the writer's steps would
+   * hold empty slots as zeros: gt_spike_held is min(count, interval)) */
+  if (keep < g->interval) count = keep;
   /* the newest `keep` values, at the slots they had in the writer's run */
   g->count = count - keep;
   for (int i = n - keep; i < n; i++) gt_spike_push(g, in->loss[i], in->grad_norm[i]);
