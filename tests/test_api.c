@@ -333,6 +333,11 @@ START_TEST(test_keys_get_set) {
     types[k->type]++;
   }
   for (int t = 0; t < 5; t++) ck_assert_int_gt(types[t], 0);
+  /* model_name chooses the preset: gt_ctx_set does not rename it */
+  ck_assert_int_eq(gt_ctx_set(c, "model_name", "gemma3-1b"), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "'model_name'") && strstr(gt_ctx_error(c), "gt_ctx_configure"), "%s",
+                gt_ctx_error(c));
+  ck_assert(gt_ctx_get(c, "model_name", v, sizeof v) == GT_OK && !strcmp(v, "gemma3-tiny"));
   /* integer (long long and int fields) */
   int64_t iv;
   ck_assert(gt_ctx_set(c, "base_emb_dim", "48") == GT_OK && gt_ctx_get_int(c, "base_emb_dim", &iv) == GT_OK);

@@ -183,6 +183,16 @@ START_TEST(test_yaml_parser_values) {
   ck_assert_int_eq(cJSON_GetArraySize(l), 2);
   ck_assert_str_eq(cJSON_GetArrayItem(l, 1)->valuestring, "#2");
   cJSON_Delete(o);
+  /* an apostrophe inside a plain scalar opens no quote: the comment after
+   * it is still a comment */
+  const char *t2 = "run_name: bob's_run  # mine\nsample_prompt: It's \"here\" # c\nx: [a, 'b # c', d] # e\n";
+  ck_assert_int_eq(gt_config_parse_yaml(t2, strlen(t2), "t2.yml", &o, &e), GT_OK);
+  ck_assert_str_eq(cJSON_GetObjectItem(o, "run_name")->valuestring, "bob's_run");
+  ck_assert_str_eq(cJSON_GetObjectItem(o, "sample_prompt")->valuestring, "It's \"here\"");
+  c = cJSON_GetObjectItem(o, "x");
+  ck_assert_int_eq(cJSON_GetArraySize(c), 3);
+  ck_assert_str_eq(cJSON_GetArrayItem(c, 1)->valuestring, "b # c");
+  cJSON_Delete(o);
 }
 END_TEST
 

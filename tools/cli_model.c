@@ -30,7 +30,7 @@ int gt_cli_load_params(const char *path, long long max_target_length, gt_config 
   if (rc) {
     gt_model_free(m);
     fprintf(stderr, "gemtrain: %s\n", err.msg);
-    return 2;
+    return gt_cli_exit_code(rc);
   }
   if (info) *info = src.hf;
   return 0;

@@ -215,9 +215,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
       if (!strcmp(cmd, commands[i].name)) return run_command(&commands[i], argc - 2, argv + 2);
   }
-  fprintf(stderr,
-          "gemtrain: unknown command '%s'; expected train, plan, bench, sweep, convert, logit-check, decode, "
-          "tokenize or data (see gemtrain --help)\n",
-          cmd);
+  /* the commands as the table has them, so the list cannot lag behind it */
+  const size_t nc = sizeof commands / sizeof commands[0];
+  fprintf(stderr, "gemtrain: unknown command '%s'; expected ", cmd);
+  for (size_t i = 0; i < nc; i++)
+    fprintf(stderr, "%s%s", commands[i].name, i + 2 < nc ? ", " : i + 1 < nc ? " or " : "");
+  fprintf(stderr, " (see gemtrain --help)\n");
   return GT_EXIT_CONFIG;
 }

@@ -58,7 +58,8 @@ GT_API gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, co
  * keys are checked against each other at gt_ctx_init. A key set here counts
  * as the user's, like an override given to gt_ctx_configure (a model key
  * that contradicts load_parameters_path's model is refused). Setting a key
- * after gt_ctx_init is refused: configure again. */
+ * after gt_ctx_init is refused: configure again; so is changing model_name,
+ * which gt_ctx_configure takes (it chooses the preset the keys layer on). */
 GT_API gt_rc gt_ctx_set(gt_ctx *c, const char *key, const char *value);
 /* The value of key as text into buf (n bytes; GT_ERR_ARG when it does not
  * fit). Floats are written in the shortest form that reads back exactly. */

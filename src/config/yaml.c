@@ -42,15 +42,23 @@ static gt_rc gt__yfail(const gt__yl *y, const char *why) {
                     "with lists of scalars)", y->path, y->line, why);
 }
 
+/* Whether the quote at p opens a quoted scalar: it starts the line, or
+ * follows (blanks aside) a "key:", a flow list's '[' or ',', or a block
+ * list's '-'. Elsewhere (bob's_run) it is a character of a plain scalar. */
+static int gt__yopens(const char *s, const char *p) {
+  while (p > s && (p[-1] == ' ' || p[-1] == '\t')) p--;
+  return p == s || p[-1] == ':' || p[-1] == '[' || p[-1] == ',' || p[-1] == '-';
+}
+
 /* Cuts a trailing comment (a '#' at the start or after a blank, outside
- * quotes) and trailing blanks. */
+ * quoted scalars) and trailing blanks. */
 static void gt__ystrip(char *s) {
   char q = 0;
   for (char *p = s; *p; p++) {
     if (q) {
       if (*p == '\\' && q == '"' && p[1]) p++;
       else if (*p == q) q = 0;
-    } else if (*p == '\'' || *p == '"') {
+    } else if ((*p == '\'' || *p == '"') && gt__yopens(s, p)) {
       q = *p;
     } else if (*p == '#' && (p == s || isspace((unsigned char)p[-1]))) {
       *p = '\0';

@@ -153,6 +153,13 @@ gt_rc gt_ctx_set(gt_ctx *c, const char *key, const char *value) {
                       "api: key '%s' cannot change after gt_ctx_init (the model is built from it); call "
                       "gt_ctx_configure again",
                       key);
+  /* model_name chooses the preset the other keys layer on: setting it alone
+   * would rename the old preset's shapes */
+  if (!strcmp(key, "model_name") && strcmp(value, c->cfg.model_name))
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: gt_ctx_set cannot change key 'model_name' (to '%s'): it chooses the preset the other "
+                      "keys are layered on; call gt_ctx_configure with the model name",
+                      value);
   /* the old config comes back on any refusal: a refused set changes nothing */
   gt_config *old = malloc(sizeof *old);
   if (!old) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to set key '%s'", key);
