@@ -111,6 +111,20 @@ grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | .*| the plan needs' "$wo
 grep -q '^| 1 | full | 1 | 0 | 3 | would_run |' "$work/dry.txt" || { cat "$work/dry.txt"; fail "dry run row 1"; }
 [ ! -e "$work/dry" ] || fail "the dry run wrote its directory"
 
+# a point over load_parameters_path is planned with that source's model, as
+# train and plan take it (not the default preset's)
+"$bin" train model_name=gemma3-tiny base_emb_dim=96 dataset_type=synthetic steps=1 sample_tokens=0 run_name=src \
+  "base_output_directory=$work/src_runs" > "$work/src.txt" 2>&1 || { cat "$work/src.txt"; fail "the source run"; }
+cat > "$work/src.json" <<EOF
+{"base": {"overrides": {"load_parameters_path": "$work/src_runs/src", "dataset_type": "synthetic", "eval_interval": -1}},
+ "grid": {"learning_rate": [0.001]}, "steps": 1, "metrics": ["planned_peak_bytes"]}
+EOF
+want=$("$bin" plan "load_parameters_path=$work/src_runs/src" dataset_type=synthetic steps=1 \
+  | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p')
+(cd "$work" && "$bin" sweep --dry-run src.json) > "$work/srcdry.txt" || { cat "$work/srcdry.txt"; fail "the source dry run"; }
+grep -q "^| 1 | 0.001 | would_run | $want |" "$work/srcdry.txt" \
+  || { cat "$work/srcdry.txt"; fail "the point over load_parameters_path is not planned as gemtrain plan plans it ($want MiB)"; }
+
 # a rerun runs nothing twice
 stamp() { stat -c '%y %n' "$d"/runs/*.log "$d"/runs/*/metrics.jsonl; }
 stamp > "$work/stamps1"

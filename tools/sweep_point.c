@@ -64,6 +64,9 @@ int gt_sweep_point_check(const gt_sweep *s, const gt_sweep_kvs *ov, const gt_swe
   gt_config cfg;
   int loaded = gt_config_load(&cfg, NULL, s->base_config[0] ? s->base_config : NULL, args->n,
                               (const char *const *)args->kv, &e) == GT_OK;
+  /* load_parameters_path's model, as train and plan take it: the plan and
+   * the swept model keys are its, not the preset's */
+  if (loaded && gt_plan_apply_source(&cfg, &e)) loaded = 0;
   /* each swept key's value as run: the override as written, else the
    * resolved config's (so a point that leaves a key alone shows its value) */
   for (int q = 0; q < s->n_keys; q++) {
