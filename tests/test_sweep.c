@@ -170,6 +170,13 @@ START_TEST(test_refusals) {
   refused("{\"grid\": {\"steps\": [1]}, \"metrics\": [\"final_loss\"], \"metrics\": [\"final_loss\", "
           "\"final_loss\"]}",
           "key 'metrics' appears twice");
+  /* and inside a grid, a point or the base (the first list was dropped) */
+  refused("{\"grid\": {\"a\": [1, 2], \"a\": [3, 4]}}", "grid: key 'a' appears twice");
+  refused("{\"grids\": [{\"a\": [1]}, {\"b\": [1], \"b\": [2]}]}", "grids[1]: key 'b' appears twice");
+  refused("{\"points\": [{\"steps\": 1}, {\"steps\": 1, \"steps\": 2}]}", "points[1]: key 'steps' appears twice");
+  refused("{\"base\": {\"overrides\": {\"steps\": 1, \"steps\": 2}}, \"points\": [{}]}",
+          "base.overrides: key 'steps' appears twice");
+  refused("{\"base\": {\"overrides\": {}, \"overrides\": {}}, \"points\": [{}]}", "base: key 'overrides' appears twice");
   refused("{\"grid\": {\"a\": [1, 2]},\n \"steps\": 3,,}", "is not valid JSON (near line 2)");
   refused("not json at all", "is not valid JSON");
   refused("[1, 2]", "must hold a JSON object");

@@ -87,10 +87,23 @@ static gt_rc gt__add_point(gt_sweep *s, gt_sweep_kvs *kv, gt_err *err) {
 }
 
 /* The cross product of a grid, the file's key order, last key fastest. */
+/* A key given twice in one object is refused, as in a config file (cJSON
+ * keeps both and the loops would take one silently). */
+static gt_rc gt__once(const gt_sweep *s, const cJSON *obj, const char *where, gt_err *err) {
+  for (const cJSON *it = obj->child; it; it = it->next)
+    for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+      if (!strcmp(prev->string, it->string))
+        return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s: key '%s' appears twice; set each key once", s->path,
+                          where, it->string);
+  return GT_OK;
+}
+
 static gt_rc gt__expand_grid(gt_sweep *s, const cJSON *g, const char *where, gt_err *err) {
   if (!cJSON_IsObject(g))
     return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s must be an object of key: [values], found %s", s->path,
                       where, gt__sweep_json_kind(g));
+  gt_rc orc = gt__once(s, g, where, err);
+  if (orc) return orc;
   int m = cJSON_GetArraySize(g);
   if (m == 0)
     return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': %s is empty; expected key: [values, ...]", s->path, where);
@@ -162,6 +175,10 @@ static gt_rc gt__parse_points(gt_sweep *s, const cJSON *pts, gt_err *err) {
     if (!cJSON_IsObject(p))
       return gt_err_set(err, GT_ERR_CONFIG, "%s must be an object {key: value}, found %s", where,
                         gt__sweep_json_kind(p));
+    char at[32];
+    snprintf(at, sizeof at, "points[%d]", i);
+    gt_rc orc = gt__once(s, p, at, err);
+    if (orc) return orc;
     gt_sweep_kvs kv = {0, 0, NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, p) {
@@ -191,6 +208,8 @@ static gt_rc gt__parse_base(gt_sweep *s, const cJSON *b, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "sweep: '%s': base must be an object {\"config\": file, \"overrides\": {...}}, found %s", s->path,
                       gt__sweep_json_kind(b));
+  gt_rc orc = gt__once(s, b, "base", err);
+  if (orc) return orc;
   const cJSON *it;
   cJSON_ArrayForEach(it, b) {
     if (!strcmp(it->string, "config")) {
@@ -213,6 +232,7 @@ static gt_rc gt__parse_base(gt_sweep *s, const cJSON *b, gt_err *err) {
       if (!cJSON_IsObject(it))
         return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': base.overrides must be an object {key: value}, found %s",
                           s->path, gt__sweep_json_kind(it));
+      if ((orc = gt__once(s, it, "base.overrides", err))) return orc;
       gt_sweep_kvs kv = {s->n_base, s->n_base, s->base};
       const cJSON *o;
       char where[GT_STR_PATH + 32];
@@ -261,16 +281,14 @@ static gt_rc gt__parse_plot(gt_sweep *s, const cJSON *p, gt_err *err) {
 }
 
 static gt_rc gt__parse_obj(gt_sweep *s, const cJSON *j, gt_err *err) {
+  /* (a second "metrics" list once wrote past the first one's array) */
+  gt_rc orc = gt__once(s, j, "the sweep file", err);
+  if (orc) return orc;
   const cJSON *it;
   int have_points = 0;
   cJSON_ArrayForEach(it, j) {
     const char *k = it->string;
     gt_rc rc = GT_OK;
-    /* a key given twice is refused, as in a config file (a second "metrics"
-     * list once wrote past the first one's array) */
-    for (const cJSON *prev = j->child; prev != it; prev = prev->next)
-      if (!strcmp(prev->string, k))
-        return gt_err_set(err, GT_ERR_CONFIG, "sweep: '%s': key '%s' appears twice; set each key once", s->path, k);
     if (!strcmp(k, "base")) {
       rc = gt__parse_base(s, it, err);
     } else if (!strcmp(k, "grid")) {
