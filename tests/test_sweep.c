@@ -349,18 +349,21 @@ START_TEST(test_exit_status_mapping) {
     gt_sweep_exit x;
     gt_sweep_status want;
   } cases[] = {
-      {{0, 0, GT_EXIT_OK}, GT_SWEEP_OK},
-      {{0, 0, GT_EXIT_ERROR}, GT_SWEEP_FAILED},
-      {{0, 0, GT_EXIT_CONFIG}, GT_SWEEP_CONFIG_ERROR},
-      {{0, 0, GT_EXIT_PLAN}, GT_SWEEP_DOES_NOT_FIT},
-      {{0, 0, GT_EXIT_NUMERIC}, GT_SWEEP_DIVERGED},
-      {{0, 0, 127}, GT_SWEEP_FAILED}, /* exec failed */
-      {{0, 0, GT_EXIT_STOPPED}, GT_SWEEP_PENDING}, /* stopped after a checkpoint: resumed on the next run */
-      {{0, 0, 6}, GT_SWEEP_FAILED},
-      {{0, 11, -1}, GT_SWEEP_CRASHED},
-      {{0, 9, -1}, GT_SWEEP_CRASHED}, /* the OOM killer */
-      {{1, 9, -1}, GT_SWEEP_TIMEOUT}, /* our own kill at point_timeout_s */
-      {{1, 0, 0}, GT_SWEEP_TIMEOUT},  /* it ended as the timeout struck */
+      {{0, 0, GT_EXIT_OK, 0}, GT_SWEEP_OK},
+      {{0, 0, GT_EXIT_ERROR, 0}, GT_SWEEP_FAILED},
+      {{0, 0, GT_EXIT_CONFIG, 0}, GT_SWEEP_CONFIG_ERROR},
+      {{0, 0, GT_EXIT_PLAN, 0}, GT_SWEEP_DOES_NOT_FIT},
+      {{0, 0, GT_EXIT_NUMERIC, 0}, GT_SWEEP_DIVERGED},
+      {{0, 0, 127, 0}, GT_SWEEP_FAILED}, /* exec failed */
+      {{0, 0, GT_EXIT_STOPPED, 0}, GT_SWEEP_PENDING}, /* stopped after a checkpoint: resumed on the next run */
+      {{0, 0, 6, 0}, GT_SWEEP_FAILED},
+      {{0, 11, -1, 0}, GT_SWEEP_CRASHED},
+      {{0, 9, -1, 0}, GT_SWEEP_CRASHED}, /* the OOM killer */
+      {{1, 9, -1, 0}, GT_SWEEP_TIMEOUT}, /* our own kill at point_timeout_s */
+      {{1, 0, 0, 0}, GT_SWEEP_TIMEOUT},  /* it ended as the timeout struck */
+      {{0, 15, -1, 1}, GT_SWEEP_PENDING}, /* the stopping sweep's SIGTERM before its handler: resumed */
+      {{0, 15, -1, 0}, GT_SWEEP_CRASHED}, /* a SIGTERM the sweep did not send */
+      {{0, 9, -1, 1}, GT_SWEEP_CRASHED},  /* SIGKILL while stopping: not the sweep's */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     ck_assert_msg(gt_sweep_status_of_exit(cases[i].x) == cases[i].want, "case %zu: %s, expected %s", i,
@@ -377,18 +380,18 @@ START_TEST(test_exit_status_mapping) {
   fclose(f);
   gt_sweep_result r;
   gt_sweep_result_init(&r);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED); /* not does_not_fit, not diverged: the log says so, the exit does not */
   ck_assert_str_eq(r.reason, "train: the plan needs 9.0 MiB but the limit is 1.0 MiB");
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DOES_NOT_FIT);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED);
   ck_assert_msg(strstr(r.reason, "exited 0 but cannot read"), "%s", r.reason);
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"peak_memory_bytes\": 7}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_OK);
   ck_assert_str_eq(r.reason, "");
   ck_assert(r.final_loss == 5.5 && r.median_step_seconds == 0.5 && r.measured_peak_bytes == 7);
@@ -396,15 +399,15 @@ START_TEST(test_exit_status_mapping) {
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"seconds\": 0.5}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DIVERGED);
   ck_assert(isnan(r.median_step_seconds));
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1, 0}, metrics, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_CRASHED);
   ck_assert_int_eq(r.signal, 11);
   ck_assert_msg(strstr(r.reason, "killed by signal 11") && strstr(r.reason, "after 1 steps"), "%s", r.reason);
   r.wall_seconds = 2.5;
-  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1}, metrics, log, 2);
+  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1, 0}, metrics, log, 2);
   ck_assert_int_eq(r.status, GT_SWEEP_TIMEOUT);
   ck_assert_int_eq(r.signal, 0);
   ck_assert_str_eq(r.reason, "killed after 2.5 s (point_timeout_s = 2) at step 1");

@@ -21,6 +21,10 @@ void gt_sweep_msg(char *buf, size_t n, const char *fmt, ...) {
 
 gt_sweep_status gt_sweep_status_of_exit(gt_sweep_exit x) {
   if (x.timed_out) return GT_SWEEP_TIMEOUT;
+  /* the sweep's own SIGTERM, which struck before the point's handler was
+   * in place (a point started just before the stop): not a crash, it runs
+   * on the sweep's next run */
+  if (x.signal == SIGTERM && x.stopping) return GT_SWEEP_PENDING;
   if (x.signal) return GT_SWEEP_CRASHED;
   switch (x.code) {
     case GT_EXIT_OK: return GT_SWEEP_OK;
@@ -103,8 +107,13 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
   switch (res->status) {
     case GT_SWEEP_OK: break;
     case GT_SWEEP_PENDING:
-      snprintf(res->reason, sizeof res->reason, "stopped after %lld steps and checkpointed; it resumes on the next run",
-               res->steps_done);
+      if (x.signal) /* the sweep's SIGTERM came before the point could take it */
+        snprintf(res->reason, sizeof res->reason,
+                 "stopped by the sweep's SIGTERM after %lld steps, before it could checkpoint; it runs on the next run",
+                 res->steps_done);
+      else
+        snprintf(res->reason, sizeof res->reason, "stopped after %lld steps and checkpointed; it resumes on the next run",
+                 res->steps_done);
       break;
     case GT_SWEEP_TIMEOUT:
       snprintf(res->reason, sizeof res->reason, "killed after %.1f s (point_timeout_s = %g) at step %lld",

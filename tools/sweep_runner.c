@@ -236,11 +236,11 @@ static pid_t gt__start(gt__runner *r, int k) {
 }
 
 /* Classify a point whose process has ended, by how it ended. */
-static void gt__reap(gt__runner *r, const gt__slot *sl, int wstatus) {
+static void gt__reap(gt__runner *r, const gt__slot *sl, int wstatus, int stopping) {
   gt_sweep_result *res = &r->res[sl->k];
   res->wall_seconds = gt_prof_now() - sl->t0;
   gt_sweep_exit x = {sl->killed, WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
-                     WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1};
+                     WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, stopping != 0};
   char log[2 * GT_STR_PATH + 64], metrics[2 * GT_STR_PATH + 64];
   snprintf(log, sizeof log, "%s/%s", r->dir, res->log);
   snprintf(metrics, sizeof metrics, "%s/runs/point-%d/metrics.jsonl", r->dir, sl->k + 1);
@@ -393,7 +393,7 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
       pid_t got = waitpid(slots[i].pid, &ws, WNOHANG);
       if (got == slots[i].pid || (got < 0 && errno != EINTR)) {
         if (got < 0) ws = 0x7f00; /* lost the child: classify as an exit with 127 */
-        gt__reap(&r, &slots[i], ws);
+        gt__reap(&r, &slots[i], ws, stopping);
         gt__finish(&r, slots[i].k, 1);
         slots[i--] = slots[--n_run];
         continue;

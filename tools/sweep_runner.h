@@ -85,6 +85,7 @@ typedef struct gt_sweep_exit {
   int timed_out; /* the runner killed it at point_timeout_s */
   int signal;    /* ended by this signal; 0: it exited */
   int code;      /* its exit status, when signal == 0 */
+  int stopping;  /* the sweep was stopping: it had sent the point SIGTERM */
 } gt_sweep_exit;
 
 /* The status an ending names, from `gemtrain train`'s exit status
