@@ -240,17 +240,17 @@ static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *fi
   return GT_OK;
 }
 
-/* A string member of message k, or NULL when absent; another type is refused. */
-static gt_rc gt__msg_string(const cJSON *m, const char *key, const char *file, int64_t line, const char *name, int k,
-                            const char **s, gt_err *err) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
-  *s = NULL;
-  if (!v || cJSON_IsNull(v)) return GT_OK;
-  if (!cJSON_IsString(v) || !v->valuestring)
-    return gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] has '%s' %s; expected a string", file,
-                      (long long)line, name, k, key, gt_json_type_name(v));
-  *s = v->valuestring;
-  return GT_OK;
+const cJSON *gt_doc_reasoning(const cJSON *msg, const char **key) {
+  static const char *const keys[] = {"reasoning", "reasoning_content", "thinking"};
+  for (int i = 0; i < 3; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, keys[i]);
+    if (v && !cJSON_IsNull(v)) {
+      *key = keys[i];
+      return v;
+    }
+  }
+  *key = NULL;
+  return NULL;
 }
 
 gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const char *name, gt_chat_msg **out, int *n,
@@ -285,12 +285,14 @@ gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const c
     }
     cm[k].role = role->valuestring;
     cm[k].content = content->valuestring;
-    /* the reasoning: Google's template reads 'reasoning', then 'reasoning_content' */
-    const char *th = NULL;
-    static const char *const keys[] = {"reasoning", "reasoning_content", "thinking"};
-    for (int i = 0; i < 3 && !rc && !th; i++) rc = gt__msg_string(m, keys[i], file, line, name, k, &th, err);
-    if (rc) break;
-    cm[k].thinking = th;
+    const char *th_key;
+    const cJSON *th = gt_doc_reasoning(m, &th_key);
+    if (th && (!cJSON_IsString(th) || !th->valuestring)) {
+      rc = gt_err_set(err, GT_ERR_FORMAT, "data: '%s' line %lld: %s[%d] has '%s' %s; expected a string", file,
+                      (long long)line, name, k, th_key, gt_json_type_name(th));
+      break;
+    }
+    cm[k].thinking = th ? th->valuestring : NULL;
     k++;
   }
   if (rc) {

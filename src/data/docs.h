@@ -115,6 +115,12 @@ gt_rc gt_doc_render(const gt_encoder *e, const gt_doc_format *f, const struct cJ
  * array pointing into msgs' strings (free it; msgs must outlive it). Not an
  * array, empty, or a message without string role and content is refused
  * naming the file, the line and the message. */
+/* A chat message's reasoning member: the first of 'reasoning' and
+ * 'reasoning_content' (the keys Google's Gemma 4 template reads), then
+ * 'thinking', that is present and not null (its key in *key), or NULL. The
+ * caller checks that it is a string. SFT data and decode's messages read
+ * it alike. */
+const struct cJSON *gt_doc_reasoning(const struct cJSON *msg, const char **key);
 gt_rc gt_doc_messages(const struct cJSON *msgs, const char *file, int64_t line, const char *name, gt_chat_msg **out,
                       int *n, gt_err *err);
 

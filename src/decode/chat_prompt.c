@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/chat.h"
+#include "data/docs.h"
 #include "decode/text.h"
 
 static char *gt__dup(const char *s) { return s ? strdup(s) : NULL; }
@@ -79,15 +80,9 @@ gt_rc gt_decode_chat_parse(const char *json, const char *where, gt_decode_chat *
   int k = 0;
   if (!rc) cJSON_ArrayForEach(m, ms) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-    /* the reasoning under the keys training reads (data/docs.c): Google's
-     * template's 'reasoning' and 'reasoning_content', then 'thinking' */
-    static const char *const th_keys[] = {"reasoning", "reasoning_content", "thinking"};
-    const cJSON *th = NULL;
-    const char *th_key = NULL;
-    for (int i = 0; i < 3 && !th; i++) {
-      const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, th_keys[i]);
-      if (v && !cJSON_IsNull(v)) th = v, th_key = th_keys[i];
-    }
+    /* the reasoning under the keys training reads */
+    const char *th_key;
+    const cJSON *th = gt_doc_reasoning(m, &th_key);
     char *content = NULL;
     if (!cJSON_IsString(role))
       rc = gt_err_set(err, GT_ERR_FORMAT, "decode: %s: messages[%d] has no \"role\" string", where, k);
