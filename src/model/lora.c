@@ -70,11 +70,17 @@ static void gt__drop_part(void *arg, int64_t n0, int64_t n1) {
   }
 }
 
+/* One sweep of a's mode over N rows, across the team when large enough */
+static void gt__drop_rows(const gt__drop_args *a, int64_t N) {
+  gt_team_for(N * a->in > 65536, N, gt__drop_part, (void *)a);
+}
+
 /* The adapter's input: x itself, or drop(x) in `buf` (then written). */
 static const float *gt__input(const gt_layer_io *io, gt_lparam s, const float *x, float *buf, int64_t N, int64_t in) {
   if (!buf) return x;
-  gt__drop_args a = {io->m, io->L->index, (int)s, GT__DROP_APPLY, in, buf, x, NULL, NULL, NULL};
-  gt_team_for(N * in > 65536, N, gt__drop_part, &a);
+  const gt__drop_args a = {.m = io->m, .layer = io->L->index, .slot = (int)s, .mode = GT__DROP_APPLY, .in = in,
+                           .y = buf, .x = x};
+  gt__drop_rows(&a, N);
   gt__act_round(io->m, buf, N * in);
   return buf;
 }
@@ -85,8 +91,9 @@ static const float *gt__input(const gt_layer_io *io, gt_lparam s, const float *x
 static const uint16_t *gt__input16(const gt_layer_io *io, gt_lparam s, const uint16_t *x16, uint16_t *buf16,
                                    int64_t N, int64_t in) {
   if (!buf16) return x16;
-  gt__drop_args a = {io->m, io->L->index, (int)s, GT__DROP_APPLY16, in, NULL, NULL, NULL, x16, buf16};
-  gt_team_for(N * in > 65536, N, gt__drop_part, &a);
+  const gt__drop_args a = {.m = io->m, .layer = io->L->index, .slot = (int)s, .mode = GT__DROP_APPLY16, .in = in,
+                           .x16 = x16, .y16 = buf16};
+  gt__drop_rows(&a, N);
   return buf16;
 }
 
@@ -181,8 +188,9 @@ gt_rc gt_lora_backward(const gt_layer_io *io, gt_lparam s, float *grads, const f
     } else {
       /* d(drop(x)) = dh A, then through the mask */
       gt__gemm(m, 0, 0, N, in, r, 1.0f, dh, r, A, in, 0.0f, xd, in);
-      gt__drop_args a = {m, L->index, (int)s, GT__DROP_UNDO, in, NULL, xd, dx, NULL, NULL};
-      gt_team_for(N * in > 65536, N, gt__drop_part, &a);
+      const gt__drop_args a = {.m = m, .layer = L->index, .slot = (int)s, .mode = GT__DROP_UNDO, .in = in, .x = xd,
+                               .dx = dx};
+      gt__drop_rows(&a, N);
     }
   }
   gt_mem_free(m->mem, tmp);
