@@ -43,7 +43,7 @@ void gt__bf16_decide(const gt__bf16_cpu *cpu, void (*measure)(double *dp, double
   memset(out, 0, sizeof *out);
   out->by = GT_BF16_BY_ISA;
   if (!cpu->avx512) {
-    out->path = GT_BGEMM_COPY;
+    out->path = cpu->avx2 ? GT_BGEMM_WIDE : GT_BGEMM_COPY;
     return;
   }
   if (cpu->amx_bf16) {
@@ -68,6 +68,7 @@ void gt__bf16_cpu_detect(gt__bf16_cpu *cpu) {
   memset(cpu, 0, sizeof *cpu);
   gt__cpu_ident(cpu->vendor, &cpu->family, &cpu->model);
   cpu->avx512 = gt__kernels_avx512();
+  cpu->avx2 = gt__kernels_path() == GT__PATH_AVX2;
   if (!cpu->avx512) return;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -110,9 +111,11 @@ static void gt__choice_init(void) {
 
 void gt__bgemm_force_path(int path) { atomic_store(&gt__forced, path); }
 
-/* the path asked for, made runnable: nothing but copies without AVX-512,
+/* the path asked for, made runnable: the widened path (kernels/gemm_avx2.c)
+ * or the copies on the AVX2 copy, nothing but copies on the portable one,
  * AMX only where usable, vdpbf16ps on its emulation where missing or off */
 static int gt__runnable(int p) {
+  if (gt__kernels_path() == GT__PATH_AVX2) return p == GT_BGEMM_COPY ? GT_BGEMM_COPY : GT_BGEMM_WIDE;
   if (!gt__kernels_avx512()) return GT_BGEMM_COPY;
   if (p == GT_BGEMM_AMX && !gt__cpu_amx_bf16()) p = gt__choice.path == GT_BGEMM_AMX ? GT_BGEMM_WIDE : gt__choice.path;
   if (p == GT_BGEMM_DP || p == GT_BGEMM_EMUL) p = gt__bgemm_kernel() == 2 ? GT_BGEMM_DP : GT_BGEMM_EMUL;

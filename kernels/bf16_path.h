@@ -2,15 +2,16 @@
  * (docs/cpus.md's path table). Every path multiplies the same bf16-rounded
  * operands, whose products are exact in float32, and sums in float32; they
  * differ in how (docs/precision.md gives the bits of each):
- *   GT_BGEMM_COPY  no AVX-512 (or GT_TEST_KERNELS=portable): rounded
- *                  float32 copies multiplied by gt_sgemm;
+ *   GT_BGEMM_COPY  neither AVX-512 nor AVX2 (or GT_TEST_KERNELS=portable):
+ *                  rounded float32 copies multiplied by gt_sgemm;
  *   GT_BGEMM_EMUL  vdpbf16ps's arithmetic (pairs of k, odd first, DAZ/FTZ)
  *                  on float32 FMAs: the pairs path where vdpbf16ps is
  *                  missing or turned off; bit-identical to GT_BGEMM_DP;
  *   GT_BGEMM_DP    vdpbf16ps (AVX512_BF16);
  *   GT_BGEMM_WIDE  the float32 GEMM's micro-kernel on operands rounded to
  *                  bf16 and widened back to float32 as they are packed
- *                  (kernels/gemm_widen.h): gt_sgemm's bits on rounded
+ *                  (kernels/gemm_widen.h; with AVX2 and no AVX-512,
+ *                  kernels/gemm_avx2.h): gt_sgemm's bits on rounded
  *                  operands, at gt_sgemm's speed;
  *   GT_BGEMM_AMX   AMX-BF16 tiles (tdpbf16ps) where the CPU and the OS
  *                  allow them (kernels/gemm_amx.c).
@@ -19,7 +20,8 @@
  * at least GT_BF16_DP_MIN times the FMA peak, both counted as 2 flops per
  * product), from a table of measured CPUs or, for a CPU not in it, a short
  * measurement of the two peaks (cached for the process); the widened path
- * everywhere else with AVX-512. Private to kernels/, the tools and tests. */
+ * everywhere else with AVX-512, and with AVX2 and FMA (the AVX2 copy).
+ * Private to kernels/, the tools and tests. */
 #ifndef GEMTRAIN_KERNELS_BF16_PATH_H
 #define GEMTRAIN_KERNELS_BF16_PATH_H
 
@@ -49,6 +51,7 @@ typedef struct gt__bf16_cpu {
   char vendor[13]; /* "GenuineIntel", "AuthenticAMD", ... */
   int family, model;
   int avx512;      /* the AVX-512 copies run (kernels/cpu.h) */
+  int avx2;        /* the AVX2 copies run (no AVX-512) */
   int avx512bf16;  /* vdpbf16ps usable (and not turned off by GEMTRAIN_NO_AVX512BF16) */
   int amx_bf16;    /* AMX-BF16 usable (kernels/cpu.h: cpuid, XCR0, Linux's permission) */
 } gt__bf16_cpu;

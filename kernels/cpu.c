@@ -16,38 +16,52 @@
 #include <unistd.h>
 #endif
 
-/* 0: not decided yet, 1: portable, 2: AVX-512 */
+/* 0: not decided yet, else a gt__kernels_path() value */
 static atomic_int gt__path;
 
+#if defined(__x86_64__) || defined(__i386__)
+/* libgcc's checks include the OS's: AVX and AVX-512 count only when XGETBV
+ * says the YMM (and ZMM and mask) registers are saved on a context switch */
+static int gt__cpu_has_avx512(void) {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("avx2");
+}
+static int gt__cpu_has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
+
 static int gt__detect(void) {
-  /* GT_TEST_KERNELS=portable: the tests' way to run the portable copies on
-   * an AVX-512 machine (CI runs the unit suites both ways); not a setting
-   * for users, who get the fastest path their CPU has. */
+  /* GT_TEST_KERNELS=portable|avx2: the tests' way to run the portable or
+   * the AVX2 copies on a CPU that has more (CI runs the unit suites all
+   * three ways); not a setting for users, who get the fastest path their
+   * CPU has. A copy the CPU cannot run gives way to the portable one. */
   const char *e = getenv("GT_TEST_KERNELS");
-  if (e && strcmp(e, "portable") == 0) return 1;
+  if (e && strcmp(e, "portable") == 0) return GT__PATH_PORTABLE;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  /* libgcc's checks include the OS's: AVX-512 counts only when XGETBV says
-   * the ZMM and mask registers are saved on a context switch */
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("avx2"))
-    return 2;
+  if (e && strcmp(e, "avx2") == 0) return gt__cpu_has_avx2() ? GT__PATH_AVX2 : GT__PATH_PORTABLE;
+  if (gt__cpu_has_avx512()) return GT__PATH_AVX512;
+  if (gt__cpu_has_avx2()) return GT__PATH_AVX2;
 #endif
-  return 1;
+  return GT__PATH_PORTABLE;
 }
 
-int gt__kernels_avx512(void) {
+int gt__kernels_path(void) {
   int p = atomic_load_explicit(&gt__path, memory_order_relaxed);
   if (p == 0) {
     /* racing first calls compute the same answer */
     p = gt__detect();
     atomic_store_explicit(&gt__path, p, memory_order_relaxed);
   }
-  return p == 2;
+  return p;
 }
 
-const char *gt__kernels_name(void) { return gt__kernels_avx512() ? "avx512" : "portable"; }
+int gt__kernels_avx512(void) { return gt__kernels_path() == GT__PATH_AVX512; }
+
+const char *gt__kernels_name(void) {
+  const int p = gt__kernels_path();
+  return p == GT__PATH_AVX512 ? "avx512" : p == GT__PATH_AVX2 ? "avx2" : "portable";
+}
 
 void gt__cpu_ident(char vendor[13], int *family, int *model) {
   memset(vendor, 0, 13);

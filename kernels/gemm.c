@@ -52,8 +52,9 @@
 
 /* The shared driver below is compiled once, in the portable build of this
  * file (kernels/isa.h); the AVX-512 copy holds the kernel alone and runs
- * through it, as the bf16 kernel does. */
-#if !defined(GT__KERNELS_AVX512)
+ * through it, as the bf16 kernel and the AVX2 one (kernels/gemm_avx2.c)
+ * do. */
+#if defined(GT__KERNELS_PORTABLE_COPY)
 
 /* Row tasks with a tail of small blocks (gt__gemm_plan_make) from this many
  * MR panels per thread up: 32 (768 rows on 2 threads). With fewer the rows
@@ -179,6 +180,7 @@ static void gt__cache_free(void *p) {
   gt__gemm_cache *c = p;
   free(c->a);
   free(c->b);
+  free(c->w);
   free(c);
 }
 
@@ -421,7 +423,7 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
   return 0;
 }
 
-#endif /* !GT__KERNELS_AVX512 */
+#endif /* GT__KERNELS_PORTABLE_COPY */
 
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
@@ -931,6 +933,24 @@ double gt__sgemm_kernel_gflops(double seconds) {
   (void)sink;
   return best;
 }
+
+#elif defined(GT__KERNELS_AVX2) /* the AVX2 copy: kernels/gemm_avx2.c's kernel */
+#include "kernels/gemm_avx2.h"
+
+void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  /* OpenBLAS only when the packing buffers cannot grow */
+  if (gt__sgemm_avx2(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0, NULL))
+    gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+double gt__sgemm_kernel_gflops(double seconds) { return gt__sgemm_avx2_kernel_gflops(seconds); }
 
 #else /* the portable copy: OpenBLAS */
 

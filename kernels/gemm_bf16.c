@@ -81,6 +81,7 @@
 #include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_amx.h"
+#include "kernels/gemm_avx2.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/gemm_widen.h"
 #include "kernels/kernels.h"
@@ -1038,7 +1039,9 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round) {
   const int path = gt__bgemm_path();
-  if (path == GT_BGEMM_COPY) return -1;
+  /* (the AVX2 copy's widened path has no packer for stored weights: the
+   * caller's dequantized panels) */
+  if (path == GT_BGEMM_COPY || !gt__kernels_avx512()) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
     if (a16) { /* (the row kernel reads floats; else the caller's panels) */
       if (!(A = gt__rows_widened((const uint16_t *)(const void *)A, lda, M, K))) return -1;
@@ -1097,6 +1100,8 @@ static void gt__finish_c(const gt_bgemm_form *f, float *C, int64_t ldc, int64_t 
 static int gt__bgemm_packed_path(int path, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                                  int64_t ldc, const gt__gemm_epi *epi) {
+  if (path == GT_BGEMM_WIDE && gt__kernels_path() == GT__PATH_AVX2)
+    return gt__sgemm_avx2(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1, epi);
 #if defined(GT__BG_X86)
   if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL)
     return gt__bgemm_packed(path == GT_BGEMM_DP ? gt__bmicro_dp : gt__bmicro_fma, transA, transB, M, N, K, alpha, A,
@@ -1148,9 +1153,15 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
     }
     return;
   }
+  /* a few rows times B^T: one row kernel (FMAs on rounded operands, the
+   * same sums) for the AVX2 copy and every AVX-512 path, converting with
+   * vcvtne2ps2bf16 where the CPU has it */
+  if (rows && gt__kernels_path() == GT__PATH_AVX2) {
+    gt__sgemm_avx2(0, 1, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1, NULL);
+    gt__finish_c(f, C, ldc, M, N);
+    return;
+  }
 #if defined(GT__BG_X86)
-  /* a few rows times B^T: one row kernel for every AVX-512 path (FMAs on
-   * rounded operands), converting with vcvtne2ps2bf16 where the CPU has it */
   if (rows) {
     if (gt__bgemm_kernel() != GT__BG_DP || gt__bgemv_bt_cvt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       gt__bgemv_bt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -45,10 +45,11 @@ void gt__gemm_plan_rows(const gt__gemm_plan *p, int64_t ib, int64_t *p0, int64_t
 /* The calling thread's packing buffers (a: the A blocks of its team, b: the
  * shared B block), grown on demand, kept between calls, freed when the thread
  * exits; NULL when they cannot be set up. Both GEMMs use the same ones (a
- * thread runs one product at a time). */
+ * thread runs one product at a time). w: a panel of a stored weight
+ * dequantized for a GEMM that packs into a and b (kernels/quant.c). */
 typedef struct gt__gemm_cache {
-  void *a, *b;
-  size_t acap, bcap; /* bytes */
+  void *a, *b, *w;
+  size_t acap, bcap, wcap; /* bytes */
 } gt__gemm_cache;
 gt__gemm_cache *gt__gemm_cache_get(void);
 /* *p holds at least `bytes`, 64-byte aligned: 0, or -1 with *p unchanged. */

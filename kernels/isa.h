@@ -1,20 +1,25 @@
-/* Included first by every kernel file that is compiled twice (CMakeLists.txt,
- * GT_ISA_KERNELS): renames the public kernels it defines to name__portable
- * in the baseline x86-64 build of the file and to name__avx512 in its
- * AVX-512 copy (compiled with GT__KERNELS_AVX512 defined and the AVX-512
- * flags), so both link into one library; kernels/dispatch.c defines the
- * public names and calls one of the two. Every other global symbol of such
- * a file must be left out of its AVX-512 copy (#ifndef GT__KERNELS_AVX512,
- * as gemm.c's shared driver) or listed here: a duplicate fails the link of
- * the shared library. A kernel added to one of these files goes here and
- * into kernels/dispatch.c. */
+/* Included first by every kernel file that is compiled three times
+ * (CMakeLists.txt, GT_ISA_KERNELS): renames the public kernels it defines to
+ * name__portable in the baseline x86-64 build of the file, to name__avx2 in
+ * its AVX2 copy (compiled with GT__KERNELS_AVX2 defined and -mavx2 -mfma)
+ * and to name__avx512 in its AVX-512 copy (GT__KERNELS_AVX512 and the
+ * AVX-512 flags), so all three link into one library; kernels/dispatch.c
+ * defines the public names and calls one copy. Every other global symbol of
+ * such a file must be left out of its AVX2 and AVX-512 copies (as gemm.c's
+ * shared driver, GT__KERNELS_PORTABLE_COPY) or listed here: a duplicate
+ * fails the link of the shared library. A kernel added to one of these files
+ * goes here and into kernels/dispatch.c. */
 #ifndef GEMTRAIN_KERNELS_ISA_H
 #define GEMTRAIN_KERNELS_ISA_H
 
 #if defined(GT__KERNELS_AVX512)
 #define GT__ISA_NAME(n) GT__ISA_CAT(n, __avx512)
+#elif defined(GT__KERNELS_AVX2)
+#define GT__ISA_NAME(n) GT__ISA_CAT(n, __avx2)
 #else
 #define GT__ISA_NAME(n) GT__ISA_CAT(n, __portable)
+/* the copy that also holds a file's code shared by all three */
+#define GT__KERNELS_PORTABLE_COPY 1
 #endif
 #define GT__ISA_CAT(a, b) GT__ISA_CAT2(a, b)
 #define GT__ISA_CAT2(a, b) a##b

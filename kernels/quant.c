@@ -337,9 +337,10 @@ static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t 
 }
 
 /* Bounded panels of W multiplied by gemm. The panel lives in the calling
- * thread's GEMM packing buffer on the portable path (which gt_sgemm and the
- * bf16 copies path leave unused), else (an AVX-512 product whose buffers
- * could not grow) in one of its own. */
+ * thread's GEMM buffers: its B packing buffer on the portable path (which
+ * gt_sgemm and the bf16 copies path leave unused), its panel buffer where
+ * the GEMM packs (the AVX2 copy; an AVX-512 product whose buffers could
+ * not grow), or one of its own when those cannot grow. */
 static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
   int64_t nb = GT__Q_PANEL / K;
@@ -347,9 +348,10 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M
   if (nb > N) nb = N;
   const size_t bytes = (size_t)(nb * K) * sizeof(float);
   float *panel = NULL, *own = NULL;
-  gt__gemm_cache *cache = gt__kernels_avx512() ? NULL : gt__gemm_cache_get();
-  if (cache && gt__gemm_grow(&cache->b, &cache->bcap, bytes) == 0)
-    panel = cache->b;
+  gt__gemm_cache *cache = gt__gemm_cache_get();
+  const int packs = gt__kernels_path() != GT__PATH_PORTABLE;
+  if (cache && gt__gemm_grow(packs ? &cache->w : &cache->b, packs ? &cache->wcap : &cache->bcap, bytes) == 0)
+    panel = packs ? cache->w : cache->b;
   else
     panel = own = malloc(bytes);
   if (!panel) { /* no room for a panel: plain sums, slower, never wrong (gt_bgemm's operands rounded to bf16) */

@@ -142,9 +142,27 @@ static float *reference(const pcase *c, const pdata *d) {
 }
 
 START_TEST(test_paths_against_reference_and_each_other) {
-  if (!gt__kernels_avx512()) {
-    printf("test_bf16_paths: no AVX-512 here (or GT_TEST_KERNELS=portable): one path, the rounded copies\n");
+  if (gt__kernels_path() == GT__PATH_PORTABLE) {
+    printf("test_bf16_paths: neither AVX-512 nor AVX2 here (or GT_TEST_KERNELS=portable): one path, the rounded "
+           "copies\n");
     ck_assert_int_eq(gt__bgemm_path(), GT_BGEMM_COPY);
+    return;
+  }
+  if (gt__kernels_path() == GT__PATH_AVX2) {
+    /* one packed path, the widened one on the AVX2 kernel (its bits are
+     * gt_sgemm's on rounded copies: the next test) */
+    ck_assert_int_eq(gt__bgemm_path(), GT_BGEMM_WIDE);
+    double worst = 0;
+    for (int n = 0; n < NCASES; n++) {
+      const pcase *c = &CASES[n];
+      pdata d;
+      pdata_make(c, n, &d);
+      float *R = reference(c, &d), *W = run_path(GT_BGEMM_WIDE, c, &d);
+      worst = fmax(worst, check_within("widened (AVX2) vs reference", c, &d, W, R, 1.0));
+      free(R), free(W);
+      pdata_free(&d);
+    }
+    printf("test_bf16_paths: AVX2, no AVX-512: the widened path, worst |C - ref| / bound %.3g\n", worst);
     return;
   }
   double worst_w = 0, worst_p = 0, worst_wp = 0, worst_ulp = 0;
@@ -185,8 +203,8 @@ START_TEST(test_widened_is_sgemm_on_rounded) {
   /* by construction: gt_sgemm's loops and micro-kernel on panels rounded as
    * they are packed, so exactly gt_sgemm on rounded copies, every case and
    * the decoder's rows included (those take the row kernel, whose FMAs and
-   * order are gt_sgemm's row kernel's) */
-  if (!gt__kernels_avx512()) return;
+   * order are gt_sgemm's row kernel's); on the AVX2 copy too */
+  if (gt__kernels_path() == GT__PATH_PORTABLE) return;
   for (int n = 0; n < NCASES; n++) {
     const pcase *c = &CASES[n];
     pdata d;
@@ -402,7 +420,14 @@ START_TEST(test_choice_on_fake_cpus) {
   c = fake("GenuineIntel", 6, 143, 1, 1, 1);
   gt__bf16_decide(&c, fake_measure_fast, &ch);
   ck_assert_int_eq(ch.path, GT_BGEMM_AMX);
-  /* no AVX-512: the copies */
+  /* AVX2 without AVX-512 (Zen 2, Zen 3; family 25 is Zen 4's too, whose
+   * table row needs AVX512_BF16): the widened path on the AVX2 kernel */
+  c = fake("AuthenticAMD", 25, 1, 0, 0, 0);
+  c.avx2 = 1;
+  gt__bf16_decide(&c, fake_measure_fast, &ch);
+  ck_assert_int_eq(ch.path, GT_BGEMM_WIDE);
+  ck_assert_int_eq(ch.by, GT_BF16_BY_ISA);
+  /* neither: the copies */
   c = fake("AuthenticAMD", 23, 49, 0, 0, 0);
   gt__bf16_decide(&c, fake_measure_fast, &ch);
   ck_assert_int_eq(ch.path, GT_BGEMM_COPY);
@@ -446,8 +471,15 @@ static int path_with_env(const char *value) {
 }
 
 START_TEST(test_env_switch) {
-  if (!gt__kernels_avx512()) {
+  if (gt__kernels_path() == GT__PATH_PORTABLE) {
     ck_assert_int_eq(path_with_env("widened"), GT_BGEMM_COPY);
+    return;
+  }
+  if (gt__kernels_path() == GT__PATH_AVX2) { /* widened, or the copies */
+    ck_assert_int_eq(path_with_env("widened"), GT_BGEMM_WIDE);
+    ck_assert_int_eq(path_with_env("pairs"), GT_BGEMM_WIDE);
+    ck_assert_int_eq(path_with_env("amx"), GT_BGEMM_WIDE);
+    ck_assert_int_eq(path_with_env("copies"), GT_BGEMM_COPY);
     return;
   }
   ck_assert_int_eq(path_with_env("widened"), GT_BGEMM_WIDE);

@@ -1,15 +1,20 @@
-/* The two compiled copies of the kernels (docs/cpus.md):
- * - the path: gt__kernels_avx512() follows cpuid (AVX-512 F, BW, VL, DQ, FMA,
- *   AVX2) and GT_TEST_KERNELS=portable turns it off (CI runs the unit suites
- *   both ways; this suite then checks that the switch took);
- * - on a CPU with AVX-512, both copies of a kernel called side by side on
- *   the same inputs: the elementwise kernels, AdamW, the bf16 conversions and
- *   the double-lane reductions give the same bits on both paths (the same
- *   float32 operations in the same order, only the vector width differs);
- *   RMSNorm, the cross-entropy and the float32 GEMM sum in another order on
- *   each path and agree within float32 rounding of those sums.
- * The suites of each kernel check either copy against the scalar references
- * (run them with GT_TEST_KERNELS=portable for the portable one). */
+/* The three compiled copies of the kernels (docs/cpus.md):
+ * - the path: gt__kernels_path() follows cpuid (AVX-512 F, BW, VL, DQ, FMA
+ *   and AVX2; else AVX2 and FMA; else portable) and GT_TEST_KERNELS=portable
+ *   or =avx2 picks a lesser copy (CI runs the unit suites all three ways;
+ *   this suite then checks that the switch took);
+ * - each copy the CPU can run (AVX2, AVX-512) called side by side with the
+ *   portable one on the same inputs: the elementwise kernels, AdamW, the
+ *   bf16 conversions and the double-lane reductions give the same bits (the
+ *   same float32 operations in the same order, only the vector width
+ *   differs); RMSNorm, the cross-entropy and the float32 GEMM sum in another
+ *   order and agree within float32 rounding of those sums;
+ * - on a CPU with AVX-512, the AVX2 and AVX-512 GEMMs give the same bits:
+ *   the same K blocks, one FMA per k in k order, the same epilogue
+ *   (kernels/gemm_avx2.c), for plain, rounded (bf16's widened path) and
+ *   few-row products.
+ * The suites of each kernel check a copy against the scalar references
+ * (run them with GT_TEST_KERNELS=portable or =avx2 for the lesser ones). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <math.h>
@@ -19,9 +24,11 @@
 #include "gt_testutil.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu.h"
+#include "kernels/gemm_avx2.h"
+#include "kernels/gemm_widen.h"
 #include "kernels/kernels.h"
 
-#define GT__BOTH(fn) extern __typeof__(fn) fn##__avx512, fn##__portable;
+#define GT__BOTH(fn) extern __typeof__(fn) fn##__avx512, fn##__avx2, fn##__portable;
 GT__BOTH(gt_geglu_forward)
 GT__BOTH(gt_geglu_backward)
 GT__BOTH(gt_rope_forward)
@@ -41,29 +48,65 @@ GT__BOTH(gt_rmsnorm_forward)
 GT__BOTH(gt_xent_forward)
 GT__BOTH(gt_sgemm)
 
+/* One copy's kernels, to call beside the portable ones */
+typedef struct copy {
+  const char *name;
+  int (*runs)(void); /* the CPU can run it */
+  __typeof__(gt_geglu_forward) *geglu_forward;
+  __typeof__(gt_geglu_backward) *geglu_backward;
+  __typeof__(gt_rope_forward) *rope_forward;
+  __typeof__(gt_softcap_forward) *softcap_forward;
+  __typeof__(gt_softcap_backward) *softcap_backward;
+  __typeof__(gt_scale_forward) *scale_forward;
+  __typeof__(gt_embedding_forward) *embedding_forward;
+  __typeof__(gt_bf16_round) *bf16_round;
+  __typeof__(gt_bf16_round_rows) *bf16_round_rows;
+  __typeof__(gt_bf16_pack) *bf16_pack;
+  __typeof__(gt_bf16_unpack) *bf16_unpack;
+  __typeof__(gt_adamw_update) *adamw_update;
+  __typeof__(gt_adamw_update_mu_bf16) *adamw_update_mu_bf16;
+  __typeof__(gt_sumsq) *sumsq;
+  __typeof__(gt_dot) *dot;
+  __typeof__(gt_rmsnorm_forward) *rmsnorm_forward;
+  __typeof__(gt_xent_forward) *xent_forward;
+  __typeof__(gt_sgemm) *sgemm;
+} copy;
+
 static int cpu_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
 }
+static int cpu_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define COPY(isa, runs) {#isa, runs, gt_geglu_forward__##isa, gt_geglu_backward__##isa, gt_rope_forward__##isa, gt_softcap_forward__##isa, gt_softcap_backward__##isa, gt_scale_forward__##isa, gt_embedding_forward__##isa, gt_bf16_round__##isa, gt_bf16_round_rows__##isa, gt_bf16_pack__##isa, gt_bf16_unpack__##isa, gt_adamw_update__##isa, gt_adamw_update_mu_bf16__##isa, gt_sumsq__##isa, gt_dot__##isa, gt_rmsnorm_forward__##isa, gt_xent_forward__##isa, gt_sgemm__##isa}
+static const copy copies[] = {COPY(avx512, cpu_avx512), COPY(avx2, cpu_avx2)};
 
 START_TEST(test_path) {
   const char *e = getenv("GT_TEST_KERNELS");
-  const int forced = e && strcmp(e, "portable") == 0;
-  const int want = !forced && cpu_avx512();
-  ck_assert_int_eq(gt__kernels_avx512(), want);
-  ck_assert_str_eq(gt__kernels_name(), want ? "avx512" : "portable");
+  const int portable = e && strcmp(e, "portable") == 0, avx2 = e && strcmp(e, "avx2") == 0;
+  const int want = portable ? GT__PATH_PORTABLE
+                   : cpu_avx512() && !avx2 ? GT__PATH_AVX512
+                   : cpu_avx2()           ? GT__PATH_AVX2
+                                          : GT__PATH_PORTABLE;
+  ck_assert_int_eq(gt__kernels_path(), want);
+  ck_assert_int_eq(gt__kernels_avx512(), want == GT__PATH_AVX512);
+  ck_assert_str_eq(gt__kernels_name(), want == GT__PATH_AVX512 ? "avx512" : want == GT__PATH_AVX2 ? "avx2" : "portable");
   /* decided once: the same answer after the environment changes */
-  setenv("GT_TEST_KERNELS", forced ? "" : "portable", 1);
-  ck_assert_int_eq(gt__kernels_avx512(), want);
-  /* the bf16 GEMM follows the same choice (0: rounded copies) */
-  if (!want) ck_assert_int_eq(gt__bgemm_kernel(), 0);
+  setenv("GT_TEST_KERNELS", portable ? "" : "portable", 1);
+  ck_assert_int_eq(gt__kernels_path(), want);
+  /* the bf16 GEMM follows the same choice (0: no vdpbf16ps kernel or its
+   * emulation: the copies, or the widened path on the AVX2 copy) */
+  if (want != GT__PATH_AVX512) ck_assert_int_eq(gt__bgemm_kernel(), 0);
   else ck_assert_int_ne(gt__bgemm_kernel(), 0);
   /* and so does the micro-kernel's rate `gemtrain bench gemm` prints: none
    * on the portable copy (its products are OpenBLAS's), a rate on ours */
   const double k = gt__sgemm_kernel_gflops(0.001);
-  if (!want) ck_assert_double_eq(k, 0.0);
+  if (want == GT__PATH_PORTABLE) ck_assert_double_eq(k, 0.0);
   else ck_assert_double_gt(k, 0.0);
 }
 END_TEST
@@ -73,10 +116,11 @@ enum { N = 4099 };
 
 static float *dup_of(const float *x, int64_t n) { return gt_test_copy(x, n); }
 
-#define SAME(a, b, n) ck_assert_msg(gt_test_same_bits(a, b, n), "%s: the copies differ", what)
+#define SAME(a, b, n) ck_assert_msg(gt_test_same_bits(a, b, n), "%s: the %s copy differs from the portable one", what, c->name)
 
 START_TEST(test_same_bits) {
-  if (!cpu_avx512()) return; /* one copy only can run here */
+  const copy *c = &copies[_i];
+  if (!c->runs()) return; /* that copy cannot run here */
   uint64_t st = 12345;
   float *x = gt_test_alloc_fill(N, &st, -6, 6), *y = gt_test_alloc_fill(N, &st, -2, 2);
   float *z = gt_test_alloc_fill(N, &st, -1, 1);
@@ -84,24 +128,24 @@ START_TEST(test_same_bits) {
   {
     what = "geglu_forward";
     float *a = gt_test_zeros(N), *b = gt_test_zeros(N);
-    gt_geglu_forward__avx512(a, x, y, N), gt_geglu_forward__portable(b, x, y, N);
+    c->geglu_forward(a, x, y, N), gt_geglu_forward__portable(b, x, y, N);
     SAME(a, b, N);
     what = "geglu_backward";
     float *a2 = gt_test_copy(y, N), *b2 = gt_test_copy(y, N);
-    gt_geglu_backward__avx512(a, a2, z, x, y, N), gt_geglu_backward__portable(b, b2, z, x, y, N);
+    c->geglu_backward(a, a2, z, x, y, N), gt_geglu_backward__portable(b, b2, z, x, y, N);
     SAME(a, b, N), SAME(a2, b2, N);
     free(a), free(b), free(a2), free(b2);
   }
   {
     what = "softcap";
     float *a = dup_of(x, N), *b = dup_of(x, N);
-    gt_softcap_forward__avx512(a, N, 3.0f), gt_softcap_forward__portable(b, N, 3.0f);
+    c->softcap_forward(a, N, 3.0f), gt_softcap_forward__portable(b, N, 3.0f);
     SAME(a, b, N);
     float *da = dup_of(z, N), *db = dup_of(z, N);
-    gt_softcap_backward__avx512(da, a, N, 3.0f), gt_softcap_backward__portable(db, a, N, 3.0f);
+    c->softcap_backward(da, a, N, 3.0f), gt_softcap_backward__portable(db, a, N, 3.0f);
     SAME(da, db, N);
     what = "scale";
-    gt_scale_forward__avx512(a, x, 0.37f, N), gt_scale_forward__portable(b, x, 0.37f, N);
+    c->scale_forward(a, x, 0.37f, N), gt_scale_forward__portable(b, x, 0.37f, N);
     SAME(a, b, N);
     free(a), free(b), free(da), free(db);
   }
@@ -114,11 +158,11 @@ START_TEST(test_same_bits) {
     for (int t = 0; t < T; t++) pos[t] = (t * 7) % T;
     float *r = gt_test_alloc_fill(T * H * HD, &st, -2, 2);
     float *a = dup_of(r, T * H * HD), *b = dup_of(r, T * H * HD);
-    gt_rope_forward__avx512(a, pos, cs, sn, T, H, HD), gt_rope_forward__portable(b, pos, cs, sn, T, H, HD);
+    c->rope_forward(a, pos, cs, sn, T, H, HD), gt_rope_forward__portable(b, pos, cs, sn, T, H, HD);
     SAME(a, b, T * H * HD);
     free(r);
     what = "embedding"; /* rows of 100 of x: the table */
-    gt_embedding_forward__avx512(a, pos, x, T, 100, 1.5f), gt_embedding_forward__portable(b, pos, x, T, 100, 1.5f);
+    c->embedding_forward(a, pos, x, T, 100, 1.5f), gt_embedding_forward__portable(b, pos, x, T, 100, 1.5f);
     SAME(a, b, T * 100);
     free(a), free(b);
   }
@@ -130,19 +174,19 @@ START_TEST(test_same_bits) {
                                 0xff800000u, 0x7fc00001u, 0xff800001u, 0x3f808000u, 0x3f818000u};
     for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++) memcpy(s + 100 * i, &special[i], 4);
     float *a = dup_of(s, N), *b = dup_of(s, N);
-    gt_bf16_round__avx512(a, N), gt_bf16_round__portable(b, N);
+    c->bf16_round(a, N), gt_bf16_round__portable(b, N);
     SAME(a, b, N);
     what = "bf16_round_rows"; /* rows of 37 floats 40 apart: vectors, a masked tail, the gaps untouched */
     float *ra = dup_of(s, N), *rb = dup_of(s, N);
-    gt_bf16_round_rows__avx512(ra, 40, ra, 40, N / 40, 37), gt_bf16_round_rows__portable(rb, 40, rb, 40, N / 40, 37);
+    c->bf16_round_rows(ra, 40, ra, 40, N / 40, 37), gt_bf16_round_rows__portable(rb, 40, rb, 40, N / 40, 37);
     SAME(ra, rb, N);
     free(ra), free(rb);
     what = "bf16_pack";
     uint16_t *pa = calloc(N, 2), *pb = calloc(N, 2);
-    gt_bf16_pack__avx512(pa, s, N), gt_bf16_pack__portable(pb, s, N);
-    ck_assert_msg(memcmp(pa, pb, 2 * N) == 0, "bf16_pack: the copies differ");
+    c->bf16_pack(pa, s, N), gt_bf16_pack__portable(pb, s, N);
+    ck_assert_msg(memcmp(pa, pb, 2 * N) == 0, "bf16_pack: the %s copy differs", c->name);
     what = "bf16_unpack";
-    gt_bf16_unpack__avx512(a, pa, N), gt_bf16_unpack__portable(b, pa, N);
+    c->bf16_unpack(a, pa, N), gt_bf16_unpack__portable(b, pa, N);
     SAME(a, b, N);
     free(s), free(a), free(b), free(pa), free(pb);
   }
@@ -151,20 +195,20 @@ START_TEST(test_same_bits) {
     const gt_adamw_hparams h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.1f, 7, 0.8f};
     float *pa = dup_of(x, N), *pb = dup_of(x, N), *ma = dup_of(z, N), *mb = dup_of(z, N);
     float *va = gt_test_alloc_fill(N, &st, 0, 1), *vb = dup_of(va, N);
-    gt_adamw_update__avx512(pa, y, ma, va, N, &h), gt_adamw_update__portable(pb, y, mb, vb, N, &h);
+    c->adamw_update(pa, y, ma, va, N, &h), gt_adamw_update__portable(pb, y, mb, vb, N, &h);
     SAME(pa, pb, N), SAME(ma, mb, N), SAME(va, vb, N);
     what = "adamw_mu_bf16";
     uint16_t *ua = calloc(N, 2), *ub;
     gt_bf16_pack__portable(ua, z, N);
     ub = malloc(2 * N), memcpy(ub, ua, 2 * N);
-    gt_adamw_update_mu_bf16__avx512(pa, y, ua, va, N, &h), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h);
+    c->adamw_update_mu_bf16(pa, y, ua, va, N, &h), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h);
     SAME(pa, pb, N), SAME(va, vb, N);
     ck_assert_msg(memcmp(ua, ub, 2 * N) == 0, "adamw_mu_bf16: m differs");
     free(pa), free(pb), free(ma), free(mb), free(va), free(vb), free(ua), free(ub);
   }
   /* sums over 16 double lanes: the same bits on both */
-  ck_assert(gt_sumsq__avx512(x, N) == gt_sumsq__portable(x, N));
-  ck_assert(gt_dot__avx512(x, y, N) == gt_dot__portable(x, y, N));
+  ck_assert(c->sumsq(x, N) == gt_sumsq__portable(x, N));
+  ck_assert(c->dot(x, y, N) == gt_dot__portable(x, y, N));
   free(x), free(y), free(z);
 }
 END_TEST
@@ -173,28 +217,77 @@ END_TEST
  * cross-entropy's logsumexp) or the blocking (OpenBLAS against our GEMM):
  * the same values to float32 rounding of the sums. */
 START_TEST(test_close) {
-  if (!cpu_avx512()) return;
+  const copy *c = &copies[_i];
+  if (!c->runs()) return;
   uint64_t st = 777;
   enum { R = 13, D = 1000, V = 517, M = 70, NN = 90, K = 300 };
   float *x = gt_test_alloc_fill(R * D, &st, -3, 3), *w = gt_test_alloc_fill(D, &st, -1, 1);
   float *a = gt_test_zeros(R * D), *b = gt_test_zeros(R * D), ra[R], rb[R];
-  gt_rmsnorm_forward__avx512(a, ra, x, w, R, D, 1e-6f, 1.0f);
+  c->rmsnorm_forward(a, ra, x, w, R, D, 1e-6f, 1.0f);
   gt_rmsnorm_forward__portable(b, rb, x, w, R, D, 1e-6f, 1.0f);
   ck_assert_double_le(gt_test_max_rel_err(a, b, R * D, 1e-3), 1e-5);
   ck_assert_double_le(gt_test_max_rel_err(ra, rb, R, 1e-3), 1e-5);
   int32_t tgt[R];
   for (int r = 0; r < R; r++) tgt[r] = (r * 31) % V;
   float la[R], lb[R], sa[R], sb[R];
-  gt_xent_forward__avx512(la, sa, x, tgt, R, V), gt_xent_forward__portable(lb, sb, x, tgt, R, V);
+  c->xent_forward(la, sa, x, tgt, R, V), gt_xent_forward__portable(lb, sb, x, tgt, R, V);
   ck_assert_double_le(gt_test_max_rel_err(la, lb, R, 1e-3), 1e-5);
   ck_assert_double_le(gt_test_max_rel_err(sa, sb, R, 1e-3), 1e-5);
   float *A = gt_test_alloc_fill(M * K, &st, -1, 1), *B = gt_test_alloc_fill(K * NN, &st, -1, 1);
   float *Ca = gt_test_zeros(M * NN), *Cb = gt_test_zeros(M * NN);
-  gt_sgemm__avx512(0, 0, M, NN, K, 1.0f, A, K, B, NN, 0.0f, Ca, NN);
+  c->sgemm(0, 0, M, NN, K, 1.0f, A, K, B, NN, 0.0f, Ca, NN);
   gt_sgemm__portable(0, 0, M, NN, K, 1.0f, A, K, B, NN, 0.0f, Cb, NN);
   /* |c| is about sqrt(K / 9) here; each sum errs by at most K 2^-24 sum|ab| */
   ck_assert_double_le(gt_test_max_abs_err(Ca, Cb, M * NN), 2.0 * K * K / 3.0 * 0x1p-24);
   free(x), free(w), free(a), free(b), free(A), free(B), free(Ca), free(Cb);
+}
+END_TEST
+
+/* The AVX2 GEMM against the AVX-512 one on a CPU that runs both: the same
+ * bits for every shape, transpose, alpha and beta (K over several blocks,
+ * ragged tiles, few-row products), and on the bf16 widened path (operands
+ * rounded as packed, A as bf16 patterns, C's tiles rounded). */
+START_TEST(test_gemm_avx2_avx512) {
+  if (!cpu_avx512()) return;
+  static const struct {
+    int64_t M, N, K;
+    int tA, tB;
+  } sh[] = {{70, 90, 300, 0, 0}, {37, 130, 2100, 1, 0}, {129, 33, 517, 0, 1}, {3, 200, 300, 0, 1},
+            {4, 64, 17, 0, 1},   {13, 1, 5, 1, 1},      {256, 257, 1030, 0, 1}, {61, 47, 2500, 1, 1}};
+  static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}};
+  uint64_t st = 4242;
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    for (size_t j = 0; j < sizeof ab / sizeof ab[0]; j++) {
+      const int64_t M = sh[i].M, N = sh[i].N, K = sh[i].K;
+      const int tA = sh[i].tA, tB = sh[i].tB;
+      const int64_t lda = tA ? M : K, ldb = tB ? K : N;
+      const float alpha = ab[j][0], beta = ab[j][1];
+      float *A = gt_test_alloc_fill(M * K, &st, -1, 1), *B = gt_test_alloc_fill(K * N, &st, -1, 1);
+      float *C0 = gt_test_alloc_fill(M * N, &st, -1, 1), *C1 = gt_test_copy(C0, M * N);
+      float *C2 = gt_test_copy(C0, M * N), *C3 = gt_test_copy(C0, M * N);
+      gt_sgemm__avx2(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C0, N);
+      gt_sgemm__avx512(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C1, N);
+      ck_assert_msg(gt_test_same_bits(C0, C1, M * N), "sgemm %lld x %lld x %lld (%d%d) alpha %g beta %g: the AVX2 and "
+                    "AVX-512 GEMMs differ", (long long)M, (long long)N, (long long)K, tA, tB, alpha, beta);
+      if (M > 4 || tA || !tB) { /* (few rows times B^T: the bf16 row kernels, not these loops) */
+        ck_assert_int_eq(gt__sgemm_avx2(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, N, 1, NULL), 0);
+        ck_assert_int_eq(gt__wgemm_packed(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C3, N, NULL), 0);
+        ck_assert_msg(gt_test_same_bits(C2, C3, M * N), "widened %lld x %lld x %lld (%d%d): the copies differ",
+                      (long long)M, (long long)N, (long long)K, tA, tB);
+        /* A as bf16 patterns, C's tiles rounded */
+        uint16_t *A16 = malloc((size_t)(M * K) * 2);
+        gt_bf16_pack(A16, A, M * K);
+        const gt__gemm_epi epi = {1, gt_bf16_round_rows, NULL, NULL, 0};
+        ck_assert_int_eq(gt__sgemm_avx2(tA, tB, M, N, K, alpha, (const float *)(const void *)A16, lda, B, ldb, beta,
+                                        C2, N, 1, &epi), 0);
+        ck_assert_int_eq(gt__wgemm_packed(tA, tB, M, N, K, alpha, (const float *)(const void *)A16, lda, B, ldb,
+                                          beta, C3, N, &epi), 0);
+        ck_assert_msg(gt_test_same_bits(C2, C3, M * N), "widened, A in bf16, C rounded, %lld x %lld x %lld (%d%d): "
+                      "the copies differ", (long long)M, (long long)N, (long long)K, tA, tB);
+        free(A16);
+      }
+      free(A), free(B), free(C0), free(C1), free(C2), free(C3);
+    }
 }
 END_TEST
 
@@ -203,7 +296,8 @@ int main(void) {
   TCase *tc = gt_test_tcase(s, "path");
   tcase_add_test(tc, test_path);
   tc = gt_test_tcase(s, "copies");
-  tcase_add_test(tc, test_same_bits);
-  tcase_add_test(tc, test_close);
+  tcase_add_loop_test(tc, test_same_bits, 0, 2);
+  tcase_add_loop_test(tc, test_close, 0, 2);
+  tcase_add_test(tc, test_gemm_avx2_avx512);
   return gt_test_run_suite(s, 0);
 }

@@ -8,24 +8,34 @@
  * is missing, the products are float32 FMAs on operands widened from bf16,
  * at the float32 GEMM's rate, and a bf16 step runs at float32's speed
  * (0.99-1.01x measured with that path forced) while keeping bf16's memory
- * savings. Only the rounded float32 copies (no AVX-512) and vdpbf16ps's
- * emulation (a test switch) are slower than float32. */
+ * savings. Slower than float32: the rounded float32 copies (neither AVX-512
+ * nor AVX2), the AVX2 copy's widened path (0.91-1.00x on a Zen 3) and vdpbf16ps's
+ * emulation (a test switch). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "kernels/bf16.h"
 #include "kernels/bf16_path.h"
+#include "kernels/cpu.h"
 #include "kernels/kernels.h"
 
 gt_cli_bf16_speed gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak, const char **why) {
   *why = NULL;
   if (path == GT_BGEMM_COPY) {
-    *why = "this CPU has no AVX-512: bf16 products are rounded float32 copies multiplied in float32";
+    *why = "this CPU has neither AVX-512 nor AVX2: bf16 products are rounded float32 copies multiplied in float32";
     return GT_CLI_BF16_SLOWER;
   }
   if (path == GT_BGEMM_EMUL) {
     *why = "its bf16 products are vdpbf16ps's arithmetic emulated with float32 FMAs (a test switch)";
+    return GT_CLI_BF16_SLOWER;
+  }
+  /* the AVX2 copy's widened path: its products at the float32 GEMM's rate,
+   * but the bf16 conversions around them are not all folded into the
+   * kernels' sweeps as on AVX-512: 0.91-1.00x float32 on a Zen 3 (docs/cpus.md) */
+  if (path == GT_BGEMM_WIDE && gt__kernels_path() == GT__PATH_AVX2) {
+    *why = "this CPU has no AVX-512: bf16 products are float32 FMAs on operands widened from bf16 (AVX2), and the "
+           "bf16 conversions around them cost more than the halved activations save";
     return GT_CLI_BF16_SLOWER;
   }
   /* measured with the path forced: 0.99-1.01x float32 on the Xeon with AMX
@@ -62,9 +72,10 @@ void gt_cli_bf16_how(const gt__bf16_choice *c, char *buf, size_t n) {
       break;
     default:
       snprintf(buf, n, "%s (%s)", name,
-               c->path == GT_BGEMM_COPY  ? "no AVX-512"
-               : c->path == GT_BGEMM_AMX ? "the CPU and the OS allow AMX-BF16 tiles"
-                                         : "no AVX512_BF16, or GEMTRAIN_NO_AVX512BF16");
+               c->path == GT_BGEMM_COPY    ? "neither AVX-512 nor AVX2"
+               : c->path == GT_BGEMM_AMX   ? "the CPU and the OS allow AMX-BF16 tiles"
+               : gt__kernels_path() == GT__PATH_AVX2 ? "AVX2 and FMA, no AVX-512: kernels/gemm_avx2.c"
+                                           : "no AVX512_BF16, or GEMTRAIN_NO_AVX512BF16");
   }
 }
 

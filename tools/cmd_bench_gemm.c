@@ -535,9 +535,9 @@ int gt_bench_gemm(int argc, char **argv) {
       k1 = k > k1 ? k : k1;
     }
     if (k1 > 0)
-      printf("gt_sgemm's micro-kernel alone (12 x 32 tile, its panels in L1, no packing or C traffic): %.1f GFLOP/s on\n"
+      printf("gt_sgemm's micro-kernel alone (%s tile, its panels in L1, no packing or C traffic): %.1f GFLOP/s on\n"
              "1 thread, %.1f%% of the FMA peak: the ceiling of every gt_sgemm column below\n",
-             k1, peak1 > 0 ? 100 * k1 / peak1 : 0);
+             gt__kernels_path() == GT__PATH_AVX2 ? "6 x 16" : "12 x 32", k1, peak1 > 0 ? 100 * k1 / peak1 : 0);
   }
   gt_bench_peaks(gt_bf16_peak_gflops, &bpeak1, &bpeak2);
   {
