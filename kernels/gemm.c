@@ -369,6 +369,42 @@ void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, c
   gt_team_par(N * K >= (1 << 15), gt__cols_member, &j);
 }
 
+void gt__gemm_beta_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+double gt__gemm_rate(gt__gemm_ceil_fn call, int64_t mr, int64_t nr, int64_t kc, double seconds) {
+  enum { GT__CEIL_A = 1536, GT__CEIL_B = 4096, GT__CEIL_C = 384 };
+  if (mr * kc > GT__CEIL_A || nr * kc > GT__CEIL_B || mr * nr > GT__CEIL_C) return 0.0;
+  _Alignas(64) float Ap[GT__CEIL_A], Bp[GT__CEIL_B], C[GT__CEIL_C]; /* 24 KiB of stack */
+  /* small values, no denormals: the rate of an FMA does not depend on them
+   * otherwise, and C grows by only about 0.19 per call */
+  for (int i = 0; i < GT__CEIL_A; i++) Ap[i] = (float)(i % 7) / 64.0f;
+  for (int i = 0; i < GT__CEIL_B; i++) Bp[i] = (float)(i % 5) / 64.0f;
+  for (int i = 0; i < GT__CEIL_C; i++) C[i] = 0.0f;
+  long n = 1000;
+  struct timespec t0, t1;
+  double best = 0;
+  for (int rep = -1; rep < 3; rep++) { /* rep -1 sizes the timed runs to `seconds` */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n; i++) call(Ap, Bp, C);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (t <= 0) continue;
+    if (rep < 0) {
+      n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
+      continue;
+    }
+    const double g = (double)n * 2.0 * (double)(mr * nr * kc) / t / 1e9;
+    if (g > best) best = g;
+  }
+  /* C is read once, so the calls cannot be dropped as dead stores */
+  volatile float sink = C[0];
+  (void)sink;
+  return best;
+}
+
 /* Loops: jc over N by nc, pc over K by kc (pack B: kc x nc into nr-wide
  * panels, all threads), then the C block [M, nc] cut into tasks of mc rows
  * times a group of nr panels, handed out dynamically (a thread that lost its
@@ -843,8 +879,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    gt__gemm_beta_only(M, N, beta, C, ldc);
     return;
   }
   if (M <= GT__GEMV_ROWS && !transA && transB) {
@@ -905,34 +940,10 @@ _Static_assert(GT__QGEMV_ROWS == GT__GEMV_ROWS, "gt_qgemm's row products are gt_
  * from memory, packing, tails, threads); what this rate lies below the FMA
  * peak is the core's own (the loads and broadcasts that feed the FMAs). */
 enum { GT__CEIL_KC = 128 };
-double gt__sgemm_kernel_gflops(double seconds) {
-  _Alignas(64) float Ap[GT__CEIL_KC * MR], Bp[GT__CEIL_KC * NR], C[MR * NR]; /* 23 KiB of stack */
-  /* small values, no denormals: the rate of an FMA does not depend on them
-   * otherwise, and C grows by only about 0.19 per call */
-  for (int i = 0; i < GT__CEIL_KC * MR; i++) Ap[i] = (float)(i % 7) / 64.0f;
-  for (int i = 0; i < GT__CEIL_KC * NR; i++) Bp[i] = (float)(i % 5) / 64.0f;
-  for (int i = 0; i < MR * NR; i++) C[i] = 0.0f;
-  long n = 1000;
-  struct timespec t0, t1;
-  double best = 0;
-  for (int rep = -1; rep < 3; rep++) { /* rep -1 sizes the timed runs to `seconds` */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < n; i++) gt__micro(GT__CEIL_KC, Ap, Bp, C, NR, MR, NR, 1.0f, 1.0f, C);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (t <= 0) continue;
-    if (rep < 0) {
-      n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
-      continue;
-    }
-    const double g = (double)n * 2.0 * MR * NR * GT__CEIL_KC / t / 1e9;
-    if (g > best) best = g;
-  }
-  /* C is read once, so the calls cannot be dropped as dead stores */
-  volatile float sink = C[0];
-  (void)sink;
-  return best;
+static void gt__ceil_call(const float *Ap, const float *Bp, float *C) {
+  gt__micro(GT__CEIL_KC, Ap, Bp, C, NR, MR, NR, 1.0f, 1.0f, C);
 }
+double gt__sgemm_kernel_gflops(double seconds) { return gt__gemm_rate(gt__ceil_call, MR, NR, GT__CEIL_KC, seconds); }
 
 #elif defined(GT__KERNELS_AVX2) /* the AVX2 copy: kernels/gemm_avx2.c's kernel */
 #include "kernels/gemm_avx2.h"
@@ -941,8 +952,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    gt__gemm_beta_only(M, N, beta, C, ldc);
     return;
   }
   /* OpenBLAS only when the packing buffers cannot grow */
@@ -958,8 +968,7 @@ void gt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    gt__gemm_beta_only(M, N, beta, C, ldc);
     return;
   }
   gt__sgemm_fixed(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

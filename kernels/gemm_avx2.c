@@ -20,11 +20,9 @@
  * (test_kernel_paths), and so do their few-row dot products, whose 16
  * lanes are kept as two vectors of 8 and reduced in _mm512_reduce_add_ps's
  * order. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "kernels/gemm_avx2.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -435,30 +433,11 @@ int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
 /* The micro-kernel's own rate (kernels/gemm.c's gt__sgemm_kernel_gflops):
  * one A and one B panel of 256 k in L1, one C tile, beta 1, no thread. */
 enum { GT__CEIL_KC = 256 };
+static void gt__ceil_call(const float *Ap, const float *Bp, float *C) {
+  gt__micro(GT__CEIL_KC, Ap, Bp, C, NR, MR, NR, 1.0f, 1.0f, C);
+}
 double gt__sgemm_avx2_kernel_gflops(double seconds) {
-  _Alignas(64) float Ap[GT__CEIL_KC * MR], Bp[GT__CEIL_KC * NR], C[MR * NR]; /* 22 KiB of stack */
-  for (int i = 0; i < GT__CEIL_KC * MR; i++) Ap[i] = (float)(i % 7) / 64.0f;
-  for (int i = 0; i < GT__CEIL_KC * NR; i++) Bp[i] = (float)(i % 5) / 64.0f;
-  for (int i = 0; i < MR * NR; i++) C[i] = 0.0f;
-  long n = 1000;
-  struct timespec t0, t1;
-  double best = 0;
-  for (int rep = -1; rep < 3; rep++) { /* rep -1 sizes the timed runs to `seconds` */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < n; i++) gt__micro(GT__CEIL_KC, Ap, Bp, C, NR, MR, NR, 1.0f, 1.0f, C);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (t <= 0) continue;
-    if (rep < 0) {
-      n = (long)((double)n * (seconds > 0 ? seconds : 0.2) / t) + 1;
-      continue;
-    }
-    const double g = (double)n * 2.0 * MR * NR * GT__CEIL_KC / t / 1e9;
-    if (g > best) best = g;
-  }
-  volatile float sink = C[0]; /* C is read, so the calls are not dead stores */
-  (void)sink;
-  return best;
+  return gt__gemm_rate(gt__ceil_call, MR, NR, GT__CEIL_KC, seconds);
 }
 
 GT__TARGET_END

@@ -1129,8 +1129,7 @@ static void gt__bgemm_any(const gt_bgemm_form *f, int transA, int transB, int64_
   if (!f) f = &none;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    gt__gemm_beta_only(M, N, beta, C, ldc);
     gt__finish_c(f, C, ldc, M, N);
     return;
   }

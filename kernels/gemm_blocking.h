@@ -124,4 +124,15 @@ int gt__gemm_run(const gt__gemm_kernel *k, int transA, int transB, int64_t M, in
 typedef void (*gt__gemm_cols_fn)(const void *args, int64_t j0, int64_t j1);
 void gt__gemm_cols(int64_t N, int64_t K, int64_t chunk, gt__gemm_cols_fn cols, const void *args);
 
+/* What a GEMM does with K 0 or alpha 0: C = beta C (0 when beta is 0, C
+ * then not read). */
+void gt__gemm_beta_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc);
+
+/* A micro-kernel's own rate, GFLOP/s: call(Ap, Bp, C) on one mr x kc A
+ * panel, one kc x nr B panel and one C tile (all in L1; at most 1536, 4096
+ * and 384 floats, else 0), repeated for about `seconds` (0: 0.2), the best
+ * of three timed runs. */
+typedef void (*gt__gemm_ceil_fn)(const float *Ap, const float *Bp, float *C);
+double gt__gemm_rate(gt__gemm_ceil_fn call, int64_t mr, int64_t nr, int64_t kc, double seconds);
+
 #endif

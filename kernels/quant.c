@@ -381,8 +381,7 @@ static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M
 static int gt__qgemm_trivial(int64_t M, int64_t N, int64_t K, float alpha, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 1;
   if (K > 0 && alpha != 0.0f) return 0;
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+  gt__gemm_beta_only(M, N, beta, C, ldc);
   return 1;
 }
 
