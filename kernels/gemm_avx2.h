@@ -17,11 +17,11 @@
  * gt_sgemm's on operands rounded beforehand); epi as gt__gemm_run's (NULL:
  * C as computed; epi->a16: A holds bf16 patterns, widened as packed, B is
  * then rounded whatever rnd). 0; -1 or 1 as gt__gemm_run, with nothing
- * written. Every output is one fixed-order sum, the same on any team and
- * for any row count. A product of at most 4 rows times B^T without epi
- * takes one dot product per output instead of packing (decoding), with the
- * AVX-512 copy's row kernels' bits (gt_sgemm's, and gt_bgemm's with
- * rnd). */
+ * written. Every output is one fixed-order sum, the same on any team. A
+ * product of at most 4 rows times B^T without epi takes one dot product
+ * per output instead of packing (decoding; 16 lanes, so another order than
+ * the packed loops'), with the sums of the AVX-512 copy's row kernels
+ * (gt_sgemm's, and gt_bgemm's with rnd). */
 int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi);
 

@@ -66,8 +66,10 @@
  * and micro-kernels with gt__qbpack_b, which dequantizes W and rounds it to
  * bf16 into the same pairs (docs/quantization.md).
  *
- * Without AVX-512 (F, BW, VL, DQ and FMA) at all, or on the portable path
- * (kernels/cpu.h): rounded float32 copies and
+ * On the AVX2 copy (kernels/cpu.h): the widened path on kernels/gemm_avx2.c
+ * (gt__sgemm_avx2 with its rounding packers), and its row kernel for a few
+ * rows. With neither AVX-512 (F, BW, VL, DQ and FMA) nor AVX2, or on the
+ * portable path: rounded float32 copies and
  * gt_sgemm, the same rounded products summed in float32 in gt_sgemm's order
  * (no DAZ/FTZ), so those bits differ from the AVX-512 paths within the
  * bound. Nothing here runs an instruction the CPU lacks: the vector code is

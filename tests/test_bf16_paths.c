@@ -224,11 +224,13 @@ START_TEST(test_widened_is_sgemm_on_rounded) {
 END_TEST
 
 START_TEST(test_paths_deterministic_over_threads) {
-  /* each path's bits do not depend on the thread count: 1, 2 and 3 */
-  if (!gt__kernels_avx512()) return;
+  /* each path's bits do not depend on the thread count: 1, 2 and 3 (on
+   * the AVX2 copy, its one packed path) */
+  if (gt__kernels_path() == GT__PATH_PORTABLE) return;
   const pcase cs[] = {{0, 1, 300, 200, 700, 1.25f, 0.5f}, {1, 0, 130, 640, 512, 1, 1}, {0, 0, 7, 9000, 40, 1, 0}};
   const int paths[] = {GT_BGEMM_WIDE, GT_BGEMM_DP, GT_BGEMM_AMX};
-  for (size_t pi = 0; pi < (gt__cpu_amx_bf16() ? 3u : 2u); pi++)
+  const size_t npaths = !gt__kernels_avx512() ? 1u : gt__cpu_amx_bf16() ? 3u : 2u;
+  for (size_t pi = 0; pi < npaths; pi++)
     for (size_t n = 0; n < sizeof cs / sizeof cs[0]; n++) {
       pdata d;
       const pcase *c = &cs[n];
@@ -253,8 +255,9 @@ END_TEST
 
 START_TEST(test_qbgemm_widened) {
   /* a stored W on the widened path: dequantized, rounded and packed in one
-   * pass; the bits of gt_bgemm's widened path on the dequantized matrix */
-  if (!gt__kernels_avx512()) return;
+   * pass (on the AVX2 copy: dequantized into a panel, then packed); the
+   * bits of gt_bgemm's widened path on the dequantized matrix */
+  if (gt__kernels_path() == GT__PATH_PORTABLE) return;
   const gt_qtype ts[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
   for (size_t ti = 0; ti < 3; ti++)
     for (int tw = 0; tw < 2; tw++) {
@@ -282,6 +285,7 @@ END_TEST
 static int runnable_paths(int paths[5], int emul[5]) {
   int np = 0;
   paths[np] = GT_BGEMM_COPY, emul[np++] = 0;
+  if (gt__kernels_path() == GT__PATH_AVX2) paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
   if (gt__kernels_avx512()) {
     paths[np] = GT_BGEMM_WIDE, emul[np++] = 0;
     paths[np] = GT_BGEMM_DP, emul[np++] = 0;

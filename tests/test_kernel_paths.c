@@ -254,7 +254,7 @@ START_TEST(test_gemm_avx2_avx512) {
     int tA, tB;
   } sh[] = {{70, 90, 300, 0, 0}, {37, 130, 2100, 1, 0}, {129, 33, 517, 0, 1}, {3, 200, 300, 0, 1},
             {4, 64, 17, 0, 1},   {13, 1, 5, 1, 1},      {256, 257, 1030, 0, 1}, {61, 47, 2500, 1, 1}};
-  static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}};
+  static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}, {2.0f, 0.0f}, {0.5f, 1.0f}};
   uint64_t st = 4242;
   for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
     for (size_t j = 0; j < sizeof ab / sizeof ab[0]; j++) {
@@ -288,6 +288,28 @@ START_TEST(test_gemm_avx2_avx512) {
       }
       free(A), free(B), free(C0), free(C1), free(C2), free(C3);
     }
+  /* the bf16 rounding of the widened packers at the edges: a NaN, an
+   * infinity, a value that rounds to infinity, denormals; and C written as
+   * bf16 straight from the tiles (beta 0, one K block) */
+  {
+    const int64_t M = 70, N = 90, K = 120;
+    float *A = gt_test_alloc_fill(M * K, &st, -1, 1), *B = gt_test_alloc_fill(K * N, &st, -1, 1);
+    const uint32_t nan = 0x7fa00001u, big = 0x7f7fffffu, den = 0x00000003u;
+    const float inf = INFINITY;
+    memcpy(&A[3 * K + 5], &nan, 4), memcpy(&A[9 * K + 7], &big, 4), memcpy(&A[11 * K + 2], &den, 4);
+    memcpy(&B[17 * K + 4], &inf, 4), memcpy(&B[21 * K + 6], &den, 4); /* B is [N, K]: transB */
+    float *C2 = gt_test_zeros(M * N), *C3 = gt_test_zeros(M * N);
+    ck_assert_int_eq(gt__sgemm_avx2(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C2, N, 1, NULL), 0);
+    ck_assert_int_eq(gt__wgemm_packed(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C3, N, NULL), 0);
+    ck_assert_msg(gt_test_same_bits(C2, C3, M * N), "widened with NaN, infinities, denormals: the copies differ");
+    uint16_t *h2 = calloc((size_t)(M * N), 2), *h3 = calloc((size_t)(M * N), 2);
+    const gt__gemm_epi e2 = {0, NULL, gt_bf16_pack_rows, h2, N}, e3 = {0, NULL, gt_bf16_pack_rows, h3, N};
+    const int r2 = gt__sgemm_avx2(1, 0, M, N, K, 0.5f, A, M, B, N, 0.0f, NULL, N, 1, &e2);
+    const int r3 = gt__wgemm_packed(1, 0, M, N, K, 0.5f, A, M, B, N, 0.0f, NULL, N, &e3);
+    ck_assert_int_eq(r2, r3);
+    ck_assert_msg(memcmp(h2, h3, 2 * (size_t)(M * N)) == 0, "bf16 tiles (c16): the copies differ");
+    free(A), free(B), free(C2), free(C3), free(h2), free(h3);
+  }
 }
 END_TEST
 

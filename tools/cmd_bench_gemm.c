@@ -557,9 +557,12 @@ int gt_bench_gemm(int argc, char **argv) {
          "gt_bgemm pairs: vdpbf16ps (its float32-FMA emulation where the CPU lacks it); gt_bgemm widened: the\n"
          "float32 micro-kernel on operands widened from bf16 (kernels/bf16_path.h), both forced whatever this CPU\n"
          "chose; pairs/f32, widened/f32 = their rate over gt_sgemm's on 1 / 2 threads; * = a thread lacked its\n"
-         "core (another process) even in the best round%s\n\n",
+         "core (another process) even in the best round%s%s\n\n",
          with_amx ? ".\ngt_bgemm AMX: the AMX-BF16 tiles (kernels/gemm_amx.c), forced likewise; amx/f32 = its rate over gt_sgemm's"
-                  : "");
+                  : "",
+         gt__kernels_path() == GT__PATH_AVX2
+             ? ".\nThis CPU runs the AVX2 copy, which has no pairs path: the pairs columns time the widened path again"
+             : "");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
   if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "

@@ -49,8 +49,8 @@ void gt__matmul_forward(const gt_model *m, float *out, const float *inp, gt__wei
 }
 
 int gt__matmul_a16(const gt_model *m) {
-  /* (the rounded copies path, without AVX-512, has no 2-byte packers: it
-   * would widen each bf16 operand into a copy first) */
+  /* (the rounded copies path, with neither AVX-512 nor AVX2, has no 2-byte
+   * packers: it would widen each bf16 operand into a copy first) */
   return m->bf16_act && m->bf16_mm && gt_qbgemm_packs_stored();
 }
 
