@@ -1041,8 +1041,9 @@ static int gt__bgemm_packed(gt__bmicro_fn micro, int transA, int transB, int64_t
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round) {
   const int path = gt__bgemm_path();
-  /* (the AVX2 copy's widened path has no packer for stored weights: the
-   * caller's dequantized panels) */
+  /* (callers check gt__kernels_avx512() first: the AVX2 copy's widened
+   * path has no packer for stored weights, and takes the caller's
+   * dequantized panels) */
   if (path == GT_BGEMM_COPY || !gt__kernels_avx512()) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
     if (a16) { /* (the row kernel reads floats; else the caller's panels) */

@@ -410,7 +410,11 @@ static void gt__qbgemm_t_any(int a16, int round, int transA, int transW, int64_t
     return;
   }
   if (!gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) {
-    if (gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16, round) == 0) return;
+    /* (gt__qbgemm_packed is compiled for AVX-512 as a whole: even its
+     * prologue may use it, as the sanitizers' does, so it is not entered
+     * on another copy) */
+    if (gt__kernels_avx512() && gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16, round) == 0)
+      return;
     gt__qgemm_panels(a16 ? gt__bgemm_a16 : gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
   }
   if (round)
