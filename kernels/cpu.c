@@ -84,8 +84,9 @@ static pthread_once_t gt__amx_once = PTHREAD_ONCE_INIT;
 
 static void gt__amx_init(void) {
   gt__amx = 1;
-  const char *e = getenv("GT_TEST_KERNELS");
-  if (e && strcmp(e, "portable") == 0) return;
+  /* the tile kernels belong to the AVX-512 copy (every CPU with AMX has
+   * AVX-512): GT_TEST_KERNELS=portable or avx2 turns them off with it */
+  if (gt__kernels_path() != GT__PATH_AVX512) return;
 #if defined(__x86_64__) && defined(__linux__)
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return; /* OSXSAVE */

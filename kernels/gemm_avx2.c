@@ -23,10 +23,12 @@
 #include "kernels/gemm_avx2.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/bf16.h"
 #include "kernels/target.h"
 
 GT__TARGET_BEGIN("avx2,fma")
@@ -171,13 +173,6 @@ static inline __attribute__((always_inline)) __m256 gt__widen8(const uint16_t *s
   const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)src);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
-static inline __attribute__((always_inline)) float gt__widen1(uint16_t h) {
-  union {
-    uint32_t u;
-    float f;
-  } v = {(uint32_t)h << 16};
-  return v.f;
-}
 static void gt__pack_a16(float *dst, int transA, const uint16_t *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc) {
   if (transA) {
@@ -193,7 +188,7 @@ static void gt__pack_a16(float *dst, int transA, const uint16_t *A, int64_t lda,
       for (; p < mc; p += MR) {
         const int64_t mr = gt__gmin(MR, mc - p);
         float *d = dst + p * kc + k * MR;
-        for (int64_t r = 0; r < MR; r++) d[r] = r < mr ? gt__widen1(src[p + r]) : 0.0f;
+        for (int64_t r = 0; r < MR; r++) d[r] = r < mr ? gt_bf16_to_f32(src[p + r]) : 0.0f;
       }
     }
     return;
@@ -413,6 +408,178 @@ static void gt__gemv_bt_cols(const void *arg, int64_t j0, int64_t j1) {
   }
 }
 
+/* ------------------------------------------- stored weights (quant.h) */
+
+/* What the quantized packer reads of a gt_qweight, copied into a local so
+ * that the compiler keeps it in registers across the panel stores */
+typedef struct gt__qview {
+  const void *data;
+  const float *scales;
+  int64_t cols, bytes; /* bytes: of the elements */
+} gt__qview;
+
+/* Elements [i, i + n) (n <= 8; none when n <= 0) of a stored matrix of the
+ * given type (a constant where this is inlined), all in one row, as
+ * float32 lanes: kernels/quant_lanes.h's gt__qdeq16 on 8 lanes. Each lane
+ * is exactly kernels/quant_elem.h's value (bf16 widened; int8 converted,
+ * then one multiply by its row's scale rs; nf4's code, looked up in the two
+ * halves of the table (lut0, lut1), times its block's absmax), and lanes
+ * past n are exactly zero, a scale of inf or NaN included. Never a byte
+ * past the stored matrix is read: a short run goes through a zero-padded
+ * copy. (A fixed-size copy is one load; one of variable size a call.) */
+static inline __attribute__((always_inline)) __m256 gt__qdeq8(const gt__qview *w, const gt_qtype type, int64_t i,
+                                                              int64_t n, float rs, __m256 lut0, __m256 lut1) {
+  if (n <= 0) return _mm256_setzero_ps();
+  const __m256i live = gt__mask8(n);
+  switch (type) {
+  case GT_Q_F32: return _mm256_maskload_ps((const float *)w->data + i, live);
+  case GT_Q_BF16: {
+    const uint16_t *src = (const uint16_t *)w->data + i;
+    if (n >= 8) return gt__widen8(src);
+    uint16_t t[8] = {0};
+    memcpy(t, src, (size_t)n * sizeof(uint16_t));
+    return gt__widen8(t);
+  }
+  case GT_Q_INT8: {
+    long long q = 0;
+    if (n >= 8)
+      memcpy(&q, (const int8_t *)w->data + i, 8);
+    else
+      memcpy(&q, (const int8_t *)w->data + i, (size_t)n);
+    const __m256 v =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q))), _mm256_set1_ps(rs));
+    return _mm256_and_ps(v, _mm256_castsi256_ps(live));
+  }
+  case GT_Q_NF4: {
+    /* element i + l sits in byte (i + l) / 2, in the high nibble when i + l
+     * is even: each lane takes its byte (pshufb), shifted by 4 or 0 */
+    const int64_t b0 = i >> 1, odd = i & 1;
+    long long raw = 0;
+    if (b0 + 8 <= w->bytes) /* the 8 bytes from b0 lie inside the matrix (5 at most are used) */
+      memcpy(&raw, (const uint8_t *)w->data + b0, 8);
+    else
+      memcpy(&raw, (const uint8_t *)w->data + b0, (size_t)(((i + n - 1) >> 1) - b0 + 1));
+    const __m128i idx0 = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i idx1 = _mm_setr_epi8(0, 1, 1, 2, 2, 3, 3, 4, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i sh0 = _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0), sh1 = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+    __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi64_si128(raw), odd ? idx1 : idx0));
+    v = _mm256_and_si256(_mm256_srlv_epi32(v, odd ? sh1 : sh0), _mm256_set1_epi32(15));
+    /* codes 0-7 from lut0, 8-15 from lut1 (bit 3 moved to the sign bit
+     * chooses) */
+    const __m256 code = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lut0, v), _mm256_permutevar8x32_ps(lut1, v),
+                                         _mm256_castsi256_ps(_mm256_slli_epi32(v, 28)));
+    /* the absmax of each lane's block: one, or two when the run crosses a
+     * block boundary (lanes from rem on take the next block's) */
+    const int64_t blk = i / GT_Q_NF4_BLOCK, rem = GT_Q_NF4_BLOCK - (i - blk * GT_Q_NF4_BLOCK);
+    __m256 sc = _mm256_set1_ps(w->scales[blk]);
+    if (n > rem)
+      sc = _mm256_blendv_ps(_mm256_set1_ps(w->scales[blk + 1]), sc, _mm256_castsi256_ps(gt__mask8(rem)));
+    return _mm256_and_ps(_mm256_mul_ps(code, sc), _mm256_castsi256_ps(live));
+  }
+  }
+  return _mm256_setzero_ps();
+}
+
+/* A stored W read through gt__qdeq8 as it is packed, into the panels
+ * gt__pack_b_panel writes from the dequantized float matrix (every packed
+ * float is that matrix's element, rounded to bf16 with rnd), so the
+ * micro-kernel, the blocking and the bits are those of the product on the
+ * dequantized matrix, as kernels/gemm.c's AVX-512 packer gives them. One
+ * instance per storage type, so no lane switches on it. */
+static inline __attribute__((always_inline)) void gt__qpack_b_as(float *df, int tW, const gt__qview *w,
+                                                                 const gt_qtype type, int64_t k0, int64_t kc,
+                                                                 int64_t j0, int64_t n, const int rnd) {
+  const int64_t cols = w->cols, np = gt__gcdiv(n, NR);
+  const __m256 lut0 = _mm256_loadu_ps(gt_nf4_code), lut1 = _mm256_loadu_ps(gt_nf4_code + 8);
+  /* the byte offset of element e (nf4: two a byte) */
+#define GT__QBYTE(e) (type == GT_Q_NF4 ? (e) >> 1 : type == GT_Q_INT8 ? (e) : (e) * (int64_t)(1 + (type != GT_Q_BF16)) * 2)
+  const char *bytes = (const char *)w->data;
+  if (!tW) {
+    /* op(W) = W [K, N]: row k0 + k's run j0..j0+n, one row at a time across
+     * the panels (one contiguous read of the stored row; the start of the
+     * row 4 ahead requested meanwhile) */
+    for (int64_t k = 0; k < kc; k++) {
+      const int64_t row = k0 + k, base = row * cols + j0;
+      if (k + 4 < kc) {
+        _mm_prefetch(bytes + GT__QBYTE(base + 4 * cols), _MM_HINT_T0);
+        _mm_prefetch(bytes + GT__QBYTE(base + 4 * cols) + 64, _MM_HINT_T0);
+      }
+      const float rs = type == GT_Q_INT8 ? w->scales[row] : 0.0f;
+      for (int64_t p = 0; p < np; p++) {
+        const int64_t nr = gt__gmin(NR, n - p * NR);
+        float *dk = df + p * NR * kc + k * NR;
+        _mm256_store_ps(dk, GT__PK(rnd, gt__qdeq8(w, type, base + p * NR, gt__gmin(8, nr), rs, lut0, lut1)));
+        _mm256_store_ps(dk + 8, GT__PK(rnd, gt__qdeq8(w, type, base + p * NR + 8, nr - 8, rs, lut0, lut1)));
+      }
+    }
+    return;
+  }
+  /* op(W) = W^T, W [N, K]: rows of W run along k; 8 k of 16 rows, two
+   * 8 x 8 transposes (gt__pack_b_panel's, on dequantized lanes). Sixteen
+   * rows read side by side are more streams than the hardware prefetcher
+   * follows: each row's line two ahead is requested as its current one is
+   * entered. */
+  const int64_t per_line = type == GT_Q_NF4 ? 128 : type == GT_Q_INT8 ? 64 : 32; /* elements in 64 bytes */
+  for (int64_t p = 0; p < np; p++) {
+    const int64_t nr = gt__gmin(NR, n - p * NR), r0 = j0 + p * NR;
+    float *dp = df + p * NR * kc;
+    for (int64_t k = 0; k < kc; k += 8) {
+      __m256 r[8], s[8];
+      const int64_t kn = gt__gmin(8, kc - k);
+      if (((k0 + k) & (per_line - 1)) == 0 && k + 2 * per_line < kc)
+        for (int64_t i = 0; i < nr; i++)
+          _mm_prefetch(bytes + GT__QBYTE((r0 + i) * cols + k0 + k + 2 * per_line), _MM_HINT_T0);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) {
+        const float rs0 = type == GT_Q_INT8 && i < nr ? w->scales[r0 + i] : 0.0f;
+        const float rs1 = type == GT_Q_INT8 && i + 8 < nr ? w->scales[r0 + 8 + i] : 0.0f;
+        r[i] = i < nr ? GT__PK(rnd, gt__qdeq8(w, type, (r0 + i) * cols + k0 + k, kn, rs0, lut0, lut1))
+                      : _mm256_setzero_ps();
+        s[i] = i + 8 < nr ? GT__PK(rnd, gt__qdeq8(w, type, (r0 + 8 + i) * cols + k0 + k, kn, rs1, lut0, lut1))
+                          : _mm256_setzero_ps();
+      }
+      gt__tr8(r);
+      gt__tr8(s);
+      for (int64_t kk = 0; kk < kn; kk++) {
+        _mm256_store_ps(dp + (k + kk) * NR, r[kk]);
+        _mm256_store_ps(dp + (k + kk) * NR + 8, s[kk]);
+      }
+    }
+  }
+#undef GT__QBYTE
+}
+
+/* The driver hands B through untouched: here it is the gt_qweight (ldb
+ * unused). */
+static inline __attribute__((always_inline)) void gt__qpack_b(uint32_t *d, int tW, const float *B, int64_t k0,
+                                                              int64_t kc, int64_t j0, int64_t n, const int rnd) {
+  const gt_qweight *q = (const gt_qweight *)(const void *)B;
+  const gt__qview w = {q->data, q->scales, q->cols, gt_q_data_bytes(q->type, q->rows * q->cols)};
+  float *df = (float *)(void *)d;
+  switch (q->type) {
+  case GT_Q_F32: gt__qpack_b_as(df, tW, &w, GT_Q_F32, k0, kc, j0, n, rnd); break;
+  case GT_Q_BF16: gt__qpack_b_as(df, tW, &w, GT_Q_BF16, k0, kc, j0, n, rnd); break;
+  case GT_Q_INT8: gt__qpack_b_as(df, tW, &w, GT_Q_INT8, k0, kc, j0, n, rnd); break;
+  case GT_Q_NF4: gt__qpack_b_as(df, tW, &w, GT_Q_NF4, k0, kc, j0, n, rnd); break;
+  }
+}
+
+static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t n) {
+  (void)ldb;
+  gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
+}
+/* dequantized, then rounded to bf16; a bf16 store's values are bf16
+ * already: widened only, the rounding would change nothing */
+static void gt__qpack_b_w(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t n) {
+  (void)ldb;
+  if (((const gt_qweight *)(const void *)B)->type == GT_Q_BF16)
+    gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
+  else
+    gt__qpack_b(d, tW, B, k0, kc, j0, n, 1);
+}
+
 /* ---------------------------------------------------------------- driver */
 
 int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -428,6 +595,21 @@ int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
   static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__pack_b_w, gt__micro_u};
   const gt__gemm_kernel *k = epi && epi->a16 ? &kern16 : rnd ? &kernw : &kern;
   return gt__gemm_run(k, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi);
+}
+
+int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
+  /* a few rows times W^T: the caller's panels and gt__sgemm_avx2's row
+   * kernel, whose sums the AVX-512 copy's row kernels for stored weights
+   * give */
+  if (M <= GT__GEMV_ROWS && !transA && transW) return -1;
+  pthread_once(&gt__block_once, gt__block_init);
+  static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__qpack_b_u, gt__micro_u};
+  static const gt__gemm_kernel kernw = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
+  static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__qpack_b_w, gt__micro_u};
+  const gt__gemm_kernel *k = epi && epi->a16 ? &kern16 : rnd ? &kernw : &kern;
+  return gt__gemm_run(k, transA, transW, M, N, K, alpha, A, lda, (const float *)(const void *)W, W->cols, beta, C,
+                      ldc, epi);
 }
 
 /* The micro-kernel's own rate (kernels/gemm.c's gt__sgemm_kernel_gflops):
@@ -448,6 +630,12 @@ int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
   (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
   (void)beta, (void)C, (void)ldc, (void)rnd, (void)epi;
+  return -1;
+}
+int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
+  (void)transA, (void)transW, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)beta;
+  (void)C, (void)ldc, (void)rnd, (void)epi;
   return -1;
 }
 double gt__sgemm_avx2_kernel_gflops(double seconds) {

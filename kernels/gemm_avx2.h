@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/gemm_blocking.h"
+#include "kernels/quant.h"
 
 /* C = alpha op(A) op(B) + beta C, as gt_sgemm, for M, N, K > 0 and alpha
  * != 0. rnd 1 rounds every operand to bf16 as it is packed (gt_bgemm's
@@ -24,6 +25,16 @@
  * (gt_sgemm's, and gt_bgemm's with rnd). */
 int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi);
+
+/* The same loops with W a stored matrix (kernels/quant.h), dequantized as
+ * it is packed: gt_qgemm's product (rnd 0) and gt_qbgemm's (rnd 1: A and
+ * the dequantized W rounded to bf16, a bf16 store's values widened), with
+ * the bits of gt__sgemm_avx2 on the dequantized matrix and of the AVX-512
+ * copy's packed products for stored weights. transA, epi and the return as
+ * gt__sgemm_avx2; -1 for at most 4 rows times W^T (the caller dequantizes
+ * panels for the row kernel). */
+int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi);
 
 /* The micro-kernel's own rate in GFLOP/s (gt__sgemm_kernel_gflops). */
 double gt__sgemm_avx2_kernel_gflops(double seconds);

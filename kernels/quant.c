@@ -26,6 +26,7 @@
 #include "kernels/bf16.h"
 #include "kernels/bf16_path.h"
 #include "kernels/cpu.h"
+#include "kernels/gemm_avx2.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -336,11 +337,12 @@ static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t 
   gt_bgemm_x(transA, transB, M, N, K, alpha, NULL, lda, B, ldb, beta, C, ldc, &f);
 }
 
-/* Bounded panels of W multiplied by gemm. The panel lives in the calling
+/* Bounded panels of W multiplied by gemm: the products no packer reads W
+ * for (the portable copy; the few-row products of the AVX2 copy; a packed
+ * product whose buffers could not grow). The panel lives in the calling
  * thread's GEMM buffers: its B packing buffer on the portable path (which
  * gt_sgemm and the bf16 copies path leave unused), its panel buffer where
- * the GEMM packs (the AVX2 copy; an AVX-512 product whose buffers could
- * not grow), or one of its own when those cannot grow. */
+ * the GEMM packs, or one of its own when those cannot grow. */
 static void gt__qgemm_panels(gt__gemm_fn gemm, int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc) {
   int64_t nb = GT__Q_PANEL / K;
@@ -393,6 +395,9 @@ void gt_qgemm(int transW, int64_t M, int64_t N, int64_t K, float alpha, const fl
   }
   if (gt__qgemm_trivial(M, N, K, alpha, beta, C, ldc)) return;
   if (gt__kernels_avx512() && gt__qgemm_packed(transW, M, N, K, alpha, A, lda, W, beta, C, ldc) == 0) return;
+  if (gt__kernels_path() == GT__PATH_AVX2 &&
+      gt__qgemm_avx2(0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 0, NULL) == 0)
+    return;
   gt__qgemm_panels(gt_sgemm, 0, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
 }
 
@@ -414,6 +419,12 @@ static void gt__qbgemm_t_any(int a16, int round, int transA, int transW, int64_t
      * prologue may use it, as the sanitizers' does, so it is not entered
      * on another copy) */
     if (gt__kernels_avx512() && gt__qbgemm_packed(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, a16, round) == 0)
+      return;
+    /* the AVX2 copy's widened path packs W itself (A rounded or widened,
+     * each tile of C rounded as it is finished) */
+    const gt__gemm_epi epi = {a16, round ? gt_bf16_round_rows : NULL, NULL, NULL, 0};
+    if (gt__kernels_path() == GT__PATH_AVX2 && gt_qbgemm_packs_stored() &&
+        gt__qgemm_avx2(transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc, 1, a16 || round ? &epi : NULL) == 0)
       return;
     gt__qgemm_panels(a16 ? gt__bgemm_a16 : gt_bgemm, transA, transW, M, N, K, alpha, A, lda, W, beta, C, ldc);
   }

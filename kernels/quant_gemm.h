@@ -1,7 +1,8 @@
 /* The packed quantized products (kernels/quant.h's gt_qgemm, gt_qbgemm) as
- * the GEMMs define them: gt__qgemm_packed in gemm.c's AVX-512 copy (call it
- * only when gt__kernels_avx512()), gt__qbgemm_packed in gemm_bf16.c (any
- * CPU: -1 where the bf16 GEMM takes its copies path). Both take the
+ * the AVX-512 GEMMs define them: gt__qgemm_packed in gemm.c's AVX-512 copy,
+ * gt__qbgemm_packed in gemm_bf16.c (-1 where the bf16 GEMM takes its copies
+ * path); call either only when gt__kernels_avx512() (the AVX2 copy's are
+ * gt__qgemm_avx2, kernels/gemm_avx2.h). Both take the
  * caller's M, N > 0, K > 0, alpha != 0 and a W that is not float32, and
  * return 0, or -1 with nothing written when their buffers cannot grow (the
  * caller then takes another path). Private to kernels/. */

@@ -12,7 +12,9 @@
  * - on a CPU with AVX-512, the AVX2 and AVX-512 GEMMs give the same bits:
  *   the same K blocks, one FMA per k in k order, the same epilogue
  *   (kernels/gemm_avx2.c), for plain, rounded (bf16's widened path) and
- *   few-row products.
+ *   few-row products, and their products with a stored (bf16, int8, nf4)
+ *   W, which the AVX2 copy's quantized packer also gives on the
+ *   dequantized matrix's bits on any AVX2 CPU.
  * The suites of each kernel check a copy against the scalar references
  * (run them with GT_TEST_KERNELS=portable or =avx2 for the lesser ones). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -27,6 +29,8 @@
 #include "kernels/gemm_avx2.h"
 #include "kernels/gemm_widen.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "kernels/quant_gemm.h"
 
 #define GT__BOTH(fn) extern __typeof__(fn) fn##__avx512, fn##__avx2, fn##__portable;
 GT__BOTH(gt_geglu_forward)
@@ -313,6 +317,79 @@ START_TEST(test_gemm_avx2_avx512) {
 }
 END_TEST
 
+/* The AVX2 copy's packed products with a stored W (gt__qgemm_avx2, the
+ * quantized packer) on any CPU with AVX2: the bits of gt__sgemm_avx2 on the
+ * dequantized matrix, for bf16, int8 and nf4 stores in both orientations
+ * (N and K off the 16-wide panel and the 8-wide lanes, odd row lengths so
+ * nf4 rows start on either nibble, K over several blocks), float32 (rnd 0)
+ * and bf16 (rnd 1, also with A as bf16 patterns and C's tiles rounded);
+ * an int8 row and an nf4 block whose scale is infinite. On a CPU with
+ * AVX-512 too, the AVX-512 copy's packed products for stored weights give
+ * the same bits. */
+START_TEST(test_qgemm_avx2) {
+  if (!cpu_avx2()) return;
+  static const struct {
+    int64_t M, N, K;
+    int tA, tW;
+  } sh[] = {{70, 37, 300, 0, 1}, {37, 130, 1100, 1, 0}, {9, 33, 517, 0, 0}, {129, 21, 2100, 0, 1},
+            {5, 64, 17, 1, 1},   {13, 1, 5, 0, 0},      {6, 257, 131, 0, 1}};
+  static const gt_qtype types[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
+  uint64_t st = 777;
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    for (int t = 0; t < 3; t++)
+      for (int rnd = 0; rnd < 2; rnd++) {
+        const int64_t M = sh[i].M, N = sh[i].N, K = sh[i].K;
+        const int tA = sh[i].tA, tW = sh[i].tW;
+        const int64_t lda = tA ? M : K, wr = tW ? N : K, wc = tW ? K : N;
+        float *A = gt_test_alloc_fill(M * K, &st, -1, 1), *src = gt_test_alloc_fill(wr * wc, &st, -1, 1);
+        void *buf = calloc((size_t)gt_q_words(types[t], wr, wc) + 1, 4);
+        gt_quantize(types[t], src, wr, wc, buf);
+        gt_qweight w = gt_qweight_at(types[t], buf, wr, wc);
+        if (i == 0 && types[t] != GT_Q_BF16) /* an infinite scale: row 3 (int8), block 2 (nf4) */
+          ((float *)(void *)w.scales)[types[t] == GT_Q_INT8 ? 3 : 2] = INFINITY;
+        float *Wd = malloc(sizeof(float) * (size_t)(wr * wc));
+        gt_dequantize_rows_ref(&w, 0, wr, Wd);
+        const float alpha = 0.75f, beta = i % 2 ? 0.5f : 0.0f;
+        float *C0 = gt_test_alloc_fill(M * N, &st, -1, 1), *C1 = gt_test_copy(C0, M * N);
+        float *C2 = gt_test_copy(C0, M * N), *C3 = gt_test_copy(C0, M * N);
+        ck_assert_int_eq(gt__qgemm_avx2(tA, tW, M, N, K, alpha, A, lda, &w, beta, C0, N, rnd, NULL), 0);
+        ck_assert_int_eq(gt__sgemm_avx2(tA, tW, M, N, K, alpha, A, lda, Wd, wc, beta, C1, N, rnd, NULL), 0);
+        ck_assert_msg(gt_test_same_bits(C0, C1, M * N), "stored %d rnd %d, %lld x %lld x %lld (%d%d): not the bits "
+                      "of the product on the dequantized matrix", (int)types[t], rnd, (long long)M, (long long)N,
+                      (long long)K, tA, tW);
+        if (cpu_avx512()) {
+          const int r = rnd ? gt__wqgemm_packed(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, NULL)
+                            : tA ? (gt_sgemm__avx512(tA, tW, M, N, K, alpha, A, lda, Wd, wc, beta, C2, N), 0)
+                                 : gt__qgemm_packed(tW, M, N, K, alpha, A, lda, &w, beta, C2, N);
+          ck_assert_int_eq(r, 0);
+          ck_assert_msg(gt_test_same_bits(C0, C2, M * N), "stored %d rnd %d, %lld x %lld x %lld (%d%d): the AVX2 and "
+                        "AVX-512 copies differ", (int)types[t], rnd, (long long)M, (long long)N, (long long)K, tA, tW);
+        }
+        if (rnd) { /* A as bf16 patterns, C's tiles rounded */
+          uint16_t *A16 = malloc((size_t)(M * K) * 2);
+          gt_bf16_pack(A16, A, M * K);
+          const gt__gemm_epi epi = {1, gt_bf16_round_rows, NULL, NULL, 0};
+          memcpy(C2, C3, sizeof(float) * (size_t)(M * N));
+          ck_assert_int_eq(gt__qgemm_avx2(tA, tW, M, N, K, alpha, (const float *)(const void *)A16, lda, &w, beta, C2,
+                                          N, 1, &epi), 0);
+          ck_assert_int_eq(gt__sgemm_avx2(tA, tW, M, N, K, alpha, (const float *)(const void *)A16, lda, Wd, wc, beta,
+                                          C3, N, 1, &epi), 0);
+          ck_assert_msg(gt_test_same_bits(C2, C3, M * N), "stored %d, A in bf16, C rounded, %lld x %lld x %lld (%d%d)",
+                        (int)types[t], (long long)M, (long long)N, (long long)K, tA, tW);
+          free(A16);
+        }
+        free(A), free(src), free(buf), free(Wd), free(C0), free(C1), free(C2), free(C3);
+      }
+  /* a few rows times W^T: left to the caller's panels (-1, nothing written) */
+  float A[8] = {1, 2, 3, 4, 5, 6, 7, 8}, src[8] = {1, 1, 1, 1, 2, 2, 2, 2}, C[4] = {9, 9, 9, 9};
+  uint16_t buf[8];
+  gt_quantize(GT_Q_BF16, src, 2, 4, buf);
+  const gt_qweight w = gt_qweight_at(GT_Q_BF16, buf, 2, 4);
+  ck_assert_int_eq(gt__qgemm_avx2(0, 1, 2, 2, 4, 1.0f, A, 4, &w, 0.0f, C, 2, 0, NULL), -1);
+  ck_assert_float_eq(C[0], 9.0f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("kernel_paths");
   TCase *tc = gt_test_tcase(s, "path");
@@ -321,5 +398,6 @@ int main(void) {
   tcase_add_loop_test(tc, test_same_bits, 0, 2);
   tcase_add_loop_test(tc, test_close, 0, 2);
   tcase_add_test(tc, test_gemm_avx2_avx512);
+  tcase_add_test(tc, test_qgemm_avx2);
   return gt_test_run_suite(s, 0);
 }
