@@ -564,6 +564,72 @@ static inline __attribute__((always_inline)) void gt__qpack_b(uint32_t *d, int t
   }
 }
 
+/* gt__gemv_bt_cols' sums with row j of W dequantized in registers (and
+ * rounded to bf16 with rnd, as gt__qpack_b): each output gets the same FMAs
+ * in the same order as that row kernel on the dequantized matrix, so the
+ * same bits, at one read of the stored row per output instead of a
+ * dequantized panel written and read again (decoding one token over a
+ * QLoRA base reads every stored weight once). */
+typedef struct gt__qgemv_args {
+  int64_t M, K, lda, ldc;
+  float alpha, beta;
+  const float *A;
+  const gt_qweight *W;
+  float *C;
+  int rnd;
+} gt__qgemv_args;
+
+static inline __attribute__((always_inline)) void gt__qgemv_as(const gt__qgemv_args *g, const gt__qview *w,
+                                                               const gt_qtype type, int64_t j0, int64_t j1) {
+  const int64_t M = g->M, K = g->K, kt = K % 16;
+  const int rnd = g->rnd && type != GT_Q_BF16; /* (a bf16 store's values are bf16: rounding changes nothing) */
+  const int rnda = g->rnd;
+  const __m256i t0 = gt__mask8(kt), t1 = gt__mask8(kt - 8);
+  const __m256 lut0 = _mm256_loadu_ps(gt_nf4_code), lut1 = _mm256_loadu_ps(gt_nf4_code + 8);
+  for (int64_t j = j0; j < j1; j++) {
+    const int64_t row = j * w->cols;
+    const float rs = type == GT_Q_INT8 ? w->scales[j] : 0.0f;
+    __m256 lo[GT__GEMV_ROWS], hi[GT__GEMV_ROWS];
+    for (int64_t i = 0; i < M; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+      const __m256 b0 = GT__PK(rnd, gt__qdeq8(w, type, row + k, 8, rs, lut0, lut1));
+      const __m256 b1 = GT__PK(rnd, gt__qdeq8(w, type, row + k + 8, 8, rs, lut0, lut1));
+      for (int64_t i = 0; i < M; i++) {
+        const float *a = g->A + i * g->lda + k;
+        lo[i] = _mm256_fmadd_ps(GT__PK(rnda, _mm256_loadu_ps(a)), b0, lo[i]);
+        hi[i] = _mm256_fmadd_ps(GT__PK(rnda, _mm256_loadu_ps(a + 8)), b1, hi[i]);
+      }
+    }
+    if (k < K) {
+      const __m256 b0 = GT__PK(rnd, gt__qdeq8(w, type, row + k, gt__gmin(8, kt), rs, lut0, lut1));
+      const __m256 b1 = GT__PK(rnd, gt__qdeq8(w, type, row + k + 8, kt - 8, rs, lut0, lut1));
+      for (int64_t i = 0; i < M; i++) {
+        const float *a = g->A + i * g->lda + k;
+        lo[i] = _mm256_fmadd_ps(GT__PK(rnda, _mm256_maskload_ps(a, t0)), b0, lo[i]);
+        hi[i] = _mm256_fmadd_ps(GT__PK(rnda, _mm256_maskload_ps(a + 8, t1)), b1, hi[i]);
+      }
+    }
+    for (int64_t i = 0; i < M; i++) {
+      const float dot = g->alpha * gt__sum16(lo[i], hi[i]);
+      float *c = g->C + i * g->ldc + j;
+      *c = g->beta == 0.0f ? dot : dot + g->beta * *c;
+    }
+  }
+}
+
+static void gt__qgemv_cols(const void *arg, int64_t j0, int64_t j1) {
+  const gt__qgemv_args *g = arg;
+  const gt_qweight *q = g->W;
+  const gt__qview w = {q->data, q->scales, q->cols, gt_q_data_bytes(q->type, q->rows * q->cols)};
+  switch (q->type) {
+  case GT_Q_F32: gt__qgemv_as(g, &w, GT_Q_F32, j0, j1); break;
+  case GT_Q_BF16: gt__qgemv_as(g, &w, GT_Q_BF16, j0, j1); break;
+  case GT_Q_INT8: gt__qgemv_as(g, &w, GT_Q_INT8, j0, j1); break;
+  case GT_Q_NF4: gt__qgemv_as(g, &w, GT_Q_NF4, j0, j1); break;
+  }
+}
+
 static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                           int64_t n) {
   (void)ldb;
@@ -599,10 +665,16 @@ int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
 
 int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
-  /* a few rows times W^T: the caller's panels and gt__sgemm_avx2's row
-   * kernel, whose sums the AVX-512 copy's row kernels for stored weights
-   * give */
-  if (M <= GT__GEMV_ROWS && !transA && transW) return -1;
+  /* a few rows times W^T: the row kernel, W dequantized in registers (the
+   * sums of gt__sgemm_avx2's row kernel, and of the AVX-512 copy's for
+   * stored weights); A as bf16 patterns there is left to the caller */
+  if (M <= GT__GEMV_ROWS && !transA && transW) {
+    if (epi && epi->a16) return -1;
+    const gt__qgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C, rnd};
+    gt__gemm_cols(N, K, 64, gt__qgemv_cols, &g);
+    if (epi && epi->round) epi->round(C, ldc, C, ldc, M, N);
+    return 0;
+  }
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_u, gt__qpack_b_u, gt__micro_u};
   static const gt__gemm_kernel kernw = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};

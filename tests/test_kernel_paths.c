@@ -321,8 +321,9 @@ END_TEST
  * quantized packer) on any CPU with AVX2: the bits of gt__sgemm_avx2 on the
  * dequantized matrix, for bf16, int8 and nf4 stores in both orientations
  * (N and K off the 16-wide panel and the 8-wide lanes, odd row lengths so
- * nf4 rows start on either nibble, K over several blocks), float32 (rnd 0)
- * and bf16 (rnd 1, also with A as bf16 patterns and C's tiles rounded);
+ * nf4 rows start on either nibble, K over several blocks, the row kernel's
+ * few rows times W^T), float32 (rnd 0) and bf16 (rnd 1, also with A as
+ * bf16 patterns and C's tiles rounded);
  * an int8 row and an nf4 block whose scale is infinite. On a CPU with
  * AVX-512 too, the AVX-512 copy's packed products for stored weights give
  * the same bits. */
@@ -332,7 +333,8 @@ START_TEST(test_qgemm_avx2) {
     int64_t M, N, K;
     int tA, tW;
   } sh[] = {{70, 37, 300, 0, 1}, {37, 130, 1100, 1, 0}, {9, 33, 517, 0, 0}, {129, 21, 2100, 0, 1},
-            {5, 64, 17, 1, 1},   {13, 1, 5, 0, 0},      {6, 257, 131, 0, 1}};
+            {5, 64, 17, 1, 1},   {13, 1, 5, 0, 0},      {6, 257, 131, 0, 1}, {3, 70, 300, 0, 1},
+            {1, 33, 17, 0, 1},   {4, 100, 129, 0, 1},   {2, 5, 1030, 0, 0}};
   static const gt_qtype types[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
   uint64_t st = 777;
   for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
@@ -357,15 +359,27 @@ START_TEST(test_qgemm_avx2) {
         ck_assert_msg(gt_test_same_bits(C0, C1, M * N), "stored %d rnd %d, %lld x %lld x %lld (%d%d): not the bits "
                       "of the product on the dequantized matrix", (int)types[t], rnd, (long long)M, (long long)N,
                       (long long)K, tA, tW);
+        const int rows = M <= 4 && !tA && tW; /* the row kernels */
         if (cpu_avx512()) {
-          const int r = rnd ? gt__wqgemm_packed(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, NULL)
-                            : tA ? (gt_sgemm__avx512(tA, tW, M, N, K, alpha, A, lda, Wd, wc, beta, C2, N), 0)
-                                 : gt__qgemm_packed(tW, M, N, K, alpha, A, lda, &w, beta, C2, N);
+          const int r = rnd && rows ? gt__qbgemm_packed(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, 0, 0)
+                        : rnd       ? gt__wqgemm_packed(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, NULL)
+                        : tA        ? (gt_sgemm__avx512(tA, tW, M, N, K, alpha, A, lda, Wd, wc, beta, C2, N), 0)
+                                    : gt__qgemm_packed(tW, M, N, K, alpha, A, lda, &w, beta, C2, N);
           ck_assert_int_eq(r, 0);
           ck_assert_msg(gt_test_same_bits(C0, C2, M * N), "stored %d rnd %d, %lld x %lld x %lld (%d%d): the AVX2 and "
                         "AVX-512 copies differ", (int)types[t], rnd, (long long)M, (long long)N, (long long)K, tA, tW);
         }
-        if (rnd) { /* A as bf16 patterns, C's tiles rounded */
+        if (rnd && rows) { /* C rounded after the row kernel; A in bf16 left to the caller (-1, C untouched) */
+          const gt__gemm_epi er = {0, gt_bf16_round_rows, NULL, NULL, 0}, e16 = {1, NULL, NULL, NULL, 0};
+          memcpy(C2, C3, sizeof(float) * (size_t)(M * N));
+          ck_assert_int_eq(gt__qgemm_avx2(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, 1, &er), 0);
+          for (int64_t e = 0; e < M * N; e++) C1[e] = gt_bf16_round1(C1[e]);
+          ck_assert_msg(gt_test_same_bits(C1, C2, M * N), "stored %d, few rows, C rounded, %lld x %lld x %lld",
+                        (int)types[t], (long long)M, (long long)N, (long long)K);
+          memcpy(C2, C3, sizeof(float) * (size_t)(M * N));
+          ck_assert_int_eq(gt__qgemm_avx2(tA, tW, M, N, K, alpha, A, lda, &w, beta, C2, N, 1, &e16), -1);
+          ck_assert(gt_test_same_bits(C2, C3, M * N));
+        } else if (rnd) { /* A as bf16 patterns, C's tiles rounded */
           uint16_t *A16 = malloc((size_t)(M * K) * 2);
           gt_bf16_pack(A16, A, M * K);
           const gt__gemm_epi epi = {1, gt_bf16_round_rows, NULL, NULL, 0};
@@ -380,13 +394,6 @@ START_TEST(test_qgemm_avx2) {
         }
         free(A), free(src), free(buf), free(Wd), free(C0), free(C1), free(C2), free(C3);
       }
-  /* a few rows times W^T: left to the caller's panels (-1, nothing written) */
-  float A[8] = {1, 2, 3, 4, 5, 6, 7, 8}, src[8] = {1, 1, 1, 1, 2, 2, 2, 2}, C[4] = {9, 9, 9, 9};
-  uint16_t buf[8];
-  gt_quantize(GT_Q_BF16, src, 2, 4, buf);
-  const gt_qweight w = gt_qweight_at(GT_Q_BF16, buf, 2, 4);
-  ck_assert_int_eq(gt__qgemm_avx2(0, 1, 2, 2, 4, 1.0f, A, 4, &w, 0.0f, C, 2, 0, NULL), -1);
-  ck_assert_float_eq(C[0], 9.0f);
 }
 END_TEST
 

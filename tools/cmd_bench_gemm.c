@@ -160,6 +160,11 @@ static void fill(float *x, int64_t n, uint64_t seed) {
 }
 
 static double peak1, peak2, bpeak1, bpeak2;
+/* the quant table's bf16 columns' peak: the vdpbf16ps one where gt_bgemm
+ * runs on it (pairs), else the FMA one its arithmetic runs on (widened,
+ * copies; AMX: still the FMA one, the CPU's other vector rate) */
+static double qbpeak2;
+static int qb_pairs;
 
 static int bench_shape(const shape *s) {
   int64_t na = s->M * s->K, nb = s->K * s->N, nc = s->M * s->N;
@@ -456,7 +461,7 @@ static int bench_qshape(const shape *s) {
   }
   printf("| %s | %lld %lld %lld ", s->what, (long long)s->M, (long long)s->N, (long long)s->K);
   for (int i = 0; i < 8; i++)
-    printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / (i < 4 ? peak2 : bpeak2), use[i] < 0.9 ? " *" : "");
+    printf("| %.1f (%.0f%%)%s ", g[i], 100 * g[i] / (i < 4 ? peak2 : qbpeak2), use[i] < 0.9 ? " *" : "");
   printf("| %.2f / %.2f |\n", g[3] / g[1], g[7] / g[5]);
   fflush(stdout);
   free(A), free(W), free(C), free(q[0]), free(q[1]), free(q[2]);
@@ -486,9 +491,11 @@ static int bench_quant(const bench_model *m) {
 
 static void print_quant_header(void) {
   printf("\nStored frozen weights (kernels/quant.h), 2 threads: GFLOP/s (share of the 2-thread peak: gt_sgemm and\n"
-         "gt_qgemm columns of the fp32 peak, gt_bgemm and gt_qbgemm of the bf16 peak); W stored as bf16, int8 (a\n"
+         "gt_qgemm columns of the fp32 peak, gt_bgemm and gt_qbgemm of the %s); W stored as bf16, int8 (a\n"
          "scale per row) or nf4 (an absmax per 64) and dequantized where the GEMM packs it; nf4/bf16 = the nf4\n"
-         "column's rate over the bf16 one, in the float32 / bf16 GEMM\n\n");
+         "column's rate over the bf16 one, in the float32 / bf16 GEMM\n\n",
+         qb_pairs ? "bf16 (vdpbf16ps) peak, the arithmetic gt_bgemm runs on here"
+                  : "fp32 peak too: gt_bgemm runs on float32 FMAs here, not on vdpbf16ps");
   printf("| product | M N K | gt_sgemm f32 W | gt_qgemm bf16 | gt_qgemm int8 | gt_qgemm nf4 | gt_bgemm f32 W "
          "| gt_qbgemm bf16 | gt_qbgemm int8 | gt_qbgemm nf4 | nf4/bf16 |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -549,6 +556,7 @@ int gt_bench_gemm(int argc, char **argv) {
     printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx the FMA peak)\n"
            "gt_bgemm path: %s\n",
            bpeak1, bpeak2, peak1 > 0 ? bpeak1 / peak1 : 0, how);
+    qb_pairs = ch.path == GT_BGEMM_DP;
   }
   if (!quant_only)
     printf("GFLOP/s (share of the fp32 FMA peak, for every column: a bf16 product counts 2 flops as a float32 one),\n"
@@ -565,6 +573,7 @@ int gt_bench_gemm(int argc, char **argv) {
              : "");
   if (peak1 <= 0 || peak2 <= 0) peak1 = peak2 = 1; /* no FMA: shares are meaningless */
   if (bpeak1 <= 0 || bpeak2 <= 0) bpeak1 = bpeak2 = 1; /* no AVX512_BF16: likewise */
+  qbpeak2 = qb_pairs ? bpeak2 : peak2;
   if (!quant_only) printf("| product | M N K | op(A) op(B) | gt_sgemm 1 thread | gt_sgemm 2 threads | OpenBLAS 1 thread "
          "| OpenBLAS 2 threads | gt_bgemm pairs 1 thread | gt_bgemm pairs 2 threads | gt_bgemm widened 1 thread "
          "| gt_bgemm widened 2 threads |%s pairs/f32 | widened/f32 |%s\n",
