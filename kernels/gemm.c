@@ -924,7 +924,7 @@ int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
   pthread_once(&gt__block_once, gt__block_init);
   static const gt__gemm_kernel kern = {&gt__blocks, 1, gt__pack_a_w, gt__qpack_b_w, gt__micro_u};
   static const gt__gemm_kernel kern16 = {&gt__blocks, 1, gt__pack_a_h, gt__qpack_b_w, gt__micro_u};
-  return gt__gemm_run(epi->a16 ? &kern16 : &kern, transA, transW, M, N, K, alpha, A, lda,
+  return gt__gemm_run(epi && epi->a16 ? &kern16 : &kern, transA, transW, M, N, K, alpha, A, lda,
                       (const float *)(const void *)W, W->cols, beta, C, ldc, epi);
 }
 

@@ -29,6 +29,7 @@
 #include <immintrin.h>
 
 #include "kernels/bf16.h"
+#include "kernels/gemm_widen.h"
 #include "kernels/target.h"
 
 GT__TARGET_BEGIN("avx2,fma")
@@ -519,7 +520,7 @@ static inline __attribute__((always_inline)) void gt__qpack_b_as(float *df, int 
    * rows read side by side are more streams than the hardware prefetcher
    * follows: each row's line two ahead is requested as its current one is
    * entered. */
-  const int64_t per_line = type == GT_Q_NF4 ? 128 : type == GT_Q_INT8 ? 64 : 32; /* elements in 64 bytes */
+  const int64_t per_line = type == GT_Q_NF4 ? 128 : type == GT_Q_INT8 ? 64 : type == GT_Q_BF16 ? 32 : 16; /* in 64 bytes */
   for (int64_t p = 0; p < np; p++) {
     const int64_t nr = gt__gmin(NR, n - p * NR), r0 = j0 + p * NR;
     float *dp = df + p * NR * kc;
@@ -667,9 +668,12 @@ int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, floa
                    const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
   /* a few rows times W^T: the row kernel, W dequantized in registers (the
    * sums of gt__sgemm_avx2's row kernel, and of the AVX-512 copy's for
-   * stored weights); A as bf16 patterns there is left to the caller */
+   * stored weights); A as bf16 patterns widened first, as there */
   if (M <= GT__GEMV_ROWS && !transA && transW) {
-    if (epi && epi->a16) return -1;
+    if (epi && epi->a16) {
+      if (!(A = gt__rows_widened((const uint16_t *)(const void *)A, lda, M, K))) return -1;
+      lda = K;
+    }
     const gt__qgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C, rnd};
     gt__gemm_cols(N, K, 64, gt__qgemv_cols, &g);
     if (epi && epi->round) epi->round(C, ldc, C, ldc, M, N);

@@ -32,8 +32,8 @@ int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
  * the bits of gt__sgemm_avx2 on the dequantized matrix and of the AVX-512
  * copy's packed products for stored weights. transA, epi and the return as
  * gt__sgemm_avx2; at most 4 rows times W^T take the row kernel with W
- * dequantized in registers (its sums; epi->round then rounds C), or return
- * -1 when A holds bf16 patterns (epi->a16: the caller's panels). */
+ * dequantized in registers (its sums; A held as bf16 patterns is widened
+ * first, and epi->round rounds C after). */
 int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const gt_qweight *W, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi);
 

@@ -183,7 +183,7 @@ static void gt__round_c(float *C, int64_t ldc, int64_t M, int64_t N) {
  * the row kernels leave it unused (gt__bgemv_bt_cvt rounds A into the A
  * buffer), and it stays allocated between calls, so a decoding token does
  * not allocate. NULL when it cannot grow. */
-static float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) {
+float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) {
   gt__gemm_cache *c = gt__gemm_cache_get();
   if (!c || gt__gemm_grow(&c->b, &c->bcap, (size_t)(M * K) * sizeof(float))) return NULL;
   float *a = c->b;

@@ -23,4 +23,10 @@ int gt__wgemm_packed(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
 int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, const gt__gemm_epi *epi);
 
+/* M rows of bf16 patterns (row stride lda) widened into the calling
+ * thread's B packing buffer as M x K floats (row stride K), for a row
+ * kernel that reads floats and packs nothing (any copy); NULL when the
+ * buffer cannot grow. Defined in kernels/gemm_bf16.c. */
+float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K);
+
 #endif

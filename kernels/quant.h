@@ -99,7 +99,8 @@ void gt_qbgemm_rnd(int transW, int64_t M, int64_t N, int64_t K, float alpha, con
                    const gt_qweight *W, float beta, float *C, int64_t ldc);
 /* 1 when gt_qbgemm reads a stored W as it packs it on this process's bf16
  * path (every AVX-512 path, and the AVX2 copy's widened one); 0 on the
- * rounded copies path (neither AVX-512 nor AVX2), which widens W a panel
+ * rounded copies path (neither AVX-512 nor AVX2, or forced by
+ * GT_TEST_BF16_PATH=copies), which widens W a panel
  * at a time and rounds A again for each panel: a caller that can have W in
  * float32 is faster with gt_bgemm there. */
 int gt_qbgemm_packs_stored(void);

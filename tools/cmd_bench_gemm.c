@@ -164,7 +164,7 @@ static double peak1, peak2, bpeak1, bpeak2;
  * runs on it (pairs), else the FMA one its arithmetic runs on (widened,
  * copies; AMX: still the FMA one, the CPU's other vector rate) */
 static double qbpeak2;
-static int qb_pairs;
+static int qb_pairs, qb_amx;
 
 static int bench_shape(const shape *s) {
   int64_t na = s->M * s->K, nb = s->K * s->N, nc = s->M * s->N;
@@ -494,8 +494,10 @@ static void print_quant_header(void) {
          "gt_qgemm columns of the fp32 peak, gt_bgemm and gt_qbgemm of the %s); W stored as bf16, int8 (a\n"
          "scale per row) or nf4 (an absmax per 64) and dequantized where the GEMM packs it; nf4/bf16 = the nf4\n"
          "column's rate over the bf16 one, in the float32 / bf16 GEMM\n\n",
-         qb_pairs ? "bf16 (vdpbf16ps) peak, the arithmetic gt_bgemm runs on here"
-                  : "fp32 peak too: gt_bgemm runs on float32 FMAs here, not on vdpbf16ps");
+         qb_pairs  ? "bf16 (vdpbf16ps) peak, the arithmetic gt_bgemm runs on here"
+         : qb_amx  ? "fp32 peak too (gt_bgemm runs on the AMX tiles here, whose rate\n"
+                     "passes it: shares above 100% are possible)"
+                   : "fp32 peak too: gt_bgemm runs on float32 FMAs here, not on vdpbf16ps");
   printf("| product | M N K | gt_sgemm f32 W | gt_qgemm bf16 | gt_qgemm int8 | gt_qgemm nf4 | gt_bgemm f32 W "
          "| gt_qbgemm bf16 | gt_qbgemm int8 | gt_qbgemm nf4 | nf4/bf16 |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -556,7 +558,7 @@ int gt_bench_gemm(int argc, char **argv) {
     printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx the FMA peak)\n"
            "gt_bgemm path: %s\n",
            bpeak1, bpeak2, peak1 > 0 ? bpeak1 / peak1 : 0, how);
-    qb_pairs = ch.path == GT_BGEMM_DP;
+    qb_pairs = ch.path == GT_BGEMM_DP, qb_amx = ch.path == GT_BGEMM_AMX;
   }
   if (!quant_only)
     printf("GFLOP/s (share of the fp32 FMA peak, for every column: a bf16 product counts 2 flops as a float32 one),\n"
