@@ -791,22 +791,7 @@ static inline __attribute__((always_inline)) void gt__qpack_b(uint32_t *d, int t
   }
 }
 
-static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                          int64_t n) {
-  (void)ldb;
-  gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
-}
-/* dequantized, then rounded to bf16 (gt_qbgemm's widened path); a bf16
- * store's values are bf16 already (the weight gradients' kept inputs,
- * model/linear.h): widened only, the rounding would change nothing */
-static void gt__qpack_b_w(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                          int64_t n) {
-  (void)ldb;
-  if (((const gt_qweight *)(const void *)B)->type == GT_Q_BF16)
-    gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
-  else
-    gt__qpack_b(d, tW, B, k0, kc, j0, n, 1);
-}
+GT__QPACK_B_ENTRIES(gt__qpack_b)
 
 /* gt__gemv_bt's sums with row j of W dequantized in registers: each output
  * gets the same FMAs in the same order (lane l sums k = l mod 16 in k

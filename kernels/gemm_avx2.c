@@ -30,6 +30,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/gemm_widen.h"
+#include "kernels/quant_gemm.h"
 #include "kernels/target.h"
 
 GT__TARGET_BEGIN("avx2,fma")
@@ -631,21 +632,7 @@ static void gt__qgemv_cols(const void *arg, int64_t j0, int64_t j1) {
   }
 }
 
-static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                          int64_t n) {
-  (void)ldb;
-  gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
-}
-/* dequantized, then rounded to bf16; a bf16 store's values are bf16
- * already: widened only, the rounding would change nothing */
-static void gt__qpack_b_w(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                          int64_t n) {
-  (void)ldb;
-  if (((const gt_qweight *)(const void *)B)->type == GT_Q_BF16)
-    gt__qpack_b(d, tW, B, k0, kc, j0, n, 0);
-  else
-    gt__qpack_b(d, tW, B, k0, kc, j0, n, 1);
-}
+GT__QPACK_B_ENTRIES(gt__qpack_b)
 
 /* ---------------------------------------------------------------- driver */
 

@@ -21,4 +21,26 @@ int gt__qgemm_packed(int transW, int64_t M, int64_t N, int64_t K, float alpha, c
 int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round);
 
+/* The two B packers a packed GEMM hands gt__gemm_run for a stored W (the
+ * driver passes the gt_qweight through as B; ldb unused), from its own
+ * inline packer qpack(d, tW, B, k0, kc, j0, n, rnd): _u packs the
+ * dequantized values, _w rounds them to bf16 (gt_qbgemm's widened path)
+ * but for a bf16 store, whose values are bf16 already (the weight
+ * gradients' kept inputs, model/linear.h): widened only, the rounding
+ * would change nothing. */
+#define GT__QPACK_B_ENTRIES(qpack)                                                                          \
+  static void gt__qpack_b_u(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc,       \
+                            int64_t j0, int64_t n) {                                                        \
+    (void)ldb;                                                                                              \
+    qpack(d, tW, B, k0, kc, j0, n, 0);                                                                      \
+  }                                                                                                         \
+  static void gt__qpack_b_w(uint32_t *d, int tW, const float *B, int64_t ldb, int64_t k0, int64_t kc,       \
+                            int64_t j0, int64_t n) {                                                        \
+    (void)ldb;                                                                                              \
+    if (((const gt_qweight *)(const void *)B)->type == GT_Q_BF16)                                           \
+      qpack(d, tW, B, k0, kc, j0, n, 0);                                                                    \
+    else                                                                                                    \
+      qpack(d, tW, B, k0, kc, j0, n, 1);                                                                    \
+  }
+
 #endif
