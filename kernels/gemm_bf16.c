@@ -1042,8 +1042,7 @@ int gt__qbgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
                       int64_t lda, const gt_qweight *W, float beta, float *C, int64_t ldc, int a16, int round) {
   const int path = gt__bgemm_path();
   /* (callers check gt__kernels_avx512() first: the AVX2 copy's widened
-   * path has no packer for stored weights, and takes the caller's
-   * dequantized panels) */
+   * path packs stored weights in kernels/gemm_avx2.c, gt__qgemm_avx2) */
   if (path == GT_BGEMM_COPY || !gt__kernels_avx512()) return -1;
   if (M <= GT__BGEMV_ROWS && transW && !transA) {
     if (a16) { /* (the row kernel reads floats; else the caller's panels) */

@@ -338,8 +338,8 @@ static void gt__bgemm_a16(int transA, int transB, int64_t M, int64_t N, int64_t 
 }
 
 /* Bounded panels of W multiplied by gemm: the products no packer reads W
- * for (the portable copy; the few-row products of the AVX2 copy; a packed
- * product whose buffers could not grow). The panel lives in the calling
+ * for (the portable copy; a packed product whose buffers could not grow).
+ * The panel lives in the calling
  * thread's GEMM buffers: its B packing buffer on the portable path (which
  * gt_sgemm and the bf16 copies path leave unused), its panel buffer where
  * the GEMM packs, or one of its own when those cannot grow. */
