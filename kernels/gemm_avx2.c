@@ -35,6 +35,9 @@
 
 GT__TARGET_BEGIN("avx2,fma")
 
+#include "kernels/lanes8.h"
+#include "kernels/quant_lanes8.h"
+
 enum { MR = 6, NR = 16 };
 /* gt_sgemm's row-times-B^T products take this many rows and fewer (as the
  * AVX-512 copy's GT__GEMV_ROWS) */
@@ -64,24 +67,7 @@ static void gt__block_init(void) {
 
 /* ---------------------------------------------------------------- lanes */
 
-/* lanes i < n set (n clamped to 0..8) */
-static inline __attribute__((always_inline)) __m256i gt__mask8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-/* 8 floats rounded to bf16 and widened back (round to nearest even, NaNs
- * quieted): kernels/bf16_lanes.h's integer rounding on 8 lanes */
-static inline __attribute__((always_inline)) __m256 gt__rnd8(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-  /* |x| above infinity's pattern: both sides below 2^31, so a signed compare */
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  const __m256i q = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
-  return _mm256_castsi256_ps(_mm256_and_si256(q, _mm256_set1_epi32((int)0xffff0000u)));
-}
+/* (the mask, bf16 rounding and widening: kernels/lanes8.h) */
 #define GT__PK(rnd, v) ((rnd) ? gt__rnd8(v) : (v))
 
 /* In-register transpose of 8 rows of 8 floats: on return r[c] holds column
@@ -171,10 +157,6 @@ static inline __attribute__((always_inline)) void gt__pack_a(float *dst, int tra
  * elements, the pointer handed through as a float one), each widened (a
  * shift: exact), so the panels hold what gt__pack_a rounding the float32 A
  * they came from writes, read at 2 bytes an element. */
-static inline __attribute__((always_inline)) __m256 gt__widen8(const uint16_t *src) {
-  const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)src);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 static void gt__pack_a16(float *dst, int transA, const uint16_t *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc) {
   if (transA) {
@@ -412,75 +394,7 @@ static void gt__gemv_bt_cols(const void *arg, int64_t j0, int64_t j1) {
 
 /* ------------------------------------------- stored weights (quant.h) */
 
-/* What the quantized packer reads of a gt_qweight, copied into a local so
- * that the compiler keeps it in registers across the panel stores */
-typedef struct gt__qview {
-  const void *data;
-  const float *scales;
-  int64_t cols, bytes; /* bytes: of the elements */
-} gt__qview;
-
-/* Elements [i, i + n) (n <= 8; none when n <= 0) of a stored matrix of the
- * given type (a constant where this is inlined), all in one row, as
- * float32 lanes: kernels/quant_lanes.h's gt__qdeq16 on 8 lanes. Each lane
- * is exactly kernels/quant_elem.h's value (bf16 widened; int8 converted,
- * then one multiply by its row's scale rs; nf4's code, looked up in the two
- * halves of the table (lut0, lut1), times its block's absmax), and lanes
- * past n are exactly zero, a scale of inf or NaN included. Never a byte
- * past the stored matrix is read: a short run goes through a zero-padded
- * copy. (A fixed-size copy is one load; one of variable size a call.) */
-static inline __attribute__((always_inline)) __m256 gt__qdeq8(const gt__qview *w, const gt_qtype type, int64_t i,
-                                                              int64_t n, float rs, __m256 lut0, __m256 lut1) {
-  if (n <= 0) return _mm256_setzero_ps();
-  const __m256i live = gt__mask8(n);
-  switch (type) {
-  case GT_Q_F32: return _mm256_maskload_ps((const float *)w->data + i, live);
-  case GT_Q_BF16: {
-    const uint16_t *src = (const uint16_t *)w->data + i;
-    if (n >= 8) return gt__widen8(src);
-    uint16_t t[8] = {0};
-    memcpy(t, src, (size_t)n * sizeof(uint16_t));
-    return gt__widen8(t);
-  }
-  case GT_Q_INT8: {
-    long long q = 0;
-    if (n >= 8)
-      memcpy(&q, (const int8_t *)w->data + i, 8);
-    else
-      memcpy(&q, (const int8_t *)w->data + i, (size_t)n);
-    const __m256 v =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q))), _mm256_set1_ps(rs));
-    return _mm256_and_ps(v, _mm256_castsi256_ps(live));
-  }
-  case GT_Q_NF4: {
-    /* element i + l sits in byte (i + l) / 2, in the high nibble when i + l
-     * is even: each lane takes its byte (pshufb), shifted by 4 or 0 */
-    const int64_t b0 = i >> 1, odd = i & 1;
-    long long raw = 0;
-    if (b0 + 8 <= w->bytes) /* the 8 bytes from b0 lie inside the matrix (5 at most are used) */
-      memcpy(&raw, (const uint8_t *)w->data + b0, 8);
-    else
-      memcpy(&raw, (const uint8_t *)w->data + b0, (size_t)(((i + n - 1) >> 1) - b0 + 1));
-    const __m128i idx0 = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);
-    const __m128i idx1 = _mm_setr_epi8(0, 1, 1, 2, 2, 3, 3, 4, -1, -1, -1, -1, -1, -1, -1, -1);
-    const __m256i sh0 = _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0), sh1 = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-    __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi64_si128(raw), odd ? idx1 : idx0));
-    v = _mm256_and_si256(_mm256_srlv_epi32(v, odd ? sh1 : sh0), _mm256_set1_epi32(15));
-    /* codes 0-7 from lut0, 8-15 from lut1 (bit 3 moved to the sign bit
-     * chooses) */
-    const __m256 code = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lut0, v), _mm256_permutevar8x32_ps(lut1, v),
-                                         _mm256_castsi256_ps(_mm256_slli_epi32(v, 28)));
-    /* the absmax of each lane's block: one, or two when the run crosses a
-     * block boundary (lanes from rem on take the next block's) */
-    const int64_t blk = i / GT_Q_NF4_BLOCK, rem = GT_Q_NF4_BLOCK - (i - blk * GT_Q_NF4_BLOCK);
-    __m256 sc = _mm256_set1_ps(w->scales[blk]);
-    if (n > rem)
-      sc = _mm256_blendv_ps(_mm256_set1_ps(w->scales[blk + 1]), sc, _mm256_castsi256_ps(gt__mask8(rem)));
-    return _mm256_and_ps(_mm256_mul_ps(code, sc), _mm256_castsi256_ps(live));
-  }
-  }
-  return _mm256_setzero_ps();
-}
+/* (gt__qdeq8, the 8 lanes of a stored matrix: kernels/quant_lanes8.h) */
 
 /* A stored W read through gt__qdeq8 as it is packed, into the panels
  * gt__pack_b_panel writes from the dequantized float matrix (every packed
@@ -556,7 +470,7 @@ static inline __attribute__((always_inline)) void gt__qpack_b_as(float *df, int 
 static inline __attribute__((always_inline)) void gt__qpack_b(uint32_t *d, int tW, const float *B, int64_t k0,
                                                               int64_t kc, int64_t j0, int64_t n, const int rnd) {
   const gt_qweight *q = (const gt_qweight *)(const void *)B;
-  const gt__qview w = {q->data, q->scales, q->cols, gt_q_data_bytes(q->type, q->rows * q->cols)};
+  const gt__qview w = gt__qview_of(q);
   float *df = (float *)(void *)d;
   switch (q->type) {
   case GT_Q_F32: gt__qpack_b_as(df, tW, &w, GT_Q_F32, k0, kc, j0, n, rnd); break;
@@ -623,7 +537,7 @@ static inline __attribute__((always_inline)) void gt__qgemv_as(const gt__qgemv_a
 static void gt__qgemv_cols(const void *arg, int64_t j0, int64_t j1) {
   const gt__qgemv_args *g = arg;
   const gt_qweight *q = g->W;
-  const gt__qview w = {q->data, q->scales, q->cols, gt_q_data_bytes(q->type, q->rows * q->cols)};
+  const gt__qview w = gt__qview_of(q);
   switch (q->type) {
   case GT_Q_F32: gt__qgemv_as(g, &w, GT_Q_F32, j0, j1); break;
   case GT_Q_BF16: gt__qgemv_as(g, &w, GT_Q_BF16, j0, j1); break;

@@ -8,8 +8,9 @@
  * strictly greater than, so a tie goes to the lower code, and a NaN, which
  * an all-zero block gives as 0 * inf, to code 0); int8 rounds v * (127 /
  * absmax) to nearest even (LLM.int8's row-wise rule). The AVX-512 paths
- * compute exactly these operations lane by lane, so they give the scalar
- * paths' bytes (tests/test_quant.c checks both against gt_quantize_ref).
+ * below and the AVX2 ones (kernels/quant_avx2.c) compute exactly these
+ * operations lane by lane, so they give the scalar paths' bytes
+ * (tests/test_quant.c checks each against gt_quantize_ref).
  *
  * Products: the packed GEMMs dequantize W where they pack it
  * (kernels/quant_gemm.h); without AVX-512 (the portable copies) each call
@@ -30,6 +31,7 @@
 #include "kernels/gemm_blocking.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "kernels/quant_avx2.h"
 #include "kernels/quant_elem.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/target.h"
@@ -250,7 +252,7 @@ typedef struct gt__quant_job {
   int64_t rows, cols, n;
   void *dst;
   float *scales;
-  int v; /* the AVX-512 paths */
+  int v; /* 2: the AVX-512 loops, 1: the AVX2 ones (kernels/quant_avx2.c), 0: scalar */
 } gt__quant_job;
 
 /* items: rows (float32, bf16, int8) or nf4 blocks */
@@ -262,7 +264,7 @@ static void gt__quant_range(void *ctx, int64_t lo, int64_t hi) {
   case GT_Q_BF16:
 #if defined(__x86_64__)
     if (j->v) {
-      gt__quant_bf16_v(j->src, lo * cols, hi * cols, j->dst);
+      (j->v == 2 ? gt__quant_bf16_v : gt__quant_bf16_avx2)(j->src, lo * cols, hi * cols, j->dst);
       break;
     }
 #endif
@@ -271,7 +273,7 @@ static void gt__quant_range(void *ctx, int64_t lo, int64_t hi) {
   case GT_Q_INT8:
 #if defined(__x86_64__)
     if (j->v) {
-      gt__quant_int8_rows_v(j->src, cols, lo, hi, j->dst, j->scales);
+      (j->v == 2 ? gt__quant_int8_rows_v : gt__quant_int8_rows_avx2)(j->src, cols, lo, hi, j->dst, j->scales);
       break;
     }
 #endif
@@ -282,7 +284,7 @@ static void gt__quant_range(void *ctx, int64_t lo, int64_t hi) {
     if (whole * GT_Q_NF4_BLOCK > j->n) whole--; /* the matrix's last, partial block */
 #if defined(__x86_64__)
     if (j->v) {
-      gt__quant_nf4_blocks_v(j->src, lo, whole, j->dst, j->scales);
+      (j->v == 2 ? gt__quant_nf4_blocks_v : gt__quant_nf4_blocks_avx2)(j->src, lo, whole, j->dst, j->scales);
       gt__quant_nf4_blocks(j->src, j->n, whole, hi, j->dst, j->scales);
       break;
     }
@@ -296,7 +298,8 @@ static void gt__quant_range(void *ctx, int64_t lo, int64_t hi) {
 void gt_quantize(gt_qtype t, const float *src, int64_t rows, int64_t cols, void *dst) {
   const int64_t n = rows * cols;
   gt_qweight w = gt_qweight_at(t, dst, rows, cols);
-  gt__quant_job j = {t, src, rows, cols, n, dst, (float *)w.scales, gt__kernels_avx512()};
+  gt__quant_job j = {t, src, rows, cols, n, dst, (float *)w.scales,
+                     gt__kernels_avx512() ? 2 : gt__kernels_path() == GT__PATH_AVX2};
   const int64_t items = t == GT_Q_NF4 ? gt__gcdiv(n, GT_Q_NF4_BLOCK) : rows;
   /* the bytes past the elements up to the scales' word */
   const int64_t db = gt_q_data_bytes(t, n), pad = (db + 3) / 4 * 4 - db;
@@ -308,6 +311,10 @@ void gt_dequantize_rows(const gt_qweight *w, int64_t r0, int64_t n, float *out) 
 #if defined(__x86_64__)
   if (gt__kernels_avx512()) {
     gt__dequant_rows_v(w, r0, n, out);
+    return;
+  }
+  if (gt__kernels_path() == GT__PATH_AVX2) {
+    gt__dequant_rows_avx2(w, r0, n, out);
     return;
   }
 #endif

@@ -14,8 +14,11 @@
  *   blocks crossed), alpha and beta, 1 and 2 threads, the bf16 GEMM's
  *   fallback kernel, and the double reference within float32's (bf16's)
  *   rounding.
- * CI runs this suite again with GT_TEST_KERNELS=portable (the products then
- * dequantize panels into gt_sgemm / gt_bgemm's portable paths). */
+ * Quantizing and dequantizing rows run on the path the CPU takes (AVX-512,
+ * AVX2 or scalar), so each is checked where it runs; CI runs this suite again
+ * with GT_TEST_KERNELS=avx2 (on an AVX-512 CPU) and portable (the scalar
+ * loops; the products then dequantize panels into gt_sgemm / gt_bgemm's
+ * portable paths). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,8 @@
  * as a share of the same FMA peak and against gt_sgemm; and (the set
  * `quant`) the products with a stored frozen weight (kernels/quant.h):
  * gt_qgemm and gt_qbgemm with a bf16, int8 and nf4 W beside gt_sgemm and
- * gt_bgemm on the float W, forward and input gradient of each projection.
+ * gt_bgemm on the float W, forward and input gradient of each projection,
+ * then the rates of storing a matrix and reading it back by rows.
  * Timing lives here, never in tests. */
 #include <cblas.h>
 #include <stdint.h>
@@ -489,6 +490,47 @@ static int bench_quant(const bench_model *m) {
   return 0;
 }
 
+/* How fast a frozen base is stored (gt_quantize: what a QLoRA run does to
+ * its whole base as it starts, on 2 threads) and read back by rows
+ * (gt_dequantize_rows: a stored embedding's lookups, on 1 thread), in
+ * millions of elements a second, best of three. */
+static int bench_quant_rates(void) {
+  const int64_t rows = 8192, cols = 2048, n = rows * cols, rb = 64;
+  float *W = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)(rb * cols));
+  void *q = malloc(4 * (size_t)gt_q_words(GT_Q_BF16, rows, cols));
+  if (!W || !out || !q) {
+    fprintf(stderr, "gemtrain bench gemm: no memory for the quantization rates\n");
+    free(W), free(out), free(q);
+    return 1;
+  }
+  fill(W, n, 4);
+  printf("\nStoring and reading a %lld x %lld matrix: millions of elements a second (gt_quantize on 2 threads,\n"
+         "as a QLoRA run stores its base when it starts; gt_dequantize_rows on 1, %lld rows a call, as a stored\n"
+         "embedding is read)\n\n| format | gt_quantize | gt_dequantize_rows |\n|---|---|---|\n",
+         (long long)rows, (long long)cols, (long long)rb);
+  static const char *const names[] = {"bf16", "int8", "nf4"};
+  for (int t = 1; t < 4; t++) {
+    double bq = 1e30, bd = 1e30;
+    const gt_qweight w = gt_qweight_at((gt_qtype)t, q, rows, cols);
+    for (int r = 0; r < 3; r++) {
+      double t0 = wall_now();
+      gt_quantize((gt_qtype)t, W, rows, cols, q);
+      const double tq = wall_now() - t0;
+      gt_team_set_process(1);
+      t0 = wall_now();
+      for (int64_t r0 = 0; r0 < rows; r0 += rb) gt_dequantize_rows(&w, r0, rb, out);
+      const double td = wall_now() - t0;
+      gt_team_set_process(2);
+      if (tq < bq) bq = tq;
+      if (td < bd) bd = td;
+    }
+    printf("| %s | %.0f | %.0f |\n", names[t - 1], (double)n / bq / 1e6, (double)n / bd / 1e6);
+  }
+  fflush(stdout);
+  free(W), free(out), free(q);
+  return 0;
+}
+
 static void print_quant_header(void) {
   printf("\nStored frozen weights (kernels/quant.h), 2 threads: GFLOP/s (share of the 2-thread peak: gt_sgemm and\n"
          "gt_qgemm columns of the fp32 peak, gt_bgemm and gt_qbgemm of the %s); W stored as bf16, int8 (a\n"
@@ -607,6 +649,7 @@ int gt_bench_gemm(int argc, char **argv) {
   if (!rc && want[4]) {
     print_quant_header();
     for (int j = 1; j < 3 && !rc; j++) rc = bench_quant(&models[j]);
+    if (!rc) rc = bench_quant_rates();
   }
   gt_team_set_process(threads0);
   openblas_set_num_threads(1);
