@@ -354,7 +354,7 @@ typedef struct gt__gemv_args {
   float alpha, beta;
   const float *A, *B;
   float *C;
-  int rnd;
+  int rnd, rnda; /* round B's, A's elements to bf16 as they are read */
 } gt__gemv_args;
 
 static inline __attribute__((always_inline)) float gt__sum16(__m256 lo, __m256 hi) {
@@ -367,7 +367,7 @@ static inline __attribute__((always_inline)) float gt__sum16(__m256 lo, __m256 h
 static void gt__gemv_bt_cols(const void *arg, int64_t j0, int64_t j1) {
   const gt__gemv_args *g = arg;
   const int64_t M = g->M, K = g->K, kt = K % 16;
-  const int rnd = g->rnd;
+  const int rnd = g->rnd, rnda = g->rnda;
   const __m256i t0 = gt__mask8(kt), t1 = gt__mask8(kt - 8);
   for (int64_t j = j0; j < j1; j++) {
     const float *b = g->B + j * g->ldb;
@@ -376,13 +376,13 @@ static void gt__gemv_bt_cols(const void *arg, int64_t j0, int64_t j1) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
       int64_t k = 0;
       for (; k + 16 <= K; k += 16) {
-        lo = _mm256_fmadd_ps(GT__PK(rnd, _mm256_loadu_ps(a + k)), GT__PK(rnd, _mm256_loadu_ps(b + k)), lo);
-        hi = _mm256_fmadd_ps(GT__PK(rnd, _mm256_loadu_ps(a + k + 8)), GT__PK(rnd, _mm256_loadu_ps(b + k + 8)), hi);
+        lo = _mm256_fmadd_ps(GT__PK(rnda, _mm256_loadu_ps(a + k)), GT__PK(rnd, _mm256_loadu_ps(b + k)), lo);
+        hi = _mm256_fmadd_ps(GT__PK(rnda, _mm256_loadu_ps(a + k + 8)), GT__PK(rnd, _mm256_loadu_ps(b + k + 8)), hi);
       }
       if (k < K) {
-        lo = _mm256_fmadd_ps(GT__PK(rnd, _mm256_maskload_ps(a + k, t0)), GT__PK(rnd, _mm256_maskload_ps(b + k, t0)),
+        lo = _mm256_fmadd_ps(GT__PK(rnda, _mm256_maskload_ps(a + k, t0)), GT__PK(rnd, _mm256_maskload_ps(b + k, t0)),
                              lo);
-        hi = _mm256_fmadd_ps(GT__PK(rnd, _mm256_maskload_ps(a + k + 8, t1)),
+        hi = _mm256_fmadd_ps(GT__PK(rnda, _mm256_maskload_ps(a + k + 8, t1)),
                              GT__PK(rnd, _mm256_maskload_ps(b + k + 8, t1)), hi);
       }
       const float dot = g->alpha * gt__sum16(lo, hi);
@@ -492,25 +492,39 @@ typedef struct gt__qgemv_args {
   const float *A;
   const gt_qweight *W;
   float *C;
-  int rnd;
+  int rnd, rnda; /* round W's, A's elements to bf16 as they are read */
 } gt__qgemv_args;
 
 static inline __attribute__((always_inline)) void gt__qgemv_as(const gt__qgemv_args *g, const gt__qview *w,
-                                                               const gt_qtype type, int64_t j0, int64_t j1) {
-  const int64_t M = g->M, K = g->K, kt = K % 16;
+                                                               const gt_qtype type, const int64_t M, int64_t j0,
+                                                               int64_t j1) {
+  const int64_t K = g->K, kt = K % 16;
   const int rnd = g->rnd && type != GT_Q_BF16; /* (a bf16 store's values are bf16: rounding changes nothing) */
-  const int rnda = g->rnd;
+  const int rnda = g->rnda;
   const __m256i t0 = gt__mask8(kt), t1 = gt__mask8(kt - 8);
   const __m256 lut0 = _mm256_loadu_ps(gt_nf4_code), lut1 = _mm256_loadu_ps(gt_nf4_code + 8);
+  /* nf4 rows that start on a block (every Gemma width is a multiple of
+   * 64): each step of 16 lies in one block */
+  const int nf4_blocks = type == GT_Q_NF4 && w->cols % GT_Q_NF4_BLOCK == 0;
   for (int64_t j = j0; j < j1; j++) {
     const int64_t row = j * w->cols;
     const float rs = type == GT_Q_INT8 ? w->scales[j] : 0.0f;
     __m256 lo[GT__GEMV_ROWS], hi[GT__GEMV_ROWS];
     for (int64_t i = 0; i < M; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     int64_t k = 0;
+    __m256 blut0 = lut0, blut1 = lut1; /* nf4_blocks: the current block's table */
     for (; k + 16 <= K; k += 16) {
-      const __m256 b0 = GT__PK(rnd, gt__qdeq8(w, type, row + k, 8, rs, lut0, lut1));
-      const __m256 b1 = GT__PK(rnd, gt__qdeq8(w, type, row + k + 8, 8, rs, lut0, lut1));
+      __m256 b0, b1;
+      if (nf4_blocks) { /* 16 elements of one block, from its own table */
+        if (k % GT_Q_NF4_BLOCK == 0) {
+          const __m256 sc = _mm256_set1_ps(w->scales[(row + k) / GT_Q_NF4_BLOCK]);
+          blut0 = GT__PK(rnd, _mm256_mul_ps(lut0, sc)), blut1 = GT__PK(rnd, _mm256_mul_ps(lut1, sc));
+        }
+        gt__nf4_deq16((const uint8_t *)w->data + ((row + k) >> 1), blut0, blut1, &b0, &b1);
+      } else {
+        b0 = GT__PK(rnd, gt__qdeq8(w, type, row + k, 8, rs, lut0, lut1));
+        b1 = GT__PK(rnd, gt__qdeq8(w, type, row + k + 8, 8, rs, lut0, lut1));
+      }
       for (int64_t i = 0; i < M; i++) {
         const float *a = g->A + i * g->lda + k;
         lo[i] = _mm256_fmadd_ps(GT__PK(rnda, _mm256_loadu_ps(a)), b0, lo[i]);
@@ -538,11 +552,23 @@ static void gt__qgemv_cols(const void *arg, int64_t j0, int64_t j1) {
   const gt__qgemv_args *g = arg;
   const gt_qweight *q = g->W;
   const gt__qview w = gt__qview_of(q);
+  /* one row (decoding a token) as an instance of its own: its two
+   * accumulators stay in registers, where a row count known only at run
+   * time leaves them in memory, a store and a load on every FMA's chain */
   switch (q->type) {
-  case GT_Q_F32: gt__qgemv_as(g, &w, GT_Q_F32, j0, j1); break;
-  case GT_Q_BF16: gt__qgemv_as(g, &w, GT_Q_BF16, j0, j1); break;
-  case GT_Q_INT8: gt__qgemv_as(g, &w, GT_Q_INT8, j0, j1); break;
-  case GT_Q_NF4: gt__qgemv_as(g, &w, GT_Q_NF4, j0, j1); break;
+  case GT_Q_F32: gt__qgemv_as(g, &w, GT_Q_F32, g->M, j0, j1); break;
+  case GT_Q_BF16:
+    if (g->M == 1) gt__qgemv_as(g, &w, GT_Q_BF16, 1, j0, j1);
+    else gt__qgemv_as(g, &w, GT_Q_BF16, g->M, j0, j1);
+    break;
+  case GT_Q_INT8:
+    if (g->M == 1) gt__qgemv_as(g, &w, GT_Q_INT8, 1, j0, j1);
+    else gt__qgemv_as(g, &w, GT_Q_INT8, g->M, j0, j1);
+    break;
+  case GT_Q_NF4:
+    if (g->M == 1) gt__qgemv_as(g, &w, GT_Q_NF4, 1, j0, j1);
+    else gt__qgemv_as(g, &w, GT_Q_NF4, g->M, j0, j1);
+    break;
   }
 }
 
@@ -553,7 +579,9 @@ GT__QPACK_B_ENTRIES(gt__qpack_b)
 int gt__sgemm_avx2(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int rnd, const gt__gemm_epi *epi) {
   if (M <= GT__GEMV_ROWS && !transA && transB && !epi) {
-    const gt__gemv_args g = {M, K, lda, ldb, ldc, alpha, beta, A, B, C, rnd};
+    /* (rounding: A's rows once here if the buffer allows, else as read) */
+    const float *Ar = rnd ? gt__rows_rounded(A, lda, M, K) : NULL;
+    const gt__gemv_args g = {M, K, Ar ? K : lda, ldb, ldc, alpha, beta, Ar ? Ar : A, B, C, rnd, rnd && !Ar};
     gt__gemm_cols(N, K, 64, gt__gemv_bt_cols, &g);
     return 0;
   }
@@ -571,11 +599,18 @@ int gt__qgemm_avx2(int transA, int transW, int64_t M, int64_t N, int64_t K, floa
    * sums of gt__sgemm_avx2's row kernel, and of the AVX-512 copy's for
    * stored weights); A as bf16 patterns widened first, as there */
   if (M <= GT__GEMV_ROWS && !transA && transW) {
+    /* A's rows as the kernel reads them, made once: widened from bf16
+     * patterns (bf16 values: no rounding left), or rounded (rnd) if the
+     * buffer allows, else rounded as read */
+    int rnda = rnd;
     if (epi && epi->a16) {
       if (!(A = gt__rows_widened((const uint16_t *)(const void *)A, lda, M, K))) return -1;
-      lda = K;
+      lda = K, rnda = 0;
+    } else if (rnd) {
+      const float *Ar = gt__rows_rounded(A, lda, M, K);
+      if (Ar) A = Ar, lda = K, rnda = 0;
     }
-    const gt__qgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C, rnd};
+    const gt__qgemv_args g = {M, K, lda, ldc, alpha, beta, A, W, C, rnd, rnda};
     gt__gemm_cols(N, K, 64, gt__qgemv_cols, &g);
     if (epi && epi->round) epi->round(C, ldc, C, ldc, M, N);
     return 0;

@@ -191,6 +191,16 @@ float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) 
   return a;
 }
 
+/* A's few rows rounded to bf16 into the same buffer, once for the call: a
+ * row kernel that rounded them as it read them did so again for every
+ * output column. NULL when the buffer cannot grow. */
+float *gt__rows_rounded(const float *A, int64_t lda, int64_t M, int64_t K) {
+  gt__gemm_cache *c = gt__gemm_cache_get();
+  if (!c || gt__gemm_grow(&c->b, &c->bcap, (size_t)(M * K) * sizeof(float))) return NULL;
+  gt_bf16_round_rows(c->b, K, A, lda, M, K);
+  return c->b;
+}
+
 #if defined(GT__BG_X86)
 /* ------------------------------------------------ AVX-512 (cpuid-chosen) */
 

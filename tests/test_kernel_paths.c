@@ -322,7 +322,8 @@ END_TEST
  * dequantized matrix, for bf16, int8 and nf4 stores in both orientations
  * (N and K off the 16-wide panel and the 8-wide lanes, odd row lengths so
  * nf4 rows start on either nibble, K over several blocks, the row kernel's
- * few rows times W^T), float32 (rnd 0) and bf16 (rnd 1, also with A as
+ * few rows times W^T, among them one row and rows of whole nf4 blocks,
+ * which take the block-table path), float32 (rnd 0) and bf16 (rnd 1, also with A as
  * bf16 patterns and C's tiles rounded); an int8 row and an nf4 block
  * whose scale is infinite give what the dequantized matrix's infinities
  * give. On a CPU with AVX-512 too (and its copy not turned off by
@@ -335,7 +336,8 @@ START_TEST(test_qgemm_avx2) {
     int tA, tW;
   } sh[] = {{70, 37, 300, 0, 1}, {37, 130, 1100, 1, 0}, {9, 33, 517, 0, 0}, {129, 21, 2100, 0, 1},
             {5, 64, 17, 1, 1},   {13, 1, 5, 0, 0},      {6, 257, 131, 0, 1}, {3, 70, 300, 0, 1},
-            {1, 33, 17, 0, 1},   {4, 100, 129, 0, 1},   {2, 5, 1030, 0, 0}};
+            {1, 33, 17, 0, 1},   {4, 100, 129, 0, 1},   {2, 5, 1030, 0, 0},   {1, 45, 640, 0, 1},
+            {3, 20, 192, 0, 1}};
   static const gt_qtype types[] = {GT_Q_BF16, GT_Q_INT8, GT_Q_NF4};
   uint64_t st = 777;
   for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
@@ -348,7 +350,7 @@ START_TEST(test_qgemm_avx2) {
         void *buf = calloc((size_t)gt_q_words(types[t], wr, wc) + 1, 4);
         gt_quantize(types[t], src, wr, wc, buf);
         gt_qweight w = gt_qweight_at(types[t], buf, wr, wc);
-        if (i == 0 && types[t] != GT_Q_BF16) /* an infinite scale: row 3 (int8), block 2 (nf4) */
+        if ((i == 0 || K % 64 == 0) && types[t] != GT_Q_BF16) /* an infinite scale: row 3 (int8), block 2 (nf4) */
           ((float *)(void *)w.scales)[types[t] == GT_Q_INT8 ? 3 : 2] = INFINITY;
         float *Wd = malloc(sizeof(float) * (size_t)(wr * wc));
         gt_dequantize_rows_ref(&w, 0, wr, Wd);
