@@ -180,9 +180,10 @@ static void gt__round_c(float *C, int64_t ldc, int64_t M, int64_t N) {
 
 /* A's few rows as bf16 patterns (a16, M rows of K) widened to floats for
  * the row kernels, which read floats, into this thread's B packing buffer:
- * the row kernels leave it unused (gt__bgemv_bt_cvt rounds A into the A
- * buffer), and it stays allocated between calls, so a decoding token does
- * not allocate. NULL when it cannot grow. */
+ * the row kernels pack nothing into it (gt__bgemv_bt_cvt rounds A into the
+ * A buffer; the AVX2 one rounds A's rows here, gt__rows_rounded), and it
+ * stays allocated between calls, so a decoding token does not allocate.
+ * NULL when it cannot grow. */
 float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) {
   gt__gemm_cache *c = gt__gemm_cache_get();
   if (!c || gt__gemm_grow(&c->b, &c->bcap, (size_t)(M * K) * sizeof(float))) return NULL;
@@ -196,6 +197,9 @@ float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K) 
  * output column. NULL when the buffer cannot grow. */
 float *gt__rows_rounded(const float *A, int64_t lda, int64_t M, int64_t K) {
   gt__gemm_cache *c = gt__gemm_cache_get();
+  /* rows already here are gt__rows_widened's, bf16 values: nothing to round
+   * (and the buffer must not be grown under them) */
+  if (c && A == c->b) return c->b;
   if (!c || gt__gemm_grow(&c->b, &c->bcap, (size_t)(M * K) * sizeof(float))) return NULL;
   gt_bf16_round_rows(c->b, K, A, lda, M, K);
   return c->b;

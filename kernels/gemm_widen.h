@@ -30,7 +30,8 @@ int gt__wqgemm_packed(int transA, int transW, int64_t M, int64_t N, int64_t K, f
 float *gt__rows_widened(const uint16_t *a16, int64_t lda, int64_t M, int64_t K);
 /* M rows of floats rounded to bf16 into the same buffer (row stride K), for
  * a row kernel rounding its operands: A's rows once, not once per output
- * column; NULL when the buffer cannot grow. Defined in kernels/gemm_bf16.c. */
+ * column (A being that buffer, gt__rows_widened's rows: returned as they
+ * are); NULL when the buffer cannot grow. Defined in kernels/gemm_bf16.c. */
 float *gt__rows_rounded(const float *A, int64_t lda, int64_t M, int64_t K);
 
 #endif

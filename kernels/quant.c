@@ -7,7 +7,8 @@
  * dQuantizeNF4 decision tree: the code index is the number of midpoints x is
  * strictly greater than, so a tie goes to the lower code, and a NaN, which
  * an all-zero block gives as 0 * inf, to code 0); int8 rounds v * (127 /
- * absmax) to nearest even (LLM.int8's row-wise rule). The AVX-512 paths
+ * absmax) to nearest even (LLM.int8's row-wise rule), a NaN to 0. A NaN
+ * element is passed over by the absmax, as fmaxf does. The AVX-512 paths
  * below and the AVX2 ones (kernels/quant_avx2.c) compute exactly these
  * operations lane by lane, so they give the scalar paths' bytes
  * (tests/test_quant.c checks each against gt_quantize_ref).
@@ -103,7 +104,7 @@ static inline int gt__nf4_index(float x) {
 
 static inline int8_t gt__int8_code(float v, float inv) {
   float q = nearbyintf(v * inv);
-  return (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
+  return (int8_t)(q != q ? 0.0f : q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
 }
 
 /* rows [r0, r1) of an int8 matrix */
@@ -181,7 +182,9 @@ static void gt__quant_int8_rows_v(const float *src, int64_t cols, int64_t r0, in
     __m512 vmax = _mm512_setzero_ps();
     for (int64_t c = 0; c < cols; c += 16) {
       const int64_t k = cols - c < 16 ? cols - c : 16;
-      vmax = _mm512_max_ps(vmax, gt__abs16(_mm512_maskz_loadu_ps((__mmask16)(k >= 16 ? 0xFFFF : (1u << k) - 1), s + c)));
+      /* (|x| first: maxps returns its second operand when either is NaN,
+       * so a NaN is passed over, as fmaxf does) */
+      vmax = _mm512_max_ps(gt__abs16(_mm512_maskz_loadu_ps((__mmask16)(k >= 16 ? 0xFFFF : (1u << k) - 1), s + c)), vmax);
     }
     const float amax = _mm512_reduce_max_ps(vmax);
     scales[r] = amax / 127.0f;
@@ -192,6 +195,7 @@ static void gt__quant_int8_rows_v(const float *src, int64_t cols, int64_t r0, in
       const __mmask16 m = (__mmask16)(k >= 16 ? 0xFFFF : (1u << k) - 1);
       __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + c), inv),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q); /* a NaN: code 0 (min would give 127) */
       q = _mm512_max_ps(_mm512_min_ps(q, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
       _mm_mask_storeu_epi8(d + r * cols + c, m, _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(q)));
     }
@@ -214,8 +218,11 @@ static void gt__quant_nf4_blocks_v(const float *src, int64_t b0, int64_t b1, uin
     const float *s = src + b * GT_Q_NF4_BLOCK;
     __m512 v[4];
     for (int j = 0; j < 4; j++) v[j] = _mm512_loadu_ps(s + 16 * j);
-    const float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_max_ps(gt__abs16(v[0]), gt__abs16(v[1])), _mm512_max_ps(gt__abs16(v[2]), gt__abs16(v[3]))));
+    /* |x| folded in first: maxps returns its second operand when either is
+     * NaN, so a NaN is passed over, as fmaxf does */
+    __m512 m = _mm512_setzero_ps();
+    for (int j = 0; j < 4; j++) m = _mm512_max_ps(gt__abs16(v[j]), m);
+    const float amax = _mm512_reduce_max_ps(m);
     scales[b] = amax;
     const __m512 inv = _mm512_set1_ps(1.0f / amax);
     for (int j = 0; j < 4; j++) {

@@ -69,6 +69,7 @@ void gt__quant_int8_rows_avx2(const float *src, int64_t cols, int64_t r0, int64_
       const __m256 x = k == 8 ? _mm256_loadu_ps(s + c) : _mm256_maskload_ps(s + c, gt__mask8(k));
       /* v * inv rounded to nearest even (nearbyintf), then clamped */
       __m256 q = _mm256_round_ps(_mm256_mul_ps(x, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q)); /* a NaN: code 0 (min would give 127) */
       q = _mm256_max_ps(_mm256_min_ps(q, lim), nlim);
       const __m256i w = _mm256_cvttps_epi32(q);
       const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));

@@ -59,7 +59,7 @@ void gt_quantize_ref(gt_qtype t, const float *src, int64_t rows, int64_t cols, v
       scales[r] = amax / 127.0f;
       for (int64_t c = 0; c < cols; c++) {
         float q = amax > 0.0f ? nearbyintf(src[r * cols + c] * (127.0f / amax)) : 0.0f;
-        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+        q = q != q ? 0.0f : q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q; /* a NaN: code 0 */
         ((int8_t *)dst)[r * cols + c] = (int8_t)q;
       }
     }

@@ -4,7 +4,8 @@
  *   thresholds as the midpoints of adjacent codes, hand-checked codes;
  * - gt_quantize gives gt_quantize_ref's bytes (the scalar reference, with
  *   bitsandbytes' decision tree written out) for every format, odd shapes,
- *   ties at the midpoints, zero blocks and rows, on 1 and 2 threads;
+ *   ties at the midpoints, zero blocks and rows, NaN and infinite elements,
+ *   on 1 and 2 threads;
  * - round trips: each element's code is the nearest, int8 within half a
  *   step, bf16 within half an ulp;
  * - gt_dequantize_rows gives the reference's bits;
@@ -157,6 +158,49 @@ START_TEST(test_quantize_matches_ref) {
                     QNAME[t], (long long)rows, (long long)cols);
       free(x), free(a), free(b);
     }
+}
+END_TEST
+
+/* NaN and infinite elements: each path (the one this CPU takes; CI's
+ * GT_TEST_KERNELS runs give the others) writes the reference's bytes. A
+ * NaN is passed over by the absmax (fmaxf's rule) and coded 0 in int8 and
+ * nf4 (int8: NaN * (127 / absmax); nf4: greater than no midpoint); an
+ * infinity makes the absmax infinite, and every other element of its row
+ * or block a 0 (or NaN: 0 times inf) code. Rows of 70: the vector loops'
+ * whole lanes, a tail, and a NaN in the first and in a later lane group. */
+START_TEST(test_quantize_nan_inf) {
+  const int64_t rows = 6, cols = 70, n = rows * cols;
+  uint64_t st = 11;
+  float *x = gt_test_alloc_fill(n, &st, -2, 2);
+  x[0 * cols + 1] = NAN;                          /* row 0: a NaN among values */
+  for (int64_t c = 0; c < cols; c++) x[1 * cols + c] = 0.0f;
+  x[1 * cols + 40] = NAN;                         /* row 1: zeros and a NaN (absmax 0) */
+  x[2 * cols + 9] = INFINITY;                     /* row 2: an infinity */
+  x[3 * cols + 66] = -INFINITY, x[3 * cols + 3] = NAN; /* row 3: both, one in the tail */
+  x[4 * cols + 69] = NAN;                         /* row 4: a NaN in the last lane */
+  for (int t = 1; t < 4; t++) {
+    const int64_t words = gt_q_words((gt_qtype)t, rows, cols);
+    uint32_t *a = calloc((size_t)words, 4), *b = calloc((size_t)words, 4);
+    gt_quantize((gt_qtype)t, x, rows, cols, a);
+    gt_quantize_ref((gt_qtype)t, x, rows, cols, b);
+    ck_assert_msg(memcmp(a, b, (size_t)words * 4) == 0, "%s: NaN and infinite elements: the stored bytes differ from "
+                  "the reference", QNAME[t]);
+    free(a), free(b);
+  }
+  /* the rule itself, on the reference: int8 row 0's NaN is code 0 and its
+   * scale that of the other elements; nf4 block 0 (row 0's first 64) too */
+  gt_qweight w;
+  void *buf = stored(GT_Q_INT8, x, rows, cols, &w);
+  float amax = 0.0f;
+  for (int64_t c = 0; c < cols; c++) amax = c == 1 ? amax : fmaxf(amax, fabsf(x[c]));
+  ck_assert_int_eq(((const int8_t *)buf)[1], 0);
+  ck_assert_float_eq(w.scales[0], amax / 127.0f);
+  ck_assert_int_eq(((const int8_t *)buf)[1 * cols + 40], 0);
+  free(buf);
+  buf = stored(GT_Q_NF4, x, rows, cols, &w);
+  ck_assert_int_eq(((const uint8_t *)buf)[0] & 15, 0); /* element 1: the low nibble of byte 0 */
+  free(buf);
+  free(x);
 }
 END_TEST
 
@@ -334,6 +378,7 @@ int main(void) {
   tcase_add_test(tc, test_nf4_table);
   tcase_add_test(tc, test_hand_values);
   tcase_add_test(tc, test_quantize_matches_ref);
+  tcase_add_test(tc, test_quantize_nan_inf);
   tcase_add_test(tc, test_quantize_threads);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_dequantize_rows);
