@@ -6,6 +6,10 @@
 #include <math.h>
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
+#elif defined(GT__KERNELS_AVX2)
+#include <immintrin.h>
+
+#include "kernels/lanes8.h"
 #endif
 
 #include "base/team.h"
@@ -64,6 +68,31 @@ static void gt__range(float *p, const float *g, uint16_t *m, float *v, int64_t i
     const __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_add_ps(vh, er)), eps);
     const __m512 up = _mm512_add_ps(_mm512_div_ps(mh, den), _mm512_mul_ps(wd, pi));
     _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, up)));
+  }
+#elif defined(GT__KERNELS_AVX2)
+  const __m256 b1 = _mm256_set1_ps(k->b1), b2 = _mm256_set1_ps(k->b2);
+  const __m256 ob1 = _mm256_set1_ps(k->ob1), ob2 = _mm256_set1_ps(k->ob2);
+  const __m256 bc1 = _mm256_set1_ps(k->bc1), bc2 = _mm256_set1_ps(k->bc2);
+  const __m256 lr = _mm256_set1_ps(k->lr), eps = _mm256_set1_ps(k->eps);
+  const __m256 er = _mm256_set1_ps(k->eps_root), wd = _mm256_set1_ps(k->wd);
+  const __m256 gs = _mm256_set1_ps(k->gs);
+  for (; i + 8 <= i1; i += 8) {
+    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
+    const __m256 m0 = gt__widen8(m + i);
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, m0), _mm256_mul_ps(ob1, gi));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                                    _mm256_mul_ps(ob2, _mm256_mul_ps(gi, gi)));
+    /* m rounded to bf16 (gt__rnd8: the same integer rounding), its patterns
+     * below 2^16, so the unsigned saturating pack is exact */
+    const __m256i r = _mm256_srli_epi32(_mm256_castps_si256(gt__rnd8(mi)), 16);
+    _mm_storeu_si128((__m128i *)(void *)(m + i),
+                     _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    _mm256_storeu_ps(v + i, vi);
+    const __m256 mh = _mm256_div_ps(mi, bc1), vh = _mm256_div_ps(vi, bc2);
+    const __m256 pi = _mm256_loadu_ps(p + i);
+    const __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_add_ps(vh, er)), eps);
+    const __m256 up = _mm256_add_ps(_mm256_div_ps(mh, den), _mm256_mul_ps(wd, pi));
+    _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, up)));
   }
 #endif
   gt__scalar(p, g, m, v, i, i1, k);

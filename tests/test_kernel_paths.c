@@ -208,6 +208,15 @@ START_TEST(test_same_bits) {
     c->adamw_update_mu_bf16(pa, y, ua, va, N, &h), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h);
     SAME(pa, pb, N), SAME(va, vb, N);
     ck_assert_msg(memcmp(ua, ub, 2 * N) == 0, "adamw_mu_bf16: m differs");
+    /* a large step, so the update's last bits reach p (at lr 1e-3 an ulp
+     * of the update is below an ulp of p) */
+    what = "adamw, lr 0.5";
+    const gt_adamw_hparams h2 = {0.5f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.1f, 7, 0.8f};
+    c->adamw_update(pa, y, ma, va, N, &h2), gt_adamw_update__portable(pb, y, mb, vb, N, &h2);
+    SAME(pa, pb, N), SAME(ma, mb, N), SAME(va, vb, N);
+    what = "adamw_mu_bf16, lr 0.5";
+    c->adamw_update_mu_bf16(pa, y, ua, va, N, &h2), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h2);
+    SAME(pa, pb, N), SAME(va, vb, N);
     free(pa), free(pb), free(ma), free(mb), free(va), free(vb), free(ua), free(ub);
   }
   /* sums over 16 double lanes: the same bits on both */
