@@ -1,7 +1,8 @@
 /* Included first by every kernel file that is compiled three times
  * (CMakeLists.txt, GT_ISA_KERNELS): renames the public kernels it defines to
  * name__portable in the baseline x86-64 build of the file, to name__avx2 in
- * its AVX2 copy (compiled with GT__KERNELS_AVX2 defined and -mavx2 -mfma)
+ * its AVX2 copy (compiled with GT__KERNELS_AVX2 defined and -mavx2 -mfma
+ * -fno-trapping-math)
  * and to name__avx512 in its AVX-512 copy (GT__KERNELS_AVX512 and the
  * AVX-512 flags), so all three link into one library; kernels/dispatch.c
  * defines the public names and calls one copy. Every other global symbol of

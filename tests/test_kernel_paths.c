@@ -217,6 +217,7 @@ START_TEST(test_same_bits) {
     what = "adamw_mu_bf16, lr 0.5";
     c->adamw_update_mu_bf16(pa, y, ua, va, N, &h2), gt_adamw_update_mu_bf16__portable(pb, y, ub, vb, N, &h2);
     SAME(pa, pb, N), SAME(va, vb, N);
+    ck_assert_msg(memcmp(ua, ub, 2 * N) == 0, "adamw_mu_bf16, lr 0.5: m differs");
     free(pa), free(pb), free(ma), free(mb), free(va), free(vb), free(ua), free(ub);
   }
   /* sums over 16 double lanes: the same bits on both */
