@@ -82,11 +82,7 @@ static void gt__range(float *p, const float *g, uint16_t *m, float *v, int64_t i
     const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, m0), _mm256_mul_ps(ob1, gi));
     const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
                                     _mm256_mul_ps(ob2, _mm256_mul_ps(gi, gi)));
-    /* m rounded to bf16 (gt__rnd8: the same integer rounding), its patterns
-     * below 2^16, so the unsigned saturating pack is exact */
-    const __m256i r = _mm256_srli_epi32(_mm256_castps_si256(gt__rnd8(mi)), 16);
-    _mm_storeu_si128((__m128i *)(void *)(m + i),
-                     _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    gt__store_bf16x8(m + i, gt__rnd8(mi)); /* m rounded to bf16: the same integer rounding */
     _mm256_storeu_ps(v + i, vi);
     const __m256 mh = _mm256_div_ps(mi, bc1), vh = _mm256_div_ps(vi, bc2);
     const __m256 pi = _mm256_loadu_ps(p + i);

@@ -2,19 +2,22 @@
  * does the scalar rounding in integer lanes (add 0x7fff plus the lowest kept
  * bit, keep the top half; NaNs get their quiet bit), so it gives the scalar
  * function's bits for every input, NaNs and denormals included: the
- * AVX512_BF16 conversion instruction would flush denormals. */
+ * AVX512_BF16 conversion instruction would flush denormals. The AVX2 copy
+ * does the same on 8 lanes (kernels/lanes8.h). */
 #include "base/team.h"
 #include "kernels/bf16.h"
 
 #if defined(GT__KERNELS_AVX512)
 #include <immintrin.h>
+
+#include "kernels/bf16_lanes.h"
+#elif defined(GT__KERNELS_AVX2)
+#include <immintrin.h>
+
+#include "kernels/lanes8.h"
 #endif
 
 #define GT__PAR_MIN 65536
-
-#if defined(GT__KERNELS_AVX512)
-#include "kernels/bf16_lanes.h"
-#endif
 
 /* Chunks of 1024 elements [c0, c1) of an n-element array. */
 typedef struct gt__bf16_args {
@@ -33,6 +36,8 @@ static void gt__round_part(void *p, int64_t c0, int64_t c1) {
     int64_t i = c * 1024, e = i + 1024 < n ? i + 1024 : n;
 #if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16) _mm512_storeu_ps(x + i, _mm512_castsi512_ps(gt__bf16_round16(_mm512_loadu_ps(y + i))));
+#elif defined(GT__KERNELS_AVX2)
+    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(x + i, gt__rnd8(_mm256_loadu_ps(y + i)));
 #endif
     for (; i < e; i++) x[i] = gt_bf16_round1(y[i]);
   }
@@ -67,6 +72,14 @@ static inline void gt__rows(void *dst, int64_t ldd, const float *src, int64_t ld
       else
         _mm512_mask_storeu_ps(d + i, m, _mm512_castsi512_ps(v));
     }
+#elif defined(GT__KERNELS_AVX2)
+    for (; i + 8 <= cols; i += 8) {
+      const __m256 v = gt__rnd8(_mm256_loadu_ps(s + i));
+      if (pack)
+        gt__store_bf16x8(h + i, v);
+      else
+        _mm256_storeu_ps(d + i, v);
+    }
 #endif
     for (; i < cols; i++) {
       if (pack)
@@ -96,6 +109,8 @@ static void gt__pack_part(void *p, int64_t c0, int64_t c1) {
     for (; i + 16 <= e; i += 16)
       _mm256_storeu_si256((__m256i *)(dst + i),
                           _mm512_cvtepi32_epi16(_mm512_srli_epi32(gt__bf16_round16(_mm512_loadu_ps(src + i)), 16)));
+#elif defined(GT__KERNELS_AVX2)
+    for (; i + 8 <= e; i += 8) gt__store_bf16x8(dst + i, gt__rnd8(_mm256_loadu_ps(src + i)));
 #endif
     for (; i < e; i++) dst[i] = gt_f32_to_bf16(src[i]);
   }
@@ -116,6 +131,8 @@ static void gt__unpack_part(void *p, int64_t c0, int64_t c1) {
 #if defined(GT__KERNELS_AVX512)
     for (; i + 16 <= e; i += 16)
       _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16));
+#elif defined(GT__KERNELS_AVX2)
+    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(dst + i, gt__widen8(src + i));
 #endif
     for (; i < e; i++) dst[i] = gt_bf16_to_f32(src[i]);
   }

@@ -28,6 +28,14 @@ static inline __attribute__((always_inline)) __m256 gt__rnd8(__m256 v) {
   return _mm256_castsi256_ps(_mm256_and_si256(q, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
+/* 8 floats already rounded to bf16 (gt__rnd8) stored as their bf16
+ * patterns: the top halves, below 2^16, so the unsigned saturating pack is
+ * exact */
+static inline __attribute__((always_inline)) void gt__store_bf16x8(uint16_t *d, __m256 rounded) {
+  const __m256i r = _mm256_srli_epi32(_mm256_castps_si256(rounded), 16);
+  _mm_storeu_si128((__m128i *)(void *)d, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+
 /* 8 bf16 patterns widened to float32 (a shift: exact) */
 static inline __attribute__((always_inline)) __m256 gt__widen8(const uint16_t *src) {
   const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)src);

@@ -165,15 +165,6 @@ GT__TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,fma")
 #include "kernels/bf16_lanes.h"
 #include "kernels/quant_lanes.h"
 
-static void gt__quant_bf16_v(const float *src, int64_t i0, int64_t i1, uint16_t *d) {
-  for (int64_t i = i0; i < i1; i += 16) {
-    const int64_t k = i1 - i < 16 ? i1 - i : 16;
-    const __mmask16 m = (__mmask16)(k >= 16 ? 0xFFFF : (1u << k) - 1);
-    __m512i r = _mm512_srli_epi32(gt__bf16_round16(_mm512_maskz_loadu_ps(m, src + i)), 16);
-    _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(r));
-  }
-}
-
 static inline __m512 gt__abs16(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff))); }
 
 static void gt__quant_int8_rows_v(const float *src, int64_t cols, int64_t r0, int64_t r1, int8_t *d, float *scales) {
@@ -268,14 +259,8 @@ static void gt__quant_range(void *ctx, int64_t lo, int64_t hi) {
   const int64_t cols = j->cols;
   switch (j->t) {
   case GT_Q_F32: memcpy((float *)j->dst + lo * cols, j->src + lo * cols, (size_t)((hi - lo) * cols) * 4); break;
-  case GT_Q_BF16:
-#if defined(__x86_64__)
-    if (j->v) {
-      (j->v == 2 ? gt__quant_bf16_v : gt__quant_bf16_avx2)(j->src, lo * cols, hi * cols, j->dst);
-      break;
-    }
-#endif
-    for (int64_t i = lo * cols; i < hi * cols; i++) ((uint16_t *)j->dst)[i] = gt_f32_to_bf16(j->src[i]);
+  case GT_Q_BF16: /* the rows as one run of bf16 patterns, on this member (each copy's lanes) */
+    gt_bf16_pack_rows((uint16_t *)j->dst + lo * cols, 0, j->src + lo * cols, 0, 1, (hi - lo) * cols);
     break;
   case GT_Q_INT8:
 #if defined(__x86_64__)

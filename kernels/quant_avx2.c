@@ -36,24 +36,6 @@ static inline float gt__hmax8(__m256 v) {
  * over (maxps returns its second operand when either is NaN) */
 static inline __m256 gt__fold_abs(__m256 acc, __m256 x) { return _mm256_max_ps(gt__abs8(x), acc); }
 
-void gt__quant_bf16_avx2(const float *src, int64_t i0, int64_t i1, uint16_t *d) {
-  int64_t i = i0;
-  for (; i + 8 <= i1; i += 8) {
-    const __m256i r = _mm256_srli_epi32(_mm256_castps_si256(gt__rnd8(_mm256_loadu_ps(src + i))), 16);
-    /* the patterns are below 2^16: the unsigned saturating pack is exact */
-    _mm_storeu_si128((__m128i *)(void *)(d + i),
-                     _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
-  }
-  if (i < i1) {
-    const int64_t k = i1 - i;
-    const __m256i r =
-        _mm256_srli_epi32(_mm256_castps_si256(gt__rnd8(_mm256_maskload_ps(src + i, gt__mask8(k)))), 16);
-    uint16_t t[8];
-    _mm_storeu_si128((__m128i *)(void *)t, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
-    memcpy(d + i, t, (size_t)k * sizeof(uint16_t));
-  }
-}
-
 void gt__quant_int8_rows_avx2(const float *src, int64_t cols, int64_t r0, int64_t r1, int8_t *d, float *scales) {
   const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f);
   for (int64_t r = r0; r < r1; r++) {

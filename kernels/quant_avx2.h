@@ -8,8 +8,6 @@
 
 #include "kernels/quant.h"
 
-/* elements [i0, i1) of src as bf16 patterns at d + i0 */
-void gt__quant_bf16_avx2(const float *src, int64_t i0, int64_t i1, uint16_t *d);
 /* rows [r0, r1) of an int8 matrix of cols columns: codes and row scales */
 void gt__quant_int8_rows_avx2(const float *src, int64_t cols, int64_t r0, int64_t r1, int8_t *d, float *scales);
 /* whole nf4 blocks [b0, b1) (GT_Q_NF4_BLOCK elements each): codes and absmaxes */
