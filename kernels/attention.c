@@ -60,11 +60,16 @@ enum { GT__BQ = GT_ATTN_BQ, GT__BK = GT_ATTN_BK };
 #if defined(GT__KERNELS_AVX512) && !defined(GT_ATTN_USE_BLAS)
 #include <immintrin.h>
 #define GT__HAND 1
+#elif defined(GT__KERNELS_AVX2) && !defined(GT_ATTN_USE_BLAS)
+#define GT__HAND8 1 /* the float32 tile products on 8 lanes (kernels/attention_tiles8.h) */
 #endif
 
 
 static inline int gt__imin(int a, int b) { return a < b ? a : b; }
 static inline int gt__imax(int a, int b) { return a > b ? a : b; }
+#ifdef GT__HAND8
+#include "kernels/attention_tiles8.h"
+#endif
 
 /* Overwrite the masked entries of one score row with -INFINITY. Column c is
  * key j0 + c; row is query i. Returns the number of visible columns. */
@@ -121,13 +126,14 @@ static int gt__seg_disjoint(const int32_t *seg_b, int i0, int nq, int j0, int nk
  * With AVX-512 these are register-blocked micro-kernels: at 64 x 64 tiles
  * they beat OpenBLAS's sgemm, whose per-call packing and dispatch cost is a
  * large share of such small products (and OpenBLAS 0.3.21 does not recognise
- * every AVX-512 CPU and may fall back to an SSE3 kernel). In the portable copy
- * (kernels/cpu.h) the same products go to cblas_sgemm. */
+ * every AVX-512 CPU and may fall back to an SSE3 kernel). The AVX2 copy has
+ * 8-lane ones that sum in the same order (kernels/attention_tiles8.h). In the
+ * portable copy (kernels/cpu.h) the same products go to cblas_sgemm. */
 
 /* B^T of one key tile, packed [k][GT__BK] for gt__mm_nt; columns n..BK-1 are
  * zero so the micro-kernel can always run full width. */
 static void gt__pack_t(float *pk, const float *B, int ldb, int n, int k) {
-#ifdef GT__HAND
+#if defined(GT__HAND) || defined(GT__HAND8)
   for (int c = 0; c < n; c++) {
     const float *b = B + (size_t)c * ldb;
     for (int d = 0; d < k; d++) pk[(size_t)d * GT__BK + c] = b[d];
@@ -234,6 +240,9 @@ static void gt__mm_nt(float *C, float alpha, const float *A, int lda, int m,
     for (; r + GT__NT_ROWS <= m; r += GT__NT_ROWS) GT__NT_BAND(GT__NT_ROWS);
     for (; r < m; r++) GT__NT_BAND(1);
   }
+#elif defined(GT__HAND8)
+  (void)B, (void)ldb, (void)n;
+  gt__mm_nt8(C, alpha, A, lda, m, pk, k, blo, bhi);
 #else
   (void)pk, (void)blo, (void)bhi;
   gt__blas_one_thread();
@@ -319,6 +328,8 @@ static void gt__mm_acc(float *C, int ldc, float alpha, const float *X, int xr, i
       for (; r < m; r++) GT__ACC_BAND(1, 1);
     }
   }
+#elif defined(GT__HAND8)
+  gt__mm_acc8(C, ldc, alpha, X, xr, xc, m, kk, Y, ldy, n, blo, bhi);
 #else
   (void)blo, (void)bhi;
   gt__blas_one_thread();
