@@ -13,16 +13,21 @@
  * Register tile: 6 rows x 16 columns, 12 accumulators of 8 floats, two B
  * vectors and a broadcast A value, 15 of the 16 YMM registers (as the AVX2
  * GEMM, kernels/gemm_avx2.c). Each output sums its terms in the reduction's
- * order with one FMA per term and then applies alpha as the AVX-512 copy
- * does (gt__mm_nt: alpha times the sum; gt__mm_acc: C + alpha times the
- * sum), so both copies give the same bits. The bands the tile products skip
- * are the same as there: only the terms a row block can see. */
+ * order with one FMA per term and then applies alpha as the AVX-512 copy's
+ * float32 kernels do (gt__mm_nt: alpha times the sum; gt__mm_acc: C + alpha
+ * times the sum), so for finite operands both copies give the same tile
+ * products (a row block of 6 here, 4 there, adds only zero terms X = 0; an
+ * inf or NaN in Y past a row's own band can reach different rows). As
+ * there, only blocks the band leaves at least partly visible are computed. */
 #ifndef GEMTRAIN_KERNELS_ATTENTION_TILES8_H
 #define GEMTRAIN_KERNELS_ATTENTION_TILES8_H
 
 #include <immintrin.h>
 
 #include "kernels/lanes8.h"
+
+/* whole 16-column groups of a tile row */
+_Static_assert(GT__BK % 16 == 0, "the 8-lane tile products need BK to be a multiple of 16");
 
 /* Keeps v in a register: without it gcc folds a loaded B vector into each
  * row's FMA as a memory operand, one load per FMA (see attention.c's

@@ -1,8 +1,9 @@
 /* Eight-lane AVX2 helpers shared by the AVX2 GEMM (kernels/gemm_avx2.c), the
- * AVX2 quantizer (kernels/quant_avx2.c) and AdamW's AVX2 copy with a bf16
- * first moment (kernels/adamw_bf16.c): a lane mask, bf16 rounding and
- * widening. Include it inside a GT__TARGET_BEGIN("avx2,fma") region (or a
- * file compiled with AVX2). Private to kernels/. */
+ * AVX2 quantizer (kernels/quant_avx2.c), AdamW's AVX2 copy with a bf16
+ * first moment (kernels/adamw_bf16.c) and the AVX2 attention tiles
+ * (kernels/attention_tiles8.h): a lane mask, bf16 rounding and widening.
+ * Include it inside a GT__TARGET_BEGIN("avx2,fma") region (or a file
+ * compiled with AVX2). Private to kernels/. */
 #ifndef GEMTRAIN_KERNELS_LANES8_H
 #define GEMTRAIN_KERNELS_LANES8_H
 
