@@ -588,13 +588,17 @@ static gt__scratch *gt__scratch_new(int hd, int group, int bmode) {
  * (widened, AMX) the float32 tile products on operands rounded to bf16 (3,
  * widened mode), as gt_bgemm's widened path does, at float32's speed: on
  * the Intel Xeon with AMX the 12-layer model's bf16 attention ran about 30%
- * slower than float32 on the emulation (trace), 9% after. */
+ * slower than float32 on the emulation (trace), 9% after. The AVX2 copy,
+ * whose gt_bgemm has no pairs, always takes the widened mode; the
+ * portable copy none (float32 products). */
 static int gt__attn_bmode(const gt_attn_dims *d) {
   if (!d->bf16) return 0;
 #ifdef GT__HAND
   const int path = gt__bgemm_path();
   if (path == GT_BGEMM_DP || path == GT_BGEMM_EMUL) return gt__bgemm_kernel() == 2 && path == GT_BGEMM_DP ? 2 : 1;
   return 3;
+#elif defined(GT__HAND8)
+  return 3; /* the AVX2 copy's gt_bgemm is widened (or its rounded copies: the same arithmetic) */
 #else
   return 0; /* the portable copy: float32 products (kernels.h) */
 #endif
@@ -707,7 +711,7 @@ static void gt__fwd_qtile(float *out, float *lse, const float *q, const float *k
       } else
 #endif
       {
-#ifdef GT__HAND
+#if defined(GT__HAND) || defined(GT__HAND8)
         /* P in bf16 for its product with V, after the row sums took it
          * unrounded (as the pairs' packing does) */
         if (bm == 3) gt_bf16_round_rows(S, GT__BK, S, GT__BK, nq, nk);
@@ -964,12 +968,12 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
          * they pack them (Q, K and V are bf16 values already) */
         const float *dor = dot, *pr = S;
         int lddor = ldq;
-#ifdef GT__HAND
+#if defined(GT__HAND) || defined(GT__HAND8)
         if (bm == 3 && (a->dv || need_dp)) gt_bf16_round_rows(w->dow, hd, dot, ldq, nq, hd), dor = w->dow, lddor = hd;
 #endif
         gt__mm_nt(S, d->scale, qt, ldq, nq, kt, ldk, w->kt, nk, hd, qlo, qhi);
         if (!gt__probs(S, nq, nk, i0, j0, lse_bh + i0, W, seg_b)) continue;
-#ifdef GT__HAND
+#if defined(GT__HAND) || defined(GT__HAND8)
         /* dS takes P unrounded (S); dV's product the rounded copy */
         if (bm == 3 && a->dv) gt_bf16_round_rows(w->pw, GT__BK, S, GT__BK, nq, nk), pr = w->pw;
 #endif
@@ -977,7 +981,7 @@ static void gt__bwd_part(const gt__bwd_args *a, int b, int kh, int p, gt__scratc
         if (need_dp) {
           gt__mm_nt(dP, 1.0f, dor, lddor, nq, vt, ldk, w->vt, nk, hd, qlo, qhi);
           gt__dscores(dP, S, nq, nk, D_bh + i0);
-#ifdef GT__HAND
+#if defined(GT__HAND) || defined(GT__HAND8)
           if (bm == 3) gt_bf16_round_rows(dP, GT__BK, dP, GT__BK, nq, nk);
 #endif
         }
