@@ -397,7 +397,8 @@ END_TEST
  * the same bits on 1, 2 and 3 threads: shapes with one or two (b, kv head)
  * pairs (so 2 to 4 parts), GQA groups of 1 to 4, global and windowed
  * layers, packed segments, T not a multiple of the tile, dQ starting from
- * nonzero values; float32 and (with AVX-512) bf16 products. The parts run
+ * nonzero values; float32 and bf16 products (both bf16 modes on the
+ * AVX-512 copy, the widened one on the AVX2 copy). The parts run
  * on a dynamic schedule, longest first: which thread runs a part, and
  * when, must not matter either. */
 static const attn_case cases_split[] = {
@@ -492,7 +493,7 @@ END_TEST
  * vdpbf16ps reads as zero, add at most 2^-126 per term: far below the
  * 2^-23 |ref| term at these magnitudes. */
 
-/* the bf16 mode exists only on the AVX-512 path (kernels.h) */
+/* the bf16 mode exists on the AVX-512 and AVX2 copies, not the portable one (kernels.h) */
 static double r16d(float x) { return gt_bf16_round1(x); }
 
 typedef struct bf_mags {
@@ -605,7 +606,8 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   memset(out_f, 0xff, nq * sizeof(float));
   memset(lse_f, 0xff, nl * sizeof(float));
   /* vdpbf16ps where the CPU has it, whichever path gt_bgemm chose (the
-   * kernel follows that choice: attention.c's gt__attn_bmode) */
+   * kernel follows that choice: attention.c's gt__attn_bmode; on the AVX2
+   * copy, which has no pairs, the widened mode) */
   gt__bgemm_force_path(GT_BGEMM_DP);
   ck_assert_int_eq(gt_attention_forward(out_f, lse_f, q, k, v, seg, &d), 0);
   gt_attention_backward_ref(gr[0], gr[1], gr[2], dout, out_r, lse_r, q, k, v, seg, &d);
@@ -628,7 +630,8 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   ck_assert(memcmp(lse_e, lse_f, nl * sizeof(float)) == 0);
   for (int i = 0; i < 3; i++) ck_assert(memcmp(ge[i], gf[i], (i ? nk : nq) * sizeof(float)) == 0);
 
-  /* Widened mode (where gt_bgemm takes its widened or AMX path): the
+  /* Widened mode (where gt_bgemm takes its widened or AMX path; on the
+   * AVX2 copy whatever it takes): the
    * float32 tile products on the same operands rounded to bf16, so exact
    * products summed in float32 in another order: the same bounds. */
   gt__bgemm_force_path(GT_BGEMM_WIDE);
@@ -639,9 +642,23 @@ static void run_case_bf16(const attn_case *c, float scale, uint64_t seed) {
   /* and it is another kernel: the pairs sum two products at a time, so on
    * sums of many terms some bits differ (docs/precision.md) */
   if (pairs && c->hd >= 16 && c->T >= 64) ck_assert(memcmp(gw[0], gf[0], nq * sizeof(float)) != 0);
-  if (!pairs)
+  if (!pairs) {
+    /* the AVX2 copy: the widened mode on gt_bgemm's other path there too
+     * (its rounded copies), forward and backward */
+    float *oc = malloc(nq * sizeof(float)), *lc = malloc(nl * sizeof(float)), *gc[3];
+    for (int i = 0; i < 3; i++) gc[i] = gt_test_copy(g0[i], i ? nk : nq);
+    gt__bgemm_force_path(GT_BGEMM_COPY);
+    ck_assert_int_eq(gt_attention_forward(oc, lc, q, k, v, seg, &d), 0);
+    ck_assert_int_eq(gt_attention_backward(gc[0], gc[1], gc[2], dout, out_r, lse_r, q, k, v, seg, &d), 0);
+    gt__bgemm_force_path(-1);
+    ck_assert_msg(memcmp(oc, out_w, nq * sizeof(float)) == 0 && memcmp(lc, lse_w, nl * sizeof(float)) == 0,
+                  "AVX2, rounded-copies path: out or lse differ from the widened mode's");
     for (int i = 0; i < 3; i++)
-      ck_assert_msg(memcmp(gw[i], gf[i], (i ? nk : nq) * sizeof(float)) == 0, "AVX2: the widened mode whatever the path");
+      ck_assert_msg(memcmp(gc[i], gw[i], (i ? nk : nq) * sizeof(float)) == 0,
+                    "AVX2, rounded-copies path: gradient %d differs from the widened mode's", i);
+    free(oc), free(lc);
+    for (int i = 0; i < 3; i++) free(gc[i]);
+  }
   /* It reads Q, K and V as they are, bf16 values by the contract
    * (gt_attn_dims.bf16; the layers round them), and rounds only the
    * operands it makes (dO's copy, P, dS): values off their bf16 give other
@@ -701,7 +718,8 @@ END_TEST
 
 /* bf16 mode: on the pairs, the same bits on 2 threads twice and on 1
  * thread, with and without the fallback forced (and the two paths equal);
- * in widened mode, the same bits on 2, 1, 3 and 2 threads. */
+ * in widened mode, the same bits on 2, 1, 3 and 2 threads. (On the AVX2
+ * copy both sets of runs are the widened mode.) */
 START_TEST(test_bf16_deterministic) {
   uint64_t st = 6;
   const int B = 2, T = 333, H = 4, K = 2, hd = 40;

@@ -9,7 +9,7 @@
  * at the float32 GEMM's rate, and a bf16 step runs at float32's speed
  * (0.99-1.01x measured with that path forced) while keeping bf16's memory
  * savings. Slower than float32: the rounded float32 copies (neither AVX-512
- * nor AVX2), the AVX2 copy's widened path (0.91-1.00x on a Zen 3) and vdpbf16ps's
+ * nor AVX2), the AVX2 copy's widened path (0.89-1.05x on a Zen 3) and vdpbf16ps's
  * emulation (a test switch). */
 #include <stdio.h>
 #include <string.h>
@@ -32,7 +32,7 @@ gt_cli_bf16_speed gt_cli_bf16_verdict(int path, double bf16_peak, double fma_pea
   }
   /* the AVX2 copy's widened path: its products at the float32 GEMM's rate,
    * but the bf16 conversions around them are not all folded into the
-   * kernels' sweeps as on AVX-512: 0.91-1.00x float32 on a Zen 3 (docs/cpus.md) */
+   * kernels' sweeps as on AVX-512: 0.89-1.05x float32 on a Zen 3 (docs/cpus.md) */
   if (path == GT_BGEMM_WIDE && gt__kernels_path() == GT__PATH_AVX2) {
     *why = "this CPU has no AVX-512: bf16 products are float32 FMAs on operands widened from bf16 (AVX2), and the "
            "bf16 conversions around them cost more than the halved activations save";

@@ -6,8 +6,8 @@
  * count (the exact band of a sliding window, half of T^2 for causal global
  * layers; backward twice the forward), so a share of the peak here is the
  * share a step's attention time gets credited with. The kernel does a
- * little more: the 16-wide column vectors on the band's edges in float32,
- * whole 64 x 64 tiles there in bf16. */
+ * little more: the 16-wide column vectors on the band's edges in float32
+ * and in bf16's widened mode, whole 64 x 64 tiles there on the pairs. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +18,8 @@
 #include "base/team.h"
 #include "model/flops.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_path.h"
+#include "kernels/cpu.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
 
@@ -86,10 +88,18 @@ int gt_bench_attention(int argc, char **argv) {
   int has_bf16 = gt__bgemm_kernel() == 2;
   if (has_bf16) gt_bench_peaks(gt_bf16_peak_gflops, &bpeak[0], &bpeak[1]);
   printf("attention benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2", peak[0], peak[1]);
-  if (has_bf16)
-    printf("; bf16 (vdpbf16ps) peak %.1f on 1 thread, %.1f on 2\n", bpeak[0], bpeak[1]);
+  if (has_bf16) printf("; bf16 (vdpbf16ps) peak %.1f on 1 thread, %.1f on 2", bpeak[0], bpeak[1]);
+  /* attention's bf16 mode follows gt_bgemm's path (kernels/attention.c's gt__attn_bmode) */
+  const int path = gt__bgemm_path();
+  if (gt__kernels_path() == GT__PATH_PORTABLE)
+    printf("\nbf16 rows: float32 products (the portable copy ignores attention's bf16 mode)");
+  else if (path == GT_BGEMM_DP)
+    printf("\nbf16 rows: the tile products on vdpbf16ps");
+  else if (path == GT_BGEMM_EMUL)
+    printf("\nbf16 rows: the tile products on vdpbf16ps's float32-FMA emulation");
   else
-    printf("; no AVX512_BF16: bf16 rows run the float32-FMA emulation, shares are of the fp32 peak\n");
+    printf("\nbf16 rows: the widened mode (the float32 tile kernels on P, dS and dO rounded to bf16)");
+  printf("%s\n", has_bf16 ? "" : "; shares are of the fp32 peak");
   printf("GFLOP/s by MaxText's count (backward = 2 x forward) and the share of the peak of the dtype's\n"
          "products; medians of repeated calls of gt_attention_forward / gt_attention_backward\n\n");
   printf("| layer | dtype | forward 1 thread | forward 2 threads | backward 1 thread | backward 2 threads |\n");
