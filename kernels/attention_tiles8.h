@@ -28,6 +28,8 @@
 
 /* whole 16-column groups of a tile row */
 _Static_assert(GT__BK % 16 == 0, "the 8-lane tile products need BK to be a multiple of 16");
+/* gt__mm_acc8 copies up to GT__BK rows of Y (kk is a tile of keys or of queries) */
+_Static_assert(GT__BQ <= GT__BK, "gt__mm_acc8 copies at most GT__BK rows");
 
 /* Keeps v in a register: without it gcc folds a loaded B vector into each
  * row's FMA as a memory operand, one load per FMA (see attention.c's
@@ -141,19 +143,48 @@ static void gt__mm_nt8(float *C, float alpha, const float *A, int lda, int m, co
     }                                                                          \
   } while (0)
 
-/* C[r, 0:n] += alpha * sum_c X[r*xr + c*xc] * Y[c*ldy + 0:n], r < m, c < kk,
- * the terms outside the band [blo, bhi] skipped (X is zero there):
- * gt__mm_acc's contract (kernels/attention.c). */
+/* One column group of gt__mm_acc8: C[r, 0:w] += alpha * sum_c X[r, c] *
+ * Y[c, 0:w], w <= 16 columns from Y at its row stride ldy. */
+static void gt__acc8_group(float *C, int ldc, __m256 va, const float *X, int xr, int xc, int m, int kk,
+                           const float *Y, int ldy, int w, int blo, int bhi) {
+  const int j = 0;
+  const __m256i m0 = gt__mask8(w), m1 = gt__mask8(w - 8);
+  if (w == 16) GT__ACC8_ROWS(2, 1);
+  else if (w > 8) GT__ACC8_ROWS(2, 0);
+  else if (w == 8) GT__ACC8_ROWS(1, 1);
+  else GT__ACC8_ROWS(1, 0);
+}
+
+/* C[r, 0:n] += alpha * sum_c X[r*xr + c*xc] * Y[c*ldy + 0:n], r < m, c < kk
+ * (kk <= GT__BK), the terms outside the band [blo, bhi] skipped (X is zero
+ * there): gt__mm_acc's contract (kernels/attention.c).
+ *
+ * Each whole 16-column group of Y is first copied to a contiguous [c][16]
+ * block (the rows the band reaches). Why: the row blocks read a group's
+ * rows again and again, and in place they lie one tensor row apart; at
+ * gemma3-270m's shapes that stride is 4 KiB (Q and dO, H x hd floats) or
+ * 1 KiB (K), so a group's 64 rows fall into 1 or 4 of L1's 64 sets and
+ * evict each other (8 ways). Contiguous, they take 4 KiB of L1. The copy
+ * moves no arithmetic: the same FMAs in the same order, the same bits. */
 static void gt__mm_acc8(float *C, int ldc, float alpha, const float *X, int xr, int xc, int m, int kk,
                         const float *Y, int ldy, int n, int blo, int bhi) {
+  _Alignas(32) float yp[GT__BK * 16];
   const __m256 va = _mm256_set1_ps(alpha);
+  /* the rows of Y some row's band reaches */
+  const int c0 = gt__imax(0, blo), c1 = gt__imin(kk, m - 1 + bhi + 1);
+  if (c0 >= c1) return;
   for (int j = 0; j < n; j += 16) {
     const int w = gt__imin(16, n - j);
-    const __m256i m0 = gt__mask8(w), m1 = gt__mask8(w - 8);
-    if (w == 16) GT__ACC8_ROWS(2, 1);
-    else if (w > 8) GT__ACC8_ROWS(2, 0);
-    else if (w == 8) GT__ACC8_ROWS(1, 1);
-    else GT__ACC8_ROWS(1, 0);
+    if (w < 16) {
+      gt__acc8_group(C + j, ldc, va, X, xr, xc, m, kk, Y + j, ldy, w, blo, bhi);
+      continue;
+    }
+    for (int c = c0; c < c1; c++) {
+      const float *y = Y + (size_t)c * ldy + j;
+      _mm256_store_ps(yp + 16 * c, _mm256_loadu_ps(y));
+      _mm256_store_ps(yp + 16 * c + 8, _mm256_loadu_ps(y + 8));
+    }
+    gt__acc8_group(C + j, ldc, va, X, xr, xc, m, kk, yp, 16, 16, blo, bhi);
   }
 }
 
