@@ -42,8 +42,8 @@ assert [r["step"] for r in rows] == list(range(15)), [r["step"] for r in rows]
 # S = 40, warmup int(4.0) = 4, decay int(10.0) = 10, stable 26
 def wsd(step, lr=0.01, final=0.001, S=40, warm=4, decay=10, cosine=True):
     stable = S - warm - decay
-    if step < warm:
-        return lr * step / warm
+    if step < warm:  # optax.linear_schedule(0, lr, warm - 1): lr at step warm - 1
+        return lr * step / (warm - 1) if warm > 1 else 0.0
     if step < warm + stable:
         return lr
     k = step - warm - stable

@@ -110,9 +110,11 @@ EOF
   "$bin" logit-check "load_parameters_path=$run" "golden_logits_path=$golden" max_kl_div=1e9 \
     "output_logits_path=$work/unmerged.jsonl" > /dev/null || fail "$model: logit-check of the run"
   # float32 rounding: W + scale B A rounded once against the two products
-  # (measured max |diff| 1.3e-4 on gemma4-tiny-ple's soft-capped logits, KL 8e-10)
+  # (measured max |diff| 5.3e-4 on gemma4-tiny-ple's soft-capped logits,
+  # mean KL 4.5e-10, max 2.1e-8; a wrong scale or a missing adapter moves
+  # logits by tenths)
   "$bin" logit-check "load_parameters_path=$merged" "golden_logits_path=$work/unmerged.jsonl" max_kl_div=1e-6 \
-    atol=5e-4 > "$work/lc-$model.txt" || fail "$model: merged logits differ: $(tail -1 "$work/lc-$model.txt")"
+    atol=1e-3 > "$work/lc-$model.txt" || fail "$model: merged logits differ: $(tail -1 "$work/lc-$model.txt")"
   "$bin" logit-check "load_parameters_path=$hf" "lora_restore_path=$peft" lora_weight_qtype=nf4 \
     "golden_logits_path=$work/unmerged.jsonl" max_kl_div=1e-6 atol=1e-4 > "$work/lc2-$model.txt" \
     || fail "$model: HF base + PEFT logits differ from the run's: $(tail -1 "$work/lc2-$model.txt")"

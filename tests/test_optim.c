@@ -37,9 +37,12 @@ static gt_config base_cfg(void) {
 
 START_TEST(test_schedule_points) {
   gt_config c = base_cfg();
-  /* warmup = int(100 * 0.1) = 10 steps, linear from 0 */
+  /* warmup = int(100 * 0.1) = 10 steps, linear from 0 over 9 transition
+   * steps (MaxText: optax.linear_schedule(0, lr, warmup_steps - 1)), so
+   * step 9 is the first at the full rate */
   ck_assert(gt_lr_at(&c, 0) == 0.0);
-  ck_assert(fabs(gt_lr_at(&c, 5) - 0.05) < 1e-15);
+  ck_assert(fabs(gt_lr_at(&c, 3) - 0.1 / 3) < 1e-15);
+  ck_assert(fabs(gt_lr_at(&c, 9) - 0.1) < 1e-15);
   /* cosine over n = 90 steps, k = step - 10, pct = k / 89 */
   ck_assert(fabs(gt_lr_at(&c, 10) - 0.1) < 1e-15);
   double pct = 44.0 / 89.0, a = 0.5 * (1 + cos(M_PI * pct));

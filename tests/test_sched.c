@@ -3,9 +3,9 @@
  * here (the optax pieces it joins: linear_schedule, constant_schedule,
  * make_cos_schedule, and join_schedules' "each later piece from its
  * boundary on"), with hand-computed points, both decay styles and the edge
- * cases of the piece lengths; the cosine schedule unchanged (the values of
- * the formula gt_lr_at had before wsd existed); and the refusal of
- * fractions that leave no stable phase. */
+ * cases of the piece lengths; the cosine schedule against the same
+ * transcription of MaxText's cosine branch; and the refusal of fractions
+ * that leave no stable phase. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -44,7 +44,8 @@ static double ref_lr(double lr, double final_fraction, double warmup_fraction, d
   ref_piece pieces[4];
   long long bounds[4];
   int n = 0;
-  if (warmup > 0) pieces[n] = (ref_piece){0, 0.0, lr, warmup}, bounds[n++] = warmup;
+  /* warmup_schedule = optax.linear_schedule(0.0, lr, transition_steps=warmup_steps - 1) */
+  if (warmup > 0) pieces[n] = (ref_piece){0, 0.0, lr, warmup - 1}, bounds[n++] = warmup;
   long long decay = (long long)(S * decay_fraction), stable = S - warmup - decay;
   if (stable > 0) pieces[n] = (ref_piece){1, lr, 0, 0}, bounds[n++] = warmup + stable;
   if (decay > 0) {
@@ -95,8 +96,10 @@ START_TEST(test_wsd_points_linear) {
   gt_config c = wsd_cfg(100, -1, 0.1, 0.2, "linear");
   double lr = 3e-4, fin = 3e-5;
   ck_assert(gt_lr_at(&c, 0) == 0.0);
-  ck_assert(fabs(gt_lr_at(&c, 5) - lr / 2) < 1e-18);
-  /* warmup ends at step 10: the stable rate from there to step 79 */
+  /* warmup over steps 0-9, 9 transition steps: lr at step 9 */
+  ck_assert(fabs(gt_lr_at(&c, 3) - lr / 3) < 1e-18);
+  ck_assert(fabs(gt_lr_at(&c, 9) - lr) < 1e-18);
+  /* the stable rate from step 10 to step 79 */
   ck_assert(gt_lr_at(&c, 10) == lr && gt_lr_at(&c, 45) == lr && gt_lr_at(&c, 79) == lr);
   /* the decay's first step is still lr, its last (step 99) the final rate:
    * linear_schedule over decay - 1 = 19 transition steps */
@@ -148,15 +151,15 @@ START_TEST(test_wsd_edges) {
 }
 END_TEST
 
-/* gt_lr_at's cosine formula as it was before lr_schedule_type existed,
- * but that a cosine of one step (steps=1, or warmup leaving one step) runs
- * at the final rate, as MaxText's make_cos_schedule (pct 1) and the WSD
- * pieces, where it ran at the peak rate */
-static double cosine_before(const gt_config *c, int64_t step) {
+/* MaxText's cosine branch written out: the warmup piece
+ * (optax.linear_schedule(0, lr, warmup - 1)), make_cos_schedule over the
+ * S - warmup steps after it (a cosine of one step, steps=1 or a warmup
+ * leaving one step, runs at the final rate: pct 1), then 0 */
+static double cosine_ref(const gt_config *c, int64_t step) {
   int64_t S = c->learning_rate_schedule_steps > 0 ? c->learning_rate_schedule_steps : c->steps;
   int64_t warm = (int64_t)((double)S * c->warmup_steps_fraction);
   double lr = c->learning_rate;
-  if (step < warm) return lr * (double)step / (double)warm;
+  if (step < warm) return ref_eval(&(ref_piece){0, 0.0, lr, warm - 1}, (double)step);
   if (step >= S) return 0.0;
   int64_t n = S - warm, k = step - warm;
   double pct = n > 1 ? (double)k / (double)(n - 1) : 1.0;
@@ -164,7 +167,7 @@ static double cosine_before(const gt_config *c, int64_t step) {
   return lr * a + lr * c->learning_rate_final_fraction * (1.0 - a);
 }
 
-START_TEST(test_cosine_unchanged) {
+START_TEST(test_cosine_points) {
   static const char *const types[] = {"cosine", ""}; /* "" : a config made by hand */
   static const struct {
     long long steps, S;
@@ -174,7 +177,7 @@ START_TEST(test_cosine_unchanged) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       gt_config c = wsd_cfg(cases[i].steps, cases[i].S, cases[i].warm, 0.3, "cosine");
       snprintf(c.lr_schedule_type, sizeof c.lr_schedule_type, "%s", types[t]);
-      for (long long s = 0; s < c.steps + 2; s++) ck_assert(gt_lr_at(&c, s) == cosine_before(&c, s));
+      for (long long s = 0; s < c.steps + 2; s++) ck_assert(fabs(gt_lr_at(&c, s) - cosine_ref(&c, s)) <= 1e-15 * c.learning_rate);
     }
   /* a one-step cosine: the final rate, not the peak */
   gt_config one = wsd_cfg(1, -1, 0.1, 0.3, "cosine"), late = wsd_cfg(10, -1, 0.9, 0.3, "cosine");
@@ -182,7 +185,9 @@ START_TEST(test_cosine_unchanged) {
   snprintf(late.lr_schedule_type, sizeof late.lr_schedule_type, "cosine");
   ck_assert(fabs(gt_lr_at(&one, 0) - one.learning_rate * one.learning_rate_final_fraction) <= 1e-15);
   ck_assert(fabs(gt_lr_at(&late, 9) - late.learning_rate * late.learning_rate_final_fraction) <= 1e-15);
-  ck_assert(gt_lr_at(&late, 8) < late.learning_rate && gt_lr_at(&late, 8) > 0);
+  /* (the warmup's last step, 8 of 0-8, at the full rate) */
+  ck_assert(fabs(gt_lr_at(&late, 8) - late.learning_rate) <= 1e-15);
+  ck_assert(gt_lr_at(&late, 7) < late.learning_rate && gt_lr_at(&late, 7) > 0);
 }
 END_TEST
 
@@ -215,7 +220,7 @@ int main(void) {
   tcase_add_test(tc, test_wsd_points_linear);
   tcase_add_test(tc, test_wsd_points_cosine);
   tcase_add_test(tc, test_wsd_edges);
-  tcase_add_test(tc, test_cosine_unchanged);
+  tcase_add_test(tc, test_cosine_points);
   tcase_add_test(tc, test_wsd_fractions_refused);
   return gt_test_run_suite(s, 0);
 }

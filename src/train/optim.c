@@ -43,7 +43,7 @@ static double gt__lr_wsd(const gt_config *c, int64_t step, int64_t S, int64_t wa
   while (i + 1 < n && step >= bound[i]) i++;
   int64_t k = step - (i > 0 ? bound[i - 1] : 0);
   switch (kind[i]) {
-    case WARM: return gt__linear_piece(0.0, lr, warm, k);
+    case WARM: return gt__linear_piece(0.0, lr, warm - 1, k);
     case STABLE: return lr;
     case DECAY: return cosine ? gt__cos_piece(lr, final, decay, k) : gt__linear_piece(lr, final, decay - 1, k);
     default: return 0.0;
@@ -55,7 +55,9 @@ double gt_lr_at(const gt_config *c, int64_t step) {
   int64_t warm = (int64_t)((double)S * c->warmup_steps_fraction);
   if (!strcmp(c->lr_schedule_type, "wsd")) return gt__lr_wsd(c, step, S, warm);
   double lr = c->learning_rate;
-  if (step < warm) return lr * (double)step / (double)warm;
+  /* (optax.linear_schedule over warm - 1 steps: lr at the last warmup
+   * step; a warmup of one step is step 0 at 0) */
+  if (step < warm) return gt__linear_piece(0.0, lr, warm - 1, step);
   if (step >= S) return 0.0;
   int64_t n = S - warm, k = step - warm;
   /* (one cosine step runs at the final rate, as make_cos_schedule and the

@@ -17,8 +17,10 @@ extern "C" {
 
 /* Learning rate used by the update at 0-based optimizer step `step`, as
  * MaxText's create_learning_rate_schedule: S = learning_rate_schedule_steps
- * (-1: steps), warmup = int(S * warmup_steps_fraction), lr * step / warmup
- * during warmup, and 0 from step S on when steps > S. Between them:
+ * (-1: steps), warmup = int(S * warmup_steps_fraction), lr * step /
+ * (warmup - 1) during warmup (optax.linear_schedule over warmup - 1 steps:
+ * the full rate at its last step; one warmup step is 0), and 0 from step S
+ * on when steps > S. Between them:
  *  - cosine: over n = S - warmup steps, pct = k / (n - 1),
  *    a = (1 + cos(pi pct)) / 2, lr (a + final_fraction (1 - a));
  *  - wsd: decay = int(S * wsd_decay_steps_fraction) steps at the end,
