@@ -200,6 +200,11 @@ bad "$good" '{"question": "q", "choices": ["b", "c"], "answer": 5}' \
   "eval: '$work/bad.jsonl' line 2: field 'answer' = 5 is out of range for 2 choices (0..1)"
 out=$("$bin" eval model_name=gemma3-tiny 2>&1) && fail "eval with nothing to score ran" || true
 echo "$out" | grep -q "^gemtrain: eval: nothing to score" || fail "no 'nothing to score' line: $out"
+# a preference run's keys: its loss is no cross-entropy, so no perplexity of it
+out=$("$bin" eval model_name=gemma3-tiny use_dpo=true dataset_type=jsonl "dataset_path=$work/bad.jsonl" 2>&1) &&
+  fail "eval with use_dpo=true ran" || true
+echo "$out" | grep -q "^gemtrain: eval: key 'use_dpo' = true: eval scores the held-out token cross-entropy" ||
+  fail "no use_dpo refusal: $out"
 
 # 6. a sweep whose table shows the task's accuracy
 cat > "$work/sw.json" <<EOF
