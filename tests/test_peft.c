@@ -12,6 +12,7 @@
  * lays out for enable_lora (model/lora.h). */
 #define _GNU_SOURCE
 #include <check.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <regex.h>
@@ -121,6 +122,36 @@ START_TEST(test_names) {
 END_TEST
 
 /* ---- writing ---- */
+
+/* A base tensor trained beside the adapters (here the norms, by
+ * trainable_parameters_mask) would be lost in a PEFT directory of the
+ * adapters alone: the export is refused, naming the tensor and the way
+ * out, and writes nothing. */
+START_TEST(test_write_refuses_trained_base) {
+  const char *ov[] = {"model_name=gemma3-tiny", "lora_module_path=self_attn\\.q_proj", "lora_rank=2",
+                      "trainable_parameters_mask=norm"};
+  gt_config c;
+  gt_test_config(&c, 4, ov);
+  c.enable_lora = 1;
+  gt_model m;
+  gt_test_model_build(&m, &c);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_err e;
+  ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
+  char *dir = gt_test_dir_path("trained_base");
+  gt_err_clear(&e);
+  ck_assert_int_eq(gt_peft_write(&m, m.params, &c, NULL, dir, NULL, &e), GT_ERR_ARG);
+  ck_assert_msg(strstr(e.msg, "norm") && strstr(e.msg, "trained in full beside the adapters") &&
+                    strstr(e.msg, "convert to_hf"),
+                "%s", e.msg);
+  char *p = gt_test_path(dir, "adapter_config.json");
+  ck_assert_msg(access(p, F_OK) != 0, "%s written", p);
+  free(p);
+  free(dir);
+  gt_model_free(&m);
+}
+END_TEST
 
 START_TEST(test_write_fields) {
   gt_mem mem;
@@ -351,6 +382,15 @@ START_TEST(test_refuse_options) {
       {"peft_type", "\"LOHA\"", "peft_type \"LOHA\"", "LORA adapters only"},
       {"task_type", "\"SEQ_CLS\"", "task_type \"SEQ_CLS\"", NULL},
       {"r", "0", "r = 0", NULL},
+      {"init_lora_weights", "\"corda\"", "corda", "base weights"},
+      {"init_lora_weights", "\"fancy\"", "fancy", "does not know"},
+      {"loftq_config", "{\"loftq_bits\": 4}", "loftq_config", NULL},
+      /* options PEFT added later: applied only after an invocation
+       * sequence; not known here at all */
+      {"alora_invocation_tokens", "[1, 2]", "alora_invocation_tokens = [1,2]", "does not know"},
+      {"some_future_option", "\"on\"", "some_future_option", "does not know"},
+      {"use_rslora", "\"true\"", "use_rslora = \"true\"", "true or false"},
+      {"lora_dropout", "\"0.1\"", "lora_dropout = \"0.1\"", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char tag[32];
@@ -360,8 +400,19 @@ START_TEST(test_refuse_options) {
     free(dir);
   }
   /* what PEFT writes by default is accepted: empty patterns, nulls, true init, gaussian */
-  const char *fine[][2] = {{"rank_pattern", "{}"}, {"modules_to_save", "null"}, {"init_lora_weights", "\"gaussian\""},
-                           {"layers_to_transform", "null"}, {"use_dora", "false"}, {"exclude_modules", "[\"x\"]"}};
+  const char *fine[][2] = {{"rank_pattern", "{}"},
+                           {"modules_to_save", "null"},
+                           {"init_lora_weights", "\"gaussian\""},
+                           {"init_lora_weights", "\"orthogonal\""},
+                           {"init_lora_weights", "\"eva\""},
+                           {"layers_to_transform", "null"},
+                           {"use_dora", "false"},
+                           {"exclude_modules", "[\"x\"]"},
+                           {"qalora_group_size", "16"},
+                           {"peft_version", "\"0.17.1\""},
+                           {"loftq_config", "{}"},
+                           {"alora_invocation_tokens", "null"},
+                           {"some_future_option", "false"}};
   for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
     char tag[32];
     snprintf(tag, sizeof tag, "fine%zu", i);
@@ -948,6 +999,7 @@ int main(void) {
   tcase_add_test(tc, test_write_regex_targets);
   tcase_add_test(tc, test_roundtrip);
   tcase_add_test(tc, test_refuse_options);
+  tcase_add_test(tc, test_write_refuses_trained_base);
   tcase_add_test(tc, test_refuse_keys);
   tcase_add_test(tc, test_refuse_tensors);
   tcase_add_test(tc, test_merge_one);

@@ -102,7 +102,34 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
                                               "alpha_pattern",   "layers_to_transform",     "layers_pattern",
                                               "layer_replication", "fan_in_fan_out",        "lora_bias",
                                               "trainable_token_indices", "target_parameters", "use_qalora",
-                                              "megatron_config"};
+                                              "megatron_config", "loftq_config"};
+  /* the keys read below, and those that only describe how the adapters
+   * were made or run (metadata, initialisation settings, which modules
+   * were left out: the tensors say which modules have adapters) */
+  static const char *const known[] = {"peft_type", "task_type", "r", "lora_alpha", "use_rslora", "lora_dropout",
+                                      "bias", "init_lora_weights", "target_modules", "base_model_name_or_path",
+                                      "revision", "inference_mode", "auto_mapping", "peft_version",
+                                      "exclude_modules", "megatron_core", "eva_config", "corda_config",
+                                      "qalora_group_size", "runtime_config", "ensure_weight_tying"};
+  /* Any other key set to something: PEFT adds options release by release,
+   * and one gemtrain does not know may change what the adapters compute
+   * (alora_invocation_tokens applies them only after an invocation
+   * sequence), so it is refused rather than passed over. Unset (absent,
+   * null, false, empty) it is what every older release computed. */
+  for (const cJSON *it = j->child; it; it = it->next) {
+    int listed = 0;
+    for (size_t i = 0; !listed && i < sizeof must_be_empty / sizeof must_be_empty[0]; i++)
+      listed = it->string && !strcmp(it->string, must_be_empty[i]);
+    for (size_t i = 0; !listed && i < sizeof known / sizeof known[0]; i++)
+      listed = it->string && !strcmp(it->string, known[i]);
+    if (listed || gt__json_empty(it)) continue;
+    gt__json_show(it, shown, sizeof shown);
+    rc = gt_err_set(err, GT_ERR_CONFIG,
+                    "peft: %s sets %.60s = %s, an option gemtrain does not know: the adapters may compute something "
+                    "other than plain LoRA; expected it absent, null, false or empty",
+                    where, it->string ? it->string : "?", shown);
+    goto out;
+  }
   for (size_t i = 0; i < sizeof must_be_empty / sizeof must_be_empty[0]; i++) {
     v = cJSON_GetObjectItemCaseSensitive(j, must_be_empty[i]);
     if (gt__json_empty(v)) continue;
@@ -121,15 +148,30 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
                     where, shown);
     goto out;
   }
-  /* true, false and "gaussian" only choose the initialisation; the others
-   * change the base weights when the adapters are made */
+  /* true, false, "gaussian", "orthogonal" and "eva" only choose A's and
+   * B's starting values, which the file replaces; pissa, olora, loftq
+   * and corda also change the base weights when the adapters are made, so
+   * the adapters belong to a base this model is not */
   v = cJSON_GetObjectItemCaseSensitive(j, "init_lora_weights");
-  if (cJSON_IsString(v) && strcmp(v->valuestring, "gaussian")) {
-    rc = gt_err_set(err, GT_ERR_CONFIG,
-                    "peft: %s sets init_lora_weights = \"%.60s\", which changes the base weights; gemtrain does not "
-                    "implement it (expected true, false or \"gaussian\")",
-                    where, v->valuestring);
-    goto out;
+  if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) {
+    static const char *const init_only[] = {"gaussian", "orthogonal", "eva"};
+    static const char *const base_changing[] = {"pissa", "olora", "loftq", "corda"};
+    int ok = 0, changes_base = 0;
+    for (size_t i = 0; cJSON_IsString(v) && i < sizeof init_only / sizeof init_only[0]; i++)
+      ok |= !strcmp(v->valuestring, init_only[i]);
+    for (size_t i = 0; cJSON_IsString(v) && i < sizeof base_changing / sizeof base_changing[0]; i++)
+      changes_base |= !strncmp(v->valuestring, base_changing[i], strlen(base_changing[i]));
+    if (!ok) {
+      gt__json_show(v, shown, sizeof shown);
+      rc = gt_err_set(err, GT_ERR_CONFIG,
+                      "peft: %s sets init_lora_weights = %s, %s; expected true, false, \"gaussian\", \"orthogonal\" "
+                      "or \"eva\"",
+                      where, shown,
+                      changes_base ? "which changes the base weights when the adapters are made (gemtrain does not "
+                                     "implement it)"
+                                   : "an initialisation gemtrain does not know");
+      goto out;
+    }
   }
   v = cJSON_GetObjectItemCaseSensitive(j, "task_type");
   if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "CAUSAL_LM"))) {
@@ -155,8 +197,18 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
     goto out;
   }
   v = cJSON_GetObjectItemCaseSensitive(j, "use_rslora");
+  if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) {
+    gt__json_show(v, shown, sizeof shown);
+    rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s has use_rslora = %s; expected true or false", where, shown);
+    goto out;
+  }
   pc->use_rslora = cJSON_IsTrue(v);
   v = cJSON_GetObjectItemCaseSensitive(j, "lora_dropout");
+  if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v)) {
+    gt__json_show(v, shown, sizeof shown);
+    rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s has lora_dropout = %s; expected a number in [0, 1)", where, shown);
+    goto out;
+  }
   if (cJSON_IsNumber(v)) pc->dropout = v->valuedouble;
   if (!(pc->dropout >= 0 && pc->dropout < 1)) {
     rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s has lora_dropout = %g; expected [0, 1)", where, pc->dropout);
@@ -628,6 +680,19 @@ gt_rc gt_peft_write(const gt_model *m, const float *params, const gt_config *cfg
   if (n_written) *n_written = 0;
   int k = gt_peft_count(m);
   if (!k) return gt_err_set(err, GT_ERR_ARG, "peft: the model has no adapters to write (enable_lora=false?)");
+  /* A base tensor trained beside the adapters (trainable_parameters_mask)
+   * is part of what the run learned; PEFT would carry it as a
+   * modules_to_save module, which is not written here, and the adapters
+   * alone over the original base would be another model. */
+  for (int i = 0; i < m->n_tensors; i++) {
+    const gt_tensor_info *t = &m->tensors[i];
+    if (t->lora || t->role != GT_ROLE_TRAINABLE) continue;
+    return gt_err_set(err, GT_ERR_ARG,
+                      "peft: '%s' trained in full beside the adapters (trainable_parameters_mask = '%s'); a PEFT "
+                      "directory would need it as a modules_to_save module, which gemtrain does not write, and the "
+                      "adapters alone would lose it: export the merged model with `gemtrain convert to_hf` instead",
+                      t->name, cfg->trainable_parameters_mask);
+  }
   gt_st_wtensor *w = calloc((size_t)2 * k, sizeof *w);
   char (*names)[256] = calloc((size_t)2 * k, sizeof *names);
   gt__mod *mods = calloc((size_t)k, sizeof *mods);

@@ -27,10 +27,12 @@
  * use_dora, bias other than "none", lora_bias, modules_to_save,
  * rank_pattern / alpha_pattern, layers_to_transform / layers_pattern,
  * layer_replication, fan_in_fan_out, an init_lora_weights that changes the
- * base (pissa, olora, loftq, corda, eva), trainable_token_indices,
- * target_parameters, use_qalora, megatron_config, a task_type other than
- * CAUSAL_LM, and adapter tensors other than lora_A / lora_B of a linear
- * projection (embedding adapters, DoRA magnitudes, saved modules). */
+ * base (pissa, olora, loftq, corda) or is not known, loftq_config,
+ * trainable_token_indices, target_parameters, use_qalora, megatron_config,
+ * any other option it does not know set to a value (absent, null, false or
+ * empty is accepted), a task_type other than CAUSAL_LM, and adapter tensors
+ * other than lora_A / lora_B of a linear projection (embedding adapters,
+ * DoRA magnitudes, saved modules). */
 #ifndef GEMTRAIN_PEFT_H
 #define GEMTRAIN_PEFT_H
 
