@@ -440,6 +440,80 @@ START_TEST(test_recognise_templates) {
 }
 END_TEST
 
+/* Jinja's trim is Python's str.strip(): Unicode's spaces go too, a
+ * zero-width space (no space to Python) stays */
+START_TEST(test_trim_is_python_strip) {
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", NULL);
+  gt_chat_msg m[] = {MSG("user", "\xe3\x80\x80Hi\xc2\xa0\x1f"), MSG("assistant", "\xe2\x80\xa8Yo\xe2\x80\x8b\xe2\x80\x89")};
+  expect_text(GT_CHAT_GEMMA3, &c, m, 2, 0,
+              "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo\xe2\x80\x8b<end_of_turn>\n");
+  /* only spaces: nothing left; a lone continuation byte is no space */
+  gt_chat_msg e[] = {MSG("user", "\xe3\x80\x80 \xc2\x85"), MSG("assistant", "\x80" "a")};
+  expect_text(GT_CHAT_GEMMA3, &c, e, 2, 0,
+              "<bos><start_of_turn>user\n<end_of_turn>\n<start_of_turn>model\n\x80" "a<end_of_turn>\n");
+}
+END_TEST
+
+/* The reasoning field as Gemma 4's template picks it (reasoning or
+ * reasoning_content: the first not empty), and tool calls refused */
+START_TEST(test_messages_fields) {
+  gt_chat_msg *cm = NULL;
+  int n = 0;
+  gt_err e;
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
+                            "\"4\", \"reasoning\": \"\", \"reasoning_content\": \"R\"}]");
+  ck_assert_msg(gt_doc_messages(msgs, "f.jsonl", 3, "messages", &cm, &n, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(n, 2);
+  ck_assert_ptr_null(cm[0].thinking);
+  ck_assert_str_eq(cm[1].thinking, "R");
+  free(cm);
+  cJSON_Delete(msgs);
+  static const char *const calls[] = {
+      "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": "
+      "[{\"type\": \"function\"}]}]",
+      "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": null, \"function_call\": "
+      "{\"name\": \"f\"}}]"};
+  for (int i = 0; i < 2; i++) {
+    msgs = cJSON_Parse(calls[i]);
+    ck_assert_int_eq(gt_doc_messages(msgs, "f.jsonl", 3, "messages", &cm, &n, &e), GT_ERR_FORMAT);
+    ck_assert_msg(strstr(e.msg, "'f.jsonl' line 3: messages[1] has '") && strstr(e.msg, "not tool calls"), "%s", e.msg);
+    cJSON_Delete(msgs);
+  }
+  /* empty tool_calls, as some exports write on every message: a text turn */
+  msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"q\", \"tool_calls\": []}]");
+  ck_assert_msg(gt_doc_messages(msgs, "f.jsonl", 3, "messages", &cm, &n, &e) == GT_OK, "%s", e.msg);
+  free(cm);
+  cJSON_Delete(msgs);
+}
+END_TEST
+
+/* A template's turn markers must be tokens of the tokenizer: Gemma 3's
+ * real tokenizer has Gemma 3's and not Gemma 4's; byte tokens have none
+ * and need none */
+START_TEST(test_markers_are_tokens) {
+  gt_tokenizer *g3 = NULL, *mk = NULL;
+  gt_err e;
+  if (gt_tokenizer_load(GEMMA3_JSON, &g3, &e) != GT_OK)
+    ck_abort_msg("missing %s: run tools/setup.sh (it fetches the Gemma 3 tokenizer.json)", GEMMA3_JSON);
+  ck_assert_msg(gt_tokenizer_load(MARKERS_JSON, &mk, &e) == GT_OK, "%s", e.msg);
+  gt_encoder enc;
+  gt_encoder_init(&enc, g3, 262144);
+  ck_assert_msg(gt_encoder_check_chat(&enc, GT_CHAT_GEMMA3, "g3.json", &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(gt_encoder_check_chat(&enc, GT_CHAT_GEMMA4, "g3.json", &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "Gemma 4's chat template marks turns with '<|turn>', which is not a token of the tokenizer "
+                              "(tokenizer_path = 'g3.json')"),
+                "%s", e.msg);
+  gt_encoder_init(&enc, mk, 300);
+  ck_assert(gt_encoder_check_chat(&enc, GT_CHAT_GEMMA3, "m.json", &e) == GT_OK);
+  ck_assert(gt_encoder_check_chat(&enc, GT_CHAT_GEMMA4, "m.json", &e) == GT_OK);
+  gt_encoder_init(&enc, NULL, 300);
+  ck_assert(gt_encoder_check_chat(&enc, GT_CHAT_GEMMA4, "", &e) == GT_OK);
+  gt_tokenizer_free(g3);
+  gt_tokenizer_free(mk);
+}
+END_TEST
+
 static Suite *chat_suite(void) {
   Suite *s = suite_create("chat");
   TCase *t = gt_test_tcase(s, "chat");
@@ -450,6 +524,9 @@ static Suite *chat_suite(void) {
   tcase_add_test(t, test_gemma4_tokens_and_thought_channel);
   tcase_add_test(t, test_recognise_templates);
   tcase_add_test(t, test_decode_reads_training_keys);
+  tcase_add_test(t, test_trim_is_python_strip);
+  tcase_add_test(t, test_messages_fields);
+  tcase_add_test(t, test_markers_are_tokens);
   return s;
 }
 

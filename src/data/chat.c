@@ -5,6 +5,7 @@
 #include "data/chat.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,13 +79,34 @@ void gt_chat_pieces_free(gt_chat_pieces *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* Jinja's trim: Python's str.strip() of whitespace (the ASCII part). */
-static int gt__space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+/* Jinja's trim is Python's str.strip(): it removes the characters
+ * str.isspace() holds, which are more than ASCII's six: the separators
+ * U+001C-001F, U+0085, and Unicode's spaces and line separators (U+00A0,
+ * U+1680, U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000). */
+static int gt__space_cp(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+/* The length of the UTF-8 space at a (1 to 3 bytes), or 0. */
+static size_t gt__space_at(const unsigned char *a, size_t n) {
+  if (n >= 1 && a[0] < 0x80) return gt__space_cp(a[0]) ? 1 : 0;
+  if (n >= 2 && (a[0] & 0xE0) == 0xC0 && (a[1] & 0xC0) == 0x80)
+    return gt__space_cp(((uint32_t)(a[0] & 0x1F) << 6) | (a[1] & 0x3F)) ? 2 : 0;
+  if (n >= 3 && (a[0] & 0xF0) == 0xE0 && (a[1] & 0xC0) == 0x80 && (a[2] & 0xC0) == 0x80)
+    return gt__space_cp(((uint32_t)(a[0] & 0x0F) << 12) | ((uint32_t)(a[1] & 0x3F) << 6) | (a[2] & 0x3F)) ? 3 : 0;
+  return 0;
+}
 static void gt__trim(const char **s, size_t *n) {
-  const char *a = *s, *b = *s + *n;
-  while (a < b && gt__space(*a)) a++;
-  while (b > a && gt__space(b[-1])) b--;
-  *s = a;
+  const unsigned char *a = (const unsigned char *)*s, *b = a + *n;
+  for (size_t k; a < b && (k = gt__space_at(a, (size_t)(b - a))) > 0;) a += k;
+  while (b > a) { /* the last character: back over its continuation bytes */
+    const unsigned char *c = b - 1;
+    while (c > a && (*c & 0xC0) == 0x80 && b - c < 3) c--;
+    size_t k = gt__space_at(c, (size_t)(b - c));
+    if (k == 0 || c + k != b) break;
+    b = c;
+  }
+  *s = (const char *)a;
   *n = (size_t)(b - a);
 }
 

@@ -96,6 +96,22 @@ static gt_rc gt__put_id(gt_tokvec *out, int32_t id, uint32_t flag, gt_err *err) 
   return gt_tokvec_push(out, &v, 1, err);
 }
 
+gt_rc gt_encoder_check_chat(const gt_encoder *e, gt_chat_template t, const char *tokenizer_path, gt_err *err) {
+  if (!e->tok) return GT_OK; /* byte tokens: every marker is its bytes, by design */
+  static const char *const g3[] = {"<start_of_turn>", "<end_of_turn>"};
+  static const char *const g4[] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"};
+  const char *const *m = t == GT_CHAT_GEMMA4 ? g4 : g3;
+  const int n = t == GT_CHAT_GEMMA4 ? 5 : 2;
+  for (int i = 0; i < n; i++)
+    if (gt_tokenizer_token_id(e->tok, m[i], strlen(m[i])) < 0)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "data: %s's chat template marks turns with '%s', which is not a token of the tokenizer "
+                        "(tokenizer_path = '%s'): it would be split into ordinary tokens; expected the tokenizer of a "
+                        "%s model, or set chat_template to the tokenizer's own (gemma3, gemma4 or gemma4_small)",
+                        gt_chat_template_name(t), m[i], tokenizer_path, gt_chat_template_name(t));
+  return GT_OK;
+}
+
 gt_rc gt_encode_pieces(const gt_encoder *e, const gt_chat_pieces *p, const uint32_t *flags, gt_tokvec *out,
                        const char *where, gt_err *err) {
   char *buf = NULL;
@@ -241,13 +257,14 @@ static gt_rc gt__string_field(const cJSON *rec, const char *name, const char *fi
 }
 
 const cJSON *gt_doc_reasoning(const cJSON *msg, const char **key) {
+  /* Gemma 4's template takes message.reasoning or message.reasoning_content:
+   * the first that is not empty (Jinja's `or`), so an empty one passes on */
   static const char *const keys[] = {"reasoning", "reasoning_content", "thinking"};
   for (int i = 0; i < 3; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, keys[i]);
-    if (v && !cJSON_IsNull(v)) {
-      *key = keys[i];
-      return v;
-    }
+    if (!v || cJSON_IsNull(v) || (cJSON_IsString(v) && v->valuestring && !v->valuestring[0])) continue;
+    *key = keys[i];
+    return v;
   }
   *key = NULL;
   return NULL;
@@ -277,6 +294,18 @@ gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const c
                       (long long)line, name, k, gt_json_type_name(m));
       break;
     }
+    /* a tool call is no text turn: rendered as its content alone, an empty
+     * answer would teach the model to end its turn at once */
+    static const char *const calls[] = {"tool_calls", "function_call"};
+    for (int q = 0; q < 2 && !rc; q++) {
+      const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, calls[q]);
+      if (tc && !cJSON_IsNull(tc) && !((cJSON_IsArray(tc) || cJSON_IsObject(tc)) && !tc->child))
+        rc = gt_err_set(err, GT_ERR_FORMAT,
+                        "data: '%s' line %lld: %s[%d] has '%s'; gemtrain's chat templates render text turns, not "
+                        "tool calls",
+                        file, (long long)line, name, k, calls[q]);
+    }
+    if (rc) break;
     if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
       rc = gt_err_set(err, GT_ERR_FORMAT,
                       "data: '%s' line %lld: %s[%d] has 'role' %s and 'content' %s; expected two strings", file,

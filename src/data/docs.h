@@ -83,6 +83,11 @@ void gt_encoder_init(gt_encoder *e, const gt_tokenizer *tok, int64_t vocab);
  * not-in-the-loss bit). An id >= vocab is refused naming `where`. */
 gt_rc gt_encode_append(const gt_encoder *e, const char *text, size_t n, uint32_t flag, gt_tokvec *out,
                        const char *where, gt_err *err);
+/* Whether the tokenizer has template t's turn markers as tokens of their
+ * own (true of byte tokens, where each is its bytes by design); refused,
+ * naming the marker, where one would be split into ordinary tokens (a
+ * Gemma 3 template over a Gemma 4 tokenizer, or the other way round). */
+gt_rc gt_encoder_check_chat(const gt_encoder *e, gt_chat_template t, const char *tokenizer_path, gt_err *err);
 /* Appends a chat template's pieces (data/chat.h), piece i with flags[i], as
  * Hugging Face encodes the rendered text whole: a run of adjacent pieces
  * with the same flag is encoded as one text, so the tokenizer's merges

@@ -253,6 +253,7 @@ gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const c
   gt_rc rc = gt__pair_cols(&f, c, err);
   if (rc) return rc;
   gt_chat_opts_init(&f.chat, c);
+  if ((rc = gt_encoder_check_chat(enc, f.chat.t, c->tokenizer_path, err))) return rc;
   f.thought = c->sft_train_on_thinking ? 0 : GT__NOLOSS;
   if (c->enable_thinking && f.chat.t != GT_CHAT_GEMMA4)
     return gt_err_set(err, GT_ERR_CONFIG,

@@ -154,6 +154,7 @@ static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, 
   gt_doc_format fmt;
   gt__paths p;
   gt_rc rc = gt_doc_format_init(&fmt, c, err);
+  if (!rc && fmt.kind == GT_DOC_CHAT) rc = gt_encoder_check_chat(enc, fmt.chat.t, c->tokenizer_path, err);
   if (rc) return rc;
   if ((rc = gt__paths_expand(spec, key, gt__jsonl_exts, &p, err))) return rc;
   if ((rc = gt__files_from(s, &p, err))) {
