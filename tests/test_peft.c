@@ -101,7 +101,10 @@ START_TEST(test_names) {
     ck_assert_int_eq(gt_peft_parse_name(in[i], out, sizeof out), 1);
     ck_assert_str_eq(out, "layers.3.self_attn.q_proj.lora_A.weight");
   }
-  ck_assert_int_eq(gt_peft_parse_name("model.layers.3.self_attn.q_proj.lora_A.weight", out, sizeof out), 0);
+  /* transformers' own adapter integration saves without the root */
+  ck_assert_int_eq(gt_peft_parse_name("model.layers.3.self_attn.q_proj.lora_A.weight", out, sizeof out), 1);
+  ck_assert_str_eq(out, "layers.3.self_attn.q_proj.lora_A.weight");
+  ck_assert_int_eq(gt_peft_parse_name("lm_head.lora_A.weight", out, sizeof out), 0);
   ck_assert_int_eq(gt_peft_parse_name("base_model.model.vision_tower.x.lora_A.weight", out, sizeof out), 0);
   char base[200];
   int is_b = -1;
@@ -510,6 +513,15 @@ START_TEST(test_refuse_tensors) {
     ck_assert_msg(gt_st_write(wp, 2, w, NULL, &e) == GT_OK, "%s", e.msg);
     ck_assert_int_eq(gt_peft_load(d2, &m, m.params, NULL, &e), GT_ERR_CONFIG);
     ck_assert_msg(strstr(e.msg, "'layers.40.self_attn.q_proj.weight', which the model does not have"), "%s", e.msg);
+    /* the vision tower's adapters of a multimodal model, named as such */
+    gt_st_wtensor wv[2] = {
+        {"base_model.model.model.vision_tower.encoder.layers.0.self_attn.q_proj.lora_A.weight", GT_DT_F32, 2,
+         {2, wq->shape[1]}, a},
+        {"base_model.model.model.vision_tower.encoder.layers.0.self_attn.q_proj.lora_B.weight", GT_DT_F32, 2,
+         {wq->shape[0], 2}, b}};
+    ck_assert_msg(gt_st_write(wp, 2, wv, NULL, &e) == GT_OK, "%s", e.msg);
+    ck_assert_int_eq(gt_peft_load(d2, &m, m.params, NULL, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, "a projection of the multimodal model's vision part"), "%s", e.msg);
     /* a DoRA magnitude beside the pairs */
     gt_st_wtensor w3[3] = {w[0], w[1], {"base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector",
                                         GT_DT_F32, 1, {wq->shape[0]}, a}};

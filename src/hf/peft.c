@@ -46,9 +46,11 @@ void gt_peft_tensor_name(const char *name, const char *hf_prefix, char *out, siz
 }
 
 int gt_peft_parse_name(const char *peft_name, char *out, size_t n) {
+  /* PeftModel.save_pretrained writes the root; transformers' own adapter
+   * integration (model.add_adapter, then save_pretrained) writes the
+   * model's module names without it, and load_adapter reads both */
   size_t rl = strlen(GT_PEFT_NAME_ROOT);
-  if (strncmp(peft_name, GT_PEFT_NAME_ROOT, rl)) return 0;
-  const char *rest = peft_name + rl;
+  const char *rest = strncmp(peft_name, GT_PEFT_NAME_ROOT, rl) ? peft_name : peft_name + rl;
   for (int p = 0; p < GT__NTEXT; p++) {
     size_t pl = strlen(gt__text_prefixes[p]);
     if (strncmp(rest, gt__text_prefixes[p], pl)) continue;
@@ -533,6 +535,13 @@ gt_rc gt_peft_load(const char *dir, const gt_model *m, float *params, int *n_loa
                         "peft: %s has an adapter for '%s', which the model does not adapt (lora_module_path); "
                         "leave lora_module_path unset to take the directory's projections",
                         where, base);
+      else if (!strncmp(base, "vision_tower.", 13) || !strncmp(base, "audio_tower.", 12) ||
+               !strncmp(base, "multi_modal_projector.", 22) || !strncmp(base, "embed_vision.", 13) ||
+               !strncmp(base, "embed_audio.", 12))
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "peft: %s has an adapter for '%s', a projection of the multimodal model's %s; gemtrain "
+                        "loads and trains the text decoder's adapters only",
+                        where, base, base[0] == 'a' || !strncmp(base, "embed_audio", 11) ? "audio part" : "vision part");
       else
         rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s has an adapter for '%s', which the model does not have "
                         "(a different base model?)", where, base);

@@ -67,7 +67,8 @@ const char *gt_peft_hf_prefix(const char *architecture);
 
 /* gemtrain name -> PEFT name: GT_PEFT_NAME_ROOT + hf_prefix + name. */
 void gt_peft_tensor_name(const char *name, const char *hf_prefix, char *out, size_t n);
-/* PEFT name -> gemtrain name: strips GT_PEFT_NAME_ROOT and one of the text
+/* PEFT name -> gemtrain name: strips GT_PEFT_NAME_ROOT (when present:
+ * transformers' own adapter integration saves without it) and one of the text
  * decoder's prefixes ("model.", "model.language_model.",
  * "language_model.model."); an adapter name PEFT keeps while training
  * (".lora_A.default.weight") reads as the saved one. 0 when the name is not
