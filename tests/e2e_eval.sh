@@ -205,6 +205,12 @@ out=$("$bin" eval model_name=gemma3-tiny use_dpo=true dataset_type=jsonl "datase
   fail "eval with use_dpo=true ran" || true
 echo "$out" | grep -q "^gemtrain: eval: key 'use_dpo' = true: eval scores the held-out token cross-entropy" ||
   fail "no use_dpo refusal: $out"
+# with tasks to score, the pairs are left out and the tasks scored
+out=$("$bin" eval model_name=gemma3-tiny use_dpo=true dataset_type=jsonl "dataset_path=$work/bad.jsonl" \
+  "eval_tasks=$tasks" 2>&1) || fail "eval of tasks with use_dpo=true: $out"
+echo "$out" | grep -q "^gemtrain: eval: key 'use_dpo' = true: the preference pairs have no held-out cross-entropy" ||
+  fail "no use_dpo note: $out"
+echo "$out" | grep -q "eval_mc_small" || fail "the task was not scored: $out"
 
 # 6. a sweep whose table shows the task's accuracy
 cat > "$work/sw.json" <<EOF

@@ -152,13 +152,22 @@ int gt_cmd_eval(int argc, char **argv) {
                  gt_config_is_user_set(cfg, "dataset_type");
   if (!strcmp(cfg->dataset_type, "synthetic")) want_ppl = 0;
   /* With use_dpo the head computes the preference loss of row pairs: its
-   * "loss" would be that, its "tokens" the pairs, its exp no perplexity. */
+   * "loss" would be that, its "tokens" the pairs, its exp no perplexity.
+   * With tasks to score (a preference run's config file names its pairs
+   * data), the pairs are left out; with nothing else, refused. */
   if (want_ppl && cfg->use_dpo) {
-    fprintf(stderr, "gemtrain: eval: key 'use_dpo' = true: eval scores the held-out token cross-entropy, not the "
-                    "preference loss (a preference run reports eval_loss and eval_rewards/* of its held-out pairs "
-                    "every eval_interval steps); set use_dpo=false and point dataset_path or eval_dataset_path at "
-                    "text or chat data, or leave the data keys out and score eval_tasks\n");
-    return GT_EXIT_CONFIG;
+    if (cfg->eval_tasks[0]) {
+      want_ppl = 0;
+      if (primary)
+        fprintf(stderr, "gemtrain: eval: key 'use_dpo' = true: the preference pairs have no held-out "
+                        "cross-entropy to score; scoring eval_tasks only\n");
+    } else {
+      fprintf(stderr, "gemtrain: eval: key 'use_dpo' = true: eval scores the held-out token cross-entropy, not "
+                      "the preference loss (a preference run reports eval_loss and eval_rewards/* of its held-out "
+                      "pairs every eval_interval steps); set use_dpo=false and point dataset_path or "
+                      "eval_dataset_path at text or chat data, or score eval_tasks=FILE.jsonl\n");
+      return GT_EXIT_CONFIG;
+    }
   }
   if (!want_ppl && !cfg->eval_tasks[0]) {
     fprintf(stderr, "gemtrain: eval: nothing to score: set eval_tasks=FILE.jsonl[,...] (multiple-choice tasks) and/or "

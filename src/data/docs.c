@@ -299,7 +299,10 @@ gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const c
     static const char *const calls[] = {"tool_calls", "function_call"};
     for (int q = 0; q < 2 && !rc; q++) {
       const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, calls[q]);
-      if (tc && !cJSON_IsNull(tc) && !((cJSON_IsArray(tc) || cJSON_IsObject(tc)) && !tc->child))
+      const int unset = !tc || cJSON_IsNull(tc) || cJSON_IsFalse(tc) ||
+                        (cJSON_IsString(tc) && !tc->valuestring[0]) ||
+                        ((cJSON_IsArray(tc) || cJSON_IsObject(tc)) && !tc->child);
+      if (!unset)
         rc = gt_err_set(err, GT_ERR_FORMAT,
                         "data: '%s' line %lld: %s[%d] has '%s'; gemtrain's chat templates render text turns, not "
                         "tool calls",

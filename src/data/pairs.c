@@ -33,6 +33,7 @@ typedef struct gt__pair_fmt {
   char prompt[GT_STR_SHORT], chosen[GT_STR_SHORT], rejected[GT_STR_SHORT];
   gt_chat_opts chat;
   uint32_t thought; /* the flag of the thought channel's tokens: 0 (in the loss) or GT__NOLOSS */
+  const char *tokenizer_path; /* for the marker check's message */
 } gt__pair_fmt;
 
 /* train_data_columns: the default 'text' (prompt, chosen, rejected), or
@@ -195,6 +196,9 @@ static gt_rc gt__render_pair(const gt_encoder *e, const gt__pair_fmt *f, const c
     return gt_err_set(err, GT_ERR_FORMAT,
                       "data: '%s' line %lld: field '%s' is %s, '%s' an array of messages; expected both arrays", file,
                       (long long)line, f->rejected, gt_json_type_name(rj), f->chosen);
+  /* (chat pairs only: plain ones are <bos> prompt response <eos>, no template) */
+  gt_rc mk = gt_encoder_check_chat(e, f->chat.t, f->tokenizer_path, err);
+  if (mk) return mk;
   if (pr && !cJSON_IsArray(pr))
     return gt_err_set(err, GT_ERR_FORMAT,
                       "data: '%s' line %lld: field '%s' is %s; with messages in '%s' and '%s' expected an array of "
@@ -253,7 +257,7 @@ gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const c
   gt_rc rc = gt__pair_cols(&f, c, err);
   if (rc) return rc;
   gt_chat_opts_init(&f.chat, c);
-  if ((rc = gt_encoder_check_chat(enc, f.chat.t, c->tokenizer_path, err))) return rc;
+  f.tokenizer_path = c->tokenizer_path;
   f.thought = c->sft_train_on_thinking ? 0 : GT__NOLOSS;
   if (c->enable_thinking && f.chat.t != GT_CHAT_GEMMA4)
     return gt_err_set(err, GT_ERR_CONFIG,
