@@ -392,6 +392,17 @@ START_TEST(test_recognise_templates) {
   /* without the priming: E2B/E4B's */
   char *small = replace(g4, "{%- if not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}", "");
   expect_recognised(small, "gemma4_small");
+  /* the priming as other revisions spell it */
+  char *dflt = replace(g4, "{%- if not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}",
+                       "{%- if not enable_thinking | default(false) -%}\n    {{- '<|channel>thought\\n<channel|>' -}}\n"
+                       "{%- endif -%}");
+  expect_recognised(dflt, "gemma4");
+  char *paren = replace(g4, "{%- if not enable_thinking -%}", "{%- if not (enable_thinking | default(false)) -%}");
+  expect_recognised(paren, "gemma4");
+  /* under another condition: refused, not guessed */
+  char *cond = replace(g4, "{%- if not enable_thinking -%}", "{%- if not thinking_on -%}");
+  expect_unrecognised(cond, "under a condition other than Google's \"if not enable_thinking\"");
+  free(dflt), free(paren), free(cond);
   /* whitespace, whitespace control and quotes do not matter */
   char *spaced = replace(g4, "{{- '<|turn>' + role + '\\n' -}}", "{{   \"<|turn>\"+role   +  \"\\n\" }}");
   expect_recognised(spaced, "gemma4");

@@ -133,8 +133,15 @@ static const char *const gt__gemma4_markers[] = {
     "\\n<channel|>", "<|tool_call>call:", "}<tool_call|>", "<|tool_response>", "<tool_response|>", "<|image|>",
     "<|audio|>", "<|video|>", "<|\"|>", "<|turn>model\\n", "<|channel>thought\\n<channel|>",
     "\\n\\n<|image|>\\n\\n", "\\n\\n<|video|>\\n\\n"};
-/* the larger models' generation prompt with thinking off */
-#define GT__PRIMING "{%ifnotenable_thinking%}{{'<|channel>thought\\n<channel|>'}}{%endif%}"
+/* the larger models' generation prompt with thinking off: the empty
+ * thought block under "not enable_thinking", which Google's revisions and
+ * the copies in circulation spell with or without "| default(false)" */
+#define GT__EMPTY_THOUGHT "{{'<|channel>thought\\n<channel|>'}}"
+static const char *const gt__primings[] = {
+    "{%ifnotenable_thinking%}" GT__EMPTY_THOUGHT "{%endif%}",
+    "{%ifnotenable_thinking|default(false)%}" GT__EMPTY_THOUGHT "{%endif%}",
+    "{%ifnot(enable_thinking|default(false))%}" GT__EMPTY_THOUGHT "{%endif%}",
+    "{%ifnot(enable_thinking)%}" GT__EMPTY_THOUGHT "{%endif%}"};
 
 /* The first string literal a {{ }} tag of norm prints that holds a '<' and
  * is not one of the markers; NULL when there is none. Into buf. */
@@ -218,7 +225,19 @@ gt_rc gt_chat_template_recognise(const char *text, const char *source, char *val
                     source, name, unknown, fix);
     goto out;
   }
-  snprintf(value, n, "%s", !g4 ? "gemma3" : strstr(norm, GT__PRIMING) ? "gemma4" : "gemma4_small");
+  int primes = 0;
+  for (size_t i = 0; g4 && i < sizeof gt__primings / sizeof *gt__primings; i++) primes |= strstr(norm, gt__primings[i]) != NULL;
+  /* the empty thought block printed under another condition: which variant
+   * it is cannot be told, and guessing E2B/E4B's would drop the block */
+  if (g4 && !primes && strstr(norm, GT__EMPTY_THOUGHT)) {
+    rc = gt_err_set(err, GT_ERR_CONFIG,
+                    "chat: %s prints the empty thought block '<|channel>thought\\n<channel|>' under a condition "
+                    "other than Google's \"if not enable_thinking\": gemtrain cannot tell whether model turns "
+                    "open with it (the larger models' template) or not (E2B/E4B's): %s",
+                    source, "set chat_template=gemma4 or chat_template=gemma4_small");
+    goto out;
+  }
+  snprintf(value, n, "%s", !g4 ? "gemma3" : primes ? "gemma4" : "gemma4_small");
 out:
   free(norm);
   return rc;
