@@ -101,8 +101,8 @@ gt_rc gt_encoder_check_chat(const gt_encoder *e, gt_chat_template t, const char 
   static const char *const g3[] = {"<start_of_turn>", "<end_of_turn>"};
   static const char *const g4[] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"};
   const char *const *m = t == GT_CHAT_GEMMA4 ? g4 : g3;
-  const int n = t == GT_CHAT_GEMMA4 ? 5 : 2;
-  for (int i = 0; i < n; i++)
+  const size_t n = t == GT_CHAT_GEMMA4 ? sizeof g4 / sizeof *g4 : sizeof g3 / sizeof *g3;
+  for (size_t i = 0; i < n; i++)
     if (gt_tokenizer_token_id(e->tok, m[i], strlen(m[i])) < 0)
       return gt_err_set(err, GT_ERR_CONFIG,
                         "data: %s's chat template marks turns with '%s', which is not a token of the tokenizer "
@@ -298,11 +298,7 @@ gt_rc gt_doc_messages(const cJSON *msgs, const char *file, int64_t line, const c
      * answer would teach the model to end its turn at once */
     static const char *const calls[] = {"tool_calls", "function_call"};
     for (int q = 0; q < 2 && !rc; q++) {
-      const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, calls[q]);
-      const int unset = !tc || cJSON_IsNull(tc) || cJSON_IsFalse(tc) ||
-                        (cJSON_IsString(tc) && !tc->valuestring[0]) ||
-                        ((cJSON_IsArray(tc) || cJSON_IsObject(tc)) && !tc->child);
-      if (!unset)
+      if (!gt_json_unset(cJSON_GetObjectItemCaseSensitive(m, calls[q])))
         rc = gt_err_set(err, GT_ERR_FORMAT,
                         "data: '%s' line %lld: %s[%d] has '%s'; gemtrain's chat templates render text turns, not "
                         "tool calls",

@@ -55,6 +55,9 @@ void gt_jsonl_close(gt_jsonl *r);
 /* What a JSON value is, for messages: "an array", "a string", ... ("absent"
  * for NULL). */
 const char *gt_json_type_name(const struct cJSON *v);
+/* Whether a JSON value leaves an option unset: absent (NULL), null, false,
+ * or an empty string, array or object. */
+int gt_json_unset(const struct cJSON *v);
 
 /* ---- tokens of a record ---- */
 /* The bit of a held token that keeps it out of the loss (an SFT prompt):

@@ -113,6 +113,12 @@ static gt_rc gt__next_line(gt_jsonl *r, int *got, gt_err *err) {
   return GT_OK;
 }
 
+int gt_json_unset(const cJSON *v) {
+  if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return 1;
+  if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && !v->child) return 1;
+  return cJSON_IsString(v) && !v->valuestring[0];
+}
+
 const char *gt_json_type_name(const cJSON *v) {
   if (!v) return "absent";
   if (cJSON_IsArray(v)) return "an array";

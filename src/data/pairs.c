@@ -34,6 +34,7 @@ typedef struct gt__pair_fmt {
   gt_chat_opts chat;
   uint32_t thought; /* the flag of the thought channel's tokens: 0 (in the loss) or GT__NOLOSS */
   const char *tokenizer_path; /* for the marker check's message */
+  int markers_checked;        /* the tokenizer's turn markers, checked at the first chat pair */
 } gt__pair_fmt;
 
 /* train_data_columns: the default 'text' (prompt, chosen, rejected), or
@@ -156,7 +157,7 @@ static gt_rc gt__messages(const cJSON *rec, const char *name, const char *file, 
 }
 
 /* Record rec as its two sequences, chosen then rejected, appended to out. */
-static gt_rc gt__render_pair(const gt_encoder *e, const gt__pair_fmt *f, const cJSON *rec, const char *file,
+static gt_rc gt__render_pair(const gt_encoder *e, gt__pair_fmt *f, const cJSON *rec, const char *file,
                              int64_t line, gt_tokvec *out, int64_t *mid, gt_err *err) {
   const cJSON *pr = cJSON_GetObjectItemCaseSensitive(rec, f->prompt),
               *ch = cJSON_GetObjectItemCaseSensitive(rec, f->chosen),
@@ -197,8 +198,11 @@ static gt_rc gt__render_pair(const gt_encoder *e, const gt__pair_fmt *f, const c
                       "data: '%s' line %lld: field '%s' is %s, '%s' an array of messages; expected both arrays", file,
                       (long long)line, f->rejected, gt_json_type_name(rj), f->chosen);
   /* (chat pairs only: plain ones are <bos> prompt response <eos>, no template) */
-  gt_rc mk = gt_encoder_check_chat(e, f->chat.t, f->tokenizer_path, err);
-  if (mk) return mk;
+  if (!f->markers_checked) {
+    gt_rc mk = gt_encoder_check_chat(e, f->chat.t, f->tokenizer_path, err);
+    if (mk) return mk;
+    f->markers_checked = 1;
+  }
   if (pr && !cJSON_IsArray(pr))
     return gt_err_set(err, GT_ERR_FORMAT,
                       "data: '%s' line %lld: field '%s' is %s; with messages in '%s' and '%s' expected an array of "

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ckpt/safetensors.h"
+#include "data/docs.h"
 #include "hf/hf_internal.h"
 
 static const char *const gt__text_prefixes[] = {"model.language_model.", "language_model.model.", "model."};
@@ -68,12 +69,13 @@ int gt_peft_parse_name(const char *peft_name, char *out, size_t n) {
 
 /* ---- adapter_config.json ---- */
 
-static int gt__json_empty(const cJSON *v) {
-  if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return 1;
-  if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && !v->child) return 1;
-  if (cJSON_IsString(v) && !v->valuestring[0]) return 1;
+/* whether s is one of the n strings of list */
+static int gt__one_of(const char *s, const char *const *list, size_t n) {
+  for (size_t i = 0; s && i < n; i++)
+    if (!strcmp(s, list[i])) return 1;
   return 0;
 }
+#define GT__ONE_OF(s, list) gt__one_of((s), (list), sizeof(list) / sizeof *(list))
 
 /* A short rendering of a JSON value for messages. */
 static void gt__json_show(const cJSON *v, char *buf, size_t n) {
@@ -119,12 +121,7 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
    * sequence), so it is refused rather than passed over. Unset (absent,
    * null, false, empty) it is what every older release computed. */
   for (const cJSON *it = j->child; it; it = it->next) {
-    int listed = 0;
-    for (size_t i = 0; !listed && i < sizeof must_be_empty / sizeof must_be_empty[0]; i++)
-      listed = it->string && !strcmp(it->string, must_be_empty[i]);
-    for (size_t i = 0; !listed && i < sizeof known / sizeof known[0]; i++)
-      listed = it->string && !strcmp(it->string, known[i]);
-    if (listed || gt__json_empty(it)) continue;
+    if (GT__ONE_OF(it->string, must_be_empty) || GT__ONE_OF(it->string, known) || gt_json_unset(it)) continue;
     gt__json_show(it, shown, sizeof shown);
     rc = gt_err_set(err, GT_ERR_CONFIG,
                     "peft: %s sets %.60s = %s, an option gemtrain does not know: the adapters may compute something "
@@ -134,7 +131,7 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
   }
   for (size_t i = 0; i < sizeof must_be_empty / sizeof must_be_empty[0]; i++) {
     v = cJSON_GetObjectItemCaseSensitive(j, must_be_empty[i]);
-    if (gt__json_empty(v)) continue;
+    if (gt_json_unset(v)) continue;
     gt__json_show(v, shown, sizeof shown);
     rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s sets %s = %s, which gemtrain does not implement; expected %s", where,
                     must_be_empty[i], shown,
@@ -158,11 +155,10 @@ gt_rc gt_peft_parse_config(const char *json, const char *where, gt_peft_config *
   if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) {
     static const char *const init_only[] = {"gaussian", "orthogonal", "eva"};
     static const char *const base_changing[] = {"pissa", "olora", "loftq", "corda"};
-    int ok = 0, changes_base = 0;
-    for (size_t i = 0; cJSON_IsString(v) && i < sizeof init_only / sizeof init_only[0]; i++)
-      ok |= !strcmp(v->valuestring, init_only[i]);
-    for (size_t i = 0; cJSON_IsString(v) && i < sizeof base_changing / sizeof base_changing[0]; i++)
-      changes_base |= !strncmp(v->valuestring, base_changing[i], strlen(base_changing[i]));
+    const char *init = cJSON_IsString(v) ? v->valuestring : NULL;
+    int ok = GT__ONE_OF(init, init_only), changes_base = 0;
+    for (size_t i = 0; init && i < sizeof base_changing / sizeof base_changing[0]; i++)
+      changes_base |= !strncmp(init, base_changing[i], strlen(base_changing[i])); /* pissa_niter_N too */
     if (!ok) {
       gt__json_show(v, shown, sizeof shown);
       rc = gt_err_set(err, GT_ERR_CONFIG,
@@ -507,6 +503,18 @@ gt_rc gt_peft_apply_config(const char *dir, gt_config *cfg, gt_err *err) {
   return GT_OK;
 }
 
+/* "vision" or "audio" when an adapted projection belongs to a multimodal
+ * model's vision or audio part (its tower, projector or embedder), else NULL */
+static const char *gt__media_part(const char *base) {
+  static const struct {
+    const char *prefix, *part;
+  } parts[] = {{"vision_tower.", "vision"}, {"multi_modal_projector.", "vision"}, {"embed_vision.", "vision"},
+               {"audio_tower.", "audio"},   {"embed_audio.", "audio"}};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+    if (!strncmp(base, parts[i].prefix, strlen(parts[i].prefix))) return parts[i].part;
+  return NULL;
+}
+
 gt_rc gt_peft_load(const char *dir, const gt_model *m, float *params, int *n_loaded, gt_err *err) {
   if (n_loaded) *n_loaded = 0;
   gt_st_file f;
@@ -528,6 +536,7 @@ gt_rc gt_peft_load(const char *dir, const gt_model *m, float *params, int *n_loa
       break;
     }
     const gt_tensor_info *t = gt_model_find_tensor(m, name);
+    const char *part;
     if (!t) {
       const gt_tensor_info *bt = gt_model_find_tensor(m, base);
       if (bt)
@@ -535,13 +544,11 @@ gt_rc gt_peft_load(const char *dir, const gt_model *m, float *params, int *n_loa
                         "peft: %s has an adapter for '%s', which the model does not adapt (lora_module_path); "
                         "leave lora_module_path unset to take the directory's projections",
                         where, base);
-      else if (!strncmp(base, "vision_tower.", 13) || !strncmp(base, "audio_tower.", 12) ||
-               !strncmp(base, "multi_modal_projector.", 22) || !strncmp(base, "embed_vision.", 13) ||
-               !strncmp(base, "embed_audio.", 12))
+      else if ((part = gt__media_part(base)) != NULL)
         rc = gt_err_set(err, GT_ERR_CONFIG,
-                        "peft: %s has an adapter for '%s', a projection of the multimodal model's %s; gemtrain "
-                        "loads and trains the text decoder's adapters only",
-                        where, base, base[0] == 'a' || !strncmp(base, "embed_audio", 11) ? "audio part" : "vision part");
+                        "peft: %s has an adapter for '%s', a projection of the multimodal model's %s part; "
+                        "gemtrain loads and trains the text decoder's adapters only",
+                        where, base, part);
       else
         rc = gt_err_set(err, GT_ERR_CONFIG, "peft: %s has an adapter for '%s', which the model does not have "
                         "(a different base model?)", where, base);
