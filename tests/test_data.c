@@ -944,6 +944,59 @@ START_TEST(test_jsonl_with_tokenizer) {
 }
 END_TEST
 
+/* Rows of whole records take their documents from the records, not from
+ * the ids: a record whose text holds the tokenizer's "<s>" or "</s>" (a
+ * Hugging Face tokenizer makes them the special ids, as it does in
+ * training with transformers) stays one document, its tokens in the loss
+ * where its mask says so. Windows over a text stream, which have only the
+ * ids, still cut at them (test_jsonl_with_tokenizer). */
+START_TEST(test_records_keep_special_text) {
+  char *p = tmp_path("special.jsonl");
+  gt_test_write_text(p, "{\"prompt\": \"a<s>b\", \"completion\": \"</s>c\"}\n"
+                        "{\"prompt\": \"ab\", \"completion\": \"c\"}\n");
+  char dp[600];
+  snprintf(dp, sizeof dp, "dataset_path=%s", p);
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json",
+      "max_target_length=10", "per_device_batch_size=1", "eval_split_fraction=0", "eval_interval=-1", "use_sft=true",
+      "train_data_columns=prompt,completion", "enable_data_shuffling=false", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train_rows, 1);
+  gt_batch b = train_batch(&d);
+  /* <s> a <s> b | </s> c </s>, then <s> ab | c </s> (prompts out of the
+   * loss): 11 tokens, one packed row; the literal "</s>" predicts c */
+  const int32_t in[10] = {1, 3, 1, 4, 2, 5, 2, 1, 7, 5}, tg[10] = {-1, -1, -1, 2, 5, 2, -1, -1, 5, 2};
+  const int32_t sg[10] = {1, 1, 1, 1, 1, 1, 1, 2, 2, 2}, ps[10] = {0, 1, 2, 3, 4, 5, 6, 0, 1, 2};
+  for (int i = 0; i < 10; i++) {
+    ck_assert_int_eq(b.inputs[i], in[i]);
+    ck_assert_int_eq(b.targets[i], tg[i]);
+    ck_assert_int_eq(b.segments[i], sg[i]);
+    ck_assert_int_eq(b.positions[i], ps[i]);
+  }
+  gt_data_close(&d);
+  /* packing=false: a text record alone in its row is one document */
+  gt_test_write_text(p, "{\"text\": \"a</s><s>b\"}\n");
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json",
+      "max_target_length=5", "per_device_batch_size=1", "eval_split_fraction=0", "eval_interval=-1", "packing=false",
+      NULL);
+  open_ok(&d, &c, &mem);
+  b = train_batch(&d);
+  const int32_t in2[5] = {1, 3, 2, 1, 4}, tg2[5] = {3, 2, 1, 4, 2};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(b.inputs[i], in2[i]);
+    ck_assert_int_eq(b.targets[i], tg2[i]);
+    ck_assert_int_eq(b.segments[i], 1);
+    ck_assert_int_eq(b.positions[i], i);
+  }
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(p);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("data");
   TCase *tc = gt_test_tcase(s, "core");
@@ -966,5 +1019,6 @@ int main(void) {
   tcase_add_test(tc, test_order_file_and_shuffled);
   tcase_add_test(tc, test_rows_and_resume_every_type);
   tcase_add_test(tc, test_jsonl_with_tokenizer);
+  tcase_add_test(tc, test_records_keep_special_text);
   return gt_test_run_suite(s, 0);
 }

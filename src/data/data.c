@@ -210,8 +210,8 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->seg = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)N * sizeof(int32_t));
   d->row = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)(d->T + 1) * sizeof(uint32_t));
   d->pairs = c->use_dpo;
-  if (d->pairs) d->lens = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)(d->T + 1) * sizeof(int32_t));
-  if (!d->in || !d->tg || !d->pos || !d->seg || !d->row || (d->pairs && !d->lens)) {
+  d->lens = gt_mem_alloc(mem, GT_MEM_DATA, (size_t)(d->T + 1) * sizeof(int32_t));
+  if (!d->in || !d->tg || !d->pos || !d->seg || !d->row || !d->lens) {
     gt_data_close(d);
     return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for a batch of %lld tokens", (long long)N);
   }
@@ -347,11 +347,12 @@ static gt_batch gt__batch(gt_data *d) {
 /* Batch row b from row k (file order) of src. */
 static gt_rc gt__put_row(gt_data *d, gt__data_src *src, int b, int64_t k, gt_err *err) {
   int64_t off, n;
-  gt__src_row(src, k, &off, &n, d->T);
+  int n_lens = gt__src_row(src, k, &off, &n, d->T, d->lens);
   gt_rc rc = gt__store_read(src->store, off, n, d->row, err);
   if (rc) return rc;
   int64_t at = (int64_t)b * d->T;
-  gt__fill_row(d->row, n, d->T, src->store->bos, src->store->eos, d->in + at, d->tg + at, d->pos + at, d->seg + at);
+  gt__fill_row(d->row, n, d->T, d->lens, n_lens, src->store->bos, src->store->eos, d->in + at, d->tg + at,
+               d->pos + at, d->seg + at);
   return GT_OK;
 }
 
@@ -507,7 +508,7 @@ void gt_data_position(const gt_data *d, gt_data_state st, char *buf, size_t n) {
     return;
   }
   int64_t k = gt__order_row(d->train, d->seed, d->shuffle, e, d->pairs ? c / 2 : c), off, len;
-  gt__src_row(d->train, k, &off, &len, d->T);
+  gt__src_row(d->train, k, &off, &len, d->T, NULL);
   const gt__store *s = d->store;
   if (d->pairs) off = s->rec[2 * off]; /* a row pair's first pair */
   int f = gt__store_file_at(s, off);

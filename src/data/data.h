@@ -5,10 +5,11 @@
  *
  * Sequences. A batch row is cut from a "row" of at most T+1 tokens: its
  * inputs are the first T, its targets the last T (non-overlapping windows of
- * T+1 tokens: no token is read twice). Within a row, a document ends after
- * <eos> and a new one starts at <bos>; each token gets the segment id of its
- * document piece (1, 2, ... along the row) and its position within that
- * piece, so attention stays inside a document and RoPE restarts; a target
+ * T+1 tokens: no token is read twice). Within a row of whole records, each
+ * record is a document; within a window of text laid end to end, a
+ * document ends after <eos> and a new one starts at <bos>. Each token gets
+ * the segment id of its document piece (1, 2, ... along the row) and its
+ * position within that piece, so attention stays inside a document and RoPE restarts; a target
  * that would cross into the next document, or that the loss mask excludes
  * (an SFT prompt), is -1. Padding (rows shorter than T+1) has input 0
  * (<pad>), target -1, position 0 and segment 0.
@@ -118,7 +119,7 @@ typedef struct gt_data {
   int32_t *in, *tg, *pos, *seg; /* batch buffers [B*T] */
   uint32_t *row;            /* one row's tokens [T+1] */
   int pairs;                /* use_dpo: rows come in pairs (chosen, rejected); cursors move by 2 */
-  int32_t *lens;            /* pairs: the sequence lengths of one row [T+1] */
+  int32_t *lens;            /* the records (or pairs' sequences) of one row, their lengths [T+1] */
   struct gt__store *store, *eval_store;
   struct gt__data_src *train, *eval;
   uint64_t seed;

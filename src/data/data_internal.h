@@ -119,12 +119,16 @@ typedef struct gt__data_src {
 gt_rc gt__src_add_windows(gt__data_src *src, int64_t lo, int64_t hi, int T, gt_err *err);
 gt_rc gt__src_add_records(gt__data_src *src, int64_t rec_lo, int64_t rec_hi, int T, int packing, gt_err *err);
 void gt__src_free(gt__data_src *src);
-/* Row k (file order) as a token range. */
-void gt__src_row(const gt__data_src *src, int64_t k, int64_t *off, int64_t *n, int T);
+/* Row k (file order) as a token range. For a row of whole records, with
+ * lens (T + 1 ints) not NULL, the lengths of the records it holds go to
+ * lens and their count is returned; 0 for a window (and for pairs, whose
+ * rows index pairs). */
+int gt__src_row(const gt__data_src *src, int64_t k, int64_t *off, int64_t *n, int T, int32_t *lens);
 /* One batch row from the tokens of a row (n <= T + 1): inputs, targets,
- * positions and segments, as data.h describes. */
-void gt__fill_row(const uint32_t *s, int64_t n, int T, int32_t bos, int32_t eos, int32_t *in, int32_t *tg,
-                  int32_t *pos, int32_t *seg);
+ * positions and segments, as data.h describes. The documents are the
+ * n_lens records of lens when n_lens > 0, else told by <bos> and <eos>. */
+void gt__fill_row(const uint32_t *s, int64_t n, int T, const int32_t *lens, int n_lens, int32_t bos, int32_t eos,
+                  int32_t *in, int32_t *tg, int32_t *pos, int32_t *seg);
 /* A row that is not this process's: padding. */
 void gt__blank_row(int T, int32_t *in, int32_t *tg, int32_t *pos, int32_t *seg);
 

@@ -423,7 +423,7 @@ void gt__fill_seqs(const uint32_t *s, const int32_t *lens, int n, int T, int32_t
 gt_rc gt__put_pair_rows(gt__data_src *src, int64_t k, int T, int r, uint32_t *buf, int32_t *lens, int32_t *in,
                         int32_t *tg, int32_t *pos, int32_t *seg, gt_err *err) {
   int64_t q0, n;
-  gt__src_row(src, k, &q0, &n, T);
+  gt__src_row(src, k, &q0, &n, T, NULL);
   const int64_t *rec = src->store->rec;
   for (int side = 0; side < 2; side++) {
     int64_t o = 0;

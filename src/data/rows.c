@@ -90,7 +90,21 @@ void gt__src_free(gt__data_src *src) {
   memset(src, 0, sizeof *src);
 }
 
-void gt__src_row(const gt__data_src *src, int64_t k, int64_t *off, int64_t *n, int T) {
+/* The record of a store that starts at token offset off (a record row's
+ * first token is always one). */
+static int64_t gt__rec_at(const gt__store *st, int64_t off) {
+  int64_t lo = 0, hi = st->n_rec - 1;
+  while (lo < hi) { /* the last record whose start is <= off */
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (st->rec[mid] <= off)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+int gt__src_row(const gt__data_src *src, int64_t k, int64_t *off, int64_t *n, int T, int32_t *lens) {
   int lo = 0, hi = src->n_parts - 1;
   while (lo < hi) { /* the last part whose first row is <= k */
     int mid = (lo + hi + 1) / 2;
@@ -101,24 +115,43 @@ void gt__src_row(const gt__data_src *src, int64_t k, int64_t *off, int64_t *n, i
   }
   const gt__part *p = &src->parts[lo];
   int64_t j = k - src->part_row0[lo];
-  if (p->start) {
-    *off = p->start[j];
-    *n = p->len[j];
-  } else {
+  if (!p->start) {
     *off = p->lo + j * (T + 1);
     *n = T + 1;
+    return 0;
   }
+  *off = p->start[j];
+  *n = p->len[j];
+  if (!lens) return 0;
+  /* the records laid end to end in the row (the last one cut at T + 1
+   * tokens when overlong_records=truncate made it longer) */
+  const gt__store *st = src->store;
+  int m = 0;
+  for (int64_t r = gt__rec_at(st, *off), left = *n; left > 0; r++) {
+    int64_t L = st->rec[r + 1] - st->rec[r];
+    lens[m++] = (int32_t)(L < left ? L : left);
+    left -= L;
+  }
+  return m;
 }
 
-void gt__fill_row(const uint32_t *s, int64_t n, int T, int32_t bos, int32_t eos, int32_t *in, int32_t *tg,
-                  int32_t *pos, int32_t *seg) {
+void gt__fill_row(const uint32_t *s, int64_t n, int T, const int32_t *lens, int n_lens, int32_t bos, int32_t eos,
+                  int32_t *in, int32_t *tg, int32_t *pos, int32_t *seg) {
   int32_t segment = 1, p = 0;
   int64_t real = n - 1 < T ? n - 1 : T;
-  for (int64_t i = 0; i < real; i++) {
+  int64_t end = n_lens ? lens[0] : 0; /* where the current record ends */
+  for (int64_t i = 0, j = 0; i < real; i++) {
     int32_t a = (int32_t)(s[i] & ~GT__NOLOSS), b = (int32_t)(s[i + 1] & ~GT__NOLOSS);
-    /* a document ends after <eos> and another starts at <bos>: the next
-     * token belongs to another document, so it is nobody's target here */
-    int boundary = a == eos || b == bos;
+    /* the next token belongs to another document, so it is nobody's
+     * target here. Records say where they start; in a stream of text a
+     * document ends after <eos> and another starts at <bos> */
+    int boundary;
+    if (n_lens) {
+      boundary = i + 1 == end;
+      if (boundary && ++j < n_lens) end += lens[j];
+    } else {
+      boundary = a == eos || b == bos;
+    }
     in[i] = a;
     pos[i] = p;
     seg[i] = segment;
