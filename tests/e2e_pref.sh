@@ -14,8 +14,11 @@
 #     NLL falls and the accuracies rise; its log odds ratio grows;
 #  4. DPO over all parameters (the reference: load_parameters_path, read
 #     again at the resume): a resume is bit-exact (metrics);
-#  5. 2 MPI ranks x 1 device = 1 rank x 2 devices bit for bit (skipped
-#     without mpirun or MPI in the build).
+#  5. 2 MPI ranks x 1 device = 1 rank x 2 devices bit for bit; and 2 DiLoCo
+#     replicas report the pairs of both: with learning_rate=0 the replicas
+#     hold the same parameters, so their training and eval metrics (the
+#     reference another checkpoint, so the rewards are not 0) equal 2-rank
+#     data parallelism's (skipped without mpirun or MPI in the build).
 # Usage: e2e_pref.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -137,5 +140,29 @@ for x, y in zip(la, lb):
     for k in keys:
         assert x[k] == y[k], (k, x[k], y[k])
 print("2 ranks x 1 device = 1 rank x 2 devices:", len(la), "steps")
+PY
+still=("${data[@]}" "load_parameters_path=$sft" "dpo_reference_path=$work/runs/straight/checkpoints" learning_rate=0
+       max_target_length=48 packing=false per_device_batch_size=4 steps=4 eval_interval=2 eval_steps=2)
+"$mpirun" "${flags[@]}" -np 2 "$bin" train "${still[@]}" run_name=still_dp > still_dp.log 2>&1 \
+  || { cat still_dp.log; fail "data parallelism, learning_rate=0"; }
+"$mpirun" "${flags[@]}" -np 2 "$bin" train "${still[@]}" enable_diloco=true dcn_diloco_parallelism=2 \
+  diloco_sync_period=2 run_name=still_dl > still_dl.log 2>&1 || { cat still_dl.log; fail "DiLoCo, learning_rate=0"; }
+python3 - "$work/runs/still_dp" "$work/runs/still_dl" <<'PY' || fail "DiLoCo's preference metrics are not both replicas'"
+import json, os, sys
+keys = ("loss", "total_weights", "pairs", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+        "logps/chosen", "logps/rejected", "eval_loss", "eval_rewards/chosen", "eval_rewards/rejected",
+        "eval_rewards/accuracies", "eval_rewards/margins")
+def lines(d): return [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+la, lb = lines(sys.argv[1]), lines(sys.argv[2])
+assert len(la) == len(lb) == 4
+n = 0
+for x, y in zip(la, lb):
+    for k in keys:
+        assert (k in x) == (k in y), (x["step"], k)
+        if k in x:
+            assert abs(x[k] - y[k]) <= 1e-9 * max(1.0, abs(x[k])), (x["step"], k, x[k], y[k])
+            n += 1
+assert any(abs(x["rewards/chosen"]) > 1e-3 for x in la) and any("eval_rewards/accuracies" in x for x in la)
+print("DiLoCo's 2 replicas = data parallelism, learning_rate=0:", n, "figures")
 PY
 echo "e2e_pref: ok"

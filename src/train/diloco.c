@@ -193,14 +193,9 @@ gt_rc gt_diloco_step_end(gt_diloco *d, int64_t done, gt_step_metrics *sm, gt_err
   return GT_OK;
 }
 
-gt_rc gt_diloco_combine_eval(gt_diloco *d, double *xent_sum, int64_t *total_weights, gt_err *err) {
+gt_rc gt_diloco_sum(gt_diloco *d, double *v, int n, const char *what, gt_err *err) {
   if (!d || d->measure) return GT_OK;
-  double v[2] = {*xent_sum, (double)*total_weights};
-  gt_rc rc = gt_dist_cross_allreduce_f64(v, 2, "the eval loss over the DiLoCo replicas", err);
-  if (rc) return rc;
-  *xent_sum = v[0];
-  *total_weights = (int64_t)llround(v[1]);
-  return GT_OK;
+  return gt_dist_cross_allreduce_f64(v, n, what, err);
 }
 
 int gt_diloco_devices(const gt_diloco *d) { return d->n_dev; }

@@ -54,8 +54,11 @@ void gt_diloco_reset(gt_diloco *d);
  * the replicas' token-weighted losses), and sm's diloco fields filled. */
 gt_rc gt_diloco_step_end(gt_diloco *d, int64_t done, gt_step_metrics *sm, gt_err *err);
 
-/* An evaluation's sums over every replica's rows (collective). */
-gt_rc gt_diloco_combine_eval(gt_diloco *d, double *xent_sum, int64_t *total_weights, gt_err *err);
+/* Sums over every replica's rows (collective): n values of this replica's,
+ * replaced by their totals; `what` names them in errors. An evaluation's
+ * loss and tokens, the preference pairs' metric sums. A no-op without
+ * DiLoCo. */
+gt_rc gt_diloco_sum(gt_diloco *d, double *v, int n, const char *what, gt_err *err);
 
 /* The outer step on n elements of one shard, given the sum over the P
  * replicas of (outer - inner): delta = sum / P, mom = mu * mom + delta,

@@ -289,7 +289,13 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   sm->comm_bytes = fi.comm_bytes;
   sm->comm_bytes_dcn = fi.comm_bytes_dcn;
   sm->ranks = (int)gt_config_num_ranks(c);
-  if (c->use_dpo) gt_pref_metrics(sm, &t->pref, fi.pref, fi.total_weights);
+  if (c->use_dpo) { /* over every DiLoCo replica's pairs, as the loss (gt_diloco_step_end) */
+    double v[1 + GT_PREF_NSUMS] = {(double)fi.total_weights};
+    memcpy(v + 1, fi.pref, sizeof fi.pref);
+    gt_rc rc = gt_diloco_sum(t->dl, v, 1 + GT_PREF_NSUMS, "the preference metrics over the DiLoCo replicas", err);
+    if (rc) return rc;
+    gt_pref_metrics(sm, &t->pref, v + 1, (int64_t)llround(v[0]));
+  }
   if (sm->skipped && !sm->no_tokens && !c->skip_nonfinite_steps)
     return gt_err_set(err, GT_ERR_NUMERIC,
                       "train: step %lld has loss %g and gradient norm %g; stopping without applying it or writing a "
@@ -368,8 +374,14 @@ gt_rc gt_trainer_eval_loaded(gt_trainer *t, double *loss, int64_t *total_weights
   gt_loss_stats st = {0};
   t->eval_pairs = 0;
   gt_rc rc = gt_fsdp_eval(t->fs, t->mb, n, &st, err);
-  if (!rc) rc = gt_diloco_combine_eval(t->dl, &st.xent_sum, &st.total_weights, err);
+  /* DiLoCo: every replica's rows (the pairs' metric sums too) */
+  double v[2 + GT_PREF_NSUMS] = {st.xent_sum, (double)st.total_weights};
+  memcpy(v + 2, st.pref, sizeof st.pref);
+  if (!rc) rc = gt_diloco_sum(t->dl, v, t->cfg.use_dpo ? 2 + GT_PREF_NSUMS : 2, "the eval loss over the DiLoCo replicas", err);
   if (rc) return rc;
+  st.xent_sum = v[0];
+  st.total_weights = (int64_t)llround(v[1]);
+  memcpy(st.pref, v + 2, sizeof st.pref);
   /* no token in the loss (all-reduced: every rank sees the same 0): no
    * loss; the caller skips the evaluation instead of reporting NaN */
   if (st.total_weights == 0) {
