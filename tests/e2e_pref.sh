@@ -13,7 +13,9 @@
 #  3. ORPO over all parameters from the same checkpoint: the chosen answers'
 #     NLL falls and the accuracies rise; its log odds ratio grows;
 #  4. DPO over all parameters (the reference: load_parameters_path, read
-#     again at the resume): a resume is bit-exact (metrics);
+#     again at the resume): a resume is bit-exact (metrics); the checkpoints
+#     record the reference, and a resume that would read another one (the
+#     source left out of the command) is refused naming both;
 #  5. 2 MPI ranks x 1 device = 1 rank x 2 devices bit for bit; and 2 DiLoCo
 #     replicas report the pairs of both: with learning_rate=0 the replicas
 #     hold the same parameters, so their training and eval metrics (the
@@ -106,12 +108,28 @@ assert a == b, [(x, y) for x, y in zip(a, b) if x != y][:2]
 assert a[3]["rewards/margins"] != 0
 print("resume bit-exact (DPO over all parameters):", len(a), "steps")
 PY
+# the checkpoints record the reference; a resume that would read another one
+# (here the initialisation: load_parameters_path left out) is refused
+grep -aq '"dpo_reference":{"source":"load_parameters_path=' runs/resumed/checkpoints/step_00000006/shard_00000-of-00001.gtck \
+  || fail "the checkpoint records no DPO reference"
+if "$bin" train "${data[@]}" model_name=gemma3-tiny max_target_length=48 packing=false per_device_batch_size=4 \
+     steps=9 checkpoint_period=3 checkpoint_compression=0 learning_rate_schedule_steps=6 run_name=resumed \
+     > b3.log 2>&1; then
+  fail "a resume with another DPO reference (the initialisation) was accepted"
+fi
+grep -q "the DPO reference is not the one this run started with: its checkpoint records load_parameters_path=.*this start read init_weights_seed=" b3.log \
+  || { cat b3.log; fail "no refusal naming both references"; }
 
 # refused: a full state without a reference path
 if "$bin" train "${data[@]}" model_name=gemma3-tiny steps=1 "load_full_state_path=$sft" run_name=x > x.log 2>&1; then
   fail "DPO from load_full_state_path without dpo_reference_path accepted"
 fi
 grep -q "dpo_reference_path" x.log || { cat x.log; fail "no message naming dpo_reference_path"; }
+# refused: adapters with base tensors that train beside them (they would move the reference)
+if "$bin" train "${small[@]}" enable_lora=true trainable_parameters_mask=norm steps=1 run_name=y > y.log 2>&1; then
+  fail "DPO with adapters and trainable_parameters_mask accepted"
+fi
+grep -q "key 'trainable_parameters_mask' = 'norm' with enable_lora and DPO" y.log || { cat y.log; fail "no message naming the mask"; }
 
 mpirun=${GT_MPIRUN:-$(command -v mpirun || true)}
 if [ -z "$mpirun" ]; then echo "e2e_pref: no mpirun: the ranks' part skipped"; exit 0; fi

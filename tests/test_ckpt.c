@@ -31,7 +31,7 @@ static gt_rc save_sharded(fixture *f, const char *root, int64_t step, int S, int
   for (int r = 0; r < S; r++)
     ps[r] = gt_test_shard_of(&f->m, f->p, r, S), ms[r] = gt_test_shard_of(&f->m, f->mu, r, S), ns[r] = gt_test_shard_of(&f->m, f->nu, r, S);
   gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
-  gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3, {0}};
+  gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3, {0}, {0}};
   gt_rc rc = gt_ckpt_save(root, &f->m, &src, &st, "{\"steps\": 7}", level, keep, e);
   for (int r = 0; r < S; r++) free(ps[r]), free(ms[r]), free(ns[r]);
   return rc;
@@ -303,7 +303,7 @@ START_TEST(test_invalid_state_never_written) {
   char *dir = gt_test_mkdtemp("ckpt_wstate");
   const float *p[1] = {f.p}, *mu[1] = {f.mu}, *nu[1] = {f.nu};
   gt_ckpt_src src = {1, p, mu, nu};
-  gt_ckpt_state st = {10, 11, {0, 0}, 1, 1, 1e-3, {0}};
+  gt_ckpt_state st = {10, 11, {0, 0}, 1, 1, 1e-3, {0}, {0}};
   gt_err e;
   ck_assert_int_eq(gt_ckpt_save(dir, &f.m, &src, &st, NULL, 0, 0, &e), GT_ERR_ARG);
   ck_assert_msg(strstr(e.msg, "refusing to write") && strstr(e.msg, "state field 'opt_step' = 11; expected an integer "

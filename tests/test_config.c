@@ -207,6 +207,26 @@ START_TEST(test_inconsistent_combinations) {
   const char *g[] = {"dataset_type=tokens", "dataset_path="};
   const char *wg[] = {"'dataset_path'", "tokens", NULL};
   expect_refused(2, g, wg);
+  /* settings under which training silently does nothing, or a key nothing reads */
+  const char *h1[] = {"enable_lora=true", "lora_alpha=0"};
+  const char *wh1[] = {"'lora_alpha' = 0", "never move", NULL};
+  expect_refused(2, h1, wh1);
+  const char *h2[] = {"use_dpo=true", "dpo_beta=0"};
+  const char *wh2[] = {"'dpo_beta' = 0", "every gradient", NULL};
+  expect_refused(2, h2, wh2);
+  const char *h3[] = {"use_dpo=true", "preference_algo=orpo", "dpo_reference_path=/nonexistent"};
+  const char *wh3[] = {"'dpo_reference_path' = '/nonexistent'", "preference_algo = 'orpo'", NULL};
+  expect_refused(3, h3, wh3);
+  const char *h4[] = {"dpo_reference_path=/nonexistent"};
+  const char *wh4[] = {"'dpo_reference_path'", "use_dpo = false", NULL};
+  expect_refused(1, h4, wh4);
+  const char *h5[] = {"sliding_window_size=4294967312"};
+  const char *wh5[] = {"'sliding_window_size'", "4294967312", NULL};
+  expect_refused(1, h5, wh5);
+  gt_config ok;
+  gt_err er;
+  const char *fine[] = {"use_dpo=true", "preference_algo=orpo", "dpo_beta=0"}; /* ORPO reads no beta */
+  ck_assert_msg(load(&ok, NULL, 3, fine, &er) == GT_OK, "%s", er.msg);
 }
 END_TEST
 

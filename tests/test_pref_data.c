@@ -226,7 +226,14 @@ START_TEST(test_refusals) {
       {"{\"prompt\": \"p\", \"chosen\": \"a\"}", NULL, "line 2: no field 'rejected'"},
       {"{\"chosen\": \"a\", \"rejected\": \"b\"}", NULL, "line 2: no field 'prompt'"},
       {"{\"prompt\": \"p\", \"chosen\": \"a\", \"rejected\": \"a\"}", NULL,
-       "line 2: fields 'chosen' and 'rejected' are the same (4 tokens once rendered)"},
+       "line 2: fields 'chosen' and 'rejected' are the same in every token the loss reads (4 tokens once rendered)"},
+      {"{\"prompt\": \"p\", \"chosen\": \"0123456789abcdefX\", \"rejected\": \"0123456789abcdefY\"}",
+       "overlong_records=truncate",
+       "line 2: fields 'chosen' and 'rejected' are the same in every token the loss reads (17 tokens once rendered, "
+       "as overlong_records=truncate cuts them)"},
+      {"{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chosen\": [" BLUE ", {\"role\": \"user\", "
+       "\"content\": \"x\"}], \"rejected\": [" BLUE ", {\"role\": \"user\", \"content\": \"y\"}]}",
+       "max_target_length=200", "line 2: fields 'chosen' and 'rejected' are the same in every token the loss reads"},
       {"{\"chosen\": [" HIST ", " BLUE "], \"rejected\": [" HIST ", {\"role\": \"model\", \"content\": \" blue\"}]}",
        NULL, "line 2: fields 'chosen' and 'rejected' are the same"},
       {"{\"chosen\": [" HIST ", " BLUE "], \"rejected\": [{\"role\": \"user\", \"content\": \"Ho\"}, " GREEN "]}", NULL,

@@ -203,7 +203,7 @@ int gt_cmd_eval(int argc, char **argv) {
   if (!e && !(e = gt_trainer_create(&r.tr, cfg, NULL, &err)) && r.have_src) {
     gt_config c2 = *cfg;
     c2.load_full_state_path[0] = '\0';
-    gt__tstate ts = {&r.m, r.tr, r.have_data ? &r.data : NULL, &c2, &r.mem, NULL, r.src, {0, 0}, NULL};
+    gt__tstate ts = {&r.m, r.tr, r.have_data ? &r.data : NULL, &c2, &r.mem, NULL, r.src, {0, 0}, NULL, NULL};
     int64_t start;
     int resumed;
     e = gt__train_restore(&ts, "", &start, &resumed, &err);

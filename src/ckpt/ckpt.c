@@ -220,6 +220,33 @@ static gt_rc gt__read_spike(const cJSON *g, const char *file, int64_t step, gt_c
   return GT_OK;
 }
 
+/* DPO's reference (ckpt.h's gt_ckpt_reference), left out when there is none. */
+static void gt__add_reference(cJSON *sj, const gt_ckpt_reference *r) {
+  if (!r->sum) return;
+  cJSON *g = cJSON_AddObjectToObject(sj, "dpo_reference");
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->sum);
+  cJSON_AddStringToObject(g, "source", r->source);
+  cJSON_AddStringToObject(g, "checksum", hex);
+}
+
+static gt_rc gt__read_reference(const cJSON *g, const char *file, gt_ckpt_reference *out, gt_err *err) {
+  memset(out, 0, sizeof *out);
+  if (!g) return GT_OK;
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(g, "source"), *sum = cJSON_GetObjectItemCaseSensitive(g, "checksum");
+  char *end = NULL;
+  unsigned long long v = cJSON_IsString(sum) ? strtoull(sum->valuestring, &end, 16) : 0;
+  if (!cJSON_IsObject(g) || !cJSON_IsString(src) || strlen(src->valuestring) >= sizeof out->source || !end ||
+      *end || strlen(sum->valuestring) != 16 || !v)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "checkpoint: '%s' state field 'dpo_reference' is not {\"source\": a string, \"checksum\": 16 hex "
+                      "digits, not all zero}",
+                      file);
+  out->sum = v;
+  snprintf(out->source, sizeof out->source, "%s", src->valuestring);
+  return GT_OK;
+}
+
 gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
                           const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer, const char *config_json,
                           int compression, int64_t keep, const gt_ckpt_sync *sync, gt_err *err) {
@@ -287,6 +314,7 @@ gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model
   cJSON_AddNumberToObject(sj, "n_shards", (double)src->n_shards);
   cJSON_AddNumberToObject(sj, "next_lr", st->next_lr);
   gt__add_spike(sj, &st->spike);
+  gt__add_reference(sj, &st->reference);
   if (writer) gt__add_writer(meta, writer);
   /* a state the loader would refuse is never written */
   gt_ckpt_state chk;
@@ -570,7 +598,9 @@ static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int
     return GT_ERR_FORMAT;
   }
   out->next_lr = lr->valuedouble;
-  return gt__read_spike(cJSON_GetObjectItemCaseSensitive(st, "spike_guard"), file, step, &out->spike, err);
+  if ((rc = gt__read_spike(cJSON_GetObjectItemCaseSensitive(st, "spike_guard"), file, step, &out->spike, err)))
+    return rc;
+  return gt__read_reference(cJSON_GetObjectItemCaseSensitive(st, "dpo_reference"), file, &out->reference, err);
 }
 
 gt_rc gt_ckpt_load_dir(const char *dir, const gt_model *m, float *params, float *mu, float *nu, gt_ckpt_loaded *out,

@@ -56,6 +56,16 @@ typedef struct gt_ckpt_spike {
   float loss[GT_CKPT_SPIKE_MAX], grad_norm[GT_CKPT_SPIKE_MAX];
 } gt_ckpt_spike;
 
+/* DPO's frozen reference when every parameter trains (train/pref_ref.c),
+ * in the header's state as "dpo_reference": {"source", "checksum"}: where
+ * it was read from and the checksum of its parameters (gt_store_sum, 16 hex
+ * digits), so that a resume that would read another reference is refused.
+ * Written only when sum is not 0; absent: none recorded. */
+typedef struct gt_ckpt_reference {
+  uint64_t sum;
+  char source[1100];
+} gt_ckpt_reference;
+
 typedef struct gt_ckpt_state {
   int64_t step;          /* training steps completed */
   int64_t opt_step;      /* AdamW updates applied (fewer when steps were skipped) */
@@ -64,6 +74,7 @@ typedef struct gt_ckpt_state {
   int64_t n_shards;      /* files per checkpoint (the FSDP axis) */
   double next_lr;        /* learning rate of the next update (for the log) */
   gt_ckpt_spike spike;   /* the spike guard */
+  gt_ckpt_reference reference; /* DPO's reference (zero: none) */
 } gt_ckpt_state;
 
 /* Who wrote a checkpoint: the run's id (made at its start, the same on

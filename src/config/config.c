@@ -80,7 +80,7 @@ static const gt_key_spec gt__keys[] = {
     {"base_mlp_dim", GT_KEY_INT, M(base_mlp_dim), 1, 1 << 24, NULL, "GeGLU intermediate size F"},
     {"base_num_decoder_layers", GT_KEY_INT, M(base_num_decoder_layers), 1, 4096, NULL,
      "number of decoder layers L"},
-    {"sliding_window_size", GT_KEY_INT, M(sliding_window_size), 1, BIG, NULL,
+    {"sliding_window_size", GT_KEY_INT, M(sliding_window_size), 1, 2147483647.0, NULL,
      "keys visible to a query on local layers (i-W < j <= i)"},
     {"layer_pattern", GT_KEY_STR, M(layer_pattern), 0, 0, NULL,
      "attention kind per layer, repeated: L = local (sliding window), G = global"},
@@ -1469,6 +1469,26 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
   if (c->head_dim % 2)
     return gt_err_set(err, GT_ERR_CONFIG, "config: key 'head_dim' = %lld must be even (RoPE pairs dims)",
                       c->head_dim);
+  /* (also a window read from a Hugging Face config.json, which sets the key
+   * after its range was checked) */
+  if (c->sliding_window_size < 1 || c->sliding_window_size > 2147483647LL)
+    return gt_err_set(err, GT_ERR_CONFIG, "config: key 'sliding_window_size' = %lld; expected 1 to 2147483647",
+                      (long long)c->sliding_window_size);
+  /* settings under which training silently does nothing */
+  if (c->enable_lora && c->lora_alpha == 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_alpha' = 0 with enable_lora: the adapters' output is scaled by 0, so they "
+                      "never move; expected lora_alpha > 0 (PEFT's default is 8)");
+  const int dpo = c->use_dpo && !strcmp(c->preference_algo, "dpo");
+  if (dpo && c->dpo_beta == 0)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'dpo_beta' = 0 with use_dpo: every gradient of the DPO loss is 0; expected "
+                      "dpo_beta > 0 (TRL's default 0.1)");
+  if (c->dpo_reference_path[0] && !dpo)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'dpo_reference_path' = '%s' is read only by DPO (use_dpo=true, "
+                      "preference_algo=dpo); here use_dpo = %s and preference_algo = '%s': leave it empty",
+                      c->dpo_reference_path, c->use_dpo ? "true" : "false", c->preference_algo);
   size_t pl = strlen(c->layer_pattern);
   if (pl == 0)
     return gt_err_set(err, GT_ERR_CONFIG,

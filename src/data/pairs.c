@@ -254,6 +254,26 @@ static int gt__trains(const uint32_t *t, int64_t n) {
   return 0;
 }
 
+/* The tokens a sequence's loss reads: up to its last target in the loss. */
+static int64_t gt__loss_span(const uint32_t *t, int64_t n) {
+  while (n > 1 && (t[n - 1] & GT__NOLOSS)) n--;
+  return n;
+}
+
+/* Two sides the same in every token the loss reads: the pair's log-ratios
+ * cancel, so it adds a constant log 2 to the loss and a wrong answer to
+ * the accuracy. Refused, naming the tokens compared. */
+static gt_rc gt__same_sides(const uint32_t *a, int64_t na, const uint32_t *b, int64_t nb, const char *file,
+                            int64_t line, const gt__pair_fmt *f, int cut, gt_err *err) {
+  int64_t sa = gt__loss_span(a, na), sb = gt__loss_span(b, nb);
+  if (sa != sb || memcmp(a, b, (size_t)sa * sizeof(uint32_t))) return GT_OK;
+  return gt_err_set(err, GT_ERR_FORMAT,
+                    "data: '%s' line %lld: fields '%s' and '%s' are the same in every token the loss reads (%lld "
+                    "tokens once rendered%s); a pair needs two different responses",
+                    file, (long long)line, f->chosen, f->rejected, (long long)sa,
+                    cut ? ", as overlong_records=truncate cuts them" : "");
+}
+
 gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const char *key, const gt_encoder *enc,
                      gt_err *err) {
   gt__pair_fmt f;
@@ -295,13 +315,7 @@ gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const c
       }
       int64_t L[2] = {a1 - a0, tv.n - a1};
       const char *side[2] = {f.chosen, f.rejected};
-      if (L[0] == L[1] && !memcmp(tv.v + a0, tv.v + a1, (size_t)L[0] * sizeof(uint32_t))) {
-        rc = gt_err_set(err, GT_ERR_FORMAT,
-                        "data: '%s' line %lld: fields '%s' and '%s' are the same (%lld tokens once rendered); a pair "
-                        "needs two different responses",
-                        p.v[i], (long long)r.line_no, f.chosen, f.rejected, (long long)L[0]);
-        break;
-      }
+      if ((rc = gt__same_sides(tv.v + a0, L[0], tv.v + a1, L[1], p.v[i], r.line_no, &f, 0, err))) break;
       int cut = 0;
       for (int k = 0; k < 2 && !rc; k++)
         if (L[k] > row) {
@@ -329,6 +343,7 @@ gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const c
                           "the first %lld tokens, all that overlong_records=truncate keeps); shorten the prompt or "
                           "raise max_target_length",
                           p.v[i], (long long)r.line_no, side[k], (long long)row);
+      if (!rc && cut) rc = gt__same_sides(tv.v + a0, L[0], tv.v + a1, L[1], p.v[i], r.line_no, &f, 1, err);
       if (rc) break;
       s->n_truncated += cut;
       s->n_docs++;

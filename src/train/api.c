@@ -268,7 +268,7 @@ static gt_rc gt__host_params(gt_ctx *c) {
  * checkpoint, an HF directory or a parameter file; optimizer and data fresh. */
 static gt_rc gt__ctx_restore(gt_ctx *c) {
   if (!c->have_src) return GT_OK;
-  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL, &c->src, {0, 0}, NULL};
+  gt__tstate ts = {&c->model, c->tr, &c->data, &c->cfg, &c->mem, NULL, &c->src, {0, 0}, NULL, NULL};
   gt_config cfg = c->cfg;
   cfg.enable_checkpointing = 0; /* a context has no run directory of its own */
   cfg.load_full_state_path[0] = '\0';

@@ -1,15 +1,20 @@
 /* The frozen reference of DPO when every parameter trains: read from its
- * source at every start, fresh or resumed, so a resume holds the same
- * reference bit for bit without a copy in the checkpoints. The source is
- * dpo_reference_path when set, else the parameters the run started from:
- * load_parameters_path, or the initialisation (init_weights_seed). With
- * adapters the reference is the frozen base (the adapters off) and nothing
+ * source at every start, fresh or resumed, without a copy in the
+ * checkpoints. The source is dpo_reference_path when set, else the
+ * parameters the run started from: load_parameters_path, or the
+ * initialisation (init_weights_seed). The checkpoints record the source and
+ * the checksum of what was read, and a resume that reads other parameters
+ * (the source left out of the command, a `latest` that moved, a file
+ * rewritten) is refused: a resume holds the same reference bit for bit or
+ * does not start. With adapters the reference is the frozen base (the
+ * adapters off), which the checkpoints' frozen record covers, and nothing
  * is read. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hf/model_source.h"
 #include "mesh/fsdp.h"
+#include "model/store.h"
 #include "train/pref.h"
 #include "train/train_internal.h"
 #include "train/trainer.h"
@@ -50,6 +55,25 @@ gt_rc gt__train_pref_reference(const gt__tstate *s, gt_err *err) {
     view.params = p;
     gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale);
   }
+  gt_ckpt_reference now = {gt_store_sum(GT_STORE_SUM_INIT, p, m->n_params), ""};
+  if (c->dpo_reference_path[0])
+    snprintf(now.source, sizeof now.source, "dpo_reference_path=%.1000s", c->dpo_reference_path);
+  else if (c->load_parameters_path[0])
+    snprintf(now.source, sizeof now.source, "load_parameters_path=%.500s (%.500s)", c->load_parameters_path,
+             s->src ? s->src->dir : "");
+  else
+    snprintf(now.source, sizeof now.source, "init_weights_seed=%d (weight_init_scale=%.9g)", c->init_weights_seed,
+             c->weight_init_scale);
+  if (!now.sum) now.sum = 1; /* 0 means "none recorded" */
+  const gt_ckpt_reference *was = s->ref ? &s->ref[1] : NULL;
+  if (!rc && was && was->sum && was->sum != now.sum)
+    rc = gt_err_set(err, GT_ERR_CONFIG,
+                    "train: the DPO reference is not the one this run started with: its checkpoint records %s "
+                    "(checksum %016llx), and this start read %s (checksum %016llx); resume with the run's source "
+                    "(keys dpo_reference_path and load_parameters_path as the run had them, the files unchanged), or "
+                    "start another run (run_name)",
+                    was->source, (unsigned long long)was->sum, now.source, (unsigned long long)now.sum);
+  if (!rc && s->ref) s->ref[0] = now;
   if (!rc) rc = gt_fsdp_set_reference(gt_trainer_fsdp(s->tr), p, err);
   gt_mem_free(s->mem, p);
   return rc;

@@ -413,7 +413,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   }
   int64_t start = 0, last_saved = -1;
   int resumed = 0;
-  gt__tstate ts = {&m, NULL, &data, &cfg, &mem, out, have_src ? src : NULL, {run_id, res->config_checksum}, NULL};
+  gt_ckpt_reference refs[2];
+  memset(refs, 0, sizeof refs);
+  gt__tstate ts = {&m,   NULL, &data, &cfg, &mem, out, have_src ? src : NULL, {run_id, res->config_checksum},
+                   NULL, refs};
   /* what the run starts from: its own checkpoint, another run's state or
    * parameters, or the initialisation (nothing here talks to other ranks) */
   if (!(rc = gt_data_open(&data, &cfg, &mem, err)) && !(rc = gt_trainer_create(&tr, &cfg, NULL, err))) {

@@ -25,6 +25,10 @@ typedef struct gt__tstate {
   gt_model_source *src; /* load_parameters_path, opened (NULL: none) */
   gt_ckpt_writer writer; /* recorded in every shard it saves (zero: none) */
   gt__ckpt_async *ckpt;  /* the run's checkpoint writer (gt__train_ckpt_open; NULL: every save synchronous) */
+  /* use_dpo over all parameters: [0] the reference this run holds, which
+   * its checkpoints record; [1] the record of the checkpoint it resumed
+   * (NULL: no checkpoints, nothing recorded) */
+  gt_ckpt_reference *ref;
 } gt__tstate;
 
 /* Opens load_parameters_path (when set) into *src and lets it define cfg's
@@ -32,7 +36,8 @@ typedef struct gt__tstate {
 gt_rc gt__train_source(gt_config *cfg, gt_model_source *src, int *have, gt_err *err);
 
 /* use_dpo over all parameters: the reference's parameters from their source
- * (train/pref_ref.c), at every start. */
+ * (train/pref_ref.c), at every start; at a resume, refused unless they are
+ * the ones the checkpoint records (s->ref). */
 gt_rc gt__train_pref_reference(const gt__tstate *s, gt_err *err);
 
 /* Writes the checkpoint of `step` completed steps under <run_dir>/checkpoints

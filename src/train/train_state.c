@@ -179,8 +179,9 @@ static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *t
 static void gt__ckpt_state(const gt__tstate *s, int64_t step, int n_shards, gt_ckpt_state *st, gt_ckpt_frozen *fz) {
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
   int64_t opt_step = gt_fsdp_opt_step(fs);
-  gt_ckpt_state v = {step, opt_step, s->data->st, s->cfg->num_devices, n_shards, gt_lr_at(s->cfg, opt_step), {0}};
+  gt_ckpt_state v = {step, opt_step, s->data->st, s->cfg->num_devices, n_shards, gt_lr_at(s->cfg, opt_step), {0}, {0}};
   *st = v;
+  if (s->ref) st->reference = s->ref[0];
   gt_trainer_spike_state(s->tr, &st->spike); /* the guard's window: a plain copy, taken at the step boundary */
   fz->sum = gt_fsdp_frozen_sum(fs);
   gt__frozen_source(s->cfg, fz->source, sizeof fz->source);
@@ -591,6 +592,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
   if ((rc = gt_diloco_ckpt_restore(gt_trainer_diloco(s->tr), s->m, run_dir, *resumed ? ld.state.step : -1, p, mu, nu,
                                    s->out, err)))
     goto out;
+  if (full && *resumed && s->ref) s->ref[1] = ld.state.reference; /* checked when the reference is read */
   if (full) {
     *start = ld.state.step;
     gt_trainer_set_step_index(s->tr, ld.state.step);

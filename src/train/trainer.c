@@ -59,6 +59,16 @@ static gt_rc gt__trainer_pref(gt_trainer *t, gt_err *err) {
                       "train: key 'dpo_reference_path' = '%s' with enable_lora: the reference is the frozen base with "
                       "the adapters off; leave dpo_reference_path empty",
                       c->dpo_reference_path);
+  /* the adapters' reference is the model with them off: base tensors that
+   * train beside them would move it (PEFT's modules_to_save keeps an
+   * original copy for this; gemtrain keeps none) */
+  if (c->enable_lora && c->trainable_parameters_mask[0] && gt_pref_needs_reference(c))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "train: key 'trainable_parameters_mask' = '%s' with enable_lora and DPO: the reference is the "
+                      "base with the adapters off, and the base tensors the mask trains would move it with every "
+                      "step; leave the mask empty (adapters only), or train every parameter (enable_lora=false: the "
+                      "reference is a frozen copy)",
+                      c->trainable_parameters_mask);
   int ref = !gt_pref_needs_reference(c) ? GT_FSDP_REF_NONE : c->enable_lora ? GT_FSDP_REF_BASE : GT_FSDP_REF_COPY;
   /* room for a step's micro-batches or an eval's batches, the plan's too */
   int64_t nb = c->gradient_accumulation_steps > c->eval_steps ? c->gradient_accumulation_steps : c->eval_steps;
