@@ -337,6 +337,35 @@ START_TEST(test_split_points) {
   /* a cut never separates two newlines (a run is one added token) */
   ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\n\nb", 4, 2), 0);
   ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\n\nb", 4, 4), 3);
+  /* nor at the end of what was read so far: the text may go on with "\n" */
+  ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\n\nb", 2, 2), 0);
+  ck_assert_uint_eq(gt_tokenizer_split_point(t, "a\nb", 2, 2), 0);
+  /* as `gemtrain tokenize` reads: blocks of 7 or 61 bytes, each cut where
+   * the bytes read so far allow, the rest carried into the next read; the
+   * blocks end inside newline runs many times */
+  for (size_t block = 7; block <= 61; block += 54) {
+    got = 0;
+    size_t len = 0, done = 0;
+    int inside = 0;
+    while (done < n) {
+      size_t more = n - done - len < block ? n - done - len : block;
+      len += more;
+      int eof = done + len == n;
+      inside += !eof && all[done + len - 1] == '\n' && all[done + len] == '\n';
+      size_t cut = eof ? len : gt_tokenizer_split_point(t, all + done, len, len);
+      if (cut == 0) continue;
+      encode_ok(t, all + done, cut, 0, &part, &np);
+      ck_assert_int_le(got + np, nw);
+      memcpy(joined + got, part, (size_t)np * sizeof(int32_t));
+      got += np;
+      free(part);
+      done += cut;
+      len -= cut;
+    }
+    ck_assert_int_gt(inside, 1);
+    ck_assert_int_eq(got, nw);
+    ck_assert(!memcmp(joined, whole, (size_t)nw * sizeof(int32_t)));
+  }
   free(joined);
   free(whole);
   free(all);

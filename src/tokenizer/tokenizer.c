@@ -307,10 +307,12 @@ gt_rc gt_tokenizer_encode(const gt_tokenizer *t, const char *text, size_t n, int
 }
 
 size_t gt_tokenizer_split_point(const gt_tokenizer *t, const char *text, size_t n, size_t max) {
-  if (!t->newline_splits) return 0;
-  if (max > n) max = n;
+  if (!t->newline_splits || n == 0) return 0;
+  /* the byte after the cut must be known (another newline would continue
+   * the run), so the text may be a prefix of a longer one */
+  if (max >= n) max = n - 1;
   for (size_t p = max; p > 0; p--)
-    if (text[p - 1] == '\n' && (p == n || text[p] != '\n')) return p;
+    if (text[p - 1] == '\n' && text[p] != '\n') return p;
   return 0;
 }
 

@@ -62,9 +62,12 @@ enum {
 gt_rc gt_tokenizer_encode(const gt_tokenizer *t, const char *text, size_t n, int flags, int32_t **ids,
                           int64_t *n_ids, gt_err *err);
 
-/* A position p in (0, max] (max <= n) where the text may be cut and its two
+/* A position p in (0, max], p < n, where the text may be cut and its two
  * parts encoded apart (flags 0) with the same ids as the whole: just after a
- * newline that is not followed by another. It exists when "\n" is an added
+ * newline that is not followed by another. The byte after the cut is read,
+ * so text[0, n) may be the start of a longer text (a read buffer): a cut at
+ * its end, where the next read might go on with a newline, is never
+ * returned. It exists when "\n" is an added
  * token and no added token mixes newlines with other characters (Gemma 3):
  * added tokens cut the text before BPE sees it, and a run of newlines is
  * matched from its first one. Returns 0 when there is no such point (or the
