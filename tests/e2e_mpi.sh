@@ -109,10 +109,17 @@ for s in b:
     assert abs(r - 2 / 3) < 1e-3, (s["comm_bytes_dcn"], f["comm_bytes_dcn"], r)
 print("bf16 bytes to the other rank:", b[0]["comm_bytes_dcn"], "float32:", f["comm_bytes_dcn"])
 PY
-# the plan's bytes per step, in all and to other ranks (busiest device), are what the runs measured
-for r in "r2x1 1" "r2x2 2"; do
+# LoRA adapters over an nf4 base, bf16, 2 ranks x 2 devices: only the
+# adapters' gradients are reduce-scattered, the base is gathered raw
+lq=(model_name=gemma3-tiny steps=2 enable_lora=true lora_rank=4 lora_weight_qtype=nf4 dtype=bfloat16 "${common[@]}")
+mpi 2 "$bin" train "${lq[@]}" num_devices=2 dcn_fsdp_parallelism=2 run_name=l2x2 > "$work/l2x2.log" 2>&1 ||
+  { cat "$work/l2x2.log"; fail "LoRA nf4: 2 ranks x 2 devices"; }
+# the plan's bytes per step, in all and to other ranks (busiest device), are
+# what the runs measured: the whole model, a mask, and adapters over a frozen base
+for r in "r2x1 1 tiny" "r2x2 2 tiny" "k2x1 1 mk" "l2x2 2 lq"; do
   set -- $r
-  "$bin" plan --json "${tiny[@]}" num_devices=$2 dcn_fsdp_parallelism=2 > "$work/plan_$1.json"
+  declare -n keys=$3
+  "$bin" plan --json "${keys[@]}" num_devices=$2 dcn_fsdp_parallelism=2 > "$work/plan_$1.json"
   python3 - "$work/plan_$1.json" "$work/runs/$1/metrics.jsonl" <<'PY' || fail "plan and run disagree on bytes for $1"
 import json, sys
 p = json.load(open(sys.argv[1]))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: gemtrain plan reports the spec's numbers for gemma3-4b (and
 # exits 3: it does not fit 24 GiB), prints JSON, and gemtrain train refuses a run whose plan exceeds
-# memory_limit_bytes before allocating or creating anything.
+# memory_limit_bytes before allocating or creating anything; its bytes sent
+# per step are what 2-device runs measure, with and without a frozen part.
 # Usage: e2e_plan.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -40,4 +41,26 @@ line=$(grep '^peak memory:' "$work/ok.txt")
 planned=$(echo "$line" | sed 's/peak memory: \([0-9.]*\) MiB planned.*/\1/')
 measured=$(echo "$line" | sed 's/.*planned, \([0-9.]*\) MiB measured.*/\1/')
 [ "$planned" = "$measured" ] || fail "planned $planned vs measured $measured"
-echo "e2e_plan: 1 passed, 0 failed"
+
+# the bytes sent per step that gemtrain plan --json gives are what a 2-device
+# run's metrics.jsonl measures: full training, a mask that trains the norms,
+# and LoRA adapters over a float32 and an nf4 base, in float32 and bf16 (a
+# frozen part is gathered, never reduce-scattered)
+i=0
+for keys in "" "trainable_parameters_mask=norm" "enable_lora=true" "enable_lora=true lora_weight_qtype=nf4" \
+            "enable_lora=true dtype=bfloat16" "enable_lora=true lora_weight_qtype=nf4 dtype=bfloat16"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086 # the keys split into arguments
+  set -- model_name=gemma3-tiny dataset_type=synthetic num_devices=2 $keys
+  "$bin" plan --json "$@" > "$work/bytes$i.json"
+  "$bin" train "$@" steps=1 sample_tokens=0 eval_interval=-1 "base_output_directory=$work/runs" run_name=bytes$i \
+    > "$work/bytes$i.txt" 2>&1 || { cat "$work/bytes$i.txt"; fail "train with '$keys'"; }
+  python3 - "$work/bytes$i.json" "$work/runs/bytes$i/metrics.jsonl" "$keys" <<'PY' || fail "bytes with '$keys'"
+import json, sys
+p = json.load(open(sys.argv[1]))
+m = [json.loads(l) for l in open(sys.argv[2])]
+assert len(m) == 1 and m[0]["comm_bytes"] > 0, m
+assert m[0]["comm_bytes"] == p["comm_bytes_per_step_per_device"], (sys.argv[3], m[0]["comm_bytes"], p["comm_bytes_per_step_per_device"])
+PY
+done
+echo "e2e_plan: 2 passed, 0 failed"

@@ -8,7 +8,10 @@
  * runs: gemma3-tiny on one device and on two (one device failing while its
  * peer goes on), gemma4-tiny-moe with expert parallelism over two devices,
  * the MoE with bf16 activations and moments and full remat, and gemtrain
- * train's loop with checkpoints, TensorBoard and a resume.
+ * train's loop with checkpoints, TensorBoard and a resume; and a frozen base
+ * stored quantized (its initialisation, a Hugging Face import into it and a
+ * conversion between two quantized storages, whose scratch comes from the
+ * tracked allocator).
  * To look at one failure: GT_FAULT_FROM=n starts at the n-th allocation,
  * GT_FAULT_TRACE=1 prints each n before its run (a hang shows which). */
 #define _GNU_SOURCE
@@ -18,9 +21,14 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "ckpt/safetensors.h"
 #include "gemtrain/gemtrain.h"
 #include "gt_testutil.h"
 #include "config/config.h"
+#include "hf/hf.h"
+#include "mesh/fsdp.h"
+#include "model/model.h"
+#include "model/qstore.h"
 #include "train/train.h"
 
 typedef struct run {
@@ -73,6 +81,53 @@ static run life_train(int n_ov, const char *const *ov) {
     gt_train_opts o = {0};
     if ((r.rc = gt_config_load(&cfg, NULL, NULL, n + 1, all, &e)) == GT_OK) r.rc = gt_train(&cfg, &o, &res, &e);
   }
+  snprintf(r.msg, sizeof r.msg, "%s", e.msg);
+  return r;
+}
+
+/* A frozen base stored quantized (the keys ov with lora_weight_qtype=nf4 and
+ * trainable_parameters_mask=norm, a vocabulary of more rows than
+ * gt_qstore_chunk_rows, so the embedding is drawn, read and converted a
+ * chunk of rows at a time): initialised in place on one device and from a
+ * full model for two (gt_fsdp_create), loaded from the Hugging Face
+ * directory hf_dir (gt_hf_import_params), and its embedding converted to
+ * int8 (gt_qstore_convert). */
+static char *hf_dir;
+
+static run life_qbase(int n_ov, const char *const *ov) {
+  run r = {GT_OK, ""};
+  gt_err e;
+  gt_err_clear(&e);
+  const char *all[16];
+  for (int i = 0; i < n_ov; i++) all[i] = ov[i];
+  gt_config c;
+  for (int nd = 1; nd <= 2 && !r.rc; nd++) {
+    all[n_ov] = nd == 1 ? "num_devices=1" : "num_devices=2";
+    gt_fsdp *f = NULL;
+    if (!(r.rc = gt_config_load(&c, NULL, NULL, n_ov + 1, all, &e))) r.rc = gt_fsdp_create(&f, &c, NULL, &e);
+    gt_fsdp_destroy(f);
+  }
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_model q;
+  memset(&q, 0, sizeof q);
+  float *dst = NULL;
+  if (!r.rc && !(r.rc = gt_model_build(&q, &c, &e)) && !(r.rc = gt_model_alloc_inference(&q, &mem, &e))) {
+    gt_st_set set;
+    memset(&set, 0, sizeof set);
+    if (!(r.rc = gt_st_set_open(&set, hf_dir, &e))) r.rc = gt_hf_import_params(&q, &set, "the export", NULL, &e);
+    gt_st_set_close(&set);
+    const gt_tensor_info *from = gt_model_find_tensor(&q, "embed_tokens.weight");
+    ck_assert(from && from->dtype == GT_STORE_NF4 && from->shape[0] > gt_qstore_chunk_rows(from));
+    gt_tensor_info to = *from;
+    to.dtype = GT_STORE_INT8;
+    to.words = gt_q_words(GT_Q_INT8, to.shape[0], gt_qstore_cols(&to));
+    if (!r.rc && !(dst = gt_mem_alloc(&mem, GT_MEM_OTHER, (size_t)to.words * sizeof(float))))
+      r.rc = gt_err_set(&e, GT_ERR_NOMEM, "test: no memory for the int8 copy");
+    if (!r.rc) r.rc = gt_qstore_convert(&to, dst, from, q.params + from->offset, &e);
+  }
+  gt_mem_free(&mem, dst);
+  gt_model_free(&q);
   snprintf(r.msg, sizeof r.msg, "%s", e.msg);
   return r;
 }
@@ -156,6 +211,58 @@ START_TEST(test_fault_train_loop) {
 }
 END_TEST
 
+START_TEST(test_fault_quantized_base) {
+  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "base_num_decoder_layers=2",
+                      "layer_pattern=LG", "per_device_batch_size=1", "max_target_length=16", "threads_per_device=1",
+                      "trainable_parameters_mask=norm", "lora_weight_qtype=nf4", "vocab_size=66000"};
+  const int n = 10;
+  /* the directory: the float32 model of the same shapes, exported */
+  hf_dir = gt_test_mkdtemp("alloc_fault_hf");
+  {
+    const char *fo[16];
+    for (int i = 0; i < n; i++) fo[i] = ov[i];
+    fo[8] = "lora_weight_qtype=float32";
+    gt_config c;
+    gt_err e;
+    gt_mem mem;
+    gt_mem_init(&mem);
+    gt_model f;
+    ck_assert_msg(gt_config_load(&c, NULL, NULL, n, fo, &e) == GT_OK, "%s", e.msg);
+    ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
+    ck_assert(gt_model_init_params(&f, 5, 1.0) == GT_OK);
+    gt_hf_export_opts o = gt_hf_export_defaults();
+    ck_assert_msg(gt_hf_export(&f, &c, hf_dir, &o, NULL, &e) == GT_OK, "%s", e.msg);
+    gt_model_free(&f);
+  }
+  /* the scratch is reported by name: rows of the embedding quantized a
+   * chunk at a time (the first tracked allocation of the import) */
+  {
+    gt_config c;
+    gt_err e;
+    gt_mem mem;
+    gt_mem_init(&mem);
+    gt_model q;
+    ck_assert_msg(gt_config_load(&c, NULL, NULL, n, ov, &e) == GT_OK, "%s", e.msg);
+    ck_assert(gt_model_build(&q, &c, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
+    gt_st_set set;
+    memset(&set, 0, sizeof set);
+    ck_assert_msg(gt_st_set_open(&set, hf_dir, &e) == GT_OK, "%s", e.msg);
+    gt_err_clear(&e);
+    gt_mem_fault_arm(1);
+    gt_rc rc = gt_hf_import_params(&q, &set, "the export", NULL, &e);
+    ck_assert(gt_mem_fault_fired());
+    gt_mem_fault_arm(0);
+    ck_assert_msg(rc == GT_ERR_NOMEM && strstr(e.msg, "rows 0..") && strstr(e.msg, "'embed_tokens.weight' as nf4"),
+                  "rc %d, '%s'", (int)rc, e.msg);
+    gt_st_set_close(&set);
+    gt_model_free(&q);
+  }
+  every_allocation_fails_cleanly(life_qbase, n, ov);
+  gt_test_rm_rf(hf_dir);
+  free(hf_dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("alloc_fault");
   tcase_add_test(gt_test_tcase(s, "one_device"), test_fault_one_device);
@@ -163,6 +270,7 @@ int main(void) {
   tcase_add_test(gt_test_tcase(s, "expert_parallel"), test_fault_expert_parallel);
   tcase_add_test(gt_test_tcase(s, "moe_bf16"), test_fault_moe_bf16);
   tcase_add_test(gt_test_tcase(s, "train_loop"), test_fault_train_loop);
+  tcase_add_test(gt_test_tcase(s, "quantized_base"), test_fault_quantized_base);
   /* no fork: LeakSanitizer sees every run's leaks at exit */
   return gt_test_run_suite(s, 1);
 }

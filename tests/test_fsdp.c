@@ -264,6 +264,41 @@ START_TEST(test_bf16_device_peaks_equal_plan) {
 }
 END_TEST
 
+START_TEST(test_frozen_part_bytes_equal_plan) {
+  /* a frozen part is gathered but has no gradient: only the trainable part
+   * is reduce-scattered and summed over the data axis. LoRA adapters over a
+   * float32 base (gathered in 2 bytes under bf16), over an nf4 base
+   * (gathered raw, 4 bytes a word, under either dtype), and a mask that
+   * trains the norms only; on 2 devices and on 2 x 2 (data x fsdp) */
+  const char *bases[] = {"lora_weight_qtype=float32", "lora_weight_qtype=nf4", "lora_weight_qtype=int8"};
+  const char *dts[] = {"dtype=float32", "dtype=bfloat16"};
+  const char *nds[] = {"num_devices=2", "num_devices=4"};
+  const char *dps[] = {"ici_data_parallelism=1", "ici_data_parallelism=2"};
+  for (int ni = 0; ni < 2; ni++)
+    for (int di = 0; di < 2; di++) {
+      for (int bi = 0; bi < 3; bi++) {
+        const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=16", nds[ni],
+                            "per_device_batch_size=2", dps[ni], dts[di], "enable_lora=true", "lora_rank=4",
+                            bases[bi]};
+        char what[200];
+        snprintf(what, sizeof what, "LoRA %s %s %s %s", bases[bi], dts[di], nds[ni], dps[ni]);
+        step_matches_plan(10, ov, what);
+      }
+      const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "max_target_length=16", nds[ni],
+                          "per_device_batch_size=2", dps[ni], dts[di], "trainable_parameters_mask=norm"};
+      char what[200];
+      snprintf(what, sizeof what, "mask=norm %s %s %s", dts[di], nds[ni], dps[ni]);
+      step_matches_plan(8, ov, what);
+    }
+  /* the PLE model: its head (embedding and PLE tables) is frozen whole and
+   * gathered a third time */
+  const char *ov[] = {"model_name=gemma4-tiny-ple", "dataset_type=synthetic", "max_target_length=16", "num_devices=3",
+                      "per_device_batch_size=2", "dtype=bfloat16", "enable_lora=true", "lora_rank=4",
+                      "lora_weight_qtype=nf4"};
+  step_matches_plan(9, ov, "LoRA nf4 bf16 gemma4-tiny-ple, 3 devices");
+}
+END_TEST
+
 START_TEST(test_moe_expert_parallel_agrees) {
   /* gemma4-tiny-moe (8 experts top-2, lb weight 0.01): one device against
    * 2 devices as 1x1x2 (expert axis only), 4 as 2x1x2 (data x expert) and
@@ -335,6 +370,7 @@ int main(void) {
   tcase_add_test(tc, test_gathered_weights_bounded);
   tcase_add_test(tc, test_device_peaks_equal_plan);
   tcase_add_test(tc, test_bf16_device_peaks_equal_plan);
+  tcase_add_test(tc, test_frozen_part_bytes_equal_plan);
   tcase_add_test(tc, test_moe_expert_parallel_agrees);
   tcase_add_test(tc, test_moe_device_peaks_equal_plan);
   return gt_test_run_suite(s, 0);

@@ -637,7 +637,13 @@ END_TEST
 
 /* Quality: 50 steps of gemtrain's adapters on a fixed batch follow a
  * float64 PyTorch reference of the same adapters from the same initial
- * weights within 5% at every step. The reference curve is recorded in
+ * weights within REF_TOL (relative) at every step: gemtrain's float32 steps
+ * measured 5.2e-6 at their worst (7.5e-6 on the portable kernels). The
+ * reference takes no figure of gemtrain's but the initial weights: it
+ * derives the adapters' scale from lora_alpha, lora_rank and
+ * lora_use_rslora (PEFT's alpha / r, or alpha / sqrt(r)) and refuses
+ * initial adapters that are not PEFT's (B zero, A inside
+ * kaiming_uniform's bound). The reference curve is recorded in
  * tests/data/lora_ref_curve.txt (tools/ref_lora.py --out; tests/data/README.md
  * says how), so the comparison runs everywhere; where /usr/bin/python3 has
  * torch the reference also runs live, and its curve must equal the recorded
@@ -646,6 +652,7 @@ END_TEST
  * and fingerprints the initial weights and the batch: a curve recorded for
  * another run is refused rather than compared. */
 enum { REF_STEPS = 50 };
+#define REF_TOL 1e-4
 
 typedef struct {
   char settings[1024];
@@ -747,8 +754,7 @@ START_TEST(test_loss_curve_vs_float64_reference) {
     char *cj = gt_config_to_json(&c);
     FILE *f = fopen(rp, "w");
     ck_assert(f != NULL);
-    fprintf(f, "{\"config\": %s, \"overrides\": \"%s\", \"scale\": %.17g, \"batch\": %d, \"seq\": %d,\n", cj,
-            settings, (double)m.lora_scale, b.B, b.T);
+    fprintf(f, "{\"config\": %s, \"overrides\": \"%s\", \"batch\": %d, \"seq\": %d,\n", cj, settings, b.B, b.T);
     fprintf(f, "\"adam\": {\"lr\": %.17g, \"b1\": %.17g, \"b2\": %.17g, \"eps\": %.17g, \"eps_root\": %.17g},\n",
             c.learning_rate, c.adam_b1, c.adam_b2, c.adam_eps, c.adam_eps_root);
     fprintf(f, "\"losses\": [");
@@ -768,7 +774,7 @@ START_TEST(test_loss_curve_vs_float64_reference) {
                             gt_test_dir, out, gt_test_dir);
     char *lp = gt_test_dir_path("ref.log");
     char *log = gt_test_read_file(lp, NULL);
-    ck_assert_msg(rc == 0, "gemtrain's LoRA curve left the live float64 reference's:\n%s", log ? log : "(no output)");
+    ck_assert_msg(rc == 0, "the live float64 reference refused gemtrain's initial adapters, or the curve left it:\n%s", log ? log : "(no output)");
     const char *last = log ? strstr(log, "largest relative difference") : NULL;
     if (last) printf("test_lora: 50-step LoRA loss curve vs the live float64 reference: %s", last);
     /* the live reference equals the recorded one */
@@ -805,13 +811,13 @@ START_TEST(test_loss_curve_vs_float64_reference) {
   int worst_step = 0;
   for (int s = 0; s < REF_STEPS; s++) {
     double r = fabs(loss[s] - rec.loss[s]) / fabs(rec.loss[s]);
-    ck_assert_msg(r <= 0.05, "step %d: gemtrain %.9g, recorded float64 reference %.9g (relative %.3e > 5%%)", s,
-                  loss[s], rec.loss[s], r);
+    ck_assert_msg(r <= REF_TOL, "step %d: gemtrain %.9g, recorded float64 reference %.9g (relative %.3e > %.0e)", s,
+                  loss[s], rec.loss[s], r, REF_TOL);
     if (r > worst) worst = r, worst_step = s;
   }
   printf("test_lora: 50-step LoRA loss curve vs the recorded float64 reference: largest relative difference %.3e "
-         "(step %d; tolerance 5e-02)\n",
-         worst, worst_step);
+         "(step %d; tolerance %.0e)\n",
+         worst, worst_step, REF_TOL);
   free(ids), free(p0);
   gt_model_free(&m);
   gt_trainer_destroy(tr);

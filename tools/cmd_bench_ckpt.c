@@ -39,7 +39,10 @@ int gt_bench_checkpoint(int argc, char **argv, int reps) {
   }
   /* a trained-looking state: initialised weights; moments of the same
    * spread (their bits compress like real ones: barely) */
-  gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+  if (gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale)) {
+    fprintf(stderr, "gemtrain: bench checkpoint: no memory to initialise the stored-quantized tensors\n");
+    return 1;
+  }
   size_t nb = (size_t)m.n_params * sizeof(float);
   float *mu = malloc(nb), *nu = malloc(nb);
   if (!mu || !nu) {

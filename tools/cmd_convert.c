@@ -103,7 +103,11 @@ static int gt__to_hf(int argc, char **argv) {
       gt_model_free(&m);
       return 2;
     }
-    gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale);
+    if (gt_model_init_params(&m, (uint64_t)cfg.init_weights_seed, cfg.weight_init_scale)) {
+      fprintf(stderr, "gemtrain: no memory to initialise the stored-quantized tensors of the frozen base\n");
+      gt_model_free(&m);
+      return 2;
+    }
     if (norm_std > 0) {
       gt_model_init_norms(&m, (uint64_t)cfg.init_weights_seed, norm_std);
       /* Gemma 4 norms (and layer_scalar) hold the multiplier itself: noise

@@ -87,7 +87,7 @@ static gt_rc gt__read_stored(const gt_st_tensor *s, const gt_tensor_info *t, flo
   gt_rc rc = GT_OK;
   for (int64_t r0 = 0; r0 < rows && !rc; r0 += ck) {
     int64_t n = rows - r0 < ck ? rows - r0 : ck;
-    if (!(rc = gt_st_read_f32_range(s, r0 * cols, n * cols, x, err))) gt_qstore_put_rows(t, dst, r0, n, x);
+    if (!(rc = gt_st_read_f32_range(s, r0 * cols, n * cols, x, err))) rc = gt_qstore_put_rows(t, dst, r0, n, x, err);
   }
   free(x);
   return rc;

@@ -226,7 +226,13 @@ gt_rc gt_plan_watch_close(gt_plan_watch *pw, gt_rc rc, const int *rank_of, int G
      * twice (forward and backward; the head for the lookup and the logits,
      * and a PLE model's head once more for the PLE backward)
      * and its gradient reduce-scattered once; per step 3 doubles (loss, token
-     * count, squared norm) are all-reduced. A device's bytes of a collective
+     * count, squared norm) are all-reduced. A unit's block is [trainable |
+     * frozen] (src/mesh/fsdp.c), each part sharded and gathered on its own:
+     * the trainable part in 2 bytes a weight under dtype=bfloat16, else 4;
+     * the frozen part likewise, but raw (4 bytes a word) in a unit holding
+     * a stored-quantized base, under either dtype. Only the trainable part
+     * has a gradient: it alone is reduce-scattered (4 bytes) and summed over
+     * the data and expert axes. A device's bytes of a collective
      * cross to another rank when its ring successor in that group lives
      * there (the mesh's map of devices to ranks). The plan is
      * rank 0's: the busiest of its devices counts, for both totals (what
@@ -245,18 +251,22 @@ gt_rc gt_plan_watch_close(gt_plan_watch *pw, gt_rc rc, const int *rank_of, int G
       int x_a = rank_of[(dv + 1) % G] != me;
       for (int64_t u = 0; u < gt_model_n_units(m); u++) {
         int64_t cnt = gt_model_unit_local(m, u), rep = gt_model_unit_replicated(m, u);
-        int64_t ns = gt_shard_len(cnt, F, r), nb = gt_shard_begin(cnt, F, r);
+        int64_t t = gt_model_unit_trainable(m, u), fz = cnt - t;
+        int64_t ns = gt_shard_len(t, F, r), nb = gt_shard_begin(t, F, r);
         /* the head of a PLE model is gathered a third time, for the PLE backward */
         int64_t gathers = u == 0 && m->ple_dim ? 3 : 2;
-        /* dtype=bfloat16 gathers the weights in 2 bytes; gradients stay float32 */
-        int64_t b = gathers * (cnt - gt_shard_len(cnt, F, (r + 1) % F)) * (m->bf16_act ? 2 : 4) + (cnt - ns) * 4;
+        int64_t tw = m->bf16_act ? 2 : 4, fw = m->bf16_act && !gt_qstore_unit_quantized(m, u) ? 2 : 4;
+        int64_t one_gather = (t - gt_shard_len(t, F, (r + 1) % F)) * tw + (fz - gt_shard_len(fz, F, (r + 1) % F)) * fw;
+        int64_t b = gathers * one_gather + (t - ns) * 4;
         sent += b, dcn_sent += x_f ? b : 0;
         if (D > 1) {
           b = ((ns - gt_shard_len(ns, D, dr)) + (ns - gt_shard_len(ns, D, (dr + 1) % D))) * 4;
           sent += b, dcn_sent += x_d ? b : 0;
         }
-        /* src/mesh/fsdp.c: the expert ranks sum the replicated part of the shard */
-        int64_t nr = rep - nb < 0 ? 0 : rep - nb > ns ? ns : rep - nb;
+        /* src/mesh/fsdp.c: the expert ranks sum the replicated part of the
+         * trainable shard */
+        int64_t nr = (rep < t ? rep : t) - nb;
+        nr = nr < 0 ? 0 : nr > ns ? ns : nr;
         if (E > 1 && nr > 0) {
           b = ((nr - gt_shard_len(nr, E, e)) + (nr - gt_shard_len(nr, E, (e + 1) % E))) * 4;
           sent += b, dcn_sent += x_e ? b : 0;

@@ -192,7 +192,7 @@ static gt_rc gt__import_stored(gt_model *m, const gt_tensor_info *t, const gt_st
       if (!isfinite(x[k]))
         rc = gt_err_set(err, GT_ERR_FORMAT, "hf: %s: tensor '%s' element %lld of %lld is %g; a model's weights must be finite",
                         where, full, (long long)(r0 * cols + k), (long long)t->numel, (double)x[k]);
-    if (!rc) gt_qstore_put_rows(t, m->params + t->offset, r0, n, x);
+    if (!rc) rc = gt_qstore_put_rows(t, m->params + t->offset, r0, n, x, err);
   }
   free(x);
   return rc;

@@ -330,8 +330,8 @@ static gt_rc gt__frozen_base(const char *dir, const gt_model *km, const gt_ckpt_
   if (sscanf(fz->source, "init_weights_seed=%d (weight_init_scale=%lf)", &seed, &scale) == 2) {
     gt_model view = *km;
     view.params = buf;
-    gt_model_init_params(&view, (uint64_t)seed, scale);
-    return GT_OK;
+    return gt_model_init_params(&view, (uint64_t)seed, scale) ? gt_err_set(err, GT_ERR_NOMEM, "model source: no memory "
+           "to re-create the frozen base of checkpoint '%s' from %s", dir, fz->source) : GT_OK;
   }
   if (!strncmp(fz->source, lp, strlen(lp))) {
     gt_model_source *inner = malloc(sizeof *inner);
@@ -366,7 +366,7 @@ static gt_rc gt__load_under_adapters(gt_model_source *src, const gt_model *m, fl
       rc = gt_err_set(err, GT_ERR_CONFIG, "model source: checkpoint '%s' has no tensor '%s' of %lld elements for the "
                       "adapters' base", src->dir, t->name, (long long)t->numel);
     else
-      gt_qstore_convert(t, params + t->offset, kt, tmp + kt->offset);
+      rc = gt_qstore_convert(t, params + t->offset, kt, tmp + kt->offset, err);
   }
   free(tmp);
   gt_model_free(&km);
@@ -419,8 +419,8 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
       if (!rc) rc = gt_ckpt_load_dir(src->dir, &km, tmp, NULL, NULL, &ld, err);
       if (rc == GT_OK) {
         free(ld.config_json);
-        for (int i = 0; i < m->n_tensors; i++)
-          gt_qstore_convert(&m->tensors[i], params + m->tensors[i].offset, &km.tensors[i], tmp + km.tensors[i].offset);
+        for (int i = 0; i < m->n_tensors && !rc; i++)
+          rc = gt_qstore_convert(&m->tensors[i], params + m->tensors[i].offset, &km.tensors[i], tmp + km.tensors[i].offset, err);
       }
       free(tmp);
       free(fnames);

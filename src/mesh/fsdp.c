@@ -605,15 +605,16 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   if (!measure && f->inplace) {
     gt__dev *d = &f->devs[0];
     uint64_t h = GT_STORE_SUM_INIT;
-    for (int i = 0; i < layout.n_tensors; i++) {
+    for (int i = 0; i < layout.n_tensors && !rc; i++) {
       const gt_tensor_info *t = &layout.tensors[i];
       int64_t u = t->layer + 1, uoff, ucnt;
       gt_model_unit(&layout, u, &uoff, &ucnt);
       int64_t r = t->offset - uoff, tc = d->tcnt[u];
       float *dst = r < tc ? d->pshard + d->shard_off[u] + r : d->fshard + d->foff[u] + (r - tc);
-      gt_model_init_tensor(&layout, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale, dst);
-      if (t->role == GT_ROLE_FROZEN) h = gt_store_sum(h, dst, t->words);
+      rc = gt_model_init_tensor(&layout, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale, dst, err);
+      if (!rc && t->role == GT_ROLE_FROZEN) h = gt_store_sum(h, dst, t->words);
     }
+    if (rc) goto fail;
     f->frozen_sum = h;
   }
   /* the same initial values as one device: initialise the full model once */
@@ -626,7 +627,15 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
       rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to initialise %lld parameters", (long long)f->n_params);
       goto fail;
     }
-    gt_model_init_params(&full, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale);
+    for (int i = 0; i < full.n_tensors && !rc; i++)
+      rc = gt_model_init_tensor(&full, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale,
+                                full.params + full.tensors[i].offset, err);
+    if (rc) {
+      free(full.params);
+      full.params = NULL;
+      gt_model_free(&full);
+      goto fail;
+    }
     f->frozen_sum = gt_model_frozen_sum(&full, full.params);
     f->full_scatter = &full.params;
     gt_mesh_run(f->mesh, gt__scatter_init, f);

@@ -629,39 +629,48 @@ static void gt__fill_normal(float *x, int64_t n, uint64_t seed, double std) {
  * rows at a time into a float scratch and quantized into place (chunks of
  * an even number of elements continue the stream's pairs exactly), so the
  * stored tensor is gt_quantize of the float32 model's. */
-static void gt__fill_normal_stored(const gt_tensor_info *t, float *p, uint64_t seed, double std) {
+static gt_rc gt__fill_normal_stored(const gt_tensor_info *t, float *p, uint64_t seed, double std, gt_err *err) {
   int64_t rows = t->shape[0], cols = gt_qstore_cols(t), ck = gt_qstore_chunk_rows(t);
   if (ck > rows) ck = rows;
-  float *tmp = malloc((size_t)(ck * cols) * sizeof(float));
-  if (!tmp) return;
+  gt_mem scratch;
+  gt_mem_init(&scratch);
+  float *tmp = gt_mem_alloc_uninit_named(&scratch, GT_MEM_TEMP, (size_t)(ck * cols) * sizeof(float), "initialisation scratch");
+  if (!tmp)
+    return gt_err_set(err, GT_ERR_NOMEM, "model: no memory to initialise tensor '%s' (stored as %s): a scratch of %lld "
+                      "floats", t->name, gt_store_dtype_name(t->dtype), (long long)(ck * cols));
   uint64_t s = seed;
-  for (int64_t r0 = 0; r0 < rows; r0 += ck) {
+  gt_rc rc = GT_OK;
+  for (int64_t r0 = 0; r0 < rows && !rc; r0 += ck) {
     int64_t n = rows - r0 < ck ? rows - r0 : ck;
     gt__fill_normal_from(tmp, n * cols, &s, std);
-    gt_qstore_put_rows(t, p, r0, n, tmp);
+    rc = gt_qstore_put_rows(t, p, r0, n, tmp, err);
   }
-  free(tmp);
+  gt_mem_free(&scratch, tmp);
+  return rc;
 }
 
-void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
-  for (int i = 0; i < m->n_tensors; i++) gt_model_init_tensor(m, i, seed, init_scale, m->params + m->tensors[i].offset);
+gt_rc gt_model_init_params(gt_model *m, uint64_t seed, double init_scale) {
+  gt_rc rc = GT_OK;
+  for (int i = 0; i < m->n_tensors && !rc; i++)
+    rc = gt_model_init_tensor(m, i, seed, init_scale, m->params + m->tensors[i].offset, NULL);
+  return rc;
 }
 
-void gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p) {
+gt_rc gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p, gt_err *err) {
   /* Each tensor gets its own stream (seed, tensor index), so the values of a
    * tensor do not depend on the shapes of the tensors before it. */
   {
     const gt_tensor_info *t = &m->tensors[i];
     if (t->lora) { /* PEFT's initialisation (model/lora.h) */
       gt_lora_init_tensor(t, p, seed * 1000003ull + (uint64_t)i * 7919ull + 1);
-      return;
+      return GT_OK;
     }
     if (t->ndim == 1) {
       /* norms start as the identity: (1 + w) with w = 0 on Gemma 3, a stored
        * scale of 1 on Gemma 4 (and layer_scalar = 1) */
       float one = 1.0f - m->norm_offset;
       for (int64_t k = 0; k < t->numel; k++) p[k] = one;
-      return;
+      return GT_OK;
     }
     /* embeddings so a looked-up row is O(1) after its scale: the main table
      * times sqrt(d), the PLE table times sqrt(ple_dim) */
@@ -669,8 +678,9 @@ void gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_s
                  : t->offset == m->ple_embed_offset ? 1.0 / sqrt((double)m->ple_dim)
                                                     : init_scale / sqrt((double)t->shape[t->ndim - 1]);
     uint64_t ts = seed * 1000003ull + (uint64_t)i * 7919ull + 1;
-    if (t->dtype != GT_STORE_F32) gt__fill_normal_stored(t, p, ts, std);
-    else gt__fill_normal(p, t->numel, ts, std);
+    if (t->dtype != GT_STORE_F32) return gt__fill_normal_stored(t, p, ts, std, err);
+    gt__fill_normal(p, t->numel, ts, std);
+    return GT_OK;
   }
 }
 

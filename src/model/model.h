@@ -275,11 +275,16 @@ int gt_model_unit_has_projections(const gt_model *m, int64_t u);
  * from src into dst, but for its projections (above), which dst leaves
  * unwritten. */
 void gt_model_round_unit_but_projections(const gt_model *m, int64_t u, float *dst, const float *src, int64_t n);
-/* Deterministic initialisation from a seed (see weight_init_scale). */
-void gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
+/* Deterministic initialisation from a seed (see weight_init_scale). A
+ * stored-quantized tensor is drawn a chunk of rows at a time into a scratch
+ * from the tracked allocator (model/qstore.h): GT_ERR_NOMEM when it cannot
+ * be had, the tensors from that one on then left partly written. No
+ * message: gt_model_init_tensor names the tensor. */
+gt_rc gt_model_init_params(gt_model *m, uint64_t seed, double init_scale);
 /* The same for tensor i alone, into p (its t->words words, wherever they
- * live): a sharded owner initialises its shards in place. */
-void gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p);
+ * live): a sharded owner initialises its shards in place. GT_ERR_NOMEM
+ * naming the tensor as above. */
+gt_rc gt_model_init_tensor(const gt_model *m, int i, uint64_t seed, double init_scale, float *p, gt_err *err);
 /* Norm weights w (used as 1 + w) drawn from normal(0, std), seeded: a
  * random model whose norms are not the identity, for tests and fixtures. */
 void gt_model_init_norms(gt_model *m, uint64_t seed, double std);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/team.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
@@ -49,24 +50,34 @@ gt_store_dtype gt_qstore_dtype(const gt_model *m) {
   return GT_STORE_F32;
 }
 
-void gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src) {
+gt_rc gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src, gt_err *err) {
   if (to->dtype == from->dtype) {
     memcpy(dst, src, (size_t)to->words * sizeof(float));
-  } else if (from->dtype == GT_STORE_F32) {
-    gt_qstore_put_rows(to, dst, 0, to->shape[0], src);
-  } else if (to->dtype == GT_STORE_F32) {
-    gt_qstore_rows(from, src, 0, from->shape[0], dst);
-  } else { /* one quantized format to another: through float32 a chunk at a time */
-    int64_t rows = to->shape[0], cols = gt_qstore_cols(to), ck = gt_qstore_chunk_rows(to);
-    if (ck > rows) ck = rows;
-    float *x = malloc((size_t)(ck * cols) * sizeof(float));
-    for (int64_t r0 = 0; x && r0 < rows; r0 += ck) {
-      int64_t n = rows - r0 < ck ? rows - r0 : ck;
-      gt_qstore_rows(from, src, r0, n, x);
-      gt_qstore_put_rows(to, dst, r0, n, x);
-    }
-    free(x);
+    return GT_OK;
   }
+  if (from->dtype == GT_STORE_F32) return gt_qstore_put_rows(to, dst, 0, to->shape[0], src, err);
+  if (to->dtype == GT_STORE_F32) {
+    gt_qstore_rows(from, src, 0, from->shape[0], dst);
+    return GT_OK;
+  }
+  /* one quantized format to another: through float32 a chunk at a time */
+  int64_t rows = to->shape[0], cols = gt_qstore_cols(to), ck = gt_qstore_chunk_rows(to);
+  if (ck > rows) ck = rows;
+  gt_mem scratch;
+  gt_mem_init(&scratch);
+  float *x = gt_mem_alloc_uninit_named(&scratch, GT_MEM_TEMP, (size_t)(ck * cols) * sizeof(float), "conversion scratch");
+  if (!x)
+    return gt_err_set(err, GT_ERR_NOMEM, "qstore: no memory to convert tensor '%s' from %s to %s (a scratch of %lld "
+                      "floats)", to->name, gt_store_dtype_name(from->dtype), gt_store_dtype_name(to->dtype),
+                      (long long)(ck * cols));
+  gt_rc rc = GT_OK;
+  for (int64_t r0 = 0; r0 < rows && !rc; r0 += ck) {
+    int64_t n = rows - r0 < ck ? rows - r0 : ck;
+    gt_qstore_rows(from, src, r0, n, x);
+    rc = gt_qstore_put_rows(to, dst, r0, n, x, err);
+  }
+  gt_mem_free(&scratch, x);
+  return rc;
 }
 
 gt_qweight gt_qstore_view(const gt_tensor_info *t, const float *base) {
@@ -90,23 +101,28 @@ int64_t gt_qstore_chunk_rows(const gt_tensor_info *t) {
   return GT_Q_NF4_BLOCK * (k > 0 ? k : 1);
 }
 
-void gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src) {
+gt_rc gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src, gt_err *err) {
   int64_t rows = t->shape[0], cols = gt_qstore_cols(t);
   if (t->dtype == GT_STORE_F32) {
     memcpy(base + r0 * cols, src, (size_t)(n * cols) * sizeof(float));
-    return;
+    return GT_OK;
   }
   gt_qtype q = (gt_qtype)t->dtype;
   if (r0 == 0 && n == rows) { /* the whole tensor at once */
     memset(base, 0, (size_t)t->words * sizeof(float)); /* the padding after the elements too */
     gt_quantize(q, src, rows, cols, base);
-    return;
+    return GT_OK;
   }
   /* the chunk quantized on its own (its blocks are the tensor's: aligned),
    * then its elements and scales copied to their places */
   int64_t cw = gt_q_words(q, n, cols);
-  float *tmp = malloc((size_t)cw * sizeof(float));
-  if (!tmp) return; /* callers pass chunks of gt_qstore_chunk_rows: a few MiB */
+  gt_mem scratch;
+  gt_mem_init(&scratch);
+  float *tmp = gt_mem_alloc_uninit_named(&scratch, GT_MEM_TEMP, (size_t)cw * sizeof(float), "quantization scratch");
+  if (!tmp)
+    return gt_err_set(err, GT_ERR_NOMEM, "qstore: no memory to store rows %lld..%lld of tensor '%s' as %s (a scratch "
+                      "of %lld words)", (long long)r0, (long long)(r0 + n - 1), t->name, gt_store_dtype_name(t->dtype),
+                      (long long)cw);
   gt_quantize(q, src, n, cols, tmp);
   gt_qweight dst = gt_qstore_view(t, base), part = gt_qweight_at(q, tmp, n, cols);
   int64_t e0 = r0 * cols, en = n * cols;
@@ -117,7 +133,8 @@ void gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_
   int64_t s0 = q == GT_Q_INT8 ? r0 : q == GT_Q_NF4 ? e0 / GT_Q_NF4_BLOCK : 0;
   int64_t sn = gt_q_scale_count(q, en, n);
   if (sn) memcpy((float *)dst.scales + s0, part.scales, (size_t)sn * sizeof(float));
-  free(tmp);
+  gt_mem_free(&scratch, tmp);
+  return GT_OK;
 }
 
 typedef struct gt__lookup_args {

@@ -35,9 +35,16 @@ gt_rc gt_qstore_decide(gt_model *m, const gt_config *c, gt_err *err);
 void gt_qstore_apply(gt_model *m, gt_store_dtype q);
 /* The frozen base's storage (GT_STORE_F32 when nothing is quantized). */
 gt_store_dtype gt_qstore_dtype(const gt_model *m);
+/* Scratch: quantizing part of a tensor, and converting between two
+ * quantized storages, go through float32 a chunk of rows at a time in a
+ * scratch of a few MiB from the tracked allocator (base/alloc.h, a tracker
+ * of its own, category GT_MEM_TEMP), freed before returning; the functions
+ * below that need one return GT_ERR_NOMEM naming the tensor when it cannot
+ * be had, and the tensor's storage is then partly written. */
+
 /* Tensor `from` stored at src into tensor `to` (the same name and shape,
  * perhaps another storage) at dst: copied, quantized or dequantized. */
-void gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src);
+gt_rc gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src, gt_err *err);
 
 /* The view of tensor t stored at `base` (its first word). */
 gt_qweight gt_qstore_view(const gt_tensor_info *t, const float *base);
@@ -47,7 +54,7 @@ void gt_qstore_rows(const gt_tensor_info *t, const float *base, int64_t r0, int6
  * For a quantized tensor r0 * cols must be a multiple of GT_Q_NF4_BLOCK (and
  * n * cols too unless the rows end the tensor): gt_qstore_chunk_rows gives a
  * row count that keeps every chunk aligned. */
-void gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src);
+gt_rc gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src, gt_err *err);
 int64_t gt_qstore_chunk_rows(const gt_tensor_info *t);
 /* The tensor's columns: numel / shape[0]. */
 static inline int64_t gt_qstore_cols(const gt_tensor_info *t) { return t->shape[0] > 0 ? t->numel / t->shape[0] : 0; }
