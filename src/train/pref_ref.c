@@ -53,7 +53,9 @@ gt_rc gt__train_pref_reference(const gt__tstate *s, gt_err *err) {
   } else {
     gt_model view = *m;
     view.params = p;
-    gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale);
+    if (gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale))
+      rc = gt_err_set(err, GT_ERR_NOMEM, "train: no memory to initialise the DPO reference (init_weights_seed=%d)",
+                      c->init_weights_seed);
   }
   gt_ckpt_reference now = {gt_store_sum(GT_STORE_SUM_INIT, p, m->n_params), ""};
   if (c->dpo_reference_path[0])

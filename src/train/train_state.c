@@ -58,7 +58,9 @@ static gt_rc gt__frozen_fill(const gt__tstate *s, float *p, gt_err *err) {
   if (s->src) return gt_model_source_load_params(s->src, s->m, p, err);
   gt_model tmp = *s->m;
   tmp.params = p;
-  gt_model_init_params(&tmp, (uint64_t)s->cfg->init_weights_seed, s->cfg->weight_init_scale);
+  if (gt_model_init_params(&tmp, (uint64_t)s->cfg->init_weights_seed, s->cfg->weight_init_scale))
+    return gt_err_set(err, GT_ERR_NOMEM, "train: no memory to initialise the frozen tensors (init_weights_seed=%d)",
+                      s->cfg->init_weights_seed);
   return GT_OK;
 }
 
@@ -546,9 +548,12 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     if (m->n_lora_tensors) {
       gt_model view = *m;
       view.params = p;
-      gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale);
+      if (gt_model_init_params(&view, (uint64_t)c->init_weights_seed, c->weight_init_scale))
+        rc = gt_err_set(err, GT_ERR_NOMEM, "train: no memory to initialise the adapters (init_weights_seed=%d)",
+                        c->init_weights_seed);
     }
-    rc = s->src ? gt_model_source_load_params(s->src, m, p, err)
+    if (!rc)
+      rc = s->src ? gt_model_source_load_params(s->src, m, p, err)
                 : gt_err_set(err, GT_ERR_INTERNAL, "train: load_parameters_path was not opened");
     memset(&ld, 0, sizeof ld);
     snprintf(ld.dir, sizeof ld.dir, "%.1100s", s->src ? s->src->dir : path);
