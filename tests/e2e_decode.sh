@@ -5,7 +5,9 @@
 # training process drew in memory with the same sampler and seed (so saving,
 # loading and decoding lose nothing); greedy and seeded sampling repeat
 # exactly; top-k = 1 and temperature 0 are greedy; the report lines are there;
-# bad input is refused with one line. Usage: e2e_decode.sh <gemtrain binary> <source dir>
+# bad input is refused with one line; sampling keys greedy does not read are
+# noted; a messages_path record samples the same whatever comes before it.
+# Usage: e2e_decode.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_decode.XXXXXX)
@@ -88,6 +90,48 @@ refuse "'$work/bad.jsonl' line 1 has no \"messages\" list" "${run[@]}" "messages
 echo '{"messages": [{"role": "system", "content": "x"}]}' > "$work/sys.jsonl"
 refuse "the conversation's last message has role 'system'" "${run[@]}" "messages_path=$work/sys.jsonl"
 refuse "key 'stop' = [\"a\", 1] is a list with an element that is not a non-empty string" "${run[@]}" 'stop=["a", 1]'
+# thinking is Gemma 4's chat mode: refused on Gemma 3's template, and without a chat
+refuse "key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking mode" \
+  "${run[@]}" chat=true prompt=x enable_thinking=true
+refuse "key 'enable_thinking' = true, but the prompt is not a chat" "${run[@]}" prompt=x enable_thinking=true
+echo '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "url": "x.png"}]}]}' \
+  > "$work/img.jsonl"
+refuse "'$work/img.jsonl' line 1: messages[0].content[1] is a part of type 'image'; decoding takes text parts only" \
+  "${run[@]}" "messages_path=$work/img.jsonl"
+# sampling keys greedy does not read: a note naming each, and greedy's tokens
+dec prompt="And God said" max_decode_steps=24 --ids decode_sampling_temperature=0.8 decode_seed=3 \
+  > "$work/gn.log" 2> "$work/gn.err"
+note_tail="has no effect with decode_sampling_strategy=greedy (the most likely token each step); set"
+note_tail="$note_tail decode_sampling_strategy to weighted, topk or nucleus to sample"
+for k in decode_sampling_temperature decode_seed; do
+  grep -qxF "decode: key '$k' $note_tail" "$work/gn.err" \
+    || { cat "$work/gn.err"; fail "no note on $k under greedy"; }
+done
+[ "$(wc -l < "$work/gn.err")" = 2 ] || { cat "$work/gn.err"; fail "notes on keys that were not set"; }
+[ "$(ids "$work/gn.log")" = "$(ids "$work/g1.log")" ] || fail "greedy with an unread temperature differs from greedy"
+dec prompt="And God said" max_decode_steps=4 decode_sampling_strategy=weighted decode_sampling_temperature=0.8 \
+  > /dev/null 2> "$work/wn.err"
+[ ! -s "$work/wn.err" ] || { cat "$work/wn.err"; fail "a note with a strategy that reads the keys"; }
+# messages_path: record k samples from stream k of decode_seed, so a record's
+# tokens do not depend on how many draws the records before it took: the
+# second record's 12 tokens are the first 12 of its 24 (the first record took
+# 12 draws, then 24)
+printf '%s\n' '{"messages": [{"role": "user", "content": "And God said"}]}' \
+  '{"messages": [{"role": "user", "content": "In the beginning"}]}' > "$work/two.jsonl"
+for m in 12 24; do
+  dec "messages_path=$work/two.jsonl" max_decode_steps=$m decode_sampling_strategy=weighted decode_seed=4 --ids \
+    > "$work/rec$m.log"
+done
+[ "$(grep -c 'max_decode_steps reached' "$work/rec12.log")" = 2 ] && [ "$(grep -c 'max_decode_steps reached' "$work/rec24.log")" = 2 ] \
+  || fail "a record stopped early: the draws they took are not 12 and 24"
+second12=$(ids "$work/rec12.log" | sed -n 2p | tr -d '[]'); second24=$(ids "$work/rec24.log" | sed -n 2p | tr -d '[]')
+[ "${second24#"$second12", }" != "$second24" ] \
+  || fail "the second record's tokens depend on the first's draws: [$second12] is not the start of [$second24]"
+# record 0 draws from the seed's own stream: a one-record file answers as chat=true
+head -1 "$work/two.jsonl" > "$work/one.jsonl"
+dec "messages_path=$work/one.jsonl" max_decode_steps=12 decode_sampling_strategy=weighted decode_seed=4 --ids > "$work/one.log"
+dec chat=true "prompt=And God said" max_decode_steps=12 decode_sampling_strategy=weighted decode_seed=4 --ids > "$work/chat1.log"
+[ "$(ids "$work/one.log")" = "$(ids "$work/chat1.log")" ] || fail "record 0 does not sample as chat=true with its seed"
 # a stop string ends the plain continuation too: the output ends before it
 dec prompt="And God said" max_decode_steps=24 --ids > "$work/free.log"
 cont=$(sed -n 's/^output: And God said//p' "$work/free.log")

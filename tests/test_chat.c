@@ -385,6 +385,148 @@ START_TEST(test_decode_reads_training_keys) {
 }
 END_TEST
 
+/* decode's content given as a list of parts, as Google's templates render
+ * it: each text part trimmed (a Gemma 4 model turn's through strip_thinking),
+ * the parts joined with nothing between them; the texts below were rendered
+ * by Jinja2 3.1.6 from the content loops of Google's Gemma 3 template and of
+ * Gemma 4's (the `item['text'] | trim` / `strip_thinking(item['text'])`
+ * branches). A part of another type, a system message's parts Gemma 4 would
+ * print as a list, or that Gemma 3 would drop, are refused. */
+static void expect_decode_render(const gt_config *c, const char *json, const char *want) {
+  gt_decode_chat d = {0};
+  gt_err e;
+  char *got = NULL;
+  const char *eot;
+  ck_assert_msg(gt_decode_chat_parse(json, "p.jsonl line 1", &d, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_decode_chat_render(c, &d, &got, &eot, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(got, want);
+  free(got);
+  gt_decode_chat_free(&d);
+}
+
+static void expect_decode_refused(const gt_config *c, const char *json, const char *want) {
+  gt_decode_chat d = {0};
+  gt_err e;
+  char *got = NULL;
+  const char *eot;
+  gt_rc rc = gt_decode_chat_parse(json, "p.jsonl line 1", &d, &e);
+  if (!rc) rc = gt_decode_chat_render(c, &d, &got, &eot, &e);
+  ck_assert_int_eq(rc, GT_ERR_FORMAT);
+  ck_assert_ptr_null(got);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  gt_decode_chat_free(&d);
+}
+
+#define TP(t) "{\"type\": \"text\", \"text\": \"" t "\"}"
+
+START_TEST(test_decode_content_parts) {
+  gt_config g3, g4;
+  cfg(&g3, "model_name=gemma3-tiny", NULL);
+  cfg(&g4, "model_name=gemma3-tiny", "chat_template=gemma4_small", NULL);
+  expect_decode_render(&g3,
+                       "{\"messages\": [{\"role\": \"system\", \"content\": [" TP("  Be brief.  ") "]}, "
+                       "{\"role\": \"user\", \"content\": [" TP("Hello ") ", " TP("world") "]}, "
+                       "{\"role\": \"assistant\", \"content\": [" TP(" Hi ") ", " TP(" there\\n") "]}, "
+                       "{\"role\": \"user\", \"content\": [" TP(" a ") ", " TP("\\tb ") "]}]}",
+                       "<bos><start_of_turn>user\n  Be brief.  \n\nHelloworld<end_of_turn>\n<start_of_turn>model\n"
+                       "Hithere<end_of_turn>\n<start_of_turn>user\nab<end_of_turn>\n<start_of_turn>model\n");
+  expect_decode_render(&g4,
+                       "{\"messages\": [{\"role\": \"user\", \"content\": [" TP("Hello ") ", " TP("world") "]}, "
+                       "{\"role\": \"assistant\", \"content\": [" TP(" Hi <|channel>x<channel|> ") ", "
+                       TP(" there ") "]}, {\"role\": \"user\", \"content\": [" TP(" a ") ", " TP("\\tb ") "]}]}",
+                       "<bos><|turn>user\nHelloworld<turn|>\n<|turn>model\nHithere<turn|>\n<|turn>user\nab<turn|>\n"
+                       "<|turn>model\n");
+  /* an image or audio part: refused naming the message, the part and its type */
+  expect_decode_refused(&g3,
+                        "{\"messages\": [{\"role\": \"user\", \"content\": [" TP("Look:") ", {\"type\": \"image\", "
+                        "\"url\": \"x.png\"}]}]}",
+                        "p.jsonl line 1: messages[0].content[1] is a part of type 'image'; decoding takes text parts "
+                        "only");
+  expect_decode_refused(&g4, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"audio\"}]}]}",
+                        "messages[0].content[0] is a part of type 'audio'");
+  expect_decode_refused(&g3, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"text\": \"a\"}]}]}",
+                        "messages[0].content[0] has no \"type\" string");
+  /* a system message's parts */
+  expect_decode_refused(&g3,
+                        "{\"messages\": [{\"role\": \"system\", \"content\": [" TP("a") ", " TP("b") "]}, "
+                        "{\"role\": \"user\", \"content\": \"hi\"}]}",
+                        "messages[0] is a system message with 2 content parts; Gemma 3's chat template takes the "
+                        "first part's text alone");
+  expect_decode_refused(&g4,
+                        "{\"messages\": [{\"role\": \"system\", \"content\": [" TP("a") "]}, "
+                        "{\"role\": \"user\", \"content\": \"hi\"}]}",
+                        "messages[0] is a system message with content as a list of parts; Gemma 4's chat template "
+                        "writes a system message's content as a string");
+}
+END_TEST
+
+/* A Gemma 4 reply cut at its thought channel: the answer is what Google's
+ * strip_thinking leaves, the thought what it drops (without the channel's
+ * name), NULL without a <|channel>; an unclosed channel is all thought. */
+static void expect_split(const char *s, size_t n, const char *answer, const char *thought) {
+  char *a, *t;
+  size_t an, tn;
+  gt_err e;
+  ck_assert_msg(gt_chat_split_thinking(s, n, &a, &an, &t, &tn, &e) == GT_OK, "%s", e.msg);
+  ck_assert_uint_eq(an, strlen(answer));
+  ck_assert_mem_eq(a, answer, an);
+  if (!thought) {
+    ck_assert_ptr_null(t);
+  } else {
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(tn, strlen(thought));
+    ck_assert_mem_eq(t, thought, tn);
+  }
+  free(a), free(t);
+}
+
+#define SPLIT(lit, answer, thought) expect_split(lit, sizeof lit - 1, answer, thought)
+
+START_TEST(test_split_thinking) {
+  SPLIT("<|channel>thought\nAdd two and two.\n<channel|>It is 4.", "It is 4.", "Add two and two.");
+  SPLIT(" plain reply ", "plain reply", NULL);
+  SPLIT("<|channel>thought\nstill thinking", "", "still thinking");
+  SPLIT("A <|channel>thought\nx<channel|> B<|channel>y\n<channel|>C", "A  BC", "x\ny");
+  SPLIT("<|channel>thought\n<channel|>Hi", "Hi", ""); /* an empty, closed channel */
+  SPLIT("ends<channel|> here", "ends here", NULL);     /* a close alone: no thought */
+  char *a, *t;
+  size_t an, tn;
+  gt_err e;
+  const char nul[] = "a\0b<|channel>t\0u<channel|>c"; /* NUL bytes are text */
+  ck_assert(gt_chat_split_thinking(nul, sizeof nul - 1, &a, &an, &t, &tn, &e) == GT_OK);
+  ck_assert_uint_eq(an, 4);
+  ck_assert_mem_eq(a, "a\0bc", 4);
+  ck_assert_uint_eq(tn, 3);
+  ck_assert_mem_eq(t, "t\0u", 3);
+  free(a), free(t);
+}
+END_TEST
+
+/* enable_thinking on a template without a thinking mode is refused, as
+ * training refuses it; Gemma 4's takes it */
+START_TEST(test_decode_thinking_needs_gemma4) {
+  gt_config g3, g4;
+  cfg(&g3, "model_name=gemma3-tiny", "enable_thinking=true", NULL);
+  cfg(&g4, "model_name=gemma3-tiny", "chat_template=gemma4", "enable_thinking=true", NULL);
+  gt_err e;
+  ck_assert_int_eq(gt_decode_chat_check(&g3, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking "
+                              "mode (chat_template = auto, decoder_block = gemma3)"),
+                "%s", e.msg);
+  gt_decode_chat d = {0};
+  ck_assert(gt_decode_chat_add(&d, "user", "hi", &e) == GT_OK);
+  char *text = NULL;
+  const char *eot;
+  ck_assert_int_eq(gt_decode_chat_render(&g3, &d, &text, &eot, &e), GT_ERR_CONFIG);
+  ck_assert_ptr_null(text);
+  ck_assert_msg(gt_decode_chat_check(&g4, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_decode_chat_render(&g4, &d, &text, &eot, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(text, "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nhi<turn|>\n<|turn>model\n");
+  free(text);
+  gt_decode_chat_free(&d);
+}
+END_TEST
+
 START_TEST(test_recognise_templates) {
   char *g4 = read_fixture("chat_gemma4_min.jinja"), *g3 = read_fixture("chat_gemma3_min.jinja");
   expect_recognised(g3, "gemma3");
@@ -535,6 +677,9 @@ static Suite *chat_suite(void) {
   tcase_add_test(t, test_gemma4_tokens_and_thought_channel);
   tcase_add_test(t, test_recognise_templates);
   tcase_add_test(t, test_decode_reads_training_keys);
+  tcase_add_test(t, test_decode_content_parts);
+  tcase_add_test(t, test_split_thinking);
+  tcase_add_test(t, test_decode_thinking_needs_gemma4);
   tcase_add_test(t, test_trim_is_python_strip);
   tcase_add_test(t, test_messages_fields);
   tcase_add_test(t, test_markers_are_tokens);

@@ -4,7 +4,10 @@
  * with byte tokens and at stop strings (each checked against an unstopped
  * run of the same seeded sampler: the stopped run must end exactly at the
  * first token whose text completes the marker, and its reply be the text
- * before it), the end-of-run sample's switch and its escaped text.
+ * before it), the end-of-run sample's switch and its escaped text; <bos>
+ * and <eos> from the tokenizer, ids it does not have never sampled, Gemma
+ * 4's thought channel split from the answer (and out of the history), the
+ * sampler's per-record streams.
  *
  * The end-of-turn token is made to win by the embedding trick of
  * test_decode's test_stops_at_eos: with tied embeddings, giving the marker's
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "data/chat.h"
 #include "data/data.h"
 #include "decode/decode.h"
 #include "decode/text.h"
@@ -322,6 +326,251 @@ START_TEST(test_stop_strings) {
 }
 END_TEST
 
+/* ---- what the tokenizer says: <bos>, <eos>, its ids, Gemma 4's thought channel ---- */
+
+#define SMALL_JSON GT_TEST_DATA_DIR "/tokenizer_small.json"     /* <unk> 0, <s> 1, </s> 2, ..., <x> 18 */
+#define MARKERS_JSON GT_TEST_DATA_DIR "/tokenizer_chat_markers.json" /* Gemma's specials 0-3, bytes 4 + b,
+                                                                    <|turn> 260, <turn|> 261, <|channel> 262,
+                                                                    <channel|> 263, ... 266 */
+
+static gt_tokenizer *load_tok(const char *path) {
+  gt_tokenizer *t = NULL;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_load(path, &t, &e) == GT_OK, "%s", e.msg);
+  return t;
+}
+
+/* The model's logits after the ids (a decoder of its own, the model as it is now). */
+static float *logits_after(fixture *f, const int32_t *ids, int64_t n) {
+  gt_err e;
+  gt_decoder d;
+  ck_assert_msg(gt_decoder_init(&d, &f->m, n, &e) == GT_OK, "%s", e.msg);
+  float *l = malloc(sizeof(float) * (size_t)f->m.vocab);
+  ck_assert_msg(gt_decoder_prefill(&d, ids, n, l, &e) == GT_OK, "%s", e.msg);
+  gt_decoder_free(&d);
+  return l;
+}
+
+/* Makes `id` (not among the prompt's ids) the model's most likely next
+ * token after them, by the embedding trick (its row twice the row of the
+ * token the model prefers among the first `among`, whose logit must be
+ * positive). */
+static void make_win(fixture *f, const int32_t *ids, int64_t n, int32_t id, int64_t among) {
+  for (int64_t i = 0; i < n; i++) ck_assert_int_ne(ids[i], id);
+  float *l = logits_after(f, ids, n);
+  int32_t best = gt_sample_argmax(l, among);
+  ck_assert_int_ne(best, id);
+  ck_assert_msg(l[best] > 0.0f, "the preferred token's logit %g is not positive: the trick would not work", l[best]);
+  free(l);
+  float *E = f->m.params + f->m.embed_offset;
+  for (int64_t c = 0; c < f->m.d; c++) E[(int64_t)id * f->m.d + c] = 2.0f * E[(int64_t)best * f->m.d + c];
+  l = logits_after(f, ids, n);
+  ck_assert_int_eq(gt_sample_argmax(l, f->m.vocab), id);
+  free(l);
+}
+
+/* Generates from ids with a sampler reseeded to 7, as run() does from text. */
+static void run_ids(fixture *f, const int32_t *ids, int64_t n, int64_t max_new, gt_textgen_out *o) {
+  gt_err e;
+  gt_sample_strategy strat = f->s.strategy;
+  gt_sampler_free(&f->s);
+  ck_assert(gt_sampler_init(&f->s, strat, 1.0, 0, -1, 7, f->m.vocab, &e) == GT_OK);
+  ck_assert_msg(gt_textgen_generate(&f->g, ids, n, max_new, o, &e) == GT_OK, "%s", e.msg);
+}
+
+/* <s> = 1, </s> = 2 (tokenizer_small.json): the prompt starts with <s>, and
+ * the generation stops at </s>, not at <s> (Gemma's ids 2 and 1 are the
+ * other way round) */
+START_TEST(test_bos_eos_from_tokenizer) {
+  gt_tokenizer *tok = load_tok(SMALL_JSON);
+  fixture f;
+  setup(&f, "vocab_size=260", tok, GT_SAMPLE_GREEDY, 5);
+  ck_assert_int_eq(f.g.bos, 1);
+  ck_assert_int_eq(f.g.eos, 2);
+  gt_err e;
+  int32_t *ids;
+  int64_t n;
+  ck_assert(gt_textgen_encode(&f.g, "ab", &ids, &n, &e) == GT_OK);
+  const int32_t want[] = {1, 7}; /* <s> "ab" */
+  ck_assert_int_eq(n, 2);
+  ck_assert_mem_eq(ids, want, sizeof want);
+  free(ids);
+  /* a prompt without <s>, so that the trick leaves the prompt as it is */
+  const int32_t abc[] = {3, 4, 5};
+  float *E = f.m.params + f.m.embed_offset;
+  float *keep = malloc(sizeof(float) * (size_t)f.m.d * 3);
+  memcpy(keep, E, sizeof(float) * (size_t)f.m.d * 3);
+  gt_textgen_out o;
+  /* <s> first: not an end, the run goes on */
+  make_win(&f, abc, 3, 1, 19);
+  run_ids(&f, abc, 3, 6, &o);
+  ck_assert_int_eq(o.ids[0], 1);
+  ck_assert_int_eq(o.n_new, 6);
+  ck_assert_int_eq(o.reason, GT_STOP_MAX);
+  gt_textgen_out_free(&o);
+  memcpy(E, keep, sizeof(float) * (size_t)f.m.d * 3);
+  /* </s> first: the end */
+  make_win(&f, abc, 3, 2, 19);
+  run_ids(&f, abc, 3, 6, &o);
+  ck_assert_int_eq(o.ids[0], 2);
+  ck_assert_int_eq(o.n_new, 1);
+  ck_assert_int_eq(o.reason, GT_STOP_EOS);
+  ck_assert_uint_eq(o.len, 0);
+  gt_textgen_out_free(&o);
+  free(keep);
+  teardown(&f);
+  gt_tokenizer_free(tok);
+}
+END_TEST
+
+/* A model of 260 ids with a tokenizer of 19: the model's favourite is id
+ * 217, which the tokenizer cannot turn into text; greedy takes the best of
+ * the 19, and sampling (weighted, top-k, nucleus) never leaves them */
+START_TEST(test_masks_ids_the_tokenizer_lacks) {
+  gt_tokenizer *tok = load_tok(SMALL_JSON);
+  fixture f;
+  setup(&f, "vocab_size=260", tok, GT_SAMPLE_GREEDY, 5);
+  ck_assert_int_eq(f.g.n_ids, 19);
+  gt_err e;
+  int32_t *ids;
+  int64_t n;
+  ck_assert(gt_textgen_encode(&f.g, "abc", &ids, &n, &e) == GT_OK);
+  make_win(&f, ids, n, 217, 260);
+  float *l = logits_after(&f, ids, n);
+  int32_t want = gt_sample_argmax(l, 19);
+  free(l);
+  gt_textgen_out o;
+  run_ids(&f, ids, n, 6, &o);
+  ck_assert_int_eq(o.ids[0], want);
+  for (int64_t i = 0; i < o.n_new; i++) ck_assert_int_lt(o.ids[i], 19);
+  gt_textgen_out_free(&o);
+  const struct { gt_sample_strategy st; int64_t k; double p; } ss[] = {
+      {GT_SAMPLE_WEIGHTED, 0, -1}, {GT_SAMPLE_TOPK, 100, -1}, {GT_SAMPLE_NUCLEUS, 0, 1.0}};
+  for (int i = 0; i < 3; i++) {
+    gt_sampler_free(&f.s);
+    ck_assert(gt_sampler_init(&f.s, ss[i].st, 2.0, ss[i].k, ss[i].p, 11, f.m.vocab, &e) == GT_OK);
+    ck_assert_msg(gt_textgen_generate(&f.g, ids, n, 40, &o, &e) == GT_OK, "strategy %d: %s", (int)ss[i].st, e.msg);
+    for (int64_t j = 0; j < o.n_new; j++) ck_assert_int_lt(o.ids[j], 19);
+    gt_textgen_out_free(&o);
+  }
+  free(ids);
+  teardown(&f);
+  gt_tokenizer_free(tok);
+}
+END_TEST
+
+/* Gemma 4 with thinking: the reply's <|channel> and <channel|> tokens are
+ * kept, so it splits into the thought and the answer; the conversation
+ * keeps the answer as the turn's content (the thought as its reasoning),
+ * and the next prompt holds the answer alone, as Google's template renders
+ * the earlier turns. Then a generation that opens the channel and does not
+ * close it: all of it is thought, the answer empty. */
+static void put_bytes(int32_t *ids, int64_t *n, const char *s) {
+  for (; *s; s++) ids[(*n)++] = 4 + (unsigned char)*s;
+}
+
+START_TEST(test_thought_channel_reply) {
+  gt_tokenizer *tok = load_tok(MARKERS_JSON);
+  fixture f;
+  setup(&f, "vocab_size=272", tok, GT_SAMPLE_GREEDY, 3);
+  gt_config c;
+  const char *ov[] = {"model_name=gemma3-tiny", "chat_template=gemma4", "enable_thinking=true"};
+  gt_test_config(&c, 3, ov);
+  gt_err e;
+  ck_assert_msg(gt_textgen_set_chat(&f.g, &c, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(f.g.eot_id, 261);
+  ck_assert_int_eq(f.g.ch_open_id, 262);
+  ck_assert_int_eq(f.g.ch_close_id, 263);
+  /* what the model writes: <|channel>thought\nAdd.\n<channel|>It is 4.<turn|> */
+  int32_t ids[64];
+  int64_t n = 0;
+  ids[n++] = 262;
+  put_bytes(ids, &n, "thought\nAdd two and two.\n");
+  ids[n++] = 263;
+  put_bytes(ids, &n, "It is 4.");
+  gt_textgen_out o;
+  memset(&o, 0, sizeof o);
+  ck_assert(gt_textgen_text(&f.g, ids, n, &o.text, &o.len, &e) == GT_OK);
+  ck_assert_str_eq(o.text, "<|channel>thought\nAdd two and two.\n<channel|>It is 4.");
+  ck_assert(gt_textgen_split_thinking(&f.g, &o, &e) == GT_OK);
+  ck_assert_str_eq(o.text, "It is 4.");
+  ck_assert_uint_eq(o.len, 8);
+  ck_assert_str_eq(o.thinking, "Add two and two.");
+  gt_decode_chat chat;
+  memset(&chat, 0, sizeof chat);
+  ck_assert(gt_decode_chat_add(&chat, "user", "What is 2+2?", &e) == GT_OK);
+  ck_assert(gt_decode_chat_add_reply(&chat, &o, &e) == GT_OK);
+  ck_assert_str_eq(chat.turns[1].role, "assistant");
+  ck_assert_str_eq(chat.turns[1].content, "It is 4.");
+  ck_assert_str_eq(chat.turns[1].thinking, "Add two and two.");
+  ck_assert(gt_decode_chat_add(&chat, "user", "And 3+3?", &e) == GT_OK);
+  char *text;
+  const char *eot;
+  ck_assert_msg(gt_decode_chat_render(&c, &chat, &text, &eot, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(text, "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\nIt is "
+                         "4.<turn|>\n<|turn>user\nAnd 3+3?<turn|>\n<|turn>model\n");
+  gt_textgen_out_free(&o);
+  gt_decode_chat_free(&chat);
+  /* without a channel set (Gemma 3, plain text) the markers are dropped as before */
+  gt_textgen plain;
+  ck_assert(gt_textgen_init(&plain, &f.m, tok, &f.s, &e) == GT_OK);
+  ck_assert(gt_textgen_text(&plain, ids, n, &o.text, &o.len, &e) == GT_OK);
+  ck_assert_str_eq(o.text, "thought\nAdd two and two.\nIt is 4.");
+  ck_assert(gt_textgen_split_thinking(&plain, &o, &e) == GT_OK);
+  ck_assert_ptr_null(o.thinking);
+  free(o.text);
+  gt_textgen_free(&plain);
+  /* a generation that opens the channel first (and, the random model
+   * being what it is, goes on writing <|channel>): the reply is cut as
+   * gt_chat_split_thinking cuts its text with the markers */
+  const char *prompt = "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nhi<turn|>\n<|turn>model\n";
+  int32_t *pids;
+  int64_t pn;
+  ck_assert(gt_textgen_encode(&f.g, prompt, &pids, &pn, &e) == GT_OK);
+  make_win(&f, pids, pn, 262, 267);
+  run_ids(&f, pids, pn, 6, &o);
+  free(pids);
+  ck_assert_int_eq(o.ids[0], 262);
+  int64_t n_text = o.n_new - (o.reason == GT_STOP_END_OF_TURN);
+  char *raw, *answer, *thought;
+  size_t rl, an, tn;
+  ck_assert(gt_textgen_text(&f.g, o.ids, n_text, &raw, &rl, &e) == GT_OK);
+  ck_assert(!memcmp(raw, "<|channel>", 10));
+  ck_assert(gt_chat_split_thinking(raw, rl, &answer, &an, &thought, &tn, &e) == GT_OK);
+  ck_assert_uint_eq(o.len, an);
+  ck_assert_mem_eq(o.text, answer, an);
+  ck_assert_ptr_nonnull(o.thinking);
+  ck_assert_uint_eq(o.thinking_len, tn);
+  ck_assert_mem_eq(o.thinking, thought, tn);
+  free(raw), free(answer), free(thought);
+  gt_textgen_out_free(&o);
+  teardown(&f);
+  gt_tokenizer_free(tok);
+}
+END_TEST
+
+/* The sampler's streams: stream 0 is the seed's own, stream k another,
+ * the same each time it is restarted */
+START_TEST(test_sampler_streams) {
+  const float l[5] = {0.1f, 0.2f, 0.3f, 0.2f, 0.1f};
+  gt_sampler s;
+  gt_err e;
+  int32_t a[64], b[64], c[64];
+  ck_assert(gt_sampler_init(&s, GT_SAMPLE_WEIGHTED, 1.0, 0, -1, 9, 5, &e) == GT_OK);
+  for (int i = 0; i < 64; i++) a[i] = gt_sampler_next(&s, l);
+  gt_sampler_reseed(&s, 9, 0);
+  for (int i = 0; i < 64; i++) ck_assert_int_eq(gt_sampler_next(&s, l), a[i]);
+  gt_sampler_reseed(&s, 9, 1);
+  for (int i = 0; i < 64; i++) b[i] = gt_sampler_next(&s, l);
+  gt_sampler_reseed(&s, 9, 1);
+  for (int i = 0; i < 64; i++) c[i] = gt_sampler_next(&s, l);
+  ck_assert_mem_eq(b, c, sizeof b);
+  ck_assert(memcmp(a, b, sizeof a));
+  ck_assert(memcmp(a + 1, b, sizeof a - sizeof a[0])); /* not stream 0 one draw on */
+  gt_sampler_free(&s);
+}
+END_TEST
+
 /* ---- the end-of-run sample ---- */
 
 START_TEST(test_sample_switch) {
@@ -391,6 +640,10 @@ static Suite *decode_text_suite(void) {
   tcase_add_test(tc, test_stops_at_end_of_turn_token);
   tcase_add_test(tc, test_stops_at_end_of_turn_later);
   tcase_add_test(tc, test_stop_strings);
+  tcase_add_test(tc, test_bos_eos_from_tokenizer);
+  tcase_add_test(tc, test_masks_ids_the_tokenizer_lacks);
+  tcase_add_test(tc, test_thought_channel_reply);
+  tcase_add_test(tc, test_sampler_streams);
   tcase_add_test(tc, test_sample_switch);
   tcase_add_test(tc, test_sample_text_escaped);
   return s;

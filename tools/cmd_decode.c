@@ -72,7 +72,7 @@ static gt_rc answer(gt_textgen *g, const gt_config *cfg, const gt_decode_chat *c
   int32_t *ids = NULL;
   int64_t n = 0;
   gt_rc rc = gt_decode_chat_render(cfg, chat, &text, &eot, err);
-  if (!rc && g->eot_id < 0 && g->eot_stop < 0) rc = gt_textgen_set_end_of_turn(g, eot, err);
+  if (!rc) rc = gt_textgen_set_chat(g, cfg, err); /* its end of turn, Gemma 4's thought channel */
   if (!rc) rc = gt_textgen_encode(g, text, &ids, &n, err);
   if (!rc && report) cache_line(g->m, n, max_new);
   if (!rc) rc = gt_textgen_generate(g, ids, n, max_new, o, err);
@@ -81,7 +81,19 @@ static gt_rc answer(gt_textgen *g, const gt_config *cfg, const gt_decode_chat *c
   return rc;
 }
 
-/* messages_path: each non-empty line a conversation to answer. */
+/* A chat reply: its thought (when the model wrote one) as `thinking: `,
+ * then the answer after `head`. */
+static gt_rc put_reply(const gt_textgen_out *o, const char *head, gt_err *err) {
+  gt_rc rc = GT_OK;
+  if (o->thinking && !(rc = put_text("thinking: ", 10, "", err))) rc = put_text(o->thinking, o->thinking_len, "\n", err);
+  if (!rc) rc = put_text(head, strlen(head), "", err);
+  if (!rc) rc = put_text(o->text, o->len, "\n", err);
+  return rc;
+}
+
+/* messages_path: each non-empty line a conversation to answer; record k
+ * (0-based) samples from stream k of decode_seed, so its answer does not
+ * depend on the records before it. */
 static gt_rc answer_file(gt_textgen *g, const gt_config *cfg, const char *path, int print_ids, gt_err *err) {
   FILE *f = fopen(path, "r");
   if (!f) return gt_err_set(err, GT_ERR_IO, "decode: cannot open messages_path '%s'", path);
@@ -101,17 +113,17 @@ static gt_rc answer_file(gt_textgen *g, const gt_config *cfg, const char *path, 
     rc = gt_decode_chat_parse(line, where, &chat, err);
     /* a record that ends with the model's turn (SFT data) is answered
      * without it, and that turn is shown as the reference */
-    gt_decode_turn ref = {NULL, NULL, NULL};
+    const gt_decode_turn *ref = NULL;
     if (!rc && chat.n > 1 && (!strcmp(chat.turns[chat.n - 1].role, "assistant") ||
                               !strcmp(chat.turns[chat.n - 1].role, "model")))
-      ref = chat.turns[--chat.n];
+      ref = &chat.turns[--chat.n];
     if (!rc) printf("--- %s: %d message%s ---\n", where, chat.n, chat.n == 1 ? "" : "s");
+    gt_sampler_reseed(g->smp, (uint64_t)cfg->decode_seed, (uint64_t)records);
     if (!rc) rc = answer(g, cfg, &chat, cfg->max_decode_steps, 1, &o, err);
-    if (!rc) stats_lines(g, &o, print_ids), rc = put_text("output: ", 8, "", err);
-    if (!rc) rc = put_text(o.text, o.len, "\n", err);
-    if (!rc && ref.content && !(rc = put_text("reference: ", 11, "", err)))
-      rc = put_text(ref.content, strlen(ref.content), "\n", err);
-    free(ref.role), free(ref.content), free(ref.thinking);
+    if (!rc) stats_lines(g, &o, print_ids), rc = put_reply(&o, "output: ", err);
+    if (!rc && ref && !(rc = put_text("reference: ", 11, "", err)))
+      rc = put_text(ref->content, strlen(ref->content), "\n", err);
+    if (ref) chat.n++; /* freed with the rest */
     if (rc && !strstr(err->msg, where)) {
       char msg[GT_ERR_MSG_MAX];
       snprintf(msg, sizeof msg, "%s", err->msg);
@@ -156,9 +168,11 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
     }
     gt_textgen_out o;
     memset(&o, 0, sizeof o);
+    /* the history keeps the answer as the turn's content and the thought
+     * as its reasoning, which the template leaves out of later prompts */
     if ((rc = gt_decode_chat_add(&chat, "user", turn, err)) ||
-        (rc = answer(g, cfg, &chat, cfg->max_decode_steps, 0, &o, err)) || (rc = put_text(o.text, o.len, "\n", err)) ||
-        (rc = gt_decode_chat_add(&chat, "assistant", o.text, err))) {
+        (rc = answer(g, cfg, &chat, cfg->max_decode_steps, 0, &o, err)) || (rc = put_reply(&o, "", err)) ||
+        (rc = gt_decode_chat_add_reply(&chat, &o, err))) {
       gt_textgen_out_free(&o);
       break;
     }
@@ -209,6 +223,22 @@ int gt_cmd_decode(int argc, char **argv) {
     return 2;
   }
   const int chat_mode = opt.chat || opt.messages_path[0] || interactive;
+  if (opt.enable_thinking && !chat_mode) {
+    fprintf(stderr, "gemtrain: decode: key 'enable_thinking' = true, but the prompt is not a chat; thinking is a mode "
+                    "of the chat template (set chat=true, messages_path or --interactive)\n");
+    return 2;
+  }
+  /* sampling keys the user set that greedy decoding does not read: a note
+   * each (MaxText's configs set them whatever the strategy) */
+  if (!strcmp(opt.decode_sampling_strategy, "greedy")) {
+    static const char *const unused[] = {"decode_sampling_temperature", "decode_sampling_top_k",
+                                         "decode_sampling_nucleus_p", "decode_seed"};
+    for (int i = 0; i < 4; i++)
+      if (gt_config_is_user_set(&opt, unused[i]))
+        fprintf(stderr, "decode: key '%s' has no effect with decode_sampling_strategy=greedy (the most likely token "
+                        "each step); set decode_sampling_strategy to weighted, topk or nucleus to sample\n",
+                unused[i]);
+  }
   gt_err err;
   gt_err_clear(&err);
   gt_mem mem;
@@ -249,6 +279,8 @@ int gt_cmd_decode(int argc, char **argv) {
     goto out;
   for (int i = 0; i < n_stops; i++)
     if ((r = gt_textgen_add_stop(&g, stops[i], &err))) goto out;
+  /* the chat keys against the model's template (enable_thinking needs Gemma 4's) */
+  if (chat_mode && (r = gt_decode_chat_check(&cfg, &err))) goto out;
   model_line(&m, &cfg, opt.load_parameters_path);
   printf("tokenizer: %s\n", tok_what);
   fflush(stdout);
@@ -262,7 +294,7 @@ int gt_cmd_decode(int argc, char **argv) {
     if (!(r = gt_decode_chat_add(&chat, "user", opt.prompt, &err)) &&
         !(r = answer(&g, &cfg, &chat, max_new, 1, &o, &err))) {
       stats_lines(&g, &o, print_ids);
-      if (!(r = put_text("output: ", 8, "", &err))) r = put_text(o.text, o.len, "\n", &err);
+      r = put_reply(&o, "output: ", &err);
     }
     gt_decode_chat_free(&chat);
   } else {

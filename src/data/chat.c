@@ -96,7 +96,7 @@ static size_t gt__space_at(const unsigned char *a, size_t n) {
     return gt__space_cp(((uint32_t)(a[0] & 0x0F) << 12) | ((uint32_t)(a[1] & 0x3F) << 6) | (a[2] & 0x3F)) ? 3 : 0;
   return 0;
 }
-static void gt__trim(const char **s, size_t *n) {
+void gt_chat_trim(const char **s, size_t *n) {
   const unsigned char *a = (const unsigned char *)*s, *b = a + *n;
   for (size_t k; a < b && (k = gt__space_at(a, (size_t)(b - a))) > 0;) a += k;
   while (b > a) { /* the last character: back over its continuation bytes */
@@ -175,7 +175,7 @@ static gt_rc gt__render_gemma3(const gt_chat_opts *o, const gt_chat_msg *m, int 
     }
     const char *s = m[k].content;
     size_t sn = strlen(s);
-    gt__trim(&s, &sn);
+    gt_chat_trim(&s, &sn);
     int kind = model ? GT_CHAT_ANSWER : GT_CHAT_PROMPT;
     if (!rc) rc = gt__piece(p, s, sn, kind, err);
     if (!rc) rc = gt__lit(p, "<end_of_turn>", kind, err);
@@ -185,6 +185,67 @@ static gt_rc gt__render_gemma3(const gt_chat_opts *o, const gt_chat_msg *m, int 
   return rc;
 }
 
+/* The first occurrence of the NUL-terminated m in s[0..n), or NULL: the
+ * text may hold NUL bytes. */
+static const char *gt__find(const char *s, size_t n, const char *m) {
+  size_t k = strlen(m);
+  for (size_t i = 0; k <= n && i <= n - k; i++)
+    if (s[i] == m[0] && !memcmp(s + i, m, k)) return s + i;
+  return NULL;
+}
+
+gt_rc gt_chat_split_thinking(const char *s, size_t n, char **answer, size_t *answer_n, char **thought,
+                             size_t *thought_n, gt_err *err) {
+  static const char open[] = "<|channel>", close[] = "<channel|>", name[] = "thought";
+  *answer = *thought = NULL;
+  *answer_n = *thought_n = 0;
+  char *a = malloc(n + 1), *t = malloc(n + 1);
+  if (!a || !t) {
+    free(a), free(t);
+    return gt_err_set(err, GT_ERR_NOMEM, "chat: no memory for %zu bytes of a reply", n);
+  }
+  size_t an = 0, tn = 0;
+  int blocks = 0;
+  /* text.split('<channel|>'): each part keeps what comes before its first
+   * <|channel>; what follows it is the thought */
+  const char *part = s, *end_all = s + n;
+  for (;;) {
+    const char *end = gt__find(part, (size_t)(end_all - part), close);
+    size_t pn = end ? (size_t)(end - part) : (size_t)(end_all - part);
+    const char *o = gt__find(part, pn, open);
+    size_t keep = o ? (size_t)(o - part) : pn;
+    memcpy(a + an, part, keep);
+    an += keep;
+    if (o) {
+      const char *b = o + sizeof open - 1;
+      size_t bn = pn - keep - (sizeof open - 1);
+      if (bn >= sizeof name - 1 && !memcmp(b, name, sizeof name - 1)) /* the channel's name */
+        b += sizeof name - 1, bn -= sizeof name - 1;
+      gt_chat_trim(&b, &bn);
+      if (tn && bn) t[tn++] = '\n';
+      blocks++;
+      memmove(t + tn, b, bn);
+      tn += bn;
+    }
+    if (!end) break;
+    part = end + sizeof close - 1;
+  }
+  const char *as = a;
+  gt_chat_trim(&as, &an);
+  memmove(a, as, an);
+  a[an] = '\0';
+  t[tn] = '\0';
+  *answer = a;
+  *answer_n = an;
+  if (blocks) {
+    *thought = t;
+    *thought_n = tn;
+  } else {
+    free(t);
+  }
+  return GT_OK;
+}
+
 /* Google's strip_thinking macro: the text outside <|channel>...<channel|>
  * blocks (text after a <|channel> with no closing marker is dropped too),
  * trimmed. Into a new string owned by p. */
@@ -192,35 +253,17 @@ static gt_rc gt__strip_thinking(gt_chat_pieces *p, const char *s, const char **o
   if (!strstr(s, "<|channel>") && !strstr(s, "<channel|>")) {
     *out = s;
     *out_n = strlen(s);
-    gt__trim(out, out_n);
+    gt_chat_trim(out, out_n);
     return GT_OK;
   }
-  size_t len = strlen(s), o = 0;
-  char *r = malloc(len + 1);
-  if (!r) return gt_err_set(err, GT_ERR_NOMEM, "chat: no memory for the rendering");
-  /* text.split('<channel|>'): each part keeps what comes before its <|channel> */
-  const char *part = s;
-  for (;;) {
-    const char *end = strstr(part, "<channel|>");
-    size_t pn = end ? (size_t)(end - part) : strlen(part);
-    const char *open = NULL;
-    for (size_t i = 0; i + 10 <= pn; i++)
-      if (!memcmp(part + i, "<|channel>", 10)) {
-        open = part + i;
-        break;
-      }
-    size_t keep = open ? (size_t)(open - part) : pn;
-    memcpy(r + o, part, keep);
-    o += keep;
-    if (!end) break;
-    part = end + 10;
-  }
-  r[o] = '\0';
-  gt_rc rc = gt__own(p, r, err);
+  char *r, *th;
+  size_t rn, tn;
+  gt_rc rc = gt_chat_split_thinking(s, strlen(s), &r, &rn, &th, &tn, err);
   if (rc) return rc;
+  free(th);
+  if ((rc = gt__own(p, r, err))) return rc;
   *out = r;
-  *out_n = o;
-  gt__trim(out, out_n);
+  *out_n = rn;
   return GT_OK;
 }
 
@@ -233,7 +276,7 @@ static gt_rc gt__render_gemma4(const gt_chat_opts *o, const gt_chat_msg *m, int 
     if (!rc && sys) {
       const char *s = m[0].content;
       size_t sn = strlen(s);
-      gt__trim(&s, &sn);
+      gt_chat_trim(&s, &sn);
       rc = gt__piece(p, s, sn, GT_CHAT_PROMPT, err);
     }
     if (!rc) rc = gt__lit(p, "<turn|>\n", GT_CHAT_PROMPT, err);
@@ -246,7 +289,7 @@ static gt_rc gt__render_gemma4(const gt_chat_opts *o, const gt_chat_msg *m, int 
     if (!model) {
       const char *s = m[k].content;
       size_t sn = strlen(s);
-      gt__trim(&s, &sn);
+      gt_chat_trim(&s, &sn);
       rc = gt__lit(p, "<|turn>user\n", GT_CHAT_PROMPT, err);
       if (!rc) rc = gt__piece(p, s, sn, GT_CHAT_PROMPT, err);
       if (!rc) rc = gt__lit(p, "<turn|>\n", GT_CHAT_PROMPT, err);

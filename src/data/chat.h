@@ -73,6 +73,19 @@ const char *gt_chat_end_of_turn(gt_chat_template t);
 /* "Gemma 3" / "Gemma 4" */
 const char *gt_chat_template_name(gt_chat_template t);
 
+/* Jinja's trim (Python's str.strip()) of n bytes at *s: moves *s and sets
+ * *n past the leading and before the trailing whitespace characters
+ * (str.isspace(): ASCII's, U+001C-001F, U+0085 and Unicode's spaces). */
+void gt_chat_trim(const char **s, size_t *n);
+/* A Gemma 4 model turn's text (n bytes; it may hold NUL bytes) cut at its
+ * thought channel: *answer is what Google's strip_thinking macro leaves (the
+ * text outside <|channel>...<channel|> blocks, text after a <|channel> with
+ * no closing marker dropped, trimmed); *thought the text inside the blocks,
+ * each without the channel's name ("thought") and trimmed, joined by "\n",
+ * or NULL when there is no <|channel>. Both malloc'd and NUL-terminated. */
+gt_rc gt_chat_split_thinking(const char *s, size_t n, char **answer, size_t *answer_n, char **thought,
+                             size_t *thought_n, gt_err *err);
+
 /* ---- a Hugging Face directory's own template (chat_detect.c) ---- */
 /* Which of Google's templates the Jinja text is: value gets "gemma3",
  * "gemma4" (the larger models': the generation prompt primes an empty

@@ -131,6 +131,12 @@ gt_rc gt_sampler_init(gt_sampler *s, gt_sample_strategy strategy, double tempera
 gt_rc gt_sampler_from_config(gt_sampler *s, const gt_config *cfg, int64_t vocab, gt_err *err);
 void gt_sampler_free(gt_sampler *s);
 int32_t gt_sampler_next(gt_sampler *s, const float *logits);
+/* Restarts the draws at stream `stream` of seed: stream 0 is the stream
+ * gt_sampler_init(seed) starts, stream k > 0 one of its own (the seed
+ * xor'ed with splitmix64's finaliser of k * 2^64/phi), so streams of one
+ * seed do not overlap as shifted copies. decode's messages_path answers
+ * record k from stream k. */
+void gt_sampler_reseed(gt_sampler *s, uint64_t seed, uint64_t stream);
 
 /* The candidate sets, in order of falling logit (equal logits: lower id
  * first); each returns the count written to ids (capacity V). */
@@ -144,25 +150,38 @@ typedef struct gt_decode_stats {
   int64_t n_prompt, n_new;
   double prefill_seconds;  /* the prompt's pass */
   double generate_seconds; /* sampling and one-token steps after it */
-  int stopped_at_eos;      /* the last new token is <eos> (id 1) */
+  int stopped_at_eos;      /* the last new token is <eos> */
   int stopped_by_caller;   /* the stop function ended it after the last new token */
 } gt_decode_stats;
 
-#define GT_DECODE_EOS 1
+#define GT_DECODE_EOS 1 /* Gemma's <eos>, and byte tokens' */
 
 /* Prefills the prompt, then samples up to max_new tokens into out, feeding
- * each back, and stops after <eos>. logits_out (optional, [max_new, V])
- * receives the logits each new token was sampled from. The decoder is reset
- * first; it must hold n_prompt + max_new - 1 positions. */
+ * each back, and stops after <eos> (id GT_DECODE_EOS). logits_out
+ * (optional, [max_new, V]) receives the logits each new token was sampled
+ * from. The decoder is reset first; it must hold n_prompt + max_new - 1
+ * positions. */
 gt_rc gt_decode_generate(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt, int64_t max_new,
                          int32_t *out, float *logits_out, gt_decode_stats *st, gt_err *err);
 
-/* The same, and after each new token that is not <eos>, stop(ctx, out,
- * n_new, &halt, err) decides whether to end there (halt = 1); an error it
- * returns ends the generation with that error. */
+/* After each new token that is not <eos>, stop(ctx, out, n_new, &halt, err)
+ * decides whether to end there (halt = 1); an error it returns ends the
+ * generation with that error. */
 typedef gt_rc (*gt_decode_stop_fn)(void *ctx, const int32_t *out, int64_t n_new, int *halt, gt_err *err);
+
+/* How a generation runs beyond the sampler. */
+typedef struct gt_decode_ctl {
+  int32_t eos;            /* the token that ends it (written to out), or -1 for none */
+  int64_t n_ids;          /* ids >= n_ids (a tokenizer's id count) get logit -inf before sampling,
+                             so no strategy picks them; 0: none */
+  gt_decode_stop_fn stop; /* or NULL */
+  void *ctx;
+} gt_decode_ctl;
+
+/* gt_decode_generate as ctl says (NULL: eos GT_DECODE_EOS, nothing masked,
+ * no stop function); logits_out gets the logits after the masking. */
 gt_rc gt_decode_generate_until(gt_decoder *d, gt_sampler *s, const int32_t *prompt, int64_t n_prompt,
-                               int64_t max_new, int32_t *out, float *logits_out, gt_decode_stop_fn stop, void *ctx,
+                               int64_t max_new, int32_t *out, float *logits_out, const gt_decode_ctl *ctl,
                                gt_decode_stats *st, gt_err *err);
 
 /* Whether `gemtrain train` ends with a sample: sample_tokens > 0 and

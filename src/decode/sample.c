@@ -101,6 +101,13 @@ void gt_sampler_free(gt_sampler *s) {
   memset(s, 0, sizeof *s);
 }
 
+void gt_sampler_reseed(gt_sampler *s, uint64_t seed, uint64_t stream) {
+  uint64_t z = stream * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: 0 stays 0 */
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  s->rng = seed ^ (z ^ (z >> 31));
+}
+
 int32_t gt_sampler_next(gt_sampler *s, const float *logits) {
   const int64_t V = s->vocab;
   /* The most likely token is in every candidate set, so temperature 0 (the

@@ -62,6 +62,9 @@ void gt_stop_strings_free(char **s, int n);
  * system, user, assistant (or model). */
 typedef struct gt_decode_turn {
   char *role, *content, *thinking; /* thinking may be NULL */
+  char **parts; /* content given as a list of text parts: their texts (n_parts of them), else NULL;
+                   content is then the parts trimmed and joined */
+  int n_parts;
 } gt_decode_turn;
 
 typedef struct gt_decode_chat {
@@ -70,15 +73,31 @@ typedef struct gt_decode_chat {
 } gt_decode_chat;
 
 gt_rc gt_decode_chat_add(gt_decode_chat *c, const char *role, const char *content, gt_err *err);
+struct gt_textgen_out;
+/* Appends the model's reply as an assistant turn: o->text its content,
+ * o->thinking (when there is one) its reasoning, which the template renders
+ * only after the last user message (so not once the next turn is added). */
+gt_rc gt_decode_chat_add_reply(gt_decode_chat *c, const struct gt_textgen_out *o, gt_err *err);
 /* Appends the messages of one JSON Lines chat record, {"messages": [{"role":
  * ..., "content": ...}, ...]} (content a string or a list of {"type": "text",
- * "text": ...} parts; a model turn's reasoning optional, under the keys SFT
- * data takes: "reasoning", "reasoning_content" or "thinking"). where names
- * the file and line. */
+ * "text": ...} parts, another type refused naming the message and the type;
+ * a model turn's reasoning optional, under the keys SFT data takes:
+ * "reasoning", "reasoning_content" or "thinking"). where names the file and
+ * line. */
 gt_rc gt_decode_chat_parse(const char *json, const char *where, gt_decode_chat *c, gt_err *err);
+/* The chat keys against the model's template: enable_thinking=true with a
+ * template that has no thinking mode (Gemma 3's) is refused, as training
+ * refuses it. */
+gt_rc gt_decode_chat_check(const gt_config *cfg, gt_err *err);
 /* The conversation as the prompt of the model's next turn (the template's
  * generation prompt after it; it must end with a user turn), and the
- * template's end-of-turn marker (a static string). *text malloc'd. */
+ * template's end-of-turn marker (a static string). *text malloc'd. Content
+ * given as parts is rendered as Google's templates render it: each text
+ * part trimmed (a Gemma 4 model turn's: strip_thinking'd), the parts joined
+ * with nothing between them; a system message's parts: Gemma 3's template
+ * takes the first part's text untrimmed (one part is taken so, more are
+ * refused, as the template would drop them), Gemma 4's writes the content
+ * as a string (refused). Checks cfg with gt_decode_chat_check first. */
 gt_rc gt_decode_chat_render(const gt_config *cfg, const gt_decode_chat *c, char **text, const char **end_of_turn,
                             gt_err *err);
 void gt_decode_chat_free(gt_decode_chat *c);
@@ -98,7 +117,11 @@ typedef struct gt_textgen {
   gt_model *m;
   const gt_tokenizer *tok; /* NULL: byte tokens (dataset_type=text's) */
   gt_sampler *smp;
+  int32_t bos, eos;        /* the tokenizer's <bos>/<s> and <eos>/</s> (gt_encoder_init: training's) */
+  int64_t n_ids;           /* the tokenizer's id count: larger ids are never sampled (0: byte tokens) */
   int32_t eot_id;          /* the end-of-turn token, or -1 */
+  const char *ch_open, *ch_close; /* Gemma 4's thought channel markers in a chat, else NULL */
+  int32_t ch_open_id, ch_close_id; /* their tokens, or -1 (byte tokens: the markers are text) */
   char *stops[GT_TEXTGEN_MAX_STOPS]; /* stop strings (owned) */
   int n_stops;
   int eot_stop;            /* index of the end-of-turn text among stops (byte tokens), or -1 */
@@ -111,8 +134,12 @@ typedef struct gt_textgen_out {
   int64_t n_new;
   char *text;              /* the reply: the new tokens' text up to the stop (the end-of-turn
                               token, <eos> and a stop string are not in it); raw, not escaped,
-                              NUL-terminated but it may hold NUL bytes */
+                              NUL-terminated but it may hold NUL bytes. With a thought channel
+                              (gt_textgen_set_chat) and a reply that opens or closes one: the
+                              answer alone (gt_chat_split_thinking) */
   size_t len;              /* its bytes */
+  char *thinking;          /* then the thought (NULL when the reply has no <|channel>) */
+  size_t thinking_len;
   gt_stop_reason reason;
   int stop_index;          /* GT_STOP_STRING: which of the stop strings */
   gt_decode_stats st;
@@ -125,17 +152,31 @@ gt_rc gt_textgen_add_stop(gt_textgen *g, const char *s, gt_err *err);
 /* The chat template's end-of-turn marker: its token when the tokenizer has
  * it as one, else (byte tokens) its text as a stop string. */
 gt_rc gt_textgen_set_end_of_turn(gt_textgen *g, const char *marker, gt_err *err);
-/* Text -> ids with exactly one <bos> first: a leading "<bos>" in the text
- * (a rendered chat template starts with it) is that <bos>, else one is
- * added. Ids outside the model's vocabulary are refused. *ids malloc'd. */
+/* A chat in the model's template (cfg: gt_chat_template_for): its end of
+ * turn (as gt_textgen_set_end_of_turn, when none is set yet) and, for
+ * Gemma 4, its thought channel: the reply's text keeps the <|channel> and
+ * <channel|> tokens (the other special tokens are dropped) and is split
+ * into the answer and the thought (gt_textgen_split_thinking). */
+gt_rc gt_textgen_set_chat(gt_textgen *g, const gt_config *cfg, gt_err *err);
+/* With a thought channel set: when o->text (len bytes) holds either marker,
+ * it becomes the answer and o->thinking the thought, as
+ * gt_chat_split_thinking cuts them; else nothing changes. */
+gt_rc gt_textgen_split_thinking(const gt_textgen *g, gt_textgen_out *o, gt_err *err);
+/* Text -> ids with exactly one <bos> (g->bos) first: a leading "<bos>" in
+ * the text (a rendered chat template starts with it) is that <bos>, else one
+ * is added. Ids outside the model's vocabulary are refused. *ids malloc'd. */
 gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids, int64_t *n, gt_err *err);
-/* The text of ids (special tokens dropped; with a tokenizer an invalid
+/* The text of ids (special tokens dropped, but for a thought channel's
+ * markers when one is set; with a tokenizer an invalid
  * byte-fallback run is U+FFFD per byte, as HF). *text malloc'd,
  * NUL-terminated, *len bytes (it may hold NUL bytes). */
 gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, size_t *len, gt_err *err);
 /* Generates up to max_new tokens after the prompt (the decoder is sized, or
  * re-made, for n_prompt + max_new positions) and stops at <eos>, the end of
- * turn or a stop string, whichever comes first. */
+ * turn or a stop string, whichever comes first. Ids the tokenizer does not
+ * have (>= its id count) are masked to -inf before sampling: no strategy
+ * picks them. Stop strings are searched in the whole
+ * reply, a thought channel (with its markers) included. */
 gt_rc gt_textgen_generate(gt_textgen *g, const int32_t *prompt, int64_t n_prompt, int64_t max_new, gt_textgen_out *out,
                           gt_err *err);
 void gt_textgen_out_free(gt_textgen_out *o);

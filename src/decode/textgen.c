@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/chat.h"
 #include "data/data.h"
+#include "data/docs.h"
 #include "decode/text.h"
 
 /* ---- the stop key ---- */
@@ -66,9 +68,17 @@ gt_rc gt_textgen_init(gt_textgen *g, gt_model *m, const gt_tokenizer *tok, gt_sa
   g->smp = smp;
   g->eot_id = -1;
   g->eot_stop = -1;
+  g->ch_open_id = g->ch_close_id = -1;
   if (!tok && m->vocab < GT_BYTE_VOCAB)
     return gt_err_set(err, GT_ERR_CONFIG, "decode: the model's vocab_size is %lld; byte tokens need at least %d (or "
                       "set tokenizer_path)", (long long)m->vocab, GT_BYTE_VOCAB);
+  /* <bos> and <eos> as training takes them from the tokenizer */
+  gt_encoder e;
+  gt_encoder_init(&e, tok, m->vocab);
+  g->bos = e.bos;
+  g->eos = e.eos;
+  /* the ids a sample may take: the tokenizer's (its ids are dense) */
+  g->n_ids = tok ? gt_tokenizer_n_ids(tok) : 0;
   return GT_OK;
 }
 
@@ -98,6 +108,19 @@ gt_rc gt_textgen_set_end_of_turn(gt_textgen *g, const char *marker, gt_err *err)
   return rc;
 }
 
+gt_rc gt_textgen_set_chat(gt_textgen *g, const gt_config *cfg, gt_err *err) {
+  gt_chat_template t = gt_chat_template_for(cfg);
+  gt_rc rc = GT_OK;
+  if (g->eot_id < 0 && g->eot_stop < 0 && (rc = gt_textgen_set_end_of_turn(g, gt_chat_end_of_turn(t), err))) return rc;
+  if (t == GT_CHAT_GEMMA4) {
+    g->ch_open = "<|channel>";
+    g->ch_close = "<channel|>";
+    g->ch_open_id = g->tok ? gt_tokenizer_token_id(g->tok, g->ch_open, strlen(g->ch_open)) : -1;
+    g->ch_close_id = g->tok ? gt_tokenizer_token_id(g->tok, g->ch_close, strlen(g->ch_close)) : -1;
+  }
+  return GT_OK;
+}
+
 gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids_out, int64_t *n_out, gt_err *err) {
   *ids_out = NULL;
   *n_out = 0;
@@ -111,13 +134,13 @@ gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids_out
     free(t);
     return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for %lld prompt tokens", (long long)k + 1);
   }
-  ids[0] = GT_TOK_BOS;
+  ids[0] = g->bos;
   if (g->tok)
     memcpy(ids + 1, t, (size_t)k * sizeof(int32_t));
   else
     gt_bytes_encode((const unsigned char *)text, k, ids + 1);
   free(t);
-  for (int64_t i = 1; i <= k; i++)
+  for (int64_t i = 0; i <= k; i++)
     if (ids[i] < 0 || ids[i] >= g->m->vocab) {
       size_t tl = 0;
       const char *ts = g->tok ? gt_tokenizer_token(g->tok, ids[i], &tl) : NULL;
@@ -133,7 +156,51 @@ gt_rc gt_textgen_encode(const gt_textgen *g, const char *text, int32_t **ids_out
   return GT_OK;
 }
 
+/* The text of ids with the thought channel's marker tokens kept as their
+ * text: the runs between them decoded as usual. */
+static gt_rc gt__text_channel(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, size_t *len,
+                              gt_err *err) {
+  size_t cap = 64, o = 0;
+  char *r = malloc(cap);
+  gt_rc rc = r ? GT_OK : gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
+  for (int64_t i = 0; !rc && i < n;) {
+    int64_t j = i;
+    while (j < n && ids[j] != g->ch_open_id && ids[j] != g->ch_close_id) j++;
+    char *t = NULL;
+    size_t tl = 0;
+    const char *piece;
+    if (j > i) {
+      if ((rc = gt_tokenizer_decode(g->tok, ids + i, j - i, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, &t,
+                                    &tl, err)))
+        break;
+      piece = t;
+    } else {
+      piece = ids[i] == g->ch_open_id ? g->ch_open : g->ch_close;
+      tl = strlen(piece);
+      j = i + 1;
+    }
+    if (o + tl + 1 > cap) {
+      while (o + tl + 1 > cap) cap *= 2;
+      char *q = realloc(r, cap);
+      if (!q) rc = gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
+      else r = q;
+    }
+    if (!rc) memcpy(r + o, piece, tl), o += tl;
+    free(t);
+    i = j;
+  }
+  if (rc) {
+    free(r);
+    return rc;
+  }
+  r[o] = '\0';
+  *text = r;
+  *len = o;
+  return GT_OK;
+}
+
 gt_rc gt_textgen_text(const gt_textgen *g, const int32_t *ids, int64_t n, char **text, size_t *len, gt_err *err) {
+  if (g->tok && (g->ch_open_id >= 0 || g->ch_close_id >= 0)) return gt__text_channel(g, ids, n, text, len, err);
   if (g->tok)
     return gt_tokenizer_decode(g->tok, ids, n, GT_TOK_DECODE_SKIP_SPECIAL | GT_TOK_DECODE_REPLACE, text, len, err);
   if (!(*text = malloc((size_t)n + 1))) return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for the text");
@@ -206,22 +273,43 @@ gt_rc gt_textgen_generate(gt_textgen *g, const int32_t *prompt, int64_t n_prompt
   if (!(o->ids = malloc(sizeof(int32_t) * (size_t)(max_new > 0 ? max_new : 1))))
     return gt_err_set(err, GT_ERR_NOMEM, "decode: no memory for %lld tokens", (long long)max_new);
   gt__stopctx c = {g, o, -1};
-  rc = gt_decode_generate_until(&g->dec, g->smp, prompt, n_prompt, max_new, o->ids, NULL, gt__stop, &c, &o->st, err);
+  const gt_decode_ctl ctl = {g->eos, g->n_ids, gt__stop, &c};
+  rc = gt_decode_generate_until(&g->dec, g->smp, prompt, n_prompt, max_new, o->ids, NULL, &ctl, &o->st, err);
   o->n_new = o->st.n_new;
   if (o->st.stopped_at_eos) o->reason = GT_STOP_EOS;
   /* the reply's text: without the token that ended the turn, cut before a stop string */
   int64_t n_text = o->n_new - (o->reason == GT_STOP_EOS || (o->reason == GT_STOP_END_OF_TURN && c.cut < 0));
   if (!rc) rc = gt_textgen_text(g, o->ids, n_text, &o->text, &o->len, err);
   if (!rc && c.cut >= 0) o->text[o->len = (size_t)c.cut] = '\0';
+  if (!rc) rc = gt_textgen_split_thinking(g, o, err);
   if (rc) gt_textgen_out_free(o);
   return rc;
+}
+
+gt_rc gt_textgen_split_thinking(const gt_textgen *g, gt_textgen_out *o, gt_err *err) {
+  if (!g->ch_open || !o->text ||
+      (gt__find(o->text, o->len, g->ch_open) < 0 && gt__find(o->text, o->len, g->ch_close) < 0))
+    return GT_OK;
+  char *answer, *thought;
+  size_t an, tn;
+  gt_rc rc = gt_chat_split_thinking(o->text, o->len, &answer, &an, &thought, &tn, err);
+  if (rc) return rc;
+  free(o->text);
+  free(o->thinking);
+  o->text = answer;
+  o->len = an;
+  o->thinking = thought;
+  o->thinking_len = tn;
+  return GT_OK;
 }
 
 void gt_textgen_out_free(gt_textgen_out *o) {
   free(o->ids);
   free(o->text);
+  free(o->thinking);
   o->ids = NULL;
   o->text = NULL;
+  o->thinking = NULL;
 }
 
 void gt_textgen_reason_text(const gt_textgen *g, const gt_textgen_out *o, char *buf, size_t n) {
