@@ -145,10 +145,13 @@ static int gt__to_hf(int argc, char **argv) {
     return 2;
   }
   printf("convert: %s; generation_config.json %s\n",
-         ex.has_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
-                                    : "tokenizer files copied from the source's HF directory")
-                          : "no tokenizer files (the model uses byte tokens)",
-         ex.wrote_generation_config ? "written (Gemma's defaults)" : "copied");
+         ex.copied_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
+                                       : "tokenizer files copied from the source's HF directory")
+         : ex.has_tokenizer  ? "tokenizer.json kept: it was in the output directory already"
+                             : "no tokenizer files (the model uses byte tokens)",
+         ex.wrote_generation_config    ? "written (Gemma's defaults)"
+         : ex.copied_generation_config ? "copied from the source's HF directory"
+                                       : "kept: it was in the output directory already");
   gt_model_free(&m);
   return 0;
 }

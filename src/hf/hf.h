@@ -130,8 +130,10 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
 typedef struct gt_hf_extras {
   int n_copied;                /* files copied from the source */
   int has_tokenizer;           /* out_dir has tokenizer.json */
+  int copied_tokenizer;        /* ... copied now (from hf_dir or tokenizer_path) */
+  int copied_generation_config; /* generation_config.json copied from hf_dir */
   int wrote_tokenizer_config;  /* tokenizer_config.json written (the source had none) */
-  int wrote_generation_config; /* generation_config.json written (the source had none) */
+  int wrote_generation_config; /* generation_config.json written (the source had none, nor out_dir) */
 } gt_hf_extras;
 
 /* Where a model source (load_parameters_path, model_source.h) comes from:

@@ -89,11 +89,14 @@ gt_rc gt_hf_write_extras(const gt_config *cfg, const char *hf_dir, const char *t
     snprintf(to, sizeof to, "%s/%s", out_dir, gt__hf_extra_files[i]);
     if ((rc = gt__copy(from, to, err))) return rc;
     info->n_copied++;
+    if (i == 0) info->copied_tokenizer = 1;
+    if (!strcmp(gt__hf_extra_files[i], "generation_config.json")) info->copied_generation_config = 1;
   }
   snprintf(to, sizeof to, "%s/tokenizer.json", out_dir);
-  if (!gt__file_exists(to) && tokenizer_path && tokenizer_path[0]) {
+  if (!info->copied_tokenizer && tokenizer_path && tokenizer_path[0]) {
     if ((rc = gt__copy(tokenizer_path, to, err))) return rc;
     info->n_copied++;
+    info->copied_tokenizer = 1;
     /* its tokenizer_config.json when it has one beside it */
     char dir[GT_STR_PATH];
     snprintf(dir, sizeof dir, "%s", tokenizer_path);
