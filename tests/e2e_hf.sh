@@ -7,7 +7,9 @@
 # perturbed golden file fails. Also: from_hf -> to_hf is byte-identical,
 # sharded and BF16 exports load, `gemtrain train` starts from an HF directory,
 # an export over an earlier one leaves no file of the earlier one a loader
-# could take, and bad input is refused with one line. No torch needed.
+# could take, a Gemma 3 262144-token table keeps the rows of the HF table it
+# came from (262144 or 262208), and bad input is refused with one line. No
+# torch needed.
 # Usage: e2e_hf.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -125,7 +127,38 @@ grep -q 'generation_config.json kept: it was in the output directory already$' "
   || fail "the summary misreports generation_config.json: $(tail -1 "$work/again.txt")"
 grep -q 'no tokenizer files' "$work/again.txt" || fail "the summary claims tokenizer files: $(tail -1 "$work/again.txt")"
 
-# 6. refusals: one line, non-zero
+# 6. a Gemma 3 262144-token embedding keeps the rows of the HF table it came
+#    from: 262144 (1b, 270m) stays 262144, 262208 (4b and up) is padded back,
+#    from an HF directory, from convert from_hf's parameter file or run
+#    directory (which record the rows) and from a run trained from the HF
+#    directory; F32 round trips are byte-identical
+big=(model_name=gemma3-tiny vocab_size=262144 base_emb_dim=8 base_mlp_dim=8 base_num_decoder_layers=1 head_dim=4
+     base_num_query_heads=2 base_num_kv_heads=1 layer_pattern=G)
+"$bin" convert to_hf init "$work/v144" dtype=float32 "${big[@]}" > "$work/v.txt"
+grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "init padded without a 262208-row source: $(cat "$work/v.txt")"
+"$bin" convert to_hf init "$work/v208" dtype=float32 pad_vocab=true "${big[@]}" > "$work/v.txt"
+grep -q 'embedding 262208 rows (zero-padded from the model.s 262144: pad_vocab=true)$' "$work/v.txt" \
+  || fail "pad_vocab=true: $(cat "$work/v.txt")"
+for rows in 144 208; do
+  hfv="$work/v$rows"
+  "$bin" convert from_hf "$hfv" "$work/pv$rows.safetensors" > /dev/null
+  "$bin" convert from_hf "$hfv" "$work/rv$rows" > /dev/null
+  for srcv in "$work/pv$rows.safetensors" "$work/rv$rows" "$hfv"; do
+    "$bin" convert to_hf "$srcv" "$work/back$rows" dtype=float32 > "$work/v.txt"
+    cmp -s "$hfv/model.safetensors" "$work/back$rows/model.safetensors" \
+      || fail "262$rows rows: from_hf -> to_hf of $srcv changed the tensors: $(cat "$work/v.txt")"
+    cmp -s "$hfv/config.json" "$work/back$rows/config.json" || fail "262$rows rows: config.json of $srcv changed"
+  done
+  "$bin" train dataset_type=synthetic steps=1 sample_tokens=0 eval_interval=-1 per_device_batch_size=1 \
+    max_target_length=8 "base_output_directory=$work/runs" run_name=v$rows "load_parameters_path=$hfv" > /dev/null
+  "$bin" convert to_hf "$work/runs/v$rows" "$work/tuned$rows" dtype=float32 > "$work/v.txt"
+  grep -q "embedding 262$rows rows" "$work/v.txt" || fail "a run from the 262$rows-row table: $(head -1 "$work/v.txt")"
+  grep -q "\"vocab_size\":.*262$rows" "$work/tuned$rows/config.json" || fail "a run's export: vocab_size not 262$rows"
+done
+"$bin" convert to_hf "$work/pv208.safetensors" "$work/unpadded" dtype=float32 pad_vocab=false > "$work/v.txt"
+grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "pad_vocab=false: $(cat "$work/v.txt")"
+
+# 7. refusals: one line, non-zero
 expect_refusal "key 'max_kl_div' is not set" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden"
 # a model key that contradicts config.json is refused naming both values;
 # one that agrees is accepted (model_source.h)

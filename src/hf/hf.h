@@ -7,8 +7,10 @@
  * model.safetensors.index.json. gemtrain already keeps its parameters under
  * HF's names (without the prefix) in HF's [out, in] layout, so conversion is
  * a rename plus two things MaxText also does: the 262208-row HF embedding
- * (262144 tokens + the image token + padding) is truncated to 262144 rows on
- * import and zero-padded back on export.
+ * of Gemma 3 4b and up (262144 tokens + the image token + padding) is
+ * truncated to 262144 rows on import and zero-padded back on export when
+ * asked (pad_vocab: the caller asks for a model that came from such a
+ * table; 1b and 270m have 262144 rows).
  *
  * Norm weights: Gemma 3 stores w and applies (1 + w), in HF and in gemtrain
  * (gt_model.norm_offset = 1, used as off + w by the RMSNorm kernels), so they
@@ -97,10 +99,11 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
 typedef struct gt_hf_export_opts {
   gt_dtype dtype;           /* GT_DT_F32 or GT_DT_BF16 (round to nearest even) */
   uint64_t max_shard_bytes; /* 0: one model.safetensors; else shards + index json */
-  int pad_vocab;            /* 1: a 262144-row embedding is written with 262208 rows */
+  int pad_vocab;            /* 1: a Gemma 3 262144-row embedding is written with 262208 rows */
 } gt_hf_export_opts;
 
-/* Default options: BF16 (what HF ships), one file, padding on. */
+/* Default options: BF16 (what HF ships), one file, no padding (the caller
+ * pads when the model came from a 262208-row table: gt_hf_source_rows). */
 gt_hf_export_opts gt_hf_export_defaults(void);
 
 /* Writes out_dir/config.json and the safetensors (names "model." + gemtrain's
@@ -141,6 +144,14 @@ typedef struct gt_hf_extras {
  * started from one, a run started from that run's checkpoint, ...), "" when
  * none; tokenizer the first tokenizer_path met on the way ("" when none). */
 gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *tokenizer, size_t tn, gt_err *err);
+
+/* The rows of the Hugging Face embedding table a model source (path, as for
+ * gt_hf_source_origin) descends from, 0 when none is known: an HF
+ * directory's own (its config.json's vocab_size), or the one a checkpoint or
+ * parameter file of convert from_hf records (gt_ckpt_read_hf_rows,
+ * gt_paramfile_read_hf_rows), found through the load_parameters_path each
+ * run's config names. */
+gt_rc gt_hf_source_rows(const char *path, long long *rows, gt_err *err);
 
 /* Makes out_dir (holding config.json and the weights) a drop-in HF model
  * directory: copies from hf_dir (may be NULL or "") the chat templates and

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt/ckpt.h"
+#include "ckpt/paramfile.h"
 #include "hf/hf.h"
 #include "hf/model_source.h"
 #include "tokenizer/tokenizer.h"
@@ -63,6 +65,29 @@ gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *token
     }
     if (!tokenizer[0] && s->cfg.tokenizer_path[0]) snprintf(tokenizer, tn, "%s", s->cfg.tokenizer_path);
     if (!strcmp(s->cfg.load_parameters_path, cur)) break;
+    snprintf(cur, sizeof cur, "%s", s->cfg.load_parameters_path);
+  }
+  free(s);
+  return rc;
+}
+
+gt_rc gt_hf_source_rows(const char *path, long long *rows, gt_err *err) {
+  *rows = 0;
+  gt_model_source *s = malloc(sizeof *s);
+  if (!s) return gt_err_set(err, GT_ERR_NOMEM, "hf: no memory");
+  char cur[GT_STR_PATH];
+  snprintf(cur, sizeof cur, "%s", path);
+  gt_rc rc = GT_OK;
+  /* the same walk as gt_hf_source_origin, stopping at the first record */
+  for (int depth = 0; depth < 16 && cur[0] && !*rows; depth++) {
+    if ((rc = gt_model_source_open(cur, s, err))) break;
+    if (s->kind == GT_SRC_HF) {
+      *rows = s->hf.embed_rows;
+      break;
+    }
+    rc = s->kind == GT_SRC_CHECKPOINT ? gt_ckpt_read_hf_rows(s->dir, rows, err)
+                                      : gt_paramfile_read_hf_rows(s->path, rows, err);
+    if (rc || !strcmp(s->cfg.load_parameters_path, cur)) break;
     snprintf(cur, sizeof cur, "%s", s->cfg.load_parameters_path);
   }
   free(s);

@@ -18,7 +18,7 @@
 static const char *const gt__hf_prefixes[] = {"model.", "model.language_model.", "language_model.model."};
 #define GT__HF_NPREFIX ((int)(sizeof gt__hf_prefixes / sizeof gt__hf_prefixes[0]))
 
-gt_hf_export_opts gt_hf_export_defaults(void) { return (gt_hf_export_opts){GT_DT_BF16, 0, 1}; }
+gt_hf_export_opts gt_hf_export_defaults(void) { return (gt_hf_export_opts){GT_DT_BF16, 0, 0}; }
 
 /* Gemma 4 layers: stored norm scales, 262144-row tables without HF padding */
 static int gt__is_gemma4(const gt_model *m) { return m->n_layers > 0 && m->layers[0].gemma4; }
@@ -39,8 +39,9 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
   gt_rc rc = gt_hf_config_exportable(cfg, err);
   if (rc || (rc = gt_mkdirs(out_dir, "hf", err))) return rc;
   int g4 = gt__is_gemma4(m);
-  /* MaxText pads a Gemma 3 262144-token table with zero rows to HF's 262208
-   * (Gemma 4's HF table has the 262144 rows). */
+  /* A Gemma 3 262144-token table read from HF's 262208 rows (4b and up)
+   * goes back with zero rows, as MaxText pads it; 1b and 270m have 262144
+   * rows, as does Gemma 4. */
   int64_t rows = (o->pad_vocab && !g4 && m->vocab == GT_HF_GEMMA3_VOCAB) ? GT_HF_GEMMA3_ROWS : m->vocab;
   float *padded = NULL;
   if (rows != m->vocab) {
