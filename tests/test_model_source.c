@@ -370,10 +370,21 @@ START_TEST(test_hf_gemma4_keeps_keys_it_cannot_say) {
   load_cfg(&cfg, 2, ov);
   ck_assert_msg(gt_model_source_apply_config(&s, &cfg, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(cfg.layer_scalar_trainable, 0);
+  /* the buffers this model leaves unused are counted before any load: the
+   * random fixture's values, none of them 1 */
+  ck_assert_int_eq(s.hf.n_unused_scalars, (int)f.m.n_layers);
+  ck_assert_int_eq(s.hf.n_unused_scalars_not_one, (int)f.m.n_layers);
   ck_assert_str_eq(cfg.decoder_block, "gemma4");
   ck_assert_int_eq(cfg.num_experts, 8);
   ck_assert_int_eq(cfg.base_moe_mlp_dim, 32);
   ck_assert_int_eq(cfg.global_head_dim, 32);
+  /* with the scalars trained, none is unused */
+  gt_config tr;
+  const char *ov1[] = {"max_target_length=32"};
+  load_cfg(&tr, 1, ov1);
+  ck_assert_msg(gt_model_source_apply_config(&s, &tr, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(s.hf.n_unused_scalars, 0);
+  ck_assert_int_eq(s.hf.n_unused_scalars_not_one, 0);
   /* ...but an explicit MoE key that contradicts it is refused */
   const char *ov2[] = {"num_experts_per_tok=3"};
   load_cfg(&cfg, 1, ov2);

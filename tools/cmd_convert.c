@@ -283,11 +283,8 @@ static int gt__from_hf(int argc, char **argv) {
     printf("convert: skipped %d k/v tensor%s of KV-shared layers (transformers drops them too)\n",
            info.n_unused_shared_kv, info.n_unused_shared_kv == 1 ? "" : "s");
   if (info.n_unused_scalars)
-    printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)%s\n",
-           info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s",
-           info.n_unused_scalars_not_one ? "; WARNING: some hold values other than 1, so the model differs from the "
-                                           "checkpoint's"
-                                         : "");
+    printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)\n",
+           info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s");
   printf("convert: wrote %s%s (%lld parameters, F32)\n", out, as_file ? "" : "/checkpoints/step_00000000",
          (long long)m.n_params);
   gt_model_free(&m);

@@ -128,6 +128,14 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
  * gt_hf_info) and not loaded. */
 gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err);
 
+/* Gemma 4 with layer_scalar_trainable=false, before any model is built:
+ * counts the layer_scalar buffers of an opened HF set (under the prefix the
+ * import would use) into info->n_unused_scalars, and those that do not hold
+ * exactly 1 into info->n_unused_scalars_not_one; the model multiplies by 1
+ * instead, so with any of the latter it is not the checkpoint's model.
+ * `where` names the checkpoint. */
+gt_rc gt_hf_scan_scalars(const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err);
+
 /* ---- the rest of a model directory ---- */
 
 typedef struct gt_hf_extras {

@@ -278,7 +278,7 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
       if (kind == 1) {
         float v = 1.0f;
         gt_err sub;
-        if (s->ndim == 1 && s->shape[0] == 1 && gt_st_read_f32_range(s, 0, 1, &v, &sub) == GT_OK && v != 1.0f)
+        if (s->numel != 1 || (gt_st_read_f32_range(s, 0, 1, &v, &sub) == GT_OK && v != 1.0f))
           info->n_unused_scalars_not_one++;
         info->n_unused_scalars++;
       } else if (kind == 2) {
@@ -286,6 +286,30 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
       } else if (info->n_ignored++ == 0) {
         snprintf(info->first_ignored, sizeof info->first_ignored, "%s", nm);
       }
+    }
+  return GT_OK;
+}
+
+gt_rc gt_hf_scan_scalars(const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err) {
+  info->n_unused_scalars = info->n_unused_scalars_not_one = 0;
+  const char *prefix = NULL;
+  for (int p = 0; p < GT__HF_NPREFIX && !prefix; p++)
+    if (gt__set_has(set, gt__hf_prefixes[p], "embed_tokens.weight")) prefix = gt__hf_prefixes[p];
+  if (!prefix) return GT_OK; /* not a checkpoint the import would take: it says so */
+  size_t pl = strlen(prefix);
+  for (int fi = 0; fi < set->n_files; fi++)
+    for (int j = 0; j < set->files[fi].n_tensors; j++) {
+      const gt_st_tensor *s = &set->files[fi].tensors[j];
+      int l, used = 0;
+      if (strncmp(s->name, prefix, pl) || sscanf(s->name + pl, "layers.%d.layer_scalar%n", &l, &used) != 1 ||
+          s->name[pl + (size_t)used] != '\0')
+        continue;
+      float v = 1.0f;
+      gt_err sub;
+      if (s->numel == 1 && gt_st_read_f32_range(s, 0, 1, &v, &sub))
+        return gt_err_set(err, GT_ERR_FORMAT, "hf: %s: %s", where, sub.msg);
+      info->n_unused_scalars++;
+      if (s->numel != 1 || v != 1.0f) info->n_unused_scalars_not_one++;
     }
   return GT_OK;
 }
