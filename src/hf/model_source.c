@@ -301,6 +301,11 @@ gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err 
       }
       memcpy((char *)next + k->offset, (const char *)&src->cfg + k->offset, k->size);
     }
+  /* the run's dropout continues with its adapters (and goes into a PEFT
+   * export's adapter_config.json), unless the user sets another: it only
+   * changes training, so an explicit value is kept, as a PEFT import does */
+  if (src->kind == GT_SRC_CHECKPOINT && src->cfg.enable_lora && !gt_config_is_user_set(cfg, "lora_dropout"))
+    next->lora_dropout = src->cfg.lora_dropout;
   src->lora_dir[0] = '\0';
   if (next->lora_restore_path[0]) {
     if ((rc = gt_peft_apply_config(next->lora_restore_path, next, err))) goto out;

@@ -81,7 +81,9 @@ gt_rc gt_model_source_open(const char *path, gt_model_source *src, gt_err *err);
  * Adapters: a checkpoint of a run that trained low-rank adapters
  * (enable_lora) holds them, so its adapter keys (enable_lora, lora_rank,
  * lora_alpha, lora_use_rslora, lora_module_path, lora_weight_qtype) define
- * the model as the model keys do, with the same rule for keys the user set.
+ * the model as the model keys do, with the same rule for keys the user set;
+ * its lora_dropout is taken too unless the user set one (dropout changes
+ * training only, so an explicit value is kept, not refused).
  * Then cfg's lora_restore_path, when set, names a PEFT directory whose keys
  * cfg takes (gt_peft_apply_config) and whose adapters load_params reads
  * after the base (recorded in src->lora_dir).
