@@ -85,7 +85,8 @@ gt_rc gt_hf_config_read(const char *path, gt_config *cfg, gt_hf_info *info, gt_e
  * does; else refuses naming the key (Gemma 4: v_norm_with_scale,
  * query_pre_attn_scalar other than 1, global_num_kv_heads without
  * share_kv_projections, a last layer that is not global, a MoE layout HF
- * cannot hold). Gemma 3 configs are always exportable. */
+ * cannot hold); Gemma 3: a query_pre_attn_scalar that is not a whole
+ * number (Gemma3TextConfig declares it an int). */
 gt_rc gt_hf_config_exportable(const gt_config *cfg, gt_err *err);
 /* The config.json transformers loads for this model: Gemma3ForCausalLM with
  * `embed_rows` as vocab_size, or (decoder_block gemma4*) Gemma4ForCausalLM

@@ -439,6 +439,9 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
   if (simple) cJSON_AddNumberToObject(o, "sliding_window_pattern", (double)pl);
   cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
   cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
+  /* the first transformers release with Gemma 3; transformers records the
+   * version that wrote a file here and does not check it on loading (the
+   * layer_types above are read from 4.53 on: docs/huggingface.md) */
   cJSON_AddStringToObject(o, "transformers_version", "4.50.0");
   cJSON_AddBoolToObject(o, "use_cache", 1);
   cJSON_AddNumberToObject(o, "vocab_size", (double)embed_rows);
