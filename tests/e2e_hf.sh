@@ -6,7 +6,10 @@
 # PyTorch implementation; see tests/data/README.md) with max_kl_div=1e-6; a
 # perturbed golden file fails. Also: from_hf -> to_hf is byte-identical,
 # sharded and BF16 exports load, `gemtrain train` starts from an HF directory,
-# and bad input is refused with one line. No torch needed.
+# an export over an earlier one leaves no file of the earlier one a loader
+# could take, a Gemma 3 262144-token table keeps the rows of the HF table it
+# came from (262144 or 262208), and bad input is refused with one line. No
+# torch needed.
 # Usage: e2e_hf.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -85,17 +88,77 @@ la=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/a.txt" | grep -o 'loss:
 lb=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/b.txt" | grep -o 'loss: [0-9.]*$')
 [ -n "$la" ] && [ "$la" = "$lb" ] || fail "step 0 from the HF directory ($lb) differs from the seeded init ($la)"
 
-# 5. refusals: one line, non-zero
-expect_refusal() { # <pattern> <args...>
-  local pat="$1"; shift
+expect_refusal() { # <pattern> <args...>; exit 2, or $want_rc
+  local pat="$1" want=${want_rc:-2}; shift
   set +e
   "$bin" "$@" > "$work/r.out" 2> "$work/r.err"
   local rc=$?
   set -e
-  [ $rc -eq 2 ] || fail "'$*' gave exit $rc, expected 2"
+  [ $rc -eq $want ] || fail "'$*' gave exit $rc, expected $want"
   [ "$(wc -l < "$work/r.err")" -eq 1 ] || fail "'$*' did not print one line: $(cat "$work/r.err")"
   grep -q -- "$pat" "$work/r.err" || fail "'$*': '$(cat "$work/r.err")' lacks '$pat'"
 }
+
+# 5. an export over an earlier one: a sharded export removes the earlier
+#    model.safetensors (transformers would load it before the index), a
+#    one-file export the earlier shards and index; a directory holding both
+#    forms is refused naming both; the summary says which files it copied
+#    and which it found there
+out="$work/again"
+"$bin" convert to_hf "$work/hf" "$out" dtype=float32 > /dev/null
+"$bin" convert to_hf "$work/hf" "$out" dtype=float32 max_shard_size=200000 > /dev/null
+[ ! -e "$out/model.safetensors" ] || fail "a sharded export left the earlier model.safetensors beside its index"
+[ -f "$out/model.safetensors.index.json" ] && [ -f "$out/model-00006-of-00006.safetensors" ] \
+  || fail "no 6 shards and index: $(ls "$out")"
+"$bin" logit-check "load_parameters_path=$out" "golden_logits_path=$golden" max_kl_div=1e-6 > /dev/null \
+  || fail "logit-check of the sharded export over a one-file export"
+"$bin" convert to_hf "$work/hf" "$out" dtype=float32 max_shard_size=400000 > /dev/null
+[ -f "$out/model-00003-of-00003.safetensors" ] || fail "no 3 shards: $(ls "$out")"
+ls "$out" | grep -q 'of-00006' && fail "a 3-shard export left the 6-shard export's files: $(ls "$out")"
+"$bin" convert to_hf "$work/hf" "$out" dtype=float32 > /dev/null
+[ -z "$(ls "$out" | grep -e '-of-' -e 'index.json')" ] || fail "a one-file export left shards or an index: $(ls "$out")"
+cmp -s "$out/model.safetensors" "$work/hf/model.safetensors" || fail "the one-file export over shards differs"
+cp "$work/shards/model.safetensors.index.json" "$work/shards/"model-0000*-of-*.safetensors "$out/"
+want_rc=1 expect_refusal "holds both $out/model.safetensors and $out/model.safetensors.index.json" \
+  logit-check "load_parameters_path=$out" "golden_logits_path=$golden" max_kl_div=1e-6
+# the source (a parameter file, no HF directory) has no generation_config.json: out's is kept, not "copied"
+"$bin" convert to_hf "$work/params.safetensors" "$out" dtype=float32 > "$work/again.txt"
+grep -q 'generation_config.json kept: it was in the output directory already$' "$work/again.txt" \
+  || fail "the summary misreports generation_config.json: $(tail -1 "$work/again.txt")"
+grep -q 'no tokenizer files' "$work/again.txt" || fail "the summary claims tokenizer files: $(tail -1 "$work/again.txt")"
+
+# 6. a Gemma 3 262144-token embedding keeps the rows of the HF table it came
+#    from: 262144 (1b, 270m) stays 262144, 262208 (4b and up) is padded back,
+#    from an HF directory, from convert from_hf's parameter file or run
+#    directory (which record the rows) and from a run trained from the HF
+#    directory; F32 round trips are byte-identical
+big=(model_name=gemma3-tiny vocab_size=262144 base_emb_dim=8 base_mlp_dim=8 base_num_decoder_layers=1 head_dim=4
+     base_num_query_heads=2 base_num_kv_heads=1 layer_pattern=G)
+"$bin" convert to_hf init "$work/v144" dtype=float32 "${big[@]}" > "$work/v.txt"
+grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "init padded without a 262208-row source: $(cat "$work/v.txt")"
+"$bin" convert to_hf init "$work/v208" dtype=float32 pad_vocab=true "${big[@]}" > "$work/v.txt"
+grep -q 'embedding 262208 rows (zero-padded from the model.s 262144: pad_vocab=true)$' "$work/v.txt" \
+  || fail "pad_vocab=true: $(cat "$work/v.txt")"
+for rows in 144 208; do
+  hfv="$work/v$rows"
+  "$bin" convert from_hf "$hfv" "$work/pv$rows.safetensors" > /dev/null
+  "$bin" convert from_hf "$hfv" "$work/rv$rows" > /dev/null
+  for srcv in "$work/pv$rows.safetensors" "$work/rv$rows" "$hfv"; do
+    "$bin" convert to_hf "$srcv" "$work/back$rows" dtype=float32 > "$work/v.txt"
+    cmp -s "$hfv/model.safetensors" "$work/back$rows/model.safetensors" \
+      || fail "262$rows rows: from_hf -> to_hf of $srcv changed the tensors: $(cat "$work/v.txt")"
+    cmp -s "$hfv/config.json" "$work/back$rows/config.json" || fail "262$rows rows: config.json of $srcv changed"
+  done
+  "$bin" train dataset_type=synthetic steps=1 sample_tokens=0 eval_interval=-1 per_device_batch_size=1 \
+    max_target_length=8 "base_output_directory=$work/runs" run_name=v$rows "load_parameters_path=$hfv" > /dev/null
+  "$bin" convert to_hf "$work/runs/v$rows" "$work/tuned$rows" dtype=float32 > "$work/v.txt"
+  grep -q "embedding 262$rows rows" "$work/v.txt" || fail "a run from the 262$rows-row table: $(head -1 "$work/v.txt")"
+  grep -q "\"vocab_size\":.*262$rows" "$work/tuned$rows/config.json" || fail "a run's export: vocab_size not 262$rows"
+done
+"$bin" convert to_hf "$work/pv208.safetensors" "$work/unpadded" dtype=float32 pad_vocab=false > "$work/v.txt"
+grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "pad_vocab=false: $(cat "$work/v.txt")"
+
+# 7. refusals: one line, non-zero
 expect_refusal "key 'max_kl_div' is not set" logit-check "load_parameters_path=$work/hf" "golden_logits_path=$golden"
 # a model key that contradicts config.json is refused naming both values;
 # one that agrees is accepted (model_source.h)

@@ -9,7 +9,8 @@
 # see tests/data/README.md); a perturbed golden file fails. Also: from_hf ->
 # to_hf is byte-identical, a BF16 export stays close, a run starts from the
 # HF directory, and with layer_scalar_trainable=false it ignores the
-# checkpoint's layer_scalar values. No torch.
+# checkpoint's layer_scalar values and says so (train, decode, logit-check).
+# No torch.
 # Usage: e2e_hf4.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -87,6 +88,21 @@ lc=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/c.txt" | grep -o 'loss:
 ld=$(grep -o 'completed step: 0, .*loss: [0-9.]*' "$work/d.txt" | grep -o 'loss: [0-9.]*$')
 [ -n "$lc" ] && [ -n "$ld" ] && [ "$lc" != "$ld" ] \
   || fail "layer_scalar_trainable=false did not change step 0 ($lc vs $ld): the buffers were used"
+# ... and train, decode and logit-check say so; with the buffers used, or
+# all 1 (the plain export), nothing is said
+note="^note: load_parameters_path $work/dense: 6 of its 6 layer_scalar buffers hold values other than 1, which layer_scalar_trainable=false leaves unused"
+grep -q "$note" "$work/d.txt" || fail "train did not say it leaves the layer_scalar values unused: $(head -3 "$work/d.txt")"
+grep -q '^note: load_parameters_path' "$work/c.txt" && fail "train with layer_scalar_trainable=true printed the note"
+"$bin" decode "load_parameters_path=$work/dense" prompt=x max_decode_steps=1 layer_scalar_trainable=false \
+  > "$work/dec.txt" || fail "decode: $(tail -2 "$work/dec.txt")"
+grep -q "$note" "$work/dec.txt" || fail "decode did not say it leaves the layer_scalar values unused"
+set +e
+"$bin" logit-check "load_parameters_path=$work/dense" "golden_logits_path=$src/tests/data/hf4_dense_golden.jsonl" \
+  max_kl_div=1e9 layer_scalar_trainable=false > "$work/lcs.txt" 2>&1
+set -e
+grep -q "$note" "$work/lcs.txt" || fail "logit-check did not say it leaves the layer_scalar values unused"
+"$bin" train "${run[@]}" run_name=e "load_parameters_path=$work/plain" layer_scalar_trainable=false > "$work/e.txt"
+grep -q '^note: load_parameters_path' "$work/e.txt" && fail "train printed the note for buffers that are all 1"
 
 # 6. refusals: one line, exit 2
 expect_refusal() { # <pattern> <args...>

@@ -5,13 +5,15 @@
 # to_hf init`, as e2e_hf.sh and e2e_hf4.sh do):
 #   1. fine-tune from the HF directory on chat records
 #      (tests/data/sft_chat.jsonl) with rank-4 adapters on every attention and
-#      MLP projection over an nf4 base; the completion loss falls;
-#   2. `convert to_peft` writes adapter_config.json + adapter_model.safetensors
+#      MLP projection over an nf4 base, dropout 0.05; the completion loss falls;
+#   2. `convert to_peft` writes adapter_config.json (with the run's
+#      lora_dropout) + adapter_model.safetensors
 #      with PEFT's names and shapes (read back here in python from the
 #      safetensors header: base_model.model.model.layers.N.<module>.lora_A
 #      [4, in] and lora_B [out, 4], F32, every adapted projection);
 #   3. decode from the run and from the HF base + lora_restore_path (the PEFT
-#      directory, the same nf4 base) give the same tokens;
+#      directory, the same nf4 base) give the same tokens; a run continued
+#      from the LoRA run trains with its dropout;
 #   4. `convert to_hf` merges the adapters (W + scale * B A over the
 #      dequantized base) into an ordinary HF directory with the tokenizer and
 #      generation_config.json, whose logits equal the unmerged model's to
@@ -32,7 +34,7 @@ for model in gemma3-tiny gemma4-tiny-ple; do
     || fail "$model: convert to_hf init"
 
   # 1. QLoRA fine-tune from the HF directory
-  "$bin" train "load_parameters_path=$hf" enable_lora=true lora_rank=4 lora_alpha=8 lora_weight_qtype=nf4 \
+  "$bin" train "load_parameters_path=$hf" enable_lora=true lora_rank=4 lora_alpha=8 lora_weight_qtype=nf4 lora_dropout=0.05 \
     dataset_type=jsonl "dataset_path=$chat" use_sft=true train_data_columns=messages max_target_length=256 \
     per_device_batch_size=4 steps=40 learning_rate=0.01 warmup_steps_fraction=0.05 eval_interval=-1 \
     sample_tokens=0 "base_output_directory=$work/runs" run_name=$model > "$work/train-$model.log" 2>&1 \
@@ -57,6 +59,7 @@ peft, hf = sys.argv[1], sys.argv[2]
 cfg = json.load(open(f"{peft}/adapter_config.json"))
 assert cfg["peft_type"] == "LORA" and cfg["task_type"] == "CAUSAL_LM", cfg
 assert cfg["r"] == 4 and cfg["lora_alpha"] == 8 and cfg["bias"] == "none" and not cfg["use_dora"], cfg
+assert cfg["lora_dropout"] == 0.05, cfg["lora_dropout"]  # the run's, not the default
 assert cfg["base_model_name_or_path"] == hf, cfg["base_model_name_or_path"]
 assert sorted(cfg["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                 "down_proj"]), cfg["target_modules"]
@@ -91,6 +94,12 @@ EOF
     > "$work/t2.txt" 2>&1 || { cat "$work/t2.txt"; fail "$model: training on with lora_restore_path"; }
   grep -qx "adapters from $peft, trained over '$hf' (its adapter_config.json); the base here: $hf" "$work/t2.txt" \
     || fail "$model: train does not name the adapters' base: $(grep '^adapters' "$work/t2.txt")"
+  # a run continued from the LoRA run trains with its dropout
+  "$bin" train "load_parameters_path=$run" dataset_type=synthetic steps=1 sample_tokens=0 enable_checkpointing=false \
+    "base_output_directory=$work/runs" run_name="more-$model" > "$work/t3.txt" 2>&1 \
+    || { cat "$work/t3.txt"; fail "$model: training on from the LoRA run"; }
+  grep -q '^adapters (LoRA): .*, dropout 0.05$' "$work/t3.txt" \
+    || fail "$model: the continued run's dropout: $(grep '^adapters' "$work/t3.txt")"
   a=$(grep '^ids:' "$work/d1.txt"); b=$(grep '^ids:' "$work/d2.txt")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "$model: the run decodes '$a', its PEFT adapters on the HF base '$b'"
 

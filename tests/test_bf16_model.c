@@ -29,6 +29,7 @@
 #include "kernels/quant.h"
 #include "model/layer.h"
 #include "model/model.h"
+#include "model/ple.h"
 #include "gt_testutil.h"
 
 /* Bounds, per fixture and measure: the larger of
@@ -482,6 +483,58 @@ START_TEST(test_backward_reads_kept_bf16) {
 }
 END_TEST
 
+/* The per-layer table's sqrt(P) multiplies as transformers' scaled
+ * embedding does it: cast to the weights' dtype, so rounded to bf16 under
+ * dtype=bfloat16 (gemma4-tiny-ple: P = 8, sqrt(8) = 2.8284271 -> 2.828125),
+ * a float32 square root in float32. With the projection zero, the
+ * projection's RMSNorm gives 0 and every element of the per-layer inputs is
+ * E[tok] * s * 2^-0.5, rounded to bf16 under bf16. */
+START_TEST(test_ple_scale_in_weight_dtype) {
+  const char *dts[] = {"float32", "bfloat16"};
+  for (int k = 0; k < 2; k++) {
+    char dt[32];
+    snprintf(dt, sizeof dt, "dtype=%s", dts[k]);
+    const char *ov[] = {"model_name=gemma4-tiny-ple", dt};
+    gt_config c;
+    gt_test_config(&c, 2, ov);
+    gt_mem mem;
+    gt_mem_init(&mem);
+    gt_model m;
+    gt_err e;
+    gt_test_model_build(&m, &c);
+    ck_assert_msg(gt_model_alloc_inference(&m, &mem, &e) == GT_OK, "%s", e.msg);
+    uint64_t st = 11;
+    gt_test_fill(m.params, m.n_params, &st, -0.5f, 0.5f);
+    const int64_t LP = m.n_layers * m.ple_dim, N = 16;
+    ck_assert_int_eq(m.ple_dim, 8);
+    memset(m.params + m.ple_proj_offset, 0, sizeof(float) * (size_t)(LP * m.d));
+    float *x0 = malloc(sizeof(float) * (size_t)(N * m.d)), *ple = malloc(sizeof(float) * (size_t)(N * LP));
+    int32_t tok[16];
+    gt_test_fill(x0, N * m.d, &st, -1.0f, 1.0f);
+    for (int n = 0; n < N; n++) tok[n] = (int32_t)((n * 37 + 5) % m.ple_vocab);
+    ck_assert_msg(gt__ple_forward(&m, m.params, x0, tok, N, ple, &e) == GT_OK, "%s", e.msg);
+    const float s = k ? gt_bf16_round1(sqrtf(8.0f)) : sqrtf(8.0f);
+    int64_t bad = -1, moved = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t j = 0; j < LP; j++) {
+        float ev = m.params[m.ple_embed_offset + tok[n] * LP + j];
+        float want = (ev * s) * 0.70710678118654752f;
+        if (k) want = gt_bf16_round1(want);
+        float unrounded = gt_bf16_round1((ev * sqrtf(8.0f)) * 0.70710678118654752f);
+        moved += k && unrounded != want; /* where the scale's rounding shows */
+        if (bad < 0 && memcmp(&want, &ple[n * LP + j], sizeof want)) bad = n * LP + j;
+      }
+    ck_assert_msg(bad < 0, "%s: per-layer input %lld is %.9g, want %.9g", dts[k], (long long)bad,
+                  bad < 0 ? 0.0 : (double)ple[bad],
+                  bad < 0 ? 0.0 : (double)gt_bf16_round1(m.params[m.ple_embed_offset + tok[bad / LP] * LP + bad % LP] *
+                                                         s * 0.70710678118654752f));
+    if (k) ck_assert_msg(moved > 0, "no element tells the rounded scale from the float32 one");
+    free(x0), free(ple);
+    gt_model_free(&m);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16_model");
   TCase *tc = gt_test_tcase(s, "core");
@@ -493,5 +546,6 @@ int main(void) {
   tcase_add_test(tc, test_remat_bit_identical_lora);
   tcase_add_test(tc, test_saved_activations_halved);
   tcase_add_test(tc, test_backward_reads_kept_bf16);
+  tcase_add_test(tc, test_ple_scale_in_weight_dtype);
   return gt_test_run_suite(s, 0);
 }

@@ -135,6 +135,10 @@ START_TEST(test_config_rope_parameters) {
   const char *old = "{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 7, \"sliding_window_pattern\": 3}";
   ck_assert_msg(gt_hf_config_parse(old, "old", &c, NULL, &e) == GT_OK, "%s", e.msg);
   ck_assert_str_eq(c.layer_pattern, "LLG");
+  /* rope_scaling's older "type" names the type as "rope_type" does */
+  const char *typed = "{\"model_type\": \"gemma3_text\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 8.0}}";
+  ck_assert_msg(gt_hf_config_parse(typed, "typed", &c, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert(c.rope_linear_scaling_factor == 8.0);
 }
 END_TEST
 
@@ -155,6 +159,11 @@ START_TEST(test_config_refusals) {
        "key 'rope_scaling' has rope_type 'yarn'"},
       {"{\"model_type\": \"gemma3_text\", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
        "key 'rope_scaling.factor' is missing"},
+      /* no type: not "no scaling" (transformers either fails on it or drops the factor) */
+      {"{\"model_type\": \"gemma3_text\", \"rope_scaling\": {\"factor\": 8.0}}",
+       "key 'rope_scaling' is {\"factor\":8}, with neither 'rope_type' nor 'type'"},
+      {"{\"model_type\": \"gemma3_text\", \"rope_scaling\": {}}",
+       "key 'rope_scaling' is {}, with neither 'rope_type' nor 'type'"},
       {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\","
        " \"factor\": 2}}}",
        "key 'rope_parameters.sliding_attention' has rope_type 'linear'"},

@@ -370,10 +370,21 @@ START_TEST(test_hf_gemma4_keeps_keys_it_cannot_say) {
   load_cfg(&cfg, 2, ov);
   ck_assert_msg(gt_model_source_apply_config(&s, &cfg, &e) == GT_OK, "%s", e.msg);
   ck_assert_int_eq(cfg.layer_scalar_trainable, 0);
+  /* the buffers this model leaves unused are counted before any load: the
+   * random fixture's values, none of them 1 */
+  ck_assert_int_eq(s.hf.n_unused_scalars, (int)f.m.n_layers);
+  ck_assert_int_eq(s.hf.n_unused_scalars_not_one, (int)f.m.n_layers);
   ck_assert_str_eq(cfg.decoder_block, "gemma4");
   ck_assert_int_eq(cfg.num_experts, 8);
   ck_assert_int_eq(cfg.base_moe_mlp_dim, 32);
   ck_assert_int_eq(cfg.global_head_dim, 32);
+  /* with the scalars trained, none is unused */
+  gt_config tr;
+  const char *ov1[] = {"max_target_length=32"};
+  load_cfg(&tr, 1, ov1);
+  ck_assert_msg(gt_model_source_apply_config(&s, &tr, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(s.hf.n_unused_scalars, 0);
+  ck_assert_int_eq(s.hf.n_unused_scalars_not_one, 0);
   /* ...but an explicit MoE key that contradicts it is refused */
   const char *ov2[] = {"num_experts_per_tok=3"};
   load_cfg(&cfg, 1, ov2);
@@ -382,6 +393,36 @@ START_TEST(test_hf_gemma4_keeps_keys_it_cannot_say) {
                 e.msg);
   gt_model_free(&f.m);
   free(hf);
+}
+END_TEST
+
+/* A checkpoint of a LoRA run: its lora_dropout comes with its adapters (a
+ * PEFT export writes it, a continued run trains with it) unless the user
+ * sets one, which is kept, not refused (dropout changes training only). The
+ * stored config is what apply_config reads; the tensors are not loaded. */
+START_TEST(test_lora_dropout_from_checkpoint) {
+  fixture f;
+  make_model(&f, "gemma3-tiny", 4);
+  char *run = pth("lora_run");
+  f.cfg.enable_lora = 1;
+  f.cfg.lora_rank = 4;
+  f.cfg.lora_alpha = 8;
+  f.cfg.lora_dropout = 0.1;
+  write_run(&f, run);
+  gt_err e;
+  for (int k = 0; k < 2; k++) {
+    gt_model_source s;
+    open_ok(run, &s);
+    gt_config cfg;
+    const char *ov[] = {"max_target_length=32", "lora_dropout=0.25"};
+    load_cfg(&cfg, k ? 2 : 1, ov);
+    ck_assert_msg(gt_model_source_apply_config(&s, &cfg, &e) == GT_OK, "%s", e.msg);
+    ck_assert_int_eq(cfg.enable_lora, 1);
+    ck_assert_int_eq(cfg.lora_rank, 4);
+    ck_assert_msg(cfg.lora_dropout == (k ? 0.25 : 0.1), "case %d: lora_dropout %g", k, cfg.lora_dropout);
+  }
+  gt_model_free(&f.m);
+  free(run);
 }
 END_TEST
 
@@ -464,6 +505,7 @@ int main(void) {
   tcase_add_test(tc, test_conflicting_explicit_key_refused);
   tcase_add_test(tc, test_agreeing_keys_and_preset_keys);
   tcase_add_test(tc, test_hf_gemma4_keeps_keys_it_cannot_say);
+  tcase_add_test(tc, test_lora_dropout_from_checkpoint);
   tcase_add_test(tc, test_model_key_flags);
   tcase_add_test(tc, test_user_set_record);
   return gt_test_run_suite(s, 0);

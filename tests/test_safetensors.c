@@ -1006,24 +1006,44 @@ START_TEST(test_sharded_roundtrip) {
   gt_st_set_close(&s);
   gt_st_set_close(&s);
 
-  /* max 0: one model.safetensors, and the stale index goes away */
+  /* max 0: one model.safetensors, and the stale index and shards go away;
+   * files of other names stay */
+  char *keep = gt_test_dir_path("model-00001-of-00003.safetensors.bak");
+  FILE *kf = fopen(keep, "w");
+  ck_assert_ptr_nonnull(kf);
+  fclose(kf);
   ck_assert_msg(gt_st_write_sharded(gt_test_dir, n, w, 0, &e) == GT_OK, "%s", e.msg);
   ck_assert(file_exists(single));
   ck_assert(!file_exists(ip));
+  for (int k = 0; k < 3; k++) {
+    char *sp = gt_test_dir_path(shard[k]);
+    ck_assert_msg(!file_exists(sp), "%s outlived a one-file write", sp);
+    free(sp);
+  }
+  ck_assert(file_exists(keep));
+  free(keep);
   ck_assert_int_eq(gt_st_set_open(&s, gt_test_dir, &e), GT_OK);
   ck_assert_int_eq(s.n_files, 1);
   for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(gt_st_set_find(&s, w[i].name));
   gt_st_set_close(&s);
 
-  /* a limit above the total still writes a one-shard index */
+  /* a limit above the total still writes a one-shard index; the earlier
+   * model.safetensors goes (transformers would load it instead) */
   ck_assert_int_eq(gt_st_write_sharded(gt_test_dir, n, w, 1 << 20, &e), GT_OK);
   char *one = gt_test_dir_path("model-00001-of-00001.safetensors");
   ck_assert(file_exists(one));
   ck_assert(file_exists(ip));
+  ck_assert(!file_exists(single));
   ck_assert_int_eq(gt_st_set_open(&s, gt_test_dir, &e), GT_OK);
   ck_assert_int_eq(s.n_files, 1);
   gt_st_set_close(&s);
   free(one);
+
+  /* a directory holding both a model.safetensors and an index is refused,
+   * naming both */
+  ck_assert_int_eq(gt_st_write(single, n, w, NULL, &e), GT_OK);
+  ck_assert_int_eq(gt_st_set_open(&s, gt_test_dir, &e), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(e.msg, single) && strstr(e.msg, ip) && strstr(e.msg, "holds both"), "%s", e.msg);
 
   /* bad input is refused before any file is touched */
   gt_st_wtensor dup[2] = {w[0], w[0]};

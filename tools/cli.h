@@ -2,6 +2,8 @@
 #ifndef GT_CLI_H
 #define GT_CLI_H
 
+#include <stdio.h>
+
 #include "config/config.h"
 #include "hf/hf.h"
 #include "model/model.h"
@@ -16,6 +18,14 @@ int gt_cli_load_config(int argc, char **argv, gt_config *cfg);
  * an HF import found. Prints the error and returns non-zero. */
 int gt_cli_load_params(const char *path, long long max_target_length, gt_config *cfg, gt_model *m, gt_mem *mem,
                        gt_hf_info *info);
+/* A "note:" line to f when an HF Gemma 4 source's layer_scalar buffers hold
+ * values other than 1 that the model leaves unused
+ * (layer_scalar_trainable=false; hf: what the source counted).
+ * gt_cli_load_params prints it; `train` calls gt_cli_source_note, which
+ * opens and applies cfg's load_parameters_path on a copy of cfg to learn it
+ * (an error there is left for the run to report). */
+void gt_cli_scalar_note(const char *path, const gt_hf_info *hf, FILE *f);
+void gt_cli_source_note(const gt_config *cfg, FILE *f);
 /* The command's exit status for a library result code, so a parent (the
  * sweep runner, a script) learns the outcome without reading the log:
  * 0 done, 2 configuration or usage refused, 3 the memory plan does not fit,

@@ -48,8 +48,10 @@ static int gt__convert_opts(int *argc, char **argv, gt_hf_export_opts *o, double
       }
       o->max_shard_bytes = v;
     } else if (!strncmp(a, "pad_vocab=", 10)) {
-      if (!gt__parse_bool(a + 10, &o->pad_vocab)) {
-        fprintf(stderr, "gemtrain convert: pad_vocab = '%s'; expected true or false\n", a + 10);
+      if (!strcmp(a + 10, "auto")) {
+        o->pad_vocab = -1;
+      } else if (!gt__parse_bool(a + 10, &o->pad_vocab)) {
+        fprintf(stderr, "gemtrain convert: pad_vocab = '%s'; expected auto, true or false\n", a + 10);
         return 2;
       }
     } else if (!strncmp(a, "init_norm_std=", 14)) {
@@ -69,6 +71,7 @@ static int gt__convert_opts(int *argc, char **argv, gt_hf_export_opts *o, double
 static int gt__to_hf(int argc, char **argv) {
   const char *src = argv[0], *out = argv[1];
   gt_hf_export_opts o = gt_hf_export_defaults();
+  o.pad_vocab = -1; /* auto: as the HF table the source came from */
   double norm_std = 0;
   int rest = argc - 2;
   char **rv = argv + 2;
@@ -120,6 +123,16 @@ static int gt__to_hf(int argc, char **argv) {
     return rc;
   }
   gt_threads_configure(&cfg);
+  /* pad_vocab=auto: a Gemma 3 table goes back with the rows of the HF table
+   * the source was read from (262208 for 4b and up, 262144 for 1b and 270m) */
+  long long src_rows = 0;
+  int auto_pad = o.pad_vocab < 0;
+  if (auto_pad && !init && gt_hf_source_rows(src, &src_rows, &err)) {
+    fprintf(stderr, "gemtrain: %s\n", err.msg);
+    gt_model_free(&m);
+    return 2;
+  }
+  if (auto_pad) o.pad_vocab = src_rows == GT_HF_GEMMA3_ROWS;
   gt_hf_info info;
   if (gt_hf_export(&m, &cfg, out, &o, &info, &err)) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
@@ -132,9 +145,12 @@ static int gt__to_hf(int argc, char **argv) {
   int64_t n_base = m.n_params;
   for (int i = 0; i < m.n_tensors; i++)
     if (gt_peft_is_adapter(m.tensors[i].name, NULL, 0, NULL)) n_base -= m.tensors[i].numel;
+  char padded[160] = "";
+  if (info.embed_rows != m.vocab)
+    snprintf(padded, sizeof padded, " (zero-padded from the model's %lld: %s)", (long long)m.vocab,
+             auto_pad ? "the source's Hugging Face table has 262208 rows" : "pad_vocab=true");
   printf("convert: wrote %s: config.json and %d tensors in %s (%s), %lld parameters; embedding %lld rows%s\n", out,
-         info.n_tensors, where, info.dtype, (long long)n_base, info.embed_rows,
-         info.embed_rows != m.vocab ? " (zero-padded from the model's vocab_size)" : "");
+         info.n_tensors, where, info.dtype, (long long)n_base, info.embed_rows, padded);
   if (info.n_merged)
     printf("convert: merged the adapters of %d projections (W + %.6g * B A)\n", info.n_merged, gt_peft_scale(&cfg));
   /* the tokenizer and generation_config.json: from the HF directory the
@@ -149,10 +165,13 @@ static int gt__to_hf(int argc, char **argv) {
     return 2;
   }
   printf("convert: %s; generation_config.json %s\n",
-         ex.has_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
-                                    : "tokenizer files copied from the source's HF directory")
-                          : "no tokenizer files (the model uses byte tokens)",
-         ex.wrote_generation_config ? "written (Gemma's defaults)" : "copied");
+         ex.copied_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
+                                       : "tokenizer files copied from the source's HF directory")
+         : ex.has_tokenizer  ? "tokenizer.json kept: it was in the output directory already"
+                             : "no tokenizer files (the model uses byte tokens)",
+         ex.wrote_generation_config    ? "written (Gemma's defaults)"
+         : ex.copied_generation_config ? "copied from the source's HF directory"
+                                       : "kept: it was in the output directory already");
   gt_model_free(&m);
   return 0;
 }
@@ -204,8 +223,10 @@ static int gt__to_peft(int argc, char **argv) {
 }
 
 /* A checkpoint at step 0 (zero AdamW moments) in <dir>/checkpoints, so the
- * result is a run directory that load_parameters_path and to_hf take. */
-static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_config *cfg, gt_err *err) {
+ * result is a run directory that load_parameters_path and to_hf take; its
+ * header records the HF table's rows (hf_rows). */
+static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_config *cfg, long long hf_rows,
+                                  gt_err *err) {
   float *zeros = calloc((size_t)m->n_params ? (size_t)m->n_params : 1, sizeof(float));
   if (!zeros) return gt_err_set(err, GT_ERR_NOMEM, "convert: no memory for %lld moments", (long long)m->n_params);
   const float *p[1] = {m->params}, *z[1] = {zeros};
@@ -214,7 +235,7 @@ static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_c
   char root[2100];
   snprintf(root, sizeof root, "%s/checkpoints", dir);
   char *cj = gt_config_to_json(cfg);
-  gt_rc rc = gt_ckpt_save(root, m, &src, &st, cj, 0, 0, err);
+  gt_rc rc = gt_ckpt_save_hf(root, m, &src, &st, cj, hf_rows, err);
   free(cj);
   free(zeros);
   return rc;
@@ -245,7 +266,9 @@ static int gt__from_hf(int argc, char **argv) {
   gt_err_clear(&err);
   size_t ol = strlen(out);
   int as_file = ol > 12 && !strcmp(out + ol - 12, ".safetensors");
-  if (as_file ? gt_paramfile_write(out, &m, &cfg, NULL, NULL, 0, &err) : gt__write_checkpoint(out, &m, &cfg, &err)) {
+  /* the table's rows go with the model, so to_hf pads it back to them */
+  if (as_file ? gt_paramfile_write_hf(out, &m, &cfg, info.embed_rows, &err)
+              : gt__write_checkpoint(out, &m, &cfg, info.embed_rows, &err)) {
     fprintf(stderr, "gemtrain: %s\n", err.msg);
     gt_model_free(&m);
     return 2;
@@ -264,11 +287,8 @@ static int gt__from_hf(int argc, char **argv) {
     printf("convert: skipped %d k/v tensor%s of KV-shared layers (transformers drops them too)\n",
            info.n_unused_shared_kv, info.n_unused_shared_kv == 1 ? "" : "s");
   if (info.n_unused_scalars)
-    printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)%s\n",
-           info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s",
-           info.n_unused_scalars_not_one ? "; WARNING: some hold values other than 1, so the model differs from the "
-                                           "checkpoint's"
-                                         : "");
+    printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)\n",
+           info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s");
   printf("convert: wrote %s%s (%lld parameters, F32)\n", out, as_file ? "" : "/checkpoints/step_00000000",
          (long long)m.n_params);
   gt_model_free(&m);

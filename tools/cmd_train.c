@@ -97,7 +97,10 @@ int gt_cmd_train(int argc, char **argv) {
     free(s);
     return 0;
   }
-  if (gt_dist_rank() == 0) gt_cli_bf16_note(&cfg, stdout);
+  if (gt_dist_rank() == 0) {
+    gt_cli_bf16_note(&cfg, stdout);
+    gt_cli_source_note(&cfg, stdout);
+  }
   gt_train_opts o = {.out = stdout, .progress = isatty(STDERR_FILENO) ? stderr : NULL, .stop = &g_stop};
   gt_cli_train_test_seams(&o);
   struct sigaction sa, old[3];

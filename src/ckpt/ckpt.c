@@ -259,6 +259,19 @@ gt_rc gt_ckpt_save_frozen(const char *root, const gt_model *m, const gt_ckpt_src
   return gt_ckpt_save_end(s, rc, err);
 }
 
+gt_rc gt_ckpt_save_hf(const char *root, const gt_model *m, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                      const char *config_json, long long hf_embed_rows, gt_err *err) {
+  if (hf_embed_rows < 1)
+    return gt_err_set(err, GT_ERR_ARG, "checkpoint: hf_embed_rows = %lld; expected a row count of at least 1",
+                      hf_embed_rows);
+  gt_ckpt_pending *s;
+  gt_rc rc = gt_ckpt_save_begin(&s, root, m, src, st, NULL, NULL, config_json, 0, 0, NULL, err);
+  if (rc) return rc;
+  cJSON_AddNumberToObject(s->meta, "hf_embed_rows", (double)hf_embed_rows);
+  rc = gt_ckpt_save_write(s, err);
+  return gt_ckpt_save_end(s, rc, err);
+}
+
 gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model *m, const gt_ckpt_src *src,
                          const gt_ckpt_state *st, const gt_ckpt_frozen *frozen, const gt_ckpt_writer *writer,
                          const char *config_json, int compression, int64_t keep, const gt_ckpt_sync *sync,
@@ -862,6 +875,26 @@ gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen 
   if (cJSON_IsString(sum)) fz->sum = strtoull(sum->valuestring, NULL, 16);
   const cJSON *q = cJSON_GetObjectItemCaseSensitive(ref, "qtype");
   snprintf(fz->qtype, sizeof fz->qtype, "%s", cJSON_IsString(q) ? q->valuestring : "float32");
+  cJSON_Delete(h);
+  return rc;
+}
+
+gt_rc gt_ckpt_read_hf_rows(const char *dir, long long *rows, gt_err *err) {
+  *rows = 0;
+  int S = -1;
+  gt_rc rc = gt__shard_count(dir, &S, err);
+  if (rc) return rc;
+  char file[GT__PATH + 64];
+  snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
+  cJSON *h = NULL;
+  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(h, "hf_embed_rows");
+  if (r && !(cJSON_IsNumber(r) && r->valuedouble >= 1 && r->valuedouble <= 1e15 &&
+             r->valuedouble == (double)(long long)r->valuedouble))
+    rc = gt_err_set(err, GT_ERR_FORMAT, "checkpoint: '%s' header has hf_embed_rows = %s; expected a whole number >= 1",
+                    file, cJSON_IsNumber(r) ? "out of range" : "not a number");
+  else if (r)
+    *rows = (long long)r->valuedouble;
   cJSON_Delete(h);
   return rc;
 }

@@ -114,6 +114,15 @@ typedef struct gt_ckpt_src {
  * config_json is stored as is (may be NULL). */
 gt_rc gt_ckpt_save(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
                    const char *config_json, int compression, int64_t keep, gt_err *err);
+/* gt_ckpt_save that also records, as "hf_embed_rows" in every shard's
+ * header, the rows of the Hugging Face embedding table the parameters were
+ * read from (gemtrain convert from_hf; a Gemma 3 4b-and-up table has 262208
+ * rows for 262144 tokens, which an export pads back to: hf.h). */
+gt_rc gt_ckpt_save_hf(const char *root, const gt_model *layout, const gt_ckpt_src *src, const gt_ckpt_state *st,
+                      const char *config_json, long long hf_embed_rows, gt_err *err);
+/* The "hf_embed_rows" a step directory's shard 0 records; 0 when it records
+ * none (every checkpoint but one of convert from_hf). */
+gt_rc gt_ckpt_read_hf_rows(const char *step_dir, long long *rows, gt_err *err);
 
 /* How the processes (MPI ranks) of one run that write a checkpoint
  * together reach agreement, without this module knowing about MPI.

@@ -12,8 +12,8 @@
 
 static const char *const gt__prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
 
-gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
-                         const float *nu, int64_t step, gt_err *err) {
+static gt_rc gt__write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu, const float *nu,
+                       int64_t step, long long hf_rows, gt_err *err) {
   int nt = m->n_tensors;
   int64_t biggest = 0;
   for (int i = 0; i < nt; i++)
@@ -68,6 +68,9 @@ gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *c
     cJSON_AddStringToObject(meta, "format", "gemtrain params+optimizer v1");
     cJSON_AddStringToObject(meta, "optimizer_step", st);
     cJSON_AddStringToObject(meta, "config", cfg_s ? cfg_s : "{}");
+    char rows[32];
+    snprintf(rows, sizeof rows, "%lld", hf_rows);
+    if (hf_rows > 0) cJSON_AddStringToObject(meta, "hf_embed_rows", rows);
     char *meta_s = cJSON_PrintUnformatted(meta);
     rc = gt_st_write(path, 3 * nt, w, meta_s, err);
     cJSON_Delete(meta);
@@ -76,6 +79,42 @@ gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *c
   for (int i = 0; i < 3 * nt; i++) free(names[i]);
   for (int i = 0; i < nt; i++) free(deq[i]);
   free(names), free(w), free(zeros), free(deq);
+  return rc;
+}
+
+gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
+                         const float *nu, int64_t step, gt_err *err) {
+  return gt__write(path, m, cfg, mu, nu, step, 0, err);
+}
+
+gt_rc gt_paramfile_write_hf(const char *path, const gt_model *m, const gt_config *cfg, long long hf_embed_rows,
+                            gt_err *err) {
+  if (hf_embed_rows < 1)
+    return gt_err_set(err, GT_ERR_ARG, "params: hf_embed_rows = %lld for '%s'; expected a row count of at least 1",
+                      hf_embed_rows, path);
+  return gt__write(path, m, cfg, NULL, NULL, 0, hf_embed_rows, err);
+}
+
+gt_rc gt_paramfile_read_hf_rows(const char *path, long long *rows, gt_err *err) {
+  *rows = 0;
+  gt_st_file f;
+  gt_rc rc = gt_st_open(&f, path, err);
+  if (rc) return rc;
+  cJSON *meta = f.metadata_json ? cJSON_Parse(f.metadata_json) : NULL;
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(meta, "hf_embed_rows");
+  if (r) {
+    const char *v = cJSON_IsString(r) ? r->valuestring : "";
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || v[0] == '+' || v[0] == ' ')
+      rc = gt_err_set(err, GT_ERR_FORMAT, "params: '%s' metadata hf_embed_rows = '%.40s'; expected a whole number >= 1",
+                      path, cJSON_IsString(r) ? v : "(not a string)");
+    else
+      *rows = n;
+  }
+  cJSON_Delete(meta);
+  gt_st_close(&f);
   return rc;
 }
 

@@ -3,8 +3,9 @@
  * "model." prefix, F32; the AdamW moments follow as "optimizer.mu.<name>" and
  * "optimizer.nu.<name>"; __metadata__ holds "format", "optimizer_step" and
  * "config" (the resolved gemtrain config as JSON), so a file describes its
- * own model. `gemtrain convert` reads and writes it; a run's full state (data
- * position, RNG, sharding) is the checkpoint of src/ckpt/ckpt.h. */
+ * own model (a file of convert from_hf also "hf_embed_rows"). `gemtrain
+ * convert` reads and writes it; a run's full state (data position, RNG,
+ * sharding) is the checkpoint of src/ckpt/ckpt.h. */
 #ifndef GEMTRAIN_PARAMFILE_H
 #define GEMTRAIN_PARAMFILE_H
 
@@ -23,6 +24,15 @@ extern "C" {
 gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
                          const float *nu, int64_t step, gt_err *err);
 
+/* gt_paramfile_write without moments (step 0) that also records, as the
+ * metadata entry "hf_embed_rows", the rows of the Hugging Face embedding
+ * table the parameters were read from (gemtrain convert from_hf; a Gemma 3
+ * 4b-and-up table has 262208 rows for 262144 tokens, which an export pads
+ * back to: hf.h). */
+gt_rc gt_paramfile_write_hf(const char *path, const gt_model *m, const gt_config *cfg, long long hf_embed_rows,
+                            gt_err *err);
+/* The "hf_embed_rows" a file records; 0 when it records none. */
+gt_rc gt_paramfile_read_hf_rows(const char *path, long long *rows, gt_err *err);
 /* Reads the parameters into m->params (m built from the same config and
  * allocated); mu and nu (may be NULL: not read) receive the moments, step
  * (may be NULL) the optimizer step. Every tensor must be present with the

@@ -6,6 +6,7 @@
 #include "ckpt/safetensors.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1206,8 +1207,16 @@ gt_rc gt_st_set_open(gt_st_set *s, const char *dir, gt_err *err) {
   gt_rc rc = gt__join(ipath, sizeof ipath, dir, GT__INDEX_NAME, err);
   if (rc == GT_OK) rc = gt__join(spath, sizeof spath, dir, GT__SINGLE_NAME, err);
   if (rc != GT_OK) return rc;
-  struct stat st;
-  if (stat(ipath, &st) == 0) return gt__set_open_index(s, dir, ipath, err);
+  struct stat st, st1;
+  int has_index = stat(ipath, &st) == 0;
+  /* transformers loads model.safetensors and gemtrain the index: the two
+   * would run different weights */
+  if (has_index && stat(spath, &st1) == 0)
+    return gt_err_set(err, GT_ERR_FORMAT,
+                      "%s: holds both %s and %s (one of them from an earlier export); expected one, as "
+                      "transformers would load the first and gemtrain the second: remove the stale one",
+                      dir, spath, ipath);
+  if (has_index) return gt__set_open_index(s, dir, ipath, err);
   if (stat(spath, &st) != 0)
     return gt_err_set(err, GT_ERR_IO, "%s: found neither %s nor %s", dir, GT__INDEX_NAME,
                       GT__SINGLE_NAME);
@@ -1224,6 +1233,43 @@ gt_rc gt_st_set_open(gt_st_set *s, const char *dir, gt_err *err) {
 }
 
 static const char gt__shard_meta[] = "{\"format\":\"pt\"}";
+
+/* "model-<digits>-of-<digits>.safetensors", the shard names transformers
+ * and gt_st_write_sharded give */
+static int gt__is_shard_name(const char *n) {
+  const char *p = n;
+  if (strncmp(p, "model-", 6)) return 0;
+  p += 6;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  if (strncmp(p, "-of-", 4)) return 0;
+  p += 4;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  return !strcmp(p, ".safetensors");
+}
+
+/* Removes from dir what an earlier write left that a reader could take for
+ * this one: model.safetensors, model-*-of-*.safetensors shards and the
+ * index (regular files of those names only). */
+static gt_rc gt__remove_stale(const char *dir, gt_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return gt_err_set(err, GT_ERR_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+  gt_rc rc = GT_OK;
+  struct dirent *e;
+  char p[1024];
+  while (rc == GT_OK && (e = readdir(d))) {
+    const char *n = e->d_name;
+    if (strcmp(n, GT__SINGLE_NAME) && strcmp(n, GT__INDEX_NAME) && !gt__is_shard_name(n)) continue;
+    if ((rc = gt__join(p, sizeof p, dir, n, err))) break;
+    struct stat st;
+    if (lstat(p, &st) || !S_ISREG(st.st_mode)) continue;
+    if (unlink(p) != 0 && errno != ENOENT)
+      rc = gt_err_set(err, GT_ERR_IO, "%s: cannot remove the earlier export's file: %s", p, strerror(errno));
+  }
+  closedir(d);
+  return rc;
+}
 
 static gt_rc gt__write_index(const char *dir, int n, const gt_st_wtensor *ts, const int *shard_of,
                              int n_shards, uint64_t total, gt_err *err) {
@@ -1280,13 +1326,9 @@ gt_rc gt_st_write_sharded(const char *dir, int n, const gt_st_wtensor *tensors,
   char p[1024];
 
   if (max_shard_bytes == 0) {
-    rc = gt__join(p, sizeof p, dir, GT__SINGLE_NAME, err);
+    rc = gt__remove_stale(dir, err);
+    if (rc == GT_OK) rc = gt__join(p, sizeof p, dir, GT__SINGLE_NAME, err);
     if (rc == GT_OK) rc = gt_st_write(p, n, tensors, gt__shard_meta, err);
-    if (rc == GT_OK && gt__join(p, sizeof p, dir, GT__INDEX_NAME, err) == GT_OK) {
-      if (unlink(p) != 0 && errno != ENOENT)
-        rc = gt_err_set(err, GT_ERR_IO, "%s: cannot remove the stale index: %s", p,
-                        strerror(errno));
-    }
     goto out;
   }
 
@@ -1307,6 +1349,7 @@ gt_rc gt_st_write_sharded(const char *dir, int n, const gt_st_wtensor *tensors,
                     n_shards);
     goto out;
   }
+  if ((rc = gt__remove_stale(dir, err))) goto out;
   for (int s = 0; s < n_shards && rc == GT_OK; s++) {
     int m = 0;
     for (int i = 0; i < n; i++)

@@ -100,8 +100,10 @@ gt_rc gt_st_write(const char *path, int n, const gt_st_wtensor *tensors,
 
 /* A checkpoint directory: model.safetensors.index.json
  * {"metadata":{...},"weight_map":{name: file}} plus its shards, or a single
- * model.safetensors. Every shard is opened and validated; every weight_map
- * entry must exist in the shard it names, and no tensor may be in two shards. */
+ * model.safetensors; a directory holding both is refused, naming both files
+ * (transformers would load model.safetensors). Every shard is opened and
+ * validated; every weight_map entry must exist in the shard it names, and no
+ * tensor may be in two shards. */
 typedef struct gt_st_set {
   int n_files;
   gt_st_file *files; /* sorted by file name: files[k] is shard k+1 */
@@ -111,9 +113,12 @@ gt_rc gt_st_set_open(gt_st_set *s, const char *dir, gt_err *err);
 const gt_st_tensor *gt_st_set_find(const gt_st_set *s, const char *name);
 void gt_st_set_close(gt_st_set *s);
 
-/* Write a checkpoint directory (which must exist). max_shard_bytes == 0: one
- * file, model.safetensors (a stale index json in dir is removed so a later
- * gt_st_set_open cannot pick up an old checkpoint). Otherwise tensors, in the
+/* Write a checkpoint directory (which must exist). First removes from dir
+ * what an earlier write may have left: model.safetensors,
+ * model-*-of-*.safetensors shards and model.safetensors.index.json (regular
+ * files of those names only), so a reader (transformers prefers
+ * model.safetensors, gt_st_set_open refuses both) finds this write alone.
+ * max_shard_bytes == 0: one file, model.safetensors. Otherwise tensors, in the
  * given order, fill model-00001-of-0000N.safetensors files of at most
  * max_shard_bytes of tensor data each (a tensor larger than the limit gets a
  * shard of its own), and model.safetensors.index.json is written last with

@@ -7,8 +7,10 @@
  * model.safetensors.index.json. gemtrain already keeps its parameters under
  * HF's names (without the prefix) in HF's [out, in] layout, so conversion is
  * a rename plus two things MaxText also does: the 262208-row HF embedding
- * (262144 tokens + the image token + padding) is truncated to 262144 rows on
- * import and zero-padded back on export.
+ * of Gemma 3 4b and up (262144 tokens + the image token + padding) is
+ * truncated to 262144 rows on import and zero-padded back on export when
+ * asked (pad_vocab: the caller asks for a model that came from such a
+ * table; 1b and 270m have 262144 rows).
  *
  * Norm weights: Gemma 3 stores w and applies (1 + w), in HF and in gemtrain
  * (gt_model.norm_offset = 1, used as off + w by the RMSNorm kernels), so they
@@ -83,7 +85,8 @@ gt_rc gt_hf_config_read(const char *path, gt_config *cfg, gt_hf_info *info, gt_e
  * does; else refuses naming the key (Gemma 4: v_norm_with_scale,
  * query_pre_attn_scalar other than 1, global_num_kv_heads without
  * share_kv_projections, a last layer that is not global, a MoE layout HF
- * cannot hold). Gemma 3 configs are always exportable. */
+ * cannot hold); Gemma 3: a query_pre_attn_scalar that is not a whole
+ * number (Gemma3TextConfig declares it an int). */
 gt_rc gt_hf_config_exportable(const gt_config *cfg, gt_err *err);
 /* The config.json transformers loads for this model: Gemma3ForCausalLM with
  * `embed_rows` as vocab_size, or (decoder_block gemma4*) Gemma4ForCausalLM
@@ -97,10 +100,11 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
 typedef struct gt_hf_export_opts {
   gt_dtype dtype;           /* GT_DT_F32 or GT_DT_BF16 (round to nearest even) */
   uint64_t max_shard_bytes; /* 0: one model.safetensors; else shards + index json */
-  int pad_vocab;            /* 1: a 262144-row embedding is written with 262208 rows */
+  int pad_vocab;            /* 1: a Gemma 3 262144-row embedding is written with 262208 rows */
 } gt_hf_export_opts;
 
-/* Default options: BF16 (what HF ships), one file, padding on. */
+/* Default options: BF16 (what HF ships), one file, no padding (the caller
+ * pads when the model came from a 262208-row table: gt_hf_source_rows). */
 gt_hf_export_opts gt_hf_export_defaults(void);
 
 /* Writes out_dir/config.json and the safetensors (names "model." + gemtrain's
@@ -125,13 +129,23 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
  * gt_hf_info) and not loaded. */
 gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err);
 
+/* Gemma 4 with layer_scalar_trainable=false, before any model is built:
+ * counts the layer_scalar buffers of an opened HF set (under the prefix the
+ * import would use) into info->n_unused_scalars, and those that do not hold
+ * exactly 1 into info->n_unused_scalars_not_one; the model multiplies by 1
+ * instead, so with any of the latter it is not the checkpoint's model.
+ * `where` names the checkpoint. */
+gt_rc gt_hf_scan_scalars(const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err);
+
 /* ---- the rest of a model directory ---- */
 
 typedef struct gt_hf_extras {
   int n_copied;                /* files copied from the source */
   int has_tokenizer;           /* out_dir has tokenizer.json */
+  int copied_tokenizer;        /* ... copied now (from hf_dir or tokenizer_path) */
+  int copied_generation_config; /* generation_config.json copied from hf_dir */
   int wrote_tokenizer_config;  /* tokenizer_config.json written (the source had none) */
-  int wrote_generation_config; /* generation_config.json written (the source had none) */
+  int wrote_generation_config; /* generation_config.json written (the source had none, nor out_dir) */
 } gt_hf_extras;
 
 /* Where a model source (load_parameters_path, model_source.h) comes from:
@@ -139,6 +153,14 @@ typedef struct gt_hf_extras {
  * started from one, a run started from that run's checkpoint, ...), "" when
  * none; tokenizer the first tokenizer_path met on the way ("" when none). */
 gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *tokenizer, size_t tn, gt_err *err);
+
+/* The rows of the Hugging Face embedding table a model source (path, as for
+ * gt_hf_source_origin) descends from, 0 when none is known: an HF
+ * directory's own (its config.json's vocab_size), or the one a checkpoint or
+ * parameter file of convert from_hf records (gt_ckpt_read_hf_rows,
+ * gt_paramfile_read_hf_rows), found through the load_parameters_path each
+ * run's config names. */
+gt_rc gt_hf_source_rows(const char *path, long long *rows, gt_err *err);
 
 /* Makes out_dir (holding config.json and the weights) a drop-in HF model
  * directory: copies from hf_dir (may be NULL or "") the chat templates and

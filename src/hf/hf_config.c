@@ -91,8 +91,14 @@ gt_rc gt__hf_bool(const gt__hfc *h, const char *key, int def, int *out) {
   return GT_OK;
 }
 
-/* {"rope_type" (or the older "type"): "default" | "linear", "factor": s}. */
-static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key, int allow_linear, double *scale) {
+/* {"rope_type" (or the older "type"): "default" | "linear", "factor": s}.
+ * need_type: the object must name its type (rope_scaling: transformers
+ * versions that read rope_scaling fail on one without, newer ones fold it
+ * into rope_parameters as "default" and drop its factor, so no reading is
+ * sure to be the file's); a rope_parameters entry without one is read as
+ * "default". */
+static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key, int allow_linear, int need_type,
+                              double *scale) {
   *scale = 1.0;
   if (!r || cJSON_IsNull(r)) return GT_OK;
   if (!cJSON_IsObject(r))
@@ -100,6 +106,15 @@ static gt_rc gt__hf_rope_kind(const gt__hfc *h, const cJSON *r, const char *key,
                       key, gt__hf_kind(r));
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "rope_type");
   if (!t) t = cJSON_GetObjectItemCaseSensitive(r, "type");
+  if (!t && need_type) {
+    char *shown = cJSON_PrintUnformatted(r);
+    gt_rc rc = gt_err_set(h->err, GT_ERR_CONFIG,
+                          "hf: %s: key '%s' is %.120s, with neither 'rope_type' nor 'type'; expected "
+                          "{\"rope_type\": \"linear\", \"factor\": ...}, or null for no scaling",
+                          h->where, key, shown ? shown : "an object");
+    free(shown);
+    return rc;
+  }
   const char *type = cJSON_IsString(t) ? t->valuestring : "default";
   if (!strcmp(type, "default")) return GT_OK;
   if (strcmp(type, "linear") || !allow_linear)
@@ -176,7 +191,7 @@ static gt_rc gt__hf_rope(const gt__hfc *h, gt_config *cfg) {
   gt_rc rc;
   if ((rc = gt__hf_num_in(h, h->obj, "rope_theta", global, NAN, &global)) ||
       (rc = gt__hf_num_in(h, h->obj, "rope_local_base_freq", local, NAN, &local)) ||
-      (rc = gt__hf_rope_kind(h, cJSON_GetObjectItemCaseSensitive(h->obj, "rope_scaling"), "rope_scaling", 1, &scale)))
+      (rc = gt__hf_rope_kind(h, cJSON_GetObjectItemCaseSensitive(h->obj, "rope_scaling"), "rope_scaling", 1, 1, &scale)))
     return rc;
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(h->obj, "rope_parameters");
   if (rp && !cJSON_IsNull(rp)) {
@@ -184,11 +199,11 @@ static gt_rc gt__hf_rope(const gt__hfc *h, gt_config *cfg) {
     const cJSON *slide = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
     if (!cJSON_IsObject(full) && !cJSON_IsObject(slide)) full = rp; /* one set for every layer type */
     if (cJSON_IsObject(full) &&
-        ((rc = gt__hf_rope_kind(h, full, "rope_parameters.full_attention", 1, &scale)) ||
+        ((rc = gt__hf_rope_kind(h, full, "rope_parameters.full_attention", 1, 0, &scale)) ||
          (rc = gt__hf_num_in(h, full, "rope_theta", global, NAN, &global))))
       return rc;
     if (cJSON_IsObject(slide) &&
-        ((rc = gt__hf_rope_kind(h, slide, "rope_parameters.sliding_attention", 0, &ls)) ||
+        ((rc = gt__hf_rope_kind(h, slide, "rope_parameters.sliding_attention", 0, 0, &ls)) ||
          (rc = gt__hf_num_in(h, slide, "rope_theta", local, NAN, &local))))
       return rc;
   }
@@ -424,6 +439,9 @@ char *gt_hf_config_to_json(const gt_config *cfg, long long embed_rows, const cha
   if (simple) cJSON_AddNumberToObject(o, "sliding_window_pattern", (double)pl);
   cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
   cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
+  /* the first transformers release with Gemma 3; transformers records the
+   * version that wrote a file here and does not check it on loading (the
+   * layer_types above are read from 4.53 on: docs/huggingface.md) */
   cJSON_AddStringToObject(o, "transformers_version", "4.50.0");
   cJSON_AddBoolToObject(o, "use_cache", 1);
   cJSON_AddNumberToObject(o, "vocab_size", (double)embed_rows);

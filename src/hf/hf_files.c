@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt/ckpt.h"
+#include "ckpt/paramfile.h"
 #include "hf/hf.h"
 #include "hf/model_source.h"
 #include "tokenizer/tokenizer.h"
@@ -69,6 +71,29 @@ gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *token
   return rc;
 }
 
+gt_rc gt_hf_source_rows(const char *path, long long *rows, gt_err *err) {
+  *rows = 0;
+  gt_model_source *s = malloc(sizeof *s);
+  if (!s) return gt_err_set(err, GT_ERR_NOMEM, "hf: no memory");
+  char cur[GT_STR_PATH];
+  snprintf(cur, sizeof cur, "%s", path);
+  gt_rc rc = GT_OK;
+  /* the same walk as gt_hf_source_origin, stopping at the first record */
+  for (int depth = 0; depth < 16 && cur[0] && !*rows; depth++) {
+    if ((rc = gt_model_source_open(cur, s, err))) break;
+    if (s->kind == GT_SRC_HF) {
+      *rows = s->hf.embed_rows;
+      break;
+    }
+    rc = s->kind == GT_SRC_CHECKPOINT ? gt_ckpt_read_hf_rows(s->dir, rows, err)
+                                      : gt_paramfile_read_hf_rows(s->path, rows, err);
+    if (rc || !strcmp(s->cfg.load_parameters_path, cur)) break;
+    snprintf(cur, sizeof cur, "%s", s->cfg.load_parameters_path);
+  }
+  free(s);
+  return rc;
+}
+
 /* The id of a token in a tokenizer.json, -1 when absent or unreadable. */
 static int32_t gt__token_id(const gt_tokenizer *t, const char *tok) {
   return t ? gt_tokenizer_token_id(t, tok, strlen(tok)) : -1;
@@ -89,11 +114,14 @@ gt_rc gt_hf_write_extras(const gt_config *cfg, const char *hf_dir, const char *t
     snprintf(to, sizeof to, "%s/%s", out_dir, gt__hf_extra_files[i]);
     if ((rc = gt__copy(from, to, err))) return rc;
     info->n_copied++;
+    if (i == 0) info->copied_tokenizer = 1;
+    if (!strcmp(gt__hf_extra_files[i], "generation_config.json")) info->copied_generation_config = 1;
   }
   snprintf(to, sizeof to, "%s/tokenizer.json", out_dir);
-  if (!gt__file_exists(to) && tokenizer_path && tokenizer_path[0]) {
+  if (!info->copied_tokenizer && tokenizer_path && tokenizer_path[0]) {
     if ((rc = gt__copy(tokenizer_path, to, err))) return rc;
     info->n_copied++;
+    info->copied_tokenizer = 1;
     /* its tokenizer_config.json when it has one beside it */
     char dir[GT_STR_PATH];
     snprintf(dir, sizeof dir, "%s", tokenizer_path);

@@ -18,7 +18,7 @@
 static const char *const gt__hf_prefixes[] = {"model.", "model.language_model.", "language_model.model."};
 #define GT__HF_NPREFIX ((int)(sizeof gt__hf_prefixes / sizeof gt__hf_prefixes[0]))
 
-gt_hf_export_opts gt_hf_export_defaults(void) { return (gt_hf_export_opts){GT_DT_BF16, 0, 1}; }
+gt_hf_export_opts gt_hf_export_defaults(void) { return (gt_hf_export_opts){GT_DT_BF16, 0, 0}; }
 
 /* Gemma 4 layers: stored norm scales, 262144-row tables without HF padding */
 static int gt__is_gemma4(const gt_model *m) { return m->n_layers > 0 && m->layers[0].gemma4; }
@@ -39,8 +39,9 @@ gt_rc gt_hf_export(const gt_model *m, const gt_config *cfg, const char *out_dir,
   gt_rc rc = gt_hf_config_exportable(cfg, err);
   if (rc || (rc = gt_mkdirs(out_dir, "hf", err))) return rc;
   int g4 = gt__is_gemma4(m);
-  /* MaxText pads a Gemma 3 262144-token table with zero rows to HF's 262208
-   * (Gemma 4's HF table has the 262144 rows). */
+  /* A Gemma 3 262144-token table read from HF's 262208 rows (4b and up)
+   * goes back with zero rows, as MaxText pads it; 1b and 270m have 262144
+   * rows, as does Gemma 4. */
   int64_t rows = (o->pad_vocab && !g4 && m->vocab == GT_HF_GEMMA3_VOCAB) ? GT_HF_GEMMA3_ROWS : m->vocab;
   float *padded = NULL;
   if (rows != m->vocab) {
@@ -277,7 +278,7 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
       if (kind == 1) {
         float v = 1.0f;
         gt_err sub;
-        if (s->ndim == 1 && s->shape[0] == 1 && gt_st_read_f32_range(s, 0, 1, &v, &sub) == GT_OK && v != 1.0f)
+        if (s->numel != 1 || (gt_st_read_f32_range(s, 0, 1, &v, &sub) == GT_OK && v != 1.0f))
           info->n_unused_scalars_not_one++;
         info->n_unused_scalars++;
       } else if (kind == 2) {
@@ -285,6 +286,30 @@ gt_rc gt_hf_import_params(gt_model *m, const gt_st_set *set, const char *where, 
       } else if (info->n_ignored++ == 0) {
         snprintf(info->first_ignored, sizeof info->first_ignored, "%s", nm);
       }
+    }
+  return GT_OK;
+}
+
+gt_rc gt_hf_scan_scalars(const gt_st_set *set, const char *where, gt_hf_info *info, gt_err *err) {
+  info->n_unused_scalars = info->n_unused_scalars_not_one = 0;
+  const char *prefix = NULL;
+  for (int p = 0; p < GT__HF_NPREFIX && !prefix; p++)
+    if (gt__set_has(set, gt__hf_prefixes[p], "embed_tokens.weight")) prefix = gt__hf_prefixes[p];
+  if (!prefix) return GT_OK; /* not a checkpoint the import would take: it says so */
+  size_t pl = strlen(prefix);
+  for (int fi = 0; fi < set->n_files; fi++)
+    for (int j = 0; j < set->files[fi].n_tensors; j++) {
+      const gt_st_tensor *s = &set->files[fi].tensors[j];
+      int l, used = 0;
+      if (strncmp(s->name, prefix, pl) || sscanf(s->name + pl, "layers.%d.layer_scalar%n", &l, &used) != 1 ||
+          s->name[pl + (size_t)used] != '\0')
+        continue;
+      float v = 1.0f;
+      gt_err sub;
+      if (s->numel == 1 && gt_st_read_f32_range(s, 0, 1, &v, &sub))
+        return gt_err_set(err, GT_ERR_FORMAT, "hf: %s: %s", where, sub.msg);
+      info->n_unused_scalars++;
+      if (s->numel != 1 || v != 1.0f) info->n_unused_scalars_not_one++;
     }
   return GT_OK;
 }

@@ -301,6 +301,11 @@ gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err 
       }
       memcpy((char *)next + k->offset, (const char *)&src->cfg + k->offset, k->size);
     }
+  /* the run's dropout continues with its adapters (and goes into a PEFT
+   * export's adapter_config.json), unless the user sets another: it only
+   * changes training, so an explicit value is kept, as a PEFT import does */
+  if (src->kind == GT_SRC_CHECKPOINT && src->cfg.enable_lora && !gt_config_is_user_set(cfg, "lora_dropout"))
+    next->lora_dropout = src->cfg.lora_dropout;
   src->lora_dir[0] = '\0';
   if (next->lora_restore_path[0]) {
     if ((rc = gt_peft_apply_config(next->lora_restore_path, next, err))) goto out;
@@ -312,6 +317,18 @@ gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err 
     snprintf(msg, sizeof msg, "%s", err->msg);
     rc = gt_err_set(err, rc, "model source: with the model of '%s': %s", src->path, msg);
     goto out;
+  }
+  /* Gemma 4 layer_scalar buffers this model leaves unused: counted now, so
+   * a caller can say so before it loads anything */
+  src->hf.n_unused_scalars = src->hf.n_unused_scalars_not_one = 0;
+  if (src->kind == GT_SRC_HF && gt_config_is_gemma4(next) && !next->layer_scalar_trainable) {
+    gt_st_set set;
+    memset(&set, 0, sizeof set);
+    char where[GT_STR_PATH + 8];
+    snprintf(where, sizeof where, "'%s'", src->path);
+    if ((rc = gt_st_set_open(&set, src->path, err)) == GT_OK) rc = gt_hf_scan_scalars(&set, where, &src->hf, err);
+    gt_st_set_close(&set);
+    if (rc) goto out;
   }
   *cfg = *next;
 out:

@@ -81,10 +81,18 @@ gt_rc gt_model_source_open(const char *path, gt_model_source *src, gt_err *err);
  * Adapters: a checkpoint of a run that trained low-rank adapters
  * (enable_lora) holds them, so its adapter keys (enable_lora, lora_rank,
  * lora_alpha, lora_use_rslora, lora_module_path, lora_weight_qtype) define
- * the model as the model keys do, with the same rule for keys the user set.
+ * the model as the model keys do, with the same rule for keys the user set;
+ * its lora_dropout is taken too unless the user set one (dropout changes
+ * training only, so an explicit value is kept, not refused).
  * Then cfg's lora_restore_path, when set, names a PEFT directory whose keys
  * cfg takes (gt_peft_apply_config) and whose adapters load_params reads
- * after the base (recorded in src->lora_dir). */
+ * after the base (recorded in src->lora_dir).
+ *
+ * An HF Gemma 4 source applied with layer_scalar_trainable=false: its
+ * layer_scalar buffers, which that model does not use, are counted into
+ * src->hf (n_unused_scalars, n_unused_scalars_not_one: gt_hf_scan_scalars),
+ * so the caller can tell the user before loading that the model differs
+ * from the checkpoint's; load_params counts them again. */
 gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err *err);
 
 /* Fills params (n_params floats of m's layout, the caller's buffer) with the

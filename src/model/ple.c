@@ -17,9 +17,15 @@ void gt__ple_temps(const gt_model *m, int64_t N, int64_t *fwd, int64_t *bwd_cols
   *bwd_rows = N * m->n_layers;
 }
 
-/* Scales are float32 constants, as HF multiplies float32 tensors by them. */
+/* Scales are float32 constants, as HF multiplies float32 tensors by them;
+ * the table's sqrt(P) is cast to the weights' dtype, as HF's scaled
+ * embedding does for both tables (bf16 under dtype=bfloat16, as
+ * m->emb_scale). */
 static float gt__proj_scale(const gt_model *m) { return (float)(1.0 / sqrt((double)m->d)); }
-static float gt__ident_scale(const gt_model *m) { return sqrtf((float)m->ple_dim); }
+static float gt__ident_scale(const gt_model *m) {
+  float s = sqrtf((float)m->ple_dim);
+  return m->bf16_act ? gt_bf16_round1(s) : s;
+}
 static const float gt__mix = 0.70710678118654752f; /* 2^-0.5 */
 
 typedef struct gt__ple_args {

@@ -4,6 +4,8 @@
  *
  *   ple = (Eple[tok] * sqrt(P) + RMSNorm_P(x0 . Wproj^T * d^-0.5)) * 2^-0.5
  *
+ * with sqrt(P) rounded to bf16 under dtype=bfloat16 (as the main
+ * embedding's sqrt(d)),
  * as [N, L*P] (layer l reads columns l*P .. l*P+P-1). The parameters live in
  * the head unit after the final norm. */
 #ifndef GT_PLE_H
