@@ -110,7 +110,8 @@ static const gt_key_spec gt__keys[] = {
     {"v_norm_with_scale", GT_KEY_BOOL, M(v_norm_with_scale), 0, 1, NULL,
      "Gemma 4: the value RMSNorm has a learnable scale (self_attn.v_norm.weight)"},
     {"layer_scalar_trainable", GT_KEY_BOOL, M(layer_scalar_trainable), 0, 1, NULL,
-     "Gemma 4: layer_scalar is a trained parameter (MaxText) or the constant 1 (HF's buffer)"},
+     "Gemma 4: layer_scalar is a trained parameter (MaxText) or the constant 1 (HF keeps it as a buffer holding "
+     "the checkpoint's values, which false leaves unused, with a note)"},
     {"hidden_size_per_layer_input", GT_KEY_INT, M(hidden_size_per_layer_input), 0, 1 << 16, NULL,
      "Gemma 4: per-layer embedding (PLE) width per layer (0: no PLE)"},
     {"vocab_size_per_layer_input", GT_KEY_INT, M(vocab_size_per_layer_input), 0, 1e8, NULL,
