@@ -33,8 +33,11 @@ grep -q '^run_name=target: reached target_eval_loss = 2.6 after step 14, 15 of 4
 [ -d "$work/runs/target/checkpoints/step_00000015" ] || fail "no checkpoint of step 14"
 [ "$(grep -c '^eval metrics after step' "$work/target.log")" = 3 ] || fail "not 3 evals before the target"
 goodput=$(grep '^goodput: ' "$work/target.log") || fail "no goodput line"
+# the analytic count, from `gemtrain plan` (the same formula, asked apart)
+planned() { "$bin" plan "$@" --json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total_tflops_per_step_per_device"])'; }
+planned_target=$(planned "${common[@]}" steps=40) || fail "gemtrain plan"
 
-"$py" - "$work/runs/target/metrics.jsonl" "$goodput" <<'EOF' || fail "metrics.jsonl of the target run"
+"$py" - "$work/runs/target/metrics.jsonl" "$goodput" "$planned_target" <<'EOF' || fail "metrics.jsonl of the target run"
 import json, math, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(15)), [r["step"] for r in rows]
@@ -69,10 +72,8 @@ buckets = ["training_prep", "unproductive_checkpoint_restore_time", "data_loadin
            "unproductive_checkpoint_save_time", "unapplied_steps", "other"]
 for r in rows:
     assert r["tokens_per_device"] == tok and r["tokens_seen_per_device"] == tok * (r["step"] + 1), r
-    # the step's TFLOPs per device: the analytic count, the same every step
-    # (the rate and the seconds are printed rounded: their product is near it)
-    assert abs(r["tflops_per_device"] - rows[0]["tflops_per_device"]) <= 1e-6 * rows[0]["tflops_per_device"], r
-    assert abs(r["tflops_per_device"] - r["tflops_per_s_per_device"] * r["seconds"]) <= 1e-3 * r["tflops_per_device"], r
+    # the step's TFLOPs per device: the analytic count the plan gives
+    assert abs(r["tflops_per_device"] - float(sys.argv[3])) <= 1e-9 * r["tflops_per_device"], (r, sys.argv[3])
     assert sorted(r["badput"]) == sorted(buckets), sorted(r["badput"])
     total = r["goodput"] + sum(r["badput"].values())
     assert abs(total - 1) < 1e-5, (r["step"], total)
@@ -86,6 +87,23 @@ assert abs(sum(shares) - 100) <= 0.05 * len(shares) + 1e-9, (sum(shares), line)
 for b in buckets:
     assert " %s " % b in line, (b, line)
 print("e2e_longrun: target after step 14; goodput %.1f%%" % shares[0])
+EOF
+
+# 2. the count per device with 2 devices and 2 micro-batches a step: the
+#    plan's, and the tokens a device took (2 x 4 rows of 64)
+acc=(num_devices=2 gradient_accumulation_steps=2 steps=2 eval_interval=-1 enable_checkpointing=false)
+"$bin" train "${common[@]}" "${acc[@]}" run_name=acc > "$work/acc.log" 2>&1 || { tail -5 "$work/acc.log"; fail "2 devices x 2 micro-batches"; }
+planned_acc=$(planned "${common[@]}" "${acc[@]}") || fail "gemtrain plan (2 devices x 2 micro-batches)"
+"$py" - "$work/runs/acc/metrics.jsonl" "$planned_acc" "$planned_target" <<'EOF' || fail "the count with 2 devices x 2 micro-batches"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2, len(rows)
+planned, one = float(sys.argv[2]), float(sys.argv[3])
+assert abs(planned - 2 * one) <= 1e-9 * planned, (planned, one)  # two micro-batches of one device's rows
+for r in rows:
+    assert abs(r["tflops_per_device"] - planned) <= 1e-9 * planned, (r["tflops_per_device"], planned)
+    assert r["tokens_per_device"] == 2 * 4 * 64, r["tokens_per_device"]
+print("e2e_longrun: 2 devices x 2 micro-batches: %.6g TFLOPs per device per step, as planned" % planned)
 EOF
 
 # 2. the linear decay to the end, no target: every rate against the formula

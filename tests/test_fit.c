@@ -115,16 +115,19 @@ END_TEST
  * minimal_with_context keeps q and k only after their norms, so the two
  * projections run again; minimal also drops the context: attention too.
  * Block scope adds no product (only a layer output, a residual). */
-static double recompute(const char *model, const char *policy, const char *scope) {
+static double recompute_with(const char *model, const char *policy, const char *scope, int lora) {
   char m[64], p[64], s[64];
   snprintf(m, sizeof m, "model_name=%s", model);
   snprintf(p, sizeof p, "remat_policy=%s", policy);
   snprintf(s, sizeof s, "remat_scope=%s", scope);
   const char *ov[] = {m, p, s, "dataset_type=synthetic", "per_device_batch_size=2", "max_target_length=64",
-                      "gradient_accumulation_steps=1"};
+                      "gradient_accumulation_steps=1", "enable_lora=true", "lora_rank=4"};
   gt_config c;
-  load(&c, 7, ov);
+  load(&c, lora ? 9 : 7, ov);
   return gt_fit_recompute_tflops(&c);
+}
+static double recompute(const char *model, const char *policy, const char *scope) {
+  return recompute_with(model, policy, scope, 0);
 }
 
 START_TEST(test_recompute_flops) {
@@ -142,6 +145,14 @@ START_TEST(test_recompute_flops) {
                   full, fwd);
     ck_assert(recompute(models[i], "none", "layer") == 0);
     ck_assert(recompute(models[i], "none", "block") == 0);
+    /* with adapters the layers' forward runs their products too */
+    const char *lov[] = {m, "dataset_type=synthetic", "per_device_batch_size=2", "max_target_length=64",
+                         "enable_lora=true", "lora_rank=4"};
+    load(&c, 6, lov);
+    double lfwd = gt_flops_per_step_per_device(&c).layers_forward_tflops, lfull = recompute_with(models[i], "full", "layer", 1);
+    ck_assert(lfwd > fwd);
+    ck_assert_msg(fabs(lfull - lfwd) <= 1e-12 * lfwd, "%s with adapters: full recomputes %.9g, the layers' forward is %.9g",
+                  models[i], lfull, lfwd);
   }
   /* gemma3-tiny: d 64, 4 query heads and 2 kv heads of 16, 6 layers (5 local
    * of window 16, 1 global), at 2 x 64 tokens */
@@ -149,6 +160,11 @@ START_TEST(test_recompute_flops) {
   double attn = 5 * gt_flops_attention_forward(2, 64, 4, 16, 16) + gt_flops_attention_forward(2, 64, 4, 16, 0);
   double mwc = recompute("gemma3-tiny", "minimal_with_context", "layer") * 1e12;
   ck_assert_msg(fabs(mwc - qk) <= 1e-9 * qk, "minimal_with_context: %.9g, want %.9g", mwc, qk);
+  /* rank-4 adapters on q and k add 2 N r (in + out) each */
+  double qk_lora = qk + 2 * N * 4 * ((64 + 4 * 16) + (64 + 2 * 16)) * 6;
+  double mwcl = recompute_with("gemma3-tiny", "minimal_with_context", "layer", 1) * 1e12;
+  ck_assert_msg(fabs(mwcl - qk_lora) <= 1e-9 * qk_lora, "minimal_with_context with adapters: %.9g, want %.9g", mwcl,
+                qk_lora);
   double mn = recompute("gemma3-tiny", "minimal", "layer") * 1e12;
   ck_assert_msg(fabs(mn - (qk + attn)) <= 1e-9 * mn, "minimal: %.9g, want %.9g", mn, qk + attn);
   ck_assert(recompute("gemma3-tiny", "minimal", "block") == recompute("gemma3-tiny", "minimal", "layer"));

@@ -46,6 +46,36 @@ START_TEST(test_hand_count_tiny) {
 }
 END_TEST
 
+/* DPO's reference pass: one more forward of the whole model (MaxText's
+ * learnable / 3 + attention / 3), with adapters the base's; ORPO has no
+ * reference. gemma3-tiny at B=1 T=64, by hand as above. */
+static gt_flops for_keys(int n, const char *const *extra) {
+  const char *ov[8] = {"model_name=gemma3-tiny", "per_device_batch_size=1", "max_target_length=64"};
+  for (int i = 0; i < n; i++) ov[3 + i] = extra[i];
+  gt_config c;
+  gt_test_config(&c, 3 + n, ov);
+  return gt_flops_per_step_per_device(&c);
+}
+
+START_TEST(test_dpo_reference_pass) {
+  double B = 1, T = 64, d = 64, H = 4, K = 2, hd = 16, F = 128, V = 260, W = 16;
+  double per_layer = 6 * B * T * F * d + 2 * B * T * d * (H + 2 * K) * hd + 2 * B * T * d * H * hd;
+  double fwd = (6 * per_layer + 2 * B * T * d * V + 1 * 2 * B * T * T * H * hd +
+                5 * 4 * B * (T * W - 0.5 * W * W) * H * hd) / 1e12;
+  const char *dpo[] = {"use_dpo=true"}, *orpo[] = {"use_dpo=true", "preference_algo=orpo"};
+  const char *lora[] = {"enable_lora=true", "lora_rank=4"}, *lora_dpo[] = {"enable_lora=true", "lora_rank=4", "use_dpo=true"};
+  double plain = for_keys(0, NULL).total_tflops;
+  ck_assert_msg(fabs(for_keys(1, dpo).total_tflops - (plain + fwd)) < 1e-15, "DPO %.9g, want %.9g",
+                for_keys(1, dpo).total_tflops, plain + fwd);
+  ck_assert(for_keys(2, orpo).total_tflops == plain);
+  double with_adapters = for_keys(2, lora).total_tflops;
+  ck_assert_msg(fabs(for_keys(3, lora_dpo).total_tflops - (with_adapters + fwd)) < 1e-15, "LoRA DPO %.9g, want %.9g",
+                for_keys(3, lora_dpo).total_tflops, with_adapters + fwd);
+  /* remat recomputes no reference pass */
+  ck_assert(for_keys(1, dpo).layers_forward_tflops == for_keys(0, NULL).layers_forward_tflops);
+}
+END_TEST
+
 START_TEST(test_hand_count_gemma4) {
   /* spec 5.2, Gemma 4 (small), at B=1 T=64 on gemma4-tiny-ple: d=64 H=4
    * V=260 P=8 L=10, locals hd 16 K 1 W 16, globals (4, 9) hd 32 K 1, layers
@@ -166,6 +196,7 @@ int main(void) {
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_spec_worked_numbers);
   tcase_add_test(tc, test_hand_count_tiny);
+  tcase_add_test(tc, test_dpo_reference_pass);
   tcase_add_test(tc, test_hand_count_gemma4);
   tcase_add_test(tc, test_hand_count_moe);
   tcase_add_test(tc, test_moe_param_counts);

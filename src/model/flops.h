@@ -6,7 +6,11 @@
  * globals with their head dim and kv heads, K = V as one projection, no K/V
  * projection on KV-shared layers, double-wide MLPs, and PLE's projections.
  * A frozen weight (trainable_parameters_mask, model/store.h) has no weight
- * gradient: its dW product (a third of its 3 x forward) is not counted. */
+ * gradient: its dW product (a third of its 3 x forward) is not counted.
+ * DPO (use_dpo with preference_algo=dpo) adds the reference's forward over
+ * the step's micro-batches, as MaxText does (the learnable and attention
+ * FLOPs of a model that trains everything, divided by 3): the base with the
+ * adapters off, or the frozen copy of every parameter. */
 #ifndef GEMTRAIN_FLOPS_H
 #define GEMTRAIN_FLOPS_H
 

@@ -206,17 +206,20 @@ static double gt__layer_recompute(const gt_model *m, int64_t l, double B, double
   gt_layer_ops_outputs(L, ops, out);
   double N = B * T, d = (double)m->d, H = L->n_heads, hd = L->head_dim, K = L->n_kv_heads, F = L->mlp_dim;
   double P = L->ple_dim, f = 0;
-  if (out[GT_A_Q_RAW]) f += 2 * N * d * H * hd;
-  if (out[GT_A_K_RAW]) f += 2 * N * d * K * hd;
+  /* a projection's product, and its adapter's two (2 N r (in + out)) when it has one */
+#define GT__PROJ(slot, in, out) (2 * N * (in) * (out) + (L->lora_a_rel[slot] >= 0 ? 2 * N * m->lora_rank * ((in) + (out)) : 0))
+  if (out[GT_A_Q_RAW]) f += GT__PROJ(GT_P_WQ, d, H * hd);
+  if (out[GT_A_K_RAW]) f += GT__PROJ(GT_P_WK, d, K * hd);
   /* Gemma 3's value projection writes value_proj; Gemma 4's writes value_raw */
-  if (out[GT_A_V_RAW] || (out[GT_A_V] && !L->gemma4)) f += 2 * N * d * K * hd;
+  if (out[GT_A_V_RAW] || (out[GT_A_V] && !L->gemma4)) f += GT__PROJ(GT_P_WV, d, K * hd);
   if (out[GT_A_CTX]) f += gt_flops_attention_forward(B, T, H, hd, L->kind == GT_LAYER_GLOBAL ? 0 : L->window);
-  if (out[GT_A_O]) f += 2 * N * H * hd * d;
-  if (out[GT_A_GATE]) f += 2 * N * d * F;
-  if (out[GT_A_UP]) f += 2 * N * d * F;
-  if (out[GT_A_F]) f += 2 * N * F * d;
-  if (out[GT_A_PLE_GATE]) f += 2 * N * d * P;
-  if (out[GT_A_PLE_PROJ]) f += 2 * N * P * d;
+  if (out[GT_A_O]) f += GT__PROJ(GT_P_WO, H * hd, d);
+  if (out[GT_A_GATE]) f += GT__PROJ(GT_P_W_GATE, d, F);
+  if (out[GT_A_UP]) f += GT__PROJ(GT_P_W_UP, d, F);
+  if (out[GT_A_F]) f += GT__PROJ(GT_P_W_DOWN, F, d);
+  if (out[GT_A_PLE_GATE]) f += GT__PROJ(GT_P_PLE_GATE, d, P);
+  if (out[GT_A_PLE_PROJ]) f += GT__PROJ(GT_P_PLE_PROJ, P, d);
+#undef GT__PROJ
   if (out[GT_A_MOE_OUT]) /* the router and the top-k experts' three products (flops.c) */
     f += 2 * N * d * L->n_experts + L->experts_per_tok * 3 * 2 * N * (double)L->moe_mlp_dim * d;
   return f;
