@@ -66,7 +66,9 @@ grep -q "^checkpoint: .*step_00000020/shard_00000-of-00001.gtck' tensor 'params/
   || fail "no refusal line for the damaged checkpoint: $(head -2 "$work/a2.log")"
 grep -q "^resumed from .*step_00000015" "$work/a2.log" || fail "did not fall back to step 15"
 
-# another model: refused with names and shapes, exit 2
+# another model: refused with names and shapes, exit 2; the run's
+# config.json stays the one its checkpoints were written with
+cp "$work/runs/a/config.json" "$work/a_config.json"
 set +e
 "$bin" train "${common[@]}" steps=30 run_name=a base_mlp_dim=96 > "$work/d.log" 2> "$work/d.err"
 status=$?
@@ -74,6 +76,7 @@ set -e
 [ "$status" = 2 ] || fail "a different model: exit $status, expected 2"
 grep -q "was written for a different model: layers.0.mlp.gate_proj.weight is \[128, 64\] there, \[96, 64\] here" "$work/d.err" \
   || fail "the refusal does not name the shapes: $(cat "$work/d.err")"
+cmp -s "$work/a_config.json" "$work/runs/a/config.json" || fail "a refused resume rewrote the run's config.json"
 # checkpoints and Hugging Face: to_hf from a run directory, from_hf into a
 # checkpoint, and back again byte for byte; a new run starts from it
 "$bin" convert to_hf "$work/runs/a" "$work/hf_a" > "$work/conv1.log"

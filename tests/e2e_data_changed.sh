@@ -7,7 +7,8 @@
 # non-zero; with the shard restored, the same command resumes from that
 # step. The change is made once the run has reported 3 steps: whichever
 # step it then stops at, the checkpoint must be at the steps reported in
-# metrics.jsonl (no timing decides the outcome).
+# metrics.jsonl (no timing decides the outcome). A shard added between two
+# runs is no error, but the resume says the training rows changed.
 # Usage: e2e_data_changed.sh <gemtrain> <src>
 set -euo pipefail
 bin="$1"
@@ -87,4 +88,13 @@ rm -rf "$work/shards" && cp -r "$work/pristine" "$work/shards"
   || { tail -5 "$work/resume.log"; fail "the resume failed"; }
 grep -q "^resumed from .*step_$(printf '%08d' "$n")" "$work/resume.log" \
   || { head -5 "$work/resume.log"; fail "did not resume from step $n"; }
+grep -q "^resume: the training data has" "$work/resume.log" && fail "the same data was said to have changed"
+
+# another shard added between two runs: the resume says the rows changed
+# (the epoch's order is another), naming both counts
+cp "$work/pristine/$(ls "$work/pristine" | head -1)" "$work/shards/zz-added.gtok"
+"$bin" train "${args[@]}" steps=$((n + 3)) run_name=trunc > "$work/added.log" 2>&1 \
+  || { tail -5 "$work/added.log"; fail "the resume over an added shard failed"; }
+grep -qE "^resume: the training data has [0-9]+ rows where the checkpoint's run had [0-9]+ \(files added or changed" \
+  "$work/added.log" || { head -8 "$work/added.log"; fail "no note that the training data changed"; }
 echo "e2e_data_changed: OK"

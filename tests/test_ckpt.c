@@ -31,7 +31,7 @@ static gt_rc save_sharded(fixture *f, const char *root, int64_t step, int S, int
   for (int r = 0; r < S; r++)
     ps[r] = gt_test_shard_of(&f->m, f->p, r, S), ms[r] = gt_test_shard_of(&f->m, f->mu, r, S), ns[r] = gt_test_shard_of(&f->m, f->nu, r, S);
   gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
-  gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {step, step - 1, {3, 17}, S, S, 1e-3, {0}, {0}, 0};
   gt_rc rc = gt_ckpt_save(root, &f->m, &src, &st, "{\"steps\": 7}", level, keep, e);
   for (int r = 0; r < S; r++) free(ps[r]), free(ms[r]), free(ns[r]);
   return rc;
@@ -303,7 +303,7 @@ START_TEST(test_invalid_state_never_written) {
   char *dir = gt_test_mkdtemp("ckpt_wstate");
   const float *p[1] = {f.p}, *mu[1] = {f.mu}, *nu[1] = {f.nu};
   gt_ckpt_src src = {1, p, mu, nu};
-  gt_ckpt_state st = {10, 11, {0, 0}, 1, 1, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {10, 11, {0, 0}, 1, 1, 1e-3, {0}, {0}, 0};
   gt_err e;
   ck_assert_int_eq(gt_ckpt_save(dir, &f.m, &src, &st, NULL, 0, 0, &e), GT_ERR_ARG);
   ck_assert_msg(strstr(e.msg, "refusing to write") && strstr(e.msg, "state field 'opt_step' = 11; expected an integer "
@@ -425,6 +425,18 @@ START_TEST(test_keep_newest) {
   for (int s = 1; s <= 5; s++) {
     snprintf(p, sizeof p, "%s/step_%08d", dir, s * 10);
     ck_assert_int_eq(stat(p, &sb) == 0, s >= 4);
+  }
+  /* step 50 left uncommitted (`latest` still names 40, as after a crash
+   * between the rename and `latest`, or a resume that walked back from a
+   * damaged 50): the next save, 45, keeps the committed 40 beside itself
+   * and leaves 50 alone (a save of step 50 replaces it) */
+  snprintf(p, sizeof p, "%s/latest", dir);
+  gt_test_write_text(p, "step_00000040\n");
+  ck_assert(save_sharded(&f, dir, 45, 1, 0, 2, &e) == GT_OK);
+  const int want[][2] = {{40, 1}, {45, 1}, {50, 1}, {30, 0}};
+  for (int k = 0; k < 4; k++) {
+    snprintf(p, sizeof p, "%s/step_%08d", dir, want[k][0]);
+    ck_assert_msg((stat(p, &sb) == 0) == want[k][1], "step %d %s", want[k][0], want[k][1] ? "deleted" : "kept");
   }
   gt_test_state_free(&f);
   free(dir);

@@ -76,7 +76,7 @@ START_TEST(test_phases_byte_identical) {
     for (int level = 0; level <= 1; level++) {
       shards sh;
       shards_make(&sh, &f, S);
-      gt_ckpt_state st = {10, 9, {2, 5}, S, S, 1e-3, {0}, {0}};
+      gt_ckpt_state st = {10, 9, {2, 5}, S, S, 1e-3, {0}, {0}, 0};
       char a[500], b[500], da[600], db[600];
       snprintf(a, sizeof a, "%s/sync_%d_%d", dir, S, level);
       snprintf(b, sizeof b, "%s/async_%d_%d", dir, S, level);
@@ -123,7 +123,7 @@ START_TEST(test_abandon_keeps_latest) {
   shards sh;
   shards_make(&sh, &f, 1);
   gt_err e;
-  gt_ckpt_state st = {5, 5, {0, 1}, 1, 1, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {5, 5, {0, 1}, 1, 1, 1e-3, {0}, {0}, 0};
   ck_assert_msg(gt_ckpt_save(dir, &f.m, &sh.src, &st, NULL, 0, 0, &e) == GT_OK, "%s", e.msg);
   st.step = 10;
   gt_ckpt_pending *s;
@@ -181,7 +181,7 @@ START_TEST(test_seam_points_in_order) {
   shards sh;
   shards_make(&sh, &f, 2);
   gt_err e;
-  gt_ckpt_state st = {7, 7, {0, 1}, 2, 2, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {7, 7, {0, 1}, 2, 2, 1e-3, {0}, {0}, 0};
   seen[0] = 0;
   gt__ckpt_set_point_hook(note_point, NULL);
   ck_assert_msg(gt_ckpt_save(dir, &f.m, &sh.src, &st, NULL, 0, 0, &e) == GT_OK, "%s", e.msg);

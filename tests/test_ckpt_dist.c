@@ -91,7 +91,7 @@ static gt_rc fake_agree(void *ctx, gt_rc mine, const gt_err *mine_err, const cha
 
 typedef gt_test_state fixture;
 
-static gt_ckpt_state state_of(int64_t step, int S) { return (gt_ckpt_state){step, step - 1, {3, 17}, S, S, 1e-3, {0}, {0}}; }
+static gt_ckpt_state state_of(int64_t step, int S) { return (gt_ckpt_state){step, step - 1, {3, 17}, S, S, 1e-3, {0}, {0}, 0}; }
 
 /* the same state saved by one process, every shard */
 static void save_one_process(fixture *f, const char *root, int64_t step, int S, int level) {

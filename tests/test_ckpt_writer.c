@@ -22,7 +22,7 @@ static void save(gt_test_state *f, const char *root, const gt_ckpt_writer *write
     ps[r] = gt_test_shard_of(&f->m, f->p, r, S), ms[r] = gt_test_shard_of(&f->m, f->mu, r, S),
     ns[r] = gt_test_shard_of(&f->m, f->nu, r, S);
   gt_ckpt_src src = {S, (const float *const *)ps, (const float *const *)ms, (const float *const *)ns};
-  gt_ckpt_state st = {5, 5, {0, 40}, 1, S, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {5, 5, {0, 40}, 1, S, 1e-3, {0}, {0}, 0};
   gt_err e;
   ck_assert_msg(gt_ckpt_save_frozen(root, &f->m, &src, &st, NULL, writer, NULL, 0, 0, NULL, &e) == GT_OK, "%s", e.msg);
   for (int r = 0; r < S; r++) free(ps[r]), free(ms[r]), free(ns[r]);

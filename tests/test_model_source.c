@@ -80,7 +80,7 @@ static void write_run(const fixture *f, const char *run) {
   for (int s = 1; s <= 2; s++) {
     const float *p[1] = {s == 1 ? f->m.params : twice}, *z[1] = {zeros};
     gt_ckpt_src src = {1, p, z, z};
-    gt_ckpt_state st = {s, s, {0, 0}, 1, 1, 0, {0}, {0}};
+    gt_ckpt_state st = {s, s, {0, 0}, 1, 1, 0, {0}, {0}, 0};
     ck_assert_msg(gt_ckpt_save(root, &f->m, &src, &st, cj, 0, 0, &e) == GT_OK, "%s", e.msg);
   }
   free(cj), free(zeros), free(twice);

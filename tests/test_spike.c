@@ -224,7 +224,7 @@ START_TEST(test_checkpoint_record) {
   const float *p[1] = {f.p}, *mu[1] = {f.mu}, *nu[1] = {f.nu};
   gt_ckpt_src src = {1, p, mu, nu};
   gt_err e;
-  gt_ckpt_state st = {7, 5, {0, 0}, 1, 1, 1e-3, {0}, {0}};
+  gt_ckpt_state st = {7, 5, {0, 0}, 1, 1, 1e-3, {0}, {0}, 0};
   /* without a record: no "spike_guard" in the header, an empty record back */
   ck_assert_msg(gt_ckpt_save(dir, &f.m, &src, &st, NULL, 0, 0, &e) == GT_OK, "%s", e.msg);
   char path[700];

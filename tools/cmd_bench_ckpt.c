@@ -66,7 +66,7 @@ int gt_bench_checkpoint(int argc, char **argv, int reps) {
     for (int r = 0; r < reps; r++) {
       char root[1200];
       snprintf(root, sizeof root, "%s/z%d", dir, levels[li]);
-      gt_ckpt_state st = {1 + r, 1 + r, {0, 0}, 1, 1, 0, {0}, {0}};
+      gt_ckpt_state st = {1 + r, 1 + r, {0, 0}, 1, 1, 0, {0}, {0}, 0};
       double t0 = gt_prof_now();
       if (gt_ckpt_save(root, &m, &src, &st, NULL, levels[li], 1, &err)) {
         fprintf(stderr, "gemtrain: %s\n", err.msg);

@@ -231,7 +231,7 @@ static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_c
   if (!zeros) return gt_err_set(err, GT_ERR_NOMEM, "convert: no memory for %lld moments", (long long)m->n_params);
   const float *p[1] = {m->params}, *z[1] = {zeros};
   gt_ckpt_src src = {1, p, z, z};
-  gt_ckpt_state st = {0, 0, {0, 0}, 1, 1, 0, {0}, {0}};
+  gt_ckpt_state st = {0, 0, {0, 0}, 1, 1, 0, {0}, {0}, 0};
   char root[2100];
   snprintf(root, sizeof root, "%s/checkpoints", dir);
   char *cj = gt_config_to_json(cfg);

@@ -328,6 +328,7 @@ gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model
   cJSON_AddNumberToObject(sj, "next_lr", st->next_lr);
   gt__add_spike(sj, &st->spike);
   gt__add_reference(sj, &st->reference);
+  if (st->data_rows > 0) cJSON_AddNumberToObject(sj, "data_rows", (double)st->data_rows);
   if (writer) gt__add_writer(meta, writer);
   /* a state the loader would refuse is never written */
   gt_ckpt_state chk;
@@ -529,12 +530,16 @@ static gt_rc gt__commit(const char *root, const char *name, const char *tmp, con
   }
   if ((rc = gt__fsync_dir(root, err))) return rc;
   gt__ckpt_point("committed", step);
-  /* retention: the newest `keep` survive (the one just written among them) */
+  /* retention: the newest `keep` committed ones survive (the one just
+   * written among them). A step above it is no committed checkpoint (a
+   * crashed save's, renamed before `latest` moved, or a damaged one a
+   * resume walked back from): it neither counts nor goes here, and a save
+   * of its step later replaces it. */
   if (keep > 0) {
-    int n;
+    int n, kept = 0;
     int64_t *steps = gt__list_steps(root, &n);
     for (int i = 0; steps && i < n; i++)
-      if (i >= keep && steps[i] != step) {
+      if (steps[i] <= step && kept++ >= keep) {
         char nm[64], p[GT__PATH + 64];
         gt__step_name(steps[i], nm, sizeof nm);
         snprintf(p, sizeof p, "%s/%s", root, nm);
@@ -612,6 +617,11 @@ static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int
   }
   out->next_lr = lr->valuedouble;
   if ((rc = gt__read_spike(cJSON_GetObjectItemCaseSensitive(st, "spike_guard"), file, step, &out->spike, err)))
+    return rc;
+  out->data_rows = 0;
+  if (cJSON_GetObjectItemCaseSensitive(st, "data_rows") &&
+      (rc = gt__ckpt_int(st, "data_rows", 1, GT__CKPT_INT_MAX, file, "state", "the training rows of the run's data",
+                         &out->data_rows, err)))
     return rc;
   return gt__read_reference(cJSON_GetObjectItemCaseSensitive(st, "dpo_reference"), file, &out->reference, err);
 }

@@ -75,6 +75,9 @@ typedef struct gt_ckpt_state {
   double next_lr;        /* learning rate of the next update (for the log) */
   gt_ckpt_spike spike;   /* the spike guard */
   gt_ckpt_reference reference; /* DPO's reference (zero: none) */
+  /* the training rows the data order was made of ("data_rows"; 0: not
+   * recorded, as in older checkpoints), so a resume over other data says so */
+  int64_t data_rows;
 } gt_ckpt_state;
 
 /* Who wrote a checkpoint: the run's id (made at its start, the same on

@@ -119,10 +119,7 @@ static gt_rc gt__run_dir_local(gt_config *cfg, char *dir, size_t n, gt_run_lock 
     *created = stat(dir, &st) != 0;
     if ((rc = gt_mkdirs(dir, "train", err))) return rc;
   }
-  if ((rc = gt_run_lock_take(lock, dir, err))) return rc;
-  char path[2200];
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  return gt_config_write_json(cfg, path, err);
+  return gt_run_lock_take(lock, dir, err);
 }
 
 static int gt__rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -427,6 +424,13 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     gt_goodput_mark(&gp, resumed ? GT_GP_RESTORE : GT_GP_PREP, gt_prof_now());
     if (!rc && primary) rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
     rep.goodput = &gp;
+  }
+  /* the run's config.json, once the start is accepted: a refused resume
+   * leaves the one its checkpoints were written with */
+  if (!rc && gt_dist_rank() == 0) {
+    char path[2200];
+    snprintf(path, sizeof path, "%s/config.json", res->run_dir);
+    rc = gt_config_write_json(&cfg, path, err);
   }
   if ((rc = gt__agree(rc, "setting up the run", err))) goto out;
   started = 1;

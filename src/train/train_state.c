@@ -181,9 +181,10 @@ static gt_rc gt__state_src(const gt__tstate *s, gt_ckpt_src *src, const float *t
 static void gt__ckpt_state(const gt__tstate *s, int64_t step, int n_shards, gt_ckpt_state *st, gt_ckpt_frozen *fz) {
   gt_fsdp *fs = gt_trainer_fsdp(s->tr);
   int64_t opt_step = gt_fsdp_opt_step(fs);
-  gt_ckpt_state v = {step, opt_step, s->data->st, s->cfg->num_devices, n_shards, gt_lr_at(s->cfg, opt_step), {0}, {0}};
+  gt_ckpt_state v = {step, opt_step, s->data->st, s->cfg->num_devices, n_shards, gt_lr_at(s->cfg, opt_step), {0}, {0}, 0};
   *st = v;
   if (s->ref) st->reference = s->ref[0];
+  st->data_rows = s->data ? s->data->n_train_rows : 0;
   gt_trainer_spike_state(s->tr, &st->spike); /* the guard's window: a plain copy, taken at the step boundary */
   fz->sum = gt_fsdp_frozen_sum(fs);
   gt__frozen_source(s->cfg, fz->source, sizeof fz->source);
@@ -615,6 +616,14 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     else
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
     if (full) gt__report_config_changes(s->out, ld.config_json, c, ld.state.opt_step);
+    /* the order of an epoch is a function of its rows: other data (files
+     * added, changed, split otherwise) gives another order, and the cursor
+     * no longer marks what was seen */
+    if (full && ld.state.data_rows > 0 && ld.state.data_rows != s->data->n_train_rows)
+      fprintf(s->out,
+              "resume: the training data has %lld rows where the checkpoint's run had %lld (files added or changed, "
+              "or another split): the order of epoch %lld is another, so rows of it may be seen twice or not at all\n",
+              (long long)s->data->n_train_rows, (long long)ld.state.data_rows, (long long)ld.state.data.epoch);
     if (full && c->skip_step_on_spikes && !ld.state.spike.count && ld.state.step > 0)
       fprintf(s->out, "resume: the checkpoint holds no spike guard window (written with skip_step_on_spikes=false or "
                       "by an older gemtrain); the guard starts an empty one\n");
