@@ -509,6 +509,7 @@ START_TEST(test_thought_channel_reply) {
   ck_assert_msg(gt_decode_chat_render(&c, &chat, &text, &eot, &e) == GT_OK, "%s", e.msg);
   ck_assert_str_eq(text, "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\nIt is "
                          "4.<turn|>\n<|turn>user\nAnd 3+3?<turn|>\n<|turn>model\n");
+  free(text);
   gt_textgen_out_free(&o);
   gt_decode_chat_free(&chat);
   /* without a channel set (Gemma 3, plain text) the markers are dropped as before */
