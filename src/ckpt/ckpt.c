@@ -839,16 +839,22 @@ gt_rc gt_ckpt_load_latest(const char *path, const gt_model *m, float *params, fl
   return rc;
 }
 
+/* Shard 0's header of step directory dir (its file name in file). */
+static gt_rc gt__header0(const char *dir, char file[GT__PATH + 64], cJSON **h, gt_err *err) {
+  int S = -1;
+  gt_rc rc = gt__shard_count(dir, &S, err);
+  if (rc) return rc;
+  snprintf(file, GT__PATH + 64, "%s/shard_00000-of-%05d.gtck", dir, S);
+  return gt__ckpt_read_header(file, h, err);
+}
+
 /* The config stored in shard 0's header. */
 static gt_rc gt__attempt_config(const char *dir, void *ctx, gt_err *err) {
   char **json = ctx;
   char file[GT__PATH + 64];
-  int S;
-  gt_rc rc = gt__shard_count(dir, &S, err);
-  if (rc) return rc;
-  snprintf(file, sizeof file, "%s/shard_00000-of-%05d.gtck", dir, S);
   cJSON *h;
-  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  gt_rc rc;
+  if ((rc = gt__header0(dir, file, &h, err))) return rc;
   const cJSON *cj = cJSON_GetObjectItemCaseSensitive(h, "config");
   *json = cj ? cJSON_PrintUnformatted(cj) : NULL;
   cJSON_Delete(h);
@@ -860,13 +866,10 @@ gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen 
   *names = NULL;
   *n = 0;
   memset(fz, 0, sizeof *fz);
-  int S = -1;
-  gt_rc rc = gt__shard_count(dir, &S, err);
-  if (rc) return rc;
   char file[GT__PATH + 64];
-  snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
   cJSON *h = NULL;
-  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  gt_rc rc;
+  if ((rc = gt__header0(dir, file, &h, err))) return rc;
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(h, "frozen");
   const cJSON *tens = cJSON_GetObjectItemCaseSensitive(ref, "tensors"), *src = cJSON_GetObjectItemCaseSensitive(ref, "source");
   const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ref, "checksum"), *it;
@@ -891,13 +894,10 @@ gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen 
 
 gt_rc gt_ckpt_read_hf_rows(const char *dir, long long *rows, gt_err *err) {
   *rows = 0;
-  int S = -1;
-  gt_rc rc = gt__shard_count(dir, &S, err);
-  if (rc) return rc;
   char file[GT__PATH + 64];
-  snprintf(file, sizeof file, "%s/shard_%05d-of-%05d.gtck", dir, 0, S);
   cJSON *h = NULL;
-  if ((rc = gt__ckpt_read_header(file, &h, err))) return rc;
+  gt_rc rc;
+  if ((rc = gt__header0(dir, file, &h, err))) return rc;
   const cJSON *r = cJSON_GetObjectItemCaseSensitive(h, "hf_embed_rows");
   if (r && !(cJSON_IsNumber(r) && r->valuedouble >= 1 && r->valuedouble <= 1e15 &&
              r->valuedouble == (double)(long long)r->valuedouble))
