@@ -87,8 +87,8 @@ static run life_train(int n_ov, const char *const *ov) {
 
 /* A frozen base stored quantized (the keys ov with lora_weight_qtype=nf4 and
  * trainable_parameters_mask=norm, a vocabulary of more rows than
- * gt_qstore_chunk_rows, so the embedding is drawn, read and converted a
- * chunk of rows at a time): initialised in place on one device and from a
+ * gt_qstore_chunk_rows, here 128 rows of 64: 8 Ki elements a chunk, so the
+ * embedding is drawn, read and converted a chunk of rows at a time): initialised in place on one device and from a
  * full model for two (gt_fsdp_create), loaded from the Hugging Face
  * directory hf_dir (gt_hf_import_params), and its embedding converted to
  * int8 (gt_qstore_convert). */
@@ -214,7 +214,8 @@ END_TEST
 START_TEST(test_fault_quantized_base) {
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "base_num_decoder_layers=2",
                       "layer_pattern=LG", "per_device_batch_size=1", "max_target_length=16", "threads_per_device=1",
-                      "trainable_parameters_mask=norm", "lora_weight_qtype=nf4", "vocab_size=66000"};
+                      "trainable_parameters_mask=norm", "lora_weight_qtype=nf4", "vocab_size=300"};
+  gt_qstore_set_chunk_elems(8192); /* 128 rows of d = 64: 3 chunks of the embedding */
   const int n = 10;
   /* the directory: the float32 model of the same shapes, exported */
   hf_dir = gt_test_mkdtemp("alloc_fault_hf");
@@ -258,6 +259,7 @@ START_TEST(test_fault_quantized_base) {
     gt_model_free(&q);
   }
   every_allocation_fails_cleanly(life_qbase, n, ov);
+  gt_qstore_set_chunk_elems(0);
   gt_test_rm_rf(hf_dir);
   free(hf_dir);
 }

@@ -94,10 +94,15 @@ void gt_qstore_rows(const gt_tensor_info *t, const float *base, int64_t r0, int6
   gt_dequantize_rows(&w, r0, n, out);
 }
 
+/* about 4 Mi elements a chunk (a test makes it smaller: gt_qstore_set_chunk_elems) */
+static int64_t gt__chunk_elems = (int64_t)1 << 22;
+
+void gt_qstore_set_chunk_elems(int64_t n) { gt__chunk_elems = n > 0 ? n : (int64_t)1 << 22; }
+
 int64_t gt_qstore_chunk_rows(const gt_tensor_info *t) {
   /* a multiple of the nf4 block in rows keeps every chunk's first element
-   * on a block (and a byte) boundary; about 4 Mi elements a chunk */
-  int64_t cols = gt_qstore_cols(t), k = cols > 0 ? ((int64_t)1 << 22) / (GT_Q_NF4_BLOCK * cols) : 1;
+   * on a block (and a byte) boundary */
+  int64_t cols = gt_qstore_cols(t), k = cols > 0 ? gt__chunk_elems / (GT_Q_NF4_BLOCK * cols) : 1;
   return GT_Q_NF4_BLOCK * (k > 0 ? k : 1);
 }
 

@@ -56,6 +56,10 @@ void gt_qstore_rows(const gt_tensor_info *t, const float *base, int64_t r0, int6
  * row count that keeps every chunk aligned. */
 gt_rc gt_qstore_put_rows(const gt_tensor_info *t, float *base, int64_t r0, int64_t n, const float *src, gt_err *err);
 int64_t gt_qstore_chunk_rows(const gt_tensor_info *t);
+/* For tests: about n elements a chunk instead of 4 Mi (n <= 0: back to
+ * 4 Mi), so a small tensor is worked a chunk at a time. Process-wide; set
+ * it before any model exists. */
+void gt_qstore_set_chunk_elems(int64_t n);
 /* The tensor's columns: numel / shape[0]. */
 static inline int64_t gt_qstore_cols(const gt_tensor_info *t) { return t->shape[0] > 0 ? t->numel / t->shape[0] : 0; }
 
