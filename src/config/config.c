@@ -1246,6 +1246,8 @@ int gt_config_layer_is_moe(const gt_config *cfg, long long layer) {
   return gt_config_is_gemma4(cfg) && cfg->num_experts > 1 && layer >= 0 && layer < cfg->base_num_decoder_layers;
 }
 
+int gt_config_dpo_reference(const gt_config *cfg) { return cfg->use_dpo && !strcmp(cfg->preference_algo, "dpo"); }
+
 long long gt_config_num_moe_layers(const gt_config *cfg) {
   long long n = 0;
   for (long long l = 0; l < cfg->base_num_decoder_layers; l++) n += gt_config_layer_is_moe(cfg, l);
@@ -1480,7 +1482,7 @@ gt_rc gt_config_validate(const gt_config *c, gt_err *err) {
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'lora_alpha' = 0 with enable_lora: the adapters' output is scaled by 0, so they "
                       "never move; expected lora_alpha > 0 (PEFT's default is 8)");
-  const int dpo = c->use_dpo && !strcmp(c->preference_algo, "dpo");
+  const int dpo = gt_config_dpo_reference(c);
   if (dpo && c->dpo_beta == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "config: key 'dpo_beta' = 0 with use_dpo: every gradient of the DPO loss is 0; expected "

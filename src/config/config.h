@@ -294,6 +294,9 @@ long long gt_config_layer_mlp_dim(const gt_config *cfg, long long layer);
  * num_experts > 1: every layer.) And the number of such layers. */
 int gt_config_layer_is_moe(const gt_config *cfg, long long layer);
 long long gt_config_num_moe_layers(const gt_config *cfg);
+/* use_dpo with preference_algo=dpo: a preference loss against a frozen
+ * reference model (ORPO has none). */
+int gt_config_dpo_reference(const gt_config *cfg);
 /* The resolved mesh axes (a -1 filled in): data x fsdp x expert = num_devices. */
 void gt_config_mesh_axes(const gt_config *cfg, int *data, int *fsdp, int *expert);
 /* MaxText's DCN axes across MPI ranks, a -1 filled in with the ranks the

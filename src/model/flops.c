@@ -74,7 +74,7 @@ static double gt__frozen_dw(const gt_model *m, const gt_config *c) {
 gt_flops gt_flops_of_model(const gt_model *m, const gt_config *c) {
   gt_flops f = gt__flops_all_trainable(m, c);
   /* DPO's reference pass: a forward of the whole model without adapters */
-  if (c->use_dpo && !strcmp(c->preference_algo, "dpo")) {
+  if (gt_config_dpo_reference(c)) {
     f.learnable_tflops *= 4.0 / 3.0;
     f.attention_tflops *= 4.0 / 3.0;
     f.total_tflops *= 4.0 / 3.0;

@@ -11,7 +11,7 @@ static double gt__sigmoid(double x) {
   return e / (1.0 + e);
 }
 
-int gt_pref_needs_reference(const gt_config *c) { return c->use_dpo && strcmp(c->preference_algo, "orpo") != 0; }
+int gt_pref_needs_reference(const gt_config *c) { return gt_config_dpo_reference(c); }
 
 gt_rc gt_pref_cfg_from(const gt_config *c, gt_pref_cfg *out, gt_err *err) {
   memset(out, 0, sizeof *out);
