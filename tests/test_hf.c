@@ -780,6 +780,11 @@ START_TEST(test_config4_refusals) {
       {"{\"model_type\": \"gemma4_text\", \"enable_moe_block\": true, \"num_experts\": 4, \"top_k_experts\": 2}",
        gt_config_key("num_experts") ? "key 'moe_intermediate_size' is missing or null"
                                     : "key 'enable_moe_block' = true, but this gemtrain has no MoE layer"},
+      /* HF's one-expert block is still a MoE block; gemtrain's num_experts = 1 is dense */
+      {"{\"model_type\": \"gemma4_text\", \"enable_moe_block\": true, \"num_experts\": 1, \"top_k_experts\": 1,"
+       " \"moe_intermediate_size\": 8}",
+       gt_config_key("num_experts") ? "key 'num_experts' = 1 with enable_moe_block = true"
+                                    : "key 'enable_moe_block' = true, but this gemtrain has no MoE layer"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     gt_config c;

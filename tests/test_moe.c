@@ -561,6 +561,7 @@ START_TEST(test_expert_parallel_sums) {
     gt__run r[8];
     float *sum = calloc((size_t)ND, sizeof(float)), *dh = calloc((size_t)ND, sizeof(float));
     int64_t rows = 0;
+    char what[96];
     for (int rk = 0; rk < P; rk++) {
       gt_moe_dims d = m.d;
       d.ep_size = P, d.ep_rank = rk;
@@ -572,13 +573,18 @@ START_TEST(test_expert_parallel_sums) {
       /* every rank routes all tokens the same way and reports the same loss */
       ck_assert(memcmp(r[rk].s.topk, full.s.topk, sizeof(int32_t) * (size_t)(m.N * m.d.k)) == 0);
       ck_assert(r[rk].s.lb_loss == full.s.lb_loss);
+      /* and saves the routing probabilities and weights the single device saves */
+      snprintf(what, sizeof what, "P=%d rank %d probs", P, rk);
+      gt_test_check_err(what, gt_test_scaled_err(r[rk].s.probs, full.s.probs, m.N * m.d.E), 1e-6);
+      snprintf(what, sizeof what, "P=%d rank %d topk_w", P, rk);
+      gt_test_check_err(what, gt_test_scaled_err(r[rk].s.topk_w, full.s.topk_w, m.N * m.d.k), 1e-6);
     }
     ck_assert_int_eq(rows, m.N * m.d.k);
-    char what[96];
     snprintf(what, sizeof what, "P=%d sum of partial sums", P);
     gt_test_check_err(what, gt_test_scaled_err(sum, full.s.sum, ND), 1e-6);
     gt__run tot;
     memset(&tot, 0, sizeof tot);
+    /* the routing part of tot is full's own (each rank's is checked above) */
     tot.s = full.s;
     tot.s.sum = sum;
     tot.dh = dh;

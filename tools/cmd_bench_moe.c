@@ -144,7 +144,6 @@ static timing time_products(bench_layer *L, int backward, int reps, int threads)
   gt__moe_pass p = pass_of(L, NULL, NULL);
   gt__moe_products(&p, backward);
   double v[64];
-  if (reps > 64) reps = 64;
   double c0 = cpu_now(), w0 = wall_now();
   for (int r = 0; r < reps; r++) {
     double t0 = bench_now();
@@ -176,6 +175,10 @@ int gt_bench_moe(int argc, char **argv) {
     }
   }
   if (reps < 1) reps = 1;
+  if (reps > 64) { /* the timing arrays hold 64 calls */
+    fprintf(stderr, "gemtrain bench moe: reps=%d; expected at most 64\n", reps);
+    return 2;
+  }
   if (rounds < 1) rounds = 1;
   gt_moe_dims d = {B, T, D, E, K, F, 1e-6f, 0.01f, 1, 0, bf16 != 0};
   gt_err err;
@@ -270,7 +273,7 @@ int gt_bench_moe(int argc, char **argv) {
   /* the whole layer by stage: forward stages, post-norm, backward stages */
   const int nf = GT__MOE_FWD_STAGES, nb = GT__MOE_BWD_STAGES;
   double st[GT__MOE_FWD_STAGES + 1 + GT__MOE_BWD_STAGES][64];
-  int nrep = reps > 64 ? 64 : reps;
+  int nrep = reps;
   for (int r = 0; r < nrep; r++) {
     gt__moe_pass p = pass_of(&moe, h, dout);
     for (int i = 0; i < nf; i++) {

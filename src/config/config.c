@@ -128,7 +128,7 @@ static const gt_key_spec gt__keys[] = {
     {"base_moe_mlp_dim", GT_KEY_INT, M(base_moe_mlp_dim), 0, 1 << 20, NULL,
      "Gemma 4 MoE: intermediate size of each routed expert (the shared expert uses base_mlp_dim)"},
     {"shared_experts", GT_KEY_INT, M(shared_experts), 0, 1, NULL,
-     "Gemma 4 MoE: dense shared experts beside the routed ones (1: Gemma 4 26b's mlp.*; 0: none)"},
+     "Gemma 4 MoE: dense shared experts beside the routed ones; must be 1 with experts (Gemma 4 26b's mlp.*)"},
     {"load_balance_loss_weight", GT_KEY_FLOAT, F(load_balance_loss_weight), 0, 1e6, NULL,
      "Gemma 4 MoE: weight of the load-balance loss averaged over MoE layers and added to the loss (0: off)"},
     {"weight_init_scale", GT_KEY_FLOAT, F(weight_init_scale), 0, 1e3, NULL,

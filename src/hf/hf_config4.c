@@ -195,6 +195,12 @@ static gt_rc gt__hf4_moe(const gt__hfc *h, gt_config *cfg) {
     if (v < 0)
       return gt_err_set(h->err, GT_ERR_CONFIG, "hf: %s: key '%s' is missing or null; enable_moe_block needs it",
                         h->where, map[i][1]);
+    /* gemtrain's num_experts = 1 means a dense MLP; HF's is a one-expert MoE block */
+    if (i == 0 && v < 2)
+      return gt_err_set(h->err, GT_ERR_CONFIG,
+                        "hf: %s: key 'num_experts' = %lld with enable_moe_block = true; gemtrain's MoE layer needs at "
+                        "least 2 experts (its num_experts = 1 is a dense feed-forward)",
+                        h->where, v);
     if ((rc = gt__hf4_set_key(h, cfg, map[i][0], v, map[i][1]))) return rc;
   }
   /* HF's MoE layer keeps its dense MLP beside the routed experts: one shared expert */
