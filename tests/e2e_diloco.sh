@@ -26,7 +26,12 @@
 #     converted (said so) and trains on; one written by 2 replicas is
 #     refused by 4, naming dcn_diloco_parallelism;
 #  5. bad input refused naming the keys: replicas that do not divide the
-#     ranks, enable_diloco on 1 rank, diloco_sync_period=0.
+#     ranks, enable_diloco on 1 rank, diloco_sync_period=0;
+#  6. a non-finite step in one replica without skip_nonfinite_steps ends
+#     the job from that replica's rank;
+#  7. with skip_nonfinite_steps=true, a step skipped in replica 1 alone is
+#     reported by rank 0 (replica 0's): the console's skipped line, the
+#     record's skipped and diloco_replicas_skipped, the closing warning.
 # Usage: e2e_diloco.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -214,5 +219,22 @@ rc=0
 grep -q "rank 0 of 2: train: step 3 has loss .*stopping without applying it" "$work/n1.log" \
   || { cat "$work/n1.log"; fail "the non-finite step is not reported by its replica's rank"; }
 grep -q -i "timed out\|timeout" "$work/n1.log" && { cat "$work/n1.log"; fail "the other replica waited for the timeout"; }
+
+echo "7. a step skipped in replica 1 alone is reported"
+sk=("${common[@]}" "${dl[@]}" steps=6 diloco_sync_period=2 skip_nonfinite_steps=true enable_checkpointing=false
+    eval_interval=-1 run_name=skip1)
+"$mpirun" "${flags[@]}" -np 1 "$bin" train "${sk[@]}" : -np 1 env GEMTRAIN_TEST_NAN_STEP=2 "$bin" train "${sk[@]}" \
+  > "$work/s1.log" 2>&1 || { cat "$work/s1.log"; fail "a step skipped in replica 1"; }
+grep -q "^skipped step: 2, .*(not finite; parameters and optimizer unchanged) in 1 of 2 DiLoCo replicas$" "$work/s1.log" \
+  || { cat "$work/s1.log"; fail "replica 1's skipped step is not on the console"; }
+grep -q "^warning: 1 of the 6 steps run were skipped (non-finite loss or gradient) in one or more DiLoCo replicas" \
+  "$work/s1.log" || { cat "$work/s1.log"; fail "no closing warning for replica 1's skipped step"; }
+python3 - "$work/runs/skip1/metrics.jsonl" <<'PY' || fail "replica 1's skipped step is not in metrics.jsonl"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+got = {r["step"]: (r.get("skipped", False), r.get("diloco_replicas_skipped", 0)) for r in recs}
+want = {s: ((True, 1) if s == 2 else (False, 0)) for s in range(6)}
+assert got == want, got
+PY
 
 echo "e2e_diloco: ok"

@@ -22,6 +22,10 @@
 #     refused at once naming the key and both values;
 #  6. a token shard truncated mid-run stops both ranks after a checkpoint
 #     of the last good step, saying the file changed.
+#  7. a rank that cannot read the newest checkpoint (a read error injected
+#     on rank 1 alone) walks back by itself: the ranks compare the steps
+#     they would resume from and refuse, naming both, before a step runs and
+#     without rewriting config.json; without the error both resume the newest.
 # Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -273,4 +277,23 @@ grep -q "^gemtrain: .*tokens: '$work/shards/.*' changed after it was checked whe
 done_steps=$(wc -l < "$work/runs/changed/metrics.jsonl")
 [ "$(cat "$work/runs/changed/checkpoints/latest")" = "$(printf 'step_%08d' "$done_steps")" ] \
   || { tail -5 "$work/changed.log"; fail "2 ranks: no checkpoint at the $done_steps reported steps"; }
+
+# 7. ranks that would resume from different checkpoints
+split=(model_name=gemma3-tiny "${common[@]}" eval_interval=-1 num_devices=1 dcn_fsdp_parallelism=2
+       collective_timeout_seconds=60 checkpoint_period=2 run_name=split)
+mpi 2 "$bin" train "${split[@]}" steps=4 > "$work/split1.log" 2>&1 || { cat "$work/split1.log"; fail "split: first run"; }
+[ -d "$work/runs/split/checkpoints/step_00000002" ] && [ -d "$work/runs/split/checkpoints/step_00000004" ] \
+  || fail "split: the first run did not leave steps 2 and 4"
+rc=0
+"$mpirun" "${flags[@]}" -np 1 "$bin" train "${split[@]}" steps=6 : \
+  -np 1 env GEMTRAIN_TEST_CKPT_READ_FAULT=4 "$bin" train "${split[@]}" steps=6 > "$work/split2.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] || { cat "$work/split2.log"; fail "ranks on steps 4 and 2 trained on"; }
+grep -q "^gemtrain: train: the ranks would resume from different checkpoints: rank 0 from step 4, rank 1 from step 2" \
+  "$work/split2.log" || { cat "$work/split2.log"; fail "split: the refusal does not name both ranks' steps"; }
+grep -q "^completed step" "$work/split2.log" && fail "split: a step ran before the refusal"
+python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["steps"] != 4)' "$work/runs/split/config.json" \
+  || fail "split: the refused resume rewrote config.json"
+mpi 2 "$bin" train "${split[@]}" steps=6 > "$work/split3.log" 2>&1 || { cat "$work/split3.log"; fail "split: rerun"; }
+grep -q "^resumed from $work/runs/split/checkpoints/step_00000004 " "$work/split3.log" \
+  || { head -3 "$work/split3.log"; fail "split: the rerun did not resume from step 4"; }
 echo "e2e_mpi: 1 passed, 0 failed"

@@ -77,6 +77,14 @@ void gt_cli_install_test_seams(void) {
   /* GEMTRAIN_TEST_CKPT_FAULT="kill:N": SIGKILL half-way through the N-th
    * checkpoint this process writes; "enospc:N": that checkpoint's write
    * fails with ENOSPC there. */
+  /* GEMTRAIN_TEST_CKPT_READ_FAULT=N: loading step N fails in this process,
+   * as a read error on one host would */
+  const char *rf = getenv("GEMTRAIN_TEST_CKPT_READ_FAULT");
+  long rn;
+  if (rf && gt__count_after(rf, "", &rn))
+    gt__ckpt_set_read_fault(rn);
+  else if (rf)
+    fprintf(stderr, "gemtrain: GEMTRAIN_TEST_CKPT_READ_FAULT='%s' ignored: expected a step N >= 1\n", rf);
   const char *s = getenv("GEMTRAIN_TEST_CKPT_FAULT");
   if (!s) return;
   long n;

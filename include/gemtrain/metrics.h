@@ -78,6 +78,11 @@ typedef struct gt_step_metrics {
     double acc, acc_stderr;    /* lm-evaluation-harness: argmax of the summed log-likelihood */
     double acc_norm, acc_norm_stderr; /* the same, each divided by its continuation's length in characters (the harness's len) */
   } tasks[8];
+  /* DiLoCo (diloco_replicas = dcn_diloco_parallelism > 1, else 0): the
+   * replicas in which this step's update was not applied. skipped,
+   * no_tokens and spike_skipped above are set when they hold in any
+   * replica: each replica decides its own step. */
+  int diloco_replicas, diloco_replicas_skipped;
 } gt_step_metrics;
 
 #ifdef __cplusplus

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/ckpt_seam.h"
 #include "config/config.h"
 
 #define GT__PATH 1400
@@ -824,8 +825,16 @@ typedef struct gt__load_ctx {
   gt_ckpt_loaded *out;
 } gt__load_ctx;
 
+static int64_t gt__read_fault_step = -1;
+void gt__ckpt_set_read_fault(int64_t step) { gt__read_fault_step = step < 0 ? -1 : step; }
+
 static gt_rc gt__attempt_load(const char *dir, void *ctx, gt_err *err) {
   gt__load_ctx *c = ctx;
+  if (gt__read_fault_step >= 0) {
+    const char *base = strrchr(dir, '/');
+    if (gt__step_of(base ? base + 1 : dir) == gt__read_fault_step)
+      return gt_err_set(err, GT_ERR_IO, "checkpoint: cannot read '%s': a read error injected by a test", dir);
+  }
   return gt_ckpt_load_dir(dir, c->m, c->params, c->mu, c->nu, c->out, err);
 }
 

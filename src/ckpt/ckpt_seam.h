@@ -40,6 +40,11 @@ void gt__ckpt_set_fault(gt__ckpt_fault kind, long nth_save);
 typedef void (*gt__ckpt_point_fn)(void *ctx, const char *point, int64_t step);
 void gt__ckpt_set_point_hook(gt__ckpt_point_fn fn, void *ctx);
 
+/* Makes loading step directory `step` fail in this process (GT_ERR_IO), as
+ * a read error on one host would: the walk back then tries older steps.
+ * step < 0 disarms. Process-wide; set it before a load. */
+void gt__ckpt_set_read_fault(int64_t step);
+
 #ifdef __cplusplus
 }
 #endif

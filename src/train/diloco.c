@@ -172,11 +172,23 @@ gt_rc gt_diloco_step_end(gt_diloco *d, int64_t done, gt_step_metrics *sm, gt_err
     sm->diloco_synced = 1;
   }
   /* the step's report over every replica's rows: token-weighted LM loss,
-   * the mean load-balance loss, the RMS of the replicas' gradient norms */
-  double v[4] = {sm->lm_loss * (double)sm->total_weights, (double)sm->total_weights, sm->moe_lb_loss,
-                 sm->grad_norm * sm->grad_norm};
-  gt_rc rc = gt_dist_cross_allreduce_f64(v, 4, "the step's loss over the DiLoCo replicas", err);
+   * the mean load-balance loss, the RMS of the replicas' gradient norms;
+   * and the replicas that skipped it (each decides its own step) */
+  double v[8] = {sm->lm_loss * (double)sm->total_weights,
+                 (double)sm->total_weights,
+                 sm->moe_lb_loss,
+                 sm->grad_norm * sm->grad_norm,
+                 sm->skipped != 0,
+                 sm->no_tokens != 0,
+                 sm->spike_skipped != 0,
+                 sm->skipped || sm->no_tokens || sm->spike_skipped};
+  gt_rc rc = gt_dist_cross_allreduce_f64(v, 8, "the step's loss over the DiLoCo replicas", err);
   if (rc) return rc;
+  sm->skipped = v[4] > 0;
+  sm->no_tokens = v[5] > 0;
+  sm->spike_skipped = v[6] > 0;
+  sm->diloco_replicas = d->P;
+  sm->diloco_replicas_skipped = (int)llround(v[7]);
   sm->total_weights = (int64_t)llround(v[1]);
   sm->lm_loss = v[1] > 0 ? v[0] / v[1] : 0.0;
   sm->moe_lb_loss = v[2] / d->P;

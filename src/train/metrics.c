@@ -86,6 +86,7 @@ int gt_metrics_write_jsonl(FILE *f, const gt_step_metrics *s, const gt_metrics_o
   if (s->skipped) fprintf(f, ", \"skipped\": true");
   if (s->no_tokens) fprintf(f, ", \"no_tokens\": true");
   if (s->spike_skipped) fprintf(f, ", \"spike_skipped\": true");
+  if (s->diloco_replicas_skipped) fprintf(f, ", \"diloco_replicas_skipped\": %d", s->diloco_replicas_skipped);
   if (o->spike_guard) fprintf(f, ", \"skipped_steps\": %lld", (long long)s->skipped_steps);
   if (s->diloco_synced) fprintf(f, ", \"diloco_synced\": true, \"diloco_bytes\": %lld", (long long)s->diloco_bytes);
   if (s->has_checkpoint)

@@ -236,16 +236,20 @@ int gt_report_tb_scalars(const gt_step_metrics *sm, double clip_threshold, int s
 }
 
 gt_rc gt_report_step(gt_report *r, const gt_step_metrics *sm, gt_err *err) {
+  /* with DiLoCo, which replicas skipped it (the others applied it) */
+  char in[64] = "";
+  if (sm->diloco_replicas > 1)
+    snprintf(in, sizeof in, " in %d of %d DiLoCo replicas", sm->diloco_replicas_skipped, sm->diloco_replicas);
   if (sm->no_tokens)
     gt_report_note(r, "skipped step: %lld, total_weights: 0 (no token in the loss; parameters, optimizer and "
-                      "schedule unchanged)\n", (long long)sm->step);
+                      "schedule unchanged)%s\n", (long long)sm->step, in);
   else if (sm->spike_skipped)
     gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (a spike: above the rolling bound of "
-                      "skip_step_on_spikes; parameters and optimizer unchanged; %lld skipped so far)\n",
-                   (long long)sm->step, sm->loss, sm->grad_norm, (long long)sm->skipped_steps);
+                      "skip_step_on_spikes; parameters and optimizer unchanged; %lld skipped so far)%s\n",
+                   (long long)sm->step, sm->loss, sm->grad_norm, (long long)sm->skipped_steps, in);
   else if (sm->skipped)
-    gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)\n",
-                   (long long)sm->step, sm->loss, sm->grad_norm);
+    gt_report_note(r, "skipped step: %lld, loss: %g, grad_norm: %g (not finite; parameters and optimizer unchanged)%s\n",
+                   (long long)sm->step, sm->loss, sm->grad_norm, in);
   long long done = sm->step + 1;
   int shown = done % r->log_period == 0 || sm->step == r->first_step || done >= r->n_steps || sm->has_eval ||
               sm->n_tasks > 0 || sm->skipped || sm->no_tokens || sm->spike_skipped;

@@ -226,6 +226,33 @@ static gt_rc gt__agree(gt_rc rc, const char *what, gt_err *err) {
   return gt_dist_agree(rc, &mine, what, err);
 }
 
+/* Every rank resumes from the same step (-1: none). Each rank walks back
+ * from `latest` by itself, so one that cannot read the newest checkpoint (a
+ * read error on its host) would otherwise train on older state than the
+ * others, and every figure after it would be wrong. */
+static gt_rc gt__agree_start(int64_t step, gt_err *err) {
+  const int R = gt_dist_size();
+  if (R == 1) return GT_OK;
+  int64_t *all = calloc((size_t)R, sizeof *all);
+  gt_rc rc = gt_dist_agree(all ? GT_OK : GT_ERR_NOMEM, NULL, "comparing the ranks' resume steps", err);
+  if (!rc) rc = gt_dist_allgather_i64(&step, 1, all, "the step each rank resumes from", err);
+  int bad = -1;
+  for (int r = 1; !rc && r < R && bad < 0; r++)
+    if (all[r] != all[0]) bad = r;
+  if (!rc && bad >= 0) {
+    char a[48], b[48];
+    snprintf(a, sizeof a, all[0] < 0 ? "no checkpoint" : "step %lld", (long long)all[0]);
+    snprintf(b, sizeof b, all[bad] < 0 ? "no checkpoint" : "step %lld", (long long)all[bad]);
+    rc = gt_err_set(err, GT_ERR_IO,
+                    "train: the ranks would resume from different checkpoints: rank 0 from %s, rank %d from %s; "
+                    "every rank must read the same one (each rank walks back from 'latest' past the checkpoints it "
+                    "cannot read itself, so the rank on the older step failed to read the newer one)",
+                    a, bad, b);
+  }
+  free(all);
+  return rc;
+}
+
 /* A run's id: 64 random bits on rank 0 (the clock and pid when there is no
  * /dev/urandom), shared with every rank; never 0 (0 is "none recorded"). */
 static gt_rc gt__run_id(uint64_t *id, gt_err *err) {
@@ -425,14 +452,15 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     if (!rc && primary) rc = gt_report_open(&rep, &cfg, res->run_dir, out, o->progress, resumed ? start : 0, err);
     rep.goodput = &gp;
   }
+  if ((rc = gt__agree(rc, "setting up the run", err)) || (rc = gt__agree_start(resumed ? start : -1, err))) goto out;
   /* the run's config.json, once the start is accepted: a refused resume
    * leaves the one its checkpoints were written with */
-  if (!rc && gt_dist_rank() == 0) {
+  if (gt_dist_rank() == 0) {
     char path[2200];
     snprintf(path, sizeof path, "%s/config.json", res->run_dir);
     rc = gt_config_write_json(&cfg, path, err);
   }
-  if ((rc = gt__agree(rc, "setting up the run", err))) goto out;
+  if ((rc = gt__agree(rc, "writing the run's config.json", err))) goto out;
   started = 1;
   res->start_step = start;
   if (resumed) last_saved = start;
@@ -580,13 +608,15 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   /* the last checkpoint's write ends before the run says it is there */
   if ((rc = gt__train_ckpt_wait(&ts, err))) goto out;
   if (res->skipped_steps)
-    gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient); the "
+    gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient)%s; the "
                          "parameters only moved on the others\n",
-                   res->skipped_steps, res->steps_done - res->start_step);
+                   res->skipped_steps, res->steps_done - res->start_step,
+                   cfg.enable_diloco ? " in one or more DiLoCo replicas" : "");
   if (res->spike_steps)
     gt_report_note(&rep, "note: %lld of the %lld steps run were skipped as loss or gradient-norm spikes "
-                         "(skip_step_on_spikes)\n",
-                   res->spike_steps, res->steps_done - res->start_step);
+                         "(skip_step_on_spikes)%s\n",
+                   res->spike_steps, res->steps_done - res->start_step,
+                   cfg.enable_diloco ? " in one or more DiLoCo replicas" : "");
   if (res->empty_steps || res->empty_evals)
     gt_report_note(&rep, "warning: %lld of the %lld steps run and %lld evaluations had no token in the loss and were "
                          "skipped (every target masked, e.g. use_sft with prompts that fill the row)\n",
