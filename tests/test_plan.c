@@ -98,6 +98,31 @@ START_TEST(test_block_scope_costs_more) {
 }
 END_TEST
 
+/* remat_policy=none recomputes nothing: every layer keeps its carry under
+ * either scope, so the saved activations (in all and per layer) and the
+ * peak are the same with remat_scope=block as with layer */
+START_TEST(test_none_saves_the_same_in_blocks) {
+  const char *a[] = {"model_name=gemma3-tiny", "remat_policy=none", "remat_scope=layer", "dataset_type=synthetic"};
+  const char *b[] = {"model_name=gemma3-tiny", "remat_policy=none", "remat_scope=block", "dataset_type=synthetic"};
+  gt_config ca, cb;
+  gt_err e;
+  ck_assert(gt_config_load(&ca, GT_SOURCE_DIR "/configs", NULL, 4, a, &e) == GT_OK);
+  ck_assert(gt_config_load(&cb, GT_SOURCE_DIR "/configs", NULL, 4, b, &e) == GT_OK);
+  gt_plan pa, pb;
+  ck_assert(gt_plan_compute(&pa, &ca, &e) == GT_OK);
+  ck_assert(gt_plan_compute(&pb, &cb, &e) == GT_OK);
+  ck_assert_int_eq(pa.n_layers, pb.n_layers);
+  for (int64_t l = 0; l < pa.n_layers; l++)
+    ck_assert_msg(pa.saved_per_layer[l] == pb.saved_per_layer[l], "layer %lld keeps %lld bytes in blocks, %lld alone",
+                  (long long)l, (long long)pb.saved_per_layer[l], (long long)pa.saved_per_layer[l]);
+  ck_assert_int_eq(pa.saved_total, pb.saved_total);
+  ck_assert_int_eq(pa.cat_peak[GT_MEM_SAVED], pb.cat_peak[GT_MEM_SAVED]);
+  ck_assert_int_eq(pa.peak_total, pb.peak_total);
+  gt_plan_free(&pa);
+  gt_plan_free(&pb);
+}
+END_TEST
+
 START_TEST(test_4b_plan_matches_spec) {
   const char *ov[] = {"model_name=gemma3-4b", "per_device_batch_size=1", "max_target_length=2048",
                       "dataset_type=synthetic"};
@@ -127,6 +152,7 @@ int main(void) {
   tcase_add_test(tc, test_measured_equals_plan);
   tcase_add_test(tc, test_gemma4_measured_equals_plan);
   tcase_add_test(tc, test_block_scope_costs_more);
+  tcase_add_test(tc, test_none_saves_the_same_in_blocks);
   tcase_add_test(tc, test_4b_plan_matches_spec);
   return gt_test_run_suite(s, 0);
 }

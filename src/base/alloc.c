@@ -1,13 +1,18 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #define _POSIX_C_SOURCE 200809L
 #include "base/alloc.h"
 #include "base/arena_internal.h"
 
 #include <pthread.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Each block carries a 64-byte header in front of the user pointer, so free
  * knows the size, category and name without a side table, and the user
@@ -15,6 +20,8 @@
  * measuring tracker's blocks are the header alone: the user pointer is one
  * past its end, unique and freeable, with nothing behind it. */
 #define GT__MAGIC 0x67744d454dull /* "gtMEM" */
+/* Blocks of a recorded step from this size on are mapped (gt__alloc). */
+#define GT__MAP_MIN ((size_t)1 << 20)
 
 typedef struct gt__hdr {
   uint64_t magic;
@@ -24,6 +31,7 @@ typedef struct gt__hdr {
   int32_t slot; /* >= 0: the arena's slot it lives in (no system free) */
   int32_t rec;  /* >= 0: its index in the arena's record of step gen */
   uint32_t gen;
+  uint64_t mapped; /* > 0: a mapping of its own of this many bytes (munmap, not free) */
 } gt__hdr;
 _Static_assert(sizeof(gt__hdr) <= GT__HDR, "the block header outgrew its 64 bytes");
 
@@ -89,6 +97,12 @@ int gt_mem_fault_fired(void) { return atomic_load(&gt__fault_fired); }
 int64_t gt_mem_process_bytes(void) { return atomic_load(&gt__live_bytes); }
 int64_t gt_mem_process_blocks(void) { return atomic_load(&gt__live_blocks); }
 
+void gt_mem_trim(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 static _Atomic int64_t gt__sys_allocs, gt__sys_frees;
 int64_t gt_mem_sys_allocs(void) { return atomic_load(&gt__sys_allocs); }
 int64_t gt_mem_sys_frees(void) { return atomic_load(&gt__sys_frees); }
@@ -108,6 +122,25 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const 
   int32_t slot = -1, rec = -1;
   uint32_t gen = 0;
   if (m->arena && !m->measuring) raw = gt__arena_take(m->arena, cat, bytes, name, &slot, &rec, &gen);
+  uint64_t mapped = 0;
+#ifndef GT__ASAN
+  /* A large block of the step the arena records gets a mapping of its own,
+   * unmapped when it is freed: that step's blocks then never fragment the
+   * heap (two devices' threads allocate there at once), and what the
+   * process holds during it is what its blocks hold, as the plan counts. It
+   * is the only step that asks the system; the pages come zeroed. (Under
+   * AddressSanitizer the heap keeps them, so ASan still watches them.) */
+  if (!raw && rec >= 0 && payload >= GT__MAP_MIN) {
+    void *mp = mmap(NULL, GT__HDR + payload, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mp != MAP_FAILED) {
+      raw = mp;
+      mapped = GT__HDR + payload;
+      zero = 0;
+      atomic_fetch_add_explicit(&m->sys_allocs, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&gt__sys_allocs, 1, memory_order_relaxed);
+    }
+  }
+#endif
   if (!raw) {
     if (posix_memalign(&raw, 64, GT__HDR + payload) != 0) {
       if (rec >= 0) gt__arena_note_free(m->arena, rec, gen);
@@ -126,6 +159,7 @@ static void *gt__alloc(gt_mem *m, gt_mem_cat cat, size_t bytes, int zero, const 
   h->slot = slot;
   h->rec = rec;
   h->gen = gen;
+  h->mapped = mapped;
   int64_t c = atomic_fetch_add(&m->cur[cat], (int64_t)bytes) + (int64_t)bytes;
   gt__raise_peak(&m->peak[cat], c);
   if (cat != GT_MEM_HOST) { /* the host pool is counted apart from the device */
@@ -169,7 +203,10 @@ void gt_mem_free(gt_mem *m, void *p) {
     return;
   }
   if (h->rec >= 0 && m->arena) gt__arena_note_free(m->arena, h->rec, h->gen);
-  free(h);
+  if (h->mapped)
+    munmap(h, (size_t)h->mapped);
+  else
+    free(h);
   atomic_fetch_add_explicit(&m->sys_frees, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&gt__sys_frees, 1, memory_order_relaxed);
 }

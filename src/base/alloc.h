@@ -159,6 +159,13 @@ void gt_mem_arena_get_stats(const gt_mem *m, gt_mem_arena_stats *s);
 int64_t gt_mem_sys_allocs(void);
 int64_t gt_mem_sys_frees(void);
 
+/* Gives the heap's free pages back to the system (glibc's malloc_trim;
+ * nothing elsewhere). For the points where large blocks were just freed and
+ * will not be asked for again: a program that turned malloc's trimming off
+ * (gemtrain does, for steps without page faults) would otherwise keep them
+ * resident for the rest of the run. */
+void gt_mem_trim(void);
+
 /* Fault injection, for tests (SQLite's way): every tracked allocation of the
  * process, on any tracker and thread, is counted; gt_mem_fault_arm(n)
  * restarts the count and makes the n-th allocation from then on return NULL,

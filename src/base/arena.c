@@ -201,6 +201,12 @@ static int64_t gt__pack(gt__rec *r, int64_t n) {
 static void gt__build(struct gt_mem_arena *a) {
   int64_t size = gt__pack(a->rec, a->n_rec);
   void *base = NULL;
+  /* the recorded step's blocks are free now and the arena serves every
+   * later step: their pages go back to the system before the arena's are
+   * faulted in (a program that turned malloc's trimming off, as gemtrain
+   * does, would otherwise hold both: the process above its plan by a step's
+   * working set) */
+  gt_mem_trim();
   a->live = malloc(sizeof(int32_t) * (size_t)(a->n_rec > 0 ? a->n_rec : 1));
   a->live_pos = malloc(sizeof(int32_t) * (size_t)(a->n_rec > 0 ? a->n_rec : 1));
   if (size < 0 || !a->live || !a->live_pos || posix_memalign(&base, 4096, (size_t)(size > 0 ? size : 64)) != 0) {
@@ -209,6 +215,7 @@ static void gt__build(struct gt_mem_arena *a) {
   }
   /* fault every page in now, not in a later step */
   memset(base, 0, (size_t)(size > 0 ? size : 64));
+
   GT__POISON(base, (size_t)size);
   for (int64_t i = 0; i < a->n_rec; i++) a->live_pos[i] = -1;
   a->base = base;

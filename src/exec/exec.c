@@ -233,7 +233,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
   /* a kept carry is saved as it is, or packed to bf16 by the layer that
    * reads it (its input norm, dtype=bfloat16): then it is a temporary until
    * that layer is done */
-  gt_mem_cat carry_cat = train && gt_remat_block_start(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
+  gt_mem_cat carry_cat = train && gt_remat_carry_kept(rm, 0) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
   float *xn_own = NULL; /* a layer's output until it is the next layer's recorded input */
   float *x = gt_mem_alloc_uninit_named(m->mem, carry_cat, xbytes, "layer input (carry)");
   if (!x) goto nomem;
@@ -284,7 +284,7 @@ static gt_rc gt__forward(gt__run *r, int train, float **x_out, gt_err *err) {
       if (!(a[k] = gt_mem_alloc_uninit_named(m->mem, cat, gt__bytes(m, b, l, k), gt_act_name((gt_act)k)))) goto nomem;
     }
     gt_mem_cat next_cat =
-        train && l + 1 < L && gt_remat_block_start(rm, l + 1) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
+        train && l + 1 < L && gt_remat_carry_kept(rm, l + 1) && !m->bf16_act ? GT_MEM_SAVED : GT_MEM_TEMP;
     float *xn = gt_mem_alloc_uninit_named(m->mem, next_cat, xbytes, l + 1 < L ? "layer input (carry)" : "final hidden state");
     if (!xn) goto nomem;
     xn_own = xn; /* the run's records do not hold it yet */

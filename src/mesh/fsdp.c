@@ -83,7 +83,10 @@ struct gt_fsdp {
   int full_bf16_copy; /* test seam: round every tensor into the copy (gt_fsdp_full_bf16_copy) */
   int mu_bf16;          /* mu_dtype=bfloat16: AdamW's first moment stored in bf16 */
   int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
-  float **full_scatter; /* init / export: the host's full buffer */
+  float **full_scatter; /* set_state / export: the host's full buffer */
+  /* init: unit init_u's words, at full offsets from init_base */
+  const float *init_unit;
+  int64_t init_u, init_base;
   float **export_buf;   /* [N] export: each device's gather buffer */
   /* per run arguments */
   const gt_batch *batches;
@@ -426,6 +429,82 @@ static void gt__scatter_init(int dev, void *arg) {
   }
 }
 
+/* Device dev's part of unit f->init_u, from the host's copy of that unit
+ * alone (the initialisation works a unit at a time: no full copy). */
+static void gt__scatter_unit(int dev, void *arg) {
+  gt_fsdp *f = arg;
+  gt__dev *d = &f->devs[dev];
+  const int64_t u = f->init_u;
+  if (u == 0) gt__abandon(d); /* no copy gathered before the new state may outlive it */
+  int64_t fo[3], lo[3], ln[3];
+  int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
+  /* the trainable words [0, tcnt) go to the trainable shard, the frozen
+   * ones after them to the frozen shard: each device its own range of both */
+  const int64_t rb[2] = {gt__tbeg(d, u), d->tcnt[u] + gt__fbeg(d, u)}, rn[2] = {gt__tlen(d, u), gt__flen(d, u)};
+  float *dst[2] = {d->pshard + d->shard_off[u], d->fshard ? d->fshard + d->foff[u] : NULL};
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < np && rn[k] > 0; i++) {
+      int64_t s0 = rb[k] > lo[i] ? rb[k] : lo[i], s1 = rb[k] + rn[k] < lo[i] + ln[i] ? rb[k] + rn[k] : lo[i] + ln[i];
+      if (s1 > s0)
+        memcpy(dst[k] + (s0 - rb[k]), f->init_unit + (fo[i] - f->init_base) + (s0 - lo[i]),
+               (size_t)(s1 - s0) * sizeof(float));
+    }
+}
+
+/* The initial values of a sharded model, the same as one device's: each
+ * unit initialised in turn into a host buffer of the largest unit's words
+ * (tracked, GT_MEM_TEMP) and scattered, so setup never holds a float32 copy
+ * of the whole model (a quantized base would be 8 times its own size). The
+ * frozen checksum runs over the tensors in their order, as
+ * gt_model_frozen_sum does. */
+static gt_rc gt__init_sharded(gt_fsdp *f, const gt_config *cfg, gt_err *err) {
+  gt_model full;
+  gt_rc rc = gt_model_build(&full, cfg, err);
+  if (rc) return rc;
+  int64_t most = 0, off, cnt;
+  for (int64_t u = 0; u < f->n_units; u++) {
+    gt_model_unit(&full, u, &off, &cnt);
+    if (cnt > most) most = cnt;
+  }
+  gt_mem tmp;
+  gt_mem_init(&tmp);
+  float *buf = gt_mem_alloc_uninit_named(&tmp, GT_MEM_TEMP, (size_t)(most > 0 ? most : 1) * sizeof(float),
+                                         "initial values of one unit");
+  if (!buf) {
+    gt_model_free(&full);
+    return gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to initialise a unit of %lld words", (long long)most);
+  }
+  uint64_t h = GT_STORE_SUM_INIT;
+  int last = -1; /* the last frozen tensor summed: the sum needs them in their order */
+  for (int64_t u = 0; u < f->n_units && !rc; u++) {
+    gt_model_unit(&full, u, &off, &cnt);
+    for (int i = 0; i < full.n_tensors && !rc; i++) {
+      const gt_tensor_info *t = &full.tensors[i];
+      if (t->layer + 1 != u) continue;
+      rc = gt_model_init_tensor(&full, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale,
+                                buf + (t->offset - off), err);
+      if (rc || t->role != GT_ROLE_FROZEN) continue;
+      if (i < last)
+        rc = gt_err_set(err, GT_ERR_INTERNAL,
+                        "fsdp: frozen tensor '%s' (unit %lld) comes before a frozen tensor of an earlier unit",
+                        t->name, (long long)u);
+      h = gt_store_sum(h, buf + (t->offset - off), t->words);
+      last = i;
+    }
+    if (rc) break;
+    f->init_unit = buf;
+    f->init_u = u;
+    f->init_base = off;
+    gt_mesh_run(f->mesh, gt__scatter_unit, f);
+  }
+  f->init_unit = NULL;
+  f->frozen_sum = h;
+  gt_mem_free(&tmp, buf);
+  gt_mem_trim(); /* the buffer is not asked for again */
+  gt_model_free(&full);
+  return rc;
+}
+
 gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *probes, gt_err *err) {
   int measure = probes != NULL;
   gt_fsdp *f = calloc(1, sizeof *f);
@@ -617,33 +696,8 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
     if (rc) goto fail;
     f->frozen_sum = h;
   }
-  /* the same initial values as one device: initialise the full model once */
-  if (!measure && !f->inplace) {
-    gt_model full;
-    if ((rc = gt_model_build(&full, cfg, err))) goto fail;
-    full.params = malloc((size_t)full.n_params * sizeof(float));
-    if (!full.params) {
-      gt_model_free(&full);
-      rc = gt_err_set(err, GT_ERR_NOMEM, "fsdp: no memory to initialise %lld parameters", (long long)f->n_params);
-      goto fail;
-    }
-    for (int i = 0; i < full.n_tensors && !rc; i++)
-      rc = gt_model_init_tensor(&full, i, (uint64_t)cfg->init_weights_seed, cfg->weight_init_scale,
-                                full.params + full.tensors[i].offset, err);
-    if (rc) {
-      free(full.params);
-      full.params = NULL;
-      gt_model_free(&full);
-      goto fail;
-    }
-    f->frozen_sum = gt_model_frozen_sum(&full, full.params);
-    f->full_scatter = &full.params;
-    gt_mesh_run(f->mesh, gt__scatter_init, f);
-    f->full_scatter = NULL;
-    free(full.params);
-    full.params = NULL;
-    gt_model_free(&full);
-  }
+  /* the same initial values as one device, a unit at a time */
+  if (!measure && !f->inplace && (rc = gt__init_sharded(f, cfg, err))) goto fail;
   gt_model_free(&layout);
   *out = f;
   return GT_OK;

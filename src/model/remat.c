@@ -86,8 +86,10 @@ int gt_remat_block_start(const gt_remat *r, long long layer) {
   return !r->block_scope || layer % r->period == 0;
 }
 
+int gt_remat_carry_kept(const gt_remat *r, long long layer) { return gt_remat_block_start(r, layer) || r->none; }
+
 gt_save_mode gt_remat_slot_mode(const gt_remat *r, const gt_layer_desc *L, int k) {
-  if (k == GT_A_X_IN) return gt_remat_block_start(r, L->index) || r->none ? GT_SAVE_DEVICE : GT_SAVE_REMAT;
+  if (k == GT_A_X_IN) return gt_remat_carry_kept(r, L->index) ? GT_SAVE_DEVICE : GT_SAVE_REMAT;
   /* A donor's K and V are read by later layers' forward and backward, across
    * their remat boundaries: they stay on the device until the donor's own
    * backward, whatever the policy (recomputing them would need the donor's

@@ -21,6 +21,9 @@ extern "C" {
 gt_rc gt_remat_from_config(gt_remat *r, const gt_config *cfg, gt_err *err);
 /* Does layer l start a remat block? (always, with layer scope) */
 int gt_remat_block_start(const gt_remat *r, long long layer);
+/* Whether layer `layer`'s input (the carry) is kept for its backward: at a
+ * block's start, and under remat_policy=none at every layer. */
+int gt_remat_carry_kept(const gt_remat *r, long long layer);
 /* What a training step does with slot k of layer L after the layer's
  * forward: the policy's choice, except that the carry is kept at every
  * boundary and a KV donor always keeps key_proj and value_proj (and their
