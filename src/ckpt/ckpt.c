@@ -170,7 +170,8 @@ static void gt__save_free(gt_ckpt_pending *s) {
 }
 
 /* The spike guard's record (ckpt.h's gt_ckpt_spike), left out while it is
- * all zero so that runs without the guard write the headers they always did. */
+ * all zero (no step has entered the window yet): such a header is the one a
+ * checkpoint older than the record has. */
 void gt__ckpt_add_spike(cJSON *sj, const gt_ckpt_spike *sp) {
   if (!sp->count && !sp->skipped_steps) return;
   cJSON *g = cJSON_AddObjectToObject(sj, "spike_guard");
@@ -182,8 +183,8 @@ void gt__ckpt_add_spike(cJSON *sj, const gt_ckpt_spike *sp) {
   cJSON_AddItemToObject(g, "grad_norm", cJSON_CreateFloatArray(sp->grad_norm, n));
 }
 
-/* Absent (a checkpoint of a run without the guard, or older than it): an
- * empty record. Present: every field checked. */
+/* Absent (no step entered the window, or a checkpoint older than the
+ * record): an empty record. Present: every field checked. */
 gt_rc gt__ckpt_read_spike(const cJSON *g, const char *file, const char *what, int64_t step, gt_ckpt_spike *out,
                           gt_err *err) {
   memset(out, 0, sizeof *out);

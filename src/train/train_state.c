@@ -625,7 +625,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
               "or another split): the order of epoch %lld is another, so rows of it may be seen twice or not at all\n",
               (long long)s->data->n_train_rows, (long long)ld.state.data_rows, (long long)ld.state.data.epoch);
     if (full && c->skip_step_on_spikes && !ld.state.spike.count && ld.state.step > 0)
-      fprintf(s->out, "resume: the checkpoint holds no spike guard window (written with skip_step_on_spikes=false or "
+      fprintf(s->out, "resume: the checkpoint holds no spike guard window (no step before it entered one, or written "
                       "by an older gemtrain); the guard starts an empty one\n");
     fflush(s->out);
   }
