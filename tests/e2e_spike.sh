@@ -16,7 +16,10 @@
 #     uninterrupted run bit for bit, window included (the checkpoints' guard
 #     records are the same);
 #  4. with the guard off the block is applied (the AdamW step counts it) and
-#     the run ends elsewhere.
+#     the run ends elsewhere, its window still taking every step's values;
+#  5. a first segment with the guard off, resumed with it on, is the run
+#     with the guard on throughout bit for bit, window included (the window
+#     kept its values through the segment instead of resuming with older ones).
 # Usage: e2e_spike.sh <gemtrain> <src>. The MPI cases are skipped (with a
 # note) without mpirun or with a gemtrain built without MPI.
 set -euo pipefail
@@ -120,8 +123,20 @@ done
 # 4. the guard off: the block is applied
 "$bin" train "${planted[@]}" skip_step_on_spikes=false num_devices=1 per_device_batch_size=2 run_name=off \
   > "$work/off.log" 2>&1 || { cat "$work/off.log"; fail "guard off"; }
-[ "$(state off)" = "27 27 0 0" ] || fail "guard off: $(state off); expected 27 27 0 0"
+[ "$(state off)" = "27 27 27 0" ] || fail "guard off: $(state off); expected 27 27 27 0"
 if (same off c1 1 > /dev/null 2>&1); then fail "the guard off ends where the run without the block ends"; fi
+
+# 5. steps 0-9 with the guard off (no spike among them), then the rest with it on
+"$bin" train "${planted[@]}" steps=10 skip_step_on_spikes=false num_devices=1 per_device_batch_size=2 run_name=seg \
+  > "$work/seg1.log" 2>&1 || { cat "$work/seg1.log"; fail "guard off, first segment"; }
+"$bin" train "${planted[@]}" num_devices=1 per_device_batch_size=2 run_name=seg > "$work/seg2.log" 2>&1 ||
+  { cat "$work/seg2.log"; fail "guard on, resumed"; }
+grep -q "resumed from .*step_00000010" "$work/seg2.log" || { cat "$work/seg2.log"; fail "seg: no resume"; }
+spiky seg
+same seg p1 0
+[ "$(state seg)" = "$(state p1)" ] || fail "guard off then on: $(state seg); on throughout: $(state p1)"
+[ "$(state seg record)" = "$(state p1 record)" ] ||
+  fail "the guard's records differ: $(state seg record) after a segment with it off, $(state p1 record) on throughout"
 
 # 2, 3. two MPI ranks
 mpirun=$(command -v mpirun || true)

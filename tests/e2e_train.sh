@@ -2,7 +2,10 @@
 # End-to-end: the real binary trains gemma3-tiny on the King James text and
 # must learn (loss well under ln V), repeat itself bit for bit with the same
 # seeds, report eval loss, write its run directory, and refuse bad input with
-# one clear line. Usage: e2e_train.sh <gemtrain binary> <source dir>
+# one clear line; the closing line's command to continue a run past the end
+# of a fixed learning-rate schedule raises the schedule too, and a resume
+# whose every step is past that end says they all run at rate 0.
+# Usage: e2e_train.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_train.XXXXXX)
@@ -73,6 +76,33 @@ GEMTRAIN_TEST_NAN_STEP=1 "$bin" train model_name=gemma3-tiny dataset_type=synthe
   sample_tokens=0 enable_checkpointing=false enable_tensorboard=false "base_output_directory=$work" run_name=skips \
   > "$work/skips.txt" 2>&1 || { cat "$work/skips.txt"; fail "run with a skipped step"; }
 grep -q '^warning: 1 of the 3 steps run were skipped' "$work/skips.txt" || { cat "$work/skips.txt"; fail "no warning about skipped steps"; }
+
+# a fixed schedule: continuing inside it keeps it; past its end (every step
+# there at rate 0) the hint says so and its command raises it with steps
+sched=(model_name=gemma3-tiny dataset_type=synthetic sample_tokens=0 eval_interval=-1 enable_tensorboard=false
+       "base_output_directory=$work/runs" learning_rate_schedule_steps=8)
+"$bin" train "${sched[@]}" steps=4 run_name=in > "$work/in.log" || { cat "$work/in.log"; fail "run inside the schedule"; }
+tail -1 "$work/in.log" | grep -q '^run_name=in: finished, 4 steps (exit status 0); to continue it to step 8: [^ ]*gemtrain train .* learning_rate_schedule_steps=8 run_name=in steps=8$' ||
+  { tail -1 "$work/in.log"; fail "continuing inside the schedule: not the plain hint"; }
+"$bin" train "${sched[@]}" steps=8 run_name=ls > "$work/ls.log" || { cat "$work/ls.log"; fail "run to the schedule's end"; }
+last=$(tail -1 "$work/ls.log")
+echo "$last" | grep -q '^run_name=ls: finished, 8 steps (exit status 0); to continue it to step 16: the learning-rate schedule ends at step 8 (learning_rate_schedule_steps=8), past which every step runs at learning rate 0 and trains nothing, so raise it too (the schedule stretches to 16 steps: the learning rate jumps): [^ ]*gemtrain train .* run_name=ls steps=16 learning_rate_schedule_steps=16$' ||
+  { echo "$last"; fail "continuing past the schedule's end: no warning or no raised schedule"; }
+cmd=${last##*: }
+case "$cmd" in *learning_rate_schedule_steps=8*) fail "the command keeps learning_rate_schedule_steps=8: $cmd" ;; esac
+# resumed past the end (AdamW step 8 of 8): every step at rate 0, said once
+"$bin" train "${sched[@]}" steps=10 run_name=ls > "$work/ls2.log" || { cat "$work/ls2.log"; fail "resume past the schedule's end"; }
+grep -q '^resume: the learning-rate schedule ends at step 8 (learning_rate_schedule_steps=8) and the checkpoint is at AdamW step 8: steps 8 to 9 all run at learning rate 0 and train nothing; raise learning_rate_schedule_steps to train further$' "$work/ls2.log" ||
+  { cat "$work/ls2.log"; fail "no note that every resumed step runs at rate 0"; }
+python3 - "$work/runs/ls/metrics.jsonl" <<'PY' || fail "the resumed steps past the schedule's end"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert [j["step"] for j in m[-2:]] == [8, 9] and all(j["learning_rate"] == 0 for j in m[-2:]), m[-2:]
+PY
+# a resume with steps left inside the schedule has no such note
+"$bin" train "${sched[@]}" steps=10 run_name=in > "$work/in2.log" || { cat "$work/in2.log"; fail "resume inside the schedule"; }
+grep -q '^resumed from ' "$work/in2.log" || { cat "$work/in2.log"; fail "in: no resume"; }
+if grep -q 'all run at learning rate 0' "$work/in2.log"; then fail "a resume inside its schedule has the rate-0 note"; fi
 
 "$bin" --version > "$work/version.txt"
 grep -q '^gemtrain ' "$work/version.txt" || fail "--version"

@@ -139,6 +139,199 @@ START_TEST(test_tokens_logits_save_load) {
 }
 END_TEST
 
+/* ---------- save / load: everything the next steps depend on ---------- */
+
+enum { SL_BEFORE = 8, SL_AFTER = 6 };
+
+/* Step k's tokens, [2, 33]: a batch of its own per step, so the losses move
+ * and the spike guard has something to decide. */
+static void step_tokens(int k, int32_t *t) {
+  uint64_t st = 1000 + (uint64_t)k * 77;
+  gt_test_fill_ids(t, 2 * 33, &st, 4, 204);
+}
+
+static gt_ctx *tiny_with(int n_extra, const char *const *extra) {
+  const char *ov[16];
+  int n = 0;
+  for (int i = 0; i < 5; i++) ov[n++] = tiny_ov[i];
+  for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
+  gt_ctx *c = gt_ctx_new();
+  ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", n, ov) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
+  return c;
+}
+
+/* One step of step k's tokens, or of the context's data (from_data). */
+static void sl_step(gt_ctx *c, int k, int from_data, double *loss, gt_step_metrics *mt) {
+  int32_t t[2 * 33];
+  step_tokens(k, t);
+  gt_rc rc = from_data ? gt_ctx_train(c, 1, loss) : gt_ctx_train_tokens(c, t, 2, 32, loss);
+  ck_assert_msg(rc == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(gt_ctx_last_metrics(c, mt) == GT_OK);
+}
+
+/* A context trains SL_BEFORE steps, saves, and trains SL_AFTER more; a
+ * fresh context that loads the file trains the same SL_AFTER steps. Every
+ * one of them is the same in both, bit for bit: loss, gradient norm, step
+ * index, spike decision and steps not applied. Returns the spikes the
+ * guard skipped after the save. */
+static int save_load_resumes(int n_extra, const char *const *extra, int from_data) {
+  gt_ctx *c = tiny_with(n_extra, extra);
+  double l;
+  gt_step_metrics mt;
+  for (int k = 0; k < SL_BEFORE; k++) sl_step(c, k, from_data, &l, &mt);
+  char *dir = gt_test_mkdtemp("api_resume");
+  char path[600];
+  snprintf(path, sizeof path, "%s/state.safetensors", dir);
+  ck_assert_msg(gt_ctx_save(c, path) == GT_OK, "%s", gt_ctx_error(c));
+  gt_ctx *d = tiny_with(n_extra, extra);
+  ck_assert_msg(gt_ctx_load(d, path) == GT_OK, "%s", gt_ctx_error(d));
+  int spikes = 0;
+  for (int k = SL_BEFORE; k < SL_BEFORE + SL_AFTER; k++) {
+    double a, b;
+    gt_step_metrics ma, mb;
+    sl_step(c, k, from_data, &a, &ma);
+    sl_step(d, k, from_data, &b, &mb);
+    ck_assert_msg(memcmp(&a, &b, sizeof a) == 0 && memcmp(&ma.grad_norm, &mb.grad_norm, sizeof a) == 0,
+                  "step %d: loss %.17g grad_norm %.17g continued, %.17g %.17g loaded", k, a, ma.grad_norm, b,
+                  mb.grad_norm);
+    ck_assert_msg(ma.step == k && mb.step == k, "step %d: step index %lld continued, %lld loaded", k,
+                  (long long)ma.step, (long long)mb.step);
+    ck_assert_msg(ma.spike_skipped == mb.spike_skipped && ma.skipped_steps == mb.skipped_steps,
+                  "step %d: spike_skipped %d (skipped_steps %lld) continued, %d (%lld) loaded", k, ma.spike_skipped,
+                  (long long)ma.skipped_steps, mb.spike_skipped, (long long)mb.skipped_steps);
+    spikes += ma.spike_skipped;
+  }
+  gt_ctx_free(c), gt_ctx_free(d);
+  gt_test_rm_rf(dir);
+  free(dir);
+  return spikes;
+}
+
+/* The spike guard's window and count: with a factor of 0 every step above
+ * the window's mean is a spike, so the guard skips steps after the save,
+ * and a window that did not come back (an empty one) decides otherwise. */
+START_TEST(test_save_load_spike_guard) {
+  const char *g[] = {"skip_step_on_spikes=true", "skip_step_interval=4", "skip_step_scaling_factor=0",
+                     "gradient_clipping_threshold=0", "warmup_steps_fraction=0"};
+  int spikes = save_load_resumes(5, g, 0);
+  ck_assert_msg(spikes >= 1 && spikes < SL_AFTER, "%d of the %d steps after the save skipped", spikes, SL_AFTER);
+}
+END_TEST
+
+/* The adapters' dropout masks are seeded by the step index, which the file
+ * carries. */
+START_TEST(test_save_load_lora_dropout) {
+  const char *lo[] = {"enable_lora=true", "lora_rank=4", "lora_dropout=0.5", "warmup_steps_fraction=0"};
+  save_load_resumes(4, lo, 0);
+}
+END_TEST
+
+/* A parameter file for c's model (initial parameters, zero moments) with
+ * AdamW step opt_step and the training state ts (NULL: none). */
+static void write_file(gt_ctx *c, const char *path, int64_t opt_step, const gt_paramfile_train *ts) {
+  const gt_config *cfg = gt__ctx_config(c);
+  gt_model m;
+  gt_err e;
+  ck_assert(gt_model_build(&m, cfg, &e) == GT_OK);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  ck_assert(gt_model_alloc_inference(&m, &mem, &e) == GT_OK);
+  ck_assert(gt_model_init_params(&m, 1, 1.0) == GT_OK);
+  float *mom = calloc((size_t)m.n_params * 2, sizeof(float));
+  ck_assert(mom != NULL);
+  ck_assert_msg(gt_paramfile_write_train(path, &m, cfg, mom, mom + m.n_params, opt_step, ts, &e) == GT_OK, "%s",
+                e.msg);
+  free(mom);
+  gt_model_free(&m);
+}
+
+/* The next step's index and steps not applied. */
+static void next_step(gt_ctx *c, int64_t *step, int64_t *skipped) {
+  double l;
+  gt_step_metrics mt;
+  ck_assert_msg(gt_ctx_train(c, 1, &l) == GT_OK && gt_ctx_last_metrics(c, &mt) == GT_OK, "%s", gt_ctx_error(c));
+  *step = mt.step, *skipped = mt.skipped_steps;
+}
+
+/* A file without the training state (gemtrain convert's, or written before
+ * gt_ctx_save recorded it) still loads: the step index is its AdamW step,
+ * the spike window empty. A training state that contradicts the file (fewer
+ * steps than AdamW updates, a window longer than its count) is refused
+ * naming the file and field, and changes nothing. */
+START_TEST(test_load_training_state_absent_or_bad) {
+  gt_ctx *c = tiny();
+  char *dir = gt_test_mkdtemp("api_tstate");
+  char path[600];
+  snprintf(path, sizeof path, "%s/p.safetensors", dir);
+  int64_t step, skipped;
+  write_file(c, path, 5, NULL);
+  ck_assert_msg(gt_ctx_load(c, path) == GT_OK, "%s", gt_ctx_error(c));
+  next_step(c, &step, &skipped);
+  ck_assert_int_eq(step, 5);
+  gt_paramfile_train *ts = calloc(1, sizeof *ts);
+  ts->step = 3; /* 3 steps for 5 AdamW updates */
+  write_file(c, path, 5, ts);
+  ck_assert_int_eq(gt_ctx_load(c, path), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(gt_ctx_error(c), path) && strstr(gt_ctx_error(c), "training_state field 'step' = 3"), "%s",
+                gt_ctx_error(c));
+  ts->step = 7;
+  ts->spike.count = 2, ts->spike.n = 3;
+  write_file(c, path, 5, ts);
+  ck_assert_int_eq(gt_ctx_load(c, path), GT_ERR_FORMAT);
+  ck_assert_msg(strstr(gt_ctx_error(c), "training_state spike_guard field 'loss'"), "%s", gt_ctx_error(c));
+  next_step(c, &step, &skipped); /* nothing changed */
+  ck_assert_int_eq(step, 6);
+  /* a whole record: the step index and the steps not applied come back */
+  ts->spike.count = 3, ts->spike.skipped_steps = 2;
+  write_file(c, path, 5, ts);
+  ck_assert_msg(gt_ctx_load(c, path) == GT_OK, "%s", gt_ctx_error(c));
+  next_step(c, &step, &skipped);
+  ck_assert_int_eq(step, 7);
+  ck_assert_int_eq(skipped, 2);
+  free(ts);
+  gt_ctx_free(c);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* gt_ctx_train reads the context's data: the file carries its position. */
+START_TEST(test_save_load_data_position) {
+  char *dir = gt_test_mkdtemp("api_data");
+  char cp[600], dp[700];
+  snprintf(cp, sizeof cp, "%s/corpus.txt", dir);
+  FILE *fp = fopen(cp, "w");
+  ck_assert_ptr_nonnull(fp);
+  static const char *w[] = {"in", "the", "beginning", "was", "light", "and", "waters", "divided", "firmament"};
+  uint64_t st = 5;
+  for (int i = 0; i < 1500; i++) fprintf(fp, "%s%s", w[gt_test_rand_u64(&st) % 9], i % 11 == 10 ? ".\n" : " ");
+  fclose(fp);
+  snprintf(dp, sizeof dp, "dataset_path=%s", cp);
+  const char *tx[] = {"dataset_type=text", dp, "eval_split_fraction=0.05", "warmup_steps_fraction=0"};
+  save_load_resumes(4, tx, 1);
+  /* a position past this data's rows is refused, naming the file, and the
+   * context reads on where it was */
+  gt_ctx *c = tiny_with(4, tx), *ref = tiny_with(4, tx);
+  double la[2], lb[2];
+  ck_assert(gt_ctx_train(c, 1, la) == GT_OK && gt_ctx_train(ref, 1, lb) == GT_OK);
+  char path[700];
+  snprintf(path, sizeof path, "%s/far.safetensors", dir);
+  gt_paramfile_train *ts = calloc(1, sizeof *ts);
+  ts->step = 1, ts->data.cursor = 1000000;
+  write_file(c, path, 1, ts);
+  ck_assert_int_eq(gt_ctx_load(c, path), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(gt_ctx_error(c), path) && strstr(gt_ctx_error(c), "data_cursor = 1000000"), "%s",
+                gt_ctx_error(c));
+  ck_assert(gt_ctx_train(c, 1, la + 1) == GT_OK && gt_ctx_train(ref, 1, lb + 1) == GT_OK);
+  ck_assert_msg(la[1] == lb[1], "after the refused load %.17g, without it %.17g", la[1], lb[1]);
+  free(ts);
+  gt_ctx_free(c), gt_ctx_free(ref);
+  gt_test_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 START_TEST(test_create_train_free_cycles) {
   for (int i = 0; i < 5; i++) {
     gt_ctx *c = tiny();
@@ -420,6 +613,10 @@ int main(void) {
   tcase_add_test(tc, test_errors_per_context);
   tcase_add_test(tc, test_two_threads_equal_sequential);
   tcase_add_test(tc, test_tokens_logits_save_load);
+  tcase_add_test(tc, test_save_load_spike_guard);
+  tcase_add_test(tc, test_save_load_lora_dropout);
+  tcase_add_test(tc, test_save_load_data_position);
+  tcase_add_test(tc, test_load_training_state_absent_or_bad);
   tcase_add_test(tc, test_create_train_free_cycles);
   tcase_add_test(tc, test_ctx_equals_train_moe);
   tcase_add_test(tc, test_ctx_equals_train_moe_expert_parallel);

@@ -11,7 +11,8 @@
  *    bit where the run without that batch ends (same later losses, same
  *    parameters, same AdamW step), on 1 device, 2 (fsdp) and 2 (data
  *    parallel); with the guard off the same batch is applied and the end
- *    differs; param_norm is the norm of the full parameters after each step;
+ *    differs, and the window still takes every step's values;
+ *    param_norm is the norm of the full parameters after each step;
  *  - `gemtrain train`'s loop with a checkpoint in the middle and a resume
  *    makes every later decision, loss and norm of the uninterrupted run bit
  *    for bit, with a guard that skips several steps on each side of the
@@ -323,6 +324,7 @@ typedef struct run_out {
   int64_t skipped_steps, opt_step;
   float *params;
   int64_t n;
+  gt_ckpt_spike *rec; /* the guard's record after the last step */
 } run_out;
 
 /* K normal batches, the garbage one when planted, then M normal ones */
@@ -358,6 +360,8 @@ static run_out run_steps(int n_ov, const char *const *ov, int planted) {
   o.opt_step = gt_fsdp_opt_step(gt_trainer_fsdp(tr));
   o.params = full_params(tr);
   o.n = gt_trainer_num_params(tr);
+  o.rec = malloc(sizeof *o.rec);
+  gt_trainer_spike_state(tr, o.rec);
   gt_trainer_destroy(tr);
   return o;
 }
@@ -391,7 +395,16 @@ static void planted_case(const char *dev, const char *pdbs, const char *axis) {
   ck_assert_int_eq(c.opt_step, K + M + 1);
   ck_assert(!gt_test_same_bits(c.params, b.params, c.n));
   ck_assert(c.loss[K + M] != b.loss[K + M - 1]);
+  /* and its window is current: every step's loss entered it (the default
+   * interval holds them all), nothing counted as skipped */
+  ck_assert_int_eq(c.rec->count, K + M + 1);
+  ck_assert_int_eq(c.rec->n, K + M + 1);
+  ck_assert_int_eq(c.rec->skipped_steps, 0);
+  for (int s = 0; s < K + M + 1; s++)
+    ck_assert_msg(c.rec->loss[s] == (float)c.loss[s], "step %d: the window holds %.9g, the step's loss %.9g", s,
+                  (double)c.rec->loss[s], c.loss[s]);
   free(a.params), free(b.params), free(c.params);
+  free(a.rec), free(b.rec), free(c.rec);
 }
 
 START_TEST(test_planted_one_device) { planted_case("num_devices=1", "per_device_batch_size=4", "ici_data_parallelism=1"); }

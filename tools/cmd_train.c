@@ -21,8 +21,9 @@ static void on_signal(int sig) { g_stop = sig; }
 
 /* The run's last line: its name, how it ended, and the command that
  * continues it (the same arguments with run_name set, so an unnamed run
- * resumes instead of starting another). A run refused before it had a
- * directory has no name to give. */
+ * resumes instead of starting another; past the end of a fixed schedule,
+ * where every step runs at learning rate 0, with the schedule raised too).
+ * A run refused before it had a directory has no name to give. */
 static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, int argc, char **argv) {
   if (!res->run_name[0]) return;
   char name[GT_STR_PATH + 16], more[64];
@@ -45,19 +46,31 @@ static void run_line(const gt_config *cfg, const gt_train_result *res, gt_rc r, 
     return;
   }
   if (!r && !res->interrupted) {
-    long long next = cfg->steps * 2;
+    long long next = cfg->steps * 2, S = cfg->learning_rate_schedule_steps;
+    /* a fixed schedule that ends before the new steps do: past its end every
+     * step runs at learning rate 0 and trains nothing, so it is raised too */
+    int past_end = S > 0 && S < next;
+    char sched[64];
     snprintf(more, sizeof more, "steps=%lld", next);
+    snprintf(sched, sizeof sched, "learning_rate_schedule_steps=%lld", next);
     fprintf(f, "%s: finished, %lld steps (exit status %d)%s", name, cfg->steps, GT_EXIT_OK,
             can_resume ? "; to continue it to step " : "\n");
     if (can_resume) {
-      if (cfg->learning_rate_schedule_steps > 0)
+      if (past_end)
+        fprintf(f,
+                "%lld: the learning-rate schedule ends at step %lld (learning_rate_schedule_steps=%lld), past which "
+                "every step runs at learning rate 0 and trains nothing, so raise it too (the schedule stretches to "
+                "%lld steps: the learning rate jumps)",
+                next, S, S, next);
+      else if (S > 0)
         fprintf(f, "%lld", next);
       else /* the schedule's length is steps: it stretches */
         fprintf(f, "%lld (the schedule stretches to %lld steps: the learning rate jumps)", next, next);
       if (gt_dist_size() > 1) fprintf(f, " under the same mpirun (%d ranks)", gt_dist_size());
       fputs(": ", f);
-      const char *extra[] = {name, more, NULL};
-      gt_cli_print_command(f, "train", argc, argv, drop_steps, extra);
+      const char *drop_sched[] = {"run_name", "dump_config", "steps", "learning_rate_schedule_steps", NULL};
+      const char *extra[] = {name, more, past_end ? sched : NULL, NULL};
+      gt_cli_print_command(f, "train", argc, argv, past_end ? drop_sched : drop_steps, extra);
       fputc('\n', f);
     }
     fflush(f);

@@ -97,8 +97,9 @@ GT_API gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, 
 
 /* Saves the parameters and optimizer state (safetensors, Hugging Face
  * parameter names; the moments as "optimizer.mu.<name>"/"optimizer.nu.<name>",
- * the step count and config in the metadata) / loads them into an initialised
- * context with the same shapes. */
+ * the step counts, data position, spike guard window and config in the
+ * metadata) / loads them into an initialised context with the same shapes,
+ * which then trains on as the saving context would. */
 GT_API gt_rc gt_ctx_save(gt_ctx *c, const char *path);
 GT_API gt_rc gt_ctx_load(gt_ctx *c, const char *path);
 

@@ -171,8 +171,9 @@ static void gt__save_free(gt_ckpt_pending *s) {
 }
 
 /* The spike guard's record (ckpt.h's gt_ckpt_spike), left out while it is
- * all zero so that runs without the guard write the headers they always did. */
-static void gt__add_spike(cJSON *sj, const gt_ckpt_spike *sp) {
+ * all zero (no step has entered the window yet): such a header is the one a
+ * checkpoint older than the record has. */
+void gt__ckpt_add_spike(cJSON *sj, const gt_ckpt_spike *sp) {
   if (!sp->count && !sp->skipped_steps) return;
   cJSON *g = cJSON_AddObjectToObject(sj, "spike_guard");
   cJSON_AddNumberToObject(g, "count", (double)sp->count);
@@ -183,16 +184,15 @@ static void gt__add_spike(cJSON *sj, const gt_ckpt_spike *sp) {
   cJSON_AddItemToObject(g, "grad_norm", cJSON_CreateFloatArray(sp->grad_norm, n));
 }
 
-/* Absent (a checkpoint of a run without the guard, or older than it): an
- * empty record. Present: every field checked. */
-static gt_rc gt__read_spike(const cJSON *g, const char *file, int64_t step, gt_ckpt_spike *out, gt_err *err) {
+/* Absent (no step entered the window, or a checkpoint older than the
+ * record): an empty record. Present: every field checked. */
+gt_rc gt__ckpt_read_spike(const cJSON *g, const char *file, const char *what, int64_t step, gt_ckpt_spike *out,
+                          gt_err *err) {
   memset(out, 0, sizeof *out);
   if (!g) return GT_OK;
   gt_rc rc;
-  if ((rc = gt__ckpt_int(g, "count", 0, GT__CKPT_INT_MAX, file, "state spike_guard", "values pushed", &out->count,
-                         err)) ||
-      (rc = gt__ckpt_int(g, "skipped_steps", 0, step, file, "state spike_guard", "at most one per step",
-                         &out->skipped_steps, err)))
+  if ((rc = gt__ckpt_int(g, "count", 0, GT__CKPT_INT_MAX, file, what, "values pushed", &out->count, err)) ||
+      (rc = gt__ckpt_int(g, "skipped_steps", 0, step, file, what, "at most one per step", &out->skipped_steps, err)))
     return rc;
   int64_t most = out->count < GT_CKPT_SPIKE_MAX ? out->count : GT_CKPT_SPIKE_MAX;
   const char *names[2] = {"loss", "grad_norm"};
@@ -202,9 +202,9 @@ static gt_rc gt__read_spike(const cJSON *g, const char *file, int64_t step, gt_c
     int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
     if (n < 0 || n > most || (w == 1 && n != out->n))
       return gt_err_set(err, GT_ERR_FORMAT,
-                        "checkpoint: '%s' state spike_guard field '%s' is %s of %d values; expected an array of "
+                        "checkpoint: '%s' %s field '%s' is %s of %d values; expected an array of "
                         "%s%lld values (min(count, %d))",
-                        file, names[w], n < 0 ? "not an array" : "an array", n < 0 ? 0 : n,
+                        file, what, names[w], n < 0 ? "not an array" : "an array", n < 0 ? 0 : n,
                         w == 1 ? "the loss window's " : "at most ", w == 1 ? (long long)out->n : (long long)most,
                         GT_CKPT_SPIKE_MAX);
     int i = 0;
@@ -212,7 +212,7 @@ static gt_rc gt__read_spike(const cJSON *g, const char *file, int64_t step, gt_c
     cJSON_ArrayForEach(v, a) {
       if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 3.4e38)
         return gt_err_set(err, GT_ERR_FORMAT,
-                          "checkpoint: '%s' state spike_guard field '%s' value %d is not a finite float32 >= 0", file,
+                          "checkpoint: '%s' %s field '%s' value %d is not a finite float32 >= 0", file, what,
                           names[w], i);
       dst[w][i++] = (float)v->valuedouble;
     }
@@ -327,7 +327,7 @@ gt_rc gt_ckpt_save_begin(gt_ckpt_pending **out, const char *root, const gt_model
   cJSON_AddNumberToObject(sj, "num_devices", (double)st->num_devices);
   cJSON_AddNumberToObject(sj, "n_shards", (double)src->n_shards);
   cJSON_AddNumberToObject(sj, "next_lr", st->next_lr);
-  gt__add_spike(sj, &st->spike);
+  gt__ckpt_add_spike(sj, &st->spike);
   gt__add_reference(sj, &st->reference);
   if (st->data_rows > 0) cJSON_AddNumberToObject(sj, "data_rows", (double)st->data_rows);
   if (writer) gt__add_writer(meta, writer);
@@ -617,7 +617,8 @@ static gt_rc gt__read_state(const cJSON *st, const char *file, int64_t step, int
     return GT_ERR_FORMAT;
   }
   out->next_lr = lr->valuedouble;
-  if ((rc = gt__read_spike(cJSON_GetObjectItemCaseSensitive(st, "spike_guard"), file, step, &out->spike, err)))
+  if ((rc = gt__ckpt_read_spike(cJSON_GetObjectItemCaseSensitive(st, "spike_guard"), file, "state spike_guard", step,
+                                &out->spike, err)))
     return rc;
   out->data_rows = 0;
   if (cJSON_GetObjectItemCaseSensitive(st, "data_rows") &&

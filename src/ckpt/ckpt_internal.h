@@ -24,6 +24,16 @@
 gt_rc gt__ckpt_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char *path, const char *what,
                    const char *why, int64_t *out, gt_err *err);
 
+/* The spike guard's record (ckpt.h's gt_ckpt_spike) as the object
+ * "spike_guard" of `o` (nothing while it is all zero), and read back from
+ * that object (NULL: an empty record) with every field checked: `what`
+ * names the object in messages ("state spike_guard"), `step` bounds
+ * skipped_steps. The checkpoint's header and a parameter file's metadata
+ * (paramfile.h) hold the same object. */
+void gt__ckpt_add_spike(cJSON *o, const gt_ckpt_spike *sp);
+gt_rc gt__ckpt_read_spike(const cJSON *g, const char *file, const char *what, int64_t step, gt_ckpt_spike *out,
+                          gt_err *err);
+
 /* Writes shard r of S as `path` (not renamed: the caller's directory is the
  * temporary one) and fsyncs it. `meta` holds the state, config and model
  * table; the shard adds its own "shard" and "tensors" entries to a copy.

@@ -7,13 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/ckpt_internal.h"
 #include "ckpt/safetensors.h"
 #include "model/qstore.h"
 
 static const char *const gt__prefix[3] = {"", "optimizer.mu.", "optimizer.nu."};
 
+/* The "training_state" metadata text (paramfile.h), or NULL without memory. */
+static char *gt__train_json(const gt_paramfile_train *ts) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)ts->step);
+  cJSON_AddNumberToObject(o, "data_epoch", (double)ts->data.epoch);
+  cJSON_AddNumberToObject(o, "data_cursor", (double)ts->data.cursor);
+  gt__ckpt_add_spike(o, &ts->spike);
+  char *t = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return t;
+}
+
 static gt_rc gt__write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu, const float *nu,
-                       int64_t step, long long hf_rows, gt_err *err) {
+                       int64_t step, long long hf_rows, const gt_paramfile_train *ts, gt_err *err) {
   int nt = m->n_tensors;
   int64_t biggest = 0;
   for (int i = 0; i < nt; i++)
@@ -71,10 +84,14 @@ static gt_rc gt__write(const char *path, const gt_model *m, const gt_config *cfg
     char rows[32];
     snprintf(rows, sizeof rows, "%lld", hf_rows);
     if (hf_rows > 0) cJSON_AddStringToObject(meta, "hf_embed_rows", rows);
+    /* safetensors metadata values are strings: the JSON as text */
+    char *ts_s = ts ? gt__train_json(ts) : NULL;
+    if (ts_s) cJSON_AddStringToObject(meta, "training_state", ts_s);
     char *meta_s = cJSON_PrintUnformatted(meta);
-    rc = gt_st_write(path, 3 * nt, w, meta_s, err);
+    rc = (ts && !ts_s) || !meta_s ? gt_err_set(err, GT_ERR_NOMEM, "params: no memory to save '%s'", path)
+                                  : gt_st_write(path, 3 * nt, w, meta_s, err);
     cJSON_Delete(meta);
-    free(meta_s), free(cfg_s);
+    free(meta_s), free(cfg_s), free(ts_s);
   }
   for (int i = 0; i < 3 * nt; i++) free(names[i]);
   for (int i = 0; i < nt; i++) free(deq[i]);
@@ -84,7 +101,12 @@ static gt_rc gt__write(const char *path, const gt_model *m, const gt_config *cfg
 
 gt_rc gt_paramfile_write(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
                          const float *nu, int64_t step, gt_err *err) {
-  return gt__write(path, m, cfg, mu, nu, step, 0, err);
+  return gt__write(path, m, cfg, mu, nu, step, 0, NULL, err);
+}
+
+gt_rc gt_paramfile_write_train(const char *path, const gt_model *m, const gt_config *cfg, const float *mu,
+                               const float *nu, int64_t opt_step, const gt_paramfile_train *ts, gt_err *err) {
+  return gt__write(path, m, cfg, mu, nu, opt_step, 0, ts, err);
 }
 
 gt_rc gt_paramfile_write_hf(const char *path, const gt_model *m, const gt_config *cfg, long long hf_embed_rows,
@@ -92,7 +114,7 @@ gt_rc gt_paramfile_write_hf(const char *path, const gt_model *m, const gt_config
   if (hf_embed_rows < 1)
     return gt_err_set(err, GT_ERR_ARG, "params: hf_embed_rows = %lld for '%s'; expected a row count of at least 1",
                       hf_embed_rows, path);
-  return gt__write(path, m, cfg, NULL, NULL, 0, hf_embed_rows, err);
+  return gt__write(path, m, cfg, NULL, NULL, 0, hf_embed_rows, NULL, err);
 }
 
 gt_rc gt_paramfile_read_hf_rows(const char *path, long long *rows, gt_err *err) {
@@ -132,7 +154,30 @@ static gt_rc gt__read_stored(const gt_st_tensor *s, const gt_tensor_info *t, flo
   return rc;
 }
 
-gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_err *err) {
+/* The "training_state" text of path's metadata into ts, checked against the
+ * file's optimizer step. */
+static gt_rc gt__read_train(const char *path, const char *text, int64_t opt_step, gt_paramfile_train *ts,
+                            gt_err *err) {
+  cJSON *o = cJSON_Parse(text);
+  gt_rc rc = GT_OK;
+  const char *what = "metadata training_state";
+  if (!cJSON_IsObject(o))
+    rc = gt_err_set(err, GT_ERR_FORMAT, "params: '%s' metadata training_state = '%.60s'; expected a JSON object", path,
+                    text);
+  else if (!(rc = gt__ckpt_int(o, "step", opt_step, GT__CKPT_INT_MAX, path, what,
+                               "steps done, at least the optimizer_step's updates", &ts->step, err)) &&
+           !(rc = gt__ckpt_int(o, "data_epoch", 0, GT__CKPT_INT_MAX, path, what, NULL, &ts->data.epoch, err)) &&
+           !(rc = gt__ckpt_int(o, "data_cursor", 0, GT__CKPT_INT_MAX, path, what, NULL, &ts->data.cursor, err)))
+    rc = gt__ckpt_read_spike(cJSON_GetObjectItemCaseSensitive(o, "spike_guard"), path,
+                             "metadata training_state spike_guard", ts->step, &ts->spike, err);
+  ts->present = rc == GT_OK;
+  cJSON_Delete(o);
+  return rc;
+}
+
+static gt_rc gt__read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_paramfile_train *ts,
+                      gt_err *err) {
+  if (ts) ts->present = 0;
   gt_st_file f;
   gt_rc rc = gt_st_open(&f, path, err);
   if (rc) return rc;
@@ -183,10 +228,26 @@ gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int
       else
         *step = n;
     }
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(meta, "training_state");
+    if (rc == GT_OK && ts && tr)
+      rc = cJSON_IsString(tr) ? gt__read_train(path, tr->valuestring, *step, ts, err)
+                              : gt_err_set(err, GT_ERR_FORMAT,
+                                           "params: '%s' metadata training_state is not a string; expected JSON text",
+                                           path);
     cJSON_Delete(meta);
   }
   gt_st_close(&f);
   return rc;
+}
+
+gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_err *err) {
+  return gt__read(path, m, mu, nu, step, NULL, err);
+}
+
+gt_rc gt_paramfile_read_train(const char *path, gt_model *m, float *mu, float *nu, int64_t *opt_step,
+                              gt_paramfile_train *ts, gt_err *err) {
+  int64_t own;
+  return gt__read(path, m, mu, nu, opt_step ? opt_step : &own, ts, err);
 }
 
 gt_rc gt_paramfile_read_config(const char *path, gt_config *cfg, gt_err *err) {

@@ -399,6 +399,10 @@ gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq
 
 /* ---------- save / load ---------- */
 
+/* The file holds, beside the parameters, the moments and the AdamW step,
+ * what else the next steps depend on (paramfile.h's training_state), as a
+ * checkpoint does: the step index (it seeds the adapters' dropout), the data
+ * position of gt_ctx_train and the spike guard's record. */
 gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
@@ -406,14 +410,26 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is NULL");
   int64_t n = c->model.n_params;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
-  if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save %lld parameters", (long long)n);
+  gt_paramfile_train *ts = malloc(sizeof *ts); /* the spike record is 32 KiB: not on a caller thread's stack */
+  if (!mu || !ts) {
+    gt_mem_free(&c->mem, mu);
+    free(ts);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save %lld parameters", (long long)n);
+  }
   gt_fsdp *fs = gt_trainer_fsdp(c->tr);
+  ts->present = 1;
+  ts->step = gt_trainer_step_index(c->tr);
+  ts->data = c->data.st;
+  gt_trainer_spike_state(c->tr, &ts->spike);
   if (!(rc = gt__host_alloc(c)) && !(rc = gt_fsdp_full_state(fs, c->model.params, mu, mu + n, &c->err)))
-    rc = gt_paramfile_write(path, &c->model, &c->cfg, mu, mu + n, gt_fsdp_opt_step(fs), &c->err);
+    rc = gt_paramfile_write_train(path, &c->model, &c->cfg, mu, mu + n, gt_fsdp_opt_step(fs), ts, &c->err);
   gt_mem_free(&c->mem, mu);
+  free(ts);
   return rc;
 }
 
+/* Everything is read and checked before any of the context's state changes:
+ * a refused load leaves the context as it was. */
 gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
@@ -421,9 +437,31 @@ gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is NULL");
   int64_t n = c->model.n_params, step = 0;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
-  if (!mu) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
-  if (!(rc = gt__host_alloc(c)) && !(rc = gt_paramfile_read(path, &c->model, mu, mu + n, &step, &c->err)))
-    rc = gt_fsdp_set_state(gt_trainer_fsdp(c->tr), c->model.params, mu, mu + n, step, &c->err);
+  gt_paramfile_train *ts = calloc(1, sizeof *ts);
+  if (!mu || !ts) {
+    gt_mem_free(&c->mem, mu);
+    free(ts);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
+  }
+  gt_data_state was = c->data.st;
+  if (!(rc = gt__host_alloc(c)) && !(rc = gt_paramfile_read_train(path, &c->model, mu, mu + n, &step, ts, &c->err)) &&
+      ts->present && (rc = gt_data_seek(&c->data, ts->data, &c->err))) {
+    char msg[GT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", c->err.msg);
+    gt_err_set(&c->err, rc, "api: gt_ctx_load: '%s' holds a data position this context's data cannot take: %s", path,
+               msg);
+  }
+  if (!rc) rc = gt_fsdp_set_state(gt_trainer_fsdp(c->tr), c->model.params, mu, mu + n, step, &c->err);
+  if (rc) {
+    c->data.st = was;
+  } else {
+    /* a file without the training state (gemtrain convert's, an older
+     * gemtrain's): the step index is the AdamW step (the same when no step
+     * was skipped), the spike window empty, the data position unchanged */
+    gt_trainer_set_step_index(c->tr, ts->present ? ts->step : step);
+    gt_trainer_set_spike_state(c->tr, &ts->spike); /* all zero when absent: an empty window */
+  }
   gt_mem_free(&c->mem, mu);
+  free(ts);
   return rc;
 }

@@ -616,6 +616,15 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
     else
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
     if (full) gt__report_config_changes(s->out, ld.config_json, c, ld.state.opt_step);
+    /* the rate follows the AdamW step, which a step advances by one at most:
+     * from the schedule's end on, every step left runs at rate 0 */
+    long long S = c->learning_rate_schedule_steps;
+    if (full && S > 0 && ld.state.opt_step >= S && ld.state.step < c->steps)
+      fprintf(s->out,
+              "resume: the learning-rate schedule ends at step %lld (learning_rate_schedule_steps=%lld) and the "
+              "checkpoint is at AdamW step %lld: steps %lld to %lld all run at learning rate 0 and train nothing; "
+              "raise learning_rate_schedule_steps to train further\n",
+              S, S, (long long)ld.state.opt_step, (long long)ld.state.step, c->steps - 1);
     /* the order of an epoch is a function of its rows: other data (files
      * added, changed, split otherwise) gives another order, and the cursor
      * no longer marks what was seen */
@@ -625,7 +634,7 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
               "or another split): the order of epoch %lld is another, so rows of it may be seen twice or not at all\n",
               (long long)s->data->n_train_rows, (long long)ld.state.data_rows, (long long)ld.state.data.epoch);
     if (full && c->skip_step_on_spikes && !ld.state.spike.count && ld.state.step > 0)
-      fprintf(s->out, "resume: the checkpoint holds no spike guard window (written with skip_step_on_spikes=false or "
+      fprintf(s->out, "resume: the checkpoint holds no spike guard window (no step before it entered one, or written "
                       "by an older gemtrain); the guard starts an empty one\n");
     fflush(s->out);
   }

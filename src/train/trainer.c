@@ -30,7 +30,7 @@ struct gt_trainer {
   gt_trace *trace;    /* the profiler timeline (NULL: off) */
   int measure;        /* allocation-only (the plan): no tokens, nothing skipped */
   int guard;          /* skip_step_on_spikes (never on an allocation-only trainer) */
-  gt_spike spike;     /* its windows, and the count of steps not applied */
+  gt_spike spike;     /* its windows (kept with the guard off too), and the count of steps not applied */
   gt_diloco *dl;      /* DiLoCo's outer state (NULL: off) */
   gt_pref_cfg pref;   /* use_dpo: the pairs' loss (the head's callback reads it) */
   double eval_pref[GT_PREF_NSUMS]; /* the last eval's preference sums, and its pairs */
@@ -187,10 +187,11 @@ static void gt__param_sumsq(void *ctx, gt_fsdp_shard *s) {
   s->sumsq = sum;
 }
 
-/* The step; guard (NULL: none) is the spike guard that may hold the update
- * back. */
-static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_spike *guard, gt_mesh_step_info *info,
-                           gt_err *err) {
+/* The step; window (NULL: none) is the spike guard's, which takes the
+ * values of every step that would apply, and with `enforce` may hold the
+ * update back. */
+static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_spike *window, int enforce,
+                           gt_mesh_step_info *info, gt_err *err) {
   const gt_config *c = gt_fsdp_config(fs);
   memset(info, 0, sizeof *info);
   /* zero */
@@ -222,11 +223,17 @@ static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_s
    * the same on every device and rank, so every device and rank decides
    * alike; a held-back step leaves the parameters, the moments and the
    * AdamW step (so the schedule) where they were, as a non-finite one */
-  if (guard && apply &&
-      gt_spike_decide(guard, sums.xent_sum / (double)sums.total_weights + sums.moe_lb,
-                      info->update.grad_norm * info->update.clip_scale)) {
-    apply = 0;
-    info->spike_skipped = 1;
+  if (window && apply) {
+    double loss = sums.xent_sum / (double)sums.total_weights + sums.moe_lb,
+           norm = info->update.grad_norm * info->update.clip_scale;
+    int spike = enforce && gt_spike_check(window, loss, norm);
+    /* with the guard off too: the window stays current, so a run resumed
+     * with the guard on compares against the steps just before it */
+    gt_spike_push(window, loss, norm);
+    if (spike) {
+      apply = 0;
+      info->spike_skipped = 1;
+    }
   }
   gt_fsdp_comm comm;
   if ((rc = gt_fsdp_update(fs, apply ? gt__apply : NULL, &h, &comm, err))) return rc;
@@ -248,7 +255,7 @@ static gt_rc gt__mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_s
 }
 
 gt_rc gt_trainer_mesh_step(gt_fsdp *fs, const gt_batch *micro, int n_micro, gt_mesh_step_info *info, gt_err *err) {
-  return gt__mesh_step(fs, micro, n_micro, NULL, info, err);
+  return gt__mesh_step(fs, micro, n_micro, NULL, 0, info, err);
 }
 
 gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step_metrics *sm, gt_err *err) {
@@ -257,7 +264,7 @@ gt_rc gt_trainer_step(gt_trainer *t, const gt_batch *micro, int n_micro, gt_step
   gt_mesh_step_info fi;
   gt_fsdp_set_step(t->fs, t->step); /* seeds the adapters' dropout */
   for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_begin(gt_fsdp_device_mem(t->fs, d));
-  gt_rc rc = gt__mesh_step(t->fs, micro, n_micro, t->guard ? &t->spike : NULL, &fi, err);
+  gt_rc rc = gt__mesh_step(t->fs, micro, n_micro, t->measure ? NULL : &t->spike, t->guard, &fi, err);
   for (int d = 0; d < gt_fsdp_devices(t->fs); d++) gt_mem_step_end(gt_fsdp_device_mem(t->fs, d), rc == GT_OK);
   if (rc) return rc;
   double t1 = gt_prof_now(), loss = fi.loss + fi.moe_lb_loss, secs = t1 - t0;

@@ -113,7 +113,9 @@ struct gt_trace *gt_trainer_trace(gt_trainer *t);
 
 /* The spike guard's state and the count of steps not applied (spikes and
  * non-finite steps), for checkpoints: a resume that sets what a save got
- * decides every later step as the uninterrupted run. */
+ * decides every later step as the uninterrupted run. The windows take each
+ * step's values with skip_step_on_spikes off too (nothing is decided then),
+ * so they are current whenever a later segment turns the guard on. */
 void gt_trainer_spike_state(const gt_trainer *t, gt_ckpt_spike *out);
 void gt_trainer_set_spike_state(gt_trainer *t, const gt_ckpt_spike *in);
 
