@@ -104,9 +104,12 @@ START_TEST(test_grids_union_and_points) {
   ck_assert_str_eq(s.keys[2], "c");
   gt_sweep_free(&s);
 
-  /* grid, then explicit points, whatever order the file writes them in */
-  parse_ok(&s, "{\"points\": [{\"a\": 9}], \"grid\": {\"a\": [1, 2]}}");
-  ck_assert_int_eq(s.n_points, 3);
+  /* grid, then grids, then explicit points, whatever order the file writes
+   * them in (a point's number names its run directory) */
+  parse_ok(&s, "{\"points\": [{\"a\": 9}], \"grids\": [{\"a\": [5]}], \"grid\": {\"a\": [1, 2]}}");
+  ck_assert_int_eq(s.n_points, 4);
+  const char *order[] = {"a=1", "a=2", "a=5", "a=9"};
+  for (int k = 0; k < 4; k++) ck_assert_str_eq(point_text(&s, k), order[k]);
   gt_sweep_free(&s);
 }
 END_TEST
