@@ -302,6 +302,8 @@ refuse "'bad.json' defines no points" '{"steps": 3}'
 refuse "the base configuration (before any point's keys) is refused: config: unknown key 'learnin_rate'" \
   '{"points": [{}]}' learnin_rate=1
 refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
+refuse "'learning_rate=0.5' sets 'learning_rate', which 'bad.json' sweeps" \
+  '{"grid": {"learning_rate": [0.001, 0.01]}}' learning_rate=0.5
 # an empty base_output_directory would put the sweep at the filesystem's
 # root (a name of its own, removed if it gets there)
 probe="gt_e2e_sweep_probe_$$"

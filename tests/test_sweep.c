@@ -586,6 +586,40 @@ START_TEST(test_runner_statuses) {
 }
 END_TEST
 
+/* The command line wins over every layer of the file, so a key the grid or
+ * the points sweep is refused there: every point would run with its one
+ * value while the console and the table showed the points' own. */
+START_TEST(test_cli_swept_key) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"grid\": {\"learning_rate\": [0.001, 0.01]}, \"points\": [{\"warmup_steps\": 1}],"
+           " \"output_directory\": \"%s/out\"}",
+           dir);
+  gt_sweep s;
+  parse_ok(&s, text);
+  gt_sweep_summary sum;
+  gt_err e;
+  const char *swept[] = {"steps=2", "learning_rate=0.5"};
+  gt_sweep_run_opts o = {"/nonexistent/gemtrain", 2, swept, 0, 0, NULL, NULL, NULL};
+  ck_assert_int_eq(gt_sweep_run(&s, &o, &sum, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "'learning_rate=0.5' sets 'learning_rate', which '") && strstr(e.msg, "sweeps"), "%s",
+                e.msg);
+  /* a key only the explicit points set is swept too */
+  const char *warm[] = {"warmup_steps=3"};
+  o.cli = warm, o.n_cli = 1;
+  ck_assert_int_eq(gt_sweep_run(&s, &o, &sum, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "sets 'warmup_steps'"), "%s", e.msg);
+  char path[600];
+  snprintf(path, sizeof path, "%s/out", dir);
+  ck_assert_int_ne(gt_test_system("test -e '%s'", path), 0); /* refused before anything is written */
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 /* Whether a plan fits is the process's to say (exit 3) when it runs; only a
  * dry run, with no process to ask, decides it in-process. */
 START_TEST(test_runner_plan_fit) {
@@ -674,5 +708,6 @@ int main(void) {
   tcase_add_test(tc, test_table_order);
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);
+  tcase_add_test(tc, test_cli_swept_key);
   return gt_test_run_suite(s, 0);
 }

@@ -259,6 +259,15 @@ static gt_rc gt__check_base(const gt_sweep *s, const gt_sweep_run_opts *o, char 
     if (!strchr(o->cli[i], '=') || gt_sweep_reserved_key(o->cli[i], gt_sweep_key_len(o->cli[i]), 0))
       return gt_err_set(err, GT_ERR_CONFIG, "sweep: command-line argument '%s' %s", o->cli[i],
                         strchr(o->cli[i], '=') ? "is set by the sweep for each point" : "is not key=value");
+  /* the command line wins over a point's keys: a swept key set there would
+   * make every point the same run, under the labels of different ones */
+  for (int i = 0; i < o->n_cli; i++)
+    for (int q = 0; q < s->n_keys; q++)
+      if (gt_sweep_key_len(o->cli[i]) == strlen(s->keys[q]) && !strncmp(o->cli[i], s->keys[q], strlen(s->keys[q])))
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "sweep: command-line argument '%s' sets '%s', which '%s' sweeps (its grid or points): "
+                          "every point would run with that one value; change the sweep file instead",
+                          o->cli[i], s->keys[q], s->path);
   gt_sweep_kvs base = {0, 0, NULL};
   gt_rc rc = GT_OK;
   for (int i = 0; i < s->n_base && !rc; i++) rc = gt_sweep_kvs_set(&base, s->base[i], err);
