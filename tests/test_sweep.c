@@ -483,6 +483,62 @@ START_TEST(test_table_order) {
 }
 END_TEST
 
+/* plot.svg's x axis: a key named for a rate, a decay or an epsilon is on a
+ * log axis that says so and is ticked inside a decade; "eps" inside a word
+ * (warmup_steps) is no epsilon. */
+static char *plot_of(const char *key, const double *xs, int n, const char *dir) {
+  char text[512], path[600];
+  snprintf(text, sizeof text, "{\"plot\": {\"x\": \"%s\", \"y\": \"final_loss\"}, \"grid\": {\"%s\": [", key,
+           key);
+  for (int i = 0; i < n; i++) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%g", i ? ", " : "", xs[i]);
+  strcat(text, "]}}");
+  gt_sweep s;
+  parse_ok(&s, text);
+  ck_assert_int_eq(s.n_points, n);
+  gt_sweep_result res[8];
+  gt_err e;
+  for (int i = 0; i < 8; i++) gt_sweep_result_init(&res[i]);
+  for (int i = 0; i < n; i++) {
+    char kv[128];
+    res[i].status = GT_SWEEP_OK;
+    res[i].final_loss = 5.0 - i;
+    snprintf(kv, sizeof kv, "%s=%g", key, xs[i]);
+    gt_sweep_kvs_set(&res[i].values, kv, &e);
+  }
+  snprintf(path, sizeof path, "%s/plot.svg", dir);
+  ck_assert_msg(gt_sweep_write_plot(&s, res, path, &e) == GT_OK, "%s", e.msg);
+  for (int i = 0; i < 8; i++) gt_sweep_result_free(&res[i]);
+  gt_sweep_free(&s);
+  return gt_test_read_file(path, NULL);
+}
+
+START_TEST(test_plot_axes) {
+  char *dir = gt_test_mkdtemp("sweep");
+  /* a step count: linear, ticked every 5 */
+  const double steps[3] = {10, 20, 40};
+  char *svg = plot_of("warmup_steps", steps, 3, dir);
+  ck_assert_msg(strstr(svg, ">15</text>") && strstr(svg, ">25</text>"), "%s", svg);
+  ck_assert_msg(strstr(svg, ">warmup_steps</text>"), "%s", svg);
+  ck_assert_msg(!strstr(svg, "(log)"), "%s", svg);
+  free(svg);
+  /* a learning rate within one decade: log, labelled so, ticked at its values */
+  const double lr[3] = {0.002, 0.004, 0.008};
+  svg = plot_of("learning_rate", lr, 3, dir);
+  ck_assert_msg(strstr(svg, ">learning_rate (log)</text>"), "%s", svg);
+  ck_assert_msg(strstr(svg, ">0.002</text>") && strstr(svg, ">0.004</text>") && strstr(svg, ">0.008</text>"), "%s",
+                svg);
+  free(svg);
+  /* over two decades: 1, 2 and 5 of each */
+  const double eps[3] = {1e-8, 1e-7, 1e-6};
+  svg = plot_of("adam_eps", eps, 3, dir);
+  ck_assert_msg(strstr(svg, ">adam_eps (log)</text>") && strstr(svg, ">2e-08</text>") && strstr(svg, ">5e-07</text>"),
+                "%s", svg);
+  free(svg);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 /* The runner, with a stand-in for `gemtrain train`: a script that crashes,
  * diverges (exit 4), exits 0 without metrics, succeeds, refuses its config
  * (exit 2), hangs, does not fit (exit 3) or fails with a log that reads
@@ -706,6 +762,7 @@ int main(void) {
   tcase_add_test(tc, test_exit_status_mapping);
   tcase_add_test(tc, test_last_error_line);
   tcase_add_test(tc, test_table_order);
+  tcase_add_test(tc, test_plot_axes);
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);
   tcase_add_test(tc, test_cli_swept_key);
