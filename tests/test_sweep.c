@@ -383,18 +383,18 @@ START_TEST(test_exit_status_mapping) {
   fclose(f);
   gt_sweep_result r;
   gt_sweep_result_init(&r);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED); /* not does_not_fit, not diverged: the log says so, the exit does not */
   ck_assert_str_eq(r.reason, "train: the plan needs 9.0 MiB but the limit is 1.0 MiB");
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DOES_NOT_FIT);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED);
   ck_assert_msg(strstr(r.reason, "exited 0 but cannot read"), "%s", r.reason);
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"peak_memory_bytes\": 7}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_OK);
   ck_assert_str_eq(r.reason, "");
   ck_assert(r.final_loss == 5.5 && r.median_step_seconds == 0.5 && r.measured_peak_bytes == 7);
@@ -402,18 +402,38 @@ START_TEST(test_exit_status_mapping) {
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"seconds\": 0.5}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DIVERGED);
   ck_assert(isnan(r.median_step_seconds));
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_CRASHED);
   ck_assert_int_eq(r.signal, 11);
   ck_assert_msg(strstr(r.reason, "killed by signal 11") && strstr(r.reason, "after 1 steps"), "%s", r.reason);
   r.wall_seconds = 2.5;
-  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1, 0}, metrics, log, 2);
+  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1, 0}, dir, log, 2);
   ck_assert_int_eq(r.status, GT_SWEEP_TIMEOUT);
   ck_assert_int_eq(r.signal, 0);
   ck_assert_str_eq(r.reason, "killed after 2.5 s (point_timeout_s = 2) at step 1");
+
+  /* stopped by a signal (exit 5): pending, and whether it resumes is the
+   * run directory's to say (enable_checkpointing=false writes none); no
+   * timings and no final loss, as for a run that has not ended */
+  f = fopen(metrics, "w");
+  fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"tokens_per_s_per_device\": 9, \"peak_memory_bytes\": 7}\n"
+        "{\"step\": 1, \"loss\": 5.25, \"seconds\": 0.5, \"tokens_per_s_per_device\": 9, \"peak_memory_bytes\": 7}\n",
+        f);
+  fclose(f);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_STOPPED, 1}, dir, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_PENDING);
+  ck_assert_str_eq(r.reason, "stopped after 2 steps without a checkpoint; it starts over on the next run");
+  ck_assert(isnan(r.median_step_seconds) && isnan(r.tokens_per_s_per_device) && isnan(r.measured_peak_bytes));
+  ck_assert(isnan(r.final_loss));
+  ck_assert_int_eq(r.steps_done, 2);
+  gt_test_system("mkdir -p '%s/checkpoints/step_00000002' && printf step_00000002 > '%s/checkpoints/latest'", dir, dir);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_STOPPED, 1}, dir, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_PENDING);
+  ck_assert_str_eq(r.reason, "stopped and checkpointed after 2 steps; it resumes on the next run");
+  ck_assert(isnan(r.final_loss) && isnan(r.median_step_seconds));
   gt_sweep_result_free(&r);
   gt_test_system("rm -rf '%s'", dir);
   free(dir);

@@ -70,9 +70,11 @@ static void gt__report(gt__runner *r, int k) {
   if (o->progress) fputs("\r\033[K", f);
   fprintf(f, "point %d/%d:", k + 1, r->s->n_points);
   for (int i = 0; i < r->s->points[k].n; i++) fprintf(f, " %s", r->s->points[k].kv[i]);
-  if (res->status == GT_SWEEP_PENDING)
-    fprintf(f, " -> stopped and checkpointed after %lld steps (%.1f s); it resumes on the next run\n", res->steps_done,
-            isnan(res->wall_seconds) ? 0.0 : res->wall_seconds);
+  /* a pending point's reason says whether it resumes: "<what>; <next>" */
+  const char *next = res->status == GT_SWEEP_PENDING ? strstr(res->reason, "; ") : NULL;
+  if (next)
+    fprintf(f, " -> %.*s (%.1f s)%s\n", (int)(next - res->reason), res->reason,
+            isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, next);
   else
     fprintf(f, " -> %s (%.1f s), ETA %s\n", status, isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, eta);
   fflush(f);
@@ -241,10 +243,10 @@ static void gt__reap(gt__runner *r, const gt__slot *sl, int wstatus, int stoppin
   res->wall_seconds = gt_prof_now() - sl->t0;
   gt_sweep_exit x = {sl->killed, WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
                      WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, stopping != 0};
-  char log[2 * GT_STR_PATH + 64], metrics[2 * GT_STR_PATH + 64];
+  char log[2 * GT_STR_PATH + 64], run_dir[2 * GT_STR_PATH + 64];
   snprintf(log, sizeof log, "%s/%s", r->dir, res->log);
-  snprintf(metrics, sizeof metrics, "%s/runs/point-%d/metrics.jsonl", r->dir, sl->k + 1);
-  gt_sweep_classify(res, x, metrics, log, r->s->point_timeout_s);
+  snprintf(run_dir, sizeof run_dir, "%s/runs/point-%d", r->dir, sl->k + 1);
+  gt_sweep_classify(res, x, run_dir, log, r->s->point_timeout_s);
 }
 
 static void gt__skipped_line(void *ctx, int lineno, const char *why) {
@@ -373,8 +375,9 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
       for (int i = 0; i < n_run; i++) kill(slots[i].pid, SIGTERM);
       if (o->progress) fputs("\r\033[K", o->progress);
       if (o->out)
-        fprintf(o->out, "sweep: stopping (%s): %d running point%s checkpoint%s and stop%s\n",
-                stopping == SIGINT ? "SIGINT" : "SIGTERM", n_run, n_run == 1 ? "" : "s", n_run == 1 ? "s" : "",
+        fprintf(o->out, "sweep: stopping (%s): %d running point%s finish%s the step and stop%s (a checkpoint first, "
+                "when enabled)\n",
+                stopping == SIGINT ? "SIGINT" : "SIGTERM", n_run, n_run == 1 ? "" : "s", n_run == 1 ? "es" : "",
                 n_run == 1 ? "s" : ""), fflush(o->out);
     }
     while (!stopping && n_run < s->max_parallel && next < n) {

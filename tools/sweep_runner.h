@@ -96,10 +96,13 @@ gt_sweep_status gt_sweep_status_of_exit(gt_sweep_exit x);
 
 /* Classify a point whose process ended: the status from x, downgraded when
  * an exit 0 has no result to show (metrics.jsonl missing: failed; a
- * non-finite final loss: diverged); the measured metrics from metrics_path
- * (kept only for ok: only a finished run's timings compare); the reason for
- * the table. The log (log_path) is read for the reason's text only. */
-void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metrics_path, const char *log_path,
+ * non-finite final loss: diverged); the measured metrics from run_dir's
+ * metrics.jsonl (step timings kept only for ok: only a finished run's
+ * compare; a pending point keeps no final figures either); the reason for
+ * the table, which for a pending point says whether run_dir holds a
+ * checkpoint to resume. The log (log_path) is read for the reason's text
+ * only. */
+void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *run_dir, const char *log_path,
                        double point_timeout_s);
 
 /* The log's last error line ("gemtrain: " stripped), else its last non-empty
