@@ -4,8 +4,11 @@
  * wrong, result records round-tripping through results.jsonl, the medians
  * read from a run's metrics.jsonl, the table's order; and the command's
  * runner: a process's exit status -> the point's status, and a whole sweep
- * with a stand-in for `gemtrain train`. Running real points is
- * e2e_sweep.sh's job. */
+ * with a stand-in for `gemtrain train`: every point checked before any
+ * starts, a point's identity (its resolved configuration) deciding which
+ * record and run directory are its own, each point's files kept at its
+ * number when points are renumbered. Running real points is e2e_sweep.sh's
+ * job. */
 #define _GNU_SOURCE
 /* The runner is the command's (tools/), which no test binary links: its
  * three files (tools/sweep_*.c) are included into this test below. */
@@ -662,6 +665,213 @@ START_TEST(test_runner_statuses) {
 }
 END_TEST
 
+/* A stand-in for `gemtrain train` that says in its log which learning rate
+ * it ran and what results.jsonl held when it started, writes one step, and
+ * exits 5 (stopped) for init_weights_seed=5. */
+static void write_fake(const char *exe) {
+  FILE *f = fopen(exe, "w");
+  ck_assert(f);
+  fputs("#!/bin/sh\n"
+        "for a in \"$@\"; do case \"$a\" in base_output_directory=*) out=${a#*=};; run_name=*) run=${a#*=};; "
+        "learning_rate=*) lr=${a#*=};; init_weights_seed=5) exit 5;; esac; done\n"
+        "echo \"lr=$lr\"\n"
+        "[ -f \"$out/../results.jsonl\" ] && sed 's/^/seen: /' \"$out/../results.jsonl\"\n"
+        "mkdir -p \"$out/$run\"; echo '{\"step\": 0, \"loss\": 5, \"seconds\": 0.1}' >> \"$out/$run/metrics.jsonl\"\n",
+        f);
+  fclose(f);
+  ck_assert_int_eq(gt_test_system("chmod +x '%s'", exe), 0);
+}
+
+/* The last record of point k in results.jsonl (init'ed, status -1, when none). */
+static void last_record(const char *jsonl, int k, gt_sweep_result *out) {
+  gt_sweep_result_init(out);
+  out->status = (gt_sweep_status)-1;
+  FILE *f = fopen(jsonl, "r");
+  ck_assert(f);
+  char line[8192];
+  gt_err e;
+  while (fgets(line, sizeof line, f)) {
+    gt_sweep_result r;
+    ck_assert(gt_sweep_result_from_json(&r, line, &e) == GT_OK);
+    if (r.point == k) {
+      gt_sweep_result_free(out);
+      *out = r;
+    } else {
+      gt_sweep_result_free(&r);
+    }
+  }
+  fclose(f);
+}
+
+static int file_has(const char *dir, const char *rel, const char *text) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  char *t = gt_test_read_file(path, NULL);
+  int has = t && strstr(t, text) != NULL;
+  free(t);
+  return has;
+}
+
+static void run_sweep_text(const char *exe, const char *text, int want_ran, int want_skipped) {
+  gt_sweep s;
+  parse_ok(&s, text);
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(sum.n_ran == want_ran && sum.n_skipped == want_skipped, "ran %d skipped %d, expected %d and %d for %s",
+                sum.n_ran, sum.n_skipped, want_ran, want_skipped, text);
+  gt_sweep_free(&s);
+}
+
+/* A point is its whole configuration: the same keys over a changed
+ * base.config are another run, never the old record or the old directory. */
+START_TEST(test_runner_identity) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], cfg[512], text[2048], out[600], jsonl[700];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(jsonl, sizeof jsonl, "%s/results.jsonl", out);
+  ck_assert_int_eq(gt_test_system("printf '{\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\", "
+                                  "\"max_target_length\": 32}' > '%s'", cfg), 0);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"config\": \"%s\"}, \"grid\": {\"learning_rate\": [0.001, 0.01]}, \"steps\": 3,"
+           " \"output_directory\": \"%s\"}",
+           cfg, out);
+  run_sweep_text(exe, text, 2, 0);
+  gt_sweep_result first;
+  last_record(jsonl, 1, &first);
+  ck_assert_msg(!strncmp(first.identity, "cfg-", 4) && strlen(first.identity) == 20, "%s", first.identity);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, first.identity));
+  run_sweep_text(exe, text, 0, 2); /* the same configuration: nothing runs */
+
+  /* the same keys over another config file's contents */
+  ck_assert_int_eq(gt_test_system("sed -i 's/32/64/' '%s'", cfg), 0);
+  run_sweep_text(exe, text, 2, 0);
+  gt_sweep_result second;
+  last_record(jsonl, 1, &second);
+  ck_assert_int_eq(second.status, GT_SWEEP_OK);
+  ck_assert_str_ne(second.identity, first.identity);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, second.identity));
+  /* the earlier run is kept aside whole, its log with it, and not resumed */
+  ck_assert(file_has(out, "runs/point-1.previous-1/" GT_SWEEP_POINT_FILE, first.identity));
+  ck_assert(file_has(out, "runs/point-1.previous-1.log", "lr=0.001"));
+  char m[800];
+  snprintf(m, sizeof m, "%s/runs/point-1/metrics.jsonl", out);
+  char *metrics = gt_test_read_file(m, NULL);
+  ck_assert_msg(metrics && !strchr(strchr(metrics, '\n') + 1, '\n'), "%s", metrics); /* one step: a fresh run */
+  free(metrics);
+  /* and back: the first configuration's record and files are its own again */
+  ck_assert_int_eq(gt_test_system("sed -i 's/64/32/' '%s'", cfg), 0);
+  run_sweep_text(exe, text, 0, 2);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, first.identity));
+  gt_sweep_result_free(&first);
+  gt_sweep_result_free(&second);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* A value inserted into a grid renumbers the points after it: each keeps
+ * its record, its run directory and its log, under its new number; two
+ * points that swap numbers swap their files. */
+START_TEST(test_runner_renumber) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048], out[600], jsonl[700];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(jsonl, sizeof jsonl, "%s/results.jsonl", out);
+  const char *fmt = "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+                    " \"grid\": {\"learning_rate\": [%s]}, \"output_directory\": \"%s\"}";
+  snprintf(text, sizeof text, fmt, "0.001, 0.01", out);
+  run_sweep_text(exe, text, 2, 0);
+  snprintf(text, sizeof text, fmt, "0.001, 0.005, 0.01", out);
+  run_sweep_text(exe, text, 1, 2);
+  ck_assert(file_has(out, "runs/point-2.log", "lr=0.005"));
+  ck_assert(!file_has(out, "runs/point-2.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3/" GT_SWEEP_POINT_FILE, "learning_rate=0.01\n"));
+  ck_assert(file_has(out, "runs/point-2/" GT_SWEEP_POINT_FILE, "learning_rate=0.005\n"));
+  gt_sweep_result r;
+  last_record(jsonl, 3, &r);
+  ck_assert_int_eq(r.status, GT_SWEEP_OK);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.01");
+  ck_assert_str_eq(r.log, "runs/point-3.log");
+  gt_sweep_result_free(&r);
+  last_record(jsonl, 2, &r);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.005");
+  gt_sweep_result_free(&r);
+
+  /* reversed: points 1 and 3 swap, nothing runs */
+  snprintf(text, sizeof text, fmt, "0.01, 0.005, 0.001", out);
+  run_sweep_text(exe, text, 0, 3);
+  ck_assert(file_has(out, "runs/point-1.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3.log", "lr=0.001"));
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, "learning_rate=0.01\n"));
+  ck_assert(file_has(out, "runs/point-3/" GT_SWEEP_POINT_FILE, "learning_rate=0.001\n"));
+  last_record(jsonl, 1, &r);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.01");
+  ck_assert_str_eq(r.log, "runs/point-1.log");
+  gt_sweep_result_free(&r);
+  ck_assert_int_ne(gt_test_system("ls -d '%s'/runs/*.moving-* '%s'/runs/*.previous-* 2>/dev/null", out, out), 0);
+
+  /* an arrangement cut short leaves a run under a staging name: the next
+   * run finds it by its settings */
+  ck_assert_int_eq(gt_test_system("cd '%s/runs' && mv point-2 point-7.moving-1 && mv point-2.log point-7.moving-1.log",
+                                  out),
+                   0);
+  run_sweep_text(exe, text, 0, 3);
+  ck_assert(file_has(out, "runs/point-2.log", "lr=0.005"));
+  ck_assert(file_has(out, "runs/point-2/" GT_SWEEP_POINT_FILE, "learning_rate=0.005\n"));
+  ck_assert_int_ne(gt_test_system("ls -d '%s'/runs/*.moving-* 2>/dev/null", out), 0);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* Every point is checked in-process before any starts: a refused point is
+ * recorded before the first process runs. A point stopped without a
+ * checkpoint says it starts over. */
+START_TEST(test_runner_checks_first) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048], out[600], console_path[600];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"points\": [{\"steps\": 2}, {\"steps\": 0}, {\"init_weights_seed\": 5}], \"output_directory\": \"%s\"}",
+           out);
+  gt_sweep s;
+  parse_ok(&s, text);
+  snprintf(console_path, sizeof console_path, "%s/console.txt", dir);
+  FILE *console = fopen(console_path, "w+");
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, console, NULL, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  fclose(console);
+  ck_assert_int_eq(sum.n_ran, 2);
+  ck_assert_int_eq(sum.n_pending, 1);
+  /* point 1's process saw point 2's refusal already recorded */
+  ck_assert_msg(file_has(out, "runs/point-1.log", "seen: {\"point\":2,") &&
+                    file_has(out, "runs/point-1.log", "\"status\":\"config_error\""),
+                "point 2 was not recorded before point 1 started");
+  ck_assert(!file_has(dir, "out/runs/point-2.log", "")); /* no process, no log */
+  char *c = gt_test_read_file(console_path, NULL);
+  ck_assert_msg(strstr(c, "point 3/3: init_weights_seed=5 -> stopped after 0 steps without a checkpoint (") &&
+                    strstr(c, "s); it starts over on the next run\n"),
+                "%s", c);
+  free(c);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 /* The command line wins over every layer of the file, so a key the grid or
  * the points sweep is refused there: every point would run with its one
  * value while the console and the table showed the points' own. */
@@ -786,5 +996,8 @@ int main(void) {
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);
   tcase_add_test(tc, test_cli_swept_key);
+  tcase_add_test(tc, test_runner_identity);
+  tcase_add_test(tc, test_runner_renumber);
+  tcase_add_test(tc, test_runner_checks_first);
   return gt_test_run_suite(s, 0);
 }
