@@ -8,8 +8,10 @@
 # point_timeout_s while another runs beside it; a bad sweep file is refused
 # with one line. A point's directory is its own: changed settings move an
 # earlier run aside, an interrupted point resumes its checkpoint and keeps
-# its metrics; a second sweep on a directory in use is refused naming the
-# first's pid, and a point directory held by another run is left alone.
+# its metrics; an edited base.config makes other points; a point renumbered
+# by an inserted grid value keeps its run, log and record; a second sweep
+# on a directory in use is refused naming the first's pid, and a point
+# directory held by another run is left alone.
 # Usage: e2e_sweep.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -197,7 +199,9 @@ printf 'step_00000002' > "$rd/checkpoints/latest"
 head -n 2 "$rd/metrics.jsonl" > "$work/first_two"
 (cd "$work" && "$bin" sweep resume.json) > "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "resumed sweep"; }
 grep -q 'ran 1, skipped 0; 1 of 1 point ok' "$work/resume2.txt" || { cat "$work/resume2.txt"; fail "the resumed point"; }
-[ "$(grep -c '^completed step' "$work/resume_out/runs/point-1.log")" = 2 ] \
+# (the log keeps both attempts: 4 steps, then the 2 after the resume)
+[ "$(sed -n '/^resumed from/,$p' "$work/resume_out/runs/point-1.log" | grep -c '^completed step')" = 2 ] \
+  && [ "$(grep -c '^completed step' "$work/resume_out/runs/point-1.log")" = 6 ] \
   || { cat "$work/resume_out/runs/point-1.log"; fail "the point did not resume at step 2"; }
 [ "$(wc -l < "$rd/metrics.jsonl")" = 4 ] || { cat "$rd/metrics.jsonl"; fail "the resumed point's metrics lost steps"; }
 head -n 2 "$rd/metrics.jsonl" | cmp -s - "$work/first_two" || fail "the resumed point rewrote steps 0 and 1"
@@ -205,6 +209,42 @@ python3 - "$work/resume_out/results.jsonl" <<'PY' || fail "the resumed point's r
 import json, sys
 (r,) = map(json.loads, open(sys.argv[1]))
 assert r["status"] == "ok" and r["steps_done"] == 4, r
+PY
+
+# a point is its whole configuration: the same keys over an edited
+# base.config run again, the earlier runs kept aside with their logs; a
+# value inserted into the grid runs alone, and the point after it keeps its
+# run, its log and its record under its new number
+printf '{"model_name": "gemma3-tiny", "dataset_type": "synthetic", "eval_interval": -1, "threads_per_device": 1, "max_target_length": 32}\n' \
+  > "$work/cfg.json"
+cfg_sweep() { # learning rates
+  printf '{"base": {"config": "cfg.json"}, "grid": {"learning_rate": [%s]}, "steps": 2, "output_directory": "cfg_out"}' "$1" \
+    > "$work/cfg_sweep.json"
+  (cd "$work" && "$bin" sweep cfg_sweep.json) > "$work/cfg.txt" || { cat "$work/cfg.txt"; fail "the sweep over cfg.json"; }
+}
+cfg_sweep "0.001, 0.01"
+sed -i 's/: 32}/: 64}/' "$work/cfg.json"
+cfg_sweep "0.001, 0.01"
+grep -q 'ran 2, skipped 0' "$work/cfg.txt" || { cat "$work/cfg.txt"; fail "an edited base.config reused the earlier records"; }
+c="$work/cfg_out/runs"
+[ -s "$c/point-1.previous-1.log" ] && grep -Eq '"max_target_length":[[:space:]]*32,' "$c/point-1.previous-1/config.json" \
+  && grep -Eq '"max_target_length":[[:space:]]*64,' "$c/point-1/config.json" || fail "the earlier point 1 was not kept aside with its log"
+cfg_sweep "0.001, 0.005, 0.01"
+grep -q 'ran 1, skipped 2' "$work/cfg.txt" || { cat "$work/cfg.txt"; fail "the inserted value"; }
+grep -q "^sweep: runs/point-2 holds point 3's run (its settings); moved it to .*/runs/point-3$" "$work/cfg.txt" \
+  || { cat "$work/cfg.txt"; fail "point 3's run was not moved to its number"; }
+python3 - "$work/cfg_out/results.jsonl" "$c" <<'PY' || fail "the renumbered point"
+import json, sys
+last = {}
+for r in map(json.loads, open(sys.argv[1])):
+    last[r["point"]] = r
+for k, lr in ((1, "0.001"), (2, "0.005"), (3, "0.01")):
+    r = last[k]
+    assert r["status"] == "ok" and r["overrides"]["learning_rate"] == lr and r["log"] == "runs/point-%d.log" % k, r
+    assert r["identity"].startswith("cfg-"), r
+    cfg = json.load(open("%s/point-%d/config.json" % (sys.argv[2], k)))
+    assert abs(cfg["learning_rate"] - float(lr)) < 1e-12 and cfg["max_target_length"] == 64, (k, cfg["learning_rate"])
+    assert open("%s/point-%d.log" % (sys.argv[2], k)).read().count("completed step") == 2, k
 PY
 
 # two sweeps on one directory: the second is refused at once naming the
@@ -302,6 +342,8 @@ refuse "'bad.json' defines no points" '{"steps": 3}'
 refuse "the base configuration (before any point's keys) is refused: config: unknown key 'learnin_rate'" \
   '{"points": [{}]}' learnin_rate=1
 refuse "'run_name=x' is set by the sweep" '{"points": [{}]}' run_name=x
+refuse "'learning_rate=0.5' sets 'learning_rate', which 'bad.json' sweeps" \
+  '{"grid": {"learning_rate": [0.001, 0.01]}}' learning_rate=0.5
 # an empty base_output_directory would put the sweep at the filesystem's
 # root (a name of its own, removed if it gets there)
 probe="gt_e2e_sweep_probe_$$"

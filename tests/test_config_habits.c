@@ -153,6 +153,15 @@ START_TEST(test_yaml_refusals_name_the_line) {
       {"steps: 3\nsteps: 4\n", "appears twice"},
       {"steps: 3\nlearning_rate: *anchor\n", "line 2"},
       {"steps: 3\n---\nsteps: 4\n", "a second document"},
+      /* what YAML reads as structure is not taken as text */
+      {"steps: 3\nrun_name: a: b\n", "line 2: a plain value with ': ' in it"},
+      {"run_name: a:\n", "line 1: a plain value with ': ' in it or ':' at its end"},
+      {"steps: 3\nrun_name: - foo\n", "line 2: a plain value starting with '- '"},
+      {"run_name: -\n", "starting with '- '"},
+      {"trainable_parameters_mask: [a: b]\n", "which YAML reads as a mapping"},
+      /* after the end marker, only another document could follow */
+      {"steps: 3\n...\nsteps: 4\n", "line 3: text after the document's end ('...')"},
+      {"steps: 3\n...\n---\nsteps: 4\n", "line 3: a second document"},
       {"weight_decay: 0.1\n", "adam_weight_decay"},
       {"steps: [1, 2]\n", "number, string or boolean"},
   };
@@ -192,6 +201,15 @@ START_TEST(test_yaml_parser_values) {
   c = cJSON_GetObjectItem(o, "x");
   ck_assert_int_eq(cJSON_GetArraySize(c), 3);
   ck_assert_str_eq(cJSON_GetArrayItem(c, 1)->valuestring, "b # c");
+  cJSON_Delete(o);
+  /* '...' ends the document, comments may follow; a colon without a blank
+   * after it, a quoted ': ' and a negative number are plain text */
+  const char *t3 = "run_name: 'a: b'\ndataset_path: http://x/y\nz: -1\nl: [-2, \"c: d\"]\n...\n# done\n...\n";
+  ck_assert_msg(gt_config_parse_yaml(t3, strlen(t3), "t3.yml", &o, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(cJSON_GetObjectItem(o, "run_name")->valuestring, "a: b");
+  ck_assert_str_eq(cJSON_GetObjectItem(o, "dataset_path")->valuestring, "http://x/y");
+  ck_assert_str_eq(cJSON_GetObjectItem(o, "z")->valuestring, "-1");
+  ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "l"), 1)->valuestring, "c: d");
   cJSON_Delete(o);
 }
 END_TEST

@@ -4,8 +4,11 @@
  * wrong, result records round-tripping through results.jsonl, the medians
  * read from a run's metrics.jsonl, the table's order; and the command's
  * runner: a process's exit status -> the point's status, and a whole sweep
- * with a stand-in for `gemtrain train`. Running real points is
- * e2e_sweep.sh's job. */
+ * with a stand-in for `gemtrain train`: every point checked before any
+ * starts, a point's identity (its resolved configuration) deciding which
+ * record and run directory are its own, each point's files kept at its
+ * number when points are renumbered. Running real points is e2e_sweep.sh's
+ * job. */
 #define _GNU_SOURCE
 /* The runner is the command's (tools/), which no test binary links: its
  * three files (tools/sweep_*.c) are included into this test below. */
@@ -104,9 +107,12 @@ START_TEST(test_grids_union_and_points) {
   ck_assert_str_eq(s.keys[2], "c");
   gt_sweep_free(&s);
 
-  /* grid, then explicit points, whatever order the file writes them in */
-  parse_ok(&s, "{\"points\": [{\"a\": 9}], \"grid\": {\"a\": [1, 2]}}");
-  ck_assert_int_eq(s.n_points, 3);
+  /* grid, then grids, then explicit points, whatever order the file writes
+   * them in (a point's number names its run directory) */
+  parse_ok(&s, "{\"points\": [{\"a\": 9}], \"grids\": [{\"a\": [5]}], \"grid\": {\"a\": [1, 2]}}");
+  ck_assert_int_eq(s.n_points, 4);
+  const char *order[] = {"a=1", "a=2", "a=5", "a=9"};
+  for (int k = 0; k < 4; k++) ck_assert_str_eq(point_text(&s, k), order[k]);
   gt_sweep_free(&s);
 }
 END_TEST
@@ -380,18 +386,18 @@ START_TEST(test_exit_status_mapping) {
   fclose(f);
   gt_sweep_result r;
   gt_sweep_result_init(&r);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_ERROR, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED); /* not does_not_fit, not diverged: the log says so, the exit does not */
   ck_assert_str_eq(r.reason, "train: the plan needs 9.0 MiB but the limit is 1.0 MiB");
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_PLAN, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DOES_NOT_FIT);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_FAILED);
   ck_assert_msg(strstr(r.reason, "exited 0 but cannot read"), "%s", r.reason);
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"peak_memory_bytes\": 7}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_OK);
   ck_assert_str_eq(r.reason, "");
   ck_assert(r.final_loss == 5.5 && r.median_step_seconds == 0.5 && r.measured_peak_bytes == 7);
@@ -399,18 +405,38 @@ START_TEST(test_exit_status_mapping) {
   f = fopen(metrics, "w");
   fputs("{\"step\": 0, \"seconds\": 0.5}\n", f);
   fclose(f);
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_OK, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_DIVERGED);
   ck_assert(isnan(r.median_step_seconds));
-  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1, 0}, metrics, log, 600);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 11, -1, 0}, dir, log, 600);
   ck_assert_int_eq(r.status, GT_SWEEP_CRASHED);
   ck_assert_int_eq(r.signal, 11);
   ck_assert_msg(strstr(r.reason, "killed by signal 11") && strstr(r.reason, "after 1 steps"), "%s", r.reason);
   r.wall_seconds = 2.5;
-  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1, 0}, metrics, log, 2);
+  gt_sweep_classify(&r, (gt_sweep_exit){1, 9, -1, 0}, dir, log, 2);
   ck_assert_int_eq(r.status, GT_SWEEP_TIMEOUT);
   ck_assert_int_eq(r.signal, 0);
   ck_assert_str_eq(r.reason, "killed after 2.5 s (point_timeout_s = 2) at step 1");
+
+  /* stopped by a signal (exit 5): pending, and whether it resumes is the
+   * run directory's to say (enable_checkpointing=false writes none); no
+   * timings and no final loss, as for a run that has not ended */
+  f = fopen(metrics, "w");
+  fputs("{\"step\": 0, \"loss\": 5.5, \"seconds\": 0.5, \"tokens_per_s_per_device\": 9, \"peak_memory_bytes\": 7}\n"
+        "{\"step\": 1, \"loss\": 5.25, \"seconds\": 0.5, \"tokens_per_s_per_device\": 9, \"peak_memory_bytes\": 7}\n",
+        f);
+  fclose(f);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_STOPPED, 1}, dir, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_PENDING);
+  ck_assert_str_eq(r.reason, "stopped after 2 steps without a checkpoint; it starts over on the next run");
+  ck_assert(isnan(r.median_step_seconds) && isnan(r.tokens_per_s_per_device) && isnan(r.measured_peak_bytes));
+  ck_assert(isnan(r.final_loss));
+  ck_assert_int_eq(r.steps_done, 2);
+  gt_test_system("mkdir -p '%s/checkpoints/step_00000002' && printf step_00000002 > '%s/checkpoints/latest'", dir, dir);
+  gt_sweep_classify(&r, (gt_sweep_exit){0, 0, GT_EXIT_STOPPED, 1}, dir, log, 600);
+  ck_assert_int_eq(r.status, GT_SWEEP_PENDING);
+  ck_assert_str_eq(r.reason, "stopped and checkpointed after 2 steps; it resumes on the next run");
+  ck_assert(isnan(r.final_loss) && isnan(r.median_step_seconds));
   gt_sweep_result_free(&r);
   gt_test_system("rm -rf '%s'", dir);
   free(dir);
@@ -475,6 +501,62 @@ START_TEST(test_table_order) {
   free(svg);
   for (int i = 0; i < 4; i++) gt_sweep_result_free(&res[i]);
   gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* plot.svg's x axis: a key named for a rate, a decay or an epsilon is on a
+ * log axis that says so and is ticked inside a decade; "eps" inside a word
+ * (warmup_steps) is no epsilon. */
+static char *plot_of(const char *key, const double *xs, int n, const char *dir) {
+  char text[512], path[600];
+  snprintf(text, sizeof text, "{\"plot\": {\"x\": \"%s\", \"y\": \"final_loss\"}, \"grid\": {\"%s\": [", key,
+           key);
+  for (int i = 0; i < n; i++) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%g", i ? ", " : "", xs[i]);
+  strcat(text, "]}}");
+  gt_sweep s;
+  parse_ok(&s, text);
+  ck_assert_int_eq(s.n_points, n);
+  gt_sweep_result res[8];
+  gt_err e;
+  for (int i = 0; i < 8; i++) gt_sweep_result_init(&res[i]);
+  for (int i = 0; i < n; i++) {
+    char kv[128];
+    res[i].status = GT_SWEEP_OK;
+    res[i].final_loss = 5.0 - i;
+    snprintf(kv, sizeof kv, "%s=%g", key, xs[i]);
+    gt_sweep_kvs_set(&res[i].values, kv, &e);
+  }
+  snprintf(path, sizeof path, "%s/plot.svg", dir);
+  ck_assert_msg(gt_sweep_write_plot(&s, res, path, &e) == GT_OK, "%s", e.msg);
+  for (int i = 0; i < 8; i++) gt_sweep_result_free(&res[i]);
+  gt_sweep_free(&s);
+  return gt_test_read_file(path, NULL);
+}
+
+START_TEST(test_plot_axes) {
+  char *dir = gt_test_mkdtemp("sweep");
+  /* a step count: linear, ticked every 5 */
+  const double steps[3] = {10, 20, 40};
+  char *svg = plot_of("warmup_steps", steps, 3, dir);
+  ck_assert_msg(strstr(svg, ">15</text>") && strstr(svg, ">25</text>"), "%s", svg);
+  ck_assert_msg(strstr(svg, ">warmup_steps</text>"), "%s", svg);
+  ck_assert_msg(!strstr(svg, "(log)"), "%s", svg);
+  free(svg);
+  /* a learning rate within one decade: log, labelled so, ticked at its values */
+  const double lr[3] = {0.002, 0.004, 0.008};
+  svg = plot_of("learning_rate", lr, 3, dir);
+  ck_assert_msg(strstr(svg, ">learning_rate (log)</text>"), "%s", svg);
+  ck_assert_msg(strstr(svg, ">0.002</text>") && strstr(svg, ">0.004</text>") && strstr(svg, ">0.008</text>"), "%s",
+                svg);
+  free(svg);
+  /* over two decades: 1, 2 and 5 of each */
+  const double eps[3] = {1e-8, 1e-7, 1e-6};
+  svg = plot_of("adam_eps", eps, 3, dir);
+  ck_assert_msg(strstr(svg, ">adam_eps (log)</text>") && strstr(svg, ">2e-08</text>") && strstr(svg, ">5e-07</text>"),
+                "%s", svg);
+  free(svg);
   gt_test_system("rm -rf '%s'", dir);
   free(dir);
 }
@@ -583,6 +665,247 @@ START_TEST(test_runner_statuses) {
 }
 END_TEST
 
+/* A stand-in for `gemtrain train` that says in its log which learning rate
+ * it ran and what results.jsonl held when it started, writes one step, and
+ * exits 5 (stopped) for init_weights_seed=5. */
+static void write_fake(const char *exe) {
+  FILE *f = fopen(exe, "w");
+  ck_assert(f);
+  fputs("#!/bin/sh\n"
+        "for a in \"$@\"; do case \"$a\" in base_output_directory=*) out=${a#*=};; run_name=*) run=${a#*=};; "
+        "learning_rate=*) lr=${a#*=};; init_weights_seed=5) exit 5;; esac; done\n"
+        "echo \"lr=$lr\"\n"
+        "[ -f \"$out/../results.jsonl\" ] && sed 's/^/seen: /' \"$out/../results.jsonl\"\n"
+        "mkdir -p \"$out/$run\"; echo '{\"step\": 0, \"loss\": 5, \"seconds\": 0.1}' >> \"$out/$run/metrics.jsonl\"\n",
+        f);
+  fclose(f);
+  ck_assert_int_eq(gt_test_system("chmod +x '%s'", exe), 0);
+}
+
+/* The last record of point k in results.jsonl (init'ed, status -1, when none). */
+static void last_record(const char *jsonl, int k, gt_sweep_result *out) {
+  gt_sweep_result_init(out);
+  out->status = (gt_sweep_status)-1;
+  FILE *f = fopen(jsonl, "r");
+  ck_assert(f);
+  char line[8192];
+  gt_err e;
+  while (fgets(line, sizeof line, f)) {
+    gt_sweep_result r;
+    ck_assert(gt_sweep_result_from_json(&r, line, &e) == GT_OK);
+    if (r.point == k) {
+      gt_sweep_result_free(out);
+      *out = r;
+    } else {
+      gt_sweep_result_free(&r);
+    }
+  }
+  fclose(f);
+}
+
+static int file_has(const char *dir, const char *rel, const char *text) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  char *t = gt_test_read_file(path, NULL);
+  int has = t && strstr(t, text) != NULL;
+  free(t);
+  return has;
+}
+
+static void run_sweep_text(const char *exe, const char *text, int want_ran, int want_skipped) {
+  gt_sweep s;
+  parse_ok(&s, text);
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, NULL, NULL, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(sum.n_ran == want_ran && sum.n_skipped == want_skipped, "ran %d skipped %d, expected %d and %d for %s",
+                sum.n_ran, sum.n_skipped, want_ran, want_skipped, text);
+  gt_sweep_free(&s);
+}
+
+/* A point is its whole configuration: the same keys over a changed
+ * base.config are another run, never the old record or the old directory. */
+START_TEST(test_runner_identity) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], cfg[512], text[2048], out[600], jsonl[700];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(jsonl, sizeof jsonl, "%s/results.jsonl", out);
+  ck_assert_int_eq(gt_test_system("printf '{\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\", "
+                                  "\"max_target_length\": 32}' > '%s'", cfg), 0);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"config\": \"%s\"}, \"grid\": {\"learning_rate\": [0.001, 0.01]}, \"steps\": 3,"
+           " \"output_directory\": \"%s\"}",
+           cfg, out);
+  run_sweep_text(exe, text, 2, 0);
+  gt_sweep_result first;
+  last_record(jsonl, 1, &first);
+  ck_assert_msg(!strncmp(first.identity, "cfg-", 4) && strlen(first.identity) == 20, "%s", first.identity);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, first.identity));
+  run_sweep_text(exe, text, 0, 2); /* the same configuration: nothing runs */
+
+  /* the same keys over another config file's contents */
+  ck_assert_int_eq(gt_test_system("sed -i 's/32/64/' '%s'", cfg), 0);
+  run_sweep_text(exe, text, 2, 0);
+  gt_sweep_result second;
+  last_record(jsonl, 1, &second);
+  ck_assert_int_eq(second.status, GT_SWEEP_OK);
+  ck_assert_str_ne(second.identity, first.identity);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, second.identity));
+  /* the earlier run is kept aside whole, its log with it, and not resumed */
+  ck_assert(file_has(out, "runs/point-1.previous-1/" GT_SWEEP_POINT_FILE, first.identity));
+  ck_assert(file_has(out, "runs/point-1.previous-1.log", "lr=0.001"));
+  char m[800];
+  snprintf(m, sizeof m, "%s/runs/point-1/metrics.jsonl", out);
+  char *metrics = gt_test_read_file(m, NULL);
+  ck_assert_msg(metrics && !strchr(strchr(metrics, '\n') + 1, '\n'), "%s", metrics); /* one step: a fresh run */
+  free(metrics);
+  /* and back: the first configuration's record and files are its own again */
+  ck_assert_int_eq(gt_test_system("sed -i 's/64/32/' '%s'", cfg), 0);
+  run_sweep_text(exe, text, 0, 2);
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, first.identity));
+  gt_sweep_result_free(&first);
+  gt_sweep_result_free(&second);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* A value inserted into a grid renumbers the points after it: each keeps
+ * its record, its run directory and its log, under its new number; two
+ * points that swap numbers swap their files. */
+START_TEST(test_runner_renumber) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048], out[600], jsonl[700];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(jsonl, sizeof jsonl, "%s/results.jsonl", out);
+  const char *fmt = "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+                    " \"grid\": {\"learning_rate\": [%s]}, \"output_directory\": \"%s\"}";
+  snprintf(text, sizeof text, fmt, "0.001, 0.01", out);
+  run_sweep_text(exe, text, 2, 0);
+  snprintf(text, sizeof text, fmt, "0.001, 0.005, 0.01", out);
+  run_sweep_text(exe, text, 1, 2);
+  ck_assert(file_has(out, "runs/point-2.log", "lr=0.005"));
+  ck_assert(!file_has(out, "runs/point-2.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3/" GT_SWEEP_POINT_FILE, "learning_rate=0.01\n"));
+  ck_assert(file_has(out, "runs/point-2/" GT_SWEEP_POINT_FILE, "learning_rate=0.005\n"));
+  gt_sweep_result r;
+  last_record(jsonl, 3, &r);
+  ck_assert_int_eq(r.status, GT_SWEEP_OK);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.01");
+  ck_assert_str_eq(r.log, "runs/point-3.log");
+  gt_sweep_result_free(&r);
+  last_record(jsonl, 2, &r);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.005");
+  gt_sweep_result_free(&r);
+
+  /* reversed: points 1 and 3 swap, nothing runs */
+  snprintf(text, sizeof text, fmt, "0.01, 0.005, 0.001", out);
+  run_sweep_text(exe, text, 0, 3);
+  ck_assert(file_has(out, "runs/point-1.log", "lr=0.01"));
+  ck_assert(file_has(out, "runs/point-3.log", "lr=0.001"));
+  ck_assert(file_has(out, "runs/point-1/" GT_SWEEP_POINT_FILE, "learning_rate=0.01\n"));
+  ck_assert(file_has(out, "runs/point-3/" GT_SWEEP_POINT_FILE, "learning_rate=0.001\n"));
+  last_record(jsonl, 1, &r);
+  ck_assert_str_eq(gt_sweep_kvs_get(&r.overrides, "learning_rate"), "0.01");
+  ck_assert_str_eq(r.log, "runs/point-1.log");
+  gt_sweep_result_free(&r);
+  ck_assert_int_ne(gt_test_system("ls -d '%s'/runs/*.moving-* '%s'/runs/*.previous-* 2>/dev/null", out, out), 0);
+
+  /* an arrangement cut short leaves a run under a staging name: the next
+   * run finds it by its settings */
+  ck_assert_int_eq(gt_test_system("cd '%s/runs' && mv point-2 point-7.moving-1 && mv point-2.log point-7.moving-1.log",
+                                  out),
+                   0);
+  run_sweep_text(exe, text, 0, 3);
+  ck_assert(file_has(out, "runs/point-2.log", "lr=0.005"));
+  ck_assert(file_has(out, "runs/point-2/" GT_SWEEP_POINT_FILE, "learning_rate=0.005\n"));
+  ck_assert_int_ne(gt_test_system("ls -d '%s'/runs/*.moving-* 2>/dev/null", out), 0);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* Every point is checked in-process before any starts: a refused point is
+ * recorded before the first process runs. A point stopped without a
+ * checkpoint says it starts over. */
+START_TEST(test_runner_checks_first) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char exe[512], text[2048], out[600], console_path[600];
+  snprintf(exe, sizeof exe, "%s/fake_gemtrain", dir);
+  write_fake(exe);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"points\": [{\"steps\": 2}, {\"steps\": 0}, {\"init_weights_seed\": 5}], \"output_directory\": \"%s\"}",
+           out);
+  gt_sweep s;
+  parse_ok(&s, text);
+  snprintf(console_path, sizeof console_path, "%s/console.txt", dir);
+  FILE *console = fopen(console_path, "w+");
+  gt_sweep_run_opts o = {exe, 0, NULL, 0, 0, console, NULL, NULL};
+  gt_sweep_summary sum;
+  gt_err e;
+  ck_assert_msg(gt_sweep_run(&s, &o, &sum, &e) == GT_OK, "%s", e.msg);
+  fclose(console);
+  ck_assert_int_eq(sum.n_ran, 2);
+  ck_assert_int_eq(sum.n_pending, 1);
+  /* point 1's process saw point 2's refusal already recorded */
+  ck_assert_msg(file_has(out, "runs/point-1.log", "seen: {\"point\":2,") &&
+                    file_has(out, "runs/point-1.log", "\"status\":\"config_error\""),
+                "point 2 was not recorded before point 1 started");
+  ck_assert(!file_has(dir, "out/runs/point-2.log", "")); /* no process, no log */
+  char *c = gt_test_read_file(console_path, NULL);
+  ck_assert_msg(strstr(c, "point 3/3: init_weights_seed=5 -> stopped after 0 steps without a checkpoint (") &&
+                    strstr(c, "s); it starts over on the next run\n"),
+                "%s", c);
+  free(c);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* The command line wins over every layer of the file, so a key the grid or
+ * the points sweep is refused there: every point would run with its one
+ * value while the console and the table showed the points' own. */
+START_TEST(test_cli_swept_key) {
+  char *dir = gt_test_mkdtemp("sweep");
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"base\": {\"overrides\": {\"model_name\": \"gemma3-tiny\", \"dataset_type\": \"synthetic\"}},"
+           " \"grid\": {\"learning_rate\": [0.001, 0.01]}, \"points\": [{\"warmup_steps\": 1}],"
+           " \"output_directory\": \"%s/out\"}",
+           dir);
+  gt_sweep s;
+  parse_ok(&s, text);
+  gt_sweep_summary sum;
+  gt_err e;
+  const char *swept[] = {"steps=2", "learning_rate=0.5"};
+  gt_sweep_run_opts o = {"/nonexistent/gemtrain", 2, swept, 0, 0, NULL, NULL, NULL};
+  ck_assert_int_eq(gt_sweep_run(&s, &o, &sum, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "'learning_rate=0.5' sets 'learning_rate', which '") && strstr(e.msg, "sweeps"), "%s",
+                e.msg);
+  /* a key only the explicit points set is swept too */
+  const char *warm[] = {"warmup_steps=3"};
+  o.cli = warm, o.n_cli = 1;
+  ck_assert_int_eq(gt_sweep_run(&s, &o, &sum, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "sets 'warmup_steps'"), "%s", e.msg);
+  char path[600];
+  snprintf(path, sizeof path, "%s/out", dir);
+  ck_assert_int_ne(gt_test_system("test -e '%s'", path), 0); /* refused before anything is written */
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
 /* Whether a plan fits is the process's to say (exit 3) when it runs; only a
  * dry run, with no process to ask, decides it in-process. */
 START_TEST(test_runner_plan_fit) {
@@ -669,7 +992,12 @@ int main(void) {
   tcase_add_test(tc, test_exit_status_mapping);
   tcase_add_test(tc, test_last_error_line);
   tcase_add_test(tc, test_table_order);
+  tcase_add_test(tc, test_plot_axes);
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);
+  tcase_add_test(tc, test_cli_swept_key);
+  tcase_add_test(tc, test_runner_identity);
+  tcase_add_test(tc, test_runner_renumber);
+  tcase_add_test(tc, test_runner_checks_first);
   return gt_test_run_suite(s, 0);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/ckpt.h"
 #include "cli.h"
 #include "sweep_runner.h"
 
@@ -85,9 +86,10 @@ static char *gt__read_tail(const char *path, long tail) {
   return buf;
 }
 
-void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metrics_path, const char *log_path,
+void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *run_dir, const char *log_path,
                        double point_timeout_s) {
-  char lasterr[GT_ERR_MSG_MAX];
+  char lasterr[GT_ERR_MSG_MAX], metrics_path[GT_STR_PATH + 32];
+  gt_sweep_msg(metrics_path, sizeof metrics_path, "%s/metrics.jsonl", run_dir);
   char *log = gt__read_tail(log_path, 65536);
   gt_sweep_last_error_line(log, lasterr, sizeof lasterr);
   free(log);
@@ -106,15 +108,23 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
   }
   switch (res->status) {
     case GT_SWEEP_OK: break;
-    case GT_SWEEP_PENDING:
+    case GT_SWEEP_PENDING: {
+      /* exit 5 says the run stopped on a signal, not that it wrote a
+       * checkpoint (enable_checkpointing=false writes none): whether the
+       * next run resumes is for the run directory to say */
+      int ck = gt_ckpt_present(run_dir);
       if (x.signal) /* the sweep's SIGTERM came before the point could take it */
         snprintf(res->reason, sizeof res->reason,
-                 "stopped by the sweep's SIGTERM after %lld steps, before it could checkpoint; it runs on the next run",
+                 "stopped by the sweep's SIGTERM after %lld steps, before it could checkpoint; it %s on the next run",
+                 res->steps_done, ck ? "resumes from its last checkpoint" : "starts over");
+      else if (ck)
+        snprintf(res->reason, sizeof res->reason, "stopped and checkpointed after %lld steps; it resumes on the next run",
                  res->steps_done);
       else
-        snprintf(res->reason, sizeof res->reason, "stopped after %lld steps and checkpointed; it resumes on the next run",
-                 res->steps_done);
+        snprintf(res->reason, sizeof res->reason,
+                 "stopped after %lld steps without a checkpoint; it starts over on the next run", res->steps_done);
       break;
+    }
     case GT_SWEEP_TIMEOUT:
       snprintf(res->reason, sizeof res->reason, "killed after %.1f s (point_timeout_s = %g) at step %lld",
                res->wall_seconds, point_timeout_s, res->steps_done);
@@ -134,9 +144,17 @@ void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metric
       else
         snprintf(res->reason, sizeof res->reason, "exit status %d with an empty log", x.code);
   }
-  if (res->status != GT_SWEEP_OK && res->status != GT_SWEEP_PENDING) {
+  if (res->status != GT_SWEEP_OK) {
     /* only a finished run's timings are comparable; keep how far it got */
     res->median_step_seconds = res->tokens_per_s_per_device = res->tflops_per_s_per_device = NAN;
     res->measured_peak_bytes = NAN;
+  }
+  if (res->status == GT_SWEEP_PENDING) {
+    /* a point that goes on later has no final figures yet: a loss in its
+     * row would read as the result of a run that has not ended */
+    res->final_loss = res->final_eval_loss = NAN;
+    res->final_rewards_accuracies = res->final_rewards_margins = NAN;
+    res->final_eval_rewards_accuracies = res->final_eval_rewards_margins = NAN;
+    res->n_tasks = 0;
   }
 }

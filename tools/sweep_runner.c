@@ -34,6 +34,8 @@ typedef struct gt__runner {
   gt_sweep_kvs *ov;     /* merged overrides per point */
   gt_sweep_result *res; /* per point */
   int *done;            /* per point: 1 recorded (this run or before) */
+  int *to_run;          /* per point: its in-process check passed */
+  char **want;          /* per point: its GT_SWEEP_POINT_FILE (gt_sweep_point_identity_text) */
   FILE *jsonl;
   gt_sweep_kvs defaults; /* the sweep's own defaults, below everything else */
   int n_finished, n_ran_finished, n_to_run;
@@ -70,9 +72,11 @@ static void gt__report(gt__runner *r, int k) {
   if (o->progress) fputs("\r\033[K", f);
   fprintf(f, "point %d/%d:", k + 1, r->s->n_points);
   for (int i = 0; i < r->s->points[k].n; i++) fprintf(f, " %s", r->s->points[k].kv[i]);
-  if (res->status == GT_SWEEP_PENDING)
-    fprintf(f, " -> stopped and checkpointed after %lld steps (%.1f s); it resumes on the next run\n", res->steps_done,
-            isnan(res->wall_seconds) ? 0.0 : res->wall_seconds);
+  /* a pending point's reason says whether it resumes: "<what>; <next>" */
+  const char *next = res->status == GT_SWEEP_PENDING ? strstr(res->reason, "; ") : NULL;
+  if (next)
+    fprintf(f, " -> %.*s (%.1f s)%s\n", (int)(next - res->reason), res->reason,
+            isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, next);
   else
     fprintf(f, " -> %s (%.1f s), ETA %s\n", status, isnan(res->wall_seconds) ? 0.0 : res->wall_seconds, eta);
   fflush(f);
@@ -134,28 +138,17 @@ static char **gt__child_env(int lock_fd) {
   return env;
 }
 
-/* Check point k in-process and start its process when it is to run.
- * Returns the pid, or 0 when the point is already decided. */
+/* Start point k's process (checked in-process before anything started).
+ * Returns the pid, or 0 when the point could not start (res says why). */
 static pid_t gt__start(gt__runner *r, int k) {
   gt_sweep_result *res = &r->res[k];
   const gt_sweep *s = r->s;
   gt_err e;
   gt_err_clear(&e);
-  snprintf(res->log, sizeof res->log, "runs/point-%d.log", k + 1);
   gt_sweep_kvs args;
   if (gt_sweep_point_args(&r->defaults, &r->ov[k], k, r->dir, &args, &e)) {
     res->status = GT_SWEEP_CONFIG_ERROR;
     snprintf(res->reason, sizeof res->reason, "%s", e.msg);
-    return 0;
-  }
-  /* a dry run has no process to ask whether the plan fits */
-  if (!gt_sweep_point_check(s, &r->ov[k], &args, r->o->dry_run, res)) {
-    gt_sweep_kvs_free(&args);
-    return 0;
-  }
-  if (r->o->dry_run) {
-    res->status = GT_SWEEP_WOULD_RUN;
-    gt_sweep_kvs_free(&args);
     return 0;
   }
 
@@ -163,7 +156,7 @@ static pid_t gt__start(gt__runner *r, int k) {
    * its run lock, which then passes to its process */
   gt_run_lock lk;
   char moved[GT_STR_PATH + 96];
-  if (gt_sweep_point_claim(r->dir, k, s->base_config, &r->ov[k], &lk, moved, sizeof moved, &e)) {
+  if (gt_sweep_point_claim(r->dir, k, r->want[k], &lk, moved, sizeof moved, &e)) {
     res->status = GT_SWEEP_FAILED;
     snprintf(res->reason, sizeof res->reason, "%s", e.msg);
     gt_sweep_kvs_free(&args);
@@ -174,9 +167,12 @@ static pid_t gt__start(gt__runner *r, int k) {
     if (r->o->progress) fputs("\r\033[K", say);
     fprintf(say, "sweep: runs/point-%d held a run of other settings; moved it to %s\n", k + 1, moved);
   }
+  /* appended: the log is this point's own (gt_sweep_point_claim), and a
+   * resumed point keeps the console of its earlier attempt */
+  snprintf(res->log, sizeof res->log, "runs/point-%d.log", k + 1);
   char log[2 * GT_STR_PATH + 64];
   snprintf(log, sizeof log, "%s/%s", r->dir, res->log);
-  int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   char **argv = calloc((size_t)args.n + 4, sizeof(char *));
   char **envp = gt__child_env(lk.fd);
   if (fd < 0 || !argv || !envp) {
@@ -241,10 +237,19 @@ static void gt__reap(gt__runner *r, const gt__slot *sl, int wstatus, int stoppin
   res->wall_seconds = gt_prof_now() - sl->t0;
   gt_sweep_exit x = {sl->killed, WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
                      WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, stopping != 0};
-  char log[2 * GT_STR_PATH + 64], metrics[2 * GT_STR_PATH + 64];
+  char log[2 * GT_STR_PATH + 64], run_dir[2 * GT_STR_PATH + 64];
   snprintf(log, sizeof log, "%s/%s", r->dir, res->log);
-  snprintf(metrics, sizeof metrics, "%s/runs/point-%d/metrics.jsonl", r->dir, sl->k + 1);
-  gt_sweep_classify(res, x, metrics, log, r->s->point_timeout_s);
+  snprintf(run_dir, sizeof run_dir, "%s/runs/point-%d", r->dir, sl->k + 1);
+  gt_sweep_classify(res, x, run_dir, log, r->s->point_timeout_s);
+}
+
+/* A line about the sweep's files (a run moved), above the status line. */
+static void gt__say_line(void *ctx, const char *line) {
+  const gt__runner *r = ctx;
+  FILE *f = r->o->progress ? r->o->progress : r->o->out;
+  if (!f) return;
+  if (r->o->progress) fputs("\r\033[K", f);
+  fprintf(f, "%s\n", line);
 }
 
 static void gt__skipped_line(void *ctx, int lineno, const char *why) {
@@ -259,6 +264,15 @@ static gt_rc gt__check_base(const gt_sweep *s, const gt_sweep_run_opts *o, char 
     if (!strchr(o->cli[i], '=') || gt_sweep_reserved_key(o->cli[i], gt_sweep_key_len(o->cli[i]), 0))
       return gt_err_set(err, GT_ERR_CONFIG, "sweep: command-line argument '%s' %s", o->cli[i],
                         strchr(o->cli[i], '=') ? "is set by the sweep for each point" : "is not key=value");
+  /* the command line wins over a point's keys: a swept key set there would
+   * make every point the same run, under the labels of different ones */
+  for (int i = 0; i < o->n_cli; i++)
+    for (int q = 0; q < s->n_keys; q++)
+      if (gt_sweep_key_len(o->cli[i]) == strlen(s->keys[q]) && !strncmp(o->cli[i], s->keys[q], strlen(s->keys[q])))
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "sweep: command-line argument '%s' sets '%s', which '%s' sweeps (its grid or points): "
+                          "every point would run with that one value; change the sweep file instead",
+                          o->cli[i], s->keys[q], s->path);
   gt_sweep_kvs base = {0, 0, NULL};
   gt_rc rc = GT_OK;
   for (int i = 0; i < s->n_base && !rc; i++) rc = gt_sweep_kvs_set(&base, s->base[i], err);
@@ -318,34 +332,87 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
   r.ov = calloc((size_t)n, sizeof *r.ov);
   r.res = calloc((size_t)n, sizeof *r.res);
   r.done = calloc((size_t)n, sizeof *r.done);
+  r.to_run = calloc((size_t)n, sizeof *r.to_run);
+  r.want = calloc((size_t)n, sizeof *r.want);
+  gt_sweep_result *pre = calloc((size_t)n, sizeof *pre);
+  const char **ident = calloc((size_t)n, sizeof *ident);
   gt__slot *slots = calloc((size_t)s->max_parallel, sizeof *slots);
   int next = 0, n_run = 0, n_skipped = 0, fd = -1;
   double last_draw = 0;
-  if (!r.ov || !r.res || !r.done || !slots) {
+  if (!r.ov || !r.res || !r.done || !r.to_run || !r.want || !pre || !ident || !slots) {
     rc = gt_err_set(err, GT_ERR_NOMEM, "sweep: no memory");
     goto out;
   }
   for (int k = 0; k < n; k++) {
     gt_sweep_result_init(&r.res[k]);
-    r.res[k].point = k + 1;
+    gt_sweep_result_init(&pre[k]);
+    r.res[k].point = pre[k].point = k + 1;
     if ((rc = gt_sweep_point_overrides(s, k, o->n_cli, o->cli, &r.ov[k], err))) goto out;
     /* where the sweep lives is not what a point is: the same sweep moved
      * or re-aimed at another directory still matches its records */
     gt_sweep_kvs_remove(&r.ov[k], "base_output_directory");
   }
-  snprintf(path, sizeof path, "%s/results.jsonl", r.dir);
-  if ((rc = gt_sweep_results_restore(s, r.ov, o->retry_failed, path, r.res, r.done, gt__skipped_line, &r, err)))
-    goto out;
+  /* every point is checked in-process before any starts: its configuration
+   * (a refusal costs no process), its plan, and its identity, which decides
+   * which record and which run directory are its own */
   for (int k = 0; k < n; k++) {
-    n_skipped += r.done[k];
-    /* a pending row shows what it will run */
-    if (!r.done[k] && (rc = gt_sweep_kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
+    gt_sweep_result *p = &pre[k];
+    snprintf(p->config, sizeof p->config, "%s", s->base_config);
+    if ((rc = gt_sweep_kvs_copy(&p->overrides, &r.ov[k], err))) goto out;
+    gt_sweep_kvs args;
+    gt_err e;
+    gt_err_clear(&e);
+    double t0 = gt_prof_now();
+    if (gt_sweep_point_args(&r.defaults, &r.ov[k], k, r.dir, &args, &e)) {
+      p->status = GT_SWEEP_CONFIG_ERROR;
+      snprintf(p->reason, sizeof p->reason, "%s", e.msg);
+      gt_sweep_refusal_identity(e.msg, p->identity, sizeof p->identity);
+    } else {
+      /* a dry run has no process to ask whether the plan fits */
+      r.to_run[k] = gt_sweep_point_check(s, &r.ov[k], &args, o->dry_run, p);
+      gt_sweep_kvs_free(&args);
+    }
+    p->wall_seconds = gt_prof_now() - t0;
+    ident[k] = p->identity;
+    if (!(r.want[k] = gt_sweep_point_identity_text(s->base_config, p->identity, &r.ov[k]))) {
+      rc = gt_err_set(err, GT_ERR_NOMEM, "sweep: no memory");
+      goto out;
+    }
   }
+  snprintf(path, sizeof path, "%s/results.jsonl", r.dir);
+  if ((rc = gt_sweep_results_restore(s, r.ov, ident, o->retry_failed, path, r.res, r.done, gt__skipped_line, &r,
+                                     err)))
+    goto out;
   fd = o->dry_run ? -2 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd == -1 || (fd >= 0 && !(r.jsonl = fdopen(fd, "a")))) {
     rc = gt_err_set(err, GT_ERR_IO, "sweep: cannot write '%s': %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     goto out;
+  }
+  /* each point's files at its number, before anything runs: a point
+   * inserted into a grid renumbers the ones after it, and their records,
+   * run directories and logs must stay together */
+  if (!o->dry_run && (rc = gt_sweep_arrange_runs(r.dir, n, (const char *const *)r.want, gt__say_line, &r, err)))
+    goto out;
+  for (int k = 0; k < n; k++) {
+    if (r.done[k]) {
+      n_skipped++;
+      if (r.res[k].point == k + 1) continue;
+      /* a record under another number: its files are at k + 1 now; the
+       * record is appended again under that number (the last one wins) */
+      r.res[k].point = k + 1;
+      if (r.res[k].log[0]) snprintf(r.res[k].log, sizeof r.res[k].log, "runs/point-%d.log", k + 1);
+      gt_err e;
+      if (r.jsonl && gt_sweep_result_append(r.jsonl, &r.res[k], &e) && o->out) fprintf(o->out, "sweep: %s\n", e.msg);
+      continue;
+    }
+    /* a pending row shows what it will run with: its values and its plan */
+    gt_sweep_result_free(&r.res[k]);
+    if ((rc = gt_sweep_result_copy(&r.res[k], &pre[k], err))) {
+      gt_sweep_result_init(&r.res[k]);
+      goto out;
+    }
+    if (o->dry_run && r.to_run[k]) r.res[k].status = GT_SWEEP_WOULD_RUN;
   }
   r.n_to_run = n - n_skipped;
   sum->n_points = n;
@@ -355,6 +422,11 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
             s->name, n, n == 1 ? "" : "s", r.n_to_run, n_skipped, path, s->max_parallel, r.dir);
     fflush(o->out);
   }
+  /* the points refused in-process are recorded at once, before any
+   * process starts */
+  for (int k = 0; k < n; k++)
+    if (!r.done[k] && (!r.to_run[k] || o->dry_run)) gt__finish(&r, k, 0);
+  if (o->dry_run) next = n; /* nothing starts */
 
   int stopping = 0;
   for (;;) {
@@ -364,18 +436,14 @@ gt_rc gt_sweep_run(const gt_sweep *s, const gt_sweep_run_opts *o, gt_sweep_summa
       for (int i = 0; i < n_run; i++) kill(slots[i].pid, SIGTERM);
       if (o->progress) fputs("\r\033[K", o->progress);
       if (o->out)
-        fprintf(o->out, "sweep: stopping (%s): %d running point%s checkpoint%s and stop%s\n",
-                stopping == SIGINT ? "SIGINT" : "SIGTERM", n_run, n_run == 1 ? "" : "s", n_run == 1 ? "s" : "",
+        fprintf(o->out, "sweep: stopping (%s): %d running point%s finish%s the step and stop%s (a checkpoint first, "
+                "when enabled)\n",
+                stopping == SIGINT ? "SIGINT" : "SIGTERM", n_run, n_run == 1 ? "" : "s", n_run == 1 ? "es" : "",
                 n_run == 1 ? "s" : ""), fflush(o->out);
     }
     while (!stopping && n_run < s->max_parallel && next < n) {
       int k = next++;
-      if (r.done[k]) continue;
-      gt_sweep_result_free(&r.res[k]);
-      gt_sweep_result_init(&r.res[k]);
-      r.res[k].point = k + 1;
-      snprintf(r.res[k].config, sizeof r.res[k].config, "%s", s->base_config);
-      if ((rc = gt_sweep_kvs_copy(&r.res[k].overrides, &r.ov[k], err))) goto out;
+      if (r.done[k] || !r.to_run[k]) continue;
       double t0 = gt_prof_now();
       pid_t pid = gt__start(&r, k);
       if (pid > 0) {
@@ -452,9 +520,15 @@ out:
   if (r.jsonl) fclose(r.jsonl);
   for (int k = 0; r.ov && k < n; k++) gt_sweep_kvs_free(&r.ov[k]);
   for (int k = 0; r.res && k < n; k++) gt_sweep_result_free(&r.res[k]);
+  for (int k = 0; pre && k < n; k++) gt_sweep_result_free(&pre[k]);
+  for (int k = 0; r.want && k < n; k++) free(r.want[k]);
   free(r.ov);
   free(r.res);
   free(r.done);
+  free(r.to_run);
+  free(r.want);
+  free(pre);
+  free(ident);
   free(slots);
   gt_sweep_kvs_free(&r.defaults);
   gt_run_lock_release(&lock);

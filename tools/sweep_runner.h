@@ -56,7 +56,7 @@ gt_rc gt_sweep_point_args(const gt_sweep_kvs *defaults, const gt_sweep_kvs *ov, 
                           gt_sweep_kvs *args, gt_err *err);
 /* Check a point in-process: its configuration loads (else config_error,
  * without a process) and its plan computes; fills res->values (each swept
- * key as run) and the planned bytes. With decide_fit (a dry run: no process
+ * key as run), res->identity and the planned bytes. With decide_fit (a dry run: no process
  * will say), a plan over the memory limit is does_not_fit here; otherwise
  * the process decides (`gemtrain train` exits GT_EXIT_PLAN). Returns 1 when
  * the point is to run, 0 when res->status and res->reason already say why
@@ -67,16 +67,35 @@ int gt_sweep_point_check(const gt_sweep *s, const gt_sweep_kvs *ov, const gt_swe
 /* The file in a point's directory that records its settings. */
 #define GT_SWEEP_POINT_FILE "sweep_point.txt"
 
+/* What GT_SWEEP_POINT_FILE holds for a point: base.config, its identity
+ * (gt_sweep_config_identity) and its merged overrides ov, one per line
+ * (where the sweep lives is not among them: a moved sweep still owns its
+ * points). Heap string; NULL without memory. */
+char *gt_sweep_point_identity_text(const char *base_config, const char *identity, const gt_sweep_kvs *ov);
+
 /* Takes point k's run lock (<dir>/runs/point-<k+1>/.lock, the directory
  * made if missing) and makes the directory the point's: one holding a run
- * of other settings (base_config and the merged overrides ov, as recorded
- * in GT_SWEEP_POINT_FILE: another sweep's point k, a run by hand) is moved
- * aside to point-<k+1>.previous-<n> (named in moved, else moved is "") and
- * a new one made, so a point resumes only its own checkpoint and metrics.
- * On success the lock is held (the caller hands it to the point's process);
- * a point directory in use is refused naming its holder's pid. */
-gt_rc gt_sweep_point_claim(const char *dir, int k, const char *base_config, const gt_sweep_kvs *ov, gt_run_lock *lk,
-                           char *moved, size_t moved_n, gt_err *err);
+ * of other settings (its GT_SWEEP_POINT_FILE is not `want`: another sweep's
+ * point k, a run by hand) is moved aside with its log to
+ * point-<k+1>.previous-<n> (named in moved, else moved is "") and a new one
+ * made, so a point resumes only its own checkpoint and metrics. On success
+ * the lock is held (the caller hands it to the point's process); a point
+ * directory in use is refused naming its holder's pid. */
+gt_rc gt_sweep_point_claim(const char *dir, int k, const char *want, gt_run_lock *lk, char *moved, size_t moved_n,
+                           gt_err *err);
+
+/* Puts each point's files at its number before any point runs: point k's
+ * run directory runs/point-<k+1> and its log runs/point-<k+1>.log are the
+ * run whose GT_SWEEP_POINT_FILE is want[k], found wherever it is under
+ * runs/ (another number, after points were added or reordered; moved
+ * aside, when the sweep had other settings), or nothing. A run of other
+ * settings there is moved aside with its log (point-<k+1>.previous-<n>); a
+ * directory holding nothing but its lock and settings is removed. A
+ * directory another process holds is left where it is. Each move is said
+ * to say (may be NULL), one line without a newline. */
+typedef void (*gt_sweep_say_fn)(void *ctx, const char *line);
+gt_rc gt_sweep_arrange_runs(const char *dir, int n, const char *const *want, gt_sweep_say_fn say, void *ctx,
+                            gt_err *err);
 
 /* ---------- a point after its process (sweep_outcome.c) ---------- */
 
@@ -96,10 +115,13 @@ gt_sweep_status gt_sweep_status_of_exit(gt_sweep_exit x);
 
 /* Classify a point whose process ended: the status from x, downgraded when
  * an exit 0 has no result to show (metrics.jsonl missing: failed; a
- * non-finite final loss: diverged); the measured metrics from metrics_path
- * (kept only for ok: only a finished run's timings compare); the reason for
- * the table. The log (log_path) is read for the reason's text only. */
-void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *metrics_path, const char *log_path,
+ * non-finite final loss: diverged); the measured metrics from run_dir's
+ * metrics.jsonl (step timings kept only for ok: only a finished run's
+ * compare; a pending point keeps no final figures either); the reason for
+ * the table, which for a pending point says whether run_dir holds a
+ * checkpoint to resume. The log (log_path) is read for the reason's text
+ * only. */
+void gt_sweep_classify(gt_sweep_result *res, gt_sweep_exit x, const char *run_dir, const char *log_path,
                        double point_timeout_s);
 
 /* The log's last error line ("gemtrain: " stripped), else its last non-empty

@@ -10,9 +10,10 @@
  * logical_axis_rules, accepted with no effect). Scalars stay
  * text (the key table parses them; YAML's own typing would turn `1e-4`
  * into a string and `010` into 8); a quoted scalar is always a string.
- * `null`, `~` and a bare `key:` are an empty value. Anything else
- * (anchors, block scalars, several documents) is refused at its line rather
- * than guessed at. */
+ * `null`, `~` and a bare `key:` are an empty value. A `...` ends the
+ * document. Anything else (anchors, block scalars, several documents, a
+ * plain value YAML would read as a mapping or a list entry) is refused at
+ * its line rather than guessed at. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "config/yaml.h"
 
@@ -118,6 +119,13 @@ static gt_rc gt__yscalar(const gt__yl *y, char **p, const char *stop, cJSON **ou
     buf[0] = '\0'; /* YAML's null: no value, as an empty string is here */
   else if (!quoted && n && strchr("{[&*!|>%@`", buf[0]))
     return gt__yfail(y, "a value of a kind not read here");
+  /* YAML reads these as structure, not text (PyYAML refuses them here):
+   * taking them as a string would give a value no other reader sees */
+  else if (!quoted && n && (strstr(buf, ": ") || buf[n - 1] == ':'))
+    return gt__yfail(y, "a plain value with ': ' in it or ':' at its end, which YAML reads as a mapping; quote it");
+  else if (!quoted && (buf[0] == '-' || buf[0] == '?') && (n == 1 || buf[1] == ' '))
+    return gt__yfail(y, buf[0] == '-' ? "a plain value starting with '- ', which YAML reads as a list entry; quote it"
+                                      : "a plain value starting with '? ', which YAML reads as a mapping key; quote it");
   *out = cJSON_CreateString(buf);
   return *out ? GT_OK : gt_err_set(y->err, GT_ERR_NOMEM, "config: no memory to read '%s'", y->path);
 }
@@ -215,6 +223,7 @@ gt_rc gt_config_parse_yaml(const char *text, size_t n, const char *path, cJSON *
   buf[n] = '\0';
   gt_rc rc = GT_OK;
   cJSON *list = NULL; /* the block list a bare `key:` opened */
+  int ended = 0;      /* a '...' closed the document */
   char *line = buf;
   while (line && !rc) {
     char *nl = strchr(line, '\n');
@@ -234,8 +243,12 @@ gt_rc gt_config_parse_yaml(const char *text, size_t n, const char *path, cJSON *
       /* blank or comment */
     } else if (!strcmp(s, "---") && y.line == 1) {
       /* the document's start */
-    } else if (!strcmp(s, "---") || !strcmp(s, "...")) {
-      rc = gt__yfail(&y, "a second document");
+    } else if (!strcmp(s, "---") || (ended && strcmp(s, "..."))) {
+      rc = gt__yfail(&y, ended && strcmp(s, "---") ? "text after the document's end ('...')" : "a second document");
+    } else if (!strcmp(s, "...")) {
+      /* the document's end: only comments, blank lines or another end
+       * marker may follow */
+      ended = 1;
     } else if (s[0] == '-' && (s[1] == ' ' || !s[1])) {
       if (!list) {
         rc = gt__yfail(&y, "a list item without a key above it");

@@ -17,6 +17,20 @@ static int gt__parse_number(const char *s, double *v) {
   return end != s && !*end && !errno && isfinite(*v);
 }
 
+/* A key named for a rate, a decay or an epsilon: it ends in one of these
+ * as whole '_'-separated words (adam_eps, diloco_outer_lr,
+ * normalization_layer_epsilon), so warmup_steps (eps inside a word) and
+ * learning_rate_schedule_steps (a step count) are not. */
+static int gt__rate_like(const char *key) {
+  static const char *const ends[] = {"learning_rate", "lr", "weight_decay", "eps", "epsilon", "eps_root"};
+  size_t kl = strlen(key);
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+    size_t el = strlen(ends[i]);
+    if (kl >= el && !strcmp(key + kl - el, ends[i]) && (kl == el || key[kl - el - 1] == '_')) return 1;
+  }
+  return 0;
+}
+
 /* A learning-rate-like key gets a log axis: a rate, a decay or an epsilon
  * by its name, or any positive values that span two decades or more (a grid
  * of 1e-4, 1e-3, 1e-2 on a linear axis puts two of three points at 0). */
@@ -28,9 +42,7 @@ static int gt__log_axis(const char *key, const gt_sweep_result *res, int n, cons
     lo = fmin(lo, xs[i]), hi = fmax(hi, xs[i]);
   }
   if (!isfinite(lo) || hi <= lo) return 0;
-  int named = strstr(key, "learning_rate") || strstr(key, "weight_decay") || strstr(key, "eps") ||
-              !strcmp(key, "lr") || strstr(key, "_lr");
-  return named || hi / lo >= 100;
+  return gt__rate_like(key) || hi / lo >= 100;
 }
 
 gt_rc gt_sweep_write_plot(const gt_sweep *s, const gt_sweep_result *res, const char *path, gt_err *err) {

@@ -169,6 +169,7 @@ char *gt_sweep_result_to_json(const gt_sweep_result *r) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "point", r->point);
   cJSON_AddStringToObject(o, "config", r->config);
+  cJSON_AddStringToObject(o, "identity", r->identity);
   cJSON_AddItemToObject(o, "overrides", gt__kvs_to_json(&r->overrides));
   cJSON_AddItemToObject(o, "values", gt__kvs_to_json(&r->values));
   char status[64];
@@ -232,6 +233,8 @@ gt_rc gt_sweep_result_from_json(gt_sweep_result *r, const char *line, gt_err *er
   const cJSON *c;
   if (cJSON_IsString(c = cJSON_GetObjectItemCaseSensitive(o, "config")))
     snprintf(r->config, sizeof r->config, "%s", c->valuestring);
+  if (cJSON_IsString(c = cJSON_GetObjectItemCaseSensitive(o, "identity")))
+    snprintf(r->identity, sizeof r->identity, "%s", c->valuestring);
   if (cJSON_IsString(c = cJSON_GetObjectItemCaseSensitive(o, "reason")))
     snprintf(r->reason, sizeof r->reason, "%s", c->valuestring);
   if (cJSON_IsString(c = cJSON_GetObjectItemCaseSensitive(o, "log")))
@@ -360,8 +363,9 @@ static int gt__final_status(gt_sweep_status st, int retry_failed) {
   return !retry_failed || st == GT_SWEEP_OK;
 }
 
-gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, int retry_failed, const char *path,
-                               gt_sweep_result *res, int *done, gt_sweep_skip_fn on_skip, void *ctx, gt_err *err) {
+gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, const char *const *identity,
+                               int retry_failed, const char *path, gt_sweep_result *res, int *done,
+                               gt_sweep_skip_fn on_skip, void *ctx, gt_err *err) {
   FILE *f = fopen(path, "r");
   if (!f)
     return errno == ENOENT ? GT_OK : gt_err_set(err, GT_ERR_IO, "sweep: cannot read '%s': %s", path, strerror(errno));
@@ -379,7 +383,12 @@ gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, int re
       continue;
     }
     for (int k = 0; k < s->n_points; k++) {
-      if (!gt_sweep_kvs_equal(&rec.overrides, &ov[k]) || strcmp(rec.config, s->base_config)) continue;
+      /* the same keys over another config file's contents, another
+       * configs/base.json or preset, or other sweep defaults (threads per
+       * point) are another run: only the identity tells */
+      if (!gt_sweep_kvs_equal(&rec.overrides, &ov[k]) || strcmp(rec.config, s->base_config) || !rec.identity[0] ||
+          strcmp(rec.identity, identity[k]))
+        continue;
       if (done[k]) gt_sweep_result_free(&res[k]);
       if (gt__final_status(rec.status, retry_failed)) {
         if ((rc = gt_sweep_result_copy(&res[k], &rec, err))) {
@@ -387,7 +396,6 @@ gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, int re
           done[k] = 0;
           break;
         }
-        res[k].point = k + 1;
         done[k] = 1;
       } else {
         gt_sweep_result_init(&res[k]);

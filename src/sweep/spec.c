@@ -1,5 +1,5 @@
-/* Parsing a sweep file into points: grids (the file's key order, last key
- * fastest), a union of grids without duplicates, explicit points after them,
+/* Parsing a sweep file into points: the grid (the file's key order, last key
+ * fastest), then a union of grids without duplicates, then explicit points,
  * and each point's merged overrides. Every refusal is one line naming the
  * file and the key. */
 #define _POSIX_C_SOURCE 200809L
@@ -285,31 +285,25 @@ static gt_rc gt__parse_obj(gt_sweep *s, const cJSON *j, gt_err *err) {
   gt_rc orc = gt__once(s, j, "the sweep file", err);
   if (orc) return orc;
   const cJSON *it;
-  int have_points = 0;
+  /* the points are numbered grid, grids, then points, whatever order the
+   * file writes them in: a point's number (and its run directory) must not
+   * change when the file is reformatted */
+  const cJSON *grid = NULL, *grids = NULL, *points = NULL;
   cJSON_ArrayForEach(it, j) {
     const char *k = it->string;
     gt_rc rc = GT_OK;
     if (!strcmp(k, "base")) {
       rc = gt__parse_base(s, it, err);
     } else if (!strcmp(k, "grid")) {
-      have_points = 1;
-      rc = gt__expand_grid(s, it, "grid", err);
+      grid = it;
     } else if (!strcmp(k, "grids")) {
-      have_points = 1;
       if (!cJSON_IsArray(it))
         return gt_err_set(err, GT_ERR_CONFIG,
                           "sweep: '%s': grids must be a list of grids [{key: [values]}, ...], found %s", s->path,
                           gt__sweep_json_kind(it));
-      int g = 0;
-      const cJSON *gr;
-      cJSON_ArrayForEach(gr, it) {
-        char where[32];
-        snprintf(where, sizeof where, "grids[%d]", g++);
-        if ((rc = gt__expand_grid(s, gr, where, err))) return rc;
-      }
+      grids = it;
     } else if (!strcmp(k, "points")) {
-      have_points = 1;
-      rc = gt__parse_points(s, it, err);
+      points = it;
     } else if (!strcmp(k, "steps")) {
       if (!cJSON_IsNumber(it) || it->valuedouble < 1 || it->valuedouble != floor(it->valuedouble) ||
           it->valuedouble > 1e12)
@@ -377,7 +371,17 @@ static gt_rc gt__parse_obj(gt_sweep *s, const cJSON *j, gt_err *err) {
     }
     if (rc) return rc;
   }
-  if (!have_points || s->n_points == 0)
+  gt_rc rc = grid ? gt__expand_grid(s, grid, "grid", err) : GT_OK;
+  int g = 0;
+  const cJSON *gr;
+  if (grids) cJSON_ArrayForEach(gr, grids) {
+      char where[32];
+      snprintf(where, sizeof where, "grids[%d]", g++);
+      if (!rc) rc = gt__expand_grid(s, gr, where, err);
+    }
+  if (!rc && points) rc = gt__parse_points(s, points, err);
+  if (rc) return rc;
+  if (s->n_points == 0)
     return gt_err_set(err, GT_ERR_CONFIG,
                       "sweep: '%s' defines no points; expected a non-empty \"grid\": {key: [values]}, \"grids\": "
                       "[...] or \"points\": [{key: value}, ...]",

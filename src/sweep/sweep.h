@@ -129,9 +129,22 @@ typedef enum gt_sweep_status {
  * pending). */
 const char *gt_sweep_status_name(gt_sweep_status st);
 
+/* A point's identity: what decides its results, so a record or a run
+ * directory is reused only for the same run. A configuration that loads is
+ * "cfg-" and the FNV-1a hash of the JSON its run writes (config.json, every
+ * key resolved through configs/base.json, the preset, base.config, the
+ * overrides and the sweep's own defaults), run_name and
+ * base_output_directory blanked: they say where the run is, not what it
+ * computes. One refused is "refused-" and the hash of the refusal: the
+ * same refusal is the same outcome. */
+#define GT_SWEEP_IDENTITY_MAX 32
+void gt_sweep_config_identity(const gt_config *cfg, char *buf, size_t n);
+void gt_sweep_refusal_identity(const char *msg, char *buf, size_t n);
+
 typedef struct gt_sweep_result {
   int point;                /* 1-based, as in point-<k> */
   char config[GT_STR_PATH]; /* base.config as run ("" none) */
+  char identity[GT_SWEEP_IDENTITY_MAX]; /* gt_sweep_config_identity of the point as run ("" unknown) */
   gt_sweep_kvs overrides;   /* the merged overrides */
   gt_sweep_kvs values;      /* each swept key's value as run (resolved config when it loaded) */
   gt_sweep_status status;
@@ -194,14 +207,17 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
 gt_rc gt_sweep_result_append(FILE *jsonl, const gt_sweep_result *r, gt_err *err);
 
 /* Read an earlier run's results.jsonl into res[k] for the points whose
- * overrides (ov[k]) and config match a record; the last record of a point
- * wins. A record is kept (done[k] = 1) when its status is final: any status
- * but pending and would_run, and with retry_failed only ok. A missing file
- * is an empty one. A line that does not parse (an interrupted write) is
+ * overrides (ov[k]), config and identity (identity[k]) match a record; the
+ * last record of a point wins. A record is kept (done[k] = 1) when its
+ * status is final: any status but pending and would_run, and with
+ * retry_failed only ok. res[k].point keeps the record's number, which is
+ * not k + 1 when points were added or removed before it. A missing file is
+ * an empty one. A line that does not parse (an interrupted write) is
  * skipped and reported to on_skip (may be NULL): that point runs again. */
 typedef void (*gt_sweep_skip_fn)(void *ctx, int lineno, const char *why);
-gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, int retry_failed, const char *path,
-                               gt_sweep_result *res, int *done, gt_sweep_skip_fn on_skip, void *ctx, gt_err *err);
+gt_rc gt_sweep_results_restore(const gt_sweep *s, const gt_sweep_kvs *ov, const char *const *identity,
+                               int retry_failed, const char *path, gt_sweep_result *res, int *done,
+                               gt_sweep_skip_fn on_skip, void *ctx, gt_err *err);
 
 /* ---------- results.md (table.c) and plot.svg (plot.c) ---------- */
 

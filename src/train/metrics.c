@@ -140,6 +140,32 @@ static double gt__nice_step(double range) {
   return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
 }
 
+/* The x axis's ticks in axis units (log10 of the value on a log axis), at
+ * most max. A log axis over more than 3 decades ticks whole decades; over
+ * 1 to 3, 1, 2 and 5 of each; within one decade, nice steps of the values
+ * themselves: a grid of 0.002, 0.004, 0.008 spans no whole decade, and
+ * whole-decade ticks alone would leave its axis without one. */
+static int gt__x_ticks(int log_axis, double lo, double hi, double *t, int max) {
+  int n = 0;
+  double span = hi - lo;
+  if (!log_axis || span > 3) {
+    double st = log_axis ? fmax(1.0, round(gt__nice_step(span))) : gt__nice_step(span);
+    for (double x = ceil(lo / st) * st; x <= hi + 1e-9 * st && n < max; x += st) t[n++] = x;
+  } else if (span > 1) {
+    static const double mant[3] = {1, 2, 5};
+    for (double e = floor(lo); e <= ceil(hi); e++)
+      for (int m = 0; m < 3 && n < max; m++) {
+        double x = e + log10(mant[m]);
+        if (x >= lo - 1e-9 && x <= hi + 1e-9) t[n++] = x;
+      }
+  } else {
+    double vlo = pow(10, lo), vhi = pow(10, hi), st = gt__nice_step(vhi - vlo);
+    /* counted, not summed: 0.1 + 0.1 + 0.1 is not 0.3 */
+    for (double i = ceil(vlo / st - 1e-9); i * st <= vhi * (1 + 1e-9) && n < max; i++) t[n++] = log10(i * st);
+  }
+  return n;
+}
+
 static void gt__xml_text(FILE *f, const char *s) {
   for (; *s; s++) {
     if (*s == '<') fputs("&lt;", f);
@@ -194,9 +220,10 @@ static void gt__chart(FILE *f, const gt_chart *c, double oy) {
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%.4g</text>\n", L - 4,
             PY(y) + 4, c->log_y ? pow(10, y) : fabs(y) < 1e-9 * ys ? 0.0 : y); /* no "-0" */
   }
-  double xs = c->log_x ? fmax(1.0, round(gt__nice_step(xmax - xmin))) : gt__nice_step(xmax - xmin);
-  double last_tick = NAN;
-  for (double x = ceil(xmin / xs) * xs; x <= xmax + 1e-9 * xs; x += xs) {
+  double ticks[64], last_tick = NAN;
+  int n_ticks = gt__x_ticks(c->log_x, xmin, xmax, ticks, 64);
+  for (int i = 0; i < n_ticks; i++) {
+    double x = ticks[i];
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%.6g</text>\n", PX(x),
             oy + T + ph + 15, c->log_x ? pow(10, x) : x);
     last_tick = x;
@@ -216,9 +243,12 @@ static void gt__chart(FILE *f, const gt_chart *c, double oy) {
   }
   fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>", L + pw / 2, oy + H - 8);
   gt__xml_text(f, c->xlabel);
+  /* a log axis says so: its ticks alone do not show it */
+  if (c->log_x) fputs(" (log)", f);
   fprintf(f, "</text>\n<text x='14' y='%.1f' font-size='12' text-anchor='middle' "
              "transform='rotate(-90 14 %.1f)'>", oy + T + ph / 2, oy + T + ph / 2);
   gt__xml_text(f, c->ylabel);
+  if (c->log_y) fputs(" (log)", f);
   fputs("</text>\n", f);
   /* the legend's width from its longest label (about 6.6 px a character
    * at 12 px), so a long one stays inside the chart */
