@@ -447,65 +447,345 @@ static const char *gt__nearest_key(const char *name) {
 
 /* ---------- keys from elsewhere: MaxText's and Hugging Face's ---------- */
 
-/* MaxText keys that change nothing on a CPU (how XLA compiles, TPU kernels
- * and their block sizes, cloud logging): accepted with a note, whatever
- * their value, so a MaxText config runs as it is. */
+/* MaxText's keys that gemtrain's table does not hold. Every key of MaxText's
+ * base.yml is either in the table or in one of the three lists below, so a
+ * MaxText key is answered as what it is and never with an edit-distance
+ * guess at a key of some other feature (rope_min_timescale is not
+ * rope_max_timescale, attn_logits_soft_cap not final_logits_soft_cap).
+ * tests/test_config_habits.c walks base.yml's key names to hold this. */
+
+/* MaxText keys that change nothing here (how XLA compiles, TPU kernels and
+ * their block sizes, cloud logging, the inference server), or that MaxText
+ * itself reads only under a feature gemtrain does not have (the YaRN keys
+ * under rope_type=yarn, the vision encoder's under use_multimodal):
+ * accepted with a note, whatever their value, so a MaxText config runs as
+ * it is. The feature's own switch is in gt__unsupported_keys. */
+#define GT__SPLASH "there is one CPU attention kernel; the splash kernel's settings are for TPUs"
+#define GT__GMM "the MoE kernels are gemtrain's own (kernels/moe*.c); these tile TPU grouped matmuls"
+#define GT__NO_XLA "there is no XLA"
+#define GT__NO_JAX "there is no JAX"
+#define GT__MESH "devices are worker threads; the mesh is data x fsdp x expert"
+#define GT__GTCK "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"
+#define GT__METRICS "metrics go to <run directory>/metrics.jsonl; nothing is uploaded"
+#define GT__SERVER "there is no inference server; gemtrain decode generates from the command line"
+#define GT__KV_LAYOUT "gemtrain decode keeps its own KV cache layout"
+#define GT__VISION "read with use_multimodal=true only; gemtrain has no multimodal inputs"
+#define GT__YARN "read with rope_type=yarn only; gemtrain's RoPE is the default kind"
+#define GT__MLA "read with attention_type=mla only (DeepSeek's latent attention, which Gemma does not have)"
+#define GT__PIPELINE "read with pipeline parallelism only, which gemtrain does not have"
+#define GT__QUANT "read with quantization only, which gemtrain does not support (lora_weight_qtype stores a frozen base quantized)"
+#define GT__GRAIN "there is no Grain: gemtrain's data pipeline (docs/data.md) has no workers to tune"
 static const char *const gt__noop_keys[][2] = {
     {"scan_layers", "the layers always run one after another, each its own remat boundary"},
     {"param_scan_axis", "the layers always run one after another, each its own remat boundary"},
+    {"inhomogeneous_layer_cycle_interval", "the layers always run one after another, each its own remat boundary"},
+    {"force_unroll", "the layers always run one after another, each its own remat boundary"},
+    {"scan_pipeline_iterations", GT__PIPELINE},
+    {"scan_layers_per_stage", GT__PIPELINE},
+    {"set_remat_policy_on_pipeline_iterations", GT__PIPELINE},
+    {"set_remat_policy_on_layers_per_stage", GT__PIPELINE},
     {"attention", "there is one CPU attention kernel, tiled with an online softmax"},
-    {"sa_block_q", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_kv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_kv_compute", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_q_dkv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_kv_dkv", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_kv_dkv_compute", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_q_dq", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_block_kv_dq", "there is one CPU attention kernel; the splash kernel's block sizes are for TPUs"},
-    {"sa_use_fused_bwd_kernel", "there is one CPU attention kernel"},
+    {"sa_block_q", GT__SPLASH},
+    {"sa_block_kv", GT__SPLASH},
+    {"sa_block_kv_compute", GT__SPLASH},
+    {"sa_block_q_dkv", GT__SPLASH},
+    {"sa_block_kv_dkv", GT__SPLASH},
+    {"sa_block_kv_dkv_compute", GT__SPLASH},
+    {"sa_block_q_dq", GT__SPLASH},
+    {"sa_block_kv_dq", GT__SPLASH},
+    {"sa_use_fused_bwd_kernel", GT__SPLASH},
+    {"sa_q_layout", GT__SPLASH},
+    {"sa_k_layout", GT__SPLASH},
+    {"sa_v_layout", GT__SPLASH},
+    {"cost_estimate_flops_fwd", GT__SPLASH},
+    {"cost_estimate_flops_bwd", GT__SPLASH},
+    {"dq_reduction_steps", GT__SPLASH},
+    {"use_splash_scheduler", GT__SPLASH},
+    {"use_tokamax_splash", GT__SPLASH},
+    {"use_jax_splash", GT__SPLASH},
+    {"force_q_layout", GT__SPLASH},
+    {"use_ragged_attention", "there is one CPU attention kernel; the ragged kernel is a TPU one"},
+    {"ragged_block_size", "there is one CPU attention kernel; the ragged kernel is a TPU one"},
+    {"enable_padding_causal_mask", "there is one CPU attention kernel (the flag is TransformerEngine's)"},
     {"hardware", "gemtrain runs on CPUs only"},
     {"fused_qkv", "the kernels choose their own fusion"},
     {"fused_mlp", "the kernels choose their own fusion"},
     {"megablox", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
     {"sparse_matmul", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"use_tokamax_gmm", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"use_custom_sort_vjp", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"use_ring_of_experts", "the MoE kernels are gemtrain's own (kernels/moe*.c)"},
+    {"use_batch_split_schedule", "MaxText reads it in DeepSeek's layers only"},
+    {"wi_tile_fwd_batch_seq", GT__GMM},
+    {"wi_tile_fwd_embed_dim", GT__GMM},
+    {"wi_tile_fwd_mlp_dim", GT__GMM},
+    {"wi_tile_dlhs_batch_seq", GT__GMM},
+    {"wi_tile_dlhs_embed_dim", GT__GMM},
+    {"wi_tile_dlhs_mlp_dim", GT__GMM},
+    {"wi_tile_drhs_batch_seq", GT__GMM},
+    {"wi_tile_drhs_embed_dim", GT__GMM},
+    {"wi_tile_drhs_mlp_dim", GT__GMM},
+    {"wo_tile_fwd_batch_seq", GT__GMM},
+    {"wo_tile_fwd_embed_dim", GT__GMM},
+    {"wo_tile_fwd_mlp_dim", GT__GMM},
+    {"wo_tile_dlhs_batch_seq", GT__GMM},
+    {"wo_tile_dlhs_embed_dim", GT__GMM},
+    {"wo_tile_dlhs_mlp_dim", GT__GMM},
+    {"wo_tile_drhs_batch_seq", GT__GMM},
+    {"wo_tile_drhs_embed_dim", GT__GMM},
+    {"wo_tile_drhs_mlp_dim", GT__GMM},
+    {"wi_tile_fwd_buffer_count", GT__GMM},
+    {"wi_tile_dlhs_buffer_count", GT__GMM},
+    {"wi_tile_drhs_buffer_count", GT__GMM},
+    {"wo_tile_fwd_buffer_count", GT__GMM},
+    {"wo_tile_dlhs_buffer_count", GT__GMM},
+    {"wo_tile_drhs_buffer_count", GT__GMM},
     {"use_iota_embed", "the embedding is a row gather"},
     {"float32_qk_product", "attention scores are always float32"},
     {"float32_logits", "logits are always float32"},
     {"cast_logits_to_fp32", "logits are always float32"},
-    {"checkpoint_storage_use_ocdbt", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
-    {"checkpoint_storage_use_zarr3", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
-    {"checkpoint_storage_concurrent_gb", "checkpoints are gemtrain's .gtck files (docs/checkpoints.md)"},
+    {"optimizer_memory_host_offload", "the optimizer state is in host memory already"},
+    {"parameter_memory_host_offload", "the parameters are in host memory already"},
+    {"checkpoint_storage_use_ocdbt", GT__GTCK},
+    {"checkpoint_storage_use_zarr3", GT__GTCK},
+    {"checkpoint_storage_concurrent_gb", GT__GTCK},
+    {"checkpoint_storage_target_data_file_size_bytes", GT__GTCK},
+    {"enable_orbax_v1", GT__GTCK},
+    {"checkpoint_conversion_fn", "load_parameters_path reads a checkpoint, a Hugging Face directory or a parameter file, "
+                                 "whichever it is given"},
+    {"source_checkpoint_layout", "load_parameters_path reads a checkpoint, a Hugging Face directory or a parameter file, "
+                                 "whichever it is given"},
     {"enable_single_replica_ckpt_restoring", "every rank reads its own checkpoint shards"},
+    {"multi_tier_checkpointing_backup_interval_minutes", "read with enable_multi_tier_checkpointing=true only"},
+    {"mtc_data_parallelism", "read with enable_multi_tier_checkpointing=true only"},
+    {"local_checkpoint_directory", "read with enable_emergency_checkpoint or enable_multi_tier_checkpointing only"},
+    {"local_checkpoint_period", "read with enable_emergency_checkpoint or enable_multi_tier_checkpointing only"},
     {"enable_goodput_recording", "goodput is always recorded: in every metrics.jsonl record and the run's closing line"},
     {"monitor_goodput", "goodput is always recorded: in every metrics.jsonl record and the run's closing line"},
     {"enable_pathways_goodput", "there is no goodput recorder"},
+    {"goodput_upload_interval_seconds", GT__METRICS},
+    {"monitor_step_time_deviation", GT__METRICS},
+    {"step_deviation_interval_seconds", GT__METRICS},
+    {"enable_gcp_goodput_metrics", GT__METRICS},
+    {"enable_gcp_step_deviation_metrics", GT__METRICS},
+    {"report_heartbeat_metric_for_gcp_monitoring", GT__METRICS},
+    {"heartbeat_reporting_interval_in_seconds", GT__METRICS},
+    {"report_performance_metric_for_gcp_monitoring", GT__METRICS},
+    {"managed_mldiagnostics", GT__METRICS},
+    {"managed_mldiagnostics_run_group", GT__METRICS},
+    {"enable_checkpoint_cloud_logger", GT__METRICS},
+    {"collect_stack_trace", "there is no stack-trace collector"},
+    {"stack_trace_to_cloud", "there is no stack-trace collector"},
+    {"stack_trace_interval_seconds", "there is no stack-trace collector"},
     {"gcs_metrics", "metrics go to <run directory>/metrics.jsonl"},
     {"metrics_file", "metrics go to <run directory>/metrics.jsonl"},
     {"save_config_to_gcs", "the resolved config goes to <run directory>/config.json"},
+    {"log_config", "the resolved config goes to <run directory>/config.json (dump_config=true prints it)"},
     {"upload_all_profiler_results", "profiler=trace writes <run directory>/trace.json"},
+    {"hide_profiler_step_metric", "profiler=trace writes <run directory>/trace.json"},
+    {"profile_cleanly", "profiler=trace writes <run directory>/trace.json"},
     {"use_vertex_tensorboard", "TensorBoard events go to <run directory>/tensorboard"},
-    {"jax_cache_dir", "there is no JAX"},
-    {"jax_debug_log_modules", "there is no JAX"},
+    {"vertex_tensorboard_project", "TensorBoard events go to <run directory>/tensorboard"},
+    {"vertex_tensorboard_region", "TensorBoard events go to <run directory>/tensorboard"},
+    {"jax_cache_dir", GT__NO_JAX},
+    {"jax_debug_log_modules", GT__NO_JAX},
+    {"max_checkify", GT__NO_JAX},
+    {"enable_jax_profiler", GT__NO_JAX},
+    {"jax_profiler_port", GT__NO_JAX},
+    {"debug_sharding", GT__NO_JAX},
+    {"enable_nnx", "there is no Flax"},
+    {"dump_hlo", GT__NO_XLA},
+    {"dump_step", GT__NO_XLA},
+    {"dump_hlo_local_dir", GT__NO_XLA},
+    {"dump_hlo_delete_local_after", GT__NO_XLA},
+    {"dump_hlo_gcs_dir", GT__NO_XLA},
+    {"dump_hlo_local_module_name", GT__NO_XLA},
+    {"dump_hlo_module_name", GT__NO_XLA},
+    {"dump_hlo_xla_flags", GT__NO_XLA},
+    {"dump_hlo_upload_all", GT__NO_XLA},
+    {"dump_jaxpr", GT__NO_JAX},
+    {"dump_jaxpr_local_dir", GT__NO_JAX},
+    {"dump_jaxpr_delete_local_after", GT__NO_JAX},
+    {"dump_jaxpr_gcs_dir", GT__NO_JAX},
+    {"shardy", GT__NO_XLA},
     {"jax_distributed_initialization_timeout", "ranks start under mpirun (collective_timeout_seconds bounds a wait)"},
     {"skip_jax_distributed_system", "ranks start under mpirun"},
     {"enable_single_controller", "ranks start under mpirun"},
+    {"colocated_python_checkpointing", "there is no Pathways; ranks start under mpirun"},
+    {"colocated_python_data_input", "there is no Pathways; ranks start under mpirun"},
+    {"subslice_shape", "there is no Pathways; ranks start under mpirun"},
     {"compile_topology", "there is no ahead-of-time compilation"},
     {"compile_topology_num_slices", "there is no ahead-of-time compilation"},
-    {"allow_split_physical_axes", "devices are worker threads; the mesh is data x fsdp x expert"},
-    {"custom_mesh", "devices are worker threads; the mesh is data x fsdp x expert"},
-    {"optimize_mesh_for_tpu_v6e", "devices are worker threads; the mesh is data x fsdp x expert"},
+    {"compiled_trainstep_file", "there is no ahead-of-time compilation"},
+    {"allow_split_physical_axes", GT__MESH},
+    {"custom_mesh", GT__MESH},
+    {"optimize_mesh_for_tpu_v6e", GT__MESH},
+    {"shard_mode", GT__MESH},
+    {"sharding_tolerance", GT__MESH},
+    {"moe_fsdp_use_two_stage_all_gather", GT__MESH},
+    {"shard_exp_on_fsdp", GT__MESH},
+    {"use_2d_fsdp_sharding", GT__MESH},
+    {"context_parallel_load_balance", "read with context parallelism only, which gemtrain does not have"},
+    {"context_parallel_strategy", "read with context parallelism only, which gemtrain does not have"},
     {"mesh_axes", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
     {"logical_axis_rules", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"override_logical_axis_rules", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
     {"data_sharding", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
     {"input_data_sharding_logical_axes", "the mesh is data x fsdp x expert, set by the ici_* and dcn_* keys"},
+    {"override_model_config", "a command-line value overrides a preset's value without it"},
     {"enable_dropout", "the model has no dropout (lora_dropout is the adapters')"},
     {"base_config", "the base is gemtrain's configs/base.json, then the model_name preset"},
+    {"debug", "MaxText's reinforcement-learning debugging; there is no RL trainer"},
+    {"max_corpus_chars", "MaxText reads it when it trains a tokenizer; gemtrain reads a trained one (tokenizer_path)"},
+    {"grain_worker_count", GT__GRAIN},
+    {"grain_per_worker_buffer_size", GT__GRAIN},
+    {"grain_num_threads", GT__GRAIN},
+    {"grain_prefetch_buffer_size", GT__GRAIN},
+    {"grain_worker_count_eval", GT__GRAIN},
+    {"grain_per_worker_buffer_size_eval", GT__GRAIN},
+    {"grain_ram_budget_mb", GT__GRAIN},
+    {"grain_num_threads_eval", GT__GRAIN},
+    {"grain_prefetch_buffer_size_eval", GT__GRAIN},
+    {"grain_data_source_max_workers", GT__GRAIN},
+    {"per_device_batch_size_start", "read with enable_rampup_batch_size=true only"},
+    {"per_device_batch_size_increment", "read with enable_rampup_batch_size=true only"},
+    {"global_rampup_samples", "read with enable_rampup_batch_size=true only"},
+    {"mtp_loss_scaling_factor", "read with mtp_num_layers > 0 only (multi-token prediction, which gemtrain does not have)"},
+    {"mtp_eval_target_module", "read with mtp_num_layers > 0 only (multi-token prediction, which gemtrain does not have)"},
+    {"muon_beta", "read with opt_type=muon only; gemtrain's optimizer is adamw"},
+    {"muon_weight_decay", "read with opt_type=muon only; gemtrain's optimizer is adamw"},
+    {"muon_consistent_rms", "read with opt_type=muon only; gemtrain's optimizer is adamw"},
+    {"rope_use_scale", "read with rope_type=llama3.1 only; gemtrain's RoPE is the default kind"},
+    {"max_position_embeddings", GT__YARN},
+    {"original_max_position_embeddings", GT__YARN},
+    {"rope_factor", GT__YARN},
+    {"beta_fast", GT__YARN},
+    {"beta_slow", GT__YARN},
+    {"mscale", GT__YARN},
+    {"rope_interleave", GT__YARN},
+    {"rope_truncate", GT__YARN},
+    {"rope_attention_scaling", GT__YARN},
+    {"q_lora_rank", GT__MLA},
+    {"kv_lora_rank", GT__MLA},
+    {"qk_nope_head_dim", GT__MLA},
+    {"qk_rope_head_dim", GT__MLA},
+    {"v_head_dim", GT__MLA},
+    {"mla_naive_kvcache", GT__MLA},
+    {"mla_q", GT__MLA},
+    {"mla_kv", GT__MLA},
+    {"moba_chunk_size", "read with moba=true only (mixture of block attention, which gemtrain does not have)"},
+    {"moba_topk", "read with moba=true only (mixture of block attention, which gemtrain does not have)"},
+    {"index_head_dim", "read with use_sparse_indexer=true only (DeepSeek's sparse attention, which gemtrain does not have)"},
+    {"index_n_heads", "read with use_sparse_indexer=true only (DeepSeek's sparse attention, which gemtrain does not have)"},
+    {"index_topk", "read with use_sparse_indexer=true only (DeepSeek's sparse attention, which gemtrain does not have)"},
+    {"gdn_conv_kernel_dim", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"gdn_key_head_dim", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"gdn_value_head_dim", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"gdn_num_key_heads", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"gdn_num_value_heads", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"gdn_chunk_size", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"use_qk_norm_in_gdn", "read by decoder_block qwen3_next only (its gated delta net)"},
+    {"sinkhorn_iterations", "read with mhc_expansion_rate > 0 only (hyper-connections, which gemtrain does not have)"},
+    {"kv_quant_axis", "read with quantize_kvcache=true only, which gemtrain does not support"},
+    {"kv_quant_dtype", "read with quantize_kvcache=true only, which gemtrain does not support"},
+    {"quant_cfg_path", GT__QUANT},
+    {"constant_bound_config", GT__QUANT},
+    {"replicate_quant_scale", GT__QUANT},
+    {"weight_quantization_calibration_method", GT__QUANT},
+    {"act_quantization_calibration_method", GT__QUANT},
+    {"bwd_quantization_calibration_method", GT__QUANT},
+    {"quantization_local_shard_count", GT__QUANT},
+    {"vllm_hf_config_path", "read by MaxText's vLLM adapter only; there is none here"},
+    {"vllm_additional_config", "read by MaxText's vLLM adapter only; there is none here"},
+    {"inference_microbenchmark_prefill_lengths", GT__SERVER},
+    {"inference_microbenchmark_stages", GT__SERVER},
+    {"inference_microbenchmark_loop_iters", GT__SERVER},
+    {"inference_microbenchmark_log_file_path", GT__SERVER},
+    {"inference_microbenchmark_num_samples", GT__SERVER},
+    {"inference_metadata_file", GT__SERVER},
+    {"inference_server", GT__SERVER},
+    {"inference_benchmark_test", GT__SERVER},
+    {"prefill_slice", GT__SERVER},
+    {"generate_slice", GT__SERVER},
+    {"enable_model_warmup", GT__SERVER},
+    {"enable_llm_inference_pool", GT__SERVER},
+    {"prometheus_port", GT__SERVER},
+    {"enable_prefix_caching", GT__SERVER},
+    {"prefix_caching_hbm_byte", GT__SERVER},
+    {"prefix_caching_dram_byte", GT__SERVER},
+    {"use_chunked_prefill", "gemtrain decode prefills the whole prompt at once"},
+    {"prefill_chunk_size", "gemtrain decode prefills the whole prompt at once"},
+    {"stack_prefill_result_cache", GT__KV_LAYOUT},
+    {"prefill_cache_axis_order", GT__KV_LAYOUT},
+    {"ar_cache_axis_order", GT__KV_LAYOUT},
+    {"compute_axis_order", GT__KV_LAYOUT},
+    {"reshape_q", GT__KV_LAYOUT},
+    {"pagedattn_num_pages", GT__KV_LAYOUT},
+    {"pagedattn_tokens_per_page", GT__KV_LAYOUT},
+    {"pagedattn_pages_per_compute_block", GT__KV_LAYOUT},
+    {"pagedattn_max_pages_per_group", GT__KV_LAYOUT},
+    {"pagedattn_head_dim_alignment", GT__KV_LAYOUT},
+    {"train_image_column", GT__VISION},
+    {"eval_image_column", GT__VISION},
+    {"freeze_vision_encoder_params", GT__VISION},
+    {"freeze_audio_encoder_params", GT__VISION},
+    {"dtype_mm", GT__VISION},
+    {"remat_policy_for_vit", GT__VISION},
+    {"image_size_for_vit", GT__VISION},
+    {"image_path", GT__VISION},
+    {"image_placeholder", GT__VISION},
+    {"video_path", GT__VISION},
+    {"audio_path", GT__VISION},
+    {"posemb_type_for_vit", GT__VISION},
+    {"max_num_images_per_example", GT__VISION},
+    {"hidden_size_for_vit", GT__VISION},
+    {"intermediate_size_for_vit", GT__VISION},
+    {"num_attention_heads_for_vit", GT__VISION},
+    {"num_channels_for_vit", GT__VISION},
+    {"tile_size_for_vit", GT__VISION},
+    {"patch_size_for_vit", GT__VISION},
+    {"conv_stride_for_vit", GT__VISION},
+    {"num_hidden_layers_for_vit", GT__VISION},
+    {"projector_input_dim_for_vit", GT__VISION},
+    {"projector_output_dim_for_vit", GT__VISION},
+    {"rope_theta_for_vit", GT__VISION},
+    {"vision_output_dim_for_vit", GT__VISION},
+    {"pixel_shuffle_ratio_for_vit", GT__VISION},
+    {"projector_dropout_for_vit", GT__VISION},
+    {"spatial_merge_size_for_vit", GT__VISION},
+    {"out_hidden_size_for_vit", GT__VISION},
+    {"temporal_patch_size_for_vit", GT__VISION},
+    {"num_position_embeddings_for_vit", GT__VISION},
+    {"deepstack_visual_indexes_for_vit", GT__VISION},
+    {"d_model_for_audio", GT__VISION},
+    {"encoder_attention_heads_for_audio", GT__VISION},
+    {"encoder_ffn_dim_for_audio", GT__VISION},
+    {"encoder_layers_for_audio", GT__VISION},
+    {"attention_dropout_for_audio", GT__VISION},
+    {"activation_dropout_for_audio", GT__VISION},
+    {"activation_function_for_audio", GT__VISION},
+    {"num_mel_bins_for_audio", GT__VISION},
+    {"max_source_positions_for_audio", GT__VISION},
+    {"scale_embedding_for_audio", GT__VISION},
+    {"n_window_for_audio", GT__VISION},
+    {"n_window_infer_for_audio", GT__VISION},
+    {"conv_chunksize_for_audio", GT__VISION},
+    {"downsample_hidden_size_for_audio", GT__VISION},
+    {"output_dim_for_audio", GT__VISION},
+    {"num_conv_layers_for_audio", GT__VISION},
+    {"max_timescale_for_audio", GT__VISION},
+    {"max_sample_len_for_audio", GT__VISION},
+    {"mrope_section", GT__VISION},
+    {"position_id_per_seconds", GT__VISION},
 };
 
-/* MaxText keys of features gemtrain does not have. Set to the value that
- * leaves the feature off (MaxText's default, as its base.yml writes it) they
- * are accepted with a note; any other value is refused as not supported,
- * never answered with a key of some other feature. */
+/* MaxText keys of what gemtrain does not have, or does one fixed way.
+ * Set to the value that matches what gemtrain does (for a feature, the
+ * value that leaves it off: MaxText's default, as its base.yml writes it;
+ * for Gemma's fixed architecture, Gemma's value, as MaxText's gemma3 model
+ * files write it) they are accepted with a note; any other value is refused
+ * as not supported, never answered with a key of some other feature. `off`
+ * in [brackets] is a list, compared element by element. */
 static const struct {
   const char *name, *off, *what;
 } gt__unsupported_keys[] = {
@@ -517,6 +797,7 @@ static const struct {
     {"ici_context_autoregressive_parallelism", "1", "autoregressive parallelism"},
     {"ici_autoregressive_parallelism", "1", "autoregressive parallelism"},
     {"ici_pipeline_parallelism", "1", "pipeline parallelism"},
+    {"ici_fsdp_transpose_parallelism", "1", "fsdp-transpose parallelism (a second FSDP axis)"},
     {"dcn_tensor_parallelism", "1", "tensor parallelism"},
     {"dcn_tensor_transpose_parallelism", "1", "tensor parallelism"},
     {"dcn_tensor_sequence_parallelism", "1", "tensor-sequence parallelism"},
@@ -525,6 +806,11 @@ static const struct {
     {"dcn_context_autoregressive_parallelism", "1", "autoregressive parallelism"},
     {"dcn_autoregressive_parallelism", "1", "autoregressive parallelism"},
     {"dcn_pipeline_parallelism", "1", "pipeline parallelism"},
+    {"dcn_fsdp_transpose_parallelism", "1", "fsdp-transpose parallelism (a second FSDP axis)"},
+    {"num_slices", "-1", "a set number of slices (the ranks are the processes mpirun starts; the dcn_* keys lay them out)"},
+    {"shard_optimizer_over_data", "false", "ZeRO-1 optimizer sharding over the data axis (ici_fsdp_parallelism shards "
+                                           "parameters and optimizer state together)"},
+    {"expert_shard_attention_option", "fsdp", "the expert axis acting as context parallelism"},
     {"num_layers_per_pipeline_stage", "1", "pipeline parallelism"},
     {"num_pipeline_repeats", "-1", "pipeline parallelism"},
     {"num_pipeline_microbatches", "-1", "pipeline parallelism"},
@@ -532,11 +818,133 @@ static const struct {
     {"pipeline_delay_activation_forwarding", "false", "pipeline parallelism"},
     {"pipeline_fsdp_ag_once", "false", "pipeline parallelism"},
     {"quantization", "", "quantized training (AQT, fp8)"},
+    {"use_qwix_quantization", "false", "quantized training (Qwix)"},
+    {"checkpoint_is_quantized", "false", "quantized checkpoints"},
+    {"save_quantized_params_path", "", "quantized checkpoints"},
     {"quantize_kvcache", "false", "a quantized KV cache"},
+    {"model_call_mode", "", "an inference-only model call"},
     {"dropout_rate", "0", "dropout in the base model"},
     {"capacity_factor", "-1", "MoE token dropping (every routed token is computed)"},
     {"use_multimodal", "false", "multimodal inputs"},
+    {"use_audio", "false", "multimodal inputs"},
+    {"use_audio_in_video", "false", "multimodal inputs"},
+    {"use_mrope", "false", "multimodal RoPE"},
     {"reuse_example_batch", "0", "reusing one batch for every step"},
+    {"global_parameter_scale", "1", "scaling the model by a power of 2 (set base_emb_dim, base_num_query_heads, "
+                                    "base_num_kv_heads, base_mlp_dim, base_num_decoder_layers or head_dim instead)"},
+    {"mlp_activations", "[gelu,linear]", "a feed-forward other than Gemma's GeGLU (gelu times linear)"},
+    {"mlp_activations_limit", "-1", "clamping the feed-forward's activations"},
+    {"mlp_bias", "false", "feed-forward biases"},
+    {"logits_via_embedding", "true", "an output projection apart from the embedding (Gemma's logits use the tied "
+                                     "embedding)"},
+    {"normalize_embedding_logits", "false", "logits divided by sqrt(base_emb_dim) (gemtrain's logits are the tied "
+                                            "embedding's product, unscaled, as Hugging Face's Gemma)"},
+    {"logits_dot_in_fp32", "false", "a float32 logits matmul alone (matmul_precision=high makes every matmul float32)"},
+    {"activations_in_float32", "false", "float32 activations alone (dtype=float32 computes everything in float32)"},
+    {"grad_dtype", "float32", "gradients in another dtype (they are float32)"},
+    {"float32_weight_sum", "true", "summing the experts' weighted outputs below float32"},
+    {"mtp_num_layers", "0", "multi-token prediction"},
+    {"use_random_routing", "false", "random MoE routing"},
+    {"norm_topk_prob", "true", "top-k routing weights left unnormalised (gemtrain divides them by their sum, as Gemma "
+                               "4)"},
+    {"first_num_dense_layers", "0", "dense layers before the MoE ones (every layer of a Gemma 4 MoE model has "
+                                    "experts)"},
+    {"interleave_moe_layer_step", "1", "MoE on every n-th layer only (every layer of a Gemma 4 MoE model has "
+                                       "experts)"},
+    {"routed_scaling_factor", "1", "scaling of the routed experts' weights (DeepSeek's)"},
+    {"routed_score_func", "", "a routing score other than the softmax"},
+    {"routed_bias", "false", "a learned routing bias"},
+    {"routed_bias_update_rate", "0", "a learned routing bias"},
+    {"n_routing_groups", "-1", "group-limited routing (DeepSeek's)"},
+    {"topk_routing_group", "-1", "group-limited routing (DeepSeek's)"},
+    {"attention_type", "global", "one attention kind for every layer (layer_pattern sets each layer's: L local, G "
+                                 "global)"},
+    {"attention_bias", "false", "biases on the query, key and value projections"},
+    {"attention_sink", "false", "attention sinks"},
+    {"chunk_attn_window_size", "0", "chunked attention (Llama 4's)"},
+    {"attn_logits_soft_cap", "0", "soft-capping of the attention logits (Gemma 2's)"},
+    {"use_post_attn_norm", "true", "layers without the post-attention norm (Gemma's layers always have it)"},
+    {"use_post_ffw_norm", "true", "layers without the post-feed-forward norm (Gemma's layers always have it)"},
+    {"use_qk_norm", "false", "Llama 4's query/key L2 norm after RoPE (Gemma's query/key RMSNorm before RoPE is "
+                             "always on)"},
+    {"nope_layer_interval", "-1", "layers without RoPE (Llama 4's)"},
+    {"temperature_tuning", "false", "attention temperature tuning (Llama 4's)"},
+    {"use_max_logit_estimate", "-1", "a fixed max-logit estimate in the attention softmax"},
+    {"moba", "false", "mixture of block attention (MoBA)"},
+    {"use_sparse_indexer", "false", "DeepSeek's sparse attention indexer"},
+    {"mhc_expansion_rate", "0", "hyper-connections (DeepSeek's mHC)"},
+    {"trainable_position_size", "-1", "learned position embeddings (GPT-3's)"},
+    {"use_untrainable_positional_embedding", "false", "sinusoidal position embeddings"},
+    {"rope_type", "default", "llama3.1 and yarn RoPE scaling (rope_linear_scaling_factor scales the global layers' "
+                             "positions)"},
+    {"rope_min_timescale", "1", "a RoPE minimum timescale other than 1 (rope_max_timescale and "
+                                "local_rope_max_timescale are the bases)"},
+    {"partial_rotary_factor", "1", "partial RoPE set by this key (Qwen3-Next's; gemtrain's are global_rope_proportion "
+                                   "and local_rope_proportion)"},
+    {"decoder_layer_input", "device", "offloading a layer's input (it is the remat boundary, always kept)"},
+    {"mlpwi", "remat", "a remat choice for the fused gate-and-up projection (gemtrain's are mlpwi_0 and mlpwi_1)"},
+    {"qkv_proj", "remat", "a remat choice for the fused query/key/value projection (gemtrain's are query_proj, "
+                          "key_proj and value_proj)"},
+    {"record_internal_nn_metrics", "0", "recording internal activation statistics"},
+    {"profile_periodically_period", "-1", "profiling every n steps (profiler=trace records profiler_steps steps "
+                                          "once)"},
+    {"enable_continuous_checkpointing", "false", "continuous checkpointing (checkpoint_period sets when checkpoints "
+                                                 "are written)"},
+    {"enable_multi_tier_checkpointing", "false", "multi-tier checkpointing"},
+    {"enable_emergency_checkpoint", "false", "emergency checkpoints (a SIGTERM checkpoints, docs/checkpoints.md)"},
+    {"lora_input_adapters_path", "", "serving several LoRA adapters (lora_restore_path starts training from one PEFT "
+                                     "adapter)"},
+    {"chat_template_path", "", "a chat template file (chat_template chooses gemtrain's built-in templates)"},
+    {"tokenizer_type", "huggingface", "a sentencepiece or tiktoken tokenizer (tokenizer_path is a Hugging Face "
+                                      "tokenizer.json)"},
+    {"add_bos", "true", "documents without <bos> (every document starts with it, docs/data.md)"},
+    {"add_eos", "true", "documents without <eos> (every document ends with it, docs/data.md)"},
+    {"generate_padding_batch_train", "false", "padding batches"},
+    {"generate_padding_batch_eval", "false", "padding batches"},
+    {"max_segments_per_seq", "-1", "a limit on the documents packed into one sequence"},
+    {"expansion_factor_real_data", "-1", "loading data on some hosts only"},
+    {"eval_per_device_batch_size", "0", "an eval batch size of its own (an eval batch is the training batch's size; "
+                                        "eval_steps sets how many)"},
+    {"enable_rampup_batch_size", "false", "batch-size ramp-up"},
+    {"multi_sampling", "false", "several samples per prompt"},
+    {"return_log_prob", "false", "log-probabilities in decode's output"},
+    {"load_from_prefill_dir", "false", "a prefill read from a directory"},
+    {"prefill_cache_dir", "", "a prefill read from a directory"},
+    {"autoregressive_decode_assert", "", "checking decode's output against a given text"},
+};
+
+/* MaxText keys of what gemtrain does differently, where no value of the key
+ * would say what gemtrain does (a TFDS or Hugging Face Hub dataset, Grain's
+ * file lists): refused, whatever the value, naming gemtrain's way when it
+ * has one. */
+#define GT__LOCAL_DATA "gemtrain reads local files: dataset_type and dataset_path (docs/data.md)"
+static const char *const gt__unimplemented_keys[][2] = {
+    {"dataset_name", GT__LOCAL_DATA},
+    {"eval_dataset_name", GT__LOCAL_DATA},
+    {"train_split", GT__LOCAL_DATA},
+    {"eval_split", GT__LOCAL_DATA},
+    {"hf_path", GT__LOCAL_DATA},
+    {"hf_name", GT__LOCAL_DATA},
+    {"hf_data_dir", GT__LOCAL_DATA},
+    {"hf_eval_split", GT__LOCAL_DATA},
+    {"hf_access_token", GT__LOCAL_DATA},
+    {"hf_train_files", "gemtrain's is dataset_path"},
+    {"grain_train_files", "gemtrain's is dataset_path"},
+    {"hf_eval_files", "gemtrain's is eval_dataset_path"},
+    {"grain_eval_files", "gemtrain's is eval_dataset_path"},
+    {"grain_train_mixture_config_path", GT__LOCAL_DATA},
+    {"grain_file_type", GT__LOCAL_DATA},
+    {"grain_packing_type", "packing=true packs documents into sequences (docs/data.md)"},
+    {"eval_data_columns", "eval data is read with train_data_columns"},
+    {"tokenize_train_data", "dataset_type says what the files hold: text and jsonl are tokenized, tokens (.gtok "
+                            "shards) are not"},
+    {"tokenize_eval_data", "dataset_type says what the files hold: text and jsonl are tokenized, tokens (.gtok "
+                           "shards) are not"},
+    {"use_truncation", "packing and overlong_records decide what becomes of a long document (docs/data.md)"},
+    {"use_chat_template", "use_sft chat records are always rendered with chat_template's template"},
+    {"num_epoch", "steps counts optimizer steps; the data repeats epoch after epoch (the run's 'order:' line gives "
+                  "the rows per epoch)"},
+    {"max_prefill_predict_length", "gemtrain decode prefills the whole prompt"},
 };
 
 /* Hugging Face Trainer / TRL / PEFT names and what gemtrain calls the same
@@ -602,65 +1010,116 @@ static int gt__unsupported_at(const char *key) {
   return -1;
 }
 
-/* A value that leaves a feature off: the same number, or the same word
- * (true/false in any case; 1/0 for booleans). */
+static const char *gt__unimplemented_hint(const char *key) {
+  for (size_t i = 0; i < sizeof gt__unimplemented_keys / sizeof gt__unimplemented_keys[0]; i++)
+    if (!strcmp(key, gt__unimplemented_keys[i][0])) return gt__unimplemented_keys[i][1];
+  return NULL;
+}
+
+/* A list as text without its brackets, quotes and blanks: "[\"gelu\",
+ * 'linear']" and "gelu, linear" are both "gelu,linear". */
+static void gt__list_words(const char *v, char *buf, size_t n) {
+  size_t j = 0;
+  for (; *v && j + 1 < n; v++)
+    if (!strchr("[]'\" \t", *v)) buf[j++] = *v;
+  buf[j] = '\0';
+}
+
+/* A value that matches what gemtrain does: the same number, the same word
+ * (in any case; true/false also as 1/0, and an empty value as false), or
+ * for a [list] the same items in the same order. */
 static int gt__is_off_value(const char *off, const char *v) {
   while (isspace((unsigned char)*v)) v++;
+  if (off[0] == '[') {
+    char a[128], b[128];
+    gt__list_words(off, a, sizeof a);
+    gt__list_words(v, b, sizeof b);
+    return !strcasecmp(a, b);
+  }
   char *e1, *e2;
   double a = strtod(off, &e1), b = strtod(v, &e2);
   if (*off && *v && !*e1 && !*e2) return a == b;
   if (!strcasecmp(off, "false")) return !strcasecmp(v, "false") || !strcmp(v, "0") || !*v;
+  if (!strcasecmp(off, "true")) return !strcasecmp(v, "true") || !strcmp(v, "1");
   return !strcasecmp(off, v);
 }
 
 void gt_config_add_note(gt_config *cfg, const char *fmt, ...) {
   size_t n = strlen(cfg->notes);
-  if (n + 2 >= sizeof cfg->notes) return;
   va_list ap;
   va_start(ap, fmt);
   char line[512];
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   if (strstr(cfg->notes, line)) return; /* the same key in two layers: one note */
+  /* a MaxText file may bring more notes than fit: the last line that fits
+   * says so rather than a note being cut off or dropped unsaid */
+  static const char more[] = "config: more notes left out (more MaxText keys accepted and ignored)\n";
+  if (strstr(cfg->notes, more)) return;
+  if (n + strlen(line) + 1 + sizeof more >= sizeof cfg->notes) {
+    snprintf(cfg->notes + n, sizeof cfg->notes - n, "%s", more);
+    return;
+  }
   snprintf(cfg->notes + n, sizeof cfg->notes - n, "%s\n", line);
 }
 
 /* A key outside the table that is still known: a no-op MaxText key (noted,
- * GT_OK), an unsupported feature (off: noted, GT_OK; on: refused). Returns
- * -1 when the key is neither. */
+ * GT_OK), an unsupported feature (at gemtrain's value: noted, GT_OK;
+ * otherwise refused), a MaxText key gemtrain does not implement (refused).
+ * value NULL: a lookup, not a setting. Returns -1 when the key is none of
+ * these. */
 static int gt__foreign_key(gt_config *cfg, const char *key, const char *value, const char *source, gt_err *err,
                            gt_rc *rc) {
   const char *why = gt__noop_why(key);
+  if (why && !value) {
+    *rc = gt_err_set(err, GT_ERR_CONFIG, "config: MaxText key '%s' (in %s) has no effect in gemtrain (%s); it has no value",
+                     key, source, why);
+    return 1;
+  }
   if (why) {
     gt_config_add_note(cfg, "config: MaxText key '%s' has no effect here (%s); accepted and ignored", key, why);
     *rc = GT_OK;
     return 1;
   }
+  const char *hint = gt__unimplemented_hint(key);
+  if (hint) {
+    *rc = gt_err_set(err, GT_ERR_CONFIG, "config: '%s' (in %s) is a MaxText key gemtrain does not implement (%s); remove it",
+                     key, source, hint);
+    return 1;
+  }
   int u = gt__unsupported_at(key);
   if (u < 0) return -1;
-  if (value && gt__is_off_value(gt__unsupported_keys[u].off, value)) {
-    gt_config_add_note(cfg, "config: MaxText key '%s' = %s leaves %s off; accepted and ignored", key,
-                       *value ? value : "''", gt__unsupported_keys[u].what);
+  const char *off = gt__unsupported_keys[u].off, *q = off[0] ? "" : "'";
+  if (!value) {
+    *rc = gt_err_set(err, GT_ERR_CONFIG,
+                     "config: MaxText key '%s' (in %s) is not one of gemtrain's: it does not support %s (the key is "
+                     "accepted only as %s%s%s)",
+                     key, source, gt__unsupported_keys[u].what, q, off, q);
+    return 1;
+  }
+  if (gt__is_off_value(off, value)) {
+    gt_config_add_note(cfg, "config: MaxText key '%s' = %s matches gemtrain, which does not support %s; accepted and "
+                            "ignored",
+                       key, *value ? value : "''", gt__unsupported_keys[u].what);
     *rc = GT_OK;
     return 1;
   }
   *rc = gt_err_set(err, GT_ERR_CONFIG,
                    "config: MaxText key '%s' = '%s' (in %s) asks for %s, which gemtrain does not support; remove "
                    "it (or set it to %s%s%s)",
-                   key, value ? value : "", source, gt__unsupported_keys[u].what,
-                   gt__unsupported_keys[u].off[0] ? "" : "'", gt__unsupported_keys[u].off,
-                   gt__unsupported_keys[u].off[0] ? "" : "'");
+                   key, value, source, gt__unsupported_keys[u].what, q, off, q);
   return 1;
 }
 
+/* A key outside the table. A MaxText or Hugging Face name is answered as
+ * what it is; only a name neither knows gets the edit-distance guess. */
 static gt_rc gt__unknown_key(const char *key, const char *source, gt_err *err) {
   for (size_t i = 0; i < sizeof gt__hf_names / sizeof gt__hf_names[0]; i++)
     if (!strcmp(key, gt__hf_names[i][0]))
       return gt_err_set(err, GT_ERR_CONFIG, "config: unknown key '%s' (in %s); gemtrain's name for it is %s", key,
                         source, gt__hf_names[i][1]);
-  if (gt__unsupported_at(key) >= 0)
-    return gt_err_set(err, GT_ERR_CONFIG, "config: MaxText key '%s' (in %s) asks for %s, which gemtrain does not support",
-                      key, source, gt__unsupported_keys[gt__unsupported_at(key)].what);
+  gt_rc rc;
+  if (gt__foreign_key(NULL, key, NULL, source, err, &rc) >= 0) return rc;
   const char *near = gt__nearest_key(key);
   if (near)
     return gt_err_set(err, GT_ERR_CONFIG, "config: unknown key '%s' (in %s); did you mean '%s'?",
@@ -972,6 +1431,25 @@ static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, s
   return GT_OK;
 }
 
+/* A list or map under a MaxText key outside the table, as text the key's
+ * check can compare: a list of scalars as "[a,b]" (mlp_activations), null as
+ * "", anything nested as "[...]". */
+static void gt__foreign_list_text(const cJSON *it, char *buf, size_t n) {
+  snprintf(buf, n, "%s", cJSON_IsNull(it) ? "" : "[...]");
+  if (!cJSON_IsArray(it)) return;
+  size_t o = (size_t)snprintf(buf, n, "[");
+  const cJSON *e;
+  cJSON_ArrayForEach(e, it) {
+    char one[64];
+    if (cJSON_IsString(e)) snprintf(one, sizeof one, "%s", e->valuestring);
+    else if (cJSON_IsNumber(e)) snprintf(one, sizeof one, "%.17g", e->valuedouble);
+    else return (void)snprintf(buf, n, "[...]");
+    o += (size_t)snprintf(buf + o, o < n ? n - o : 0, "%s%s", o > 1 ? "," : "", one);
+  }
+  if (o + 2 > n) return (void)snprintf(buf, n, "[...]");
+  snprintf(buf + o, n - o, "]");
+}
+
 static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, uint8_t *seen,
                             gt_err *err) {
   const cJSON *it;
@@ -982,7 +1460,9 @@ static gt_rc gt__apply_json(gt_config *cfg, const cJSON *obj, const char *path, 
      * logical_axis_rules): it is judged by name, and by value when a
      * scalar says whether its feature is off */
     if (!gt_config_key(it->string) && (cJSON_IsArray(it) || cJSON_IsObject(it) || cJSON_IsNull(it))) {
-      if (gt__foreign_key(cfg, it->string, cJSON_IsNull(it) ? "" : "[...]", path, err, &rc) < 0)
+      char items[256];
+      gt__foreign_list_text(it, items, sizeof items);
+      if (gt__foreign_key(cfg, it->string, items, path, err, &rc) < 0)
         return gt__unknown_key(it->string, path, err);
       if (rc) return rc;
       continue;
