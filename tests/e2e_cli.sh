@@ -7,7 +7,8 @@
 # wins over it; an unknown option is refused with exit 2 wherever it stands,
 # by the command's name; convert's usage errors print its help on stderr;
 # train --help lists the configuration keys; gemtrain --help lists each
-# command once. Nothing here trains: at most one step of gemma3-tiny.
+# command once; a dump_config=true dump given back as the config file
+# trains. Nothing here trains more than one step of gemma3-tiny.
 # Usage: e2e_cli.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -79,6 +80,14 @@ echo '{"steps": 5, "learning_rate": 0.002}' > "$work/c.json"
 "$bin" train dump_config=true steps=7 "$work/c.json" > "$work/dump.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d['steps'], d['learning_rate']) == (7, 0.002), d" \
   "$work/dump.json" || fail "train steps=7 c.json: key=value does not win over the file, or the file was not read"
+
+# a dump given back as the config file trains: the dump says dump_config false
+"$bin" train "${tiny[@]}" steps=1 eval_interval=-1 sample_tokens=0 enable_checkpointing=false \
+  "base_output_directory=$work/runs" run_name=from_dump dump_config=true > "$work/tiny_dump.json"
+grep -q '"dump_config":[[:space:]]*false' "$work/tiny_dump.json" || fail "the dump says dump_config true"
+"$bin" train "$work/tiny_dump.json" > "$work/from_dump.txt" 2>&1 || fail "train <dump>: $(tail -3 "$work/from_dump.txt")"
+! grep -q '"dump_config"' "$work/from_dump.txt" || fail "train <dump> printed the configuration again"
+[ "$(wc -l < "$work/runs/from_dump/metrics.jsonl")" -ge 1 ] || fail "train <dump> trained no step"
 
 # sweep: options and the sweep file after key=value
 cat > "$work/tiny.json" <<'EOF'

@@ -34,7 +34,8 @@ static const gt_key_spec gt__keys[] = {
     {"base_output_directory", GT_KEY_STR, F(base_output_directory), 0, 0, NULL,
      "where run directories are created"},
     {"dump_config", GT_KEY_BOOL, F(dump_config), 0, 1, NULL,
-     "print the resolved configuration as JSON and exit"},
+     "print the resolved configuration as JSON and exit (the JSON says dump_config false, so given back as the "
+     "config file it trains)"},
     {"init_weights_seed", GT_KEY_INT, F(init_weights_seed), 0, 2147483647, NULL,
      "seed of the parameter initialisation"},
     {"data_shuffle_seed", GT_KEY_INT, F(data_shuffle_seed), 0, 2147483647, NULL,
@@ -2077,7 +2078,10 @@ char *gt_config_to_json(const gt_config *cfg) {
         cJSON_AddNumberToObject(o, k->name, *(const double *)field);
         break;
       case GT_KEY_BOOL:
-        cJSON_AddBoolToObject(o, k->name, *(const int *)field);
+        /* dump_config is what asked for this text, not part of the run it
+         * describes: written true, the dump fed back as a config file would
+         * print itself again instead of training */
+        cJSON_AddBoolToObject(o, k->name, strcmp(k->name, "dump_config") ? *(const int *)field : 0);
         break;
       default:
         cJSON_AddStringToObject(o, k->name, field);
