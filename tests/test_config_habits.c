@@ -314,6 +314,44 @@ START_TEST(test_notes_overflow_said) {
 }
 END_TEST
 
+/* A key set twice: in one file (also as a key and its MaxText alias) it is
+ * refused; on the command line the last wins, said in a note. */
+START_TEST(test_key_set_twice) {
+  gt_config c;
+  gt_err e;
+  static const char *files[][2] = {
+      {"alias.json", "{\"lora_restore_path\": \"/a\", \"hf_lora_adapter_path\": \"/b\"}"},
+      {"alias.yml", "hf_lora_adapter_path: /b\nsteps: 3\nlora_restore_path: /a\n"},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    char *p = write_file(files[i][0], files[i][1]);
+    ck_assert_int_eq(load1(&c, p, NULL, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, "'lora_restore_path'") && strstr(e.msg, "'hf_lora_adapter_path'") &&
+                      strstr(e.msg, "set the same key") && strstr(e.msg, files[i][0]),
+                  "%s", e.msg);
+    free(p);
+  }
+  const char *ov[] = {"learning_rate=0.1", "steps=4", "learning_rate=0.001"};
+  gt_err_clear(&e);
+  ck_assert_int_eq(gt_config_load(&c, CFG_DIR, NULL, 3, ov, &e), GT_OK);
+  ck_assert(c.learning_rate == 0.001);
+  ck_assert_str_eq(c.notes,
+                   "config: key 'learning_rate' is set 2 times (in the command line); the last, 'learning_rate=0.001', "
+                   "is used\n");
+  const char *al[] = {"lora_restore_path=/a", "hf_lora_adapter_path=/b", "enable_lora=true"};
+  gt_err_clear(&e);
+  ck_assert_msg(gt_config_load(&c, CFG_DIR, NULL, 3, al, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(c.lora_restore_path, "/b");
+  ck_assert_ptr_nonnull(strstr(c.notes, "key 'lora_restore_path' is set 2 times (in the command line); the last, "
+                                        "'hf_lora_adapter_path=/b', is used"));
+  /* a file's key and the command line's are layers, not a repeat */
+  char *p = write_file("lr.json", "{\"learning_rate\": 0.1}");
+  ck_assert_int_eq(load1(&c, p, "learning_rate=0.2", &e), GT_OK);
+  ck_assert_str_eq(c.notes, "");
+  free(p);
+}
+END_TEST
+
 START_TEST(test_hugging_face_names_suggested) {
   gt_config c;
   gt_err e;
@@ -465,6 +503,7 @@ Suite *habits_suite(void) {
   tcase_add_test(tc, test_maxtext_keys_never_guessed);
   tcase_add_test(tc, test_maxtext_keys_of_other_features);
   tcase_add_test(tc, test_notes_overflow_said);
+  tcase_add_test(tc, test_key_set_twice);
   tcase_add_test(tc, test_hugging_face_names_suggested);
   tcase_add_test(tc, test_yaml_reads_as_json);
   tcase_add_test(tc, test_yaml_refusals_name_the_line);

@@ -385,9 +385,15 @@ static const char *const gt__aliases[][2] = {
     {"hf_lora_adapter_path", "lora_restore_path"},
 };
 
-const gt_key_spec *gt_config_key(const char *name) {
+/* The name a key is set by: the table's for an alias, else name itself. */
+static const char *gt__canonical(const char *name) {
   for (size_t a = 0; a < sizeof gt__aliases / sizeof gt__aliases[0]; a++)
-    if (!strcmp(name, gt__aliases[a][0])) name = gt__aliases[a][1];
+    if (!strcmp(name, gt__aliases[a][0])) return gt__aliases[a][1];
+  return name;
+}
+
+const gt_key_spec *gt_config_key(const char *name) {
+  name = gt__canonical(name);
   for (int i = 0; i < GT__NKEYS; i++)
     if (strcmp(gt__keys[i].name, name) == 0) return &gt__keys[i];
   return NULL;
@@ -1349,14 +1355,22 @@ gt_rc gt_config_get_text(const gt_config *cfg, const char *key, char *buf, size_
 /* ---------- JSON layers ---------- */
 
 /* cJSON keeps every member of an object, so a key written twice was applied
- * twice and the last one won without a word. where names the file or text
- * ("'path'", "point 2"). */
+ * twice and the last one won without a word; so would a key and its alias
+ * (lora_restore_path and MaxText's hf_lora_adapter_path), which are compared
+ * as the one key they set. where names the file or text ("'path'",
+ * "point 2"). */
 static gt_rc gt__no_duplicate_keys(const cJSON *obj, const char *where, gt_err *err) {
   for (const cJSON *a = obj->child; a; a = a->next)
-    for (const cJSON *b = a->next; b; b = b->next)
-      if (a->string && b->string && !strcmp(a->string, b->string))
+    for (const cJSON *b = a->next; b; b = b->next) {
+      if (!a->string || !b->string || strcmp(gt__canonical(a->string), gt__canonical(b->string))) continue;
+      if (!strcmp(a->string, b->string))
         return gt_err_set(err, GT_ERR_CONFIG, "config: key '%s' appears twice in %s; set each key once", a->string,
                           where);
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "config: keys '%s' and '%s' in %s set the same key, '%s' (the other is its MaxText name); set "
+                        "it once",
+                        a->string, b->string, where, gt__canonical(a->string));
+    }
   return GT_OK;
 }
 
@@ -1365,9 +1379,17 @@ static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
   size_t n;
   gt_rc rc = gt_read_file(path, "config: file", &buf, &n, err);
   if (rc) return rc;
+  char quoted[GT_STR_PATH + 8];
+  snprintf(quoted, sizeof quoted, "'%s'", path);
   if (gt_config_path_is_yaml(path)) { /* MaxText's form of the same keys */
     rc = gt_config_parse_yaml(buf, n, path, out, err);
     free(buf);
+    /* (a name written twice is refused at its line; a key and its alias
+     * here) */
+    if (!rc && (rc = gt__no_duplicate_keys(*out, quoted, err))) {
+      cJSON_Delete(*out);
+      *out = NULL;
+    }
     return rc;
   }
   /* a NUL byte would end the text cJSON sees: what follows it would be
@@ -1386,8 +1408,6 @@ static gt_rc gt__read_json(const char *path, cJSON **out, gt_err *err) {
     cJSON_Delete(j);
     return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' must hold a JSON object of key: value", path);
   }
-  char quoted[GT_STR_PATH + 8];
-  snprintf(quoted, sizeof quoted, "'%s'", path);
   if ((rc = gt__no_duplicate_keys(j, quoted, err))) {
     cJSON_Delete(j);
     return rc;
@@ -1569,6 +1589,32 @@ static gt_rc gt__split_override(const char *ov, char *key, size_t kn, const char
   return GT_OK;
 }
 
+/* A key=value whose key an earlier one set too (also by an alias). Not
+ * refused: scripts pass a shared list of keys, then the keys one run
+ * changes, and the later wins as on MaxText's command line. But said once,
+ * at the last of them, so a slip (learning_rate=0.1 ... learning_rate=0.001)
+ * is seen. */
+static void gt__note_repeated(gt_config *cfg, const char *const *ov, int n, int i, const char *key,
+                              const char *source) {
+  const gt_key_spec *k = gt_config_key(key);
+  if (!k) return;
+  int times = 1;
+  for (int j = 0; j < n; j++) {
+    if (j == i) continue;
+    const char *eq = strchr(ov[j], '=');
+    char other[128];
+    if (!eq || (size_t)(eq - ov[j]) >= sizeof other) continue;
+    memcpy(other, ov[j], (size_t)(eq - ov[j]));
+    other[eq - ov[j]] = '\0';
+    if (gt_config_key(other) != k) continue;
+    if (j > i) return; /* said at the last one */
+    times++;
+  }
+  if (times > 1)
+    gt_config_add_note(cfg, "config: key '%s' is set %d times (in %s); the last, '%s', is used", k->name, times,
+                       source, ov[i]);
+}
+
 gt_rc gt_config_load(gt_config *cfg, const char *config_dir, const char *user_file, int n_overrides,
                      const char *const *overrides, gt_err *err) {
   return gt_config_load_from(cfg, config_dir, user_file, n_overrides, overrides, "the command line", err);
@@ -1639,6 +1685,7 @@ gt_rc gt_config_load_from(gt_config *cfg, const char *config_dir, const char *us
     if ((rc = gt__split_override(overrides[i], key, sizeof key, &value, source, err))) goto done;
     if ((rc = gt_config_set(cfg, key, value, source, err))) goto done;
     gt__mark_user_set(cfg, key);
+    gt__note_repeated(cfg, overrides, n_overrides, i, key, source);
   }
   rc = gt_config_validate(cfg, err);
 done:
