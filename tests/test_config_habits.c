@@ -414,6 +414,59 @@ START_TEST(test_yaml_reads_as_json) {
 }
 END_TEST
 
+/* The forms MaxText's own YAML files use: digit separators (YAML 1.1's
+ * 10_000), None for a key whose MaxText default is None, and a list for
+ * train_data_columns. */
+START_TEST(test_yaml_maxtext_forms) {
+  gt_config c;
+  gt_err e;
+  char *y = write_file("forms.yml",
+                       "checkpoint_period: 12_345\n"
+                       "learning_rate: 0.000_3\n"
+                       "steps: 1_000\n"
+                       "max_num_checkpoints_to_keep: None\n"
+                       "train_data_columns: ['text']\n"
+                       "run_name: '2024_01_05'\n"
+                       "checkpoint_storage_target_data_file_size_bytes: 2_147_483_648\n");
+  ck_assert_msg(load1(&c, y, "max_num_checkpoints_to_keep=None", &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(c.checkpoint_period, 12345);
+  ck_assert(c.learning_rate == 0.0003);
+  ck_assert_int_eq(c.steps, 1000);
+  ck_assert_int_eq(c.max_num_checkpoints_to_keep, 0);
+  ck_assert_str_eq(c.train_data_columns, "text");
+  ck_assert_str_eq(c.run_name, "2024_01_05");
+  free(y);
+  /* None is MaxText's keep-all, 0 here, over an earlier count; JSON's null too */
+  ck_assert_int_eq(gt_config_set(&c, "max_num_checkpoints_to_keep", "5", "t", &e), GT_OK);
+  ck_assert_int_eq(gt_config_set(&c, "max_num_checkpoints_to_keep", "None", "t", &e), GT_OK);
+  ck_assert_int_eq(c.max_num_checkpoints_to_keep, 0);
+  y = write_file("null.json", "{\"max_num_checkpoints_to_keep\": null, \"steps\": 3}");
+  ck_assert_msg(load1(&c, y, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(c.max_num_checkpoints_to_keep, 0);
+  free(y);
+  /* several columns are the comma-separated text */
+  y = write_file("cols.yml", "train_data_columns:\n  - prompt\n  - completion\n");
+  ck_assert_msg(load1(&c, y, NULL, &e) == GT_OK, "%s", e.msg);
+  ck_assert_str_eq(c.train_data_columns, "prompt,completion");
+  free(y);
+  /* what stays refused: None for a key with no None, a separator in text,
+   * a column list that is not plain names */
+  static const char *bad[][2] = {
+      {"steps: None\n", "key 'steps' expects an integer, got 'None'"},
+      {"run_name: 2024_01_05\n", "line 1: a plain value YAML reads as a number written with '_' separators"},
+      {"train_data_columns: ['a,b']\n", "must be a list of field names"},
+      {"train_data_columns: []\n", "train_data_columns"},
+      {"checkpoint_period: 1__0x\n", "expects an integer"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    y = write_file("bad.yml", bad[i][0]);
+    ck_assert_int_eq(load1(&c, y, NULL, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, bad[i][1]), "%s: %s", bad[i][0], e.msg);
+    free(y);
+  }
+}
+END_TEST
+
 START_TEST(test_yaml_refusals_name_the_line) {
   static const char *bad[][2] = {
       {"steps: 3\n\tlearning_rate: 1\n", "line 2"},
@@ -506,6 +559,7 @@ Suite *habits_suite(void) {
   tcase_add_test(tc, test_key_set_twice);
   tcase_add_test(tc, test_hugging_face_names_suggested);
   tcase_add_test(tc, test_yaml_reads_as_json);
+  tcase_add_test(tc, test_yaml_maxtext_forms);
   tcase_add_test(tc, test_yaml_refusals_name_the_line);
   tcase_add_test(tc, test_yaml_parser_values);
   tcase_add_test(tc, test_ctx_configure_names_its_overrides);

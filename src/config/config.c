@@ -49,7 +49,7 @@ static const gt_key_spec gt__keys[] = {
     {"save_checkpoint_on_completion", GT_KEY_BOOL, F(save_checkpoint_on_completion), 0, 1, NULL,
      "write a checkpoint after the last step"},
     {"max_num_checkpoints_to_keep", GT_KEY_INT, F(max_num_checkpoints_to_keep), 0, BIG, NULL,
-     "keep only the newest this many checkpoints (0: keep all)"},
+     "keep only the newest this many checkpoints (0: keep all; MaxText's None, or null, reads as 0)"},
     {"checkpoint_compression", GT_KEY_INT, F(checkpoint_compression), 0, 9, NULL,
      "zlib level for checkpoint tensors (0: stored raw)"},
     {"load_parameters_path", GT_KEY_STR, F(load_parameters_path), 0, 0, NULL,
@@ -240,8 +240,8 @@ static const gt_key_spec gt__keys[] = {
      "eval data of the same dataset_type (MaxText's hf_eval_files); empty: the held-out tail "
      "(eval_split_fraction) of dataset_path"},
     {"train_data_columns", GT_KEY_STR, F(train_data_columns), 0, 0, NULL,
-     "jsonl: the record fields read, comma-separated: one text field; with use_sft, one field of chat "
-     "messages or two fields, prompt then completion"},
+     "jsonl: the record fields read, comma-separated (in a config file also a list, as MaxText's ['text']): one "
+     "text field; with use_sft, one field of chat messages or two fields, prompt then completion"},
     {"packing", GT_KEY_BOOL, F(packing), 0, 1, NULL,
      "several documents share a sequence, each attending only within itself (false: one document per "
      "sequence, padded)"},
@@ -1246,9 +1246,29 @@ static void gt__num_text(double v, char *buf, size_t n) {
     snprintf(buf, n, "%.10g", v);
 }
 
+/* Keys whose MaxText default is None (`max_num_checkpoints_to_keep: None`
+ * in its base.yml), and the value that means the same here. A null value
+ * (YAML's null, ~ or None, JSON's null, or the text None or null) is read as
+ * it; for other keys null stays an empty value. */
+static const char *const gt__none_means[][2] = {
+    {"max_num_checkpoints_to_keep", "0"}, /* None: keep every checkpoint, as 0 here */
+};
+
+static const char *gt__none_means_for(const char *key) {
+  for (size_t i = 0; i < sizeof gt__none_means / sizeof gt__none_means[0]; i++)
+    if (!strcmp(key, gt__none_means[i][0])) return gt__none_means[i][1];
+  return NULL;
+}
+
+static const char *gt__none_value(const char *key, const char *value) {
+  const char *means = gt__none_means_for(key);
+  return means && (!*value || !strcmp(value, "None") || !strcmp(value, "null")) ? means : value;
+}
+
 gt_rc gt_config_set(gt_config *cfg, const char *key, const char *value, const char *source,
                     gt_err *err) {
   const gt_key_spec *k = gt_config_key(key);
+  if (k) value = gt__none_value(k->name, value);
   gt_rc frc;
   if (!k && gt__foreign_key(cfg, key, value, source, err, &frc) >= 0) return frc;
   if (!k) return gt__unknown_key(key, source, err);
@@ -1434,6 +1454,25 @@ static gt_rc gt__json_value_text(const cJSON *it, const char *path, char *buf, s
     snprintf(buf, n, "%s", t);
     cJSON_free(t);
     if (too_long) return gt_err_set(err, GT_ERR_CONFIG, "config: key 'stop' in '%s' is too long", path);
+  } else if (cJSON_IsNull(it) && it->string && gt_config_key(it->string) &&
+             gt__none_means_for(gt_config_key(it->string)->name)) {
+    snprintf(buf, n, "%s", "None"); /* gt_config_set reads it (gt__none_means) */
+  } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "train_data_columns")) {
+    /* MaxText's list form (train_data_columns: ['text']): the fields in
+     * order, as the comma-separated text the key reads */
+    size_t o = 0;
+    buf[0] = '\0';
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+      if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, ','))
+        return gt_err_set(err, GT_ERR_CONFIG,
+                          "config: key 'train_data_columns' in '%s' must be a list of field names (non-empty, "
+                          "without ',') or one comma-separated text",
+                          path);
+      o += (size_t)snprintf(buf + o, o < n ? n - o : 0, "%s%s", o ? "," : "", e->valuestring);
+    }
+    if (!o) return gt_err_set(err, GT_ERR_CONFIG, "config: key 'train_data_columns' in '%s' is an empty list", path);
+    if (o >= n) return gt_err_set(err, GT_ERR_CONFIG, "config: key 'train_data_columns' in '%s' is too long", path);
   } else if (cJSON_IsArray(it) && it->string && !strcmp(it->string, "trainable_parameters_mask")) {
     /* MaxText's list of expressions: joined by spaces, the key's separator */
     size_t o = 0;

@@ -9,8 +9,11 @@
  * empty object: only a key judged by its name alone takes one (MaxText's
  * logical_axis_rules, accepted with no effect). Scalars stay
  * text (the key table parses them; YAML's own typing would turn `1e-4`
- * into a string and `010` into 8); a quoted scalar is always a string.
- * `null`, `~` and a bare `key:` are an empty value. A `...` ends the
+ * into a string and `010` into 8), except that a number written with '_'
+ * separators (YAML 1.1's 10_000) loses them; a quoted scalar is always a
+ * string. `null`, `~` and a bare `key:` are an empty value (`None` is
+ * text to YAML; the key table reads it as null for a key whose MaxText
+ * default is None). A `...` ends the
  * document. Anything else (anchors, block scalars, several documents, a
  * plain value YAML would read as a mapping or a list entry) is refused at
  * its line rather than guessed at. */
@@ -28,6 +31,7 @@ typedef struct gt__yl {
   const char *path;
   int line;
   gt_err *err;
+  const char *key; /* the key whose value (or list) is being read */
 } gt__yl;
 
 /* Puts v where old is, under old's key (old is freed). */
@@ -68,6 +72,26 @@ static void gt__ystrip(char *s) {
   }
   size_t n = strlen(s);
   while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+}
+
+/* A plain scalar YAML 1.1 reads as a decimal number written with '_'
+ * between its digits (MaxText's files write 10_000 and 1_000_000): an
+ * optional sign, digits and '_' (a digit first), optionally '.' and more,
+ * optionally an exponent. Only such a scalar with a '_' in it. */
+static int gt__ynum_sep(const char *s) {
+  const char *p = s;
+  if (*p == '+' || *p == '-') p++;
+  if (!isdigit((unsigned char)*p)) return 0;
+  while (isdigit((unsigned char)*p) || *p == '_') p++;
+  if (*p == '.')
+    for (p++; isdigit((unsigned char)*p) || *p == '_';) p++;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  return !*p && strchr(s, '_');
 }
 
 /* One scalar starting at *p (blanks skipped), up to `stop` characters
@@ -117,6 +141,18 @@ static gt_rc gt__yscalar(const gt__yl *y, char **p, const char *stop, cJSON **ou
   *p = s;
   if (!quoted && (!strcmp(buf, "null") || !strcmp(buf, "~") || !strcmp(buf, "Null") || !strcmp(buf, "NULL")))
     buf[0] = '\0'; /* YAML's null: no value, as an empty string is here */
+  else if (!quoted && gt__ynum_sep(buf)) {
+    /* the number it is in YAML 1.1 (and to MaxText), without the '_'; a
+     * text key keeps what it reads as text, so there the form is refused */
+    const gt_key_spec *k = y->key ? gt_config_key(y->key) : NULL;
+    if (k && (k->type == GT_KEY_STR || k->type == GT_KEY_ENUM))
+      return gt__yfail(y, "a plain value YAML reads as a number written with '_' separators, for a key that holds "
+                          "text; quote it");
+    size_t j = 0;
+    for (size_t i = 0; buf[i]; i++)
+      if (buf[i] != '_') buf[j++] = buf[i];
+    buf[j] = '\0';
+  }
   else if (!quoted && n && strchr("{[&*!|>%@`", buf[0]))
     return gt__yfail(y, "a value of a kind not read here");
   /* YAML reads these as structure, not text (PyYAML refuses them here):
@@ -210,7 +246,7 @@ static gt_rc gt__yopaque(cJSON *obj, cJSON **list, const char *path, gt_err *err
 }
 
 gt_rc gt_config_parse_yaml(const char *text, size_t n, const char *path, cJSON **out, gt_err *err) {
-  gt__yl y = {path, 0, err};
+  gt__yl y = {path, 0, err, NULL};
   if (memchr(text, '\0', n)) return gt_err_set(err, GT_ERR_CONFIG, "config: '%s' holds a NUL byte; not YAML", path);
   char *buf = malloc(n + 1);
   cJSON *obj = cJSON_CreateObject();
@@ -278,6 +314,7 @@ gt_rc gt_config_parse_yaml(const char *text, size_t n, const char *path, cJSON *
         size_t kl = strlen(key);
         while (kl && key[kl - 1] == ' ') key[--kl] = '\0';
         while (*v == ' ') v++;
+        y.key = key; /* (buf holds it until the end) */
         if (!kl || !(isalpha((unsigned char)key[0]) || key[0] == '_'))
           rc = gt__yfail(&y, "a key must be a plain name");
         else if (cJSON_GetObjectItemCaseSensitive(obj, key)) {
