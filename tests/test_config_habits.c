@@ -81,9 +81,10 @@ START_TEST(test_unsupported_keys_refused_as_such) {
 }
 END_TEST
 
-/* Every top-level key of MaxText's src/MaxText/configs/base.yml
- * (AI-Hypercomputer/maxtext, the version whose last keys are
- * mhc_expansion_rate and sinkhorn_iterations), in its order. */
+/* Every top-level key of MaxText's base.yml (repository
+ * AI-Hypercomputer/maxtext, file MaxText/configs/base.yml under its src
+ * directory; the version whose last keys are mhc_expansion_rate and
+ * sinkhorn_iterations), in its order. */
 static const char maxtext_base_yml_keys[] =
     "run_name model_name override_model_config override_logical_axis_rules debug normalization_layer_epsilon "
     "load_parameters_path lora_input_adapters_path load_full_state_path enable_checkpointing "
