@@ -314,6 +314,32 @@ START_TEST(test_text_needs_byte_vocab) {
 }
 END_TEST
 
+/* Synthetic data has no records: the keys that shape records (use_sft,
+ * packing=false, use_dpo) are refused with it, not ignored. */
+START_TEST(test_synthetic_refuses_record_keys) {
+  static const struct {
+    const char *key, *want;
+  } cases[] = {
+      {"use_sft=true", "data: key 'use_sft' = true needs dataset_type=jsonl (prompt/completion or chat records); "
+                       "dataset_type is 'synthetic'"},
+      {"packing=false", "data: key 'packing' = false needs documents as records (dataset_type=jsonl); a 'synthetic' "
+                        "corpus is read as packed windows"},
+      {"use_dpo=true", "data: key 'use_dpo' = true needs dataset_type=jsonl"},
+  };
+  gt_mem mem;
+  gt_mem_init(&mem);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", "dataset_type=synthetic", "per_device_batch_size=2", cases[i].key, NULL);
+    gt_data d;
+    gt_err e;
+    ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, cases[i].want), "'%s' lacks '%s'", e.msg, cases[i].want);
+    ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  }
+}
+END_TEST
+
 /* ---------- documents ---------- */
 
 #define B4(ch) (4 + (ch))
@@ -1008,6 +1034,7 @@ int main(void) {
   tcase_add_test(tc, test_too_small_names_sizes);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
+  tcase_add_test(tc, test_synthetic_refuses_record_keys);
   tcase_add_test(tc, test_packed_documents_by_hand);
   tcase_add_test(tc, test_sft_masks);
   tcase_add_test(tc, test_jsonl_files_gzip_globs);

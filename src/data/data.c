@@ -215,12 +215,12 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     gt_data_close(d);
     return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for a batch of %lld tokens", (long long)N);
   }
-  if (c->use_dpo) {
-    gt_rc rc = gt__refuse_config(c, err);
-    if (rc) {
-      gt_data_close(d);
-      return rc;
-    }
+  /* before synthetic data returns: a key it cannot honour is refused, not
+   * ignored */
+  gt_rc rc = gt__refuse_config(c, err);
+  if (rc) {
+    gt_data_close(d);
+    return rc;
   }
   if (!strcmp(c->dataset_type, "synthetic")) {
     d->kind = 0;
@@ -232,11 +232,10 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     return GT_OK;
   }
   d->kind = 1;
-  gt_rc rc = gt__refuse_config(c, err);
   d->store = calloc(1, sizeof *d->store);
   d->train = calloc(1, sizeof *d->train);
   d->eval = calloc(1, sizeof *d->eval);
-  if (!rc && (!d->store || !d->train || !d->eval)) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
+  if (!d->store || !d->train || !d->eval) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
   if (!rc) rc = gt__store_open(d->store, c, c->dataset_path, 0, mem, err);
   if (!rc && c->eval_dataset_path[0]) {
     if (!(d->eval_store = calloc(1, sizeof *d->eval_store)))
