@@ -254,7 +254,9 @@ START_TEST(test_too_small_names_sizes) {
   gt_err e;
   /* 28 bytes and <bos>: 29 tokens, 2 held out, 27 for training: 2 rows of 11 */
   ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
-  ck_assert_msg(strstr(e.msg, "has 27 training tokens, fewer than one batch of 4 x 11"), "%s", e.msg);
+  ck_assert_msg(strstr(e.msg, "makes 2 training rows of 11 tokens (max_target_length + 1) of its 27 training tokens, "
+                              "fewer than one batch of 4"),
+                "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   /* enough to train on, too little held out for one eval sequence */
   FILE *f = fopen(p, "w");
@@ -266,6 +268,34 @@ START_TEST(test_too_small_names_sizes) {
   ck_assert_msg(strstr(e.msg, "leaves 5 tokens, fewer than one eval sequence of 11"), "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   free(p);
+}
+END_TEST
+
+/* Shards whose tokens would fill a batch but each shorter than a row (a
+ * row never spans two shards): the refusal gives the rows, not the
+ * tokens, and says why there are none. */
+START_TEST(test_short_shards_make_no_row) {
+  char *a = counting_shard("short_a.gtok", 10, 10, 0), *b = counting_shard("short_b.gtok", 10, 40, 1),
+       *c3 = counting_shard("short_c.gtok", 12, 70, 0);
+  char dp[2000];
+  snprintf(dp, sizeof dp, "dataset_path=%s,%s,%s", a, b, c3);
+  gt_config c;
+  /* 32 tokens, more than one batch of 2 x 11, in shards of 10, 10 and 12:
+   * one row (the 12-token shard's) */
+  cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, "max_target_length=10",
+      "per_device_batch_size=2", "eval_split_fraction=0", "eval_interval=-1", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "makes 1 training rows, fewer than one batch of 2: a row is 11 tokens "
+                              "(max_target_length + 1) of one shard, and each shard shorter than max_target_length + "
+                              "1 tokens makes no row (2 of the 3 shards with training tokens make none; 32 training "
+                              "tokens)"),
+                "%s", e.msg);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(a), free(b), free(c3);
 }
 END_TEST
 
@@ -1035,6 +1065,7 @@ int main(void) {
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
   tcase_add_test(tc, test_synthetic_refuses_record_keys);
+  tcase_add_test(tc, test_short_shards_make_no_row);
   tcase_add_test(tc, test_packed_documents_by_hand);
   tcase_add_test(tc, test_sft_masks);
   tcase_add_test(tc, test_jsonl_files_gzip_globs);

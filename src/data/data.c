@@ -278,11 +278,24 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
                  "data: '%s' makes %lld training rows of its %lld records, fewer than one batch of %d; use more "
                  "records or a smaller batch",
                  c->dataset_path, (long long)d->n_train_rows, (long long)d->store->n_rec, d->B);
-    else
+    else if (d->store->n_shards) {
+      /* a row never spans two shards: a shard shorter than a row adds
+       * tokens to the count and no row */
+      int with = 0;
+      for (int k = 0; k < d->store->n_shards && d->store->shard_tok0[k] < d->n_train; k++)
+        with += d->store->shard_tok0[k + 1] > d->store->shard_tok0[k];
       gt_err_set(err, GT_ERR_CONFIG,
-                 "data: '%s' has %lld training tokens, fewer than one batch of %d x %d; use a larger corpus or a "
-                 "smaller batch",
-                 c->dataset_path, (long long)d->n_train, d->B, d->T + 1);
+                 "data: '%s' makes %lld training rows, fewer than one batch of %d: a row is %d tokens "
+                 "(max_target_length + 1) of one shard, and each shard shorter than max_target_length + 1 tokens "
+                 "makes no row (%d of the %d shards with training tokens make none; %lld training tokens); use "
+                 "larger shards, a smaller max_target_length or a smaller batch",
+                 c->dataset_path, (long long)d->n_train_rows, d->B, d->T + 1, with - d->train->n_parts, with,
+                 (long long)d->n_train);
+    } else
+      gt_err_set(err, GT_ERR_CONFIG,
+                 "data: '%s' makes %lld training rows of %d tokens (max_target_length + 1) of its %lld training "
+                 "tokens, fewer than one batch of %d; use a larger corpus or a smaller batch",
+                 c->dataset_path, (long long)d->n_train_rows, d->T + 1, (long long)d->n_train, d->B);
     gt_data_close(d);
     return GT_ERR_CONFIG;
   }
