@@ -793,6 +793,76 @@ START_TEST(test_describe_train_tokens_apart_from_eval) {
 }
 END_TEST
 
+/* overlong_records=truncate: the train and eval figures count the tokens
+ * the rows read (a truncated record's first T + 1), and the description
+ * says what was cut from the training rows and from the eval rows. Byte
+ * tokens: a record "x...x" of n letters is <bos> n letters <eos>. */
+START_TEST(test_truncation_counts_kept_tokens) {
+  char *dir = gt_test_mkdtemp("trunc");
+  char *all = gt_test_path(dir, "all.jsonl"), *tr = gt_test_path(dir, "train.jsonl"),
+       *ev = gt_test_path(dir, "eval.jsonl");
+  /* T = 15, rows of 16: training records of 32, 4 and 6 x 5 tokens (the
+   * first loses 16); eval records of 22 (loses 6) and 3 */
+  const char *train_recs = "{\"text\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n{\"text\": \"ab\"}\n"
+                           "{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n"
+                           "{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n";
+  const char *eval_recs = "{\"text\": \"bbbbbbbbbbbbbbbbbbbb\"}\n{\"text\": \"x\"}\n";
+  char both[1000];
+  snprintf(both, sizeof both, "%s%s", train_recs, eval_recs);
+  gt_test_write_text(all, both);
+  gt_test_write_text(tr, train_recs);
+  gt_test_write_text(ev, eval_recs);
+  char p_all[700], p_tr[700], p_ev[700], want[2000];
+  snprintf(p_all, sizeof p_all, "dataset_path=%s", all);
+  snprintf(p_tr, sizeof p_tr, "dataset_path=%s", tr);
+  snprintf(p_ev, sizeof p_ev, "eval_dataset_path=%s", ev);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_config c;
+  const char *cut = "; training: 1 record truncated to 16 tokens, 16 tokens dropped; eval: 1 record truncated to 16 "
+                    "tokens, 6 tokens dropped (overlong_records=truncate)";
+  /* one file, the last 2 of its 10 records held out */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_all, "max_target_length=15", "per_device_batch_size=1",
+      "packing=false", "overlong_records=truncate", "eval_split_fraction=0.2", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train, 16 + 4 + 6 * 5);
+  ck_assert_int_eq(d.n_stream, 32 + 4 + 6 * 5 + 22 + 3);
+  snprintf(want, sizeof want, "data: jsonl '%s', 91 tokens in 10 records of 1 file (50 train, 19 eval)", all);
+  ck_assert_msg(strstr(gt_data_describe(&d), want), "'%s' lacks '%s'", gt_data_describe(&d), want);
+  ck_assert_msg(strstr(gt_data_describe(&d), cut), "'%s' lacks '%s'", gt_data_describe(&d), cut);
+  gt_data_close(&d);
+  /* the same records in eval_dataset_path: its truncation is reported too */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_tr, p_ev, "max_target_length=15", "per_device_batch_size=1",
+      "packing=false", "overlong_records=truncate", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train, 50);
+  snprintf(want, sizeof want, "data: jsonl '%s', 66 tokens in 8 records of 1 file (50 train; eval: '%s', 25 tokens)", tr,
+           ev);
+  ck_assert_msg(strstr(gt_data_describe(&d), want), "'%s' lacks '%s'", gt_data_describe(&d), want);
+  ck_assert_msg(strstr(gt_data_describe(&d), cut), "'%s' lacks '%s'", gt_data_describe(&d), cut);
+  gt_data_close(&d);
+  /* preference pairs: a pair is cut a side at a time; <bos> "p" and a
+   * response of n letters and <eos> are n + 3 tokens a side */
+  gt_test_write_text(all, "{\"prompt\": \"p\", \"chosen\": \"cccccccccccccccccccc\", \"rejected\": \"r\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": \"s\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": \"t\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"cccccccccccccccccc\", \"rejected\": \"rrrrrrrrrrrrrrrrrrrr\"}\n");
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_all, "max_target_length=15", "per_device_batch_size=2",
+      "use_dpo=true", "packing=false", "overlong_records=truncate", "eval_split_fraction=0.25", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  /* training: 16 + 4, 4 + 4, 4 + 4 (the first chosen loses 7); eval: 16 + 16 (5 and 7 lost) */
+  ck_assert_int_eq(d.n_train, 36);
+  const char *pcut = "; training: 1 pair truncated to 16 tokens a side, 7 tokens dropped; eval: 1 pair truncated to 16 "
+                     "tokens a side, 12 tokens dropped (overlong_records=truncate)";
+  ck_assert_msg(strstr(gt_data_describe(&d), pcut), "'%s' lacks '%s'", gt_data_describe(&d), pcut);
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(all), free(tr), free(ev), free(dir);
+}
+END_TEST
+
 /* ---------- order ---------- */
 
 START_TEST(test_permutations_are_bijections) {
@@ -1073,6 +1143,7 @@ int main(void) {
   tcase_add_test(tc, test_jsonl_line_cap);
   tcase_add_test(tc, test_dataset_dir_fifo_refused);
   tcase_add_test(tc, test_describe_train_tokens_apart_from_eval);
+  tcase_add_test(tc, test_truncation_counts_kept_tokens);
   tcase_add_test(tc, test_permutations_are_bijections);
   tcase_add_test(tc, test_order_file_and_shuffled);
   tcase_add_test(tc, test_rows_and_resume_every_type);

@@ -97,6 +97,23 @@ static gt_rc gt__split(gt_data *d, const gt_config *c, gt__store *s, int train, 
   return rc;
 }
 
+/* overlong_records=truncate: what it cut from the training rows and from
+ * the eval rows, records (pairs) and tokens, each side apart. */
+static void gt__put_truncated(const gt_data *d, const char *what, const char *side, char *buf, size_t cap,
+                              size_t *o) {
+  const gt__data_src *v[2] = {d->train, d->eval};
+  static const char *const name[2] = {"training", "eval"};
+  int any = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!v[i]->n_truncated) continue;
+    *o += (size_t)snprintf(buf + *o, *o < cap ? cap - *o : 0, "; %s: %lld %s%s truncated to %d tokens%s, %lld token%s "
+                           "dropped", name[i], (long long)v[i]->n_truncated, what, v[i]->n_truncated > 1 ? "s" : "",
+                           d->T + 1, side, (long long)v[i]->n_dropped, v[i]->n_dropped == 1 ? "" : "s");
+    any = 1;
+  }
+  if (any) *o += (size_t)snprintf(buf + *o, *o < cap ? cap - *o : 0, " (overlong_records=truncate)");
+}
+
 static void gt__describe(gt_data *d, const gt_config *c) {
   char buf[4096];
   size_t o = 0;
@@ -115,8 +132,8 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   if (d->eval_store)
     PUT(" (%lld train; eval: '%s', %lld tokens)", (long long)d->n_train, c->eval_dataset_path,
         (long long)d->eval_store->n_tok);
-  else
-    PUT(" (%lld train, %lld eval)", (long long)d->n_train, (long long)(d->n_stream - d->n_train));
+  else /* the tokens the rows read: overlong_records=truncate's cuts are in neither */
+    PUT(" (%lld train, %lld eval)", (long long)d->n_train, (long long)d->eval->n_tokens);
   PUT("; global batch %d x %d tokens\n", d->B, d->T);
   PUT("sequences: ");
   if (d->pairs) {
@@ -133,9 +150,7 @@ static void gt__describe(gt_data *d, const gt_config *c) {
         c->packing ? "consecutive pairs packed while both sides fit" : "one pair per row pair (packing=false)",
         (long long)tr_pairs, tr_pairs == 1 ? "" : "s", (long long)rp, rp == 1 ? "" : "s",
         rp ? (double)tr_pairs / (double)rp : 0.0, d->T + 1);
-    if (s->n_truncated)
-      PUT("; %lld pair%s truncated to %d tokens a side (overlong_records=truncate)", (long long)s->n_truncated,
-          s->n_truncated > 1 ? "s" : "", d->T + 1);
+    gt__put_truncated(d, "pair", " a side", buf, sizeof buf, &o);
   } else if (!whole) {
     PUT("packed: each row is the next %d tokens (T + 1) of the documents laid end to end, inputs the first %d and "
         "targets the last %d (windows do not overlap)",
@@ -152,9 +167,7 @@ static void gt__describe(gt_data *d, const gt_config *c) {
         "loss",
         fmt, c->packing ? "whole records packed in file order" : "one record per row (packing=false)", d->T + 1, d->T,
         d->T);
-    if (s->n_truncated)
-      PUT("; %lld record%s truncated to %d tokens (overlong_records=truncate)", (long long)s->n_truncated,
-          s->n_truncated > 1 ? "s" : "", d->T + 1);
+    gt__put_truncated(d, "record", "", buf, sizeof buf, &o);
     if (c->use_sft)
       PUT("; loss on %s", c->sft_train_on_completion_only ? "the completions / model turns only "
                                                             "(sft_train_on_completion_only)"

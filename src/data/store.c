@@ -224,6 +224,7 @@ static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, 
 gt_rc gt__store_open(gt__store *s, const gt_config *c, const char *spec, int eval, gt_mem *mem, gt_err *err) {
   memset(s, 0, sizeof *s);
   s->mem = mem;
+  s->pair_cut.mem = mem;
   s->fd = -1;
   s->fd_shard = s->infl_shard[0] = s->infl_shard[1] = -1;
   s->type = c->dataset_type;
@@ -262,6 +263,7 @@ void gt__store_close(gt__store *s) {
     gt_mem_free(s->mem, s->infl[0]);
     gt_mem_free(s->mem, s->infl[1]);
   }
+  gt_tokvec_free(&s->pair_cut);
   if (s->fd >= 0) close(s->fd);
   for (int i = 0; i < s->n_files; i++) free(s->files[i]);
   free(s->files);
