@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cjson/cJSON.h>
@@ -863,6 +864,51 @@ START_TEST(test_truncation_counts_kept_tokens) {
 }
 END_TEST
 
+/* eval_dataset_path is held out: a file it names that dataset_path also
+ * holds, under any name (here a symbolic link, dataset_path a directory),
+ * is refused naming both; a caller that sets eval_dataset_path itself
+ * (gemtrain eval --whole, scoring every row) is not refused. */
+START_TEST(test_eval_files_not_training_files) {
+  char *dir = gt_test_mkdtemp("overlap"), *other = gt_test_mkdtemp("overlap_eval");
+  char *a = gt_test_path(dir, "a.jsonl"), *b = gt_test_path(dir, "b.jsonl"), *alias = gt_test_path(other, "alias.jsonl"),
+       *own = gt_test_path(other, "own.jsonl");
+  char *text = records_text(40, 5, 0);
+  gt_test_write_text(a, text);
+  gt_test_write_text(b, text);
+  gt_test_write_text(own, text);
+  ck_assert_int_eq(symlink(a, alias), 0);
+  char dp[700], ep[700], op[700], want[3000];
+  snprintf(dp, sizeof dp, "dataset_path=%s", dir);
+  snprintf(ep, sizeof ep, "eval_dataset_path=%s", alias);
+  snprintf(op, sizeof op, "eval_dataset_path=%s", own);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, ep, "max_target_length=64", "per_device_batch_size=2",
+      NULL);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: eval_dataset_path '%s' holds '%s', which is also a training file (dataset_path "
+           "'%s' holds it as '%s'): held-out data must not be trained on", alias, alias, dir, a);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  /* a file of its own (the same text, another file): read */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, op, "max_target_length=64", "per_device_batch_size=2",
+      NULL);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* set by the caller, not the user: read */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=64", "per_device_batch_size=2", NULL);
+  snprintf(c.eval_dataset_path, sizeof c.eval_dataset_path, "%s", a);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir), gt_test_rm_rf(other);
+  free(a), free(b), free(alias), free(own), free(text), free(dir), free(other);
+}
+END_TEST
+
 /* ---------- order ---------- */
 
 START_TEST(test_permutations_are_bijections) {
@@ -1144,6 +1190,7 @@ int main(void) {
   tcase_add_test(tc, test_dataset_dir_fifo_refused);
   tcase_add_test(tc, test_describe_train_tokens_apart_from_eval);
   tcase_add_test(tc, test_truncation_counts_kept_tokens);
+  tcase_add_test(tc, test_eval_files_not_training_files);
   tcase_add_test(tc, test_permutations_are_bijections);
   tcase_add_test(tc, test_order_file_and_shuffled);
   tcase_add_test(tc, test_rows_and_resume_every_type);

@@ -2,10 +2,12 @@
  * batches (a process's rows only), the resume position and the words that
  * describe all of it. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/data_internal.h"
 #include "dist/dist.h"
@@ -61,6 +63,40 @@ static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
                       "is read as packed windows",
                       c->dataset_type);
   return GT_OK;
+}
+
+/* eval_dataset_path is held out: a file the user names there that
+ * dataset_path also holds (the same device and inode, whatever the names:
+ * a directory, a glob or a link may reach one file twice) would score the
+ * model on what it trains on. A caller that sets eval_dataset_path itself
+ * (gemtrain eval --whole scores every row of dataset_path) is not refused. */
+static gt_rc gt__disjoint(const gt__store *tr, const gt__store *ev, const gt_config *c, gt_err *err) {
+  if (!gt_config_is_user_set(c, "eval_dataset_path")) return GT_OK;
+  struct stat *st = malloc(sizeof *st * (size_t)(tr->n_files ? tr->n_files : 1));
+  if (!st) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory to compare %d files", tr->n_files);
+  gt_rc rc = GT_OK;
+  for (int i = 0; i < tr->n_files && !rc; i++)
+    if (stat(tr->files[i], &st[i]))
+      rc = gt_err_set(err, GT_ERR_IO, "data: cannot stat dataset_path file '%s': %s", tr->files[i], strerror(errno));
+  for (int j = 0; j < ev->n_files && !rc; j++) {
+    struct stat e;
+    if (stat(ev->files[j], &e)) {
+      rc = gt_err_set(err, GT_ERR_IO, "data: cannot stat eval_dataset_path file '%s': %s", ev->files[j],
+                      strerror(errno));
+      break;
+    }
+    for (int i = 0; i < tr->n_files; i++)
+      if (st[i].st_dev == e.st_dev && st[i].st_ino == e.st_ino) {
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "data: eval_dataset_path '%s' holds '%s', which is also a training file (dataset_path '%s' "
+                        "holds it as '%s'): held-out data must not be trained on; name eval files that dataset_path "
+                        "does not hold, or drop eval_dataset_path and hold out eval_split_fraction of dataset_path",
+                        c->eval_dataset_path, ev->files[j], c->dataset_path, tr->files[i]);
+        break;
+      }
+  }
+  free(st);
+  return rc;
 }
 
 /* The train/eval split of one store: the last eval_split_fraction of its
@@ -255,6 +291,7 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
     else
       rc = gt__store_open(d->eval_store, c, c->eval_dataset_path, 1, mem, err);
+    if (!rc) rc = gt__disjoint(d->store, d->eval_store, c, err);
   }
   if (rc) {
     gt_data_close(d);
