@@ -794,6 +794,88 @@ START_TEST(test_describe_train_tokens_apart_from_eval) {
 }
 END_TEST
 
+/* A shard records the vocabulary of the tokenizer that wrote it (gemtrain
+ * tokenize: the tokenizer's id count, 260 for byte tokens): with
+ * tokenizer_path it must be that tokenizer's id count; without, byte tokens
+ * only go into a byte model; the shards of a run, its eval shards too,
+ * record one vocabulary. Every id here is below every vocabulary, so only
+ * the headers tell the shards apart. */
+START_TEST(test_shard_vocab_is_the_runs) {
+  char *dir = gt_test_mkdtemp("vocab");
+  gt_tokenizer *tok = NULL;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_load(GT_TEST_DATA_DIR "/tokenizer_small.json", &tok, &e) == GT_OK, "%s", e.msg);
+  uint32_t n_ids = (uint32_t)gt_tokenizer_n_ids(tok);
+  gt_tokenizer_free(tok);
+  ck_assert_uint_ne(n_ids, 260);
+  uint32_t ids[200];
+  for (int i = 0; i < 200; i++) ids[i] = (uint32_t)(i % (int)n_ids);
+  char *by = gt_test_path(dir, "bytes.gtok"), *tk = gt_test_path(dir, "small.gtok"), *o1 = gt_test_path(dir, "o1.gtok"),
+       *o2 = gt_test_path(dir, "o2.gtok");
+  ck_assert(gt_tokens_write(by, ids, 200, 260, 0, &e) == GT_OK);
+  ck_assert(gt_tokens_write(tk, ids, 200, n_ids, 1, &e) == GT_OK);
+  ck_assert(gt_tokens_write(o1, ids, 200, 8192, 0, &e) == GT_OK);
+  ck_assert(gt_tokens_write(o2, ids, 200, 1000, 0, &e) == GT_OK);
+  char p_by[700], p_tk[700], p_o1[700], p_o12[1400], p_ev2[700], want[2000];
+  snprintf(p_by, sizeof p_by, "dataset_path=%s", by);
+  snprintf(p_tk, sizeof p_tk, "dataset_path=%s", tk);
+  snprintf(p_o1, sizeof p_o1, "dataset_path=%s", o1);
+  snprintf(p_o12, sizeof p_o12, "dataset_path=%s,%s", o1, o2);
+  snprintf(p_ev2, sizeof p_ev2, "eval_dataset_path=%s", o2);
+  const char *tp = "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json";
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_config c;
+#define OPEN(...) cfg(&c, "model_name=gemma3-tiny", "dataset_type=tokens", "max_target_length=10", \
+                      "per_device_batch_size=2", "eval_split_fraction=0", "eval_interval=-1", __VA_ARGS__, NULL)
+  /* byte-token shards under a tokenizer: refused naming both vocabularies */
+  OPEN(p_by, tp);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 260 in its header (byte tokens, written without "
+           "tokenizer_path), but tokenizer_path '%s' has %u ids", by, GT_TEST_DATA_DIR "/tokenizer_small.json", n_ids);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* another tokenizer's shards under it: refused too */
+  OPEN(p_o1, tp);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 8192 in its header (the ids of the tokenizer that "
+           "wrote it), but tokenizer_path '%s' has %u ids", o1, GT_TEST_DATA_DIR "/tokenizer_small.json", n_ids);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* its own shards: read */
+  OPEN(p_tk, tp);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* byte tokens without a tokenizer: a byte model reads them, another refuses them */
+  OPEN(p_by, "vocab_size=260");
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  OPEN(p_by, "vocab_size=262144");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' holds byte tokens (vocab_size 260 in its header: written without "
+           "tokenizer_path), but vocab_size = 262144, a model of another vocabulary", by);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* a tokenizer's shards without tokenizer_path: read (the ids are checked against vocab_size) */
+  OPEN(p_o1, "vocab_size=8192");
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* shards of two vocabularies, in dataset_path or across eval_dataset_path */
+  OPEN(p_o12, "vocab_size=8192");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 1000 in its header, shard '%s' 8192: the shards of "
+           "a run must come from one tokenizer", o2, o1);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  OPEN(p_o1, p_ev2, "vocab_size=8192");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: eval_dataset_path shard '%s' records vocab_size 1000 in its header, dataset_path "
+           "shard '%s' 8192: the eval shards must come from the training shards' tokenizer", o2, o1);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+#undef OPEN
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(by), free(tk), free(o1), free(o2), free(dir);
+}
+END_TEST
+
 /* overlong_records=truncate: the train and eval figures count the tokens
  * the rows read (a truncated record's first T + 1), and the description
  * says what was cut from the training rows and from the eval rows. Byte
@@ -1189,6 +1271,7 @@ int main(void) {
   tcase_add_test(tc, test_jsonl_line_cap);
   tcase_add_test(tc, test_dataset_dir_fifo_refused);
   tcase_add_test(tc, test_describe_train_tokens_apart_from_eval);
+  tcase_add_test(tc, test_shard_vocab_is_the_runs);
   tcase_add_test(tc, test_truncation_counts_kept_tokens);
   tcase_add_test(tc, test_eval_files_not_training_files);
   tcase_add_test(tc, test_permutations_are_bijections);

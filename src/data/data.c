@@ -69,8 +69,14 @@ static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
  * dataset_path also holds (the same device and inode, whatever the names:
  * a directory, a glob or a link may reach one file twice) would score the
  * model on what it trains on. A caller that sets eval_dataset_path itself
- * (gemtrain eval --whole scores every row of dataset_path) is not refused. */
+ * (gemtrain eval --whole scores every row of dataset_path) is not refused.
+ * The eval shards come from the training shards' tokenizer. */
 static gt_rc gt__disjoint(const gt__store *tr, const gt__store *ev, const gt_config *c, gt_err *err) {
+  if (tr->n_shards && ev->n_shards && tr->shards[0].h.vocab != ev->shards[0].h.vocab)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: eval_dataset_path shard '%s' records vocab_size %u in its header, dataset_path shard "
+                      "'%s' %u: the eval shards must come from the training shards' tokenizer",
+                      ev->shards[0].path, ev->shards[0].h.vocab, tr->shards[0].path, tr->shards[0].h.vocab);
   if (!gt_config_is_user_set(c, "eval_dataset_path")) return GT_OK;
   struct stat *st = malloc(sizeof *st * (size_t)(tr->n_files ? tr->n_files : 1));
   if (!st) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory to compare %d files", tr->n_files);
