@@ -326,22 +326,50 @@ START_TEST(test_synthetic_fixed_batch) {
 }
 END_TEST
 
+/* Byte tokens are for a model of the byte vocabulary: in a larger one (a
+ * Gemma model whose tokenizer_path is not set) every byte id is in range
+ * and would train without a word, so text and JSON Lines without a
+ * tokenizer are refused for any vocab_size but 260, naming both keys. */
 START_TEST(test_text_needs_byte_vocab) {
-  char *p = tmp_path("t.txt");
-  FILE *f = fopen(p, "w");
+  char *p = tmp_path("t.txt"), *j = tmp_path("t.jsonl");
+  FILE *f = fopen(p, "w"), *g = fopen(j, "w");
   for (int i = 0; i < 2000; i++) fputs("In the beginning. ", f);
-  fclose(f);
-  char dp[600];
+  for (int i = 0; i < 200; i++) fputs("{\"text\": \"In the beginning.\"}\n", g);
+  fclose(f), fclose(g);
+  char dp[600], jp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  gt_config c;
-  cfg(&c, "model_name=gemma3-tiny", "dataset_type=text", dp, "vocab_size=200", NULL);
+  snprintf(jp, sizeof jp, "dataset_path=%s", j);
+  static const char *const vocab[] = {"vocab_size=200", "vocab_size=261", "vocab_size=262144"};
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
   gt_err e;
-  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
-  ck_assert_msg(strstr(e.msg, "vocab_size = 200") && strstr(e.msg, ">= 260"), "%s", e.msg);
-  free(p);
+  gt_config c;
+  for (int k = 0; k < 3; k++)
+    for (int t = 0; t < 2; t++) {
+      cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, vocab[k], NULL);
+      ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+      char want[400];
+      snprintf(want, sizeof want, "data: dataset_type '%s' without tokenizer_path is read as byte tokens (260 ids), but "
+               "vocab_size = %s: the model's vocabulary is another; set tokenizer_path to the model's tokenizer.json "
+               "(byte tokens need vocab_size = 260)", t ? "jsonl" : "text", vocab[k] + 11);
+      ck_assert_msg(!strcmp(e.msg, want), "'%s', expected '%s'", e.msg, want);
+      ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+    }
+  /* the byte vocabulary, or a tokenizer: read */
+  for (int t = 0; t < 2; t++) {
+    cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, "eval_interval=-1",
+        NULL);
+    open_ok(&d, &c, &mem);
+    ck_assert_int_eq(c.vocab_size, 260);
+    gt_data_close(&d);
+    cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, "vocab_size=262144",
+        "eval_interval=-1", "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json", NULL);
+    open_ok(&d, &c, &mem);
+    gt_data_close(&d);
+  }
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(p), free(j);
 }
 END_TEST
 

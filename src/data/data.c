@@ -239,6 +239,13 @@ static void gt__describe(gt_data *d, const gt_config *c) {
     PUT("; eval: %lld row pair%s in order", (long long)d->eval->n_rows, d->eval->n_rows == 1 ? "" : "s");
   else
     PUT("; eval: %lld row%s in order", (long long)d->n_eval_rows, d->n_eval_rows == 1 ? "" : "s");
+  /* a tokenizer the user did not name: load_parameters_path's own (its
+   * tokenizer.json, or the one its run was trained with), which the model
+   * source put in tokenizer_path (hf/model_source.h) */
+  if (c->tokenizer_path[0] && c->load_parameters_path[0] && !gt_config_is_user_set(c, "tokenizer_path"))
+    PUT("\nnote: tokenizer_path is not set: the data is read with the tokenizer of load_parameters_path %s, '%s' "
+        "(tokenizer_path=FILE names another)",
+        c->load_parameters_path, c->tokenizer_path);
 #undef PUT
   d->desc = strdup(buf);
 }

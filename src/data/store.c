@@ -276,11 +276,15 @@ gt_rc gt__store_open(gt__store *s, const gt_config *c, const char *spec, int eva
   gt_encoder_init(&enc, tok, c->vocab_size);
   s->bos = enc.bos;
   s->eos = enc.eos;
-  if (!tok && strcmp(c->dataset_type, "tokens") && c->vocab_size < GT_BYTE_VOCAB)
+  /* byte tokens fit any larger vocabulary and pass every id check, so a
+   * model of another vocabulary (a Gemma checkpoint without its tokenizer)
+   * would train on them without a word: byte tokens are for byte models */
+  if (!tok && strcmp(c->dataset_type, "tokens") && c->vocab_size != GT_BYTE_VOCAB)
     rc = gt_err_set(err, GT_ERR_CONFIG,
-                    "data: dataset_type '%s' uses byte tokens (ids up to 259) but vocab_size = %lld; expected >= %d "
-                    "(or set tokenizer_path)",
-                    c->dataset_type, c->vocab_size, GT_BYTE_VOCAB);
+                    "data: dataset_type '%s' without tokenizer_path is read as byte tokens (%d ids), but vocab_size "
+                    "= %lld: the model's vocabulary is another; set tokenizer_path to the model's tokenizer.json "
+                    "(byte tokens need vocab_size = %d)",
+                    c->dataset_type, GT_BYTE_VOCAB, c->vocab_size, GT_BYTE_VOCAB);
   else if (!strcmp(c->dataset_type, "text"))
     rc = gt__open_text(s, c, spec, &enc, err);
   else if (!strcmp(c->dataset_type, "tokens"))
