@@ -6,7 +6,9 @@
 # (tests/data/chat_gemma4_min.jinja without the empty-thought priming: the
 # E2B/E4B variant). Checks: `gemtrain data` applies the directory's config
 # as `train` does (its vocabulary, where the preset's 260 refuses the
-# markers' ids; its template, not the one the dense model would get), and
+# markers' ids; its template, not the one the dense model would get; its
+# tokenizer when tokenizer_path is not set, recorded by a run for the
+# run's checkpoint and decode, and byte tokens refused), and
 # reads the batches train reads (the description and every batch's count of
 # tokens in the loss against train's header and total_weights per step);
 # the rendering marks what is out of the loss; the thought channel in and
@@ -58,6 +60,36 @@ grep -q '^    rendering (out of the loss in ⟦ ⟧): "⟦<bos><|turn>user\\nWha
 # the markers are the tokenizer's added tokens: <bos> <|turn> u s e r
 grep -q '^  inputs:    2 260 121 119 105 118 ' "$work/first.txt" || fail "ids: $(grep -m1 inputs "$work/first.txt")"
 "$bin" data "load_parameters_path=$hf" "${sft[@]}" --batches 3 > "$work/data.txt" || fail "data: $(tail -2 "$work/data.txt")"
+
+# 2b. without tokenizer_path the directory's own tokenizer.json reads the
+#     data (the same ids, not byte tokens) and a note says so; a run records
+#     it, so data from the run's checkpoint and decode of the run read it
+#     too; tokenizer_path= (byte tokens) is refused for the model's 300 ids
+own=(dataset_type=jsonl "dataset_path=$chat" use_sft=true train_data_columns=messages max_target_length=192
+     per_device_batch_size=4 eval_interval=-1)
+note="note: tokenizer_path is not set: the data is read with the tokenizer of load_parameters_path"
+"$bin" data "load_parameters_path=$hf" "${own[@]}" enable_data_shuffling=false packing=false --batches 1 > "$work/own.txt" \
+  || fail "data without tokenizer_path: $(tail -2 "$work/own.txt")"
+grep -q '^  inputs:    2 260 121 119 105 118 ' "$work/own.txt" || fail "not the directory's tokenizer: $(grep -m1 inputs "$work/own.txt")"
+grep -qxF "$note $hf, '$hf/tokenizer.json' (tokenizer_path=FILE names another)" "$work/own.txt" \
+  || fail "no note of the directory's tokenizer: $(grep -v '^ ' "$work/own.txt")"
+if "$bin" data "load_parameters_path=$hf" "${own[@]}" tokenizer_path= > "$work/bytes.txt" 2>&1; then fail "byte tokens accepted for 300 ids"; fi
+grep -qxF "gemtrain: data: dataset_type 'jsonl' without tokenizer_path is read as byte tokens (260 ids), but vocab_size = 300: the model's vocabulary is another; set tokenizer_path to the model's tokenizer.json (byte tokens need vocab_size = 260)" \
+  "$work/bytes.txt" || fail "byte tokens' refusal: $(cat "$work/bytes.txt")"
+"$bin" train "load_parameters_path=$hf" "${own[@]}" steps=1 sample_tokens=0 "base_output_directory=$work/runs" run_name=own \
+  > "$work/own_train.log" 2>&1 || fail "train without tokenizer_path: $(tail -3 "$work/own_train.log")"
+grep -qxF "$note $hf, '$hf/tokenizer.json' (tokenizer_path=FILE names another)" "$work/own_train.log" \
+  || fail "train's header has no note of the tokenizer"
+python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["tokenizer_path"]; assert v == sys.argv[2], v' \
+  "$work/runs/own/config.json" "$hf/tokenizer.json" || fail "the run's config does not record the directory's tokenizer"
+"$bin" data "load_parameters_path=$work/runs/own" "${own[@]}" enable_data_shuffling=false packing=false --batches 1 \
+  > "$work/own_ckpt.txt" || fail "data from the run: $(tail -2 "$work/own_ckpt.txt")"
+grep -q '^  inputs:    2 260 121 119 105 118 ' "$work/own_ckpt.txt" || fail "the run's tokenizer not used from its checkpoint"
+grep -qxF "$note $work/runs/own, '$hf/tokenizer.json' (tokenizer_path=FILE names another)" "$work/own_ckpt.txt" \
+  || fail "no note of the run's tokenizer: $(grep '^note' "$work/own_ckpt.txt")"
+"$bin" decode "load_parameters_path=$work/runs/own" prompt=Hi max_decode_steps=1 > "$work/own_dec.txt" 2>&1 \
+  || fail "decode of the run: $(tail -2 "$work/own_dec.txt")"
+grep -qxF "tokenizer: $hf/tokenizer.json (the run's)" "$work/own_dec.txt" || fail "decode: $(grep -m1 '^tokenizer' "$work/own_dec.txt")"
 
 # 3. train reads the same batches: the same description, and per step the
 #    tokens in the loss data counts

@@ -5,7 +5,9 @@
 # the same token stream (same losses, bit for bit); `--ids` prints the golden
 # ids of tests/data/tokenizer_golden.json (made by tools/tokenizer_golden.mjs
 # with the reference tokenizers) and `--decode` gives the text back; bad
-# input is refused with one line. Usage: e2e_tokenize.sh <gemtrain> <source dir>
+# input is refused with one line; a shard records its tokenizer's id count,
+# and byte-token shards are refused under the Gemma tokenizer and by a
+# Gemma-vocabulary model. Usage: e2e_tokenize.sh <gemtrain> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 tok="$src/data/tokenizers/gemma3/tokenizer.json"
@@ -106,4 +108,17 @@ set +e; "$bin" train model_name=gemma3-tiny dataset_type=text "dataset_path=$wor
   steps=1 max_target_length=32 "base_output_directory=$work/runs" > /dev/null 2> "$work/err.log"; rc=$?; set -e
 [ $rc -ne 0 ] && grep -q "vocab_size = 260 must exceed every id" "$work/err.log" \
   || { cat "$work/err.log"; fail "a vocab_size smaller than the tokenizer's ids was accepted"; }
+# a shard's header records its tokenizer's id count (262145 for Gemma 3's;
+# 260 for byte tokens): byte-token shards are refused by a run with the Gemma
+# tokenizer, and by a Gemma-vocabulary model without one, naming the shard
+"$bin" tokenize "output_path=$work/bytes" "$work/a.txt" 2> /dev/null
+od -An -tu4 -j12 -N4 "$work/bytes/shard-00000.gtok" | grep -qw 260 || fail "byte shards do not record 260"
+od -An -tu4 -j12 -N4 "$work/one/shard-00000.gtok" | grep -qw 262145 || fail "Gemma 3 shards do not record 262145"
+set +e; "$bin" train "${common[@]}" dataset_type=tokens "dataset_path=$work/bytes" "tokenizer_path=$tok" run_name=b1 \
+  > /dev/null 2> "$work/err.log"; rc=$?; set -e
+[ $rc -ne 0 ] && grep -qF "data: shard '$work/bytes/shard-00000.gtok' records vocab_size 260 in its header (byte tokens, written without tokenizer_path), but tokenizer_path '$tok' has 262145 ids" "$work/err.log" \
+  || { cat "$work/err.log"; fail "byte shards read with the Gemma tokenizer"; }
+set +e; "$bin" train "${common[@]}" dataset_type=tokens "dataset_path=$work/bytes" run_name=b2 > /dev/null 2> "$work/err.log"; rc=$?; set -e
+[ $rc -ne 0 ] && grep -qF "data: shard '$work/bytes/shard-00000.gtok' holds byte tokens (vocab_size 260 in its header: written without tokenizer_path), but vocab_size = 262144" "$work/err.log" \
+  || { cat "$work/err.log"; fail "byte shards read by a Gemma-vocabulary model"; }
 echo "e2e_tokenize: ok ($n_shards shards, $n_tok tokens)"

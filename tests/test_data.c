@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cjson/cJSON.h>
@@ -254,7 +255,9 @@ START_TEST(test_too_small_names_sizes) {
   gt_err e;
   /* 28 bytes and <bos>: 29 tokens, 2 held out, 27 for training: 2 rows of 11 */
   ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
-  ck_assert_msg(strstr(e.msg, "has 27 training tokens, fewer than one batch of 4 x 11"), "%s", e.msg);
+  ck_assert_msg(strstr(e.msg, "makes 2 training rows of 11 tokens (max_target_length + 1) of its 27 training tokens, "
+                              "fewer than one batch of 4"),
+                "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   /* enough to train on, too little held out for one eval sequence */
   FILE *f = fopen(p, "w");
@@ -266,6 +269,34 @@ START_TEST(test_too_small_names_sizes) {
   ck_assert_msg(strstr(e.msg, "leaves 5 tokens, fewer than one eval sequence of 11"), "%s", e.msg);
   ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
   free(p);
+}
+END_TEST
+
+/* Shards whose tokens would fill a batch but each shorter than a row (a
+ * row never spans two shards): the refusal gives the rows, not the
+ * tokens, and says why there are none. */
+START_TEST(test_short_shards_make_no_row) {
+  char *a = counting_shard("short_a.gtok", 10, 10, 0), *b = counting_shard("short_b.gtok", 10, 40, 1),
+       *c3 = counting_shard("short_c.gtok", 12, 70, 0);
+  char dp[2000];
+  snprintf(dp, sizeof dp, "dataset_path=%s,%s,%s", a, b, c3);
+  gt_config c;
+  /* 32 tokens, more than one batch of 2 x 11, in shards of 10, 10 and 12:
+   * one row (the 12-token shard's) */
+  cfg(&c, "model_name=gemma3-tiny", "vocab_size=8192", "dataset_type=tokens", dp, "max_target_length=10",
+      "per_device_batch_size=2", "eval_split_fraction=0", "eval_interval=-1", NULL);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  ck_assert_msg(strstr(e.msg, "makes 1 training rows, fewer than one batch of 2: a row is 11 tokens "
+                              "(max_target_length + 1) of one shard, and each shard shorter than max_target_length + "
+                              "1 tokens makes no row (2 of the 3 shards with training tokens make none; 32 training "
+                              "tokens)"),
+                "%s", e.msg);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(a), free(b), free(c3);
 }
 END_TEST
 
@@ -295,22 +326,76 @@ START_TEST(test_synthetic_fixed_batch) {
 }
 END_TEST
 
+/* Byte tokens are for a model of the byte vocabulary: in a larger one (a
+ * Gemma model whose tokenizer_path is not set) every byte id is in range
+ * and would train without a word, so text and JSON Lines without a
+ * tokenizer are refused for any vocab_size but 260, naming both keys. */
 START_TEST(test_text_needs_byte_vocab) {
-  char *p = tmp_path("t.txt");
-  FILE *f = fopen(p, "w");
+  char *p = tmp_path("t.txt"), *j = tmp_path("t.jsonl");
+  FILE *f = fopen(p, "w"), *g = fopen(j, "w");
   for (int i = 0; i < 2000; i++) fputs("In the beginning. ", f);
-  fclose(f);
-  char dp[600];
+  for (int i = 0; i < 200; i++) fputs("{\"text\": \"In the beginning.\"}\n", g);
+  fclose(f), fclose(g);
+  char dp[600], jp[600];
   snprintf(dp, sizeof dp, "dataset_path=%s", p);
-  gt_config c;
-  cfg(&c, "model_name=gemma3-tiny", "dataset_type=text", dp, "vocab_size=200", NULL);
+  snprintf(jp, sizeof jp, "dataset_path=%s", j);
+  static const char *const vocab[] = {"vocab_size=200", "vocab_size=261", "vocab_size=262144"};
   gt_mem mem;
   gt_mem_init(&mem);
   gt_data d;
   gt_err e;
-  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
-  ck_assert_msg(strstr(e.msg, "vocab_size = 200") && strstr(e.msg, ">= 260"), "%s", e.msg);
-  free(p);
+  gt_config c;
+  for (int k = 0; k < 3; k++)
+    for (int t = 0; t < 2; t++) {
+      cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, vocab[k], NULL);
+      ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+      char want[400];
+      snprintf(want, sizeof want, "data: dataset_type '%s' without tokenizer_path is read as byte tokens (260 ids), but "
+               "vocab_size = %s: the model's vocabulary is another; set tokenizer_path to the model's tokenizer.json "
+               "(byte tokens need vocab_size = 260)", t ? "jsonl" : "text", vocab[k] + 11);
+      ck_assert_msg(!strcmp(e.msg, want), "'%s', expected '%s'", e.msg, want);
+      ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+    }
+  /* the byte vocabulary, or a tokenizer: read */
+  for (int t = 0; t < 2; t++) {
+    cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, "eval_interval=-1",
+        NULL);
+    open_ok(&d, &c, &mem);
+    ck_assert_int_eq(c.vocab_size, 260);
+    gt_data_close(&d);
+    cfg(&c, "model_name=gemma3-tiny", t ? "dataset_type=jsonl" : "dataset_type=text", t ? jp : dp, "vocab_size=262144",
+        "eval_interval=-1", "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json", NULL);
+    open_ok(&d, &c, &mem);
+    gt_data_close(&d);
+  }
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  free(p), free(j);
+}
+END_TEST
+
+/* Synthetic data has no records: the keys that shape records (use_sft,
+ * packing=false, use_dpo) are refused with it, not ignored. */
+START_TEST(test_synthetic_refuses_record_keys) {
+  static const struct {
+    const char *key, *want;
+  } cases[] = {
+      {"use_sft=true", "data: key 'use_sft' = true needs dataset_type=jsonl (prompt/completion or chat records); "
+                       "dataset_type is 'synthetic'"},
+      {"packing=false", "data: key 'packing' = false needs documents as records (dataset_type=jsonl); a 'synthetic' "
+                        "corpus is read as packed windows"},
+      {"use_dpo=true", "data: key 'use_dpo' = true needs dataset_type=jsonl"},
+  };
+  gt_mem mem;
+  gt_mem_init(&mem);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gt_config c;
+    cfg(&c, "model_name=gemma3-tiny", "dataset_type=synthetic", "per_device_batch_size=2", cases[i].key, NULL);
+    gt_data d;
+    gt_err e;
+    ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, cases[i].want), "'%s' lacks '%s'", e.msg, cases[i].want);
+    ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  }
 }
 END_TEST
 
@@ -737,6 +822,203 @@ START_TEST(test_describe_train_tokens_apart_from_eval) {
 }
 END_TEST
 
+/* A shard records the vocabulary of the tokenizer that wrote it (gemtrain
+ * tokenize: the tokenizer's id count, 260 for byte tokens): with
+ * tokenizer_path it must be that tokenizer's id count; without, byte tokens
+ * only go into a byte model; the shards of a run, its eval shards too,
+ * record one vocabulary. Every id here is below every vocabulary, so only
+ * the headers tell the shards apart. */
+START_TEST(test_shard_vocab_is_the_runs) {
+  char *dir = gt_test_mkdtemp("vocab");
+  gt_tokenizer *tok = NULL;
+  gt_err e;
+  ck_assert_msg(gt_tokenizer_load(GT_TEST_DATA_DIR "/tokenizer_small.json", &tok, &e) == GT_OK, "%s", e.msg);
+  uint32_t n_ids = (uint32_t)gt_tokenizer_n_ids(tok);
+  gt_tokenizer_free(tok);
+  ck_assert_uint_ne(n_ids, 260);
+  uint32_t ids[200];
+  for (int i = 0; i < 200; i++) ids[i] = (uint32_t)(i % (int)n_ids);
+  char *by = gt_test_path(dir, "bytes.gtok"), *tk = gt_test_path(dir, "small.gtok"), *o1 = gt_test_path(dir, "o1.gtok"),
+       *o2 = gt_test_path(dir, "o2.gtok");
+  ck_assert(gt_tokens_write(by, ids, 200, 260, 0, &e) == GT_OK);
+  ck_assert(gt_tokens_write(tk, ids, 200, n_ids, 1, &e) == GT_OK);
+  ck_assert(gt_tokens_write(o1, ids, 200, 8192, 0, &e) == GT_OK);
+  ck_assert(gt_tokens_write(o2, ids, 200, 1000, 0, &e) == GT_OK);
+  char p_by[700], p_tk[700], p_o1[700], p_o12[1400], p_ev2[700], want[2000];
+  snprintf(p_by, sizeof p_by, "dataset_path=%s", by);
+  snprintf(p_tk, sizeof p_tk, "dataset_path=%s", tk);
+  snprintf(p_o1, sizeof p_o1, "dataset_path=%s", o1);
+  snprintf(p_o12, sizeof p_o12, "dataset_path=%s,%s", o1, o2);
+  snprintf(p_ev2, sizeof p_ev2, "eval_dataset_path=%s", o2);
+  const char *tp = "tokenizer_path=" GT_TEST_DATA_DIR "/tokenizer_small.json";
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_config c;
+#define OPEN(...) cfg(&c, "model_name=gemma3-tiny", "dataset_type=tokens", "max_target_length=10", \
+                      "per_device_batch_size=2", "eval_split_fraction=0", "eval_interval=-1", __VA_ARGS__, NULL)
+  /* byte-token shards under a tokenizer: refused naming both vocabularies */
+  OPEN(p_by, tp);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 260 in its header (byte tokens, written without "
+           "tokenizer_path), but tokenizer_path '%s' has %u ids", by, GT_TEST_DATA_DIR "/tokenizer_small.json", n_ids);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* another tokenizer's shards under it: refused too */
+  OPEN(p_o1, tp);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 8192 in its header (the ids of the tokenizer that "
+           "wrote it), but tokenizer_path '%s' has %u ids", o1, GT_TEST_DATA_DIR "/tokenizer_small.json", n_ids);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* its own shards: read */
+  OPEN(p_tk, tp);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* byte tokens without a tokenizer: a byte model reads them, another refuses them */
+  OPEN(p_by, "vocab_size=260");
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  OPEN(p_by, "vocab_size=262144");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' holds byte tokens (vocab_size 260 in its header: written without "
+           "tokenizer_path), but vocab_size = 262144, a model of another vocabulary", by);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  /* a tokenizer's shards without tokenizer_path: read (the ids are checked against vocab_size) */
+  OPEN(p_o1, "vocab_size=8192");
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* shards of two vocabularies, in dataset_path or across eval_dataset_path */
+  OPEN(p_o12, "vocab_size=8192");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: shard '%s' records vocab_size 1000 in its header, shard '%s' 8192: the shards of "
+           "a run must come from one tokenizer", o2, o1);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  OPEN(p_o1, p_ev2, "vocab_size=8192");
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: eval_dataset_path shard '%s' records vocab_size 1000 in its header, dataset_path "
+           "shard '%s' 8192: the eval shards must come from the training shards' tokenizer", o2, o1);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+#undef OPEN
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(by), free(tk), free(o1), free(o2), free(dir);
+}
+END_TEST
+
+/* overlong_records=truncate: the train and eval figures count the tokens
+ * the rows read (a truncated record's first T + 1), and the description
+ * says what was cut from the training rows and from the eval rows. Byte
+ * tokens: a record "x...x" of n letters is <bos> n letters <eos>. */
+START_TEST(test_truncation_counts_kept_tokens) {
+  char *dir = gt_test_mkdtemp("trunc");
+  char *all = gt_test_path(dir, "all.jsonl"), *tr = gt_test_path(dir, "train.jsonl"),
+       *ev = gt_test_path(dir, "eval.jsonl");
+  /* T = 15, rows of 16: training records of 32, 4 and 6 x 5 tokens (the
+   * first loses 16); eval records of 22 (loses 6) and 3 */
+  const char *train_recs = "{\"text\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n{\"text\": \"ab\"}\n"
+                           "{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n"
+                           "{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n{\"text\": \"abc\"}\n";
+  const char *eval_recs = "{\"text\": \"bbbbbbbbbbbbbbbbbbbb\"}\n{\"text\": \"x\"}\n";
+  char both[1000];
+  snprintf(both, sizeof both, "%s%s", train_recs, eval_recs);
+  gt_test_write_text(all, both);
+  gt_test_write_text(tr, train_recs);
+  gt_test_write_text(ev, eval_recs);
+  char p_all[700], p_tr[700], p_ev[700], want[2000];
+  snprintf(p_all, sizeof p_all, "dataset_path=%s", all);
+  snprintf(p_tr, sizeof p_tr, "dataset_path=%s", tr);
+  snprintf(p_ev, sizeof p_ev, "eval_dataset_path=%s", ev);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_config c;
+  const char *cut = "; training: 1 record truncated to 16 tokens, 16 tokens dropped; eval: 1 record truncated to 16 "
+                    "tokens, 6 tokens dropped (overlong_records=truncate)";
+  /* one file, the last 2 of its 10 records held out */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_all, "max_target_length=15", "per_device_batch_size=1",
+      "packing=false", "overlong_records=truncate", "eval_split_fraction=0.2", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train, 16 + 4 + 6 * 5);
+  ck_assert_int_eq(d.n_stream, 32 + 4 + 6 * 5 + 22 + 3);
+  snprintf(want, sizeof want, "data: jsonl '%s', 91 tokens in 10 records of 1 file (50 train, 19 eval)", all);
+  ck_assert_msg(strstr(gt_data_describe(&d), want), "'%s' lacks '%s'", gt_data_describe(&d), want);
+  ck_assert_msg(strstr(gt_data_describe(&d), cut), "'%s' lacks '%s'", gt_data_describe(&d), cut);
+  gt_data_close(&d);
+  /* the same records in eval_dataset_path: its truncation is reported too */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_tr, p_ev, "max_target_length=15", "per_device_batch_size=1",
+      "packing=false", "overlong_records=truncate", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  ck_assert_int_eq(d.n_train, 50);
+  snprintf(want, sizeof want, "data: jsonl '%s', 66 tokens in 8 records of 1 file (50 train; eval: '%s', 25 tokens)", tr,
+           ev);
+  ck_assert_msg(strstr(gt_data_describe(&d), want), "'%s' lacks '%s'", gt_data_describe(&d), want);
+  ck_assert_msg(strstr(gt_data_describe(&d), cut), "'%s' lacks '%s'", gt_data_describe(&d), cut);
+  gt_data_close(&d);
+  /* preference pairs: a pair is cut a side at a time; <bos> "p" and a
+   * response of n letters and <eos> are n + 3 tokens a side */
+  gt_test_write_text(all, "{\"prompt\": \"p\", \"chosen\": \"cccccccccccccccccccc\", \"rejected\": \"r\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": \"s\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": \"t\"}\n"
+                          "{\"prompt\": \"p\", \"chosen\": \"cccccccccccccccccc\", \"rejected\": \"rrrrrrrrrrrrrrrrrrrr\"}\n");
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", p_all, "max_target_length=15", "per_device_batch_size=2",
+      "use_dpo=true", "packing=false", "overlong_records=truncate", "eval_split_fraction=0.25", "eval_interval=5", NULL);
+  open_ok(&d, &c, &mem);
+  /* training: 16 + 4, 4 + 4, 4 + 4 (the first chosen loses 7); eval: 16 + 16 (5 and 7 lost) */
+  ck_assert_int_eq(d.n_train, 36);
+  const char *pcut = "; training: 1 pair truncated to 16 tokens a side, 7 tokens dropped; eval: 1 pair truncated to 16 "
+                     "tokens a side, 12 tokens dropped (overlong_records=truncate)";
+  ck_assert_msg(strstr(gt_data_describe(&d), pcut), "'%s' lacks '%s'", gt_data_describe(&d), pcut);
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir);
+  free(all), free(tr), free(ev), free(dir);
+}
+END_TEST
+
+/* eval_dataset_path is held out: a file it names that dataset_path also
+ * holds, under any name (here a symbolic link, dataset_path a directory),
+ * is refused naming both; a caller that sets eval_dataset_path itself
+ * (gemtrain eval --whole, scoring every row) is not refused. */
+START_TEST(test_eval_files_not_training_files) {
+  char *dir = gt_test_mkdtemp("overlap"), *other = gt_test_mkdtemp("overlap_eval");
+  char *a = gt_test_path(dir, "a.jsonl"), *b = gt_test_path(dir, "b.jsonl"), *alias = gt_test_path(other, "alias.jsonl"),
+       *own = gt_test_path(other, "own.jsonl");
+  char *text = records_text(40, 5, 0);
+  gt_test_write_text(a, text);
+  gt_test_write_text(b, text);
+  gt_test_write_text(own, text);
+  ck_assert_int_eq(symlink(a, alias), 0);
+  char dp[700], ep[700], op[700], want[3000];
+  snprintf(dp, sizeof dp, "dataset_path=%s", dir);
+  snprintf(ep, sizeof ep, "eval_dataset_path=%s", alias);
+  snprintf(op, sizeof op, "eval_dataset_path=%s", own);
+  gt_mem mem;
+  gt_mem_init(&mem);
+  gt_data d;
+  gt_err e;
+  gt_config c;
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, ep, "max_target_length=64", "per_device_batch_size=2",
+      NULL);
+  ck_assert_int_eq(gt_data_open(&d, &c, &mem, &e), GT_ERR_CONFIG);
+  snprintf(want, sizeof want, "data: eval_dataset_path '%s' holds '%s', which is also a training file (dataset_path "
+           "'%s' holds it as '%s'): held-out data must not be trained on", alias, alias, dir, a);
+  ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  /* a file of its own (the same text, another file): read */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, op, "max_target_length=64", "per_device_batch_size=2",
+      NULL);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  /* set by the caller, not the user: read */
+  cfg(&c, "model_name=gemma3-tiny", "dataset_type=jsonl", dp, "max_target_length=64", "per_device_batch_size=2", NULL);
+  snprintf(c.eval_dataset_path, sizeof c.eval_dataset_path, "%s", a);
+  open_ok(&d, &c, &mem);
+  gt_data_close(&d);
+  ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+  gt_test_rm_rf(dir), gt_test_rm_rf(other);
+  free(a), free(b), free(alias), free(own), free(text), free(dir), free(other);
+}
+END_TEST
+
 /* ---------- order ---------- */
 
 START_TEST(test_permutations_are_bijections) {
@@ -1008,6 +1290,8 @@ int main(void) {
   tcase_add_test(tc, test_too_small_names_sizes);
   tcase_add_test(tc, test_synthetic_fixed_batch);
   tcase_add_test(tc, test_text_needs_byte_vocab);
+  tcase_add_test(tc, test_synthetic_refuses_record_keys);
+  tcase_add_test(tc, test_short_shards_make_no_row);
   tcase_add_test(tc, test_packed_documents_by_hand);
   tcase_add_test(tc, test_sft_masks);
   tcase_add_test(tc, test_jsonl_files_gzip_globs);
@@ -1015,6 +1299,9 @@ int main(void) {
   tcase_add_test(tc, test_jsonl_line_cap);
   tcase_add_test(tc, test_dataset_dir_fifo_refused);
   tcase_add_test(tc, test_describe_train_tokens_apart_from_eval);
+  tcase_add_test(tc, test_shard_vocab_is_the_runs);
+  tcase_add_test(tc, test_truncation_counts_kept_tokens);
+  tcase_add_test(tc, test_eval_files_not_training_files);
   tcase_add_test(tc, test_permutations_are_bijections);
   tcase_add_test(tc, test_order_file_and_shuffled);
   tcase_add_test(tc, test_rows_and_resume_every_type);

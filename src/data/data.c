@@ -2,10 +2,12 @@
  * batches (a process's rows only), the resume position and the words that
  * describe all of it. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/data_internal.h"
 #include "dist/dist.h"
@@ -63,6 +65,46 @@ static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
   return GT_OK;
 }
 
+/* eval_dataset_path is held out: a file the user names there that
+ * dataset_path also holds (the same device and inode, whatever the names:
+ * a directory, a glob or a link may reach one file twice) would score the
+ * model on what it trains on. A caller that sets eval_dataset_path itself
+ * (gemtrain eval --whole scores every row of dataset_path) is not refused.
+ * The eval shards come from the training shards' tokenizer. */
+static gt_rc gt__disjoint(const gt__store *tr, const gt__store *ev, const gt_config *c, gt_err *err) {
+  if (tr->n_shards && ev->n_shards && tr->shards[0].h.vocab != ev->shards[0].h.vocab)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: eval_dataset_path shard '%s' records vocab_size %u in its header, dataset_path shard "
+                      "'%s' %u: the eval shards must come from the training shards' tokenizer",
+                      ev->shards[0].path, ev->shards[0].h.vocab, tr->shards[0].path, tr->shards[0].h.vocab);
+  if (!gt_config_is_user_set(c, "eval_dataset_path")) return GT_OK;
+  struct stat *st = malloc(sizeof *st * (size_t)(tr->n_files ? tr->n_files : 1));
+  if (!st) return gt_err_set(err, GT_ERR_NOMEM, "data: no memory to compare %d files", tr->n_files);
+  gt_rc rc = GT_OK;
+  for (int i = 0; i < tr->n_files && !rc; i++)
+    if (stat(tr->files[i], &st[i]))
+      rc = gt_err_set(err, GT_ERR_IO, "data: cannot stat dataset_path file '%s': %s", tr->files[i], strerror(errno));
+  for (int j = 0; j < ev->n_files && !rc; j++) {
+    struct stat e;
+    if (stat(ev->files[j], &e)) {
+      rc = gt_err_set(err, GT_ERR_IO, "data: cannot stat eval_dataset_path file '%s': %s", ev->files[j],
+                      strerror(errno));
+      break;
+    }
+    for (int i = 0; i < tr->n_files; i++)
+      if (st[i].st_dev == e.st_dev && st[i].st_ino == e.st_ino) {
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "data: eval_dataset_path '%s' holds '%s', which is also a training file (dataset_path '%s' "
+                        "holds it as '%s'): held-out data must not be trained on; name eval files that dataset_path "
+                        "does not hold, or drop eval_dataset_path and hold out eval_split_fraction of dataset_path",
+                        c->eval_dataset_path, ev->files[j], c->dataset_path, tr->files[i]);
+        break;
+      }
+  }
+  free(st);
+  return rc;
+}
+
 /* The train/eval split of one store: the last eval_split_fraction of its
  * tokens (windows) or of its records (whole records) is held out. */
 static gt_rc gt__split(gt_data *d, const gt_config *c, gt__store *s, int train, int eval, gt_err *err) {
@@ -97,6 +139,23 @@ static gt_rc gt__split(gt_data *d, const gt_config *c, gt__store *s, int train, 
   return rc;
 }
 
+/* overlong_records=truncate: what it cut from the training rows and from
+ * the eval rows, records (pairs) and tokens, each side apart. */
+static void gt__put_truncated(const gt_data *d, const char *what, const char *side, char *buf, size_t cap,
+                              size_t *o) {
+  const gt__data_src *v[2] = {d->train, d->eval};
+  static const char *const name[2] = {"training", "eval"};
+  int any = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!v[i]->n_truncated) continue;
+    *o += (size_t)snprintf(buf + *o, *o < cap ? cap - *o : 0, "; %s: %lld %s%s truncated to %d tokens%s, %lld token%s "
+                           "dropped", name[i], (long long)v[i]->n_truncated, what, v[i]->n_truncated > 1 ? "s" : "",
+                           d->T + 1, side, (long long)v[i]->n_dropped, v[i]->n_dropped == 1 ? "" : "s");
+    any = 1;
+  }
+  if (any) *o += (size_t)snprintf(buf + *o, *o < cap ? cap - *o : 0, " (overlong_records=truncate)");
+}
+
 static void gt__describe(gt_data *d, const gt_config *c) {
   char buf[4096];
   size_t o = 0;
@@ -115,8 +174,8 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   if (d->eval_store)
     PUT(" (%lld train; eval: '%s', %lld tokens)", (long long)d->n_train, c->eval_dataset_path,
         (long long)d->eval_store->n_tok);
-  else
-    PUT(" (%lld train, %lld eval)", (long long)d->n_train, (long long)(d->n_stream - d->n_train));
+  else /* the tokens the rows read: overlong_records=truncate's cuts are in neither */
+    PUT(" (%lld train, %lld eval)", (long long)d->n_train, (long long)d->eval->n_tokens);
   PUT("; global batch %d x %d tokens\n", d->B, d->T);
   PUT("sequences: ");
   if (d->pairs) {
@@ -133,9 +192,7 @@ static void gt__describe(gt_data *d, const gt_config *c) {
         c->packing ? "consecutive pairs packed while both sides fit" : "one pair per row pair (packing=false)",
         (long long)tr_pairs, tr_pairs == 1 ? "" : "s", (long long)rp, rp == 1 ? "" : "s",
         rp ? (double)tr_pairs / (double)rp : 0.0, d->T + 1);
-    if (s->n_truncated)
-      PUT("; %lld pair%s truncated to %d tokens a side (overlong_records=truncate)", (long long)s->n_truncated,
-          s->n_truncated > 1 ? "s" : "", d->T + 1);
+    gt__put_truncated(d, "pair", " a side", buf, sizeof buf, &o);
   } else if (!whole) {
     PUT("packed: each row is the next %d tokens (T + 1) of the documents laid end to end, inputs the first %d and "
         "targets the last %d (windows do not overlap)",
@@ -152,9 +209,7 @@ static void gt__describe(gt_data *d, const gt_config *c) {
         "loss",
         fmt, c->packing ? "whole records packed in file order" : "one record per row (packing=false)", d->T + 1, d->T,
         d->T);
-    if (s->n_truncated)
-      PUT("; %lld record%s truncated to %d tokens (overlong_records=truncate)", (long long)s->n_truncated,
-          s->n_truncated > 1 ? "s" : "", d->T + 1);
+    gt__put_truncated(d, "record", "", buf, sizeof buf, &o);
     if (c->use_sft)
       PUT("; loss on %s", c->sft_train_on_completion_only ? "the completions / model turns only "
                                                             "(sft_train_on_completion_only)"
@@ -184,6 +239,13 @@ static void gt__describe(gt_data *d, const gt_config *c) {
     PUT("; eval: %lld row pair%s in order", (long long)d->eval->n_rows, d->eval->n_rows == 1 ? "" : "s");
   else
     PUT("; eval: %lld row%s in order", (long long)d->n_eval_rows, d->n_eval_rows == 1 ? "" : "s");
+  /* a tokenizer the user did not name: load_parameters_path's own (its
+   * tokenizer.json, or the one its run was trained with), which the model
+   * source put in tokenizer_path (hf/model_source.h) */
+  if (c->tokenizer_path[0] && c->load_parameters_path[0] && !gt_config_is_user_set(c, "tokenizer_path"))
+    PUT("\nnote: tokenizer_path is not set: the data is read with the tokenizer of load_parameters_path %s, '%s' "
+        "(tokenizer_path=FILE names another)",
+        c->load_parameters_path, c->tokenizer_path);
 #undef PUT
   d->desc = strdup(buf);
 }
@@ -215,12 +277,12 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     gt_data_close(d);
     return gt_err_set(err, GT_ERR_NOMEM, "data: no memory for a batch of %lld tokens", (long long)N);
   }
-  if (c->use_dpo) {
-    gt_rc rc = gt__refuse_config(c, err);
-    if (rc) {
-      gt_data_close(d);
-      return rc;
-    }
+  /* before synthetic data returns: a key it cannot honour is refused, not
+   * ignored */
+  gt_rc rc = gt__refuse_config(c, err);
+  if (rc) {
+    gt_data_close(d);
+    return rc;
   }
   if (!strcmp(c->dataset_type, "synthetic")) {
     d->kind = 0;
@@ -232,17 +294,17 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     return GT_OK;
   }
   d->kind = 1;
-  gt_rc rc = gt__refuse_config(c, err);
   d->store = calloc(1, sizeof *d->store);
   d->train = calloc(1, sizeof *d->train);
   d->eval = calloc(1, sizeof *d->eval);
-  if (!rc && (!d->store || !d->train || !d->eval)) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
+  if (!d->store || !d->train || !d->eval) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
   if (!rc) rc = gt__store_open(d->store, c, c->dataset_path, 0, mem, err);
   if (!rc && c->eval_dataset_path[0]) {
     if (!(d->eval_store = calloc(1, sizeof *d->eval_store)))
       rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
     else
       rc = gt__store_open(d->eval_store, c, c->eval_dataset_path, 1, mem, err);
+    if (!rc) rc = gt__disjoint(d->store, d->eval_store, c, err);
   }
   if (rc) {
     gt_data_close(d);
@@ -279,11 +341,24 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
                  "data: '%s' makes %lld training rows of its %lld records, fewer than one batch of %d; use more "
                  "records or a smaller batch",
                  c->dataset_path, (long long)d->n_train_rows, (long long)d->store->n_rec, d->B);
-    else
+    else if (d->store->n_shards) {
+      /* a row never spans two shards: a shard shorter than a row adds
+       * tokens to the count and no row */
+      int with = 0;
+      for (int k = 0; k < d->store->n_shards && d->store->shard_tok0[k] < d->n_train; k++)
+        with += d->store->shard_tok0[k + 1] > d->store->shard_tok0[k];
       gt_err_set(err, GT_ERR_CONFIG,
-                 "data: '%s' has %lld training tokens, fewer than one batch of %d x %d; use a larger corpus or a "
-                 "smaller batch",
-                 c->dataset_path, (long long)d->n_train, d->B, d->T + 1);
+                 "data: '%s' makes %lld training rows, fewer than one batch of %d: a row is %d tokens "
+                 "(max_target_length + 1) of one shard, and each shard shorter than max_target_length + 1 tokens "
+                 "makes no row (%d of the %d shards with training tokens make none; %lld training tokens); use "
+                 "larger shards, a smaller max_target_length or a smaller batch",
+                 c->dataset_path, (long long)d->n_train_rows, d->B, d->T + 1, with - d->train->n_parts, with,
+                 (long long)d->n_train);
+    } else
+      gt_err_set(err, GT_ERR_CONFIG,
+                 "data: '%s' makes %lld training rows of %d tokens (max_target_length + 1) of its %lld training "
+                 "tokens, fewer than one batch of %d; use a larger corpus or a smaller batch",
+                 c->dataset_path, (long long)d->n_train_rows, d->T + 1, (long long)d->n_train, d->B);
     gt_data_close(d);
     return GT_ERR_CONFIG;
   }

@@ -106,7 +106,8 @@ typedef struct gt_data {
   int kind; /* 0 synthetic, 1 a corpus */
   int B, T;
   int64_t n_stream;         /* tokens of the corpus: training source and eval (held-out or eval_dataset_path) */
-  int64_t n_train;          /* of which in the training rows' source */
+  int64_t n_train;          /* of which the training rows' source (a record overlong_records=truncate cuts
+                               counts its first T + 1 tokens) */
   int64_t n_train_rows, n_eval_rows;
   gt_data_state st;
   int64_t eval_cursor;

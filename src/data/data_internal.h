@@ -68,6 +68,9 @@ typedef struct gt__store {
    * offset of record i, rec[n_rec] = n_tok */
   int64_t *rec;
   int64_t n_rec, n_docs, n_truncated;
+  /* pairs: the tokens overlong_records=truncate dropped from each pair
+   * (uint32 values), so the split can tell training from eval */
+  gt_tokvec pair_cut;
   /* where each file starts (global token offset), for positions in words */
   char **files;
   int64_t *file_tok0;
@@ -104,7 +107,10 @@ typedef struct gt__data_src {
   gt__store *store;
   gt__part *parts;
   int n_parts;
-  int64_t n_rows, n_tokens;
+  int64_t n_rows, n_tokens; /* n_tokens: those the rows read (a truncated record's first T + 1) */
+  /* overlong_records=truncate: the records (pairs) of these rows that were
+   * cut, and the tokens cut off them */
+  int64_t n_truncated, n_dropped;
   int64_t *part_row0; /* [n_parts + 1] rows before each part, file order */
   /* the order of the epoch last asked for: the parts' visiting order and
    * the rows before each visited part */

@@ -328,6 +328,9 @@ gt_rc gt__open_pairs(gt__store *s, const gt_config *c, const char *spec, const c
           cut = 1;
         }
       if (rc) break;
+      /* what truncation drops, kept per pair: the split counts its sides' */
+      uint32_t dropped = (uint32_t)((L[0] > row ? L[0] - row : 0) + (L[1] > row ? L[1] - row : 0));
+      if ((rc = gt_tokvec_push(&s->pair_cut, &dropped, 1, err))) break;
       /* truncate: each side keeps its first T + 1 tokens (rejected moves up) */
       if (L[0] > row) {
         memmove(tv.v + a0 + row, tv.v + a1, (size_t)L[1] * sizeof(uint32_t));
@@ -415,6 +418,8 @@ gt_rc gt__src_add_pairs(gt__data_src *src, int64_t p_lo, int64_t p_hi, int T, in
   src->n_rows += n;
   src->part_row0[src->n_parts] = src->n_rows;
   src->n_tokens += pt.hi - pt.lo;
+  for (int64_t q = p_lo; q < p_hi; q++)
+    if (src->store->pair_cut.v[q]) src->n_truncated++, src->n_dropped += src->store->pair_cut.v[q];
   return GT_OK;
 }
 

@@ -62,6 +62,11 @@ gt_rc gt__src_add_records(gt__data_src *src, int64_t rec_lo, int64_t rec_hi, int
   const int64_t *rec = src->store->rec;
   gt__part p = {rec[rec_lo], rec[rec_hi], gt__pack(rec, rec_lo, rec_hi, T, packing, NULL, NULL), NULL, NULL};
   if (p.n_rows == 0) return GT_OK;
+  /* a record longer than a row is read as its first T + 1 tokens: the rest
+   * is no part of the data these rows train on */
+  int64_t cut = 0, n_cut = 0;
+  for (int64_t r = rec_lo; r < rec_hi; r++)
+    if (rec[r + 1] - rec[r] > T + 1) n_cut++, cut += rec[r + 1] - rec[r] - (T + 1);
   p.start = gt_mem_alloc_uninit(src->mem, GT_MEM_DATA, (size_t)p.n_rows * sizeof(int64_t));
   p.len = gt_mem_alloc_uninit(src->mem, GT_MEM_DATA, (size_t)p.n_rows * sizeof(int32_t));
   gt_rc rc = GT_OK;
@@ -71,6 +76,7 @@ gt_rc gt__src_add_records(gt__data_src *src, int64_t rec_lo, int64_t rec_hi, int
     gt__pack(rec, rec_lo, rec_hi, T, packing, p.start, p.len);
     rc = gt__add_part(src, &p, err);
   }
+  if (!rc) src->n_tokens -= cut, src->n_truncated += n_cut, src->n_dropped += cut;
   if (rc) {
     gt_mem_free(src->mem, p.start);
     gt_mem_free(src->mem, p.len);

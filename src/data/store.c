@@ -94,7 +94,44 @@ static gt_rc gt__shard_unchanged(const gt__shard *sh, gt_err *err) {
   return GT_OK;
 }
 
-static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec, const char *key, gt_err *err) {
+/* A shard's header records the vocabulary its ids belong to: the id count
+ * of the tokenizer that wrote it (gemtrain tokenize: gt_tokenizer_n_ids, so
+ * 262145 for Gemma 3's), or 260 for byte tokens. Ids below vocab_size can
+ * still be another tokenizer's, so the recorded vocabulary must be this
+ * run's: its tokenizer's id count, or without one, byte tokens only in a
+ * byte-token model. A shard of another tokenizer the run does not load
+ * (written elsewhere, the format is documented) is read as it is: there is
+ * nothing to compare it with but vocab_size, which every id is checked
+ * against. The shards of one run agree with each other. */
+static gt_rc gt__shard_vocab(const gt__store *s, const gt_config *c, const gt_tokenizer *tok, const gt__shard *sh,
+                             gt_err *err) {
+  uint32_t v = sh->h.vocab;
+  if (tok && (int64_t)v != gt_tokenizer_n_ids(tok))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: shard '%s' records vocab_size %u in its header (%s), but tokenizer_path '%s' has %d "
+                      "ids: its ids are not this tokenizer's; tokenize the text again with this tokenizer_path, or "
+                      "set tokenizer_path to the tokenizer.json that wrote the shard",
+                      sh->path, v,
+                      v == GT_BYTE_VOCAB ? "byte tokens, written without tokenizer_path"
+                                         : "the ids of the tokenizer that wrote it",
+                      c->tokenizer_path, gt_tokenizer_n_ids(tok));
+  if (!tok && v == GT_BYTE_VOCAB && c->vocab_size != GT_BYTE_VOCAB)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: shard '%s' holds byte tokens (vocab_size %u in its header: written without "
+                      "tokenizer_path), but vocab_size = %lld, a model of another vocabulary; byte tokens need "
+                      "vocab_size = %d, or tokenize the text again with tokenizer_path set to the model's "
+                      "tokenizer.json and train with that tokenizer_path",
+                      sh->path, v, c->vocab_size, GT_BYTE_VOCAB);
+  if (s->n_shards > 1 && v != s->shards[0].h.vocab)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "data: shard '%s' records vocab_size %u in its header, shard '%s' %u: the shards of a run must "
+                      "come from one tokenizer",
+                      sh->path, v, s->shards[0].path, s->shards[0].h.vocab);
+  return GT_OK;
+}
+
+static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec, const char *key,
+                             const gt_tokenizer *tok, gt_err *err) {
   gt__paths p;
   gt_rc rc = gt__paths_expand(spec, key, gt__gtok_exts, &p, err);
   if (rc) return rc;
@@ -112,6 +149,7 @@ static gt_rc gt__open_shards(gt__store *s, const gt_config *c, const char *spec,
       break;
     }
     rc = gt__gtok_header(sh->path, fd, &sh->h, err);
+    if (!rc) rc = gt__shard_vocab(s, c, tok, sh, err);
     /* every shard is checked once, in bounded memory, before it is used */
     if (!rc) rc = gt__gtok_verify(sh->path, fd, &sh->h, c->vocab_size, err);
     struct stat st;
@@ -224,6 +262,7 @@ static gt_rc gt__open_jsonl(gt__store *s, const gt_config *c, const char *spec, 
 gt_rc gt__store_open(gt__store *s, const gt_config *c, const char *spec, int eval, gt_mem *mem, gt_err *err) {
   memset(s, 0, sizeof *s);
   s->mem = mem;
+  s->pair_cut.mem = mem;
   s->fd = -1;
   s->fd_shard = s->infl_shard[0] = s->infl_shard[1] = -1;
   s->type = c->dataset_type;
@@ -237,15 +276,19 @@ gt_rc gt__store_open(gt__store *s, const gt_config *c, const char *spec, int eva
   gt_encoder_init(&enc, tok, c->vocab_size);
   s->bos = enc.bos;
   s->eos = enc.eos;
-  if (!tok && strcmp(c->dataset_type, "tokens") && c->vocab_size < GT_BYTE_VOCAB)
+  /* byte tokens fit any larger vocabulary and pass every id check, so a
+   * model of another vocabulary (a Gemma checkpoint without its tokenizer)
+   * would train on them without a word: byte tokens are for byte models */
+  if (!tok && strcmp(c->dataset_type, "tokens") && c->vocab_size != GT_BYTE_VOCAB)
     rc = gt_err_set(err, GT_ERR_CONFIG,
-                    "data: dataset_type '%s' uses byte tokens (ids up to 259) but vocab_size = %lld; expected >= %d "
-                    "(or set tokenizer_path)",
-                    c->dataset_type, c->vocab_size, GT_BYTE_VOCAB);
+                    "data: dataset_type '%s' without tokenizer_path is read as byte tokens (%d ids), but vocab_size "
+                    "= %lld: the model's vocabulary is another; set tokenizer_path to the model's tokenizer.json "
+                    "(byte tokens need vocab_size = %d)",
+                    c->dataset_type, GT_BYTE_VOCAB, c->vocab_size, GT_BYTE_VOCAB);
   else if (!strcmp(c->dataset_type, "text"))
     rc = gt__open_text(s, c, spec, &enc, err);
   else if (!strcmp(c->dataset_type, "tokens"))
-    rc = gt__open_shards(s, c, spec, key, err);
+    rc = gt__open_shards(s, c, spec, key, tok, err);
   else if (c->use_dpo)
     rc = gt__open_pairs(s, c, spec, key, &enc, err);
   else
@@ -262,6 +305,7 @@ void gt__store_close(gt__store *s) {
     gt_mem_free(s->mem, s->infl[0]);
     gt_mem_free(s->mem, s->infl[1]);
   }
+  gt_tokvec_free(&s->pair_cut);
   if (s->fd >= 0) close(s->fd);
   for (int i = 0; i < s->n_files; i++) free(s->files[i]);
   free(s->files);

@@ -282,6 +282,28 @@ gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err 
       snprintf(next->chat_template, sizeof next->chat_template, "%s", want->chat_template);
     if (rc) goto out;
   }
+  /* the tokenizer is the model's unless the user names one (tokenizer_path=
+   * with nothing asks for byte tokens): a Hugging Face directory's
+   * tokenizer.json, or the one a checkpoint or parameter file was trained
+   * with. The order gemtrain decode takes (decode/text.h), so train, eval and
+   * decode read text alike, and a run's config records what it read. */
+  if (!gt_config_is_user_set(cfg, "tokenizer_path")) {
+    char tp[GT_STR_PATH + 32] = "";
+    if (src->kind == GT_SRC_HF) {
+      snprintf(tp, sizeof tp, "%s/tokenizer.json", src->path);
+      if (!gt__exists(tp)) tp[0] = '\0';
+    } else {
+      snprintf(tp, sizeof tp, "%s", src->cfg.tokenizer_path);
+    }
+    if (strlen(tp) >= sizeof next->tokenizer_path) {
+      rc = gt_err_set(err, GT_ERR_CONFIG,
+                      "model source: '%s' is the tokenizer of %s '%s', a path longer than tokenizer_path holds (%zu "
+                      "characters); set tokenizer_path to a shorter path of it",
+                      tp, gt__kind_name(src->kind), src->path, sizeof next->tokenizer_path - 1);
+      goto out;
+    }
+    if (tp[0]) snprintf(next->tokenizer_path, sizeof next->tokenizer_path, "%s", tp);
+  }
   if (src->kind == GT_SRC_CHECKPOINT && src->cfg.enable_lora)
     for (size_t i = 0; i < sizeof gt__lora_keys / sizeof gt__lora_keys[0]; i++) {
       const gt_key_spec *k = gt_config_key(gt__lora_keys[i]);

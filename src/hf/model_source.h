@@ -78,6 +78,14 @@ gt_rc gt_model_source_open(const char *path, gt_model_source *src, gt_err *err);
  * another value than the source's is refused, see above; cfg is unchanged
  * on failure.
  *
+ * The tokenizer: unless the user set tokenizer_path (set empty, byte
+ * tokens), cfg->tokenizer_path becomes the source's: a Hugging Face
+ * directory's tokenizer.json when it has one, or the tokenizer_path a
+ * checkpoint's or parameter file's stored config names (the order
+ * gt_decode_tokenizer takes, decode/text.h); a source without one leaves it
+ * as it is. The data source then reads text with the model's tokenizer, and
+ * a run's config records it.
+ *
  * Adapters: a checkpoint of a run that trained low-rank adapters
  * (enable_lora) holds them, so its adapter keys (enable_lora, lora_rank,
  * lora_alpha, lora_use_rslora, lora_module_path, lora_weight_qtype) define
