@@ -155,6 +155,17 @@ for rows in 144 208; do
   grep -q "embedding 262$rows rows" "$work/v.txt" || fail "a run from the 262$rows-row table: $(head -1 "$work/v.txt")"
   grep -q "\"vocab_size\":.*262$rows" "$work/tuned$rows/config.json" || fail "a run's export: vocab_size not 262$rows"
 done
+# a run from an HF directory with a tokenizer reads the data with it and
+# records it; its export carries all the directory's tokenizer files, as
+# the directory's own, not only the tokenizer.json the run recorded
+cp "$src/data/tokenizers/gemma3/tokenizer.json" "$work/v144/"
+echo '{"bos_token": "<bos>"}' > "$work/v144/special_tokens_map.json"
+"$bin" train dataset_type=synthetic steps=1 sample_tokens=0 eval_interval=-1 per_device_batch_size=1 \
+  max_target_length=8 "base_output_directory=$work/runs" run_name=vtok "load_parameters_path=$work/v144" > /dev/null
+"$bin" convert to_hf "$work/runs/vtok" "$work/tunedtok" dtype=float32 > "$work/v.txt"
+cmp -s "$work/v144/special_tokens_map.json" "$work/tunedtok/special_tokens_map.json" \
+  || fail "the export of a run from an HF directory left out its tokenizer files: $(ls "$work/tunedtok")"
+cmp -s "$work/v144/tokenizer.json" "$work/tunedtok/tokenizer.json" || fail "the export's tokenizer.json is not the source's"
 "$bin" convert to_hf "$work/pv208.safetensors" "$work/unpadded" dtype=float32 pad_vocab=false > "$work/v.txt"
 grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "pad_vocab=false: $(cat "$work/v.txt")"
 

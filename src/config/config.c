@@ -235,7 +235,7 @@ static const gt_key_spec gt__keys[] = {
      "text: one file; tokens and jsonl: files, directories or globs, comma-separated, read in the order given "
      "(a directory or glob in name order)"},
     {"tokenizer_path", GT_KEY_STR, F(tokenizer_path), 0, 0, NULL,
-     "a Hugging Face tokenizer.json for dataset_type=text and jsonl (empty: byte tokens)"},
+     "a Hugging Face tokenizer.json for dataset_type=text and jsonl (empty: load_parameters_path's own, else byte tokens, which need vocab_size=260)"},
     {"eval_dataset_path", GT_KEY_STR, F(eval_dataset_path), 0, 0, NULL,
      "eval data of the same dataset_type (MaxText's hf_eval_files); empty: the held-out tail "
      "(eval_split_fraction) of dataset_path"},

@@ -68,6 +68,17 @@ gt_rc gt_hf_source_origin(const char *path, char *hf_dir, size_t hn, char *token
     snprintf(cur, sizeof cur, "%s", s->cfg.load_parameters_path);
   }
   free(s);
+  /* a run started from an HF directory records that directory's own
+   * tokenizer.json as its tokenizer_path: that is the directory's tokenizer,
+   * whose other files (tokenizer.model, special_tokens_map.json, ...) go
+   * with it, not a tokenizer of the run's own */
+  if (!rc && hf_dir[0] && tokenizer[0]) {
+    char own[GT_STR_PATH + 32];
+    struct stat a, b;
+    snprintf(own, sizeof own, "%s/tokenizer.json", hf_dir);
+    if (stat(own, &a) == 0 && stat(tokenizer, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+      tokenizer[0] = '\0';
+  }
   return rc;
 }
 
