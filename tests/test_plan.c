@@ -80,16 +80,21 @@ START_TEST(test_gemma4_measured_equals_plan) {
 }
 END_TEST
 
-START_TEST(test_block_scope_costs_more) {
-  const char *a[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=layer", "dataset_type=synthetic"};
-  const char *b[] = {"model_name=gemma3-small", "remat_policy=full", "remat_scope=block", "dataset_type=synthetic"};
+/* The plans of `model` under `policy` with remat_scope layer (*pa) and block (*pb). */
+static void plan_scopes(const char *model, const char *policy, gt_plan *pa, gt_plan *pb) {
+  const char *a[] = {model, policy, "remat_scope=layer", "dataset_type=synthetic"};
+  const char *b[] = {model, policy, "remat_scope=block", "dataset_type=synthetic"};
   gt_config ca, cb;
   gt_err e;
-  ck_assert(gt_config_load(&ca, GT_SOURCE_DIR "/configs", NULL, 4, a, &e) == GT_OK);
-  ck_assert(gt_config_load(&cb, GT_SOURCE_DIR "/configs", NULL, 4, b, &e) == GT_OK);
+  ck_assert_msg(gt_config_load(&ca, GT_SOURCE_DIR "/configs", NULL, 4, a, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(&cb, GT_SOURCE_DIR "/configs", NULL, 4, b, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_plan_compute(pa, &ca, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_plan_compute(pb, &cb, &e) == GT_OK, "%s", e.msg);
+}
+
+START_TEST(test_block_scope_costs_more) {
   gt_plan pa, pb;
-  ck_assert(gt_plan_compute(&pa, &ca, &e) == GT_OK);
-  ck_assert(gt_plan_compute(&pb, &cb, &e) == GT_OK);
+  plan_scopes("model_name=gemma3-small", "remat_policy=full", &pa, &pb);
   ck_assert_msg(pb.peak_total > pa.peak_total, "block %lld vs layer %lld", (long long)pb.peak_total,
                 (long long)pa.peak_total);
   ck_assert(strstr(pb.peak_where, "backward"));
@@ -102,15 +107,8 @@ END_TEST
  * either scope, so the saved activations (in all and per layer) and the
  * peak are the same with remat_scope=block as with layer */
 START_TEST(test_none_saves_the_same_in_blocks) {
-  const char *a[] = {"model_name=gemma3-tiny", "remat_policy=none", "remat_scope=layer", "dataset_type=synthetic"};
-  const char *b[] = {"model_name=gemma3-tiny", "remat_policy=none", "remat_scope=block", "dataset_type=synthetic"};
-  gt_config ca, cb;
-  gt_err e;
-  ck_assert(gt_config_load(&ca, GT_SOURCE_DIR "/configs", NULL, 4, a, &e) == GT_OK);
-  ck_assert(gt_config_load(&cb, GT_SOURCE_DIR "/configs", NULL, 4, b, &e) == GT_OK);
   gt_plan pa, pb;
-  ck_assert(gt_plan_compute(&pa, &ca, &e) == GT_OK);
-  ck_assert(gt_plan_compute(&pb, &cb, &e) == GT_OK);
+  plan_scopes("model_name=gemma3-tiny", "remat_policy=none", &pa, &pb);
   ck_assert_int_eq(pa.n_layers, pb.n_layers);
   for (int64_t l = 0; l < pa.n_layers; l++)
     ck_assert_msg(pa.saved_per_layer[l] == pb.saved_per_layer[l], "layer %lld keeps %lld bytes in blocks, %lld alone",
