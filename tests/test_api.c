@@ -6,9 +6,11 @@
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemtrain/gemtrain.h"
 #include "gt_testutil.h"
@@ -96,6 +98,131 @@ START_TEST(test_two_threads_equal_sequential) {
   ck_assert(memcmp(a.loss, a2.loss, sizeof a.loss) == 0);
   ck_assert(memcmp(b.loss, b2.loss, sizeof b.loss) == 0);
   ck_assert(a.loss[7] != b.loss[7]); /* different seeds, different runs */
+}
+END_TEST
+
+/* ---------- contexts on two threads, one of them remade ---------- */
+
+/* The context of thread A computes on the host (forward_logits, on its own
+ * team of 2) and through its device (eval) over and over, while thread B
+ * makes, initialises, uses and frees contexts of other thread counts and
+ * device counts. Each context computes on a team of its own: one's init
+ * once replaced the process-wide team while the other's kernels ran on it
+ * (a hang, or a read of freed memory). Every result is compared with the
+ * same context's alone, bit for bit. */
+enum { RACE_SEQ = 16, RACE_VOCAB = 260, RACE_B_CFGS = 4, RACE_B_ROUNDS = 3 };
+static const char *race_base[] = {"dataset_type=synthetic", "base_num_decoder_layers=2", "layer_pattern=LG",
+                                  "max_target_length=16", "per_device_batch_size=1"};
+static const char *race_b_cfg[RACE_B_CFGS][2] = {{"num_devices=1", "threads_per_device=0"},
+                                                 {"num_devices=2", "threads_per_device=0"},
+                                                 {"num_devices=1", "threads_per_device=1"},
+                                                 {"num_devices=2", "threads_per_device=2"}};
+
+typedef struct race {
+  int32_t tok[RACE_SEQ + 1];
+  float want_a[RACE_SEQ * RACE_VOCAB], want_b[RACE_B_CFGS][RACE_SEQ * RACE_VOCAB];
+  double want_eval;
+  _Atomic int b_done;
+  int a_runs, a_wrong, b_runs, b_wrong;
+  char a_err[GT_ERR_MSG_MAX], b_err[GT_ERR_MSG_MAX];
+} race;
+
+/* A context of the race's base keys and extra ones, initialised (NULL with
+ * its message in err when refused). */
+static gt_ctx *race_ctx(int n_extra, const char *const *extra, char *err) {
+  const char *ov[8];
+  int n = 0;
+  for (int i = 0; i < 5; i++) ov[n++] = race_base[i];
+  for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
+  gt_ctx *c = gt_ctx_new();
+  if (gt_ctx_configure(c, "gemma3-tiny", n, ov) || gt_ctx_init(c)) {
+    snprintf(err, GT_ERR_MSG_MAX, "%s", gt_ctx_error(c));
+    gt_ctx_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+static const char *race_a_extra[] = {"threads_per_device=2"};
+
+static void *race_a(void *arg) {
+  race *r = arg;
+  gt_ctx *c = race_ctx(1, race_a_extra, r->a_err);
+  float *lg = malloc(sizeof r->want_a);
+  if (!c || !lg) {
+    free(lg);
+    gt_ctx_free(c);
+    return NULL;
+  }
+  /* at least as long as B makes contexts */
+  while (r->a_runs < 20 || !atomic_load(&r->b_done)) {
+    double ev = 0;
+    if (gt_ctx_forward_logits(c, r->tok, 1, RACE_SEQ, lg) || gt_ctx_eval_tokens(c, r->tok, 1, RACE_SEQ, &ev)) {
+      snprintf(r->a_err, sizeof r->a_err, "%s", gt_ctx_error(c));
+      break;
+    }
+    r->a_wrong += memcmp(lg, r->want_a, sizeof r->want_a) != 0 || memcmp(&ev, &r->want_eval, sizeof ev) != 0;
+    r->a_runs++;
+  }
+  free(lg);
+  gt_ctx_free(c);
+  return NULL;
+}
+
+static void *race_b(void *arg) {
+  race *r = arg;
+  float *lg = malloc(sizeof r->want_a);
+  for (int k = 0; lg && k < RACE_B_CFGS * RACE_B_ROUNDS; k++) {
+    int v = k % RACE_B_CFGS;
+    gt_ctx *c = race_ctx(2, race_b_cfg[v], r->b_err);
+    if (!c) break;
+    gt_rc rc = gt_ctx_forward_logits(c, r->tok, 1, RACE_SEQ, lg);
+    if (rc) snprintf(r->b_err, sizeof r->b_err, "%s", gt_ctx_error(c));
+    gt_ctx_free(c);
+    if (rc) break;
+    r->b_wrong += memcmp(lg, r->want_b[v], sizeof r->want_a) != 0;
+    r->b_runs++;
+  }
+  free(lg);
+  atomic_store(&r->b_done, 1);
+  return NULL;
+}
+
+START_TEST(test_two_threads_host_team) {
+  race *r = calloc(1, sizeof *r);
+  ck_assert_ptr_nonnull(r);
+  for (int i = 0; i <= RACE_SEQ; i++) r->tok[i] = 4 + (i * 37) % 250;
+  /* each context alone first */
+  char err[GT_ERR_MSG_MAX];
+  gt_ctx *c = race_ctx(1, race_a_extra, err);
+  ck_assert_msg(c != NULL, "%s", err);
+  ck_assert(gt_ctx_forward_logits(c, r->tok, 1, RACE_SEQ, r->want_a) == GT_OK);
+  ck_assert(gt_ctx_eval_tokens(c, r->tok, 1, RACE_SEQ, &r->want_eval) == GT_OK);
+  gt_ctx_free(c);
+  for (int v = 0; v < RACE_B_CFGS; v++) {
+    c = race_ctx(2, race_b_cfg[v], err);
+    ck_assert_msg(c != NULL, "%s", err);
+    ck_assert(gt_ctx_forward_logits(c, r->tok, 1, RACE_SEQ, r->want_b[v]) == GT_OK);
+    gt_ctx_free(c);
+  }
+  pthread_t ta, tb;
+  ck_assert(pthread_create(&ta, NULL, race_a, r) == 0);
+  ck_assert(pthread_create(&tb, NULL, race_b, r) == 0);
+  /* A hang is the failure this test looks for: a bound far above the
+   * seconds the race takes on a busy machine ends it with a message
+   * instead of ctest's timeout. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 600;
+  ck_assert_msg(pthread_timedjoin_np(tb, NULL, &until) == 0 && pthread_timedjoin_np(ta, NULL, &until) == 0,
+                "two contexts on two threads did not finish in 600 s (A ran %d times, B %d): a deadlock", r->a_runs,
+                r->b_runs);
+  ck_assert_msg(!r->a_err[0] && !r->b_err[0], "A: '%s', B: '%s'", r->a_err, r->b_err);
+  ck_assert_int_eq(r->b_runs, RACE_B_CFGS * RACE_B_ROUNDS);
+  ck_assert_int_ge(r->a_runs, 20);
+  ck_assert_msg(r->a_wrong == 0 && r->b_wrong == 0, "results unlike each context's alone: A %d of %d, B %d of %d",
+                r->a_wrong, r->a_runs, r->b_wrong, r->b_runs);
+  free(r);
 }
 END_TEST
 
@@ -612,6 +739,7 @@ int main(void) {
   tcase_add_test(tc, test_train_loss_falls);
   tcase_add_test(tc, test_errors_per_context);
   tcase_add_test(tc, test_two_threads_equal_sequential);
+  tcase_add_test(tc, test_two_threads_host_team);
   tcase_add_test(tc, test_tokens_logits_save_load);
   tcase_add_test(tc, test_save_load_spike_guard);
   tcase_add_test(tc, test_save_load_lora_dropout);

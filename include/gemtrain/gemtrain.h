@@ -1,11 +1,12 @@
 /* libgemtrain: the small API for other projects' tests and tools.
  *
  * One gt_ctx holds everything of one model: its configuration, parameters,
- * optimizer state, data source and the last error. Contexts share nothing, so
- * two of them may train at once in two threads. Nothing here prints or exits;
- * every call returns a gt_rc and, on failure, gt_ctx_error() says why in one
- * line. Memory: the context owns everything it allocates; pointers you pass in
- * stay yours and are not kept after the call returns.
+ * optimizer state, data source, the threads it computes with and the last
+ * error. Contexts share nothing, so two of them may train at once in two
+ * threads (one context is used by one thread at a time). Nothing here prints
+ * or exits; every call returns a gt_rc and, on failure, gt_ctx_error() says
+ * why in one line. Memory: the context owns everything it allocates;
+ * pointers you pass in stay yours and are not kept after the call returns.
  *
  * Misuse is refused, never undefined: a NULL context makes every call return
  * GT_ERR_ARG (gt_ctx_num_params 0, gt_ctx_error "no context"); so do a

@@ -16,6 +16,8 @@
 #include "model/model.h"
 #include "train/optim.h"
 #include "base/prof.h"
+#include "base/team.h"
+#include "base/threads.h"
 #include "ckpt/paramfile.h"
 #include "train/train.h"
 #include "train/api_internal.h"
@@ -34,6 +36,12 @@ struct gt_ctx {
   int has_last;
   int32_t *tok_in, *tok_tg, *tok_pos; /* scratch for caller-supplied tokens */
   int64_t tok_cap;
+  /* The threads the kernels a call runs on its caller's thread compute
+   * with (gt_ctx_forward_logits, loading and saving), set as that thread's
+   * current team for the call. The context's own: the process team is one
+   * for every thread, and remaking it at one context's init would pull it
+   * from under another context's kernels. Mesh devices have their own. */
+  gt_team *team;
 };
 
 gt_ctx *gt_ctx_new(void) {
@@ -58,6 +66,7 @@ static void gt__release(gt_ctx *c) {
 void gt_ctx_free(gt_ctx *c) {
   if (!c) return;
   gt__release(c);
+  gt_team_destroy(c->team);
   free(c);
 }
 
@@ -279,13 +288,28 @@ static gt_rc gt__ctx_restore(gt_ctx *c) {
   return rc ? rc : gt__train_pref_reference(&ts, &c->err); /* use_dpo: the reference is what the run starts from */
 }
 
-gt_rc gt_ctx_init(gt_ctx *c) {
-  gt_rc rc = gt__need(c, 0);
-  if (rc) return rc;
-  gt_err_clear(&c->err);
-  gt__release(c);
-  if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
-  gt_threads_configure(&c->cfg);
+/* The context's team sized for its configuration (kept while the size
+ * stays). Nothing runs on it now: the context's calls run one at a time. */
+static void gt__ctx_team(gt_ctx *c) {
+  int n = gt_threads_count(c->cfg.threads_per_device, c->cfg.num_devices);
+  if (c->team && gt_team_size(c->team) == n) return;
+  gt_team_destroy(c->team);
+  c->team = gt_team_create_upto(n);
+}
+
+/* The calls that run kernels on the caller's thread run them on the
+ * context's team, and give the thread its previous team back. */
+#define GT__ON_TEAM(c, call)                               \
+  do {                                                     \
+    GT__CTX_OR_ARG(c);                                     \
+    gt_team *prev_ = gt_team_set_current((c)->team);       \
+    gt_rc rc_ = (call);                                    \
+    gt_team_set_current(prev_);                            \
+    return rc_;                                            \
+  } while (0)
+
+static gt_rc gt__init(gt_ctx *c) {
+  gt_rc rc;
   if ((rc = gt_model_build(&c->model, &c->cfg, &c->err))) return rc;
   c->initialised = 1; /* from here gt__release frees what was made */
   if ((rc = gt_data_open(&c->data, &c->cfg, &c->mem, &c->err)) ||
@@ -294,6 +318,16 @@ gt_rc gt_ctx_init(gt_ctx *c) {
     return rc;
   }
   return GT_OK;
+}
+
+gt_rc gt_ctx_init(gt_ctx *c) {
+  gt_rc rc = gt__need(c, 0);
+  if (rc) return rc;
+  gt_err_clear(&c->err);
+  gt__release(c);
+  if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
+  gt__ctx_team(c);
+  GT__ON_TEAM(c, gt__init(c));
 }
 
 int64_t gt_ctx_num_params(const gt_ctx *c) { return c && c->initialised ? c->model.n_params : 0; }
@@ -308,7 +342,7 @@ static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
   return GT_OK;
 }
 
-gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
+static gt_rc gt__train(gt_ctx *c, int n, double *losses) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -316,6 +350,10 @@ gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
   for (int i = 0; i < n; i++)
     if ((rc = gt__step(c, NULL, losses ? &losses[i] : NULL))) return rc;
   return GT_OK;
+}
+
+gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
+  GT__ON_TEAM(c, gt__train(c, n, losses));
 }
 
 /* Splits [batch, seq + 1] tokens into a batch (inputs, targets, positions). */
@@ -353,7 +391,7 @@ static gt_rc gt__tokens_batch(gt_ctx *c, const int32_t *tokens, int batch, int s
   return GT_OK;
 }
 
-gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+static gt_rc gt__train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -366,7 +404,11 @@ gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, 
   return gt__step(c, &b, loss);
 }
 
-gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+  GT__ON_TEAM(c, gt__train_tokens(c, tokens, batch, seq, loss));
+}
+
+static gt_rc gt__eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -381,13 +423,17 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   return GT_OK;
 }
 
+gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+  GT__ON_TEAM(c, gt__eval_tokens(c, tokens, batch, seq, loss));
+}
+
 gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out) {
   if (!c || !out || !c->has_last) return GT_ERR_ARG;
   *out = c->last;
   return GT_OK;
 }
 
-gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
+static gt_rc gt__forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -397,13 +443,17 @@ gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq
   return gt_exec_forward_logits(&c->model, &b, logits, &c->err);
 }
 
+gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
+  GT__ON_TEAM(c, gt__forward_logits(c, tokens, batch, seq, logits));
+}
+
 /* ---------- save / load ---------- */
 
 /* The file holds, beside the parameters, the moments and the AdamW step,
  * what else the next steps depend on (paramfile.h's training_state), as a
  * checkpoint does: the step index (it seeds the adapters' dropout), the data
  * position of gt_ctx_train and the spike guard's record. */
-gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
+static gt_rc gt__save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -428,9 +478,13 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   return rc;
 }
 
+gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
+  GT__ON_TEAM(c, gt__save(c, path));
+}
+
 /* Everything is read and checked before any of the context's state changes:
  * a refused load leaves the context as it was. */
-gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
+static gt_rc gt__load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -464,4 +518,8 @@ gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_mem_free(&c->mem, mu);
   free(ts);
   return rc;
+}
+
+gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
+  GT__ON_TEAM(c, gt__load(c, path));
 }
