@@ -102,15 +102,54 @@ START_TEST(test_configure_counts) {
   has(c, "NULL");
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, ov), GT_ERR_ARG);
   has(c, "override 1 of 2 is NULL");
-  /* a refused configure leaves the context unconfigured, not half-set */
+  /* a refused configure changes nothing: a context never configured stays
+   * so, not half-set */
   int64_t v;
   ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
   /* n = 0 with a NULL array is no override */
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 0, NULL), GT_OK);
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, ov), GT_OK);
   ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_OK);
   ck_assert_int_eq(v, 2);
   gt_ctx_free(c);
+}
+END_TEST
+
+/* A refused configure of a context that has trained keeps its
+ * configuration, model, optimizer state and position: it trains on as a
+ * context that was never asked does, bit for bit. */
+START_TEST(test_refused_configure_keeps_model) {
+  gt_ctx *c = tiny(), *ref = tiny();
+  double a[2], b[2];
+  ck_assert(gt_ctx_train(c, 2, a) == GT_OK && gt_ctx_train(ref, 2, b) == GT_OK);
+  int64_t n = gt_ctx_num_params(c);
+  const char *nul[] = {"steps=2", NULL}, *unknown[] = {"stepz=2"}, *bad[] = {"steps=abc"},
+             *lpp[] = {"load_parameters_path=/nonexistent/params.safetensors"};
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", -1, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, nul), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, unknown), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, bad), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "no-such-model-preset", 0, NULL), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "/nonexistent/config.json", 0, NULL), GT_ERR_IO);
+  ck_assert_int_ne(gt_ctx_configure(c, "gemma3-tiny", 1, lpp), GT_OK);
+  has(c, "/nonexistent/params.safetensors");
+  ck_assert_int_eq(gt_ctx_num_params(c), n);
+  int64_t len;
+  ck_assert_int_eq(gt_ctx_get_int(c, "max_target_length", &len), GT_OK);
+  ck_assert_int_eq(len, 16);
+  ck_assert_msg(gt_ctx_train(c, 2, a) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(gt_ctx_train(ref, 2, b) == GT_OK);
+  ck_assert_msg(a[0] == b[0] && a[1] == b[1], "after the refusals %.17g %.17g, without them %.17g %.17g", a[0], a[1],
+                b[0], b[1]);
+  gt_step_metrics m;
+  ck_assert(gt_ctx_last_metrics(c, &m) == GT_OK);
+  ck_assert_int_eq(m.step, 3);
+  /* an accepted configure does free the model */
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
+  ck_assert_int_eq(gt_ctx_num_params(c), 0);
+  gt_ctx_free(c), gt_ctx_free(ref);
 }
 END_TEST
 
@@ -201,8 +240,9 @@ START_TEST(test_token_calls) {
 }
 END_TEST
 
-/* After a failed init the context is configured but holds no model; after
- * a failed load it keeps its state. */
+/* After a failed init the context is configured but holds no model, and a
+ * refused configure keeps that configuration; after a failed load it keeps
+ * its state. */
 START_TEST(test_after_errors) {
   gt_ctx *c = gt_ctx_new();
   const char *bad[] = {"dataset_type=text", "dataset_path=/nonexistent/corpus.txt", "max_target_length=16"};
@@ -212,8 +252,10 @@ START_TEST(test_after_errors) {
   ck_assert_int_eq(gt_ctx_num_params(c), 0);
   ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
   has(c, "gt_ctx_init first");
+  /* a refused configure keeps the configuration: init fails as before */
   ck_assert_int_eq(gt_ctx_configure(c, "no-such-model-preset", 0, NULL), GT_ERR_CONFIG);
-  ck_assert_int_eq(gt_ctx_init(c), GT_ERR_ARG);
+  ck_assert_int_ne(gt_ctx_init(c), GT_OK);
+  has(c, "/nonexistent/corpus.txt");
   gt_ctx_free(c);
   c = tiny();
   ck_assert_int_ne(gt_ctx_load(c, "/nonexistent/dir/params.safetensors"), GT_OK);
@@ -231,6 +273,7 @@ static Suite *misuse_suite(void) {
   tcase_add_test(tc, test_null_context);
   tcase_add_test(tc, test_out_of_order);
   tcase_add_test(tc, test_configure_counts);
+  tcase_add_test(tc, test_refused_configure_keeps_model);
   tcase_add_test(tc, test_key_arguments);
   tcase_add_test(tc, test_token_calls);
   tcase_add_test(tc, test_after_errors);

@@ -46,7 +46,9 @@ GT_API const char *gt_ctx_error(const gt_ctx *c);
 /* Builds the configuration exactly as `gemtrain train` does: configs/base.json,
  * then the preset, then the overrides ("key=value"). `preset` is a preset name
  * (configs/models/<name>.json, e.g. "gemma3-tiny"), a path to a .json (or MaxText .yml) config
- * file, or NULL for base.json's default. Any previous model is freed. */
+ * file, or NULL for base.json's default. Once the new configuration is read
+ * and accepted, any previous model is freed; a refused configure keeps the
+ * previous configuration and model. */
 GT_API gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n_overrides, const char *const *overrides);
 
 /* Reading and setting the configuration one key at a time, by MaxText's

@@ -89,11 +89,11 @@ static gt_rc gt__need(gt_ctx *c, int init) {
   return GT_OK;
 }
 
+/* Everything is read into a new configuration first: a refused configure
+ * keeps the context's configuration and model as they were. */
 gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *ov) {
   GT__CTX_OR_ARG(c);
   gt_err_clear(&c->err);
-  gt__release(c);
-  c->configured = 0;
   if (n < 0 || (n > 0 && !ov))
     return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_configure: %d overrides%s", n,
                       n < 0 ? " (a count cannot be negative)" : " but the array is NULL");
@@ -102,7 +102,12 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
   const char *user = NULL;
   char mn[GT_STR_SHORT + 16];
   const char **all = malloc(sizeof(char *) * (size_t)(n + 1));
-  if (!all) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory");
+  gt_config *cfg = malloc(sizeof *cfg);
+  gt_model_source *src = malloc(sizeof *src);
+  if (!all || !cfg || !src) {
+    free(all), free(cfg), free(src);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to configure");
+  }
   int k = 0;
   if (preset) {
     size_t l = strlen(preset);
@@ -114,12 +119,19 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
     }
   }
   for (int i = 0; i < n; i++) all[k++] = ov[i];
-  gt_rc rc = gt_config_load_from(&c->cfg, NULL, user, k, all, "gt_ctx_configure's overrides", &c->err);
-  free(all);
+  int have = 0;
+  gt_rc rc = gt_config_load_from(cfg, NULL, user, k, all, "gt_ctx_configure's overrides", &c->err);
   /* as `gemtrain train`: load_parameters_path defines the model keys, so
    * gt_ctx_get shows the model that will be loaded */
-  if (rc == GT_OK) rc = gt__train_source(&c->cfg, &c->src, &c->have_src, &c->err);
-  if (rc == GT_OK) c->configured = 1;
+  if (rc == GT_OK) rc = gt__train_source(cfg, src, &have, &c->err);
+  if (rc == GT_OK) {
+    gt__release(c);
+    c->cfg = *cfg;
+    c->src = *src;
+    c->have_src = have;
+    c->configured = 1;
+  }
+  free(all), free(cfg), free(src);
   return rc;
 }
 
