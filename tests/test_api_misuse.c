@@ -153,7 +153,8 @@ START_TEST(test_refused_configure_keeps_model) {
 }
 END_TEST
 
-/* NULL keys, values and result pointers of the key calls. */
+/* NULL keys, values and result pointers of the key calls; typed setters
+ * given a key of another type. */
 START_TEST(test_key_arguments) {
   gt_ctx *c = gt_ctx_new();
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
@@ -170,6 +171,31 @@ START_TEST(test_key_arguments) {
   /* a buffer too small: cut, NUL-terminated, refused */
   ck_assert_int_eq(gt_ctx_get(c, "model_name", buf, 4), GT_ERR_ARG);
   ck_assert_int_eq(strlen(buf), 3);
+  /* a typed setter takes the types its getter reads, and refuses the rest
+   * naming the key and its type, changing nothing */
+  char before[64], after[64];
+  ck_assert_int_eq(gt_ctx_get(c, "run_name", before, sizeof before), GT_OK);
+  ck_assert_int_eq(gt_ctx_set_double(c, "run_name", 3.25), GT_ERR_CONFIG);
+  has(c, "'run_name' is a string");
+  ck_assert_int_eq(gt_ctx_set_int(c, "run_name", 7), GT_ERR_CONFIG);
+  has(c, "'run_name' is a string");
+  ck_assert_int_eq(gt_ctx_get(c, "run_name", after, sizeof after), GT_OK);
+  ck_assert_str_eq(before, after);
+  ck_assert_int_eq(gt_ctx_set_int(c, "learning_rate", 1), GT_ERR_CONFIG);
+  has(c, "'learning_rate' is a float");
+  has(c, "gt_ctx_set_double");
+  ck_assert_int_eq(gt_ctx_set_int(c, "dataset_type", 1), GT_ERR_CONFIG);
+  has(c, "'dataset_type' is an enumeration");
+  ck_assert_int_eq(gt_ctx_set_double(c, "packing", 1.0), GT_ERR_CONFIG);
+  has(c, "'packing' is a boolean");
+  /* the types they take */
+  double lr;
+  ck_assert_int_eq(gt_ctx_set_double(c, "learning_rate", 0.25), GT_OK);
+  ck_assert_int_eq(gt_ctx_get_double(c, "learning_rate", &lr), GT_OK);
+  ck_assert(lr == 0.25);
+  ck_assert_int_eq(gt_ctx_set_double(c, "steps", 9.0), GT_OK);
+  ck_assert_int_eq(gt_ctx_set_double(c, "steps", 9.5), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_set_int(c, "packing", 0), GT_OK);
   /* and the context still works */
   ck_assert_int_eq(gt_ctx_set_int(c, "steps", 7), GT_OK);
   int64_t v;

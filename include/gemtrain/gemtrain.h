@@ -67,9 +67,10 @@ GT_API gt_rc gt_ctx_set(gt_ctx *c, const char *key, const char *value);
 /* The value of key as text into buf (n bytes; GT_ERR_ARG when it does not
  * fit). Floats are written in the shortest form that reads back exactly. */
 GT_API gt_rc gt_ctx_get(gt_ctx *c, const char *key, char *buf, size_t n);
-/* Typed conveniences: integer keys, and booleans as 0 / 1 (get_int);
- * float and integer keys (get_double). A key of another type is refused
- * (GT_ERR_CONFIG), naming it and its type. */
+/* Typed conveniences: integer keys, and booleans as 0 / 1 (set_int,
+ * get_int); float and integer keys (set_double, which gives an integer key
+ * whole values only; get_double). A key of another type is refused
+ * (GT_ERR_CONFIG), naming it and its type, and changes nothing. */
 GT_API gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value);
 GT_API gt_rc gt_ctx_set_double(gt_ctx *c, const char *key, double value);
 GT_API gt_rc gt_ctx_get_int(gt_ctx *c, const char *key, int64_t *value);

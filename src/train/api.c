@@ -204,6 +204,11 @@ gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value) {
   gt_rc rc;
   const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_set_int", &rc);
   if (!k) return rc;
+  /* the types gt_ctx_get_int reads: a number written into a string key
+   * would be taken as its text */
+  if (k->type != GT_KEY_INT && k->type != GT_KEY_BOOL)
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not an integer or boolean%s", key,
+                      gt__type_name(k->type), k->type == GT_KEY_FLOAT ? ": use gt_ctx_set_double" : ": use gt_ctx_set");
   char t[32];
   if (k->type == GT_KEY_BOOL && (value == 0 || value == 1))
     snprintf(t, sizeof t, "%s", value ? "true" : "false");
@@ -213,6 +218,13 @@ gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value) {
 }
 
 gt_rc gt_ctx_set_double(gt_ctx *c, const char *key, double value) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_set_double", &rc);
+  if (!k) return rc;
+  /* the types gt_ctx_get_double reads (an integer key takes a whole value) */
+  if (k->type != GT_KEY_FLOAT && k->type != GT_KEY_INT)
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not a number: use gt_ctx_set%s", key,
+                      gt__type_name(k->type), k->type == GT_KEY_BOOL ? "_int" : "");
   char t[40];
   snprintf(t, sizeof t, "%.17g", value);
   return gt_ctx_set(c, key, t);
