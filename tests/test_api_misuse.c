@@ -77,9 +77,16 @@ START_TEST(test_out_of_order) {
   ck_assert_int_eq(gt_ctx_set(c, "steps", "3"), GT_ERR_ARG);
   has(c, "gt_ctx_configure first");
   every_call_refused(c);
+  gt_step_metrics m;
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
   /* configured, not initialised */
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
   ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_init first");
+  int64_t steps;
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &steps), GT_OK); /* clears the message */
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG);
   has(c, "gt_ctx_init first");
   ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, 2, 16, &d), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_save(c, "/nonexistent/x"), GT_ERR_ARG);
@@ -233,6 +240,11 @@ START_TEST(test_token_calls) {
   ck_assert_int_eq(gt_ctx_forward_logits(c, tok, 1, S, NULL), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_save(c, NULL), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_load(c, NULL), GT_ERR_ARG);
+  /* an empty path is refused before anything is written or read */
+  ck_assert_int_eq(gt_ctx_save(c, ""), GT_ERR_ARG);
+  has(c, "gt_ctx_save: the path is empty");
+  ck_assert_int_eq(gt_ctx_load(c, ""), GT_ERR_ARG);
+  has(c, "gt_ctx_load: the path is empty");
   /* ids outside the vocabulary */
   tok[3] = -7;
   ck_assert_int_eq(gt_ctx_train_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
@@ -250,8 +262,11 @@ START_TEST(test_token_calls) {
   ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
   has(c, "masked");
   gt_step_metrics m;
+  ck_assert_int_eq(gt_ctx_train(c, 0, NULL), GT_OK); /* clears the message */
   ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG); /* no step was taken */
+  has(c, "gt_ctx_last_metrics: no step since gt_ctx_init");
   ck_assert_int_eq(gt_ctx_last_metrics(c, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_last_metrics: no place for the metrics");
   /* after all that, the context trains and evaluates */
   double e0;
   ck_assert_msg(gt_ctx_eval_tokens(c, tok, B, S, &e0) == GT_OK, "%s", gt_ctx_error(c));

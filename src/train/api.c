@@ -452,7 +452,17 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
 }
 
 gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out) {
-  if (!c || !out || !c->has_last) return GT_ERR_ARG;
+  /* the message is the context's one mutable part a reader may write: every
+   * context comes from gt_ctx_new, never a const object */
+  gt_ctx *w = (gt_ctx *)c;
+  gt_rc rc = gt__need(w, 1);
+  if (rc) return rc;
+  gt_err_clear(&w->err);
+  if (!out) return gt_err_set(&w->err, GT_ERR_ARG, "api: gt_ctx_last_metrics: no place for the metrics");
+  if (!c->has_last)
+    return gt_err_set(&w->err, GT_ERR_ARG,
+                      "api: gt_ctx_last_metrics: no step since gt_ctx_init; call gt_ctx_train or gt_ctx_train_tokens "
+                      "first");
   *out = c->last;
   return GT_OK;
 }
@@ -481,7 +491,9 @@ static gt_rc gt__save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is NULL");
+  if (!path || !path[0])
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is %s; expected a file name",
+                      path ? "empty" : "NULL");
   int64_t n = c->model.n_params;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   gt_paramfile_train *ts = malloc(sizeof *ts); /* the spike record is 32 KiB: not on a caller thread's stack */
@@ -512,7 +524,9 @@ static gt_rc gt__load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is NULL");
+  if (!path || !path[0])
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is %s; expected a file name",
+                      path ? "empty" : "NULL");
   int64_t n = c->model.n_params, step = 0;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   gt_paramfile_train *ts = calloc(1, sizeof *ts);
