@@ -226,6 +226,61 @@ START_TEST(test_two_threads_host_team) {
 }
 END_TEST
 
+/* A negative id is a pad, wherever it is: a row padded at its end has the
+ * loss, the logits and the training step of the row without the padding
+ * (the targets after its last token masked, and the pads, read as inputs,
+ * seen only by those masked positions). */
+START_TEST(test_padded_rows) {
+  char err[GT_ERR_MSG_MAX];
+  gt_ctx *c = race_ctx(0, NULL, err), *d = race_ctx(0, NULL, err);
+  ck_assert_msg(c && d, "%s", err);
+  int32_t row[5] = {1, 10, 11, 12, 13};
+  int32_t pad[9] = {1, 10, 11, 12, 13, -1, -1, -1, -1}, pad5[9] = {1, 10, 11, 12, 13, -5, -1, -7, -1};
+  double l4, l8, l8b;
+  ck_assert_msg(gt_ctx_eval_tokens(c, row, 1, 4, &l4) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_eval_tokens(c, pad, 1, 8, &l8) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_eval_tokens(c, pad5, 1, 8, &l8b) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(l8 == l4 && l8b == l4, "padded %.17g and %.17g, unpadded %.17g", l8, l8b, l4);
+  /* the logits: a pad input reads as id 0 (the same bits as a row of
+   * zeros there), and the positions before it are the unpadded row's (up
+   * to the rounding of products of another row count) */
+  static float lr[4 * RACE_VOCAB], lp[8 * RACE_VOCAB], lz[8 * RACE_VOCAB];
+  int32_t zeros[8] = {1, 10, 11, 12, 13, 0, 0, 0};
+  ck_assert(gt_ctx_forward_logits(c, row, 1, 4, lr) == GT_OK);
+  ck_assert_msg(gt_ctx_forward_logits(c, pad5, 1, 8, lp) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(gt_ctx_forward_logits(c, zeros, 1, 8, lz) == GT_OK);
+  ck_assert(memcmp(lp, lz, sizeof lp) == 0);
+  ck_assert_msg(gt_test_max_abs_err(lr, lp, 4 * RACE_VOCAB) <= 1e-5 * gt_test_max_abs(lr, 4 * RACE_VOCAB),
+                "first 4 positions: %g apart", gt_test_max_abs_err(lr, lp, 4 * RACE_VOCAB));
+  /* a step on the padded row is the step on the row */
+  double sa, sb, ea, eb;
+  ck_assert_msg(gt_ctx_train_tokens(c, pad, 1, 8, &sa) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert_msg(gt_ctx_train_tokens(d, row, 1, 4, &sb) == GT_OK, "%s", gt_ctx_error(d));
+  gt_step_metrics ma, mb;
+  ck_assert(gt_ctx_last_metrics(c, &ma) == GT_OK && gt_ctx_last_metrics(d, &mb) == GT_OK);
+  ck_assert_int_eq(ma.total_weights, 4);
+  ck_assert_int_eq(mb.total_weights, 4);
+  ck_assert_msg(sa == sb && sa == l4, "step loss padded %.17g, unpadded %.17g, eval %.17g", sa, sb, l4);
+  /* the warmup's first rate is 0: the next steps move the parameters, by
+   * gradients summed over 8 or 4 positions (the same up to rounding) */
+  for (int k = 0; k < 2; k++) {
+    ck_assert(gt_ctx_train_tokens(c, pad, 1, 8, &sa) == GT_OK && gt_ctx_train_tokens(d, row, 1, 4, &sb) == GT_OK);
+    ck_assert_msg(fabs(sa - sb) <= 1e-6 * sb, "step %d: loss padded %.17g, unpadded %.17g", k + 1, sa, sb);
+  }
+  ck_assert(gt_ctx_eval_tokens(c, row, 1, 4, &ea) == GT_OK && gt_ctx_eval_tokens(d, row, 1, 4, &eb) == GT_OK);
+  ck_assert_msg(fabs(ea - eb) <= 1e-6 * eb && ea < l4 - 0.01, "after the steps: padded %.17g, unpadded %.17g (before %.17g)",
+                ea, eb, l4);
+  /* an id past the vocabulary is still refused, as input or target */
+  int32_t big[9] = {1, 10, 11, 12, 13, RACE_VOCAB, -1, -1, -1};
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, big, 1, 8, &l8), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "token [0, 5] = 260 is outside the vocabulary"), "%s", gt_ctx_error(c));
+  big[5] = -1, big[8] = RACE_VOCAB;
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, big, 1, 8, &l8), GT_ERR_ARG);
+  ck_assert_msg(strstr(gt_ctx_error(c), "token [0, 8] = 260"), "%s", gt_ctx_error(c));
+  gt_ctx_free(c), gt_ctx_free(d);
+}
+END_TEST
+
 START_TEST(test_tokens_logits_save_load) {
   gt_ctx *c = tiny();
   int32_t toks[2 * 33];
@@ -740,6 +795,7 @@ int main(void) {
   tcase_add_test(tc, test_errors_per_context);
   tcase_add_test(tc, test_two_threads_equal_sequential);
   tcase_add_test(tc, test_two_threads_host_team);
+  tcase_add_test(tc, test_padded_rows);
   tcase_add_test(tc, test_tokens_logits_save_load);
   tcase_add_test(tc, test_save_load_spike_guard);
   tcase_add_test(tc, test_save_load_lora_dropout);

@@ -245,21 +245,20 @@ START_TEST(test_token_calls) {
   has(c, "gt_ctx_save: the path is empty");
   ck_assert_int_eq(gt_ctx_load(c, ""), GT_ERR_ARG);
   has(c, "gt_ctx_load: the path is empty");
-  /* ids outside the vocabulary */
-  tok[3] = -7;
+  /* ids past the vocabulary (a negative id is a pad, tests/test_api.c) */
+  tok[3] = 260;
   ck_assert_int_eq(gt_ctx_train_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
-  has(c, "outside the vocabulary");
+  has(c, "token [0, 3] = 260 is outside the vocabulary 0..259");
   tok[3] = 1 << 30;
   ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
   tok[3] = 8;
-  /* all targets masked: in [batch, seq + 1] rows the targets after the
-   * first are inputs too, so an all-masked batch has seq = 1 */
-  int32_t masked[B * 2] = {5, -1, 6, -1};
+  /* all targets masked (every id after each row's first a pad) */
+  int32_t masked[B * 4] = {5, -1, -1, -1, 6, -1, -1, -1};
   loss = 123.0;
-  ck_assert_int_eq(gt_ctx_eval_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, masked, B, 3, &loss), GT_ERR_ARG);
   has(c, "masked");
   ck_assert(loss == 123.0);
-  ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 3, &loss), GT_ERR_ARG);
   has(c, "masked");
   gt_step_metrics m;
   ck_assert_int_eq(gt_ctx_train(c, 0, NULL), GT_OK); /* clears the message */

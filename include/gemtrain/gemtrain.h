@@ -85,9 +85,12 @@ GT_API int64_t gt_ctx_num_params(const gt_ctx *c);
  * be NULL) receives each step's mean loss. */
 GT_API gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
 /* One optimizer step on your tokens: tokens is [batch, seq + 1] row-major
- * (each row's first seq ids are the inputs, its last seq the targets; a
- * target < 0 is masked). batch x seq must fit the configured
- * max_target_length (seq <= it) and batch must equal the global batch. */
+ * (each row's first seq ids are the inputs, its last seq the targets).
+ * A negative id is a pad: as a target it is masked, as an input it reads as
+ * id 0 (<pad>), so a row padded at its end ({1, 10, 11, -1, -1}) has the
+ * loss of the row without its padding. Ids at or past vocab_size are
+ * refused. batch x seq must fit the configured max_target_length (seq <= it)
+ * and batch must equal the global batch. */
 GT_API gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Metrics of the last step (the fields of metrics.jsonl). */
 GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
@@ -96,7 +99,7 @@ GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
  * gt_ctx_train_tokens refuses it. */
 GT_API gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Forward pass: logits [batch, seq, vocab_size] of tokens [batch, seq] into a
- * buffer you own. */
+ * buffer you own (a negative id is a pad, read as id 0). */
 GT_API gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits);
 
 /* Saves the parameters and optimizer state (safetensors, Hugging Face

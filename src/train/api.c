@@ -380,7 +380,13 @@ gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
   GT__ON_TEAM(c, gt__train(c, n, losses));
 }
 
-/* Splits [batch, seq + 1] tokens into a batch (inputs, targets, positions). */
+/* Splits [batch, seq + 1] tokens into a batch (inputs, targets, positions).
+ * A negative id is a pad: every id but a row's first is the previous
+ * position's target and the next one's input, so a row padded at its end
+ * ({1, 10, 11, -1, -1}) has pads among its inputs. As a target a pad is
+ * masked; as an input it reads as id 0 (Gemma's <pad>), which only the
+ * positions after it see (the attention is causal), and their targets are
+ * pads too when the padding is at the row's end. */
 static gt_rc gt__tokens_batch(gt_ctx *c, const int32_t *tokens, int batch, int seq, int with_targets, gt_batch *b) {
   if (!tokens || batch < 1 || seq < 1 || seq > c->cfg.max_target_length)
     return gt_err_set(&c->err, GT_ERR_ARG, "api: tokens must be [batch >= 1, seq in 1..%lld%s], got [%d, %d]",
@@ -399,18 +405,21 @@ static gt_rc gt__tokens_batch(gt_ctx *c, const int32_t *tokens, int batch, int s
   }
   int row = with_targets ? seq + 1 : seq;
   for (int r = 0; r < batch; r++)
+    for (int t = 0; t < row; t++) {
+      int32_t id = tokens[(int64_t)r * row + t];
+      if (id >= c->model.vocab)
+        return gt_err_set(&c->err, GT_ERR_ARG,
+                          "api: token [%d, %d] = %d is outside the vocabulary 0..%lld (a negative id is a pad)", r, t,
+                          id, (long long)c->model.vocab - 1);
+    }
+  for (int r = 0; r < batch; r++)
     for (int t = 0; t < seq; t++) {
       int32_t id = tokens[(int64_t)r * row + t];
-      if (id < 0 || id >= c->model.vocab)
-        return gt_err_set(&c->err, GT_ERR_ARG, "api: token [%d, %d] = %d is outside the vocabulary 0..%lld", r, t,
-                          id, (long long)c->model.vocab - 1);
-      c->tok_in[(int64_t)r * seq + t] = id;
-      c->tok_tg[(int64_t)r * seq + t] = with_targets ? tokens[(int64_t)r * row + t + 1] : -1;
+      c->tok_in[(int64_t)r * seq + t] = id < 0 ? 0 : id;
+      int32_t tg = with_targets ? tokens[(int64_t)r * row + t + 1] : -1;
+      c->tok_tg[(int64_t)r * seq + t] = tg < 0 ? -1 : tg;
       c->tok_pos[(int64_t)r * seq + t] = t;
     }
-  for (int64_t i = 0; i < n; i++)
-    if (c->tok_tg[i] >= c->model.vocab)
-      return gt_err_set(&c->err, GT_ERR_ARG, "api: target %d is outside the vocabulary", c->tok_tg[i]);
   *b = (gt_batch){batch, seq, c->tok_in, c->tok_tg, c->tok_pos, NULL};
   return GT_OK;
 }
