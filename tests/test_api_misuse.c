@@ -213,10 +213,10 @@ START_TEST(test_key_arguments) {
 }
 END_TEST
 
-/* Token calls: NULL and negative shapes, out-of-range ids, NULL outputs,
- * negative step counts; an all-masked batch is refused by both train and
- * eval (its mean loss is 0 / 0), and a refused call leaves a working
- * context whose state did not move. */
+/* Token calls: NULL and negative shapes, batches other than the global
+ * one, out-of-range ids, NULL outputs, negative step counts; an all-masked
+ * batch is refused by both train and eval (its mean loss is 0 / 0), and a
+ * refused call leaves a working context whose state did not move. */
 START_TEST(test_token_calls) {
   gt_ctx *c = tiny();
   enum { B = 2, S = 16 };
@@ -245,6 +245,19 @@ START_TEST(test_token_calls) {
   has(c, "gt_ctx_save: the path is empty");
   ck_assert_int_eq(gt_ctx_load(c, ""), GT_ERR_ARG);
   has(c, "gt_ctx_load: the path is empty");
+  /* a step is the configured step: its batch is the global batch (2), and
+   * an eval holds at most that many rows */
+  int32_t three[3 * (S + 1)];
+  for (int i = 0; i < 3 * (S + 1); i++) three[i] = 5 + i % 50;
+  ck_assert_int_eq(gt_ctx_train_tokens(c, three, 1, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_train_tokens: 1 rows; expected the global batch of 2");
+  ck_assert_int_eq(gt_ctx_train_tokens(c, three, 3, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_train_tokens: 3 rows; expected the global batch of 2");
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, three, 3, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_eval_tokens: 3 rows; expected at most the global batch of 2");
+  double one;
+  ck_assert_msg(gt_ctx_eval_tokens(c, three, 1, S, &one) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(isfinite(one) && one > 0);
   /* ids past the vocabulary (a negative id is a pad, tests/test_api.c) */
   tok[3] = 260;
   ck_assert_int_eq(gt_ctx_train_tokens(c, tok, B, S, &loss), GT_ERR_ARG);

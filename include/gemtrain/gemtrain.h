@@ -89,14 +89,17 @@ GT_API gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
  * A negative id is a pad: as a target it is masked, as an input it reads as
  * id 0 (<pad>), so a row padded at its end ({1, 10, 11, -1, -1}) has the
  * loss of the row without its padding. Ids at or past vocab_size are
- * refused. batch x seq must fit the configured max_target_length (seq <= it)
- * and batch must equal the global batch. */
+ * refused. seq is at most the configured max_target_length, and batch is
+ * the global batch (per_device_batch_size x num_devices x MPI ranks: the
+ * configured step, whose memory the plan counted); another batch is
+ * refused (GT_ERR_ARG) naming both. */
 GT_API gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Metrics of the last step (the fields of metrics.jsonl). */
 GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
-/* Mean loss of tokens ([batch, seq + 1], as above) without training. A batch
- * whose every target is masked has no mean and is refused (GT_ERR_ARG), as
- * gt_ctx_train_tokens refuses it. */
+/* Mean loss of tokens ([batch, seq + 1], as above, but batch may be fewer
+ * rows than the global batch) without training. A batch whose every target
+ * is masked has no mean and is refused (GT_ERR_ARG), as gt_ctx_train_tokens
+ * refuses it. */
 GT_API gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
 /* Forward pass: logits [batch, seq, vocab_size] of tokens [batch, seq] into a
  * buffer you own (a negative id is a pad, read as id 0). */

@@ -429,6 +429,14 @@ static gt_rc gt__train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int s
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
+  /* the step is the configured one (its memory plan, its mean over the
+   * global batch): a batch of another row count is not that step */
+  long long global = gt_config_global_batch(&c->cfg);
+  if (tokens && batch != global)
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: gt_ctx_train_tokens: %d rows; expected the global batch of %lld (per_device_batch_size x "
+                      "num_devices x MPI ranks)",
+                      batch, global);
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   if ((int64_t)batch * seq % c->cfg.num_vocab_tiling)
     return gt_err_set(&c->err, GT_ERR_ARG, "api: %d x %d tokens do not split into num_vocab_tiling = %lld tiles",
@@ -447,6 +455,14 @@ static gt_rc gt__eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int se
   gt_err_clear(&c->err);
   gt_batch b;
   if (!loss) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_eval_tokens: no place for the loss");
+  /* the devices hold the activations of the global batch at most (the
+   * memory plan); fewer rows are the same pass on fewer */
+  long long global = gt_config_global_batch(&c->cfg);
+  if (tokens && batch > global)
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: gt_ctx_eval_tokens: %d rows; expected at most the global batch of %lld "
+                      "(per_device_batch_size x num_devices x MPI ranks)",
+                      batch, global);
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   /* no target in the loss: no mean to report (never a NaN) */
   if (gt_batch_total_weights(&b) == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
