@@ -108,8 +108,11 @@ GT_API gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, 
 /* Saves the parameters and optimizer state (safetensors, Hugging Face
  * parameter names; the moments as "optimizer.mu.<name>"/"optimizer.nu.<name>",
  * the step counts, data position, spike guard window and config in the
- * metadata) / loads them into an initialised context with the same shapes,
- * which then trains on as the saving context would. */
+ * metadata) / loads them into an initialised context of the same model,
+ * which then trains on as the saving context would. A file of another model
+ * is refused (GT_ERR_FORMAT) naming what differs: the model keys of its
+ * config (layers, layer pattern, dimensions, ...), a tensor this model does
+ * not have, or one of another shape. A refused load changes nothing. */
 GT_API gt_rc gt_ctx_save(gt_ctx *c, const char *path);
 GT_API gt_rc gt_ctx_load(gt_ctx *c, const char *path);
 

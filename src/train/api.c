@@ -561,7 +561,8 @@ static gt_rc gt__load(gt_ctx *c, const char *path) {
     return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
   }
   gt_data_state was = c->data.st;
-  if (!(rc = gt__host_alloc(c)) && !(rc = gt_paramfile_read_train(path, &c->model, mu, mu + n, &step, ts, &c->err)) &&
+  if (!(rc = gt__host_alloc(c)) &&
+      !(rc = gt_paramfile_read_train(path, &c->model, &c->cfg, mu, mu + n, &step, ts, &c->err)) &&
       ts->present && (rc = gt_data_seek(&c->data, ts->data, &c->err))) {
     char msg[GT_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", c->err.msg);
