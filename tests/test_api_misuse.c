@@ -68,6 +68,18 @@ START_TEST(test_null_context) {
 }
 END_TEST
 
+/* The headers' version macros are the library's version. */
+START_TEST(test_version_macros) {
+  char want[64];
+  snprintf(want, sizeof want, "%d.%d.%d", GT_VERSION_MAJOR, GT_VERSION_MINOR, GT_VERSION_PATCH);
+  ck_assert_str_eq(gt_version(), want);
+  ck_assert_int_eq(GT_VERSION_NUMBER, GT_VERSION_MAJOR * 10000 + GT_VERSION_MINOR * 100 + GT_VERSION_PATCH);
+#if GT_VERSION_NUMBER < 200
+#error "gt_step_metrics grew in 0.2.0: the version must say so"
+#endif
+}
+END_TEST
+
 /* Before gt_ctx_configure / gt_ctx_init: every call says which comes first. */
 START_TEST(test_out_of_order) {
   gt_ctx *c = gt_ctx_new();
@@ -324,6 +336,7 @@ static Suite *misuse_suite(void) {
   Suite *s = suite_create("api_misuse");
   TCase *tc = gt_test_tcase(s, "misuse");
   tcase_add_test(tc, test_null_context);
+  tcase_add_test(tc, test_version_macros);
   tcase_add_test(tc, test_out_of_order);
   tcase_add_test(tc, test_configure_counts);
   tcase_add_test(tc, test_refused_configure_keeps_model);
