@@ -3,7 +3,8 @@
 # examples/ci-consumer (a separate CMake project) finds it with
 # find_package(gemtrain), builds its Check test and passes it; a plain C file
 # builds with `pkg-config --cflags --libs gemtrain` (the shared library, whose
-# soname carries the headers' version) and trains; the shared
+# soname carries the headers' version) and with `pkg-config --static` (the
+# static one, with every private dependency), and both train; the shared
 # library exports the API's functions and nothing else; the installed command
 # finds its configs. Usage: e2e_install.sh <gemtrain binary> <source dir>
 set -euo pipefail
@@ -98,6 +99,24 @@ cc -o "$work/hello" "$work/hello.c" $(PKG_CONFIG_PATH="$pc" pkg-config --cflags 
 grep -q '^params [0-9]* loss [0-9.]* dim 48 ok$' "$work/hello.out" || fail "pkg-config program did not train"
 grep -qx "library $major.$minor.$patch headers $major.$minor.$patch" "$work/hello.out" || \
   { cat "$work/hello.out"; fail "gt_version() is not the installed headers' GT_VERSION_*"; }
+# the static library: -lgemtrain resolved in a directory holding only
+# libgemtrain.a, and everything else it needs from `pkg-config --static`
+# (Libs.private, Requires.private). A program linked statically has no
+# library file to find its configs beside: GEMTRAIN_CONFIG_DIR names them
+# (docs/library.md).
+mkdir -p "$work/static-only"
+ln -s "$libdir/libgemtrain.a" "$work/static-only/libgemtrain.a"
+# shellcheck disable=SC2046
+cc -o "$work/hello_static" "$work/hello.c" -L"$work/static-only" \
+  $(PKG_CONFIG_PATH="$pc" pkg-config --static --cflags --libs gemtrain) > "$work/static.log" 2>&1 || \
+  { cat "$work/static.log"; fail "pkg-config --static build"; }
+if command -v readelf > /dev/null && readelf -d "$work/hello_static" | grep -q 'libgemtrain\.so'; then
+  fail "the pkg-config --static program links libgemtrain.so, not libgemtrain.a"
+fi
+GEMTRAIN_CONFIG_DIR="$work/stage/share/gemtrain/configs" "$work/hello_static" > "$work/hello_static.out" || \
+  { cat "$work/hello_static.out"; fail "pkg-config --static program failed"; }
+grep -q '^params [0-9]* loss [0-9.]* dim 48 ok$' "$work/hello_static.out" || \
+  { cat "$work/hello_static.out"; fail "pkg-config --static program did not train"; }
 # the installed command finds the installed configs
 GEMTRAIN_CONFIG_DIR= "$work/stage/bin/gemtrain" train model_name=gemma3-4b dump_config=true > "$work/dump.json"
 grep -q '"base_emb_dim":[[:space:]]*2560' "$work/dump.json" || fail "installed gemtrain lacks its configs"
