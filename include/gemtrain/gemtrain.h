@@ -94,7 +94,8 @@ GT_API gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses);
  * configured step, whose memory the plan counted); another batch is
  * refused (GT_ERR_ARG) naming both. */
 GT_API gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss);
-/* Metrics of the last step (the fields of metrics.jsonl). */
+/* Metrics of the last step (the fields of metrics.jsonl); GT_ERR_ARG, with
+ * a message, before the first step since gt_ctx_init. */
 GT_API gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out);
 /* Mean loss of tokens ([batch, seq + 1], as above, but batch may be fewer
  * rows than the global batch) without training. A batch whose every target
