@@ -68,6 +68,18 @@ START_TEST(test_null_context) {
 }
 END_TEST
 
+/* The headers' version macros are the library's version. */
+START_TEST(test_version_macros) {
+  char want[64];
+  snprintf(want, sizeof want, "%d.%d.%d", GT_VERSION_MAJOR, GT_VERSION_MINOR, GT_VERSION_PATCH);
+  ck_assert_str_eq(gt_version(), want);
+  ck_assert_int_eq(GT_VERSION_NUMBER, GT_VERSION_MAJOR * 10000 + GT_VERSION_MINOR * 100 + GT_VERSION_PATCH);
+#if GT_VERSION_NUMBER < 200
+#error "gt_step_metrics grew in 0.2.0: the version must say so"
+#endif
+}
+END_TEST
+
 /* Before gt_ctx_configure / gt_ctx_init: every call says which comes first. */
 START_TEST(test_out_of_order) {
   gt_ctx *c = gt_ctx_new();
@@ -77,9 +89,16 @@ START_TEST(test_out_of_order) {
   ck_assert_int_eq(gt_ctx_set(c, "steps", "3"), GT_ERR_ARG);
   has(c, "gt_ctx_configure first");
   every_call_refused(c);
+  gt_step_metrics m;
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
   /* configured, not initialised */
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
   ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_init first");
+  int64_t steps;
+  ck_assert_int_eq(gt_ctx_get_int(c, "steps", &steps), GT_OK); /* clears the message */
+  ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG);
   has(c, "gt_ctx_init first");
   ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, 2, 16, &d), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_save(c, "/nonexistent/x"), GT_ERR_ARG);
@@ -102,9 +121,11 @@ START_TEST(test_configure_counts) {
   has(c, "NULL");
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, ov), GT_ERR_ARG);
   has(c, "override 1 of 2 is NULL");
-  /* a refused configure leaves the context unconfigured, not half-set */
+  /* a refused configure changes nothing: a context never configured stays
+   * so, not half-set */
   int64_t v;
   ck_assert_int_eq(gt_ctx_get_int(c, "steps", &v), GT_ERR_ARG);
+  has(c, "gt_ctx_configure first");
   /* n = 0 with a NULL array is no override */
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 0, NULL), GT_OK);
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, ov), GT_OK);
@@ -114,7 +135,45 @@ START_TEST(test_configure_counts) {
 }
 END_TEST
 
-/* NULL keys, values and result pointers of the key calls. */
+/* A refused configure of a context that has trained keeps its
+ * configuration, model, optimizer state and position: it trains on as a
+ * context that was never asked does, bit for bit. */
+START_TEST(test_refused_configure_keeps_model) {
+  gt_ctx *c = tiny(), *ref = tiny();
+  double a[2], b[2];
+  ck_assert(gt_ctx_train(c, 2, a) == GT_OK && gt_ctx_train(ref, 2, b) == GT_OK);
+  int64_t n = gt_ctx_num_params(c);
+  const char *nul[] = {"steps=2", NULL}, *unknown[] = {"stepz=2"}, *bad[] = {"steps=abc"},
+             *lpp[] = {"load_parameters_path=/nonexistent/params.safetensors"};
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", -1, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, NULL), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 2, nul), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, unknown), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 1, bad), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "no-such-model-preset", 0, NULL), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_configure(c, "/nonexistent/config.json", 0, NULL), GT_ERR_IO);
+  ck_assert_int_ne(gt_ctx_configure(c, "gemma3-tiny", 1, lpp), GT_OK);
+  has(c, "/nonexistent/params.safetensors");
+  ck_assert_int_eq(gt_ctx_num_params(c), n);
+  int64_t len;
+  ck_assert_int_eq(gt_ctx_get_int(c, "max_target_length", &len), GT_OK);
+  ck_assert_int_eq(len, 16);
+  ck_assert_msg(gt_ctx_train(c, 2, a) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(gt_ctx_train(ref, 2, b) == GT_OK);
+  ck_assert_msg(a[0] == b[0] && a[1] == b[1], "after the refusals %.17g %.17g, without them %.17g %.17g", a[0], a[1],
+                b[0], b[1]);
+  gt_step_metrics m;
+  ck_assert(gt_ctx_last_metrics(c, &m) == GT_OK);
+  ck_assert_int_eq(m.step, 3);
+  /* an accepted configure does free the model */
+  ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
+  ck_assert_int_eq(gt_ctx_num_params(c), 0);
+  gt_ctx_free(c), gt_ctx_free(ref);
+}
+END_TEST
+
+/* NULL keys, values and result pointers of the key calls; typed setters
+ * given a key of another type. */
 START_TEST(test_key_arguments) {
   gt_ctx *c = gt_ctx_new();
   ck_assert_int_eq(gt_ctx_configure(c, "gemma3-tiny", 3, tiny_ov), GT_OK);
@@ -131,6 +190,31 @@ START_TEST(test_key_arguments) {
   /* a buffer too small: cut, NUL-terminated, refused */
   ck_assert_int_eq(gt_ctx_get(c, "model_name", buf, 4), GT_ERR_ARG);
   ck_assert_int_eq(strlen(buf), 3);
+  /* a typed setter takes the types its getter reads, and refuses the rest
+   * naming the key and its type, changing nothing */
+  char before[64], after[64];
+  ck_assert_int_eq(gt_ctx_get(c, "run_name", before, sizeof before), GT_OK);
+  ck_assert_int_eq(gt_ctx_set_double(c, "run_name", 3.25), GT_ERR_CONFIG);
+  has(c, "'run_name' is a string");
+  ck_assert_int_eq(gt_ctx_set_int(c, "run_name", 7), GT_ERR_CONFIG);
+  has(c, "'run_name' is a string");
+  ck_assert_int_eq(gt_ctx_get(c, "run_name", after, sizeof after), GT_OK);
+  ck_assert_str_eq(before, after);
+  ck_assert_int_eq(gt_ctx_set_int(c, "learning_rate", 1), GT_ERR_CONFIG);
+  has(c, "'learning_rate' is a float");
+  has(c, "gt_ctx_set_double");
+  ck_assert_int_eq(gt_ctx_set_int(c, "dataset_type", 1), GT_ERR_CONFIG);
+  has(c, "'dataset_type' is an enumeration");
+  ck_assert_int_eq(gt_ctx_set_double(c, "packing", 1.0), GT_ERR_CONFIG);
+  has(c, "'packing' is a boolean");
+  /* the types they take */
+  double lr;
+  ck_assert_int_eq(gt_ctx_set_double(c, "learning_rate", 0.25), GT_OK);
+  ck_assert_int_eq(gt_ctx_get_double(c, "learning_rate", &lr), GT_OK);
+  ck_assert(lr == 0.25);
+  ck_assert_int_eq(gt_ctx_set_double(c, "steps", 9.0), GT_OK);
+  ck_assert_int_eq(gt_ctx_set_double(c, "steps", 9.5), GT_ERR_CONFIG);
+  ck_assert_int_eq(gt_ctx_set_int(c, "packing", 0), GT_OK);
   /* and the context still works */
   ck_assert_int_eq(gt_ctx_set_int(c, "steps", 7), GT_OK);
   int64_t v;
@@ -141,10 +225,10 @@ START_TEST(test_key_arguments) {
 }
 END_TEST
 
-/* Token calls: NULL and negative shapes, out-of-range ids, NULL outputs,
- * negative step counts; an all-masked batch is refused by both train and
- * eval (its mean loss is 0 / 0), and a refused call leaves a working
- * context whose state did not move. */
+/* Token calls: NULL and negative shapes, batches other than the global
+ * one, out-of-range ids, NULL outputs, negative step counts; an all-masked
+ * batch is refused by both train and eval (its mean loss is 0 / 0), and a
+ * refused call leaves a working context whose state did not move. */
 START_TEST(test_token_calls) {
   gt_ctx *c = tiny();
   enum { B = 2, S = 16 };
@@ -168,25 +252,45 @@ START_TEST(test_token_calls) {
   ck_assert_int_eq(gt_ctx_forward_logits(c, tok, 1, S, NULL), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_save(c, NULL), GT_ERR_ARG);
   ck_assert_int_eq(gt_ctx_load(c, NULL), GT_ERR_ARG);
-  /* ids outside the vocabulary */
-  tok[3] = -7;
+  /* an empty path is refused before anything is written or read */
+  ck_assert_int_eq(gt_ctx_save(c, ""), GT_ERR_ARG);
+  has(c, "gt_ctx_save: the path is empty");
+  ck_assert_int_eq(gt_ctx_load(c, ""), GT_ERR_ARG);
+  has(c, "gt_ctx_load: the path is empty");
+  /* a step is the configured step: its batch is the global batch (2), and
+   * an eval holds at most that many rows */
+  int32_t three[3 * (S + 1)];
+  for (int i = 0; i < 3 * (S + 1); i++) three[i] = 5 + i % 50;
+  ck_assert_int_eq(gt_ctx_train_tokens(c, three, 1, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_train_tokens: 1 rows; expected the global batch of 2");
+  ck_assert_int_eq(gt_ctx_train_tokens(c, three, 3, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_train_tokens: 3 rows; expected the global batch of 2");
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, three, 3, S, &loss), GT_ERR_ARG);
+  has(c, "gt_ctx_eval_tokens: 3 rows; expected at most the global batch of 2");
+  double one;
+  ck_assert_msg(gt_ctx_eval_tokens(c, three, 1, S, &one) == GT_OK, "%s", gt_ctx_error(c));
+  ck_assert(isfinite(one) && one > 0);
+  /* ids past the vocabulary (a negative id is a pad, tests/test_api.c) */
+  tok[3] = 260;
   ck_assert_int_eq(gt_ctx_train_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
-  has(c, "outside the vocabulary");
+  has(c, "token [0, 3] = 260 is outside the vocabulary 0..259");
   tok[3] = 1 << 30;
   ck_assert_int_eq(gt_ctx_eval_tokens(c, tok, B, S, &loss), GT_ERR_ARG);
   tok[3] = 8;
-  /* all targets masked: in [batch, seq + 1] rows the targets after the
-   * first are inputs too, so an all-masked batch has seq = 1 */
-  int32_t masked[B * 2] = {5, -1, 6, -1};
+  /* all targets masked (every id after each row's first a pad) */
+  int32_t masked[B * 4] = {5, -1, -1, -1, 6, -1, -1, -1};
   loss = 123.0;
-  ck_assert_int_eq(gt_ctx_eval_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_eval_tokens(c, masked, B, 3, &loss), GT_ERR_ARG);
   has(c, "masked");
   ck_assert(loss == 123.0);
-  ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 1, &loss), GT_ERR_ARG);
+  ck_assert_int_eq(gt_ctx_train_tokens(c, masked, B, 3, &loss), GT_ERR_ARG);
   has(c, "masked");
   gt_step_metrics m;
+  ck_assert_int_eq(gt_ctx_train(c, 0, NULL), GT_OK); /* clears the message */
   ck_assert_int_eq(gt_ctx_last_metrics(c, &m), GT_ERR_ARG); /* no step was taken */
+  has(c, "gt_ctx_last_metrics: no step since gt_ctx_init");
   ck_assert_int_eq(gt_ctx_last_metrics(c, NULL), GT_ERR_ARG);
+  has(c, "gt_ctx_last_metrics: no place for the metrics");
   /* after all that, the context trains and evaluates */
   double e0;
   ck_assert_msg(gt_ctx_eval_tokens(c, tok, B, S, &e0) == GT_OK, "%s", gt_ctx_error(c));
@@ -201,8 +305,9 @@ START_TEST(test_token_calls) {
 }
 END_TEST
 
-/* After a failed init the context is configured but holds no model; after
- * a failed load it keeps its state. */
+/* After a failed init the context is configured but holds no model, and a
+ * refused configure keeps that configuration; after a failed load it keeps
+ * its state. */
 START_TEST(test_after_errors) {
   gt_ctx *c = gt_ctx_new();
   const char *bad[] = {"dataset_type=text", "dataset_path=/nonexistent/corpus.txt", "max_target_length=16"};
@@ -212,8 +317,10 @@ START_TEST(test_after_errors) {
   ck_assert_int_eq(gt_ctx_num_params(c), 0);
   ck_assert_int_eq(gt_ctx_train(c, 1, NULL), GT_ERR_ARG);
   has(c, "gt_ctx_init first");
+  /* a refused configure keeps the configuration: init fails as before */
   ck_assert_int_eq(gt_ctx_configure(c, "no-such-model-preset", 0, NULL), GT_ERR_CONFIG);
-  ck_assert_int_eq(gt_ctx_init(c), GT_ERR_ARG);
+  ck_assert_int_ne(gt_ctx_init(c), GT_OK);
+  has(c, "/nonexistent/corpus.txt");
   gt_ctx_free(c);
   c = tiny();
   ck_assert_int_ne(gt_ctx_load(c, "/nonexistent/dir/params.safetensors"), GT_OK);
@@ -229,8 +336,10 @@ static Suite *misuse_suite(void) {
   Suite *s = suite_create("api_misuse");
   TCase *tc = gt_test_tcase(s, "misuse");
   tcase_add_test(tc, test_null_context);
+  tcase_add_test(tc, test_version_macros);
   tcase_add_test(tc, test_out_of_order);
   tcase_add_test(tc, test_configure_counts);
+  tcase_add_test(tc, test_refused_configure_keeps_model);
   tcase_add_test(tc, test_key_arguments);
   tcase_add_test(tc, test_token_calls);
   tcase_add_test(tc, test_after_errors);

@@ -1,7 +1,8 @@
 /* Thread teams (src/base/team.h): every member runs once per run with its
  * own tid and the run's count, barriers hold every member, the dynamic
  * counter hands out each item once, nested and concurrent use runs alone,
- * a mesh device computes on its own team, and no OpenMP or OpenBLAS pool
+ * a mesh device computes on its own team, a thread's own team is not
+ * disturbed by remaking the process team, and no OpenMP or OpenBLAS pool
  * starts beside the teams. */
 #define _GNU_SOURCE
 #include <check.h>
@@ -326,6 +327,48 @@ START_TEST(test_fork_child_runs_alone) {
 }
 END_TEST
 
+/* gt_team_create_upto: the size asked (at least 1). A thread that set
+ * such a team of its own computes on it while another thread remakes the
+ * process team again and again (what a gt_ctx relies on: another
+ * context's init must not pull its team away). */
+typedef struct own_job {
+  atomic_int stop, runs, bad;
+} own_job;
+
+static void count_two(void *arg, int tid, int n) {
+  own_job *j = arg;
+  if (n != 2 || tid < 0 || tid > 1) atomic_fetch_add(&j->bad, 1);
+  if (tid == 0) atomic_fetch_add(&j->runs, 1);
+}
+
+static void *own_team_runs(void *arg) {
+  own_job *j = arg;
+  gt_team *t = gt_team_create_upto(2);
+  gt_team *prev = gt_team_set_current(t);
+  while (!atomic_load(&j->stop) || atomic_load(&j->runs) < 100) gt_team_par(1, count_two, j);
+  gt_team_set_current(prev);
+  gt_team_destroy(t);
+  return NULL;
+}
+
+START_TEST(test_own_team_beside_process_team) {
+  gt_team *t = gt_team_create_upto(3);
+  ck_assert_int_eq(gt_team_size(t), 3);
+  gt_team_destroy(t);
+  t = gt_team_create_upto(0);
+  ck_assert_int_eq(gt_team_size(t), 1);
+  gt_team_destroy(t);
+  own_job j = {0};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, own_team_runs, &j), 0);
+  for (int k = 0; k < 200; k++) gt_team_set_process(1 + k % 2);
+  atomic_store(&j.stop, 1);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_int_eq(atomic_load(&j.bad), 0);
+  ck_assert_int_ge(atomic_load(&j.runs), 100);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("team");
   TCase *tc = gt_test_tcase(s, "core");
@@ -339,5 +382,6 @@ int main(void) {
   tcase_add_test(tc, test_concurrent_callers);
   tcase_add_test(tc, test_no_other_pool);
   tcase_add_test(tc, test_fork_child_runs_alone);
+  tcase_add_test(tc, test_own_team_beside_process_team);
   return gt_test_run_suite(s, 0);
 }

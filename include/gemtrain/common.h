@@ -40,7 +40,16 @@ typedef struct gt_err {
   char msg[GT_ERR_MSG_MAX];
 } gt_err;
 
-/* The library's version ("0.1.0"). */
+/* The version of these headers; gt_version() is the library's, and a
+ * program runs with the library of the version it was compiled against
+ * (docs/library.md). GT_VERSION_NUMBER is major * 10000 + minor * 100 +
+ * patch, for #if. CMakeLists.txt reads the three lines below. */
+#define GT_VERSION_MAJOR 0
+#define GT_VERSION_MINOR 2
+#define GT_VERSION_PATCH 0
+#define GT_VERSION_NUMBER (GT_VERSION_MAJOR * 10000 + GT_VERSION_MINOR * 100 + GT_VERSION_PATCH)
+
+/* The library's version as "major.minor.patch" ("0.2.0"). */
 GT_API const char *gt_version(void);
 /* A result code's name for messages ("out of memory"; "unknown" for a value
  * outside the enum). A static string. */

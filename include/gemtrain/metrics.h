@@ -1,5 +1,8 @@
 /* The metrics of one training step: the fields of the console line and of
- * a metrics.jsonl record (train/metrics_io.h writes them). */
+ * a metrics.jsonl record (train/metrics_io.h writes them). New fields are
+ * only ever added at the end, and a version that adds one changes the
+ * shared library's soname (docs/library.md): gt_ctx_last_metrics fills the
+ * struct as the library's headers declare it. */
 #ifndef GEMTRAIN_METRICS_H
 #define GEMTRAIN_METRICS_H
 

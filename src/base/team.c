@@ -231,15 +231,22 @@ void gt_team_barrier(void) {
   gt__wait_change(&t->bgen, g, &t->bsleep);
 }
 
+gt_team *gt_team_create_upto(int n) {
+  if (n < 1) n = 1;
+  if (n > GT__TEAM_MAX) n = GT__TEAM_MAX;
+  gt_team *t = NULL;
+  /* fewer threads than asked when the system refuses more: the results are
+   * the same on any count */
+  while (n > 1 && gt_team_create(n, &t, NULL)) n--;
+  if (!t && gt_team_create(1, &t, NULL)) t = &gt__one;
+  return t;
+}
+
 int gt_team_set_process(int n) {
   if (n < 1) n = 1;
   pthread_mutex_lock(&gt__process_mu);
   if (!gt__process || gt__process->n != n) {
-    gt_team *t = NULL;
-    /* fewer threads than asked when the system refuses more: the results
-     * are the same on any count */
-    while (n > 1 && gt_team_create(n, &t, NULL)) n--;
-    if (!t) gt_team_create(1, &t, NULL);
+    gt_team *t = gt_team_create_upto(n);
     gt_team_destroy(gt__process);
     atomic_store(&gt__process, t);
   }

@@ -62,8 +62,15 @@ gt_team *gt_team_current(void);
 gt_team *gt_team_set_current(gt_team *t);
 /* (Re)makes the process team with n threads (fewer if the system refuses
  * threads; at least 1) and returns its size. Not while a kernel runs on the
- * old one (call it between steps, like gt_mesh_set_threads). */
+ * old one (call it between steps, like gt_mesh_set_threads): only a program
+ * that runs one model at a time may call it. Code that may run beside other
+ * threads' kernels (a gt_ctx) makes a team of its own and sets it as its
+ * thread's current one instead. */
 int gt_team_set_process(int n);
+/* A team of n threads, or fewer when the system refuses threads (the results
+ * are the same on any count); gt_team_alone() when not even one can be
+ * made (gt_team_destroy leaves that one alone). Never NULL. */
+gt_team *gt_team_create_upto(int n);
 /* A one-thread team (no workers): what a thread that must not fan out sets
  * as its current one. */
 gt_team *gt_team_alone(void);

@@ -29,10 +29,14 @@ int gt_threads_process_cores(void) {
   return n < 1 ? 1 : n;
 }
 
-int gt_threads_use(long long threads_per_device, long long num_devices) {
+int gt_threads_count(long long threads_per_device, long long num_devices) {
   long long n = threads_per_device;
   if (n <= 0) n = gt_threads_process_cores() / (num_devices > 0 ? num_devices : 1);
   if (n < 1) n = 1;
   if (n > 1024) n = 1024;
-  return gt_team_set_process((int)n);
+  return (int)n;
+}
+
+int gt_threads_use(long long threads_per_device, long long num_devices) {
+  return gt_team_set_process(gt_threads_count(threads_per_device, num_devices));
 }

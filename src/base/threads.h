@@ -11,10 +11,16 @@ int gt_threads_process_cores(void);
  * OMPI_COMM_WORLD_LOCAL_SIZE, MPICH/Hydra's MPI_LOCALNRANKS); 1 without. */
 int gt_threads_local_ranks(void);
 
+/* The threads a team outside a mesh gets for these keys: threads_per_device,
+ * or cores / num_devices when that is 0 or less; 1 .. 1024. */
+int gt_threads_count(long long threads_per_device, long long num_devices);
+
 /* Sizes the process team (base/team.h: the threads kernels called outside a
- * mesh compute with) to threads_per_device, or to cores / num_devices when
- * that is 0 or less (at least 1), and returns the count. Mesh devices size
- * their own teams (mesh.c).
+ * mesh compute with, on a thread that set no team of its own) to
+ * gt_threads_count and returns the count. Only for a program that runs one
+ * model at a time (the command): it replaces the team that another thread's
+ * kernels may be running on. A gt_ctx makes a team of its own (api.c), and
+ * mesh devices size their own (mesh.c).
  *
  * The wait. Threads of a team that wait for each other spin a bounded
  * number of pauses (~25 us) and then sleep (team.c has the measurements), so

@@ -175,12 +175,105 @@ static gt_rc gt__read_train(const char *path, const char *text, int64_t opt_step
   return rc;
 }
 
-static gt_rc gt__read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_paramfile_train *ts,
-                      gt_err *err) {
+/* A shape as "[8]", "[8, 16]" or "[]" (a scalar). */
+static const char *gt__shape_text(const int64_t *shape, int ndim, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < ndim && o < n; d++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? ", " : "", (long long)shape[d]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+  return buf;
+}
+
+/* The adapter keys that change what the adapters compute without changing
+ * their shapes (the rank and the modules show in the tensors). */
+static const char *const gt__lora_math_keys[] = {"lora_alpha", "lora_use_rslora"};
+
+/* Whether cfg's key k differs between cfg and file; appends "k = a (file b)"
+ * to the list in msg. */
+static int gt__key_differs(const gt_config *cfg, const gt_config *file, const gt_key_spec *k, char *msg, size_t n,
+                           size_t *o) {
+  char have[GT_STR_PATH + 32], theirs[GT_STR_PATH + 32];
+  gt_config_get_text(cfg, k->name, have, sizeof have, NULL);
+  gt_config_get_text(file, k->name, theirs, sizeof theirs, NULL);
+  if (!strcmp(have, theirs)) return 0;
+  if (*o < n)
+    *o += (size_t)snprintf(msg + *o, n - *o, "%s%s = %s in the file, %s here", *o ? "; " : "", k->name, theirs, have);
+  return 1;
+}
+
+/* The file's metadata config names the same model as cfg: every model key
+ * (the key table's GT_KEY_MODEL: shapes and math) and, when both train
+ * adapters, their scale keys. A file whose metadata holds no config (not
+ * written by gemtrain) is judged by its tensors alone. */
+static gt_rc gt__same_model(const char *path, const gt_st_file *f, const gt_config *cfg, gt_err *err) {
+  cJSON *meta = f->metadata_json ? cJSON_Parse(f->metadata_json) : NULL;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "config");
+  gt_config *file = cJSON_IsString(c) ? malloc(sizeof *file) : NULL;
+  gt_rc rc = GT_OK;
+  if (cJSON_IsString(c) && !file)
+    rc = gt_err_set(err, GT_ERR_NOMEM, "params: no memory to read the config of '%s'", path);
+  if (file) {
+    /* the file's keys over cfg: a key an older file lacks counts as cfg's */
+    *file = *cfg;
+    char source[1100];
+    snprintf(source, sizeof source, "the metadata of '%s'", path);
+    rc = gt_config_apply_json_text(file, c->valuestring, source, err);
+  }
+  if (file && !rc) {
+    char list[700] = "";
+    size_t o = 0;
+    int nd = 0;
+    for (int i = 0; i < gt_config_num_keys(); i++) {
+      const gt_key_spec *k = gt_config_key_at(i);
+      if (k->flags & GT_KEY_MODEL) nd += gt__key_differs(cfg, file, k, list, sizeof list, &o);
+    }
+    if (cfg->enable_lora && file->enable_lora)
+      for (size_t i = 0; i < sizeof gt__lora_math_keys / sizeof gt__lora_math_keys[0]; i++)
+        nd += gt__key_differs(cfg, file, gt_config_key(gt__lora_math_keys[i]), list, sizeof list, &o);
+    if (nd)
+      rc = gt_err_set(err, GT_ERR_FORMAT,
+                      "params: '%s' holds another model than this one (%d model key%s differ%s: %s); expected a file "
+                      "saved from the same model",
+                      path, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", list);
+  }
+  free(file);
+  cJSON_Delete(meta);
+  return rc;
+}
+
+/* Every tensor of f is one of m's, or its moment: a file of a larger model
+ * (more layers, adapters m lacks) is not m's. */
+static gt_rc gt__no_other_tensors(const char *path, const gt_st_file *f, const gt_model *m, gt_err *err) {
+  char list[600] = "";
+  size_t o = 0;
+  int extra = 0;
+  for (int j = 0; j < f->n_tensors; j++) {
+    const char *name = f->tensors[j].name;
+    for (int k = 1; k < 3; k++)
+      if (!strncmp(name, gt__prefix[k], strlen(gt__prefix[k]))) name += strlen(gt__prefix[k]);
+    int known = 0;
+    for (int i = 0; i < m->n_tensors && !known; i++) known = !strcmp(name, m->tensors[i].name);
+    if (known) continue;
+    if (extra++ < 4 && o < sizeof list)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s'%s'", extra > 1 ? ", " : "", f->tensors[j].name);
+  }
+  if (!extra) return GT_OK;
+  return gt_err_set(err, GT_ERR_FORMAT,
+                    "params: '%s' holds %d tensor%s this model does not have (%s%s); expected a file saved from the "
+                    "same model",
+                    path, extra, extra > 1 ? "s" : "", list, extra > 4 ? ", ..." : "");
+}
+
+static gt_rc gt__read(const char *path, gt_model *m, const gt_config *same, float *mu, float *nu, int64_t *step,
+                      gt_paramfile_train *ts, gt_err *err) {
   if (ts) ts->present = 0;
   gt_st_file f;
   gt_rc rc = gt_st_open(&f, path, err);
   if (rc) return rc;
+  if (same && ((rc = gt__same_model(path, &f, same, err)) || (rc = gt__no_other_tensors(path, &f, m, err)))) {
+    gt_st_close(&f);
+    return rc;
+  }
   float *bases[3] = {m->params, mu, nu};
   for (int k = 0; k < 3 && rc == GT_OK; k++) {
     if (!bases[k]) continue;
@@ -193,13 +286,12 @@ static gt_rc gt__read(const char *path, gt_model *m, float *mu, float *nu, int64
         rc = gt_err_set(err, GT_ERR_FORMAT, "params: '%s' has no tensor '%s'", path, name);
         break;
       }
-      int same = s->ndim == t->ndim;
-      for (int d = 0; same && d < t->ndim; d++) same = s->shape[d] == t->shape[d];
-      if (!same) {
-        rc = gt_err_set(err, GT_ERR_FORMAT,
-                        "params: '%s' tensor '%s' has shape [%lld%s%lld], the model wants [%lld, %lld]", path, name,
-                        (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
-                        (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
+      int same_shape = s->ndim == t->ndim;
+      for (int d = 0; same_shape && d < t->ndim; d++) same_shape = s->shape[d] == t->shape[d];
+      if (!same_shape) {
+        char a[128], b[128];
+        rc = gt_err_set(err, GT_ERR_FORMAT, "params: '%s' tensor '%s' has shape %s, the model wants %s", path, name,
+                        gt__shape_text(s->shape, s->ndim, a, sizeof a), gt__shape_text(t->shape, t->ndim, b, sizeof b));
         break;
       }
       if (t->dtype != GT_STORE_F32) { /* a frozen base stored quantized: no moments; its values a chunk at a time */
@@ -241,13 +333,13 @@ static gt_rc gt__read(const char *path, gt_model *m, float *mu, float *nu, int64
 }
 
 gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int64_t *step, gt_err *err) {
-  return gt__read(path, m, mu, nu, step, NULL, err);
+  return gt__read(path, m, NULL, mu, nu, step, NULL, err);
 }
 
-gt_rc gt_paramfile_read_train(const char *path, gt_model *m, float *mu, float *nu, int64_t *opt_step,
-                              gt_paramfile_train *ts, gt_err *err) {
+gt_rc gt_paramfile_read_train(const char *path, gt_model *m, const gt_config *same, float *mu, float *nu,
+                              int64_t *opt_step, gt_paramfile_train *ts, gt_err *err) {
   int64_t own;
-  return gt__read(path, m, mu, nu, opt_step ? opt_step : &own, ts, err);
+  return gt__read(path, m, same, mu, nu, opt_step ? opt_step : &own, ts, err);
 }
 
 gt_rc gt_paramfile_read_config(const char *path, gt_config *cfg, gt_err *err) {

@@ -58,9 +58,13 @@ gt_rc gt_paramfile_read(const char *path, gt_model *m, float *mu, float *nu, int
 /* gt_paramfile_read that also reads the training state into ts (its present
  * 0 when the file has none); every field is checked (GT_ERR_FORMAT naming
  * the file and field): the step is at least the optimizer step and at most
- * 2^53, the spike record as a checkpoint's. */
-gt_rc gt_paramfile_read_train(const char *path, gt_model *m, float *mu, float *nu, int64_t *opt_step,
-                              gt_paramfile_train *ts, gt_err *err);
+ * 2^53, the spike record as a checkpoint's. With `same` (m's configuration;
+ * NULL: not checked) the file must be of m's model, or GT_ERR_FORMAT names
+ * what differs: its metadata config's model keys (and adapter scale, when
+ * both train adapters) equal same's, and it holds no tensor m lacks (a
+ * larger model's layers, adapters m has none of). */
+gt_rc gt_paramfile_read_train(const char *path, gt_model *m, const gt_config *same, float *mu, float *nu,
+                              int64_t *opt_step, gt_paramfile_train *ts, gt_err *err);
 
 /* The file's own config: configs/base.json's defaults overridden by every key
  * stored in its metadata, validated. */

@@ -16,6 +16,8 @@
 #include "model/model.h"
 #include "train/optim.h"
 #include "base/prof.h"
+#include "base/team.h"
+#include "base/threads.h"
 #include "ckpt/paramfile.h"
 #include "train/train.h"
 #include "train/api_internal.h"
@@ -34,6 +36,12 @@ struct gt_ctx {
   int has_last;
   int32_t *tok_in, *tok_tg, *tok_pos; /* scratch for caller-supplied tokens */
   int64_t tok_cap;
+  /* The threads the kernels a call runs on its caller's thread compute
+   * with (gt_ctx_forward_logits, loading and saving), set as that thread's
+   * current team for the call. The context's own: the process team is one
+   * for every thread, and remaking it at one context's init would pull it
+   * from under another context's kernels. Mesh devices have their own. */
+  gt_team *team;
 };
 
 gt_ctx *gt_ctx_new(void) {
@@ -58,6 +66,7 @@ static void gt__release(gt_ctx *c) {
 void gt_ctx_free(gt_ctx *c) {
   if (!c) return;
   gt__release(c);
+  gt_team_destroy(c->team);
   free(c);
 }
 
@@ -80,11 +89,11 @@ static gt_rc gt__need(gt_ctx *c, int init) {
   return GT_OK;
 }
 
+/* Everything is read into a new configuration first: a refused configure
+ * keeps the context's configuration and model as they were. */
 gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *ov) {
   GT__CTX_OR_ARG(c);
   gt_err_clear(&c->err);
-  gt__release(c);
-  c->configured = 0;
   if (n < 0 || (n > 0 && !ov))
     return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_configure: %d overrides%s", n,
                       n < 0 ? " (a count cannot be negative)" : " but the array is NULL");
@@ -93,7 +102,12 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
   const char *user = NULL;
   char mn[GT_STR_SHORT + 16];
   const char **all = malloc(sizeof(char *) * (size_t)(n + 1));
-  if (!all) return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory");
+  gt_config *cfg = malloc(sizeof *cfg);
+  gt_model_source *src = malloc(sizeof *src);
+  if (!all || !cfg || !src) {
+    free(all), free(cfg), free(src);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to configure");
+  }
   int k = 0;
   if (preset) {
     size_t l = strlen(preset);
@@ -105,12 +119,19 @@ gt_rc gt_ctx_configure(gt_ctx *c, const char *preset, int n, const char *const *
     }
   }
   for (int i = 0; i < n; i++) all[k++] = ov[i];
-  gt_rc rc = gt_config_load_from(&c->cfg, NULL, user, k, all, "gt_ctx_configure's overrides", &c->err);
-  free(all);
+  int have = 0;
+  gt_rc rc = gt_config_load_from(cfg, NULL, user, k, all, "gt_ctx_configure's overrides", &c->err);
   /* as `gemtrain train`: load_parameters_path defines the model keys, so
    * gt_ctx_get shows the model that will be loaded */
-  if (rc == GT_OK) rc = gt__train_source(&c->cfg, &c->src, &c->have_src, &c->err);
-  if (rc == GT_OK) c->configured = 1;
+  if (rc == GT_OK) rc = gt__train_source(cfg, src, &have, &c->err);
+  if (rc == GT_OK) {
+    gt__release(c);
+    c->cfg = *cfg;
+    c->src = *src;
+    c->have_src = have;
+    c->configured = 1;
+  }
+  free(all), free(cfg), free(src);
   return rc;
 }
 
@@ -183,6 +204,11 @@ gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value) {
   gt_rc rc;
   const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_set_int", &rc);
   if (!k) return rc;
+  /* the types gt_ctx_get_int reads: a number written into a string key
+   * would be taken as its text */
+  if (k->type != GT_KEY_INT && k->type != GT_KEY_BOOL)
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not an integer or boolean%s", key,
+                      gt__type_name(k->type), k->type == GT_KEY_FLOAT ? ": use gt_ctx_set_double" : ": use gt_ctx_set");
   char t[32];
   if (k->type == GT_KEY_BOOL && (value == 0 || value == 1))
     snprintf(t, sizeof t, "%s", value ? "true" : "false");
@@ -192,6 +218,13 @@ gt_rc gt_ctx_set_int(gt_ctx *c, const char *key, int64_t value) {
 }
 
 gt_rc gt_ctx_set_double(gt_ctx *c, const char *key, double value) {
+  gt_rc rc;
+  const gt_key_spec *k = gt__ctx_key(c, key, "gt_ctx_set_double", &rc);
+  if (!k) return rc;
+  /* the types gt_ctx_get_double reads (an integer key takes a whole value) */
+  if (k->type != GT_KEY_FLOAT && k->type != GT_KEY_INT)
+    return gt_err_set(&c->err, GT_ERR_CONFIG, "api: key '%s' is %s, not a number: use gt_ctx_set%s", key,
+                      gt__type_name(k->type), k->type == GT_KEY_BOOL ? "_int" : "");
   char t[40];
   snprintf(t, sizeof t, "%.17g", value);
   return gt_ctx_set(c, key, t);
@@ -279,13 +312,28 @@ static gt_rc gt__ctx_restore(gt_ctx *c) {
   return rc ? rc : gt__train_pref_reference(&ts, &c->err); /* use_dpo: the reference is what the run starts from */
 }
 
-gt_rc gt_ctx_init(gt_ctx *c) {
-  gt_rc rc = gt__need(c, 0);
-  if (rc) return rc;
-  gt_err_clear(&c->err);
-  gt__release(c);
-  if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
-  gt_threads_configure(&c->cfg);
+/* The context's team sized for its configuration (kept while the size
+ * stays). Nothing runs on it now: the context's calls run one at a time. */
+static void gt__ctx_team(gt_ctx *c) {
+  int n = gt_threads_count(c->cfg.threads_per_device, c->cfg.num_devices);
+  if (c->team && gt_team_size(c->team) == n) return;
+  gt_team_destroy(c->team);
+  c->team = gt_team_create_upto(n);
+}
+
+/* The calls that run kernels on the caller's thread run them on the
+ * context's team, and give the thread its previous team back. */
+#define GT__ON_TEAM(c, call)                               \
+  do {                                                     \
+    GT__CTX_OR_ARG(c);                                     \
+    gt_team *prev_ = gt_team_set_current((c)->team);       \
+    gt_rc rc_ = (call);                                    \
+    gt_team_set_current(prev_);                            \
+    return rc_;                                            \
+  } while (0)
+
+static gt_rc gt__init(gt_ctx *c) {
+  gt_rc rc;
   if ((rc = gt_model_build(&c->model, &c->cfg, &c->err))) return rc;
   c->initialised = 1; /* from here gt__release frees what was made */
   if ((rc = gt_data_open(&c->data, &c->cfg, &c->mem, &c->err)) ||
@@ -294,6 +342,16 @@ gt_rc gt_ctx_init(gt_ctx *c) {
     return rc;
   }
   return GT_OK;
+}
+
+gt_rc gt_ctx_init(gt_ctx *c) {
+  gt_rc rc = gt__need(c, 0);
+  if (rc) return rc;
+  gt_err_clear(&c->err);
+  gt__release(c);
+  if ((rc = gt_config_validate(&c->cfg, &c->err))) return rc;
+  gt__ctx_team(c);
+  GT__ON_TEAM(c, gt__init(c));
 }
 
 int64_t gt_ctx_num_params(const gt_ctx *c) { return c && c->initialised ? c->model.n_params : 0; }
@@ -308,7 +366,7 @@ static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
   return GT_OK;
 }
 
-gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
+static gt_rc gt__train(gt_ctx *c, int n, double *losses) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -318,7 +376,17 @@ gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
   return GT_OK;
 }
 
-/* Splits [batch, seq + 1] tokens into a batch (inputs, targets, positions). */
+gt_rc gt_ctx_train(gt_ctx *c, int n, double *losses) {
+  GT__ON_TEAM(c, gt__train(c, n, losses));
+}
+
+/* Splits [batch, seq + 1] tokens into a batch (inputs, targets, positions).
+ * A negative id is a pad: every id but a row's first is the previous
+ * position's target and the next one's input, so a row padded at its end
+ * ({1, 10, 11, -1, -1}) has pads among its inputs. As a target a pad is
+ * masked; as an input it reads as id 0 (Gemma's <pad>), which only the
+ * positions after it see (the attention is causal), and their targets are
+ * pads too when the padding is at the row's end. */
 static gt_rc gt__tokens_batch(gt_ctx *c, const int32_t *tokens, int batch, int seq, int with_targets, gt_batch *b) {
   if (!tokens || batch < 1 || seq < 1 || seq > c->cfg.max_target_length)
     return gt_err_set(&c->err, GT_ERR_ARG, "api: tokens must be [batch >= 1, seq in 1..%lld%s], got [%d, %d]",
@@ -337,27 +405,38 @@ static gt_rc gt__tokens_batch(gt_ctx *c, const int32_t *tokens, int batch, int s
   }
   int row = with_targets ? seq + 1 : seq;
   for (int r = 0; r < batch; r++)
+    for (int t = 0; t < row; t++) {
+      int32_t id = tokens[(int64_t)r * row + t];
+      if (id >= c->model.vocab)
+        return gt_err_set(&c->err, GT_ERR_ARG,
+                          "api: token [%d, %d] = %d is outside the vocabulary 0..%lld (a negative id is a pad)", r, t,
+                          id, (long long)c->model.vocab - 1);
+    }
+  for (int r = 0; r < batch; r++)
     for (int t = 0; t < seq; t++) {
       int32_t id = tokens[(int64_t)r * row + t];
-      if (id < 0 || id >= c->model.vocab)
-        return gt_err_set(&c->err, GT_ERR_ARG, "api: token [%d, %d] = %d is outside the vocabulary 0..%lld", r, t,
-                          id, (long long)c->model.vocab - 1);
-      c->tok_in[(int64_t)r * seq + t] = id;
-      c->tok_tg[(int64_t)r * seq + t] = with_targets ? tokens[(int64_t)r * row + t + 1] : -1;
+      c->tok_in[(int64_t)r * seq + t] = id < 0 ? 0 : id;
+      int32_t tg = with_targets ? tokens[(int64_t)r * row + t + 1] : -1;
+      c->tok_tg[(int64_t)r * seq + t] = tg < 0 ? -1 : tg;
       c->tok_pos[(int64_t)r * seq + t] = t;
     }
-  for (int64_t i = 0; i < n; i++)
-    if (c->tok_tg[i] >= c->model.vocab)
-      return gt_err_set(&c->err, GT_ERR_ARG, "api: target %d is outside the vocabulary", c->tok_tg[i]);
   *b = (gt_batch){batch, seq, c->tok_in, c->tok_tg, c->tok_pos, NULL};
   return GT_OK;
 }
 
-gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+static gt_rc gt__train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
+  /* the step is the configured one (its memory plan, its mean over the
+   * global batch): a batch of another row count is not that step */
+  long long global = gt_config_global_batch(&c->cfg);
+  if (tokens && batch != global)
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: gt_ctx_train_tokens: %d rows; expected the global batch of %lld (per_device_batch_size x "
+                      "num_devices x MPI ranks)",
+                      batch, global);
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   if ((int64_t)batch * seq % c->cfg.num_vocab_tiling)
     return gt_err_set(&c->err, GT_ERR_ARG, "api: %d x %d tokens do not split into num_vocab_tiling = %lld tiles",
@@ -366,12 +445,24 @@ gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, 
   return gt__step(c, &b, loss);
 }
 
-gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+gt_rc gt_ctx_train_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+  GT__ON_TEAM(c, gt__train_tokens(c, tokens, batch, seq, loss));
+}
+
+static gt_rc gt__eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
   gt_batch b;
   if (!loss) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_eval_tokens: no place for the loss");
+  /* the devices hold the activations of the global batch at most (the
+   * memory plan); fewer rows are the same pass on fewer */
+  long long global = gt_config_global_batch(&c->cfg);
+  if (tokens && batch > global)
+    return gt_err_set(&c->err, GT_ERR_ARG,
+                      "api: gt_ctx_eval_tokens: %d rows; expected at most the global batch of %lld "
+                      "(per_device_batch_size x num_devices x MPI ranks)",
+                      batch, global);
   if ((rc = gt__tokens_batch(c, tokens, batch, seq, 1, &b))) return rc;
   /* no target in the loss: no mean to report (never a NaN) */
   if (gt_batch_total_weights(&b) == 0) return gt_err_set(&c->err, GT_ERR_ARG, "api: every target of the batch is masked");
@@ -381,13 +472,27 @@ gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, d
   return GT_OK;
 }
 
+gt_rc gt_ctx_eval_tokens(gt_ctx *c, const int32_t *tokens, int batch, int seq, double *loss) {
+  GT__ON_TEAM(c, gt__eval_tokens(c, tokens, batch, seq, loss));
+}
+
 gt_rc gt_ctx_last_metrics(const gt_ctx *c, gt_step_metrics *out) {
-  if (!c || !out || !c->has_last) return GT_ERR_ARG;
+  /* the message is the context's one mutable part a reader may write: every
+   * context comes from gt_ctx_new, never a const object */
+  gt_ctx *w = (gt_ctx *)c;
+  gt_rc rc = gt__need(w, 1);
+  if (rc) return rc;
+  gt_err_clear(&w->err);
+  if (!out) return gt_err_set(&w->err, GT_ERR_ARG, "api: gt_ctx_last_metrics: no place for the metrics");
+  if (!c->has_last)
+    return gt_err_set(&w->err, GT_ERR_ARG,
+                      "api: gt_ctx_last_metrics: no step since gt_ctx_init; call gt_ctx_train or gt_ctx_train_tokens "
+                      "first");
   *out = c->last;
   return GT_OK;
 }
 
-gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
+static gt_rc gt__forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
@@ -397,17 +502,23 @@ gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq
   return gt_exec_forward_logits(&c->model, &b, logits, &c->err);
 }
 
+gt_rc gt_ctx_forward_logits(gt_ctx *c, const int32_t *tokens, int batch, int seq, float *logits) {
+  GT__ON_TEAM(c, gt__forward_logits(c, tokens, batch, seq, logits));
+}
+
 /* ---------- save / load ---------- */
 
 /* The file holds, beside the parameters, the moments and the AdamW step,
  * what else the next steps depend on (paramfile.h's training_state), as a
  * checkpoint does: the step index (it seeds the adapters' dropout), the data
  * position of gt_ctx_train and the spike guard's record. */
-gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
+static gt_rc gt__save(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is NULL");
+  if (!path || !path[0])
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_save: the path is %s; expected a file name",
+                      path ? "empty" : "NULL");
   int64_t n = c->model.n_params;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   gt_paramfile_train *ts = malloc(sizeof *ts); /* the spike record is 32 KiB: not on a caller thread's stack */
@@ -428,13 +539,19 @@ gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
   return rc;
 }
 
+gt_rc gt_ctx_save(gt_ctx *c, const char *path) {
+  GT__ON_TEAM(c, gt__save(c, path));
+}
+
 /* Everything is read and checked before any of the context's state changes:
  * a refused load leaves the context as it was. */
-gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
+static gt_rc gt__load(gt_ctx *c, const char *path) {
   gt_rc rc = gt__need(c, 1);
   if (rc) return rc;
   gt_err_clear(&c->err);
-  if (!path) return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is NULL");
+  if (!path || !path[0])
+    return gt_err_set(&c->err, GT_ERR_ARG, "api: gt_ctx_load: the path is %s; expected a file name",
+                      path ? "empty" : "NULL");
   int64_t n = c->model.n_params, step = 0;
   float *mu = gt_mem_alloc_uninit(&c->mem, GT_MEM_OTHER, (size_t)n * 2 * sizeof(float));
   gt_paramfile_train *ts = calloc(1, sizeof *ts);
@@ -444,7 +561,8 @@ gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
     return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
   }
   gt_data_state was = c->data.st;
-  if (!(rc = gt__host_alloc(c)) && !(rc = gt_paramfile_read_train(path, &c->model, mu, mu + n, &step, ts, &c->err)) &&
+  if (!(rc = gt__host_alloc(c)) &&
+      !(rc = gt_paramfile_read_train(path, &c->model, &c->cfg, mu, mu + n, &step, ts, &c->err)) &&
       ts->present && (rc = gt_data_seek(&c->data, ts->data, &c->err))) {
     char msg[GT_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", c->err.msg);
@@ -464,4 +582,8 @@ gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
   gt_mem_free(&c->mem, mu);
   free(ts);
   return rc;
+}
+
+gt_rc gt_ctx_load(gt_ctx *c, const char *path) {
+  GT__ON_TEAM(c, gt__load(c, path));
 }
