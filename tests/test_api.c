@@ -241,7 +241,10 @@ START_TEST(test_padded_rows) {
   ck_assert_msg(gt_ctx_eval_tokens(c, row, 1, 4, &l4) == GT_OK, "%s", gt_ctx_error(c));
   ck_assert_msg(gt_ctx_eval_tokens(c, pad, 1, 8, &l8) == GT_OK, "%s", gt_ctx_error(c));
   ck_assert_msg(gt_ctx_eval_tokens(c, pad5, 1, 8, &l8b) == GT_OK, "%s", gt_ctx_error(c));
-  ck_assert_msg(l8 == l4 && l8b == l4, "padded %.17g and %.17g, unpadded %.17g", l8, l8b, l4);
+  /* the same loss as the unpadded row, up to the rounding of products of
+   * another row count (bit for bit on the AVX2 and AVX-512 kernels, not on
+   * the portable copy); the two paddings are the same row */
+  ck_assert_msg(l8 == l8b && fabs(l8 - l4) <= 1e-6 * l4, "padded %.17g and %.17g, unpadded %.17g", l8, l8b, l4);
   /* the logits: a pad input reads as id 0 (the same bits as a row of
    * zeros there), and the positions before it are the unpadded row's (up
    * to the rounding of products of another row count) */
@@ -261,7 +264,8 @@ START_TEST(test_padded_rows) {
   ck_assert(gt_ctx_last_metrics(c, &ma) == GT_OK && gt_ctx_last_metrics(d, &mb) == GT_OK);
   ck_assert_int_eq(ma.total_weights, 4);
   ck_assert_int_eq(mb.total_weights, 4);
-  ck_assert_msg(sa == sb && sa == l4, "step loss padded %.17g, unpadded %.17g, eval %.17g", sa, sb, l4);
+  ck_assert_msg(sa == l8 && sb == l4 && fabs(sa - sb) <= 1e-6 * sb, "step loss padded %.17g, unpadded %.17g, eval %.17g",
+                sa, sb, l4);
   /* the warmup's first rate is 0: the next steps move the parameters, by
    * gradients summed over 8 or 4 positions (the same up to rounding) */
   for (int k = 0; k < 2; k++) {
