@@ -85,7 +85,7 @@ struct gt_fsdp {
   int export_which;     /* gt__run_export: 0 params, 1 mu, 2 nu */
   float **full_scatter; /* set_state / export: the host's full buffer */
   /* init: unit init_u's words, at full offsets from init_base */
-  const float *init_unit;
+  float *init_unit;
   int64_t init_u, init_base;
   float **export_buf;   /* [N] export: each device's gather buffer */
   /* per run arguments */
@@ -395,18 +395,25 @@ static void gt__local_pack(const gt__dev *d, int64_t u, uint16_t *local, const f
   }
 }
 
-static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full) {
+/* gt__local_copy over a buffer that holds the model's words from full
+ * offset `base` on (the initialisation's one unit: base is its offset). */
+static void gt__local_copy_at(const gt__dev *d, int64_t u, float *local, float *full, int64_t base, int64_t b,
+                              int64_t n, int to_full) {
   int64_t fo[3], lo[3], ln[3];
   int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
   for (int i = 0; i < np; i++) {
     int64_t s0 = b > lo[i] ? b : lo[i], s1 = b + n < lo[i] + ln[i] ? b + n : lo[i] + ln[i];
     if (s1 <= s0) continue;
-    float *l = local + (s0 - b), *g = full + fo[i] + (s0 - lo[i]);
+    float *l = local + (s0 - b), *g = full + (fo[i] - base) + (s0 - lo[i]);
     if (to_full)
       memcpy(g, l, (size_t)(s1 - s0) * sizeof(float));
     else
       memcpy(l, g, (size_t)(s1 - s0) * sizeof(float));
   }
+}
+
+static void gt__local_copy(const gt__dev *d, int64_t u, float *local, float *full, int64_t b, int64_t n, int to_full) {
+  gt__local_copy_at(d, u, local, full, 0, b, n, to_full);
 }
 
 /* ---------- setup ---------- */
@@ -436,19 +443,12 @@ static void gt__scatter_unit(int dev, void *arg) {
   gt__dev *d = &f->devs[dev];
   const int64_t u = f->init_u;
   if (u == 0) gt__abandon(d); /* no copy gathered before the new state may outlive it */
-  int64_t fo[3], lo[3], ln[3];
-  int np = gt_model_unit_pieces(&d->model, u, fo, lo, ln);
   /* the trainable words [0, tcnt) go to the trainable shard, the frozen
    * ones after them to the frozen shard: each device its own range of both */
-  const int64_t rb[2] = {gt__tbeg(d, u), d->tcnt[u] + gt__fbeg(d, u)}, rn[2] = {gt__tlen(d, u), gt__flen(d, u)};
-  float *dst[2] = {d->pshard + d->shard_off[u], d->fshard ? d->fshard + d->foff[u] : NULL};
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < np && rn[k] > 0; i++) {
-      int64_t s0 = rb[k] > lo[i] ? rb[k] : lo[i], s1 = rb[k] + rn[k] < lo[i] + ln[i] ? rb[k] + rn[k] : lo[i] + ln[i];
-      if (s1 > s0)
-        memcpy(dst[k] + (s0 - rb[k]), f->init_unit + (fo[i] - f->init_base) + (s0 - lo[i]),
-               (size_t)(s1 - s0) * sizeof(float));
-    }
+  gt__local_copy_at(d, u, d->pshard + d->shard_off[u], f->init_unit, f->init_base, gt__tbeg(d, u), gt__tlen(d, u), 0);
+  if (gt__flen(d, u) > 0)
+    gt__local_copy_at(d, u, d->fshard + d->foff[u], f->init_unit, f->init_base, d->tcnt[u] + gt__fbeg(d, u),
+                      gt__flen(d, u), 0);
 }
 
 /* The initial values of a sharded model, the same as one device's: each
