@@ -121,6 +121,17 @@ START_TEST(test_hand_values) {
   ck_assert_int_eq(q[4], -127);
   ck_assert_float_eq(w.scales[0], 1.0f / 127.0f);
   free(buf);
+  /* int8 ties: absmax 127 makes the multiplier exactly 1, so every x.5 is a
+   * tie, which nearest-even rounds to the even code and half-away-from-zero
+   * (roundf) does not; 21 values reach the vector loops and their tails */
+  float t[21] = {127.0f, 62.5f, -0.5f, 1.5f, -2.5f, 0.5f, 3.5f, -4.5f, 5.5f, -6.5f, 7.5f,
+                 -8.5f, 9.5f, -10.5f, 11.5f, -12.5f, 13.5f, -14.5f, 15.5f, 16.5f, -126.5f};
+  const int want_t[21] = {127, 62, 0, 2, -2, 0, 4, -4, 6, -6, 8, -8, 10, -10, 12, -12, 14, -14, 16, 16, -126};
+  buf = stored(GT_Q_INT8, t, 1, 21, &w);
+  q = buf;
+  for (int i = 0; i < 21; i++) ck_assert_msg(q[i] == want_t[i], "int8 tie %g: code %d, want %d", t[i], q[i], want_t[i]);
+  ck_assert_float_eq(w.scales[0], 1.0f);
+  free(buf);
   /* the layout: 5 int8 bytes, then the scale at the next word */
   ck_assert_int_eq(gt_q_words(GT_Q_INT8, 1, 5), 3);
   ck_assert_int_eq(gt_q_words(GT_Q_NF4, 3, 43), 17 + 3); /* 65 bytes, 3 blocks */
