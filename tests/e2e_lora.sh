@@ -30,7 +30,7 @@ chat="$src/tests/data/sft_chat.jsonl"
 
 for model in gemma3-tiny gemma4-tiny-ple; do
   hf="$work/hf-$model"; run="$work/runs/$model"; peft="$work/peft-$model"; merged="$work/merged-$model"
-  "$bin" convert to_hf init "$hf" dtype=float32 init_norm_std=0.1 model_name=$model init_weights_seed=7 > /dev/null \
+  "$bin" convert to_hf init "$hf" dtype=float32 init_norm_std=0.1 model_name=$model init_weights_seed=7 > "$work/init-$model.txt" \
     || fail "$model: convert to_hf init"
 
   # 1. QLoRA fine-tune from the HF directory
@@ -107,6 +107,10 @@ EOF
   "$bin" convert to_hf "$run" "$merged" dtype=float32 > "$work/merge-$model.txt" || fail "$model: convert to_hf"
   grep -q '^convert: merged the adapters of [0-9]* projections (W + 2 \* B A)$' "$work/merge-$model.txt" \
     || fail "$model: merge output: $(cat "$work/merge-$model.txt")"
+  # the merged model's parameters are the HF model's, though the run's base was stored as nf4 (fewer words)
+  n_init=$(sed -n 's/^convert: wrote .*), \([0-9]*\) parameters;.*/\1/p' "$work/init-$model.txt")
+  n_merged=$(sed -n 's/^convert: wrote .*), \([0-9]*\) parameters;.*/\1/p' "$work/merge-$model.txt")
+  [ -n "$n_init" ] && [ "$n_init" = "$n_merged" ] || fail "$model: the merged export counts $n_merged parameters, the HF model $n_init"
   [ -f "$merged/generation_config.json" ] || fail "$model: no generation_config.json beside the merged export"
   python3 - "$merged/model.safetensors" <<'EOF' || fail "$model: the merged export holds adapter tensors"
 import json, struct, sys

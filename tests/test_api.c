@@ -48,6 +48,32 @@ START_TEST(test_train_loss_falls) {
 }
 END_TEST
 
+/* gt_ctx_num_params counts elements: a base stored as bf16, int8 or nf4
+ * takes fewer words of the flat buffer but has the same parameters, the
+ * ones gemtrain's own count from the config gives */
+START_TEST(test_num_params_any_storage) {
+  const char *q[] = {"float32", "bfloat16", "int8", "nf4"};
+  int64_t first = 0;
+  for (int i = 0; i < 4; i++) {
+    char qt[64];
+    snprintf(qt, sizeof qt, "lora_weight_qtype=%s", q[i]);
+    const char *ov[] = {"dataset_type=synthetic", "per_device_batch_size=2", "max_target_length=32",
+                        "enable_lora=true", "lora_rank=4", qt};
+    gt_ctx *c = gt_ctx_new();
+    ck_assert_msg(gt_ctx_configure(c, "gemma3-tiny", 6, ov) == GT_OK, "%s", gt_ctx_error(c));
+    ck_assert_msg(gt_ctx_init(c) == GT_OK, "%s", gt_ctx_error(c));
+    int64_t n = gt_ctx_num_params(c);
+    if (i == 0) {
+      first = n;
+      ck_assert_int_eq(n, gt_model_count_params(gt__ctx_config(c)));
+    }
+    ck_assert_msg(n == first, "lora_weight_qtype=%s: %lld parameters, float32's %lld", q[i], (long long)n,
+                  (long long)first);
+    gt_ctx_free(c);
+  }
+}
+END_TEST
+
 START_TEST(test_errors_per_context) {
   gt_ctx *c = gt_ctx_new();
   double l;
@@ -878,6 +904,7 @@ int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_train_loss_falls);
+  tcase_add_test(tc, test_num_params_any_storage);
   tcase_add_test(tc, test_errors_per_context);
   tcase_add_test(tc, test_two_threads_equal_sequential);
   tcase_add_test(tc, test_two_threads_host_team);

@@ -142,7 +142,7 @@ static int gt__to_hf(int argc, char **argv) {
   char where[96] = "model.safetensors";
   if (o.max_shard_bytes)
     snprintf(where, sizeof where, "shards of at most %llu bytes + index", (unsigned long long)o.max_shard_bytes);
-  int64_t n_base = m.n_params;
+  int64_t n_base = gt_model_numel(&m);
   for (int i = 0; i < m.n_tensors; i++)
     if (gt_peft_is_adapter(m.tensors[i].name, NULL, 0, NULL)) n_base -= m.tensors[i].numel;
   char padded[160] = "";
@@ -290,7 +290,7 @@ static int gt__from_hf(int argc, char **argv) {
     printf("convert: skipped %d layer_scalar buffer%s (layer_scalar_trainable=false: the model multiplies by 1)\n",
            info.n_unused_scalars, info.n_unused_scalars == 1 ? "" : "s");
   printf("convert: wrote %s%s (%lld parameters, F32)\n", out, as_file ? "" : "/checkpoints/step_00000000",
-         (long long)m.n_params);
+         (long long)gt_model_numel(&m));
   gt_model_free(&m);
   return 0;
 }

@@ -79,6 +79,8 @@ GT_API gt_rc gt_ctx_get_double(gt_ctx *c, const char *key, double *value);
 /* Allocates and initialises the model (seeded by init_weights_seed), the
  * optimizer state and the data source of the configuration. */
 GT_API gt_rc gt_ctx_init(gt_ctx *c);
+/* The model's parameters (elements of every tensor, adapters included; a
+ * base stored as bf16, int8 or nf4 counts the same as in float32). */
 GT_API int64_t gt_ctx_num_params(const gt_ctx *c);
 
 /* Runs n optimizer steps on the configured data (dataset_type). losses (may

@@ -420,11 +420,16 @@ void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count
   }
 }
 
+int64_t gt_model_numel(const gt_model *m) {
+  int64_t n = 0;
+  for (int i = 0; i < m->n_tensors; i++) n += m->tensors[i].numel;
+  return n;
+}
+
 int64_t gt_model_count_params(const gt_config *cfg) {
   gt_model m;
   if (gt_model_build(&m, cfg, NULL)) return -1;
-  int64_t n = 0; /* elements: the layout's words are fewer for a quantized base */
-  for (int i = 0; i < m.n_tensors; i++) n += m.tensors[i].numel;
+  int64_t n = gt_model_numel(&m);
   gt_model_free(&m);
   return n;
 }

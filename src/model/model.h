@@ -300,6 +300,9 @@ void gt_model_unit(const gt_model *m, int64_t u, int64_t *offset, int64_t *count
 /* Parameter count of a config without building anything large; the active
  * count is what one token uses (MoE: num_experts_per_tok routed experts). */
 int64_t gt_model_count_params(const gt_config *cfg);
+/* A built model's parameters: its tensors' elements (n_params counts the
+ * flat buffer's words, fewer once the base is stored quantized). */
+int64_t gt_model_numel(const gt_model *m);
 int64_t gt_model_count_active_params(const gt_config *cfg);
 
 /* Expert parallelism: this device holds experts [rank*E/P, (rank+1)*E/P) of

@@ -354,7 +354,8 @@ gt_rc gt_ctx_init(gt_ctx *c) {
   GT__ON_TEAM(c, gt__init(c));
 }
 
-int64_t gt_ctx_num_params(const gt_ctx *c) { return c && c->initialised ? c->model.n_params : 0; }
+/* elements, not the flat buffer's words (fewer for a base stored quantized) */
+int64_t gt_ctx_num_params(const gt_ctx *c) { return c && c->initialised ? gt_model_numel(&c->model) : 0; }
 
 /* One trainer step; the metrics are the ones `gemtrain train` logs. */
 static gt_rc gt__step(gt_ctx *c, const gt_batch *given, double *loss_out) {
@@ -525,7 +526,7 @@ static gt_rc gt__save(gt_ctx *c, const char *path) {
   if (!mu || !ts) {
     gt_mem_free(&c->mem, mu);
     free(ts);
-    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save %lld parameters", (long long)n);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to save the state of %lld parameter words", (long long)n);
   }
   gt_fsdp *fs = gt_trainer_fsdp(c->tr);
   ts->present = 1;
@@ -558,7 +559,7 @@ static gt_rc gt__load(gt_ctx *c, const char *path) {
   if (!mu || !ts) {
     gt_mem_free(&c->mem, mu);
     free(ts);
-    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load %lld parameters", (long long)n);
+    return gt_err_set(&c->err, GT_ERR_NOMEM, "api: no memory to load the state of %lld parameter words", (long long)n);
   }
   gt_data_state was = c->data.st;
   if (!(rc = gt__host_alloc(c)) &&
