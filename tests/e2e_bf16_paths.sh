@@ -11,8 +11,8 @@
 # are compared with each other within the same 2%, not for equality; the
 # pairs path on its emulation (GEMTRAIN_NO_AVX512BF16=1) gives vdpbf16ps's
 # losses exactly.
-# Without AVX-512 there is one path (the copies): the script says so and
-# checks that run only.
+# With AVX2 and no AVX-512 there are two: the AVX2 copy's widened path (what
+# runs unforced) and the rounded copies; with neither, the copies only.
 # Usage: e2e_bf16_paths.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -40,7 +40,13 @@ rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; pri
 f32=$(evl f32)
 [ -n "$f32" ] || fail "no eval loss in the float32 run"
 paths=(pairs widened)
-if ! grep -q avx512f /proc/cpuinfo; then paths=(copies); echo "no AVX-512: the copies path only"; fi
+if ! grep -q avx512f /proc/cpuinfo; then
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    paths=(widened copies); echo "no AVX-512: the AVX2 copy's widened path and the rounded copies"
+  else
+    paths=(copies); echo "neither AVX-512 nor AVX2: the copies path only"
+  fi
+fi
 # AMX tiles where the CPU lists them and the process may use them (a forced
 # path the CPU or the OS does not allow gives way to the choice: the header
 # then names no test switch)
@@ -66,7 +72,7 @@ if [ -n "${ev[amx]:-}" ]; then
   echo "amx vs pairs: eval loss relative difference $r"
   awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "amx and pairs eval losses differ by $r"
 fi
-if [ "${#paths[@]}" -ge 2 ]; then
+if [ -n "${ev[pairs]:-}" ]; then
   r=$(rel "${ev[widened]}" "${ev[pairs]}")
   echo "widened vs pairs: eval loss relative difference $r"
   awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "widened and pairs eval losses differ by $r"
@@ -79,5 +85,10 @@ if [ "${#paths[@]}" -ge 2 ]; then
     diff <(losses pairs1) <(losses emul) > /dev/null || fail "the emulated pairs path's losses differ from vdpbf16ps's"
     echo "pairs on the emulation: the same losses as on vdpbf16ps"
   fi
+fi
+if [ -n "${ev[copies]:-}" ] && [ -n "${ev[widened]:-}" ]; then
+  r=$(rel "${ev[copies]}" "${ev[widened]}")
+  echo "copies vs widened: eval loss relative difference $r"
+  awk -v r="$r" 'BEGIN { exit !(r < 0.02) }' || fail "copies and widened eval losses differ by $r"
 fi
 echo "e2e_bf16_paths: ok"

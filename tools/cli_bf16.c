@@ -23,7 +23,12 @@
 gt_cli_bf16_speed gt_cli_bf16_verdict(int path, double bf16_peak, double fma_peak, const char **why) {
   *why = NULL;
   if (path == GT_BGEMM_COPY) {
-    *why = "this CPU has neither AVX-512 nor AVX2: bf16 products are rounded float32 copies multiplied in float32";
+    /* the portable kernels' only path; with AVX2 or AVX-512 kernels running
+     * only a test switch chooses it */
+    *why = gt__kernels_path() == GT__PATH_PORTABLE
+               ? "this CPU has neither AVX-512 nor AVX2 (or GT_TEST_KERNELS=portable): bf16 products are rounded "
+                 "float32 copies multiplied in float32"
+               : "its bf16 products are rounded float32 copies multiplied in float32 (a test switch)";
     return GT_CLI_BF16_SLOWER;
   }
   if (path == GT_BGEMM_EMUL) {
