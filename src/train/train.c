@@ -466,6 +466,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
   gt_profiler_init(&prof, &pcfg, start, res->run_dir);
+  gt_profiler_start_note(&prof, pline, sizeof pline);
+  if (pline[0]) gt_report_note(&rep, "%s\n", pline);
   if ((rc = gt__train_ckpt_open(&ts, cfg.enable_checkpointing && cfg.async_checkpointing, snapshot_fits, &prof, err)))
     goto out;
   rc = primary ? gt__setup_record(&rep, &prof, &cfg, &m, start, err) : GT_OK;
