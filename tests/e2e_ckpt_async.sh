@@ -7,7 +7,8 @@
 #     config) and the same losses;
 #  2. the snapshot: the writer sleeps half-way through a file while the
 #     next steps change the parameters, and its file still holds the state
-#     of the checkpoint's step;
+#     of the checkpoint's step; a run's wait for its last write (slowed by
+#     a sleep) is unproductive_checkpoint_save_time in the goodput line;
 #  3. SIGKILL at each named point of a background write (half-way through
 #     the file, written, renamed into place, `latest` written but not yet
 #     renamed, committed; GEMTRAIN_TEST_CKPT_AT, tools/cli_seams.c) leaves
@@ -88,6 +89,26 @@ assert at < saved and len(after) == 4 and max(after) < saved, (at, after, saved)
 PY
 same_ckpt p s step_00000005
 same_ckpt p s step_00000010
+
+# the goodput: the end-of-run wait for the last background write is
+# checkpoint saving, not `other`. The writer sleeps 2 s at "written" in
+# the run's only checkpoint (step 5, after its last step), so the loop waits
+# at least that long after its last step; how little else `other` holds is
+# not asserted (that is timing).
+GEMTRAIN_TEST_CKPT_AT=written:sleep:2000 "$bin" train "${common[@]}" steps=5 run_name=g > "$work/g.log" 2>&1 \
+  || { cat "$work/g.log"; fail "the run with a slowed last write"; }
+grep -q "^test seam: step_00000005 at written$" "$work/g.log" || fail "step 5's write did not sleep"
+python3 - "$work/g.log" <<'PY' || fail "goodput of the slowed last write: $(grep '^goodput: ' "$work/g.log")"
+import re, sys
+line = next(l for l in open(sys.argv[1]) if l.startswith("goodput: "))
+wall = float(re.search(r"of ([0-9.]+) s wall time", line).group(1))
+share = {k: float(v) for k, v in re.findall(r"([a-z_]+) ([0-9.]+)%", line)}
+save = share["unproductive_checkpoint_save_time"] * wall / 100
+# the line's rounding (wall to 0.1 s, shares to 0.1%) moves a bucket's
+# seconds by at most 0.0005 * wall + 0.05 * share / 100 <= 0.0005 * wall + 0.05
+tol = 0.0005 * wall + 0.05
+assert save >= 2.0 - tol, (save, tol, line)
+PY
 
 # 3. SIGKILL at each point of the second checkpoint's background write
 for point in half written renamed latest committed; do

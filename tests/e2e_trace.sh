@@ -5,7 +5,10 @@
 # there, the host's step spans are the measured steps (5%: one interval
 # timed twice), the devices' steps lie inside them and their top-level spans
 # cover most of them, and the memory counters peak at the run's measured
-# peak. Usage: e2e_trace.sh <gemtrain> <src>
+# peak. A window that starts at or past `steps` (steps=1; a skip past the
+# steps; a resume past it, which leaves the earlier trace.json as it was)
+# and a run stopped before its window each print a note that no trace was
+# written. Usage: e2e_trace.sh <gemtrain> <src>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_trace.XXXXXX)
@@ -23,6 +26,34 @@ grep -q "^profiler: wrote $work/runs/t/trace.json (steps 2-5, [0-9]* events); ov
   "base_output_directory=$work/runs" run_name=off > "$work/off.log" 2>&1 || { cat "$work/off.log"; fail "train off"; }
 [ ! -e "$work/runs/off/trace.json" ] || fail "a trace without profiler=trace"
 grep -q "^profiler:" "$work/off.log" && fail "a profiler line without profiler=trace"
+grep -q "profiler=trace" "$work/off.log" && fail "a profiler note without profiler=trace"
+# an empty window (it starts at or past `steps`) records nothing and says so
+tiny=(model_name=gemma3-tiny dataset_type=synthetic sample_tokens=0 profiler=trace "base_output_directory=$work/runs")
+"$bin" train "${tiny[@]}" steps=1 enable_checkpointing=false run_name=one > "$work/one.log" 2>&1 \
+  || { cat "$work/one.log"; fail "train one"; }
+grep -qx "note: profiler=trace: the window starts at step 1 (the run's first step 0 + skip_first_n_steps_for_profiler=1), past the run's last step 0 (steps=1): no trace written" \
+  "$work/one.log" || { cat "$work/one.log"; fail "steps=1: no empty-window note"; }
+[ ! -e "$work/runs/one/trace.json" ] || fail "steps=1: a trace"
+"$bin" train "${tiny[@]}" steps=3 skip_first_n_steps_for_profiler=5 enable_checkpointing=false run_name=skip \
+  > "$work/skip.log" 2>&1 || { cat "$work/skip.log"; fail "train skip"; }
+grep -qx "note: profiler=trace: the window starts at step 5 (the run's first step 0 + skip_first_n_steps_for_profiler=5), past the run's last step 2 (steps=3): no trace written" \
+  "$work/skip.log" || { cat "$work/skip.log"; fail "skip past steps: no empty-window note"; }
+# a resume whose window is empty keeps the earlier run's trace.json, and says whose it is
+"$bin" train "${tiny[@]}" steps=4 profiler_steps=2 run_name=res > "$work/res1.log" 2>&1 || { cat "$work/res1.log"; fail "train res"; }
+grep -q "^profiler: wrote $work/runs/res/trace.json (steps 1-2," "$work/res1.log" || { cat "$work/res1.log"; fail "res: no trace"; }
+sum1=$(cksum < "$work/runs/res/trace.json")
+"$bin" train "${tiny[@]}" steps=5 profiler_steps=2 run_name=res > "$work/res2.log" 2>&1 || { cat "$work/res2.log"; fail "resume res"; }
+grep -qx "note: profiler=trace: the window starts at step 5 (the run's first step 4 + skip_first_n_steps_for_profiler=1), past the run's last step 4 (steps=5): no trace written; $work/runs/res/trace.json is an earlier run's trace, left as it was" \
+  "$work/res2.log" || { cat "$work/res2.log"; fail "resume: no empty-window note naming the earlier trace"; }
+[ "$(cksum < "$work/runs/res/trace.json")" = "$sum1" ] || fail "resume: the earlier trace.json changed"
+# a run stopped before its window began says that no trace was written
+rc=0
+GEMTRAIN_TEST_SIGNAL_STEP=0 "$bin" train "${tiny[@]}" steps=5 skip_first_n_steps_for_profiler=3 enable_checkpointing=false \
+  run_name=stop > "$work/stop.log" 2>&1 || rc=$?
+[ "$rc" = 5 ] || { cat "$work/stop.log"; fail "the stopped run exited $rc, expected 5"; }
+grep -qx "note: profiler=trace: the run ended before step 3, the window's first: no trace written" "$work/stop.log" \
+  || { cat "$work/stop.log"; fail "stopped before the window: no note"; }
+[ ! -e "$work/runs/stop/trace.json" ] || fail "stopped before the window: a trace"
 
 /usr/bin/python3 - "$work/runs/t" <<'PY' || fail "trace check"
 import json, sys

@@ -9,14 +9,18 @@
  * - tokens_seen_per_device counts every step from 0, across a resume;
  * - goodput: the buckets of res sum to its wall time, which lies within the
  *   time measured around gt_train, and every metrics.jsonl record's shares
- *   sum to 1. */
+ *   sum to 1; on a stop, what runs between the step's report and the stop's
+ *   checkpoint (here a 1 s sleep) is `other`, not checkpoint saving. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/prof.h"
@@ -176,11 +180,55 @@ START_TEST(test_target_eval_loss_stops_at_first_eval_reaching_it) {
 }
 END_TEST
 
+/* after step 2: a 1 s sleep (standing for a slow report), then the stop
+ * flag, as a signal would set it */
+typedef struct stopper {
+  volatile sig_atomic_t flag;
+} stopper;
+
+static void sleep_then_stop(const gt_step_metrics *sm, void *ctx) {
+  stopper *st = ctx;
+  if (sm->step != 2) return;
+  struct timespec ts = {1, 0};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  }
+  st->flag = SIGTERM;
+}
+
+START_TEST(test_stop_goodput_books_the_report_as_other) {
+  char *dir = corpus();
+  char bo[600], dp[700];
+  snprintf(bo, sizeof bo, "base_output_directory=%s/runs", dir);
+  snprintf(dp, sizeof dp, "dataset_path=%s/corpus.txt", dir);
+  const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=text", dp, bo, "run_name=stop", "sample_tokens=0",
+                      "eval_interval=-1", "threads_per_device=1", "enable_tensorboard=false", "steps=6",
+                      "checkpoint_period=1000", "enable_checkpointing=true", "async_checkpointing=false"};
+  gt_config c;
+  gt_test_config(&c, (int)(sizeof ov / sizeof ov[0]), ov);
+  stopper st = {0};
+  gt_train_opts o = {.stop = &st.flag, .test_after_step = sleep_then_stop, .test_ctx = &st};
+  gt_train_result res;
+  gt_err e;
+  gt_err_clear(&e);
+  ck_assert_msg(gt_train(&c, &o, &res, &e) == GT_OK, "%s", e.msg);
+  ck_assert_int_eq(res.interrupted, 1);
+  ck_assert_int_eq(res.steps_done, 3);
+  char ck[900];
+  snprintf(ck, sizeof ck, "%s/runs/stop/checkpoints/step_00000003", dir);
+  ck_assert_msg(access(ck, F_OK) == 0, "no stop checkpoint %s", ck);
+  /* the sleep lies between the step's report and the stop's checkpoint */
+  ck_assert_msg(res.goodput_seconds[GT_GP_OTHER] >= 1.0, "other %.3f s, checkpoint saving %.3f s",
+                res.goodput_seconds[GT_GP_OTHER], res.goodput_seconds[GT_GP_CKPT]);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sched_run");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_checked_fixture(tc, gt_test_dir_setup, gt_test_dir_teardown);
   tcase_add_test(tc, test_eval_timing_as_maxtext);
   tcase_add_test(tc, test_target_eval_loss_stops_at_first_eval_reaching_it);
+  tcase_add_test(tc, test_stop_goodput_books_the_report_as_other);
   return gt_test_run_suite(s, 0);
 }

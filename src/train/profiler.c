@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 void gt_profiler_init(gt_profiler *p, const gt_config *cfg, int64_t start, const char *run_dir) {
   memset(p, 0, sizeof *p);
@@ -14,11 +15,31 @@ void gt_profiler_init(gt_profiler *p, const gt_config *cfg, int64_t start, const
   p->begin = start + cfg->skip_first_n_steps_for_profiler;
   p->end = p->begin + cfg->profiler_steps;
   if (p->end > cfg->steps) p->end = cfg->steps;
-  if (p->begin > p->end) p->begin = p->end;
+  p->steps = cfg->steps;
   p->n_base = cfg->profiler_steps;
   p->base_lo = p->begin - p->n_base > start + 1 ? p->begin - p->n_base : start + 1;
   snprintf(p->path, sizeof p->path, "%s/trace.json", run_dir);
   snprintf(p->run_name, sizeof p->run_name, "gemtrain %s", cfg->run_name);
+}
+
+/* Appends "; <path> is an earlier run's trace, left as it was" when the run
+ * directory holds a trace.json this run did not write: a reader must not
+ * take it for this run's. */
+static void gt__stale(const gt_profiler *p, char *line, size_t n) {
+  size_t k = strlen(line);
+  if (k < n && access(p->path, F_OK) == 0)
+    snprintf(line + k, n - k, "; %s is an earlier run's trace, left as it was", p->path);
+}
+
+void gt_profiler_start_note(const gt_profiler *p, char *line, size_t n) {
+  line[0] = 0;
+  if (p->begin < 0 || p->begin < p->end) return;
+  snprintf(line, n,
+           "note: profiler=trace: the window starts at step %lld (the run's first step %lld + "
+           "skip_first_n_steps_for_profiler=%lld), past the run's last step %lld (steps=%lld): no trace written",
+           (long long)p->begin, (long long)p->first, (long long)(p->begin - p->first), (long long)p->steps - 1,
+           (long long)p->steps);
+  gt__stale(p, line, n);
 }
 
 gt_rc gt_profiler_step_begin(gt_profiler *p, gt_trainer *t, int64_t step, gt_err *err) {
@@ -108,6 +129,12 @@ gt_rc gt_profiler_finish(gt_profiler *p, gt_trainer *t, char *line, size_t n, gt
     if (rc) return rc;
   }
   if (p->written && !p->reported) gt__line(p, line, n, 1);
+  if (p->begin >= 0 && p->begin < p->end && !p->written) {
+    /* stopped (a signal, target_eval_loss) before the window's first step */
+    snprintf(line, n, "note: profiler=trace: the run ended before step %lld, the window's first: no trace written",
+             (long long)p->begin);
+    gt__stale(p, line, n);
+  }
   return GT_OK;
 }
 

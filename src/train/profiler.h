@@ -2,7 +2,9 @@
  * + profiler_steps) of a run (skip = skip_first_n_steps_for_profiler,
  * clipped to the run; start is the step the run starts from, as MaxText
  * counts), attached through the trainer, and writes <run_dir>/trace.json
- * when the window closes.
+ * when the window closes. A window that starts at or past `steps` is empty:
+ * nothing is recorded, and the run's start note says so (a trace.json left
+ * in the run directory is then an earlier run's, and stays).
  *
  * The overhead it reports compares the mean measured time of the traced
  * steps with the mean of the untraced steps of the same run right before
@@ -19,7 +21,8 @@
 #include "train/trainer.h"
 
 typedef struct gt_profiler {
-  int64_t first, begin, end; /* the run's first step; the window [begin, end) */
+  int64_t first, begin, end; /* the run's first step; the window [begin, end), empty when begin >= end */
+  int64_t steps;             /* the run's steps (the window ends there) */
   int64_t n_base;            /* baseline steps wanted */
   int64_t base_lo;           /* the baseline before the window: [base_lo, begin) */
   gt_trace *tr;              /* while recording */
@@ -35,6 +38,9 @@ typedef struct gt_profiler {
 
 /* Off (every call a no-op) unless cfg->profiler is "trace". */
 void gt_profiler_init(gt_profiler *p, const gt_config *cfg, int64_t start, const char *run_dir);
+/* After init with the run's start: when the window is empty, a note for the
+ * console that no trace will be written (else ""). */
+void gt_profiler_start_note(const gt_profiler *p, char *line, size_t n);
 /* Before step `step`'s work (its data loading included): attaches at the
  * window's first step. */
 gt_rc gt_profiler_step_begin(gt_profiler *p, gt_trainer *t, int64_t step, gt_err *err);
@@ -47,7 +53,8 @@ gt_trace_lane *gt_profiler_host(gt_profiler *p);
 gt_rc gt_profiler_step_end(gt_profiler *p, gt_trainer *t, int64_t step, double seconds, char *line, size_t n,
                            gt_err *err);
 /* At the end of the run (also a stopped one): writes a window cut short and
- * gives the pending line. */
+ * gives the pending line, or, when the run ended before its window began,
+ * a note that no trace was written. */
 gt_rc gt_profiler_finish(gt_profiler *p, gt_trainer *t, char *line, size_t n, gt_err *err);
 /* Detaches and frees what is left (every exit path; before the trainer is
  * destroyed, whose frees the trace's probes watch). */

@@ -349,15 +349,15 @@ static int gt__checkpoint_due(const gt_config *c, int64_t step, int stop) {
          (stop || (step + 1) % c->checkpoint_period == 0 || (step == c->steps - 1 && c->save_checkpoint_on_completion));
 }
 
-/* Writes the state after `step`; the step's metrics get the time it took,
- * which is the time the loop was blocked by it (a synchronous write). */
 /* The state after `step`: written now, or snapshotted for the background
  * writer (async_checkpointing; train_state.c). Its spans are train_state's;
  * its figures reach the metrics of the step whose poll sees it committed.
  * The loop's time here (the write, or the snapshot and any wait for the
- * previous write) is checkpointing's in the goodput. */
+ * previous write) is checkpointing's in the goodput; what ran since the
+ * loop's last mark (on the stop path, the step's report) is not. */
 static gt_rc gt__checkpoint(gt__tstate *ts, gt_report *rep, const char *run_dir, int64_t step, gt_goodput *gp,
                             gt_err *err) {
+  gt_goodput_mark(gp, GT_GP_OTHER, gt_prof_now());
   gt_report_pause(rep);
   gt_rc rc = gt__train_checkpoint(ts, run_dir, step + 1, err);
   gt_goodput_mark(gp, GT_GP_CKPT, gt_prof_now());
@@ -466,6 +466,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   if (resumed) last_saved = start;
   gt__header(&rep, &cfg, &m, &data, threads, planned_peak);
   gt_profiler_init(&prof, &pcfg, start, res->run_dir);
+  gt_profiler_start_note(&prof, pline, sizeof pline);
+  if (pline[0]) gt_report_note(&rep, "%s\n", pline);
   if ((rc = gt__train_ckpt_open(&ts, cfg.enable_checkpointing && cfg.async_checkpointing, snapshot_fits, &prof, err)))
     goto out;
   rc = primary ? gt__setup_record(&rep, &prof, &cfg, &m, start, err) : GT_OK;
@@ -605,8 +607,12 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
     }
   }
 
-  /* the last checkpoint's write ends before the run says it is there */
-  if ((rc = gt__train_ckpt_wait(&ts, err))) goto out;
+  /* the last checkpoint's write ends before the run says it is there; the
+   * loop is blocked by it as by a synchronous write */
+  gt_goodput_mark(&gp, GT_GP_OTHER, gt_prof_now());
+  rc = gt__train_ckpt_wait(&ts, err);
+  gt_goodput_mark(&gp, GT_GP_CKPT, gt_prof_now());
+  if (rc) goto out;
   if (res->skipped_steps)
     gt_report_note(&rep, "warning: %lld of the %lld steps run were skipped (non-finite loss or gradient)%s; the "
                          "parameters only moved on the others\n",
