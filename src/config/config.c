@@ -141,7 +141,9 @@ static const gt_key_spec gt__keys[] = {
     {"mu_dtype", GT_KEY_ENUM, F(mu_dtype), 0, 0, "float32|bfloat16",
      "AdamW's first moment (bfloat16: stored in 2 bytes, updated in float32); the second moment stays float32"},
     {"matmul_precision", GT_KEY_ENUM, F(matmul_precision), 0, 0, "default|high|highest",
-     "matmul inputs: default = dtype; high and highest = float32 even when dtype=bfloat16"},
+     "how the products take their inputs: default = rounded to dtype; high and highest = as they are, in float32 "
+     "(with dtype=bfloat16 the weights' bf16 copies and the activations stay rounded; gradients and attention's P "
+     "and dS enter unrounded)"},
     /* batch and sequence */
     {"per_device_batch_size", GT_KEY_FLOAT, F(per_device_batch_size), 1e-9, 1e6, NULL,
      "sequences per device per step; global batch = this x num_devices"},

@@ -194,10 +194,12 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
   gt_report_note(r, "devices: %lld, threads: %d; remat_policy=%s remat_scope=%s, planned peak %.1f MiB; run directory: %s\n",
                  c->num_devices, threads, c->remat_policy, c->remat_scope, (double)planned_peak / 1048576.0, r->run_dir);
   if (strcmp(c->dtype, "float32") || strcmp(c->mu_dtype, "float32"))
-    gt_report_note(r, "precision: dtype=%s (activations%s in %s; sums, statistics and the loss in float32), "
+    gt_report_note(r, "precision: dtype=%s (activations%s in %s%s; sums, statistics and the loss in float32), "
                       "master weights %s, gradients float32, AdamW mu %s and nu float32\n",
-                   c->dtype, m->bf16_mm ? " and matmul inputs" : "", m->bf16_act ? "bf16" : "float32", c->weight_dtype,
-                   c->mu_dtype);
+                   c->dtype, m->bf16_mm ? " and matmul inputs" : m->bf16_act ? " and the weights' copies" : "",
+                   m->bf16_act ? "bf16" : "float32",
+                   m->bf16_act && !m->bf16_mm ? ", the products in float32 on them and on unrounded gradients" : "",
+                   c->weight_dtype, c->mu_dtype);
   long long R = gt_config_num_ranks(c);
   if (R > 1) {
     int id, i_f, ie, dd, df, de;
