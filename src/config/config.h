@@ -83,7 +83,7 @@ typedef struct gt_config {
   char dtype[GT_STR_SHORT];            /* float32 | bfloat16: activations and matmul inputs */
   char weight_dtype[GT_STR_SHORT];     /* float32: the master weights AdamW updates */
   char mu_dtype[GT_STR_SHORT];         /* float32 | bfloat16: AdamW's first moment */
-  char matmul_precision[GT_STR_SHORT]; /* default (inputs in dtype) | high | highest (float32 inputs) */
+  char matmul_precision[GT_STR_SHORT]; /* default (products round their inputs to dtype) | high | highest (inputs as they are) */
   /* batch and sequence */
   double per_device_batch_size;
   long long max_target_length;
