@@ -10,7 +10,10 @@
 # (tests/data/eval_{hellaswag,mmlu}_small.jsonl), stderr as the harness's
 # mean_stderr, SFT records' loss mask, the same scores on 2 devices, at other batch sizes, with vocab
 # tiles and over 2 MPI ranks (with mpirun); --whole scores every row of the
-# file; bad task files are refused in one line naming file, line and field;
+# file, an eval_dataset_path beside it too; eval opens only what it scores
+# (no training-row or disjointness checks); a run's dtype and
+# max_target_length are taken from it; an nf4 base's parameter count; task
+# names unique and JSON-escaped; train checks eval_tasks at start; bad task files are refused in one line naming file, line and field;
 # a sweep's table shows the task's accuracy columns and keeps them on a
 # rerun; an unknown task field is refused. Usage: e2e_eval.sh <gemtrain
 # binary> <source dir>
@@ -57,7 +60,7 @@ m = json.loads(sys.argv[2])["tasks"]["eval_mc_small"]
 for k in ("acc", "acc_norm", "acc_stderr", "acc_norm_stderr"):
     assert abs(m[k] - t[k]) < 1e-8, (k, m, t)
 p = r["perplexity"]
-# gemma3-tiny: rows of 64 + 1 tokens; the last 5% of 60000 bytes held out
+# gemma3-tiny: rows of 64 + 1 tokens; the last 2% of 60000 bytes held out
 assert p["rows"] == 18 and abs(math.exp(p["loss"]) - p["perplexity"]) < 1e-9 * p["perplexity"], p
 EOF
 
@@ -179,6 +182,66 @@ p = json.load(open(sys.argv[2]))["perplexity"]
 assert p["rows"] == rows and p["tokens"] == want, (p, rows, want)
 EOF
 
+# 4c. --whole scores all of dataset_path even when eval_dataset_path is set
+#     (a run's config.json names one), and says so
+head -c 6000 "$work/corpus.txt" > "$work/ev.txt"
+printf '{"dataset_path": "%s", "eval_dataset_path": "%s"}\n' "$work/corpus.txt" "$work/ev.txt" > "$work/cf.json"
+"$bin" eval "$work/cf.json" "load_parameters_path=$work/runs/a" model_name=gemma3-tiny dataset_type=text threads_per_device=1 \
+  --whole --json "$work/wc.json" > "$work/wc.log" 2>&1 || { cat "$work/wc.log"; fail "eval --whole with eval_dataset_path"; }
+python3 -c "import json; p = json.load(open('$work/wc.json'))['perplexity']; assert p['rows'] == 60000 // 65, p" \
+  || { cat "$work/wc.log"; fail "--whole did not score every row of dataset_path"; }
+grep -qF "gemtrain: eval: --whole scores every row of dataset_path '$work/corpus.txt'; eval_dataset_path '$work/ev.txt' is not scored" \
+  "$work/wc.log" || { cat "$work/wc.log"; fail "no --whole note"; }
+
+# 4d. eval opens only what it scores, without training's checks: a file of
+#     fewer rows than one batch (3 rows, batch 4), eval_dataset_path equal to
+#     dataset_path (nothing is trained on), eval_dataset_path alone where the
+#     default dataset_path does not exist
+head -c 201 "$work/corpus.txt" > "$work/small.txt"
+ev "dataset_path=$work/small.txt" --whole --json "$work/sm.json" > "$work/sm.log" 2>&1 || { cat "$work/sm.log"; fail "eval of 3 rows"; }
+python3 -c "import json; p = json.load(open('$work/sm.json'))['perplexity']; assert p['rows'] == 3 and p['tokens'] == 3 * 64, p" \
+  || fail "3 rows"
+ev "dataset_path=$work/ev.txt" "eval_dataset_path=$work/ev.txt" --json "$work/same.json" > "$work/same.log" 2>&1 \
+  || { cat "$work/same.log"; fail "eval with eval_dataset_path = dataset_path"; }
+(cd "$work" && "$bin" eval "load_parameters_path=$work/runs/a" model_name=gemma3-tiny threads_per_device=1 \
+  "eval_dataset_path=$work/ev.txt" --json "$work/alone.json") > "$work/alone.log" 2>&1 \
+  || { cat "$work/alone.log"; fail "eval of eval_dataset_path alone"; }
+python3 - "$work/same.json" "$work/alone.json" <<'EOF' || fail "eval_dataset_path scored"
+import json, sys
+a, b = (json.load(open(p))["perplexity"] for p in sys.argv[1:3])
+assert a["rows"] == b["rows"] == 6000 // 65 and a["loss"] == b["loss"], (a, b)
+EOF
+
+# 4e. a run's numerics and row length are the run's: a bfloat16 run of
+#     128-token rows; eval without dtype or max_target_length gives the
+#     run's own eval_loss (eval_steps x batch = the 9 held-out rows of 129
+#     tokens), and its header says where the keys came from
+"$bin" train "${common[@]}" steps=2 dtype=bfloat16 max_target_length=128 per_device_batch_size=1 eval_interval=2 \
+  eval_steps=9 sample_tokens=0 "base_output_directory=$work/runs" run_name=bf > "$work/bf.log" 2>&1 \
+  || { cat "$work/bf.log"; fail "the bfloat16 run"; }
+"$bin" eval "load_parameters_path=$work/runs/bf" "${common[@]}" per_device_batch_size=1 --json "$work/bf.json" \
+  > "$work/bfe.log" 2>&1 || { cat "$work/bfe.log"; fail "eval of the bfloat16 run"; }
+grep -q "; from the run's config: dtype=bfloat16 matmul_precision=default max_target_length=128$" "$work/bfe.log" \
+  || { cat "$work/bfe.log"; fail "the header does not name the run's keys"; }
+python3 - "$work/runs/bf/metrics.jsonl" "$work/bf.json" <<'EOF' || fail "eval of the bfloat16 run differs from its eval_loss"
+import json, sys
+run = [json.loads(l) for l in open(sys.argv[1]) if '"eval_loss"' in l][-1]["eval_loss"]
+p = json.load(open(sys.argv[2]))["perplexity"]
+assert p["rows"] == 9, p
+assert abs(p["loss"] - run) < 2e-8 * run, (p["loss"], run)
+EOF
+
+# 4f. the parameter count is the model's elements, as training prints it,
+#     with an nf4 base whose storage is fewer words
+"$bin" train "load_parameters_path=$work/hf" "${common[@]}" enable_lora=true lora_weight_qtype=nf4 steps=1 \
+  eval_interval=-1 sample_tokens=0 "base_output_directory=$work/runs" run_name=q > "$work/q.log" 2>&1 \
+  || { cat "$work/q.log"; fail "the nf4 LoRA run"; }
+want=$(sed -n 's/^number parameters: .*(\([0-9]*\))$/\1/p' "$work/q.log")
+[ -n "$want" ] || { cat "$work/q.log"; fail "no parameter count in training's header"; }
+"$bin" eval "load_parameters_path=$work/runs/q" "${common[@]}" "eval_tasks=$tasks" > "$work/qe.log" 2>&1 \
+  || { cat "$work/qe.log"; fail "eval of the nf4 LoRA run"; }
+grep -q "^eval: .*, $want parameters, on 1 device" "$work/qe.log" || { cat "$work/qe.log"; fail "parameter count (want $want)"; }
+
 # 5. bad task files: one line naming file, line and field
 bad() {
   printf '%s\n' "$1" > "$work/bad.jsonl"
@@ -211,6 +274,37 @@ out=$("$bin" eval model_name=gemma3-tiny use_dpo=true dataset_type=jsonl "datase
 echo "$out" | grep -q "^gemtrain: eval: key 'use_dpo' = true: the preference pairs have no held-out cross-entropy" ||
   fail "no use_dpo note: $out"
 echo "$out" | grep -q "eval_mc_small" || fail "the task was not scored: $out"
+
+# 5b. task names: two files of one name are refused (the JSON would hold
+#     one key for two tasks); a name with a quote is written as valid JSON
+mkdir -p "$work/d1" "$work/d2"
+cp "$tasks" "$work/d1/t.jsonl"; cp "$tasks" "$work/d2/t.jsonl"
+out=$(ev "eval_tasks=$work/d1/t.jsonl,$work/d2/t.jsonl" --json - 2>&1) && fail "two tasks called t were scored: $out" || true
+echo "$out" | grep -qF "gemtrain: eval: key 'eval_tasks' names two tasks called 't' ('$work/d1/t.jsonl' and '$work/d2/t.jsonl'" \
+  || fail "no duplicate-name refusal: $out"
+cp "$tasks" "$work/q\"x.jsonl"
+ev "eval_tasks=$work/q\"x.jsonl" --samples "$work/q.jsonl" --json "$work/q.json" > "$work/qx.log" 2>&1 \
+  || { cat "$work/qx.log"; fail "eval of q\"x.jsonl"; }
+python3 - "$work/q.jsonl" "$work/q.json" <<'EOF' || fail "a quote in a task name"
+import json, sys
+sm = [json.loads(l) for l in open(sys.argv[1])]
+assert len(sm) == 6 and all(s["task"] == 'q"x' for s in sm), sm[0]
+assert list(json.load(open(sys.argv[2]))["tasks"]) == ['q"x']
+EOF
+
+# 5c. training checks eval_tasks when it starts, naming the key: a missing
+#     file stops the run before its first step; a run that never evaluates
+#     says its tasks are not scored
+out=$("$bin" train "${common[@]}" steps=4 eval_interval=2 eval_steps=1 "eval_tasks=$work/nonexistent.jsonl" \
+  "base_output_directory=$work/runs" run_name=nx 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] || fail "a missing eval_tasks file: exit $rc: $out"
+echo "$out" | grep -qF "gemtrain: eval: key 'eval_tasks': task file '$work/nonexistent.jsonl' cannot be opened" \
+  || fail "missing-file line: $out"
+[ ! -e "$work/runs/nx/metrics.jsonl" ] || fail "the run with a missing task file trained"
+out=$("$bin" train "${common[@]}" steps=1 eval_interval=-1 sample_tokens=0 "eval_tasks=$tasks" \
+  "base_output_directory=$work/runs" run_name=ne 2>&1) || fail "run with eval_interval=-1: $out"
+echo "$out" | grep -q "^note: key 'eval_tasks' is set but this run never evaluates (eval_interval = -1)" \
+  || fail "no never-evaluates note: $out"
 
 # 6. a sweep whose table shows the task's accuracy
 cat > "$work/sw.json" <<EOF

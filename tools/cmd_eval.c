@@ -2,6 +2,7 @@
  * perplexity of held-out data, and multiple-choice tasks (eval/eval.h),
  * on the devices and ranks a training run of the same config would use. */
 #define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,29 @@ static void pick_tokenizer(gt_config *cfg, const gt_model_source *src, int have_
   }
 }
 
+/* A gemtrain run's checkpoint was trained and evaluated with its own
+ * numerics and row length: those keys come from its stored config unless
+ * the command line or config file sets them, so eval's numbers are the
+ * run's. Names what it took into `taken` ("dtype=bfloat16 ..."). */
+static void take_run_keys(gt_config *cfg, const gt_model_source *src, int have_src, char *taken, size_t n) {
+  if (!have_src || src->kind != GT_SRC_CHECKPOINT) return;
+  char dt[GT_STR_SHORT + 16] = "", mp[GT_STR_SHORT + 32] = "", ml[48] = "";
+  if (!gt_config_is_user_set(cfg, "dtype")) {
+    snprintf(cfg->dtype, sizeof cfg->dtype, "%s", src->cfg.dtype);
+    snprintf(dt, sizeof dt, "dtype=%s ", cfg->dtype);
+  }
+  if (!gt_config_is_user_set(cfg, "matmul_precision")) {
+    snprintf(cfg->matmul_precision, sizeof cfg->matmul_precision, "%s", src->cfg.matmul_precision);
+    snprintf(mp, sizeof mp, "matmul_precision=%s ", cfg->matmul_precision);
+  }
+  if (!gt_config_is_user_set(cfg, "max_target_length")) {
+    cfg->max_target_length = src->cfg.max_target_length;
+    snprintf(ml, sizeof ml, "max_target_length=%lld ", cfg->max_target_length);
+  }
+  int w = snprintf(taken, n, "%s%s%s", dt, mp, ml);
+  if (w > 0 && (size_t)w <= n) taken[w - 1] = '\0'; /* the last space */
+}
+
 typedef struct eval_run {
   gt_config cfg;
   gt_model_source *src;
@@ -64,12 +88,14 @@ static void run_free(eval_run *r) {
   free(r->src);
 }
 
-/* eval_tasks: the task files, comma-separated */
+/* eval_tasks: the task files, comma-separated; each opens, no two with one
+ * name (checked before any is read) */
 static gt_rc read_tasks(eval_run *r, gt_eval_format fmt, gt_err *err) {
-  int cap = 1;
-  for (const char *p = r->cfg.eval_tasks; *p; p++) cap += *p == ',';
-  r->tasks = calloc((size_t)cap, sizeof *r->tasks);
-  r->res = calloc((size_t)cap, sizeof *r->res);
+  int cap = 0;
+  gt_rc rc = gt_eval_tasks_check(r->cfg.eval_tasks, 0, &cap, err);
+  if (rc) return rc;
+  r->tasks = calloc((size_t)(cap ? cap : 1), sizeof *r->tasks);
+  r->res = calloc((size_t)(cap ? cap : 1), sizeof *r->res);
   if (!r->tasks || !r->res) return gt_err_set(err, GT_ERR_NOMEM, "eval: no memory");
   const char *cur = r->cfg.eval_tasks;
   char path[GT_STR_PATH];
@@ -82,8 +108,9 @@ static gt_rc read_tasks(eval_run *r, gt_eval_format fmt, gt_err *err) {
 }
 
 /* --samples: one JSON line per example: its task, line, label, each choice's
- * log-likelihood and what acc and acc_norm picked */
-static void write_samples(FILE *f, const gt_eval_task *t, const double *ll) {
+ * log-likelihood and what acc and acc_norm picked. Through cJSON: a task's
+ * name is a file name, which may hold any character (a NaN would be null). */
+static gt_rc write_samples(FILE *f, const gt_eval_task *t, const double *ll, gt_err *err) {
   int64_t off = 0;
   for (int i = 0; i < t->n; i++) {
     const gt_eval_example *ex = &t->ex[i];
@@ -92,12 +119,22 @@ static void write_samples(FILE *f, const gt_eval_task *t, const double *ll) {
       if (ll[off + c] > ll[off + k]) k = c;
       if (ll[off + c] / (double)gt_eval_chars(ex->choices[c]) > ll[off + kn] / (double)gt_eval_chars(ex->choices[kn])) kn = c;
     }
-    fprintf(f, "{\"task\": \"%s\", \"line\": %lld, \"label\": %d, \"pred\": %d, \"pred_norm\": %d, \"ll\": [", t->name,
-            (long long)ex->line, ex->label, k, kn);
-    for (int c = 0; c < ex->n_choices; c++) fprintf(f, "%s%.17g", c ? ", " : "", ll[off + c]);
-    fprintf(f, "]}\n");
+    cJSON *o = cJSON_CreateObject(), *lls = cJSON_CreateDoubleArray(ll + off, ex->n_choices);
+    char *line = NULL;
+    if (o && lls && cJSON_AddStringToObject(o, "task", t->name) && cJSON_AddNumberToObject(o, "line", (double)ex->line) &&
+        cJSON_AddNumberToObject(o, "label", ex->label) && cJSON_AddNumberToObject(o, "pred", k) &&
+        cJSON_AddNumberToObject(o, "pred_norm", kn) && cJSON_AddItemToObject(o, "ll", lls)) {
+      lls = NULL; /* o owns it */
+      line = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(lls);
+    cJSON_Delete(o);
+    if (!line) return gt_err_set(err, GT_ERR_NOMEM, "eval: no memory for a --samples line of '%s'", t->path);
+    fprintf(f, "%s\n", line);
+    free(line);
     off += ex->n_choices;
   }
+  return GT_OK;
 }
 
 static int usage_error(const char *msg, const char *arg) {
@@ -174,9 +211,11 @@ int gt_cmd_eval(int argc, char **argv) {
                     "dataset_path= or eval_dataset_path= (held-out loss)\n");
     return GT_EXIT_CONFIG;
   }
-  if (whole && !cfg->eval_dataset_path[0]) /* the whole file is the eval source */
-    snprintf(cfg->eval_dataset_path, sizeof cfg->eval_dataset_path, "%s", cfg->dataset_path);
-  if (cfg->eval_interval < 0) cfg->eval_interval = 1; /* the data source keeps its held-out rows */
+  /* --whole scores dataset_path, all of it: an eval_dataset_path (a run's
+   * config.json names its own) is not what it scores, and is said so */
+  if (whole && want_ppl && cfg->eval_dataset_path[0] && primary)
+    fprintf(stderr, "gemtrain: eval: --whole scores every row of dataset_path '%s'; eval_dataset_path '%s' is not "
+                    "scored (without --whole it is)\n", cfg->dataset_path, cfg->eval_dataset_path);
   cfg->enable_checkpointing = 0;                       /* nothing is written */
   cfg->z_loss_multiplier = 0; /* the loss is the cross-entropy alone: its exp is the perplexity */
   gt_err err;
@@ -184,6 +223,8 @@ int gt_cmd_eval(int argc, char **argv) {
   gt_rc e = GT_OK;
   if (!(r.src = malloc(sizeof *r.src))) return GT_EXIT_ERROR;
   e = gt__train_source(cfg, r.src, &r.have_src, &err);
+  char from_run[2 * GT_STR_SHORT + 96] = "";
+  if (!e) take_run_keys(cfg, r.src, r.have_src, from_run, sizeof from_run);
   if (!e) pick_tokenizer(cfg, r.src, r.have_src);
   if (!e) e = gt_config_validate(cfg, &err);
   if (!e && r.have_src == 0 && primary)
@@ -199,7 +240,7 @@ int gt_cmd_eval(int argc, char **argv) {
     gt_threads_configure(cfg);
     if (!(e = gt_model_build(&r.m, cfg, &err))) r.built = 1;
   }
-  if (!e && want_ppl && !(e = gt_data_open(&r.data, cfg, &r.mem, &err))) r.have_data = 1;
+  if (!e && want_ppl && !(e = gt_data_open_eval(&r.data, cfg, whole, &r.mem, &err))) r.have_data = 1;
   if (!e && !(e = gt_trainer_create(&r.tr, cfg, NULL, &err)) && r.have_src) {
     gt_config c2 = *cfg;
     c2.load_full_state_path[0] = '\0';
@@ -216,10 +257,11 @@ int gt_cmd_eval(int argc, char **argv) {
   /* --json -: standard output holds the JSON alone */
   FILE *tf = json_path && !strcmp(json_path, "-") ? stderr : stdout;
   if (primary)
-    fprintf(tf, "eval: %s, %lld parameters, on %lld device%s; tokenizer %s\n",
-           r.have_src ? r.src->desc : "initialised parameters", (long long)r.m.n_params,
+    fprintf(tf, "eval: %s, %lld parameters, on %lld device%s; tokenizer %s%s%s\n",
+           r.have_src ? r.src->desc : "initialised parameters", (long long)gt_model_count_params(cfg),
            gt_config_total_devices(cfg), gt_config_total_devices(cfg) == 1 ? "" : "s",
-           cfg->tokenizer_path[0] ? cfg->tokenizer_path : "byte tokens");
+           cfg->tokenizer_path[0] ? cfg->tokenizer_path : "byte tokens", from_run[0] ? "; from the run's config: " : "",
+           from_run);
   gt_fsdp *f = gt_trainer_fsdp(r.tr);
   gt_eval_ppl ppl;
   if (r.have_data) {
@@ -240,7 +282,7 @@ int gt_cmd_eval(int argc, char **argv) {
     double *ll = malloc(sizeof(double) * (size_t)(nq ? nq : 1));
     if (!ll) e = gt_err_set(&err, GT_ERR_NOMEM, "eval: no memory");
     if (!e) e = gt_eval_task_score(f, &enc, &o, &r.tasks[i], &r.res[i], ll, &err);
-    if (!e && sf) write_samples(sf, &r.tasks[i], ll);
+    if (!e && sf) e = write_samples(sf, &r.tasks[i], ll, &err);
     free(ll);
   }
   if (sf && fclose(sf) && !e) e = gt_err_set(&err, GT_ERR_IO, "eval: writing '%s' failed", samples_path);

@@ -284,7 +284,8 @@ static const help_entry entries[] = {
      "               acc_norm picked\n"
      "  --limit N    score only the first N examples of each task\n"
      "  --format F   read every task record as F (default auto: by its fields)\n"
-     "  --whole      the held-out loss over the whole of dataset_path (every row, training part too)\n"
+     "  --whole      the held-out loss over the whole of dataset_path (every row, training part too;\n"
+     "               an eval_dataset_path beside it is not scored)\n"
      "  --help       this text\n" GT_HELP_CONFIG,
      NULL},
     {"decode", NULL, "continue a prompt, or answer as a chat, with trained parameters and a KV cache",

@@ -69,8 +69,9 @@ static gt_rc gt__refuse_config(const gt_config *c, gt_err *err) {
  * dataset_path also holds (the same device and inode, whatever the names:
  * a directory, a glob or a link may reach one file twice) would score the
  * model on what it trains on. A caller that sets eval_dataset_path itself
- * (gemtrain eval --whole scores every row of dataset_path) is not refused.
- * The eval shards come from the training shards' tokenizer. */
+ * is not refused. (Scoring alone, gt_data_open_eval, trains on nothing and
+ * does not come here.) The eval shards come from the training shards'
+ * tokenizer. */
 static gt_rc gt__disjoint(const gt__store *tr, const gt__store *ev, const gt_config *c, gt_err *err) {
   if (tr->n_shards && ev->n_shards && tr->shards[0].h.vocab != ev->shards[0].h.vocab)
     return gt_err_set(err, GT_ERR_CONFIG,
@@ -156,14 +157,14 @@ static void gt__put_truncated(const gt_data *d, const char *what, const char *si
   if (any) *o += (size_t)snprintf(buf + *o, *o < cap ? cap - *o : 0, " (overlong_records=truncate)");
 }
 
-static void gt__describe(gt_data *d, const gt_config *c) {
+static void gt__describe(gt_data *d, const gt_config *c, const char *spec) {
   char buf[4096];
   size_t o = 0;
   const gt__store *s = d->store;
   int whole = gt__whole_records(c);
 #define PUT(...) (o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, __VA_ARGS__))
   /* the training files' tokens: an eval_dataset_path's are named apart */
-  PUT("data: %s '%s', %lld tokens", c->dataset_type, c->dataset_path, (long long)s->n_tok);
+  PUT("data: %s '%s', %lld tokens", c->dataset_type, spec, (long long)s->n_tok);
   if (s->n_shards)
     PUT(" in %d shard%s", s->n_shards, s->n_shards > 1 ? "s" : "");
   else if (d->pairs)
@@ -250,7 +251,12 @@ static void gt__describe(gt_data *d, const gt_config *c) {
   d->desc = strdup(buf);
 }
 
-gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
+/* What gt__open opens: training's rows and eval rows (gt_data_open), or
+ * the eval rows alone (gt_data_open_eval): eval_dataset_path or the
+ * held-out part of dataset_path, or every row of dataset_path. */
+enum { GT__OPEN_TRAIN = 0, GT__OPEN_EVAL, GT__OPEN_EVAL_WHOLE };
+
+static gt_rc gt__open(gt_data *d, const gt_config *c, gt_mem *mem, int mode, gt_err *err) {
   memset(d, 0, sizeof *d);
   d->mem = mem;
   d->B = (int)gt_config_global_batch(c);
@@ -298,8 +304,12 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->train = calloc(1, sizeof *d->train);
   d->eval = calloc(1, sizeof *d->eval);
   if (!d->store || !d->train || !d->eval) rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
-  if (!rc) rc = gt__store_open(d->store, c, c->dataset_path, 0, mem, err);
-  if (!rc && c->eval_dataset_path[0]) {
+  /* scoring eval_dataset_path alone: dataset_path is not opened, and the
+   * one store is the eval file (its messages name eval_dataset_path) */
+  const int eval_file = mode == GT__OPEN_EVAL && c->eval_dataset_path[0];
+  const char *spec = eval_file ? c->eval_dataset_path : c->dataset_path;
+  if (!rc) rc = gt__store_open(d->store, c, spec, eval_file, mem, err);
+  if (!rc && mode == GT__OPEN_TRAIN && c->eval_dataset_path[0]) {
     if (!(d->eval_store = calloc(1, sizeof *d->eval_store)))
       rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory");
     else
@@ -313,7 +323,9 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   d->train->store = d->store;
   d->train->mem = d->eval->mem = mem;
   d->eval->store = d->eval_store ? d->eval_store : d->store;
-  if (d->eval_store) {
+  if (eval_file || mode == GT__OPEN_EVAL_WHOLE) {
+    rc = gt__split(d, c, d->store, 0, 1, err); /* every row of the store is an eval row */
+  } else if (d->eval_store) {
     rc = gt__split(d, c, d->store, 1, 0, err);
     if (!rc) rc = gt__split(d, c, d->eval_store, 0, 1, err);
   } else {
@@ -329,6 +341,26 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
   /* pairs: rows count batch rows, two per row pair */
   d->n_train_rows = d->train->n_rows * (d->pairs ? 2 : 1);
   d->n_eval_rows = d->eval->n_rows * (d->pairs ? 2 : 1);
+  /* scoring alone reads no training row, and nothing it scores is trained
+   * on: only the eval rows must be there (a batch short of rows is padded) */
+  if (mode != GT__OPEN_TRAIN) {
+    if (d->n_eval_rows < 1) {
+      if (mode == GT__OPEN_EVAL_WHOLE || eval_file)
+        gt_err_set(err, GT_ERR_CONFIG,
+                   "data: %s '%s' makes no eval row of its %lld tokens (a packed row is %d tokens, "
+                   "max_target_length + 1, of one shard)",
+                   eval_file ? "eval_dataset_path" : "dataset_path", spec, (long long)d->store->n_tok, d->T + 1);
+      else
+        gt_err_set(err, GT_ERR_CONFIG,
+                   "data: eval_split_fraction = %g of '%s' holds out no eval row (%lld tokens); raise it, set "
+                   "eval_dataset_path, or score every row of it (gemtrain eval --whole)",
+                   c->eval_split_fraction, c->dataset_path, (long long)d->eval->n_tokens);
+      gt_data_close(d);
+      return GT_ERR_CONFIG;
+    }
+    gt__describe(d, c, spec);
+    return GT_OK;
+  }
   /* each message is formatted before gt_data_close clears the sizes it names */
   if (d->n_train_rows < d->B) {
     if (d->pairs)
@@ -379,8 +411,16 @@ gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
     gt_data_close(d);
     return GT_ERR_CONFIG;
   }
-  gt__describe(d, c);
+  gt__describe(d, c, spec);
   return GT_OK;
+}
+
+gt_rc gt_data_open(gt_data *d, const gt_config *c, gt_mem *mem, gt_err *err) {
+  return gt__open(d, c, mem, GT__OPEN_TRAIN, err);
+}
+
+gt_rc gt_data_open_eval(gt_data *d, const gt_config *c, int whole, gt_mem *mem, gt_err *err) {
+  return gt__open(d, c, mem, whole ? GT__OPEN_EVAL_WHOLE : GT__OPEN_EVAL, err);
 }
 
 void gt_data_close(gt_data *d) {

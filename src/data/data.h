@@ -133,6 +133,16 @@ typedef struct gt_data {
 } gt_data;
 
 gt_rc gt_data_open(gt_data *d, const gt_config *cfg, gt_mem *mem, gt_err *err);
+/* For scoring a model alone (gemtrain eval): opens only the rows it scores,
+ * as d's eval rows (gt_data_eval_reset, gt_data_read_eval): with whole,
+ * every row of dataset_path; else every row of eval_dataset_path when it is
+ * set (dataset_path is then not opened at all), else the held-out last
+ * eval_split_fraction of dataset_path, as training holds it out. There are
+ * no training rows, and training's checks are not made: neither at least
+ * one batch of training rows (a short eval batch is padded) nor that the
+ * eval files are no training files (nothing is trained on); at least one
+ * eval row is required, whatever eval_interval says. */
+gt_rc gt_data_open_eval(gt_data *d, const gt_config *cfg, int whole, gt_mem *mem, gt_err *err);
 void gt_data_close(gt_data *d);
 
 /* From now on fill only rows [row0, row0 + nrows) of each batch (the rows

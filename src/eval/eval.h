@@ -70,13 +70,23 @@ typedef struct gt_eval_task {
   gt_eval_example *ex;
 } gt_eval_task;
 
-/* Reads a task file. A record that is not one of the layouts, a choice list
- * shorter than 2, a label out of range, an empty context or choice is
- * refused in one line naming the file, the line and the field. */
 /* The next path of a comma-separated list (eval_tasks) into out, spaces
  * around it trimmed and empty items skipped; advances *cursor. 0 at the
  * end of the list. */
 int gt_eval_next_path(const char **cursor, char *out, size_t n);
+/* A task's name: the file's name without its directory and its .jsonl /
+ * .jsonl.gz / .json[.gz] / .gz, cut to n - 1 bytes (gt_eval_task.name). */
+void gt_eval_task_name(const char *path, char *out, size_t n);
+/* The paths of a comma-separated list (eval_tasks) before any is read: at
+ * most max of them (0: any number), each file opens, no two tasks with one
+ * name (as gt_eval_task.name holds it, so also two names alike in their
+ * first 63 characters: the results would have one key for two tasks).
+ * Refused with GT_ERR_CONFIG naming the key eval_tasks and the files.
+ * *n (may be NULL): how many paths. */
+gt_rc gt_eval_tasks_check(const char *list, int max, int *n, gt_err *err);
+/* Reads a task file. A record that is not one of the layouts, a choice list
+ * shorter than 2, a label out of range, an empty context or choice is
+ * refused in one line naming the file, the line and the field. */
 gt_rc gt_eval_task_read(gt_eval_task *t, const char *path, gt_eval_format force, gt_err *err);
 /* One record (a parsed JSON object) into ex; where = "'file' line N". */
 gt_rc gt_eval_example_parse(const struct cJSON *rec, gt_eval_format force, const char *where, gt_eval_example *ex,
@@ -164,6 +174,13 @@ void gt_eval_results_table(FILE *f, const gt_eval_ppl *ppl, const gt_eval_result
  * as the training data) on the first call into *state; free it with
  * gt_eval_train_tasks_free. Collective over ranks. */
 typedef struct gt_eval_train_state gt_eval_train_state;
+/* What a run can check of eval_tasks when it starts, before any step:
+ * gt_eval_tasks_check with training's limit of 8 files (the step record
+ * holds 8). */
+gt_rc gt_eval_train_tasks_check(const gt_config *cfg, gt_err *err);
+/* 1 when a run of cfg scores no eval at all, so eval_tasks would never be
+ * scored: dataset_type synthetic (no held-out data) or eval_interval -1. */
+int gt_eval_train_never_evaluates(const gt_config *cfg);
 gt_rc gt_eval_train_tasks(gt_eval_train_state **state, const gt_config *cfg, gt_fsdp *f, gt_step_metrics *sm,
                           gt_err *err);
 void gt_eval_train_tasks_free(gt_eval_train_state *s);

@@ -2,14 +2,14 @@
  * record named by file, line and field. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eval/eval.h"
 
-/* The file's name without its directory and its .jsonl / .jsonl.gz / .json */
-static void gt__task_name(const char *path, char *out, size_t n) {
+void gt_eval_task_name(const char *path, char *out, size_t n) {
   const char *b = strrchr(path, '/');
   b = b ? b + 1 : path;
   snprintf(out, n, "%s", b);
@@ -26,7 +26,7 @@ static void gt__task_name(const char *path, char *out, size_t n) {
 gt_rc gt_eval_task_read(gt_eval_task *t, const char *path, gt_eval_format force, gt_err *err) {
   memset(t, 0, sizeof *t);
   snprintf(t->path, sizeof t->path, "%s", path);
-  gt__task_name(path, t->name, sizeof t->name);
+  gt_eval_task_name(path, t->name, sizeof t->name);
   t->format = force;
   gt_jsonl r;
   gt_rc rc = gt_jsonl_open(&r, path, err);
@@ -81,4 +81,43 @@ int gt_eval_next_path(const char **cursor, char *out, size_t n) {
     return 1;
   }
   return 0;
+}
+
+gt_rc gt_eval_tasks_check(const char *list, int max, int *n_out, gt_err *err) {
+  typedef char gt__name[sizeof(((gt_eval_task *)0)->name)];
+  int cap = 1, n = 0;
+  for (const char *p = list; *p; p++) cap += *p == ',';
+  gt__name *names = malloc(sizeof *names * (size_t)cap);
+  char(*paths)[GT_STR_PATH] = malloc(sizeof *paths * (size_t)cap);
+  gt_rc rc = names && paths ? GT_OK : gt_err_set(err, GT_ERR_NOMEM, "eval: no memory for %d task names", cap);
+  const char *cur = list;
+  while (!rc && gt_eval_next_path(&cur, paths[n], sizeof paths[n])) {
+    if (max > 0 && n == max) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "eval: key 'eval_tasks' names more than %d task files ('%s' is file %d)",
+                      max, paths[n], max + 1);
+      break;
+    }
+    FILE *f = fopen(paths[n], "rb");
+    if (!f) {
+      rc = gt_err_set(err, GT_ERR_CONFIG, "eval: key 'eval_tasks': task file '%s' cannot be opened: %s", paths[n],
+                      strerror(errno));
+      break;
+    }
+    fclose(f);
+    /* a task is known by its name (the JSON's key, a sweep's column): the
+     * names as stored, so two that differ only past the cut collide too */
+    gt_eval_task_name(paths[n], names[n], sizeof names[n]);
+    for (int j = 0; j < n && !rc; j++)
+      if (!strcmp(names[j], names[n]))
+        rc = gt_err_set(err, GT_ERR_CONFIG,
+                        "eval: key 'eval_tasks' names two tasks called '%s' ('%s' and '%s'%s): a task is known by "
+                        "its file's name without directory and extension; rename or link one of them",
+                        names[n], paths[j], paths[n], strlen(names[n]) + 1 == sizeof names[n] ? ", their names cut to "
+                        "63 characters" : "");
+    n++;
+  }
+  free(names);
+  free(paths);
+  if (n_out) *n_out = rc ? 0 : n;
+  return rc;
 }

@@ -22,6 +22,14 @@ void gt_eval_train_tasks_free(gt_eval_train_state *s) {
   free(s);
 }
 
+gt_rc gt_eval_train_tasks_check(const gt_config *cfg, gt_err *err) {
+  return gt_eval_tasks_check(cfg->eval_tasks, GT__MAX_TASKS, NULL, err);
+}
+
+int gt_eval_train_never_evaluates(const gt_config *cfg) {
+  return cfg->eval_interval < 0 || !strcmp(cfg->dataset_type, "synthetic");
+}
+
 /* The files of eval_tasks (comma-separated, spaces around names dropped),
  * read once, with the training data's tokenizer. */
 static gt_rc gt__load(gt_eval_train_state **out, const gt_config *cfg, gt_err *err) {
@@ -29,20 +37,11 @@ static gt_rc gt__load(gt_eval_train_state **out, const gt_config *cfg, gt_err *e
   if (!s) return gt_err_set(err, GT_ERR_NOMEM, "eval: no memory");
   gt_rc rc = cfg->tokenizer_path[0] ? gt_tokenizer_load(cfg->tokenizer_path, &s->tok, err) : GT_OK;
   gt_encoder_init(&s->enc, s->tok, cfg->vocab_size);
+  if (!rc) rc = gt_eval_train_tasks_check(cfg, err);
   const char *cur = cfg->eval_tasks;
   char path[GT_STR_PATH];
-  while (!rc && gt_eval_next_path(&cur, path, sizeof path)) {
-    if (s->n == GT__MAX_TASKS) {
-      rc = gt_err_set(err, GT_ERR_CONFIG, "eval: key 'eval_tasks' names more than %d task files", GT__MAX_TASKS);
-      break;
-    }
+  while (!rc && gt_eval_next_path(&cur, path, sizeof path))
     if (!(rc = gt_eval_task_read(&s->task[s->n], path, GT_EVAL_AUTO, err))) s->n++;
-  }
-  for (int i = 0; !rc && i < s->n; i++)
-    for (int j = 0; j < i; j++)
-      if (!strcmp(s->task[i].name, s->task[j].name))
-        rc = gt_err_set(err, GT_ERR_CONFIG, "eval: key 'eval_tasks' names two tasks called '%s' ('%s' and '%s')",
-                        s->task[i].name, s->task[j].path, s->task[i].path);
   if (rc) {
     gt_eval_train_tasks_free(s);
     return rc;
