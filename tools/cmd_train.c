@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "eval/eval.h"
 #include "ckpt/ckpt.h"
 #include "dist/dist.h"
 #include "train/train.h"
@@ -110,19 +109,6 @@ int gt_cmd_train(int argc, char **argv) {
     printf("%s\n", s);
     free(s);
     return 0;
-  }
-  if (cfg.eval_tasks[0]) { /* the task files are read at the first eval: their list is checked now */
-    gt_err terr;
-    gt_err_clear(&terr);
-    gt_rc tr = gt_eval_train_tasks_check(&cfg, &terr);
-    if (tr) {
-      fprintf(stderr, "gemtrain: %s\n", terr.msg);
-      return gt_cli_exit_code(tr);
-    }
-    if (gt_dist_rank() == 0 && gt_eval_train_never_evaluates(&cfg))
-      fprintf(stdout, "note: key 'eval_tasks' is set but this run never evaluates (%s): its tasks are not scored; "
-                      "score a checkpoint with gemtrain eval\n",
-              cfg.eval_interval < 0 ? "eval_interval = -1" : "dataset_type synthetic has no held-out data");
   }
   if (gt_dist_rank() == 0) {
     gt_cli_bf16_note(&cfg, stdout);

@@ -403,6 +403,8 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   uint64_t run_id = 0;
   if (!rc) rc = gt__run_id(&run_id, err);
   if (!rc && !(rc = gt_config_validate(&cfg, err))) rc = gt__check_plan(&cfg, out, &planned_peak, &snapshot_fits, err);
+  /* eval_tasks' files are read at the first eval: their list is checked now */
+  if (!rc && cfg.eval_tasks[0]) rc = gt_eval_train_tasks_check(&cfg, err);
   /* the model source, the config and the plan (which reads this host's free
    * memory) may fail on one rank alone: every rank learns it */
   rc = gt__agree(rc, "checking the config and the plan", err);
@@ -470,6 +472,10 @@ gt_rc gt_train(const gt_config *cfg_in, const gt_train_opts *o, gt_train_result 
   gt_profiler_init(&prof, &pcfg, start, res->run_dir);
   gt_profiler_start_note(&prof, pline, sizeof pline);
   if (pline[0]) gt_report_note(&rep, "%s\n", pline);
+  if (cfg.eval_tasks[0] && gt_eval_train_never_evaluates(&cfg))
+    gt_report_note(&rep, "note: key 'eval_tasks' is set but this run never evaluates (%s): its tasks are not scored; "
+                         "score a checkpoint with gemtrain eval\n",
+                   cfg.eval_interval < 0 ? "eval_interval = -1" : "dataset_type synthetic has no held-out data");
   if ((rc = gt__train_ckpt_open(&ts, cfg.enable_checkpointing && cfg.async_checkpointing, snapshot_fits, &prof, err)))
     goto out;
   rc = primary ? gt__setup_record(&rep, &prof, &cfg, &m, start, err) : GT_OK;
