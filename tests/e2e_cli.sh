@@ -74,6 +74,36 @@ set +e
 rc=$?
 set -e
 [ $rc -eq 2 ] || fail "bench ... --steps (no value) exited $rc"
+# ... and a value that is no count >= 1 (a key=value after --steps, a word, 0,
+# a negative) is refused by name, not read as 1; the same for bench mpi's
+# --mib and --reps (the MPI_Allreduce it times holds at most 64)
+for args in "bench --steps ${tiny[0]}" "bench --steps abc ${tiny[0]}" "bench --steps 0 ${tiny[0]}" \
+  "bench --steps -4 ${tiny[0]}" "bench --steps=2x ${tiny[0]}" "bench checkpoint --steps 0 ${tiny[0]}" \
+  "bench mpi --mib 0 ${tiny[0]}" "bench mpi --mib x ${tiny[0]}" "bench mpi --reps 0 ${tiny[0]}" \
+  "bench mpi --reps 65 ${tiny[0]}"; do
+  set +e
+  # shellcheck disable=SC2086
+  $bin $args > "$work/out.txt" 2> "$work/err.txt"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "'gemtrain $args' exited $rc"
+  [ ! -s "$work/out.txt" ] || fail "'gemtrain $args' ran: $(head -n 2 "$work/out.txt")"
+  case $args in *mpi*|*checkpoint*) read -r _ opt val _ <<< "${args#bench }" ;; *) read -r opt val _ <<< "${args#bench }" ;; esac
+  [ "$opt" = "--steps=2x" ] && opt=--steps val=2x
+  range="an integer >= 1"
+  case $opt in --mib) range="an integer 1 .. 8191" ;; --reps) range="an integer 1 .. 64" ;; esac
+  grep -qx -- "gemtrain bench: option '$opt' = '$val'; expected $range" "$work/err.txt" \
+    || fail "'gemtrain $args' printed: $(cat "$work/err.txt")"
+done
+# bench moe's own key=value counts
+for arg in reps=abc reps=0 reps=65 threads=0 B=2x; do
+  set +e
+  "$bin" bench moe "$arg" > "$work/out.txt" 2> "$work/err.txt"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] && grep -q "^gemtrain bench moe: .*${arg%%=*}" "$work/err.txt" \
+    || fail "'gemtrain bench moe $arg' exited $rc: $(cat "$work/err.txt")"
+done
 
 # a config file after key=value: the file is read first, key=value still wins
 echo '{"steps": 5, "learning_rate": 0.002}' > "$work/c.json"

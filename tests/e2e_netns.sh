@@ -11,8 +11,9 @@
 #     collectives' bytes did cross the link (the veth's counters);
 #  2. the link taken down mid-run (after a checkpoint was committed) ends the
 #     job with exit status 1, rank 0 naming rank 1 and the
-#     collective_timeout_seconds it waited, well before a default timeout
-#     would have;
+#     collective_timeout_seconds it waited, its line at most that timeout
+#     + 15 s after the link went down (the job ends well before a default
+#     timeout would have);
 #  3. the rerun with the link up again resumes from the last committed
 #     checkpoint and finishes bit for bit as a run that was never cut.
 # Usage: e2e_netns.sh <gemtrain> <src>. Exits 77 (skipped), saying why, where
@@ -156,10 +157,17 @@ PY
 # 2. the link goes down mid-run, after a checkpoint was committed (the latest
 #    pointer is the commit, whenever the files were written)
 rm -f "$work/down.rc"
-( rc=0
+# each output line is written to cut.log with the time it arrived
+# (cut.ts: "seconds line"), so the timeout line's time can be set against the
+# link going down
+( set +e
   timeout -k 10 300 ip netns exec "$nsa" "${launch[@]}" "$bin" train "${common[@]}" steps=100000 \
-    checkpoint_period=2 collective_timeout_seconds=3 "${two[@]}" run_name=cut > "$work/cut.log" 2>&1 || rc=$?
-  echo "$rc" > "$work/down.rc" ) &
+    checkpoint_period=2 collective_timeout_seconds=3 "${two[@]}" run_name=cut 2>&1 |
+    python3 -u -c 'import sys, time
+ts = open(sys.argv[1], "w")
+for l in sys.stdin:
+    ts.write("%.3f %s" % (time.time(), l)); ts.flush(); sys.stdout.write(l)' "$work/cut.ts" > "$work/cut.log"
+  echo "${PIPESTATUS[0]}" > "$work/down.rc" ) &
 waiter=$!
 for _ in $(seq 1 1200); do
   [ -f "$work/runs/cut/checkpoints/latest" ] && [ -f "$work/runs/cut/metrics.jsonl" ] &&
@@ -170,6 +178,7 @@ done
 [ -f "$work/runs/cut/checkpoints/latest" ] || { cat "$work/cut.log"; fail "no checkpoint committed in 300 s"; }
 ip -n "$nsb" link set "$dev" down
 t0=$(date +%s)
+down=$(date +%s.%N)
 wait "$waiter"
 elapsed=$(($(date +%s) - t0))
 rc=$(cat "$work/down.rc")
@@ -184,7 +193,16 @@ msg=$(grep "^gemtrain: rank 0 of 2: .*rank 1.* within 3 s (collective_timeout_se
 # leaves room for a busy machine, and stays far below the 300 s default
 # timeout, or the 15 minutes of a stock tcp_retries2
 [ "$elapsed" -le 90 ] || fail "link down: the job took ${elapsed} s to end"
-echo "link down ($flavor): the job ended in ${elapsed} s with exit status $rc: ${msg#gemtrain: }"
+# rank 0's wait ended within the timeout of the link going down: its line
+# came at most 3 s (collective_timeout_seconds) + 15 s (a busy machine's
+# scheduling and the pipe) after it; the default 300 s would be far later.
+# (A wait already running when the link went down ends sooner, never later.)
+said=$(grep -m1 " gemtrain: rank 0 of 2: .*within 3 s (collective_timeout_seconds)" "$work/cut.ts" | cut -d' ' -f1)
+[ -n "$said" ] || fail "link down: no timed timeout line in $work/cut.ts"
+waited=$(awk -v a="$down" -v b="$said" 'BEGIN { printf "%.1f", b - a }')
+awk -v w="$waited" 'BEGIN { exit !(w >= 0 && w <= 3 + 15) }' ||
+  fail "link down: rank 0 said it timed out ${waited} s after the link went down (expected 0 .. 18 s: a 3 s timeout)"
+echo "link down ($flavor): the job ended in ${elapsed} s with exit status $rc, rank 0's timeout line ${waited} s after the link went down: ${msg#gemtrain: }"
 # the cut-off side ends by itself too (rank 1 by its own timeout, then its
 # daemon), before the link comes back
 for _ in $(seq 1 240); do [ -z "$(ip netns pids "$nsb")" ] && break; sleep 0.5; done

@@ -1,7 +1,7 @@
 /* The command's own helpers: whether dtype=bfloat16 is called slower on a
- * CPU or only as fast (from the kernel in use and the measured peaks), and the resume
+ * CPU or only as fast (from the kernel in use and the measured peaks), the resume
  * command a run prints, which a POSIX shell must read back as the same
- * arguments. */
+ * arguments, and the benchmarks' median, peak pair and choice of peak. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <stdio.h>
@@ -75,11 +75,71 @@ START_TEST(test_resume_command_reads_back) {
 }
 END_TEST
 
+/* bench's median: the middle value, the mean of the two middle ones for an
+ * even count (--steps 2 is not its slower step) */
+START_TEST(test_bench_median) {
+  double odd[3] = {3, 1, 2}, even[2] = {1.0, 3.0}, four[4] = {4, 1, 3, 2};
+  ck_assert_double_eq(gt_bench_median(odd, 3), 2);
+  ck_assert_double_eq(gt_bench_median(even, 2), 2);
+  ck_assert_double_eq(gt_bench_median(four, 4), 2.5);
+}
+END_TEST
+
+/* fake peaks: one core's worth on 2 threads (another process holds the
+ * other), or a plausible pair */
+static int fake_calls;
+static double one_core(int threads, double seconds) {
+  (void)seconds;
+  fake_calls++;
+  return threads == 1 ? 100.0 : 101.0;
+}
+static double two_cores(int threads, double seconds) {
+  (void)seconds;
+  return threads == 1 ? 100.0 : 195.0;
+}
+static double no_units(int threads, double seconds) {
+  (void)threads, (void)seconds;
+  return 0.0;
+}
+
+START_TEST(test_bench_peaks_fallback) {
+  double one, two;
+  fake_calls = 0;
+  /* implausible after every round: 2 x the 1-thread peak, and a note */
+  ck_assert_int_eq(gt_bench_peaks("fp32 FMA", one_core, &one, &two), 1);
+  ck_assert_double_eq(one, 100.0);
+  ck_assert_double_eq(two, 200.0);
+  ck_assert_int_eq(fake_calls, 1 + 5 * 2); /* the untimed warm-up, then 5 rounds of both */
+  ck_assert_int_eq(gt_bench_peaks("fp32 FMA", two_cores, &one, &two), 0);
+  ck_assert_double_eq(two, 195.0);
+  /* no such units (a CPU without vdpbf16ps): 0 for both, no fallback */
+  ck_assert_int_eq(gt_bench_peaks("bf16 (vdpbf16ps)", no_units, &one, &two), 0);
+  ck_assert_double_eq(two, 0.0);
+}
+END_TEST
+
+/* bench attention's bf16 rows use the vdpbf16ps peak only where attention
+ * runs its tiles on vdpbf16ps (kernels/attention.c's gt__attn_bmode) */
+START_TEST(test_bench_attn_bf16_peak) {
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_DP, GT__PATH_AVX512, 1), 1);
+  /* widened and AMX: the float32 tile kernels, whatever the CPU has */
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_WIDE, GT__PATH_AVX512, 1), 0);
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_AMX, GT__PATH_AVX512, 1), 0);
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_EMUL, GT__PATH_AVX512, 1), 0);
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_DP, GT__PATH_AVX512, 0), 0);
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_WIDE, GT__PATH_AVX2, 0), 0);
+  ck_assert_int_eq(gt_bench_attn_bf16_peak(GT_BGEMM_COPY, GT__PATH_PORTABLE, 1), 0);
+}
+END_TEST
+
 Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = gt_test_tcase(s, "core");
   tcase_add_test(tc, test_bf16_verdict);
   tcase_add_test(tc, test_resume_command_reads_back);
+  tcase_add_test(tc, test_bench_median);
+  tcase_add_test(tc, test_bench_peaks_fallback);
+  tcase_add_test(tc, test_bench_attn_bf16_peak);
   return s;
 }
 

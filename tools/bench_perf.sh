@@ -3,7 +3,8 @@
 #  1. `gemtrain bench gemm` (the measured fp32 FMA peak and GEMM GFLOP/s per
 #     shape) and `gemtrain bench attention` (the attention kernels, the
 #     products of the attention tiles);
-#  2. tokens/s, GFLOP/s and share of that peak for the tiny (6-layer) and
+#  2. tokens/s, GFLOP/s and share of that peak (2 threads: every model runs
+#     num_devices=1 threads_per_device=2) for the tiny (6-layer) and
 #     small (12-layer) models, PyTorch side by side (tools/bench_vs_torch.sh: passive
 #     waits, OpenBLAS as detected and OPENBLAS_CORETYPE=SkylakeX) and the
 #     ratios; the same figures for gemma3-270m at T=512 (no PyTorch);
@@ -37,16 +38,27 @@ work=$(mktemp -d /tmp/gt_bench_perf.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 gt_bench_no_omp_env
 
+# 1 device x 2 threads, pinned: the shares below are of the 2-thread peak
+# (`gemtrain bench` alone takes every core; figures() checks the header)
 tiny=(vocab_size=4096 base_emb_dim=256 base_num_decoder_layers=6 base_num_query_heads=4 base_num_kv_heads=1
       head_dim=64 base_mlp_dim=1024 sliding_window_size=64 query_pre_attn_scalar=64 max_target_length=256
-      per_device_batch_size=8 model_name=gemma3-small remat_policy=none)
+      per_device_batch_size=8 model_name=gemma3-small remat_policy=none num_devices=1 threads_per_device=2)
 small=(vocab_size=32768 base_emb_dim=640 base_num_decoder_layers=12 base_num_query_heads=4 base_num_kv_heads=1
        head_dim=128 base_mlp_dim=2048 sliding_window_size=128 query_pre_attn_scalar=128 max_target_length=512
-       per_device_batch_size=4 model_name=gemma3-small remat_policy=none)
-m270=(model_name=gemma3-270m max_target_length=512 remat_policy=none)
+       per_device_batch_size=4 model_name=gemma3-small remat_policy=none num_devices=1 threads_per_device=2)
+m270=(model_name=gemma3-270m max_target_length=512 remat_policy=none num_devices=1 threads_per_device=2)
 
 # the figures of a `gemtrain bench` output: "tokens/s GFLOP/s"
 figures() { gt_bench_figures < "$1"; }
+# stops the script unless the `gemtrain bench` output $1 ran on the 2
+# threads whose peak the shares divide by
+two_threads() {
+  local th
+  th=$(sed -n 's/^bench: .*[,=] \([0-9]*\) threads\{0,1\}$/\1/p' "$1" | head -n 1)
+  [ "$th" = 2 ] && return 0
+  echo "bench_perf: gemtrain bench did not run on 2 threads ($(grep -m1 '^bench: ' "$1")): the shares are of the 2-thread peak" >&2
+  exit 1
+}
 
 echo "bench_perf: $("$bin" --version), commit $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
 gt_bench_cpu
@@ -88,6 +100,7 @@ for m in tiny small; do
     "$bin" bench --steps "$steps" "${keys[@]}" | tee "$work/$m.txt"
   fi
   unlock
+  two_threads "$work/$m.txt"
   read -r tok[$m] gf[$m] < <(figures "$work/$m.txt")
   echo "$m: ${tok[$m]} tokens/s, ${gf[$m]} GFLOP/s, $(share "${gf[$m]}") of the measured peak"
 done
@@ -96,6 +109,7 @@ if wants 270m; then
   section "gemma3-270m, T=512, remat none"
   "$bin" bench --steps 2 "${m270[@]}" | tee "$work/270m.txt"
   unlock
+  two_threads "$work/270m.txt"
   read -r tok[270m] gf[270m] < <(figures "$work/270m.txt")
   echo "270m: ${tok[270m]} tokens/s, ${gf[270m]} GFLOP/s, $(share "${gf[270m]}") of the measured peak"
 fi

@@ -74,10 +74,19 @@ int gt_bench_step_seconds(struct gt_config *cfg, int steps, double *step_s);
  * threads, each the best of up to 5 rounds, stopping once two threads give
  * 1.8-2.1 times one: another process holding a core for a second or two
  * lowers a measurement (a 2-thread bf16 peak of 234.5, one core's worth, made
- * every 2-thread share of a bench gemm table read 115-169%). */
-void gt_bench_peaks(double (*peak)(int threads, double seconds), double *one, double *two);
-/* The median of v[n] (sorts v). */
+ * every 2-thread share of a bench gemm table read 115-169%). When no round
+ * gets there, *two is 2 x *one and a note on stdout names both measured
+ * peaks (`what`: "fp32 FMA", ...); returns 1 then, else 0. */
+int gt_bench_peaks(const char *what, double (*peak)(int threads, double seconds), double *one, double *two);
+/* The median of v[n] (sorts v): the mean of the two middle values for an
+ * even n. */
 double gt_bench_median(double *v, int n);
+/* Whether bench attention divides its bf16 rows by the vdpbf16ps peak: only
+ * when attention's bf16 products run on vdpbf16ps itself (path as
+ * gt__bgemm_path(), kernels_path as gt__kernels_path(), has_dp: the CPU has
+ * the instruction); the widened, AMX and emulated paths and the portable
+ * copy run them on float32 FMAs. */
+int gt_bench_attn_bf16_peak(int path, int kernels_path, int has_dp);
 int gt_cmd_plan(int argc, char **argv);
 int gt_cmd_sweep(int argc, char **argv);
 int gt_cmd_convert(int argc, char **argv);

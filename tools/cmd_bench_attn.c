@@ -76,6 +76,12 @@ static double time_one(const attn_bufs *b, const gt_attn_dims *d, int bwd, int t
   return gt_bench_median(v, n);
 }
 
+int gt_bench_attn_bf16_peak(int path, int kernels_path, int has_dp) {
+  /* kernels/attention.c's gt__attn_bmode: vdpbf16ps itself only on the
+   * pairs path of an AVX-512 copy with the instruction */
+  return has_dp && kernels_path == GT__PATH_AVX512 && path == GT_BGEMM_DP;
+}
+
 int gt_bench_attention(int argc, char **argv) {
   (void)argv;
   if (argc > 0) {
@@ -84,13 +90,16 @@ int gt_bench_attention(int argc, char **argv) {
   }
   int threads0 = gt_team_size(gt_team_current());
   double peak[2], bpeak[2] = {0, 0};
-  gt_bench_peaks(gt_fma_peak_gflops, &peak[0], &peak[1]);
-  int has_bf16 = gt__bgemm_kernel() == 2;
-  if (has_bf16) gt_bench_peaks(gt_bf16_peak_gflops, &bpeak[0], &bpeak[1]);
-  printf("attention benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2", peak[0], peak[1]);
-  if (has_bf16) printf("; bf16 (vdpbf16ps) peak %.1f on 1 thread, %.1f on 2", bpeak[0], bpeak[1]);
+  const int fell = gt_bench_peaks("fp32 FMA", gt_fma_peak_gflops, &peak[0], &peak[1]);
   /* attention's bf16 mode follows gt_bgemm's path (kernels/attention.c's gt__attn_bmode) */
   const int path = gt__bgemm_path();
+  int has_bf16 = gt_bench_attn_bf16_peak(path, gt__kernels_path(), gt__bgemm_kernel() == 2), bfell = 0;
+  if (has_bf16) bfell = gt_bench_peaks("bf16 (vdpbf16ps)", gt_bf16_peak_gflops, &bpeak[0], &bpeak[1]);
+  printf("attention benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2%s", peak[0], peak[1],
+         fell ? " (2 x 1 thread: see the note)" : "");
+  if (has_bf16)
+    printf("; bf16 (vdpbf16ps) peak %.1f on 1 thread, %.1f on 2%s", bpeak[0], bpeak[1],
+           bfell ? " (2 x 1 thread: see the note)" : "");
   if (gt__kernels_path() == GT__PATH_PORTABLE)
     printf("\nbf16 rows: float32 products (the portable copy ignores attention's bf16 mode)");
   else if (path == GT_BGEMM_DP)

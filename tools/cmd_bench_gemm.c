@@ -573,9 +573,9 @@ int gt_bench_gemm(int argc, char **argv) {
                          !want[2] && !want[3];
   int threads0 = gt_team_size(gt_team_current());
   gt__blas_one_thread(); /* first, so that it does not undo use_threads later */
-  gt_bench_peaks(gt_fma_peak_gflops, &peak1, &peak2);
-  printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2; OpenBLAS core %s\n", peak1,
-         peak2, openblas_get_corename());
+  const int fell = gt_bench_peaks("fp32 FMA", gt_fma_peak_gflops, &peak1, &peak2);
+  printf("gemm benchmark: fp32 FMA peak measured %.1f GFLOP/s on 1 thread, %.1f on 2%s; OpenBLAS core %s\n", peak1,
+         peak2, fell ? " (2 x 1 thread: see the note)" : "", openblas_get_corename());
   {
     /* what the core gives the FMAs once they need operands: the products'
      * ceiling, so a product's distance from the peak splits into the
@@ -590,16 +590,16 @@ int gt_bench_gemm(int argc, char **argv) {
              "1 thread, %.1f%% of the FMA peak: the ceiling of every gt_sgemm column below\n",
              gt__kernels_path() == GT__PATH_AVX2 ? "6 x 16" : "12 x 32", k1, peak1 > 0 ? 100 * k1 / peak1 : 0);
   }
-  gt_bench_peaks(gt_bf16_peak_gflops, &bpeak1, &bpeak2);
+  const int bfell = gt_bench_peaks("bf16 (vdpbf16ps)", gt_bf16_peak_gflops, &bpeak1, &bpeak2);
   {
     gt__bf16_choice ch;
     gt__bgemm_choice(&ch);
     with_amx = gt__cpu_amx_bf16();
     char how[512];
     gt_cli_bf16_how(&ch, how, sizeof how);
-    printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx the FMA peak)\n"
+    printf("bf16 (vdpbf16ps) peak measured %.1f GFLOP/s on 1 thread, %.1f on 2%s (%.2fx the FMA peak)\n"
            "gt_bgemm path: %s\n",
-           bpeak1, bpeak2, peak1 > 0 ? bpeak1 / peak1 : 0, how);
+           bpeak1, bpeak2, bfell ? " (2 x 1 thread: see the note)" : "", peak1 > 0 ? bpeak1 / peak1 : 0, how);
     qb_pairs = ch.path == GT_BGEMM_DP, qb_amx = ch.path == GT_BGEMM_AMX;
   }
   if (!quant_only)

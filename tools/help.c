@@ -66,8 +66,8 @@ static const help_entry entries[] = {
     {"bench", NULL, "time training steps on synthetic data (also: bench remat, devices, checkpoint, mpi, gemm, attention, moe)",
      "usage: gemtrain bench [remat|devices|checkpoint|mpi|gemm|attention|moe] [--steps N] [config.json] [key=value ...]\n"
      "Times N training steps (forward, backward, AdamW) after one warm-up step on synthetic data\n"
-     "and prints tokens/s, GFLOP/s, the share of time per kind of work, and the planned and\n"
-     "measured peak memory.\n"
+     "and prints tokens/s and GFLOP/s (the whole step's: every device of every rank), the share of\n"
+     "time per kind of work, and the planned and measured peak memory.\n"
      "  gemtrain bench remat       every remat policy and scope, side by side\n"
      "  gemtrain bench devices     1 and 2 devices at the same global batch\n"
      "  gemtrain bench checkpoint  writing and loading a full-state checkpoint\n"
@@ -98,7 +98,7 @@ static const help_entry entries[] = {
      "per step and the gathered-weight peak.\n"
      "\n"
      "options:\n"
-     "  --steps N  timed steps per setup; the median is reported (default 5)\n"
+     "  --steps N  timed steps per setup, N >= 1; the median is reported (default 5)\n"
      "  --help     this text\n" GT_HELP_CONFIG,
      NULL},
     {"bench", "mpi", NULL,
@@ -109,8 +109,8 @@ static const help_entry entries[] = {
      "1 process x 2 devices x 1 thread and of 1 device x 2 threads. tools/bench_mpi.sh runs both.\n"
      "\n"
      "options:\n"
-     "  --mib M    collective size in MiB (default 64)\n"
-     "  --reps K   repetitions of each collective; the median is reported (default 5)\n"
+     "  --mib M    collective size in MiB, 1 .. 8191 (default 64)\n"
+     "  --reps K   repetitions of each collective, 1 .. 64; the median is reported (default 5)\n"
      "  --steps N  timed training steps; the median is reported (default 5)\n"
      "  --help     this text\n" GT_HELP_CONFIG,
      NULL},

@@ -183,7 +183,7 @@ gt_rc gt_dist_exchange(const gt_dist_xfer *x, int lane, int dev, const char *wha
 
 /* The benchmark's yardstick (gemtrain bench mpi): `reps` MPI_Allreduce
  * (MPI_SUM, float) of buf[n] over all ranks, the median seconds of one.
- * Collective over ranks; GT_ERR_ARG with one rank. */
+ * Collective over ranks; GT_ERR_ARG with one rank or reps outside 1..64. */
 gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, gt_err *err);
 
 #ifdef __cplusplus

@@ -955,8 +955,8 @@ gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, 
   if (n > INT_MAX) return gt_err_set(err, GT_ERR_ARG, "gt_dist_bench_allreduce: n = %lld; at most INT_MAX", (long long)n);
   enum { MAXR = 64 };
   double t[MAXR];
-  if (reps > MAXR) reps = MAXR;
-  if (reps < 1) reps = 1;
+  if (reps < 1 || reps > MAXR)
+    return gt_err_set(err, GT_ERR_ARG, "gt_dist_bench_allreduce: reps = %d; expected 1 .. %d", reps, (int)MAXR);
   for (int r = 0; r < reps; r++) {
     for (int64_t i = 0; i < n; i++) buf[i] = 1.0f;
     /* the library's own blocking calls, as an MPI program would make them */
@@ -979,6 +979,6 @@ gt_rc gt_dist_bench_allreduce(float *buf, int64_t n, int reps, double *seconds, 
       t[j] = t[j - 1];
       t[j - 1] = x;
     }
-  *seconds = t[reps / 2];
+  *seconds = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
   return GT_OK;
 }

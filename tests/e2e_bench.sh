@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# End-to-end: what the benchmark commands' figures mean (the arithmetic that
+# ties them together, never how fast anything ran).
+# - `gemtrain bench` with num_devices=2: GFLOP/s is the whole step's (both
+#   devices' FLOPs, as tokens/s is the global batch's): GFLOP/s over tokens/s
+#   is the plan's FLOPs per device over a device's tokens; the header gives
+#   devices x threads and the total.
+# - `bench checkpoint --steps 5` runs 5 of each (3 without --steps).
+# - `bench moe threads=3` measures the FMA peak on 3 threads and its shares
+#   are of that figure.
+# Usage: e2e_bench.sh <gemtrain binary> <source dir>
+set -euo pipefail
+bin="$1"
+work=$(mktemp -d /tmp/gt_e2e_bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+keys=(model_name=gemma3-tiny per_device_batch_size=8 max_target_length=128 threads_per_device=1)
+
+# 1. GFLOP/s of a 2-device step: the step's FLOPs (2 x the plan's per device)
+"$bin" bench --steps 1 "${keys[@]}" num_devices=2 > "$work/b2.txt"
+"$bin" plan "${keys[@]}" --json > "$work/plan.json"
+head -n 1 "$work/b2.txt" | grep -q ', batch 16 x 128, .*, 2 devices x 1 thread = 2 threads$' \
+  || fail "the header does not give 2 devices x 1 thread = 2 threads: $(head -n 1 "$work/b2.txt")"
+python3 - "$work/b2.txt" "$work/plan.json" << 'PY' || fail "2 devices: GFLOP/s is not the whole step's: $(grep '^train step' "$work/b2.txt")"
+import json, re, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("train step")][0]
+m = re.search(r"([0-9.]+) tokens/s, ([0-9.]+) GFLOP/s over all 2 devices, ([0-9.]+) per device \(MaxText count ([0-9.]+) TFLOPs/step\)", line)
+assert m, line
+tok, gf, per, tf = map(float, m.groups())
+dev_tf = json.load(open(sys.argv[2]))["total_tflops_per_step_per_device"]
+want = 2 * dev_tf * 1e12 / (16 * 128) * tok / 1e9  # the step's FLOPs per global token
+# (the printed figures' rounding: 0.1 GFLOP/s of a few tens)
+assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
+assert abs(per - gf / 2) <= 0.1, (per, gf)
+assert abs(tf - 2 * dev_tf) <= 0.0001, (tf, dev_tf)
+print(f"2 devices: {gf} GFLOP/s for {tok} tokens/s (the step's FLOPs: {want:.1f}), {per} per device")
+PY
+
+# 2. bench checkpoint: --steps 5 is 5 of each; the default 3
+"$bin" bench checkpoint --steps 5 model_name=gemma3-tiny "base_output_directory=$work" > "$work/ck5.txt"
+grep -q '^checkpoint benchmark: .*, best of 5$' "$work/ck5.txt" || fail "bench checkpoint --steps 5: $(head -n 1 "$work/ck5.txt")"
+"$bin" bench checkpoint model_name=gemma3-tiny "base_output_directory=$work" > "$work/ck.txt"
+grep -q '^checkpoint benchmark: .*, best of 3$' "$work/ck.txt" || fail "bench checkpoint: $(head -n 1 "$work/ck.txt")"
+
+# 3. bench moe on 3 threads: the peak it divides by is the 3-thread one
+"$bin" bench moe B=1 T=256 d=256 E=8 k=2 F=256 threads=3 reps=1 rounds=1 > "$work/moe.txt"
+python3 - "$work/moe.txt" << 'PY' || fail "bench moe threads=3: $(head -n 12 "$work/moe.txt")"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r", ([0-9.]+) on 3 \(the best of 3 runs\);\nthe figures below use the 3-thread one", t)
+assert m, "no 3-thread peak"
+peak = float(m.group(1))
+row = re.search(r"^\| forward \| [0-9.]+ \| ([0-9.]+) \(([0-9.]+)%\)", t, re.M)
+g, share = float(row.group(1)), float(row.group(2))
+# share = g / peak, each printed to 0.1: the bound of their rounding
+assert abs(100 * g / peak - share) <= 0.05 + share * (0.05 / g + 0.05 / peak) + 1e-6, (g, share, peak)
+print(f"moe, 3 threads: {g} GFLOP/s = {share}% of the 3-thread peak {peak}")
+PY
+echo "e2e_bench: 1 passed, 0 failed"
