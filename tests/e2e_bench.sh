@@ -5,6 +5,9 @@
 #   devices' FLOPs, as tokens/s is the global batch's): GFLOP/s over tokens/s
 #   is the plan's FLOPs per device over a device's tokens; the header gives
 #   devices x threads and the total.
+# - with gradient_accumulation_steps=2 a step is 2 micro-batches: the header
+#   says so and tokens/s counts both (GFLOP/s over tokens/s is the plan's
+#   FLOPs per token, as without accumulation).
 # - `bench checkpoint --steps 5` runs 5 of each (3 without --steps).
 # - `bench moe threads=3` measures the FMA peak on 3 threads and its shares
 #   are of that figure.
@@ -34,6 +37,23 @@ assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
 assert abs(per - gf / 2) <= 0.1, (per, gf)
 assert abs(tf - 2 * dev_tf) <= 0.0001, (tf, dev_tf)
 print(f"2 devices: {gf} GFLOP/s for {tok} tokens/s (the step's FLOPs: {want:.1f}), {per} per device")
+PY
+
+# 1b. gradient accumulation: a step's tokens are its 2 micro-batches'
+"$bin" bench --steps 1 "${keys[@]}" gradient_accumulation_steps=2 > "$work/ga.txt"
+"$bin" plan "${keys[@]}" gradient_accumulation_steps=2 --json > "$work/plan_ga.json"
+head -n 1 "$work/ga.txt" | grep -q ', batch 8 x 128 x 2 micro-batches, ' \
+  || fail "the header does not give the micro-batches: $(head -n 1 "$work/ga.txt")"
+python3 - "$work/ga.txt" "$work/plan_ga.json" << 'PY' || fail "gradient accumulation: tokens/s is not the step's: $(grep '^train step' "$work/ga.txt")"
+import json, re, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("train step")][0]
+m = re.search(r"([0-9.]+) tokens/s, ([0-9.]+) GFLOP/s \(MaxText count ([0-9.]+) TFLOPs/step\)", line)
+assert m, line
+tok, gf, tf = map(float, m.groups())
+step_tf = json.load(open(sys.argv[2]))["total_tflops_per_step_per_device"]
+want = step_tf * 1e12 / (2 * 8 * 128) * tok / 1e9  # FLOPs per token of 2 micro-batches
+assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
+print(f"gradient accumulation 2: {gf} GFLOP/s for {tok} tokens/s (FLOPs per token: {want:.1f})")
 PY
 
 # 2. bench checkpoint: --steps 5 is 5 of each; the default 3

@@ -195,7 +195,7 @@ static int bench_devices(int argc, char **argv, int steps) {
   if (rc) return rc;
   snprintf(cfg.dataset_type, sizeof cfg.dataset_type, "synthetic");
   long long gb = gt_config_global_batch(&cfg);
-  double tok = (double)gb * cfg.max_target_length;
+  double tok = (double)gb * cfg.max_target_length * (double)cfg.gradient_accumulation_steps; /* a step's micro-batches */
   printf("devices benchmark: %s, %lld layers, global batch %lld x %lld, median of %d steps\n\n", cfg.model_name,
          cfg.base_num_decoder_layers, gb, cfg.max_target_length, steps);
   printf("| setup | tokens/s | vs 1 device, 1 thread | sent per device per step | gathered weights peak |\n");
@@ -290,6 +290,10 @@ int gt_cmd_bench(int argc, char **argv) {
   snprintf(cfg.dataset_type, sizeof cfg.dataset_type, "synthetic");
   int threads = gt_threads_configure(&cfg);
   int B = (int)gt_config_global_batch(&cfg), T = (int)cfg.max_target_length;
+  /* a step runs gradient_accumulation_steps micro-batches of B x T */
+  const long long G = cfg.gradient_accumulation_steps;
+  char ga[64] = "";
+  if (G > 1) snprintf(ga, sizeof ga, " x %lld micro-batches", G);
   /* every rank runs the step (the global batch across all of them); rank 0 prints */
   const long long ranks = gt_config_num_ranks(&cfg), devs = cfg.num_devices, all_devs = gt_config_total_devices(&cfg);
   const int me = gt_dist_rank();
@@ -303,16 +307,16 @@ int gt_cmd_bench(int argc, char **argv) {
     snprintf(how, sizeof how, "%lld ranks x %lld device%s x %d thread%s = %lld threads (%lld in each rank)", ranks, devs,
              devs > 1 ? "s" : "", threads, threads > 1 ? "s" : "", ranks * devs * threads, devs * threads);
   if (me == 0) {
-    printf("bench: %s d=%lld L=%lld H=%lld K=%lld hd=%lld F=%lld V=%lld W=%lld, batch %d x %d, remat %s/%s, %s\n",
+    printf("bench: %s d=%lld L=%lld H=%lld K=%lld hd=%lld F=%lld V=%lld W=%lld, batch %d x %d%s, remat %s/%s, %s\n",
            cfg.model_name, cfg.base_emb_dim, cfg.base_num_decoder_layers, cfg.base_num_query_heads,
-           cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.sliding_window_size, B, T,
+           cfg.base_num_kv_heads, cfg.head_dim, cfg.base_mlp_dim, cfg.vocab_size, cfg.sliding_window_size, B, T, ga,
            cfg.remat_policy, cfg.remat_scope, how);
     gt_cli_bf16_note(&cfg, stdout);
   }
   bench_result br;
   if (bench_config(&cfg, steps, &br)) return 1;
   if (me != 0) return 0;
-  double tok = (double)B * T;
+  double tok = (double)B * T * (double)G;
   /* the whole step's FLOPs, every device of every rank, as tok is the
    * global batch's tokens */
   gt_flops fl = gt_flops_per_step_per_device(&cfg);

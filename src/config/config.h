@@ -275,7 +275,7 @@ void gt_config_print_help(FILE *f, const gt_config *defaults);
 int gt_edit_distance(const char *a, const char *b);
 
 /* Derived quantities. */
-long long gt_config_global_batch(const gt_config *cfg); /* sequences per step */
+long long gt_config_global_batch(const gt_config *cfg); /* sequences per micro-batch (a step runs gradient_accumulation_steps of them) */
 int gt_config_layer_is_global(const gt_config *cfg, long long layer);
 /* decoder_block is gemma4 or gemma4_small */
 int gt_config_is_gemma4(const gt_config *cfg);
