@@ -26,6 +26,7 @@
 #     on rank 1 alone) walks back by itself: the ranks compare the steps
 #     they would resume from and refuse, naming both, before a step runs and
 #     without rewriting config.json; without the error both resume the newest.
+#  8. a -1 dcn axis the ranks started cannot fill is refused naming it.
 # Usage: e2e_mpi.sh <gemtrain> <src>. Exits 77 (skipped) without mpirun or
 # with a gemtrain built without MPI.
 set -euo pipefail
@@ -296,4 +297,14 @@ python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["steps"] != 4
 mpi 2 "$bin" train "${split[@]}" steps=6 > "$work/split3.log" 2>&1 || { cat "$work/split3.log"; fail "split: rerun"; }
 grep -q "^resumed from $work/runs/split/checkpoints/step_00000004 " "$work/split3.log" \
   || { head -3 "$work/split3.log"; fail "split: the rerun did not resume from step 4"; }
+
+# 8. a -1 dcn axis the ranks cannot fill: 3 processes for dcn_fsdp_parallelism=2
+#    (dcn_data_parallelism left at -1) is refused naming the -1 axis, not a
+#    layout of 1 x 2 x 1 nobody gave
+rc=0
+mpi 3 "$bin" train model_name=gemma3-tiny dataset_type=synthetic steps=1 dcn_fsdp_parallelism=2 \
+  "base_output_directory=$work/runs" run_name=odd > "$work/odd.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] || { cat "$work/odd.log"; fail "3 ranks for dcn_fsdp_parallelism=2 trained"; }
+grep -q "mesh: dcn_data_parallelism = -1 takes the ranks the other dcn axes leave, but their product (2) does not divide the 3 processes started" \
+  "$work/odd.log" || { cat "$work/odd.log"; fail "the unfillable -1 axis is not named"; }
 echo "e2e_mpi: 1 passed, 0 failed"

@@ -7,8 +7,10 @@
 #  - on one host over TCP on the loopback device (btl tcp,self);
 #  - on one host over shared memory (btl vader,self, Open MPI's default
 #    between ranks of one host);
-# and prints, for each, the mean step time, the global tokens/s and the share
-# of the step spent in collectives (metrics.jsonl's comm_seconds / seconds),
+# and prints, for each, the mean step time, the global tokens/s and the
+# collectives' time over the step time (metrics.jsonl's comm_seconds /
+# seconds; with prefetch that time partly runs beside the compute, so it is
+# the collectives' cost, not the step's loss to them),
 # steps after the first two. Takes the machine lock (/tmp/gt_machine.lock).
 # Usage (as root): tools/bench_netns.sh [build/gemtrain] [key=value ...]
 # (default model_name=gemma3-12l steps=6).

@@ -523,8 +523,22 @@ gt_rc gt_fsdp_create(gt_fsdp **out, const gt_config *cfg, const gt_mem_probe *pr
   if (!measure && f->R != gt_dist_replica_size()) {
     int dd, df, de;
     gt_config_dcn_axes(cfg, &dd, &df, &de);
-    int want = f->R;
+    int want = f->R, P = gt_dist_replica_size();
     free(f);
+    /* a -1 axis takes the ranks the others leave; when their product does
+     * not divide the ranks started it is set to 1, a value nobody gave */
+    const long long ax[3] = {cfg->dcn_data_parallelism, cfg->dcn_fsdp_parallelism, cfg->dcn_expert_parallelism};
+    const char *nm[3] = {"dcn_data_parallelism", "dcn_fsdp_parallelism", "dcn_expert_parallelism"};
+    long long known = 1;
+    int open_axis = -1;
+    for (int i = 0; i < 3; i++)
+      if (ax[i] > 0) known *= ax[i];
+      else open_axis = i;
+    if (open_axis >= 0)
+      return gt_err_set(err, GT_ERR_CONFIG,
+                        "mesh: %s = -1 takes the ranks the other dcn axes leave, but their product (%lld) does not "
+                        "divide the %d process%s started, so the -1 axis cannot be filled in",
+                        nm[open_axis], known, P, P > 1 ? "es" : "");
     return gt_err_set(err, GT_ERR_CONFIG,
                       "mesh: dcn_data_parallelism x dcn_fsdp_parallelism x dcn_expert_parallelism = %d x %d x %d = %d "
                       "ranks, but %d process%s started (mpirun -np %d)",
