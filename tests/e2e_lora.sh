@@ -39,7 +39,7 @@ for model in gemma3-tiny gemma4-tiny-ple; do
     per_device_batch_size=4 steps=40 learning_rate=0.01 warmup_steps_fraction=0.05 eval_interval=-1 \
     sample_tokens=0 "base_output_directory=$work/runs" run_name=$model > "$work/train-$model.log" 2>&1 \
     || { tail -5 "$work/train-$model.log"; fail "$model: LoRA training failed"; }
-  grep -q '^frozen base: .*stored as nf4$' "$work/train-$model.log" || fail "$model: the base is not stored as nf4"
+  grep -q '^frozen base: .*stored as nf4, embedding bfloat16$' "$work/train-$model.log" || fail "$model: the base is not stored as nf4 beside a bf16 embedding"
   grep -q '^adapters (LoRA): .* rank 4, scale 2,' "$work/train-$model.log" || fail "$model: no adapters"
   python3 - "$run/metrics.jsonl" "$model" <<'EOF' || fail "$model: the loss did not fall"
 import json, sys

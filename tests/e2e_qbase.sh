@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end: a run over a frozen base stored as nf4 (lora_weight_qtype)
 # checkpoints what trains and a frozen reference that records the base's
-# storage; a resume with the same qtype is bit-exact; a resume with another
-# lora_weight_qtype is refused naming both; the plan names the frozen base's
-# category. Usage: e2e_qbase.sh <gemtrain binary> <source dir>
+# storage (the projections nf4, the tied embedding bfloat16:
+# lora_embedding_qtype=auto); a resume with the same qtype is bit-exact; a
+# resume with another lora_weight_qtype is refused naming both; a checkpoint
+# written before the embedding was stored apart (its reference names no
+# embedding_qtype: made here by dropping the key) is refused on a resume
+# under the default, naming lora_embedding_qtype=nf4, resumes with it, and
+# loads as a model source with its nf4 embedding; the plan names the frozen
+# base's category. Usage: e2e_qbase.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
 work=$(mktemp -d /tmp/gt_e2e_qbase.XXXXXX)
@@ -34,7 +39,7 @@ da, ha = shard("straight")
 db, hb = shard("resumed")
 assert da == db, "final tensors differ"
 fz = ha["frozen"]
-assert fz["qtype"] == "nf4", fz
+assert fz["qtype"] == "nf4" and fz["embedding_qtype"] == "bfloat16", fz
 assert "embed_tokens.weight" in fz["tensors"] and "layers.0.mlp.up_proj.weight" in fz["tensors"], fz["tensors"][:4]
 print("resume bit-exact over an nf4 base:", len(da), "tensor bytes")
 PY
@@ -46,9 +51,56 @@ fi
 grep -q "lora_weight_qtype=nf4" "$work/c.log" && grep -q "lora_weight_qtype=int8" "$work/c.log" ||
   { cat "$work/c.log"; fail "the refusal does not name both qtypes"; }
 
+# A checkpoint of the older layout: the embedding stored as nf4 and named
+# nowhere. Made from a run with lora_embedding_qtype=nf4 by dropping the key
+# from the frozen reference and the stored config of every shard (the
+# header ends the file; its crc32 and the preamble's are rewritten).
+old_ckpt() { # <step dir>
+  python3 - "$1" <<'PY'
+import glob, json, struct, sys, zlib
+paths = glob.glob(f"{sys.argv[1]}/shard_*.gtck")
+assert paths, sys.argv[1]
+for path in paths:
+    f = bytearray(open(path, "rb").read())
+    hoff, hn = struct.unpack_from("<QQ", f, 16)
+    h = json.loads(f[hoff:hoff + hn])
+    if "frozen" in h:
+        assert h["frozen"].pop("embedding_qtype") == "nf4", h["frozen"]
+    h["config"].pop("lora_embedding_qtype")
+    js = json.dumps(h, separators=(",", ":")).encode()
+    f = f[:hoff] + js
+    struct.pack_into("<QI", f, 24, len(js), zlib.crc32(js))
+    struct.pack_into("<I", f, 36, zlib.crc32(bytes(f[:36])))
+    open(path, "wb").write(f)
+PY
+}
+"$bin" train "${common[@]}" steps=3 lora_embedding_qtype=nf4 run_name=old > "$work/o1.log" 2>&1 ||
+  { cat "$work/o1.log"; fail "the run with an nf4 embedding"; }
+grep -q "^frozen base: .*stored as nf4$" "$work/o1.log" || { cat "$work/o1.log"; fail "the embedding is not nf4"; }
+old_ckpt "$work/runs/old/checkpoints/step_00000003" || fail "rewriting the checkpoint"
+if "$bin" train "${common[@]}" steps=6 run_name=old > "$work/o2.log" 2>&1; then
+  fail "a resume of an nf4-embedding checkpoint under lora_embedding_qtype=auto was accepted"
+fi
+grep -q "resume with lora_embedding_qtype=nf4" "$work/o2.log" || { cat "$work/o2.log"; fail "the refusal does not name the key"; }
+"$bin" train "${common[@]}" steps=6 lora_embedding_qtype=nf4 run_name=old > "$work/o3.log" 2>&1 ||
+  { cat "$work/o3.log"; fail "the resume with lora_embedding_qtype=nf4"; }
+grep -q "^resumed from .*step 3" "$work/o3.log" || fail "the old checkpoint did not resume at step 3"
+# as a model source, an adapters run of the older layout builds the model it
+# trained (its config's missing key read as the base's storage)
+lora=(model_name=gemma3-tiny dataset_type=synthetic max_target_length=32 sample_tokens=0 enable_lora=true lora_rank=4
+      lora_weight_qtype=nf4 "base_output_directory=$work/runs")
+"$bin" train "${lora[@]}" steps=2 checkpoint_period=2 lora_embedding_qtype=nf4 run_name=old_lora > "$work/o4.log" 2>&1 ||
+  { cat "$work/o4.log"; fail "the adapters run with an nf4 embedding"; }
+old_ckpt "$work/runs/old_lora/checkpoints/step_00000002" || fail "rewriting the adapters checkpoint"
+"$bin" train model_name=gemma3-tiny dataset_type=synthetic max_target_length=32 sample_tokens=0 steps=1 \
+  "load_parameters_path=$work/runs/old_lora" enable_checkpointing=false "base_output_directory=$work/runs" \
+  run_name=from_old > "$work/o5.log" 2>&1 || { cat "$work/o5.log"; fail "training on from the old adapters run"; }
+grep -q "^frozen base: .*stored as nf4$" "$work/o5.log" || { cat "$work/o5.log"; fail "the old run's embedding was not kept"; }
+
 # the plan: the frozen base in its own category, at its stored size
 "$bin" plan "${common[@]}" > "$work/p.log" 2>&1 || { cat "$work/p.log"; fail "plan"; }
-grep -q "frozen base (nf4)" "$work/p.log" || { cat "$work/p.log"; fail "no frozen base category in the plan"; }
+grep -q "frozen base (nf4, embedding bfloat16)" "$work/p.log" ||
+  { cat "$work/p.log"; fail "no frozen base category in the plan"; }
 # decode reads the checkpoint as a model source: its nf4 base re-created from
 # the reference, dequantized into the decoder's float32 layout, continues the
 # training sample token for token (float32 and bfloat16)

@@ -85,7 +85,8 @@ static run life_train(int n_ov, const char *const *ov) {
   return r;
 }
 
-/* A frozen base stored quantized (the keys ov with lora_weight_qtype=nf4 and
+/* A frozen base stored quantized (the keys ov with lora_weight_qtype=nf4,
+ * lora_embedding_qtype=nf4 so the embedding is quantized too, and
  * trainable_parameters_mask=norm, a vocabulary of more rows than
  * gt_qstore_chunk_rows, here 128 rows of 64: 8 Ki elements a chunk, so the
  * embedding is drawn, read and converted a chunk of rows at a time): initialised in place on one device and from a
@@ -214,15 +215,17 @@ END_TEST
 START_TEST(test_fault_quantized_base) {
   const char *ov[] = {"model_name=gemma3-tiny", "dataset_type=synthetic", "base_num_decoder_layers=2",
                       "layer_pattern=LG", "per_device_batch_size=1", "max_target_length=16", "threads_per_device=1",
-                      "trainable_parameters_mask=norm", "lora_weight_qtype=nf4", "vocab_size=300"};
+                      "trainable_parameters_mask=norm", "lora_weight_qtype=nf4", "vocab_size=300",
+                      "lora_embedding_qtype=nf4"};
   gt_qstore_set_chunk_elems(8192); /* 128 rows of d = 64: 3 chunks of the embedding */
-  const int n = 10;
+  const int n = 11;
   /* the directory: the float32 model of the same shapes, exported */
   hf_dir = gt_test_mkdtemp("alloc_fault_hf");
   {
     const char *fo[16];
     for (int i = 0; i < n; i++) fo[i] = ov[i];
     fo[8] = "lora_weight_qtype=float32";
+    fo[10] = "lora_embedding_qtype=auto";
     gt_config c;
     gt_err e;
     gt_mem mem;

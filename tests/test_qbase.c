@@ -18,6 +18,8 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "decode/decode.h"
+#include "exec/exec.h"
 #include "ckpt/safetensors.h"
 #include "exec/plan.h"
 #include "hf/hf.h"
@@ -34,6 +36,7 @@
 static const char *const g_qtypes[] = {"bfloat16", "int8", "nf4"};
 static const char *g_dtype = "dtype=float32";
 static const char *g_lora = "enable_lora=false"; /* adapters (lora_rank 4 by the next cfg_of) */
+static const char *g_embed = "lora_embedding_qtype=auto";
 
 static void cfg_of(gt_config *c, const char *model, const char *mask, const char *qtype, int devices) {
   char mn[96], mk[256], nd[64], pd[64], qt[64];
@@ -43,9 +46,15 @@ static void cfg_of(gt_config *c, const char *model, const char *mask, const char
   snprintf(pd, sizeof pd, "per_device_batch_size=%d", 4 / devices);
   snprintf(qt, sizeof qt, "lora_weight_qtype=%s", qtype);
   const char *ov[] = {mn, mk, nd, pd, qt, "dataset_type=synthetic", "max_target_length=16", "learning_rate=0.01",
-                      g_dtype, g_lora, "lora_rank=4"};
+                      g_dtype, g_lora, "lora_rank=4", g_embed};
   gt_err e;
-  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 11, ov, &e) == GT_OK, "%s", e.msg);
+  ck_assert_msg(gt_config_load(c, GT_SOURCE_DIR "/configs", NULL, 12, ov, &e) == GT_OK, "%s", e.msg);
+}
+
+/* The lookup tables: the tied embedding (also the output head) and the PLE
+ * table, which Hugging Face's bitsandbytes QLoRA leaves unquantized. */
+static int is_table(const char *name) {
+  return !strcmp(name, "embed_tokens.weight") || !strcmp(name, "embed_tokens_per_layer.weight");
 }
 
 START_TEST(test_decision_and_layout) {
@@ -56,24 +65,34 @@ START_TEST(test_decision_and_layout) {
   ck_assert(gt_model_build(&f, &c, &e) == GT_OK);
   cfg_of(&c, "gemma4-tiny-ple", "norm", "nf4", 1);
   ck_assert_msg(gt_model_build(&q, &c, &e) == GT_OK, "%s", e.msg);
-  int nq = 0;
+  int nq = 0, nt = 0;
   int64_t words = 0;
   for (int i = 0; i < q.n_tensors; i++) {
     const gt_tensor_info *t = &q.tensors[i];
-    /* every frozen matrix, nothing else */
-    int want = t->role == GT_ROLE_FROZEN && t->ndim == 2;
-    ck_assert_msg((t->dtype == GT_STORE_NF4) == want, "%s", t->name);
-    ck_assert_int_eq(t->words, want ? gt_q_words(GT_Q_NF4, t->shape[0], t->numel / t->shape[0]) : t->numel);
+    /* every frozen matrix, nothing else: the projections (the PLE
+     * projection among them) as nf4, the lookup tables as bfloat16 */
+    int want = t->role == GT_ROLE_FROZEN && t->ndim == 2, table = want && is_table(t->name);
+    gt_store_dtype dt = !want ? GT_STORE_F32 : table ? GT_STORE_BF16 : GT_STORE_NF4;
+    ck_assert_msg(t->dtype == dt, "%s is stored as %s", t->name, gt_store_dtype_name(t->dtype));
+    ck_assert_int_eq(t->words, want ? gt_q_words((gt_qtype)dt, t->shape[0], t->numel / t->shape[0]) : t->numel);
     ck_assert_int_eq(f.tensors[i].words, f.tensors[i].numel);
-    nq += want;
+    nq += want && !table, nt += table;
     words += t->words;
   }
   ck_assert_int_gt(nq, 0);
+  ck_assert_int_eq(nt, 2);
   ck_assert_int_eq(q.n_params, words); /* units follow one another, no gaps */
   ck_assert_int_lt(q.n_params, f.n_params);
-  ck_assert(q.embed_qtype == GT_STORE_NF4 && q.ple_embed_qtype == GT_STORE_NF4 && q.ple_proj_qtype == GT_STORE_NF4);
+  ck_assert(q.embed_qtype == GT_STORE_BF16 && q.ple_embed_qtype == GT_STORE_BF16 && q.ple_proj_qtype == GT_STORE_NF4);
   ck_assert(q.layers[0].qtype[GT_P_WQ] == GT_STORE_NF4 && q.layers[0].qtype[GT_P_PLE_GATE] == GT_STORE_NF4);
   ck_assert(q.layers[0].qtype[GT_P_INPUT_NORM] == GT_STORE_F32);
+  /* the base's storage is the projections' (the table comes first in the
+   * layout and does not count); the tables' is apart */
+  ck_assert(gt_qstore_dtype(&q) == GT_STORE_NF4 && gt_qstore_embed_dtype(&q) == GT_STORE_BF16);
+  ck_assert_str_eq(gt_qstore_name(&q), "nf4");
+  ck_assert_str_eq(gt_qstore_embed_name(&q), "bfloat16");
+  ck_assert_str_eq(gt_qstore_describe(&q), "nf4, embedding bfloat16");
+  ck_assert_str_eq(gt_qstore_describe(&f), "float32");
   for (int64_t u = 0; u < gt_model_n_units(&q); u++) {
     int64_t off, cnt;
     gt_model_unit(&q, u, &off, &cnt);
@@ -419,6 +438,134 @@ START_TEST(test_hf_load_quantizes) {
 }
 END_TEST
 
+/* lora_embedding_qtype: auto keeps the tables in bfloat16 beside an int8 or
+ * nf4 base and in the base's storage otherwise; an explicit value stores
+ * them so (every one beside every stored base); a float32 base refuses any
+ * but float32. */
+START_TEST(test_embedding_qtype_key) {
+  static const struct {
+    const char *base, *embed;
+    gt_store_dtype want;
+    const char *desc;
+  } cases[] = {
+      {"int8", "auto", GT_STORE_BF16, "int8, embedding bfloat16"},
+      {"nf4", "auto", GT_STORE_BF16, "nf4, embedding bfloat16"},
+      {"bfloat16", "auto", GT_STORE_BF16, "bfloat16"},
+      {"float32", "auto", GT_STORE_F32, "float32"},
+      {"float32", "float32", GT_STORE_F32, "float32"},
+      {"nf4", "nf4", GT_STORE_NF4, "nf4"},
+      {"nf4", "int8", GT_STORE_INT8, "nf4, embedding int8"},
+      {"nf4", "float32", GT_STORE_F32, "nf4, embedding float32"},
+      {"int8", "bfloat16", GT_STORE_BF16, "int8, embedding bfloat16"},
+      {"bfloat16", "nf4", GT_STORE_NF4, "bfloat16, embedding nf4"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char eq[64];
+    snprintf(eq, sizeof eq, "lora_embedding_qtype=%s", cases[k].embed);
+    g_embed = eq;
+    gt_config c;
+    gt_err e;
+    gt_model m;
+    cfg_of(&c, "gemma4-tiny-ple", "norm", cases[k].base, 1);
+    ck_assert_msg(gt_model_build(&m, &c, &e) == GT_OK, "%s", e.msg);
+    gt_store_dtype base;
+    ck_assert(gt_store_dtype_parse(cases[k].base, &base, &e) == GT_OK);
+    for (int i = 0; i < m.n_tensors; i++) {
+      const gt_tensor_info *t = &m.tensors[i];
+      if (t->role != GT_ROLE_FROZEN || t->ndim != 2) continue;
+      gt_store_dtype dt = is_table(t->name) ? cases[k].want : base;
+      ck_assert_msg(t->dtype == dt, "%s %s: %s is %s", cases[k].base, cases[k].embed, t->name,
+                    gt_store_dtype_name(t->dtype));
+      ck_assert_int_eq(t->words, gt_q_words((gt_qtype)dt, t->shape[0], t->numel / t->shape[0]));
+    }
+    ck_assert(m.embed_qtype == cases[k].want && m.ple_embed_qtype == cases[k].want && m.ple_proj_qtype == base);
+    ck_assert(gt_qstore_dtype(&m) == base);
+    ck_assert_str_eq(gt_qstore_describe(&m), cases[k].desc);
+    gt_model_free(&m);
+  }
+  /* nothing to store apart beside a float32 base: refused, naming both keys */
+  const char *refused[] = {"bfloat16", "int8", "nf4"};
+  for (int k = 0; k < 3; k++) {
+    char eq[64];
+    snprintf(eq, sizeof eq, "lora_embedding_qtype=%s", refused[k]);
+    const char *ov[] = {"model_name=gemma3-tiny", "enable_lora=true", eq};
+    gt_config c;
+    gt_err e;
+    ck_assert(gt_config_load(&c, GT_SOURCE_DIR "/configs", NULL, 3, ov, &e) == GT_ERR_CONFIG);
+    ck_assert_msg(strstr(e.msg, "lora_embedding_qtype") && strstr(e.msg, refused[k]) &&
+                      strstr(e.msg, "lora_weight_qtype=float32"),
+                  "%s", e.msg);
+  }
+  g_embed = "lora_embedding_qtype=auto";
+}
+END_TEST
+
+/* The logits (the full forward and a decoder's prefill) of an int8 or nf4
+ * base equal those of the float32 model whose projections are the
+ * quantized values dequantized and whose tied embedding and PLE table are
+ * the float32 values rounded to bf16: a reference made here from the
+ * float32 initialisation (bitsandbytes' quantization of each projection,
+ * gt_bf16_round_ref of each table), not read from the stored base. */
+START_TEST(test_logits_bf16_embedding) {
+  const char *models[] = {"gemma3-tiny", "gemma4-tiny-ple"};
+  const gt_store_dtype qs[] = {GT_STORE_INT8, GT_STORE_NF4};
+  for (int mi = 0; mi < 2; mi++)
+    for (int k = 0; k < 2; k++) {
+      gt_config c;
+      gt_err e;
+      gt_model f, q;
+      gt_mem mem;
+      gt_mem_init(&mem);
+      cfg_of(&c, models[mi], "norm", "float32", 1);
+      ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
+      cfg_of(&c, models[mi], "norm", gt_store_dtype_name(qs[k]), 1);
+      ck_assert(gt_model_build(&q, &c, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
+      gt_model_init_params(&f, 11, 1.0);
+      gt_model_init_params(&q, 11, 1.0);
+      int tables = 0;
+      for (int i = 0; i < f.n_tensors; i++) {
+        const gt_tensor_info *t = &f.tensors[i];
+        float *w = f.params + t->offset;
+        if (t->role != GT_ROLE_FROZEN || t->ndim != 2) continue;
+        int64_t rows = t->shape[0], cols = t->numel / rows;
+        if (is_table(t->name)) {
+          gt_bf16_round_ref(w, t->numel);
+          tables++;
+          continue;
+        }
+        float *st = calloc((size_t)gt_q_words((gt_qtype)qs[k], rows, cols), sizeof(float));
+        gt_quantize_ref((gt_qtype)qs[k], w, rows, cols, st);
+        gt_qweight qw = gt_qweight_at((gt_qtype)qs[k], st, rows, cols);
+        gt_dequantize_rows_ref(&qw, 0, rows, w);
+        free(st);
+      }
+      ck_assert_int_eq(tables, mi == 0 ? 1 : 2);
+      const int T = 9;
+      int32_t ids[9], tg[9], pos[9];
+      uint64_t seed = 17;
+      gt_test_fill_ids(ids, T, &seed, 4, f.vocab);
+      for (int i = 0; i < T; i++) tg[i] = -1, pos[i] = i;
+      gt_batch b = {1, T, ids, tg, pos, NULL};
+      float *lf = malloc(sizeof(float) * (size_t)(T * f.vocab)), *lq = malloc(sizeof(float) * (size_t)(T * q.vocab));
+      ck_assert_msg(gt_exec_forward_logits(&f, &b, lf, &e) == GT_OK, "%s", e.msg);
+      ck_assert_msg(gt_exec_forward_logits(&q, &b, lq, &e) == GT_OK, "%s", e.msg);
+      ck_assert_msg(gt_test_same_bits(lf, lq, T * f.vocab), "%s %s: the logits differ from the reference's",
+                    models[mi], gt_store_dtype_name(qs[k]));
+      gt_decoder df, dq;
+      ck_assert(gt_decoder_init(&df, &f, T, &e) == GT_OK && gt_decoder_init(&dq, &q, T, &e) == GT_OK);
+      ck_assert(gt_decoder_prefill(&df, ids, T, lf, &e) == GT_OK && gt_decoder_prefill(&dq, ids, T, lq, &e) == GT_OK);
+      ck_assert_msg(gt_test_same_bits(lf, lq, f.vocab), "%s %s: the decoder's logits differ from the reference's",
+                    models[mi], gt_store_dtype_name(qs[k]));
+      gt_decoder_free(&df);
+      gt_decoder_free(&dq);
+      free(lf), free(lq);
+      gt_model_free(&f);
+      gt_model_free(&q);
+      ck_assert_int_eq(gt_mem_total_cur(&mem), 0);
+    }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("qbase");
   TCase *tc = gt_test_tcase(s, "core");
@@ -431,5 +578,7 @@ int main(void) {
   tcase_add_test(tc, test_two_devices);
   tcase_add_test(tc, test_plan_equals_measured);
   tcase_add_test(tc, test_hf_load_quantizes);
+  tcase_add_test(tc, test_embedding_qtype_key);
+  tcase_add_test(tc, test_logits_bf16_embedding);
   return gt_test_run_suite(s, 0);
 }

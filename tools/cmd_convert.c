@@ -84,12 +84,12 @@ static int gt__to_hf(int argc, char **argv) {
   int bad = -1;
   for (int i = 0; !init && i < rest && bad < 0; i++)
     if (strncmp(rv[i], "lora_restore_path=", 18) && strncmp(rv[i], "hf_lora_adapter_path=", 21) &&
-        strncmp(rv[i], "lora_weight_qtype=", 18))
+        strncmp(rv[i], "lora_weight_qtype=", 18) && strncmp(rv[i], "lora_embedding_qtype=", 21))
       bad = i;
   if (!init && (bad >= 0 || norm_std > 0)) {
     fprintf(stderr,
             "gemtrain convert: '%s' is for to_hf init only; the source's own config is used (a source takes "
-            "lora_restore_path= and lora_weight_qtype= alone)\n",
+            "lora_restore_path=, lora_weight_qtype= and lora_embedding_qtype= alone)\n",
             bad >= 0 ? rv[bad] : "init_norm_std");
     return 2;
   }

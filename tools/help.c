@@ -207,6 +207,7 @@ static const help_entry entries[] = {
      "       gemtrain convert to_hf init <out_dir> [options above] [init_norm_std=X] [config.json] "
      "[key=value ...]\n"
      "       gemtrain convert to_hf <hf_dir> <out_dir> lora_restore_path=<peft_dir> [lora_weight_qtype=Q]\n"
+     "                              [lora_embedding_qtype=E]\n"
      "       gemtrain convert to_peft <run | hf_dir> <out_dir> [lora_restore_path=<peft_dir>]\n"
      "       gemtrain convert from_hf <hf_dir> <out_run_dir | out.safetensors>\n"
      "\n"

@@ -898,6 +898,8 @@ gt_rc gt_ckpt_read_frozen(const char *dir, char **names, int *n, gt_ckpt_frozen 
   if (cJSON_IsString(sum)) fz->sum = strtoull(sum->valuestring, NULL, 16);
   const cJSON *q = cJSON_GetObjectItemCaseSensitive(ref, "qtype");
   snprintf(fz->qtype, sizeof fz->qtype, "%s", cJSON_IsString(q) ? q->valuestring : "float32");
+  const cJSON *eq = cJSON_GetObjectItemCaseSensitive(ref, "embedding_qtype");
+  snprintf(fz->embed_qtype, sizeof fz->embed_qtype, "%s", cJSON_IsString(eq) ? eq->valuestring : "");
   cJSON_Delete(h);
   return rc;
 }

@@ -96,6 +96,10 @@ typedef struct gt_ckpt_frozen {
   uint64_t sum;
   char source[1100];
   char qtype[16]; /* their storage (lora_weight_qtype; "float32" when the header names none) */
+  /* the frozen lookup tables' (lora_embedding_qtype, model/qstore.h); ""
+   * when the header names none: written before the tables were stored
+   * apart, as qtype */
+  char embed_qtype[16];
 } gt_ckpt_frozen;
 
 /* What gt_ckpt_save writes: n_shards shards, shard r given as three flat

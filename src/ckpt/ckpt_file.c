@@ -207,8 +207,10 @@ cJSON *gt__ckpt_frozen_ref(const gt_model *m, uint64_t sum, const char *source) 
   int64_t frozen_el = 0;
   for (int i = 0; i < m->n_tensors; i++) frozen_el += m->tensors[i].role == GT_ROLE_FROZEN ? m->tensors[i].numel : 0;
   cJSON_AddNumberToObject(o, "elements", (double)frozen_el);
-  /* the base's storage: its checksum is over these words */
+  /* the base's storage, the projections' and the lookup tables': its
+   * checksum is over these words */
   cJSON_AddStringToObject(o, "qtype", gt_qstore_name(m));
+  cJSON_AddStringToObject(o, "embedding_qtype", gt_qstore_embed_name(m));
   for (int i = 0; i < m->n_tensors; i++)
     if (m->tensors[i].role == GT_ROLE_FROZEN) cJSON_AddItemToArray(names, cJSON_CreateString(m->tensors[i].name));
   cJSON_AddItemToObject(o, "tensors", names);
@@ -244,6 +246,17 @@ gt_rc gt__ckpt_check_frozen(const cJSON *ref, const gt_model *m, const char *whe
                       "checkpoint: '%s' was trained over a frozen base stored as lora_weight_qtype=%s, this run stores "
                       "it as lora_weight_qtype=%s; resume with lora_weight_qtype=%s",
                       where, was, now, was);
+  /* the lookup tables: a checkpoint that does not name their storage was
+   * written when they were stored as qtype (an int8 or nf4 embedding,
+   * where lora_embedding_qtype=auto now keeps bfloat16) */
+  const cJSON *eq = cJSON_GetObjectItemCaseSensitive(ref, "embedding_qtype");
+  const char *ewas = cJSON_IsString(eq) ? eq->valuestring : gt_qstore_has_frozen_table(m) ? was : "float32",
+             *enow = gt_qstore_embed_name(m);
+  if (ref && strcmp(ewas, enow))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "checkpoint: '%s' was trained over a frozen embedding stored as %s (lora_weight_qtype=%s), this "
+                      "run stores it as %s; resume with lora_embedding_qtype=%s",
+                      where, ewas, was, enow, ewas);
   return GT_OK;
 }
 

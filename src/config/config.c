@@ -226,6 +226,11 @@ static const gt_key_spec gt__keys[] = {
     {"lora_weight_qtype", GT_KEY_ENUM, F(lora_weight_qtype), 0, 0, "float32|bfloat16|int8|nf4",
      "storage of the frozen base's matrices: float32, bfloat16, int8 (absmax per output channel) or nf4 (QLoRA's "
      "4-bit NormalFloat, absmax per block of 64)"},
+    {"lora_embedding_qtype", GT_KEY_ENUM, F(lora_embedding_qtype), 0, 0, "auto|float32|bfloat16|int8|nf4",
+     "storage of the frozen tied embedding (also the output head) and Gemma 4's per-layer embedding table beside a "
+     "base stored as lora_weight_qtype: auto keeps them in bfloat16 under int8 and nf4 (as Hugging Face's "
+     "bitsandbytes QLoRA keeps embeddings and the tied head unquantized) and as lora_weight_qtype otherwise; "
+     "bfloat16, int8 or nf4 needs lora_weight_qtype other than float32"},
     {"lora_restore_path", GT_KEY_STR, F(lora_restore_path), 0, 0, NULL,
      "a Hugging Face PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to start the adapters "
      "from (MaxText's hf_lora_adapter_path)"},
@@ -1971,6 +1976,15 @@ static gt_rc gt__validate_gemma4(const gt_config *c, gt_err *err) {
  * (`gemtrain train` notes them). The model build checks what needs the
  * model: the module path's matches and the rank against each projection. */
 static gt_rc gt__validate_lora(const gt_config *c, gt_err *err) {
+  /* the embedding tables are stored apart only beside a stored base: a
+   * float32 base keeps them float32 too */
+  if (!strcmp(c->lora_weight_qtype, "float32") && strcmp(c->lora_embedding_qtype, "auto") &&
+      strcmp(c->lora_embedding_qtype, "float32"))
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "config: key 'lora_embedding_qtype' = '%s' stores the frozen embedding apart from a base stored "
+                      "as lora_weight_qtype=float32, which keeps every frozen matrix float32; set lora_weight_qtype "
+                      "(bfloat16, int8 or nf4) too, or lora_embedding_qtype=auto",
+                      c->lora_embedding_qtype);
   /* lora_restore_path turns the adapters on once the model source reads
    * the directory (src/hf/peft.h) */
   if (c->enable_lora || c->lora_restore_path[0] || c->trainable_parameters_mask[0]) return GT_OK;

@@ -126,6 +126,7 @@ typedef struct gt_config {
   char lora_module_path[GT_STR_PATH];
   double lora_dropout;
   char lora_weight_qtype[GT_STR_SHORT]; /* float32 | bfloat16 | int8 | nf4: the frozen base's storage */
+  char lora_embedding_qtype[GT_STR_SHORT]; /* auto | float32 | bfloat16 | int8 | nf4: its embedding tables' */
   char lora_restore_path[GT_STR_PATH];  /* a PEFT adapter directory to start from */
   /* data */
   char dataset_type[GT_STR_SHORT];

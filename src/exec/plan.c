@@ -154,6 +154,8 @@ gt_rc gt_plan_watch_open(gt_plan_watch **out, gt_plan *p, const gt_config *c, gt
   p->n_params = 0; /* elements (the layout counts words: a quantized base takes fewer) */
   for (int i = 0; i < m->n_tensors; i++) p->n_params += m->tensors[i].numel;
   snprintf(p->frozen_qtype, sizeof p->frozen_qtype, "%s", gt_qstore_name(m));
+  snprintf(p->frozen_embed_qtype, sizeof p->frozen_embed_qtype, "%s", gt_qstore_embed_name(m));
+  snprintf(p->frozen_storage, sizeof p->frozen_storage, "%s", gt_qstore_describe(m));
   p->n_trainable = m->n_trainable;
   p->n_frozen_tensors = m->n_frozen_tensors;
   p->n_active_params = gt_model_count_active_params(c);
@@ -344,7 +346,7 @@ void gt_plan_print(FILE *f, const gt_plan *p, const gt_config *c) {
   fprintf(f, "  params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB", gt__mib(p->at_peak[GT_MEM_PARAMS]),
           gt__mib(p->at_peak[GT_MEM_GRADS]), gt__mib(p->at_peak[GT_MEM_OPTIM]));
   if (p->n_frozen_tensors) /* the frozen group: its own category, in its storage */
-    fprintf(f, ", frozen base (%s) %.1f MiB", p->frozen_qtype, gt__mib(p->at_peak[GT_MEM_FROZEN]));
+    fprintf(f, ", frozen base (%s) %.1f MiB", p->frozen_storage, gt__mib(p->at_peak[GT_MEM_FROZEN]));
   fprintf(f, " (%.1f MiB together)\n", gt__mib(persistent));
   fprintf(f, "  saved activations: %.1f MiB in all, %.2f MiB per layer (layer 0: %.2f MiB)\n",
           gt__mib(p->saved_total), gt__mib(p->saved_total / (p->n_layers ? p->n_layers : 1)),
@@ -394,6 +396,7 @@ char *gt_plan_to_json(const gt_plan *p, const gt_config *c) {
   cJSON_AddNumberToObject(o, "active_parameters", (double)p->n_active_params);
   cJSON_AddNumberToObject(o, "trainable_parameters", (double)p->n_trainable);
   cJSON_AddStringToObject(o, "frozen_base_qtype", p->frozen_qtype);
+  cJSON_AddStringToObject(o, "frozen_embedding_qtype", p->frozen_embed_qtype);
   cJSON_AddNumberToObject(o, "total_tflops_per_step_per_device", p->flops.total_tflops);
   cJSON_AddNumberToObject(o, "learnable_tflops", p->flops.learnable_tflops);
   cJSON_AddNumberToObject(o, "attention_tflops", p->flops.attention_tflops);

@@ -33,6 +33,8 @@ typedef struct gt_plan {
   int64_t n_trainable;             /* of n_params, the trainable group's (model/store.h) */
   int n_frozen_tensors;            /* tensors of the frozen group: parameters only */
   char frozen_qtype[16];           /* the frozen base's storage (lora_weight_qtype; "float32" when not quantized) */
+  char frozen_embed_qtype[16];     /* its lookup tables' (lora_embedding_qtype; "float32" when none is frozen) */
+  char frozen_storage[40];         /* both for people (model/qstore.h gt_qstore_describe): "nf4, embedding bfloat16" */
   int64_t n_layers;
   int64_t cat_peak[GT_MEM_NCAT];   /* peak of each category on its own */
   int64_t at_peak[GT_MEM_NCAT];    /* each category's bytes at the moment of the device peak */

@@ -127,6 +127,17 @@ static gt_rc gt__open_checkpoint(gt_model_source *s, gt_err *err) {
     rc = gt_config_apply_json_text(&s->cfg, js, source, err);
   }
   free(js);
+  /* a checkpoint whose frozen reference names no table storage was written
+   * when the lookup tables were stored as lora_weight_qtype: its config
+   * says so, and the model it builds is the one it trained (a header it
+   * cannot read here is the load's to report) */
+  char *fnames = NULL;
+  int nf = 0;
+  gt_ckpt_frozen fz;
+  gt_err ferr;
+  if (!rc && !gt_ckpt_read_frozen(s->dir, &fnames, &nf, &fz, &ferr) && nf && !fz.embed_qtype[0])
+    snprintf(s->cfg.lora_embedding_qtype, sizeof s->cfg.lora_embedding_qtype, "%s", s->cfg.lora_weight_qtype);
+  free(fnames);
   if (rc) return rc;
   char base[GT_STR_PATH], where[GT_STR_PATH * 2 + 64];
   /* the checkpoint's own model_name, else the run's name */
@@ -236,7 +247,8 @@ static void gt__show(const gt_config *c, const gt_key_spec *k, char *buf, size_t
 
 /* The keys of the adapters a checkpoint holds (see model_source.h). */
 static const char *const gt__lora_keys[] = {"enable_lora",      "lora_rank",        "lora_alpha",
-                                            "lora_use_rslora",  "lora_module_path", "lora_weight_qtype"};
+                                            "lora_use_rslora",  "lora_module_path", "lora_weight_qtype",
+                                            "lora_embedding_qtype"};
 
 gt_rc gt_model_source_apply_config(gt_model_source *src, gt_config *cfg, gt_err *err) {
   /* `want`: cfg with the source's model keys. An HF config.json is read onto
@@ -443,12 +455,18 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
        * tensor to its place in m */
       gt_model km;
       /* in the storage it was trained over: converted tensor by tensor below */
-      gt_store_dtype q = GT_STORE_F32;
+      gt_store_dtype q = GT_STORE_F32, eq;
       if (fz.qtype[0] && (rc = gt_store_dtype_parse(fz.qtype, &q, err))) {
         free(fnames);
         return rc;
       }
-      if ((rc = gt_model_copy_frozen_as(m, fnames, nf, q, &km, err))) {
+      /* a checkpoint that names no table storage stored its tables as q */
+      eq = q;
+      if (fz.embed_qtype[0] && (rc = gt_store_dtype_parse(fz.embed_qtype, &eq, err))) {
+        free(fnames);
+        return rc;
+      }
+      if ((rc = gt_model_copy_frozen_as(m, fnames, nf, q, eq, &km, err))) {
         free(fnames);
         return rc;
       }

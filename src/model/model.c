@@ -487,11 +487,11 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err) {
 }
 
 gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err) {
-  return gt_model_copy_frozen_as(m, names, n, gt_qstore_dtype(m), out, err);
+  return gt_model_copy_frozen_as(m, names, n, gt_qstore_dtype(m), gt_qstore_embed_dtype(m), out, err);
 }
 
-gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_model *out,
-                              gt_err *err) {
+gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_store_dtype eq,
+                              gt_model *out, gt_err *err) {
   *out = *m;
   out->mem = NULL;
   out->params = out->grads = NULL;
@@ -528,7 +528,7 @@ gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_st
   }
   /* the storage follows from the roles as in the model (a trainable tensor
    * is float32), and the slots' frozen flags in gt__place */
-  if (!rc) gt_qstore_apply(out, q);
+  if (!rc) gt_qstore_apply(out, q, eq);
   if (!rc) rc = gt__place(out, err);
   if (rc) gt_model_free(out);
   return rc;

@@ -337,10 +337,11 @@ gt_rc gt_model_copy_unmasked(const gt_model *m, gt_model *out, gt_err *err);
  * checkpoint written under another mask. GT_ERR_CONFIG naming a name the
  * model lacks. */
 gt_rc gt_model_copy_frozen(const gt_model *m, const char *names, int n, gt_model *out, gt_err *err);
-/* The same with the frozen matrices stored as q (a checkpoint written over
- * a base stored otherwise; model/qstore.h). */
-gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_model *out,
-                              gt_err *err);
+/* The same with the frozen projections stored as q and the frozen lookup
+ * tables as eq (a checkpoint written over a base stored otherwise;
+ * model/qstore.h). */
+gt_rc gt_model_copy_frozen_as(const gt_model *m, const char *names, int n, gt_store_dtype q, gt_store_dtype eq,
+                              gt_model *out, gt_err *err);
 /* Names (comma-separated, at most n bytes) of a few tensors, for messages. */
 void gt_model_some_names(const gt_model *m, char *buf, size_t n);
 

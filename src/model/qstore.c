@@ -8,17 +8,31 @@
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
+gt_store_dtype gt_qstore_embed_default(gt_store_dtype q) {
+  return q == GT_STORE_INT8 || q == GT_STORE_NF4 ? GT_STORE_BF16 : q;
+}
+
 gt_rc gt_qstore_decide(gt_model *m, const gt_config *c, gt_err *err) {
-  gt_store_dtype q = GT_STORE_F32;
+  gt_store_dtype q = GT_STORE_F32, eq;
   if (c->lora_weight_qtype[0]) {
     gt_rc rc = gt_store_dtype_parse(c->lora_weight_qtype, &q, err);
     if (rc) return rc;
   }
-  gt_qstore_apply(m, q);
+  eq = gt_qstore_embed_default(q);
+  if (c->lora_embedding_qtype[0] && strcmp(c->lora_embedding_qtype, "auto")) {
+    gt_rc rc = gt_store_dtype_parse(c->lora_embedding_qtype, &eq, err);
+    if (rc) return rc;
+  }
+  gt_qstore_apply(m, q, eq);
   return GT_OK;
 }
 
-void gt_qstore_apply(gt_model *m, gt_store_dtype q) {
+/* The tied embedding or the PLE table (a head-unit tensor at its offset). */
+static int gt__is_table(const gt_model *m, const gt_tensor_info *t) {
+  return t->layer < 0 && (t->offset == m->embed_offset || t->offset == m->ple_embed_offset);
+}
+
+void gt_qstore_apply(gt_model *m, gt_store_dtype q, gt_store_dtype eq) {
   m->embed_qtype = m->ple_embed_qtype = m->ple_proj_qtype = GT_STORE_F32;
   for (int64_t l = 0; l < m->n_layers; l++) memset(m->layers[l].qtype, GT_STORE_F32, sizeof m->layers[l].qtype);
   for (int i = 0; i < m->n_tensors; i++) {
@@ -36,18 +50,30 @@ void gt_qstore_apply(gt_model *m, gt_store_dtype q) {
         if (gt_layer_slot_is_projection((gt_lparam)s) && L->slot_offset[s] == t->offset) slot = &L->qtype[s];
     }
     /* the products' and lookups' matrices only: not the MoE router or
-     * experts, which kernels/moe.c reads as float32 */
-    int quant = q != GT_STORE_F32 && t->role == GT_ROLE_FROZEN && t->ndim == 2 && slot;
-    t->dtype = quant ? q : GT_STORE_F32;
-    t->words = quant ? gt_q_words((gt_qtype)q, t->shape[0], gt_qstore_cols(t)) : t->numel;
-    if (quant) *slot = (unsigned char)q;
+     * experts, which kernels/moe.c reads as float32; the lookup tables as
+     * eq, the rest (the PLE projection is a Linear) as q */
+    gt_store_dtype want = slot && gt__is_table(m, t) ? eq : q;
+    int quant = want != GT_STORE_F32 && t->role == GT_ROLE_FROZEN && t->ndim == 2 && slot;
+    t->dtype = quant ? want : GT_STORE_F32;
+    t->words = quant ? gt_q_words((gt_qtype)want, t->shape[0], gt_qstore_cols(t)) : t->numel;
+    if (quant) *slot = (unsigned char)want;
   }
 }
 
 gt_store_dtype gt_qstore_dtype(const gt_model *m) {
   for (int i = 0; i < m->n_tensors; i++)
-    if (m->tensors[i].dtype != GT_STORE_F32) return m->tensors[i].dtype;
+    if (m->tensors[i].dtype != GT_STORE_F32 && !gt__is_table(m, &m->tensors[i])) return m->tensors[i].dtype;
   return GT_STORE_F32;
+}
+
+gt_store_dtype gt_qstore_embed_dtype(const gt_model *m) {
+  return m->embed_qtype != GT_STORE_F32 ? (gt_store_dtype)m->embed_qtype : (gt_store_dtype)m->ple_embed_qtype;
+}
+
+int gt_qstore_has_frozen_table(const gt_model *m) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].role == GT_ROLE_FROZEN && m->tensors[i].ndim == 2 && gt__is_table(m, &m->tensors[i])) return 1;
+  return 0;
 }
 
 gt_rc gt_qstore_convert(const gt_tensor_info *to, float *dst, const gt_tensor_info *from, const float *src, gt_err *err) {
@@ -213,8 +239,17 @@ int gt_qstore_unit_quantized(const gt_model *m, int64_t u) {
   return 0;
 }
 
-const char *gt_qstore_name(const gt_model *m) {
-  for (int i = 0; i < m->n_tensors; i++)
-    if (m->tensors[i].dtype != GT_STORE_F32) return gt_store_dtype_name(m->tensors[i].dtype);
-  return "float32";
+const char *gt_qstore_name(const gt_model *m) { return gt_store_dtype_name(gt_qstore_dtype(m)); }
+
+const char *gt_qstore_embed_name(const gt_model *m) { return gt_store_dtype_name(gt_qstore_embed_dtype(m)); }
+
+const char *gt_qstore_describe(const gt_model *m) {
+  /* [projections][tables]: literals, so the text outlives no buffer */
+  static const char *const d[GT_STORE_NDTYPES][GT_STORE_NDTYPES] = {
+      {"float32", "float32, embedding bfloat16", "float32, embedding int8", "float32, embedding nf4"},
+      {"bfloat16, embedding float32", "bfloat16", "bfloat16, embedding int8", "bfloat16, embedding nf4"},
+      {"int8, embedding float32", "int8, embedding bfloat16", "int8", "int8, embedding nf4"},
+      {"nf4, embedding float32", "nf4, embedding bfloat16", "nf4, embedding int8", "nf4"}};
+  gt_store_dtype q = gt_qstore_dtype(m), eq = gt_qstore_has_frozen_table(m) ? gt_qstore_embed_dtype(m) : q;
+  return (unsigned)q < GT_STORE_NDTYPES && (unsigned)eq < GT_STORE_NDTYPES ? d[q][eq] : "?";
 }

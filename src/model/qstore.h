@@ -1,18 +1,27 @@
 /* A frozen base stored in lora_weight_qtype (bfloat16, int8 or nf4).
  *
- * The decision: a tensor is stored quantized when it is frozen, has two
- * dimensions (a matrix: the projections, the tied embedding, the PLE table
- * and projection) and lora_weight_qtype is not float32. Everything else stays
- * float32: the norms and scalars (1-D), everything that trains (AdamW updates
- * it in place), and the MoE routed experts (3-D: kernels/moe.c reads them as
- * float32 rows).
+ * The decision: a tensor is stored apart from float32 when it is frozen,
+ * has two dimensions (a matrix: the projections, the tied embedding, the PLE
+ * table and projection) and lora_weight_qtype is not float32. The
+ * projections (the PLE projection among them) take lora_weight_qtype; the
+ * lookup tables, the tied embedding (which is also the output head) and
+ * Gemma 4's PLE table, take lora_embedding_qtype, whose auto is bfloat16
+ * under int8 and nf4: Hugging Face's bitsandbytes integration replaces only
+ * the Linear layers and keeps the embeddings and the tied head in the
+ * compute dtype, so a QLoRA run there computes its logits with a bf16 head,
+ * and the adapters trained here must see the same one. Everything else
+ * stays float32: the norms and scalars (1-D), everything that trains (AdamW
+ * updates it in place), and the MoE routed experts (3-D: kernels/moe.c
+ * reads them as float32 rows).
  *
- * A quantized tensor occupies gt_q_words words of the flat buffer (its
+ * A stored tensor occupies gt_q_words words of the flat buffer (its
  * elements, then its float32 scales; kernels/quant.h) and is never read as
  * float32 in place: the products dequantize where they pack it, and the
- * lookups below dequantize one row at a time. Nothing rounds it to bf16
- * (it is already in its storage format; its values are rounded where they
- * are read). */
+ * lookups below dequantize one row at a time. Every reader takes the slot's
+ * own storage (the layers' qtype, m->embed_qtype, ple_embed_qtype,
+ * ple_proj_qtype), so a bf16 table beside nf4 projections needs nothing
+ * more. Nothing rounds it to bf16 (it is already in its storage format; its
+ * values are rounded where they are read). */
 #ifndef GEMTRAIN_MODEL_QSTORE_H
 #define GEMTRAIN_MODEL_QSTORE_H
 
@@ -28,13 +37,24 @@ extern "C" {
 #endif
 
 /* Sets each tensor's storage (dtype, words) and the slots' and the head's
- * qtype from the config and the roles (called after the roles are set,
- * before the layout is placed). GT_ERR_CONFIG naming a bad qtype. */
+ * qtype from the config (lora_weight_qtype, lora_embedding_qtype) and the
+ * roles (called after the roles are set, before the layout is placed).
+ * GT_ERR_CONFIG naming a bad qtype. */
 gt_rc gt_qstore_decide(gt_model *m, const gt_config *c, gt_err *err);
-/* The same with the qtype given: every frozen matrix stored as q. */
-void gt_qstore_apply(gt_model *m, gt_store_dtype q);
-/* The frozen base's storage (GT_STORE_F32 when nothing is quantized). */
+/* The same with the storages given: every frozen projection matrix stored
+ * as q, the frozen lookup tables (the tied embedding, the PLE table) as eq. */
+void gt_qstore_apply(gt_model *m, gt_store_dtype q, gt_store_dtype eq);
+/* lora_embedding_qtype=auto's storage of the tables beside projections
+ * stored as q: bfloat16 under int8 and nf4, else q. */
+gt_store_dtype gt_qstore_embed_default(gt_store_dtype q);
+/* The frozen projections' storage, lora_weight_qtype (GT_STORE_F32 when
+ * none is stored otherwise); the lookup tables do not count. */
 gt_store_dtype gt_qstore_dtype(const gt_model *m);
+/* The frozen lookup tables' storage (GT_STORE_F32 when they are float32 or
+ * none is frozen). */
+gt_store_dtype gt_qstore_embed_dtype(const gt_model *m);
+/* Whether the tied embedding or the PLE table is frozen. */
+int gt_qstore_has_frozen_table(const gt_model *m);
 /* Scratch: quantizing part of a tensor, and converting between two
  * quantized storages, go through float32 a chunk of rows at a time in a
  * scratch of a few MiB from the tracked allocator (base/alloc.h, a tracker
@@ -75,8 +95,15 @@ void gt_qstore_lookup(const gt_model *m, int qtype, const float *table, int64_t 
 void gt_qstore_round_block(const gt_model *m, int64_t u, float *block, int64_t from, int64_t n);
 /* Whether unit u holds quantized words. */
 int gt_qstore_unit_quantized(const gt_model *m, int64_t u);
-/* The storage the frozen base uses ("float32" when nothing is quantized). */
+/* gt_store_dtype_name of gt_qstore_dtype: the projections' storage
+ * ("float32" when nothing is stored otherwise); of gt_qstore_embed_dtype:
+ * the lookup tables'. */
 const char *gt_qstore_name(const gt_model *m);
+const char *gt_qstore_embed_name(const gt_model *m);
+/* The frozen base's storage for people: gt_qstore_name, followed by
+ * ", embedding T" when the frozen lookup tables are stored otherwise
+ * ("nf4, embedding bfloat16"). */
+const char *gt_qstore_describe(const gt_model *m);
 
 #ifdef __cplusplus
 }

@@ -302,7 +302,7 @@ static void gt__footer(gt_report *r, gt_trainer *tr, int64_t planned_peak, int64
                  gt_mem_peak(dm, GT_MEM_LOGITS) / M);
   if (gt_mem_peak(dm, GT_MEM_FROZEN)) /* the frozen base: its own category */
     gt_report_note(r, "frozen base: %.1f MiB on the busiest device, stored as %s\n", gt_mem_peak(dm, GT_MEM_FROZEN) / M,
-                   gt_qstore_name(gt_trainer_device_model(tr, 0)));
+                   gt_qstore_describe(gt_trainer_device_model(tr, 0)));
   const char *tb = r->tensorboard ? ", tensorboard/" : "";
   if (last_saved >= 0)
     gt_report_note(r, "wrote %s/config.json, metrics.jsonl%s, loss.svg and checkpoints/ (latest: step_%08lld)\n",
