@@ -118,4 +118,14 @@ for dt in float32 bfloat16; do
   got=$(sed -n '/^output: /,$p' "$work/w_$dt.log" | sed '1s/^output: //')
   [ -n "$want" ] && [ "$got" = "$want" ] || fail "$dt: decode's '$got' is not the training sample '$want'"
 done
+# a masked run's nf4 checkpoint loaded into an int8 base: its stored values
+# are rounded a second time, which the run says; into nf4 nothing is said
+for q in int8 nf4; do
+  "$bin" train model_name=gemma3-tiny "load_parameters_path=$work/runs/d_float32" trainable_parameters_mask=norm \
+    lora_weight_qtype=$q dataset_type=synthetic steps=1 sample_tokens=0 "base_output_directory=$work/runs" \
+    run_name=conv_$q > "$work/conv_$q.log" 2>&1 || { cat "$work/conv_$q.log"; fail "load the nf4 run into $q"; }
+done
+grep -q "^note: .*'s frozen base is stored as \[nf4, embedding bfloat16\], this run's as \[int8, embedding bfloat16\]: its stored values are converted" \
+  "$work/conv_int8.log" || { cat "$work/conv_int8.log"; fail "the nf4-to-int8 conversion is not said"; }
+grep -q "frozen base is stored as" "$work/conv_nf4.log" && fail "a load into the same storage says it converted"
 echo "e2e_qbase: ok"

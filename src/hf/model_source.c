@@ -479,6 +479,15 @@ static gt_rc gt__load_base(gt_model_source *src, const gt_model *m, float *param
         for (int i = 0; i < m->n_tensors && !rc; i++)
           rc = gt_qstore_convert(&m->tensors[i], params + m->tensors[i].offset, &km.tensors[i], tmp + km.tensors[i].offset, err);
       }
+      /* float32 into a quantized base is the quantization asked for; a base
+       * stored otherwise already is rounded again: say so */
+      const char *was = gt_qstore_describe(&km), *now = gt_qstore_describe(m);
+      src->converted[0] = '\0';
+      if (!rc && strcmp(was, "float32") && strcmp(was, now))
+        snprintf(src->converted, sizeof src->converted,
+                 "note: %s's frozen base is stored as [%s], this run's as [%s]: its stored values are converted, "
+                 "a second rounding (the same lora_weight_qtype and lora_embedding_qtype keep them)",
+                 src->dir, was, now);
       free(tmp);
       free(fnames);
       gt_model_free(&km);

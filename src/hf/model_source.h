@@ -65,6 +65,10 @@ typedef struct gt_model_source {
   /* A PEFT adapter directory (lora_restore_path, peft.h) whose adapters
    * load_params reads after the base; set by apply_config. */
   char lora_dir[GT_STR_PATH];
+  /* After load_params: a note for the console when the source's frozen
+   * base was stored quantized (or in bf16) and the reader stores it
+   * otherwise, so its values were rounded a second time ("" else). */
+  char converted[GT_STR_PATH + 640];
 } gt_model_source;
 
 /* Classifies path and reads the model it holds. Refuses (naming the path and

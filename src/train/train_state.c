@@ -614,7 +614,10 @@ gt_rc gt__train_restore(const gt__tstate *s, const char *run_dir, int64_t *start
               (long long)ld.state.num_devices, ld.state.num_devices > 1 ? "s" : "", (long long)ld.state.n_shards,
               ld.state.n_shards > 1 ? "s" : "");
     else
+    {
       fprintf(s->out, "loaded parameters from %s (%s); optimizer and data start fresh\n", ld.dir, why);
+      if (s->src && s->src->converted[0]) fprintf(s->out, "%s\n", s->src->converted);
+    }
     if (full) gt__report_config_changes(s->out, ld.config_json, c, ld.state.opt_step);
     /* the rate follows the AdamW step, which a step advances by one at most:
      * from the schedule's end on, every step left runs at rate 0 */
