@@ -8,15 +8,18 @@ the Gemma spec, kept outside the repository, not from gemtrain).
       --seed S --out golden.jsonl
 
 Reads DIR/config.json (model_type gemma3_text, or gemma3 with text_config;
-keys the file omits take transformers' Gemma3TextConfig defaults) and
+keys the file omits take transformers' Gemma3TextConfig defaults; RoPE as
+rope_theta / rope_local_base_freq / rope_scaling or, as newer releases
+write it, rope_parameters per layer type) and
 DIR/model.safetensors (or the shards of model.safetensors.index.json), parsed
 here with numpy: F32, BF16 (the 16 bits are the high half of a float32) and
 F16. The tensors are looked up under "model.", "model.language_model." or
 "language_model.model."; a Gemma 3 262208-row embedding is cut to the 262144
 tokens.
 
-Gemma 4 (model_type gemma4_text, or gemma4 with text_config; no MoE: the
-reference has none) is read as transformers' Gemma4TextConfig and
+Gemma 4 (model_type gemma4_text, or gemma4 with text_config; not the MoE
+block: this tool does not map an HF MoE layer's tensors onto
+tools/ref_gemma4.py's forward_moe) is read as transformers' Gemma4TextConfig and
 modeling_gemma4.py define it: defaults for omitted keys (note
 hidden_size_per_layer_input = 256), the last layer forced to full attention,
 global layers with global_head_dim and (only with attention_k_eq_v)
@@ -72,12 +75,30 @@ def hf_to_ref_config(hf):
     else:
         p = g("sliding_window_pattern")
         kinds = ["G" if (i + 1) % p == 0 else "L" for i in range(L)]
+    def rope_kind(r, allow_linear):
+        """the linear factor of a rope_scaling / rope_parameters entry"""
+        kind = r.get("rope_type", r.get("type", "default"))
+        assert kind == "default" or (allow_linear and kind == "linear"), kind
+        return float(r["factor"]) if kind == "linear" else 1.0
     scale = 1.0
+    theta, local = g("rope_theta"), g("rope_local_base_freq")
     rs = hf.get("rope_scaling")
     if rs:
-        kind = rs.get("rope_type", rs.get("type"))
-        assert kind in ("linear", "default"), kind
-        scale = float(rs["factor"]) if kind == "linear" else 1.0
+        scale = rope_kind(rs, True)
+    # newer transformers releases write rope_parameters, per layer type (or
+    # one set for both), instead of rope_theta / rope_local_base_freq /
+    # rope_scaling
+    rp = hf.get("rope_parameters")
+    if rp:
+        full, slide = rp.get("full_attention"), rp.get("sliding_attention")
+        if not isinstance(full, dict) and not isinstance(slide, dict):
+            full = rp
+        if isinstance(full, dict):
+            scale = rope_kind(full, True)
+            theta = full.get("rope_theta", theta)
+        if isinstance(slide, dict):
+            rope_kind(slide, False)
+            local = slide.get("rope_theta", local)
     V = g("vocab_size")
     return ref_gemma3.load_config({
         "vocab_size": 262144 if V == 262208 else V,
@@ -88,7 +109,7 @@ def hf_to_ref_config(hf):
         # one letter per layer: the reference repeats the string modulo its length
         "layer_pattern": "".join(kinds),
         "query_pre_attn_scalar": g("query_pre_attn_scalar"),
-        "rope_max_timescale": g("rope_theta"), "local_rope_max_timescale": g("rope_local_base_freq"),
+        "rope_max_timescale": theta, "local_rope_max_timescale": local,
         "rope_linear_scaling_factor": scale, "normalization_layer_epsilon": g("rms_norm_eps"),
         "final_logits_soft_cap": hf.get("final_logit_softcapping") or 0.0,
     })
@@ -111,7 +132,8 @@ def hf4_to_ref_config(hf):
     assert hf.get("hidden_activation", "gelu_pytorch_tanh") == "gelu_pytorch_tanh"
     assert not hf.get("attention_bias") and hf.get("tie_word_embeddings", True)
     if hf.get("enable_moe_block"):
-        raise SystemExit("config.json: enable_moe_block is set; tools/ref_gemma4.py has no MoE layer")
+        raise SystemExit("config.json: enable_moe_block is set; this tool does not map an HF MoE layer's tensors "
+                         "onto tools/ref_gemma4.py's forward_moe")
     L = g("num_hidden_layers")
     types = list(hf.get("layer_types") or
                  ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(L)])
