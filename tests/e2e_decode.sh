@@ -91,6 +91,17 @@ refuse "'$work/bad.jsonl' line 1 has no \"messages\" list" "${run[@]}" "messages
 echo '{"messages": [{"role": "system", "content": "x"}]}' > "$work/sys.jsonl"
 refuse "the conversation's last message has role 'system'" "${run[@]}" "messages_path=$work/sys.jsonl"
 refuse "key 'stop' = [\"a\", 1] is a list with an element that is not a non-empty string" "${run[@]}" 'stop=["a", 1]'
+# byte tokens are for a model of 260 ids: one of another vocabulary with no
+# tokenizer (here an HF directory without tokenizer.json; a run on
+# Gemma-tokenized shards records none either) is refused, naming
+# tokenizer_path, not fed its prompt as bytes; --ids and a chat are no exception
+byte_refusal="decode: text without a tokenizer is read as byte tokens (260 ids), but the model's vocab_size is"
+"$bin" convert to_hf init "$work/v512" model_name=gemma3-tiny vocab_size=512 dtype=float32 > /dev/null
+"$bin" convert to_hf init "$work/v200" model_name=gemma3-tiny vocab_size=200 dtype=float32 > /dev/null
+refuse "$byte_refusal 512: its vocabulary is another; set tokenizer_path to the model's tokenizer.json" \
+  "load_parameters_path=$work/v512" "prompt=And God said" max_decode_steps=4 --ids
+refuse "$byte_refusal 512" "load_parameters_path=$work/v512" chat=true prompt=x max_decode_steps=4
+refuse "$byte_refusal 200" "load_parameters_path=$work/v200" prompt=x max_decode_steps=4
 # thinking is Gemma 4's chat mode: refused on Gemma 3's template, and without a chat
 refuse "key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking mode" \
   "${run[@]}" chat=true prompt=x enable_thinking=true
