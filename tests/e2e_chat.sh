@@ -70,7 +70,7 @@ three=$(sed -n '/line 3: 3 messages/,$p' "$work/m.log" | sed -n 's/^prefill: \([
 printf 'Say hello.\nWhat colour is the sky?\n' | "$bin" decode "${run[@]}" --interactive > "$work/i.log" 2> "$work/i.err" \
   || { cat "$work/i.err"; fail "--interactive"; }
 [ "$(tail -n 2 "$work/i.log" | tr '\n' '|')" = "Hello!|Blue.|" ] || { cat "$work/i.log"; fail "interactive replies"; }
-[ "$(sed -n 2p "$work/i.err" | sed -n 's/^prefill: \([0-9]*\) tokens (the conversation so far).*/\1/p')" = "$three" ] \
+[ "$(grep '^prefill: ' "$work/i.err" | sed -n 2p | sed -n 's/^prefill: \([0-9]*\) tokens (the conversation so far).*/\1/p')" = "$three" ] \
   || { cat "$work/i.err"; fail "the second turn's prompt is not the whole conversation ($three tokens)"; }
 
 # 6. the end-of-run sample of an SFT run, when asked (lr 0: the model above)

@@ -6,7 +6,8 @@
 # loading and decoding lose nothing); greedy and seeded sampling repeat
 # exactly; top-k = 1 and temperature 0 are greedy; the report lines are there;
 # bad input is refused with one line; sampling keys greedy does not read are
-# noted; a messages_path record samples the same whatever comes before it.
+# noted; a messages_path record samples the same whatever comes before it;
+# --interactive puts the replies alone on standard output.
 # Usage: e2e_decode.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -90,6 +91,17 @@ refuse "'$work/bad.jsonl' line 1 has no \"messages\" list" "${run[@]}" "messages
 echo '{"messages": [{"role": "system", "content": "x"}]}' > "$work/sys.jsonl"
 refuse "the conversation's last message has role 'system'" "${run[@]}" "messages_path=$work/sys.jsonl"
 refuse "key 'stop' = [\"a\", 1] is a list with an element that is not a non-empty string" "${run[@]}" 'stop=["a", 1]'
+# byte tokens are for a model of 260 ids: one of another vocabulary with no
+# tokenizer (here an HF directory without tokenizer.json; a run on
+# Gemma-tokenized shards records none either) is refused, naming
+# tokenizer_path, not fed its prompt as bytes; --ids and a chat are no exception
+byte_refusal="decode: text without a tokenizer is read as byte tokens (260 ids), but the model's vocab_size is"
+"$bin" convert to_hf init "$work/v512" model_name=gemma3-tiny vocab_size=512 dtype=float32 > /dev/null
+"$bin" convert to_hf init "$work/v200" model_name=gemma3-tiny vocab_size=200 dtype=float32 > /dev/null
+refuse "$byte_refusal 512: its vocabulary is another; set tokenizer_path to the model's tokenizer.json" \
+  "load_parameters_path=$work/v512" "prompt=And God said" max_decode_steps=4 --ids
+refuse "$byte_refusal 512" "load_parameters_path=$work/v512" chat=true prompt=x max_decode_steps=4
+refuse "$byte_refusal 200" "load_parameters_path=$work/v200" prompt=x max_decode_steps=4
 # thinking is Gemma 4's chat mode: refused on Gemma 3's template, and without a chat
 refuse "key 'enable_thinking' = true, but the chat template is Gemma 3's, which has no thinking mode" \
   "${run[@]}" chat=true prompt=x enable_thinking=true
@@ -132,6 +144,21 @@ head -1 "$work/two.jsonl" > "$work/one.jsonl"
 dec "messages_path=$work/one.jsonl" max_decode_steps=12 decode_sampling_strategy=weighted decode_seed=4 --ids > "$work/one.log"
 dec chat=true "prompt=And God said" max_decode_steps=12 decode_sampling_strategy=weighted decode_seed=4 --ids > "$work/chat1.log"
 [ "$(ids "$work/one.log")" = "$(ids "$work/chat1.log")" ] || fail "record 0 does not sample as chat=true with its seed"
+# --interactive: standard output holds the replies alone (the model and
+# tokenizer lines, the chat line and each turn's figures go to standard
+# error); its first reply is chat=true's output for the same turn
+dec chat=true "prompt=And God said" max_decode_steps=12 > "$work/chat12.log"
+sed -n '/^output: /,$p' "$work/chat12.log" | sed '1s/^output: //' > "$work/reply1.want"
+printf 'And God said\n' | dec --interactive max_decode_steps=12 > "$work/i1.out" 2> "$work/i1.err"
+cmp -s "$work/i1.out" "$work/reply1.want" \
+  || { cat "$work/i1.out"; fail "--interactive's standard output is not the reply alone"; }
+for l in '^model: gemma3-tiny, ' '^tokenizer: byte tokens$' '^chat: one user turn per line' '^prefill: '; do
+  grep -q "$l" "$work/i1.err" || { cat "$work/i1.err"; fail "--interactive's standard error lacks '$l'"; }
+done
+printf 'And God said\nIn the beginning\n' | dec --interactive max_decode_steps=12 > "$work/i2.out" 2> "$work/i2.err"
+[ "$(grep -c '^prefill: ' "$work/i2.err")" = 2 ] || { cat "$work/i2.err"; fail "two turns, not two figures lines"; }
+[ "$(head -c "$(wc -c < "$work/i1.out")" "$work/i2.out")" = "$(cat "$work/i1.out")" ] \
+  || fail "the first of two turns' replies is not the one-turn reply"
 # a stop string ends the plain continuation too: the output ends before it
 dec prompt="And God said" max_decode_steps=24 --ids > "$work/free.log"
 cont=$(sed -n 's/^output: And God said//p' "$work/free.log")

@@ -8,7 +8,9 @@
 # sharded and BF16 exports load, `gemtrain train` starts from an HF directory,
 # an export over an earlier one leaves no file of the earlier one a loader
 # could take, a Gemma 3 262144-token table keeps the rows of the HF table it
-# came from (262144 or 262208), and bad input is refused with one line. No
+# came from (262144 or 262208), the export of from_hf's output copies the
+# HF directory's tokenizer files and generation_config.json, and bad input
+# is refused with one line. No
 # torch needed.
 # Usage: e2e_hf.sh <gemtrain binary> <source dir>
 set -euo pipefail
@@ -121,8 +123,8 @@ cmp -s "$out/model.safetensors" "$work/hf/model.safetensors" || fail "the one-fi
 cp "$work/shards/model.safetensors.index.json" "$work/shards/"model-0000*-of-*.safetensors "$out/"
 want_rc=1 expect_refusal "holds both $out/model.safetensors and $out/model.safetensors.index.json" \
   logit-check "load_parameters_path=$out" "golden_logits_path=$golden" max_kl_div=1e-6
-# the source (a parameter file, no HF directory) has no generation_config.json: out's is kept, not "copied"
-"$bin" convert to_hf "$work/params.safetensors" "$out" dtype=float32 > "$work/again.txt"
+# the source (a run from a preset, no HF directory) has no generation_config.json: out's is kept, not "copied"
+"$bin" convert to_hf "$work/runs/a" "$out" dtype=float32 > "$work/again.txt"
 grep -q 'generation_config.json kept: it was in the output directory already$' "$work/again.txt" \
   || fail "the summary misreports generation_config.json: $(tail -1 "$work/again.txt")"
 grep -q 'no tokenizer files' "$work/again.txt" || fail "the summary claims tokenizer files: $(tail -1 "$work/again.txt")"
@@ -166,6 +168,23 @@ echo '{"bos_token": "<bos>"}' > "$work/v144/special_tokens_map.json"
 cmp -s "$work/v144/special_tokens_map.json" "$work/tunedtok/special_tokens_map.json" \
   || fail "the export of a run from an HF directory left out its tokenizer files: $(ls "$work/tunedtok")"
 cmp -s "$work/v144/tokenizer.json" "$work/tunedtok/tokenizer.json" || fail "the export's tokenizer.json is not the source's"
+# so does the export of convert from_hf's run directory or parameter file:
+# it records the HF directory by its absolute path (given relatively here,
+# exported from another working directory), and the directory's
+# generation_config.json is copied, not replaced by Gemma's defaults
+echo '{"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0, "top_k": 10, "top_p": 0.5}' \
+  > "$work/v144/generation_config.json"
+echo 'not a sentencepiece model' > "$work/v144/tokenizer.model"
+(cd "$work" && "$bin" convert from_hf v144 fromtok > /dev/null && "$bin" convert from_hf v144 fromtok.safetensors > /dev/null)
+for srcv in fromtok fromtok.safetensors; do
+  rm -rf "$work/backtok"
+  (cd / && "$bin" convert to_hf "$work/$srcv" "$work/backtok" dtype=float32) > "$work/v.txt"
+  grep -q "tokenizer files copied from the source's HF directory; generation_config.json copied from the source's HF directory$" \
+    "$work/v.txt" || fail "from_hf's $srcv: to_hf did not find the HF directory: $(tail -1 "$work/v.txt")"
+  for f in tokenizer.json tokenizer.model special_tokens_map.json generation_config.json; do
+    cmp -s "$work/v144/$f" "$work/backtok/$f" || fail "from_hf's $srcv: to_hf left out or changed the HF directory's $f"
+  done
+done
 "$bin" convert to_hf "$work/pv208.safetensors" "$work/unpadded" dtype=float32 pad_vocab=false > "$work/v.txt"
 grep -q 'embedding 262144 rows$' "$work/v.txt" || fail "pad_vocab=false: $(cat "$work/v.txt")"
 

@@ -50,7 +50,7 @@ grep -q '^point 5/6: memory_limit_bytes=1000000 -> does_not_fit' "$work/first.tx
 # point 5 ran (its process decided it does not fit); point 6 never started
 grep -q 'ran 5, skipped 0; 4 of 6 points ok' "$work/first.txt" || { cat "$work/first.txt"; fail "first summary"; }
 
-python3 - "$d/results.jsonl" <<'EOF' || fail "results.jsonl"
+python3 - "$d/results.jsonl" "$d/runs" <<'EOF' || fail "results.jsonl"
 import json, sys
 recs = {r["point"]: r for r in map(json.loads, open(sys.argv[1]))}
 assert sorted(recs) == [1, 2, 3, 4, 5, 6], sorted(recs)
@@ -65,6 +65,13 @@ for k in (1, 2, 3, 4):
     assert r["measured_peak_bytes"] == r["planned_peak_bytes"] > 0, r
     assert r["overrides"]["learning_rate"] == "0.003" and r["overrides"]["steps"] == "3", r["overrides"]
     assert r["log"] == "runs/point-%d.log" % k
+    # the rates are those of the median step time: tokens/s x seconds is a
+    # step's tokens, TFLOP/s x seconds its TFLOP (metrics.jsonl's
+    # tokens_per_device and tflops_per_device)
+    step = json.loads(open("%s/point-%d/metrics.jsonl" % (sys.argv[2], k)).readline())
+    tokens, tflop = step["tokens_per_device"], step["tflops_per_device"]
+    assert abs(r["tokens_per_s_per_device"] * r["median_step_seconds"] - tokens) < 1e-6 * tokens, (r, tokens)
+    assert abs(r["tflops_per_s_per_device"] * r["median_step_seconds"] - tflop) < 1e-6 * tflop, (r, tflop)
 # remat never changes the numbers (vocab tiling only the summation order)
 losses = [recs[k]["final_loss"] for k in (1, 2, 3, 4)]
 assert recs[1]["final_loss"] == recs[3]["final_loss"] and max(losses) - min(losses) < 1e-5, losses
@@ -91,7 +98,8 @@ grep -q '^| point | remat_policy | num_vocab_tiling | memory_limit_bytes | steps
 grep -q '^| 1 | full | 1 | 0 | 3 | ok | ' "$md" || { cat "$md"; fail "row 1"; }
 grep -q '^| 5 | full | 1 | 1000000 | 3 | does_not_fit | - | - | - | [0-9.]* | - | train: the plan needs' "$md" || { cat "$md"; fail "row 5"; }
 grep -q "^| 6 | - | - | - | 0 | config_error | .*'steps' = 0 is out of range" "$md" || { cat "$md"; fail "row 6"; }
-grep -q '^Status: 4 ok, 1 does_not_fit, 1 config_error (' "$md" || { cat "$md"; fail "status counts"; }
+grep -q '^Status: 4 ok, 1 does_not_fit, 1 config_error (median_step_seconds is the median over the steps after step 0; ' "$md" \
+  || { cat "$md"; fail "status counts, or the steps the timings are over"; }
 # ascending planned peak, the row without one (point 6) last
 python3 - "$md" <<'EOF' || { cat "$md"; fail "table order"; }
 import sys

@@ -2,7 +2,8 @@
  * fastest), the union of grids without duplicates, explicit points after
  * them, the precedence of a point's layers, every refusal naming what is
  * wrong, result records round-tripping through results.jsonl, the medians
- * read from a run's metrics.jsonl, the table's order; and the command's
+ * read from a run's metrics.jsonl (the rates those of the median step
+ * time), the table's order and heading; and the command's
  * runner: a process's exit status -> the point's status, and a whole sweep
  * with a stand-in for `gemtrain train`: every point checked before any
  * starts, a point's identity (its resolved configuration) deciding which
@@ -330,13 +331,54 @@ START_TEST(test_run_metrics) {
   ck_assert(r.measured_peak_bytes == 300);
   ck_assert_int_eq(r.steps_done, 4);
 
-  /* with two steps, both count */
+  /* an even count of steps: the median time is the mean of the middle two
+   * (0.25 s), and the rates are a step's 120 tokens and 0.06 TFLOP over
+   * it, 480 tokens/s and 0.24 TFLOP/s; the medians of the rates (500 and
+   * 0.25) would not be 120 tokens over 0.25 s */
   f = fopen(path, "w");
-  fprintf(f, "{\"step\": 0, \"loss\": 6.0, \"seconds\": 1.0, \"peak_memory_bytes\": 100}\n");
-  fprintf(f, "{\"step\": 1, \"loss\": 5.0, \"seconds\": 0.5, \"peak_memory_bytes\": 100}\n");
+  static const double secs[5] = {9.0, 0.1, 0.2, 0.3, 0.4};
+  for (int i = 0; i < 5; i++)
+    fprintf(f,
+            "{\"step\": %d, \"loss\": 5.0, \"seconds\": %.6f, \"tokens_per_s_per_device\": %.3f, "
+            "\"tflops_per_s_per_device\": %.6f}\n",
+            i, secs[i], 120 / secs[i], 0.06 / secs[i]);
+  fclose(f);
+  ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK);
+  ck_assert(fabs(r.median_step_seconds - 0.25) < 1e-12);
+  ck_assert_msg(fabs(r.tokens_per_s_per_device - 480) < 1e-6, "%.9g", r.tokens_per_s_per_device);
+  ck_assert_msg(fabs(r.tflops_per_s_per_device - 0.24) < 1e-9, "%.9g", r.tflops_per_s_per_device);
+  ck_assert_int_eq(r.steps_done, 5);
+  /* a step's work as metrics.jsonl writes it (tokens_per_device,
+   * tflops_per_device) wins over rate x seconds, whose rates are rounded */
+  f = fopen(path, "w");
+  static const char *const worked[3] = {"\"seconds\": 9.0, \"tokens_per_s_per_device\": 11, "
+                                        "\"tflops_per_s_per_device\": 0.000011",
+                                        "\"seconds\": 0.3, \"tokens_per_s_per_device\": 333, "
+                                        "\"tflops_per_s_per_device\": 0.000333",
+                                        "\"seconds\": 0.1, \"tokens_per_s_per_device\": 1000, "
+                                        "\"tflops_per_s_per_device\": 0.001"};
+  for (int i = 0; i < 3; i++)
+    fprintf(f, "{\"step\": %d, \"loss\": 5.0, %s, \"tflops_per_device\": 0.0001, \"tokens_per_device\": 100}\n", i,
+            worked[i]);
+  fclose(f);
+  ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK);
+  ck_assert(fabs(r.median_step_seconds - 0.2) < 1e-12);
+  ck_assert_msg(fabs(r.tokens_per_s_per_device - 500) < 1e-9, "%.12g", r.tokens_per_s_per_device);
+  ck_assert_msg(fabs(r.tflops_per_s_per_device - 0.0005) < 1e-15, "%.12g", r.tflops_per_s_per_device);
+
+  /* with two steps, both count: 100 tokens over 0.75 s */
+  f = fopen(path, "w");
+  fprintf(f,
+          "{\"step\": 0, \"loss\": 6.0, \"seconds\": 1.0, \"tokens_per_s_per_device\": 100, "
+          "\"peak_memory_bytes\": 100}\n");
+  fprintf(f,
+          "{\"step\": 1, \"loss\": 5.0, \"seconds\": 0.5, \"tokens_per_s_per_device\": 200, "
+          "\"peak_memory_bytes\": 100}\n");
   fclose(f);
   ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_OK);
   ck_assert(fabs(r.median_step_seconds - 0.75) < 1e-12);
+  ck_assert_msg(fabs(r.tokens_per_s_per_device - 100 / 0.75) < 1e-9, "%.9g", r.tokens_per_s_per_device);
+  ck_assert(isnan(r.tflops_per_s_per_device)); /* not recorded */
   f = fopen(path, "w");
   fclose(f);
   ck_assert(gt_sweep_read_run_metrics(&r, path, &e) == GT_ERR_FORMAT);
@@ -486,7 +528,9 @@ START_TEST(test_table_order) {
   char *md = gt_test_read_file(path, NULL);
   ck_assert(md);
   ck_assert(strstr(md, "| point | per_device_batch_size | status | tokens_per_s_per_device | note |"));
-  ck_assert_msg(strstr(md, "\nStatus: 3 ok, 1 does_not_fit (a measured metric"), "%s", md);
+  ck_assert_msg(strstr(md, "\nStatus: 3 ok, 1 does_not_fit (median_step_seconds is the median over the steps after "
+                           "step 0; tokens/s and TFLOP/s are a step's tokens and TFLOP over it; bytes in MiB).\n"),
+                "%s", md);
   /* descending, the point without the metric last; '|' in a cell escaped */
   const char *r3 = strstr(md, "| 3 | 4 | ok | 400 |"), *r4 = strstr(md, "| 4 | 8 | ok | 200 |"),
              *r1 = strstr(md, "| 1 | 1 | ok | 100 |"),
@@ -500,6 +544,46 @@ START_TEST(test_table_order) {
   ck_assert(svg && strstr(svg, "<svg") && strstr(svg, "polyline"));
   free(svg);
   for (int i = 0; i < 4; i++) gt_sweep_result_free(&res[i]);
+  gt_sweep_free(&s);
+  gt_test_system("rm -rf '%s'", dir);
+  free(dir);
+}
+END_TEST
+
+/* results.md's heading names the steps the timings are the median over:
+ * after step 0, or all of them for a run of at most 2 steps */
+START_TEST(test_table_timing_steps) {
+  gt_sweep s;
+  parse_ok(&s, "{\"grid\": {\"per_device_batch_size\": [1, 2, 4]}, \"metrics\": [\"median_step_seconds\"]}");
+  gt_sweep_result res[3];
+  gt_err e;
+  for (int i = 0; i < 3; i++) {
+    gt_sweep_result_init(&res[i]);
+    res[i].point = i + 1;
+    res[i].status = GT_SWEEP_OK;
+    res[i].median_step_seconds = 0.5;
+    res[i].steps_done = 2;
+  }
+  res[1].status = GT_SWEEP_FAILED; /* no timings: it says nothing of the steps */
+  res[1].median_step_seconds = NAN;
+  res[1].steps_done = 9;
+  char *dir = gt_test_mkdtemp("sweep");
+  char path[512];
+  snprintf(path, sizeof path, "%s/results.md", dir);
+  static const char *const want[3] = {
+      " (median_step_seconds is the median over all the steps, step 0 included (no run had more than 2); ",
+      " (median_step_seconds is the median over the steps after step 0, or all of them for point 3 (at most 2 "
+      "steps); ",
+      " (median_step_seconds is the median over the steps after step 0; "};
+  for (int c = 0; c < 3; c++) {
+    if (c >= 1) res[0].steps_done = 5; /* case 1: point 1 after step 0, point 3 all */
+    if (c == 2) res[2].steps_done = 3;
+    ck_assert(gt_sweep_write_table(&s, res, path, &e) == GT_OK);
+    char *md = gt_test_read_file(path, NULL);
+    ck_assert_msg(md && strstr(md, want[c]), "case %d: %s", c, md);
+    free(md);
+  }
+  for (int i = 0; i < 3; i++) gt_sweep_result_free(&res[i]);
   gt_sweep_free(&s);
   gt_test_system("rm -rf '%s'", dir);
   free(dir);
@@ -992,6 +1076,7 @@ int main(void) {
   tcase_add_test(tc, test_exit_status_mapping);
   tcase_add_test(tc, test_last_error_line);
   tcase_add_test(tc, test_table_order);
+  tcase_add_test(tc, test_table_timing_steps);
   tcase_add_test(tc, test_plot_axes);
   tcase_add_test(tc, test_runner_statuses);
   tcase_add_test(tc, test_runner_plan_fit);

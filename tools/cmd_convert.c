@@ -3,6 +3,7 @@
  * The conversion itself (hf.h) works on a model in memory; this command only
  * chooses the container on gemtrain's side, which for now is the parameter
  * file of gt_ctx_save (paramfile.h) until the checkpoint format lands. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,29 @@ static gt_rc gt__write_checkpoint(const char *dir, const gt_model *m, const gt_c
   return rc;
 }
 
+/* field = the absolute path of path (which may be field itself); prints
+ * the error. */
+static int gt__absolute(const char *key, const char *path, char *field, size_t n) {
+  char *abs = realpath(path, NULL);
+  if (!abs) {
+    fprintf(stderr, "gemtrain: convert: cannot resolve '%s' (key '%s' of the written config) to an absolute path\n",
+            path, key);
+    return 1;
+  }
+  size_t len = strlen(abs);
+  if (len >= n) {
+    fprintf(stderr,
+            "gemtrain: convert: '%s' (key '%s' of the written config) is %zu characters long; the key holds at most "
+            "%zu\n",
+            abs, key, len, n - 1);
+    free(abs);
+    return 2;
+  }
+  memcpy(field, abs, len + 1);
+  free(abs);
+  return 0;
+}
+
 static int gt__from_hf(int argc, char **argv) {
   if (argc != 2) {
     gt_cli_help(stderr, "convert", NULL);
@@ -259,9 +283,20 @@ static int gt__from_hf(int argc, char **argv) {
   gt_mem_init(&mem);
   gt_model m;
   gt_hf_info info;
-  /* the written config names the HF directory as its model (model_source.h) */
   int rc = gt__convert_defaults(&cfg);
   if (rc || (rc = gt_cli_load_params(dir, 1, &cfg, &m, &mem, &info))) return rc;
+  /* the written config names the HF directory as the model it was loaded
+   * from (load_parameters_path, as a run started from the directory records
+   * it) and the directory's tokenizer.json, both by absolute paths: to_hf
+   * finds the directory's tokenizer files and generation_config.json
+   * through it (gt_hf_source_origin), and decode its tokenizer, from any
+   * working directory */
+  if ((rc = gt__absolute("load_parameters_path", dir, cfg.load_parameters_path, sizeof cfg.load_parameters_path)) ||
+      (cfg.tokenizer_path[0] &&
+       (rc = gt__absolute("tokenizer_path", cfg.tokenizer_path, cfg.tokenizer_path, sizeof cfg.tokenizer_path)))) {
+    gt_model_free(&m);
+    return rc;
+  }
   gt_err err;
   gt_err_clear(&err);
   size_t ol = strlen(out);

@@ -14,17 +14,19 @@
 #include "hf/peft.h"
 #include "train/train.h"
 
-static void model_line(const gt_model *m, const gt_config *cfg, const char *path) {
+/* f: standard output, or standard error in --interactive, whose standard
+ * output holds the replies alone */
+static void model_line(FILE *f, const gt_model *m, const gt_config *cfg, const char *path) {
   int local = 0, window = 0;
   for (int64_t l = 0; l < m->n_layers; l++)
     if (m->layers[l].window > 0) local++, window = m->layers[l].window;
-  printf("model: %s, %lld layers (%d local with window %d, %lld global), d=%lld, vocab=%lld; parameters from %s\n",
+  fprintf(f, "model: %s, %lld layers (%d local with window %d, %lld global), d=%lld, vocab=%lld; parameters from %s\n",
          cfg->model_name, (long long)m->n_layers, local, window,
          (long long)m->n_layers - local, (long long)m->d, (long long)m->vocab, path);
   /* (PEFT does not check an adapter's base; the user can, from this line) */
   char base[GT_STR_PATH];
   if (cfg->lora_restore_path[0] && gt_peft_base_model(cfg->lora_restore_path, base, sizeof base))
-    printf("adapters: %s, trained over '%s' (its adapter_config.json)\n", cfg->lora_restore_path, base);
+    fprintf(f, "adapters: %s, trained over '%s' (its adapter_config.json)\n", cfg->lora_restore_path, base);
 }
 
 /* What the cache of n_prompt + max_new - 1 positions takes (the decoder
@@ -150,16 +152,17 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
   size_t cap = 0;
   gt_rc rc = GT_OK;
   int first = gt_config_is_user_set(opt, "prompt"); /* prompt=...: the first user turn */
-  printf("chat: one user turn per line, answered as the model; end of input (Ctrl-D) ends it\n");
+  /* standard output holds the replies alone: the rest goes to standard error */
+  fprintf(stderr, "chat: one user turn per line, answered as the model; end of input (Ctrl-D) ends it\n");
   for (;;) {
     const char *turn;
     if (first) {
       turn = opt->prompt;
       first = 0;
-      if (tty) printf("> %s\n", turn);
+      if (tty) fprintf(stderr, "> %s\n", turn);
     } else {
-      if (tty) printf("> ");
       fflush(stdout);
+      if (tty) fprintf(stderr, "> ");
       ssize_t k = getline(&line, &cap, stdin);
       if (k < 0) break;
       while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r')) line[--k] = '\0';
@@ -176,7 +179,6 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
       gt_textgen_out_free(&o);
       break;
     }
-    /* the figures on stderr: standard output holds the replies alone */
     char why[96];
     gt_textgen_reason_text(g, &o, why, sizeof why);
     fprintf(stderr, "prefill: %lld tokens (the conversation so far), generate: %lld tokens (%s)\n",
@@ -184,7 +186,7 @@ static gt_rc interact(gt_textgen *g, const gt_config *opt, const gt_config *cfg,
     gt_textgen_out_free(&o);
     fflush(stdout);
   }
-  if (tty && !rc) printf("\n");
+  if (tty && !rc) fprintf(stderr, "\n");
   free(line);
   gt_decode_chat_free(&chat);
   return rc;
@@ -281,8 +283,9 @@ int gt_cmd_decode(int argc, char **argv) {
     if ((r = gt_textgen_add_stop(&g, stops[i], &err))) goto out;
   /* the chat keys against the model's template (enable_thinking needs Gemma 4's) */
   if (chat_mode && (r = gt_decode_chat_check(&cfg, &err))) goto out;
-  model_line(&m, &cfg, opt.load_parameters_path);
-  printf("tokenizer: %s\n", tok_what);
+  FILE *info = interactive ? stderr : stdout;
+  model_line(info, &m, &cfg, opt.load_parameters_path);
+  fprintf(info, "tokenizer: %s\n", tok_what);
   fflush(stdout);
   if (interactive) {
     r = interact(&g, &opt, &cfg, &err);

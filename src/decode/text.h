@@ -145,6 +145,9 @@ typedef struct gt_textgen_out {
   gt_decode_stats st;
 } gt_textgen_out;
 
+/* tok NULL (byte tokens) with a model whose vocab_size is not 260 is
+ * refused (GT_ERR_CONFIG, naming tokenizer_path): every text path encodes
+ * and decodes through it. */
 gt_rc gt_textgen_init(gt_textgen *g, gt_model *m, const gt_tokenizer *tok, gt_sampler *smp, gt_err *err);
 void gt_textgen_free(gt_textgen *g);
 /* A stop string (copied); an empty one is refused. */

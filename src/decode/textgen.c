@@ -69,9 +69,16 @@ gt_rc gt_textgen_init(gt_textgen *g, gt_model *m, const gt_tokenizer *tok, gt_sa
   g->eot_id = -1;
   g->eot_stop = -1;
   g->ch_open_id = g->ch_close_id = -1;
-  if (!tok && m->vocab < GT_BYTE_VOCAB)
-    return gt_err_set(err, GT_ERR_CONFIG, "decode: the model's vocab_size is %lld; byte tokens need at least %d (or "
-                      "set tokenizer_path)", (long long)m->vocab, GT_BYTE_VOCAB);
+  /* byte tokens fit any larger vocabulary, so a model of another one (a
+   * run on Gemma-tokenized shards, which records no tokenizer) would read
+   * its prompt as bytes and write ids >= 260 as nothing, without a word:
+   * byte tokens are for byte models, as training has them (data/store.c) */
+  if (!tok && m->vocab != GT_BYTE_VOCAB)
+    return gt_err_set(err, GT_ERR_CONFIG,
+                      "decode: text without a tokenizer is read as byte tokens (%d ids), but the model's vocab_size "
+                      "is %lld: its vocabulary is another; set tokenizer_path to the model's tokenizer.json (the "
+                      "one its data was tokenized with; byte tokens need vocab_size = %d)",
+                      GT_BYTE_VOCAB, (long long)m->vocab, GT_BYTE_VOCAB);
   /* <bos> and <eos> as training takes them from the tokenizer */
   gt_encoder e;
   gt_encoder_init(&e, tok, m->vocab);

@@ -267,7 +267,7 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
   FILE *f = fopen(metrics_path, "r");
   if (!f) return gt_err_set(err, GT_ERR_IO, "sweep: cannot read '%s': %s", metrics_path, strerror(errno));
   int n = 0, cap = 0;
-  double *sec = NULL, *tok = NULL, *tfl = NULL;
+  double *sec = NULL, *tok = NULL, *tfl = NULL; /* each step's seconds, tokens and TFLOP per device */
   double peak = NAN, loss = NAN, eval = NAN, pref[4] = {NAN, NAN, NAN, NAN};
   char *line = NULL;
   size_t lcap = 0;
@@ -296,10 +296,17 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
     }
     const cJSON *it;
     sec[n] = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "seconds")) ? it->valuedouble : NAN;
-    tok[n] =
-        cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_device")) ? it->valuedouble : NAN;
-    tfl[n] =
-        cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tflops_per_s_per_device")) ? it->valuedouble : NAN;
+    /* the step's work: its tokens and TFLOP per device, which metrics.jsonl
+     * writes with more digits than the rates (a file without them: rate x
+     * seconds) */
+    tok[n] = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_device")) ? it->valuedouble
+             : cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_device"))
+                 ? it->valuedouble * sec[n]
+                 : NAN;
+    tfl[n] = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tflops_per_device")) ? it->valuedouble
+             : cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "tflops_per_s_per_device"))
+                 ? it->valuedouble * sec[n]
+                 : NAN;
     /* a NaN loss is written as nan by printf, which is not JSON: cJSON
      * refuses the line above, so a NaN shows as a missing loss */
     loss = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(o, "loss")) ? it->valuedouble : NAN;
@@ -324,9 +331,15 @@ gt_rc gt_sweep_read_run_metrics(gt_sweep_result *r, const char *metrics_path, gt
     /* step 0 pays for first-touch page faults and cold caches: it is not the
      * steady state a sweep compares, unless it is most of what there is */
     int skip = n > 2 ? 1 : 0;
+    /* the rates are those of the median step time: a step's tokens and
+     * TFLOP (the same each step) over it. Separate medians of the three
+     * disagree whenever the middle steps differ (an even count averages two
+     * of each, and the fastest step has the highest rate), so a row's
+     * tokens/s would not be its tokens over its seconds. */
+    double step_tokens = gt__median(tok + skip, n - skip), step_tflop = gt__median(tfl + skip, n - skip);
     r->median_step_seconds = gt__median(sec + skip, n - skip);
-    r->tokens_per_s_per_device = gt__median(tok + skip, n - skip);
-    r->tflops_per_s_per_device = gt__median(tfl + skip, n - skip);
+    r->tokens_per_s_per_device = step_tokens / r->median_step_seconds;
+    r->tflops_per_s_per_device = step_tflop / r->median_step_seconds;
     r->final_loss = loss;
     r->final_eval_loss = eval;
     r->final_rewards_accuracies = pref[0];

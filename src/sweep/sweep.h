@@ -155,8 +155,8 @@ typedef struct gt_sweep_result {
   double planned_host_bytes;      /* host pool (offloaded activations) of the plan */
   double measured_peak_bytes;     /* max peak_memory_bytes over the steps */
   double median_step_seconds;     /* skipping step 0 when there are more than 2 steps */
-  double tokens_per_s_per_device; /* median, same steps */
-  double tflops_per_s_per_device; /* median, same steps */
+  double tokens_per_s_per_device; /* a step's tokens per device / median_step_seconds */
+  double tflops_per_s_per_device; /* a step's TFLOP per device / median_step_seconds */
   double final_loss;
   double final_eval_loss;
   /* use_dpo: the last step's rewards/accuracies and rewards/margins, and

@@ -99,6 +99,32 @@ void gt_sweep_print_table(FILE *f, const gt_sweep *s, const gt_sweep_result *res
   free(order);
 }
 
+/* Which steps the timings are the median over (results.c: step 0 is left
+ * out of a run of more than 2 steps), as the rows have it, then the units. */
+static void gt__timing_note(FILE *f, const gt_sweep *s, const gt_sweep_result *res) {
+  int after0 = 0, all = 0;
+  for (int i = 0; i < s->n_points; i++)
+    if (isfinite(res[i].median_step_seconds)) {
+      if (res[i].steps_done > 2)
+        after0++;
+      else
+        all++;
+    }
+  fputs(" (median_step_seconds is the median over ", f);
+  if (!all) {
+    fputs("the steps after step 0", f);
+  } else if (!after0) {
+    fputs("all the steps, step 0 included (no run had more than 2)", f);
+  } else {
+    fputs("the steps after step 0, or all of them for point", f);
+    const char *sep = all > 1 ? "s " : " ";
+    for (int i = 0; i < s->n_points; i++)
+      if (isfinite(res[i].median_step_seconds) && res[i].steps_done <= 2) fprintf(f, "%s%d", sep, i + 1), sep = ", ";
+    fputs(" (at most 2 steps)", f);
+  }
+  fputs("; tokens/s and TFLOP/s are a step's tokens and TFLOP over it; bytes in MiB).\n\n", f);
+}
+
 gt_rc gt_sweep_write_table(const gt_sweep *s, const gt_sweep_result *res, const char *path, gt_err *err) {
   /* write then rename: a reader never sees half a table */
   char tmp[GT_STR_PATH + 16];
@@ -126,7 +152,7 @@ gt_rc gt_sweep_write_table(const gt_sweep *s, const gt_sweep_result *res, const 
     if (counts[st])
       fprintf(f, "%s %d %s", sep, counts[st], st ? gt_sweep_status_name((gt_sweep_status)st) : "pending"), sep = ",";
   }
-  fputs(" (a measured metric is the median over the steps after step 0; bytes in MiB).\n\n", f);
+  gt__timing_note(f, s, res);
   gt_sweep_print_table(f, s, res);
   if (s->plot_x[0]) fprintf(f, "\n![%s against %s](plot.svg)\n", s->plot_y, s->plot_x);
   int ok = !ferror(f);
