@@ -332,4 +332,19 @@ echo "$bad_sw" > "$work/sw3.json"
 out=$(cd "$work" && "$bin" sweep sw3.json base_output_directory=out 2>&1) && fail "a bad task metric was accepted" || true
 echo "$out" | grep -q "is not a metric.*tasks/<task>/<field>" || fail "bad metric line: $out"
 cat "$md"
+
+# 7. task text without a tokenizer is byte tokens, which fit only a byte
+#    model: a model of 512 ids and no tokenizer is refused by gemtrain eval
+#    and, before a step, by a training run with eval_tasks
+"$bin" convert to_hf init "$work/hf512" model_name=gemma3-tiny vocab_size=512 > /dev/null 2>&1 || fail "init hf512"
+rc=0
+"$bin" eval "load_parameters_path=$work/hf512" "eval_tasks=$tasks" > "$work/v512.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "^gemtrain: eval: key 'eval_tasks': the tasks' text without a tokenizer is read as byte tokens (260 ids), but the model's vocab_size is 512; set tokenizer_path" \
+  "$work/v512.log" || { cat "$work/v512.log"; fail "eval scored a 512-id model's tasks as byte tokens (exit $rc)"; }
+rc=0
+"$bin" train "load_parameters_path=$work/hf512" dataset_type=synthetic steps=1 eval_interval=1 "eval_tasks=$tasks" \
+  sample_tokens=0 "base_output_directory=$work/runs" run_name=v512 > "$work/t512.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "eval: key 'eval_tasks': the tasks' text without a tokenizer is read as byte tokens" "$work/t512.log" \
+  || { cat "$work/t512.log"; fail "a training run with a 512-id model's eval_tasks was not refused (exit $rc)"; }
+grep -q "^completed step" "$work/t512.log" && fail "a step ran before the eval_tasks refusal"
 echo "e2e_eval: OK"

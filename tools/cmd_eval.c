@@ -227,6 +227,7 @@ int gt_cmd_eval(int argc, char **argv) {
   if (!e) take_run_keys(cfg, r.src, r.have_src, from_run, sizeof from_run);
   if (!e) pick_tokenizer(cfg, r.src, r.have_src);
   if (!e) e = gt_config_validate(cfg, &err);
+  if (!e) e = gt_eval_tasks_tokenizer_check(cfg, &err);
   if (!e && r.have_src == 0 && primary)
     fprintf(stderr, "gemtrain: eval: load_parameters_path is not set: scoring the model as initialised (seed %d)\n",
             cfg->init_weights_seed);

@@ -84,6 +84,11 @@ void gt_eval_task_name(const char *path, char *out, size_t n);
  * Refused with GT_ERR_CONFIG naming the key eval_tasks and the files.
  * *n (may be NULL): how many paths. */
 gt_rc gt_eval_tasks_check(const char *list, int max, int *n, gt_err *err);
+/* The tasks' text is tokenized with tokenizer_path, or read as byte tokens
+ * without one, which only a byte model's vocabulary (GT_BYTE_VOCAB) is: a
+ * model of another vocab_size without a tokenizer is refused naming
+ * eval_tasks and tokenizer_path (GT_ERR_CONFIG), as training's text is. */
+gt_rc gt_eval_tasks_tokenizer_check(const gt_config *cfg, gt_err *err);
 /* Reads a task file. A record that is not one of the layouts, a choice list
  * shorter than 2, a label out of range, an empty context or choice is
  * refused in one line naming the file, the line and the field. */

@@ -83,6 +83,15 @@ int gt_eval_next_path(const char **cursor, char *out, size_t n) {
   return 0;
 }
 
+gt_rc gt_eval_tasks_tokenizer_check(const gt_config *cfg, gt_err *err) {
+  if (!cfg->eval_tasks[0] || cfg->tokenizer_path[0] || cfg->vocab_size == GT_BYTE_VOCAB) return GT_OK;
+  return gt_err_set(err, GT_ERR_CONFIG,
+                    "eval: key 'eval_tasks': the tasks' text without a tokenizer is read as byte tokens (%d ids), but "
+                    "the model's vocab_size is %lld; set tokenizer_path to the model's tokenizer.json (byte tokens "
+                    "need vocab_size = %d)",
+                    GT_BYTE_VOCAB, (long long)cfg->vocab_size, GT_BYTE_VOCAB);
+}
+
 gt_rc gt_eval_tasks_check(const char *list, int max, int *n_out, gt_err *err) {
   typedef char gt__name[sizeof(((gt_eval_task *)0)->name)];
   int cap = 1, n = 0;

@@ -23,7 +23,8 @@ void gt_eval_train_tasks_free(gt_eval_train_state *s) {
 }
 
 gt_rc gt_eval_train_tasks_check(const gt_config *cfg, gt_err *err) {
-  return gt_eval_tasks_check(cfg->eval_tasks, GT__MAX_TASKS, NULL, err);
+  gt_rc rc = gt_eval_tasks_check(cfg->eval_tasks, GT__MAX_TASKS, NULL, err);
+  return rc ? rc : gt_eval_tasks_tokenizer_check(cfg, err);
 }
 
 int gt_eval_train_never_evaluates(const gt_config *cfg) {
