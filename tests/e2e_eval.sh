@@ -336,7 +336,10 @@ cat "$md"
 # 7. task text without a tokenizer is byte tokens, which fit only a byte
 #    model: a model of 512 ids and no tokenizer is refused by gemtrain eval
 #    and, before a step, by a training run with eval_tasks
-"$bin" convert to_hf init "$work/hf512" model_name=gemma3-tiny vocab_size=512 > /dev/null 2>&1 || fail "init hf512"
+"$bin" convert to_hf init "$work/hf512" model_name=gemma3-tiny vocab_size=512 > "$work/hf512.log" 2>&1 || fail "init hf512"
+# (its export does not call a 512-id model's missing tokenizer byte tokens)
+grep -q "^convert: no tokenizer files (the source names none: give the directory the model's tokenizer.json" "$work/hf512.log" \
+  || { cat "$work/hf512.log"; fail "the 512-id export's tokenizer line"; }
 rc=0
 "$bin" eval "load_parameters_path=$work/hf512" "eval_tasks=$tasks" > "$work/v512.log" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q "^gemtrain: eval: key 'eval_tasks': the tasks' text without a tokenizer is read as byte tokens (260 ids), but the model's vocab_size is 512; set tokenizer_path" \

@@ -169,7 +169,9 @@ static int gt__to_hf(int argc, char **argv) {
          ex.copied_tokenizer ? (tok[0] ? "tokenizer.json from the run's tokenizer_path"
                                        : "tokenizer files copied from the source's HF directory")
          : ex.has_tokenizer  ? "tokenizer.json kept: it was in the output directory already"
-                             : "no tokenizer files (the model uses byte tokens)",
+                             : m.vocab == GT_BYTE_VOCAB ? "no tokenizer files (the model uses byte tokens)"
+                                                        : "no tokenizer files (the source names none: give the "
+                                                          "directory the model's tokenizer.json before decoding)",
          ex.wrote_generation_config    ? "written (Gemma's defaults)"
          : ex.copied_generation_config ? "copied from the source's HF directory"
                                        : "kept: it was in the output directory already");
