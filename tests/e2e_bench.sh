@@ -19,42 +19,44 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 keys=(model_name=gemma3-tiny per_device_batch_size=8 max_target_length=128 threads_per_device=1)
 
+# flops_check <bench output> <plan --json> <devices> <tokens a step>: GFLOP/s
+# over tokens/s is the step's FLOPs (devices x the plan's per device) per
+# token; with several devices the line gives the total and the per-device share
+flops_check() {
+  python3 - "$@" << 'PY'
+import json, re, sys
+out, plan, n, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+line = [l for l in open(out) if l.startswith("train step")][0]
+m = re.search(r"([0-9.]+) tokens/s, ([0-9.]+) GFLOP/s(?: over all ([0-9]+) devices, ([0-9.]+) per device)? "
+              r"\(MaxText count ([0-9.]+) TFLOPs/step\)", line)
+assert m, line
+tok, gf, tf = float(m.group(1)), float(m.group(2)), float(m.group(5))
+dev_tf = json.load(open(plan))["total_tflops_per_step_per_device"]
+want = n * dev_tf * 1e12 / tokens * tok / 1e9  # the step's FLOPs per token, times tokens/s
+# (the printed figures' rounding: 0.1 GFLOP/s of a few tens)
+assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
+assert abs(tf - n * dev_tf) <= 0.0001, (tf, dev_tf)
+if n > 1:
+    assert int(m.group(3)) == n and abs(float(m.group(4)) - gf / n) <= 0.1, line
+else:
+    assert m.group(3) is None, line
+print(f"{n} device(s), {tokens} tokens a step: {gf} GFLOP/s for {tok} tokens/s (the step's FLOPs: {want:.1f})")
+PY
+}
+
 # 1. GFLOP/s of a 2-device step: the step's FLOPs (2 x the plan's per device)
 "$bin" bench --steps 1 "${keys[@]}" num_devices=2 > "$work/b2.txt"
 "$bin" plan "${keys[@]}" --json > "$work/plan.json"
 head -n 1 "$work/b2.txt" | grep -q ', batch 16 x 128, .*, 2 devices x 1 thread = 2 threads$' \
   || fail "the header does not give 2 devices x 1 thread = 2 threads: $(head -n 1 "$work/b2.txt")"
-python3 - "$work/b2.txt" "$work/plan.json" << 'PY' || fail "2 devices: GFLOP/s is not the whole step's: $(grep '^train step' "$work/b2.txt")"
-import json, re, sys
-line = [l for l in open(sys.argv[1]) if l.startswith("train step")][0]
-m = re.search(r"([0-9.]+) tokens/s, ([0-9.]+) GFLOP/s over all 2 devices, ([0-9.]+) per device \(MaxText count ([0-9.]+) TFLOPs/step\)", line)
-assert m, line
-tok, gf, per, tf = map(float, m.groups())
-dev_tf = json.load(open(sys.argv[2]))["total_tflops_per_step_per_device"]
-want = 2 * dev_tf * 1e12 / (16 * 128) * tok / 1e9  # the step's FLOPs per global token
-# (the printed figures' rounding: 0.1 GFLOP/s of a few tens)
-assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
-assert abs(per - gf / 2) <= 0.1, (per, gf)
-assert abs(tf - 2 * dev_tf) <= 0.0001, (tf, dev_tf)
-print(f"2 devices: {gf} GFLOP/s for {tok} tokens/s (the step's FLOPs: {want:.1f}), {per} per device")
-PY
+flops_check "$work/b2.txt" "$work/plan.json" 2 $((16 * 128)) || fail "2 devices: GFLOP/s is not the whole step's: $(grep '^train step' "$work/b2.txt")"
 
 # 1b. gradient accumulation: a step's tokens are its 2 micro-batches'
 "$bin" bench --steps 1 "${keys[@]}" gradient_accumulation_steps=2 > "$work/ga.txt"
 "$bin" plan "${keys[@]}" gradient_accumulation_steps=2 --json > "$work/plan_ga.json"
 head -n 1 "$work/ga.txt" | grep -q ', batch 8 x 128 x 2 micro-batches, ' \
   || fail "the header does not give the micro-batches: $(head -n 1 "$work/ga.txt")"
-python3 - "$work/ga.txt" "$work/plan_ga.json" << 'PY' || fail "gradient accumulation: tokens/s is not the step's: $(grep '^train step' "$work/ga.txt")"
-import json, re, sys
-line = [l for l in open(sys.argv[1]) if l.startswith("train step")][0]
-m = re.search(r"([0-9.]+) tokens/s, ([0-9.]+) GFLOP/s \(MaxText count ([0-9.]+) TFLOPs/step\)", line)
-assert m, line
-tok, gf, tf = map(float, m.groups())
-step_tf = json.load(open(sys.argv[2]))["total_tflops_per_step_per_device"]
-want = step_tf * 1e12 / (2 * 8 * 128) * tok / 1e9  # FLOPs per token of 2 micro-batches
-assert abs(gf - want) <= 0.02 * want + 0.1, (gf, want)
-print(f"gradient accumulation 2: {gf} GFLOP/s for {tok} tokens/s (FLOPs per token: {want:.1f})")
-PY
+flops_check "$work/ga.txt" "$work/plan_ga.json" 1 $((2 * 8 * 128)) || fail "gradient accumulation: tokens/s is not the step's: $(grep '^train step' "$work/ga.txt")"
 
 # 2. bench checkpoint: --steps 5 is 5 of each; the default 3
 "$bin" bench checkpoint --steps 5 model_name=gemma3-tiny "base_output_directory=$work" > "$work/ck5.txt"

@@ -113,22 +113,29 @@ START_TEST(test_decision_and_layout) {
 }
 END_TEST
 
+/* A norm-masked model twice from one seed: f all float32, q with its frozen
+ * base stored as qtype (c is q's config), both allocated in mem. */
+static void float_and_stored(gt_config *c, const char *model, const char *qtype, gt_model *f, gt_model *q,
+                             gt_mem *mem) {
+  gt_err e;
+  gt_mem_init(mem);
+  cfg_of(c, model, "norm", "float32", 1);
+  ck_assert(gt_model_build(f, c, &e) == GT_OK && gt_model_alloc_inference(f, mem, &e) == GT_OK);
+  cfg_of(c, model, "norm", qtype, 1);
+  ck_assert(gt_model_build(q, c, &e) == GT_OK && gt_model_alloc_inference(q, mem, &e) == GT_OK);
+  gt_model_init_params(f, 11, 1.0);
+  gt_model_init_params(q, 11, 1.0);
+}
+
 /* The stored base equals gt_quantize of the float32 base, tensor by tensor. */
 START_TEST(test_stored_equals_quantized_float_base) {
   const char *models[] = {"gemma3-tiny", "gemma4-tiny-ple"};
   for (int mi = 0; mi < 2; mi++)
     for (int k = 0; k < 3; k++) {
       gt_config c;
-      gt_err e;
       gt_model f, q;
       gt_mem mem;
-      gt_mem_init(&mem);
-      cfg_of(&c, models[mi], "norm", "float32", 1);
-      ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
-      cfg_of(&c, models[mi], "norm", g_qtypes[k], 1);
-      ck_assert(gt_model_build(&q, &c, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
-      gt_model_init_params(&f, 11, 1.0);
-      gt_model_init_params(&q, 11, 1.0);
+      float_and_stored(&c, models[mi], g_qtypes[k], &f, &q, &mem);
       for (int i = 0; i < q.n_tensors; i++) {
         const gt_tensor_info *t = &q.tensors[i];
         const float *src = f.params + f.tensors[i].offset;
@@ -512,16 +519,10 @@ START_TEST(test_logits_bf16_embedding) {
   for (int mi = 0; mi < 2; mi++)
     for (int k = 0; k < 2; k++) {
       gt_config c;
-      gt_err e;
       gt_model f, q;
       gt_mem mem;
-      gt_mem_init(&mem);
-      cfg_of(&c, models[mi], "norm", "float32", 1);
-      ck_assert(gt_model_build(&f, &c, &e) == GT_OK && gt_model_alloc_inference(&f, &mem, &e) == GT_OK);
-      cfg_of(&c, models[mi], "norm", gt_store_dtype_name(qs[k]), 1);
-      ck_assert(gt_model_build(&q, &c, &e) == GT_OK && gt_model_alloc_inference(&q, &mem, &e) == GT_OK);
-      gt_model_init_params(&f, 11, 1.0);
-      gt_model_init_params(&q, 11, 1.0);
+      float_and_stored(&c, models[mi], gt_store_dtype_name(qs[k]), &f, &q, &mem);
+      gt_err e;
       int tables = 0;
       for (int i = 0; i < f.n_tensors; i++) {
         const gt_tensor_info *t = &f.tensors[i];
