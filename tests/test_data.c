@@ -976,8 +976,8 @@ END_TEST
 
 /* eval_dataset_path is held out: a file it names that dataset_path also
  * holds, under any name (here a symbolic link, dataset_path a directory),
- * is refused naming both; a caller that sets eval_dataset_path itself
- * (gemtrain eval --whole, scoring every row) is not refused. */
+ * is refused naming both; a caller that sets eval_dataset_path to a file
+ * of its own is not refused. */
 START_TEST(test_eval_files_not_training_files) {
   char *dir = gt_test_mkdtemp("overlap"), *other = gt_test_mkdtemp("overlap_eval");
   char *a = gt_test_path(dir, "a.jsonl"), *b = gt_test_path(dir, "b.jsonl"), *alias = gt_test_path(other, "alias.jsonl"),

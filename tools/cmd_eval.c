@@ -259,7 +259,7 @@ int gt_cmd_eval(int argc, char **argv) {
   FILE *tf = json_path && !strcmp(json_path, "-") ? stderr : stdout;
   if (primary)
     fprintf(tf, "eval: %s, %lld parameters, on %lld device%s; tokenizer %s%s%s\n",
-           r.have_src ? r.src->desc : "initialised parameters", (long long)gt_model_count_params(cfg),
+           r.have_src ? r.src->desc : "initialised parameters", (long long)gt_model_numel(&r.m),
            gt_config_total_devices(cfg), gt_config_total_devices(cfg) == 1 ? "" : "s",
            cfg->tokenizer_path[0] ? cfg->tokenizer_path : "byte tokens", from_run[0] ? "; from the run's config: " : "",
            from_run);

@@ -151,8 +151,7 @@ gt_rc gt_plan_watch_open(gt_plan_watch **out, gt_plan *p, const gt_config *c, gt
   pw->p = p, pw->c = c;
   gt_model *m = &pw->m;
   int N = pw->N = (int)c->num_devices;
-  p->n_params = 0; /* elements (the layout counts words: a quantized base takes fewer) */
-  for (int i = 0; i < m->n_tensors; i++) p->n_params += m->tensors[i].numel;
+  p->n_params = gt_model_numel(m); /* elements (the layout counts words: a quantized base takes fewer) */
   snprintf(p->frozen_qtype, sizeof p->frozen_qtype, "%s", gt_qstore_name(m));
   snprintf(p->frozen_embed_qtype, sizeof p->frozen_embed_qtype, "%s", gt_qstore_embed_name(m));
   snprintf(p->frozen_storage, sizeof p->frozen_storage, "%s", gt_qstore_describe(m));

@@ -140,7 +140,7 @@ static void gt__remove_new_run_dir(const char *dir) { nftw(dir, gt__rm_entry, 16
  * otherData. */
 static gt_rc gt__setup_record(gt_report *r, gt_profiler *prof, const gt_config *c, const gt_model *m, int64_t start,
                               gt_err *err) {
-  int64_t n_el = gt_model_count_params(c);
+  int64_t n_el = gt_model_numel(m);
   snprintf(prof->other, sizeof prof->other,
            "\"parameters\":%lld,\"trainable_parameters\":%lld,\"frozen_parameters\":%lld,\"lora_parameters\":%lld,"
            "\"lora_rank\":%d,\"frozen_base_qtype\":\"%s\"",
@@ -166,7 +166,7 @@ static void gt__header(gt_report *r, const gt_config *c, const gt_model *m, cons
                  gt_version(), c->model_name, (long long)m->n_layers, (long long)m->n_layers - nglob,
                  c->sliding_window_size, nglob, c->base_emb_dim, c->base_num_query_heads, c->base_num_kv_heads,
                  c->head_dim, c->base_mlp_dim, c->vocab_size);
-  int64_t n_el = gt_model_count_params(c); /* elements (a quantized base takes fewer words) */
+  int64_t n_el = gt_model_numel(m); /* elements (a quantized base takes fewer words) */
   gt_report_note(r, "number parameters: %.3f billion (%lld)\n", (double)n_el / 1e9, (long long)n_el);
   static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_use_rslora", "lora_module_path",
                                           "lora_dropout", "lora_restore_path"};
